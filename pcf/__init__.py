@@ -1,0 +1,1 @@
+"""PCF Review: permutation-consensus factuality judging."""

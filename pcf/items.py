@@ -1,0 +1,437 @@
+"""Items, candidates and the dataset loaders (RewardBench 2, JudgeBench, items.jsonl, CSV).
+
+Every loader reads the whole file, collects every problem (file, line, field) and raises one
+:class:`~pcf.errors.DataError` if there is any, so a bad file is never half used.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from pcf.errors import DataError, Problem
+
+FORMATS = ("rewardbench2", "judgebench", "jsonl", "csv")
+CSV_COLUMNS = ("item_id", "prompt", "candidate_id", "text", "gold", "bucket")
+JUDGEBENCH_BUCKETS = ("mmlu-pro", "livebench-reasoning", "livebench-math", "livecodebench")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate answer with a stable id."""
+
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Item:
+    """A user prompt and its candidate answers, with an optional gold id and bucket."""
+
+    item_id: str
+    prompt: str
+    candidates: tuple[Candidate, ...]
+    gold: str | None = None
+    bucket: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def candidate_ids(self) -> tuple[str, ...]:
+        """Candidate ids in the order the item lists them."""
+        return tuple(c.id for c in self.candidates)
+
+    def text_of(self, candidate_id: str) -> str:
+        """The text of one candidate."""
+        for c in self.candidates:
+            if c.id == candidate_id:
+                return c.text
+        raise KeyError(f"item {self.item_id} has no candidate {candidate_id!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The item in the ``items.jsonl`` interchange form."""
+        return {
+            "item_id": self.item_id,
+            "prompt": self.prompt,
+            "candidates": [{"id": c.id, "text": c.text} for c in self.candidates],
+            "gold": self.gold,
+            "bucket": self.bucket,
+        }
+
+
+def judgebench_bucket(source: str) -> str:
+    """JudgeBench's reporting bucket for a row's ``source`` (all mmlu-pro-* share one)."""
+    return "mmlu-pro" if source.startswith("mmlu-pro") else source
+
+
+def load_dataset(
+    fmt: str, path: str | Path, *, subset: str | None = None, limit: int | None = None
+) -> list[Item]:
+    """Load a dataset file in one of :data:`FORMATS`.
+
+    Args:
+        fmt: ``rewardbench2``, ``judgebench``, ``jsonl`` or ``csv``.
+        path: the file (RewardBench 2 may also be Parquet).
+        subset: keep only rows of this subset (RewardBench 2) or bucket (other formats).
+        limit: keep at most this many items, in file order, after the subset filter.
+
+    Raises:
+        DataError: naming file, line and field of every problem found.
+    """
+    loaders = {
+        "rewardbench2": load_rewardbench2,
+        "judgebench": load_judgebench,
+        "jsonl": load_items_jsonl,
+        "csv": load_items_csv,
+    }
+    if fmt not in loaders:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    items = loaders[fmt](path, subset=subset)
+    return items if limit is None else items[:limit]
+
+
+# ---------------------------------------------------------------- reading helpers
+
+
+class _Checker:
+    """Collects problems for one file."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = str(path)
+        self.problems: list[Problem] = []
+
+    def add(self, line: int | None, field_name: str | None, message: str) -> None:
+        self.problems.append(Problem(self.file, line, field_name, message))
+
+    def text(self, obj: dict, key: str, line: int, *, name: str | None = None) -> str | None:
+        """A required non-empty string field."""
+        name = name or key
+        if key not in obj or obj[key] is None:
+            self.add(line, name, "missing")
+            return None
+        value = obj[key]
+        if not isinstance(value, str):
+            self.add(line, name, f"must be a string, got {type(value).__name__}")
+            return None
+        if not value.strip():
+            self.add(line, name, "is empty")
+            return None
+        return value
+
+    def optional_text(self, obj: dict, key: str, line: int) -> str | None:
+        value = obj.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.add(line, key, "must be a non-empty string or null")
+            return None
+        return value
+
+    def raise_if_any(self) -> None:
+        if self.problems:
+            raise DataError(self.problems)
+
+
+def _json_lines(path: Path, check: _Checker) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, object) for each non-blank line; bad lines become problems."""
+    with path.open(encoding="utf-8") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                check.add(number, None, f"invalid JSON: {exc.msg} (column {exc.colno})")
+                continue
+            if not isinstance(obj, dict):
+                check.add(number, None, f"expected a JSON object, got {type(obj).__name__}")
+                continue
+            yield number, obj
+
+
+def _open_checked(path: str | Path) -> tuple[Path, _Checker]:
+    path = Path(path)
+    if not path.is_file():
+        raise DataError([Problem(str(path), None, None, "file not found")])
+    return path, _Checker(path)
+
+
+def _finish_item(
+    check: _Checker,
+    line: int,
+    seen: dict[str, int],
+    item_id: str | None,
+    prompt: str | None,
+    candidates: list[Candidate] | None,
+    gold: str | None,
+    bucket: str | None,
+    metadata: dict[str, Any] | None = None,
+) -> Item | None:
+    """Cross-field checks shared by every format; returns the item when it is sound."""
+    ok = item_id is not None and prompt is not None and candidates is not None
+    if item_id is not None:
+        if item_id in seen:
+            check.add(line, "item_id", f"duplicate id {item_id!r} (first on line {seen[item_id]})")
+            ok = False
+        else:
+            seen[item_id] = line
+    if candidates is not None:
+        if len(candidates) < 2:
+            check.add(line, "candidates", f"needs at least 2 candidates, got {len(candidates)}")
+            ok = False
+        ids = [c.id for c in candidates]
+        for dup in sorted({i for i in ids if ids.count(i) > 1}):
+            check.add(line, "candidates.id", f"duplicate candidate id {dup!r}")
+            ok = False
+        if gold is not None and gold not in ids:
+            check.add(line, "gold", f"{gold!r} is not one of the candidate ids {ids}")
+            ok = False
+    if not ok:
+        return None
+    return Item(item_id, prompt, tuple(candidates), gold, bucket, metadata or {})  # type: ignore[arg-type]
+
+
+def _bucket_filter(items: list[Item], subset: str | None) -> list[Item]:
+    return items if subset is None else [i for i in items if i.bucket == subset]
+
+
+# ---------------------------------------------------------------- items.jsonl
+
+
+def load_items_jsonl(path: str | Path, *, subset: str | None = None) -> list[Item]:
+    """Load METHOD.md's ``items.jsonl``; ``subset`` keeps one bucket."""
+    path, check = _open_checked(path)
+    items: list[Item] = []
+    seen: dict[str, int] = {}
+    for line, obj in _json_lines(path, check):
+        item_id = check.text(obj, "item_id", line)
+        prompt = check.text(obj, "prompt", line)
+        candidates = _candidates_field(obj, line, check)
+        gold = check.optional_text(obj, "gold", line)
+        bucket = check.optional_text(obj, "bucket", line)
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        item = _finish_item(check, line, seen, item_id, prompt, candidates, gold, bucket, meta)
+        if item:
+            items.append(item)
+    check.raise_if_any()
+    return _bucket_filter(items, subset)
+
+
+def _candidates_field(obj: dict, line: int, check: _Checker) -> list[Candidate] | None:
+    raw = obj.get("candidates")
+    if raw is None:
+        check.add(line, "candidates", "missing")
+        return None
+    if not isinstance(raw, list):
+        check.add(line, "candidates", "must be a list of {id, text} objects")
+        return None
+    out: list[Candidate] = []
+    sound = True
+    for index, cand in enumerate(raw):
+        if not isinstance(cand, dict):
+            check.add(line, f"candidates[{index}]", "must be an object with id and text")
+            sound = False
+            continue
+        cid = check.text(cand, "id", line, name=f"candidates[{index}].id")
+        text = check.text(cand, "text", line, name=f"candidates[{index}].text")
+        if cid is None or text is None:
+            sound = False
+            continue
+        out.append(Candidate(cid, text))
+    return out if sound else None
+
+
+# ---------------------------------------------------------------- CSV
+
+
+def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]:
+    """Load a CSV with one row per candidate: ``item_id,prompt,candidate_id,text[,gold][,bucket]``.
+
+    ``prompt``, ``gold`` and ``bucket`` repeat on every row of an item and must agree; an empty
+    ``gold`` means no gold label. Items keep the order of their first row.
+    """
+    path, check = _open_checked(path)
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        missing = [c for c in CSV_COLUMNS[:4] if c not in header]
+        if missing:
+            check.add(1, ", ".join(missing), f"missing column(s); header is {header}")
+            check.raise_if_any()
+        groups: dict[str, dict[str, Any]] = {}
+        for row in reader:
+            line = reader.line_num
+            item_id = check.text(row, "item_id", line)
+            prompt = check.text(row, "prompt", line)
+            cid = check.text(row, "candidate_id", line)
+            text = check.text(row, "text", line)
+            if item_id is None:
+                continue
+            group = groups.setdefault(
+                item_id,
+                {"line": line, "prompt": prompt, "gold": None, "bucket": None, "cands": []},
+            )
+            for key in ("gold", "bucket"):
+                value = (row.get(key) or "").strip() or None
+                if value is not None and group[key] not in (None, value):
+                    check.add(line, key, f"differs from earlier rows of item {item_id!r}")
+                group[key] = group[key] or value
+            if prompt is not None and group["prompt"] not in (None, prompt):
+                check.add(line, "prompt", f"differs from earlier rows of item {item_id!r}")
+            if cid is not None and text is not None:
+                group["cands"].append(Candidate(cid, text))
+    items: list[Item] = []
+    seen: dict[str, int] = {}
+    for item_id, g in groups.items():
+        item = _finish_item(
+            check, g["line"], seen, item_id, g["prompt"], g["cands"], g["gold"], g["bucket"]
+        )
+        if item:
+            items.append(item)
+    check.raise_if_any()
+    return _bucket_filter(items, subset)
+
+
+# ---------------------------------------------------------------- RewardBench 2
+
+
+def _neutral_id(key: str) -> str:
+    """A short id hashed from ``key``, so ids and listing order reveal nothing."""
+    return "c" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:7]
+
+
+def _rows_of(path: Path, check: _Checker) -> Iterable[tuple[int, dict]]:
+    if path.suffix == ".parquet":
+        import pandas as pd  # noqa: PLC0415 - only Parquet needs it
+
+        frame = pd.read_parquet(path)
+        return ((i + 1, rec) for i, rec in enumerate(frame.to_dict(orient="records")))
+    return _json_lines(path, check)
+
+
+def load_rewardbench2(path: str | Path, *, subset: str | None = None) -> list[Item]:
+    """Load RewardBench 2 rows (JSON Lines or Parquet); ``subset`` keeps e.g. ``Factuality``.
+
+    RewardBench 2 stores the correct answer first in every row, so candidate ids are hashes of
+    the texts and candidates are listed sorted by id: neither the ids nor the listing order
+    (which breaks exact consensus ties) carries the label. Item ids are ``subset:id`` because
+    ``id`` repeats across subsets. For Parquet files, "line" means row number.
+    """
+    path, check = _open_checked(path)
+    items: list[Item] = []
+    seen: dict[str, int] = {}
+    for line, row in _rows_of(path, check):
+        row_subset = check.text(row, "subset", line)
+        if subset is not None and row_subset != subset:
+            continue
+        raw_id = row.get("id")
+        if raw_id is None or str(raw_id).strip() == "":
+            check.add(line, "id", "missing")
+        prompt = check.text(row, "prompt", line)
+        candidates = _rewardbench2_candidates(row, f"{row_subset}:{raw_id}", line, check)
+        gold = candidates[0].id if candidates else None
+        if candidates:
+            candidates = sorted(candidates, key=lambda c: c.id)
+        item_id = f"{row_subset}:{raw_id}" if raw_id is not None and row_subset else None
+        meta = {"models": _plain(row.get("models")), "subset": row_subset}
+        item = _finish_item(check, line, seen, item_id, prompt, candidates, gold, row_subset, meta)
+        if item:
+            items.append(item)
+    check.raise_if_any()
+    return items
+
+
+def _plain(value: Any) -> Any:
+    """Parquet gives numpy arrays where JSON gives lists."""
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+def _rewardbench2_candidates(
+    row: dict, key: str, line: int, check: _Checker
+) -> list[Candidate] | None:
+    """Chosen first, then rejected; None when the row is unusable (problems recorded).
+
+    Ids hash the row key and storage index, so rows holding the same text twice still work.
+    """
+    chosen, rejected = _plain(row.get("chosen")), _plain(row.get("rejected"))
+    sound = True
+    for name, value in (("chosen", chosen), ("rejected", rejected)):
+        if not isinstance(value, list):
+            check.add(line, name, "missing or not a list of strings")
+            sound = False
+    if not sound:
+        return None
+    if len(chosen) != 1:
+        check.add(line, "chosen", f"must hold exactly 1 answer, got {len(chosen)}")
+        sound = False
+    if not rejected:
+        check.add(line, "rejected", "must hold at least 1 answer")
+        sound = False
+    total = row.get("total_completions")
+    if isinstance(total, int) and total != len(chosen) + len(rejected):
+        check.add(
+            line,
+            "total_completions",
+            f"says {total} but chosen+rejected hold {len(chosen) + len(rejected)}",
+        )
+        sound = False
+    texts = [("chosen", i, t) for i, t in enumerate(chosen)]
+    texts += [("rejected", i, t) for i, t in enumerate(rejected)]
+    for name, index, text in texts:
+        if not isinstance(text, str) or not text.strip():
+            check.add(line, f"{name}[{index}]", "is empty or not a string")
+            sound = False
+    if not sound:
+        return None
+    return [Candidate(_neutral_id(f"{key}:{i}"), t) for i, (_, _, t) in enumerate(texts)]
+
+
+# ---------------------------------------------------------------- JudgeBench
+
+
+def load_judgebench(path: str | Path, *, subset: str | None = None) -> list[Item]:
+    """Load JudgeBench pairs (data or outputs files); candidates are ``response_A``/``B``.
+
+    ``gold`` follows ``label`` (``A>B`` or ``B>A``); ``bucket`` is the JudgeBench bucket of
+    ``source``; ``subset`` keeps one bucket.
+    """
+    path, check = _open_checked(path)
+    items: list[Item] = []
+    seen: dict[str, int] = {}
+    for line, row in _json_lines(path, check):
+        item_id = check.text(row, "pair_id", line)
+        prompt = check.text(row, "question", line)
+        source = check.text(row, "source", line)
+        a = check.text(row, "response_A", line)
+        b = check.text(row, "response_B", line)
+        label = row.get("label")
+        gold = {"A>B": "response_A", "B>A": "response_B"}.get(label) if label else None
+        if label not in ("A>B", "B>A"):
+            check.add(line, "label", f"must be 'A>B' or 'B>A', got {label!r}")
+        candidates = None
+        if a is not None and b is not None:
+            candidates = [Candidate("response_A", a), Candidate("response_B", b)]
+        bucket = judgebench_bucket(source) if source else None
+        meta = {
+            "source": source,
+            "original_id": row.get("original_id"),
+            "response_model": row.get("response_model"),
+        }
+        item = _finish_item(check, line, seen, item_id, prompt, candidates, gold, bucket, meta)
+        if item:
+            items.append(item)
+    check.raise_if_any()
+    return _bucket_filter(items, subset)
+
+
+def write_items_jsonl(items: Iterable[Item], out: TextIO) -> int:
+    """Write items in the ``items.jsonl`` form; returns how many were written."""
+    count = 0
+    for item in items:
+        out.write(json.dumps(item.to_dict(), ensure_ascii=False) + "\n")
+        count += 1
+    return count

@@ -1,0 +1,191 @@
+"""Judgments: the parsed result of one call, and the ``judgments.jsonl`` interchange format."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from pcf.errors import DataError, Problem
+from pcf.items import _json_lines, _open_checked
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """One call's judgment, with keys already mapped back to candidate ids.
+
+    A failed call has ``ok=False``, its ``error`` reason, and empty scores; it is kept so that
+    nothing is silently dropped, and it is left out of aggregation.
+    """
+
+    item_id: str
+    execution: int
+    call_index: int
+    order: tuple[str, ...]
+    ok: bool
+    error: str | None = None
+    factuality: dict[str, float] = field(default_factory=dict)
+    hallucination_risk: dict[str, float] = field(default_factory=dict)
+    ranking: tuple[str, ...] = ()
+    confidence: float | None = None
+    repaired: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The judgment as one ``judgments.jsonl`` object."""
+        out = {
+            "item_id": self.item_id,
+            "execution": self.execution,
+            "call_index": self.call_index,
+            "order": list(self.order),
+            "ok": self.ok,
+            "error": self.error,
+            "factuality": self.factuality,
+            "hallucination_risk": self.hallucination_risk,
+            "ranking": list(self.ranking),
+            "confidence": self.confidence,
+        }
+        if self.repaired:
+            out["repaired"] = list(self.repaired)
+        return out
+
+
+def write_judgments(judgments: Iterable[Judgment], out: TextIO) -> int:
+    """Write judgments as JSON Lines; returns how many were written."""
+    count = 0
+    for j in judgments:
+        out.write(json.dumps(j.to_dict(), ensure_ascii=False) + "\n")
+        count += 1
+    return count
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _index(obj: dict, key: str, line: int, problems: list[Problem], file: str) -> int | None:
+    value = obj.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        problems.append(Problem(file, line, key, f"must be an integer >= 0, got {value!r}"))
+        return None
+    return value
+
+
+def _scores(
+    obj: dict, key: str, order: tuple[str, ...], upper: float, line: int, file: str
+) -> tuple[dict[str, float], list[Problem]]:
+    raw = obj.get(key)
+    if not isinstance(raw, dict):
+        return {}, [Problem(file, line, key, "must be an object {candidate id: number}")]
+    problems = []
+    if set(raw) != set(order):
+        problems.append(
+            Problem(
+                file, line, key, f"keys {sorted(raw)} differ from the order's ids {sorted(order)}"
+            )
+        )
+    for cid, value in raw.items():
+        if not _number(value) or not 0 <= value <= upper:
+            problems.append(
+                Problem(file, line, f"{key}.{cid}", f"must be in [0, {upper}], got {value!r}")
+            )
+    return {k: float(v) for k, v in raw.items() if _number(v)}, problems
+
+
+def read_judgments(path: str | Path) -> list[Judgment]:
+    """Read ``judgments.jsonl``, checking every field of every line.
+
+    Raises:
+        DataError: with file, line and field of each problem (bad JSON, a missing field, an
+            ok judgment whose scores or ranking do not cover its order exactly, a duplicate
+            (item_id, execution, call_index), calls of one item over different candidates).
+    """
+    path, check = _open_checked(path)
+    file, problems = check.file, check.problems
+    out: list[Judgment] = []
+    seen: dict[tuple[str, int, int], int] = {}
+    item_ids: dict[str, tuple[frozenset[str], int]] = {}
+    for line, obj in _json_lines(path, check):
+        item_id = check.text(obj, "item_id", line)
+        execution = _index(obj, "execution", line, problems, file)
+        call_index = _index(obj, "call_index", line, problems, file)
+        order = obj.get("order")
+        if not (
+            isinstance(order, list)
+            and len(order) >= 2
+            and all(isinstance(c, str) for c in order)
+            and len(set(order)) == len(order)
+        ):
+            problems.append(
+                Problem(file, line, "order", "must list at least 2 distinct candidate ids")
+            )
+            continue
+        order = tuple(order)
+        ok = obj.get("ok")
+        if not isinstance(ok, bool):
+            problems.append(Problem(file, line, "ok", f"must be true or false, got {ok!r}"))
+            continue
+        if item_id is None or execution is None or call_index is None:
+            continue
+        key = (item_id, execution, call_index)
+        if key in seen:
+            problems.append(
+                Problem(
+                    file, line, "call_index", f"duplicate call {key} (first on line {seen[key]})"
+                )
+            )
+            continue
+        seen[key] = line
+        ids = frozenset(order)
+        first = item_ids.setdefault(item_id, (ids, line))
+        if first[0] != ids:
+            problems.append(
+                Problem(
+                    file,
+                    line,
+                    "order",
+                    f"candidates differ from line {first[1]} of item {item_id!r}",
+                )
+            )
+            continue
+        error = obj.get("error")
+        if not ok:
+            out.append(
+                Judgment(item_id, execution, call_index, order, False, str(error or "failed"))
+            )
+            continue
+        factuality, p1 = _scores(obj, "factuality", order, 10.0, line, file)
+        risk, p2 = _scores(obj, "hallucination_risk", order, 1.0, line, file)
+        ranking = obj.get("ranking")
+        p3 = []
+        if not isinstance(ranking, list) or sorted(map(str, ranking)) != sorted(order):
+            p3 = [Problem(file, line, "ranking", "must list every id of the order exactly once")]
+        confidence = obj.get("confidence")
+        if confidence is not None and not (_number(confidence) and 0 <= confidence <= 1):
+            p3.append(
+                Problem(file, line, "confidence", f"must be in [0, 1] or null, got {confidence!r}")
+            )
+        if p1 or p2 or p3:
+            problems.extend(p1 + p2 + p3)
+            continue
+        repaired = tuple(obj.get("repaired") or ())
+        out.append(
+            Judgment(
+                item_id,
+                execution,
+                call_index,
+                order,
+                True,
+                None,
+                factuality,
+                risk,
+                tuple(ranking),
+                None if confidence is None else float(confidence),
+                repaired,
+            )
+        )
+    if problems:
+        raise DataError(problems)
+    return out

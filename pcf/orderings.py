@@ -1,0 +1,107 @@
+"""Canonical order and the ordering schedules of METHOD.md (balanced, random, exhaustive,
+repeated), plus the candidate x slot coverage matrix."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+SCHEDULES = ("balanced", "random", "exhaustive", "repeated")
+MAX_EXHAUSTIVE_N = 6
+
+Order = tuple[str, ...]
+
+
+def seeded_rng(*parts: object) -> np.random.Generator:
+    """A generator seeded by a hash of ``parts``: stable across runs, machines and Pythons."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8")).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def canonical_order(candidate_ids: Sequence[str], dataset_seed: int, item_id: str) -> Order:
+    """The direct baseline's ordering: a shuffle seeded by ``(dataset_seed, item_id)``.
+
+    It never equals the storage order by construction, so a dataset that stores the gold answer
+    first does not leak it; the gold slot is uniform over items.
+    """
+    perm = seeded_rng("canonical", dataset_seed, item_id).permutation(len(candidate_ids))
+    return tuple(candidate_ids[i] for i in perm)
+
+
+def _rotations(order: Order) -> list[Order]:
+    return [order[i:] + order[:i] for i in range(len(order))]
+
+
+def _random_distinct(
+    canonical: Order, taken: list[Order], count: int, rng: np.random.Generator
+) -> list[Order]:
+    """``count`` seeded uniformly random permutations not already in ``taken``."""
+    total = math.factorial(len(canonical))
+    seen = set(taken)
+    out: list[Order] = []
+    while len(out) < count and len(seen) < total:
+        perm = tuple(canonical[i] for i in rng.permutation(len(canonical)))
+        if perm not in seen:
+            seen.add(perm)
+            out.append(perm)
+    return out
+
+
+def schedule(
+    kind: str, candidate_ids: Sequence[str], k: int, *, dataset_seed: int, item_id: str
+) -> list[Order]:
+    """The K orderings of one item; the first is always the canonical order.
+
+    Args:
+        kind: ``balanced``, ``random``, ``exhaustive`` or ``repeated``.
+        candidate_ids: the item's candidate ids.
+        k: orderings wanted (``exhaustive`` always gives all n!, whatever ``k`` is).
+        dataset_seed: the dataset seed of the canonical order and the random draws.
+        item_id: the item, so every item gets its own draws.
+
+    ``balanced``: the rotations of the canonical order, then the rotations of its reverse, then
+    seeded random permutations not yet used. When every permutation has been used (n = 2, or
+    K > n!) the schedule cycles through what it has; each repeat is still a separate call.
+    """
+    if k < 1:
+        raise ValueError(f"K must be at least 1, got {k}")
+    canonical = canonical_order(candidate_ids, dataset_seed, item_id)
+    n = len(canonical)
+    rng = seeded_rng(kind, dataset_seed, item_id)
+    if kind == "repeated":
+        return [canonical] * k
+    if kind == "exhaustive":
+        if n > MAX_EXHAUSTIVE_N:
+            raise ValueError(
+                f"exhaustive schedule needs n <= {MAX_EXHAUSTIVE_N} candidates "
+                f"({n}! orderings is too many); use balanced or random"
+            )
+        rest = [p for p in itertools.permutations(canonical) if p != canonical]
+        return [canonical, *rest]
+    if kind == "random":
+        if k > math.factorial(n):
+            raise ValueError(
+                f"random schedule: K={k} exceeds the {math.factorial(n)} distinct "
+                f"orderings of {n} candidates; use balanced or a smaller K"
+            )
+        return [canonical, *_random_distinct(canonical, [canonical], k - 1, rng)]
+    if kind == "balanced":
+        rows = _rotations(canonical) + _rotations(canonical[::-1])
+        if k > len(rows):
+            rows += _random_distinct(canonical, rows, k - len(rows), rng)
+        return list(itertools.islice(itertools.cycle(rows), k))
+    raise ValueError(f"unknown schedule {kind!r}; choose one of {', '.join(SCHEDULES)}")
+
+
+def slot_coverage(orders: Sequence[Order], candidate_ids: Sequence[str]) -> np.ndarray:
+    """Counts of how often each candidate (rows, in ``candidate_ids`` order) sat in each slot."""
+    index = {cid: i for i, cid in enumerate(candidate_ids)}
+    counts = np.zeros((len(candidate_ids), len(candidate_ids)), dtype=int)
+    for order in orders:
+        for slot, cid in enumerate(order):
+            counts[index[cid], slot] += 1
+    return counts
