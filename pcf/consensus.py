@@ -1,0 +1,309 @@
+"""Consensus over orderings (METHOD.md Eq. 5) and the other aggregation rules, on numpy arrays.
+
+Judgments are packed into arrays shaped (items, executions, calls, candidates); every rule is a
+handful of vectorised operations over them, so 100,000 items aggregate in well under a second.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pcf.judgments import Judgment
+
+TIE_TOLERANCE = 1e-9
+RULES = ("eq5", "borda", "mean_score", "majority", "kemeny")
+MAX_KEMENY_N = 6
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The four weights of Eq. 5: mean score, Borda, top votes, certainty."""
+
+    score: float
+    borda: float
+    vote: float
+    certainty: float
+
+    def __post_init__(self) -> None:
+        values = self.as_tuple()
+        if any(w < 0 for w in values) or not any(values):
+            raise ValueError(f"weights must be non-negative and not all zero, got {values}")
+
+    def as_tuple(self) -> tuple[float, float, float, float]:
+        """``(ws, wB, wv, wu)``."""
+        return (self.score, self.borda, self.vote, self.certainty)
+
+    @classmethod
+    def parse(cls, text: str) -> Weights:
+        """Read ``"ws,wB,wv,wu"``, e.g. ``"0.5,0.25,0.2,0.05"``."""
+        parts = [p.strip() for p in text.split(",")]
+        if len(parts) != 4:
+            raise ValueError(f"weights need four numbers ws,wB,wv,wu; got {text!r}")
+        try:
+            return cls(*(float(p) for p in parts))
+        except ValueError as exc:
+            raise ValueError(f"weights {text!r}: {exc}") from exc
+
+
+PRESETS: dict[str, Weights] = {
+    "proposed": Weights(0.50, 0.25, 0.20, 0.05),
+    "uniform": Weights(0.25, 0.25, 0.25, 0.25),
+    "score-only": Weights(1, 0, 0, 0),
+    "rank-only": Weights(0, 1, 0, 0),
+    "vote-only": Weights(0, 0, 1, 0),
+    "no-uncertainty": Weights(0.50, 0.27, 0.23, 0),
+}
+DEFAULT_WEIGHTS = PRESETS["proposed"]
+# Borda only, mean score only and majority of top picks are Eq. 5 with one weight.
+RULE_WEIGHTS = {
+    "borda": PRESETS["rank-only"],
+    "mean_score": PRESETS["score-only"],
+    "majority": PRESETS["vote-only"],
+}
+
+
+@dataclass(frozen=True)
+class JudgmentArrays:
+    """The judgments of items that share a candidate count ``n``.
+
+    Candidate axis = each item's listing order (``candidate_ids[i]``). Calls sit at their
+    ``call_index``, executions at their index in ``executions``; missing calls are padding.
+
+    Attributes:
+        factuality: (I, E, K, n) factuality 0-10, NaN where the call is not ok.
+        risk: (I, E, K, n) hallucination risk 0-1, NaN where not ok.
+        rank: (I, E, K, n) rank 1..n (1 = best), 0 where not ok.
+        slot: (I, E, K, n) 0-based slot each candidate was shown in, -1 where no call.
+        ok: (I, E, K) the call parsed into a usable judgment.
+        present: (I, E, K) a call was made (ok or failed).
+    """
+
+    item_ids: list[str]
+    candidate_ids: list[tuple[str, ...]]
+    executions: list[int]
+    factuality: np.ndarray
+    risk: np.ndarray
+    rank: np.ndarray
+    slot: np.ndarray
+    ok: np.ndarray
+    present: np.ndarray
+
+    @property
+    def n(self) -> int:
+        """Candidates per item."""
+        return self.rank.shape[-1]
+
+    def prefix(self, k: int | None = None, executions: int | None = None) -> JudgmentArrays:
+        """The first ``k`` calls of the first ``executions`` executions (no copy)."""
+        e = slice(None, executions)
+        c = slice(None, k)
+        return JudgmentArrays(
+            self.item_ids,
+            self.candidate_ids,
+            self.executions[e],
+            self.factuality[:, e, c],
+            self.risk[:, e, c],
+            self.rank[:, e, c],
+            self.slot[:, e, c],
+            self.ok[:, e, c],
+            self.present[:, e, c],
+        )
+
+
+def pack(
+    judgments: Iterable[Judgment], candidate_ids: dict[str, Sequence[str]] | None = None
+) -> list[JudgmentArrays]:
+    """Pack judgments into arrays, one :class:`JudgmentArrays` per candidate count.
+
+    Args:
+        judgments: any number of calls of any items.
+        candidate_ids: each item's candidate ids in listing order (from the items file). Without
+            it, an item lists its candidates in the order of its first call (execution 0,
+            call_index 0 when present): that order then breaks exact ties.
+    """
+    by_item: dict[str, list[Judgment]] = defaultdict(list)
+    for j in judgments:
+        by_item[j.item_id].append(j)
+    groups: dict[int, list[str]] = defaultdict(list)
+    listing: dict[str, tuple[str, ...]] = {}
+    for item_id, calls in by_item.items():
+        if candidate_ids and item_id in candidate_ids:
+            ids = tuple(candidate_ids[item_id])
+        else:
+            ids = min(calls, key=lambda j: (j.execution, j.call_index)).order
+        listing[item_id] = ids
+        groups[len(ids)].append(item_id)
+    return [_pack_group(ids, by_item, listing) for _, ids in sorted(groups.items())]
+
+
+def _pack_group(
+    item_ids: list[str], by_item: dict[str, list[Judgment]], listing: dict[str, tuple[str, ...]]
+) -> JudgmentArrays:
+    n = len(listing[item_ids[0]])
+    executions = sorted({j.execution for i in item_ids for j in by_item[i]})
+    e_index = {e: x for x, e in enumerate(executions)}
+    k = 1 + max(j.call_index for i in item_ids for j in by_item[i])
+    shape = (len(item_ids), len(executions), k)
+    factuality = np.full((*shape, n), np.nan)
+    risk = np.full((*shape, n), np.nan)
+    rank = np.zeros((*shape, n), dtype=np.int8)
+    slot = np.full((*shape, n), -1, dtype=np.int8)
+    ok = np.zeros(shape, dtype=bool)
+    present = np.zeros(shape, dtype=bool)
+    for i, item_id in enumerate(item_ids):
+        col = {cid: c for c, cid in enumerate(listing[item_id])}
+        for j in by_item[item_id]:
+            if set(j.order) != set(col):
+                raise ValueError(
+                    f"item {item_id!r}: call {j.execution}/{j.call_index} orders {list(j.order)}, "
+                    f"but the item's candidates are {list(col)}"
+                )
+            at = (i, e_index[j.execution], j.call_index)
+            present[at] = True
+            slot[at] = [j.order.index(cid) for cid in listing[item_id]]
+            if not j.ok:
+                continue
+            ok[at] = True
+            for cid, c in col.items():
+                factuality[(*at, c)] = j.factuality[cid]
+                risk[(*at, c)] = j.hallucination_risk[cid]
+            rank[at] = [j.ranking.index(cid) + 1 for cid in listing[item_id]]
+    return JudgmentArrays(
+        item_ids,
+        [listing[i] for i in item_ids],
+        executions,
+        factuality,
+        risk,
+        rank,
+        slot,
+        ok,
+        present,
+    )
+
+
+@dataclass(frozen=True)
+class Consensus:
+    """Per-item consensus, averaged over executions; rows follow ``JudgmentArrays.item_ids``.
+
+    ``winner`` is a candidate column index, -1 when the item has no ok judgment (abstention).
+    """
+
+    score: np.ndarray  # (I, n) C_c
+    mean_score: np.ndarray  # (I, n) S_c
+    borda: np.ndarray  # (I, n) B_c
+    vote: np.ndarray  # (I, n) V_c
+    certainty: np.ndarray  # (I, n) U_c
+    winner: np.ndarray  # (I,)
+
+    def winner_ids(self, arrays: JudgmentArrays) -> list[str | None]:
+        """Winners as candidate ids (None for an abstention)."""
+        return [
+            ids[w] if w >= 0 else None
+            for ids, w in zip(arrays.candidate_ids, self.winner.tolist(), strict=True)
+        ]
+
+
+def components(arrays: JudgmentArrays) -> tuple[np.ndarray, ...]:
+    """S, B, V, U per item, execution and candidate, plus the ok-call count per execution.
+
+    Returns:
+        ``(S, B, V, U, count)`` with S..U shaped (I, E, n) (NaN where an execution has no ok
+        call) and ``count`` shaped (I, E).
+    """
+    n = arrays.n
+    ok = arrays.ok[..., None]
+    count = arrays.ok.sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        denom = count[..., None]
+        s = np.where(ok, arrays.factuality, 0.0).sum(axis=2) / 10.0 / denom
+        b = np.where(ok, (n - arrays.rank) / (n - 1), 0.0).sum(axis=2) / denom
+        v = (ok & (arrays.rank == 1)).sum(axis=2) / denom
+        u = np.where(ok, 1.0 - arrays.risk, 0.0).sum(axis=2) / denom
+    return s, b, v, u, count
+
+
+def _mean_over_executions(values: np.ndarray, has_ok: np.ndarray) -> np.ndarray:
+    """Average (I, E, n) over the executions with an ok judgment; NaN-free zeros elsewhere."""
+    valid = has_ok[..., None]
+    total = np.where(valid, values, 0.0).sum(axis=1)
+    runs = np.maximum(has_ok.sum(axis=1), 1)[:, None]
+    return total / runs
+
+
+def pick_winner(*keys: np.ndarray, has_ok: np.ndarray) -> np.ndarray:
+    """Argmax of the first key; values within 1e-9 tie and fall to the next key, then the
+    candidate listed first. Returns -1 for rows without an ok judgment."""
+    candidates = np.ones(keys[0].shape, dtype=bool)
+    for key in keys:
+        best = np.where(candidates, key, -np.inf).max(axis=1, keepdims=True)
+        candidates &= key >= best - TIE_TOLERANCE
+    winner = candidates.argmax(axis=1)
+    return np.where(has_ok, winner, -1)
+
+
+def consensus(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Consensus:
+    """Eq. 5 per execution, averaged over executions that have an ok judgment.
+
+    Ties within 1e-9 are broken by larger V, then B, then S, then listing order.
+    """
+    s_e, b_e, v_e, u_e, count = components(arrays)
+    has_ok_e = count > 0
+    ws, wb, wv, wu = weights.as_tuple()
+    c_e = ws * s_e + wb * b_e + wv * v_e + wu * u_e
+    mean = [_mean_over_executions(x, has_ok_e) for x in (c_e, s_e, b_e, v_e, u_e)]
+    c, s, b, v, u = mean
+    has_ok = has_ok_e.any(axis=1)
+    return Consensus(c, s, b, v, u, pick_winner(c, v, b, s, has_ok=has_ok))
+
+
+def direct(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Consensus:
+    """The direct baseline: the rule on call_index 0 of the first execution alone."""
+    return consensus(arrays.prefix(k=1, executions=1), weights)
+
+
+def _permutations(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """All orderings of n candidates and, for each, which candidate precedes which."""
+    perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
+    position = np.argsort(perms, axis=1)  # position[p, c] = place of candidate c
+    before = position[:, :, None] < position[:, None, :]  # before[p, a, b]: a ranked above b
+    return perms, before
+
+
+def kemeny(arrays: JudgmentArrays) -> np.ndarray:
+    """Exact Kemeny winners over all ok judgments of all executions (brute force, n <= 6).
+
+    The consensus ranking minimises the total number of pairwise disagreements with the
+    judgments; among equally good rankings the first in lexicographic order of listing
+    indices wins. Returns winner column indices, -1 without an ok judgment.
+    """
+    n = arrays.n
+    if n > MAX_KEMENY_N:
+        raise ValueError(f"exact Kemeny is brute force and needs n <= {MAX_KEMENY_N}, got {n}")
+    perms, before = _permutations(n)
+    rank = arrays.rank.reshape(len(arrays.item_ids), -1, n).astype(np.int64)
+    ok = arrays.ok.reshape(len(arrays.item_ids), -1)
+    # prefer[i, a, b] = number of ok judgments ranking a above b.
+    above = (rank[:, :, :, None] < rank[:, :, None, :]) & ok[:, :, None, None]
+    prefer = above.sum(axis=1)
+    # Disagreements of ordering p: pairs it puts a above b, weighted by judgments preferring b.
+    cost = np.einsum("pab,iba->ip", before.astype(np.int64), prefer)
+    best = cost.argmin(axis=1)
+    return np.where(ok.any(axis=1), perms[best, 0], -1)
+
+
+def winners(
+    arrays: JudgmentArrays, rule: str = "eq5", weights: Weights = DEFAULT_WEIGHTS
+) -> np.ndarray:
+    """Winner column per item under one of :data:`RULES` (``eq5`` uses ``weights``)."""
+    if rule == "eq5":
+        return consensus(arrays, weights).winner
+    if rule in RULE_WEIGHTS:
+        return consensus(arrays, RULE_WEIGHTS[rule]).winner
+    if rule == "kemeny":
+        return kemeny(arrays)
+    raise ValueError(f"unknown rule {rule!r}; choose one of {', '.join(RULES)}")

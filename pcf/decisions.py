@@ -1,0 +1,143 @@
+"""From judgments to decisions: consensus winner, direct winner, instability and flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pcf.consensus import (
+    DEFAULT_WEIGHTS,
+    RULE_WEIGHTS,
+    RULES,
+    Consensus,
+    JudgmentArrays,
+    Weights,
+    consensus,
+    kemeny,
+    pack,
+)
+from pcf.instability import Instability, instability
+from pcf.items import Item
+from pcf.judgments import Judgment
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """Decisions for the items of one :class:`JudgmentArrays` group."""
+
+    arrays: JudgmentArrays
+    consensus: Consensus
+    direct: Consensus
+    instability: Instability
+
+    def records(self) -> list[dict[str, Any]]:
+        """One ``decisions.jsonl`` object per item."""
+        a, c, d, ins = self.arrays, self.consensus, self.direct, self.instability
+        winners = c.winner_ids(a)
+        direct_winners = d.winner_ids(a)
+        out = []
+        for row, (item_id, ids) in enumerate(zip(a.item_ids, a.candidate_ids, strict=True)):
+            has_ok = bool(ins.n_ok[row])
+
+            def per_candidate(values: np.ndarray, row: int = row, ids: Sequence[str] = ids) -> dict:
+                return {cid: round(float(v), 6) for cid, v in zip(ids, values[row], strict=True)}
+
+            out.append(
+                {
+                    "item_id": item_id,
+                    "winner": winners[row],
+                    "consensus": per_candidate(c.score) if has_ok else {},
+                    "flags": ins.flag_names(row),
+                    "metrics": {
+                        "top_agreement": _num(ins.top_agreement[row]),
+                        "top_entropy": _num(ins.top_entropy[row]),
+                        "kendall_w": _num(ins.kendall_w[row]),
+                        "margin": _num(ins.margin[row]),
+                        "slot_following": _num(ins.slot_following[row]),
+                        "direct_winner": direct_winners[row],
+                        "priority": _num(ins.priority[row]),
+                        "n_ok": int(ins.n_ok[row]),
+                        "n_calls": int(ins.n_calls[row]),
+                        "components": {
+                            "S": per_candidate(c.mean_score),
+                            "B": per_candidate(c.borda),
+                            "V": per_candidate(c.vote),
+                            "U": per_candidate(c.certainty),
+                        }
+                        if has_ok
+                        else {},
+                    },
+                }
+            )
+        return out
+
+
+def _num(value: float) -> float | None:
+    value = float(value)
+    return None if math.isnan(value) else round(value, 6)
+
+
+def _apply_rule(arrays: JudgmentArrays, rule: str, weights: Weights) -> Consensus:
+    if rule not in RULES:
+        raise ValueError(f"unknown rule {rule!r}; choose one of {', '.join(RULES)}")
+    result = consensus(arrays, RULE_WEIGHTS.get(rule, weights))
+    if rule == "kemeny":
+        result = dataclasses.replace(result, winner=kemeny(arrays))
+    return result
+
+
+def decide(
+    arrays: JudgmentArrays,
+    *,
+    weights: Weights = DEFAULT_WEIGHTS,
+    k: int | None = None,
+    executions: int | None = None,
+    rule: str = "eq5",
+) -> Decisions:
+    """Decide every item of a group.
+
+    Args:
+        arrays: packed judgments.
+        weights: Eq. 5 weights (used by ``eq5`` and for the consensus scores of ``kemeny``).
+        k: keep the first K calls of each execution (K ablation by prefixes).
+        executions: keep the first this many executions.
+        rule: one of :data:`pcf.consensus.RULES`; direct applies the same rule to the
+            canonical call alone.
+    """
+    used = arrays.prefix(k, executions)
+    result = _apply_rule(used, rule, weights)
+    baseline = _apply_rule(arrays.prefix(1, 1), rule, weights)
+    return Decisions(used, result, baseline, instability(used, result, baseline.winner))
+
+
+def aggregate(
+    judgments: Iterable[Judgment],
+    *,
+    items: Sequence[Item] | None = None,
+    weights: Weights = DEFAULT_WEIGHTS,
+    k: int | None = None,
+    executions: int | None = None,
+    rule: str = "eq5",
+) -> list[dict[str, Any]]:
+    """``decisions.jsonl`` records for every judged item.
+
+    Items come out in the items file's order when ``items`` is given (its listing order also
+    breaks exact ties), else in order of first appearance in ``judgments``.
+    """
+    judgments = list(judgments)
+    listing = {i.item_id: i.candidate_ids for i in items} if items else None
+    records: dict[str, dict[str, Any]] = {}
+    for group in pack(judgments, listing):
+        for record in decide(
+            group, weights=weights, k=k, executions=executions, rule=rule
+        ).records():
+            records[record["item_id"]] = record
+    order = (
+        [i.item_id for i in items] if items else list(dict.fromkeys(j.item_id for j in judgments))
+    )
+    return [records[i] for i in order if i in records]

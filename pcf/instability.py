@@ -1,0 +1,189 @@
+"""Order-instability metrics, flags and review priority per item, and dataset-level slot bias."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from pcf.consensus import Consensus, JudgmentArrays
+
+FLAGS = ("order_unstable", "overrides_direct", "near_tie", "position_driven", "incomplete")
+FLAG_HELP = {
+    "order_unstable": "The judge's top pick changed with the order of the candidates.",
+    "overrides_direct": "The consensus winner differs from the direct (canonical-order) winner.",
+    "near_tie": "The consensus margin between winner and runner-up is below 0.05.",
+    "position_driven": "Top picks followed one slot in >= 60% of calls while agreeing < 60%.",
+    "incomplete": "Some calls failed and were left out of the consensus.",
+}
+NEAR_TIE_MARGIN = 0.05
+POSITION_SLOT_SHARE = 0.6
+POSITION_AGREEMENT = 0.6
+NO_JUDGMENT_PRIORITY = 3.0
+
+
+@dataclass(frozen=True)
+class Instability:
+    """Per-item metrics and flags; NaN metrics where an item has no ok judgment."""
+
+    top_agreement: np.ndarray
+    top_entropy: np.ndarray
+    kendall_w: np.ndarray
+    margin: np.ndarray
+    slot_following: np.ndarray
+    n_ok: np.ndarray
+    n_calls: np.ndarray
+    flags: dict[str, np.ndarray]
+    priority: np.ndarray
+
+    def flag_names(self, row: int) -> list[str]:
+        """The flags raised for one item, in :data:`FLAGS` order."""
+        return [name for name in FLAGS if self.flags[name][row]]
+
+
+def _flat(arrays: JudgmentArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(I, M, n) rank and slot, (I, M) ok and present, over all executions' calls."""
+    items, n = len(arrays.item_ids), arrays.n
+    return (
+        arrays.rank.reshape(items, -1, n),
+        arrays.slot.reshape(items, -1, n),
+        arrays.ok.reshape(items, -1),
+        arrays.present.reshape(items, -1),
+    )
+
+
+def top_slots(arrays: JudgmentArrays) -> tuple[np.ndarray, np.ndarray]:
+    """For every call: the slot its top pick was shown in, and whether it is ok. (I, M) each."""
+    rank, slot, ok, _ = _flat(arrays)
+    top = (rank == 1).argmax(axis=2)
+    return np.take_along_axis(slot, top[..., None], axis=2)[..., 0], ok
+
+
+def review_priority(
+    top_agreement: np.ndarray,
+    kendall_w: np.ndarray,
+    flags: dict[str, np.ndarray],
+    has_ok: np.ndarray,
+) -> np.ndarray:
+    """Most doubtful first. The formula, range 0 to 2.5 (3.0 when no call is usable)::
+
+    (1 - top_agreement) + (1 - kendall_w) / 4
+    + 0.5 * overrides_direct + 0.25 * (near_tie + position_driven + incomplete)
+    """
+    score = (
+        (1 - top_agreement)
+        + (1 - kendall_w) / 4
+        + 0.5 * flags["overrides_direct"]
+        + 0.25 * (flags["near_tie"].astype(float) + flags["position_driven"] + flags["incomplete"])
+    )
+    return np.where(has_ok, score, NO_JUDGMENT_PRIORITY)
+
+
+def instability(
+    arrays: JudgmentArrays, consensus: Consensus, direct_winner: np.ndarray
+) -> Instability:
+    """METHOD.md's order-instability metrics and flags over all ok judgments of an item.
+
+    Args:
+        arrays: the item's judgments (the K prefix in use).
+        consensus: their consensus (gives winner and margin).
+        direct_winner: the direct baseline's winner column per item (-1 for none).
+    """
+    n = arrays.n
+    rank, _, ok, present = _flat(arrays)
+    n_ok = ok.sum(axis=1)
+    has_ok = n_ok > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tops = ((rank == 1) & ok[..., None]).sum(axis=1)  # (I, n) top-pick counts
+        share = tops / n_ok[:, None]
+        top_agreement = share.max(axis=1)
+        logs = np.log(np.where(share > 0, share, 1.0))
+        top_entropy = -(share * logs).sum(axis=1) / np.log(n)
+        rank_sums = np.where(ok[..., None], rank, 0).sum(axis=1)
+        m = n_ok.astype(float)
+        spread = ((rank_sums - m[:, None] * (n + 1) / 2) ** 2).sum(axis=1)
+        kendall_w = 12 * spread / (m**2 * (n**3 - n))
+        slot_of_top, _ = top_slots(arrays)
+        slot_counts = np.stack([((slot_of_top == s) & ok).sum(axis=1) for s in range(n)], axis=1)
+        slot_following = slot_counts.max(axis=1) / n_ok
+    score = consensus.score
+    rows = np.arange(len(arrays.item_ids))
+    winner = np.maximum(consensus.winner, 0)
+    others = score.copy()
+    others[rows, winner] = -np.inf
+    margin = np.where(has_ok, score[rows, winner] - others.max(axis=1), np.nan)
+    flags = {
+        "order_unstable": has_ok & (top_agreement < 1),
+        "overrides_direct": consensus.winner != direct_winner,
+        "near_tie": has_ok & (margin < NEAR_TIE_MARGIN),
+        "position_driven": has_ok
+        & (slot_following >= POSITION_SLOT_SHARE)
+        & (top_agreement < POSITION_AGREEMENT),
+        "incomplete": (present & ~ok).any(axis=1),
+    }
+    priority = review_priority(
+        np.nan_to_num(top_agreement), np.nan_to_num(kendall_w), flags, has_ok
+    )
+    return Instability(
+        top_agreement,
+        top_entropy,
+        kendall_w,
+        margin,
+        slot_following,
+        n_ok,
+        present.sum(axis=1),
+        flags,
+        priority,
+    )
+
+
+@dataclass(frozen=True)
+class SlotBias:
+    """Dataset-level position bias for items with ``n`` candidates."""
+
+    n: int
+    top_share: np.ndarray  # (n,) share of top picks shown in each slot
+    top_counts: np.ndarray  # (n,)
+    chi2: float
+    p_value: float
+    gold_recall: np.ndarray  # (n,) when gold sat in slot s, share of calls that picked it
+
+
+def slot_bias(arrays: JudgmentArrays, gold: list[str | None] | None = None) -> SlotBias:
+    """Share of top picks per slot with a chi-square test against uniform, and the gold
+    answer's top-1 recall per slot (NaN where gold never sat in a slot or is unknown)."""
+    n = arrays.n
+    slot_of_top, ok = top_slots(arrays)
+    counts = np.array([((slot_of_top == s) & ok).sum() for s in range(n)])
+    total = counts.sum()
+    if total:
+        chi2, p_value = stats.chisquare(counts)
+    else:
+        chi2, p_value = float("nan"), float("nan")
+    recall = np.full(n, np.nan)
+    if gold is not None:
+        rank, slot, ok_flat, _ = _flat(arrays)
+        col = np.array(
+            [
+                ids.index(g) if g in ids else -1
+                for ids, g in zip(arrays.candidate_ids, gold, strict=True)
+            ]
+        )
+        known = col >= 0
+        c = np.maximum(col, 0)[:, None, None]
+        gold_slot = np.take_along_axis(slot, c, axis=2)[..., 0]
+        gold_top = np.take_along_axis(rank, c, axis=2)[..., 0] == 1
+        usable = ok_flat & known[:, None]
+        for s in range(n):
+            shown = usable & (gold_slot == s)
+            if shown.any():
+                recall[s] = (gold_top & shown).sum() / shown.sum()
+    return SlotBias(
+        n,
+        counts / total if total else counts.astype(float),
+        counts,
+        float(chi2),
+        float(p_value),
+        recall,
+    )

@@ -1,0 +1,1 @@
+"""Tests mirror the modules of pcf/."""
