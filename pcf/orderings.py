@@ -51,6 +51,21 @@ def _random_distinct(
     return out
 
 
+def _fresh_rotation_block(
+    canonical: Order, taken: list[Order], rng: np.random.Generator, attempts: int = 500
+) -> list[Order]:
+    """The rotations of a seeded random permutation none of whose rotations is taken yet."""
+    seen = set(taken)
+    if len(seen) >= math.factorial(len(canonical)):
+        return []
+    for _ in range(attempts):
+        base = tuple(canonical[i] for i in rng.permutation(len(canonical)))
+        block = _rotations(base)
+        if seen.isdisjoint(block):
+            return block
+    return []
+
+
 def schedule(
     kind: str, candidate_ids: Sequence[str], k: int, *, dataset_seed: int, item_id: str
 ) -> list[Order]:
@@ -64,8 +79,10 @@ def schedule(
         item_id: the item, so every item gets its own draws.
 
     ``balanced``: the rotations of the canonical order, then the rotations of its reverse, then
-    seeded random permutations not yet used. When every permutation has been used (n = 2, or
-    K > n!) the schedule cycles through what it has; each repeat is still a separate call.
+    the rotations of seeded random permutations whose rotations are all unused. Every block of
+    n rows is a Latin square, so for K a multiple of n each candidate visits each slot equally
+    often. When no unused block is left (n <= 3, or K beyond n!) the schedule cycles through
+    what it has; each repeat is still a separate call.
     """
     if k < 1:
         raise ValueError(f"K must be at least 1, got {k}")
@@ -91,8 +108,8 @@ def schedule(
         return [canonical, *_random_distinct(canonical, [canonical], k - 1, rng)]
     if kind == "balanced":
         rows = _rotations(canonical) + _rotations(canonical[::-1])
-        if k > len(rows):
-            rows += _random_distinct(canonical, rows, k - len(rows), rng)
+        while len(rows) < k and (block := _fresh_rotation_block(canonical, rows, rng)):
+            rows += block
         return list(itertools.islice(itertools.cycle(rows), k))
     raise ValueError(f"unknown schedule {kind!r}; choose one of {', '.join(SCHEDULES)}")
 
