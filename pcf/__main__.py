@@ -1,0 +1,5 @@
+"""Run the CLI with `python -m pcf`."""
+
+from pcf.cli import main
+
+main()

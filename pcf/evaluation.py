@@ -1,0 +1,189 @@
+"""Evaluation statistics of METHOD.md: accuracy, paired comparison against the direct baseline
+(exact McNemar, paired bootstrap), and agreement (Cohen's kappa, Krippendorff's alpha)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import krippendorff
+import numpy as np
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.inter_rater import cohens_kappa as _statsmodels_kappa
+
+
+def _check_aligned(first: Sequence, second: Sequence, names: str) -> None:
+    if len(first) != len(second):
+        raise ValueError(f"{names}: lengths differ ({len(first)} vs {len(second)})")
+    if len(first) == 0:
+        raise ValueError(f"{names}: nothing to evaluate")
+
+
+def accuracy(winners: Sequence[str | None], gold: Sequence[str]) -> float:
+    """Top-1 accuracy: the share (0-1) of items whose winner is the gold id.
+
+    A None winner is an abstention and counts as wrong.
+    """
+    _check_aligned(winners, gold, "winners and gold")
+    return sum(w is not None and w == g for w, g in zip(winners, gold, strict=True)) / len(gold)
+
+
+def paired_outcomes(direct_correct: Sequence[bool], method_correct: Sequence[bool]) -> dict:
+    """Item counts of a paired comparison against the direct baseline.
+
+    Returns:
+        ``improved`` (direct wrong, method right), ``regressed`` (direct right, method wrong),
+        ``same`` (= both_right + both_wrong), ``both_right``, ``both_wrong``.
+    """
+    _check_aligned(direct_correct, method_correct, "direct_correct and method_correct")
+    direct = np.asarray(direct_correct, dtype=bool)
+    method = np.asarray(method_correct, dtype=bool)
+    both_right = int(np.sum(direct & method))
+    both_wrong = int(np.sum(~direct & ~method))
+    return {
+        "improved": int(np.sum(~direct & method)),
+        "regressed": int(np.sum(direct & ~method)),
+        "same": both_right + both_wrong,
+        "both_right": both_right,
+        "both_wrong": both_wrong,
+    }
+
+
+def mcnemar_exact(improved: int, regressed: int) -> float:
+    """Exact (binomial) McNemar p-value, two-sided, on the discordant counts.
+
+    No discordant item gives 1.0.
+    """
+    if improved < 0 or regressed < 0:
+        raise ValueError(f"counts must be non-negative, got {improved} and {regressed}")
+    table = [[0, improved], [regressed, 0]]
+    return float(mcnemar(table, exact=True).pvalue)
+
+
+def paired_bootstrap_ci(
+    direct_correct: Sequence[bool],
+    method_correct: Sequence[bool],
+    *,
+    n_boot: int = 10000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of ``accuracy(method) - accuracy(direct)``, resampling items.
+
+    The difference on a resample depends only on how many improved and regressed items it
+    drew, and resampling n items with replacement draws those counts from a multinomial over
+    (improved, regressed, same) with the observed shares. So each replicate is one multinomial
+    draw: the same distribution as resampling item indices, in O(n_boot) memory.
+
+    Args:
+        direct_correct: per item, whether the direct baseline was right.
+        method_correct: per item, whether the method was right.
+        n_boot: bootstrap replicates.
+        seed: seed of the numpy generator; the same seed gives the same interval.
+        level: coverage of the interval.
+
+    Returns:
+        (low, high) of the accuracy difference as a share (-1 to 1).
+    """
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be at least 1, got {n_boot}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be between 0 and 1, got {level}")
+    counts = paired_outcomes(direct_correct, method_correct)
+    n = len(direct_correct)
+    shares = np.array([counts["improved"], counts["regressed"], counts["same"]]) / n
+    draws = np.random.default_rng(seed).multinomial(n, shares, size=n_boot)
+    differences = (draws[:, 0] - draws[:, 1]) / n
+    alpha = 1 - level
+    low, high = np.quantile(differences, [alpha / 2, 1 - alpha / 2])
+    return float(low), float(high)
+
+
+def cohen_kappa(a: Sequence[Hashable | None], b: Sequence[Hashable | None]) -> float:
+    """Cohen's kappa of two raters' nominal labels (statsmodels, on their contingency table).
+
+    Items where either label is None are left out. Returns NaN when kappa is undefined (both
+    raters used one same category throughout, so chance agreement is 1).
+    """
+    _check_aligned(a, b, "a and b")
+    kept = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+    if not kept:
+        raise ValueError("no item has a label from both raters")
+    categories = sorted({label for pair in kept for label in pair}, key=repr)
+    index = {label: i for i, label in enumerate(categories)}
+    table = np.zeros((len(categories), len(categories)))
+    for x, y in kept:
+        table[index[x], index[y]] += 1
+    if len(categories) == 1:
+        return float("nan")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(_statsmodels_kappa(table).kappa)
+
+
+def krippendorff_alpha(reliability_data: Sequence[Sequence[Hashable | None]]) -> float:
+    """Krippendorff's alpha, nominal, via the ``krippendorff`` package.
+
+    Args:
+        reliability_data: one row per annotator, one column per item; None marks a missing
+            label. Labels may be any hashable values (strings, ids).
+    """
+    rows = [list(row) for row in reliability_data]
+    if len(rows) < 2:
+        raise ValueError("Krippendorff's alpha needs at least 2 annotators")
+    if len({len(row) for row in rows}) != 1:
+        raise ValueError("every annotator row must cover the same items")
+    categories = sorted({v for row in rows for v in row if v is not None}, key=repr)
+    if not categories:
+        raise ValueError("no labels at all")
+    index = {label: float(i) for i, label in enumerate(categories)}
+    data = np.array([[np.nan if v is None else index[v] for v in row] for row in rows])
+    return float(
+        krippendorff.alpha(
+            reliability_data=data,
+            level_of_measurement="nominal",
+            value_domain=list(index.values()),
+        )
+    )
+
+
+def compare_paired(
+    gold: Sequence[str],
+    direct_winners: Sequence[str | None],
+    method_winners: Sequence[str | None],
+    *,
+    seed: int = 0,
+) -> dict:
+    """A method against the direct baseline on the same items (METHOD.md, Evaluation).
+
+    Args:
+        gold: the gold id of each item (items without gold must be left out).
+        direct_winners: the direct baseline's winner per item (None = abstention).
+        method_winners: the method's winner per item (None = abstention).
+        seed: seed of the bootstrap.
+
+    Returns:
+        ``n``, ``direct_accuracy`` and ``method_accuracy`` (shares), ``delta_points``
+        (method - direct, percentage points), ``improved``, ``regressed``, ``same``,
+        ``both_right``, ``both_wrong``, ``direct_abstentions``, ``method_abstentions``,
+        ``mcnemar_p`` (exact) and ``ci_points`` (95% paired bootstrap CI of the delta, points).
+    """
+    _check_aligned(gold, direct_winners, "gold and direct_winners")
+    _check_aligned(gold, method_winners, "gold and method_winners")
+    if any(g is None for g in gold):
+        raise ValueError("every item needs a gold id; leave unlabelled items out")
+    direct_correct = [w == g for w, g in zip(direct_winners, gold, strict=True)]
+    method_correct = [w == g for w, g in zip(method_winners, gold, strict=True)]
+    counts = paired_outcomes(direct_correct, method_correct)
+    direct_accuracy = accuracy(direct_winners, gold)
+    method_accuracy = accuracy(method_winners, gold)
+    low, high = paired_bootstrap_ci(direct_correct, method_correct, seed=seed)
+    return {
+        "n": len(gold),
+        "direct_accuracy": direct_accuracy,
+        "method_accuracy": method_accuracy,
+        "delta_points": 100 * (method_accuracy - direct_accuracy),
+        **counts,
+        "direct_abstentions": sum(w is None for w in direct_winners),
+        "method_abstentions": sum(w is None for w in method_winners),
+        "mcnemar_p": mcnemar_exact(counts["improved"], counts["regressed"]),
+        "ci_points": (100 * low, 100 * high),
+    }

@@ -1,0 +1,337 @@
+"""Parsing a judge's answer (METHOD.md, "Parsing a judgment"): keys back to candidate ids.
+
+A parse either succeeds, possibly after repairs that are recorded by name, or fails with one
+short, stable reason. Both names are stored and counted, so never rename them.
+
+Repairs: ``code_fence`` (JSON inside a ``` fence), ``prose`` (a JSON object inside other text),
+``key_case`` (a key differing only by case or whitespace, e.g. ``a`` or ``response q7``),
+``number_string`` (a number written as a string, e.g. ``"7"``), ``ranking_derived`` (no ranking:
+ordered by factuality, ties by slot), ``risk_default`` (no hallucination risk: 0.5).
+
+Failures: ``empty_response``, ``refusal``, ``no_json``, ``invalid_json``, ``missing_candidates``,
+``bad_candidate`` (an entry that is not an object with a string key), ``unknown_key:X``,
+``duplicate_key:X``, ``missing_key:X``, ``bad_factuality:X`` (missing or not a number),
+``factuality_out_of_range:X``, ``bad_risk:X``, ``risk_out_of_range:X``, ``bad_ranking``,
+``bad_confidence``, ``confidence_out_of_range``; pairwise adds ``missing_verdict``. ``X`` is the
+judge's key as the prompt showed it (or as the judge wrote it, for an unknown key).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pcf.judgments import Judgment
+from pcf.prompts import TIE, normalize_key
+
+DEFAULT_RISK = 0.5
+MAX_FACTUALITY = 10.0
+SHOWN_KEY_CHARS = 40
+
+_FENCED_BLOCK = re.compile(r"```[\w+-]*[^\S\n]*\n?(.*?)(?:```|\Z)", re.DOTALL)
+_REFUSAL = re.compile(
+    r"^\W*(i['’]?m sorry|i am sorry|sorry\b|i can(?:no|['’])t|i am unable|i['’]?m unable|"
+    r"i won['’]?t|i will not|as an ai)",
+    re.IGNORECASE,
+)
+_DECODER = json.JSONDecoder()
+
+
+class _ParseError(Exception):
+    """A parse that cannot go on; ``reason`` is the stored error string."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A parsed listwise answer, in candidate ids.
+
+    Attributes:
+        ok: whether the answer is usable for aggregation.
+        error: the failure reason when not ok.
+        repaired: names of the repairs applied, in the order applied.
+        factuality: candidate id -> score in [0, 10].
+        hallucination_risk: candidate id -> risk in [0, 1].
+        ranking: candidate ids, best first.
+        confidence: the judge's confidence in its top pick, when it gave one.
+    """
+
+    ok: bool
+    error: str | None = None
+    repaired: tuple[str, ...] = ()
+    factuality: dict[str, float] = field(default_factory=dict)
+    hallucination_risk: dict[str, float] = field(default_factory=dict)
+    ranking: tuple[str, ...] = ()
+    confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class PairParsed:
+    """A parsed pairwise answer: the better candidate's id, ``tie``, or ``None`` when failed."""
+
+    ok: bool
+    error: str | None = None
+    repaired: tuple[str, ...] = ()
+    verdict: str | None = None
+    confidence: float | None = None
+
+
+def failed(reason: str, repaired: Sequence[str] = ()) -> Parsed:
+    """A failed listwise parse with its reason (and the repairs made before it failed)."""
+    return Parsed(ok=False, error=reason, repaired=tuple(repaired))
+
+
+class _Repairs:
+    """The repairs of one parse, each name once, in the order first applied."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def add(self, name: str) -> None:
+        if name not in self.names:
+            self.names.append(name)
+
+
+def parse_listwise(text: str | None, key_to_id: Mapping[str, str], order: Sequence[str]) -> Parsed:
+    """Parse a listwise answer and map its keys back to candidate ids.
+
+    Args:
+        text: the judge's raw answer.
+        key_to_id: the rendered prompt's keys and the candidate ids they label.
+        order: the candidate ids in slot order (breaks factuality ties of a derived ranking).
+
+    Returns:
+        An ok :class:`Parsed` when every key appears exactly once in ``candidates`` and in
+        ``ranking`` with factuality in [0, 10] and risk in [0, 1]; otherwise a failed one.
+    """
+    if set(key_to_id.values()) != set(order) or len(key_to_id) != len(order):
+        raise ValueError(f"key_to_id {dict(key_to_id)} does not label the order {list(order)}")
+    repairs = _Repairs()
+    try:
+        answer = _json_object(text, "candidates", repairs)
+        return _listwise(answer, key_to_id, tuple(order), repairs)
+    except _ParseError as failure:
+        return failed(failure.reason, repairs.names)
+
+
+def parse_pairwise(text: str | None, key_to_id: Mapping[str, str]) -> PairParsed:
+    """Parse a pairwise answer ``{"verdict", "confidence", "rationale"}``.
+
+    Args:
+        text: the judge's raw answer.
+        key_to_id: the rendered prompt's two keys and the candidate ids they label.
+
+    Returns:
+        A :class:`PairParsed` whose verdict is a candidate id or ``tie`` (any case accepted).
+    """
+    repairs = _Repairs()
+    try:
+        answer = _json_object(text, "verdict", repairs)
+        raw = answer.get("verdict")
+        if raw is None:
+            raise _ParseError("refusal" if "refusal" in answer else "missing_verdict")
+        if isinstance(raw, str) and normalize_key(raw) == TIE:
+            if raw != TIE:
+                repairs.add("key_case")
+            verdict = TIE
+        else:
+            verdict = key_to_id[_resolve_key(raw, key_to_id, repairs)]
+        confidence = _confidence(answer, repairs)
+    except _ParseError as failure:
+        return PairParsed(ok=False, error=failure.reason, repaired=tuple(repairs.names))
+    return PairParsed(True, None, tuple(repairs.names), verdict, confidence)
+
+
+def to_judgment(
+    parsed: Parsed, item_id: str, execution: int, call_index: int, order: Sequence[str]
+) -> Judgment:
+    """The :class:`~pcf.judgments.Judgment` of one call from its parse."""
+    return Judgment(
+        item_id=item_id,
+        execution=execution,
+        call_index=call_index,
+        order=tuple(order),
+        ok=parsed.ok,
+        error=parsed.error,
+        factuality=dict(parsed.factuality),
+        hallucination_risk=dict(parsed.hallucination_risk),
+        ranking=parsed.ranking,
+        confidence=parsed.confidence,
+        repaired=parsed.repaired,
+    )
+
+
+# ---------------------------------------------------------------- finding the JSON object
+
+
+def _json_object(text: str | None, required: str, repairs: _Repairs) -> dict[str, Any]:
+    """The answer's JSON object: the whole text, else a fenced block, else one inside prose.
+
+    A fenced block counts when it holds ``required``. Inside prose, the first object holding
+    ``required`` wins, else the first object at all; but when some brace did not start valid
+    JSON and no object holds ``required``, the answer is broken JSON (e.g. cut off), not prose
+    around a wrong object, and fails as ``invalid_json``.
+    """
+    if text is None or not text.strip():
+        raise _ParseError("empty_response")
+    whole = _loads_object(text.strip())
+    if whole is not None:
+        return whole
+    for block in _FENCED_BLOCK.findall(text):
+        fenced = _loads_object(block.strip())
+        if fenced is not None and required in fenced:
+            repairs.add("code_fence")
+            return fenced
+    first, broken = None, False
+    position = text.find("{")
+    while position != -1:
+        try:
+            found, end = _DECODER.raw_decode(text, position)
+        except (json.JSONDecodeError, RecursionError):
+            broken = True
+            position = text.find("{", position + 1)
+            continue
+        if isinstance(found, dict):
+            if required in found:
+                repairs.add("prose")
+                return found
+            if first is None:
+                first = found
+        position = text.find("{", end)
+    if first is not None and not broken:
+        repairs.add("prose")
+        return first
+    if _REFUSAL.match(text):
+        raise _ParseError("refusal")
+    raise _ParseError("invalid_json" if "{" in text else "no_json")
+
+
+def _loads_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# ---------------------------------------------------------------- listwise fields
+
+
+def _listwise(
+    answer: dict[str, Any], key_to_id: Mapping[str, str], order: tuple[str, ...], repairs: _Repairs
+) -> Parsed:
+    entries = answer.get("candidates")
+    if not isinstance(entries, list) or not entries:
+        raise _ParseError("refusal" if "refusal" in answer else "missing_candidates")
+    factuality: dict[str, float] = {}
+    risk: dict[str, float] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
+            raise _ParseError("bad_candidate")
+        key = _resolve_key(entry["key"], key_to_id, repairs)
+        if key in factuality:
+            raise _ParseError(f"duplicate_key:{key}")
+        factuality[key] = _bounded(
+            entry.get("factuality"), MAX_FACTUALITY, "factuality", key, repairs
+        )
+        if entry.get("hallucination_risk") is None:
+            repairs.add("risk_default")
+            risk[key] = DEFAULT_RISK
+        else:
+            risk[key] = _bounded(entry["hallucination_risk"], 1.0, "risk", key, repairs)
+    slot_of_key = {key: order.index(cid) for key, cid in key_to_id.items()}
+    keys_in_slot_order = sorted(key_to_id, key=slot_of_key.__getitem__)
+    for key in keys_in_slot_order:
+        if key not in factuality:
+            raise _ParseError(f"missing_key:{key}")
+    ranking = _ranking(answer.get("ranking"), key_to_id, repairs)
+    if ranking is None:
+        repairs.add("ranking_derived")
+        ranking = sorted(keys_in_slot_order, key=lambda k: (-factuality[k], slot_of_key[k]))
+    confidence = _confidence(answer, repairs)
+    return Parsed(
+        ok=True,
+        repaired=tuple(repairs.names),
+        factuality={key_to_id[k]: v for k, v in factuality.items()},
+        hallucination_risk={key_to_id[k]: v for k, v in risk.items()},
+        ranking=tuple(key_to_id[k] for k in ranking),
+        confidence=confidence,
+    )
+
+
+def _resolve_key(raw: Any, key_to_id: Mapping[str, str], repairs: _Repairs) -> str:
+    """The prompt's key that ``raw`` names exactly, or up to case and whitespace."""
+    if isinstance(raw, str):
+        if raw in key_to_id:
+            return raw
+        matches = [k for k in key_to_id if normalize_key(k) == normalize_key(raw)]
+        if len(matches) == 1:
+            repairs.add("key_case")
+            return matches[0]
+    shown = " ".join(str(raw).split())[:SHOWN_KEY_CHARS]
+    raise _ParseError(f"unknown_key:{shown}")
+
+
+def _ranking(raw: Any, key_to_id: Mapping[str, str], repairs: _Repairs) -> list[str] | None:
+    """The ranking in keys; ``None`` when the judge gave none."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(isinstance(k, str) for k in raw):
+        raise _ParseError("bad_ranking")
+    try:
+        ranking = [_resolve_key(k, key_to_id, repairs) for k in raw]
+    except _ParseError:
+        raise _ParseError("bad_ranking") from None
+    if len(ranking) != len(key_to_id) or set(ranking) != set(key_to_id):
+        raise _ParseError("bad_ranking")
+    return ranking
+
+
+def _number(value: Any, repairs: _Repairs) -> float | None:
+    """``value`` as a float, or ``None`` when it is no number.
+
+    JSON's NaN and Infinity pass through (the range checks reject them); a finite numeric
+    string is accepted as the ``number_string`` repair.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+        if math.isfinite(number):
+            repairs.add("number_string")
+            return number
+    return None
+
+
+def _bounded(value: Any, upper: float, name: str, key: str, repairs: _Repairs) -> float:
+    number = _number(value, repairs)
+    if number is None:
+        raise _ParseError(f"bad_{name}:{key}")
+    if not 0.0 <= number <= upper:
+        raise _ParseError(f"{name}_out_of_range:{key}")
+    return number
+
+
+def _confidence(answer: dict[str, Any], repairs: _Repairs) -> float | None:
+    """The stated confidence in [0, 1], or ``None`` when the judge gave none."""
+    raw = answer.get("confidence")
+    if raw is None:
+        return None
+    number = _number(raw, repairs)
+    if number is None:
+        raise _ParseError("bad_confidence")
+    if not 0.0 <= number <= 1.0:
+        raise _ParseError("confidence_out_of_range")
+    return number

@@ -1,0 +1,350 @@
+"""Recorded pairwise judge outputs in both orders (JudgeBench, LLMBar), for ``pcf replay``.
+
+Every reader returns :class:`RecordedPair` rows whose decisions are both in the ORIGINAL frame of
+the pair: ``"first"`` / ``"second"`` name the pair member the judge preferred, whichever slot it
+was shown in. Readers collect every problem (file, line or record, field) and raise one
+:class:`~pcf.errors.DataError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pcf.errors import DataError, Problem
+from pcf.items import _Checker, _json_lines, _open_checked, judgebench_bucket
+from pcf.pairwise import TIE, bucket_scores, official_outcome
+
+FIRST = "first"
+SECOND = "second"
+_OTHER = {FIRST: SECOND, SECOND: FIRST}
+
+# JudgeBench decisions, per order, mapped to the original frame.
+_JUDGEBENCH_ORDER1 = {"A>B": FIRST, "B>A": SECOND, "A=B": TIE, None: None}
+_JUDGEBENCH_ORDER2 = {"A>B": SECOND, "B>A": FIRST, "A=B": TIE, None: None}
+# LLMBar winners are already mapped back to the original output index.
+_LLMBAR_WINNER = {"1": FIRST, "2": SECOND, 1: FIRST, 2: SECOND, None: None}
+_LLMBAR_SWAPS = ("swap = False", "swap = True")
+
+
+@dataclass(frozen=True)
+class RecordedPair:
+    """One pair judged in both orders, decisions in the pair's original frame.
+
+    Attributes:
+        pair_id: a stable id of the pair.
+        bucket: the reporting bucket (JudgeBench bucket, LLMBar subset).
+        label: which member is correct, ``"first"`` or ``"second"``.
+        d1: the decision with the pair shown in original order: ``"first"``, ``"second"``,
+            ``"tie"`` or None (no decision).
+        d2: the decision with the pair shown swapped, mapped back to the original frame.
+    """
+
+    pair_id: str
+    bucket: str
+    label: str
+    d1: str | None
+    d2: str | None
+
+
+# ---------------------------------------------------------------- JudgeBench
+
+
+def read_judgebench_outputs(path: str | Path) -> list[RecordedPair]:
+    """Read a JudgeBench ``outputs/*.jsonl`` file (a judge run over both orders).
+
+    ``judgments[0]`` is order (A, B); ``judgments[1]`` is the swapped order and its decision is
+    in the swapped frame, so it is flipped here. A null judgment or decision means no decision.
+
+    Raises:
+        DataError: naming file, line and field of every problem found.
+    """
+    path, check = _open_checked(path)
+    pairs: list[RecordedPair] = []
+    seen: dict[str, int] = {}
+    for line, row in _json_lines(path, check):
+        pair_id = check.text(row, "pair_id", line)
+        source = check.text(row, "source", line)
+        label = _judgebench_label(row.get("label"), line, check)
+        decisions = _judgebench_decisions(row.get("judgments"), line, check)
+        if pair_id is not None:
+            if pair_id in seen:
+                check.add(
+                    line, "pair_id", f"duplicate id {pair_id!r} (first on line {seen[pair_id]})"
+                )
+                continue
+            seen[pair_id] = line
+        if pair_id is None or source is None or label is None or decisions is None:
+            continue
+        pairs.append(RecordedPair(pair_id, judgebench_bucket(source), label, *decisions))
+    check.raise_if_any()
+    return pairs
+
+
+def _judgebench_label(label: object, line: int, check: _Checker) -> str | None:
+    if label not in ("A>B", "B>A"):
+        check.add(line, "label", f"must be 'A>B' or 'B>A', got {label!r}")
+        return None
+    return FIRST if label == "A>B" else SECOND
+
+
+def _judgebench_decisions(
+    judgments: object, line: int, check: _Checker
+) -> tuple[str | None, str | None] | None:
+    if not isinstance(judgments, list) or len(judgments) != 2:
+        check.add(line, "judgments", "must be a list of 2 judgments, order (A,B) then (B,A)")
+        return None
+    decisions: list[str | None] = []
+    for index, (judgment, frame) in enumerate(
+        zip(judgments, (_JUDGEBENCH_ORDER1, _JUDGEBENCH_ORDER2), strict=True)
+    ):
+        if judgment is None:
+            decisions.append(None)
+            continue
+        if not isinstance(judgment, dict) or "decision" not in judgment:
+            check.add(line, f"judgments[{index}]", "must be null or an object with 'decision'")
+            return None
+        decision = judgment["decision"]
+        if decision not in frame:
+            check.add(
+                line,
+                f"judgments[{index}].decision",
+                f"must be 'A>B', 'B>A', 'A=B' or null, got {decision!r}",
+            )
+            return None
+        decisions.append(frame[decision])
+    return decisions[0], decisions[1]
+
+
+# ---------------------------------------------------------------- LLMBar
+
+
+def read_llmbar_results(
+    path: str | Path, judge: str | None = None, strategy: str | None = None
+) -> list[RecordedPair]:
+    """Read LLMBar ``result.json`` files: one file, or a directory searched recursively.
+
+    A directory is searched for ``evaluators/<judge>/<strategy>/result.json``; ``judge`` and
+    ``strategy`` narrow the search and together must leave exactly one judge/strategy run
+    (which may span several subsets). The bucket is the subset path before ``/evaluators/``
+    below the ``LLMBar`` folder (e.g. ``Natural``, ``Adversarial/Neighbor``), or the folder
+    holding ``evaluators`` when there is no ``LLMBar`` folder. Each row's ``results[-1]`` holds
+    the winners for ``swap = False`` (d1) and ``swap = True`` (d2), already mapped back to the
+    original output index. Pair ids are ``<bucket>#<record number>``.
+
+    Raises:
+        DataError: no matching file, several judge/strategy runs left, or bad records (the
+            line number of a record problem is its position in the JSON list, from 1).
+    """
+    root = Path(path)
+    files = _llmbar_files(root, judge, strategy)
+    problems: list[Problem] = []
+    pairs: list[RecordedPair] = []
+    for file in files:
+        try:
+            pairs.extend(_read_llmbar_file(file))
+        except DataError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise DataError(problems)
+    return pairs
+
+
+def _run_of(file: Path) -> tuple[str, str] | None:
+    """(judge, strategy) of a result.json in the ``evaluators/<judge>/<strategy>`` layout."""
+    parts = file.parts
+    if len(parts) >= 4 and parts[-4] == "evaluators":
+        return parts[-3], parts[-2]
+    return None
+
+
+def _llmbar_files(root: Path, judge: str | None, strategy: str | None) -> list[Path]:
+    wanted = (judge, strategy)
+    if root.is_file():
+        run = _run_of(root)
+        if run is not None and any(w not in (None, r) for w, r in zip(wanted, run, strict=True)):
+            message = f"is the run {'/'.join(run)}, not {judge or '*'}/{strategy or '*'}"
+            raise DataError([Problem(str(root), None, None, message)])
+        return [root]
+    if not root.is_dir():
+        raise DataError([Problem(str(root), None, None, "file or directory not found")])
+    runs = {f: run for f in sorted(root.rglob("result.json")) if (run := _run_of(f)) is not None}
+    chosen = {
+        f: run
+        for f, run in runs.items()
+        if all(w in (None, r) for w, r in zip(wanted, run, strict=True))
+    }
+    names = sorted({"/".join(run) for run in chosen.values()})
+    if not names:
+        available = ", ".join(sorted({"/".join(run) for run in runs.values()})) or "none"
+        message = (
+            f"no evaluators/{judge or '<judge>'}/{strategy or '<strategy>'}/result.json here; "
+            f"runs found: {available}"
+        )
+        raise DataError([Problem(str(root), None, None, message)])
+    if len(names) > 1:
+        message = (
+            f"holds {len(names)} judge/strategy runs ({', '.join(names)}); "
+            "pick one with --judge and --strategy"
+        )
+        raise DataError([Problem(str(root), None, None, message)])
+    return list(chosen)
+
+
+def _llmbar_bucket(file: Path) -> str:
+    subset = file.parts[:-4] if _run_of(file) is not None else file.parts[:-1]
+    if "LLMBar" in subset:
+        last = len(subset) - 1 - subset[::-1].index("LLMBar")
+        below = subset[last + 1 :]
+        if below:
+            return "/".join(below)
+    return subset[-1] if subset else file.stem
+
+
+def _read_llmbar_file(file: Path) -> list[RecordedPair]:
+    path, check = _open_checked(file)
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        message = f"invalid JSON: {exc.msg} (column {exc.colno})"
+        raise DataError([Problem(str(path), exc.lineno, None, message)]) from exc
+    if not isinstance(rows, list):
+        message = f"expected a JSON list of records, got {type(rows).__name__}"
+        raise DataError([Problem(str(path), None, None, message)])
+    bucket = _llmbar_bucket(path)
+    pairs: list[RecordedPair] = []
+    for record, row in enumerate(rows, start=1):
+        pair = _llmbar_pair(row, record, bucket, check)
+        if pair is not None:
+            pairs.append(pair)
+    check.raise_if_any()
+    return pairs
+
+
+def _llmbar_pair(row: object, record: int, bucket: str, check: _Checker) -> RecordedPair | None:
+    """One record as a pair; problems are recorded with the record number as the line."""
+
+    def problem(field_name: str | None, message: str) -> None:
+        check.add(record, field_name, f"record {record}: {message}")
+
+    if not isinstance(row, dict):
+        problem(None, f"expected an object, got {type(row).__name__}")
+        return None
+    sound = True
+    label = row.get("label")
+    if not _is_winner_value(label) or label is None:
+        problem("label", f"must be 1 or 2, got {label!r}")
+        sound = False
+    results = row.get("results")
+    if not isinstance(results, list) or not results or not isinstance(results[-1], dict):
+        problem("results", "must be a list whose last entry holds the two swap orders")
+        return None
+    winners: list[str | None] = []
+    for swap in _LLMBAR_SWAPS:
+        order = results[-1].get(swap)
+        if not isinstance(order, dict) or "winner" not in order:
+            problem(f'results[-1]["{swap}"]', "missing, or has no 'winner'")
+            sound = False
+        elif not _is_winner_value(order["winner"]):
+            winner = order["winner"]
+            problem(f'results[-1]["{swap}"].winner', f"must be '1', '2' or null, got {winner!r}")
+            sound = False
+        else:
+            winners.append(_LLMBAR_WINNER[order["winner"]])
+    if not sound:
+        return None
+    return RecordedPair(f"{bucket}#{record}", bucket, _LLMBAR_WINNER[label], *winners)
+
+
+def _is_winner_value(value: object) -> bool:
+    """A value LLMBar uses for an output index: "1", "2", 1, 2 or None (bools excluded)."""
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, str | int | None)
+        and (value in _LLMBAR_WINNER)
+    )
+
+
+# ---------------------------------------------------------------- summary
+
+
+def _percent(count: int, total: int) -> float:
+    return 100 * count / total
+
+
+def _agree_only(d1: str | None, d2: str | None) -> str | None:
+    return d1 if d1 == d2 else None
+
+
+def _agree_or_decisive(d1: str | None, d2: str | None) -> str | None:
+    if d1 == d2:
+        return d1
+    decisive = [d for d in (d1, d2) if d in (FIRST, SECOND)]
+    return decisive[0] if len(decisive) == 1 else None
+
+
+SWAP_RULES: dict[str, Callable[[str | None, str | None], str | None]] = {
+    "order1": lambda d1, d2: d1,
+    "order2": lambda d1, d2: d2,
+    "agree_only": _agree_only,
+    "agree_or_decisive": _agree_or_decisive,
+}
+"""Swap-consensus rules, each mapping (d1, d2) to one decision (None = abstain):
+
+- ``order1``: the decision in original order alone (the direct baseline).
+- ``order2``: the decision in swapped order alone.
+- ``agree_only``: the shared decision when both orders agree, otherwise abstain.
+- ``agree_or_decisive``: as ``agree_only``, and when the orders differ but only one of them
+  picked a pair member (the other said tie or nothing), that pick. Its accuracy equals
+  JudgeBench's official score by construction.
+"""
+
+
+def replay_summary(pairs: Sequence[RecordedPair]) -> dict:
+    """Scores and position-bias counts of recorded pairs judged in both orders.
+
+    Rates are percentages of all pairs; ties and missing decisions count as wrong.
+
+    Returns:
+        A dict with ``pairs`` (n); ``judgebench_official`` (official score);
+        ``official_counts`` ({correct, incorrect, tie}); ``buckets`` ({bucket: {score, n,
+        correct, incorrect, tie}}); ``macro_accuracy`` (mean of the bucket scores);
+        ``position_consistency`` (pairs whose two decisions agree and are not None; a double
+        tie counts as consistent, two missing decisions do not, unlike LLMBar's
+        ``statistics.json`` "equal"); ``primacy`` (pairs where the
+        member shown first won in both orders: d1 ``first`` and d2 ``second``); ``recency``
+        (the member shown second won in both: d1 ``second`` and d2 ``first``);
+        ``order1_accuracy`` and ``order2_accuracy``; ``rules`` (accuracy of each rule in
+        :data:`SWAP_RULES`) and ``rule_abstentions`` (pairs where a rule picked neither
+        member: a tie or no decision).
+    """
+    if not pairs:
+        raise ValueError("no recorded pairs to summarise")
+    n = len(pairs)
+    outcomes = [official_outcome(p.label, _OTHER[p.label], p.d1, p.d2) for p in pairs]
+    scores = bucket_scores(outcomes, [p.bucket for p in pairs])
+    overall = scores["overall"]
+    bias = Counter((p.d1, p.d2) for p in pairs)
+    rule_decisions = {name: [rule(p.d1, p.d2) for p in pairs] for name, rule in SWAP_RULES.items()}
+    return {
+        "pairs": n,
+        "judgebench_official": overall["score"],
+        "official_counts": {k: overall[k] for k in ("correct", "incorrect", "tie")},
+        "buckets": scores["buckets"],
+        "macro_accuracy": scores["macro"],
+        "position_consistency": _percent(sum(p.d1 == p.d2 and p.d1 is not None for p in pairs), n),
+        "primacy": bias[(FIRST, SECOND)],
+        "recency": bias[(SECOND, FIRST)],
+        "order1_accuracy": _percent(sum(p.d1 == p.label for p in pairs), n),
+        "order2_accuracy": _percent(sum(p.d2 == p.label for p in pairs), n),
+        "rules": {
+            name: _percent(sum(d == p.label for d, p in zip(ds, pairs, strict=True)), n)
+            for name, ds in rule_decisions.items()
+        },
+        "rule_abstentions": {
+            name: sum(d not in (FIRST, SECOND) for d in ds) for name, ds in rule_decisions.items()
+        },
+    }

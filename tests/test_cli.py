@@ -1,0 +1,169 @@
+"""The `pcf` command line: every command documented with an example, and each one works."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from pcf.cli import app
+from pcf.judgments import write_judgments
+
+from .factories import judgment
+
+runner = CliRunner()
+
+
+def all_commands(group, prefix: str = "") -> list[tuple[str, object]]:
+    out = []
+    for name, command in group.commands.items():
+        out.append((prefix + name, command))
+        if hasattr(command, "commands"):
+            out += all_commands(command, prefix + name + " ")
+    return out
+
+
+def test_every_command_has_help_with_an_example():
+    commands = all_commands(get_command(app))
+    assert {"aggregate", "validate"} <= {name for name, _ in commands}
+    for name, command in commands:
+        if hasattr(command, "commands"):
+            assert command.help, name
+            continue
+        assert "Example: pcf " in (command.help or ""), f"{name} has no example"
+        result = runner.invoke(app, [*name.split(), "--help"])
+        assert result.exit_code == 0, name
+
+
+@pytest.fixture
+def judgments_file(tmp_path):
+    calls = [
+        judgment("q1", 0, "ab", {"a": 6, "b": 5}),
+        judgment("q1", 1, "ba", {"a": 2, "b": 9}),
+        judgment("q1", 2, "ab", {"a": 2, "b": 9}),
+        judgment("q2", 0, "ab", {"a": 9, "b": 1}),
+        judgment("q2", 1, "ba", {}, ok=False),
+    ]
+    path = tmp_path / "judgments.jsonl"
+    with path.open("w") as fh:
+        write_judgments(calls, fh)
+    return path
+
+
+def test_aggregate_writes_one_decision_per_item(judgments_file):
+    result = runner.invoke(app, ["aggregate", str(judgments_file)])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [d["item_id"] for d in lines] == ["q1", "q2"]
+    q1, q2 = lines
+    assert q1["winner"] == "b"
+    assert q1["flags"] == ["order_unstable", "overrides_direct"]
+    assert q2["flags"] == ["incomplete"]
+    for key in (
+        "top_agreement",
+        "top_entropy",
+        "kendall_w",
+        "margin",
+        "slot_following",
+        "direct_winner",
+    ):
+        assert key in q1["metrics"]
+
+
+def test_aggregate_k_and_weights(judgments_file):
+    first = runner.invoke(app, ["aggregate", str(judgments_file), "--k", "1"])
+    assert json.loads(first.stdout.splitlines()[0])["winner"] == "a"
+    voted = runner.invoke(app, ["aggregate", str(judgments_file), "--weights", "0,0,1,0"])
+    scored = runner.invoke(app, ["aggregate", str(judgments_file), "--preset", "vote-only"])
+    assert voted.stdout == scored.stdout
+    both = runner.invoke(
+        app, ["aggregate", str(judgments_file), "--preset", "uniform", "--weights", "1,0,0,0"]
+    )
+    assert both.exit_code == 2
+    assert "not both" in both.stderr
+    bad = runner.invoke(app, ["aggregate", str(judgments_file), "--weights", "1,2"])
+    assert bad.exit_code == 2
+    assert "four numbers" in bad.stderr
+
+
+def test_aggregate_reports_bad_lines(tmp_path):
+    path = tmp_path / "j.jsonl"
+    path.write_text('{"item_id": "q1"\n')
+    result = runner.invoke(app, ["aggregate", str(path)])
+    assert result.exit_code == 1
+    assert f"{path}:1: invalid JSON" in result.stderr
+
+
+def test_validate_counts_and_errors(tmp_path):
+    good = tmp_path / "items.jsonl"
+    good.write_text(
+        json.dumps(
+            {
+                "item_id": "a",
+                "prompt": "P",
+                "candidates": [{"id": "x", "text": "1"}, {"id": "y", "text": "2"}],
+                "gold": "x",
+                "bucket": "b1",
+            }
+        )
+        + "\n"
+    )
+    result = runner.invoke(app, ["validate", "jsonl", str(good)])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["items"] == 1
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"item_id": "a"}\nnot json\n')
+    result = runner.invoke(app, ["validate", "jsonl", str(bad)])
+    assert result.exit_code == 1
+    assert f"{bad}:1: prompt: missing" in result.stderr
+    assert f"{bad}:2: invalid JSON" in result.stderr
+    assert runner.invoke(app, ["validate", "yaml", str(bad)]).exit_code == 2
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+O1_MINI = (
+    SHARED
+    / "judgebench"
+    / "outputs"
+    / (
+        "dataset=judgebench,response_model=gpt-4o-2024-05-13,"
+        "judge_name=arena_hard,judge_model=o1-mini-2024-09-12.jsonl"
+    )
+)
+
+
+@pytest.mark.skipif(not O1_MINI.exists(), reason="../shared/data is absent")
+def test_replay_judgebench_prints_the_official_score():
+    result = runner.invoke(app, ["replay", "judgebench", str(O1_MINI)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["pairs"] == 350
+    assert round(summary["judgebench_official"], 2) == 65.71
+    for key in (
+        "buckets",
+        "macro_accuracy",
+        "position_consistency",
+        "primacy",
+        "recency",
+        "order1_accuracy",
+        "order2_accuracy",
+    ):
+        assert key in summary
+
+
+@pytest.mark.skipif(not O1_MINI.exists(), reason="../shared/data is absent")
+def test_replay_llmbar_one_judge_and_a_clear_error_for_many():
+    root = SHARED / "llmbar" / "Dataset" / "LLMBar"
+    result = runner.invoke(
+        app,
+        ["replay", "llmbar", str(root / "Natural"), "--judge", "GPT-4", "--strategy", "Vanilla"],
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["pairs"], summary["primacy"], summary["recency"]) == (100, 3, 2)
+    many = runner.invoke(app, ["replay", "llmbar", str(root)])
+    assert many.exit_code == 1
+    assert "--judge and --strategy" in many.stderr
