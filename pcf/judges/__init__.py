@@ -1,0 +1,1 @@
+"""Judge backends: one small protocol, several providers."""

@@ -1,0 +1,123 @@
+"""Helpers shared by the judges that call a provider's HTTP API through its SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Generic, Protocol, TypeVar
+
+from pcf.judges.base import JudgeError
+
+PLACEHOLDER_KEY = "not-needed"
+"""Sent to a self-hosted server (vLLM, Ollama...) that wants no key when none is set."""
+
+
+def resolve_key(api_key: str | None, env_var: str, base_url: str | None) -> str:
+    """The key to use: the explicit one, else ``env_var``, else a placeholder for a custom URL.
+
+    Raises:
+        ValueError: no key is set and the provider's own endpoint would be called.
+    """
+    key = api_key or os.environ.get(env_var)
+    if key:
+        return key
+    if base_url is not None:
+        return PLACEHOLDER_KEY
+    raise ValueError(f"{env_var} is not set")
+
+
+def redact(text: str, secret: str) -> str:
+    """``text`` with every occurrence of ``secret`` masked."""
+    return text.replace(secret, "[redacted]") if secret else text
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """Seconds the provider asked us to wait, from ``retry-after-ms`` or ``retry-after``.
+
+    ``retry-after`` may hold seconds or an HTTP date; None when neither header is usable.
+    """
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def status_error(status: int, message: str, headers: Mapping[str, str], secret: str) -> JudgeError:
+    """The :class:`JudgeError` for an HTTP error status from the provider.
+
+    429 is ``rate_limited``, 408 ``timeout`` and 5xx ``server_error``, all retryable (with
+    the provider's ``retry_after`` when it sent one); any other status is a non-retryable
+    ``client_error``. ``secret`` is masked in the message.
+    """
+    text = redact(f"HTTP {status}: {message}", secret)
+    if status == 429:
+        return JudgeError(
+            "rate_limited", text, retryable=True, retry_after=retry_after_seconds(headers)
+        )
+    if status == 408:
+        return JudgeError("timeout", text, retryable=True)
+    if status >= 500:
+        return JudgeError(
+            "server_error", text, retryable=True, retry_after=retry_after_seconds(headers)
+        )
+    return JudgeError("client_error", text, retryable=False)
+
+
+class AsyncClosable(Protocol):
+    """An SDK client: ``openai.AsyncOpenAI`` or ``anthropic.AsyncAnthropic``."""
+
+    async def close(self) -> None:
+        """Close the client's connection pool."""
+        ...
+
+
+Client = TypeVar("Client", bound=AsyncClosable)
+
+
+class PerLoop(Generic[Client]):
+    """One SDK client per running event loop: a connection pool cannot move between loops.
+
+    A judge reused under a new ``asyncio.run`` gets a fresh client instead of failing with
+    "Event loop is closed".
+    """
+
+    def __init__(self, factory: Callable[[], Client]) -> None:
+        self._factory = factory
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Client | None = None
+
+    def get(self) -> Client:
+        """The client for the running loop, built on first use in that loop."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = self._factory()
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the running loop's client, if there is one."""
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.close()
+
+
+def token_count(value: object) -> int:
+    """A usage count from a leniently parsed response: 0 unless it is an int."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

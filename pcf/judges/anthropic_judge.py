@@ -1,0 +1,142 @@
+"""A judge that calls Anthropic's Messages API."""
+
+from __future__ import annotations
+
+import json
+import time
+from functools import partial
+from typing import Any
+
+import anthropic
+import pydantic
+from anthropic.types import Message
+
+from pcf.judges._provider import PerLoop, resolve_key, status_error, token_count
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
+
+
+class AnthropicJudge:
+    """Messages API through ``anthropic.AsyncAnthropic``, with SDK retries off.
+
+    The runner owns retries, so every failure is raised at once as a :class:`JudgeError`.
+    A schema is sent as structured output (``output_config.format``). The installed SDK
+    (2.x) has no sampling parameters, so ``request.temperature`` is not sent. A truncated
+    answer (``stop_reason == "max_tokens"``) is still returned; its ``raw`` shows the stop
+    reason.
+
+    Attributes:
+        backend: always ``"anthropic"``.
+        model: the model name sent with every request.
+    """
+
+    backend = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        """Build the judge; the key comes from ``api_key`` or ``ANTHROPIC_API_KEY``.
+
+        Args:
+            model: the model name sent with every request.
+            base_url: the API root (without ``/v1``); the SDK default if None.
+            api_key: overrides ``ANTHROPIC_API_KEY``; a placeholder is used for a custom
+                ``base_url`` when neither is set.
+            timeout: seconds before a call fails with reason ``timeout``.
+
+        Raises:
+            ValueError: no key is set and no ``base_url`` is given.
+        """
+        self.model = model
+        self._base_url = base_url
+        self._timeout = timeout
+        self._key = resolve_key(api_key, "ANTHROPIC_API_KEY", base_url)
+        self._clients = PerLoop(partial(_new_client, self._key, base_url, timeout))
+
+    def describe(self) -> dict[str, Any]:
+        """The settings, for storing with a run (never the key)."""
+        return {
+            "backend": self.backend,
+            "model": self.model,
+            "base_url": self._base_url,
+            "timeout_s": self._timeout,
+        }
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections opened in the running event loop."""
+        await self._clients.aclose()
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        """Answer one request or raise :class:`JudgeError`."""
+        extra: dict[str, Any] = {}
+        if request.schema is not None:
+            extra["output_config"] = {"format": {"type": "json_schema", "schema": request.schema}}
+        client = self._clients.get()
+        start = time.perf_counter()
+        try:
+            message = await client.messages.create(
+                model=self.model,
+                max_tokens=request.max_tokens,
+                system=request.system,
+                messages=[{"role": "user", "content": request.user}],
+                **extra,
+            )
+        except anthropic.APIStatusError as err:
+            message_text = err.api_message or err.message
+            raise status_error(
+                err.status_code, message_text, err.response.headers, self._key
+            ) from None  # the SDK error repeats the provider message, which may echo the key
+        except anthropic.APITimeoutError as err:
+            raise JudgeError("timeout", "request timed out", retryable=True) from err
+        except anthropic.APIConnectionError as err:
+            raise JudgeError("connection_error", _cause(err), retryable=True) from err
+        except (anthropic.APIResponseValidationError, json.JSONDecodeError) as err:
+            raise JudgeError("bad_response", "invalid response body", retryable=True) from err
+        latency = time.perf_counter() - start
+        return _reply(message, latency)
+
+
+def _reply(message: object, latency: float) -> JudgeReply:
+    if not isinstance(message, Message):
+        raise JudgeError("bad_response", "response is not a message", retryable=True)
+    try:
+        text = "".join(
+            block.text
+            for block in message.content
+            if getattr(block, "type", None) == "text" and isinstance(block.text, str)
+        )
+        refusal = None
+        if message.stop_reason == "refusal":
+            details = message.stop_details
+            refusal = (details and details.explanation) or text or "refused"
+        return JudgeReply(
+            text=text,
+            input_tokens=token_count(message.usage and message.usage.input_tokens),
+            output_tokens=token_count(message.usage and message.usage.output_tokens),
+            latency_s=latency,
+            raw=message.model_dump(mode="json"),
+            refusal=refusal,
+        )
+    except (AttributeError, TypeError, pydantic.ValidationError) as err:
+        raise JudgeError("bad_response", f"malformed message: {err}", retryable=True) from err
+
+
+def _cause(err: anthropic.APIConnectionError) -> str:
+    cause = err.__cause__
+    return f"Connection error ({type(cause).__name__})" if cause else "Connection error"
+
+
+def _new_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
+    # An http_client of our own: the SDK's default one, when garbage-collected while a later
+    # event loop runs, tries to close itself on that loop and logs "Event loop is closed".
+    return anthropic.AsyncAnthropic(
+        api_key=api_key,
+        base_url=base_url,
+        timeout=timeout,
+        max_retries=0,
+        http_client=anthropic.DefaultAsyncHttpxClient(timeout=timeout),
+    )

@@ -1,0 +1,48 @@
+"""Settings read from the environment: the price table for cost accounting.
+
+Prices are USD per million tokens ``(input, output)``. The built-in table holds a few public
+list prices and can be replaced or extended with a JSON file named by ``PCF_PRICES``:
+``{"my-model": [0.5, 1.5], ...}``. A model missing from the table costs 0 and is reported as
+unpriced, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "claude-sonnet-4-20250514": (3.00, 15.00),
+    "claude-3-5-haiku-20241022": (0.80, 4.00),
+}
+
+
+def price_table() -> dict[str, tuple[float, float]]:
+    """The built-in prices updated with the file named by ``PCF_PRICES``, if set."""
+    table = dict(DEFAULT_PRICES)
+    path = os.environ.get("PCF_PRICES")
+    if path:
+        try:
+            extra = json.loads(Path(path).read_text(encoding="utf-8"))
+            table.update({model: (float(p[0]), float(p[1])) for model, p in extra.items()})
+        except (OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
+            raise ValueError(
+                f"PCF_PRICES={path}: expected a JSON object {{model: [input, output]}} in USD "
+                f"per million tokens ({exc})"
+            ) from exc
+    return table
+
+
+def call_cost(
+    model: str, input_tokens: int, output_tokens: int, prices: dict[str, tuple[float, float]]
+) -> float | None:
+    """USD cost of one call, or None when the model has no price."""
+    if model not in prices:
+        return None
+    price_in, price_out = prices[model]
+    return (input_tokens * price_in + output_tokens * price_out) / 1_000_000

@@ -1,0 +1,169 @@
+"""The tables: one SQLModel class per table, no relationships (queries join explicitly).
+
+Every timestamp column is :class:`sqlmodel.UTCDateTime` (a ``DateTime(timezone=True)`` type
+decorator): it refuses naive datetimes on write and returns aware UTC datetimes on read, even on
+SQLite, which stores no offset. Lists and dicts are JSON columns.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlmodel import Field, SQLModel, UTCDateTime
+
+PROTOCOLS = ("direct", "pcf", "repeated", "apoc")
+RUN_STATUSES = ("pending", "running", "finished", "failed")
+NO_CANDIDATE_CHOICES = ("none_correct", "cannot_tell")
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware in UTC."""
+    return datetime.now(UTC)
+
+
+def _created_at() -> Any:
+    return Field(default_factory=utc_now, sa_type=UTCDateTime, nullable=False)
+
+
+def _json(default_factory: type[list] | type[dict], *, name: str | None = None) -> Any:
+    column = Column(JSON, nullable=False) if name is None else Column(name, JSON, nullable=False)
+    return Field(default_factory=default_factory, sa_column=column)
+
+
+def _optional_json() -> Any:
+    return Field(default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))
+
+
+class Dataset(SQLModel, table=True):
+    """An imported set of items."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True)
+    format: str
+    source_path: str | None = None
+    seed: int = 0
+    created_at: datetime = _created_at()
+    n_items: int = 0
+
+
+class ItemRow(SQLModel, table=True):
+    """One item of a dataset; ``item_key`` is the item's own id, ``position`` its file order.
+
+    ``item_metadata`` is stored in the ``metadata`` column (SQLModel owns the attribute name).
+    """
+
+    __tablename__ = "item"
+    __table_args__ = (UniqueConstraint("dataset_id", "item_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id")
+    item_key: str
+    position: int
+    prompt: str
+    gold: str | None = None
+    bucket: str | None = None
+    item_metadata: dict[str, Any] = _json(dict, name="metadata")
+
+
+class CandidateRow(SQLModel, table=True):
+    """One candidate answer; ``position`` is its listing order in the item."""
+
+    __tablename__ = "candidate"
+    __table_args__ = (UniqueConstraint("item_id", "candidate_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    item_id: int = Field(foreign_key="item.id")
+    candidate_key: str
+    position: int
+    text: str
+
+
+class Run(SQLModel, table=True):
+    """One protocol run of a judge over a dataset, with its settings and running totals.
+
+    ``settings`` holds sampling settings, slot keys and prices; never API keys.
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True)
+    dataset_id: int = Field(foreign_key="dataset.id")
+    protocol: str
+    backend: str
+    model: str
+    base_url: str | None = None
+    k: int
+    schedule: str
+    seed: int = 0
+    executions: int = 1
+    weights: dict[str, float] = _json(dict)
+    settings: dict[str, Any] = _json(dict)
+    status: str = "pending"
+    created_at: datetime = _created_at()
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    calls_made: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+
+
+class Call(SQLModel, table=True):
+    """One judge call of a run, kept whole for audit: request, raw response and judgment.
+
+    ``judgment`` is the parsed result (``factuality``, ``hallucination_risk``, ``ranking``,
+    ``confidence``; for pairwise calls ``verdict``), with candidate ids, not slot keys.
+    ``cached_from`` points at the call whose answer was reused when the content-keyed cache
+    answered instead of the judge. The unique constraint's index also serves "calls of a run".
+    """
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "item_id", "execution", "call_index"),
+        Index("ix_call_content_key", "content_key"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="run.id")
+    item_id: int = Field(foreign_key="item.id")
+    execution: int = 0
+    call_index: int
+    repeat_index: int = 0
+    order: list[str] = _json(list)
+    keys: list[str] = _json(list)
+    content_key: str
+    request: dict[str, Any] = _json(dict)
+    response_text: str | None = None
+    response_raw: dict[str, Any] | None = _optional_json()
+    ok: bool
+    error: str | None = None
+    repaired: list[str] = _json(list)
+    judgment: dict[str, Any] | None = _optional_json()
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    attempts: int = 1
+    cached_from: int | None = Field(default=None, foreign_key="call.id")
+    created_at: datetime = _created_at()
+
+
+class Adjudication(SQLModel, table=True):
+    """A human label for an item. Never updated: a correction is a new row that ``supersedes``
+    the annotator's previous one, and the newest row is the annotator's current label.
+
+    ``choice`` is a candidate key, ``none_correct`` or ``cannot_tell``.
+    """
+
+    __table_args__ = (Index("ix_adjudication_item_annotator", "item_id", "annotator"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    item_id: int = Field(foreign_key="item.id")
+    annotator: str
+    created_at: datetime = _created_at()
+    choice: str
+    confidence: float | None = None
+    tags: list[str] = _json(list)
+    notes: str = ""
+    supersedes: int | None = Field(default=None, foreign_key="adjudication.id")

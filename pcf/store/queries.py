@@ -1,0 +1,524 @@
+"""Query functions: plain functions taking the session as a keyword argument.
+
+They flush but never commit: the caller's :func:`~pcf.store.engine.session_scope` decides, so
+that an import or a run step that fails leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Text, case, cast, func, insert
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from pcf.items import Candidate, Item
+from pcf.judgments import Judgment
+from pcf.store.models import (
+    NO_CANDIDATE_CHOICES,
+    PROTOCOLS,
+    Adjudication,
+    Call,
+    CandidateRow,
+    Dataset,
+    ItemRow,
+    Run,
+)
+
+LABEL_COLUMNS = (
+    "item_key",
+    "item_db_id",
+    "annotator",
+    "choice",
+    "confidence",
+    "tags",
+    "notes",
+    "created_at",
+    "adjudication_id",
+)
+SECRET_SETTING_WORDS = ("api_key", "apikey", "secret", "password", "authorization")
+
+
+# ---------------------------------------------------------------- datasets and items
+
+
+def import_items(
+    items: list[Item],
+    *,
+    session: Session,
+    name: str,
+    fmt: str,
+    source_path: str | Path | None = None,
+    seed: int = 0,
+) -> Dataset:
+    """Store a dataset and its items and candidates with bulk inserts, in the caller's transaction.
+
+    Args:
+        items: the items, in file order.
+        session: the open session; flushed, not committed.
+        name: a name no other dataset has.
+        fmt: the format the items were loaded from (``jsonl``, ``rewardbench2``...).
+        source_path: the file they came from.
+        seed: the dataset seed of the canonical orders.
+
+    Raises:
+        ValueError: the name is taken, there are no items, or two items share an id or an item
+            lists one candidate id twice.
+    """
+    if not items:
+        raise ValueError(f"no items to import into dataset {name!r}")
+    if get_dataset(name, session=session) is not None:
+        raise ValueError(f"a dataset named {name!r} already exists; pick another --name")
+    dataset = Dataset(
+        name=name,
+        format=fmt,
+        source_path=None if source_path is None else str(source_path),
+        seed=seed,
+        n_items=len(items),
+    )
+    session.add(dataset)
+    session.flush()
+    try:
+        session.execute(
+            insert(ItemRow),
+            [
+                {
+                    "dataset_id": dataset.id,
+                    "item_key": item.item_id,
+                    "position": position,
+                    "prompt": item.prompt,
+                    "gold": item.gold,
+                    "bucket": item.bucket,
+                    "item_metadata": item.metadata,
+                }
+                for position, item in enumerate(items)
+            ],
+        )
+        db_ids = item_db_ids(dataset.id, session=session)
+        session.execute(
+            insert(CandidateRow),
+            [
+                {
+                    "item_id": db_ids[item.item_id],
+                    "candidate_key": candidate.id,
+                    "position": position,
+                    "text": candidate.text,
+                }
+                for item in items
+                for position, candidate in enumerate(item.candidates)
+            ],
+        )
+    except IntegrityError as exc:
+        raise ValueError(
+            f"cannot import dataset {name!r}: item ids must be unique, and candidate ids unique "
+            f"within each item ({exc.orig})"
+        ) from exc
+    return dataset
+
+
+def get_dataset(name: str, *, session: Session) -> Dataset | None:
+    """The dataset called ``name``, or None."""
+    return session.exec(select(Dataset).where(Dataset.name == name)).first()
+
+
+def list_datasets(*, session: Session) -> list[Dataset]:
+    """Every dataset, oldest first."""
+    return list(session.exec(select(Dataset).order_by(col(Dataset.id))).all())
+
+
+def load_items(dataset_id: int, *, session: Session) -> list[Item]:
+    """The dataset's items in file order, candidates in listing order.
+
+    Each item's metadata also holds its database id as ``"db_id"``.
+    """
+    candidates: dict[int, list[Candidate]] = defaultdict(list)
+    candidate_rows = session.exec(
+        select(CandidateRow.item_id, CandidateRow.candidate_key, CandidateRow.text)
+        .join(ItemRow, col(ItemRow.id) == CandidateRow.item_id)
+        .where(ItemRow.dataset_id == dataset_id)
+        .order_by(col(CandidateRow.item_id), col(CandidateRow.position))
+    )
+    for item_id, key, text in candidate_rows:
+        candidates[item_id].append(Candidate(key, text))
+    item_rows = session.exec(
+        select(
+            ItemRow.id,
+            ItemRow.item_key,
+            ItemRow.prompt,
+            ItemRow.gold,
+            ItemRow.bucket,
+            ItemRow.item_metadata,
+        )
+        .where(ItemRow.dataset_id == dataset_id)
+        .order_by(col(ItemRow.position))
+    )
+    return [
+        Item(key, prompt, tuple(candidates[db_id]), gold, bucket, {**metadata, "db_id": db_id})
+        for db_id, key, prompt, gold, bucket, metadata in item_rows
+    ]
+
+
+def item_db_ids(dataset_id: int, *, session: Session) -> dict[str, int]:
+    """``{item_key: database id}`` for the dataset's items."""
+    rows = session.exec(
+        select(ItemRow.item_key, ItemRow.id).where(ItemRow.dataset_id == dataset_id)
+    )
+    return dict(rows.all())
+
+
+# ---------------------------------------------------------------- runs and calls
+
+
+def _secret_setting(settings: Mapping[str, Any]) -> str | None:
+    """The first key (at any depth) that looks like it holds a credential."""
+    for key, value in settings.items():
+        if any(word in str(key).lower() for word in SECRET_SETTING_WORDS):
+            return str(key)
+        if isinstance(value, Mapping) and (found := _secret_setting(value)):
+            return found
+    return None
+
+
+def create_run(
+    name: str,
+    *,
+    session: Session,
+    dataset_id: int,
+    protocol: str,
+    backend: str,
+    model: str,
+    k: int,
+    schedule: str,
+    seed: int = 0,
+    executions: int = 1,
+    weights: Mapping[str, float] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    base_url: str | None = None,
+) -> Run:
+    """Record a new pending run.
+
+    Args:
+        name: a name no other run has.
+        session: the open session; flushed, not committed.
+        dataset_id: the dataset judged.
+        protocol: one of :data:`~pcf.store.models.PROTOCOLS`.
+        backend: the judge backend (``simulated``, ``openai``...).
+        model: the judge model.
+        k: orderings per item.
+        schedule: the ordering schedule.
+        seed: the run seed.
+        executions: independent passes over the dataset.
+        weights: the consensus weights.
+        settings: temperature, max_tokens, slot keys, prices...; never API keys.
+        base_url: the server of an OpenAI-compatible backend.
+
+    Raises:
+        ValueError: the name is taken, the dataset does not exist, an argument is out of range,
+            or ``settings`` holds what looks like a credential.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
+    if k < 1 or executions < 1:
+        raise ValueError(f"k and executions must be at least 1, got k={k}, executions={executions}")
+    if (secret := _secret_setting(settings or {})) is not None:
+        raise ValueError(
+            f"run settings must not hold credentials ({secret!r}); keys come from the environment"
+        )
+    if session.get(Dataset, dataset_id) is None:
+        raise ValueError(f"no dataset with id {dataset_id}; import one first")
+    if get_run(name, session=session) is not None:
+        raise ValueError(f"a run named {name!r} already exists; pick another --name")
+    run = Run(
+        name=name,
+        dataset_id=dataset_id,
+        protocol=protocol,
+        backend=backend,
+        model=model,
+        base_url=base_url,
+        k=k,
+        schedule=schedule,
+        seed=seed,
+        executions=executions,
+        weights=dict(weights or {}),
+        settings=dict(settings or {}),
+    )
+    session.add(run)
+    session.flush()
+    return run
+
+
+def get_run(name: str, *, session: Session) -> Run | None:
+    """The run called ``name``, or None."""
+    return session.exec(select(Run).where(Run.name == name)).first()
+
+
+def list_runs(*, session: Session, dataset_id: int | None = None) -> list[Run]:
+    """Every run, oldest first; only the runs of ``dataset_id`` when given."""
+    query = select(Run).order_by(col(Run.id))
+    if dataset_id is not None:
+        query = query.where(Run.dataset_id == dataset_id)
+    return list(session.exec(query).all())
+
+
+def update_run_totals(run_id: int, *, session: Session) -> Run:
+    """Recompute a run's totals from its calls and store them on the run.
+
+    ``calls_made`` counts requests sent to the judge (the attempts of every call the cache did
+    not answer), ``cache_hits`` the calls the cache answered, ``failures`` the calls left
+    failed; tokens and cost add up the calls the cache did not answer.
+    """
+    run = session.get(Run, run_id)
+    if run is None:
+        raise ValueError(f"no run with id {run_id}")
+    paid = col(Call.cached_from).is_(None)
+
+    def paid_sum(column: Any) -> Any:
+        return func.coalesce(func.sum(case((paid, column), else_=0)), 0)
+
+    calls_made, cache_hits, failures, input_tokens, output_tokens, cost = session.exec(
+        select(
+            paid_sum(Call.attempts),
+            func.coalesce(func.sum(case((paid, 0), else_=1)), 0),
+            func.coalesce(func.sum(case((col(Call.ok), 0), else_=1)), 0),
+            paid_sum(Call.input_tokens),
+            paid_sum(Call.output_tokens),
+            paid_sum(Call.cost_usd),
+        ).where(Call.run_id == run_id)
+    ).one()
+    run.sqlmodel_update(
+        {
+            "calls_made": calls_made,
+            "cache_hits": cache_hits,
+            "failures": failures,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cost_usd": float(cost),
+        }
+    )
+    session.add(run)
+    session.flush()
+    return run
+
+
+def record_call(call: Call, *, session: Session) -> Call:
+    """Store one call (flushed, so it has its id).
+
+    Raises:
+        sqlalchemy.exc.IntegrityError: the run already has this (item, execution, call_index).
+    """
+    session.add(call)
+    session.flush()
+    return call
+
+
+def cached_call(content_key: str, *, session: Session) -> Call | None:
+    """The newest ok call with this content key, in any run: the answer to reuse, or None."""
+    return session.exec(
+        select(Call)
+        .where(Call.content_key == content_key, col(Call.ok))
+        .order_by(col(Call.created_at).desc(), col(Call.id).desc())
+        .limit(1)
+    ).first()
+
+
+def _judgment(
+    item_key: str,
+    execution: int,
+    call_index: int,
+    ok: bool,
+    error: str | None,
+    order: list[str],
+    parsed: dict[str, Any] | None,
+    repaired: list[str],
+) -> Judgment:
+    """A stored call as a judgment; a failed one keeps only its order and error."""
+    if not ok or parsed is None:
+        return Judgment(item_key, execution, call_index, tuple(order), False, error or "failed")
+    return Judgment(
+        item_key,
+        execution,
+        call_index,
+        tuple(order),
+        True,
+        None,
+        parsed.get("factuality", {}),
+        parsed.get("hallucination_risk", {}),
+        tuple(parsed.get("ranking", ())),
+        parsed.get("confidence"),
+        tuple(repaired),
+    )
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many small containers at once.
+
+    Allocating hundreds of thousands of dicts and lists triggers repeated full collections that
+    scan the whole heap; the objects built here hold no cycles, so pausing costs nothing.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def run_judgments(run_id: int, *, session: Session) -> list[Judgment]:
+    """Every call of the run as a judgment (failed calls with ``ok=False`` and their error).
+
+    Ordered by item position, execution and call index; ``item_id`` is the item's key. For
+    speed the JSON columns are read as text and decoded by a single ``json.loads``.
+    """
+    query = (
+        select(
+            ItemRow.item_key,
+            Call.execution,
+            Call.call_index,
+            Call.ok,
+            Call.error,
+            cast(Call.order, Text),
+            cast(Call.judgment, Text),
+            cast(Call.repaired, Text),
+        )
+        .join(ItemRow, col(ItemRow.id) == Call.item_id)
+        .where(Call.run_id == run_id)
+        .order_by(col(ItemRow.position), col(Call.execution), col(Call.call_index))
+    )
+    with _gc_paused():
+        rows = session.exec(query).all()
+        json_columns = ",".join(
+            f"[{order},{parsed or 'null'},{repaired}]" for *_, order, parsed, repaired in rows
+        )
+        decoded = json.loads(f"[{json_columns}]")
+        return [
+            _judgment(*row[:5], *json_values)
+            for row, json_values in zip(rows, decoded, strict=True)
+        ]
+
+
+# ---------------------------------------------------------------- adjudications
+
+
+def add_adjudication(
+    item_db_id: int,
+    *,
+    session: Session,
+    annotator: str,
+    choice: str,
+    confidence: float | None = None,
+    tags: Iterable[str] = (),
+    notes: str = "",
+) -> Adjudication:
+    """Record a human label as a new row; it supersedes the annotator's previous label.
+
+    Args:
+        item_db_id: the item's database id.
+        session: the open session; flushed, not committed.
+        annotator: who decided.
+        choice: a candidate id of the item, ``none_correct`` or ``cannot_tell``.
+        confidence: how sure the annotator is, in [0, 1].
+        tags: free labels (``ambiguous``, ``needs-source``...).
+        notes: the annotator's reasons.
+
+    Raises:
+        ValueError: unknown item, empty annotator, a choice the item does not offer, or a
+            confidence outside [0, 1].
+    """
+    keys = session.exec(
+        select(CandidateRow.candidate_key).where(CandidateRow.item_id == item_db_id)
+    ).all()
+    if not keys:
+        raise ValueError(f"no item with database id {item_db_id}")
+    if not annotator.strip():
+        raise ValueError("say who is annotating: the annotator name is empty")
+    if choice not in keys and choice not in NO_CANDIDATE_CHOICES:
+        options = ", ".join([*keys, *NO_CANDIDATE_CHOICES])
+        raise ValueError(f"choice {choice!r} is not one of: {options}")
+    if confidence is not None and not 0 <= confidence <= 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    previous = session.exec(
+        select(Adjudication.id)
+        .where(Adjudication.item_id == item_db_id, Adjudication.annotator == annotator)
+        .order_by(col(Adjudication.created_at).desc(), col(Adjudication.id).desc())
+        .limit(1)
+    ).first()
+    adjudication = Adjudication(
+        item_id=item_db_id,
+        annotator=annotator,
+        choice=choice,
+        confidence=confidence,
+        tags=list(tags),
+        notes=notes,
+        supersedes=previous,
+    )
+    session.add(adjudication)
+    session.flush()
+    return adjudication
+
+
+def adjudication_history(item_db_id: int, *, session: Session) -> list[Adjudication]:
+    """Every label ever given to the item, by every annotator, oldest first."""
+    return list(
+        session.exec(
+            select(Adjudication)
+            .where(Adjudication.item_id == item_db_id)
+            .order_by(col(Adjudication.created_at), col(Adjudication.id))
+        ).all()
+    )
+
+
+def current_labels(dataset_id: int, *, session: Session) -> pd.DataFrame:
+    """The current label of every (item, annotator) of the dataset: their newest row.
+
+    Returns:
+        One row per (item_key, annotator), in item order, with the columns of
+        :data:`LABEL_COLUMNS`; ``created_at`` is when the current label was given.
+    """
+    newest_first = func.row_number().over(
+        partition_by=(Adjudication.item_id, Adjudication.annotator),
+        order_by=(col(Adjudication.created_at).desc(), col(Adjudication.id).desc()),
+    )
+    ranked = (
+        select(
+            ItemRow.item_key,
+            Adjudication.item_id,
+            Adjudication.annotator,
+            Adjudication.choice,
+            Adjudication.confidence,
+            Adjudication.tags,
+            Adjudication.notes,
+            Adjudication.created_at,
+            Adjudication.id,
+            ItemRow.position,
+            newest_first.label("newness"),
+        )
+        .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
+        .where(ItemRow.dataset_id == dataset_id)
+        .subquery()
+    )
+    rows = session.exec(
+        select(*list(ranked.c)[: len(LABEL_COLUMNS)])
+        .where(ranked.c.newness == 1)
+        .order_by(ranked.c.position, ranked.c.annotator)
+    ).all()
+    return pd.DataFrame([tuple(row) for row in rows], columns=list(LABEL_COLUMNS))
+
+
+def adjudicated_item_keys(dataset_id: int, annotator: str, *, session: Session) -> set[str]:
+    """Keys of the dataset's items that ``annotator`` has labelled."""
+    rows = session.exec(
+        select(ItemRow.item_key)
+        .join(Adjudication, col(Adjudication.item_id) == ItemRow.id)
+        .where(ItemRow.dataset_id == dataset_id, Adjudication.annotator == annotator)
+        .distinct()
+    )
+    return set(rows.all())

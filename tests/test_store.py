@@ -1,0 +1,506 @@
+"""Tests for pcf.store on real SQLite files in tmp_path."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, func, insert, text
+from sqlalchemy.exc import IntegrityError, StatementError
+from sqlmodel import select
+
+from pcf.items import Candidate, Item
+from pcf.judgments import Judgment
+from pcf.store import (
+    DATABASE_URL_ENV,
+    LABEL_COLUMNS,
+    Adjudication,
+    Call,
+    CandidateRow,
+    Dataset,
+    ItemRow,
+    Run,
+    add_adjudication,
+    adjudicated_item_keys,
+    adjudication_history,
+    cached_call,
+    create_run,
+    current_labels,
+    database_url,
+    get_dataset,
+    get_engine,
+    get_run,
+    import_items,
+    item_db_ids,
+    list_datasets,
+    list_runs,
+    load_items,
+    record_call,
+    run_judgments,
+    session_scope,
+    update_run_totals,
+)
+
+MISSING_ITEM_ID = 12345
+
+
+@pytest.fixture
+def fresh_db(tmp_path: Path) -> Iterator[Engine]:
+    engine = get_engine(f"sqlite:///{tmp_path}/t.db")
+    yield engine
+    engine.dispose()
+
+
+def make_items(count: int, candidates: int = 4) -> list[Item]:
+    return [
+        Item(
+            f"item-{i}",
+            f"Question {i}?",
+            tuple(Candidate(f"c{j}", f"Answer {j} to question {i}.") for j in range(candidates)),
+            gold="c0",
+            bucket="demo",
+        )
+        for i in range(count)
+    ]
+
+
+def make_call(run_id: int, item_db_id: int, call_index: int, **fields: object) -> Call:
+    order = ["c1", "c0"]
+    values: dict[str, object] = {
+        "run_id": run_id,
+        "item_id": item_db_id,
+        "call_index": call_index,
+        "order": order,
+        "keys": ["A", "B"],
+        "content_key": f"key-{item_db_id}-{call_index}",
+        "request": {"user": "judge these"},
+        "response_text": "{}",
+        "ok": True,
+        "judgment": {
+            "factuality": {"c1": 3.0, "c0": 8.0},
+            "hallucination_risk": {"c1": 0.6, "c0": 0.1},
+            "ranking": ["c0", "c1"],
+            "confidence": 0.9,
+        },
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "cost_usd": 0.01,
+    }
+    values.update(fields)
+    return Call(**values)
+
+
+def import_demo(engine: Engine, items: list[Item], name: str = "demo") -> Dataset:
+    with session_scope(engine) as session:
+        return import_items(items, session=session, name=name, fmt="jsonl")
+
+
+def new_run(engine: Engine, dataset_id: int, name: str = "run-1") -> Run:
+    with session_scope(engine) as session:
+        return create_run(
+            name,
+            session=session,
+            dataset_id=dataset_id,
+            protocol="pcf",
+            backend="simulated",
+            model="sim-1",
+            k=7,
+            schedule="balanced",
+            weights={"ws": 0.5, "wB": 0.25, "wv": 0.2, "wu": 0.05},
+            settings={"temperature": 0.0, "keys": ["A", "B"]},
+        )
+
+
+def item_db_ids_of(engine: Engine, dataset_id: int) -> dict[str, int]:
+    with session_scope(engine) as session:
+        return item_db_ids(dataset_id, session=session)
+
+
+def row_counts(engine: Engine) -> dict[str, int]:
+    with session_scope(engine) as session:
+        return {
+            model.__name__: session.exec(select(func.count()).select_from(model)).one()
+            for model in (Dataset, ItemRow, CandidateRow)
+        }
+
+
+# ---------------------------------------------------------------- engine
+
+
+def test_sqlite_pragmas_are_set_on_every_connection(fresh_db: Engine) -> None:
+    names = ("journal_mode", "busy_timeout", "foreign_keys", "synchronous")
+    with fresh_db.connect() as first, fresh_db.connect() as second:
+        for connection in (first, second):
+            pragmas = {name: connection.execute(text(f"PRAGMA {name}")).scalar() for name in names}
+            assert pragmas == {
+                "journal_mode": "wal",
+                "busy_timeout": 5000,
+                "foreign_keys": 1,
+                "synchronous": 1,  # NORMAL
+            }
+
+
+def test_foreign_keys_are_enforced(fresh_db: Engine) -> None:
+    with pytest.raises(IntegrityError), session_scope(fresh_db) as session:
+        record_call(make_call(run_id=99, item_db_id=99, call_index=0), session=session)
+
+
+def test_database_url_env_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path}/from-env.db"
+    monkeypatch.setenv(DATABASE_URL_ENV, url)
+    engine = get_engine()
+    assert str(engine.url) == url
+    assert database_url() == url
+    assert (tmp_path / "from-env.db").is_file()
+    engine.dispose()
+
+
+def test_default_database_lives_in_the_user_data_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    engine = get_engine()
+    assert database_url() == f"sqlite:///{tmp_path}/data/pcf-review/pcf.db"
+    assert (tmp_path / "data" / "pcf-review" / "pcf.db").is_file()
+    assert get_engine() is engine
+    engine.dispose()
+
+
+def test_database_url_masks_the_password() -> None:
+    shown = database_url("postgresql://reviewer:s3cret@db.example.org/pcf")
+    assert "s3cret" not in shown
+    assert shown == "postgresql://reviewer:***@db.example.org/pcf"
+
+
+# ---------------------------------------------------------------- datasets and items
+
+
+def test_items_round_trip_in_file_and_listing_order(fresh_db: Engine) -> None:
+    items = [
+        Item(
+            "z-last-alphabetically",
+            "Où est la tour Eiffel ?\nRéponds en une ligne. 東京? 🚀",
+            (Candidate("b", "Paris.\n\nSource: « none »"), Candidate("a", "Lyon — ```x```")),
+            gold="b",
+            bucket="geo",
+            metadata={"source": "handmade", "tags": ["ü"]},
+        ),
+        Item("a-first", "Plain", (Candidate("x", "one"), Candidate("y", "two"))),
+    ]
+    dataset = import_demo(fresh_db, items)
+    with session_scope(fresh_db) as session:
+        loaded = load_items(dataset.id, session=session)
+        ids = item_db_ids(dataset.id, session=session)
+        assert get_dataset("demo", session=session).n_items == 2
+        assert [d.name for d in list_datasets(session=session)] == ["demo"]
+    assert loaded == items
+    assert [item.candidate_ids for item in loaded] == [("b", "a"), ("x", "y")]
+    assert loaded[0].metadata == {
+        "source": "handmade",
+        "tags": ["ü"],
+        "db_id": ids[items[0].item_id],
+    }
+    assert loaded[1].metadata == {"db_id": ids["a-first"]}
+
+
+def test_duplicate_dataset_name_raises_and_changes_nothing(fresh_db: Engine) -> None:
+    import_demo(fresh_db, make_items(3))
+    before = row_counts(fresh_db)
+    with pytest.raises(ValueError, match="pick another --name"):
+        import_demo(fresh_db, make_items(5))
+    assert row_counts(fresh_db) == before
+
+
+def test_import_failing_midway_leaves_nothing(fresh_db: Engine) -> None:
+    twice = Candidate("c0", "same id twice")
+    items = [*make_items(50), Item("bad", "p", (twice, twice))]
+    with pytest.raises(ValueError, match="candidate ids unique"):
+        import_demo(fresh_db, items)
+    assert row_counts(fresh_db) == {"Dataset": 0, "ItemRow": 0, "CandidateRow": 0}
+
+
+def import_then_fail(engine: Engine) -> None:
+    with session_scope(engine) as session:
+        import_items(make_items(10), session=session, name="demo", fmt="jsonl")
+        raise RuntimeError("disk full")
+
+
+def test_error_after_import_inside_the_scope_rolls_it_back(fresh_db: Engine) -> None:
+    with pytest.raises(RuntimeError, match="disk full"):
+        import_then_fail(fresh_db)
+    assert row_counts(fresh_db) == {"Dataset": 0, "ItemRow": 0, "CandidateRow": 0}
+
+
+# ---------------------------------------------------------------- runs and calls
+
+
+def test_run_judgments_round_trip_in_item_execution_call_order(fresh_db: Engine) -> None:
+    items = make_items(2, candidates=2)
+    dataset = import_demo(fresh_db, items)
+    run = new_run(fresh_db, dataset.id)
+    with session_scope(fresh_db) as session:
+        ids = item_db_ids(dataset.id, session=session)
+        first, second = ids["item-0"], ids["item-1"]
+        for call in (
+            make_call(run.id, second, 0),
+            make_call(run.id, first, 1, ok=False, error="invalid JSON", judgment=None),
+            make_call(run.id, first, 0, execution=1, repaired=["lowercase_keys"]),
+            make_call(run.id, first, 0),
+        ):
+            record_call(call, session=session)
+    with session_scope(fresh_db) as session:
+        judgments = run_judgments(run.id, session=session)
+    good = {
+        "order": ("c1", "c0"),
+        "ok": True,
+        "factuality": {"c1": 3.0, "c0": 8.0},
+        "hallucination_risk": {"c1": 0.6, "c0": 0.1},
+        "ranking": ("c0", "c1"),
+        "confidence": 0.9,
+    }
+    assert judgments == [
+        Judgment("item-0", 0, 0, **good),
+        Judgment("item-0", 0, 1, ("c1", "c0"), False, "invalid JSON"),
+        Judgment("item-0", 1, 0, **good, repaired=("lowercase_keys",)),
+        Judgment("item-1", 0, 0, **good),
+    ]
+
+
+def test_a_call_is_recorded_once_per_slot(fresh_db: Engine) -> None:
+    dataset = import_demo(fresh_db, make_items(1))
+    run = new_run(fresh_db, dataset.id)
+    item_id = item_db_ids_of(fresh_db, dataset.id)["item-0"]
+    with session_scope(fresh_db) as session:
+        record_call(make_call(run.id, item_id, 0), session=session)
+    with pytest.raises(IntegrityError), session_scope(fresh_db) as session:
+        record_call(make_call(run.id, item_id, 0), session=session)
+
+
+def test_cache_returns_the_newest_ok_call_of_any_run(fresh_db: Engine) -> None:
+    dataset = import_demo(fresh_db, make_items(1))
+    old_run, new = new_run(fresh_db, dataset.id, "old"), new_run(fresh_db, dataset.id, "new")
+    item_id = item_db_ids_of(fresh_db, dataset.id)["item-0"]
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    with session_scope(fresh_db) as session:
+        for run_id, index, ok, minutes in (
+            (old_run.id, 0, True, 0),
+            (old_run.id, 1, True, 5),
+            (new.id, 0, False, 9),
+        ):
+            call = make_call(
+                run_id,
+                item_id,
+                index,
+                ok=ok,
+                content_key="same-request",
+                created_at=start + timedelta(minutes=minutes),
+            )
+            record_call(call, session=session)
+    with session_scope(fresh_db) as session:
+        hit = cached_call("same-request", session=session)
+        assert (hit.run_id, hit.call_index, hit.ok) == (old_run.id, 1, True)
+        assert cached_call("never-asked", session=session) is None
+
+
+def test_run_totals_count_paid_calls_cache_hits_and_failures(fresh_db: Engine) -> None:
+    dataset = import_demo(fresh_db, make_items(1))
+    run = new_run(fresh_db, dataset.id)
+    item_id = item_db_ids_of(fresh_db, dataset.id)["item-0"]
+    with session_scope(fresh_db) as session:
+        paid = record_call(make_call(run.id, item_id, 0, attempts=2), session=session)
+        record_call(make_call(run.id, item_id, 1, ok=False, judgment=None), session=session)
+        record_call(make_call(run.id, item_id, 2, cached_from=paid.id), session=session)
+        totals = update_run_totals(run.id, session=session)
+    assert (totals.calls_made, totals.cache_hits, totals.failures) == (3, 1, 1)
+    assert (totals.input_tokens, totals.output_tokens) == (200, 40)
+    assert totals.cost_usd == pytest.approx(0.02)
+    with session_scope(fresh_db) as session:
+        assert get_run("run-1", session=session).calls_made == 3
+
+
+def test_runs_are_listed_and_validated(fresh_db: Engine) -> None:
+    dataset = import_demo(fresh_db, make_items(1))
+    new_run(fresh_db, dataset.id)
+    with pytest.raises(ValueError, match="pick another --name"):
+        new_run(fresh_db, dataset.id)
+    with session_scope(fresh_db) as session:
+        assert [r.name for r in list_runs(session=session, dataset_id=dataset.id)] == ["run-1"]
+        assert list_runs(session=session, dataset_id=dataset.id + 1) == []
+        run = get_run("run-1", session=session)
+        assert (run.status, run.k, run.settings["keys"]) == ("pending", 7, ["A", "B"])
+        with pytest.raises(ValueError, match="keys come from the environment"):
+            create_run(
+                "leaky",
+                session=session,
+                dataset_id=dataset.id,
+                protocol="pcf",
+                backend="openai",
+                model="m",
+                k=3,
+                schedule="balanced",
+                settings={"auth": {"OPENAI_API_KEY": "sk-x"}},
+            )
+        with pytest.raises(ValueError, match="unknown protocol"):
+            create_run(
+                "odd",
+                session=session,
+                dataset_id=dataset.id,
+                protocol="vote",
+                backend="simulated",
+                model="m",
+                k=3,
+                schedule="balanced",
+            )
+
+
+# ---------------------------------------------------------------- datetimes
+
+
+def finish_run_at(engine: Engine, run_id: int, when: datetime) -> None:
+    with session_scope(engine) as session:
+        run = session.get(Run, run_id)
+        run.finished_at = when
+        session.add(run)
+
+
+def test_datetimes_are_timezone_aware_after_a_round_trip(fresh_db: Engine) -> None:
+    dataset = import_demo(fresh_db, make_items(1))
+    run = new_run(fresh_db, dataset.id)
+    paris_evening = datetime(2025, 6, 1, 20, 0, tzinfo=timezone(timedelta(hours=2)))
+    finish_run_at(fresh_db, run.id, paris_evening)
+    with session_scope(fresh_db) as session:
+        loaded = session.get(Run, run.id)
+        created = get_dataset("demo", session=session).created_at
+    assert created.utcoffset() == timedelta(0)
+    assert loaded.finished_at == paris_evening
+    assert loaded.finished_at.tzinfo == UTC
+
+
+def test_naive_datetimes_are_refused(fresh_db: Engine) -> None:
+    dataset = import_demo(fresh_db, make_items(1))
+    run = new_run(fresh_db, dataset.id)
+    with pytest.raises(StatementError, match="must have timezone information"):
+        finish_run_at(fresh_db, run.id, datetime(2025, 6, 1, 20, 0))
+
+
+# ---------------------------------------------------------------- adjudications
+
+
+def test_corrections_are_new_rows_and_the_newest_is_current(fresh_db: Engine) -> None:
+    dataset = import_demo(fresh_db, make_items(3))
+    ids = item_db_ids_of(fresh_db, dataset.id)
+    with session_scope(fresh_db) as session:
+        first = add_adjudication(
+            ids["item-0"],
+            session=session,
+            annotator="ana",
+            choice="c1",
+            confidence=0.4,
+            tags=["unsure"],
+        )
+        add_adjudication(ids["item-0"], session=session, annotator="ben", choice="cannot_tell")
+        add_adjudication(ids["item-2"], session=session, annotator="ana", choice="none_correct")
+    with session_scope(fresh_db) as session:
+        correction = add_adjudication(
+            ids["item-0"],
+            session=session,
+            annotator="ana",
+            choice="c0",
+            confidence=0.9,
+            notes="checked the source",
+        )
+    assert correction.supersedes == first.id
+    with session_scope(fresh_db) as session:
+        history = adjudication_history(ids["item-0"], session=session)
+        labels = current_labels(dataset.id, session=session)
+        ana_done = adjudicated_item_keys(dataset.id, "ana", session=session)
+        total_rows = session.exec(select(func.count()).select_from(Adjudication)).one()
+    assert total_rows == 4
+    assert [(a.annotator, a.choice, a.supersedes) for a in history] == [
+        ("ana", "c1", None),
+        ("ben", "cannot_tell", None),
+        ("ana", "c0", first.id),
+    ]
+    assert list(labels.columns) == list(LABEL_COLUMNS)
+    assert labels[["item_key", "annotator", "choice"]].values.tolist() == [
+        ["item-0", "ana", "c0"],
+        ["item-0", "ben", "cannot_tell"],
+        ["item-2", "ana", "none_correct"],
+    ]
+    assert labels["confidence"].fillna(-1).tolist() == [0.9, -1, -1]
+    assert labels["notes"].tolist() == ["checked the source", "", ""]
+    assert labels["tags"].tolist() == [[], [], []]
+    assert str(labels["created_at"].dt.tz) == "UTC"
+    assert ana_done == {"item-0", "item-2"}
+
+
+def test_no_labels_give_an_empty_frame_with_the_columns(fresh_db: Engine) -> None:
+    dataset = import_demo(fresh_db, make_items(1))
+    with session_scope(fresh_db) as session:
+        labels = current_labels(dataset.id, session=session)
+    assert labels.empty
+    assert list(labels.columns) == list(LABEL_COLUMNS)
+
+
+@pytest.mark.parametrize(
+    ("item_key", "annotator", "choice", "confidence", "message"),
+    [
+        ("item-0", "ana", "c9", None, "not one of: c0, c1, none_correct, cannot_tell"),
+        ("item-0", "ana", "c0", 1.5, "between 0 and 1"),
+        ("item-0", " ", "c0", None, "annotator name is empty"),
+        (None, "ana", "c0", None, "no item"),
+    ],
+)
+def test_bad_adjudications_are_refused(
+    fresh_db: Engine,
+    item_key: str | None,
+    annotator: str,
+    choice: str,
+    confidence: float | None,
+    message: str,
+) -> None:
+    dataset = import_demo(fresh_db, make_items(1, candidates=2))
+    item_id = item_db_ids_of(fresh_db, dataset.id).get(item_key, MISSING_ITEM_ID)
+    with pytest.raises(ValueError, match=message), session_scope(fresh_db) as session:
+        add_adjudication(
+            item_id, session=session, annotator=annotator, choice=choice, confidence=confidence
+        )
+
+
+# ---------------------------------------------------------------- speed
+
+
+def test_timing_import_and_run_judgments(fresh_db: Engine, capsys: pytest.CaptureFixture) -> None:
+    items = make_items(10_000)
+    started = time.perf_counter()
+    dataset = import_demo(fresh_db, items)
+    import_seconds = time.perf_counter() - started
+    run = new_run(fresh_db, dataset.id)
+    call = make_call(run.id, 0, 0)
+    template = call.model_dump(exclude={"id", "created_at", "item_id", "call_index"})
+    with session_scope(fresh_db) as session:
+        rows = [
+            {
+                **template,
+                "item_id": item_id,
+                "call_index": index,
+                "content_key": f"{item_id}:{index}",
+            }
+            for item_id in item_db_ids(dataset.id, session=session).values()
+            for index in range(7)
+        ]
+        session.execute(insert(Call), rows)
+    with session_scope(fresh_db) as session:
+        started = time.perf_counter()
+        judgments = run_judgments(run.id, session=session)
+        read_seconds = time.perf_counter() - started
+    assert len(judgments) == 70_000
+    with capsys.disabled():
+        print(
+            f"\nimport 10,000 items x 4 candidates: {import_seconds:.2f} s; "
+            f"run_judgments on 70,000 calls: {read_seconds:.2f} s"
+        )

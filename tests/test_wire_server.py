@@ -1,0 +1,250 @@
+"""The scripted wire server: protocol shapes, errors, counting and concurrency (plain HTTP)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from pcf.wire_server import (
+    DEFAULT_JSON_TEXT,
+    Scripted,
+    WireRequest,
+    WireServer,
+    fixed_json,
+    message_key,
+)
+
+
+def _body(user: str = "Is water wet?", **extra: Any) -> dict[str, Any]:
+    return {"model": "test-model", "messages": [{"role": "user", "content": user}], **extra}
+
+
+def _post(url: str, payload: Any, timeout: float = 5.0) -> tuple[int, dict[str, str], bytes]:
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    request = urllib.request.Request(
+        url, data=data, method="POST", headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return (
+                response.status,
+                {k.lower(): v for k, v in response.headers.items()},
+                response.read(),
+            )
+    except urllib.error.HTTPError as err:
+        return err.code, {k.lower(): v for k, v in err.headers.items()}, err.read()
+
+
+def test_openai_answer_has_the_chat_completion_shape() -> None:
+    with WireServer(
+        lambda _r: Scripted.answer('{"ok": true}', input_tokens=11, output_tokens=4)
+    ) as s:
+        status, headers, raw = _post(f"{s.openai_base_url}/chat/completions", _body())
+    body = json.loads(raw)
+    assert status == 200
+    assert headers["content-type"] == "application/json"
+    assert headers["x-request-id"].startswith("req_")
+    assert body["id"].startswith("chatcmpl-")
+    assert body["object"] == "chat.completion"
+    assert body["model"] == "test-model"
+    choice = body["choices"][0]
+    assert choice["message"] == {
+        "role": "assistant",
+        "content": '{"ok": true}',
+        "refusal": None,
+        "annotations": [],
+    }
+    assert choice["finish_reason"] == "stop"
+    assert body["usage"]["prompt_tokens"] == 11
+    assert body["usage"]["completion_tokens"] == 4
+    assert body["usage"]["total_tokens"] == 15
+
+
+def test_chat_completions_is_also_served_without_the_v1_prefix() -> None:
+    with WireServer() as s:
+        status, _, raw = _post(f"{s.base_url}/chat/completions", _body())
+        assert s.received[0].protocol == "openai"
+    assert status == 200
+    assert json.loads(raw)["choices"][0]["message"]["content"] == DEFAULT_JSON_TEXT
+
+
+def test_anthropic_answer_has_the_message_shape() -> None:
+    with WireServer(lambda _r: Scripted.answer("hello", input_tokens=9, output_tokens=2)) as s:
+        status, headers, raw = _post(f"{s.base_url}/v1/messages", _body(max_tokens=10))
+    body = json.loads(raw)
+    assert status == 200
+    assert headers["request-id"].startswith("req_")
+    assert body["id"].startswith("msg_")
+    assert body["type"] == "message"
+    assert body["role"] == "assistant"
+    assert body["content"] == [{"type": "text", "text": "hello"}]
+    assert body["stop_reason"] == "end_turn"
+    assert body["usage"]["input_tokens"] == 9
+    assert body["usage"]["output_tokens"] == 2
+
+
+def test_token_counts_are_estimated_when_not_scripted() -> None:
+    with WireServer(lambda _r: Scripted.answer("x" * 40)) as s:
+        _, _, raw = _post(f"{s.openai_base_url}/chat/completions", _body())
+    usage = json.loads(raw)["usage"]
+    assert usage["completion_tokens"] == 10
+    assert usage["prompt_tokens"] > 0
+
+
+def test_refusal_and_truncation_shapes() -> None:
+    actions = iter(
+        [
+            Scripted.refusal("No."),
+            Scripted.truncated('{"ok": tr'),
+            Scripted.refusal("No."),
+            Scripted.truncated("cut"),
+        ]
+    )
+    with WireServer(lambda _r: next(actions)) as s:
+        refused = json.loads(_post(f"{s.openai_base_url}/chat/completions", _body())[2])
+        cut = json.loads(_post(f"{s.openai_base_url}/chat/completions", _body())[2])
+        a_refused = json.loads(_post(f"{s.base_url}/v1/messages", _body())[2])
+        a_cut = json.loads(_post(f"{s.base_url}/v1/messages", _body())[2])
+    assert refused["choices"][0]["message"]["content"] is None
+    assert refused["choices"][0]["message"]["refusal"] == "No."
+    assert cut["choices"][0]["finish_reason"] == "length"
+    assert cut["choices"][0]["message"]["content"] == '{"ok": tr'
+    assert a_refused["stop_reason"] == "refusal"
+    assert a_refused["stop_details"]["explanation"] == "No."
+    assert a_cut["stop_reason"] == "max_tokens"
+    assert a_cut["content"][0]["text"] == "cut"
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (
+            "/v1/chat/completions",
+            {
+                "error": {
+                    "message": "slow down",
+                    "type": "requests",
+                    "param": None,
+                    "code": "rate_limit_exceeded",
+                }
+            },
+        ),
+        (
+            "/v1/messages",
+            {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
+        ),
+    ],
+)
+def test_error_bodies_and_retry_after(path: str, expected: dict[str, Any]) -> None:
+    with WireServer(lambda _r: Scripted.error(429, "slow down", retry_after="7")) as s:
+        status, headers, raw = _post(f"{s.base_url}{path}", _body())
+    body = json.loads(raw)
+    body.pop("request_id", None)
+    assert status == 429
+    assert headers["retry-after"] == "7"
+    assert body == expected
+
+
+def test_server_error_bodies_name_the_provider_error_type() -> None:
+    with WireServer(lambda _r: Scripted.error(529)) as s:
+        _, _, anthropic_raw = _post(f"{s.base_url}/v1/messages", _body())
+        _, _, openai_raw = _post(f"{s.openai_base_url}/chat/completions", _body())
+    assert json.loads(anthropic_raw)["error"]["type"] == "overloaded_error"
+    assert json.loads(openai_raw)["error"]["type"] == "server_error"
+
+
+def test_broken_body_is_sent_verbatim_as_json_content() -> None:
+    with WireServer(lambda _r: Scripted.broken('{"id": "x", "choi')) as s:
+        status, headers, raw = _post(f"{s.openai_base_url}/chat/completions", _body())
+    assert status == 200
+    assert headers["content-type"] == "application/json"
+    assert raw == b'{"id": "x", "choi'
+
+
+def test_unknown_path_and_non_json_body_are_rejected() -> None:
+    with WireServer() as s:
+        missing, _, _ = _post(f"{s.base_url}/v1/embeddings", _body())
+        not_json, _, raw = _post(f"{s.base_url}/v1/messages", b"not json")
+        assert s.request_count == 0
+    assert missing == 404
+    assert not_json == 400
+    assert json.loads(raw)["error"]["type"] == "invalid_request_error"
+
+
+def test_responder_sees_the_request_and_failures_become_500() -> None:
+    seen: list[WireRequest] = []
+
+    def responder(request: WireRequest) -> Scripted:
+        seen.append(request)
+        raise RuntimeError("script bug")
+
+    with WireServer(responder) as s:
+        status, _, raw = _post(f"{s.base_url}/v1/messages", _body("hello", system="sys"))
+    assert status == 500
+    assert "script bug" in json.loads(raw)["error"]["message"]
+    assert seen[0].protocol == "anthropic"
+    assert seen[0].body["system"] == "sys"
+    assert seen[0].last_user_text == "hello"
+    assert seen[0].key == message_key("hello")
+    assert seen[0].index == 0
+
+
+def test_last_user_text_reads_content_blocks() -> None:
+    with WireServer() as s:
+        blocks = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+        messages = [
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "reply"},
+            {"role": "user", "content": blocks},
+        ]
+        _post(f"{s.base_url}/v1/messages", {"model": "m", "messages": messages})
+        assert s.received[0].last_user_text == "ab"
+
+
+def test_concurrent_requests_are_counted_exactly_once_each() -> None:
+    users = [f"question {i}" for i in range(64)]
+    with WireServer(fixed_json(delay_s=0.2)) as s:
+        start = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=64) as pool:
+            statuses = list(
+                pool.map(
+                    lambda u: _post(f"{s.openai_base_url}/chat/completions", _body(u))[0], users
+                )
+            )
+        elapsed = time.perf_counter() - start
+        counts = s.counts
+        indexes = sorted(r.index for r in s.received)
+        total = s.request_count
+    assert statuses == [200] * 64
+    assert elapsed < 2.0  # served concurrently, not 64 x 0.2 s
+    assert total == 64
+    assert indexes == list(range(64))
+    assert counts == {message_key(u): 1 for u in users}
+
+
+def test_close_does_not_wait_for_pending_delayed_answers() -> None:
+    server = WireServer(lambda _r: Scripted.answer("late", delay_s=30)).start()
+    outcome: list[str] = []
+
+    def call() -> None:
+        try:
+            _post(f"{server.base_url}/v1/messages", _body(), timeout=5.0)
+        except OSError as err:  # the dropped answer closes the connection
+            outcome.append(type(err).__name__)
+
+    client = threading.Thread(target=call)
+    client.start()
+    while server.request_count == 0:
+        time.sleep(0.01)
+    start = time.perf_counter()
+    server.close()
+    assert time.perf_counter() - start < 2.0
+    client.join()
+    assert outcome  # the client saw the connection close instead of an answer
