@@ -1,0 +1,446 @@
+"""The run engine: plan the calls of a protocol, answer them from the cache or the judge, and
+commit every answered call as it arrives, so an interrupted run resumes where it stopped.
+
+Protocols: ``direct`` (the canonical ordering alone), ``pcf`` (K scheduled orderings per
+execution), ``repeated`` (K copies of the canonical ordering) and ``apoc`` (pairs: both
+orders, then a keyed confirmation call only where it can change the verdict).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlmodel import Session, select
+
+from pcf.items import Item
+from pcf.judges.base import CallContext, Judge, JudgeError, JudgeReply
+from pcf.orderings import canonical_order, schedule
+from pcf.pairwise import apoc_decide, is_ballpark_question, needs_confirmation
+from pcf.parsing import parse_listwise, parse_pairwise
+from pcf.prompts import Rendered, neutral_keys, render_listwise, render_pairwise
+from pcf.settings import call_cost
+from pcf.store.models import Call, Run, utc_now
+from pcf.store.queries import cached_call, update_run_totals
+
+PROTOCOLS = ("direct", "pcf", "repeated", "apoc")
+MAX_BACKOFF_S = 60.0
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What a run does. The fields in :meth:`identity` define the run: resuming a run with
+    other values is refused; the rest (concurrency, retries) may change between resumptions."""
+
+    protocol: str = "pcf"
+    k: int = 7
+    schedule: str = "balanced"
+    executions: int = 1
+    seed: int = 0
+    temperature: float = 0.0
+    max_tokens: int = 2048
+    concurrency: int = 16
+    max_attempts: int = 4
+    backoff_s: float = 1.0
+    parse_retries: int = 1
+    ballpark_guard: bool = True
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {self.protocol!r}; choose one of {PROTOCOLS}")
+        if self.k < 1 or self.executions < 1 or self.concurrency < 1 or self.max_attempts < 1:
+            raise ValueError("k, executions, concurrency and max_attempts must be at least 1")
+
+    def normalised(self) -> RunConfig:
+        """The protocol's fixed settings applied (direct: K=1; repeated: the repeated
+        schedule; apoc: up to 3 calls per pair)."""
+        fixed: dict[str, Any] = {
+            "direct": {"k": 1, "schedule": "balanced", "executions": 1},
+            "repeated": {"schedule": "repeated"},
+            "apoc": {"k": 3, "schedule": "apoc", "executions": 1},
+            "pcf": {},
+        }[self.protocol]
+        return RunConfig(**{**asdict(self), **fixed})
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that define the run's calls."""
+        keys = ("protocol", "k", "schedule", "executions", "seed", "temperature", "max_tokens")
+        return {key: getattr(self, key) for key in keys} | {"ballpark_guard": self.ballpark_guard}
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """One call to make: an item under one ordering, with its slot keys."""
+
+    item: Item
+    item_db_id: int
+    execution: int
+    call_index: int
+    order: tuple[str, ...]
+    keys: tuple[str, ...] | None  # None: the default slot keys A, B, ...
+    repeat_index: int
+    pairwise: bool
+
+    def render(self) -> Rendered:
+        """The prompt of this call."""
+        render = render_pairwise if self.pairwise else render_listwise
+        return render(self.item, self.order, self.keys)
+
+
+def plan(items: Sequence[Item], db_ids: dict[str, int], config: RunConfig) -> list[PlannedCall]:
+    """Every call of the run except APOCJudge's confirmation calls, which depend on answers.
+
+    ``repeat_index`` counts earlier calls of the same item with the same ordering (and keys),
+    across executions, so identical prompts stay distinct calls in the cache.
+    """
+    out: list[PlannedCall] = []
+    for item in items:
+        seen: Counter[tuple[str, ...]] = Counter()
+        if config.protocol == "apoc":
+            if len(item.candidates) != 2:
+                raise ValueError(
+                    f"item {item.item_id}: apoc needs pairs, got {len(item.candidates)}"
+                )
+            first = canonical_order(item.candidate_ids, config.seed, item.item_id)
+            orders = [first, first[::-1]]
+            executions = 1
+        else:
+            orders = schedule(
+                config.schedule,
+                item.candidate_ids,
+                config.k,
+                dataset_seed=config.seed,
+                item_id=item.item_id,
+            )
+            executions = config.executions
+        for execution in range(executions):
+            for call_index, order in enumerate(orders):
+                out.append(
+                    PlannedCall(
+                        item,
+                        db_ids[item.item_id],
+                        execution,
+                        call_index,
+                        order,
+                        None,
+                        seen[order],
+                        config.protocol == "apoc",
+                    )
+                )
+                seen[order] += 1
+    return out
+
+
+def content_key(
+    backend: str, model: str, rendered: Rendered, config: RunConfig, repeat: int
+) -> str:
+    """The cache key of a call: backend, model, prompt text, sampling settings, repeat index."""
+    payload = [
+        backend,
+        model,
+        rendered.system,
+        rendered.user,
+        rendered.schema,
+        config.temperature,
+        config.max_tokens,
+        repeat,
+    ]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+@dataclass
+class RunReport:
+    """What one invocation of :func:`execute` did."""
+
+    planned: int = 0
+    already_done: int = 0
+    calls_made: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced: bool = False
+    errors: Counter[str] = field(default_factory=Counter)
+
+
+Progress = Callable[[int, int], None]
+
+
+class _Executor:
+    """Runs planned calls against one judge and records them in one session."""
+
+    def __init__(
+        self,
+        run: Run,
+        judge: Judge,
+        config: RunConfig,
+        session: Session,
+        prices: dict[str, tuple[float, float]],
+        progress: Progress | None,
+    ) -> None:
+        self.run, self.judge, self.config, self.session = run, judge, config, session
+        self.prices, self.progress = prices, progress
+        self.report = RunReport()
+        self.semaphore = asyncio.Semaphore(config.concurrency)
+        self.done = 0
+        self.total = 0
+
+    def _tick(self) -> None:
+        self.done += 1
+        if self.progress:
+            self.progress(self.done, self.total)
+
+    def _commit(self, call: Call) -> Call:
+        self.session.add(call)
+        self.session.commit()
+        if not call.ok:
+            self.report.failures += 1
+            self.report.errors[(call.error or "failed").split(":")[0]] += 1
+        self._tick()
+        return call
+
+    def _base_row(self, planned: PlannedCall, rendered: Rendered, key: str) -> dict[str, Any]:
+        return {
+            "run_id": self.run.id,
+            "item_id": planned.item_db_id,
+            "execution": planned.execution,
+            "call_index": planned.call_index,
+            "repeat_index": planned.repeat_index,
+            "order": list(planned.order),
+            "keys": list(rendered.keys),
+            "content_key": key,
+            "request": {
+                "backend": self.judge.backend,
+                "model": self.judge.model,
+                "system": rendered.system,
+                "user": rendered.user,
+                "schema": rendered.schema,
+                "temperature": self.config.temperature,
+                "max_tokens": self.config.max_tokens,
+            },
+        }
+
+    def _parse(self, planned: PlannedCall, rendered: Rendered, reply: JudgeReply) -> dict[str, Any]:
+        """Fields of the row that come from the answer: ok, error, repairs, judgment."""
+        if reply.refusal:
+            return {"ok": False, "error": "refusal", "repaired": [], "judgment": None}
+        if planned.pairwise:
+            pair = parse_pairwise(reply.text, rendered.key_to_id)
+            judgment = {"verdict": pair.verdict, "confidence": pair.confidence} if pair.ok else None
+            return {
+                "ok": pair.ok,
+                "error": pair.error,
+                "repaired": list(pair.repaired),
+                "judgment": judgment,
+            }
+        parsed = parse_listwise(reply.text, rendered.key_to_id, planned.order)
+        judgment = None
+        if parsed.ok:
+            judgment = {
+                "factuality": parsed.factuality,
+                "hallucination_risk": parsed.hallucination_risk,
+                "ranking": list(parsed.ranking),
+                "confidence": parsed.confidence,
+            }
+        return {
+            "ok": parsed.ok,
+            "error": parsed.error,
+            "repaired": list(parsed.repaired),
+            "judgment": judgment,
+        }
+
+    def from_cache(self, planned: PlannedCall) -> Call | None:
+        """Record a call answered by the content-keyed cache, or return None."""
+        rendered = planned.render()
+        key = content_key(
+            self.judge.backend, self.judge.model, rendered, self.config, planned.repeat_index
+        )
+        hit = cached_call(key, session=self.session)
+        if hit is None:
+            return None
+        self.report.cache_hits += 1
+        row = self._base_row(planned, rendered, key) | {
+            "response_text": hit.response_text,
+            "response_raw": hit.response_raw,
+            "ok": True,
+            "error": None,
+            "repaired": hit.repaired,
+            "judgment": hit.judgment,
+            "attempts": 0,
+            "cached_from": hit.cached_from or hit.id,
+        }
+        return self._commit(Call(**row))
+
+    async def call(self, planned: PlannedCall) -> Call:
+        """Answer one call with the judge, retrying transport errors and unparseable answers."""
+        rendered = planned.render()
+        key = content_key(
+            self.judge.backend, self.judge.model, rendered, self.config, planned.repeat_index
+        )
+        context = CallContext(
+            planned.item,
+            planned.order,
+            rendered.keys,
+            "pairwise" if planned.pairwise else "listwise",
+            planned.repeat_index,
+        )
+        request = rendered.request(self.config.temperature, self.config.max_tokens, context)
+        tokens_in = tokens_out = attempts = transport_failures = parse_failures = 0
+        outcome: dict[str, Any]
+        async with self.semaphore:
+            while True:
+                attempts += 1
+                try:
+                    reply = await self.judge.complete(request)
+                except JudgeError as exc:
+                    transport_failures += 1
+                    if exc.retryable and transport_failures < self.config.max_attempts:
+                        await asyncio.sleep(self._backoff(transport_failures, exc.retry_after))
+                        continue
+                    outcome = {
+                        "ok": False,
+                        "error": f"{exc.reason}: {exc}"[:500],
+                        "repaired": [],
+                        "judgment": None,
+                        "response_text": None,
+                        "response_raw": None,
+                        "latency_s": 0.0,
+                    }
+                    break
+                tokens_in += reply.input_tokens
+                tokens_out += reply.output_tokens
+                outcome = self._parse(planned, rendered, reply) | {
+                    "response_text": reply.text,
+                    "response_raw": reply.raw,
+                    "latency_s": reply.latency_s,
+                }
+                if outcome["ok"] or parse_failures >= self.config.parse_retries:
+                    break
+                parse_failures += 1
+        cost = call_cost(self.judge.model, tokens_in, tokens_out, self.prices)
+        self.report.unpriced |= cost is None and (tokens_in + tokens_out) > 0
+        self.report.calls_made += attempts
+        self.report.input_tokens += tokens_in
+        self.report.output_tokens += tokens_out
+        self.report.cost_usd += cost or 0.0
+        row = (
+            self._base_row(planned, rendered, key)
+            | outcome
+            | {
+                "input_tokens": tokens_in,
+                "output_tokens": tokens_out,
+                "cost_usd": cost or 0.0,
+                "attempts": attempts,
+            }
+        )
+        return self._commit(Call(**row))
+
+    def _backoff(self, failures: int, retry_after: float | None) -> float:
+        """Exponential backoff with jitter, at least what the provider asked for."""
+        wait = self.config.backoff_s * 2 ** (failures - 1) * (0.5 + random.random())
+        return min(MAX_BACKOFF_S, max(wait, retry_after or 0.0))
+
+    async def answer(self, calls: Sequence[PlannedCall]) -> list[Call]:
+        """Answer calls from the cache where possible, the rest concurrently."""
+        rows = []
+        pending = []
+        for planned in calls:
+            cached = self.from_cache(planned)
+            if cached is None:
+                pending.append(planned)
+            else:
+                rows.append(cached)
+        rows += await asyncio.gather(*(self.call(p) for p in pending))
+        return rows
+
+
+def _confirmation(planned_first: PlannedCall, config: RunConfig) -> PlannedCall:
+    """APOCJudge call 3: the first order again, with seeded neutral keys."""
+    keys = neutral_keys(2, "apoc", config.seed, planned_first.item.item_id)
+    return PlannedCall(
+        planned_first.item, planned_first.item_db_id, 0, 2, planned_first.order, keys, 0, True
+    )
+
+
+def _verdict(call: Call | None) -> str | None:
+    return (call.judgment or {}).get("verdict") if call is not None and call.ok else None
+
+
+async def execute(
+    run: Run,
+    items: Sequence[Item],
+    judge: Judge,
+    config: RunConfig,
+    *,
+    session: Session,
+    db_ids: dict[str, int],
+    prices: dict[str, tuple[float, float]],
+    progress: Progress | None = None,
+) -> RunReport:
+    """Make every call of ``run`` that is not stored yet; each answer is committed at once.
+
+    Calls already stored for the run (answered or failed) are never made again, so running a
+    finished run makes no judge call. Returns what this invocation did.
+    """
+    config = config.normalised()
+    executor = _Executor(run, judge, config, session, prices, progress)
+    stored = {
+        (c.item_id, c.execution, c.call_index): c
+        for c in session.exec(select(Call).where(Call.run_id == run.id)).all()
+    }
+    planned = plan(items, db_ids, config)
+    todo = [p for p in planned if (p.item_db_id, p.execution, p.call_index) not in stored]
+    executor.total = len(todo)
+    executor.report.planned = len(planned)
+    executor.report.already_done = len(planned) - len(todo)
+    run.status = "running"
+    session.add(run)
+    session.commit()
+    for row in await executor.answer(todo):
+        stored[(row.item_id, row.execution, row.call_index)] = row
+    if config.protocol == "apoc":
+        confirmations = []
+        for first in (p for p in planned if p.call_index == 0):
+            key = (first.item_db_id, 0, 2)
+            if key in stored:
+                continue
+            d1 = _verdict(stored.get((first.item_db_id, 0, 0)))
+            d2 = _verdict(stored.get((first.item_db_id, 0, 1)))
+            ballpark = is_ballpark_question(first.item.prompt)
+            if needs_confirmation(d1, d2, ballpark=ballpark, guard=config.ballpark_guard):
+                confirmations.append(_confirmation(first, config))
+        executor.total += len(confirmations)
+        await executor.answer(confirmations)
+    run.status = "finished"
+    run.finished_at = utc_now()
+    session.add(run)
+    update_run_totals(run.id, session=session)
+    session.commit()
+    return executor.report
+
+
+def apoc_verdicts(
+    calls: Sequence[Call], items: Sequence[Item], db_ids: dict[str, int], *, guard: bool = True
+) -> dict[str, Any]:
+    """APOCJudge decisions per item key from a run's stored calls."""
+    by_item: dict[int, dict[int, Call]] = {}
+    for c in calls:
+        by_item.setdefault(c.item_id, {})[c.call_index] = c
+    out = {}
+    for item in items:
+        mine = by_item.get(db_ids[item.item_id], {})
+        out[item.item_id] = apoc_decide(
+            _verdict(mine.get(0)),
+            _verdict(mine.get(1)),
+            _verdict(mine.get(2)),
+            ballpark=is_ballpark_question(item.prompt),
+            guard=guard,
+        )
+    return out
