@@ -2,20 +2,45 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from sqlmodel import Session
 
-from pcf.consensus import PRESETS, RULES, Weights
+from pcf.consensus import DEFAULT_WEIGHTS, PRESETS, RULES, Weights
 from pcf.decisions import aggregate as aggregate_judgments
 from pcf.errors import DataError
 from pcf.items import FORMATS, load_dataset
+from pcf.judges import BACKENDS, make_judge
 from pcf.judgments import read_judgments
+from pcf.orderings import SCHEDULES
 from pcf.recordings import read_judgebench_outputs, read_llmbar_results, replay_summary
+from pcf.results import run_decisions, run_summary
+from pcf.runner import PROTOCOLS, RunConfig, RunReport, execute
+from pcf.settings import price_table
+from pcf.store import (
+    Dataset,
+    Run,
+    adjudication_records,
+    create_run,
+    database_url,
+    get_dataset,
+    get_engine,
+    get_run,
+    import_items,
+    item_db_ids,
+    list_datasets,
+    list_runs,
+    load_items,
+    run_judgments,
+    session_scope,
+)
 
 app = typer.Typer(
     help="PCF Review: permutation-consensus factuality judging.",
@@ -151,6 +176,340 @@ def replay_llmbar(
         emit({"path": str(path), **replay_summary(pairs)})
     except (DataError, ValueError) as exc:
         fail(str(exc))
+
+
+# ---------------------------------------------------------------- database commands
+
+DEMO_ITEMS = Path(__file__).resolve().parents[1] / "data" / "demo" / "items.jsonl"
+DEMO_RUNS = (
+    ("demo-direct", RunConfig(protocol="direct")),
+    ("demo-pcf", RunConfig(protocol="pcf", k=7, executions=3)),
+    ("demo-repeated", RunConfig(protocol="repeated", k=7)),
+)
+
+
+@contextmanager
+def database():
+    """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder)."""
+    with session_scope(get_engine()) as session:
+        yield session
+
+
+@app.command("import")
+def import_dataset(
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=f"One of: {', '.join(FORMATS)}.")],
+    path: Annotated[Path, typer.Argument(help="The dataset file.")],
+    name: Annotated[str | None, typer.Option(help="Dataset name (default: file name).")] = None,
+    subset: Annotated[str | None, typer.Option(help="Subset or bucket to keep.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Keep the first N items.")] = None,
+    seed: Annotated[int, typer.Option(help="Dataset seed of the canonical orders.")] = 0,
+) -> None:
+    """Import a dataset into the database, all or nothing.
+
+    Example: pcf import rewardbench2 factuality.jsonl --name rb2-fact --subset Factuality
+    """
+    if fmt not in FORMATS:
+        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", 2)
+    try:
+        items = load_dataset(fmt, path, subset=subset, limit=limit)
+        if not items:
+            fail(f"error: {path} has no items{' in subset ' + subset if subset else ''}")
+        with database() as session:
+            dataset = import_items(
+                items, session=session, name=name or path.stem, fmt=fmt, source_path=path, seed=seed
+            )
+            emit({"dataset": dataset.name, "items": dataset.n_items, "database": database_url()})
+    except DataError as exc:
+        fail(f"nothing imported: {len(exc.problems)} problem(s):\n{exc}")
+    except ValueError as exc:
+        fail(f"nothing imported: {exc}")
+
+
+def _open_run(
+    session: Session,
+    dataset: Dataset,
+    name: str,
+    backend: str,
+    model: str,
+    base_url: str | None,
+    config: RunConfig,
+) -> Run:
+    """The run called ``name``: created, or resumed when its settings are the same."""
+    identity = config.normalised().identity()
+    run = get_run(name, session=session)
+    if run is None:
+        return create_run(
+            name,
+            session=session,
+            dataset_id=dataset.id,
+            protocol=config.protocol,
+            backend=backend,
+            model=model,
+            k=config.normalised().k,
+            schedule=config.normalised().schedule,
+            seed=config.seed,
+            executions=config.normalised().executions,
+            base_url=base_url,
+            weights=dict(zip(("ws", "wB", "wv", "wu"), DEFAULT_WEIGHTS.as_tuple(), strict=True)),
+            settings={"identity": identity, "ballpark_guard": config.ballpark_guard},
+        )
+    mine = {"dataset": dataset.name, "backend": backend, "model": model, "base_url": base_url}
+    theirs_dataset = session.get(Dataset, run.dataset_id)
+    theirs = {
+        "dataset": theirs_dataset.name if theirs_dataset else None,
+        "backend": run.backend,
+        "model": run.model,
+        "base_url": run.base_url,
+    }
+    mine |= identity
+    theirs |= run.settings.get("identity", {})
+    changed = sorted(k for k in mine if mine[k] != theirs.get(k))
+    if changed:
+        detail = ", ".join(f"{k}: {theirs.get(k)!r} -> {mine[k]!r}" for k in changed)
+        fail(
+            f"error: run {name!r} exists with other settings ({detail}); "
+            "use the same settings to resume it, or pick another --name",
+            2,
+        )
+    return run
+
+
+def judge_dataset(
+    session: Session,
+    dataset: Dataset,
+    *,
+    name: str,
+    backend: str,
+    model: str,
+    config: RunConfig,
+    base_url: str | None = None,
+    replay: Path | None = None,
+    limit: int | None = None,
+    show_progress: bool = False,
+) -> dict:
+    """Create or resume a run and make its missing calls; returns the run's summary."""
+    items = load_items(dataset.id, session=session)[:limit]
+    run = _open_run(session, dataset, name, backend, model, base_url, config)
+    session.commit()
+    judge = make_judge(backend, model, base_url=base_url, replay_path=replay, seed=config.seed)
+    db_ids = item_db_ids(dataset.id, session=session)
+
+    async def go(progress) -> RunReport:
+        try:
+            return await execute(
+                run,
+                items,
+                judge,
+                config,
+                session=session,
+                db_ids=db_ids,
+                prices=price_table(),
+                progress=progress,
+            )
+        finally:
+            if hasattr(judge, "aclose"):
+                await judge.aclose()
+
+    if show_progress and sys.stderr.isatty():
+        with typer.progressbar(length=1, label=f"judging {name}", file=sys.stderr) as bar:
+
+            def progress(done: int, total: int) -> None:
+                bar.length = max(total, 1)
+                bar.update(1)
+
+            report = asyncio.run(go(progress))
+    else:
+        report = asyncio.run(go(None))
+    summary = run_summary(run, session=session)
+    summary["this_invocation"] = {
+        "planned": report.planned,
+        "already_stored": report.already_done,
+        "calls_made": report.calls_made,
+        "cache_hits": report.cache_hits,
+        "failures": report.failures,
+        "errors": dict(report.errors),
+        "input_tokens": report.input_tokens,
+        "output_tokens": report.output_tokens,
+        "cost_usd": round(report.cost_usd, 6),
+        "unpriced_model": report.unpriced,
+    }
+    return summary
+
+
+@app.command()
+def judge(
+    dataset_name: Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")],
+    protocol: Annotated[str, typer.Option(help=f"One of: {', '.join(PROTOCOLS)}.")] = "pcf",
+    backend: Annotated[str, typer.Option(help=f"One of: {', '.join(BACKENDS)}.")] = "simulated",
+    model: Annotated[str, typer.Option(help="Model name.")] = "sim-primacy",
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible server (vLLM, Ollama, ...).")
+    ] = None,
+    k: Annotated[int, typer.Option("--k", help="Orderings per item and execution.")] = 7,
+    schedule_name: Annotated[
+        str, typer.Option("--schedule", help=f"One of: {', '.join(SCHEDULES)}.")
+    ] = "balanced",
+    executions: Annotated[int, typer.Option(help="Independent executions.")] = 1,
+    concurrency: Annotated[int, typer.Option(help="Calls in flight at once.")] = 16,
+    limit: Annotated[int | None, typer.Option(help="Judge the first N items only.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of canonical orders and schedules.")] = 0,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
+    max_tokens: Annotated[int, typer.Option(help="Answer token limit.")] = 2048,
+    replay: Annotated[
+        Path | None, typer.Option(help="judgments.jsonl for the replay backend.")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Run name; an existing run resumes.")] = None,
+) -> None:
+    """Judge a dataset: create a run, or resume the run of that name; prints a summary.
+
+    Example: pcf judge demo --protocol pcf --backend openai --model gpt-4o-mini --k 7
+    """
+    try:
+        config = RunConfig(
+            protocol=protocol,
+            k=k,
+            schedule=schedule_name,
+            executions=executions,
+            seed=seed,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            concurrency=concurrency,
+        )
+        if config.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {schedule_name!r}; choose one of {SCHEDULES}")
+        run_name = name or default_run_name(dataset_name, backend, model, config)
+        with database() as session:
+            dataset = get_dataset(dataset_name, session=session)
+            if dataset is None:
+                fail(f"error: no dataset {dataset_name!r}; import one with `pcf import`", 2)
+            summary = judge_dataset(
+                session,
+                dataset,
+                name=run_name,
+                backend=backend,
+                model=model,
+                config=config,
+                base_url=base_url,
+                replay=replay,
+                limit=limit,
+                show_progress=True,
+            )
+        emit(summary)
+    except (ValueError, DataError) as exc:
+        fail(f"error: {exc}", 2)
+
+
+def default_run_name(dataset: str, backend: str, model: str, config: RunConfig) -> str:
+    """A name that encodes the run's settings, so repeating a command resumes its run."""
+    c = config.normalised()
+    return f"{dataset}/{c.protocol}/{backend}/{model}/k{c.k}-{c.schedule}-x{c.executions}-s{c.seed}"
+
+
+@app.command()
+def export(
+    run_name: Annotated[str, typer.Argument(metavar="RUN", help="A run name.")],
+    what: Annotated[
+        str, typer.Option(help="items, judgments, decisions or adjudications.")
+    ] = "decisions",
+    out: Annotated[Path | None, typer.Option(help="Output file (default: stdout).")] = None,
+) -> None:
+    """Export a run's items, judgments, decisions or adjudications as JSON Lines.
+
+    Example: pcf export demo-pcf --what judgments --out judgments.jsonl
+    """
+    kinds = ("items", "judgments", "decisions", "adjudications")
+    if what not in kinds:
+        fail(f"error: --what must be one of {', '.join(kinds)}", 2)
+    with database() as session:
+        run = get_run(run_name, session=session)
+        if run is None:
+            fail(f"error: no run {run_name!r}; `pcf runs` lists them", 2)
+        if what == "items":
+            lines = [i.to_dict() for i in load_items(run.dataset_id, session=session)]
+        elif what == "judgments":
+            lines = [j.to_dict() for j in run_judgments(run.id, session=session)]
+        elif what == "decisions":
+            lines = run_decisions(run, session=session)
+        else:
+            lines = adjudication_records(run.dataset_id, session=session)
+    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+    if out:
+        out.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {len(lines)} lines to {out}", err=True)
+    else:
+        sys.stdout.write(text)
+
+
+@app.command()
+def runs() -> None:
+    """List datasets and runs in the database, with their calls, failures and cost.
+
+    Example: pcf runs
+    """
+    with database() as session:
+        names = {d.id: d.name for d in list_datasets(session=session)}
+        emit(
+            {
+                "database": database_url(),
+                "datasets": [
+                    {"name": d.name, "items": d.n_items, "format": d.format}
+                    for d in list_datasets(session=session)
+                ],
+                "runs": [
+                    {
+                        "name": r.name,
+                        "dataset": names.get(r.dataset_id),
+                        "protocol": r.protocol,
+                        "backend": r.backend,
+                        "model": r.model,
+                        "k": r.k,
+                        "schedule": r.schedule,
+                        "executions": r.executions,
+                        "status": r.status,
+                        "calls": r.calls_made,
+                        "cache_hits": r.cache_hits,
+                        "failures": r.failures,
+                        "cost_usd": r.cost_usd,
+                    }
+                    for r in list_runs(session=session)
+                ],
+            }
+        )
+
+
+def build_demo(session: Session) -> list[dict]:
+    """Import the demo items as dataset ``demo`` and run the simulated demo runs."""
+    dataset = get_dataset("demo", session=session)
+    if dataset is None:
+        items = load_dataset("jsonl", DEMO_ITEMS)
+        dataset = import_items(
+            items, session=session, name="demo", fmt="jsonl", source_path=DEMO_ITEMS
+        )
+        session.commit()
+    return [
+        judge_dataset(
+            session, dataset, name=name, backend="simulated", model="sim-primacy", config=config
+        )
+        for name, config in DEMO_RUNS
+    ]
+
+
+@app.command()
+def demo(
+    if_missing: Annotated[
+        bool, typer.Option("--if-missing", help="Do nothing when the demo runs exist.")
+    ] = False,
+) -> None:
+    """Build the demo database: dataset `demo` and simulated direct, PCF and repeated runs.
+
+    Example: pcf demo --if-missing
+    """
+    with database() as session:
+        if if_missing and all(get_run(name, session=session) for name, _ in DEMO_RUNS):
+            typer.echo(f"demo database ready at {database_url()}", err=True)
+            return
+        summaries = build_demo(session)
+    emit({"database": database_url(), "runs": summaries})
 
 
 def main() -> None:

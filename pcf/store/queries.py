@@ -522,3 +522,27 @@ def adjudicated_item_keys(dataset_id: int, annotator: str, *, session: Session) 
         .distinct()
     )
     return set(rows.all())
+
+
+def adjudication_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
+    """Every adjudication of the dataset, corrections included, oldest first, for export."""
+    rows = session.exec(
+        select(Adjudication, ItemRow.item_key)
+        .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
+        .where(ItemRow.dataset_id == dataset_id)
+        .order_by(col(Adjudication.created_at), col(Adjudication.id))
+    ).all()
+    return [
+        {
+            "id": adj.id,
+            "item_id": item_key,
+            "annotator": adj.annotator,
+            "created_at": adj.created_at.isoformat(),
+            "choice": adj.choice,
+            "confidence": adj.confidence,
+            "tags": adj.tags,
+            "notes": adj.notes,
+            "supersedes": adj.supersedes,
+        }
+        for adj, item_key in rows
+    ]
