@@ -1,0 +1,22 @@
+"""PCF Review: the Streamlit app. Run with `make run` (or `streamlit run app.py`)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages.common import sidebar
+
+st.set_page_config(page_title="PCF Review", page_icon=":material/fact_check:", layout="wide")
+
+PAGES = [
+    st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("pages/review.py", title="Review", icon=":material/search:"),
+    st.Page("pages/adjudicate.py", title="Adjudicate", icon=":material/how_to_vote:"),
+    st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("pages/runs.py", title="Runs", icon=":material/play_circle:"),
+    st.Page("pages/weights.py", title="Weights", icon=":material/tune:"),
+]
+
+navigation = st.navigation(PAGES)
+sidebar()
+navigation.run()

@@ -1,0 +1,1 @@
+"""The app's pages; `common` holds what every page shares."""

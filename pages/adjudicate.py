@@ -1,0 +1,6 @@
+"""Adjudicate page (being built)."""
+
+import streamlit as st
+
+st.title("Adjudicate")
+st.info("This page is being built.")

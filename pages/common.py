@@ -1,0 +1,92 @@
+"""What every page shares: the database engine, the sidebar choices, the simulated badge.
+
+Pages read and write only through `pcf`; this module only connects them to Streamlit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import streamlit as st
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from pcf.results import SIMULATED_LABEL, is_simulated
+from pcf.store import (
+    Dataset,
+    Run,
+    database_url,
+    get_dataset,
+    get_engine,
+    get_run,
+    list_datasets,
+    list_runs,
+)
+
+ANNOTATOR_KEY = "annotator"
+DATASET_KEY = "dataset"
+RUN_KEY = "run"
+
+
+@st.cache_resource
+def engine() -> Engine:
+    """The one engine of this server process (``PCF_DATABASE_URL`` or the user data folder)."""
+    return get_engine()
+
+
+@contextmanager
+def session() -> Iterator[Session]:
+    """A database session; commits are explicit in the `pcf` functions that write."""
+    with Session(engine(), expire_on_commit=False) as s:
+        yield s
+
+
+def sidebar() -> None:
+    """Who is annotating, which dataset and which run: shared by every page."""
+    with st.sidebar:
+        st.text_input(
+            "Annotator", key=ANNOTATOR_KEY, placeholder="your name", help="Saved with every label."
+        )
+        with session() as s:
+            datasets = [d.name for d in list_datasets(session=s)]
+            if not datasets:
+                st.warning("The database is empty. Run `pcf demo` or `pcf import`.")
+                return
+            if st.session_state.get(DATASET_KEY) not in datasets:
+                st.session_state[DATASET_KEY] = "demo" if "demo" in datasets else datasets[0]
+            st.selectbox("Dataset", datasets, key=DATASET_KEY)
+            dataset = get_dataset(st.session_state[DATASET_KEY], session=s)
+            runs = [r.name for r in list_runs(session=s, dataset_id=dataset.id)]
+            if runs:
+                if st.session_state.get(RUN_KEY) not in runs:
+                    pcf_runs = [r for r in runs if r.endswith("pcf") or "/pcf/" in r]
+                    st.session_state[RUN_KEY] = pcf_runs[0] if pcf_runs else runs[0]
+                st.selectbox("Run", runs, key=RUN_KEY)
+            else:
+                st.session_state[RUN_KEY] = None
+                st.info("No run on this dataset yet: start one on the Runs page.")
+        st.caption(f"Database: `{database_url()}`")
+
+
+def current_dataset(s: Session) -> Dataset | None:
+    """The dataset chosen in the sidebar."""
+    name = st.session_state.get(DATASET_KEY)
+    return get_dataset(name, session=s) if name else None
+
+
+def current_run(s: Session) -> Run | None:
+    """The run chosen in the sidebar."""
+    name = st.session_state.get(RUN_KEY)
+    return get_run(name, session=s) if name else None
+
+
+def annotator() -> str:
+    """The annotator's name from the sidebar, stripped ('' when not given)."""
+    return (st.session_state.get(ANNOTATOR_KEY) or "").strip()
+
+
+def simulated_badge(run: Run | None) -> None:
+    """A clear badge on results that came from the simulated judge."""
+    if run is not None and is_simulated(run):
+        st.warning(f":material/science: **Simulated judge** — {SIMULATED_LABEL}.")
