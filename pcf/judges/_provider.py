@@ -7,7 +7,8 @@ import email.utils
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import Generic, Protocol, TypeVar
+from functools import partial
+from typing import Any, Generic, Protocol, TypeVar
 
 from pcf.judges.base import JudgeError
 
@@ -121,3 +122,49 @@ class PerLoop(Generic[Client]):
 def token_count(value: object) -> int:
     """A usage count from a leniently parsed response: 0 unless it is an int."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+class ProviderJudge:
+    """What the provider judges share: the key, one SDK client per event loop, a description.
+
+    Subclasses set ``backend`` and ``key_env`` and implement ``_new_client`` and ``complete``.
+    The key comes from ``api_key`` or the ``key_env`` environment variable; a placeholder is
+    used for a custom ``base_url`` when neither is set (self-hosted servers need none).
+
+    Raises:
+        ValueError: no key is set and no ``base_url`` is given.
+    """
+
+    backend: str
+    key_env: str
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        self.model = model
+        self._base_url = base_url
+        self._timeout = timeout
+        self._key = resolve_key(api_key, self.key_env, base_url)
+        self._clients = PerLoop(partial(self._new_client, self._key, base_url, timeout))
+
+    @staticmethod
+    def _new_client(api_key: str, base_url: str | None, timeout: float) -> Any:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """The settings, for storing with a run (never the key)."""
+        return {
+            "backend": self.backend,
+            "model": self.model,
+            "base_url": self._base_url,
+            "timeout_s": self._timeout,
+        }
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections opened in the running event loop."""
+        await self._clients.aclose()

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import time
-from functools import partial
 from typing import Any
 
 import anthropic
 import pydantic
 from anthropic.types import Message
 
-from pcf.judges._provider import PerLoop, resolve_key, status_error, token_count
+from pcf.judges._provider import ProviderJudge, status_error, token_count
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
 
 
-class AnthropicJudge:
+class AnthropicJudge(ProviderJudge):
     """Messages API through ``anthropic.AsyncAnthropic``, with SDK retries off.
 
     The runner owns retries, so every failure is raised at once as a :class:`JudgeError`.
@@ -30,45 +29,19 @@ class AnthropicJudge:
     """
 
     backend = "anthropic"
+    key_env = "ANTHROPIC_API_KEY"
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-    ) -> None:
-        """Build the judge; the key comes from ``api_key`` or ``ANTHROPIC_API_KEY``.
-
-        Args:
-            model: the model name sent with every request.
-            base_url: the API root (without ``/v1``); the SDK default if None.
-            api_key: overrides ``ANTHROPIC_API_KEY``; a placeholder is used for a custom
-                ``base_url`` when neither is set.
-            timeout: seconds before a call fails with reason ``timeout``.
-
-        Raises:
-            ValueError: no key is set and no ``base_url`` is given.
-        """
-        self.model = model
-        self._base_url = base_url
-        self._timeout = timeout
-        self._key = resolve_key(api_key, "ANTHROPIC_API_KEY", base_url)
-        self._clients = PerLoop(partial(_new_client, self._key, base_url, timeout))
-
-    def describe(self) -> dict[str, Any]:
-        """The settings, for storing with a run (never the key)."""
-        return {
-            "backend": self.backend,
-            "model": self.model,
-            "base_url": self._base_url,
-            "timeout_s": self._timeout,
-        }
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections opened in the running event loop."""
-        await self._clients.aclose()
+    @staticmethod
+    def _new_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
+        # An http_client of our own: the SDK's default one, when garbage-collected while a later
+        # event loop runs, tries to close itself on that loop and logs "Event loop is closed".
+        return anthropic.AsyncAnthropic(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=0,
+            http_client=anthropic.DefaultAsyncHttpxClient(timeout=timeout),
+        )
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         """Answer one request or raise :class:`JudgeError`."""
@@ -128,15 +101,3 @@ def _reply(message: object, latency: float) -> JudgeReply:
 def _cause(err: anthropic.APIConnectionError) -> str:
     cause = err.__cause__
     return f"Connection error ({type(cause).__name__})" if cause else "Connection error"
-
-
-def _new_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
-    # An http_client of our own: the SDK's default one, when garbage-collected while a later
-    # event loop runs, tries to close itself on that loop and logs "Event loop is closed".
-    return anthropic.AsyncAnthropic(
-        api_key=api_key,
-        base_url=base_url,
-        timeout=timeout,
-        max_retries=0,
-        http_client=anthropic.DefaultAsyncHttpxClient(timeout=timeout),
-    )

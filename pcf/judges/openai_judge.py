@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import time
-from functools import partial
 from typing import Any
 
 import openai
 import pydantic
 from openai.types.chat import ChatCompletion
 
-from pcf.judges._provider import PerLoop, resolve_key, status_error, token_count
+from pcf.judges._provider import ProviderJudge, status_error, token_count
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
 
 
-class OpenAIJudge:
+class OpenAIJudge(ProviderJudge):
     """Chat Completions through ``openai.AsyncOpenAI``, with SDK retries off.
 
     The runner owns retries, so every failure is raised at once as a :class:`JudgeError`.
@@ -28,45 +27,19 @@ class OpenAIJudge:
     """
 
     backend = "openai"
+    key_env = "OPENAI_API_KEY"
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-    ) -> None:
-        """Build the judge; the key comes from ``api_key`` or ``OPENAI_API_KEY``.
-
-        Args:
-            model: the model name sent with every request.
-            base_url: an OpenAI-compatible endpoint ending in ``/v1``; the SDK default if None.
-            api_key: overrides ``OPENAI_API_KEY``; a placeholder is used for a custom
-                ``base_url`` when neither is set (self-hosted servers need none).
-            timeout: seconds before a call fails with reason ``timeout``.
-
-        Raises:
-            ValueError: no key is set and no ``base_url`` is given.
-        """
-        self.model = model
-        self._base_url = base_url
-        self._timeout = timeout
-        self._key = resolve_key(api_key, "OPENAI_API_KEY", base_url)
-        self._clients = PerLoop(partial(_new_client, self._key, base_url, timeout))
-
-    def describe(self) -> dict[str, Any]:
-        """The settings, for storing with a run (never the key)."""
-        return {
-            "backend": self.backend,
-            "model": self.model,
-            "base_url": self._base_url,
-            "timeout_s": self._timeout,
-        }
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections opened in the running event loop."""
-        await self._clients.aclose()
+    @staticmethod
+    def _new_client(api_key: str, base_url: str | None, timeout: float) -> openai.AsyncOpenAI:
+        # An http_client of our own: the SDK's default one, when garbage-collected while a later
+        # event loop runs, tries to close itself on that loop and logs "Event loop is closed".
+        return openai.AsyncOpenAI(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=0,
+            http_client=openai.DefaultAsyncHttpxClient(timeout=timeout),
+        )
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         """Answer one request or raise :class:`JudgeError`."""
@@ -140,15 +113,3 @@ def _provider_message(err: openai.APIStatusError) -> str:
 def _cause(err: openai.APIConnectionError) -> str:
     cause = err.__cause__
     return f"Connection error ({type(cause).__name__})" if cause else "Connection error"
-
-
-def _new_client(api_key: str, base_url: str | None, timeout: float) -> openai.AsyncOpenAI:
-    # An http_client of our own: the SDK's default one, when garbage-collected while a later
-    # event loop runs, tries to close itself on that loop and logs "Event loop is closed".
-    return openai.AsyncOpenAI(
-        api_key=api_key,
-        base_url=base_url,
-        timeout=timeout,
-        max_retries=0,
-        http_client=openai.DefaultAsyncHttpxClient(timeout=timeout),
-    )
