@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from sqlmodel import Session
@@ -22,7 +22,7 @@ from pcf.judgments import read_judgments
 from pcf.orderings import SCHEDULES
 from pcf.recordings import read_judgebench_outputs, read_llmbar_results, replay_summary
 from pcf.results import run_decisions, run_summary
-from pcf.runner import PROTOCOLS, RunConfig, RunReport, execute
+from pcf.runner import PROTOCOLS, Progress, RunConfig, RunReport, execute
 from pcf.settings import price_table
 from pcf.store import (
     Dataset,
@@ -225,6 +225,34 @@ def import_dataset(
         fail(f"nothing imported: {exc}")
 
 
+def settings_conflict(
+    run: Run,
+    dataset: Dataset,
+    *,
+    backend: str,
+    model: str,
+    base_url: str | None,
+    config: RunConfig,
+    session: Session,
+) -> str | None:
+    """Why ``run`` cannot be resumed with these settings (what differs), or None when it can."""
+    mine = {"dataset": dataset.name, "backend": backend, "model": model, "base_url": base_url}
+    theirs_dataset = session.get(Dataset, run.dataset_id)
+    theirs = {
+        "dataset": theirs_dataset.name if theirs_dataset else None,
+        "backend": run.backend,
+        "model": run.model,
+        "base_url": run.base_url,
+    }
+    mine |= config.normalised().identity()
+    theirs |= run.settings.get("identity", {})
+    changed = sorted(k for k in mine if mine[k] != theirs.get(k))
+    if not changed:
+        return None
+    detail = ", ".join(f"{k}: {theirs.get(k)!r} -> {mine[k]!r}" for k in changed)
+    return f"run {run.name!r} exists with other settings ({detail})"
+
+
 def _open_run(
     session: Session,
     dataset: Dataset,
@@ -253,24 +281,17 @@ def _open_run(
             weights=dict(zip(("ws", "wB", "wv", "wu"), DEFAULT_WEIGHTS.as_tuple(), strict=True)),
             settings={"identity": identity, "ballpark_guard": config.ballpark_guard},
         )
-    mine = {"dataset": dataset.name, "backend": backend, "model": model, "base_url": base_url}
-    theirs_dataset = session.get(Dataset, run.dataset_id)
-    theirs = {
-        "dataset": theirs_dataset.name if theirs_dataset else None,
-        "backend": run.backend,
-        "model": run.model,
-        "base_url": run.base_url,
-    }
-    mine |= identity
-    theirs |= run.settings.get("identity", {})
-    changed = sorted(k for k in mine if mine[k] != theirs.get(k))
-    if changed:
-        detail = ", ".join(f"{k}: {theirs.get(k)!r} -> {mine[k]!r}" for k in changed)
-        fail(
-            f"error: run {name!r} exists with other settings ({detail}); "
-            "use the same settings to resume it, or pick another --name",
-            2,
-        )
+    conflict = settings_conflict(
+        run,
+        dataset,
+        backend=backend,
+        model=model,
+        base_url=base_url,
+        config=config,
+        session=session,
+    )
+    if conflict:
+        fail(f"error: {conflict}; use the same settings to resume it, or pick another --name", 2)
     return run
 
 
@@ -286,8 +307,13 @@ def judge_dataset(
     replay: Path | None = None,
     limit: int | None = None,
     show_progress: bool = False,
+    progress: Progress | None = None,
 ) -> dict:
-    """Create or resume a run and make its missing calls; returns the run's summary."""
+    """Create or resume a run and make its missing calls; returns the run's summary.
+
+    ``progress(done, total)`` is called after every answered call (the app's background runs);
+    without it, ``show_progress`` draws a bar on a terminal.
+    """
     items = load_items(dataset.id, session=session)[:limit]
     run = _open_run(session, dataset, name, backend, model, base_url, config)
     session.commit()
@@ -310,14 +336,16 @@ def judge_dataset(
             if hasattr(judge, "aclose"):
                 await judge.aclose()
 
-    if show_progress and sys.stderr.isatty():
+    if progress is not None:
+        report = asyncio.run(go(progress))
+    elif show_progress and sys.stderr.isatty():
         with typer.progressbar(length=1, label=f"judging {name}", file=sys.stderr) as bar:
 
-            def progress(done: int, total: int) -> None:
+            def advance(done: int, total: int) -> None:
                 bar.length = max(total, 1)
                 bar.update(1)
 
-            report = asyncio.run(go(progress))
+            report = asyncio.run(go(advance))
     else:
         report = asyncio.run(go(None))
     summary = run_summary(run, session=session)
@@ -475,6 +503,77 @@ def runs() -> None:
                 ],
             }
         )
+
+
+def study_plan(
+    items_are_pairs: bool, k: int, executions: int, **common: Any
+) -> list[tuple[str, RunConfig]]:
+    """The paper's protocol: direct, PCF and repeated canonical; APOCJudge for pairs.
+
+    K=3 and 5 come from prefixes of the K=7 runs, at no extra cost. ``common`` holds the
+    settings every run shares (seed, temperature, concurrency).
+    """
+    if items_are_pairs:
+        return [("apoc", RunConfig(protocol="apoc", **common))]
+    return [
+        ("direct", RunConfig(protocol="direct", **common)),
+        ("pcf", RunConfig(protocol="pcf", k=k, executions=executions, **common)),
+        ("repeated", RunConfig(protocol="repeated", k=k, **common)),
+    ]
+
+
+def study_runs(name: str, session: Session) -> list[Run]:
+    """The runs of study ``name`` (named ``NAME/direct``, ``NAME/pcf``...)."""
+    return [r for r in list_runs(session=session) if r.name.startswith(f"{name}/")]
+
+
+@app.command()
+def study(
+    dataset_name: Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")],
+    name: Annotated[str, typer.Option(help="Study name; its runs are NAME/direct, NAME/pcf...")],
+    backend: Annotated[str, typer.Option(help=f"One of: {', '.join(BACKENDS)}.")] = "simulated",
+    model: Annotated[str, typer.Option(help="Model name.")] = "sim-primacy",
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server.")] = None,
+    k: Annotated[int, typer.Option("--k", help="Orderings per item for PCF and repeated.")] = 7,
+    executions: Annotated[int, typer.Option(help="Independent PCF executions.")] = 3,
+    concurrency: Annotated[int, typer.Option(help="Calls in flight at once.")] = 16,
+    limit: Annotated[int | None, typer.Option(help="Judge the first N items only.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of canonical orders and schedules.")] = 0,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
+    replay: Annotated[Path | None, typer.Option(help="judgments.jsonl for replay.")] = None,
+) -> None:
+    """Run the paper's study in one go: direct, PCF (K, executions) and repeated canonical;
+    APOCJudge for pairs. Cached calls are reused, so running it again costs nothing.
+
+    Example: pcf study demo --name demo-study --backend simulated --k 7 --executions 3
+    """
+    try:
+        with database() as session:
+            dataset = get_dataset(dataset_name, session=session)
+            if dataset is None:
+                fail(f"error: no dataset {dataset_name!r}; import one with `pcf import`", 2)
+            items = load_items(dataset.id, session=session)
+            pairs = all(len(i.candidates) == 2 for i in items)
+            summaries = []
+            common = {"seed": seed, "temperature": temperature, "concurrency": concurrency}
+            for label, config in study_plan(pairs, k, executions, **common):
+                summaries.append(
+                    judge_dataset(
+                        session,
+                        dataset,
+                        name=f"{name}/{label}",
+                        backend=backend,
+                        model=model,
+                        config=config,
+                        base_url=base_url,
+                        replay=replay,
+                        limit=limit,
+                        show_progress=True,
+                    )
+                )
+        emit({"study": name, "runs": summaries})
+    except (ValueError, DataError) as exc:
+        fail(f"error: {exc}", 2)
 
 
 def build_demo(session: Session) -> list[dict]:
