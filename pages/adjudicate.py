@@ -1,6 +1,289 @@
-"""Adjudicate page (being built)."""
+"""Adjudicate: record which candidate is most factual, blind, most doubtful items first.
+
+Keyboard: 1-9 choose the candidate shown at that position, 0 = none is correct, X = cannot
+tell, S = save and go on (Streamlit's built-in button shortcuts; they are ignored while typing
+in a text field). ``?label=ITEM_ID`` opens an item (the Review page links here that way).
+"""
+
+from __future__ import annotations
 
 import streamlit as st
 
+from pages.common import (
+    annotator,
+    current_dataset,
+    current_run,
+    engine,
+    run_analysis,
+    session,
+    simulated_badge,
+)
+from pcf.instability import FLAG_HELP, FLAGS
+from pcf.items import Item
+from pcf.review import (
+    CONFIDENCE_LEVELS,
+    PATTERN_TAGS,
+    adjudication_queue,
+    choice_label,
+    confidence_value,
+    describe_candidate,
+    display_labels,
+    display_order,
+    escape_markdown,
+    history_frame,
+    item_index,
+    load_item,
+    with_priority,
+)
+from pcf.store import add_adjudication, adjudicated_item_keys, adjudication_history, session_scope
+
+ITEM_KEY = "adjudicate_item"  # an item opened on purpose: revisit, correction, ?label=
+CHOICE_KEY = "adjudicate_choice"  # {"item": key, "choice": id}: picked, not saved yet
+SAVED_KEY = "adjudicate_saved"  # the last label saved: item, db_id, annotator, choice
+SKIPPED_KEY = "adjudicate_skipped"
+ERROR_KEY = "adjudicate_error"
+
 st.title("Adjudicate")
-st.info("This page is being built.")
+st.caption(
+    "Say which candidate is the most factual. The judge's decisions and the gold label stay "
+    "hidden until you save, so they cannot sway you."
+)
+
+who = annotator()
+if not who:
+    st.warning(
+        "Enter your name in the sidebar under **Annotator** to start labelling: every label "
+        "is saved with it."
+    )
+    st.stop()
+
+with session() as s:
+    dataset = current_dataset(s)
+    run = current_run(s)
+    if dataset is None:
+        st.info("No dataset yet: run `pcf demo` or `pcf import` and reload.")
+        st.stop()
+    done = adjudicated_item_keys(dataset.id, who, session=s)
+    items = item_index(dataset.id, session=s)
+table = run_analysis(run).table if run else None
+if table is not None:
+    items = with_priority(items, table)
+decisions = table.set_index("item_id") if table is not None else None
+db_ids = dict(zip(items["item_id"], items["db_id"], strict=True))
+
+if requested := st.query_params.get("label"):
+    del st.query_params["label"]
+    if requested in db_ids:
+        st.session_state[ITEM_KEY] = requested
+
+simulated_badge(run)
+st.progress(
+    len(done) / max(len(items), 1),
+    text=f"{len(done)} / {len(items)} items labelled by {who}",
+)
+if run is None:
+    st.caption("No run selected: the queue follows the dataset's order.")
+
+
+def describe_decisions(item: Item, names: dict[str, str], place: str) -> None:
+    """The judge's winners, the flags, the gold label and every label of one item."""
+    known = decisions is not None and item.item_id in decisions.index
+    row = decisions.loc[item.item_id] if known else None
+    columns = st.columns(3)
+    columns[0].metric("PCF winner", describe_candidate(row["winner"] if known else None, names))
+    columns[1].metric(
+        "Direct winner", describe_candidate(row["direct_winner"] if known else None, names)
+    )
+    columns[2].metric("Gold", describe_candidate(item.gold, names))
+    for flag in FLAGS if known else ():
+        if row[flag]:
+            st.markdown(f":orange-badge[{flag}] {FLAG_HELP[flag]}")
+    with session() as s:
+        history = adjudication_history(item.metadata["db_id"], session=s)
+    st.dataframe(history_frame(history, names), hide_index=True, key=f"adjudicate_history_{place}")
+
+
+def choose(item_key: str, choice: str) -> None:
+    """Remember a choice for the item on screen (saved with Save)."""
+    st.session_state[CHOICE_KEY] = {"item": item_key, "choice": choice}
+
+
+def save(item_key: str, item_db_id: int, choice: str) -> None:
+    """Store the label at once, then move on to the next item of the queue."""
+    try:
+        with session_scope(engine()) as s:
+            label = add_adjudication(
+                item_db_id,
+                session=s,
+                annotator=annotator(),
+                choice=choice,
+                confidence=confidence_value(st.session_state[f"adjudicate_confidence_{item_key}"]),
+                tags=st.session_state[f"adjudicate_tags_{item_key}"],
+                notes=st.session_state[f"adjudicate_notes_{item_key}"].strip(),
+            )
+    except ValueError as exc:
+        st.session_state[ERROR_KEY] = str(exc)
+        return
+    st.session_state[SAVED_KEY] = {
+        "item": item_key,
+        "db_id": item_db_id,
+        "annotator": label.annotator,
+        "choice": label.choice,
+    }
+    st.session_state[SKIPPED_KEY] = [
+        key for key in st.session_state.get(SKIPPED_KEY, []) if key != item_key
+    ]
+    for key in (ITEM_KEY, CHOICE_KEY, ERROR_KEY):
+        st.session_state.pop(key, None)
+
+
+def skip(item_key: str) -> None:
+    """Put the item off to the end of the queue for this session."""
+    st.session_state[SKIPPED_KEY] = [*st.session_state.get(SKIPPED_KEY, []), item_key]
+    for key in (ITEM_KEY, CHOICE_KEY):
+        st.session_state.pop(key, None)
+
+
+def open_item(item_key: str) -> None:
+    """Open one item on purpose, e.g. to correct its label."""
+    st.session_state[ITEM_KEY] = item_key
+    for key in (CHOICE_KEY, SAVED_KEY):
+        st.session_state.pop(key, None)
+
+
+def revisit() -> None:
+    """Open the item picked in the revisit list."""
+    if picked := st.session_state.get("adjudicate_revisit"):
+        open_item(picked)
+
+
+if error := st.session_state.pop(ERROR_KEY, None):
+    st.error(f"Not saved: {error}")
+
+saved = st.session_state.get(SAVED_KEY)
+if saved and saved["annotator"] == who:
+    with session() as s:
+        saved_item = load_item(saved["db_id"], session=s)
+    saved_names = display_labels(display_order(saved_item, who))
+    with st.container(border=True):
+        choice = choice_label(saved["choice"], saved_names)
+        st.success(
+            f"Saved your label for item {escape_markdown(saved['item'])}: "
+            f"{escape_markdown(choice)}."
+        )
+        describe_decisions(saved_item, saved_names, "saved")
+        st.button(
+            "Correct this label",
+            icon=":material/edit:",
+            on_click=open_item,
+            args=(saved["item"],),
+            key="adjudicate_correct",
+        )
+
+if done:
+    st.selectbox(
+        "Revisit an item you labelled",
+        sorted(done),
+        index=None,
+        placeholder="pick an item to see its history or correct your label",
+        key="adjudicate_revisit",
+        on_change=revisit,
+    )
+
+queue = adjudication_queue(items, done, st.session_state.get(SKIPPED_KEY, []))
+current = st.session_state.get(ITEM_KEY)
+if current not in db_ids:
+    current = queue[0] if queue else None
+if current is None:
+    st.success(f"You have labelled every item of {escape_markdown(dataset.name)}.")
+    st.stop()
+
+with session() as s:
+    item = load_item(int(db_ids[current]), session=s)
+    mine = [a for a in adjudication_history(int(db_ids[current]), session=s) if a.annotator == who]
+shown = display_order(item, who)
+names = display_labels(shown)
+pending = st.session_state.get(CHOICE_KEY) or {}
+chosen = pending.get("choice") if pending.get("item") == current else None
+
+st.divider()
+st.subheader(f"Item {escape_markdown(item.item_id)}")
+st.caption(f"{len(queue)} item(s) left in your queue, most doubtful first.")
+unblind = st.toggle(
+    "Unblind: show the judge's decisions and the gold label",
+    key="adjudicate_unblind",
+    persist_state="session",
+)
+if mine:
+    st.info(
+        "You labelled this item before. Saving again records a correction as a new row; "
+        "the history below keeps every label."
+    )
+if unblind or mine:
+    describe_decisions(item, names, "current")
+
+st.markdown("##### Prompt")
+with st.container(border=True):
+    st.text(item.prompt)
+st.markdown("##### Candidates")
+st.caption("The order is shuffled for you and this item; it is not the judge's order.")
+for position, candidate_id in enumerate(shown, start=1):
+    with st.container(border=True):
+        st.markdown(f"**Candidate {position}**")
+        st.text(item.text_of(candidate_id))
+        st.button(
+            f"Candidate {position} is the most factual",
+            key=f"adjudicate_choose_{position}",
+            type="primary" if chosen == candidate_id else "secondary",
+            shortcut=str(position) if position <= 9 else None,
+            on_click=choose,
+            args=(current, candidate_id),
+        )
+columns = st.columns(3)
+for column, choice, shortcut in zip(
+    columns[:2], ("none_correct", "cannot_tell"), ("0", "X"), strict=True
+):
+    column.button(
+        choice_label(choice, names),
+        key=f"adjudicate_choose_{choice}",
+        type="primary" if chosen == choice else "secondary",
+        shortcut=shortcut,
+        on_click=choose,
+        args=(current, choice),
+        width="stretch",
+    )
+columns[2].button(
+    "Skip for now", key="adjudicate_skip", on_click=skip, args=(current,), width="stretch"
+)
+
+with st.container(border=True):
+    if chosen:
+        chosen_name = names.get(chosen) or choice_label(chosen, names)
+        st.markdown(f"Your choice: **{escape_markdown(chosen_name)}**")
+    else:
+        st.markdown("Your choice: none yet. Press 1-9, 0 (none is correct) or X (cannot tell).")
+    st.select_slider(
+        "Confidence",
+        options=list(CONFIDENCE_LEVELS),
+        value=3,
+        format_func=CONFIDENCE_LEVELS.get,
+        key=f"adjudicate_confidence_{current}",
+    )
+    st.multiselect(
+        "Tags",
+        PATTERN_TAGS,
+        accept_new_options=True,
+        placeholder="pattern tags from the method, or type your own",
+        key=f"adjudicate_tags_{current}",
+    )
+    st.text_area("Notes", key=f"adjudicate_notes_{current}", placeholder="why (optional)")
+    st.button(
+        "Save and next",
+        type="primary",
+        icon=":material/save:",
+        shortcut="S",
+        disabled=chosen is None,
+        on_click=save,
+        args=(current, int(db_ids[current]), chosen),
+        key="adjudicate_save",
+    )

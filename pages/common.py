@@ -5,6 +5,7 @@ Pages read and write only through `pcf`; this module only connects them to Strea
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -13,7 +14,9 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from pcf.results import SIMULATED_LABEL, is_simulated
+from pcf.review import RunAnalysis, analyse_run, matching_item_keys, run_version
 from pcf.store import (
+    DATABASE_URL_ENV,
     Dataset,
     Run,
     database_url,
@@ -30,9 +33,13 @@ RUN_KEY = "run"
 
 
 @st.cache_resource
+def _engine(url: str | None) -> Engine:
+    return get_engine(url)
+
+
 def engine() -> Engine:
-    """The one engine of this server process (``PCF_DATABASE_URL`` or the user data folder)."""
-    return get_engine()
+    """The engine of ``PCF_DATABASE_URL`` (or the user data folder), one per URL and process."""
+    return _engine(os.environ.get(DATABASE_URL_ENV))
 
 
 @contextmanager
@@ -67,6 +74,30 @@ def sidebar() -> None:
                 st.session_state[RUN_KEY] = None
                 st.info("No run on this dataset yet: start one on the Runs page.")
         st.caption(f"Database: `{database_url()}`")
+
+
+@st.cache_data(max_entries=16, show_spinner="Computing the run's decisions...")
+def _run_analysis(url: str | None, run_id: int, version: tuple) -> RunAnalysis:
+    with session() as s:
+        return analyse_run(s.get(Run, run_id), session=s)
+
+
+def run_analysis(run: Run) -> RunAnalysis:
+    """The run's decisions, flags and slot bias, recomputed only when its calls change."""
+    with session() as s:
+        version = run_version(run, session=s)
+    return _run_analysis(os.environ.get(DATABASE_URL_ENV), run.id, version)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _search(url: str | None, dataset_id: int, text: str) -> set[str]:
+    with session() as s:
+        return matching_item_keys(dataset_id, text, session=s)
+
+
+def search_items(dataset: Dataset, text: str) -> set[str]:
+    """Keys of the dataset's items whose id, prompt or a candidate contains ``text``."""
+    return _search(os.environ.get(DATABASE_URL_ENV), dataset.id, text)
 
 
 def current_dataset(s: Session) -> Dataset | None:

@@ -1,6 +1,147 @@
-"""Compare page (being built)."""
+"""Compare: humans against direct and PCF on the adjudicated items, and annotator agreement."""
+
+from __future__ import annotations
 
 import streamlit as st
 
+from pages.common import current_dataset, current_run, session, simulated_badge
+from pcf.agreement import (
+    HUMAN_LABEL_RULE,
+    adjudications_csv,
+    adjudications_jsonl,
+    run_human_comparison,
+)
+from pcf.store import adjudication_records
+
+MAX_LISTED = 100
+STATISTIC_NAMES = {
+    "cohen_kappa": "Cohen's kappa",
+    "krippendorff_alpha": "Krippendorff's alpha (nominal)",
+}
+
 st.title("Compare")
-st.info("This page is being built.")
+st.caption(
+    "Humans against the judge: the selected run's direct and PCF decisions on adjudicated items."
+)
+
+with session() as s:
+    dataset = current_dataset(s)
+    run = current_run(s)
+    if dataset is None or run is None:
+        st.info("Choose a dataset and a run in the sidebar (start one on the Runs page).")
+        st.stop()
+    comparison = run_human_comparison(run, session=s)
+    records = adjudication_records(dataset.id, session=s)
+
+simulated_badge(run)
+st.caption(f"Run **{run.name}** on dataset **{dataset.name}**. {HUMAN_LABEL_RULE}")
+
+if comparison.adjudicated == 0:
+    st.info("No item of this dataset is adjudicated yet: label some items first.")
+    st.page_link("pages/adjudicate.py", label="Go to Adjudicate", icon=":material/how_to_vote:")
+    st.stop()
+
+
+def percent(share: float) -> str:
+    """A share as a percentage with one decimal."""
+    return f"{100 * share:.1f}%"
+
+
+def number(value: float | None) -> str:
+    """A statistic with three decimals, or a dash when undefined."""
+    return "—" if value is None else f"{value:.3f}"
+
+
+paired = comparison.paired
+cols = st.columns(4)
+cols[0].metric("Adjudicated items", comparison.adjudicated)
+cols[1].metric("With a human label", len(comparison.rows))
+cols[2].metric("Unresolved", len(comparison.unresolved), help="Ties or no candidate chosen.")
+agree, compared = comparison.gold_agreement
+cols[3].metric(
+    "Humans agree with gold",
+    f"{agree} / {compared}" if compared else "—",
+    help="Human labels equal to the dataset's gold id, where both exist.",
+)
+
+st.subheader("Judge against humans")
+if paired is None:
+    st.info("No adjudicated item has a human label yet (see the rule above).")
+else:
+    cols = st.columns(4)
+    cols[0].metric("Direct accuracy", percent(paired["direct_accuracy"]))
+    cols[1].metric(
+        "PCF accuracy",
+        percent(paired["method_accuracy"]),
+        delta=f"{paired['delta_points']:+.1f} pts" if paired["delta_points"] else None,
+    )
+    cols[2].metric("Cohen's kappa, direct vs human", number(comparison.kappa_direct))
+    cols[3].metric("Cohen's kappa, PCF vs human", number(comparison.kappa_pcf))
+    low, high = paired["ci_points"]
+    st.caption(
+        f"On {paired['n']} items: PCF improved {paired['improved']}, regressed "
+        f"{paired['regressed']}, same {paired['same']}; exact McNemar p = "
+        f"{paired['mcnemar_p']:.3g}; 95% paired bootstrap CI of the difference "
+        f"[{low:+.1f}, {high:+.1f}] points. Direct is the canonical call of the same run."
+    )
+
+st.subheader("Agreement between annotators")
+agreement = comparison.agreement
+cols = st.columns(3)
+cols[0].metric("Annotators", agreement.annotators)
+cols[1].metric("Items labelled by two or more", agreement.items)
+cols[2].metric(STATISTIC_NAMES.get(agreement.statistic or "", "Agreement"), number(agreement.value))
+st.caption(
+    "Cohen's kappa for two annotators, Krippendorff's alpha (nominal) for more; every current "
+    "label is a category ('none_correct' included), 'cannot_tell' counts as no label."
+    + (f" Not measured: {agreement.note}." if agreement.note else "")
+)
+
+st.subheader("Disagreements")
+disagreements = comparison.disagreements()
+if disagreements.empty:
+    st.success("Direct and PCF agree with the human label on every labelled item.")
+else:
+    st.caption(
+        f"{len(disagreements)} item(s) where direct or PCF differs from the human label. "
+        "Open one on the Review page."
+    )
+    header = st.columns([2, 2, 2, 2, 2])
+    for col, title in zip(header, ("Item", "Human", "Direct", "PCF", "Gold"), strict=True):
+        col.markdown(f"**{title}**")
+    for row in disagreements.head(MAX_LISTED).itertuples(index=False):
+        cells = st.columns([2, 2, 2, 2, 2])
+        cells[0].page_link(
+            "pages/review.py",
+            label=row.item_id,
+            icon=":material/open_in_new:",
+            query_params={"item": row.item_id},
+        )
+        cells[1].write(row.human)
+        cells[2].write(f"{row.direct or 'abstained'} {'✓' if row.direct_correct else '✗'}")
+        cells[3].write(f"{row.pcf or 'abstained'} {'✓' if row.pcf_correct else '✗'}")
+        cells[4].write(row.gold or "—")
+    if len(disagreements) > MAX_LISTED:
+        st.caption(f"The first {MAX_LISTED} are listed.")
+if comparison.unresolved:
+    st.caption("Unresolved items: " + ", ".join(comparison.unresolved))
+
+st.subheader("Export adjudications")
+st.caption(
+    f"All {len(records)} adjudication rows of the dataset, corrections included, oldest first."
+)
+cols = st.columns([1, 1, 3])
+cols[0].download_button(
+    "Download CSV",
+    data=adjudications_csv(records),
+    file_name=f"{dataset.name}-adjudications.csv",
+    mime="text/csv",
+    icon=":material/download:",
+)
+cols[1].download_button(
+    "Download JSONL",
+    data=adjudications_jsonl(records),
+    file_name=f"{dataset.name}-adjudications.jsonl",
+    mime="application/jsonl",
+    icon=":material/download:",
+)

@@ -1,6 +1,158 @@
-"""Overview page (being built)."""
+"""Overview: the dataset, its runs, and what the selected run found."""
 
+from __future__ import annotations
+
+import pandas as pd
 import streamlit as st
 
+from pages.common import current_dataset, current_run, run_analysis, session, simulated_badge
+from pcf.agreement import HUMAN_LABEL_RULE, human_labels
+from pcf.charts import flag_bars, metric_histogram, outcome_bars, slot_share_bars
+from pcf.review import accuracy_against, flag_counts, gold_answers, outcome_frame
+from pcf.store import current_labels, list_runs
+
 st.title("Overview")
-st.info("This page is being built.")
+st.markdown(
+    "An LLM judge often picks a different *most factual* answer when the same candidates are "
+    "shown in another order. PCF Review asks the judge under several orderings, combines the "
+    "verdicts into one **consensus**, and flags the items whose verdict depends on the order, "
+    "so that people check those first."
+)
+
+with session() as s:
+    dataset = current_dataset(s)
+    run = current_run(s)
+    runs = list_runs(session=s, dataset_id=dataset.id) if dataset else []
+    labels = current_labels(dataset.id, session=s) if dataset else None
+
+if dataset is None:
+    st.info("No dataset yet: run `pcf demo` or `pcf import` and reload.")
+    st.stop()
+
+simulated_badge(run)
+
+st.subheader(f"Dataset {dataset.name}")
+columns = st.columns(4)
+columns[0].metric("Items", dataset.n_items)
+columns[1].metric("Runs", len(runs))
+columns[2].metric("Items adjudicated", labels["item_key"].nunique())
+columns[3].metric("Annotators", labels["annotator"].nunique())
+if runs:
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "run": [r.name for r in runs],
+                "protocol": [r.protocol for r in runs],
+                "judge": [f"{r.backend} · {r.model}" for r in runs],
+                "K": [r.k for r in runs],
+                "executions": [r.executions for r in runs],
+                "schedule": [r.schedule for r in runs],
+                "status": [r.status for r in runs],
+                "calls": [r.calls_made for r in runs],
+                "failures": [r.failures for r in runs],
+                "cost (USD)": [r.cost_usd for r in runs],
+            }
+        ),
+        hide_index=True,
+        key="overview_runs",
+    )
+if run is None:
+    st.info("No run selected: start one on the Runs page, then pick it in the sidebar.")
+    st.stop()
+
+analysis = run_analysis(run)
+table = analysis.table
+st.subheader(f"Run {run.name}")
+st.caption(
+    f"{run.protocol} protocol, {run.k} ordering(s) per item, {run.executions} execution(s), "
+    f"{run.schedule} schedule; judge {run.backend} · {run.model}; "
+    f"{len(table)} of {dataset.n_items} items decided."
+)
+if run.protocol == "direct":
+    st.info(
+        "This run is the direct baseline (one canonical ordering per item), so its consensus "
+        "equals direct. Pick a PCF run in the sidebar to see what the orderings change."
+    )
+
+st.markdown("#### Does the consensus beat the direct verdict?")
+comparisons = {
+    "gold labels": accuracy_against(table, gold_answers(table)),
+    "human labels": accuracy_against(
+        table, {k: v for k, v in human_labels(labels).items() if v is not None}
+    ),
+}
+if not any(comparisons.values()):
+    st.info(
+        "No item has a gold or human label yet: accuracy appears here once items are "
+        "labelled on the Adjudicate page."
+    )
+for name, stats in comparisons.items():
+    if stats is None:
+        continue
+    st.markdown(f"**Against {name}** ({stats['n']} items)")
+    low, high = stats["ci_points"]
+    columns = st.columns(5)
+    columns[0].metric("Direct accuracy", f"{stats['direct_accuracy']:.1%}")
+    columns[1].metric(
+        "Consensus accuracy",
+        f"{stats['method_accuracy']:.1%}",
+        delta=f"{stats['delta_points']:+.1f} points",
+    )
+    columns[2].metric(
+        "Improved / regressed / same",
+        f"{stats['improved']} / {stats['regressed']} / {stats['same']}",
+    )
+    columns[3].metric("McNemar p (exact)", f"{stats['mcnemar_p']:.3g}")
+    columns[4].metric("95% CI of the change (points)", f"[{low:+.1f}, {high:+.1f}]")
+    st.altair_chart(outcome_bars(outcome_frame(stats)), height=160)
+st.caption(
+    "Improved: direct was wrong and the consensus right; regressed: the reverse. The p-value "
+    "is the exact McNemar test on those two counts; the interval is a paired bootstrap of "
+    "items (10,000 resamples)." + (f" {HUMAN_LABEL_RULE}" if comparisons["human labels"] else "")
+)
+
+st.markdown("#### How order-dependent are the verdicts?")
+left, right = st.columns(2)
+with left:
+    st.altair_chart(
+        metric_histogram(table, "priority", "review priority (higher = more doubtful)", step=0.25),
+        height=260,
+    )
+    st.caption(
+        "Review priority = (1 - top agreement) + (1 - Kendall's W)/4 + 0.5 if the consensus "
+        "overrides direct + 0.25 per near-tie, position-driven or incomplete flag."
+    )
+with right:
+    counts = flag_counts(table)
+    st.altair_chart(flag_bars(counts), height=260)
+st.dataframe(counts, hide_index=True, key="overview_flags")
+
+st.markdown("#### Does the judge favour a slot?")
+if analysis.slot_tests.empty:
+    st.caption("Pairwise (APOCJudge) runs have no listwise slot statistics.")
+for test in analysis.slot_tests.itertuples():
+    slots = analysis.slot_bias[analysis.slot_bias["n"] == test.n]
+    st.altair_chart(slot_share_bars(slots), height=240)
+    verdict = "the judge favours some slots" if test.p_value < 0.05 else "no clear slot bias"
+    st.markdown(
+        f"Items with {test.n} candidates: {test.calls} ok calls; chi-square against uniform "
+        f"(dashed line) = {test.chi2:.1f}, p = {test.p_value:.3g}: {verdict}."
+    )
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "slot": slots["slot"],
+                "share of top picks": 100 * slots["top_share"],
+                "top picks": slots["top_count"],
+                "gold picked when shown here": 100 * slots["gold_recall"],
+            }
+        ),
+        hide_index=True,
+        column_config={
+            "share of top picks": st.column_config.NumberColumn(format="%.1f%%"),
+            "gold picked when shown here": st.column_config.NumberColumn(format="%.1f%%"),
+        },
+    )
+
+st.page_link("pages/review.py", label="Review the most doubtful items", icon=":material/search:")
+st.page_link("pages/adjudicate.py", label="Label items (Adjudicate)", icon=":material/how_to_vote:")

@@ -1,6 +1,247 @@
-"""Runs page (being built)."""
+"""Runs: the dataset's runs, and starting a run with a cost estimate and live progress."""
+
+from __future__ import annotations
 
 import streamlit as st
 
+from pages.common import current_dataset, engine, session
+from pcf.background import background_runs, start_run
+from pcf.cli import default_run_name
+from pcf.judges import KEY_ENV
+from pcf.orderings import SCHEDULES
+from pcf.results import SIMULATED_LABEL
+from pcf.runner import PROTOCOLS, RunConfig
+from pcf.runs import (
+    APP_BACKENDS,
+    DEFAULT_MODELS,
+    backend_availability,
+    estimate_run,
+    runs_table,
+)
+from pcf.store import list_runs
+
+BACKEND_KEY = "runs_backend"
+MODEL_KEY = "runs_model"
+BASE_URL_KEY = "runs_base_url"
+NAME_KEY = "runs_name"
+SHOWN_FINISHED_KEY = "runs_shown_finished"
+PROGRESS_INTERVAL_S = 1.0
+
+
+def reset_model() -> None:
+    """Suggest the chosen backend's default model."""
+    st.session_state[MODEL_KEY] = DEFAULT_MODELS[st.session_state[BACKEND_KEY]]
+
+
 st.title("Runs")
-st.info("This page is being built.")
+
+with session() as s:
+    dataset = current_dataset(s)
+    if dataset is None:
+        st.info("The database has no dataset yet: run `pcf demo` or `pcf import`.")
+        st.stop()
+    runs = list_runs(session=s, dataset_id=dataset.id)
+
+st.caption(f"Runs of dataset **{dataset.name}** ({dataset.n_items} items).")
+if runs:
+    st.dataframe(
+        runs_table(runs),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "run": st.column_config.TextColumn(width="medium"),
+            "K": st.column_config.NumberColumn(width="small"),
+            "calls": st.column_config.NumberColumn(
+                help="Requests sent to the judge, retries included"
+            ),
+            "executions": st.column_config.NumberColumn("exec.", help="Executions"),
+            "cache hits": st.column_config.NumberColumn("cached", help="Calls the cache answered"),
+            "failures": st.column_config.NumberColumn("failed", help="Calls left failed"),
+            "input tokens": st.column_config.NumberColumn("tokens in"),
+            "output tokens": st.column_config.NumberColumn("tokens out"),
+            "cost USD": st.column_config.NumberColumn("cost", format="$%.4f"),
+        },
+    )
+    if any(r.backend == "simulated" for r in runs):
+        st.caption(f"Backend `simulated`: {SIMULATED_LABEL}.")
+else:
+    st.info("No run on this dataset yet: start one below.")
+
+
+st.subheader("Start a run")
+if BACKEND_KEY not in st.session_state:
+    st.session_state[BACKEND_KEY] = "simulated"
+    reset_model()
+left, right = st.columns(2, gap="large")
+with left:
+    availability = backend_availability((st.session_state.get(BASE_URL_KEY) or "").strip())
+    backend = st.selectbox(
+        "Backend",
+        APP_BACKENDS,
+        key=BACKEND_KEY,
+        on_change=reset_model,
+        format_func=lambda b: b if availability[b] is None else f"{b} (not available)",
+    )
+    base_url = None
+    if backend == "openai":
+        base_url = (
+            st.text_input(
+                "OpenAI-compatible base URL (optional)",
+                key=BASE_URL_KEY,
+                placeholder="http://localhost:8000/v1",
+                help="vLLM, Ollama, llama.cpp... A server of your own needs no key.",
+            ).strip()
+            or None
+        )
+    model = st.text_input("Model", key=MODEL_KEY).strip()
+    if availability[backend]:
+        st.warning(f"{backend} is not available: {availability[backend]}.")
+    elif backend in KEY_ENV and not base_url:
+        st.caption(f"Using the key in `{KEY_ENV[backend]}` (never shown or stored).")
+    protocol = st.selectbox(
+        "Protocol", PROTOCOLS, index=PROTOCOLS.index("pcf"), key="runs_protocol"
+    )
+    multi_call = protocol in ("pcf", "repeated")
+    st.caption(
+        "direct: the canonical order alone (K=1); pcf: K scheduled orderings; repeated: K copies "
+        "of the canonical order (control); apoc: pairs in both orders plus keyed confirmation."
+    )
+with right:
+    k = st.number_input("K: orderings per item", 1, 720, 7, key="runs_k", disabled=not multi_call)
+    schedule = st.selectbox("Schedule", SCHEDULES, key="runs_schedule", disabled=protocol != "pcf")
+    executions = st.number_input(
+        "Executions", 1, 20, 1, key="runs_executions", disabled=not multi_call
+    )
+    seed = st.number_input("Seed", 0, 2**31 - 1, 0, key="runs_seed")
+    limit = st.number_input("Items (0 = all)", 0, dataset.n_items, 0, key="runs_limit")
+    concurrency = st.number_input("Concurrent calls", 1, 256, 16, key="runs_concurrency")
+
+try:
+    config = RunConfig(
+        protocol=protocol,
+        k=int(k),
+        schedule=schedule,
+        executions=int(executions),
+        seed=int(seed),
+        concurrency=int(concurrency),
+    )
+except ValueError as exc:
+    st.error(str(exc))
+    st.stop()
+limit_items = int(limit) or None
+suggested = default_run_name(dataset.name, backend, model or "model", config)
+if limit_items:
+    suggested += f"-n{limit_items}"
+name = st.text_input("Run name", key=NAME_KEY, placeholder=suggested).strip() or suggested
+st.caption("An existing run of the same name and settings resumes where it stopped.")
+
+with session() as s:
+    try:
+        estimate = estimate_run(
+            dataset,
+            session=s,
+            name=name,
+            backend=backend,
+            model=model,
+            config=config,
+            base_url=base_url,
+            limit=limit_items,
+        )
+    except ValueError as exc:
+        st.error(str(exc))
+        st.stop()
+
+st.markdown("**Estimate**")
+cols = st.columns(6)
+cols[0].metric("Planned calls", estimate.planned, help="Items x K x executions.")
+cols[1].metric("Already stored", estimate.stored, help="Calls of this run made before.")
+cols[2].metric("From cache", estimate.cached, help="Same prompt and settings answered before.")
+cols[3].metric("Calls to send", estimate.to_call)
+cols[4].metric(
+    "Tokens (in / out)",
+    f"{estimate.input_tokens:,} / {estimate.output_tokens:,}",
+    help="Prompt characters / 4, and an assumed answer length per candidate.",
+)
+cols[5].metric(
+    "Estimated cost",
+    "unpriced" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}",
+    help="From the price table (pcf.settings; extend it with PCF_PRICES).",
+)
+if estimate.confirmations_max:
+    st.caption(f"Plus up to {estimate.confirmations_max} APOCJudge confirmation calls.")
+if backend == "simulated":
+    st.caption(f"Simulated: free and offline; {SIMULATED_LABEL}.")
+
+problem = availability[backend] or estimate.conflict or (None if model else "give a model name")
+if estimate.conflict:
+    st.error(f"{estimate.conflict}: use the same settings to resume it, or another run name.")
+if st.button(
+    "Start run",
+    type="primary",
+    disabled=problem is not None,
+    icon=":material/play_arrow:",
+    key="runs_start",
+    help=problem,
+):
+    try:
+        start_run(
+            engine(),
+            dataset=dataset.name,
+            name=name,
+            backend=backend,
+            model=model,
+            config=config,
+            base_url=base_url,
+            limit=limit_items,
+        )
+    except ValueError as exc:
+        st.error(str(exc))
+    else:
+        st.session_state.setdefault(SHOWN_FINISHED_KEY, set()).discard(name)
+
+
+@st.fragment(
+    run_every=PROGRESS_INTERVAL_S if any(p.active for p in background_runs(engine())) else None
+)
+def progress_panel() -> None:
+    """Live progress of this dataset's background runs; refreshes the page when one ends."""
+    snapshots = background_runs(engine(), dataset.name)
+    if snapshots:
+        st.markdown("**Started from this server**")
+    for progress in reversed(snapshots):
+        with st.container(border=True):
+            st.markdown(f"**{progress.name}** — {progress.status}")
+            st.progress(
+                progress.fraction,
+                text=f"{progress.done} / {progress.total} calls" if progress.total else None,
+            )
+            if progress.status == "failed":
+                st.error(progress.error)
+            if progress.summary is not None:
+                summary = progress.summary
+                done = summary["this_invocation"]
+                cols = st.columns(5)
+                cols[0].metric("Items", summary["items"])
+                cols[1].metric("Judge calls", done["calls_made"])
+                cols[2].metric("Cache hits", done["cache_hits"])
+                cols[3].metric("Failures", done["failures"])
+                cols[4].metric("Cost", f"${done['cost_usd']:.4f}")
+                if "accuracy" in summary:
+                    accuracy = summary["accuracy"]
+                    st.caption(
+                        f"Against gold: direct {100 * accuracy['direct_accuracy']:.1f}%, "
+                        f"consensus {100 * accuracy['method_accuracy']:.1f}% "
+                        f"({accuracy['delta_points']:+.1f} pts)."
+                    )
+                if summary.get("note"):
+                    st.caption(summary["note"])
+                with st.expander("Summary"):
+                    st.json(summary)
+    ended = {p.name for p in snapshots if not p.active}
+    shown = st.session_state.setdefault(SHOWN_FINISHED_KEY, set(ended))
+    if ended - shown:
+        shown |= ended
+        st.rerun(scope="app")
+
+
+progress_panel()

@@ -1,6 +1,176 @@
-"""Weights page (being built)."""
+"""Weights: try Eq. 5 weights and K on a run's stored judgments, and the seed's weight table."""
+
+from __future__ import annotations
 
 import streamlit as st
 
+from pages.common import current_dataset, current_run, session, simulated_badge
+from pcf.consensus import PRESETS, Weights
+from pcf.results import SIMULATED_LABEL
+from pcf.review import run_version
+from pcf.store import Run, database_url, get_run, list_runs
+from pcf.weights import WEIGHT_NAMES, PackedRun, evaluate_weights, pack_run, weight_table
+
+PRESET_KEY = "weights_preset"
+K_KEY = "weights_k"
+TABLE_RUNS_KEY = "weights_table_runs"
+CUSTOM = "custom"
+WEIGHT_KEYS = tuple(f"weights_{name}" for name in WEIGHT_NAMES)
+WEIGHT_LABELS = (
+    "ws: mean score S",
+    "wB: Borda B",
+    "wv: top votes V",
+    "wu: certainty U",
+)
+
+
+@st.cache_resource(max_entries=32, show_spinner="Loading the run's judgments…")
+def packed_run(database: str, name: str, version: tuple) -> PackedRun:
+    """A run's packed judgments, kept while its calls (``version``) stay the same."""
+    with session() as s:
+        return pack_run(get_run(name, session=s), session=s)
+
+
+def apply_preset() -> None:
+    """Set the sliders to the chosen preset."""
+    preset = PRESETS.get(st.session_state[PRESET_KEY])
+    if preset is not None:
+        for key, value in zip(WEIGHT_KEYS, preset.as_tuple(), strict=True):
+            st.session_state[key] = float(value)
+
+
+def match_preset() -> None:
+    """Name the preset the sliders now equal, or ``custom``."""
+    chosen = tuple(st.session_state[key] for key in WEIGHT_KEYS)
+    st.session_state[PRESET_KEY] = next(
+        (name for name, w in PRESETS.items() if w.as_tuple() == chosen), CUSTOM
+    )
+
+
 st.title("Weights")
-st.info("This page is being built.")
+st.caption(
+    "Eq. 5: C = ws·S + wB·B + wv·V + wu·U. Every change is recomputed from the run's stored "
+    "judgments; no judge is called. Accuracy counts the items with a gold id; direct is the same "
+    "weights on the canonical call alone."
+)
+
+with session() as s:
+    dataset = current_dataset(s)
+    run = current_run(s)
+    if dataset is None or run is None:
+        st.info("Choose a dataset and a run in the sidebar (start one on the Runs page).")
+        st.stop()
+    listwise_runs = [r for r in list_runs(session=s, dataset_id=dataset.id) if r.protocol != "apoc"]
+
+
+def packed(of_run: Run) -> PackedRun:
+    """The cached packed judgments of a stored run, packed again when its calls change."""
+    with session() as s:
+        version = run_version(of_run, session=s)
+    return packed_run(database_url(), of_run.name, version)
+
+
+simulated_badge(run)
+if run.protocol == "apoc":
+    st.info(f"Run **{run.name}** is an APOCJudge run: pairwise verdicts have no weights.")
+    st.stop()
+current = packed(run)
+
+if any(key not in st.session_state for key in (PRESET_KEY, *WEIGHT_KEYS)):
+    st.session_state[PRESET_KEY] = "proposed"
+    apply_preset()
+if st.session_state.get(K_KEY) not in range(1, current.k + 1):
+    st.session_state[K_KEY] = current.k
+
+st.subheader(f"Playground: {run.name}")
+controls, results = st.columns([1, 2], gap="large")
+with controls:
+    st.selectbox(
+        "Preset", [*PRESETS, CUSTOM], key=PRESET_KEY, on_change=apply_preset, help="METHOD.md"
+    )
+    for key, label in zip(WEIGHT_KEYS, WEIGHT_LABELS, strict=True):
+        st.slider(label, 0.0, 1.0, step=0.01, key=key, on_change=match_preset)
+    if current.k > 1:
+        st.slider(
+            "K: first K orderings of each execution",
+            1,
+            current.k,
+            key=K_KEY,
+            help="The K ablation uses prefixes of the stored schedule: no extra calls.",
+        )
+    else:
+        st.caption("K = 1: this run has one call per execution.")
+
+try:
+    weights = Weights(*(st.session_state[key] for key in WEIGHT_KEYS))
+except ValueError:
+    results.error("The weights cannot all be zero: raise at least one.")
+    st.stop()
+
+try:
+    outcome = evaluate_weights(current, weights, k=st.session_state[K_KEY])
+except ValueError as exc:
+    results.info(f"{exc}: accuracy needs the dataset's gold ids.")
+    st.stop()
+
+with results:
+    cols = st.columns(4)
+    cols[0].metric(
+        "Accuracy",
+        f"{100 * outcome.accuracy:.1f}%",
+        delta=f"{100 * (outcome.accuracy - outcome.direct_accuracy):+.1f} pts vs direct",
+    )
+    cols[1].metric("Direct accuracy", f"{100 * outcome.direct_accuracy:.1f}%")
+    cols[2].metric("Improved", outcome.improved, help="Direct wrong, consensus right.")
+    cols[3].metric("Regressed", outcome.regressed, help="Direct right, consensus wrong.")
+    st.caption(
+        f"{outcome.n} items with gold; weights sum to {sum(weights.as_tuple()):.2f} "
+        "(used as given, not normalised)."
+    )
+    st.markdown(f"**Changed items** ({len(outcome.changed)}): winner differs from direct")
+    st.dataframe(outcome.changed, hide_index=True, width="stretch")
+
+st.subheader("Weight table")
+names = [r.name for r in listwise_runs]
+if st.session_state.get(TABLE_RUNS_KEY) is None or not set(st.session_state[TABLE_RUNS_KEY]) <= set(
+    names
+):
+    st.session_state[TABLE_RUNS_KEY] = names
+st.multiselect("Runs", names, key=TABLE_RUNS_KEY)
+table_runs = [packed(r) for r in listwise_runs if r.name in st.session_state[TABLE_RUNS_KEY]]
+if not table_runs:
+    st.info("Choose at least one run.")
+    st.stop()
+try:
+    table = weight_table(table_runs)
+except ValueError as exc:
+    st.info(f"{exc}: the weight table needs the dataset's gold ids.")
+    st.stop()
+st.dataframe(
+    table,
+    width="stretch",
+    column_config={
+        **{name: st.column_config.NumberColumn(format="%.2f") for name in WEIGHT_NAMES},
+        **{
+            f"{p.name} accuracy %": st.column_config.NumberColumn(
+                f"{p.name}: acc.", format="%.1f%%", help=f"Accuracy of {p.name}"
+            )
+            for p in table_runs
+        },
+        **{
+            f"{p.name} Δ vs direct": st.column_config.NumberColumn(
+                f"{p.name}: Δ", format="%+.1f", help="Points against direct"
+            )
+            for p in table_runs
+        },
+    },
+)
+st.caption(
+    "Rows: the six presets of METHOD.md. Per run: accuracy on items with gold with every stored "
+    "call, and the difference to direct (the same preset on the canonical call) in points."
+    + (
+        f" Simulated runs included: {SIMULATED_LABEL}."
+        if any(p.simulated for p in table_runs)
+        else ""
+    )
+)

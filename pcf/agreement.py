@@ -1,0 +1,251 @@
+"""Humans against the judge: accuracy and kappa of direct and PCF on adjudicated items, agreement
+between annotators, and the adjudications as CSV or JSON Lines.
+
+Human label of an item (:data:`HUMAN_LABEL_RULE`): each annotator's current label (their newest)
+counts once; ``none_correct`` and ``cannot_tell`` are left out; the candidate chosen by strictly
+more annotators than any other is the human label. A tie, or no candidate label at all, leaves
+the item adjudicated but without a human label, and out of the accuracy and kappa figures.
+
+Agreement between annotators uses every current label as a nominal category, ``none_correct``
+included; ``cannot_tell`` counts as no label.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from sqlmodel import Session
+
+from pcf.evaluation import cohen_kappa, compare_paired, krippendorff_alpha
+from pcf.results import run_decisions
+from pcf.store.models import NO_CANDIDATE_CHOICES, Run
+from pcf.store.queries import current_labels, load_items
+
+HUMAN_LABEL_RULE = (
+    "An item's human label is the candidate chosen by the most annotators (each annotator's "
+    "newest label counts once; 'none_correct' and 'cannot_tell' are left out). A tie between "
+    "candidates, or no candidate label at all, gives no human label: such items are listed as "
+    "unresolved and left out of accuracy and kappa."
+)
+CANNOT_TELL = "cannot_tell"
+COMPARISON_COLUMNS = (
+    "item_id",
+    "human",
+    "direct",
+    "pcf",
+    "gold",
+    "annotators",
+    "direct_correct",
+    "pcf_correct",
+)
+EXPORT_COLUMNS = (
+    "id",
+    "item_id",
+    "annotator",
+    "created_at",
+    "choice",
+    "confidence",
+    "tags",
+    "notes",
+    "supersedes",
+)
+
+
+def human_labels(labels: pd.DataFrame) -> dict[str, str | None]:
+    """The human label of every adjudicated item (None when unresolved), in item order.
+
+    Args:
+        labels: current labels, one row per (item, annotator), with ``item_key`` and ``choice``
+            (as :func:`pcf.store.current_labels` returns them).
+    """
+    out: dict[str, str | None] = {}
+    for item_key, choices in labels.groupby("item_key", sort=False)["choice"]:
+        votes = Counter(c for c in choices if c not in NO_CANDIDATE_CHOICES).most_common()
+        tied = len(votes) > 1 and votes[0][1] == votes[1][1]
+        out[str(item_key)] = votes[0][0] if votes and not tied else None
+    return out
+
+
+@dataclass(frozen=True)
+class AnnotatorAgreement:
+    """Agreement between annotators on the items they labelled.
+
+    Attributes:
+        annotators: how many annotators gave at least one label.
+        items: items with labels from at least two annotators.
+        statistic: ``"cohen_kappa"`` (two annotators) or ``"krippendorff_alpha"`` (more), or
+            None when agreement cannot be measured.
+        value: the statistic, or None (fewer than two annotators, no shared item, or undefined
+            because every label is the same category).
+        note: why ``value`` is None.
+    """
+
+    annotators: int
+    items: int
+    statistic: str | None
+    value: float | None
+    note: str | None = None
+
+
+def annotator_agreement(labels: pd.DataFrame) -> AnnotatorAgreement:
+    """Cohen's kappa for two annotators, Krippendorff's alpha (nominal) for more.
+
+    Args:
+        labels: current labels with ``item_key``, ``annotator`` and ``choice``.
+    """
+    usable = labels[labels["choice"] != CANNOT_TELL]
+    annotators = sorted(labels["annotator"].unique())
+    shared = int((usable.groupby("item_key")["annotator"].nunique() >= 2).sum())
+    if len(annotators) < 2:
+        return AnnotatorAgreement(len(annotators), 0, None, None, "needs two annotators")
+    statistic = "cohen_kappa" if len(annotators) == 2 else "krippendorff_alpha"
+    if shared == 0:
+        return AnnotatorAgreement(
+            len(annotators), 0, statistic, None, "no item has labels from two annotators"
+        )
+    table = usable.pivot(index="annotator", columns="item_key", values="choice")
+    table = table.reindex(annotators).astype(object)
+    rows = [[None if pd.isna(v) else v for v in table.loc[a]] for a in annotators]
+    try:
+        value = cohen_kappa(*rows) if statistic == "cohen_kappa" else krippendorff_alpha(rows)
+    except ValueError:  # krippendorff refuses a single category
+        value = math.nan
+    if math.isnan(value):
+        return AnnotatorAgreement(
+            len(annotators), shared, statistic, None, "undefined: every label is the same"
+        )
+    return AnnotatorAgreement(len(annotators), shared, statistic, value)
+
+
+@dataclass(frozen=True)
+class HumanComparison:
+    """Direct and PCF decisions of one run against the human labels.
+
+    Attributes:
+        adjudicated: items with at least one current label.
+        unresolved: adjudicated items without a human label (ties, or no candidate chosen).
+        rows: one row per item with a human label, columns :data:`COMPARISON_COLUMNS`
+            (an abstaining judge is None).
+        paired: :func:`pcf.evaluation.compare_paired` of PCF against direct with the human
+            labels as gold, or None when no item has a human label.
+        kappa_direct: Cohen's kappa of the direct winners against the human labels.
+        kappa_pcf: Cohen's kappa of the PCF winners against the human labels.
+        agreement: agreement between the annotators.
+        gold_agreement: ``(agree, compared)``: human labels equal to the dataset's gold, over
+            the items that have both.
+    """
+
+    adjudicated: int
+    unresolved: list[str]
+    rows: pd.DataFrame
+    paired: dict[str, Any] | None
+    kappa_direct: float | None
+    kappa_pcf: float | None
+    agreement: AnnotatorAgreement
+    gold_agreement: tuple[int, int]
+
+    def disagreements(self) -> pd.DataFrame:
+        """Items where direct or PCF differs from the human label, in item order."""
+        return self.rows[~(self.rows["direct_correct"] & self.rows["pcf_correct"])]
+
+
+def _kappa(judge: Sequence[str | None], human: Sequence[str]) -> float | None:
+    """Cohen's kappa of judge winners against human labels; None when undefined."""
+    try:
+        value = cohen_kappa(judge, human)
+    except ValueError:
+        return None
+    return None if math.isnan(value) else value
+
+
+def compare_with_humans(
+    decisions: Sequence[Mapping[str, Any]],
+    labels: pd.DataFrame,
+    *,
+    gold: Mapping[str, str | None] | None = None,
+    seed: int = 0,
+) -> HumanComparison:
+    """Compare a run's direct and PCF winners with the human labels.
+
+    Args:
+        decisions: ``decisions.jsonl`` records of the run (``winner`` is PCF, and
+            ``metrics["direct_winner"]`` the direct baseline of the same run).
+        labels: current labels (:func:`pcf.store.current_labels`).
+        gold: the dataset's gold id per item, shown beside the human label.
+        seed: seed of the paired bootstrap.
+    """
+    gold = gold or {}
+    human = human_labels(labels)
+    by_item = {d["item_id"]: d for d in decisions}
+    annotators = labels.groupby("item_key")["annotator"].nunique().to_dict()
+    records = []
+    for item_id, label in human.items():
+        if label is None or item_id not in by_item:
+            continue
+        decision = by_item[item_id]
+        direct, pcf = decision["metrics"].get("direct_winner"), decision["winner"]
+        records.append(
+            (
+                item_id,
+                label,
+                direct,
+                pcf,
+                gold.get(item_id),
+                int(annotators[item_id]),
+                direct == label,
+                pcf == label,
+            )
+        )
+    rows = pd.DataFrame(records, columns=list(COMPARISON_COLUMNS), dtype=object).astype(
+        {"annotators": int, "direct_correct": bool, "pcf_correct": bool}
+    )
+    paired = kappa_direct = kappa_pcf = None
+    if records:
+        truth, direct, pcf = ([r[column] for r in records] for column in (1, 2, 3))
+        paired = compare_paired(truth, direct, pcf, seed=seed)
+        kappa_direct = _kappa(direct, truth)
+        kappa_pcf = _kappa(pcf, truth)
+    with_gold = [(h, gold[i]) for i, h in human.items() if h is not None and gold.get(i)]
+    return HumanComparison(
+        adjudicated=len(human),
+        unresolved=[i for i, label in human.items() if label is None],
+        rows=rows,
+        paired=paired,
+        kappa_direct=kappa_direct,
+        kappa_pcf=kappa_pcf,
+        agreement=annotator_agreement(labels),
+        gold_agreement=(sum(h == g for h, g in with_gold), len(with_gold)),
+    )
+
+
+def run_human_comparison(run: Run, *, session: Session) -> HumanComparison:
+    """:func:`compare_with_humans` for a stored run and its dataset's current labels."""
+    items = load_items(run.dataset_id, session=session)
+    return compare_with_humans(
+        run_decisions(run, session=session, items=items),
+        current_labels(run.dataset_id, session=session),
+        gold={i.item_id: i.gold for i in items},
+    )
+
+
+def adjudications_jsonl(records: Sequence[Mapping[str, Any]]) -> str:
+    """Adjudication records (:func:`pcf.store.adjudication_records`) as JSON Lines."""
+    return "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in records)
+
+
+def adjudications_csv(records: Sequence[Mapping[str, Any]]) -> str:
+    """Adjudication records as CSV with a header; tags are joined with ``;``."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(EXPORT_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for record in records:
+        writer.writerow({**record, "tags": ";".join(record["tags"])})
+    return out.getvalue()

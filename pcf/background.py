@@ -1,0 +1,201 @@
+"""Judge runs in background threads, with progress any thread can read.
+
+Each run gets its own thread, and in it its own event loop (:func:`asyncio.run` inside
+:func:`pcf.cli.judge_dataset`) and its own database session; the runner commits every call as
+it arrives, so other sessions see the calls appear. Progress lives in a module-level registry
+keyed by database and run name, so it survives page reruns and is visible to every browser
+session of the server process.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from sqlalchemy import Engine
+
+from pcf.cli import judge_dataset, settings_conflict
+from pcf.runner import RunConfig
+from pcf.store.engine import session_scope
+from pcf.store.models import utc_now
+from pcf.store.queries import get_dataset, get_run
+
+ACTIVE_STATUSES = ("starting", "running")
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """A snapshot of one background run.
+
+    Attributes:
+        name: the run's name.
+        dataset: the dataset's name.
+        status: ``starting``, ``running``, ``finished`` or ``failed``.
+        done: calls answered so far in this invocation (judge or cache).
+        total: calls this invocation has to answer (0 until the run has planned them).
+        started_at: when the thread started.
+        finished_at: when it ended, or None.
+        summary: :func:`pcf.results.run_summary` plus ``this_invocation``, once finished.
+        error: what went wrong, when failed.
+    """
+
+    name: str
+    dataset: str
+    status: str = "starting"
+    done: int = 0
+    total: int = 0
+    started_at: datetime = field(default_factory=utc_now)
+    finished_at: datetime | None = None
+    summary: dict | None = None
+    error: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether the run is still going."""
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def fraction(self) -> float:
+        """Share of this invocation's calls answered (0-1)."""
+        return self.done / self.total if self.total else float(not self.active)
+
+
+class _Tracker:
+    """The mutable, lock-guarded progress of one run; readers get :class:`RunProgress` copies."""
+
+    def __init__(self, name: str, dataset: str) -> None:
+        self._lock = threading.Lock()
+        self._state = RunProgress(name, dataset)
+
+    def snapshot(self) -> RunProgress:
+        """The current progress (an immutable copy)."""
+        with self._lock:
+            return self._state
+
+    def update(self, **changes: object) -> None:
+        """Change some fields of the progress at once."""
+        with self._lock:
+            self._state = replace(self._state, **changes)
+
+    def advance(self, done: int, total: int) -> None:
+        """The runner's progress callback: ``done`` of ``total`` calls answered."""
+        self.update(status="running", done=done, total=total)
+
+
+_registry: dict[tuple[str, str], _Tracker] = {}
+_registry_lock = threading.Lock()
+
+
+def _database(engine: Engine) -> str:
+    """The registry's name for the engine's database (no password)."""
+    return engine.url.render_as_string(hide_password=True)
+
+
+def start_run(
+    engine: Engine,
+    *,
+    dataset: str,
+    name: str,
+    backend: str,
+    model: str,
+    config: RunConfig,
+    base_url: str | None = None,
+    limit: int | None = None,
+) -> RunProgress:
+    """Start (or resume) run ``name`` on ``dataset`` in a background thread.
+
+    Raises:
+        ValueError: the same run is already going in this process.
+    """
+    key = (_database(engine), name)
+    with _registry_lock:
+        if key in _registry and _registry[key].snapshot().active:
+            raise ValueError(f"run {name!r} is already running; wait for it to finish")
+        tracker = _registry[key] = _Tracker(name, dataset)
+    thread = threading.Thread(
+        target=_work,
+        args=(engine, tracker),
+        kwargs={
+            "dataset": dataset,
+            "name": name,
+            "backend": backend,
+            "model": model,
+            "config": config,
+            "base_url": base_url,
+            "limit": limit,
+        },
+        name=f"pcf-run-{name}",
+        daemon=True,
+    )
+    thread.start()
+    return tracker.snapshot()
+
+
+def _work(
+    engine: Engine,
+    tracker: _Tracker,
+    *,
+    dataset: str,
+    name: str,
+    backend: str,
+    model: str,
+    config: RunConfig,
+    base_url: str | None,
+    limit: int | None,
+) -> None:
+    """The thread's body: run the judge, then record the summary or the failure."""
+    try:
+        with session_scope(engine) as session:
+            found = get_dataset(dataset, session=session)
+            if found is None:
+                raise ValueError(f"no dataset {dataset!r}")
+            existing = get_run(name, session=session)
+            conflict = existing and settings_conflict(
+                existing,
+                found,
+                backend=backend,
+                model=model,
+                base_url=base_url,
+                config=config,
+                session=session,
+            )
+            if conflict:
+                raise ValueError(f"{conflict}; use the same settings or another run name")
+            summary = judge_dataset(
+                session,
+                found,
+                name=name,
+                backend=backend,
+                model=model,
+                config=config,
+                base_url=base_url,
+                limit=limit,
+                progress=tracker.advance,
+            )
+        tracker.update(status="finished", summary=summary, finished_at=utc_now())
+    except Exception as exc:  # the page shows every failure, whatever it is
+        error = f"{type(exc).__name__}: {exc}"
+        try:
+            _mark_failed(engine, name)
+        finally:
+            tracker.update(status="failed", error=error, finished_at=utc_now())
+
+
+def _mark_failed(engine: Engine, name: str) -> None:
+    """Leave the stored run as failed (its answered calls stay; starting it again resumes)."""
+    with session_scope(engine) as session:
+        run = get_run(name, session=session)
+        if run is not None and run.status in ("pending", "running"):
+            run.status = "failed"
+            session.add(run)
+
+
+def background_runs(engine: Engine, dataset: str | None = None) -> list[RunProgress]:
+    """Snapshots of this process's background runs on ``engine`` (of ``dataset`` when given),
+    oldest first."""
+    database = _database(engine)
+    with _registry_lock:
+        trackers = [t for (db, _), t in _registry.items() if db == database]
+    snapshots = [t.snapshot() for t in trackers]
+    return [p for p in snapshots if dataset is None or p.dataset == dataset]

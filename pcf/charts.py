@@ -1,0 +1,137 @@
+"""Altair charts of the Overview and Review pages, as pure functions of data frames.
+
+Each function takes the frame :mod:`pcf.review` builds and returns a chart; nothing here reads
+the database or draws, so a chart's data is exactly the frame it was given.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+HEATMAP_VALUES = {
+    "rank": "rank (1 = best)",
+    "factuality": "factuality score (0-10)",
+}
+_ROW_HEIGHT = 22
+
+
+def ordering_heatmap(frame: pd.DataFrame, value: str = "rank") -> alt.LayerChart:
+    """Orderings (rows) by candidates (columns), coloured by rank or factuality.
+
+    Args:
+        frame: :func:`pcf.review.ordering_frame` of one item.
+        value: ``rank`` (1 = best, darkest) or ``factuality`` (0-10, darkest = most factual).
+    """
+    if value not in HEATMAP_VALUES:
+        raise ValueError(f"value must be one of {', '.join(HEATMAP_VALUES)}, got {value!r}")
+    orderings = list(dict.fromkeys(frame["ordering"]))
+    candidates = list(dict.fromkeys(frame["candidate"]))
+    n = len(candidates)
+    if value == "rank":
+        scale = alt.Scale(scheme="blues", domain=[n, 1])
+        dark = alt.datum.rank <= (n + 1) / 2
+    else:
+        scale = alt.Scale(scheme="greens", domain=[0, 10])
+        dark = alt.datum.factuality >= 5
+    base = alt.Chart(frame).encode(
+        x=alt.X("candidate:N", sort=candidates, title="candidate", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y(
+            "ordering:N",
+            sort=orderings,
+            title="ordering: candidates by slot",
+            axis=alt.Axis(
+                labelFontSize=12, labelFont="monospace", labelLimit=400, labelOverlap=False
+            ),
+        ),
+        tooltip=[
+            alt.Tooltip("ordering:N"),
+            alt.Tooltip("candidate:N"),
+            alt.Tooltip("candidate_id:N", title="id"),
+            alt.Tooltip("slot:Q"),
+            alt.Tooltip("rank:Q"),
+            alt.Tooltip("factuality:Q"),
+            alt.Tooltip("risk:Q", title="hallucination risk"),
+        ],
+    )
+    cells = base.mark_rect(stroke="white").encode(
+        color=alt.Color(f"{value}:Q", scale=scale, title=HEATMAP_VALUES[value])
+    )
+    labels = base.mark_text(fontSize=12).encode(
+        text=alt.Text(f"{value}:Q", format=".0f" if value == "rank" else ".1f"),
+        color=alt.condition(dark, alt.value("white"), alt.value("black")),
+    )
+    return (cells + labels).properties(height=_ROW_HEIGHT * max(len(orderings), 1) + 20)
+
+
+def metric_histogram(
+    table: pd.DataFrame, column: str, title: str, *, step: float = 0.1
+) -> alt.Chart:
+    """Items per bin of one metric column (e.g. ``priority`` or ``top_agreement``)."""
+    return (
+        alt.Chart(table[[column]].dropna())
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{column}:Q", bin=alt.Bin(step=step), title=title),
+            y=alt.Y("count():Q", title="items"),
+            tooltip=[alt.Tooltip("count():Q", title="items")],
+        )
+    )
+
+
+def flag_bars(counts: pd.DataFrame) -> alt.Chart:
+    """Items per flag, from :func:`pcf.review.flag_counts`."""
+    return (
+        alt.Chart(counts)
+        .mark_bar()
+        .encode(
+            x=alt.X("items:Q", title="items"),
+            y=alt.Y("flag:N", sort=list(counts["flag"]), title=None),
+            tooltip=["flag:N", "items:Q", "meaning:N"],
+        )
+    )
+
+
+def slot_share_bars(slots: pd.DataFrame) -> alt.LayerChart:
+    """Share of top picks per slot, with the uniform share ``1/n`` as a dashed rule.
+
+    Args:
+        slots: :attr:`pcf.review.RunAnalysis.slot_bias` for one candidate count ``n``.
+    """
+    frame = slots.assign(slot=slots["slot"].map(lambda s: f"slot {s}"))
+    uniform = pd.DataFrame({"share": [1 / frame["n"].iloc[0]]})
+    bars = (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            x=alt.X("slot:N", title="slot the top pick was shown in", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("top_share:Q", title="share of top picks", axis=alt.Axis(format="%")),
+            tooltip=[
+                "slot:N",
+                alt.Tooltip("top_share:Q", format=".1%", title="share"),
+                alt.Tooltip("top_count:Q", title="calls"),
+                alt.Tooltip("gold_recall:Q", format=".1%", title="gold recall"),
+            ],
+        )
+    )
+    rule = alt.Chart(uniform).mark_rule(strokeDash=[4, 4], color="gray").encode(y="share:Q")
+    return bars + rule
+
+
+def outcome_bars(outcomes: pd.DataFrame) -> alt.Chart:
+    """Items improved, regressed and unchanged against direct, from
+    :func:`pcf.review.outcome_frame`."""
+    colours = alt.Scale(
+        domain=list(outcomes["outcome"]),
+        range=["#2e7d32", "#c62828", "#90a4ae", "#cfd8dc"],
+    )
+    return (
+        alt.Chart(outcomes)
+        .mark_bar()
+        .encode(
+            x=alt.X("items:Q", title="items"),
+            y=alt.Y("outcome:N", sort=list(outcomes["outcome"]), title=None),
+            color=alt.Color("outcome:N", scale=colours, legend=None),
+            tooltip=["outcome:N", "items:Q"],
+        )
+    )

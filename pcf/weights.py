@@ -1,0 +1,151 @@
+"""The weight playground and the seed's weight table, recomputed from stored judgments.
+
+A run's judgments are packed into arrays once (:func:`pack_run`); every choice of weights or K
+after that is a few array operations (:func:`evaluate_weights`), never a judge call. Accuracy is
+measured on the items with a gold id. "Direct" is the same rule on the canonical call alone
+(METHOD.md), so improved and regressed compare each weighting with its own direct baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+from sqlmodel import Session
+
+from pcf.consensus import PRESETS, JudgmentArrays, Weights, pack
+from pcf.decisions import decide
+from pcf.evaluation import accuracy, paired_outcomes
+from pcf.results import is_simulated
+from pcf.store.models import Run
+from pcf.store.queries import load_items, run_judgments
+
+CHANGED_COLUMNS = ("item_id", "gold", "direct", "winner", "outcome")
+WEIGHT_NAMES = ("ws", "wB", "wv", "wu")
+
+
+@dataclass(frozen=True)
+class PackedRun:
+    """A run's judgments as arrays, ready for any weights and K.
+
+    Attributes:
+        name: the run's name.
+        groups: packed judgments, one group per candidate count.
+        item_order: item ids in dataset order.
+        gold: gold id per item (None when unlabelled).
+        k: calls per execution stored (the largest K the playground offers).
+        simulated: the answers came from the simulated judge.
+    """
+
+    name: str
+    groups: tuple[JudgmentArrays, ...]
+    item_order: tuple[str, ...]
+    gold: dict[str, str | None]
+    k: int
+    simulated: bool
+
+
+def pack_run(run: Run, *, session: Session) -> PackedRun:
+    """Load and pack a (listwise) run's judgments, candidates in the items' listing order.
+
+    Raises:
+        ValueError: the run is an APOCJudge run (pairwise verdicts have no weights).
+    """
+    if run.protocol == "apoc":
+        raise ValueError(f"run {run.name!r} is an APOCJudge run: pairwise verdicts have no weights")
+    items = load_items(run.dataset_id, session=session)
+    groups = tuple(
+        pack(run_judgments(run.id, session=session), {i.item_id: i.candidate_ids for i in items})
+    )
+    return PackedRun(
+        name=run.name,
+        groups=groups,
+        item_order=tuple(i.item_id for i in items),
+        gold={i.item_id: i.gold for i in items},
+        k=max((g.ok.shape[2] for g in groups), default=0),
+        simulated=is_simulated(run),
+    )
+
+
+@dataclass(frozen=True)
+class WeightOutcome:
+    """Accuracy of one weighting against its direct baseline, on the items with gold.
+
+    Attributes:
+        n: items with gold.
+        accuracy: the consensus accuracy (share).
+        direct_accuracy: the direct baseline's accuracy (share).
+        improved: direct wrong, consensus right.
+        regressed: direct right, consensus wrong.
+        changed: items whose winner differs from the direct winner, columns
+            :data:`CHANGED_COLUMNS` (an abstention is None); ``outcome`` is improved,
+            regressed or both wrong.
+    """
+
+    n: int
+    accuracy: float
+    direct_accuracy: float
+    improved: int
+    regressed: int
+    changed: pd.DataFrame
+
+
+def evaluate_weights(packed: PackedRun, weights: Weights, *, k: int | None = None) -> WeightOutcome:
+    """Decide every labelled item of a packed run with ``weights`` on its first ``k`` calls.
+
+    Raises:
+        ValueError: no judged item has a gold id.
+    """
+    winners: dict[str, str | None] = {}
+    direct: dict[str, str | None] = {}
+    for group in packed.groups:
+        decided = decide(group, weights=weights, k=k)
+        winners.update(
+            zip(group.item_ids, decided.consensus.winner_ids(decided.arrays), strict=True)
+        )
+        direct.update(zip(group.item_ids, decided.direct.winner_ids(decided.arrays), strict=True))
+    labelled = [i for i in packed.item_order if i in winners and packed.gold.get(i) is not None]
+    if not labelled:
+        raise ValueError(f"run {packed.name!r} has no judged item with a gold id")
+    gold = [packed.gold[i] for i in labelled]
+    method = [winners[i] for i in labelled]
+    baseline = [direct[i] for i in labelled]
+    counts = paired_outcomes(
+        [d == g for d, g in zip(baseline, gold, strict=True)],
+        [w == g for w, g in zip(method, gold, strict=True)],
+    )
+    changed = [
+        (i, g, d, w, "improved" if w == g else "regressed" if d == g else "both wrong")
+        for i, g, d, w in zip(labelled, gold, baseline, method, strict=True)
+        if d != w
+    ]
+    return WeightOutcome(
+        n=len(labelled),
+        accuracy=accuracy(method, gold),
+        direct_accuracy=accuracy(baseline, gold),
+        improved=counts["improved"],
+        regressed=counts["regressed"],
+        changed=pd.DataFrame(changed, columns=list(CHANGED_COLUMNS), dtype=object),
+    )
+
+
+def weight_table(runs: Sequence[PackedRun]) -> pd.DataFrame:
+    """The seed's weight table: one row per preset, accuracy (%) and delta vs direct (points)
+    per run, with every stored call of each run.
+
+    Columns are ``"<run> accuracy %"`` and ``"<run> Δ vs direct"``; the first columns give the
+    preset's weights.
+    """
+    rows = []
+    for name, weights in PRESETS.items():
+        row: dict[str, object] = {
+            "preset": name,
+            **dict(zip(WEIGHT_NAMES, weights.as_tuple(), strict=True)),
+        }
+        for packed in runs:
+            outcome = evaluate_weights(packed, weights)
+            row[f"{packed.name} accuracy %"] = 100 * outcome.accuracy
+            row[f"{packed.name} Δ vs direct"] = 100 * (outcome.accuracy - outcome.direct_accuracy)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("preset")

@@ -1,0 +1,192 @@
+"""The Adjudicate page on the demo database."""
+
+from __future__ import annotations
+
+from sqlmodel import Session, col, select
+
+from pcf.results import run_decisions
+from pcf.review import adjudication_queue, analyse_run, display_order, item_index, with_priority
+from pcf.store import Adjudication, ItemRow, get_run, load_items
+from tests.app import markdown_texts, open_page
+
+ANNOTATOR = "Ada"
+
+
+def labelling(app, annotator: str = ANNOTATOR, **query_params: str):
+    app.sidebar.text_input(key="annotator").set_value(annotator).run()
+    return open_page(app, "adjudicate", **query_params)
+
+
+def expected_queue(db: Session) -> list[str]:
+    run = get_run("demo-pcf", session=db)
+    items = with_priority(
+        item_index(run.dataset_id, session=db), analyse_run(run, session=db).table
+    )
+    return adjudication_queue(items, done=set())
+
+
+def item_on_screen(at) -> str:
+    return (
+        next(h.value for h in at.subheader if h.value.startswith("Item "))
+        .removeprefix("Item ")
+        .replace("\\", "")
+    )
+
+
+def visible_text(at) -> str:
+    parts = [
+        *markdown_texts(at),
+        *(t.value for t in at.text),
+        *(f"{m.label} {m.value}" for m in at.metric),
+        *(s.value for s in at.success),
+        *(b.label for b in at.button),
+    ]
+    parts += [str(d.value.to_dict()) for d in at.dataframe]
+    return "\n".join(parts)
+
+
+def labels_in_db(db: Session, item_key: str) -> list[Adjudication]:
+    db.expire_all()
+    return list(
+        db.exec(
+            select(Adjudication)
+            .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
+            .where(ItemRow.item_key == item_key)
+            .order_by(col(Adjudication.id))
+        ).all()
+    )
+
+
+def test_an_annotator_name_is_required(app):
+    at = open_page(app, "adjudicate")
+    assert not at.exception
+    assert any("sidebar" in w.value and "Annotator" in w.value for w in at.warning)
+    assert not [b for b in at.button if "most factual" in b.label]
+
+
+def test_the_queue_starts_with_the_most_doubtful_item_in_a_seeded_order(app, db: Session):
+    at = labelling(app)
+    assert not at.exception
+    first = expected_queue(db)[0]
+    assert item_on_screen(at) == first
+    item = next(i for i in load_items(1, session=db) if i.item_id == first)
+    shown = [t.value for t in at.text][1:]  # the prompt, then the candidates
+    assert shown == [item.text_of(cid) for cid in display_order(item, ANNOTATOR)]
+    assert at.progress[0].proto.text == "0 / 52 items labelled by Ada"
+
+
+def test_blind_mode_hides_decisions_until_the_label_is_saved(app, db: Session):
+    at = labelling(app)
+    current = item_on_screen(at)
+    item = next(i for i in load_items(1, session=db) if i.item_id == current)
+    decision = next(
+        d
+        for d in run_decisions(get_run("demo-pcf", session=db), session=db)
+        if d["item_id"] == current
+    )
+    revealing = ("PCF winner", "Direct winner", "Gold", f"({item.gold})", f"({decision['winner']})")
+    before = visible_text(at)
+    assert not [word for word in revealing if word in before]
+
+    shown = display_order(item, ANNOTATOR)
+    at.button(key=f"adjudicate_choose_{shown.index(item.gold) + 1}").click().run()
+    assert not [word for word in revealing if word in visible_text(at)]
+    at.button(key="adjudicate_save").click().run()
+    assert not at.exception
+    after = visible_text(at)
+    assert all(word in after for word in revealing)
+    assert {m.label: m.value for m in at.metric}["Gold"] == (
+        f"Candidate {shown.index(item.gold) + 1} ({item.gold})"
+    )
+    assert item_on_screen(at) != current
+
+
+def test_the_unblind_toggle_shows_the_decisions(app):
+    at = labelling(app)
+    at.toggle(key="adjudicate_unblind").set_value(True).run()
+    assert {"PCF winner", "Direct winner", "Gold"} <= {m.label for m in at.metric}
+
+
+def test_a_saved_label_is_a_row_and_the_queue_moves_on(app, db: Session):
+    queue = expected_queue(db)
+    at = labelling(app)
+    item = next(i for i in load_items(1, session=db) if i.item_id == queue[0])
+    shown = display_order(item, ANNOTATOR)
+    at.button(key="adjudicate_choose_3").click().run()
+    at.select_slider(key=f"adjudicate_confidence_{queue[0]}").set_value(5).run()
+    at.multiselect(key=f"adjudicate_tags_{queue[0]}").set_value(["near-tie", "my own tag"]).run()
+    at.text_area(key=f"adjudicate_notes_{queue[0]}").input("  close call  ").run()
+    at.button(key="adjudicate_save").click().run()
+
+    (label,) = labels_in_db(db, queue[0])
+    assert (label.annotator, label.choice, label.confidence) == (ANNOTATOR, shown[2], 1.0)
+    assert (label.tags, label.notes, label.supersedes) == (
+        ["near-tie", "my own tag"],
+        "close call",
+        None,
+    )
+    assert item_on_screen(at) == queue[1]
+    assert at.progress[0].proto.text == "1 / 52 items labelled by Ada"
+
+    at.button(key="adjudicate_choose_none_correct").click().run()
+    at.button(key="adjudicate_save").click().run()
+    assert [a.choice for a in labels_in_db(db, queue[1])] == ["none_correct"]
+    assert item_on_screen(at) == queue[2]
+
+
+def test_labelled_items_leave_the_queue_for_that_annotator_only(app, db: Session):
+    queue = expected_queue(db)
+    at = labelling(app)
+    at.button(key="adjudicate_choose_cannot_tell").click().run()
+    at.button(key="adjudicate_save").click().run()
+    assert item_on_screen(at) == queue[1]
+    at.sidebar.text_input(key="annotator").set_value("Grace").run()
+    assert item_on_screen(at) == queue[0]
+
+
+def test_a_correction_is_a_new_row_and_the_history_stays_visible(app, db: Session):
+    queue = expected_queue(db)
+    at = labelling(app)
+    at.button(key="adjudicate_choose_1").click().run()
+    at.button(key="adjudicate_save").click().run()
+    at.button(key="adjudicate_correct").click().run()
+    assert item_on_screen(at) == queue[0]
+    assert any("labelled this item before" in i.value for i in at.info)
+    at.button(key="adjudicate_choose_2").click().run()
+    at.button(key="adjudicate_save").click().run()
+
+    first, second = labels_in_db(db, queue[0])
+    assert second.supersedes == first.id
+    history = next(d.value for d in at.dataframe if "corrects label" in d.value.columns)
+    assert list(history["label"]) == [first.id, second.id]
+    assert list(history["corrects label"].fillna(0)) == [0, first.id]
+
+
+def test_another_annotators_labels_show_when_revisiting(app, db: Session):
+    queue = expected_queue(db)
+    at = labelling(app, "Grace")
+    at.button(key="adjudicate_choose_1").click().run()
+    at.button(key="adjudicate_save").click().run()
+    at.sidebar.text_input(key="annotator").set_value(ANNOTATOR).run()
+    assert item_on_screen(at) == queue[0]
+    assert not [d for d in at.dataframe if "corrects label" in d.value.columns]
+    at.button(key="adjudicate_choose_1").click().run()
+    at.button(key="adjudicate_save").click().run()
+    history = next(d.value for d in at.dataframe if "corrects label" in d.value.columns)
+    assert list(history["annotator"]) == ["Grace", ANNOTATOR]
+
+
+def test_a_label_link_opens_that_item_and_keys_choose_candidates(app):
+    at = labelling(app, label="demo-040")
+    assert not at.exception
+    assert item_on_screen(at) == "demo-040"
+    shortcuts = {b.label: b.proto.shortcut for b in at.button if b.proto.shortcut}
+    assert shortcuts == {
+        "Candidate 1 is the most factual": "1",
+        "Candidate 2 is the most factual": "2",
+        "Candidate 3 is the most factual": "3",
+        "Candidate 4 is the most factual": "4",
+        "None is correct": "0",
+        "Cannot tell": "x",
+        "Save and next": "s",
+    }

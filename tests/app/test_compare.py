@@ -1,0 +1,169 @@
+"""The Compare page: humans against direct and PCF, annotator agreement, exports."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from streamlit.delta_generator import DeltaGenerator
+from streamlit.testing.v1 import AppTest
+
+from pcf.evaluation import cohen_kappa, krippendorff_alpha
+from pcf.results import run_decisions
+from pcf.store import add_adjudication, get_dataset, get_engine, get_run, load_items, session_scope
+from tests.app import open_page
+
+
+def compare(app: AppTest) -> AppTest:
+    at = open_page(app, "compare")
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def label_items(choices: dict[str, list[str]], count: int = 24) -> list:
+    """Each annotator labels the first ``count`` demo items from a cycle of choice rules.
+
+    A rule is ``gold``, ``first`` (the first listed candidate), ``second``, or a literal choice.
+    Returns the labelled items.
+    """
+    with session_scope(get_engine()) as s:
+        items = load_items(get_dataset("demo", session=s).id, session=s)[:count]
+        for annotator, rules in choices.items():
+            for n, item in enumerate(items):
+                rule = rules[n % len(rules)]
+                choice = {
+                    "gold": item.gold,
+                    "first": item.candidate_ids[0],
+                    "second": item.candidate_ids[1],
+                }.get(rule, rule)
+                add_adjudication(
+                    item.metadata["db_id"], session=s, annotator=annotator, choice=choice
+                )
+    return items
+
+
+def expected_figures(items, by_annotator: dict[str, list[str]]) -> dict:
+    """Accuracy and kappa recomputed here: majority label per item, ties and non-candidates out."""
+    with session_scope(get_engine()) as s:
+        decisions = {
+            d["item_id"]: d for d in run_decisions(get_run("demo-pcf", session=s), session=s)
+        }
+    human, direct, pcf = [], [], []
+    for n, item in enumerate(items):
+        votes = Counter(
+            labels[n]
+            for labels in by_annotator.values()
+            if labels[n] not in ("none_correct", "cannot_tell")
+        ).most_common()
+        if not votes or (len(votes) > 1 and votes[0][1] == votes[1][1]):
+            continue
+        human.append(votes[0][0])
+        direct.append(decisions[item.item_id]["metrics"]["direct_winner"])
+        pcf.append(decisions[item.item_id]["winner"])
+    return {
+        "n": len(human),
+        "direct": sum(d == h for d, h in zip(direct, human, strict=True)) / len(human),
+        "pcf": sum(p == h for p, h in zip(pcf, human, strict=True)) / len(human),
+        "kappa_direct": cohen_kappa(direct, human),
+        "kappa_pcf": cohen_kappa(pcf, human),
+        "human": human,
+        "direct_winners": direct,
+        "pcf_winners": pcf,
+    }
+
+
+def resolved(items, choices: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The literal choices each annotator made, per item."""
+    out = {}
+    for annotator, rules in choices.items():
+        out[annotator] = [
+            {"gold": i.gold, "first": i.candidate_ids[0], "second": i.candidate_ids[1]}.get(
+                rules[n % len(rules)], rules[n % len(rules)]
+            )
+            for n, i in enumerate(items)
+        ]
+    return out
+
+
+def test_without_adjudications_the_page_points_to_adjudicate(app):
+    at = compare(app)
+    assert "No item of this dataset is adjudicated yet" in at.info[0].value
+    assert [link.proto.page for link in at.page_link] == ["adjudicate"]
+
+
+def test_two_annotators_accuracy_kappa_and_disagreement_links(app):
+    choices = {
+        "ann": ["gold", "gold", "gold", "first", "none_correct"],
+        "bob": ["gold", "second", "gold", "first", "gold", "cannot_tell"],
+    }
+    items = label_items(choices)
+    by_annotator = resolved(items, choices)
+    expected = expected_figures(items, by_annotator)
+    at = compare(app)
+    shown = metrics(at)
+    assert shown["Adjudicated items"] == "24"
+    assert shown["With a human label"] == str(expected["n"])
+    assert shown["Direct accuracy"] == f"{100 * expected['direct']:.1f}%"
+    assert shown["PCF accuracy"] == f"{100 * expected['pcf']:.1f}%"
+    assert shown["Cohen's kappa, direct vs human"] == f"{expected['kappa_direct']:.3f}"
+    assert shown["Cohen's kappa, PCF vs human"] == f"{expected['kappa_pcf']:.3f}"
+    annotators = [
+        [None if c == "cannot_tell" else c for c in by_annotator[a]] for a in ("ann", "bob")
+    ]
+    assert shown["Annotators"] == "2"
+    assert shown["Cohen's kappa"] == f"{cohen_kappa(*annotators):.3f}"
+    judged = zip(
+        expected["human"], expected["direct_winners"], expected["pcf_winners"], strict=True
+    )
+    disagreements = sum(d != h or p != h for h, d, p in judged)
+    assert disagreements > 0, "the labels above should disagree with the judge somewhere"
+    links = [link for link in at.page_link if link.proto.page == "review"]
+    assert len(links) == disagreements
+    assert all(link.proto.query_string == f"item={link.value}" for link in links)
+
+
+def test_three_annotators_agree_by_krippendorffs_alpha(app):
+    choices = {
+        "ann": ["gold", "first"],
+        "bob": ["gold", "gold", "second"],
+        "cat": ["gold", "first", "cannot_tell", "none_correct"],
+    }
+    items = label_items(choices, count=12)
+    by_annotator = resolved(items, choices)
+    expected = krippendorff_alpha(
+        [
+            [None if c == "cannot_tell" else c for c in by_annotator[a]]
+            for a in ("ann", "bob", "cat")
+        ]
+    )
+    shown = metrics(compare(app))
+    assert shown["Annotators"] == "3"
+    assert shown["Krippendorff's alpha (nominal)"] == f"{expected:.3f}"
+
+
+def test_downloads_hold_every_adjudication_row(app, monkeypatch):
+    items = label_items({"ann": ["gold"], "bob": ["first", "none_correct"]}, count=5)
+    label_items({"ann": ["second"]}, count=2)  # two corrections: new rows, not overwrites
+    downloads = {}
+    original = DeltaGenerator.download_button
+
+    def record(self, label, data, *args, **kwargs):
+        downloads[label] = data
+        return original(self, label, data, *args, **kwargs)
+
+    monkeypatch.setattr(DeltaGenerator, "download_button", record)
+    compare(app)
+    rows = [json.loads(line) for line in downloads["Download JSONL"].splitlines()]
+    assert len(rows) == 12
+    assert [(r["annotator"], r["item_id"]) for r in rows[:5]] == [("ann", i.item_id) for i in items]
+    corrections = rows[-2:]
+    assert [r["choice"] for r in corrections] == [i.candidate_ids[1] for i in items[:2]]
+    assert [r["supersedes"] for r in corrections] == [rows[0]["id"], rows[1]["id"]]
+    csv_lines = downloads["Download CSV"].splitlines()
+    assert csv_lines[0].startswith("id,item_id,annotator,created_at,choice")
+    assert len(csv_lines) == 13
+    assert all(r["item_id"] in csv_lines[n + 1] for n, r in enumerate(rows))

@@ -1,0 +1,90 @@
+"""The Overview page on the demo database."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from pcf.consensus import pack
+from pcf.instability import FLAGS, slot_bias
+from pcf.results import run_summary
+from pcf.store import (
+    add_adjudication,
+    get_run,
+    item_db_ids,
+    load_items,
+    run_judgments,
+    session_scope,
+)
+from tests.app import markdown_texts, open_page
+
+
+def metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def frame_with(at, column: str):
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def test_overview_explains_the_tool_and_flags_the_simulated_judge(app):
+    at = open_page(app, "overview")
+    assert not at.exception
+    assert "several orderings" in at.markdown[0].value
+    assert any("Simulated judge" in w.value for w in at.warning)
+    assert list(frame_with(at, "protocol")["run"]) == [
+        "demo-direct",
+        "demo-pcf",
+        "demo-repeated",
+    ]
+
+
+def test_accuracy_flags_and_slot_bias_match_the_stored_run(app, db: Session):
+    at = open_page(app, "overview")
+    run = get_run("demo-pcf", session=db)
+    summary = run_summary(run, session=db)
+    stats = summary["accuracy"]
+    shown = metrics(at)
+    assert shown["Direct accuracy"] == f"{stats['direct_accuracy']:.1%}"
+    assert shown["Consensus accuracy"] == f"{stats['method_accuracy']:.1%}"
+    assert shown["Improved / regressed / same"] == (
+        f"{stats['improved']} / {stats['regressed']} / {stats['same']}"
+    )
+    assert shown["McNemar p (exact)"] == f"{stats['mcnemar_p']:.3g}"
+    low, high = stats["ci_points"]
+    assert shown["95% CI of the change (points)"] == f"[{low:+.1f}, {high:+.1f}]"
+
+    flags = frame_with(at, "meaning")
+    assert dict(zip(flags["flag"], flags["items"], strict=True)) == summary["flagged"]
+    assert list(flags["flag"]) == list(FLAGS)
+
+    (group,) = pack(run_judgments(run.id, session=db))
+    bias = slot_bias(group)
+    assert any(
+        f"chi-square against uniform (dashed line) = {bias.chi2:.1f}, p = {bias.p_value:.3g}"
+        in text
+        for text in markdown_texts(at)
+    )
+    shares = frame_with(at, "share of top picks")["share of top picks"]
+    assert list((shares / 100).round(9)) == list(bias.top_share.round(9))
+
+
+def test_the_direct_run_says_it_is_the_baseline(app):
+    app.sidebar.selectbox(key="run").set_value("demo-direct")
+    at = open_page(app, "overview")
+    assert not at.exception
+    assert any("direct baseline" in i.value for i in at.info)
+    assert metrics(at)["Improved / regressed / same"] == "0 / 0 / 52"
+
+
+def test_human_labels_get_their_own_accuracy(app, demo_engine: Engine, db: Session):
+    dataset_id = get_run("demo-pcf", session=db).dataset_id
+    items = load_items(dataset_id, session=db)[:3]
+    ids = item_db_ids(dataset_id, session=db)
+    with session_scope(demo_engine) as s:
+        for item in items:
+            add_adjudication(ids[item.item_id], session=s, annotator="ann", choice=item.gold)
+    at = open_page(app, "overview")
+    assert not at.exception
+    assert "**Against human labels** (3 items)" in markdown_texts(at)
+    assert metrics(at)["Items adjudicated"] == "3"

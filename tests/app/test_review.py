@@ -1,0 +1,206 @@
+"""The Review page on the demo database."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from sqlalchemy import Engine
+from sqlmodel import Session, col, select
+
+from pcf.cli import judge_dataset
+from pcf.instability import FLAG_HELP
+from pcf.items import Candidate, Item
+from pcf.results import run_decisions, run_summary
+from pcf.runner import RunConfig
+from pcf.store import Call, add_adjudication, get_run, import_items, item_db_ids, session_scope
+from tests.app import markdown_texts, open_page
+
+HOSTILE = (
+    "Paris. <script>alert('x')</script> <img src=http://example.invalid/p.png onerror=alert(2)> "
+    "![tracker](http://example.invalid/t.png) [click](javascript:alert(3)) **bold**"
+)
+UNSAFE = re.compile(r"<script|<img|!\[|example\.invalid|javascript:", re.IGNORECASE)
+
+
+def frame_with(at, column: str):
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def listed(at) -> list[str]:
+    return list(frame_with(at, "PCF winner")["item"])
+
+
+def stored_calls(db: Session, run_name: str, item_key: str) -> list[Call]:
+    run = get_run(run_name, session=db)
+    item_db_id = item_db_ids(run.dataset_id, session=db)[item_key]
+    return list(
+        db.exec(
+            select(Call)
+            .where(Call.run_id == run.id, Call.item_id == item_db_id)
+            .order_by(col(Call.execution), col(Call.call_index))
+        ).all()
+    )
+
+
+def test_the_list_is_sorted_most_doubtful_first(app, db: Session):
+    at = open_page(app, "review")
+    assert not at.exception
+    decisions = run_decisions(get_run("demo-pcf", session=db), session=db)
+    expected = sorted(decisions, key=lambda d: -d["metrics"]["priority"])
+    assert listed(at) == [d["item_id"] for d in expected]
+    assert at.selectbox(key="item").value == expected[0]["item_id"]
+    assert "52 of 52 items match, most doubtful first." in markdown_texts(at)
+
+
+def test_the_heatmap_data_are_the_stored_rankings_of_the_item(app, db: Session):
+    at = open_page(app, "review", item="demo-017")
+    assert not at.exception
+    assert at.selectbox(key="item").value == "demo-017"
+    heatmap = frame_with(at, "ordering")
+    calls = stored_calls(db, "demo-pcf", "demo-017")
+    assert len(calls) == 21
+    assert len(heatmap) == 21 * 4
+    for call in calls:
+        rows = heatmap[
+            (heatmap["execution"] == call.execution) & (heatmap["call_index"] == call.call_index)
+        ]
+        ranking = call.judgment["ranking"]
+        assert {r.candidate_id: int(r.rank) for r in rows.itertuples()} == {
+            cid: ranking.index(cid) + 1 for cid in ranking
+        }
+        assert {r.candidate_id: r.factuality for r in rows.itertuples()} == (
+            call.judgment["factuality"]
+        )
+        assert {r.candidate_id: r.slot for r in rows.itertuples()} == {
+            cid: call.order.index(cid) + 1 for cid in call.order
+        }
+    assert len(at.expander) >= 1 + len(calls)  # heatmap data + one per call
+
+
+def test_the_item_shows_winners_gold_flags_and_raw_calls(app, db: Session):
+    at = open_page(app, "review", item="demo-017")
+    record = next(
+        d
+        for d in run_decisions(get_run("demo-pcf", session=db), session=db)
+        if d["item_id"] == "demo-017"
+    )
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["PCF winner"].endswith(f"({record['winner']})")
+    assert shown["Direct winner"].endswith(f"({record['metrics']['direct_winner']})")
+    assert shown["Review priority"] == f"{record['metrics']['priority']:.2f}"
+    texts = markdown_texts(at)
+    for flag in record["flags"]:
+        assert f":orange-badge[{flag}] {FLAG_HELP[flag]}" in texts
+    consensus = frame_with(at, "U")
+    assert dict(zip(consensus["id"], consensus["C"], strict=True)) == record["consensus"]
+    calls = stored_calls(db, "demo-pcf", "demo-017")
+    codes = [c.value for c in at.code]
+    assert all(call.response_text in codes for call in calls)
+    assert all(call.request["user"] in codes for call in calls)
+
+
+def test_the_heatmap_switches_to_factuality(app):
+    at = open_page(app, "review", item="demo-017")
+    at.segmented_control(key="review_heatmap_value").set_value("factuality").run()
+    assert not at.exception
+    assert at.segmented_control(key="review_heatmap_value").value == "factuality"
+
+
+def test_filters_narrow_the_list(app, demo_engine: Engine, db: Session):
+    summary = run_summary(get_run("demo-pcf", session=db), session=db)
+    at = open_page(app, "review")
+    at.multiselect(key="review_flags").set_value(["near_tie"]).run()
+    assert not at.exception
+    near_ties = listed(at)
+    assert len(near_ties) == summary["flagged"]["near_tie"] < 52
+    at.toggle(key="review_overrides").set_value(True).run()
+    both = listed(at)
+    assert set(both) <= set(near_ties)
+    assert at.selectbox(key="item").value in both
+
+    at.multiselect(key="review_flags").set_value([]).run()
+    at.toggle(key="review_overrides").set_value(False).run()
+    at.text_input(key="review_search").set_value("EVEREST").run()
+    assert set(listed(at)) == {"demo-025", "demo-052"}
+
+    at.text_input(key="review_search").set_value("").run()
+    at.multiselect(key="review_buckets").set_value(["plain-error"]).run()
+    assert listed(at)
+    assert all(b == "plain-error" for b in frame_with(at, "PCF winner")["bucket"])
+
+    with session_scope(demo_engine) as s:
+        ids = item_db_ids(get_run("demo-pcf", session=db).dataset_id, session=s)
+        add_adjudication(ids["demo-003"], session=s, annotator="ann", choice="cannot_tell")
+    at.multiselect(key="review_buckets").set_value([]).run()
+    at.selectbox(key="review_adjudicated").set_value("adjudicated").run()
+    assert listed(at) == ["demo-003"]
+    at.selectbox(key="review_adjudicated").set_value("not adjudicated").run()
+    assert "demo-003" not in listed(at)
+    assert len(listed(at)) == 51
+
+
+def test_previous_and_next_move_within_the_filtered_list(app):
+    at = open_page(app, "review")
+    at.multiselect(key="review_flags").set_value(["order_unstable"]).run()
+    keys = listed(at)
+    assert at.selectbox(key="item").value == keys[0]
+    previous, following = (b for b in at.button if b.label in ("Previous", "Next"))
+    assert previous.disabled
+    following.click().run()
+    assert at.selectbox(key="item").value == keys[1]
+    next(b for b in at.button if b.label == "Next").click().run()
+    assert at.selectbox(key="item").value == keys[2]
+    next(b for b in at.button if b.label == "Previous").click().run()
+    assert at.selectbox(key="item").value == keys[1]
+
+    at = open_page(at, "overview")
+    at = open_page(at, "review")
+    assert at.multiselect(key="review_flags").value == ["order_unstable"]
+    assert listed(at) == keys
+
+
+def test_a_candidate_from_the_demo_renders_as_inert_text(app):
+    at = open_page(app, "review", item="demo-052")
+    assert not at.exception
+    hostile = next(t.value for t in at.text if "<script>" in t.value)
+    assert "<script>alert(1)</script> ![x](http://example.invalid/x.png)" in hostile
+    assert not [m for m in markdown_texts(at) if UNSAFE.search(m)]
+    assert not at.html
+
+
+@pytest.fixture
+def hostile_run(demo_engine: Engine) -> None:
+    """A one-item dataset whose candidate holds a script, an HTML image and a Markdown image,
+    judged by the simulated judge."""
+    item = Item(
+        "x-1",
+        "What is the capital of France? <img src=http://example.invalid/q.png>",
+        (Candidate("ok", "Paris."), Candidate("bad", HOSTILE)),
+        "ok",
+        "hostile",
+    )
+    with session_scope(demo_engine) as s:
+        dataset = import_items([item], session=s, name="hostile", fmt="jsonl")
+        s.commit()
+        judge_dataset(
+            s,
+            dataset,
+            name="hostile-pcf",
+            backend="simulated",
+            model="sim-primacy",
+            config=RunConfig(protocol="pcf", k=2),
+        )
+
+
+def test_script_html_and_markdown_images_in_texts_stay_inert(hostile_run, app):
+    app.sidebar.selectbox(key="dataset").set_value("hostile").run()
+    at = open_page(app, "review", item="x-1")
+    assert not at.exception
+    assert at.selectbox(key="item").value == "x-1"
+    texts = [t.value for t in at.text]
+    assert HOSTILE in texts
+    assert "What is the capital of France? <img src=http://example.invalid/q.png>" in texts
+    assert not [m for m in markdown_texts(at) if UNSAFE.search(m)]
+    assert not [e.label for e in at.expander if UNSAFE.search(e.label)]
+    assert not at.html

@@ -1,0 +1,120 @@
+"""The Runs page: the runs table, the cost estimate, and a run started from the page."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlmodel import Session, func, select
+from streamlit.testing.v1 import AppTest
+
+from pcf.store import Call, get_run
+from tests.app import open_page
+
+TIMEOUT_S = 60
+
+
+@pytest.fixture
+def at(app: AppTest, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    """The Runs page on the demo database, with no provider key in the environment."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    page = open_page(app, "runs")
+    assert not page.exception, [e.message for e in page.exception]
+    return page
+
+
+def shown(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def stored_calls(db: Session, name: str) -> int:
+    db.expire_all()
+    run = get_run(name, session=db)
+    if run is None:
+        return 0
+    return db.exec(select(func.count()).select_from(Call).where(Call.run_id == run.id)).one()
+
+
+def configure(at: AppTest, **values) -> AppTest:
+    """Set the start form's widgets by key suffix (``k=3`` sets ``runs_k``) and rerun."""
+    for name, value in values.items():
+        widget = next(w for w in at.get_by_key(f"runs_{name}") if hasattr(w, "set_value"))
+        widget.set_value(value)
+    return at.run()
+
+
+def test_the_table_lists_the_datasets_runs_with_their_totals(at, db):
+    table = at.dataframe[0].value
+    assert table["run"].tolist() == ["demo-direct", "demo-pcf", "demo-repeated"]
+    pcf = table.set_index("run").loc["demo-pcf"]
+    stored = get_run("demo-pcf", session=db)
+    assert (pcf["protocol"], pcf["K"], pcf["schedule"], pcf["executions"]) == (
+        "pcf",
+        7,
+        "balanced",
+        3,
+    )
+    assert (pcf["calls"], pcf["cache hits"], pcf["failures"]) == (
+        stored.calls_made,
+        stored.cache_hits,
+        stored.failures,
+    )
+    assert pcf["input tokens"] == stored.input_tokens
+
+
+def test_the_estimate_counts_items_times_k_times_executions_less_the_cache(at):
+    # The default form (pcf, K=7, 1 execution, sim-primacy) is all in demo-pcf's cache.
+    assert shown(at)["Planned calls"] == str(52 * 7)
+    assert shown(at)["From cache"] == str(52 * 7)
+    assert shown(at)["Calls to send"] == "0"
+    configure(at, model="sim-new", k=3, executions=2, limit=10)
+    assert shown(at)["Planned calls"] == str(10 * 3 * 2)
+    assert shown(at)["Calls to send"] == str(10 * 3 * 2)
+    assert shown(at)["Estimated cost"] == "$0.0000"
+
+
+def test_a_priced_provider_model_is_estimated_and_an_unknown_one_is_unpriced(at):
+    configure(at, backend="openai")
+    assert at.text_input(key="runs_model").value == "gpt-4o-mini"
+    assert at.button(key="runs_start").disabled
+    configure(at, base_url="http://localhost:9/v1")
+    assert not at.warning
+    assert shown(at)["Estimated cost"].startswith("$")
+    assert not at.button(key="runs_start").disabled
+    configure(at, model="my-local-model")
+    assert shown(at)["Estimated cost"] == "unpriced"
+
+
+def test_providers_without_a_key_cannot_start(at):
+    configure(at, backend="anthropic")
+    assert any("ANTHROPIC_API_KEY" in w.value for w in at.warning)
+    assert at.button(key="runs_start").disabled
+    configure(at, backend="openai")
+    assert any("OPENAI_API_KEY" in w.value for w in at.warning)
+    assert at.button(key="runs_start").disabled
+
+
+def test_a_name_taken_with_other_settings_cannot_start(at):
+    configure(at, name="demo-pcf", k=3)
+    assert "exists with other settings" in at.error[0].value
+    assert at.button(key="runs_start").disabled
+
+
+def test_a_run_started_from_the_page_finishes_and_stores_its_calls(at, db):
+    configure(at, name="page-run", model="sim-page", k=3, limit=5)
+    assert shown(at)["Calls to send"] == "15"
+    at.button(key="runs_start").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    deadline = time.monotonic() + TIMEOUT_S
+    while "**page-run** — finished" not in [m.value for m in at.markdown]:
+        assert time.monotonic() < deadline, "the run did not finish in time"
+        time.sleep(0.2)
+        at.run()
+    assert stored_calls(db, "page-run") == 15
+    assert shown(at)["Judge calls"] == "15"
+    assert at.get("progress")[0].proto.value == 100
+    assert "page-run" in at.dataframe[0].value["run"].tolist()
+    # Starting it again resumes: nothing left to call.
+    assert shown(at)["Already stored"] == "15"
+    assert shown(at)["Calls to send"] == "0"

@@ -1,0 +1,99 @@
+"""The Weights page: presets, sliders and K recompute accuracy; the seed's weight table."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from pcf.consensus import PRESETS, Weights
+from pcf.decisions import aggregate
+from pcf.store import get_engine, get_run, load_items, run_judgments, session_scope
+from tests.app import open_page
+
+
+@pytest.fixture
+def at(app: AppTest) -> AppTest:
+    """The Weights page on the demo database (run demo-pcf selected by the sidebar)."""
+    page = open_page(app, "weights")
+    assert not page.exception, [e.message for e in page.exception]
+    return page
+
+
+def expected_accuracy(run: str, weights: Weights, k: int | None = None) -> tuple[str, str]:
+    """(consensus, direct) accuracy as the page formats it, recomputed with `aggregate`."""
+    with session_scope(get_engine()) as s:
+        stored = get_run(run, session=s)
+        items = load_items(stored.dataset_id, session=s)
+        records = aggregate(run_judgments(stored.id, session=s), items=items, weights=weights, k=k)
+    gold = {i.item_id: i.gold for i in items}
+    method = sum(r["winner"] == gold[r["item_id"]] for r in records) / len(records)
+    direct = sum(r["metrics"]["direct_winner"] == gold[r["item_id"]] for r in records)
+    return f"{100 * method:.1f}%", f"{100 * direct / len(records):.1f}%"
+
+
+def shown(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_opens_on_the_proposed_weights_with_the_simulated_badge(at):
+    assert at.selectbox(key="weights_preset").value == "proposed"
+    assert at.slider(key="weights_ws").value == 0.5
+    assert at.slider(key="weights_k").value == 7
+    method, direct = expected_accuracy("demo-pcf", PRESETS["proposed"])
+    assert shown(at)["Accuracy"] == method
+    assert shown(at)["Direct accuracy"] == direct
+    assert any("Simulated judge" in w.value for w in at.warning)
+
+
+def test_score_only_preset_changes_accuracy_to_aggregates(at):
+    at.selectbox(key="weights_preset").set_value("score-only").run()
+    assert not at.exception
+    assert [at.slider(key=f"weights_{n}").value for n in ("ws", "wB", "wv", "wu")] == [1, 0, 0, 0]
+    method, _ = expected_accuracy("demo-pcf", PRESETS["score-only"])
+    assert method != expected_accuracy("demo-pcf", PRESETS["proposed"])[0]
+    assert shown(at)["Accuracy"] == method
+    changed = at.dataframe[0].value
+    assert len(changed) == int(shown(at)["Improved"]) + int(shown(at)["Regressed"]) + sum(
+        changed["outcome"] == "both wrong"
+    )
+
+
+def test_sliders_and_k_recompute_and_name_the_preset(at):
+    at.slider(key="weights_k").set_value(3).run()
+    at.slider(key="weights_wu").set_value(0.0).run()
+    assert at.selectbox(key="weights_preset").value == "custom"
+    weights = Weights(0.5, 0.25, 0.2, 0.0)
+    assert shown(at)["Accuracy"] == expected_accuracy("demo-pcf", weights, k=3)[0]
+    for name, value in zip(("ws", "wB", "wv"), (0.0, 0.0, 1.0), strict=True):
+        at.slider(key=f"weights_{name}").set_value(value).run()
+    assert at.selectbox(key="weights_preset").value == "vote-only"
+
+
+def test_all_zero_weights_are_refused(at):
+    at.selectbox(key="weights_preset").set_value("score-only").run()
+    at.slider(key="weights_ws").set_value(0.0).run()
+    assert not at.exception
+    assert "cannot all be zero" in at.error[0].value
+
+
+def test_weight_table_has_the_six_presets_for_the_selected_runs(at):
+    table = at.dataframe[-1].value
+    assert table.index.tolist() == list(PRESETS)
+    assert "demo-pcf accuracy %" in table.columns
+    assert "demo-repeated Δ vs direct" in table.columns
+    expected = expected_accuracy("demo-repeated", PRESETS["rank-only"])[0]
+    assert f"{table.loc['rank-only', 'demo-repeated accuracy %']:.1f}%" == expected
+    at.multiselect(key="weights_table_runs").set_value(["demo-pcf"]).run()
+    table = at.dataframe[-1].value
+    assert len(table) == 6
+    assert [c for c in table.columns if c.startswith("demo-")] == [
+        "demo-pcf accuracy %",
+        "demo-pcf Δ vs direct",
+    ]
+
+
+def test_a_direct_run_has_no_k_slider(at):
+    at.sidebar.selectbox(key="run").set_value("demo-direct").run()
+    assert not at.exception
+    assert not [s for s in at.slider if s.key == "weights_k"]
+    assert shown(at)["Accuracy"] == shown(at)["Direct accuracy"]

@@ -1,0 +1,195 @@
+"""Humans against the judge: human labels, accuracy, kappa, annotator agreement, export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pandas as pd
+import pytest
+
+from pcf.agreement import (
+    EXPORT_COLUMNS,
+    adjudications_csv,
+    adjudications_jsonl,
+    annotator_agreement,
+    compare_with_humans,
+    human_labels,
+    run_human_comparison,
+)
+from pcf.evaluation import cohen_kappa, krippendorff_alpha
+from pcf.results import run_decisions
+from pcf.store import (
+    add_adjudication,
+    adjudication_records,
+    current_labels,
+    get_dataset,
+    get_engine,
+    get_run,
+    load_items,
+    session_scope,
+)
+from tests.demo_database import copy_demo
+
+
+def labels(*rows: tuple[str, str, str]) -> pd.DataFrame:
+    """Current labels from (item_key, annotator, choice) rows."""
+    return pd.DataFrame(rows, columns=["item_key", "annotator", "choice"])
+
+
+def decision(item_id: str, winner: str | None, direct: str | None) -> dict:
+    return {"item_id": item_id, "winner": winner, "metrics": {"direct_winner": direct}}
+
+
+def test_human_label_is_the_strict_majority_of_candidate_labels():
+    current = labels(
+        ("i1", "ann", "a"),
+        ("i1", "bob", "a"),
+        ("i1", "cat", "b"),
+        ("i2", "ann", "a"),
+        ("i2", "bob", "b"),
+        ("i3", "ann", "none_correct"),
+        ("i3", "bob", "cannot_tell"),
+        ("i4", "ann", "b"),
+        ("i4", "bob", "none_correct"),
+        ("i4", "cat", "none_correct"),
+    )
+    # i2 is a tie, i3 has no candidate label; none_correct does not outvote a candidate (i4).
+    assert human_labels(current) == {"i1": "a", "i2": None, "i3": None, "i4": "b"}
+
+
+def test_two_annotators_agree_by_cohens_kappa_with_cannot_tell_as_missing():
+    current = labels(
+        ("i1", "ann", "a"),
+        ("i1", "bob", "a"),
+        ("i2", "ann", "b"),
+        ("i2", "bob", "a"),
+        ("i3", "ann", "none_correct"),
+        ("i3", "bob", "none_correct"),
+        ("i4", "ann", "b"),
+        ("i4", "bob", "cannot_tell"),
+        ("i5", "ann", "b"),
+    )
+    agreement = annotator_agreement(current)
+    expected = cohen_kappa(["a", "b", "none_correct"], ["a", "a", "none_correct"])
+    assert agreement.statistic == "cohen_kappa"
+    assert agreement.annotators == 2
+    assert agreement.items == 3
+    assert agreement.value == pytest.approx(expected)
+
+
+def test_three_annotators_agree_by_krippendorffs_alpha():
+    current = labels(
+        ("i1", "ann", "a"),
+        ("i1", "bob", "a"),
+        ("i1", "cat", "b"),
+        ("i2", "ann", "b"),
+        ("i2", "bob", "b"),
+        ("i3", "ann", "a"),
+        ("i3", "cat", "a"),
+        ("i4", "bob", "c"),
+    )
+    agreement = annotator_agreement(current)
+    expected = krippendorff_alpha(
+        [["a", "b", "a", None], ["a", "b", None, "c"], ["b", None, "a", None]]
+    )
+    assert agreement.statistic == "krippendorff_alpha"
+    assert agreement.items == 3
+    assert agreement.value == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("current", "note"),
+    [
+        (labels(("i1", "ann", "a"), ("i2", "ann", "b")), "needs two annotators"),
+        (labels(("i1", "ann", "a"), ("i2", "bob", "b")), "no item has labels from two annotators"),
+        (labels(("i1", "ann", "a"), ("i1", "bob", "a")), "undefined: every label is the same"),
+    ],
+)
+def test_agreement_is_not_measured_without_shared_varied_labels(current, note):
+    agreement = annotator_agreement(current)
+    assert agreement.value is None
+    assert agreement.note == note
+
+
+def test_compare_counts_abstentions_as_wrong_and_lists_disagreements():
+    current = labels(
+        ("i1", "ann", "a"),
+        ("i2", "ann", "b"),
+        ("i3", "ann", "c"),
+        ("i4", "ann", "a"),
+        ("i4", "bob", "b"),
+    )
+    decisions = [
+        decision("i1", "a", "a"),
+        decision("i2", "b", "a"),
+        decision("i3", None, "c"),
+        decision("i4", "a", "a"),
+        decision("i5", "a", "a"),
+    ]
+    result = compare_with_humans(decisions, current, gold={"i1": "a", "i2": "a", "i3": "c"})
+    assert result.adjudicated == 4
+    assert result.unresolved == ["i4"]
+    assert result.paired["n"] == 3
+    assert result.paired["direct_accuracy"] == pytest.approx(2 / 3)
+    assert result.paired["method_accuracy"] == pytest.approx(2 / 3)
+    assert result.paired["method_abstentions"] == 1
+    assert result.disagreements()["item_id"].tolist() == ["i2", "i3"]
+    assert result.kappa_direct == pytest.approx(cohen_kappa(["a", "a", "c"], ["a", "b", "c"]))
+    assert result.kappa_pcf == pytest.approx(cohen_kappa(["a", "b"], ["a", "b"]))
+    assert result.gold_agreement == (2, 3)
+
+
+def test_compare_without_any_human_label_has_no_figures():
+    result = compare_with_humans([decision("i1", "a", "a")], labels(("i1", "ann", "cannot_tell")))
+    assert result.adjudicated == 1
+    assert result.paired is None
+    assert result.kappa_pcf is None
+    assert result.rows.empty
+
+
+def test_a_stored_run_against_current_labels_uses_each_annotators_newest_label(
+    isolated_database,
+):
+    copy_demo(isolated_database)
+    with session_scope(get_engine()) as s:
+        dataset = get_dataset("demo", session=s)
+        items = load_items(dataset.id, session=s)[:6]
+        for item in items:
+            add_adjudication(
+                item.metadata["db_id"], session=s, annotator="ann", choice="cannot_tell"
+            )
+            add_adjudication(item.metadata["db_id"], session=s, annotator="ann", choice=item.gold)
+            add_adjudication(item.metadata["db_id"], session=s, annotator="bob", choice=item.gold)
+        run = get_run("demo-pcf", session=s)
+        result = run_human_comparison(run, session=s)
+        decisions = {d["item_id"]: d for d in run_decisions(run, session=s)}
+    assert result.adjudicated == 6
+    assert result.rows["human"].tolist() == [i.gold for i in items]
+    expected = sum(decisions[i.item_id]["winner"] == i.gold for i in items) / 6
+    assert result.paired["method_accuracy"] == pytest.approx(expected)
+    assert result.agreement.value == pytest.approx(1.0)
+    assert result.gold_agreement == (6, 6)
+
+
+def test_exports_hold_every_adjudication_row(isolated_database):
+    copy_demo(isolated_database)
+    with session_scope(get_engine()) as s:
+        dataset = get_dataset("demo", session=s)
+        item = load_items(dataset.id, session=s)[0]
+        db_id = item.metadata["db_id"]
+        add_adjudication(db_id, session=s, annotator="ann", choice=item.gold, tags=["x", "y"])
+        add_adjudication(db_id, session=s, annotator="ann", choice="none_correct", notes='a, "b"')
+        records = adjudication_records(dataset.id, session=s)
+        assert len(current_labels(dataset.id, session=s)) == 1
+    lines = [json.loads(line) for line in adjudications_jsonl(records).splitlines()]
+    assert lines == records
+    reader = csv.DictReader(io.StringIO(adjudications_csv(records)))
+    assert tuple(reader.fieldnames) == EXPORT_COLUMNS
+    rows = list(reader)
+    assert [r["choice"] for r in rows] == [item.gold, "none_correct"]
+    assert rows[0]["tags"] == "x;y"
+    assert rows[1]["notes"] == 'a, "b"'
+    assert rows[1]["supersedes"] == str(records[0]["id"])
+    assert rows[0]["id"] == str(records[0]["id"])

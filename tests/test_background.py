@@ -1,0 +1,98 @@
+"""Background runs: their own thread and session, progress readable while they go."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlmodel import Session, func, select
+
+from pcf.background import background_runs, start_run
+from pcf.runner import RunConfig
+from pcf.store import Call, get_engine, get_run
+from tests.demo_database import copy_demo
+
+TIMEOUT_S = 60
+
+
+def wait_until_done(engine, name: str):
+    """The run's last snapshot once it is no longer active."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        progress = next(p for p in background_runs(engine) if p.name == name)
+        if not progress.active:
+            return progress
+        time.sleep(0.05)
+    raise AssertionError(f"run {name} did not finish in {TIMEOUT_S} s")
+
+
+@pytest.fixture
+def engine(isolated_database):
+    copy_demo(isolated_database)
+    return get_engine()
+
+
+def test_a_background_run_stores_its_calls_and_reports_progress(engine):
+    started = start_run(
+        engine,
+        dataset="demo",
+        name="bg",
+        backend="simulated",
+        model="sim-bg",
+        config=RunConfig(k=3),
+        limit=4,
+    )
+    assert started.active
+    progress = wait_until_done(engine, "bg")
+    assert progress.status == "finished", progress.error
+    assert (progress.done, progress.total, progress.fraction) == (12, 12, 1.0)
+    assert progress.summary["this_invocation"]["calls_made"] == 12
+    with Session(engine) as s:
+        run = get_run("bg", session=s)
+        calls = s.exec(select(func.count()).select_from(Call).where(Call.run_id == run.id)).one()
+        assert (run.status, calls) == ("finished", 12)
+    assert [p.name for p in background_runs(engine, "demo")] == ["bg"]
+    assert background_runs(engine, "other") == []
+
+
+def test_a_run_that_cannot_resume_fails_with_the_reason(engine):
+    start_run(
+        engine,
+        dataset="demo",
+        name="demo-pcf",
+        backend="simulated",
+        model="sim-primacy",
+        config=RunConfig(k=3),
+    )
+    progress = wait_until_done(engine, "demo-pcf")
+    assert progress.status == "failed"
+    assert "exists with other settings" in progress.error
+    with Session(engine) as s:
+        assert get_run("demo-pcf", session=s).status == "finished"
+
+
+def test_a_provider_without_a_key_fails_and_marks_the_run_failed(engine, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    start_run(
+        engine,
+        dataset="demo",
+        name="nokey",
+        backend="anthropic",
+        model="claude-x",
+        config=RunConfig(protocol="direct"),
+    )
+    progress = wait_until_done(engine, "nokey")
+    assert progress.status == "failed"
+    assert "ANTHROPIC_API_KEY" in progress.error
+    with Session(engine) as s:
+        assert get_run("nokey", session=s).status == "failed"
+
+
+def test_the_same_run_cannot_start_twice_at_once(engine):
+    config = RunConfig(k=7, executions=3)
+    start_run(engine, dataset="demo", name="twice", backend="simulated", model="s2", config=config)
+    with pytest.raises(ValueError, match="already running"):
+        start_run(
+            engine, dataset="demo", name="twice", backend="simulated", model="s2", config=config
+        )
+    assert wait_until_done(engine, "twice").status == "finished"

@@ -1,0 +1,125 @@
+"""The weight playground and the weight table, against the decisions of `aggregate`."""
+
+from __future__ import annotations
+
+import pytest
+
+from pcf.consensus import PRESETS, Weights, pack
+from pcf.decisions import aggregate
+from pcf.store import (
+    create_run,
+    get_dataset,
+    get_engine,
+    get_run,
+    load_items,
+    run_judgments,
+    session_scope,
+)
+from pcf.weights import PackedRun, evaluate_weights, pack_run, weight_table
+from tests.demo_database import copy_demo
+from tests.factories import judgment, make_item
+
+
+@pytest.fixture
+def demo(isolated_database):
+    """Packed demo runs plus what `aggregate` needs to recompute them independently."""
+    copy_demo(isolated_database)
+    with session_scope(get_engine()) as s:
+        runs = {n: get_run(n, session=s) for n in ("demo-direct", "demo-pcf", "demo-repeated")}
+        items = load_items(runs["demo-pcf"].dataset_id, session=s)
+        return {
+            "packed": {n: pack_run(r, session=s) for n, r in runs.items()},
+            "judgments": {n: run_judgments(r.id, session=s) for n, r in runs.items()},
+            "items": items,
+        }
+
+
+def recomputed(demo, run: str, weights: Weights, k: int | None = None) -> tuple[float, float]:
+    """(consensus accuracy, direct accuracy) from `aggregate`'s records."""
+    records = aggregate(demo["judgments"][run], items=demo["items"], weights=weights, k=k)
+    gold = {i.item_id: i.gold for i in demo["items"]}
+    method = sum(r["winner"] == gold[r["item_id"]] for r in records) / len(records)
+    direct = sum(r["metrics"]["direct_winner"] == gold[r["item_id"]] for r in records)
+    return method, direct / len(records)
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+@pytest.mark.parametrize("k", [None, 1, 3, 5])
+def test_playground_accuracy_equals_aggregate(demo, preset, k):
+    outcome = evaluate_weights(demo["packed"]["demo-pcf"], PRESETS[preset], k=k)
+    method, direct = recomputed(demo, "demo-pcf", PRESETS[preset], k)
+    assert outcome.n == 52
+    assert outcome.accuracy == pytest.approx(method)
+    assert outcome.direct_accuracy == pytest.approx(direct)
+    assert outcome.improved - outcome.regressed == round(52 * (method - direct))
+
+
+def test_changed_items_are_those_whose_winner_left_direct(demo):
+    outcome = evaluate_weights(demo["packed"]["demo-pcf"], PRESETS["proposed"])
+    records = aggregate(demo["judgments"]["demo-pcf"], items=demo["items"])
+    changed = [r["item_id"] for r in records if r["winner"] != r["metrics"]["direct_winner"]]
+    assert outcome.changed["item_id"].tolist() == changed
+    counts = outcome.changed["outcome"].value_counts().to_dict()
+    assert counts.get("improved", 0) == outcome.improved
+    assert counts.get("regressed", 0) == outcome.regressed
+
+
+def test_weight_table_has_a_row_per_preset_and_two_columns_per_run(demo):
+    packed = [demo["packed"][n] for n in ("demo-direct", "demo-pcf")]
+    table = weight_table(packed)
+    assert table.index.tolist() == list(PRESETS)
+    assert table.loc["score-only", ["ws", "wB", "wv", "wu"]].tolist() == [1, 0, 0, 0]
+    for preset, weights in PRESETS.items():
+        method, direct = recomputed(demo, "demo-pcf", weights)
+        assert table.loc[preset, "demo-pcf accuracy %"] == pytest.approx(100 * method)
+        assert table.loc[preset, "demo-pcf Δ vs direct"] == pytest.approx(100 * (method - direct))
+    # The direct run has one call per item: every preset is its own direct baseline.
+    assert (table["demo-direct Δ vs direct"] == 0).all()
+
+
+def test_packed_run_knows_its_k_and_that_it_is_simulated(demo):
+    packed = demo["packed"]["demo-pcf"]
+    assert packed.k == 7
+    assert packed.simulated
+    assert demo["packed"]["demo-direct"].k == 1
+
+
+def test_apoc_runs_have_no_weights(isolated_database):
+    copy_demo(isolated_database)
+    with session_scope(get_engine()) as s:
+        dataset = get_dataset("demo", session=s)
+        run = create_run(
+            "pairs",
+            session=s,
+            dataset_id=dataset.id,
+            protocol="apoc",
+            backend="simulated",
+            model="sim",
+            k=3,
+            schedule="apoc",
+        )
+        with pytest.raises(ValueError, match="APOCJudge"):
+            pack_run(run, session=s)
+
+
+def hand_packed(gold: str | None) -> PackedRun:
+    """One item, three calls: scores favour c1, every ranking and vote favours c0."""
+    item = make_item("i1", n=2, gold=gold)
+    calls = [
+        judgment("i1", k, ("c0", "c1"), {"c0": 5, "c1": 9}, ranking=("c0", "c1")) for k in range(3)
+    ]
+    groups = tuple(pack(calls, {"i1": item.candidate_ids}))
+    return PackedRun("hand", groups, ("i1",), {"i1": gold}, 3, simulated=False)
+
+
+def test_weights_decide_a_hand_made_item():
+    packed = hand_packed("c1")
+    assert evaluate_weights(packed, PRESETS["score-only"]).accuracy == 1.0
+    vote = evaluate_weights(packed, PRESETS["vote-only"])
+    assert vote.accuracy == 0.0
+    assert vote.changed.empty
+
+
+def test_no_gold_no_accuracy():
+    with pytest.raises(ValueError, match="no judged item with a gold id"):
+        evaluate_weights(hand_packed(None), PRESETS["proposed"])
