@@ -12,8 +12,9 @@ from contextlib import contextmanager
 import streamlit as st
 from sqlalchemy import Engine
 from sqlmodel import Session
+from streamlit.runtime.pages_manager import PagesManager
 
-from pcf.results import SIMULATED_LABEL, is_simulated
+from pcf.results import SIMULATED_NOTE, is_simulated
 from pcf.review import RunAnalysis, analyse_run, matching_item_keys, run_version
 from pcf.store import (
     DATABASE_URL_ENV,
@@ -26,6 +27,14 @@ from pcf.store import (
     list_datasets,
     list_runs,
 )
+
+# A `pages/` folder puts a new Streamlit server in its legacy folder-page mode until app.py's
+# st.navigation runs; a deep link (/review?item=...) opened first would run the page alone,
+# without the sidebar. This module is imported by app.py and every page, once per process:
+# the first import leaves that mode and reruns, so app.py's navigation serves the link.
+if PagesManager.uses_pages_directory:
+    PagesManager.uses_pages_directory = False
+    st.rerun()
 
 ANNOTATOR_KEY = "annotator"
 DATASET_KEY = "dataset"
@@ -120,4 +129,4 @@ def annotator() -> str:
 def simulated_badge(run: Run | None) -> None:
     """A clear badge on results that came from the simulated judge."""
     if run is not None and is_simulated(run):
-        st.warning(f":material/science: **Simulated judge** — {SIMULATED_LABEL}.")
+        st.warning(f":material/science: **Simulated judge**: {SIMULATED_NOTE}.")

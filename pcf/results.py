@@ -16,7 +16,8 @@ from pcf.runner import apoc_verdicts
 from pcf.store.models import Call, Run
 from pcf.store.queries import item_db_ids, load_items, run_judgments
 
-SIMULATED_LABEL = "simulated judge: results illustrate the tool, not the method's accuracy"
+SIMULATED_NOTE = "results illustrate the tool, not the method's accuracy"
+SIMULATED_LABEL = f"simulated judge: {SIMULATED_NOTE}"
 
 
 def is_simulated(run: Run) -> bool:
