@@ -15,6 +15,7 @@ PAGES = [
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("pages/runs.py", title="Runs", icon=":material/play_circle:"),
     st.Page("pages/weights.py", title="Weights", icon=":material/tune:"),
+    st.Page("pages/report.py", title="Report", icon=":material/summarize:"),
 ]
 
 navigation = st.navigation(PAGES)

@@ -21,6 +21,14 @@ from pcf.judges import BACKENDS, make_judge
 from pcf.judgments import read_judgments
 from pcf.orderings import SCHEDULES
 from pcf.recordings import read_judgebench_outputs, read_llmbar_results, replay_summary
+from pcf.reports import (
+    build_report,
+    collect_report,
+    judgebench_source,
+    pair_frame,
+    replay_report,
+    write_report,
+)
 from pcf.results import run_decisions, run_summary
 from pcf.runner import PROTOCOLS, Progress, RunConfig, RunReport, execute
 from pcf.settings import price_table
@@ -150,15 +158,24 @@ def validate(
 @replay_app.command("judgebench")
 def replay_judgebench(
     path: Annotated[Path, typer.Argument(help="A JudgeBench outputs file (both orders).")],
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Also write report.md and report.html here.")
+    ] = None,
 ) -> None:
     """Score a JudgeBench judge's recorded decisions by the official rule, per bucket.
 
     Example: pcf replay judgebench "outputs/dataset=judgebench,...,judge_model=o1-mini.jsonl"
     """
     try:
-        emit({"file": str(path), **replay_summary(read_judgebench_outputs(path))})
+        pairs = read_judgebench_outputs(path)
+        emit({"file": str(path), **replay_summary(pairs)})
     except (DataError, ValueError) as exc:
         fail(str(exc))
+    if report is not None:
+        source = judgebench_source(path)
+        title = f"Replay: JudgeBench, judge {source.get('judge_model', path.stem)}"
+        written = write_report(replay_report(pair_frame(pairs), title=title, source=source), report)
+        typer.echo(f"wrote {written['markdown']} and {written['html']}", err=True)
 
 
 @replay_app.command("llmbar")
@@ -166,16 +183,24 @@ def replay_llmbar(
     path: Annotated[Path, typer.Argument(help="An LLMBar result.json, or a folder of them.")],
     judge: Annotated[str | None, typer.Option(help="Evaluator folder, e.g. GPT-4.")] = None,
     strategy: Annotated[str | None, typer.Option(help="Prompt folder, e.g. Vanilla.")] = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Also write report.md and report.html here.")
+    ] = None,
 ) -> None:
     """Score an LLMBar judge's recorded decisions in both orders, per subset.
 
-    Example: pcf replay llmbar Dataset/LLMBar --judge GPT-4 --strategy Vanilla
+    Example: pcf replay llmbar Dataset/LLMBar --judge GPT-4 --strategy Vanilla --report out/
     """
     try:
         pairs = read_llmbar_results(path, judge=judge, strategy=strategy)
         emit({"path": str(path), **replay_summary(pairs)})
     except (DataError, ValueError) as exc:
         fail(str(exc))
+    if report is not None:
+        source = {"path": str(path), "judge": judge or "any", "strategy": strategy or "any"}
+        title = f"Replay: LLMBar {path.name}, judge {judge or 'any'}"
+        written = write_report(replay_report(pair_frame(pairs), title=title, source=source), report)
+        typer.echo(f"wrote {written['markdown']} and {written['html']}", err=True)
 
 
 # ---------------------------------------------------------------- database commands
@@ -574,6 +599,37 @@ def study(
         emit({"study": name, "runs": summaries})
     except (ValueError, DataError) as exc:
         fail(f"error: {exc}", 2)
+
+
+@app.command("report")
+def report_command(
+    names: Annotated[
+        list[str], typer.Argument(metavar="NAME...", help="Study names or run names.")
+    ],
+    out: Annotated[
+        Path, typer.Option(help="Folder for report.md, report.html and charts/*.png.")
+    ] = Path("report"),
+    seed: Annotated[int, typer.Option(help="Seed of the paired bootstrap.")] = 0,
+) -> None:
+    """Write report.md and a self-contained report.html (charts also as PNG) for studies or
+    runs, from their stored judgments: no judge is called.
+
+    Example: pcf report demo-study --out report/
+    """
+    with database() as session:
+        chosen: dict[int, Run] = {}
+        for name in names:
+            run = get_run(name, session=session)
+            found = [run] if run is not None else study_runs(name, session)
+            if not found:
+                fail(f"error: no run or study {name!r}; `pcf runs` lists them", 2)
+            chosen |= {r.id: r for r in found}
+        try:
+            data = collect_report(list(chosen.values()), session=session)
+        except ValueError as exc:
+            fail(f"error: {exc}")
+    title = f"PCF report: {', '.join(names)}"
+    emit(write_report(build_report(data, title=title, seed=seed), out))
 
 
 def build_demo(session: Session) -> list[dict]:

@@ -1,0 +1,118 @@
+"""Report: the tables and charts of `pcf report` for chosen runs, with report.md and report.html
+to download."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages.common import RUN_KEY, current_dataset, session
+from pcf.reports import (
+    Figure,
+    Report,
+    ReportData,
+    Table,
+    build_report,
+    collect_report,
+    default_report_runs,
+    display_frame,
+    report_texts,
+)
+from pcf.results import SIMULATED_LABEL
+from pcf.review import run_version
+from pcf.store import database_url, get_run, list_runs
+
+RUNS_KEY = "report_runs"
+SEED = 0
+
+
+@st.cache_data(max_entries=8, show_spinner="Reading the runs' judgments…")
+def report_data(database: str, names: tuple[str, ...], versions: tuple) -> ReportData:
+    """The report's data frames, recomputed only when a run's calls change (``versions``)."""
+    with session() as s:
+        return collect_report([get_run(name, session=s) for name in names], session=s)
+
+
+@st.cache_data(max_entries=8, show_spinner="Rendering report.md and report.html…")
+def report_files(database: str, names: tuple[str, ...], versions: tuple) -> tuple[str, str]:
+    """``(report.md, report.html)`` of the chosen runs."""
+    return report_texts(build(database, names, versions))
+
+
+def build(database: str, names: tuple[str, ...], versions: tuple) -> Report:
+    """The report of the chosen runs."""
+    data = report_data(database, names, versions)
+    return build_report(data, title=f"PCF report: {', '.join(names)}", seed=SEED)
+
+
+def show(block: str | Table | Figure, index: int) -> None:
+    """Draw one block of the report as the files print it."""
+    if isinstance(block, str):
+        st.write(block)
+        return
+    st.markdown(f"**{block.title}**")
+    if isinstance(block, Table):
+        st.dataframe(display_frame(block.frame), hide_index=True, key=f"report_table_{index}")
+    else:
+        st.altair_chart(block.chart)
+    if block.note:
+        st.caption(block.note)
+    if block.simulated:
+        st.caption(f":material/science: {SIMULATED_LABEL}")
+
+
+st.title("Report")
+st.caption(
+    "The report `pcf report` writes: main table, K table, weight table, paired changes, order "
+    "instability, slot bias and the pairwise section, recomputed from stored judgments."
+)
+
+with session() as s:
+    dataset = current_dataset(s)
+    if dataset is None:
+        st.info("The database has no dataset yet: run `pcf demo` or `pcf import`.")
+        st.stop()
+    runs = list_runs(session=s, dataset_id=dataset.id)
+    if not runs:
+        st.info("No run on this dataset yet: start one on the Runs page.")
+        st.stop()
+    names = [r.name for r in runs]
+    if not set(st.session_state.get(RUNS_KEY) or []) <= set(names):
+        del st.session_state[RUNS_KEY]
+    if RUNS_KEY not in st.session_state:
+        st.session_state[RUNS_KEY] = default_report_runs(st.session_state.get(RUN_KEY), names)
+    st.multiselect("Runs", names, key=RUNS_KEY, help="A study's runs are named STUDY/...")
+    chosen = tuple(n for n in names if n in st.session_state[RUNS_KEY])
+    if not chosen:
+        st.info("Choose at least one run.")
+        st.stop()
+    versions = tuple(run_version(r, session=s) for r in runs if r.name in chosen)
+
+database = database_url()
+markdown, page = report_files(database, chosen, versions)
+left, right = st.columns(2)
+left.download_button(
+    "Download report.md",
+    markdown,
+    file_name="report.md",
+    mime="text/markdown",
+    on_click="ignore",
+    icon=":material/download:",
+)
+right.download_button(
+    "Download report.html",
+    page,
+    file_name="report.html",
+    mime="text/html",
+    on_click="ignore",
+    icon=":material/download:",
+)
+
+report = build(database, chosen, versions)
+if report.simulated:
+    st.warning(f":material/science: **Simulated judge** — {SIMULATED_LABEL}.")
+count = 0
+for section in report.sections:
+    st.subheader(section.title)
+    for block in section.blocks:
+        show(block, count)
+        count += 1

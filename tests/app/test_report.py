@@ -1,0 +1,119 @@
+"""The Report page on the demo database: the report's tables, and both files to download."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import PurePosixPath
+
+import pytest
+from sqlmodel import Session
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+from pcf.results import run_summary
+from pcf.store import get_run
+from tests.app import open_page
+
+
+@pytest.fixture
+def downloads(monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
+    """Every file the app hands to the media storage (download buttons), by file id."""
+    stored: dict[str, bytes] = {}
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def keep(self, path_or_data, mimetype, kind, filename=None):
+        file_id = original(self, path_or_data, mimetype, kind, filename)
+        stored[file_id] = path_or_data
+        return file_id
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", keep)
+    return stored
+
+
+def download_data(at, downloads: dict[str, bytes]) -> dict[str, str]:
+    """``{label: text}`` of the page's download buttons."""
+    out = {}
+    for button in at.get("download_button"):
+        file_id = PurePosixPath(button.proto.url).stem
+        data = downloads[file_id]
+        out[button.proto.label] = data.decode("utf-8") if isinstance(data, bytes) else data
+    return out
+
+
+class Tables(HTMLParser):
+    """The text of every table cell in an HTML page, row by row; flags scripts and links."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.tags: set[str] = set()
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def main_row(at):
+    frame = next(d.value for d in at.dataframe if "PCF %" in d.value.columns)
+    return frame.iloc[0].to_dict()
+
+
+def test_report_page_shows_the_main_table_of_the_demo_runs(app, db: Session, downloads):
+    at = open_page(app, "report")
+    assert not at.exception
+    assert at.multiselect(key="report_runs").value == ["demo-direct", "demo-pcf", "demo-repeated"]
+    stats = run_summary(get_run("demo-pcf", session=db), session=db)["accuracy"]
+    row = main_row(at)
+    low, high = stats["ci_points"]
+    assert row["run"] == "demo-pcf"
+    assert row["model"] == "simulated/sim-primacy"
+    assert row["N"] == str(stats["n"])
+    assert row["direct %"] == f"{100 * stats['direct_accuracy']:.1f}"
+    assert row["PCF %"] == f"{100 * stats['method_accuracy']:.1f}"
+    assert (row["improved"], row["regressed"], row["same"]) == tuple(
+        str(stats[k]) for k in ("improved", "regressed", "same")
+    )
+    assert row["McNemar p"] == f"{stats['mcnemar_p']:.3g}"
+    assert (row["CI low"], row["CI high"]) == (f"{low:+.1f}", f"{high:+.1f}")
+    titles = " ".join(m.value for m in at.markdown)
+    for title in ("K table", "Weight table", "Paired changes", "Slot bias", "order instability"):
+        assert title in titles
+    assert any("Simulated judge" in w.value for w in at.warning)
+    assert len(at.get("vega_lite_chart")) == 3
+
+
+def test_the_downloads_are_the_report_files(app, downloads):
+    at = open_page(app, "report")
+    files = download_data(at, downloads)
+    assert set(files) == {"Download report.md", "Download report.html"}
+    markdown, page = files["Download report.md"], files["Download report.html"]
+    row = main_row(at)
+    assert markdown.startswith("# PCF report: demo-direct, demo-pcf, demo-repeated")
+    assert f"| {' | '.join(row.values())} |" in markdown
+    parsed = Tables()
+    parsed.feed(page)
+    assert list(row.values()) in parsed.rows
+    assert "script" not in parsed.tags
+    assert page.count("data:image/svg+xml;base64,") == 3
+    assert "http://" not in page.replace('xmlns="http://www.w3.org', "")
+
+
+def test_choosing_only_the_direct_run_says_there_is_nothing_to_compare(app):
+    at = open_page(app, "report")
+    at.multiselect(key="report_runs").set_value(["demo-direct"]).run()
+    assert not at.exception
+    assert any("nothing to compare with direct" in m.value for m in at.markdown)
+    at.multiselect(key="report_runs").set_value([]).run()
+    assert any("at least one run" in i.value for i in at.info)
