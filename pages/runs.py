@@ -6,7 +6,6 @@ import streamlit as st
 
 from pages.common import current_dataset, engine, session
 from pcf.background import background_runs, start_run
-from pcf.cli import default_run_name
 from pcf.judges import KEY_ENV
 from pcf.orderings import SCHEDULES
 from pcf.results import SIMULATED_LABEL
@@ -15,6 +14,7 @@ from pcf.runs import (
     APP_BACKENDS,
     DEFAULT_MODELS,
     backend_availability,
+    default_run_name,
     estimate_run,
     runs_table,
 )

@@ -1,7 +1,7 @@
 """Judge runs in background threads, with progress any thread can read.
 
 Each run gets its own thread, and in it its own event loop (:func:`asyncio.run` inside
-:func:`pcf.cli.judge_dataset`) and its own database session; the runner commits every call as
+:func:`pcf.runs.judge_dataset`) and its own database session; the runner commits every call as
 it arrives, so other sessions see the calls appear. Progress lives in a module-level registry
 keyed by database and run name, so it survives page reruns and is visible to every browser
 session of the server process.
@@ -15,8 +15,8 @@ from datetime import datetime
 
 from sqlalchemy import Engine
 
-from pcf.cli import judge_dataset, settings_conflict
 from pcf.runner import RunConfig
+from pcf.runs import RunConflictError, judge_dataset
 from pcf.store.engine import session_scope
 from pcf.store.models import utc_now
 from pcf.store.queries import get_dataset, get_run
@@ -150,18 +150,6 @@ def _work(
             found = get_dataset(dataset, session=session)
             if found is None:
                 raise ValueError(f"no dataset {dataset!r}")
-            existing = get_run(name, session=session)
-            conflict = existing and settings_conflict(
-                existing,
-                found,
-                backend=backend,
-                model=model,
-                base_url=base_url,
-                config=config,
-                session=session,
-            )
-            if conflict:
-                raise ValueError(f"{conflict}; use the same settings or another run name")
             summary = judge_dataset(
                 session,
                 found,
@@ -174,6 +162,8 @@ def _work(
                 progress=tracker.advance,
             )
         tracker.update(status="finished", summary=summary, finished_at=utc_now())
+    except RunConflictError as exc:  # another run of that name: leave it as it is
+        tracker.update(status="failed", error=str(exc), finished_at=utc_now())
     except Exception as exc:  # the page shows every failure, whatever it is
         error = f"{type(exc).__name__}: {exc}"
         try:

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from sqlmodel import Session
 
-from pcf.consensus import DEFAULT_WEIGHTS, PRESETS, RULES, Weights
+from pcf.consensus import PRESETS, RULES, Weights
 from pcf.decisions import aggregate as aggregate_judgments
 from pcf.errors import DataError
 from pcf.items import FORMATS, load_dataset
-from pcf.judges import BACKENDS, make_judge
+from pcf.judges import BACKENDS
 from pcf.judgments import read_judgments
 from pcf.orderings import SCHEDULES
 from pcf.recordings import read_judgebench_outputs, read_llmbar_results, replay_summary
@@ -29,20 +27,24 @@ from pcf.reports import (
     replay_report,
     write_report,
 )
-from pcf.results import run_decisions, run_summary
-from pcf.runner import PROTOCOLS, Progress, RunConfig, RunReport, execute
-from pcf.settings import price_table
+from pcf.results import run_decisions
+from pcf.runner import PROTOCOLS, Progress, RunConfig
+from pcf.runs import (
+    DEMO_RUNS,
+    build_demo,
+    default_run_name,
+    judge_dataset,
+    study_plan,
+    study_runs,
+)
 from pcf.store import (
-    Dataset,
     Run,
     adjudication_records,
-    create_run,
     database_url,
     get_dataset,
     get_engine,
     get_run,
     import_items,
-    item_db_ids,
     list_datasets,
     list_runs,
     load_items,
@@ -205,12 +207,20 @@ def replay_llmbar(
 
 # ---------------------------------------------------------------- database commands
 
-DEMO_ITEMS = Path(__file__).resolve().parents[1] / "data" / "demo" / "items.jsonl"
-DEMO_RUNS = (
-    ("demo-direct", RunConfig(protocol="direct")),
-    ("demo-pcf", RunConfig(protocol="pcf", k=7, executions=3)),
-    ("demo-repeated", RunConfig(protocol="repeated", k=7)),
-)
+
+def terminal_progress(name: str) -> Progress | None:
+    """A progress bar on stderr when it is a terminal."""
+    if not sys.stderr.isatty():
+        return None
+    bar = typer.progressbar(length=1, label=f"judging {name}", file=sys.stderr)
+
+    def advance(done: int, total: int) -> None:
+        bar.length = max(total, 1)
+        bar.update(1)
+        if done >= total:
+            bar.render_finish()
+
+    return advance
 
 
 @contextmanager
@@ -248,145 +258,6 @@ def import_dataset(
         fail(f"nothing imported: {len(exc.problems)} problem(s):\n{exc}")
     except ValueError as exc:
         fail(f"nothing imported: {exc}")
-
-
-def settings_conflict(
-    run: Run,
-    dataset: Dataset,
-    *,
-    backend: str,
-    model: str,
-    base_url: str | None,
-    config: RunConfig,
-    session: Session,
-) -> str | None:
-    """Why ``run`` cannot be resumed with these settings (what differs), or None when it can."""
-    mine = {"dataset": dataset.name, "backend": backend, "model": model, "base_url": base_url}
-    theirs_dataset = session.get(Dataset, run.dataset_id)
-    theirs = {
-        "dataset": theirs_dataset.name if theirs_dataset else None,
-        "backend": run.backend,
-        "model": run.model,
-        "base_url": run.base_url,
-    }
-    mine |= config.normalised().identity()
-    theirs |= run.settings.get("identity", {})
-    changed = sorted(k for k in mine if mine[k] != theirs.get(k))
-    if not changed:
-        return None
-    detail = ", ".join(f"{k}: {theirs.get(k)!r} -> {mine[k]!r}" for k in changed)
-    return f"run {run.name!r} exists with other settings ({detail})"
-
-
-def _open_run(
-    session: Session,
-    dataset: Dataset,
-    name: str,
-    backend: str,
-    model: str,
-    base_url: str | None,
-    config: RunConfig,
-) -> Run:
-    """The run called ``name``: created, or resumed when its settings are the same."""
-    identity = config.normalised().identity()
-    run = get_run(name, session=session)
-    if run is None:
-        return create_run(
-            name,
-            session=session,
-            dataset_id=dataset.id,
-            protocol=config.protocol,
-            backend=backend,
-            model=model,
-            k=config.normalised().k,
-            schedule=config.normalised().schedule,
-            seed=config.seed,
-            executions=config.normalised().executions,
-            base_url=base_url,
-            weights=dict(zip(("ws", "wB", "wv", "wu"), DEFAULT_WEIGHTS.as_tuple(), strict=True)),
-            settings={"identity": identity, "ballpark_guard": config.ballpark_guard},
-        )
-    conflict = settings_conflict(
-        run,
-        dataset,
-        backend=backend,
-        model=model,
-        base_url=base_url,
-        config=config,
-        session=session,
-    )
-    if conflict:
-        fail(f"error: {conflict}; use the same settings to resume it, or pick another --name", 2)
-    return run
-
-
-def judge_dataset(
-    session: Session,
-    dataset: Dataset,
-    *,
-    name: str,
-    backend: str,
-    model: str,
-    config: RunConfig,
-    base_url: str | None = None,
-    replay: Path | None = None,
-    limit: int | None = None,
-    show_progress: bool = False,
-    progress: Progress | None = None,
-) -> dict:
-    """Create or resume a run and make its missing calls; returns the run's summary.
-
-    ``progress(done, total)`` is called after every answered call (the app's background runs);
-    without it, ``show_progress`` draws a bar on a terminal.
-    """
-    items = load_items(dataset.id, session=session)[:limit]
-    run = _open_run(session, dataset, name, backend, model, base_url, config)
-    session.commit()
-    judge = make_judge(backend, model, base_url=base_url, replay_path=replay, seed=config.seed)
-    db_ids = item_db_ids(dataset.id, session=session)
-
-    async def go(progress) -> RunReport:
-        try:
-            return await execute(
-                run,
-                items,
-                judge,
-                config,
-                session=session,
-                db_ids=db_ids,
-                prices=price_table(),
-                progress=progress,
-            )
-        finally:
-            if hasattr(judge, "aclose"):
-                await judge.aclose()
-
-    if progress is not None:
-        report = asyncio.run(go(progress))
-    elif show_progress and sys.stderr.isatty():
-        with typer.progressbar(length=1, label=f"judging {name}", file=sys.stderr) as bar:
-
-            def advance(done: int, total: int) -> None:
-                bar.length = max(total, 1)
-                bar.update(1)
-
-            report = asyncio.run(go(advance))
-    else:
-        report = asyncio.run(go(None))
-    summary = run_summary(run, session=session)
-    summary["this_invocation"] = {
-        "planned": report.planned,
-        "already_stored": report.already_done,
-        "calls_made": report.calls_made,
-        "cache_hits": report.cache_hits,
-        "failures": report.failures,
-        "errors": dict(report.errors),
-        "input_tokens": report.input_tokens,
-        "output_tokens": report.output_tokens,
-        "cost_usd": round(report.cost_usd, 6),
-        "unpriced_model": report.unpriced,
-    }
-    return summary
 
 
 @app.command()
@@ -445,17 +316,11 @@ def judge(
                 base_url=base_url,
                 replay=replay,
                 limit=limit,
-                show_progress=True,
+                progress=terminal_progress(run_name),
             )
         emit(summary)
     except (ValueError, DataError) as exc:
         fail(f"error: {exc}", 2)
-
-
-def default_run_name(dataset: str, backend: str, model: str, config: RunConfig) -> str:
-    """A name that encodes the run's settings, so repeating a command resumes its run."""
-    c = config.normalised()
-    return f"{dataset}/{c.protocol}/{backend}/{model}/k{c.k}-{c.schedule}-x{c.executions}-s{c.seed}"
 
 
 @app.command()
@@ -530,28 +395,6 @@ def runs() -> None:
         )
 
 
-def study_plan(
-    items_are_pairs: bool, k: int, executions: int, **common: Any
-) -> list[tuple[str, RunConfig]]:
-    """The paper's protocol: direct, PCF and repeated canonical; APOCJudge for pairs.
-
-    K=3 and 5 come from prefixes of the K=7 runs, at no extra cost. ``common`` holds the
-    settings every run shares (seed, temperature, concurrency).
-    """
-    if items_are_pairs:
-        return [("apoc", RunConfig(protocol="apoc", **common))]
-    return [
-        ("direct", RunConfig(protocol="direct", **common)),
-        ("pcf", RunConfig(protocol="pcf", k=k, executions=executions, **common)),
-        ("repeated", RunConfig(protocol="repeated", k=k, **common)),
-    ]
-
-
-def study_runs(name: str, session: Session) -> list[Run]:
-    """The runs of study ``name`` (named ``NAME/direct``, ``NAME/pcf``...)."""
-    return [r for r in list_runs(session=session) if r.name.startswith(f"{name}/")]
-
-
 @app.command()
 def study(
     dataset_name: Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")],
@@ -593,7 +436,7 @@ def study(
                         base_url=base_url,
                         replay=replay,
                         limit=limit,
-                        show_progress=True,
+                        progress=terminal_progress(f"{name}/{label}"),
                     )
                 )
         emit({"study": name, "runs": summaries})
@@ -630,23 +473,6 @@ def report_command(
             fail(f"error: {exc}")
     title = f"PCF report: {', '.join(names)}"
     emit(write_report(build_report(data, title=title, seed=seed), out))
-
-
-def build_demo(session: Session) -> list[dict]:
-    """Import the demo items as dataset ``demo`` and run the simulated demo runs."""
-    dataset = get_dataset("demo", session=session)
-    if dataset is None:
-        items = load_dataset("jsonl", DEMO_ITEMS)
-        dataset = import_items(
-            items, session=session, name="demo", fmt="jsonl", source_path=DEMO_ITEMS
-        )
-        session.commit()
-    return [
-        judge_dataset(
-            session, dataset, name=name, backend="simulated", model="sim-primacy", config=config
-        )
-        for name, config in DEMO_RUNS
-    ]
 
 
 @app.command()

@@ -1,5 +1,5 @@
-"""Runs as the app shows and plans them: the runs table, which backends can be used, and the
-cost estimate of a run before it starts.
+"""Runs: create or resume one and make its calls, the paper's study and the demo, the runs
+table, which backends can be used, and the cost estimate of a run before it starts.
 
 The estimate plans the run's calls exactly as the runner does, leaves out the calls the run has
 stored already and those the content-keyed cache would answer, and prices the rest: input tokens
@@ -9,19 +9,44 @@ APOCJudge's confirmation calls depend on answers, so they are counted as "up to"
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from sqlmodel import Session, col, select
 
-from pcf.cli import settings_conflict
-from pcf.judges import KEY_ENV
-from pcf.runner import RunConfig, content_key, plan
+from pcf.consensus import DEFAULT_WEIGHTS
+from pcf.items import load_dataset
+from pcf.judges import KEY_ENV, make_judge
+from pcf.results import run_summary
+from pcf.runner import Progress, RunConfig, RunReport, content_key, execute, plan
 from pcf.settings import call_cost, price_table
 from pcf.store.models import Call, Dataset, Run
-from pcf.store.queries import get_run, item_db_ids, load_items
+from pcf.store.queries import (
+    create_run,
+    get_dataset,
+    get_run,
+    import_items,
+    item_db_ids,
+    list_runs,
+    load_items,
+)
+
+DEMO_ITEMS = Path(__file__).resolve().parents[1] / "data" / "demo" / "items.jsonl"
+DEMO_RUNS = (
+    ("demo-direct", RunConfig(protocol="direct")),
+    ("demo-pcf", RunConfig(protocol="pcf", k=7, executions=3)),
+    ("demo-repeated", RunConfig(protocol="repeated", k=7)),
+)
+
+
+class RunConflictError(ValueError):
+    """A run of that name exists with other settings."""
+
 
 APP_BACKENDS = ("simulated", "openai", "anthropic")
 DEFAULT_MODELS = {
@@ -210,3 +235,183 @@ def estimate_run(
         resumes=run is not None,
         conflict=conflict,
     )
+
+
+def settings_conflict(
+    run: Run,
+    dataset: Dataset,
+    *,
+    backend: str,
+    model: str,
+    base_url: str | None,
+    config: RunConfig,
+    session: Session,
+) -> str | None:
+    """Why ``run`` cannot be resumed with these settings (what differs), or None when it can."""
+    mine = {"dataset": dataset.name, "backend": backend, "model": model, "base_url": base_url}
+    theirs_dataset = session.get(Dataset, run.dataset_id)
+    theirs = {
+        "dataset": theirs_dataset.name if theirs_dataset else None,
+        "backend": run.backend,
+        "model": run.model,
+        "base_url": run.base_url,
+    }
+    mine |= config.normalised().identity()
+    theirs |= run.settings.get("identity", {})
+    changed = sorted(k for k in mine if mine[k] != theirs.get(k))
+    if not changed:
+        return None
+    detail = ", ".join(f"{k}: {theirs.get(k)!r} -> {mine[k]!r}" for k in changed)
+    return f"run {run.name!r} exists with other settings ({detail})"
+
+
+def open_run(
+    session: Session,
+    dataset: Dataset,
+    name: str,
+    backend: str,
+    model: str,
+    base_url: str | None,
+    config: RunConfig,
+) -> Run:
+    """The run called ``name``: created, or resumed when its settings are the same.
+
+    Raises:
+        RunConflictError: a run of that name exists with other settings.
+    """
+    identity = config.normalised().identity()
+    run = get_run(name, session=session)
+    if run is None:
+        return create_run(
+            name,
+            session=session,
+            dataset_id=dataset.id,
+            protocol=config.protocol,
+            backend=backend,
+            model=model,
+            k=config.normalised().k,
+            schedule=config.normalised().schedule,
+            seed=config.seed,
+            executions=config.normalised().executions,
+            base_url=base_url,
+            weights=dict(zip(("ws", "wB", "wv", "wu"), DEFAULT_WEIGHTS.as_tuple(), strict=True)),
+            settings={"identity": identity, "ballpark_guard": config.ballpark_guard},
+        )
+    conflict = settings_conflict(
+        run,
+        dataset,
+        backend=backend,
+        model=model,
+        base_url=base_url,
+        config=config,
+        session=session,
+    )
+    if conflict:
+        raise RunConflictError(
+            f"{conflict}; use the same settings to resume it, or pick another name"
+        )
+    return run
+
+
+def judge_dataset(
+    session: Session,
+    dataset: Dataset,
+    *,
+    name: str,
+    backend: str,
+    model: str,
+    config: RunConfig,
+    base_url: str | None = None,
+    replay: Path | None = None,
+    limit: int | None = None,
+    progress: Progress | None = None,
+) -> dict:
+    """Create or resume a run and make its missing calls; returns the run's summary.
+
+    ``progress(done, total)`` is called after every answered call.
+
+    Raises:
+        RunConflictError: a run of that name exists with other settings.
+    """
+    items = load_items(dataset.id, session=session)[:limit]
+    run = open_run(session, dataset, name, backend, model, base_url, config)
+    session.commit()
+    judge = make_judge(backend, model, base_url=base_url, replay_path=replay, seed=config.seed)
+    db_ids = item_db_ids(dataset.id, session=session)
+
+    async def go(progress: Progress | None) -> RunReport:
+        try:
+            return await execute(
+                run,
+                items,
+                judge,
+                config,
+                session=session,
+                db_ids=db_ids,
+                prices=price_table(),
+                progress=progress,
+            )
+        finally:
+            if hasattr(judge, "aclose"):
+                await judge.aclose()
+
+    report = asyncio.run(go(progress))
+    summary = run_summary(run, session=session)
+    summary["this_invocation"] = {
+        "planned": report.planned,
+        "already_stored": report.already_done,
+        "calls_made": report.calls_made,
+        "cache_hits": report.cache_hits,
+        "failures": report.failures,
+        "errors": dict(report.errors),
+        "input_tokens": report.input_tokens,
+        "output_tokens": report.output_tokens,
+        "cost_usd": round(report.cost_usd, 6),
+        "unpriced_model": report.unpriced,
+    }
+    return summary
+
+
+def default_run_name(dataset: str, backend: str, model: str, config: RunConfig) -> str:
+    """A name that encodes the run's settings, so repeating a command resumes its run."""
+    c = config.normalised()
+    return f"{dataset}/{c.protocol}/{backend}/{model}/k{c.k}-{c.schedule}-x{c.executions}-s{c.seed}"
+
+
+def study_plan(
+    items_are_pairs: bool, k: int, executions: int, **common: Any
+) -> list[tuple[str, RunConfig]]:
+    """The paper's protocol: direct, PCF and repeated canonical; APOCJudge for pairs.
+
+    K=3 and 5 come from prefixes of the K=7 runs, at no extra cost. ``common`` holds the
+    settings every run shares (seed, temperature, concurrency).
+    """
+    if items_are_pairs:
+        return [("apoc", RunConfig(protocol="apoc", **common))]
+    return [
+        ("direct", RunConfig(protocol="direct", **common)),
+        ("pcf", RunConfig(protocol="pcf", k=k, executions=executions, **common)),
+        ("repeated", RunConfig(protocol="repeated", k=k, **common)),
+    ]
+
+
+def study_runs(name: str, session: Session) -> list[Run]:
+    """The runs of study ``name`` (named ``NAME/direct``, ``NAME/pcf``...)."""
+    return [r for r in list_runs(session=session) if r.name.startswith(f"{name}/")]
+
+
+def build_demo(session: Session) -> list[dict]:
+    """Import the demo items as dataset ``demo`` and run the simulated demo runs."""
+    dataset = get_dataset("demo", session=session)
+    if dataset is None:
+        items = load_dataset("jsonl", DEMO_ITEMS)
+        dataset = import_items(
+            items, session=session, name="demo", fmt="jsonl", source_path=DEMO_ITEMS
+        )
+        session.commit()
+    return [
+        judge_dataset(
+            session, dataset, name=name, backend="simulated", model="sim-primacy", config=config
+        )
+        for name, config in DEMO_RUNS
+    ]

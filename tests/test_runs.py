@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pcf.cli import judge_dataset
 from pcf.runner import RunConfig
-from pcf.runs import RUN_COLUMNS, backend_availability, estimate_run, runs_table
+from pcf.runs import RUN_COLUMNS, backend_availability, estimate_run, judge_dataset, runs_table
 from pcf.store import get_dataset, get_engine, get_run, list_runs, session_scope
 from tests.demo_database import copy_demo
 

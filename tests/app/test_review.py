@@ -8,11 +8,11 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
-from pcf.cli import judge_dataset
 from pcf.instability import FLAG_HELP
 from pcf.items import Candidate, Item
 from pcf.results import run_decisions, run_summary
 from pcf.runner import RunConfig
+from pcf.runs import judge_dataset
 from pcf.store import Call, add_adjudication, get_run, import_items, item_db_ids, session_scope
 from tests.app import markdown_texts, open_page
 
