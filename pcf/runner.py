@@ -9,14 +9,17 @@ orders, then a keyed confirmation call only where it can change the verdict).
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import json
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sqlalchemy import insert
 from sqlmodel import Session, select
 
 from pcf.items import Item
@@ -27,9 +30,10 @@ from pcf.parsing import parse_listwise, parse_pairwise
 from pcf.prompts import Rendered, neutral_keys, render_listwise, render_pairwise
 from pcf.settings import call_cost
 from pcf.store.models import Call, Run, utc_now
-from pcf.store.queries import cached_call, update_run_totals
+from pcf.store.queries import cached_calls, update_run_totals
 
 PROTOCOLS = ("direct", "pcf", "repeated", "apoc")
+CALL_TABLE = Call.__table__  # type: ignore[attr-defined]
 MAX_BACKOFF_S = 60.0
 
 
@@ -197,14 +201,26 @@ class _Executor:
         if self.progress:
             self.progress(self.done, self.total)
 
-    def _commit(self, call: Call) -> Call:
-        self.session.add(call)
+    def _commit(self, rows: list[dict[str, Any]]) -> None:
+        """Store rows of calls in one transaction (a judge's answer alone, as it arrives).
+
+        A plain INSERT of the rows, without building ORM objects or a unit of work: this runs
+        in the event loop once per call, and every millisecond it takes is taken from the
+        judge's SDK (see ``benchmarks/runner_throughput.py``).
+        """
+        now = utc_now()
+        self.session.execute(insert(CALL_TABLE), [{"created_at": now, **row} for row in rows])
         self.session.commit()
-        if not call.ok:
-            self.report.failures += 1
-            self.report.errors[(call.error or "failed").split(":")[0]] += 1
-        self._tick()
-        return call
+        for row in rows:
+            if not row["ok"]:
+                self.report.failures += 1
+                self.report.errors[(row["error"] or "failed").split(":")[0]] += 1
+            self._tick()
+
+    def _key(self, planned: PlannedCall, rendered: Rendered) -> str:
+        return content_key(
+            self.judge.backend, self.judge.model, rendered, self.config, planned.repeat_index
+        )
 
     def _base_row(self, planned: PlannedCall, rendered: Rendered, key: str) -> dict[str, Any]:
         return {
@@ -256,34 +272,32 @@ class _Executor:
             "judgment": judgment,
         }
 
-    def from_cache(self, planned: PlannedCall) -> Call | None:
-        """Record a call answered by the content-keyed cache, or return None."""
-        rendered = planned.render()
-        key = content_key(
-            self.judge.backend, self.judge.model, rendered, self.config, planned.repeat_index
-        )
-        hit = cached_call(key, session=self.session)
-        if hit is None:
+    def from_cache(
+        self, planned: PlannedCall, rendered: Rendered, key: str, hit: Call
+    ) -> dict[str, Any] | None:
+        """The row of a call the content-keyed cache answers with ``hit``, or None.
+
+        The same prompt text may label other candidate ids (the same texts in another item or
+        dataset), so the stored answer is parsed again against this call's keys, as if the
+        judge had given it now; were that not ok, the judge is asked instead.
+        """
+        reused = self._parse(planned, rendered, JudgeReply(text=hit.response_text or ""))
+        if not reused["ok"]:
             return None
         self.report.cache_hits += 1
-        row = self._base_row(planned, rendered, key) | {
-            "response_text": hit.response_text,
-            "response_raw": hit.response_raw,
-            "ok": True,
-            "error": None,
-            "repaired": hit.repaired,
-            "judgment": hit.judgment,
-            "attempts": 0,
-            "cached_from": hit.cached_from or hit.id,
-        }
-        return self._commit(Call(**row))
-
-    async def call(self, planned: PlannedCall) -> Call:
-        """Answer one call with the judge, retrying transport errors and unparseable answers."""
-        rendered = planned.render()
-        key = content_key(
-            self.judge.backend, self.judge.model, rendered, self.config, planned.repeat_index
+        return (
+            self._base_row(planned, rendered, key)
+            | reused
+            | {
+                "response_text": hit.response_text,
+                "response_raw": hit.response_raw,
+                "attempts": 0,
+                "cached_from": hit.cached_from or hit.id,
+            }
         )
+
+    async def call(self, planned: PlannedCall, rendered: Rendered, key: str) -> None:
+        """Answer one call with the judge, retrying transport errors and unparseable answers."""
         context = CallContext(
             planned.item,
             planned.order,
@@ -306,7 +320,7 @@ class _Executor:
                         continue
                     outcome = {
                         "ok": False,
-                        "error": f"{exc.reason}: {exc}"[:500],
+                        "error": str(exc)[:500],  # "reason: message"
                         "repaired": [],
                         "judgment": None,
                         "response_text": None,
@@ -340,25 +354,51 @@ class _Executor:
                 "attempts": attempts,
             }
         )
-        return self._commit(Call(**row))
+        self._commit([row])
 
     def _backoff(self, failures: int, retry_after: float | None) -> float:
         """Exponential backoff with jitter, at least what the provider asked for."""
         wait = self.config.backoff_s * 2 ** (failures - 1) * (0.5 + random.random())
         return min(MAX_BACKOFF_S, max(wait, retry_after or 0.0))
 
-    async def answer(self, calls: Sequence[PlannedCall]) -> list[Call]:
-        """Answer calls from the cache where possible, the rest concurrently."""
-        rows = []
-        pending = []
+    async def answer(self, calls: Sequence[PlannedCall]) -> None:
+        """Answer calls from the cache where possible, the rest concurrently.
+
+        The cache is looked up for all calls in a few queries and its answers are stored in
+        one transaction before the first judge call; each judge answer is committed alone.
+        """
+        prepared = []
         for planned in calls:
-            cached = self.from_cache(planned)
+            rendered = planned.render()
+            prepared.append((planned, rendered, self._key(planned, rendered)))
+        hits = cached_calls([key for *_, key in prepared], session=self.session)
+        hit_rows: list[dict[str, Any]] = []
+        pending = []
+        for planned, rendered, key in prepared:
+            hit = hits.get(key)
+            cached = None if hit is None else self.from_cache(planned, rendered, key, hit)
             if cached is None:
-                pending.append(planned)
+                pending.append((planned, rendered, key))
             else:
-                rows.append(cached)
-        rows += await asyncio.gather(*(self.call(p) for p in pending))
-        return rows
+                hit_rows.append(cached)
+        if hit_rows:
+            self._commit(hit_rows)
+        await asyncio.gather(*(self.call(*p) for p in pending))
+
+
+@contextmanager
+def _gc_frozen() -> Iterator[None]:
+    """Keep the objects that exist before a run out of the cyclic garbage collector's scans.
+
+    A full collection scans every object the process holds (the SDKs, SQLAlchemy, pandas...),
+    and while it runs the event loop stalls every call in flight; the SDKs allocate enough per
+    call to trigger several during a run. Objects made during the run are collected as usual.
+    """
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _confirmation(planned_first: PlannedCall, config: RunConfig) -> PlannedCall:
@@ -391,10 +431,14 @@ async def execute(
     """
     config = config.normalised()
     executor = _Executor(run, judge, config, session, prices, progress)
-    stored = {
-        (c.item_id, c.execution, c.call_index): c
-        for c in session.exec(select(Call).where(Call.run_id == run.id)).all()
-    }
+
+    def stored_calls() -> dict[tuple[int, int, int], Call]:
+        return {
+            (c.item_id, c.execution, c.call_index): c
+            for c in session.exec(select(Call).where(Call.run_id == run.id)).all()
+        }
+
+    stored = stored_calls()
     planned = plan(items, db_ids, config)
     todo = [p for p in planned if (p.item_db_id, p.execution, p.call_index) not in stored]
     executor.total = len(todo)
@@ -403,21 +447,22 @@ async def execute(
     run.status = "running"
     session.add(run)
     session.commit()
-    for row in await executor.answer(todo):
-        stored[(row.item_id, row.execution, row.call_index)] = row
-    if config.protocol == "apoc":
-        confirmations = []
-        for first in (p for p in planned if p.call_index == 0):
-            key = (first.item_db_id, 0, 2)
-            if key in stored:
-                continue
-            d1 = _verdict(stored.get((first.item_db_id, 0, 0)))
-            d2 = _verdict(stored.get((first.item_db_id, 0, 1)))
-            ballpark = is_ballpark_question(first.item.prompt)
-            if needs_confirmation(d1, d2, ballpark=ballpark, guard=config.ballpark_guard):
-                confirmations.append(_confirmation(first, config))
-        executor.total += len(confirmations)
-        await executor.answer(confirmations)
+    with _gc_frozen():
+        await executor.answer(todo)
+        if config.protocol == "apoc":
+            stored = stored_calls()
+            confirmations = []
+            for first in (p for p in planned if p.call_index == 0):
+                key = (first.item_db_id, 0, 2)
+                if key in stored:
+                    continue
+                d1 = _verdict(stored.get((first.item_db_id, 0, 0)))
+                d2 = _verdict(stored.get((first.item_db_id, 0, 1)))
+                ballpark = is_ballpark_question(first.item.prompt)
+                if needs_confirmation(d1, d2, ballpark=ballpark, guard=config.ballpark_guard):
+                    confirmations.append(_confirmation(first, config))
+            executor.total += len(confirmations)
+            await executor.answer(confirmations)
     run.status = "finished"
     run.finished_at = utc_now()
     session.add(run)

@@ -44,6 +44,8 @@ LABEL_COLUMNS = (
     "adjudication_id",
 )
 SECRET_SETTING_WORDS = ("api_key", "apikey", "secret", "password", "authorization")
+CACHE_QUERY_CHUNK = 500
+"""Content keys per query of :func:`cached_calls` (SQLite allows 32766 parameters)."""
 
 
 # ---------------------------------------------------------------- datasets and items
@@ -326,6 +328,25 @@ def cached_call(content_key: str, *, session: Session) -> Call | None:
         .order_by(col(Call.created_at).desc(), col(Call.id).desc())
         .limit(1)
     ).first()
+
+
+def cached_calls(content_keys: Iterable[str], *, session: Session) -> dict[str, Call]:
+    """:func:`cached_call` for many keys in a few queries: ``{content_key: newest ok call}``.
+
+    Keys no ok call answered are left out. Queried in chunks, so any number of keys works.
+    """
+    unique = list(dict.fromkeys(content_keys))
+    found: dict[str, Call] = {}
+    for start in range(0, len(unique), CACHE_QUERY_CHUNK):
+        rows = session.exec(
+            select(Call)
+            .where(col(Call.content_key).in_(unique[start : start + CACHE_QUERY_CHUNK]))
+            .where(col(Call.ok))
+            .order_by(col(Call.created_at).desc(), col(Call.id).desc())
+        )
+        for call in rows:
+            found.setdefault(call.content_key, call)
+    return found
 
 
 def _judgment(

@@ -1,0 +1,198 @@
+"""The run engine through the real OpenAI and Anthropic SDKs against the local wire server.
+
+Every planned call gets a scripted behaviour (rate limit, server error, timeout, malformed body,
+truncated answer, wrong keys, refusal, bad request, or a plain answer), keyed on its prompt.
+The run must finish with one row per call, every failure kept with its reason, and counts
+that add up to what the server actually received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import re
+import threading
+import time
+from collections import Counter, defaultdict
+
+import pytest
+from sqlmodel import Session, col, select
+
+from pcf.judges.anthropic_judge import AnthropicJudge
+from pcf.judges.openai_judge import OpenAIJudge
+from pcf.runner import RunConfig, execute, plan
+from pcf.store import Call, create_run, get_engine, import_items, item_db_ids
+from pcf.wire_server import Scripted, WireRequest, WireServer, message_key
+from tests.factories import make_item
+
+CANDIDATE_KEY = re.compile(r'<candidate key="([^"]+)">')
+TOKENS_IN, TOKENS_OUT = 100, 10
+RETRY_AFTER_S = 0.2
+TIMEOUT_S = 1.0  # generous: a busy machine must not time out a plain answer
+CONFIG = RunConfig(
+    protocol="pcf", k=4, concurrency=4, max_attempts=3, backoff_s=0.01, parse_retries=1
+)
+
+
+def listwise_text(user_text: str, *, keys: list[str] | None = None) -> str:
+    """A valid listwise answer for the keys the prompt shows: slot order is the ranking.
+
+    ``keys`` overrides the keys written in the answer (to script unknown keys).
+    """
+    shown = CANDIDATE_KEY.findall(user_text)
+    written = keys or shown
+    candidates = [
+        {"key": key, "factuality": 9 - slot, "hallucination_risk": 0.1, "rationale": "ok"}
+        for slot, key in enumerate(written)
+    ]
+    return json.dumps({"candidates": candidates, "ranking": written, "confidence": 0.8})
+
+
+def _with_tokens(action: Scripted) -> Scripted:
+    return dataclasses.replace(action, input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT)
+
+
+ACTIONS = {
+    "ok": lambda text: _with_tokens(Scripted.answer(listwise_text(text))),
+    "rate_limited": lambda _: Scripted.error(
+        429, "Rate limit reached", retry_after=str(RETRY_AFTER_S)
+    ),
+    "server_error": lambda _: Scripted.error(500, "The server had an error"),
+    "slow": lambda text: Scripted.answer(listwise_text(text), delay_s=TIMEOUT_S * 3),
+    "broken": lambda _: Scripted.broken(),
+    "truncated": lambda text: _with_tokens(Scripted.truncated(listwise_text(text)[:120])),
+    "wrong_keys": lambda text: _with_tokens(
+        Scripted.answer(listwise_text(text, keys=list("WXYZ")))
+    ),
+    "refusal": lambda _: _with_tokens(Scripted.refusal("I can't help with judging these.")),
+    "bad_request": lambda _: Scripted.error(400, "Invalid schema for response_format"),
+}
+"""What the server does for one attempt of a call, from the call's prompt text."""
+
+
+# Per planned call (by index): the attempts' behaviours (the last one repeats), then what the
+# row must say: ok, the error's reason, attempts, and attempts that got an answer with usage.
+SCRIPTS: dict[int, tuple[list[str], bool, str | None, int, int]] = {
+    0: (["rate_limited", "ok"], True, None, 2, 1),
+    1: (["server_error", "ok"], True, None, 2, 1),
+    2: (["slow", "ok"], True, None, 2, 1),
+    3: (["broken", "ok"], True, None, 2, 1),
+    4: (["broken"], False, "bad_response", 3, 0),
+    5: (["truncated"], False, "invalid_json", 2, 2),
+    6: (["wrong_keys"], False, "unknown_key", 2, 2),
+    7: (["wrong_keys", "ok"], True, None, 2, 2),
+    8: (["refusal"], False, "refusal", 2, 2),
+    9: (["bad_request"], False, "client_error", 1, 0),
+}
+PLAIN = (["ok"], True, None, 1, 1)
+
+
+class Script:
+    """The responder: each call's attempts follow its script; arrival times are kept."""
+
+    def __init__(self, steps: dict[str, list[str]]) -> None:
+        self.steps = steps
+        self.arrivals: dict[str, list[float]] = defaultdict(list)
+        self.lock = threading.Lock()
+
+    def __call__(self, request: WireRequest) -> Scripted:
+        with self.lock:
+            arrivals = self.arrivals[request.key]
+            arrivals.append(time.monotonic())
+            attempt = len(arrivals) - 1
+        steps = self.steps[request.key]
+        return ACTIONS[steps[min(attempt, len(steps) - 1)]](request.last_user_text)
+
+
+def _judge(backend: str, server: WireServer) -> OpenAIJudge | AnthropicJudge:
+    if backend == "openai":
+        return OpenAIJudge(
+            "gpt-test", base_url=server.openai_base_url, api_key="test-key", timeout=TIMEOUT_S
+        )
+    return AnthropicJudge(
+        "claude-test", base_url=server.base_url, api_key="test-key", timeout=TIMEOUT_S
+    )
+
+
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
+def test_a_run_survives_every_provider_failure_and_counts_add_up(backend: str):
+    """4 items x K=4 at concurrency 4 through the real SDK; every failure mode once."""
+    items = [make_item(f"q{i}") for i in range(4)]
+    with Session(get_engine(), expire_on_commit=False) as session:
+        dataset = import_items(items, session=session, name="ds", fmt="jsonl")
+        db_ids = item_db_ids(dataset.id, session=session)
+        planned = plan(items, db_ids, CONFIG.normalised())
+        assert len(planned) == 16
+        keys = [message_key(p.render().user) for p in planned]
+        assert len(set(keys)) == 16
+        script = Script({key: SCRIPTS.get(i, PLAIN)[0] for i, key in enumerate(keys)})
+        run = create_run(
+            "r",
+            session=session,
+            dataset_id=dataset.id,
+            protocol="pcf",
+            backend=backend,
+            model="m",
+            k=4,
+            schedule="balanced",
+        )
+        session.commit()
+        with WireServer(script) as server:
+            judge = _judge(backend, server)
+
+            async def go():
+                try:
+                    return await execute(
+                        run, items, judge, CONFIG, session=session, db_ids=db_ids, prices={}
+                    )
+                finally:
+                    await judge.aclose()
+
+            report = asyncio.run(go())
+            received = server.request_count
+            per_key = server.counts
+        rows = session.exec(select(Call).where(Call.run_id == run.id).order_by(col(Call.id))).all()
+        session.refresh(run)
+
+    assert run.status == "finished"
+    by_call = {(c.item_id, c.execution, c.call_index): c for c in rows}
+    assert len(rows) == len(by_call) == 16
+    assert set(by_call) == {(p.item_db_id, p.execution, p.call_index) for p in planned}
+    for index, (call, key) in enumerate(zip(planned, keys, strict=True)):
+        _, ok, reason, attempts, answered = SCRIPTS.get(index, PLAIN)
+        row = by_call[(call.item_db_id, call.execution, call.call_index)]
+        assert (row.ok, row.attempts) == (ok, attempts), (index, row.error)
+        assert per_key[key] == attempts
+        assert row.cached_from is None
+        assert (row.input_tokens, row.output_tokens) == (
+            TOKENS_IN * answered,
+            TOKENS_OUT * answered,
+        ), index
+        if ok:
+            assert row.error is None
+            assert row.judgment["ranking"] == row.order  # keys mapped back to candidate ids
+        else:
+            assert row.error.split(":")[0] == reason
+            assert row.judgment is None
+    errors = {
+        index: by_call[(p.item_db_id, 0, p.call_index)].error for index, p in enumerate(planned)
+    }
+    assert errors[6].startswith("unknown_key:W")
+    assert errors[9].startswith("client_error: HTTP 400: Invalid schema")
+    assert errors[4] == "bad_response: invalid response body"
+
+    rate_limited = script.arrivals[keys[0]]
+    assert rate_limited[1] - rate_limited[0] >= RETRY_AFTER_S
+
+    attempts = sum(c.attempts for c in rows)
+    assert run.calls_made == report.calls_made == attempts == received == sum(per_key.values())
+    failed = [c for c in rows if not c.ok]
+    assert run.failures == report.failures == len(failed) == 5
+    assert report.errors == Counter(
+        {"bad_response": 1, "invalid_json": 1, "unknown_key": 1, "refusal": 1, "client_error": 1}
+    )
+    assert run.input_tokens == report.input_tokens == sum(c.input_tokens for c in rows)
+    assert run.output_tokens == report.output_tokens == sum(c.output_tokens for c in rows)
+    assert run.cache_hits == report.cache_hits == 0
+    assert {c.request["backend"] for c in rows} == {backend}

@@ -1,0 +1,142 @@
+"""A run killed with SIGKILL in the middle resumes and answers every call exactly once.
+
+`pcf judge` runs as a real subprocess with the OpenAI backend against the wire server in this
+process; the test waits until some calls are committed, kills it, and runs it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sqlmodel import Session, select
+from typer.testing import CliRunner
+
+from pcf.cli import app
+from pcf.runner import RunConfig, plan
+from pcf.store import Call, get_dataset, get_engine, get_run, item_db_ids, load_items
+from pcf.wire_server import Scripted, WireRequest, WireServer, message_key
+from tests.factories import make_item
+from tests.test_runner_providers import listwise_text
+
+ITEMS, K, CONCURRENCY = 30, 7, 8
+PLANNED = ITEMS * K
+LATENCY_S = 0.05
+KILL_AFTER_ROWS = 40
+
+
+def _answer(request: WireRequest) -> Scripted:
+    return Scripted.answer(listwise_text(request.last_user_text), delay_s=LATENCY_S)
+
+
+def _stored_rows(db_path: Path) -> int:
+    """Call rows committed so far, read through a separate read-only connection."""
+    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5) as db:
+        try:
+            return db.execute("SELECT count(*) FROM call").fetchone()[0]
+        except sqlite3.OperationalError:  # the table does not exist yet
+            return 0
+
+
+def _settled_count(server: WireServer) -> int:
+    """The server's request count once requests sent before the kill have all been read."""
+    count = -1
+    while count != server.request_count:
+        count = server.request_count
+        time.sleep(0.1)
+    return count
+
+
+def test_a_killed_run_resumes_and_answers_every_call_once(tmp_path, isolated_database):
+    """SIGKILL mid-run, run again: one row per planned call, only unrecorded calls re-asked."""
+    items_file = tmp_path / "items.jsonl"
+    items_file.write_text(
+        "".join(json.dumps(make_item(f"q{i}").to_dict()) + "\n" for i in range(ITEMS)),
+        encoding="utf-8",
+    )
+    imported = CliRunner().invoke(app, ["import", "jsonl", str(items_file), "--name", "ds"])
+    assert imported.exit_code == 0, imported.output
+    db_path = Path(isolated_database.removeprefix("sqlite:///"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    env |= {"PCF_DATABASE_URL": isolated_database, "OPENAI_API_KEY": "sk-dummy"}
+
+    with WireServer(_answer) as server:
+        command = [
+            sys.executable,
+            "-m",
+            "pcf",
+            "judge",
+            "ds",
+            "--name",
+            "r",
+            "--backend",
+            "openai",
+            "--base-url",
+            server.openai_base_url,
+            "--model",
+            "m",
+            "--k",
+            str(K),
+            "--concurrency",
+            str(CONCURRENCY),
+        ]
+        first = subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + 30
+        while _stored_rows(db_path) < KILL_AFTER_ROWS:
+            assert first.poll() is None, first.stderr.read().decode() if first.stderr else ""
+            assert time.monotonic() < deadline, "the first invocation committed too few calls"
+            time.sleep(0.01)
+        first.send_signal(signal.SIGKILL)
+        assert first.wait(timeout=10) == -signal.SIGKILL
+        first.stderr.close()
+        committed = _stored_rows(db_path)
+        asked_first = _settled_count(server)
+        assert KILL_AFTER_ROWS <= committed < PLANNED
+        # answers in flight at the kill reached the server but were never recorded
+        in_flight = asked_first - committed
+        assert 0 <= in_flight <= CONCURRENCY
+
+        with Session(get_engine()) as session:
+            assert get_run("r", session=session).status == "running"
+
+        second = subprocess.run(
+            command, check=False, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert second.returncode == 0, second.stderr
+        asked_second = server.request_count - asked_first
+        counts = server.counts
+
+    summary = json.loads(second.stdout)["this_invocation"]
+    assert summary["already_stored"] == committed
+    assert summary["calls_made"] == asked_second == PLANNED - committed
+    assert summary["failures"] == summary["cache_hits"] == 0
+
+    with Session(get_engine()) as session:
+        run = get_run("r", session=session)
+        dataset = get_dataset("ds", session=session)
+        items = load_items(dataset.id, session=session)
+        planned = plan(items, item_db_ids(dataset.id, session=session), RunConfig(k=K))
+        rows = session.exec(select(Call).where(Call.run_id == run.id)).all()
+    assert run.status == "finished"
+    assert (run.calls_made, run.failures) == (PLANNED, 0)
+    wanted = [(p.item_db_id, p.execution, p.call_index) for p in planned]
+    stored = [(c.item_id, c.execution, c.call_index) for c in rows]
+    assert len(wanted) == len(set(wanted)) == PLANNED
+    assert sorted(stored) == sorted(wanted)  # none missing, none twice
+    for row in rows:
+        assert row.ok
+        assert row.attempts == 1
+        assert row.judgment["ranking"] == row.order  # the answer to this call's own prompt
+        assert counts[message_key(row.request["user"])] >= 1
+    answered_twice = [key for key, n in counts.items() if n > 1]
+    assert len(answered_twice) == in_flight <= CONCURRENCY
+    assert all(n <= 2 for n in counts.values())
+    assert sum(counts.values()) == PLANNED + in_flight
