@@ -6,7 +6,7 @@ import streamlit as st
 
 from pages.common import sidebar
 
-st.set_page_config(page_title="PCF Review", page_icon=":material/fact_check:", layout="wide")
+st.set_page_config(page_title="PCF Review", page_icon="🔎", layout="wide")
 
 PAGES = [
     st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),

@@ -1,0 +1,279 @@
+"""Latency of the app on a large run: the Review page's render and saving a label.
+
+Builds a temporary SQLite database with 10,000 items of 4 candidates and a finished PCF run of
+7 calls per item (70,000 stored calls with realistic judgments and request/response texts),
+then measures with AppTest, as ``streamlit run app.py`` runs it (app.py, the shared sidebar
+and the page):
+
+- the first (cold) render of the Review page, which computes the run's decisions;
+- warm renders of the Review page for 10 different items (the run-level cache exists);
+- 50 label saves through the Adjudicate page's code path (``add_adjudication`` and commit).
+
+Targets: median warm render <= 0.3 s, median save <= 0.05 s. Last line: JSON figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import runpy
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, insert
+from streamlit.runtime.scriptrunner import script_runner
+from streamlit.testing.v1 import AppTest
+
+from pcf.items import Candidate, Item
+from pcf.store import (
+    DATABASE_URL_ENV,
+    Call,
+    add_adjudication,
+    create_run,
+    get_engine,
+    import_items,
+    item_db_ids,
+    session_scope,
+    update_run_totals,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+ITEMS, CALLS, CANDIDATES = 10_000, 7, 4
+WARM_RENDERS, SAVES = 10, 50
+INSERT_CHUNK = 5_000
+KEYS = ("A", "B", "C", "D")
+SLOT_BIAS = (0.8, 0.3, 0.0, -0.2)
+RENDER_TARGET_S, SAVE_TARGET_S = 0.3, 0.05
+SYSTEM = (
+    "You are a careful fact-checker. You compare several candidate answers to one question and "
+    "judge how factually accurate each of them is. Factual accuracy comes first; unsupported "
+    "specific details count against an answer. The order of the candidates carries no "
+    "information. Reply with one JSON object and nothing else."
+)
+FACTS = (
+    "The Amazon is the largest rainforest on Earth and spans nine countries in South America.",
+    "Water boils at 100 degrees Celsius at sea level, and at a lower temperature at altitude.",
+    "The Great Wall of China is not visible to the naked eye from low Earth orbit.",
+    "Light from the Sun takes about eight minutes and twenty seconds to reach the Earth.",
+    "Mount Everest, on the border of Nepal and China, is about 8,849 metres above sea level.",
+    "Marie Curie won Nobel Prizes in both physics (1903) and chemistry (1911).",
+)
+
+
+def make_item(index: int, rng: random.Random) -> Item:
+    """An item with a prompt, four candidates of a sentence or two, a gold id and a bucket."""
+    candidates = tuple(
+        Candidate(f"c{index}-{n}", f"{rng.choice(FACTS)} {rng.choice(FACTS)} (variant {n})")
+        for n in range(CANDIDATES)
+    )
+    return Item(
+        f"bench-{index:05d}",
+        f"Question {index}: which answer states the facts correctly? {rng.choice(FACTS)}",
+        candidates,
+        rng.choice(candidates).id,
+        rng.choice(("plain-error", "unsupported-specificity", "calibrated-hedge")),
+    )
+
+
+def call_row(
+    run_id: int, item_db_id: int, item: Item, call_index: int, rng: random.Random
+) -> dict[str, Any]:
+    """One answered call: canonical order first, then shuffled; scores favour gold and slot 1."""
+    order = list(item.candidate_ids)
+    if call_index:
+        rng.shuffle(order)
+    factuality = {
+        cid: round(
+            min(10.0, max(0.0, (7.5 if cid == item.gold else 4.5) + rng.gauss(0, 1.5) + bias)), 1
+        )
+        for cid, bias in zip(order, SLOT_BIAS, strict=True)
+    }
+    risk = {
+        cid: round(min(1.0, max(0.0, 1 - f / 10 + rng.gauss(0, 0.1))), 2)
+        for cid, f in factuality.items()
+    }
+    ranking = sorted(order, key=lambda cid: -factuality[cid])
+    confidence = round(rng.uniform(0.5, 0.99), 2)
+    key_of = dict(zip(order, KEYS, strict=True))
+    user = f"<question>\n{item.prompt}\n</question>\n\n" + "\n\n".join(
+        f'<candidate key="{key_of[cid]}">\n{item.text_of(cid)}\n</candidate>' for cid in order
+    )
+    response = {
+        "candidates": [
+            {
+                "key": key_of[cid],
+                "factuality": factuality[cid],
+                "hallucination_risk": risk[cid],
+                "rationale": "Consistent with well-established facts."
+                if factuality[cid] >= 6
+                else "Contains claims that look wrong or invented.",
+            }
+            for cid in order
+        ],
+        "ranking": [key_of[cid] for cid in ranking],
+        "confidence": confidence,
+    }
+    return {
+        "run_id": run_id,
+        "item_id": item_db_id,
+        "execution": 0,
+        "call_index": call_index,
+        "repeat_index": 0,
+        "order": order,
+        "keys": list(KEYS),
+        "content_key": hashlib.sha256(f"{user}|{call_index}".encode()).hexdigest(),
+        "request": {"system": SYSTEM, "user": user, "temperature": 0.0, "max_tokens": 1024},
+        "response_text": json.dumps(response),
+        "response_raw": {"backend": "simulated", "simulated": True},
+        "ok": True,
+        "repaired": [],
+        "judgment": {
+            "factuality": factuality,
+            "hallucination_risk": risk,
+            "ranking": ranking,
+            "confidence": confidence,
+        },
+        "input_tokens": 250,
+        "output_tokens": 180,
+        "latency_s": round(rng.uniform(0.4, 2.0), 3),
+        "created_at": datetime.now(UTC),
+    }
+
+
+def build_database(engine: Engine) -> tuple[list[Item], dict[str, int]]:
+    """The dataset ``bench`` and its finished run ``bench-pcf``: the items and their db ids."""
+    rng = random.Random(0)
+    items = [make_item(i, rng) for i in range(ITEMS)]
+    with session_scope(engine) as s:
+        dataset = import_items(items, session=s, name="bench", fmt="jsonl")
+        run = create_run(
+            "bench-pcf",
+            session=s,
+            dataset_id=dataset.id,
+            protocol="pcf",
+            backend="simulated",
+            model="sim-bench",
+            k=CALLS,
+            schedule="balanced",
+        )
+        db_ids = item_db_ids(dataset.id, session=s)
+        rows = [
+            call_row(run.id, db_ids[item.item_id], item, index, rng)
+            for item in items
+            for index in range(CALLS)
+        ]
+        for start in range(0, len(rows), INSERT_CHUNK):
+            s.execute(insert(Call), rows[start : start + INSERT_CHUNK])
+        run.status = "finished"
+        update_run_totals(run.id, session=s)
+    return items, db_ids
+
+
+def run_main_script(main_script_path: str) -> None:
+    """Run app.py on every rerun, as ``streamlit run`` does (see tests/app/conftest.py)."""
+    runpy.run_path(main_script_path, run_name="__main__")
+
+
+def render(at: AppTest) -> float:
+    """Seconds for one run of the app; fails loudly if the page raised."""
+    start = time.perf_counter()
+    at.run()
+    elapsed = time.perf_counter() - start
+    if at.exception:
+        raise RuntimeError(at.exception[0].message)
+    return elapsed
+
+
+def shown_item(at: AppTest) -> str:
+    """The item key of the Review page's item heading."""
+    heading = next(h.value for h in at.subheader if h.value.startswith("Item "))
+    return heading.removeprefix("Item ").replace("\\", "")
+
+
+def measure_review(items: list[Item]) -> tuple[float, list[float]]:
+    """The cold render of the Review page, then warm renders of different items."""
+    script_runner._mpa_v1 = run_main_script
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
+    at.switch_page("pages/review.py")
+    cold = render(at)
+    warm = []
+    for item in items[:: ITEMS // WARM_RENDERS][:WARM_RENDERS]:
+        at.selectbox(key="item").set_value(item.item_id)
+        warm.append(render(at))
+        if shown_item(at) != item.item_id:
+            raise RuntimeError(f"the Review page shows {shown_item(at)}, not {item.item_id}")
+    return cold, warm
+
+
+def measure_saves(engine: Engine, items: list[Item], db_ids: dict[str, int]) -> list[float]:
+    """Seconds per label saved as the Adjudicate page saves it: one transaction each."""
+    timings = []
+    for item in items[1 :: ITEMS // SAVES][:SAVES]:
+        start = time.perf_counter()
+        with session_scope(engine) as s:
+            add_adjudication(
+                db_ids[item.item_id],
+                session=s,
+                annotator="bench",
+                choice=item.candidate_ids[0],
+                confidence=0.75,
+                tags=["near-tie"],
+                notes="checked against two sources",
+            )
+        timings.append(time.perf_counter() - start)
+    return timings
+
+
+def verdict(seconds: float, target: float) -> str:
+    """Whether a median meets its target, for the printed lines."""
+    return f"target <= {target * 1000:.0f} ms: {'met' if seconds <= target else 'MISSED'}"
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="pcf-bench-") as folder:
+        url = f"sqlite:///{Path(folder) / 'bench.db'}"
+        os.environ[DATABASE_URL_ENV] = url
+        engine = get_engine(url)
+        start = time.perf_counter()
+        items, db_ids = build_database(engine)
+        build_s = time.perf_counter() - start
+        print(f"database: {ITEMS:,} items x {CALLS} calls built in {build_s:.1f} s")
+
+        cold, warm = measure_review(items)
+        saves = measure_saves(engine, items, db_ids)
+        engine.dispose()
+
+    render_s, save_s = statistics.median(warm), statistics.median(saves)
+    print(f"review page, cold (computes the run's decisions): {cold:.2f} s")
+    print(
+        f"review page, warm, {len(warm)} items: median {render_s:.3f} s, max {max(warm):.3f} s "
+        f"({verdict(render_s, RENDER_TARGET_S)})"
+    )
+    print(
+        f"adjudication save, {len(saves)} labels: median {save_s * 1000:.1f} ms, "
+        f"max {max(saves) * 1000:.1f} ms ({verdict(save_s, SAVE_TARGET_S)})"
+    )
+    print(
+        json.dumps(
+            {
+                "items": ITEMS,
+                "calls_per_item": CALLS,
+                "review_render_s": round(render_s, 4),
+                "review_render_max_s": round(max(warm), 4),
+                "review_render_cold_s": round(cold, 4),
+                "adjudication_save_s": round(save_s, 5),
+                "adjudication_save_max_s": round(max(saves), 5),
+                "build_s": round(build_s, 2),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

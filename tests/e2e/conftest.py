@@ -1,0 +1,198 @@
+"""Browser fixtures: the demo database, ``streamlit run app.py`` on a free port, and Chromium.
+
+Without Debian's Chromium the tests skip, except where the ``CI`` variable is set: there a
+missing browser is an error, as CI (``.ci/run``) installs it. The fixtures live as long as this
+package's tests: Playwright's sync API keeps an event loop running in the main thread, where
+later tests call ``asyncio.run``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
+from sqlalchemy import Engine
+
+from pcf.store import get_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = ROOT / "screenshots"
+VIEWPORT = {"width": 1400, "height": 1000}
+MAX_SCREENSHOT_HEIGHT = 8000
+SERVER_START_TIMEOUT_S = 60
+TIMEOUT_MS = 30_000
+SAVED: list[Path] = []
+
+expect.set_options(timeout=TIMEOUT_MS)  # a rerun can take seconds on a busy CI machine
+
+
+def in_ci() -> bool:
+    """Whether the ``CI`` environment variable is set (to anything but ``0`` or ``false``)."""
+    return os.environ.get("CI", "").strip().lower() not in {"", "0", "false"}
+
+
+@pytest.fixture(scope="package")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless, launched once for all browser tests."""
+    if not CHROMIUM.exists():
+        message = f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)"
+        if in_ci():
+            pytest.fail(f"{message}; CI is set, so the browser tests must run", pytrace=False)
+        pytest.skip(message)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="package")
+def demo_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A SQLite URL of a demo database in a temporary folder, built by ``pcf demo``.
+
+    Built in a child process: the demo's simulated runs use ``asyncio.run``, which cannot run
+    inside the event loop of Playwright's sync API.
+    """
+    url = f"sqlite:///{tmp_path_factory.mktemp('e2e') / 'pcf.db'}"
+    built = subprocess.run(
+        [sys.executable, "-m", "pcf", "demo"],
+        env={**os.environ, "PCF_DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if built.returncode:
+        pytest.fail(f"pcf demo failed with {built.returncode}:\n{built.stderr}")
+    return url
+
+
+@pytest.fixture(scope="package")
+def demo_db(demo_url: str) -> Engine:
+    """An engine on the database the served app uses, to check what it wrote."""
+    return get_engine(demo_url)
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_healthy(url: str, server: subprocess.Popen, log: Path) -> None:
+    """Poll Streamlit's health endpoint until it answers; fail with the server log if not."""
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            pytest.fail(f"streamlit exited with {server.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"streamlit did not answer in {SERVER_START_TIMEOUT_S} s:\n{log.read_text()}")
+
+
+@pytest.fixture(scope="package")
+def app_url(demo_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``streamlit run app.py`` on the demo database and a free port: the app's base URL.
+
+    The file watcher is off, so that edits to the working tree cannot rerun the served app.
+    """
+    port = free_port()
+    log = tmp_path_factory.mktemp("streamlit") / "server.log"
+    command = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app.py",
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.fileWatcherType",
+        "none",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+    env = {**os.environ, "PCF_DATABASE_URL": demo_url}
+    with log.open("w") as output:
+        server = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(url, server, log)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture
+def dialogs() -> list[str]:
+    """Messages of the JavaScript dialogs (``alert``...) the page opened, each dismissed."""
+    return []
+
+
+@pytest.fixture
+def page(browser: Browser, app_url: str, dialogs: list[str]) -> Iterator[Page]:
+    """A page in a fresh browser context (a new Streamlit session) on the served app."""
+    context = browser.new_context(base_url=app_url, viewport=VIEWPORT)
+    context.set_default_timeout(TIMEOUT_MS)
+    tab = context.new_page()
+
+    def dismiss(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    tab.on("dialog", dismiss)
+    yield tab
+    context.close()
+
+
+@pytest.fixture(scope="package")
+def screenshot() -> Callable[[Page, str], Path]:
+    """Save the whole page (the app scrolls inside its main area) as ``screenshots/NAME.png``."""
+    SCREENSHOTS.mkdir(exist_ok=True)
+
+    def save(tab: Page, name: str) -> Path:
+        height = tab.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
+        tab.set_viewport_size({**VIEWPORT, "height": min(max(height, 1000), MAX_SCREENSHOT_HEIGHT)})
+        path = SCREENSHOTS / f"{name}.png"
+        tab.screenshot(path=path, animations="disabled")
+        tab.set_viewport_size(VIEWPORT)
+        SAVED.append(path)
+        return path
+
+    return save
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say where the browser screenshots are, when this run took any."""
+    if SAVED:
+        terminalreporter.write_line(f"browser screenshots ({len(SAVED)}): {SCREENSHOTS}")

@@ -1,0 +1,155 @@
+"""The whole app in Chromium: every page, a deep link, keyboard labelling, inert candidate text."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Locator, Page, expect
+from sqlalchemy import Engine
+from sqlmodel import Session, col, select
+
+from pcf.review import display_order, load_item
+from pcf.store import Adjudication, ItemRow
+from tests.e2e import EXCEPTION, settle
+
+Screenshot = Callable[[Page, str], Path]
+SAVE_TIMEOUT_S = 10
+
+
+def main(page: Page) -> Locator:
+    """The page's main area."""
+    return page.get_by_test_id("stMain")
+
+
+def sidebar(page: Page) -> Locator:
+    """The shared sidebar: page links, annotator, dataset and run."""
+    return page.get_by_test_id("stSidebar")
+
+
+# Per page: something its script draws only after reading the demo database.
+PAGES: dict[str, Callable[[Page], Locator]] = {
+    "Overview": lambda page: main(page).get_by_role("heading", name="Run demo-pcf"),
+    "Review": lambda page: main(page).get_by_role("heading", name=re.compile(r"^Item demo-\d+")),
+    "Adjudicate": lambda page: main(page).get_by_text("Enter your name in the sidebar"),
+    "Compare": lambda page: main(page).get_by_text("Run demo-pcf on dataset demo"),
+    "Runs": lambda page: main(page).get_by_role("heading", name="Start a run"),
+    "Weights": lambda page: main(page).get_by_role("heading", name="Playground: demo-pcf"),
+    "Report": lambda page: main(page).get_by_role("button", name="Download report.md"),
+}
+
+
+def open_url(page: Page, path: str, title: str) -> None:
+    """Load ``path`` and wait for the page's title and the end of its first run."""
+    page.goto(path)
+    expect(main(page).get_by_role("heading", name=title, exact=True)).to_be_visible()
+    settle(page)
+
+
+def assert_no_exception(page: Page) -> None:
+    """No Streamlit exception box on the page."""
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+
+
+@pytest.mark.parametrize("title", list(PAGES))
+def test_every_page_opens_from_the_sidebar(
+    page: Page, app_url: str, screenshot: Screenshot, title: str
+):
+    start, start_title = ("/", "Overview") if title != "Overview" else ("/runs", "Runs")
+    open_url(page, start, start_title)
+
+    sidebar(page).get_by_role("link", name=re.compile(rf"{title}$")).click()
+    expect(main(page).get_by_role("heading", name=title, exact=True)).to_be_visible()
+    expect(PAGES[title](page)).to_be_visible()
+    settle(page)
+
+    assert_no_exception(page)
+    expect(page).to_have_url(f"{app_url}/{'' if title == 'Overview' else title.lower()}")
+    expect(sidebar(page).get_by_role("textbox", name="Annotator")).to_be_visible()
+    print(screenshot(page, f"page-{title.lower()}"))
+
+
+def test_a_deep_link_opens_the_item_inside_the_app(page: Page, screenshot: Screenshot):
+    open_url(page, "/review?item=demo-013", "Review")
+
+    expect(main(page).get_by_role("heading", name="Item demo-013")).to_be_visible()
+    expect(main(page).get_by_text("Label this item")).to_be_visible()
+    expect(sidebar(page).get_by_role("textbox", name="Annotator")).to_be_visible()
+    expect(sidebar(page).get_by_role("link", name=re.compile("Review$"))).to_be_visible()
+    expect(page).to_have_url(re.compile(r"/review\?item=demo-013$"))
+    assert_no_exception(page)
+    print(screenshot(page, "deep-link-review-demo-013"))
+
+
+def test_candidate_markup_stays_inert_text(page: Page, screenshot: Screenshot, dialogs: list[str]):
+    open_url(page, "/review?item=demo-052", "Review")
+    expect(main(page).get_by_role("heading", name="Item demo-052")).to_be_visible()
+
+    hostile = main(page).get_by_text("<script>alert(1)</script>")
+    expect(hostile).to_be_visible()
+    expect(hostile).to_contain_text("![x](http://example.invalid/x.png)")
+    raw = main(page).get_by_test_id("stExpander").filter(has_text="Raw prompt").first
+    raw.click()  # the judge's raw prompt quotes every candidate
+    expect(raw.get_by_test_id("stCode").get_by_text("<script>alert(1)</script>")).to_be_visible()
+    expect(page.locator("img[src^='http://example.invalid']")).to_have_count(0)
+    expect(page.locator("script", has_text="alert(1)")).to_have_count(0)
+    assert_no_exception(page)
+    print(screenshot(page, "inert-review-demo-052"))
+    assert dialogs == []
+
+
+def saved_labels(engine: Engine, annotator: str) -> list[tuple[str, str, str]]:
+    """``(item key, choice, notes)`` of the annotator's labels, oldest first."""
+    with Session(engine) as s:
+        rows = s.exec(
+            select(ItemRow.item_key, Adjudication.choice, Adjudication.notes)
+            .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
+            .where(Adjudication.annotator == annotator)
+            .order_by(col(Adjudication.id))
+        )
+        return [tuple(row) for row in rows]
+
+
+def wait_for_labels(engine: Engine, annotator: str) -> list[tuple[str, str, str]]:
+    """The annotator's labels once there is one: the browser does not wait for the save."""
+    deadline = time.monotonic() + SAVE_TIMEOUT_S
+    while not (labels := saved_labels(engine, annotator)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return labels
+
+
+def test_an_item_is_labelled_with_the_keyboard(page: Page, screenshot: Screenshot, demo_db: Engine):
+    annotator = "Keyboard Tester"
+    open_url(page, "/adjudicate", "Adjudicate")
+    name = sidebar(page).get_by_role("textbox", name="Annotator")
+    name.fill(annotator)
+    name.press("Enter")
+    heading = main(page).get_by_role("heading", name=re.compile(r"^Item demo-\d+"))
+    expect(heading).to_be_visible()
+    expect(main(page).get_by_role("button", name=re.compile("Save and next"))).to_be_disabled()
+    settle(page)
+    item_key = heading.inner_text().removeprefix("Item ")
+    main(page).get_by_role("heading", name="Adjudicate").click()  # out of the text field
+
+    page.keyboard.press("1")
+    expect(main(page).get_by_text("Your choice: Candidate 1")).to_be_visible()
+    settle(page)
+    notes = main(page).get_by_role("textbox", name="Notes")
+    notes.fill("checked 2 sources")  # digits typed in a text field choose nothing
+    main(page).get_by_role("heading", name="Candidates").click()
+    expect(main(page).get_by_text("Your choice: Candidate 1")).to_be_visible()
+    settle(page)
+    page.keyboard.press("s")
+
+    with Session(demo_db) as s:
+        db_id = s.exec(select(ItemRow.id).where(ItemRow.item_key == item_key)).one()
+        first_shown = display_order(load_item(db_id, session=s), annotator)[0]
+    assert wait_for_labels(demo_db, annotator) == [(item_key, first_shown, "checked 2 sources")]
+    expect(main(page).get_by_text(f"Saved your label for item {item_key}")).to_be_visible()
+    expect(heading).not_to_have_text(f"Item {item_key}")
+    settle(page)
+    assert_no_exception(page)
+    print(screenshot(page, "adjudicate-keyboard-saved"))
