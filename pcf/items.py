@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from pcf.errors import DataError, Problem
 
@@ -426,12 +426,3 @@ def load_judgebench(path: str | Path, *, subset: str | None = None) -> list[Item
             items.append(item)
     check.raise_if_any()
     return _bucket_filter(items, subset)
-
-
-def write_items_jsonl(items: Iterable[Item], out: TextIO) -> int:
-    """Write items in the ``items.jsonl`` form; returns how many were written."""
-    count = 0
-    for item in items:
-        out.write(json.dumps(item.to_dict(), ensure_ascii=False) + "\n")
-        count += 1
-    return count
