@@ -24,6 +24,7 @@ from pcf.review import (
     candidate_labels,
     candidate_roles,
     consensus_frame,
+    coverage_frame,
     describe_candidate,
     escape_markdown,
     filter_items,
@@ -210,6 +211,8 @@ if run.protocol != "apoc":
     st.altair_chart(ordering_heatmap(heatmap, value))
     with st.expander("Heatmap data"):
         st.dataframe(heatmap, hide_index=True, key="review_heatmap_data")
+    st.caption("Slot coverage: how often each candidate was shown in each slot.")
+    st.dataframe(coverage_frame(item, calls), key="review_slot_coverage")
 st.dataframe(calls_frame(item, calls), hide_index=True, key="review_calls")
 for call in calls:
     status = "ok" if call.ok else f"failed: {escape_markdown(call.error or 'unknown')}"

@@ -23,7 +23,7 @@ from pcf.evaluation import compare_paired
 from pcf.instability import FLAG_HELP, FLAGS, slot_bias
 from pcf.items import Candidate, Item
 from pcf.judgments import Judgment
-from pcf.orderings import seeded_rng
+from pcf.orderings import seeded_rng, slot_coverage
 from pcf.results import run_decisions
 from pcf.store.models import Adjudication, Call, CandidateRow, ItemRow, Run
 from pcf.store.queries import load_items, run_judgments
@@ -460,6 +460,20 @@ def ordering_frame(item: Item, calls: Sequence[Call]) -> pd.DataFrame:
             )
     columns = ["ordering", "execution", "call_index", "candidate", "candidate_id", "slot"]
     return pd.DataFrame(rows, columns=[*columns, "rank", "factuality", "risk", "ok"])
+
+
+def coverage_frame(item: Item, calls: Sequence[Call]) -> pd.DataFrame:
+    """The slot-coverage matrix of an item's calls: how often each candidate sat in each slot.
+
+    One row per candidate (its label), one column per slot (``slot 1`` is shown first).
+    """
+    labels = candidate_labels(item)
+    counts = slot_coverage([tuple(call.order) for call in calls], item.candidate_ids)
+    return pd.DataFrame(
+        counts,
+        index=pd.Index([labels[cid] for cid in item.candidate_ids], name="candidate"),
+        columns=[f"slot {slot}" for slot in range(1, len(item.candidate_ids) + 1)],
+    )
 
 
 def calls_frame(item: Item, calls: Sequence[Call]) -> pd.DataFrame:

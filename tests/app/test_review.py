@@ -13,7 +13,15 @@ from pcf.items import Candidate, Item
 from pcf.results import run_decisions, run_summary
 from pcf.runner import RunConfig
 from pcf.runs import judge_dataset
-from pcf.store import Call, add_adjudication, get_run, import_items, item_db_ids, session_scope
+from pcf.store import (
+    Call,
+    add_adjudication,
+    get_run,
+    import_items,
+    item_db_ids,
+    load_items,
+    session_scope,
+)
 from tests.app import markdown_texts, open_page
 
 HOSTILE = (
@@ -76,6 +84,20 @@ def test_the_heatmap_data_are_the_stored_rankings_of_the_item(app, db: Session):
             cid: call.order.index(cid) + 1 for cid in call.order
         }
     assert len(at.expander) >= 1 + len(calls)  # heatmap data + one per call
+
+
+def test_the_slot_coverage_counts_the_stored_orderings(app, db: Session):
+    at = open_page(app, "review", item="demo-017")
+    coverage = frame_with(at, "slot 1")
+    calls = stored_calls(db, "demo-pcf", "demo-017")
+    dataset_id = get_run("demo-pcf", session=db).dataset_id
+    item = next(i for i in load_items(dataset_id, session=db) if i.item_id == "demo-017")
+    for row, cid in enumerate(item.candidate_ids):
+        expected = [sum(call.order[slot] == cid for call in calls) for slot in range(4)]
+        assert list(coverage.iloc[row]) == expected
+    # Balanced K=7 over 3 executions: every candidate sits in every slot at least 3 times.
+    assert coverage.to_numpy().min() >= 3
+    assert coverage.to_numpy().sum() == len(calls) * 4
 
 
 def test_the_item_shows_winners_gold_flags_and_raw_calls(app, db: Session):
