@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+# Shared provider checks live in a helper module; let pytest explain their failed asserts.
+pytest.register_assert_rewrite("tests.judge_providers")
+
 
 @pytest.fixture(autouse=True)
 def isolated_database(tmp_path, monkeypatch):

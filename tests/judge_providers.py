@@ -1,0 +1,141 @@
+"""What the provider judge tests share: one spec per provider and the wire-server helpers.
+
+``tests/test_judges_providers.py`` runs the behaviour both judges share once per spec;
+``tests/test_judges_openai.py`` and ``tests/test_judges_anthropic.py`` keep what only one
+provider does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from pcf.judges._provider import ProviderJudge
+from pcf.judges.anthropic_judge import AnthropicJudge
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
+from pcf.judges.openai_judge import OpenAIJudge
+from pcf.wire_server import Responder, WireServer
+
+SECRET = "sk-test-SECRET"
+SCHEMA = {
+    "type": "object",
+    "properties": {"ok": {"type": "boolean"}},
+    "required": ["ok"],
+    "additionalProperties": False,
+}
+REQUEST = JudgeRequest(
+    system="You judge facts.",
+    user="Is water wet?",
+    schema=SCHEMA,
+    schema_name="verdict",
+    temperature=0.0,
+    max_tokens=256,
+)
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """How one provider's judge is built, called and answered through the wire server."""
+
+    backend: str
+    judge: type[ProviderJudge]
+    model: str
+    key_env: str
+    sdk_env: tuple[str, ...]
+    """Environment variables the SDK reads on its own; cleared so none leaks into a test."""
+    server_url_attr: str
+    """The :class:`WireServer` attribute this SDK takes as ``base_url``."""
+    url_suffix: str
+    """What that ``base_url`` adds to ``http://host:port``."""
+    path: str
+    """The path the request is received on."""
+    finish_reason: Callable[[dict[str, Any]], Any]
+    """The finish (stop) reason in a reply's ``raw``."""
+    finished: str
+    truncated: str
+    not_a_reply: str
+    """A JSON body that parses but is not the provider's answer."""
+    overloaded_status: int
+    """The provider's own 5xx besides 500."""
+    bad_request_message: str
+
+    def base_url(self, server: WireServer) -> str:
+        """The ``base_url`` that points this SDK at ``server``."""
+        return getattr(server, self.server_url_attr)
+
+    def new_judge(self, base_url: str | None = None, *, timeout: float = 60.0) -> ProviderJudge:
+        """The judge with the spec's model."""
+        return self.judge(self.model, base_url=base_url, timeout=timeout)
+
+
+OPENAI = ProviderSpec(
+    backend="openai",
+    judge=OpenAIJudge,
+    model="gpt-test",
+    key_env="OPENAI_API_KEY",
+    sdk_env=("OPENAI_BASE_URL", "OPENAI_CUSTOM_HEADERS", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"),
+    server_url_attr="openai_base_url",
+    url_suffix="/v1",
+    path="/v1/chat/completions",
+    finish_reason=lambda raw: raw["choices"][0]["finish_reason"],
+    finished="stop",
+    truncated="length",
+    not_a_reply='{"choices": []}',
+    overloaded_status=503,
+    bad_request_message="Invalid schema for response_format",
+)
+ANTHROPIC = ProviderSpec(
+    backend="anthropic",
+    judge=AnthropicJudge,
+    model="claude-test",
+    key_env="ANTHROPIC_API_KEY",
+    sdk_env=("ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_CUSTOM_HEADERS"),
+    server_url_attr="base_url",
+    url_suffix="",
+    path="/v1/messages",
+    finish_reason=lambda raw: raw["stop_reason"],
+    finished="end_turn",
+    truncated="max_tokens",
+    not_a_reply='{"content": null}',
+    overloaded_status=529,
+    bad_request_message="output_config.format: invalid schema",
+)
+PROVIDERS = (OPENAI, ANTHROPIC)
+
+
+def use_environment(monkeypatch: pytest.MonkeyPatch, spec: ProviderSpec) -> None:
+    """Set the provider's key to :data:`SECRET` and clear the SDK's other settings."""
+    monkeypatch.setenv(spec.key_env, SECRET)
+    for name in spec.sdk_env:
+        monkeypatch.delenv(name, raising=False)
+
+
+async def call(judge: ProviderJudge, request: JudgeRequest) -> JudgeReply:
+    """One request, closing the judge's connections afterwards."""
+    try:
+        return await judge.complete(request)
+    finally:
+        await judge.aclose()
+
+
+def complete(
+    spec: ProviderSpec, server: WireServer, request: JudgeRequest = REQUEST, *, timeout: float = 5.0
+) -> JudgeReply:
+    """One request from a new judge pointed at ``server``, in its own event loop."""
+    judge = spec.new_judge(spec.base_url(server), timeout=timeout)
+    return asyncio.run(call(judge, request))
+
+
+def failure(
+    spec: ProviderSpec, responder: Responder, *, timeout: float = 5.0
+) -> tuple[JudgeError, WireServer]:
+    """The error a request answered by ``responder`` raises, checked to not show the key."""
+    with WireServer(responder) as server, pytest.raises(JudgeError) as info:
+        complete(spec, server, timeout=timeout)
+    assert SECRET not in "".join(traceback.format_exception(info.value))
+    return info.value, server

@@ -1,0 +1,244 @@
+"""What OpenAIJudge and AnthropicJudge share, run for each with its real SDK.
+
+Every test takes the ``provider`` spec (see ``tests/judge_providers.py``) and runs once per
+provider against the local wire server; what only one provider does is tested in
+``tests/test_judges_openai.py`` and ``tests/test_judges_anthropic.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import gc
+import json
+import logging
+import socket
+import time
+import warnings
+
+import pytest
+
+from pcf.judges._provider import PLACEHOLDER_KEY, retry_after_seconds
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
+from pcf.wire_server import Scripted, WireServer, fixed_json, message_key
+from tests.judge_providers import (
+    PROVIDERS,
+    REQUEST,
+    SECRET,
+    ProviderSpec,
+    call,
+    complete,
+    failure,
+    use_environment,
+)
+
+
+@pytest.fixture(params=PROVIDERS, ids=lambda spec: spec.backend)
+def provider(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> ProviderSpec:
+    """Each provider's spec, with its key set to ``SECRET`` in the environment."""
+    spec: ProviderSpec = request.param
+    use_environment(monkeypatch, spec)
+    return spec
+
+
+def test_success_maps_text_usage_latency_and_sends_the_request(provider: ProviderSpec) -> None:
+    with WireServer(
+        lambda _r: Scripted.answer('{"ok": true}', input_tokens=42, output_tokens=7)
+    ) as server:
+        reply = complete(provider, server)
+    assert reply.text == '{"ok": true}'
+    assert (reply.input_tokens, reply.output_tokens) == (42, 7)
+    assert reply.latency_s > 0
+    assert reply.refusal is None
+    assert provider.finish_reason(reply.raw) == provider.finished
+    assert SECRET not in json.dumps(reply.raw)
+    [received] = server.received
+    assert received.path == provider.path
+    # Anthropic's 2.x SDK sends its key this way too, not as x-api-key.
+    assert received.headers["authorization"] == f"Bearer {SECRET}"
+    assert received.body["model"] == provider.model
+    assert received.body["max_tokens"] == 256  # the rest: each provider's own tests
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "expected"),
+    [("3", 3.0), ("0.5", 0.5), (None, None)],
+)
+def test_429_is_rate_limited_with_retry_after(
+    provider: ProviderSpec, retry_after: str | None, expected: float | None
+) -> None:
+    error, server = failure(
+        provider, lambda _r: Scripted.error(429, "Rate limit reached", retry_after=retry_after)
+    )
+    assert error.reason == "rate_limited"
+    assert error.retryable
+    assert error.retry_after == expected
+    assert server.request_count == 1  # the SDK did not retry on its own
+
+
+def test_retry_after_as_http_date(provider: ProviderSpec) -> None:
+    when = email.utils.formatdate(time.time() + 30, usegmt=True)
+    error, _ = failure(provider, lambda _r: Scripted.error(429, retry_after=when))
+    assert error.retry_after is not None
+    assert 25 < error.retry_after <= 31
+
+
+def test_retry_after_header_forms() -> None:
+    assert retry_after_seconds({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert retry_after_seconds({"retry-after": "2"}) == 2.0
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+    assert retry_after_seconds({}) is None
+
+
+@pytest.mark.parametrize(
+    ("provider", "status"),
+    [
+        (spec, status)
+        for spec in PROVIDERS
+        for status in (500, spec.overloaded_status)  # 503 for OpenAI, 529 for Anthropic
+    ],
+    ids=lambda value: value.backend if isinstance(value, ProviderSpec) else str(value),
+    indirect=["provider"],
+)
+def test_5xx_is_a_retryable_server_error(provider: ProviderSpec, status: int) -> None:
+    error, server = failure(provider, lambda _r: Scripted.error(status, "The server had an error"))
+    assert error.reason == "server_error"
+    assert error.retryable
+    assert server.request_count == 1
+
+
+def test_slow_answer_times_out(provider: ProviderSpec) -> None:
+    start = time.perf_counter()
+    error, _ = failure(provider, lambda _r: Scripted.answer("late", delay_s=3.0), timeout=0.3)
+    assert time.perf_counter() - start < 2.0
+    assert error.reason == "timeout"
+    assert error.retryable
+
+
+def test_unreachable_server_is_a_connection_error(provider: ProviderSpec) -> None:
+    # OpenAI's aiohttp transport reports a refused connection as a timeout: the judge maps it.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    judge = provider.new_judge(f"http://127.0.0.1:{port}{provider.url_suffix}", timeout=2.0)
+    with pytest.raises(JudgeError) as info:
+        asyncio.run(call(judge, REQUEST))
+    assert info.value.reason == "connection_error"
+    assert info.value.retryable
+    assert SECRET not in str(info.value)
+
+
+def test_malformed_json_body_is_a_bad_response(provider: ProviderSpec) -> None:
+    error, _ = failure(provider, lambda _r: Scripted.broken())
+    assert error.reason == "bad_response"
+    assert error.retryable
+
+
+def test_json_that_is_not_a_reply_is_a_bad_response(provider: ProviderSpec) -> None:
+    error, _ = failure(provider, lambda _r: Scripted.broken(provider.not_a_reply))
+    assert error.reason == "bad_response"
+
+
+def test_truncated_answer_is_still_a_reply(provider: ProviderSpec) -> None:
+    with WireServer(lambda _r: Scripted.truncated('{"ok": tr')) as server:
+        reply = complete(provider, server)
+    assert reply.text == '{"ok": tr'
+    assert provider.finish_reason(reply.raw) == provider.truncated
+
+
+def test_refusal_sets_the_refusal_field(provider: ProviderSpec) -> None:
+    with WireServer(lambda _r: Scripted.refusal("I can't judge this.")) as server:
+        reply = complete(provider, server)
+    assert reply.refusal == "I can't judge this."
+    assert reply.text == ""
+
+
+def test_400_is_a_client_error_with_status_and_message(provider: ProviderSpec) -> None:
+    message = provider.bad_request_message
+    error, _ = failure(provider, lambda _r: Scripted.error(400, message))
+    assert error.reason == "client_error"
+    assert not error.retryable
+    assert "400" in str(error)
+    assert message in str(error)
+
+
+def test_api_key_echoed_by_the_provider_is_redacted(provider: ProviderSpec) -> None:
+    error, _ = failure(
+        provider, lambda _r: Scripted.error(401, f"Incorrect API key provided: {SECRET}.")
+    )
+    assert error.reason == "client_error"
+    assert not error.retryable
+    assert "[redacted]" in str(error)
+
+
+def test_custom_base_url_without_a_key_sends_a_placeholder(
+    provider: ProviderSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(provider.key_env)
+    with WireServer() as server:
+        complete(provider, server)
+    assert server.received[0].headers["authorization"] == f"Bearer {PLACEHOLDER_KEY}"
+
+
+def test_missing_key_for_the_real_endpoint_fails_early(
+    provider: ProviderSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(provider.key_env)
+    with pytest.raises(ValueError, match=provider.key_env):
+        provider.new_judge()
+
+
+def test_judge_can_be_reused_under_a_new_event_loop(provider: ProviderSpec) -> None:
+    with WireServer() as server:
+        judge = provider.new_judge(provider.base_url(server))
+        first = asyncio.run(judge.complete(REQUEST))  # not closed: its loop ends with it open
+        second = asyncio.run(call(judge, REQUEST))
+    assert first.text == second.text
+    assert server.request_count == 2
+    with warnings.catch_warnings():  # the first loop's connection can only be dropped now
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+
+
+def test_concurrent_calls_are_each_answered_once(provider: ProviderSpec) -> None:
+    requests = [JudgeRequest(system="s", user=f"claim {i}") for i in range(64)]
+    with WireServer(fixed_json(delay_s=0.2)) as server:
+        judge = provider.new_judge(provider.base_url(server))
+
+        async def run_all() -> list[JudgeReply]:
+            try:
+                return await asyncio.gather(*(judge.complete(r) for r in requests))
+            finally:
+                await judge.aclose()
+
+        start = time.perf_counter()
+        replies = asyncio.run(run_all())
+        elapsed = time.perf_counter() - start
+    assert len(replies) == 64
+    assert elapsed < 3.0
+    assert server.counts == {message_key(r.user): 1 for r in requests}
+
+
+def test_api_key_never_reaches_the_logs(
+    provider: ProviderSpec, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    actions = iter([Scripted.answer("{}"), Scripted.error(401, f"bad key {SECRET}")])
+    with WireServer(lambda _r: next(actions)) as server:
+        complete(provider, server)
+        with pytest.raises(JudgeError):
+            complete(provider, server)
+    assert caplog.records
+    assert SECRET not in caplog.text
+
+
+def test_describe_names_the_settings_but_not_the_key(provider: ProviderSpec) -> None:
+    base_url = f"http://127.0.0.1:9{provider.url_suffix}"
+    judge = provider.new_judge(base_url, timeout=7.0)
+    assert judge.backend == provider.backend
+    assert judge.describe() == {
+        "backend": provider.backend,
+        "model": provider.model,
+        "base_url": base_url,
+        "timeout_s": 7.0,
+    }
