@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +19,7 @@ from pcf.evaluation import paired_bootstrap_ci
 from pcf.recordings import read_judgebench_outputs, read_llmbar_results, replay_summary
 from pcf.reports import Figure, Report, Section, Table, write_report
 from tests.demo_database import copy_demo
+from tests.html_tables import html_tables
 
 runner = CliRunner()
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -78,41 +78,6 @@ def md_tables(text: str) -> dict[str, list[dict[str, str]]]:
             header = split_row(rows[0])
             tables[line[4:]] = [dict(zip(header, split_row(r), strict=True)) for r in rows[2:]]
     return tables
-
-
-class HtmlTables(HTMLParser):
-    """Cell texts of every table row, and every tag and attribute of the page."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[list[str]] = []
-        self.tags: Counter = Counter()
-        self.attrs: list[tuple[str, str | None]] = []
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag, attrs):
-        self.tags[tag] += 1
-        self.attrs += attrs
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self.rows[-1].append("".join(self._cell))
-            self._cell = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell.append(data)
-
-
-def html_tables(page: str) -> HtmlTables:
-    parsed = HtmlTables()
-    parsed.feed(page)
-    parsed.close()
-    return parsed
 
 
 def pct(share: float) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
 from pathlib import PurePosixPath
 
 import pytest
@@ -12,6 +11,7 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from pcf.results import run_summary
 from pcf.store import get_run
 from tests.app import open_page
+from tests.html_tables import html_tables
 
 
 @pytest.fixture
@@ -37,32 +37,6 @@ def download_data(at, downloads: dict[str, bytes]) -> dict[str, str]:
         data = downloads[file_id]
         out[button.proto.label] = data.decode("utf-8") if isinstance(data, bytes) else data
     return out
-
-
-class Tables(HTMLParser):
-    """The text of every table cell in an HTML page, row by row; flags scripts and links."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[list[str]] = []
-        self.tags: set[str] = set()
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.add(tag)
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self.rows[-1].append("".join(self._cell))
-            self._cell = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell.append(data)
 
 
 def main_row(at):
@@ -102,8 +76,7 @@ def test_the_downloads_are_the_report_files(app, downloads):
     row = main_row(at)
     assert markdown.startswith("# PCF report: demo-direct, demo-pcf, demo-repeated")
     assert f"| {' | '.join(row.values())} |" in markdown
-    parsed = Tables()
-    parsed.feed(page)
+    parsed = html_tables(page)
     assert list(row.values()) in parsed.rows
     assert "script" not in parsed.tags
     assert page.count("data:image/svg+xml;base64,") == 3
