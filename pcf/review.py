@@ -22,11 +22,10 @@ from pcf.decisions import decide
 from pcf.evaluation import compare_paired
 from pcf.instability import FLAG_HELP, FLAGS, slot_bias
 from pcf.items import Candidate, Item
-from pcf.judgments import Judgment
 from pcf.orderings import seeded_rng, slot_coverage
 from pcf.results import run_decisions
 from pcf.store.models import Adjudication, Call, CandidateRow, ItemRow, Run
-from pcf.store.queries import load_items, run_judgments
+from pcf.store.queries import load_items, run_judgments, stored_judgment
 
 PATTERN_TAGS = (
     "unsupported specificity",
@@ -383,28 +382,6 @@ def item_calls(run_id: int, item_db_id: int, *, session: Session) -> list[Call]:
     )
 
 
-def call_judgment(call: Call, item_key: str) -> Judgment:
-    """A stored listwise call as a :class:`~pcf.judgments.Judgment` (failed: no scores)."""
-    parsed = call.judgment
-    if not call.ok or parsed is None:
-        return Judgment(
-            item_key, call.execution, call.call_index, tuple(call.order), False, call.error
-        )
-    return Judgment(
-        item_key,
-        call.execution,
-        call.call_index,
-        tuple(call.order),
-        True,
-        None,
-        parsed.get("factuality", {}),
-        parsed.get("hallucination_risk", {}),
-        tuple(parsed.get("ranking", ())),
-        parsed.get("confidence"),
-        tuple(call.repaired),
-    )
-
-
 def item_decision(item: Item, calls: Sequence[Call]) -> dict[str, Any] | None:
     """The ``decisions.jsonl`` record of one item from its listwise calls (None without calls).
 
@@ -412,7 +389,19 @@ def item_decision(item: Item, calls: Sequence[Call]) -> dict[str, Any] | None:
     """
     if not calls:
         return None
-    judgments = [call_judgment(call, item.item_id) for call in calls]
+    judgments = [
+        stored_judgment(
+            item.item_id,
+            call.execution,
+            call.call_index,
+            call.ok,
+            call.error,
+            call.order,
+            call.judgment,
+            call.repaired,
+        )
+        for call in calls
+    ]
     (group,) = pack(judgments, {item.item_id: item.candidate_ids})
     return decide(group).records()[0]
 

@@ -349,7 +349,7 @@ def cached_calls(content_keys: Iterable[str], *, session: Session) -> dict[str, 
     return found
 
 
-def _judgment(
+def stored_judgment(
     item_key: str,
     execution: int,
     call_index: int,
@@ -421,7 +421,7 @@ def run_judgments(run_id: int, *, session: Session) -> list[Judgment]:
         )
         decoded = json.loads(f"[{json_columns}]")
         return [
-            _judgment(*row[:5], *json_values)
+            stored_judgment(*row[:5], *json_values)
             for row, json_values in zip(rows, decoded, strict=True)
         ]
 
