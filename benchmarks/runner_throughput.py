@@ -21,7 +21,7 @@ reaches about 0.94 of the ceiling. The runner adds about 0.5-0.7 ms per call (re
 one INSERT and commit per answer). Figures seen: efficiency 0.91-0.93 (it was 0.42-0.63 with
 the cache looked up call by call, ORM inserts and the typed ``create`` over httpx).
 
-Run: ``.venv/bin/python benchmarks/runner_throughput.py [--items N] [--server thread|process]
+Run: ``.venv/bin/python -m benchmarks.runner_throughput [--items N] [--server thread|process]
 [--sdk-only] [--profile]``
 """
 
@@ -46,9 +46,10 @@ from sqlmodel import Session, func, select
 from pcf.items import Candidate, Item
 from pcf.judges.base import JudgeRequest
 from pcf.judges.openai_judge import OpenAIJudge
-from pcf.runner import RunConfig, execute, plan
+from pcf.runs.engine import execute, plan
+from pcf.runs.spec import RunSpec
 from pcf.store import Call, create_run, get_engine, import_items, item_db_ids
-from pcf.wire_server import Scripted, WireRequest, WireServer
+from tests.wire_server import Scripted, WireRequest, WireServer
 
 ITEMS, K, N, CONCURRENCY, LATENCY_S = 300, 7, 4, 64, 0.2
 WARM_UP_ITEMS = 10
@@ -96,7 +97,8 @@ def wire_server(mode: str) -> Iterator[_Server]:
             yield _Server(server.base_url, lambda: server.request_count)
         return
     child = subprocess.Popen(
-        [sys.executable, __file__, "--serve"],
+        [sys.executable, "-m", "benchmarks.runner_throughput", "--serve"],
+        cwd=Path(__file__).resolve().parents[1],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -124,7 +126,7 @@ def serve() -> None:
 def sdk_only(items: list[Item], server: _Server) -> tuple[float, float]:
     """(seconds, CPU seconds) to send the run's requests through the judge alone,
     ``CONCURRENCY`` at a time."""
-    calls = plan(items, {item.item_id: n for n, item in enumerate(items)}, RunConfig(k=K))
+    calls = plan(items, {item.item_id: n for n, item in enumerate(items)}, RunSpec("ds", k=K))
     requests = [call.render().request() for call in calls]
     judge = OpenAIJudge("bench-model", base_url=server.openai_base_url, api_key="dummy")
     semaphore = asyncio.Semaphore(CONCURRENCY)
@@ -164,7 +166,7 @@ def run_once(items: list[Item], db_path: Path, server: _Server) -> tuple[float, 
         session.commit()
         db_ids = item_db_ids(dataset.id, session=session)
         judge = OpenAIJudge("bench-model", base_url=server.openai_base_url, api_key="dummy")
-        config = RunConfig(protocol="pcf", k=K, concurrency=CONCURRENCY)
+        config = RunSpec("ds", protocol="pcf", k=K, concurrency=CONCURRENCY)
 
         async def go() -> float:
             try:

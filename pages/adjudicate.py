@@ -18,24 +18,28 @@ from pages.common import (
     session,
     simulated_badge,
 )
-from pcf.instability import FLAG_HELP, FLAGS
-from pcf.items import Item
-from pcf.review import (
+from pcf.analysis.adjudications import (
     CONFIDENCE_LEVELS,
     PATTERN_TAGS,
     adjudication_queue,
     choice_label,
     confidence_value,
-    describe_candidate,
     display_labels,
     display_order,
-    escape_markdown,
     history_frame,
     item_index,
-    load_item,
     with_priority,
 )
-from pcf.store import add_adjudication, adjudicated_item_keys, adjudication_history, session_scope
+from pcf.analysis.item_detail import describe_candidate, escape_markdown
+from pcf.flags import FLAG_HELP, FLAGS
+from pcf.items import Item
+from pcf.store import (
+    add_adjudication,
+    adjudicated_item_keys,
+    adjudication_history,
+    load_item,
+    session_scope,
+)
 
 ITEM_KEY = "adjudicate_item"  # an item opened on purpose: revisit, correction, ?label=
 CHOICE_KEY = "adjudicate_choice"  # {"item": key, "choice": id}: picked, not saved yet

@@ -14,8 +14,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 from streamlit.runtime.pages_manager import PagesManager
 
-from pcf.results import SIMULATED_NOTE, is_simulated
-from pcf.review import RunAnalysis, analyse_run, matching_item_keys, run_version
+from pcf.analysis.results import SIMULATED_NOTE, RunAnalysis, analyse_run, is_simulated
 from pcf.store import (
     DATABASE_URL_ENV,
     Dataset,
@@ -26,6 +25,8 @@ from pcf.store import (
     get_run,
     list_datasets,
     list_runs,
+    matching_item_keys,
+    run_version,
 )
 
 # A `pages/` folder puts a new Streamlit server in its legacy folder-page mode until app.py's

@@ -5,12 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.common import current_dataset, current_run, session, simulated_badge
-from pcf.agreement import (
-    HUMAN_LABEL_RULE,
-    adjudications_csv,
-    adjudications_jsonl,
-    run_human_comparison,
-)
+from pcf.analysis.adjudications import adjudications_csv, adjudications_jsonl
+from pcf.analysis.agreement import HUMAN_LABEL_RULE, run_human_comparison
 from pcf.store import adjudication_records
 
 MAX_LISTED = 100

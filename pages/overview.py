@@ -6,9 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from pages.common import current_dataset, current_run, run_analysis, session, simulated_badge
-from pcf.agreement import HUMAN_LABEL_RULE, human_labels
-from pcf.charts import flag_bars, metric_histogram, outcome_bars, slot_share_bars
-from pcf.review import accuracy_against, flag_counts, gold_answers, outcome_frame
+from pcf.analysis.agreement import HUMAN_LABEL_RULE, human_labels
+from pcf.analysis.results import accuracy_against, flag_counts, gold_answers, outcome_frame
+from pcf.reports.charts import flag_bars, metric_histogram, outcome_bars, slot_share_bars
 from pcf.store import current_labels, list_runs
 
 st.title("Overview")

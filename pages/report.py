@@ -6,20 +6,11 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.common import RUN_KEY, current_dataset, session
-from pcf.reports import (
-    Figure,
-    Report,
-    ReportData,
-    Table,
-    build_report,
-    collect_report,
-    default_report_runs,
-    display_frame,
-    report_texts,
-)
-from pcf.results import SIMULATED_LABEL
-from pcf.review import run_version
-from pcf.store import database_url, get_run, list_runs
+from pcf.analysis.results import SIMULATED_LABEL
+from pcf.reports.collect import ReportData, collect_report
+from pcf.reports.document import Figure, Report, Table, build_report, default_report_runs
+from pcf.reports.render import display_frame, report_texts
+from pcf.store import database_url, get_run, list_runs, run_version
 
 RUNS_KEY = "report_runs"
 SEED = 0

@@ -16,10 +16,8 @@ from pages.common import (
     session,
     simulated_badge,
 )
-from pcf.charts import HEATMAP_VALUES, ordering_heatmap
-from pcf.instability import FLAG_HELP, FLAGS
-from pcf.review import (
-    ADJUDICATED_FILTERS,
+from pcf.analysis.adjudications import history_frame
+from pcf.analysis.item_detail import (
     calls_frame,
     candidate_labels,
     candidate_roles,
@@ -27,19 +25,15 @@ from pcf.review import (
     coverage_frame,
     describe_candidate,
     escape_markdown,
-    filter_items,
     format_number,
-    history_frame,
-    item_calls,
     item_decision,
-    labelled_item_counts,
-    list_view,
-    load_item,
-    neighbours,
     ordering_frame,
     ordering_label,
 )
-from pcf.store import adjudication_history
+from pcf.analysis.item_list import ADJUDICATED_FILTERS, filter_items, list_view, neighbours
+from pcf.flags import FLAG_HELP, FLAGS
+from pcf.reports.charts import HEATMAP_VALUES, ordering_heatmap
+from pcf.store import adjudication_history, item_calls, labelled_item_counts, load_item
 
 ITEM_KEY = "item"  # the item picker's key, bound to the ?item= query parameter
 

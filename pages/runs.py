@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from pages.common import current_dataset, engine, session
-from pcf.background import background_runs, start_run
+from pcf.analysis.results import SIMULATED_LABEL, run_summary
 from pcf.judges import KEY_ENV
 from pcf.orderings import SCHEDULES
-from pcf.results import SIMULATED_LABEL
-from pcf.runner import PROTOCOLS, RunConfig
-from pcf.runs import (
-    APP_BACKENDS,
-    DEFAULT_MODELS,
-    backend_availability,
-    default_run_name,
-    estimate_run,
-    runs_table,
-)
-from pcf.store import list_runs
+from pcf.reports.tables import runs_table
+from pcf.runs.background import background_runs, start_run
+from pcf.runs.estimate import estimate_run
+from pcf.runs.manage import APP_BACKENDS, DEFAULT_MODELS, backend_availability
+from pcf.runs.spec import PROTOCOLS, RunSpec
+from pcf.store import get_run, list_runs
 
 BACKEND_KEY = "runs_backend"
 MODEL_KEY = "runs_model"
@@ -116,37 +113,32 @@ with right:
     limit = st.number_input("Items (0 = all)", 0, dataset.n_items, 0, key="runs_limit")
     concurrency = st.number_input("Concurrent calls", 1, 256, 16, key="runs_concurrency")
 
+limit_items = int(limit) or None
 try:
-    config = RunConfig(
+    spec = RunSpec(
+        dataset.name,
+        backend=backend,
+        model=model or "model",
+        base_url=base_url,
         protocol=protocol,
         k=int(k),
         schedule=schedule,
         executions=int(executions),
         seed=int(seed),
+        limit=limit_items,
         concurrency=int(concurrency),
     )
 except ValueError as exc:
     st.error(str(exc))
     st.stop()
-limit_items = int(limit) or None
-suggested = default_run_name(dataset.name, backend, model or "model", config)
-if limit_items:
-    suggested += f"-n{limit_items}"
+suggested = spec.run_name + (f"-n{limit_items}" if limit_items else "")
 name = st.text_input("Run name", key=NAME_KEY, placeholder=suggested).strip() or suggested
+spec = replace(spec, name=name, model=model)
 st.caption("An existing run of the same name and settings resumes where it stopped.")
 
 with session() as s:
     try:
-        estimate = estimate_run(
-            dataset,
-            session=s,
-            name=name,
-            backend=backend,
-            model=model,
-            config=config,
-            base_url=base_url,
-            limit=limit_items,
-        )
+        estimate = estimate_run(spec, session=s)
     except ValueError as exc:
         st.error(str(exc))
         st.stop()
@@ -165,7 +157,7 @@ cols[4].metric(
 cols[5].metric(
     "Estimated cost",
     "unpriced" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}",
-    help="From the price table (pcf.settings; extend it with PCF_PRICES).",
+    help="From the price table (pcf.prices; extend it with PCF_PRICES).",
 )
 if estimate.confirmations_max:
     st.caption(f"Plus up to {estimate.confirmations_max} APOCJudge confirmation calls.")
@@ -184,16 +176,7 @@ if st.button(
     help=problem,
 ):
     try:
-        start_run(
-            engine(),
-            dataset=dataset.name,
-            name=name,
-            backend=backend,
-            model=model,
-            config=config,
-            base_url=base_url,
-            limit=limit_items,
-        )
+        start_run(engine(), spec)
     except ValueError as exc:
         st.error(str(exc))
     else:
@@ -217,9 +200,11 @@ def progress_panel() -> None:
             )
             if progress.status == "failed":
                 st.error(progress.error)
-            if progress.summary is not None:
-                summary = progress.summary
-                done = summary["this_invocation"]
+            if progress.report is not None:
+                with session() as s:
+                    run = get_run(progress.name, session=s)
+                    summary = run_summary(run, session=s)
+                done = summary["this_invocation"] = progress.report.as_dict()
                 cols = st.columns(5)
                 cols[0].metric("Items", summary["items"])
                 cols[1].metric("Judge calls", done["calls_made"])

@@ -5,11 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.common import current_dataset, current_run, session, simulated_badge
+from pcf.analysis.results import SIMULATED_LABEL
+from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights, pack_run
 from pcf.consensus import PRESETS, Weights
-from pcf.results import SIMULATED_LABEL
-from pcf.review import run_version
-from pcf.store import Run, database_url, get_run, list_runs
-from pcf.weights import WEIGHT_NAMES, PackedRun, evaluate_weights, pack_run, weight_table
+from pcf.reports.tables import weight_table
+from pcf.store import Run, database_url, get_run, list_runs, run_version
 
 PRESET_KEY = "weights_preset"
 K_KEY = "weights_k"

@@ -1,54 +1,50 @@
 """PCF Review: permutation-consensus factuality judging.
 
 The public API: load items, schedule orderings, render prompts, parse answers, and turn
-judgments into consensus decisions with order-instability flags.
+judgments into consensus decisions with order-instability flags. Names load on first use
+(PEP 562), so importing :mod:`pcf` or a light submodule does not import numpy, scipy or
+statsmodels.
 """
 
-from pcf.consensus import PRESETS, RULES, JudgmentArrays, Weights, consensus, pack, winners
-from pcf.decisions import Decisions, aggregate, decide
-from pcf.errors import DataError, Problem
-from pcf.evaluation import compare_paired
-from pcf.instability import FLAG_HELP, FLAGS, slot_bias
-from pcf.items import FORMATS, Candidate, Item, load_dataset
-from pcf.judgments import Judgment, read_judgments, write_judgments
-from pcf.orderings import SCHEDULES, canonical_order, schedule, slot_coverage
-from pcf.pairwise import apoc_decide, is_ballpark_question
-from pcf.parsing import parse_listwise, parse_pairwise
-from pcf.prompts import neutral_keys, render_listwise, render_pairwise
+from __future__ import annotations
 
-__all__ = [
-    "FLAGS",
-    "FLAG_HELP",
-    "FORMATS",
-    "PRESETS",
-    "RULES",
-    "SCHEDULES",
-    "Candidate",
-    "DataError",
-    "Decisions",
-    "Item",
-    "Judgment",
-    "JudgmentArrays",
-    "Problem",
-    "Weights",
-    "aggregate",
-    "apoc_decide",
-    "canonical_order",
-    "compare_paired",
-    "consensus",
-    "decide",
-    "is_ballpark_question",
-    "load_dataset",
-    "neutral_keys",
-    "pack",
-    "parse_listwise",
-    "parse_pairwise",
-    "read_judgments",
-    "render_listwise",
-    "render_pairwise",
-    "schedule",
-    "slot_bias",
-    "slot_coverage",
-    "winners",
-    "write_judgments",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "pcf.consensus": (
+        "PRESETS",
+        "RULES",
+        "JudgmentArrays",
+        "Weights",
+        "consensus",
+        "pack",
+        "winners",
+    ),
+    "pcf.decisions": ("Decisions", "aggregate", "decide"),
+    "pcf.errors": ("DataError", "Problem"),
+    "pcf.evaluation": ("compare_paired",),
+    "pcf.flags": ("FLAGS", "FLAG_HELP"),
+    "pcf.instability": ("slot_bias",),
+    "pcf.items": ("FORMATS", "Candidate", "Item", "load_dataset"),
+    "pcf.judgments": ("Judgment", "read_judgments", "write_judgments"),
+    "pcf.orderings": ("SCHEDULES", "canonical_order", "schedule", "slot_coverage"),
+    "pcf.pairwise": ("apoc_decide", "is_ballpark_question"),
+    "pcf.parsing": ("parse_listwise", "parse_pairwise"),
+    "pcf.prompts": ("neutral_keys", "render_listwise", "render_pairwise"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_MODULE_OF)  # noqa: PLE0605 - one list of names, in _EXPORTS
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its module on first use."""
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'pcf' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,56 +1,34 @@
-"""The `pcf` command line: a thin layer over the library."""
+"""The `pcf` command line: a thin layer over the library.
+
+Each command imports what it uses when it runs (pandas, scipy, statsmodels, the SDKs and the
+database are slow to import), so that `pcf --help` and light commands start at once; see
+``benchmarks/cli_startup.py``.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pcf.consensus import PRESETS, RULES, Weights
-from pcf.decisions import aggregate as aggregate_judgments
-from pcf.errors import DataError
-from pcf.items import FORMATS, load_dataset
+from pcf.consensus import PRESETS, RULES
+from pcf.items import FORMATS
 from pcf.judges import BACKENDS
-from pcf.judgments import read_judgments
 from pcf.orderings import SCHEDULES
-from pcf.recordings import read_judgebench_outputs, read_llmbar_results, replay_summary
-from pcf.reports import (
-    build_report,
-    collect_report,
-    judgebench_source,
-    pair_frame,
-    replay_report,
-    write_report,
-)
-from pcf.results import run_decisions
-from pcf.runner import PROTOCOLS, Progress, RunConfig
-from pcf.runs import (
-    DEMO_RUNS,
-    build_demo,
-    default_run_name,
-    judge_dataset,
-    study_plan,
-    study_runs,
-)
-from pcf.store import (
-    Run,
-    adjudication_records,
-    database_url,
-    get_dataset,
-    get_engine,
-    get_run,
-    import_items,
-    list_datasets,
-    list_runs,
-    load_items,
-    run_judgments,
-    session_scope,
-)
+from pcf.runs.spec import PROTOCOLS
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from pcf.consensus import Weights
+    from pcf.runs.engine import Progress, RunReport
+    from pcf.store.models import Run
 
 app = typer.Typer(
     help="PCF Review: permutation-consensus factuality judging.",
@@ -80,6 +58,8 @@ def choose_weights(preset: str | None, weights: str | None) -> Weights:
     if preset and weights:
         fail("error: give --preset or --weights, not both", 2)
     if weights:
+        from pcf.consensus import Weights
+
         try:
             return Weights.parse(weights)
         except ValueError as exc:
@@ -108,6 +88,11 @@ def aggregate(
 
     Example: pcf aggregate judgments.jsonl --items items.jsonl --preset uniform --k 3
     """
+    from pcf.decisions import aggregate as aggregate_judgments
+    from pcf.errors import DataError
+    from pcf.items import load_dataset
+    from pcf.judgments import read_judgments
+
     chosen = choose_weights(preset, weights)
     if k is not None and k < 1:
         fail("error: --k must be at least 1", 2)
@@ -139,6 +124,9 @@ def validate(
 
     Example: pcf validate rewardbench2 factuality.jsonl --subset Factuality
     """
+    from pcf.errors import DataError
+    from pcf.items import load_dataset
+
     if fmt not in FORMATS:
         fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", 2)
     try:
@@ -168,16 +156,20 @@ def replay_judgebench(
 
     Example: pcf replay judgebench "outputs/dataset=judgebench,...,judge_model=o1-mini.jsonl"
     """
+    from pcf.errors import DataError
+    from pcf.recordings import read_judgebench_outputs, replay_summary
+
     try:
         pairs = read_judgebench_outputs(path)
         emit({"file": str(path), **replay_summary(pairs)})
     except (DataError, ValueError) as exc:
         fail(str(exc))
     if report is not None:
+        from pcf.reports.document import judgebench_source
+
         source = judgebench_source(path)
         title = f"Replay: JudgeBench, judge {source.get('judge_model', path.stem)}"
-        written = write_report(replay_report(pair_frame(pairs), title=title, source=source), report)
-        typer.echo(f"wrote {written['markdown']} and {written['html']}", err=True)
+        write_replay_report(pairs, report, title=title, source=source)
 
 
 @replay_app.command("llmbar")
@@ -193,6 +185,9 @@ def replay_llmbar(
 
     Example: pcf replay llmbar Dataset/LLMBar --judge GPT-4 --strategy Vanilla --report out/
     """
+    from pcf.errors import DataError
+    from pcf.recordings import read_llmbar_results, replay_summary
+
     try:
         pairs = read_llmbar_results(path, judge=judge, strategy=strategy)
         emit({"path": str(path), **replay_summary(pairs)})
@@ -201,8 +196,17 @@ def replay_llmbar(
     if report is not None:
         source = {"path": str(path), "judge": judge or "any", "strategy": strategy or "any"}
         title = f"Replay: LLMBar {path.name}, judge {judge or 'any'}"
-        written = write_report(replay_report(pair_frame(pairs), title=title, source=source), report)
-        typer.echo(f"wrote {written['markdown']} and {written['html']}", err=True)
+        write_replay_report(pairs, report, title=title, source=source)
+
+
+def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str, str]) -> None:
+    """Write the pairwise report of recorded pairs into ``out``."""
+    from pcf.reports.collect import pair_frame
+    from pcf.reports.document import replay_report
+    from pcf.reports.render import write_report
+
+    written = write_report(replay_report(pair_frame(pairs), title=title, source=source), out)
+    typer.echo(f"wrote {written['markdown']} and {written['html']}", err=True)
 
 
 # ---------------------------------------------------------------- database commands
@@ -224,10 +228,19 @@ def terminal_progress(name: str) -> Progress | None:
 
 
 @contextmanager
-def database():
+def database() -> Iterator[Session]:
     """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder)."""
+    from pcf.store.engine import get_engine, session_scope
+
     with session_scope(get_engine()) as session:
         yield session
+
+
+def summary(run: Run, report: RunReport, *, session: Session) -> dict:
+    """The run's summary (:func:`pcf.analysis.results.run_summary`) and what this command did."""
+    from pcf.analysis.results import run_summary
+
+    return run_summary(run, session=session) | {"this_invocation": report.as_dict()}
 
 
 @app.command("import")
@@ -243,6 +256,11 @@ def import_dataset(
 
     Example: pcf import rewardbench2 factuality.jsonl --name rb2-fact --subset Factuality
     """
+    from pcf.errors import DataError
+    from pcf.items import load_dataset
+    from pcf.store.engine import database_url
+    from pcf.store.queries import import_items
+
     if fmt not in FORMATS:
         fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", 2)
     try:
@@ -288,8 +306,18 @@ def judge(
 
     Example: pcf judge demo --protocol pcf --backend openai --model gpt-4o-mini --k 7
     """
+    from pcf.errors import DataError
+    from pcf.runs.manage import judge_run
+    from pcf.runs.spec import RunSpec
+
     try:
-        config = RunConfig(
+        spec = RunSpec(
+            dataset_name,
+            name,
+            backend=backend,
+            model=model,
+            base_url=base_url,
+            replay=replay,
             protocol=protocol,
             k=k,
             schedule=schedule_name,
@@ -297,28 +325,14 @@ def judge(
             seed=seed,
             temperature=temperature,
             max_tokens=max_tokens,
+            limit=limit,
             concurrency=concurrency,
         )
-        if config.schedule not in SCHEDULES:
-            raise ValueError(f"unknown schedule {schedule_name!r}; choose one of {SCHEDULES}")
-        run_name = name or default_run_name(dataset_name, backend, model, config)
         with database() as session:
-            dataset = get_dataset(dataset_name, session=session)
-            if dataset is None:
-                fail(f"error: no dataset {dataset_name!r}; import one with `pcf import`", 2)
-            summary = judge_dataset(
-                session,
-                dataset,
-                name=run_name,
-                backend=backend,
-                model=model,
-                config=config,
-                base_url=base_url,
-                replay=replay,
-                limit=limit,
-                progress=terminal_progress(run_name),
+            run, report = judge_run(
+                spec, session=session, progress=terminal_progress(spec.run_name)
             )
-        emit(summary)
+            emit(summary(run, report, session=session))
     except (ValueError, DataError) as exc:
         fail(f"error: {exc}", 2)
 
@@ -335,6 +349,9 @@ def export(
 
     Example: pcf export demo-pcf --what judgments --out judgments.jsonl
     """
+    from pcf.analysis.results import run_decisions
+    from pcf.store.queries import adjudication_records, get_run, load_items, run_judgments
+
     kinds = ("items", "judgments", "decisions", "adjudications")
     if what not in kinds:
         fail(f"error: --what must be one of {', '.join(kinds)}", 2)
@@ -364,6 +381,9 @@ def runs() -> None:
 
     Example: pcf runs
     """
+    from pcf.store.engine import database_url
+    from pcf.store.queries import list_datasets, list_runs
+
     with database() as session:
         names = {d.id: d.name for d in list_datasets(session=session)}
         emit(
@@ -415,30 +435,31 @@ def study(
 
     Example: pcf study demo --name demo-study --backend simulated --k 7 --executions 3
     """
+    from pcf.errors import DataError
+    from pcf.runs.manage import judge_run
+    from pcf.runs.spec import RunSpec
+    from pcf.runs.study import study_specs
+
     try:
+        base = RunSpec(
+            dataset_name,
+            backend=backend,
+            model=model,
+            base_url=base_url,
+            replay=replay,
+            k=k,
+            executions=executions,
+            seed=seed,
+            temperature=temperature,
+            limit=limit,
+            concurrency=concurrency,
+        )
         with database() as session:
-            dataset = get_dataset(dataset_name, session=session)
-            if dataset is None:
-                fail(f"error: no dataset {dataset_name!r}; import one with `pcf import`", 2)
-            items = load_items(dataset.id, session=session)
-            pairs = all(len(i.candidates) == 2 for i in items)
             summaries = []
-            common = {"seed": seed, "temperature": temperature, "concurrency": concurrency}
-            for label, config in study_plan(pairs, k, executions, **common):
-                summaries.append(
-                    judge_dataset(
-                        session,
-                        dataset,
-                        name=f"{name}/{label}",
-                        backend=backend,
-                        model=model,
-                        config=config,
-                        base_url=base_url,
-                        replay=replay,
-                        limit=limit,
-                        progress=terminal_progress(f"{name}/{label}"),
-                    )
-                )
+            for spec in study_specs(name, base, session=session):
+                progress = terminal_progress(spec.run_name)
+                run, report = judge_run(spec, session=session, progress=progress)
+                summaries.append(summary(run, report, session=session))
         emit({"study": name, "runs": summaries})
     except (ValueError, DataError) as exc:
         fail(f"error: {exc}", 2)
@@ -459,11 +480,17 @@ def report_command(
 
     Example: pcf report demo-study --out report/
     """
+    from pcf.reports.collect import collect_report
+    from pcf.reports.document import build_report
+    from pcf.reports.render import write_report
+    from pcf.runs.study import study_runs
+    from pcf.store.queries import get_run
+
     with database() as session:
         chosen: dict[int, Run] = {}
         for name in names:
             run = get_run(name, session=session)
-            found = [run] if run is not None else study_runs(name, session)
+            found = [run] if run is not None else study_runs(name, session=session)
             if not found:
                 fail(f"error: no run or study {name!r}; `pcf runs` lists them", 2)
             chosen |= {r.id: r for r in found}
@@ -485,11 +512,15 @@ def demo(
 
     Example: pcf demo --if-missing
     """
+    from pcf.runs.study import DEMO_RUNS, build_demo
+    from pcf.store.engine import database_url
+    from pcf.store.queries import get_run
+
     with database() as session:
-        if if_missing and all(get_run(name, session=session) for name, _ in DEMO_RUNS):
+        if if_missing and all(get_run(s.run_name, session=session) for s in DEMO_RUNS):
             typer.echo(f"demo database ready at {database_url()}", err=True)
             return
-        summaries = build_demo(session)
+        summaries = [summary(run, report, session=session) for run, report in build_demo(session)]
     emit({"database": database_url(), "runs": summaries})
 
 

@@ -1,4 +1,4 @@
-"""Order-instability metrics, flags and review priority per item, and dataset-level slot bias."""
+"""Order-instability metrics per item (METHOD.md), and dataset-level slot bias."""
 
 from __future__ import annotations
 
@@ -8,19 +8,7 @@ import numpy as np
 from scipy import stats
 
 from pcf.consensus import Consensus, JudgmentArrays
-
-FLAGS = ("order_unstable", "overrides_direct", "near_tie", "position_driven", "incomplete")
-FLAG_HELP = {
-    "order_unstable": "The judge's top pick changed with the order of the candidates.",
-    "overrides_direct": "The consensus winner differs from the direct (canonical-order) winner.",
-    "near_tie": "The consensus margin between winner and runner-up is below 0.05.",
-    "position_driven": "Top picks followed one slot in >= 60% of calls while agreeing < 60%.",
-    "incomplete": "Some calls failed and were left out of the consensus.",
-}
-NEAR_TIE_MARGIN = 0.05
-POSITION_SLOT_SHARE = 0.6
-POSITION_AGREEMENT = 0.6
-NO_JUDGMENT_PRIORITY = 3.0
+from pcf.flags import FLAGS, raise_flags, review_priority
 
 
 @dataclass(frozen=True)
@@ -60,26 +48,6 @@ def top_slots(arrays: JudgmentArrays) -> tuple[np.ndarray, np.ndarray]:
     return np.take_along_axis(slot, top[..., None], axis=2)[..., 0], ok
 
 
-def review_priority(
-    top_agreement: np.ndarray,
-    kendall_w: np.ndarray,
-    flags: dict[str, np.ndarray],
-    has_ok: np.ndarray,
-) -> np.ndarray:
-    """Most doubtful first. The formula, range 0 to 2.5 (3.0 when no call is usable)::
-
-    (1 - top_agreement) + (1 - kendall_w) / 4
-    + 0.5 * overrides_direct + 0.25 * (near_tie + position_driven + incomplete)
-    """
-    score = (
-        (1 - top_agreement)
-        + (1 - kendall_w) / 4
-        + 0.5 * flags["overrides_direct"]
-        + 0.25 * (flags["near_tie"].astype(float) + flags["position_driven"] + flags["incomplete"])
-    )
-    return np.where(has_ok, score, NO_JUDGMENT_PRIORITY)
-
-
 def instability(
     arrays: JudgmentArrays, consensus: Consensus, direct_winner: np.ndarray
 ) -> Instability:
@@ -113,15 +81,14 @@ def instability(
     others = score.copy()
     others[rows, winner] = -np.inf
     margin = np.where(has_ok, score[rows, winner] - others.max(axis=1), np.nan)
-    flags = {
-        "order_unstable": has_ok & (top_agreement < 1),
-        "overrides_direct": consensus.winner != direct_winner,
-        "near_tie": has_ok & (margin < NEAR_TIE_MARGIN),
-        "position_driven": has_ok
-        & (slot_following >= POSITION_SLOT_SHARE)
-        & (top_agreement < POSITION_AGREEMENT),
-        "incomplete": (present & ~ok).any(axis=1),
-    }
+    flags = raise_flags(
+        has_ok=has_ok,
+        top_agreement=top_agreement,
+        overrides=consensus.winner != direct_winner,
+        margin=margin,
+        slot_following=slot_following,
+        failed=(present & ~ok).any(axis=1),
+    )
     priority = review_priority(
         np.nan_to_num(top_agreement), np.nan_to_num(kendall_w), flags, has_ok
     )

@@ -25,7 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pcf.judgments import Judgment
 from pcf.prompts import TIE, normalize_key
 
 DEFAULT_RISK = 0.5
@@ -147,25 +146,6 @@ def parse_pairwise(text: str | None, key_to_id: Mapping[str, str]) -> PairParsed
     except _ParseError as failure:
         return PairParsed(ok=False, error=failure.reason, repaired=tuple(repairs.names))
     return PairParsed(True, None, tuple(repairs.names), verdict, confidence)
-
-
-def to_judgment(
-    parsed: Parsed, item_id: str, execution: int, call_index: int, order: Sequence[str]
-) -> Judgment:
-    """The :class:`~pcf.judgments.Judgment` of one call from its parse."""
-    return Judgment(
-        item_id=item_id,
-        execution=execution,
-        call_index=call_index,
-        order=tuple(order),
-        ok=parsed.ok,
-        error=parsed.error,
-        factuality=dict(parsed.factuality),
-        hallucination_risk=dict(parsed.hallucination_risk),
-        ranking=parsed.ranking,
-        confidence=parsed.confidence,
-        repaired=parsed.repaired,
-    )
 
 
 # ---------------------------------------------------------------- finding the JSON object

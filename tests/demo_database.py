@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlalchemy import make_url
 
-from pcf.runs import build_demo
+from pcf.runs.study import build_demo
 from pcf.store import get_engine, session_scope
 
 

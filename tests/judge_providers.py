@@ -19,7 +19,7 @@ from pcf.judges._provider import ProviderJudge
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
 from pcf.judges.openai_judge import OpenAIJudge
-from pcf.wire_server import Responder, WireServer
+from tests.wire_server import Responder, WireServer
 
 SECRET = "sk-test-SECRET"
 SCHEMA = {

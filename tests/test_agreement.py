@@ -9,17 +9,15 @@ import json
 import pandas as pd
 import pytest
 
-from pcf.agreement import (
-    EXPORT_COLUMNS,
-    adjudications_csv,
-    adjudications_jsonl,
+from pcf.analysis.adjudications import EXPORT_COLUMNS, adjudications_csv, adjudications_jsonl
+from pcf.analysis.agreement import (
     annotator_agreement,
     compare_with_humans,
     human_labels,
     run_human_comparison,
 )
+from pcf.analysis.results import run_decisions
 from pcf.evaluation import cohen_kappa, krippendorff_alpha
-from pcf.results import run_decisions
 from pcf.store import (
     add_adjudication,
     adjudication_records,

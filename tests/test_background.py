@@ -7,8 +7,8 @@ import time
 import pytest
 from sqlmodel import Session, func, select
 
-from pcf.background import background_runs, start_run
-from pcf.runner import RunConfig
+from pcf.runs.background import background_runs, start_run
+from pcf.runs.spec import RunSpec
 from pcf.store import Call, get_engine, get_run
 from tests.demo_database import copy_demo
 
@@ -33,20 +33,12 @@ def engine(isolated_database):
 
 
 def test_a_background_run_stores_its_calls_and_reports_progress(engine):
-    started = start_run(
-        engine,
-        dataset="demo",
-        name="bg",
-        backend="simulated",
-        model="sim-bg",
-        config=RunConfig(k=3),
-        limit=4,
-    )
+    started = start_run(engine, RunSpec("demo", "bg", model="sim-bg", k=3, limit=4))
     assert started.active
     progress = wait_until_done(engine, "bg")
     assert progress.status == "finished", progress.error
     assert (progress.done, progress.total, progress.fraction) == (12, 12, 1.0)
-    assert progress.summary["this_invocation"]["calls_made"] == 12
+    assert progress.report.calls_made == 12
     with Session(engine) as s:
         run = get_run("bg", session=s)
         calls = s.exec(select(func.count()).select_from(Call).where(Call.run_id == run.id)).one()
@@ -56,14 +48,7 @@ def test_a_background_run_stores_its_calls_and_reports_progress(engine):
 
 
 def test_a_run_that_cannot_resume_fails_with_the_reason(engine):
-    start_run(
-        engine,
-        dataset="demo",
-        name="demo-pcf",
-        backend="simulated",
-        model="sim-primacy",
-        config=RunConfig(k=3),
-    )
+    start_run(engine, RunSpec("demo", "demo-pcf", k=3))
     progress = wait_until_done(engine, "demo-pcf")
     assert progress.status == "failed"
     assert "exists with other settings" in progress.error
@@ -74,12 +59,7 @@ def test_a_run_that_cannot_resume_fails_with_the_reason(engine):
 def test_a_provider_without_a_key_fails_and_marks_the_run_failed(engine, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     start_run(
-        engine,
-        dataset="demo",
-        name="nokey",
-        backend="anthropic",
-        model="claude-x",
-        config=RunConfig(protocol="direct"),
+        engine, RunSpec("demo", "nokey", backend="anthropic", model="claude-x", protocol="direct")
     )
     progress = wait_until_done(engine, "nokey")
     assert progress.status == "failed"
@@ -89,10 +69,8 @@ def test_a_provider_without_a_key_fails_and_marks_the_run_failed(engine, monkeyp
 
 
 def test_the_same_run_cannot_start_twice_at_once(engine):
-    config = RunConfig(k=7, executions=3)
-    start_run(engine, dataset="demo", name="twice", backend="simulated", model="s2", config=config)
+    spec = RunSpec("demo", "twice", model="s2", k=7, executions=3)
+    start_run(engine, spec)
     with pytest.raises(ValueError, match="already running"):
-        start_run(
-            engine, dataset="demo", name="twice", backend="simulated", model="s2", config=config
-        )
+        start_run(engine, spec)
     assert wait_until_done(engine, "twice").status == "finished"

@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from pcf.charts import (
+from pcf.analysis.results import flag_counts, outcome_frame
+from pcf.reports.charts import (
     HEATMAP_VALUES,
     flag_bars,
     metric_histogram,
@@ -15,7 +16,6 @@ from pcf.charts import (
     outcome_bars,
     slot_share_bars,
 )
-from pcf.review import flag_counts, outcome_frame
 
 HEATMAP = pd.DataFrame(
     {

@@ -10,7 +10,8 @@ from scipy import stats
 
 from pcf.consensus import pack
 from pcf.decisions import aggregate, decide
-from pcf.instability import FLAG_HELP, FLAGS, slot_bias
+from pcf.flags import FLAG_HELP, FLAGS
+from pcf.instability import slot_bias
 
 from .factories import judgment
 

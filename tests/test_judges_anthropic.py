@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from pcf.judges.base import JudgeRequest
-from pcf.wire_server import Scripted, WireServer
 from tests.judge_providers import ANTHROPIC, SCHEMA, complete, use_environment
+from tests.wire_server import Scripted, WireServer
 
 
 @pytest.fixture(autouse=True)

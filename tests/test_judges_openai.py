@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from pcf.judges.base import JudgeRequest
-from pcf.wire_server import WireServer
 from tests.judge_providers import OPENAI, SCHEMA, complete, use_environment
+from tests.wire_server import WireServer
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,6 @@ import pytest
 
 from pcf.judges._provider import PLACEHOLDER_KEY, retry_after_seconds
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
-from pcf.wire_server import Scripted, WireServer, fixed_json, message_key
 from tests.judge_providers import (
     PROVIDERS,
     REQUEST,
@@ -31,6 +30,7 @@ from tests.judge_providers import (
     failure,
     use_environment,
 )
+from tests.wire_server import Scripted, WireServer, fixed_json, message_key
 
 
 @pytest.fixture(params=PROVIDERS, ids=lambda spec: spec.backend)
@@ -230,15 +230,3 @@ def test_api_key_never_reaches_the_logs(
             complete(provider, server)
     assert caplog.records
     assert SECRET not in caplog.text
-
-
-def test_describe_names_the_settings_but_not_the_key(provider: ProviderSpec) -> None:
-    base_url = f"http://127.0.0.1:9{provider.url_suffix}"
-    judge = provider.new_judge(base_url, timeout=7.0)
-    assert judge.backend == provider.backend
-    assert judge.describe() == {
-        "backend": provider.backend,
-        "model": provider.model,
-        "base_url": base_url,
-        "timeout_s": 7.0,
-    }

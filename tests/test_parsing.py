@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pcf.items import Candidate, Item
-from pcf.judgments import Judgment
 from pcf.orderings import schedule
 from pcf.parsing import (
     DEFAULT_RISK,
@@ -21,7 +20,6 @@ from pcf.parsing import (
     failed,
     parse_listwise,
     parse_pairwise,
-    to_judgment,
 )
 from pcf.prompts import TIE, neutral_keys, render_listwise, render_pairwise
 
@@ -359,36 +357,6 @@ def test_mismatched_keys_and_order_are_a_programming_error():
 def test_any_text_parses_to_a_result_never_an_exception(text):
     parsed = parse_listwise(text, KEY_TO_ID, ORDER)
     assert parsed.ok or ERROR_FORM.fullmatch(parsed.error)
-
-
-# ---------------------------------------------------------------- to_judgment
-
-
-def test_to_judgment_of_an_ok_parse():
-    parsed = listwise("```json\n" + json.dumps(answer()) + "\n```")
-    judgment = to_judgment(parsed, "item-9", 1, 4, ORDER)
-    assert judgment == Judgment(
-        item_id="item-9",
-        execution=1,
-        call_index=4,
-        order=ORDER,
-        ok=True,
-        error=None,
-        factuality={"c-red": 6.0, "c-green": 9.0, "c-blue": 2.0},
-        hallucination_risk={"c-red": 0.2, "c-green": 0.1, "c-blue": 0.7},
-        ranking=("c-green", "c-red", "c-blue"),
-        confidence=0.8,
-        repaired=("code_fence",),
-    )
-    assert judgment.to_dict()["repaired"] == ["code_fence"]
-
-
-def test_to_judgment_of_a_failed_parse():
-    judgment = to_judgment(listwise("no idea"), "item-9", 0, 0, list(ORDER))
-    assert not judgment.ok
-    assert judgment.error == "no_json"
-    assert judgment.order == ORDER
-    assert judgment.to_dict()["ranking"] == []
 
 
 # ---------------------------------------------------------------- pairwise

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from pcf.cli import app
 from pcf.evaluation import paired_bootstrap_ci
 from pcf.recordings import read_judgebench_outputs, read_llmbar_results, replay_summary
-from pcf.reports import Figure, Report, Section, Table, write_report
+from pcf.reports.document import Figure, Report, Section, Table
+from pcf.reports.render import write_report
 from tests.demo_database import copy_demo
 from tests.html_tables import html_tables
 
@@ -496,7 +497,7 @@ def test_a_chart_that_cannot_be_rendered_leaves_the_tables(tmp_path, monkeypatch
     def broken(chart):
         raise RuntimeError("no renderer here")
 
-    monkeypatch.setattr("pcf.reports.chart_svg", broken)
+    monkeypatch.setattr("pcf.reports.render.chart_svg", broken)
     import altair as alt
 
     frame = pd.DataFrame({"run": ["<script>alert(1)</script>", "a|b"], "accuracy %": [50.0, 75.0]})

@@ -12,56 +12,58 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from pcf.consensus import pack
-from pcf.evaluation import compare_paired
-from pcf.instability import FLAG_HELP, FLAGS, slot_bias
-from pcf.items import Candidate, Item
-from pcf.results import run_decisions
-from pcf.review import (
-    ADJUDICATED_FILTERS,
-    TABLE_COLUMNS,
-    accuracy_against,
+from pcf.analysis.adjudications import (
     adjudication_queue,
-    analyse_run,
-    calls_frame,
-    candidate_labels,
     choice_label,
     confidence_value,
-    consensus_frame,
-    decision_table,
-    describe_candidate,
     display_labels,
     display_order,
-    escape_markdown,
-    filter_items,
-    flag_counts,
-    format_number,
-    gold_answers,
     history_frame,
-    item_calls,
-    item_decision,
     item_index,
-    labelled_item_counts,
-    list_view,
-    load_item,
-    matching_item_keys,
-    neighbours,
-    ordering_frame,
-    ordering_label,
-    outcome_frame,
-    run_version,
     with_priority,
 )
+from pcf.analysis.item_detail import (
+    calls_frame,
+    candidate_labels,
+    consensus_frame,
+    describe_candidate,
+    escape_markdown,
+    format_number,
+    item_decision,
+    ordering_frame,
+    ordering_label,
+)
+from pcf.analysis.item_list import ADJUDICATED_FILTERS, filter_items, list_view, neighbours
+from pcf.analysis.results import (
+    TABLE_COLUMNS,
+    accuracy_against,
+    analyse_run,
+    decision_table,
+    flag_counts,
+    gold_answers,
+    outcome_frame,
+    run_decisions,
+)
+from pcf.consensus import pack
+from pcf.evaluation import compare_paired
+from pcf.flags import FLAG_HELP, FLAGS
+from pcf.instability import slot_bias
+from pcf.items import Candidate, Item
 from pcf.store import (
     Call,
     add_adjudication,
     adjudication_history,
     get_engine,
     get_run,
+    insert_calls,
+    item_calls,
     item_db_ids,
+    labelled_item_counts,
+    load_item,
     load_items,
-    record_call,
+    matching_item_keys,
     run_judgments,
+    run_version,
     session_scope,
 )
 from tests.demo_database import copy_demo
@@ -178,15 +180,20 @@ def test_the_run_version_changes_with_its_calls(engine: Engine, db: Session):
     assert run_version(run, session=db) == before
     with session_scope(engine) as s:
         item_id = item_db_ids(run.dataset_id, session=s)["demo-001"]
-        record_call(
-            Call(
-                run_id=run.id,
-                item_id=item_id,
-                call_index=1,
-                order=[],
-                content_key="extra",
-                ok=False,
-            ),
+        insert_calls(
+            [
+                {
+                    "run_id": run.id,
+                    "item_id": item_id,
+                    "call_index": 1,
+                    "order": [],
+                    "keys": [],
+                    "request": {},
+                    "repaired": [],
+                    "content_key": "extra",
+                    "ok": False,
+                }
+            ],
             session=s,
         )
     assert run_version(run, session=db) != before

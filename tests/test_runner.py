@@ -13,15 +13,16 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 from typer.testing import CliRunner
 
+from pcf.analysis.results import run_decisions
 from pcf.cli import app
 from pcf.items import Candidate, Item
 from pcf.judges.base import JudgeReply, JudgeRequest
 from pcf.judges.simulated import SimulatedJudge
 from pcf.orderings import canonical_order, schedule
-from pcf.pairwise import is_ballpark_question, needs_confirmation
+from pcf.pairwise import apoc_decide, is_ballpark_question, needs_confirmation
 from pcf.prompts import NEUTRAL_PREFIX
-from pcf.results import run_decisions
-from pcf.runner import RunConfig, RunReport, apoc_verdicts, execute, plan
+from pcf.runs.engine import RunReport, execute, plan
+from pcf.runs.spec import RunSpec
 from pcf.store import (
     Call,
     CandidateRow,
@@ -66,14 +67,14 @@ def _run(
     session: Session,
     dataset: Dataset,
     items: list[Item],
-    config: RunConfig,
+    config: RunSpec,
     judge: CountingJudge,
     *,
     name: str | None = None,
     run: Run | None = None,
 ) -> tuple[Run, RunReport]:
     """Create the run (or take ``run``) and execute it; returns the run and the report."""
-    fixed = config.normalised()
+    fixed = config
     if run is None:
         run = create_run(
             name or fixed.protocol,
@@ -120,7 +121,7 @@ def test_plan_makes_the_calls_each_protocol_needs():
     items = _items(3)
     db_ids = {item.item_id: 10 + i for i, item in enumerate(items)}
 
-    direct = plan(items, db_ids, RunConfig(protocol="direct", k=7).normalised())
+    direct = plan(items, db_ids, RunSpec("ds", protocol="direct", k=7))
     assert [(c.item.item_id, c.execution, c.call_index, c.repeat_index) for c in direct] == [
         ("q0", 0, 0, 0),
         ("q1", 0, 0, 0),
@@ -130,7 +131,7 @@ def test_plan_makes_the_calls_each_protocol_needs():
         assert call.order == canonical_order(call.item.candidate_ids, 0, call.item.item_id)
         assert call.item_db_id == db_ids[call.item.item_id]
 
-    pcf = plan(items, db_ids, RunConfig(protocol="pcf", k=5, executions=2).normalised())
+    pcf = plan(items, db_ids, RunSpec("ds", protocol="pcf", k=5, executions=2))
     assert len(pcf) == 3 * 5 * 2
     for item in items:
         mine = [c for c in pcf if c.item.item_id == item.item_id]
@@ -143,7 +144,7 @@ def test_plan_makes_the_calls_each_protocol_needs():
             assert {c.repeat_index for c in runs} == {execution}
         assert not any(c.pairwise for c in mine)
 
-    repeated = plan(items, db_ids, RunConfig(protocol="repeated", k=4).normalised())
+    repeated = plan(items, db_ids, RunSpec("ds", protocol="repeated", k=4))
     assert len(repeated) == 3 * 4
     for item in items:
         mine = [c for c in repeated if c.item.item_id == item.item_id]
@@ -153,11 +154,11 @@ def test_plan_makes_the_calls_each_protocol_needs():
         assert mine[0].order == canonical_order(item.candidate_ids, 0, item.item_id)
 
     pairs = _items(2, n=2)
-    apoc = plan(pairs, {p.item_id: i for i, p in enumerate(pairs)}, RunConfig(protocol="apoc"))
+    apoc = plan(pairs, {p.item_id: i for i, p in enumerate(pairs)}, RunSpec("ds", protocol="apoc"))
     assert [(c.call_index, c.pairwise) for c in apoc] == [(0, True), (1, True)] * 2
     assert apoc[1].order == apoc[0].order[::-1]
     with pytest.raises(ValueError, match="apoc needs pairs"):
-        plan(items, db_ids, RunConfig(protocol="apoc"))
+        plan(items, db_ids, RunSpec("ds", protocol="apoc"))
 
 
 def test_runs_store_one_row_per_planned_call(session):
@@ -165,9 +166,9 @@ def test_runs_store_one_row_per_planned_call(session):
     items = _items(4)
     dataset = _dataset(session, items)
     for config, per_item in (
-        (RunConfig(protocol="direct"), 1),
-        (RunConfig(protocol="pcf", k=3, executions=2), 6),
-        (RunConfig(protocol="repeated", k=3), 3),
+        (RunSpec("ds", protocol="direct"), 1),
+        (RunSpec("ds", protocol="pcf", k=3, executions=2), 6),
+        (RunSpec("ds", protocol="repeated", k=3), 3),
     ):
         judge = CountingJudge()
         run, report = _run(session, dataset, items, config, judge)
@@ -190,12 +191,12 @@ def test_a_pcf_run_reuses_the_direct_runs_canonical_calls(session):
     items = _items(5)
     dataset = _dataset(session, items)
     judge = CountingJudge()
-    direct, _ = _run(session, dataset, items, RunConfig(protocol="direct"), judge)
+    direct, _ = _run(session, dataset, items, RunSpec("ds", protocol="direct"), judge)
     assert judge.requests == 5
     direct_calls = {c.item_id: c for c in _calls(session, direct)}
 
     judge = CountingJudge()
-    pcf, report = _run(session, dataset, items, RunConfig(protocol="pcf", k=4), judge)
+    pcf, report = _run(session, dataset, items, RunSpec("ds", protocol="pcf", k=4), judge)
     assert report.cache_hits == 5
     assert judge.requests == report.calls_made == 5 * 3
     assert (pcf.cache_hits, pcf.calls_made) == (5, 15)
@@ -213,7 +214,7 @@ def test_a_pcf_run_reuses_the_direct_runs_canonical_calls(session):
             assert call.attempts == 1
     # a repeated run's first copy is the canonical call too; later copies are new calls
     judge = CountingJudge()
-    repeated, report = _run(session, dataset, items, RunConfig(protocol="repeated", k=3), judge)
+    repeated, report = _run(session, dataset, items, RunSpec("ds", protocol="repeated", k=3), judge)
     assert (report.cache_hits, judge.requests) == (5, 10)
     assert all(
         (c.cached_from is not None) == (c.repeat_index == 0) for c in _calls(session, repeated)
@@ -228,7 +229,7 @@ def test_a_cached_answer_is_mapped_to_the_items_own_candidate_ids(session):
         candidates = tuple(Candidate(f"{prefix}{i}", t) for i, t in enumerate(texts))
         return [Item("q1", "What is the capital of France?", candidates, f"{prefix}0")]
 
-    config = RunConfig(protocol="pcf", k=6, schedule="exhaustive")
+    config = RunSpec("ds", protocol="pcf", k=6, schedule="exhaustive")
     first_items, second_items = items("a"), items("b")
     first, _ = _run(
         session, _dataset(session, first_items, "A"), first_items, config, CountingJudge(), name="A"
@@ -258,11 +259,13 @@ def test_running_a_finished_run_again_makes_no_judge_call(session):
     items = _items(4)
     dataset = _dataset(session, items)
     flaky = SimulatedJudge("sim-test", malformed_rate=0.3)
-    run, first = _run(session, dataset, items, RunConfig(protocol="pcf", k=5), CountingJudge(flaky))
+    run, first = _run(
+        session, dataset, items, RunSpec("ds", protocol="pcf", k=5), CountingJudge(flaky)
+    )
     assert first.failures > 0
     before = _row_counts()
     judge = CountingJudge(flaky)
-    run, again = _run(session, dataset, items, RunConfig(protocol="pcf", k=5), judge, run=run)
+    run, again = _run(session, dataset, items, RunSpec("ds", protocol="pcf", k=5), judge, run=run)
     assert judge.requests == 0
     assert (again.planned, again.already_done, again.calls_made) == (20, 20, 0)
     assert (again.cache_hits, again.failures) == (0, 0)
@@ -275,9 +278,9 @@ def test_a_run_that_grows_asks_only_for_the_new_items(session):
     """Judging more items of the dataset under the same run resumes it: old calls stay."""
     items = _items(5)
     dataset = _dataset(session, items)
-    run, _ = _run(session, dataset, items[:2], RunConfig(protocol="pcf", k=3), CountingJudge())
+    run, _ = _run(session, dataset, items[:2], RunSpec("ds", protocol="pcf", k=3), CountingJudge())
     judge = CountingJudge()
-    run, report = _run(session, dataset, items, RunConfig(protocol="pcf", k=3), judge, run=run)
+    run, report = _run(session, dataset, items, RunSpec("ds", protocol="pcf", k=3), judge, run=run)
     assert (report.already_done, judge.requests, len(_calls(session, run))) == (6, 9, 15)
 
 
@@ -309,7 +312,7 @@ def test_malformed_answers_are_recorded_failures_and_decisions_still_come(sessio
     items = _items(12)
     dataset = _dataset(session, items)
     judge = CountingJudge(SimulatedJudge("sim-test", malformed_rate=0.5))
-    run, report = _run(session, dataset, items, RunConfig(protocol="pcf", k=5), judge)
+    run, report = _run(session, dataset, items, RunSpec("ds", protocol="pcf", k=5), judge)
     calls = _calls(session, run)
     failed = [c for c in calls if not c.ok]
     assert len(calls) == 60
@@ -348,7 +351,7 @@ def test_apoc_asks_for_a_keyed_confirmation_only_where_it_can_change_the_verdict
     pairs[0] = Item("q0", "Roughly how many people live in Paris?", pairs[0].candidates, "c0")
     dataset = _dataset(session, pairs)
     judge = CountingJudge(SimulatedJudge("sim-test", noise=1.5))
-    run, report = _run(session, dataset, pairs, RunConfig(protocol="apoc"), judge)
+    run, report = _run(session, dataset, pairs, RunSpec("ds", protocol="apoc"), judge)
     calls = _calls(session, run)
     db_ids = item_db_ids(dataset.id, session=session)
     confirmed = 0
@@ -367,13 +370,18 @@ def test_apoc_asks_for_a_keyed_confirmation_only_where_it_can_change_the_verdict
     assert len(calls) == report.planned + confirmed == 2 * len(pairs) + confirmed
     assert judge.requests == run.calls_made == len(calls)
 
-    verdicts = apoc_verdicts(calls, pairs, db_ids)
     decisions = {d["item_id"]: d for d in run_decisions(run, session=session)}
     for item in pairs:
-        assert decisions[item.item_id]["metrics"]["reason"] == verdicts[item.item_id].reason
+        mine = {c.call_index: c for c in calls if c.item_id == db_ids[item.item_id]}
+        expected = apoc_decide(
+            *(mine[i].verdict() if i in mine else None for i in range(3)),
+            ballpark=is_ballpark_question(item.prompt),
+            guard=True,
+        )
+        assert decisions[item.item_id]["metrics"]["reason"] == expected.reason
 
     judge = CountingJudge()
-    _, again = _run(session, dataset, pairs, RunConfig(protocol="apoc"), judge, run=run)
+    _, again = _run(session, dataset, pairs, RunSpec("ds", protocol="apoc"), judge, run=run)
     assert judge.requests == 0
     assert again.already_done == 2 * len(pairs)
 

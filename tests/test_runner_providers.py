@@ -21,17 +21,18 @@ from sqlmodel import Session, col, select
 
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.openai_judge import OpenAIJudge
-from pcf.runner import RunConfig, execute, plan
+from pcf.runs.engine import execute, plan
+from pcf.runs.spec import RunSpec
 from pcf.store import Call, create_run, get_engine, import_items, item_db_ids
-from pcf.wire_server import Scripted, WireRequest, WireServer, message_key
 from tests.factories import make_item
+from tests.wire_server import Scripted, WireRequest, WireServer, message_key
 
 CANDIDATE_KEY = re.compile(r'<candidate key="([^"]+)">')
 TOKENS_IN, TOKENS_OUT = 100, 10
 RETRY_AFTER_S = 0.2
 TIMEOUT_S = 1.0  # generous: a busy machine must not time out a plain answer
-CONFIG = RunConfig(
-    protocol="pcf", k=4, concurrency=4, max_attempts=3, backoff_s=0.01, parse_retries=1
+CONFIG = RunSpec(
+    "ds", protocol="pcf", k=4, concurrency=4, max_attempts=3, backoff_s=0.01, parse_retries=1
 )
 
 
@@ -122,7 +123,7 @@ def test_a_run_survives_every_provider_failure_and_counts_add_up(backend: str):
     with Session(get_engine(), expire_on_commit=False) as session:
         dataset = import_items(items, session=session, name="ds", fmt="jsonl")
         db_ids = item_db_ids(dataset.id, session=session)
-        planned = plan(items, db_ids, CONFIG.normalised())
+        planned = plan(items, db_ids, CONFIG)
         assert len(planned) == 16
         keys = [message_key(p.render().user) for p in planned]
         assert len(set(keys)) == 16

@@ -19,11 +19,12 @@ from sqlmodel import Session, select
 from typer.testing import CliRunner
 
 from pcf.cli import app
-from pcf.runner import RunConfig, plan
+from pcf.runs.engine import plan
+from pcf.runs.spec import RunSpec
 from pcf.store import Call, get_dataset, get_engine, get_run, item_db_ids, load_items
-from pcf.wire_server import Scripted, WireRequest, WireServer, message_key
 from tests.factories import make_item
 from tests.test_runner_providers import listwise_text
+from tests.wire_server import Scripted, WireRequest, WireServer, message_key
 
 ITEMS, K, CONCURRENCY = 30, 7, 8
 PLANNED = ITEMS * K
@@ -123,7 +124,7 @@ def test_a_killed_run_resumes_and_answers_every_call_once(tmp_path, isolated_dat
         run = get_run("r", session=session)
         dataset = get_dataset("ds", session=session)
         items = load_items(dataset.id, session=session)
-        planned = plan(items, item_db_ids(dataset.id, session=session), RunConfig(k=K))
+        planned = plan(items, item_db_ids(dataset.id, session=session), RunSpec("ds", k=K))
         rows = session.exec(select(Call).where(Call.run_id == run.id)).all()
     assert run.status == "finished"
     assert (run.calls_made, run.failures) == (PLANNED, 0)

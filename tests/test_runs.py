@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pcf.runner import RunConfig
-from pcf.runs import RUN_COLUMNS, backend_availability, estimate_run, judge_dataset, runs_table
-from pcf.store import get_dataset, get_engine, get_run, list_runs, session_scope
+from pcf.reports.tables import RUN_COLUMNS, runs_table
+from pcf.runs.estimate import estimate_run
+from pcf.runs.manage import backend_availability, judge_run
+from pcf.runs.spec import RunSpec
+from pcf.store import get_engine, get_run, list_runs, session_scope
 from tests.demo_database import copy_demo
 
 
@@ -40,55 +42,31 @@ def test_providers_need_their_key_or_a_base_url():
 
 
 def test_a_new_model_sends_every_call_and_the_estimate_matches_the_run(session):
-    dataset = get_dataset("demo", session=session)
-    config = RunConfig(k=3, executions=2)
-    estimate = estimate_run(
-        dataset, session=session, name="new", backend="simulated", model="sim-new", config=config
-    )
+    spec = RunSpec("demo", "new", model="sim-new", k=3, executions=2)
+    estimate = estimate_run(spec, session=session)
     assert (estimate.planned, estimate.stored, estimate.cached) == (52 * 3 * 2, 0, 0)
     assert estimate.to_call == 312
     assert estimate.cost_usd == 0.0
-    judge_dataset(session, dataset, name="new", backend="simulated", model="sim-new", config=config)
+    judge_run(spec, session=session)
     run = get_run("new", session=session)
     # The simulated judge counts input tokens as the estimate does: prompt characters / 4.
     assert run.input_tokens == estimate.input_tokens
     assert run.output_tokens == pytest.approx(estimate.output_tokens, rel=0.2)
-    again = estimate_run(
-        dataset, session=session, name="new", backend="simulated", model="sim-new", config=config
-    )
+    again = estimate_run(spec, session=session)
     assert (again.resumes, again.stored, again.to_call) == (True, 312, 0)
 
 
 def test_calls_answered_before_come_from_the_cache(session):
-    dataset = get_dataset("demo", session=session)
-    estimate = estimate_run(
-        dataset,
-        session=session,
-        name="k3",
-        backend="simulated",
-        model="sim-primacy",
-        config=RunConfig(k=3),
-        limit=10,
-    )
+    estimate = estimate_run(RunSpec("demo", "k3", k=3, limit=10), session=session)
     # demo-pcf made the first three balanced orderings of execution 0 with the same model.
     assert (estimate.items, estimate.planned, estimate.cached, estimate.to_call) == (10, 30, 30, 0)
     assert estimate.input_tokens == 0
 
 
 def test_a_real_model_is_priced_and_an_unknown_one_is_not(session):
-    dataset = get_dataset("demo", session=session)
-    config = RunConfig(protocol="direct")
-
     def estimate(model: str):
-        return estimate_run(
-            dataset,
-            session=session,
-            name="priced",
-            backend="openai",
-            model=model,
-            config=config,
-            prices={"gpt-x": (1.0, 2.0)},
-        )
+        spec = RunSpec("demo", "priced", backend="openai", model=model, protocol="direct")
+        return estimate_run(spec, session=session, prices={"gpt-x": (1.0, 2.0)})
 
     priced = estimate("gpt-x")
     assert priced.planned == 52
@@ -100,15 +78,7 @@ def test_a_real_model_is_priced_and_an_unknown_one_is_not(session):
 
 
 def test_a_run_of_the_same_name_with_other_settings_is_a_conflict(session):
-    dataset = get_dataset("demo", session=session)
-    estimate = estimate_run(
-        dataset,
-        session=session,
-        name="demo-pcf",
-        backend="simulated",
-        model="sim-primacy",
-        config=RunConfig(k=3),
-    )
+    estimate = estimate_run(RunSpec("demo", "demo-pcf", k=3), session=session)
     assert estimate.resumes
     assert estimate.conflict == (
         "run 'demo-pcf' exists with other settings (executions: 3 -> 1, k: 7 -> 3)"

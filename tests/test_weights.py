@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from pcf.analysis.weights import PackedRun, evaluate_weights, pack_run
 from pcf.consensus import PRESETS, Weights, pack
 from pcf.decisions import aggregate
+from pcf.reports.tables import weight_table
 from pcf.store import (
     create_run,
     get_dataset,
@@ -15,7 +17,6 @@ from pcf.store import (
     run_judgments,
     session_scope,
 )
-from pcf.weights import PackedRun, evaluate_weights, pack_run, weight_table
 from tests.demo_database import copy_demo
 from tests.factories import judgment, make_item
 

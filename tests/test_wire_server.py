@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pcf.wire_server import (
+from tests.wire_server import (
     DEFAULT_JSON_TEXT,
     Scripted,
     WireRequest,

@@ -125,7 +125,7 @@ def token_count(value: object) -> int:
 
 
 class ProviderJudge:
-    """What the provider judges share: the key, one SDK client per event loop, a description.
+    """What the provider judges share: the key and one SDK client per event loop.
 
     Subclasses set ``backend`` and ``key_env`` and implement ``_new_client`` and ``complete``.
     The key comes from ``api_key`` or the ``key_env`` environment variable; a placeholder is
@@ -147,23 +147,12 @@ class ProviderJudge:
         timeout: float = 60.0,
     ) -> None:
         self.model = model
-        self._base_url = base_url
-        self._timeout = timeout
         self._key = resolve_key(api_key, self.key_env, base_url)
         self._clients = PerLoop(partial(self._new_client, self._key, base_url, timeout))
 
     @staticmethod
     def _new_client(api_key: str, base_url: str | None, timeout: float) -> Any:
         raise NotImplementedError
-
-    def describe(self) -> dict[str, Any]:
-        """The settings, for storing with a run (never the key)."""
-        return {
-            "backend": self.backend,
-            "model": self.model,
-            "base_url": self._base_url,
-            "timeout_s": self._timeout,
-        }
 
     async def aclose(self) -> None:
         """Close the HTTP connections opened in the running event loop."""

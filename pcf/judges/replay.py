@@ -47,25 +47,13 @@ class ReplayJudge:
             DataError: the file has problems (see :func:`~pcf.judgments.read_judgments`).
         """
         if isinstance(path_or_judgments, str | Path):
-            self.source = str(path_or_judgments)
             judgments = read_judgments(path_or_judgments)
         else:
-            self.source = "in-memory"
             judgments = list(path_or_judgments)
         self.model = model
         self._calls: dict[tuple[str, tuple[str, ...]], list[Judgment]] = defaultdict(list)
         for judgment in sorted(judgments, key=lambda j: (j.execution, j.call_index)):
             self._calls[(judgment.item_id, tuple(judgment.order))].append(judgment)
-        self.recorded_calls = len(judgments)
-
-    def describe(self) -> dict[str, Any]:
-        """The settings, for storing with a run."""
-        return {
-            "backend": self.backend,
-            "model": self.model,
-            "source": self.source,
-            "recorded_calls": self.recorded_calls,
-        }
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         """Replay the recorded answer of this call.

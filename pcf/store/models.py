@@ -13,8 +13,6 @@ from typing import Any
 from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel, UTCDateTime
 
-PROTOCOLS = ("direct", "pcf", "repeated", "apoc")
-RUN_STATUSES = ("pending", "running", "finished", "failed")
 NO_CANDIDATE_CHOICES = ("none_correct", "cannot_tell")
 
 
@@ -147,6 +145,10 @@ class Call(SQLModel, table=True):
     attempts: int = 1
     cached_from: int | None = Field(default=None, foreign_key="call.id")
     created_at: datetime = _created_at()
+
+    def verdict(self) -> str | None:
+        """The pairwise verdict of an ok call (a candidate id or ``tie``), else None."""
+        return (self.judgment or {}).get("verdict") if self.ok else None
 
 
 class Adjudication(SQLModel, table=True):

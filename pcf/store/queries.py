@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Text, case, cast, func, insert
+from sqlalchemy import Text, case, cast, distinct, func, insert, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -23,13 +23,13 @@ from pcf.items import Candidate, Item
 from pcf.judgments import Judgment
 from pcf.store.models import (
     NO_CANDIDATE_CHOICES,
-    PROTOCOLS,
     Adjudication,
     Call,
     CandidateRow,
     Dataset,
     ItemRow,
     Run,
+    utc_now,
 )
 
 LABEL_COLUMNS = (
@@ -135,16 +135,14 @@ def list_datasets(*, session: Session) -> list[Dataset]:
     return list(session.exec(select(Dataset).order_by(col(Dataset.id))).all())
 
 
-def load_items(dataset_id: int, *, session: Session) -> list[Item]:
-    """The dataset's items in file order, candidates in listing order.
-
-    Each item's metadata also holds its database id as ``"db_id"``.
-    """
+def _items_where(condition: Any, *, session: Session) -> list[Item]:
+    """The items matching ``condition`` (on :class:`ItemRow`) in file order, candidates in
+    listing order; each item's metadata also holds its database id as ``"db_id"``."""
     candidates: dict[int, list[Candidate]] = defaultdict(list)
     candidate_rows = session.exec(
         select(CandidateRow.item_id, CandidateRow.candidate_key, CandidateRow.text)
         .join(ItemRow, col(ItemRow.id) == CandidateRow.item_id)
-        .where(ItemRow.dataset_id == dataset_id)
+        .where(condition)
         .order_by(col(CandidateRow.item_id), col(CandidateRow.position))
     )
     for item_id, key, text in candidate_rows:
@@ -158,13 +156,55 @@ def load_items(dataset_id: int, *, session: Session) -> list[Item]:
             ItemRow.bucket,
             ItemRow.item_metadata,
         )
-        .where(ItemRow.dataset_id == dataset_id)
+        .where(condition)
         .order_by(col(ItemRow.position))
     )
     return [
         Item(key, prompt, tuple(candidates[db_id]), gold, bucket, {**metadata, "db_id": db_id})
         for db_id, key, prompt, gold, bucket, metadata in item_rows
     ]
+
+
+def load_items(dataset_id: int, *, session: Session) -> list[Item]:
+    """The dataset's items in file order, candidates in listing order.
+
+    Each item's metadata also holds its database id as ``"db_id"``.
+    """
+    return _items_where(ItemRow.dataset_id == dataset_id, session=session)
+
+
+def load_item(item_db_id: int, *, session: Session) -> Item | None:
+    """One item by database id (``metadata["db_id"]`` set), or None."""
+    found = _items_where(ItemRow.id == item_db_id, session=session)
+    return found[0] if found else None
+
+
+def item_positions(dataset_id: int, *, session: Session) -> list[tuple[str, int, int]]:
+    """``(item key, database id, position)`` of the dataset's items, in file order."""
+    rows = session.exec(
+        select(ItemRow.item_key, ItemRow.id, ItemRow.position)
+        .where(ItemRow.dataset_id == dataset_id)
+        .order_by(col(ItemRow.position))
+    ).all()
+    return [tuple(row) for row in rows]
+
+
+def matching_item_keys(dataset_id: int, text: str, *, session: Session) -> set[str]:
+    """Keys of the items whose id, prompt or any candidate contains ``text`` (any case)."""
+    rows = session.exec(
+        select(ItemRow.item_key)
+        .join(CandidateRow, col(CandidateRow.item_id) == ItemRow.id)
+        .where(
+            ItemRow.dataset_id == dataset_id,
+            or_(
+                col(ItemRow.item_key).icontains(text, autoescape=True),
+                col(ItemRow.prompt).icontains(text, autoescape=True),
+                col(CandidateRow.text).icontains(text, autoescape=True),
+            ),
+        )
+        .distinct()
+    )
+    return set(rows.all())
 
 
 def item_db_ids(dataset_id: int, *, session: Session) -> dict[str, int]:
@@ -210,7 +250,7 @@ def create_run(
         name: a name no other run has.
         session: the open session; flushed, not committed.
         dataset_id: the dataset judged.
-        protocol: one of :data:`~pcf.store.models.PROTOCOLS`.
+        protocol: one of :data:`pcf.runs.spec.PROTOCOLS`.
         backend: the judge backend (``simulated``, ``openai``...).
         model: the judge model.
         k: orderings per item.
@@ -225,8 +265,6 @@ def create_run(
         ValueError: the name is taken, the dataset does not exist, an argument is out of range,
             or ``settings`` holds what looks like a credential.
     """
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
     if k < 1 or executions < 1:
         raise ValueError(f"k and executions must be at least 1, got k={k}, executions={executions}")
     if (secret := _secret_setting(settings or {})) is not None:
@@ -269,6 +307,16 @@ def list_runs(*, session: Session, dataset_id: int | None = None) -> list[Run]:
     return list(session.exec(query).all())
 
 
+def run_version(run: Run, *, session: Session) -> tuple[str, int, int]:
+    """A key that changes whenever the run's calls change: status, call count, newest call id."""
+    count, newest = session.exec(
+        select(func.count(col(Call.id)), func.coalesce(func.max(col(Call.id)), 0)).where(
+            Call.run_id == run.id
+        )
+    ).one()
+    return run.status, int(count), int(newest)
+
+
 def update_run_totals(run_id: int, *, session: Session) -> Run:
     """Recompute a run's totals from its calls and store them on the run.
 
@@ -309,44 +357,81 @@ def update_run_totals(run_id: int, *, session: Session) -> Run:
     return run
 
 
-def record_call(call: Call, *, session: Session) -> Call:
-    """Store one call (flushed, so it has its id).
-
-    Raises:
-        sqlalchemy.exc.IntegrityError: the run already has this (item, execution, call_index).
-    """
-    session.add(call)
-    session.flush()
-    return call
-
-
-def cached_call(content_key: str, *, session: Session) -> Call | None:
-    """The newest ok call with this content key, in any run: the answer to reuse, or None."""
-    return session.exec(
-        select(Call)
-        .where(Call.content_key == content_key, col(Call.ok))
-        .order_by(col(Call.created_at).desc(), col(Call.id).desc())
-        .limit(1)
-    ).first()
+def _chunks(keys: Iterable[str]) -> Iterator[list[str]]:
+    """Distinct keys in chunks of :data:`CACHE_QUERY_CHUNK`, for ``IN`` queries of any size."""
+    unique = list(dict.fromkeys(keys))
+    for start in range(0, len(unique), CACHE_QUERY_CHUNK):
+        yield unique[start : start + CACHE_QUERY_CHUNK]
 
 
 def cached_calls(content_keys: Iterable[str], *, session: Session) -> dict[str, Call]:
-    """:func:`cached_call` for many keys in a few queries: ``{content_key: newest ok call}``.
+    """The answers to reuse: ``{content_key: the newest ok call with that key, in any run}``.
 
     Keys no ok call answered are left out. Queried in chunks, so any number of keys works.
     """
-    unique = list(dict.fromkeys(content_keys))
     found: dict[str, Call] = {}
-    for start in range(0, len(unique), CACHE_QUERY_CHUNK):
+    for chunk in _chunks(content_keys):
         rows = session.exec(
             select(Call)
-            .where(col(Call.content_key).in_(unique[start : start + CACHE_QUERY_CHUNK]))
-            .where(col(Call.ok))
+            .where(col(Call.content_key).in_(chunk), col(Call.ok))
             .order_by(col(Call.created_at).desc(), col(Call.id).desc())
         )
         for call in rows:
             found.setdefault(call.content_key, call)
     return found
+
+
+def answered_keys(content_keys: Iterable[str], *, session: Session) -> set[str]:
+    """The content keys among ``content_keys`` that an ok call answered (the cache's hits)."""
+    found: set[str] = set()
+    for chunk in _chunks(content_keys):
+        found |= set(
+            session.exec(
+                select(Call.content_key).where(col(Call.content_key).in_(chunk), col(Call.ok))
+            ).all()
+        )
+    return found
+
+
+def insert_calls(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None:
+    """Store calls given as column values, stamped with the current time.
+
+    A plain INSERT of the rows, without building ORM objects or a unit of work: the run engine
+    stores every judge answer this way as it arrives, in the event loop, and every millisecond
+    it takes is taken from the judge's SDK (see ``benchmarks/runner_throughput.py``).
+    """
+    now = utc_now()
+    session.execute(insert(Call), [{"created_at": now, **row} for row in rows])
+
+
+def run_calls_by_slot(run_id: int, *, session: Session) -> dict[tuple[int, int, int], Call]:
+    """The run's stored calls by ``(item database id, execution, call index)``."""
+    return {
+        (c.item_id, c.execution, c.call_index): c
+        for c in session.exec(select(Call).where(Call.run_id == run_id)).all()
+    }
+
+
+def run_calls(run_id: int, *, session: Session) -> list[Call]:
+    """The run's calls, by item, execution and call index."""
+    return list(
+        session.exec(
+            select(Call)
+            .where(Call.run_id == run_id)
+            .order_by(col(Call.item_id), col(Call.execution), col(Call.call_index))
+        ).all()
+    )
+
+
+def item_calls(run_id: int, item_db_id: int, *, session: Session) -> list[Call]:
+    """The run's calls of one item, by execution and call index."""
+    return list(
+        session.exec(
+            select(Call)
+            .where(Call.run_id == run_id, Call.item_id == item_db_id)
+            .order_by(col(Call.execution), col(Call.call_index))
+        ).all()
+    )
 
 
 def stored_judgment(
@@ -543,6 +628,17 @@ def adjudicated_item_keys(dataset_id: int, annotator: str, *, session: Session) 
         .distinct()
     )
     return set(rows.all())
+
+
+def labelled_item_counts(dataset_id: int, *, session: Session) -> dict[str, int]:
+    """``{item key: number of annotators who labelled it}`` for the labelled items."""
+    rows = session.exec(
+        select(ItemRow.item_key, func.count(distinct(Adjudication.annotator)))
+        .join(Adjudication, col(Adjudication.item_id) == ItemRow.id)
+        .where(ItemRow.dataset_id == dataset_id)
+        .group_by(ItemRow.item_key)
+    )
+    return dict(rows.all())
 
 
 def adjudication_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:

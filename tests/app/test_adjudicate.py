@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlmodel import Session, col, select
 
-from pcf.results import run_decisions
-from pcf.review import adjudication_queue, analyse_run, display_order, item_index, with_priority
+from pcf.analysis.adjudications import adjudication_queue, display_order, item_index, with_priority
+from pcf.analysis.results import analyse_run, run_decisions
 from pcf.store import Adjudication, ItemRow, get_run, load_items
 from tests.app import markdown_texts, open_page
 

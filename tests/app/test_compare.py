@@ -8,8 +8,8 @@ from collections import Counter
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
 
+from pcf.analysis.results import run_decisions
 from pcf.evaluation import cohen_kappa, krippendorff_alpha
-from pcf.results import run_decisions
 from pcf.store import add_adjudication, get_dataset, get_engine, get_run, load_items, session_scope
 from tests.app import open_page
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from pcf.analysis.results import run_summary
 from pcf.consensus import pack
-from pcf.instability import FLAGS, slot_bias
-from pcf.results import run_summary
+from pcf.flags import FLAGS
+from pcf.instability import slot_bias
 from pcf.store import (
     add_adjudication,
     get_run,

@@ -8,7 +8,7 @@ import pytest
 from sqlmodel import Session
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
-from pcf.results import run_summary
+from pcf.analysis.results import run_summary
 from pcf.store import get_run
 from tests.app import open_page
 from tests.html_tables import html_tables

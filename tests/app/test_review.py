@@ -8,11 +8,11 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
-from pcf.instability import FLAG_HELP
+from pcf.analysis.results import run_decisions, run_summary
+from pcf.flags import FLAG_HELP
 from pcf.items import Candidate, Item
-from pcf.results import run_decisions, run_summary
-from pcf.runner import RunConfig
-from pcf.runs import judge_dataset
+from pcf.runs.manage import judge_run
+from pcf.runs.spec import RunSpec
 from pcf.store import (
     Call,
     add_adjudication,
@@ -203,16 +203,9 @@ def hostile_run(demo_engine: Engine) -> None:
         "hostile",
     )
     with session_scope(demo_engine) as s:
-        dataset = import_items([item], session=s, name="hostile", fmt="jsonl")
+        import_items([item], session=s, name="hostile", fmt="jsonl")
         s.commit()
-        judge_dataset(
-            s,
-            dataset,
-            name="hostile-pcf",
-            backend="simulated",
-            model="sim-primacy",
-            config=RunConfig(protocol="pcf", k=2),
-        )
+        judge_run(RunSpec("hostile", "hostile-pcf", k=2), session=s)
 
 
 def test_script_html_and_markdown_images_in_texts_stay_inert(hostile_run, app):

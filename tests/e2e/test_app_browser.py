@@ -12,8 +12,8 @@ from playwright.sync_api import Locator, Page, expect
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
-from pcf.review import display_order, load_item
-from pcf.store import Adjudication, ItemRow
+from pcf.analysis.adjudications import display_order
+from pcf.store import Adjudication, ItemRow, load_item
 from tests.e2e import EXCEPTION, settle
 
 Screenshot = Callable[[Page, str], Path]

@@ -1,5 +1,5 @@
-"""Humans against the judge: accuracy and kappa of direct and PCF on adjudicated items, agreement
-between annotators, and the adjudications as CSV or JSON Lines.
+"""Humans against the judge: accuracy and kappa of direct and PCF on adjudicated items, and
+agreement between annotators.
 
 Human label of an item (:data:`HUMAN_LABEL_RULE`): each annotator's current label (their newest)
 counts once; ``none_correct`` and ``cannot_tell`` are left out; the candidate chosen by strictly
@@ -12,9 +12,6 @@ included; ``cannot_tell`` counts as no label.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -24,8 +21,8 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
+from pcf.analysis.results import run_decisions
 from pcf.evaluation import cohen_kappa, compare_paired, krippendorff_alpha
-from pcf.results import run_decisions
 from pcf.store.models import NO_CANDIDATE_CHOICES, Run
 from pcf.store.queries import current_labels, load_items
 
@@ -234,18 +231,3 @@ def run_human_comparison(run: Run, *, session: Session) -> HumanComparison:
         current_labels(run.dataset_id, session=session),
         gold={i.item_id: i.gold for i in items},
     )
-
-
-def adjudications_jsonl(records: Sequence[Mapping[str, Any]]) -> str:
-    """Adjudication records (:func:`pcf.store.adjudication_records`) as JSON Lines."""
-    return "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in records)
-
-
-def adjudications_csv(records: Sequence[Mapping[str, Any]]) -> str:
-    """Adjudication records as CSV with a header; tags are joined with ``;``."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(EXPORT_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for record in records:
-        writer.writerow({**record, "tags": ";".join(record["tags"])})
-    return out.getvalue()

@@ -8,16 +8,15 @@ measured on the items with a gold id. "Direct" is the same rule on the canonical
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.consensus import PRESETS, JudgmentArrays, Weights, pack
+from pcf.analysis.results import is_simulated
+from pcf.consensus import JudgmentArrays, Weights, pack
 from pcf.decisions import decide
 from pcf.evaluation import accuracy, paired_outcomes
-from pcf.results import is_simulated
 from pcf.store.models import Run
 from pcf.store.queries import load_items, run_judgments
 
@@ -128,24 +127,3 @@ def evaluate_weights(packed: PackedRun, weights: Weights, *, k: int | None = Non
         regressed=counts["regressed"],
         changed=pd.DataFrame(changed, columns=list(CHANGED_COLUMNS), dtype=object),
     )
-
-
-def weight_table(runs: Sequence[PackedRun]) -> pd.DataFrame:
-    """The seed's weight table: one row per preset, accuracy (%) and delta vs direct (points)
-    per run, with every stored call of each run.
-
-    Columns are ``"<run> accuracy %"`` and ``"<run> Δ vs direct"``; the first columns give the
-    preset's weights.
-    """
-    rows = []
-    for name, weights in PRESETS.items():
-        row: dict[str, object] = {
-            "preset": name,
-            **dict(zip(WEIGHT_NAMES, weights.as_tuple(), strict=True)),
-        }
-        for packed in runs:
-            outcome = evaluate_weights(packed, weights)
-            row[f"{packed.name} accuracy %"] = 100 * outcome.accuracy
-            row[f"{packed.name} Δ vs direct"] = 100 * (outcome.accuracy - outcome.direct_accuracy)
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("preset")

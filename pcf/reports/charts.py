@@ -1,7 +1,7 @@
-"""Altair charts of the Overview and Review pages, as pure functions of data frames.
+"""Altair charts of the pages and the report, as pure functions of data frames.
 
-Each function takes the frame :mod:`pcf.review` builds and returns a chart; nothing here reads
-the database or draws, so a chart's data is exactly the frame it was given.
+Each function takes a frame :mod:`pcf.analysis` or :mod:`pcf.reports.tables` builds and returns
+a chart; nothing here reads the database or draws, so a chart's data is exactly its frame.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def ordering_heatmap(frame: pd.DataFrame, value: str = "rank") -> alt.LayerChart
     """Orderings (rows) by candidates (columns), coloured by rank or factuality.
 
     Args:
-        frame: :func:`pcf.review.ordering_frame` of one item.
+        frame: :func:`pcf.analysis.item_detail.ordering_frame` of one item.
         value: ``rank`` (1 = best, darkest) or ``factuality`` (0-10, darkest = most factual).
     """
     if value not in HEATMAP_VALUES:
@@ -80,7 +80,7 @@ def metric_histogram(
 
 
 def flag_bars(counts: pd.DataFrame) -> alt.Chart:
-    """Items per flag, from :func:`pcf.review.flag_counts`."""
+    """Items per flag, from :func:`pcf.analysis.results.flag_counts`."""
     return (
         alt.Chart(counts)
         .mark_bar()
@@ -96,7 +96,7 @@ def slot_share_bars(slots: pd.DataFrame) -> alt.LayerChart:
     """Share of top picks per slot, with the uniform share ``1/n`` as a dashed rule.
 
     Args:
-        slots: :attr:`pcf.review.RunAnalysis.slot_bias` for one candidate count ``n``.
+        slots: :attr:`pcf.analysis.results.RunAnalysis.slot_bias` for one candidate count ``n``.
     """
     frame = slots.assign(slot=slots["slot"].map(lambda s: f"slot {s}"))
     uniform = pd.DataFrame({"share": [1 / frame["n"].iloc[0]]})
@@ -120,7 +120,7 @@ def slot_share_bars(slots: pd.DataFrame) -> alt.LayerChart:
 
 def outcome_bars(outcomes: pd.DataFrame) -> alt.Chart:
     """Items improved, regressed and unchanged against direct, from
-    :func:`pcf.review.outcome_frame`."""
+    :func:`pcf.analysis.results.outcome_frame`."""
     colours = alt.Scale(
         domain=list(outcomes["outcome"]),
         range=["#2e7d32", "#c62828", "#90a4ae", "#cfd8dc"],
@@ -134,4 +134,24 @@ def outcome_bars(outcomes: pd.DataFrame) -> alt.Chart:
             color=alt.Color("outcome:N", scale=colours, legend=None),
             tooltip=["outcome:N", "items:Q"],
         )
+    )
+
+
+def paired_change_chart(changes: pd.DataFrame) -> alt.Chart:
+    """Improved and regressed items per run against direct, from :func:`paired_changes`."""
+    return (
+        alt.Chart(changes)
+        .mark_bar()
+        .encode(
+            y=alt.Y("run:N", title=None, sort=list(dict.fromkeys(changes["run"]))),
+            yOffset=alt.YOffset("outcome:N", sort=["improved", "regressed"]),
+            x=alt.X("items:Q", title="items", axis=alt.Axis(tickMinStep=1)),
+            color=alt.Color(
+                "outcome:N",
+                scale=alt.Scale(domain=["improved", "regressed"], range=["#2e7d32", "#c62828"]),
+                title=None,
+            ),
+            tooltip=["run:N", "outcome:N", "items:Q"],
+        )
+        .properties(width=480)
     )

@@ -1,7 +1,7 @@
 """Judge runs in background threads, with progress any thread can read.
 
 Each run gets its own thread, and in it its own event loop (:func:`asyncio.run` inside
-:func:`pcf.runs.judge_dataset`) and its own database session; the runner commits every call as
+:func:`pcf.runs.manage.judge_run`) and its own database session; the runner commits every call as
 it arrives, so other sessions see the calls appear. Progress lives in a module-level registry
 keyed by database and run name, so it survives page reruns and is visible to every browser
 session of the server process.
@@ -15,11 +15,12 @@ from datetime import datetime
 
 from sqlalchemy import Engine
 
-from pcf.runner import RunConfig
-from pcf.runs import RunConflictError, judge_dataset
+from pcf.runs.engine import RunReport
+from pcf.runs.manage import RunConflictError, judge_run
+from pcf.runs.spec import RunSpec
 from pcf.store.engine import session_scope
 from pcf.store.models import utc_now
-from pcf.store.queries import get_dataset, get_run
+from pcf.store.queries import get_run
 
 ACTIVE_STATUSES = ("starting", "running")
 
@@ -36,7 +37,7 @@ class RunProgress:
         total: calls this invocation has to answer (0 until the run has planned them).
         started_at: when the thread started.
         finished_at: when it ended, or None.
-        summary: :func:`pcf.results.run_summary` plus ``this_invocation``, once finished.
+        report: what this invocation did, once finished.
         error: what went wrong, when failed.
     """
 
@@ -47,7 +48,7 @@ class RunProgress:
     total: int = 0
     started_at: datetime = field(default_factory=utc_now)
     finished_at: datetime | None = None
-    summary: dict | None = None
+    report: RunReport | None = None
     error: str | None = None
 
     @property
@@ -92,82 +93,37 @@ def _database(engine: Engine) -> str:
     return engine.url.render_as_string(hide_password=True)
 
 
-def start_run(
-    engine: Engine,
-    *,
-    dataset: str,
-    name: str,
-    backend: str,
-    model: str,
-    config: RunConfig,
-    base_url: str | None = None,
-    limit: int | None = None,
-) -> RunProgress:
-    """Start (or resume) run ``name`` on ``dataset`` in a background thread.
+def start_run(engine: Engine, spec: RunSpec) -> RunProgress:
+    """Start (or resume) the run ``spec`` names in a background thread.
 
     Raises:
         ValueError: the same run is already going in this process.
     """
+    name = spec.run_name
     key = (_database(engine), name)
     with _registry_lock:
         if key in _registry and _registry[key].snapshot().active:
             raise ValueError(f"run {name!r} is already running; wait for it to finish")
-        tracker = _registry[key] = _Tracker(name, dataset)
+        tracker = _registry[key] = _Tracker(name, spec.dataset)
     thread = threading.Thread(
-        target=_work,
-        args=(engine, tracker),
-        kwargs={
-            "dataset": dataset,
-            "name": name,
-            "backend": backend,
-            "model": model,
-            "config": config,
-            "base_url": base_url,
-            "limit": limit,
-        },
-        name=f"pcf-run-{name}",
-        daemon=True,
+        target=_work, args=(engine, tracker, spec), name=f"pcf-run-{name}", daemon=True
     )
     thread.start()
     return tracker.snapshot()
 
 
-def _work(
-    engine: Engine,
-    tracker: _Tracker,
-    *,
-    dataset: str,
-    name: str,
-    backend: str,
-    model: str,
-    config: RunConfig,
-    base_url: str | None,
-    limit: int | None,
-) -> None:
-    """The thread's body: run the judge, then record the summary or the failure."""
+def _work(engine: Engine, tracker: _Tracker, spec: RunSpec) -> None:
+    """The thread's body: run the judge, then record what it did or the failure."""
     try:
         with session_scope(engine) as session:
-            found = get_dataset(dataset, session=session)
-            if found is None:
-                raise ValueError(f"no dataset {dataset!r}")
-            summary = judge_dataset(
-                session,
-                found,
-                name=name,
-                backend=backend,
-                model=model,
-                config=config,
-                base_url=base_url,
-                limit=limit,
-                progress=tracker.advance,
-            )
-        tracker.update(status="finished", summary=summary, finished_at=utc_now())
+            _, report = judge_run(spec, session=session, progress=tracker.advance)
+        tracker.update(status="finished", report=report, finished_at=utc_now())
     except RunConflictError as exc:  # another run of that name: leave it as it is
         tracker.update(status="failed", error=str(exc), finished_at=utc_now())
     except Exception as exc:  # the page shows every failure, whatever it is
         error = f"{type(exc).__name__}: {exc}"
         try:
-            _mark_failed(engine, name)
+            _mark_failed(engine, spec.run_name)
         finally:
             tracker.update(status="failed", error=error, finished_at=utc_now())
 

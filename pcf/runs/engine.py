@@ -1,10 +1,5 @@
-"""The run engine: plan the calls of a protocol, answer them from the cache or the judge, and
-commit every answered call as it arrives, so an interrupted run resumes where it stopped.
-
-Protocols: ``direct`` (the canonical ordering alone), ``pcf`` (K scheduled orderings per
-execution), ``repeated`` (K copies of the canonical ordering) and ``apoc`` (pairs: both
-orders, then a keyed confirmation call only where it can change the verdict).
-"""
+"""The run engine: plan the calls of a run, answer them from the cache or the judge, and
+commit every answered call as it arrives, so an interrupted run resumes where it stopped."""
 
 from __future__ import annotations
 
@@ -16,66 +11,23 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import insert
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from pcf.items import Item
 from pcf.judges.base import CallContext, Judge, JudgeError, JudgeReply
 from pcf.orderings import canonical_order, schedule
-from pcf.pairwise import apoc_decide, is_ballpark_question, needs_confirmation
+from pcf.pairwise import is_ballpark_question, needs_confirmation
 from pcf.parsing import parse_listwise, parse_pairwise
+from pcf.prices import call_cost
 from pcf.prompts import Rendered, neutral_keys, render_listwise, render_pairwise
-from pcf.settings import call_cost
+from pcf.runs.spec import RunSpec
 from pcf.store.models import Call, Run, utc_now
-from pcf.store.queries import cached_calls, update_run_totals
+from pcf.store.queries import cached_calls, insert_calls, run_calls_by_slot, update_run_totals
 
-PROTOCOLS = ("direct", "pcf", "repeated", "apoc")
-CALL_TABLE = Call.__table__  # type: ignore[attr-defined]
 MAX_BACKOFF_S = 60.0
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """What a run does. The fields in :meth:`identity` define the run: resuming a run with
-    other values is refused; the rest (concurrency, retries) may change between resumptions."""
-
-    protocol: str = "pcf"
-    k: int = 7
-    schedule: str = "balanced"
-    executions: int = 1
-    seed: int = 0
-    temperature: float = 0.0
-    max_tokens: int = 2048
-    concurrency: int = 16
-    max_attempts: int = 4
-    backoff_s: float = 1.0
-    parse_retries: int = 1
-    ballpark_guard: bool = True
-
-    def __post_init__(self) -> None:
-        if self.protocol not in PROTOCOLS:
-            raise ValueError(f"unknown protocol {self.protocol!r}; choose one of {PROTOCOLS}")
-        if self.k < 1 or self.executions < 1 or self.concurrency < 1 or self.max_attempts < 1:
-            raise ValueError("k, executions, concurrency and max_attempts must be at least 1")
-
-    def normalised(self) -> RunConfig:
-        """The protocol's fixed settings applied (direct: K=1; repeated: the repeated
-        schedule; apoc: up to 3 calls per pair)."""
-        fixed: dict[str, Any] = {
-            "direct": {"k": 1, "schedule": "balanced", "executions": 1},
-            "repeated": {"schedule": "repeated"},
-            "apoc": {"k": 3, "schedule": "apoc", "executions": 1},
-            "pcf": {},
-        }[self.protocol]
-        return RunConfig(**{**asdict(self), **fixed})
-
-    def identity(self) -> dict[str, Any]:
-        """The settings that define the run's calls."""
-        keys = ("protocol", "k", "schedule", "executions", "seed", "temperature", "max_tokens")
-        return {key: getattr(self, key) for key in keys} | {"ballpark_guard": self.ballpark_guard}
 
 
 @dataclass(frozen=True)
@@ -97,7 +49,7 @@ class PlannedCall:
         return render(self.item, self.order, self.keys)
 
 
-def plan(items: Sequence[Item], db_ids: dict[str, int], config: RunConfig) -> list[PlannedCall]:
+def plan(items: Sequence[Item], db_ids: dict[str, int], spec: RunSpec) -> list[PlannedCall]:
     """Every call of the run except APOCJudge's confirmation calls, which depend on answers.
 
     ``repeat_index`` counts earlier calls of the same item with the same ordering (and keys),
@@ -106,23 +58,23 @@ def plan(items: Sequence[Item], db_ids: dict[str, int], config: RunConfig) -> li
     out: list[PlannedCall] = []
     for item in items:
         seen: Counter[tuple[str, ...]] = Counter()
-        if config.protocol == "apoc":
+        if spec.protocol == "apoc":
             if len(item.candidates) != 2:
                 raise ValueError(
                     f"item {item.item_id}: apoc needs pairs, got {len(item.candidates)}"
                 )
-            first = canonical_order(item.candidate_ids, config.seed, item.item_id)
+            first = canonical_order(item.candidate_ids, spec.seed, item.item_id)
             orders = [first, first[::-1]]
             executions = 1
         else:
             orders = schedule(
-                config.schedule,
+                spec.schedule,
                 item.candidate_ids,
-                config.k,
-                dataset_seed=config.seed,
+                spec.k,
+                dataset_seed=spec.seed,
                 item_id=item.item_id,
             )
-            executions = config.executions
+            executions = spec.executions
         for execution in range(executions):
             for call_index, order in enumerate(orders):
                 out.append(
@@ -134,16 +86,14 @@ def plan(items: Sequence[Item], db_ids: dict[str, int], config: RunConfig) -> li
                         order,
                         None,
                         seen[order],
-                        config.protocol == "apoc",
+                        spec.protocol == "apoc",
                     )
                 )
                 seen[order] += 1
     return out
 
 
-def content_key(
-    backend: str, model: str, rendered: Rendered, config: RunConfig, repeat: int
-) -> str:
+def content_key(backend: str, model: str, rendered: Rendered, spec: RunSpec, repeat: int) -> str:
     """The cache key of a call: backend, model, prompt text, sampling settings, repeat index."""
     payload = [
         backend,
@@ -151,8 +101,8 @@ def content_key(
         rendered.system,
         rendered.user,
         rendered.schema,
-        config.temperature,
-        config.max_tokens,
+        spec.temperature,
+        spec.max_tokens,
         repeat,
     ]
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
@@ -173,6 +123,21 @@ class RunReport:
     unpriced: bool = False
     errors: Counter[str] = field(default_factory=Counter)
 
+    def as_dict(self) -> dict[str, Any]:
+        """The report as a run summary's ``this_invocation``."""
+        return {
+            "planned": self.planned,
+            "already_stored": self.already_done,
+            "calls_made": self.calls_made,
+            "cache_hits": self.cache_hits,
+            "failures": self.failures,
+            "errors": dict(self.errors),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+            "unpriced_model": self.unpriced,
+        }
+
 
 Progress = Callable[[int, int], None]
 
@@ -184,15 +149,15 @@ class _Executor:
         self,
         run: Run,
         judge: Judge,
-        config: RunConfig,
+        spec: RunSpec,
         session: Session,
         prices: dict[str, tuple[float, float]],
         progress: Progress | None,
     ) -> None:
-        self.run, self.judge, self.config, self.session = run, judge, config, session
+        self.run, self.judge, self.spec, self.session = run, judge, spec, session
         self.prices, self.progress = prices, progress
         self.report = RunReport()
-        self.semaphore = asyncio.Semaphore(config.concurrency)
+        self.semaphore = asyncio.Semaphore(spec.concurrency)
         self.done = 0
         self.total = 0
 
@@ -208,8 +173,7 @@ class _Executor:
         in the event loop once per call, and every millisecond it takes is taken from the
         judge's SDK (see ``benchmarks/runner_throughput.py``).
         """
-        now = utc_now()
-        self.session.execute(insert(CALL_TABLE), [{"created_at": now, **row} for row in rows])
+        insert_calls(rows, session=self.session)
         self.session.commit()
         for row in rows:
             if not row["ok"]:
@@ -219,7 +183,7 @@ class _Executor:
 
     def _key(self, planned: PlannedCall, rendered: Rendered) -> str:
         return content_key(
-            self.judge.backend, self.judge.model, rendered, self.config, planned.repeat_index
+            self.judge.backend, self.judge.model, rendered, self.spec, planned.repeat_index
         )
 
     def _base_row(self, planned: PlannedCall, rendered: Rendered, key: str) -> dict[str, Any]:
@@ -238,8 +202,8 @@ class _Executor:
                 "system": rendered.system,
                 "user": rendered.user,
                 "schema": rendered.schema,
-                "temperature": self.config.temperature,
-                "max_tokens": self.config.max_tokens,
+                "temperature": self.spec.temperature,
+                "max_tokens": self.spec.max_tokens,
             },
         }
 
@@ -305,7 +269,7 @@ class _Executor:
             "pairwise" if planned.pairwise else "listwise",
             planned.repeat_index,
         )
-        request = rendered.request(self.config.temperature, self.config.max_tokens, context)
+        request = rendered.request(self.spec.temperature, self.spec.max_tokens, context)
         tokens_in = tokens_out = attempts = transport_failures = parse_failures = 0
         outcome: dict[str, Any]
         async with self.semaphore:
@@ -315,7 +279,7 @@ class _Executor:
                     reply = await self.judge.complete(request)
                 except JudgeError as exc:
                     transport_failures += 1
-                    if exc.retryable and transport_failures < self.config.max_attempts:
+                    if exc.retryable and transport_failures < self.spec.max_attempts:
                         await asyncio.sleep(self._backoff(transport_failures, exc.retry_after))
                         continue
                     outcome = {
@@ -335,7 +299,7 @@ class _Executor:
                     "response_raw": reply.raw,
                     "latency_s": reply.latency_s,
                 }
-                if outcome["ok"] or parse_failures >= self.config.parse_retries:
+                if outcome["ok"] or parse_failures >= self.spec.parse_retries:
                     break
                 parse_failures += 1
         cost = call_cost(self.judge.model, tokens_in, tokens_out, self.prices)
@@ -358,7 +322,7 @@ class _Executor:
 
     def _backoff(self, failures: int, retry_after: float | None) -> float:
         """Exponential backoff with jitter, at least what the provider asked for."""
-        wait = self.config.backoff_s * 2 ** (failures - 1) * (0.5 + random.random())
+        wait = self.spec.backoff_s * 2 ** (failures - 1) * (0.5 + random.random())
         return min(MAX_BACKOFF_S, max(wait, retry_after or 0.0))
 
     async def answer(self, calls: Sequence[PlannedCall]) -> None:
@@ -401,23 +365,19 @@ def _gc_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _confirmation(planned_first: PlannedCall, config: RunConfig) -> PlannedCall:
+def _confirmation(planned_first: PlannedCall, spec: RunSpec) -> PlannedCall:
     """APOCJudge call 3: the first order again, with seeded neutral keys."""
-    keys = neutral_keys(2, "apoc", config.seed, planned_first.item.item_id)
+    keys = neutral_keys(2, "apoc", spec.seed, planned_first.item.item_id)
     return PlannedCall(
         planned_first.item, planned_first.item_db_id, 0, 2, planned_first.order, keys, 0, True
     )
-
-
-def _verdict(call: Call | None) -> str | None:
-    return (call.judgment or {}).get("verdict") if call is not None and call.ok else None
 
 
 async def execute(
     run: Run,
     items: Sequence[Item],
     judge: Judge,
-    config: RunConfig,
+    spec: RunSpec,
     *,
     session: Session,
     db_ids: dict[str, int],
@@ -429,17 +389,9 @@ async def execute(
     Calls already stored for the run (answered or failed) are never made again, so running a
     finished run makes no judge call. Returns what this invocation did.
     """
-    config = config.normalised()
-    executor = _Executor(run, judge, config, session, prices, progress)
-
-    def stored_calls() -> dict[tuple[int, int, int], Call]:
-        return {
-            (c.item_id, c.execution, c.call_index): c
-            for c in session.exec(select(Call).where(Call.run_id == run.id)).all()
-        }
-
-    stored = stored_calls()
-    planned = plan(items, db_ids, config)
+    executor = _Executor(run, judge, spec, session, prices, progress)
+    stored = run_calls_by_slot(run.id, session=session)
+    planned = plan(items, db_ids, spec)
     todo = [p for p in planned if (p.item_db_id, p.execution, p.call_index) not in stored]
     executor.total = len(todo)
     executor.report.planned = len(planned)
@@ -449,18 +401,17 @@ async def execute(
     session.commit()
     with _gc_frozen():
         await executor.answer(todo)
-        if config.protocol == "apoc":
-            stored = stored_calls()
+        if spec.protocol == "apoc":
+            stored = run_calls_by_slot(run.id, session=session)
             confirmations = []
             for first in (p for p in planned if p.call_index == 0):
-                key = (first.item_db_id, 0, 2)
-                if key in stored:
+                if (first.item_db_id, 0, 2) in stored:
                     continue
-                d1 = _verdict(stored.get((first.item_db_id, 0, 0)))
-                d2 = _verdict(stored.get((first.item_db_id, 0, 1)))
+                d1, d2 = (stored.get((first.item_db_id, 0, i)) for i in (0, 1))
+                verdicts = (None if c is None else c.verdict() for c in (d1, d2))
                 ballpark = is_ballpark_question(first.item.prompt)
-                if needs_confirmation(d1, d2, ballpark=ballpark, guard=config.ballpark_guard):
-                    confirmations.append(_confirmation(first, config))
+                if needs_confirmation(*verdicts, ballpark=ballpark, guard=spec.ballpark_guard):
+                    confirmations.append(_confirmation(first, spec))
             executor.total += len(confirmations)
             await executor.answer(confirmations)
     run.status = "finished"
@@ -469,23 +420,3 @@ async def execute(
     update_run_totals(run.id, session=session)
     session.commit()
     return executor.report
-
-
-def apoc_verdicts(
-    calls: Sequence[Call], items: Sequence[Item], db_ids: dict[str, int], *, guard: bool = True
-) -> dict[str, Any]:
-    """APOCJudge decisions per item key from a run's stored calls."""
-    by_item: dict[int, dict[int, Call]] = {}
-    for c in calls:
-        by_item.setdefault(c.item_id, {})[c.call_index] = c
-    out = {}
-    for item in items:
-        mine = by_item.get(db_ids[item.item_id], {})
-        out[item.item_id] = apoc_decide(
-            _verdict(mine.get(0)),
-            _verdict(mine.get(1)),
-            _verdict(mine.get(2)),
-            ballpark=is_ballpark_question(item.prompt),
-            guard=guard,
-        )
-    return out

@@ -1,0 +1,136 @@
+"""Adjudication: the annotator's queue, the blind display order, the confidence scale, how
+choices read, an item's label history, and the labels exported as CSV or JSON Lines."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+from sqlmodel import Session
+
+from pcf.analysis.item_list import by_priority
+from pcf.items import Item
+from pcf.orderings import seeded_rng
+from pcf.store.models import Adjudication
+from pcf.store.queries import item_positions
+
+PATTERN_TAGS = (
+    "unsupported specificity",
+    "calibrated narrow correction",
+    "near-tie",
+    "transfer failure",
+)
+CHOICE_LABELS = {"none_correct": "None is correct", "cannot_tell": "Cannot tell"}
+CONFIDENCE_LEVELS = {
+    1: "1 · guess",
+    2: "2 · unsure",
+    3: "3 · fairly sure",
+    4: "4 · sure",
+    5: "5 · certain",
+}
+EXPORT_COLUMNS = (
+    "id",
+    "item_id",
+    "annotator",
+    "created_at",
+    "choice",
+    "confidence",
+    "tags",
+    "notes",
+    "supersedes",
+)
+
+
+def adjudication_queue(
+    items: pd.DataFrame, done: Collection[str], skipped: Sequence[str] = ()
+) -> list[str]:
+    """Item keys to label, most doubtful first, without the ``done`` ones.
+
+    Args:
+        items: ``item_id``, ``position`` and ``priority`` (NaN last, in item order).
+        done: the items the annotator has labelled.
+        skipped: items put off for now; they go to the end, in the order they were skipped.
+    """
+    waiting = [key for key in by_priority(items)["item_id"] if key not in done]
+    later = [key for key in dict.fromkeys(skipped) if key in set(waiting)]
+    deferred = set(later)
+    return [key for key in waiting if key not in deferred] + later
+
+
+def item_index(dataset_id: int, *, session: Session) -> pd.DataFrame:
+    """The dataset's items in file order with ``item_id``, ``db_id``, ``position`` and a NaN
+    ``priority`` (see :func:`with_priority`)."""
+    rows = item_positions(dataset_id, session=session)
+    frame = pd.DataFrame(rows, columns=["item_id", "db_id", "position"])
+    return frame.assign(priority=math.nan)
+
+
+def with_priority(index: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`item_index` with each item's review priority in a run (NaN: not decided)."""
+    priority = table.set_index("item_id")["priority"]
+    return index.assign(priority=index["item_id"].map(priority))
+
+
+def display_order(item: Item, annotator: str) -> tuple[str, ...]:
+    """The item's candidate ids in the order shown to ``annotator``: seeded by both, so it is
+    stable for one annotator and differs between annotators."""
+    permutation = seeded_rng(annotator, item.item_id).permutation(len(item.candidates))
+    return tuple(item.candidate_ids[i] for i in permutation)
+
+
+def confidence_value(level: int) -> float:
+    """A 1-5 confidence level as a share: 1 -> 0.0, 3 -> 0.5, 5 -> 1.0."""
+    if level not in CONFIDENCE_LEVELS:
+        raise ValueError(f"confidence level must be 1 to 5, got {level}")
+    return (level - 1) / 4
+
+
+def display_labels(shown: Sequence[str]) -> dict[str, str]:
+    """``{candidate id: "Candidate 1"}`` for candidates shown in this order."""
+    return {cid: f"Candidate {i + 1}" for i, cid in enumerate(shown)}
+
+
+def choice_label(choice: str, labels: Mapping[str, str]) -> str:
+    """How a choice reads: ``Candidate 2 (s20)``, ``None is correct`` or ``Cannot tell``."""
+    if choice in CHOICE_LABELS:
+        return CHOICE_LABELS[choice]
+    return f"{labels[choice]} ({choice})" if choice in labels else choice
+
+
+def history_frame(history: Iterable[Adjudication], labels: Mapping[str, str]) -> pd.DataFrame:
+    """An item's labels, oldest first, choices named with ``labels`` (see :func:`choice_label`)."""
+    rows = [
+        {
+            "label": adj.id,
+            "when": adj.created_at.strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "annotator": adj.annotator,
+            "choice": choice_label(adj.choice, labels),
+            "confidence": adj.confidence,
+            "tags": ", ".join(adj.tags),
+            "notes": adj.notes,
+            "corrects label": adj.supersedes,
+        }
+        for adj in history
+    ]
+    columns = ["label", "when", "annotator", "choice", "confidence", "tags", "notes"]
+    return pd.DataFrame(rows, columns=[*columns, "corrects label"])
+
+
+def adjudications_jsonl(records: Sequence[Mapping[str, Any]]) -> str:
+    """Adjudication records (:func:`pcf.store.adjudication_records`) as JSON Lines."""
+    return "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in records)
+
+
+def adjudications_csv(records: Sequence[Mapping[str, Any]]) -> str:
+    """Adjudication records as CSV with a header; tags are joined with ``;``."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(EXPORT_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for record in records:
+        writer.writerow({**record, "tags": ";".join(record["tags"])})
+    return out.getvalue()

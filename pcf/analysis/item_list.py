@@ -1,0 +1,81 @@
+"""The review list: a run's items filtered and sorted most doubtful first."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+import pandas as pd
+
+ADJUDICATED_FILTERS = ("all", "adjudicated", "not adjudicated")
+
+
+def filter_items(
+    table: pd.DataFrame,
+    *,
+    flags: Collection[str] = (),
+    overrides_only: bool = False,
+    buckets: Collection[str] = (),
+    adjudicated: str = "all",
+    labelled: Collection[str] = (),
+    matching: Collection[str] | None = None,
+) -> pd.DataFrame:
+    """The rows that pass every filter, most doubtful first (priority, then item order).
+
+    Args:
+        table: :attr:`RunAnalysis.table`.
+        flags: keep items raising any of these flags (none given: no flag filter).
+        overrides_only: keep items whose consensus overrides the direct winner.
+        buckets: keep items of these buckets (none given: every bucket).
+        adjudicated: one of :data:`ADJUDICATED_FILTERS`.
+        labelled: keys of the items someone has labelled.
+        matching: keys of the items a text search found; None when there is no search.
+    """
+    if adjudicated not in ADJUDICATED_FILTERS:
+        raise ValueError(f"adjudicated must be one of {ADJUDICATED_FILTERS}, got {adjudicated!r}")
+    keep = pd.Series(True, index=table.index)
+    if flags:
+        keep &= table[list(flags)].any(axis=1)
+    if overrides_only:
+        keep &= table["overrides_direct"]
+    if buckets:
+        keep &= table["bucket"].isin(list(buckets))
+    if adjudicated != "all":
+        is_labelled = table["item_id"].isin(list(labelled))
+        keep &= is_labelled if adjudicated == "adjudicated" else ~is_labelled
+    if matching is not None:
+        keep &= table["item_id"].isin(list(matching))
+    return by_priority(table[keep])
+
+
+def by_priority(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows most doubtful first; equal priorities in item order, unknown priorities last."""
+    return table.sort_values(
+        ["priority", "position"], ascending=[False, True], na_position="last", kind="stable"
+    )
+
+
+def list_view(rows: pd.DataFrame, labelled: Mapping[str, int]) -> pd.DataFrame:
+    """The item list as the Review page shows it."""
+    return pd.DataFrame(
+        {
+            "item": rows["item_id"],
+            "priority": rows["priority"].round(3),
+            "flags": rows["flags"],
+            "PCF winner": rows["winner"],
+            "direct winner": rows["direct_winner"],
+            "gold": rows["gold"],
+            "bucket": rows["bucket"],
+            "labels": [labelled.get(key, 0) for key in rows["item_id"]],
+        }
+    ).reset_index(drop=True)
+
+
+def neighbours(keys: Sequence[str], current: str | None) -> tuple[str | None, str | None]:
+    """The items before and after ``current`` in ``keys``.
+
+    When ``current`` is not in the list, there is no previous item and the next is the first.
+    """
+    if current not in keys:
+        return None, keys[0] if keys else None
+    at = keys.index(current)
+    return (keys[at - 1] if at > 0 else None), (keys[at + 1] if at + 1 < len(keys) else None)

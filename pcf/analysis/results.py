@@ -1,0 +1,349 @@
+"""A stored run's results: decisions of every item, flags and slot bias, accuracy against gold
+or human labels, and the run's summary, all recomputed from its calls (never stored)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from sqlmodel import Session
+
+from pcf.consensus import DEFAULT_WEIGHTS, Weights, pack
+from pcf.decisions import aggregate, decide
+from pcf.evaluation import compare_paired
+from pcf.flags import FLAG_HELP, FLAGS
+from pcf.instability import slot_bias
+from pcf.items import Item
+from pcf.pairwise import TIE, apoc_decide, bucket_scores, is_ballpark_question, official_outcome
+from pcf.store.models import Call, Run
+from pcf.store.queries import item_db_ids, load_items, run_calls, run_judgments
+
+SIMULATED_NOTE = "results illustrate the tool, not the method's accuracy"
+SIMULATED_LABEL = f"simulated judge: {SIMULATED_NOTE}"
+TABLE_COLUMNS = (
+    "item_id",
+    "db_id",
+    "position",
+    "bucket",
+    "gold",
+    "winner",
+    "direct_winner",
+    "priority",
+    "top_agreement",
+    "kendall_w",
+    "margin",
+    "n_ok",
+    "n_calls",
+    "flags",
+    *FLAGS,
+)
+
+
+def is_simulated(run: Run) -> bool:
+    """Whether a run's answers came from the simulated backend."""
+    return run.backend == "simulated"
+
+
+def run_decisions(
+    run: Run,
+    *,
+    session: Session,
+    items: Sequence[Item] | None = None,
+    weights: Weights = DEFAULT_WEIGHTS,
+    k: int | None = None,
+    executions: int | None = None,
+    rule: str = "eq5",
+) -> list[dict[str, Any]]:
+    """``decisions.jsonl`` records of a run, in item order.
+
+    For APOCJudge runs, ``winner`` is the final verdict (null for a tie or no verdict) and
+    ``metrics`` holds the direct verdict, the APOC reason and JudgeBench's official outcome.
+    """
+    items = list(items) if items is not None else load_items(run.dataset_id, session=session)
+    if run.protocol == "apoc":
+        return _apoc_decisions(run, items, session=session)
+    return aggregate(
+        run_judgments(run.id, session=session),
+        items=items,
+        weights=weights,
+        k=k,
+        executions=executions,
+        rule=rule,
+    )
+
+
+def _apoc_decisions(run: Run, items: list[Item], *, session: Session) -> list[dict[str, Any]]:
+    db_ids = item_db_ids(run.dataset_id, session=session)
+    guard = bool(run.settings.get("ballpark_guard", True))
+    by_item: dict[int, dict[int, Call]] = {}
+    for c in run_calls(run.id, session=session):
+        by_item.setdefault(c.item_id, {})[c.call_index] = c
+    out = []
+    for item in items:
+        mine = by_item.get(db_ids[item.item_id], {})
+        if not mine:
+            continue
+        direct, swapped, confirmed = (mine[i].verdict() if i in mine else None for i in range(3))
+        decision = apoc_decide(
+            direct,
+            swapped,
+            confirmed,
+            ballpark=is_ballpark_question(item.prompt),
+            guard=guard,
+        )
+        outcome = None
+        if item.gold is not None:
+            other = next(c for c in item.candidate_ids if c != item.gold)
+            outcome = official_outcome(item.gold, other, decision.direct, swapped)
+        flags = []
+        if decision.override_proposed:
+            flags.append("order_unstable")
+        if decision.verdict != decision.direct:
+            flags.append("overrides_direct")
+        if any(not c.ok for c in mine.values()):
+            flags.append("incomplete")
+        out.append(
+            {
+                "item_id": item.item_id,
+                "winner": None if decision.verdict in (None, TIE) else decision.verdict,
+                "consensus": {},
+                "flags": flags,
+                "metrics": {
+                    "direct_winner": None if decision.direct in (None, TIE) else decision.direct,
+                    "verdict": decision.verdict,
+                    "direct_verdict": decision.direct,
+                    "swapped_verdict": swapped,
+                    "override_proposed": decision.override_proposed,
+                    "override_accepted": decision.override_accepted,
+                    "reason": decision.reason,
+                    "official_outcome": outcome,
+                    "n_calls": len(mine),
+                    "n_ok": sum(c.ok for c in mine.values()),
+                },
+            }
+        )
+    return out
+
+
+def run_summary(run: Run, *, session: Session, seed: int = 0) -> dict[str, Any]:
+    """Counts and, where gold labels exist, accuracy of a run against its direct baseline."""
+    items = load_items(run.dataset_id, session=session)
+    decisions = run_decisions(run, session=session, items=items)
+    gold = {i.item_id: i.gold for i in items}
+    summary: dict[str, Any] = {
+        "run": run.name,
+        "protocol": run.protocol,
+        "backend": run.backend,
+        "model": run.model,
+        "simulated": is_simulated(run),
+        "items": len(decisions),
+        "calls_made": run.calls_made,
+        "cache_hits": run.cache_hits,
+        "failures": run.failures,
+        "input_tokens": run.input_tokens,
+        "output_tokens": run.output_tokens,
+        "cost_usd": round(run.cost_usd, 6),
+        "flagged": {
+            flag: sum(flag in d["flags"] for d in decisions)
+            for flag in (
+                "order_unstable",
+                "overrides_direct",
+                "near_tie",
+                "position_driven",
+                "incomplete",
+            )
+        },
+    }
+    if is_simulated(run):
+        summary["note"] = SIMULATED_LABEL
+    labelled = [d for d in decisions if gold.get(d["item_id"]) is not None]
+    if labelled:
+        stats = compare_paired(
+            [gold[d["item_id"]] for d in labelled],
+            [d["metrics"]["direct_winner"] for d in labelled],
+            [d["winner"] for d in labelled],
+            seed=seed,
+        )
+        summary["accuracy"] = stats
+    if run.protocol == "apoc":
+        outcomes = [d["metrics"]["official_outcome"] for d in labelled]
+        buckets = [
+            next(i.bucket or "all" for i in items if i.item_id == d["item_id"]) for d in labelled
+        ]
+        if outcomes:
+            summary["judgebench_official"] = bucket_scores(outcomes, buckets)
+        summary["overrides"] = {
+            "proposed": sum(d["metrics"]["override_proposed"] for d in decisions),
+            "accepted": sum(d["metrics"]["override_accepted"] for d in decisions),
+        }
+    return summary
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    """What the pages need of a whole run, computed once per run version.
+
+    Attributes:
+        table: one row per decided item, in item order, with :data:`TABLE_COLUMNS`.
+        slot_bias: per candidate count ``n`` and slot (1-based): ``top_share``, ``top_count``,
+            ``gold_recall`` (NaN where unknown).
+        slot_tests: per ``n``: ``calls`` (ok calls), ``chi2``, ``p_value`` of the chi-square
+            test of top picks per slot against uniform.
+    """
+
+    table: pd.DataFrame
+    slot_bias: pd.DataFrame
+    slot_tests: pd.DataFrame
+
+
+def analyse_run(run: Run, *, session: Session) -> RunAnalysis:
+    """Decisions, flags and slot bias of every item of a run, from its stored calls.
+
+    The judgments are read and packed once; decisions use the default weights, as
+    :func:`run_decisions` does. APOCJudge runs have no slot-bias rows.
+    """
+    items = load_items(run.dataset_id, session=session)
+    if run.protocol == "apoc":
+        records = run_decisions(run, session=session, items=items)
+        return RunAnalysis(decision_table(records, items), _slot_frame([]), _slot_tests_frame([]))
+    by_id = {item.item_id: item for item in items}
+    groups = pack(
+        run_judgments(run.id, session=session),
+        {item.item_id: item.candidate_ids for item in items},
+    )
+    records: dict[str, dict[str, Any]] = {}
+    biases = []
+    for group in groups:
+        for record in decide(group).records():
+            records[record["item_id"]] = record
+        biases.append(slot_bias(group, [by_id[i].gold for i in group.item_ids]))
+    ordered = [records[i.item_id] for i in items if i.item_id in records]
+    return RunAnalysis(
+        decision_table(ordered, items), _slot_frame(biases), _slot_tests_frame(biases)
+    )
+
+
+def decision_table(records: Sequence[Mapping[str, Any]], items: Sequence[Item]) -> pd.DataFrame:
+    """One row per decision record (``decisions.jsonl`` form), with its item's facts.
+
+    Flags are a comma-separated ``flags`` text plus one boolean column per flag; metrics an
+    APOCJudge record lacks are NaN.
+    """
+    by_id = {item.item_id: (position, item) for position, item in enumerate(items)}
+    rows = []
+    for record in records:
+        position, item = by_id[record["item_id"]]
+        metrics = record["metrics"]
+        rows.append(
+            {
+                "item_id": item.item_id,
+                "db_id": item.metadata.get("db_id"),
+                "position": position,
+                "bucket": item.bucket,
+                "gold": item.gold,
+                "winner": record["winner"],
+                "direct_winner": metrics.get("direct_winner"),
+                **{
+                    name: number_or_nan(metrics.get(name))
+                    for name in ("priority", "top_agreement", "kendall_w", "margin")
+                },
+                "n_ok": metrics.get("n_ok", 0),
+                "n_calls": metrics.get("n_calls", 0),
+                "flags": ", ".join(record["flags"]),
+                **{flag: flag in record["flags"] for flag in FLAGS},
+            }
+        )
+    frame = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    return frame.astype(dict.fromkeys(FLAGS, bool) | {"n_ok": int, "n_calls": int})
+
+
+def number_or_nan(value: Any) -> float:
+    """A number as a float, None as NaN."""
+    return math.nan if value is None else float(value)
+
+
+def _slot_frame(biases: Sequence[Any]) -> pd.DataFrame:
+    rows = [
+        {
+            "n": bias.n,
+            "slot": slot + 1,
+            "top_share": float(bias.top_share[slot]),
+            "top_count": int(bias.top_counts[slot]),
+            "gold_recall": float(bias.gold_recall[slot]),
+        }
+        for bias in biases
+        for slot in range(bias.n)
+    ]
+    return pd.DataFrame(rows, columns=["n", "slot", "top_share", "top_count", "gold_recall"])
+
+
+def _slot_tests_frame(biases: Sequence[Any]) -> pd.DataFrame:
+    rows = [
+        {"n": b.n, "calls": int(b.top_counts.sum()), "chi2": b.chi2, "p_value": b.p_value}
+        for b in biases
+    ]
+    return pd.DataFrame(rows, columns=["n", "calls", "chi2", "p_value"])
+
+
+def flag_counts(table: pd.DataFrame) -> pd.DataFrame:
+    """Items per flag, with the flag's one-line meaning, in :data:`FLAGS` order."""
+    return pd.DataFrame(
+        {
+            "flag": list(FLAGS),
+            "items": [int(table[flag].sum()) for flag in FLAGS],
+            "meaning": [FLAG_HELP[flag] for flag in FLAGS],
+        }
+    )
+
+
+def accuracy_against(
+    table: pd.DataFrame, answers: Mapping[str, str], *, seed: int = 0
+) -> dict[str, Any] | None:
+    """The run's consensus against its direct baseline on the items with a known answer.
+
+    Args:
+        table: :attr:`RunAnalysis.table`.
+        answers: the correct candidate per item key (gold ids, or human labels).
+        seed: seed of the paired bootstrap.
+
+    Returns:
+        :func:`pcf.evaluation.compare_paired` on those items, or None when none has an answer.
+    """
+    known = table[table["item_id"].isin(answers.keys())]
+    if known.empty:
+        return None
+    return compare_paired(
+        [answers[key] for key in known["item_id"]],
+        [value_or_none(w) for w in known["direct_winner"]],
+        [value_or_none(w) for w in known["winner"]],
+        seed=seed,
+    )
+
+
+def gold_answers(table: pd.DataFrame) -> dict[str, str]:
+    """``{item key: gold id}`` of the items with a gold label."""
+    labelled = table[table["gold"].notna()]
+    return dict(zip(labelled["item_id"], labelled["gold"], strict=True))
+
+
+def outcome_frame(stats: Mapping[str, Any]) -> pd.DataFrame:
+    """Improved, regressed and unchanged item counts of a paired comparison."""
+    return pd.DataFrame(
+        {
+            "outcome": ["improved", "regressed", "same: both right", "same: both wrong"],
+            "items": [
+                stats["improved"],
+                stats["regressed"],
+                stats["both_right"],
+                stats["both_wrong"],
+            ],
+        }
+    )
+
+
+def value_or_none(value: Any) -> Any:
+    """None for a missing pandas value (pandas 3 stores a missing string as NaN)."""
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value

@@ -1,0 +1,68 @@
+"""Instability flags (METHOD.md) and the review priority that sorts items most doubtful first."""
+
+from __future__ import annotations
+
+import numpy as np
+
+FLAGS = ("order_unstable", "overrides_direct", "near_tie", "position_driven", "incomplete")
+FLAG_HELP = {
+    "order_unstable": "The judge's top pick changed with the order of the candidates.",
+    "overrides_direct": "The consensus winner differs from the direct (canonical-order) winner.",
+    "near_tie": "The consensus margin between winner and runner-up is below 0.05.",
+    "position_driven": "Top picks followed one slot in >= 60% of calls while agreeing < 60%.",
+    "incomplete": "Some calls failed and were left out of the consensus.",
+}
+NEAR_TIE_MARGIN = 0.05
+POSITION_SLOT_SHARE = 0.6
+POSITION_AGREEMENT = 0.6
+NO_JUDGMENT_PRIORITY = 3.0
+
+
+def raise_flags(
+    *,
+    has_ok: np.ndarray,
+    top_agreement: np.ndarray,
+    overrides: np.ndarray,
+    margin: np.ndarray,
+    slot_following: np.ndarray,
+    failed: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Each flag of :data:`FLAGS` per item, from the item's instability metrics.
+
+    Args:
+        has_ok: the item has at least one ok judgment.
+        top_agreement: share of calls naming the most frequent top pick.
+        overrides: the consensus winner differs from the direct winner.
+        margin: consensus of the winner minus that of the runner-up.
+        slot_following: share of calls whose top pick sat in the most followed slot.
+        failed: some calls of the item failed.
+    """
+    return {
+        "order_unstable": has_ok & (top_agreement < 1),
+        "overrides_direct": overrides,
+        "near_tie": has_ok & (margin < NEAR_TIE_MARGIN),
+        "position_driven": has_ok
+        & (slot_following >= POSITION_SLOT_SHARE)
+        & (top_agreement < POSITION_AGREEMENT),
+        "incomplete": failed,
+    }
+
+
+def review_priority(
+    top_agreement: np.ndarray,
+    kendall_w: np.ndarray,
+    flags: dict[str, np.ndarray],
+    has_ok: np.ndarray,
+) -> np.ndarray:
+    """Most doubtful first. The formula, range 0 to 2.5 (3.0 when no call is usable)::
+
+    (1 - top_agreement) + (1 - kendall_w) / 4
+    + 0.5 * overrides_direct + 0.25 * (near_tie + position_driven + incomplete)
+    """
+    score = (
+        (1 - top_agreement)
+        + (1 - kendall_w) / 4
+        + 0.5 * flags["overrides_direct"]
+        + 0.25 * (flags["near_tie"].astype(float) + flags["position_driven"] + flags["incomplete"])
+    )
+    return np.where(has_ok, score, NO_JUDGMENT_PRIORITY)

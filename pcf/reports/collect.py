@@ -1,0 +1,193 @@
+"""Collecting a report's data: the runs read from the database once, into data frames.
+
+:func:`collect_report` decides every run from its stored judgments (no judge is called); every
+table in :mod:`pcf.reports.tables` is a pure function of the frames it returns, so the app's
+Report page and the files show the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from sqlmodel import Session
+
+from pcf.analysis.results import analyse_run, is_simulated, run_decisions
+from pcf.analysis.weights import evaluate_weights, pack_run
+from pcf.consensus import DEFAULT_WEIGHTS
+from pcf.pairwise import TIE
+from pcf.prices import price_table
+from pcf.recordings import FIRST, SECOND, RecordedPair
+from pcf.reports.tables import METHODS, weight_table
+from pcf.store.models import Run
+from pcf.store.queries import list_datasets, load_items, run_judgments
+
+K_VALUES = (3, 5, 7)
+PAIR_COLUMNS = ("pair_id", "bucket", "label", "d1", "d2", "apoc", "reason")
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything a report shows, read from the database once, as data frames.
+
+    Attributes:
+        runs: one row per run: names, settings, counts, calls, tokens, cost, ``simulated``.
+        decisions: :func:`pcf.analysis.results.decision_table` rows of every run, plus ``run``.
+        k_prefixes: per labelled PCF or repeated run and K: ``run``, ``K``, ``n``,
+            ``accuracy``, ``direct_accuracy`` (shares), ``improved``, ``regressed``.
+        weights: :func:`pcf.reports.tables.weight_table` of the labelled PCF and repeated runs.
+        slots: per listwise run, candidate count ``n`` and slot: ``run``, ``n``, ``slot``,
+            ``top_share``, ``top_count``, ``gold_recall``.
+        slot_tests: per listwise run and ``n``: ``run``, ``n``, ``calls``, ``chi2``, ``p_value``.
+        pairs: per APOCJudge pair: ``run`` and :data:`PAIR_COLUMNS` (see :func:`pair_frame`).
+    """
+
+    runs: pd.DataFrame
+    decisions: pd.DataFrame
+    k_prefixes: pd.DataFrame
+    weights: pd.DataFrame
+    slots: pd.DataFrame
+    slot_tests: pd.DataFrame
+    pairs: pd.DataFrame
+
+
+def k_values(stored_k: int) -> list[int]:
+    """The K prefixes reported for a run that stored ``stored_k`` calls per execution."""
+    return sorted({k for k in K_VALUES if k < stored_k} | {stored_k})
+
+
+def collect_report(runs: Sequence[Run], *, session: Session) -> ReportData:
+    """Read and decide the runs' stored judgments; no judge is called.
+
+    Decisions use the proposed weights (as :func:`pcf.analysis.results.run_decisions`); the K
+    table uses prefixes of each run's stored schedule; the weight table every stored call.
+    """
+    datasets = {d.id: d.name for d in list_datasets(session=session)}
+    prices = price_table()
+    run_rows, decisions, k_rows, slots, tests, pairs, packed = [], [], [], [], [], [], []
+    for run in runs:
+        analysis = analyse_run(run, session=session)
+        table = analysis.table.assign(run=run.name)
+        labelled = int(table["gold"].notna().sum())
+        decisions.append(table)
+        run_rows.append(_run_row(run, len(table), labelled, datasets, prices))
+        if run.protocol == "apoc":
+            pairs.append(_apoc_pairs(run, session=session).assign(run=run.name))
+            continue
+        slots.append(analysis.slot_bias.assign(run=run.name))
+        tests.append(analysis.slot_tests.assign(run=run.name))
+        if run.protocol in ("pcf", "repeated") and labelled:
+            runs_packed = pack_run(run, session=session)
+            packed.append(runs_packed)
+            for k in k_values(runs_packed.k):
+                outcome = evaluate_weights(runs_packed, DEFAULT_WEIGHTS, k=k)
+                k_rows.append(
+                    {
+                        "run": run.name,
+                        "K": k,
+                        "n": outcome.n,
+                        "accuracy": outcome.accuracy,
+                        "direct_accuracy": outcome.direct_accuracy,
+                        "improved": outcome.improved,
+                        "regressed": outcome.regressed,
+                    }
+                )
+    return ReportData(
+        runs=pd.DataFrame(run_rows),
+        decisions=_concat(decisions),
+        k_prefixes=pd.DataFrame(
+            k_rows,
+            columns=["run", "K", "n", "accuracy", "direct_accuracy", "improved", "regressed"],
+        ),
+        weights=weight_table(packed) if packed else pd.DataFrame(),
+        slots=_concat(slots),
+        slot_tests=_concat(tests),
+        pairs=_concat(pairs),
+    )
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The frames one under the other; an empty result keeps the first frame's columns."""
+    kept = [f for f in frames if not f.empty]
+    if kept:
+        return pd.concat(kept, ignore_index=True)
+    return frames[0] if frames else pd.DataFrame()
+
+
+def _run_row(
+    run: Run,
+    items: int,
+    labelled: int,
+    datasets: Mapping[int, str],
+    prices: Mapping[str, Any],
+) -> dict[str, Any]:
+    tokens = run.input_tokens + run.output_tokens
+    return {
+        "run": run.name,
+        "dataset": datasets.get(run.dataset_id),
+        "model": f"{run.backend}/{run.model}",
+        "protocol": run.protocol,
+        "method": METHODS.get(run.protocol, run.protocol),
+        "K": run.k,
+        "executions": run.executions,
+        "schedule": run.schedule,
+        "seed": run.seed,
+        "temperature": run.settings.get("identity", {}).get("temperature"),
+        "status": run.status,
+        "items": items,
+        "labelled": labelled,
+        "calls_made": run.calls_made,
+        "cache_hits": run.cache_hits,
+        "failures": run.failures,
+        "input_tokens": run.input_tokens,
+        "output_tokens": run.output_tokens,
+        "cost_usd": run.cost_usd,
+        "priced": is_simulated(run) or run.model in prices or tokens == 0,
+        "simulated": is_simulated(run),
+    }
+
+
+def _apoc_pairs(run: Run, *, session: Session) -> pd.DataFrame:
+    """An APOCJudge run's pairs in :func:`pair_frame` form; ``first`` = shown first by call 1."""
+    items = load_items(run.dataset_id, session=session)
+    first = {
+        j.item_id: j.order[0]
+        for j in run_judgments(run.id, session=session)
+        if j.execution == 0 and j.call_index == 0
+    }
+    by_id = {item.item_id: item for item in items}
+    rows = []
+    for record in run_decisions(run, session=session, items=items):
+        item = by_id[record["item_id"]]
+        a = first[item.item_id]
+
+        def frame(decision: str | None, a: str = a) -> str | None:
+            if decision is None or decision == TIE:
+                return decision
+            return FIRST if decision == a else SECOND
+
+        metrics = record["metrics"]
+        rows.append(
+            {
+                "pair_id": item.item_id,
+                "bucket": item.bucket or "all",
+                "label": None if item.gold is None else frame(item.gold),
+                "d1": frame(metrics["direct_verdict"]),
+                "d2": frame(metrics["swapped_verdict"]),
+                "apoc": frame(metrics["verdict"]),
+                "reason": metrics["reason"],
+            }
+        )
+    return pd.DataFrame(rows, columns=list(PAIR_COLUMNS), dtype=object)
+
+
+def pair_frame(pairs: Sequence[RecordedPair]) -> pd.DataFrame:
+    """Recorded pairs (``pcf replay``) as the frame the pairwise tables take.
+
+    Decisions and labels are in the pair's original frame: ``first``, ``second``, ``tie`` or
+    None. Recordings have no APOCJudge verdict, so ``apoc`` and ``reason`` are None.
+    """
+    rows = [(p.pair_id, p.bucket, p.label, p.d1, p.d2, None, None) for p in pairs]
+    return pd.DataFrame(rows, columns=list(PAIR_COLUMNS), dtype=object)

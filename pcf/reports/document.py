@@ -1,0 +1,417 @@
+"""The report as a document: titled sections of paragraphs, tables and figures, built from the
+collected data (:func:`build_report`) or from recorded pairwise judges (:func:`replay_report`);
+:mod:`pcf.reports.render` writes it as Markdown, HTML and PNG charts."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pcf.reports.charts import metric_histogram, paired_change_chart, slot_share_bars
+from pcf.reports.collect import ReportData
+from pcf.reports.tables import (
+    METHODS,
+    abstention_table,
+    agreement_distribution,
+    any_simulated,
+    has_apoc,
+    instability_table,
+    k_table,
+    labelled_pairs,
+    main_table,
+    official_table,
+    override_table,
+    paired_changes,
+    pairwise_accuracy_table,
+    position_table,
+    settings_table,
+    slot_table,
+    slot_test_table,
+    usage_table,
+    weights_table,
+)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A titled table; ``simulated`` marks numbers that came from the simulated judge."""
+
+    title: str
+    frame: pd.DataFrame
+    note: str = ""
+    simulated: bool = False
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A titled Altair chart; ``name`` is its file stem."""
+
+    title: str
+    chart: Any
+    name: str
+    note: str = ""
+    simulated: bool = False
+
+
+Block = str | Table | Figure
+
+
+@dataclass(frozen=True)
+class Section:
+    """A titled part of the report: paragraphs, tables and figures in order."""
+
+    title: str
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class Report:
+    """A report ready to render as Markdown, HTML or an app page."""
+
+    title: str
+    sections: tuple[Section, ...]
+    simulated: bool = False
+    intro: str = ""
+
+    def figures(self) -> list[Figure]:
+        """Every figure, in order."""
+        return [b for s in self.sections for b in s.blocks if isinstance(b, Figure)]
+
+    def tables(self) -> list[Table]:
+        """Every table, in order."""
+        return [b for s in self.sections for b in s.blocks if isinstance(b, Table)]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "chart"
+
+
+@dataclass
+class _Names:
+    """Unique figure file stems."""
+
+    used: set[str] = field(default_factory=set)
+
+    def __call__(self, text: str) -> str:
+        base = name = _slug(text)
+        count = 1
+        while name in self.used:
+            count += 1
+            name = f"{base}-{count}"
+        self.used.add(name)
+        return name
+
+
+def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
+    """The report of the runs in ``data``: settings, main table, paired changes, K table,
+    weight table, order instability, slot bias and, for APOCJudge runs, the pairwise section.
+
+    Args:
+        data: :func:`collect_report` of the runs.
+        title: the report's title.
+        seed: seed of the paired bootstrap (the same seed gives the same intervals).
+    """
+    runs, names = data.runs, _Names()
+    sections = [
+        Section(
+            "Runs",
+            (
+                Table("Settings", settings_table(runs), "", any_simulated(runs)),
+                Table(
+                    "Calls, failures, tokens and cost",
+                    usage_table(runs),
+                    "Calls made: requests sent to the judge (retries included). Cache hits: "
+                    "answers copied from an identical earlier call, at no cost. Failures: calls "
+                    "left without a usable judgment. Cost in USD from the price table.",
+                    any_simulated(runs),
+                ),
+            ),
+        ),
+        _direct_section(data, seed, names),
+    ]
+    for section in (
+        _k_section(data),
+        _weights_section(data),
+        _instability_section(data, names),
+        _slot_section(data, names),
+    ):
+        if section is not None:
+            sections.append(section)
+    if not data.pairs.empty:
+        for run_name, pairs in data.pairs.groupby("run", sort=False):
+            simulated = any_simulated(runs, [run_name])
+            sections.append(
+                Section(f"Pairwise: {run_name}", pairwise_blocks(pairs, simulated=simulated))
+            )
+    return Report(title, tuple(sections), any_simulated(runs))
+
+
+def _direct_section(data: ReportData, seed: int, names: _Names) -> Section:
+    runs = data.runs
+    blocks: list[Block] = [
+        "Direct = the same rule on each run's canonical call alone (call 0 of execution 0). "
+        "Improved: direct wrong, method right; regressed: the reverse. McNemar p is the exact "
+        f"test on those two counts; the 95% interval is a paired bootstrap of items (seed {seed})."
+    ]
+    tables = []
+    for protocol, label in (
+        ("pcf", "Main table: PCF against direct"),
+        ("apoc", "APOCJudge against direct"),
+    ):
+        table = main_table(runs, data.decisions, protocol=protocol, seed=seed)
+        if table.empty:
+            continue
+        tables.append(table)
+        notes = ["Accuracy (%) on labelled items; a tie or no verdict counts as wrong."]
+        decided = dict(zip(runs["run"], runs["items"], strict=True))
+        without = list(table.loc[table["N"] == 0, "run"])
+        if unlabelled := [r for r in without if decided[r]]:
+            notes.append(f"No gold labels for {', '.join(unlabelled)}: no accuracy to show.")
+        if undecided := [r for r in without if not decided[r]]:
+            notes.append(f"No decided item yet in {', '.join(undecided)}.")
+        note = " ".join(notes)
+        blocks.append(Table(label, table, note, any_simulated(runs, list(table["run"]))))
+    if not tables:
+        blocks.append("No PCF or APOCJudge run in this report: nothing to compare with direct.")
+        return Section("Against the direct baseline", tuple(blocks))
+    changes = paired_changes(*tables)
+    if changes.empty:
+        blocks.append("No run has gold labels, so there are no paired changes to chart.")
+    else:
+        blocks.append(
+            Figure(
+                "Paired changes against direct",
+                paired_change_chart(changes),
+                names("paired changes"),
+                "Items per run that the method got right and direct wrong (improved), and the "
+                "reverse (regressed).",
+                any_simulated(runs, list(changes["run"])),
+            )
+        )
+    return Section("Against the direct baseline", tuple(blocks))
+
+
+def _k_section(data: ReportData) -> Section | None:
+    runs = data.runs
+    if runs.empty or not runs["protocol"].isin(["pcf", "repeated"]).any():
+        return None
+    table = k_table(runs, data.k_prefixes)
+    if table.empty:
+        return Section("K ablation", ("No gold labels: the K table needs them.",))
+    return Section(
+        "K ablation",
+        (
+            Table(
+                "K table: repeated canonical and PCF at K prefixes",
+                table,
+                "Each K uses the first K calls of every execution of the stored runs: no new "
+                "calls. Δ is the change over direct (the run's canonical call), in points.",
+                any_simulated(runs, list(table["run"].unique())),
+            ),
+        ),
+    )
+
+
+def _weights_section(data: ReportData) -> Section | None:
+    if data.k_prefixes.empty:
+        return None
+    table = weights_table(data.weights)
+    run_names = list(data.k_prefixes["run"].unique())
+    return Section(
+        "Weight presets",
+        (
+            Table(
+                "Weight table: the six presets of METHOD.md on the same judgments",
+                table,
+                "Accuracy (%) with every stored call of each run; Δ vs direct is the change over "
+                "the same preset on the canonical call, in points.",
+                any_simulated(data.runs, run_names),
+            ),
+        ),
+    )
+
+
+def _instability_section(data: ReportData, names: _Names) -> Section | None:
+    table = instability_table(data.runs, data.decisions)
+    if table.empty:
+        return None
+    simulated = any_simulated(data.runs, list(table["run"]))
+    blocks: list[Block] = [
+        Table(
+            "Order instability: items per flag",
+            table,
+            "Top agreement: share of an item's calls naming its most frequent top pick; "
+            "Kendall's W: agreement of the rankings (1 = identical). Repeated canonical shows "
+            "the judge's instability without any change of order.",
+            simulated,
+        ),
+        Table(
+            "Distribution of top agreement (items)",
+            agreement_distribution(data.runs, data.decisions),
+            "",
+            simulated,
+        ),
+    ]
+    for run_name in table.loc[table["method"] == METHODS["pcf"], "run"]:
+        rows = data.decisions[data.decisions["run"] == run_name]
+        blocks.append(
+            Figure(
+                f"Distribution of order instability: {run_name}",
+                metric_histogram(
+                    rows, "top_agreement", "top agreement (1 = every ordering agrees)"
+                ).properties(width=480, height=220),
+                names(f"instability {run_name}"),
+                "Items per bin of top agreement.",
+                any_simulated(data.runs, [run_name]),
+            )
+        )
+    return Section("Order instability", tuple(blocks))
+
+
+def _slot_section(data: ReportData, names: _Names) -> Section | None:
+    if data.slots.empty:
+        return None
+    blocks: list[Block] = [
+        Table(
+            "Slot bias: top picks per slot",
+            slot_table(data.slots),
+            "Share of ok calls whose top pick was shown in each slot; gold picked: when the "
+            "gold answer sat in that slot, the share of calls that ranked it first.",
+            any_simulated(data.runs, list(data.slots["run"].unique())),
+        ),
+        Table(
+            "Chi-square test against uniform slots",
+            slot_test_table(data.slot_tests),
+            "A small p means the judge's top picks favour some slots.",
+            any_simulated(data.runs, list(data.slot_tests["run"].unique())),
+        ),
+    ]
+    pcf_runs = set(data.runs.loc[data.runs["protocol"] == "pcf", "run"])
+    for (run_name, n), slots in data.slots.groupby(["run", "n"], sort=False):
+        if run_name not in pcf_runs:
+            continue
+        blocks.append(
+            Figure(
+                f"Slot bias: {run_name} ({n} candidates)",
+                slot_share_bars(slots).properties(width=360, height=220),
+                names(f"slot bias {run_name} n{n}"),
+                "Share of top picks per slot; the dashed line is the uniform share 1/n.",
+                any_simulated(data.runs, [run_name]),
+            )
+        )
+    return Section("Slot bias", tuple(blocks))
+
+
+def pairwise_blocks(pairs: pd.DataFrame, *, simulated: bool) -> tuple[Block, ...]:
+    """The pairwise section, for an APOCJudge run or a replayed recording alike.
+
+    Args:
+        pairs: :func:`pair_frame` rows of one run or recording.
+        simulated: the decisions came from the simulated judge.
+    """
+    labelled = labelled_pairs(pairs)
+    blocks: list[Block] = []
+    if labelled.empty:
+        blocks.append("No pair has a gold label: scores and accuracy cannot be computed.")
+    else:
+        if len(labelled) < len(pairs):
+            blocks.append(
+                f"{len(pairs) - len(labelled)} unlabelled pair(s) are left out of scores."
+            )
+        blocks += [
+            Table(
+                "Official score (JudgeBench's rule)",
+                official_table(pairs),
+                "Both orders' decisions add +1 when they name the correct member and -1 when "
+                "they name the other; a positive sum is correct, zero a tie. Score = correct / "
+                "pairs; the macro average is the mean over buckets.",
+                simulated,
+            ),
+            Table(
+                "Accuracy per bucket, decision rules side by side",
+                pairwise_accuracy_table(pairs),
+                "Order 1: the pair as given (direct); order 2: swapped. Agree only: the shared "
+                "decision when both orders agree. Agree or decisive: also the one order that "
+                "picked a member when the other said tie or nothing (its accuracy equals the "
+                "official score). A tie or no decision counts as wrong.",
+                simulated,
+            ),
+        ]
+    blocks.append(
+        Table(
+            "Swap consistency and position bias",
+            position_table(pairs),
+            "Consistent: both orders gave the same decision. Primacy: the member shown first "
+            "won in both orders; recency: the member shown second won in both.",
+            simulated,
+        )
+    )
+    blocks.append(
+        Table(
+            "Abstentions per decision rule (pairs)",
+            abstention_table(pairs),
+            "Pairs a rule decided as a tie or not at all; accuracy counts them as wrong.",
+            simulated,
+        )
+    )
+    if has_apoc(pairs):
+        blocks.append(
+            Table(
+                "Overrides and keyed confirmation",
+                override_table(pairs),
+                "The swapped call proposes an override when it disagrees with the direct call; "
+                "a third call with neutral keys accepts it only if it agrees with the proposal.",
+                simulated,
+            )
+        )
+    return tuple(blocks)
+
+
+def replay_report(pairs: pd.DataFrame, *, title: str, source: Mapping[str, Any]) -> Report:
+    """The pairwise report of recorded decisions (``pcf replay ... --report``).
+
+    Args:
+        pairs: :func:`pair_frame` of the recording.
+        title: the report's title.
+        source: what was replayed (file, judge, strategy...), shown as a table.
+    """
+    described = pd.DataFrame(
+        [{**source, "pairs": len(pairs), "buckets": pairs["bucket"].nunique()}]
+    )
+    return Report(
+        title,
+        (
+            Section(
+                "Recording",
+                (
+                    "Recorded decisions of a real judge in both orders, replayed: no judge is "
+                    "called.",
+                    Table("What was replayed", described),
+                ),
+            ),
+            Section("Pairwise", pairwise_blocks(pairs, simulated=False)),
+        ),
+    )
+
+
+def judgebench_source(path: Path) -> dict[str, str]:
+    """What a JudgeBench outputs file holds, from its name
+    (``dataset=judgebench,response_model=...,judge_name=...,judge_model=....jsonl``)."""
+    parts = dict(part.split("=", 1) for part in path.stem.split(",") if "=" in part)
+    return parts or {"file": path.name}
+
+
+def default_report_runs(current: str | None, names: Sequence[str]) -> list[str]:
+    """The runs a report starts with: the study of ``current`` (runs named ``STUDY/...``) when
+    it belongs to one, else every run in ``names``."""
+    if current and "/" in current:
+        study = current.split("/", 1)[0]
+        same = [n for n in names if n.startswith(f"{study}/")]
+        if same:
+            return same
+    return list(names)

@@ -1,0 +1,300 @@
+"""Rendering a report: tables formatted as text, Markdown, one self-contained HTML page, and
+the charts as SVG and PNG (``vl-convert``); a chart that cannot be rendered is named in the
+report and the tables are written regardless."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pcf.analysis.results import SIMULATED_LABEL
+from pcf.reports.document import Report, Table
+
+MISSING = "–"
+COUNT_COLUMNS = frozenset(
+    {"N", "K", "n", "slot", "items", "pairs", "correct", "incorrect", "tie", "improved"}
+    | {"regressed", "same", "labelled", "top picks", "ok calls", "primacy", "recency"}
+)
+"""Columns of counts: printed without decimals even when a missing value made them floats."""
+
+
+NUMBER_FORMATS = {
+    "official score %": ".2f",
+    "McNemar p": ".3g",
+    "p": ".3g",
+    "cost (USD)": ".4f",
+    **dict.fromkeys(("ws", "wB", "wv", "wu", "temperature"), ".2f"),
+}
+"""Columns whose numbers have their own format (else: % one decimal, Δ and CI signed)."""
+
+
+def _number_format(column: str) -> str:
+    """The format of a non-count number; the column name decides."""
+    if column in NUMBER_FORMATS:
+        return NUMBER_FORMATS[column]
+    if column.endswith("%"):
+        return ".1f"
+    if "Δ" in column or column.startswith("CI "):
+        return "+.1f"
+    return ".3f"
+
+
+def _cell(column: str, value: Any) -> str:
+    """One cell as text: missing values as a dash, counts without decimals."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) or (column in COUNT_COLUMNS and float(value).is_integer()):
+        return f"{int(value):d}"
+    return format(float(value), _number_format(column))
+
+
+def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as text, formatted as the report prints it (the page shows the same)."""
+    return pd.DataFrame(
+        {
+            str(column): [_cell(str(column), _plain(v)) for v in frame[column]]
+            for column in frame.columns
+        },
+        dtype=object,
+    )
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python values."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, str) else value
+
+
+def _numeric(frame: pd.DataFrame) -> set[str]:
+    return {str(c) for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])}
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A pipe table of the formatted frame (``|`` in cells escaped)."""
+    shown = display_frame(frame)
+    numeric = _numeric(frame)
+    header = "| " + " | ".join(_md_cell(c) for c in shown.columns) + " |"
+    rule = "|" + "|".join("---:" if c in numeric else "---" for c in shown.columns) + "|"
+    body = [
+        "| " + " | ".join(_md_cell(v) for v in row) + " |" for row in shown.itertuples(index=False)
+    ]
+    return "\n".join([header, rule, *body])
+
+
+def _simulated_note() -> str:
+    return f"Simulated judge: {SIMULATED_LABEL.removeprefix('simulated judge: ')}."
+
+
+@dataclass(frozen=True)
+class RenderedCharts:
+    """Charts rendered for the files: SVG text and PNG bytes by figure name, and the reason
+    for every figure that could not be rendered."""
+
+    svg: dict[str, str]
+    png: dict[str, bytes]
+    errors: dict[str, str]
+
+
+def chart_svg(chart: Any) -> str:
+    """The chart as SVG text (``vl-convert``)."""
+    buffer = io.StringIO()
+    chart.save(buffer, format="svg")
+    return buffer.getvalue()
+
+
+def chart_png(chart: Any) -> bytes:
+    """The chart as PNG bytes at twice the size (``vl-convert``)."""
+    buffer = io.BytesIO()
+    chart.save(buffer, format="png", scale_factor=2)
+    return buffer.getvalue()
+
+
+def render_charts(report: Report, *, png: bool = True) -> RenderedCharts:
+    """Render every figure; a failure is recorded with its reason, never raised."""
+    svg: dict[str, str] = {}
+    pngs: dict[str, bytes] = {}
+    errors: dict[str, str] = {}
+    for figure in report.figures():
+        try:
+            svg[figure.name] = chart_svg(figure.chart)
+            if png:
+                pngs[figure.name] = chart_png(figure.chart)
+        except Exception as exc:  # any renderer failure: the report goes on without the chart
+            svg.pop(figure.name, None)
+            errors[figure.name] = (
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+            )
+    return RenderedCharts(svg, pngs, errors)
+
+
+def render_markdown(
+    report: Report, charts: RenderedCharts, images: Mapping[str, str] | None = None
+) -> str:
+    """The report as Markdown with pipe tables.
+
+    Args:
+        report: the report.
+        charts: its rendered charts (only their errors are used here).
+        images: figure name -> relative path of its PNG file; figures without a file point to
+            ``report.html``.
+    """
+    images = images or {}
+    lines = [f"# {report.title}", ""]
+    if report.intro:
+        lines += [report.intro, ""]
+    if report.simulated:
+        lines += [f"> **{_simulated_note()}**", ""]
+    for section in report.sections:
+        lines += [f"## {section.title}", ""]
+        for block in section.blocks:
+            if isinstance(block, str):
+                lines += [block, ""]
+                continue
+            lines += [f"### {block.title}", ""]
+            if isinstance(block, Table):
+                lines += [markdown_table(block.frame), ""]
+            elif block.name in charts.errors:
+                lines += [f"*The chart could not be rendered ({charts.errors[block.name]}).*", ""]
+            elif block.name in images:
+                lines += [f"![{block.title}]({images[block.name]})", ""]
+            else:
+                lines += ["*The chart is in report.html.*", ""]
+            if block.note:
+                lines += [block.note, ""]
+            if block.simulated:
+                lines += [f"*{_simulated_note()}*", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0;
+  color: #1f2933; background: #fff; }
+main { max-width: 1160px; margin: 0 auto; padding: 24px 32px 64px; }
+h1 { font-size: 1.7rem; margin-bottom: .4rem; }
+h2 { font-size: 1.3rem; margin-top: 2.2rem; border-bottom: 1px solid #d9dee3;
+  padding-bottom: .3rem; }
+h3 { font-size: 1rem; margin: 1.4rem 0 .5rem; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-size: .86rem; }
+th, td { border: 1px solid #d9dee3; padding: 4px 8px; text-align: left; white-space: nowrap; }
+th { background: #f2f4f6; white-space: normal; vertical-align: bottom; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+tbody tr:nth-child(even) { background: #fafbfc; }
+p.note { color: #52606d; font-size: .85rem; margin: .4rem 0; max-width: 60rem; }
+p.simulated, div.banner { color: #8a4b00; background: #fff4e5; border-left: 4px solid #f0a030;
+  padding: 4px 10px; font-size: .85rem; }
+div.banner { font-size: .95rem; padding: 8px 12px; }
+p.error { color: #a61b1b; }
+img.chart { max-width: 100%; height: auto; }
+"""
+
+
+def html_table(frame: pd.DataFrame) -> str:
+    """An HTML table of the formatted frame, every cell escaped."""
+    shown = display_frame(frame)
+    numeric = _numeric(frame)
+
+    def cls(column: str) -> str:
+        return ' class="num"' if column in numeric else ""
+
+    head = "".join(f"<th{cls(c)}>{html.escape(c)}</th>" for c in shown.columns)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td{cls(c)}>{html.escape(v)}</td>" for c, v in zip(shown.columns, row, strict=True)
+        )
+        + "</tr>"
+        for row in shown.itertuples(index=False)
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_html(report: Report, charts: RenderedCharts) -> str:
+    """The report as one self-contained HTML page: no script, no external resource; charts are
+    inline SVG images (data URIs)."""
+    esc = html.escape
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{esc(report.title)}</title><style>{_CSS}</style></head><body><main>",
+        f"<h1>{esc(report.title)}</h1>",
+    ]
+    if report.intro:
+        parts.append(f"<p>{esc(report.intro)}</p>")
+    if report.simulated:
+        parts.append(f'<div class="banner"><strong>{esc(_simulated_note())}</strong></div>')
+    for section in report.sections:
+        parts.append(f"<section><h2>{esc(section.title)}</h2>")
+        for block in section.blocks:
+            if isinstance(block, str):
+                parts.append(f"<p>{esc(block)}</p>")
+                continue
+            parts.append(f"<h3>{esc(block.title)}</h3>")
+            if isinstance(block, Table):
+                parts.append(f'<div class="scroll">{html_table(block.frame)}</div>')
+            elif block.name in charts.svg:
+                data = base64.b64encode(charts.svg[block.name].encode("utf-8")).decode("ascii")
+                parts.append(
+                    f'<figure><img class="chart" alt="{esc(block.title)}" '
+                    f'src="data:image/svg+xml;base64,{data}"></figure>'
+                )
+            else:
+                reason = charts.errors.get(block.name, "no renderer")
+                parts.append(
+                    f'<p class="error">The chart could not be rendered ({esc(reason)}).</p>'
+                )
+            if block.note:
+                parts.append(f'<p class="note">{esc(block.note)}</p>')
+            if block.simulated:
+                parts.append(f'<p class="simulated">{esc(_simulated_note())}</p>')
+        parts.append("</section>")
+    parts.append("</main></body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def report_texts(report: Report) -> tuple[str, str]:
+    """``(report.md, report.html)`` as text, for a download (the Markdown names no PNG file)."""
+    charts = render_charts(report, png=False)
+    return render_markdown(report, charts), render_html(report, charts)
+
+
+def write_report(report: Report, out: Path) -> dict[str, Any]:
+    """Write ``report.md``, ``report.html`` and ``charts/<name>.png`` into ``out``.
+
+    Returns:
+        The paths written (``markdown``, ``html``, ``charts``) and ``chart_errors``
+        (figure name -> reason) for the charts that could not be rendered.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    charts = render_charts(report)
+    images = {}
+    if charts.png:
+        (out / "charts").mkdir(exist_ok=True)
+    for name, data in charts.png.items():
+        (out / "charts" / f"{name}.png").write_bytes(data)
+        images[name] = f"charts/{name}.png"
+    markdown, page = render_markdown(report, charts, images), render_html(report, charts)
+    (out / "report.md").write_text(markdown, encoding="utf-8")
+    (out / "report.html").write_text(page, encoding="utf-8")
+    return {
+        "markdown": str(out / "report.md"),
+        "html": str(out / "report.html"),
+        "charts": [str(out / path) for path in images.values()],
+        "chart_errors": charts.errors,
+    }

@@ -1,0 +1,467 @@
+"""The report's tables, each a pure function of data frames (:mod:`pcf.reports.collect`):
+settings and usage, the main table, the K table, the weight tables, order instability, slot
+bias, and the pairwise tables (JudgeBench's official score, decision rules, position bias)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pandas as pd
+
+from pcf.analysis.results import accuracy_against, gold_answers
+from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights
+from pcf.consensus import PRESETS
+from pcf.pairwise import bucket_scores, official_outcome
+from pcf.recordings import FIRST, SECOND, SWAP_RULES
+from pcf.store.models import Run
+
+METHODS = {
+    "direct": "direct",
+    "pcf": "PCF",
+    "repeated": "repeated canonical",
+    "apoc": "APOCJudge",
+}
+RULE_LABELS = {
+    "order1": "order 1 (direct)",
+    "order2": "order 2 (swapped)",
+    "agree_only": "agree only",
+    "agree_or_decisive": "agree or decisive",
+}
+AGREEMENT_BANDS = (
+    ("all calls agree (1.0)", 1.0, math.inf),
+    ("0.8 to <1", 0.8, 1.0),
+    ("0.6 to <0.8", 0.6, 0.8),
+    ("below 0.6", -math.inf, 0.6),
+)
+_OTHER = {FIRST: SECOND, SECOND: FIRST}
+RUN_COLUMNS = (
+    "run",
+    "protocol",
+    "judge",
+    "K",
+    "schedule",
+    "executions",
+    "status",
+    "calls",
+    "cache hits",
+    "failures",
+    "input tokens",
+    "output tokens",
+    "cost USD",
+)
+
+
+def any_simulated(runs: pd.DataFrame, names: Sequence[str] | None = None) -> bool:
+    """Whether any of the named runs (all when None) used the simulated judge."""
+    if runs.empty:
+        return False
+    chosen = runs if names is None else runs[runs["run"].isin(list(names))]
+    return bool(chosen["simulated"].any())
+
+
+def settings_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs' settings: dataset, model, method, K, executions, schedule, seed..."""
+    return pd.DataFrame(
+        {
+            "run": runs["run"],
+            "dataset": runs["dataset"],
+            "model": runs["model"],
+            "method": runs["method"],
+            "K": runs["K"],
+            "executions": runs["executions"],
+            "schedule": runs["schedule"],
+            "seed": runs["seed"],
+            "temperature": runs["temperature"],
+            "status": runs["status"],
+            "items": runs["items"],
+            "labelled": runs["labelled"],
+        }
+    )
+
+
+def usage_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs' calls, failures, tokens and cost ("unpriced" when the model has no price)."""
+    cost = [
+        c if priced else "unpriced"
+        for c, priced in zip(runs["cost_usd"], runs["priced"], strict=True)
+    ]
+    return pd.DataFrame(
+        {
+            "run": runs["run"],
+            "calls made": runs["calls_made"],
+            "cache hits": runs["cache_hits"],
+            "failures": runs["failures"],
+            "input tokens": runs["input_tokens"],
+            "output tokens": runs["output_tokens"],
+            "cost (USD)": pd.Series(cost, dtype=object),
+        }
+    )
+
+
+def main_table(
+    runs: pd.DataFrame, decisions: pd.DataFrame, *, protocol: str = "pcf", seed: int = 0
+) -> pd.DataFrame:
+    """Each ``protocol`` run against its direct baseline (the canonical call) on labelled items.
+
+    Columns: model, run, N (labelled items), direct %, ``<method> %``, Δ points, improved,
+    regressed, same, McNemar p (exact), CI low / CI high (95% paired bootstrap of the
+    difference, points, seeded). A run without gold labels has N 0 and no figures.
+    """
+    method = f"{METHODS.get(protocol, protocol)} %"
+    columns = [
+        "model",
+        "run",
+        "N",
+        "direct %",
+        method,
+        "Δ points",
+        "improved",
+        "regressed",
+        "same",
+        "McNemar p",
+        "CI low",
+        "CI high",
+    ]
+    rows = []
+    chosen = runs[runs["protocol"] == protocol] if not runs.empty else runs
+    for run in chosen.itertuples():
+        table = decisions[decisions["run"] == run.run]
+        stats = accuracy_against(table, gold_answers(table), seed=seed)
+        if stats is None:
+            rows.append({"model": run.model, "run": run.run, "N": 0})
+            continue
+        low, high = stats["ci_points"]
+        rows.append(
+            {
+                "model": run.model,
+                "run": run.run,
+                "N": stats["n"],
+                "direct %": 100 * stats["direct_accuracy"],
+                method: 100 * stats["method_accuracy"],
+                "Δ points": stats["delta_points"],
+                "improved": stats["improved"],
+                "regressed": stats["regressed"],
+                "same": stats["same"],
+                "McNemar p": stats["mcnemar_p"],
+                "CI low": low,
+                "CI high": high,
+            }
+        )
+    return pd.DataFrame(rows, columns=columns)
+
+
+def paired_changes(*tables: pd.DataFrame) -> pd.DataFrame:
+    """Improved and regressed items per run, from one or more :func:`main_table` frames."""
+    rows = [
+        {"run": row["run"], "outcome": outcome, "items": int(row[outcome])}
+        for table in tables
+        for _, row in table[table["N"] > 0].iterrows()
+        for outcome in ("improved", "regressed")
+    ]
+    return pd.DataFrame(rows, columns=["run", "outcome", "items"])
+
+
+def k_table(runs: pd.DataFrame, k_prefixes: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy of repeated canonical and PCF at each K prefix, and the change over direct.
+
+    Direct is each run's own canonical call; K prefixes of the stored runs cost no call.
+    """
+    columns = [
+        "model",
+        "method",
+        "run",
+        "K",
+        "N",
+        "direct %",
+        "accuracy %",
+        "Δ vs direct (points)",
+        "improved",
+        "regressed",
+    ]
+    if k_prefixes.empty:
+        return pd.DataFrame(columns=columns)
+    merged = k_prefixes.merge(runs[["run", "model", "protocol", "method"]], on="run")
+    merged["order"] = merged["protocol"].map({"repeated": 0, "pcf": 1})
+    merged = merged.sort_values(["model", "order", "run", "K"], kind="stable")
+    return pd.DataFrame(
+        {
+            "model": merged["model"],
+            "method": merged["method"],
+            "run": merged["run"],
+            "K": merged["K"],
+            "N": merged["n"],
+            "direct %": 100 * merged["direct_accuracy"],
+            "accuracy %": 100 * merged["accuracy"],
+            "Δ vs direct (points)": 100 * (merged["accuracy"] - merged["direct_accuracy"]),
+            "improved": merged["improved"],
+            "regressed": merged["regressed"],
+        }
+    ).reset_index(drop=True)
+
+
+def weights_table(weights: pd.DataFrame) -> pd.DataFrame:
+    """:func:`weight_table` with the preset as a column."""
+    return weights.reset_index() if not weights.empty else weights
+
+
+def _instability_runs(runs: pd.DataFrame, decisions: pd.DataFrame) -> Iterator[tuple[Any, Any]]:
+    if runs.empty:
+        return
+    for run in runs[runs["protocol"].isin(["pcf", "repeated"])].itertuples():
+        yield run, decisions[decisions["run"] == run.run]
+
+
+def instability_table(runs: pd.DataFrame, decisions: pd.DataFrame) -> pd.DataFrame:
+    """Per PCF or repeated run: items per flag and the mean agreement metrics."""
+    rows = [
+        {
+            "run": run.run,
+            "method": run.method,
+            "items": len(table),
+            "order unstable": int(table["order_unstable"].sum()),
+            "overrides direct": int(table["overrides_direct"].sum()),
+            "near tie": int(table["near_tie"].sum()),
+            "position driven": int(table["position_driven"].sum()),
+            "incomplete": int(table["incomplete"].sum()),
+            "mean top agreement": table["top_agreement"].mean(),
+            "mean Kendall's W": table["kendall_w"].mean(),
+        }
+        for run, table in _instability_runs(runs, decisions)
+    ]
+    return pd.DataFrame(rows)
+
+
+def agreement_distribution(runs: pd.DataFrame, decisions: pd.DataFrame) -> pd.DataFrame:
+    """Items per band of top agreement (share of calls naming the most frequent top pick)."""
+    rows = []
+    for run, table in _instability_runs(runs, decisions):
+        agreement = table["top_agreement"]
+        row: dict[str, Any] = {"run": run.run, "method": run.method}
+        for name, low, high in AGREEMENT_BANDS:
+            row[name] = int(((agreement >= low) & (agreement < high)).sum())
+        row["no usable call"] = int(agreement.isna().sum())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def slot_table(slots: pd.DataFrame) -> pd.DataFrame:
+    """Share of top picks per slot, and how often gold won when shown there, per run."""
+    if slots.empty:
+        return pd.DataFrame()
+    return pd.DataFrame(
+        {
+            "run": slots["run"],
+            "n": slots["n"],
+            "slot": slots["slot"],
+            "top picks": slots["top_count"],
+            "share of top picks %": 100 * slots["top_share"],
+            "gold picked when shown here %": 100 * slots["gold_recall"],
+        }
+    )
+
+
+def slot_test_table(slot_tests: pd.DataFrame) -> pd.DataFrame:
+    """The chi-square test of top picks per slot against uniform, per run and ``n``."""
+    if slot_tests.empty:
+        return pd.DataFrame()
+    return pd.DataFrame(
+        {
+            "run": slot_tests["run"],
+            "n": slot_tests["n"],
+            "ok calls": slot_tests["calls"],
+            "chi-square": slot_tests["chi2"],
+            "p": slot_tests["p_value"],
+        }
+    )
+
+
+def _correct(decisions: pd.Series, labels: pd.Series) -> pd.Series:
+    return pd.Series(
+        [d is not None and d == g for d, g in zip(decisions, labels, strict=True)],
+        index=labels.index,
+        dtype=bool,
+    )
+
+
+def labelled_pairs(pairs: pd.DataFrame) -> pd.DataFrame:
+    return pairs[pairs["label"].isin([FIRST, SECOND])]
+
+
+def has_apoc(pairs: pd.DataFrame) -> bool:
+    return bool(pairs["apoc"].notna().any())
+
+
+def official_table(pairs: pd.DataFrame) -> pd.DataFrame:
+    """JudgeBench's official score per bucket, over all pairs and macro-averaged over buckets.
+
+    Args:
+        pairs: :func:`pair_frame` rows (one run or recording); unlabelled pairs are left out.
+    """
+    labelled = labelled_pairs(pairs)
+    columns = ["bucket", "pairs", "official score %", "correct", "incorrect", "tie"]
+    if labelled.empty:
+        return pd.DataFrame(columns=columns)
+    outcomes = [
+        official_outcome(label, _OTHER[label], d1, d2)
+        for label, d1, d2 in zip(labelled["label"], labelled["d1"], labelled["d2"], strict=True)
+    ]
+    scores = bucket_scores(outcomes, list(labelled["bucket"]))
+    rows = [
+        (name, s["n"], s["score"], s["correct"], s["incorrect"], s["tie"])
+        for name, s in [*scores["buckets"].items(), ("all pairs", scores["overall"])]
+    ]
+    rows.append(("macro average", math.nan, scores["macro"], math.nan, math.nan, math.nan))
+    return pd.DataFrame(rows, columns=columns)
+
+
+def rule_decisions(pairs: pd.DataFrame) -> dict[str, pd.Series]:
+    """Each swap-consensus rule's decision per pair, and APOCJudge's verdict when present."""
+    out = {
+        RULE_LABELS.get(name, name.replace("_", " ")): pd.Series(
+            [rule(d1, d2) for d1, d2 in zip(pairs["d1"], pairs["d2"], strict=True)],
+            index=pairs.index,
+            dtype=object,
+        )
+        for name, rule in SWAP_RULES.items()
+    }
+    if has_apoc(pairs):
+        out["APOCJudge"] = pairs["apoc"]
+    return out
+
+
+def pairwise_accuracy_table(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy (%) per bucket of each decision rule side by side: each order alone, the
+    swap-consensus rules and APOCJudge; plus all pairs and the macro average over buckets.
+
+    A tie or a missing decision counts as wrong.
+    """
+    labelled = labelled_pairs(pairs)
+    decisions = rule_decisions(labelled)
+    correct = pd.DataFrame(
+        {f"{name} %": 100 * _correct(d, labelled["label"]) for name, d in decisions.items()}
+    )
+    correct["bucket"] = labelled["bucket"]
+    per_bucket = []
+    for bucket in official_table(pairs)["bucket"]:  # JudgeBench's bucket order
+        if bucket in ("all pairs", "macro average"):
+            continue
+        rows = correct[correct["bucket"] == bucket]
+        per_bucket.append(
+            {"bucket": bucket, "pairs": len(rows), **rows.drop(columns="bucket").mean()}
+        )
+    frame = pd.DataFrame(per_bucket)
+    if frame.empty:
+        return frame
+    overall = {
+        "bucket": "all pairs",
+        "pairs": len(correct),
+        **correct.drop(columns="bucket").mean(),
+    }
+    macro = {
+        "bucket": "macro average",
+        "pairs": math.nan,
+        **frame.drop(columns=["bucket", "pairs"]).mean(),
+    }
+    return pd.concat([frame, pd.DataFrame([overall, macro])], ignore_index=True)
+
+
+def position_table(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Swap consistency and position bias over all pairs.
+
+    Consistent: both orders gave the same decision (two ties count, two missing do not);
+    primacy: the member shown first won in both orders; recency: the member shown second did.
+    """
+    n = len(pairs)
+    consistent = sum(
+        d1 == d2 and d1 is not None for d1, d2 in zip(pairs["d1"], pairs["d2"], strict=True)
+    )
+    primacy = int(((pairs["d1"] == FIRST) & (pairs["d2"] == SECOND)).sum())
+    recency = int(((pairs["d1"] == SECOND) & (pairs["d2"] == FIRST)).sum())
+    return pd.DataFrame(
+        [
+            {
+                "pairs": n,
+                "consistent %": 100 * consistent / n if n else math.nan,
+                "primacy": primacy,
+                "recency": recency,
+            }
+        ]
+    )
+
+
+def abstention_table(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Pairs each decision rule decided as a tie or not at all (counted wrong in accuracy)."""
+    return pd.DataFrame(
+        [{name: int((~d.isin([FIRST, SECOND])).sum()) for name, d in rule_decisions(pairs).items()}]
+    )
+
+
+def override_table(pairs: pd.DataFrame) -> pd.DataFrame:
+    """APOCJudge's overrides: proposed by the swapped call, accepted or rejected by keyed
+    confirmation, or suppressed by the ballpark guard."""
+    reasons = pairs["reason"].value_counts()
+    accepted, rejected, guarded = (
+        int(reasons.get(r, 0)) for r in ("confirmed", "not_confirmed", "guarded")
+    )
+    return pd.DataFrame(
+        [
+            {
+                "pairs": len(pairs),
+                "overrides proposed": accepted + rejected + guarded,
+                "accepted (confirmed)": accepted,
+                "rejected (not confirmed)": rejected,
+                "suppressed (ballpark guard)": guarded,
+            }
+        ]
+    )
+
+
+def weight_table(runs: Sequence[PackedRun]) -> pd.DataFrame:
+    """The seed's weight table: one row per preset, accuracy (%) and delta vs direct (points)
+    per run, with every stored call of each run.
+
+    Columns are ``"<run> accuracy %"`` and ``"<run> Δ vs direct"``; the first columns give the
+    preset's weights.
+    """
+    rows = []
+    for name, weights in PRESETS.items():
+        row: dict[str, object] = {
+            "preset": name,
+            **dict(zip(WEIGHT_NAMES, weights.as_tuple(), strict=True)),
+        }
+        for packed in runs:
+            outcome = evaluate_weights(packed, weights)
+            row[f"{packed.name} accuracy %"] = 100 * outcome.accuracy
+            row[f"{packed.name} Δ vs direct"] = 100 * (outcome.accuracy - outcome.direct_accuracy)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("preset")
+
+
+def runs_table(runs: Sequence[Run]) -> pd.DataFrame:
+    """One row per run with its settings, status, calls, failures, tokens and cost.
+
+    ``judge`` is ``backend: model``.
+    """
+    return pd.DataFrame(
+        [
+            (
+                r.name,
+                r.protocol,
+                f"{r.backend}: {r.model}",
+                r.k,
+                r.schedule,
+                r.executions,
+                r.status,
+                r.calls_made,
+                r.cache_hits,
+                r.failures,
+                r.input_tokens,
+                r.output_tokens,
+                r.cost_usd,
+            )
+            for r in runs
+        ],
+        columns=list(RUN_COLUMNS),
+    )

@@ -1,0 +1,101 @@
+"""What a run is: one frozen :class:`RunSpec` names the dataset, the judge and the protocol.
+
+Protocols: ``direct`` (the canonical ordering alone), ``pcf`` (K scheduled orderings per
+execution), ``repeated`` (K copies of the canonical ordering) and ``apoc`` (pairs: both
+orders, then a keyed confirmation call only where it can change the verdict).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pcf.judges import BACKENDS
+from pcf.orderings import SCHEDULES
+
+PROTOCOLS = ("direct", "pcf", "repeated", "apoc")
+IDENTITY_FIELDS = (
+    "protocol",
+    "k",
+    "schedule",
+    "executions",
+    "seed",
+    "temperature",
+    "max_tokens",
+    "ballpark_guard",
+)
+"""The settings that define a run's calls: a run is resumed only with the same values."""
+_PROTOCOL_SETTINGS: dict[str, dict[str, Any]] = {
+    "direct": {"k": 1, "schedule": "balanced", "executions": 1},
+    "repeated": {"schedule": "repeated"},
+    "apoc": {"k": 3, "schedule": "apoc", "executions": 1},
+    "pcf": {},
+}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A run: which dataset, which judge, which protocol and how to make its calls.
+
+    The protocol's fixed settings are applied on construction (direct: K=1; repeated: the
+    repeated schedule; apoc: up to 3 calls per pair). The fields in :data:`IDENTITY_FIELDS`,
+    with the dataset, backend, model and base URL, define the run; the rest (limit,
+    concurrency, retries) may change between resumptions.
+
+    Attributes:
+        dataset: the imported dataset's name.
+        name: the run's name; None names it after its settings (:attr:`run_name`).
+        backend: one of :data:`pcf.judges.BACKENDS`.
+        model: the judge model.
+        base_url: an OpenAI-compatible server (vLLM, Ollama, ...).
+        replay: the ``judgments.jsonl`` a ``replay`` judge answers from.
+        limit: judge the first N items only.
+    """
+
+    dataset: str
+    name: str | None = None
+    backend: str = "simulated"
+    model: str = "sim-primacy"
+    base_url: str | None = None
+    replay: Path | None = None
+    protocol: str = "pcf"
+    k: int = 7
+    schedule: str = "balanced"
+    executions: int = 1
+    seed: int = 0
+    temperature: float = 0.0
+    max_tokens: int = 2048
+    limit: int | None = None
+    concurrency: int = 16
+    max_attempts: int = 4
+    backoff_s: float = 1.0
+    parse_retries: int = 1
+    ballpark_guard: bool = True
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {self.protocol!r}; choose one of {PROTOCOLS}")
+        if self.backend not in BACKENDS:
+            raise ValueError(
+                f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}"
+            )
+        if self.k < 1 or self.executions < 1 or self.concurrency < 1 or self.max_attempts < 1:
+            raise ValueError("k, executions, concurrency and max_attempts must be at least 1")
+        for key, value in _PROTOCOL_SETTINGS[self.protocol].items():
+            object.__setattr__(self, key, value)  # a frozen dataclass sets fields this way
+        if self.protocol == "pcf" and self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r}; choose one of {SCHEDULES}")
+
+    @property
+    def run_name(self) -> str:
+        """The run's name: the one given, or one that encodes the settings, so that repeating
+        a command resumes its run."""
+        if self.name:
+            return self.name
+        settings = f"k{self.k}-{self.schedule}-x{self.executions}-s{self.seed}"
+        return f"{self.dataset}/{self.protocol}/{self.backend}/{self.model}/{settings}"
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that define the run's calls (:data:`IDENTITY_FIELDS`)."""
+        return {key: getattr(self, key) for key in IDENTITY_FIELDS}

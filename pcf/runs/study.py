@@ -1,0 +1,64 @@
+"""The paper's study as runs of one name, and the demo database.
+
+A study called NAME is the runs ``NAME/direct``, ``NAME/pcf`` (K orderings, several executions)
+and ``NAME/repeated`` (repeated canonical, K calls); for a dataset of pairs, ``NAME/apoc``.
+K=3 and 5 come from prefixes of the stored K=7 calls, at no extra cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from sqlmodel import Session
+
+from pcf.items import load_dataset
+from pcf.runs.engine import RunReport
+from pcf.runs.manage import judge_run, require_dataset
+from pcf.runs.spec import RunSpec
+from pcf.store.models import Run
+from pcf.store.queries import get_dataset, import_items, list_runs, load_items
+
+DEMO_ITEMS = Path(__file__).resolve().parents[2] / "data" / "demo" / "items.jsonl"
+DEMO_RUNS = (
+    RunSpec("demo", "demo-direct", protocol="direct"),
+    RunSpec("demo", "demo-pcf", protocol="pcf", k=7, executions=3),
+    RunSpec("demo", "demo-repeated", protocol="repeated", k=7),
+)
+
+
+def study_specs(study: str, base: RunSpec, *, session: Session) -> list[RunSpec]:
+    """The study's runs, each ``base`` with its protocol and the name ``STUDY/PROTOCOL``.
+
+    ``base`` gives the dataset, judge, K, executions and the settings every run shares; direct
+    takes one call and repeated one execution; a dataset of pairs gets APOCJudge alone.
+
+    Raises:
+        ValueError: no dataset of that name.
+    """
+    dataset = require_dataset(base, session=session)
+    pairs = all(len(i.candidates) == 2 for i in load_items(dataset.id, session=session))
+    protocols = ("apoc",) if pairs else ("direct", "pcf", "repeated")
+    return [
+        replace(
+            base,
+            name=f"{study}/{protocol}",
+            protocol=protocol,
+            executions=base.executions if protocol == "pcf" else 1,
+        )
+        for protocol in protocols
+    ]
+
+
+def study_runs(study: str, *, session: Session) -> list[Run]:
+    """The runs of study ``study`` (named ``STUDY/direct``, ``STUDY/pcf``...)."""
+    return [r for r in list_runs(session=session) if r.name.startswith(f"{study}/")]
+
+
+def build_demo(session: Session) -> list[tuple[Run, RunReport]]:
+    """Import the demo items as dataset ``demo`` and run the simulated demo runs."""
+    if get_dataset("demo", session=session) is None:
+        items = load_dataset("jsonl", DEMO_ITEMS)
+        import_items(items, session=session, name="demo", fmt="jsonl", source_path=DEMO_ITEMS)
+        session.commit()
+    return [judge_run(spec, session=session) for spec in DEMO_RUNS]
