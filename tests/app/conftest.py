@@ -4,33 +4,14 @@
 from __future__ import annotations
 
 import runpy
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
-from sqlmodel import Session
 from streamlit.runtime.scriptrunner import script_runner
 from streamlit.testing.v1 import AppTest
 
-from pcf.store import get_engine
-from tests.demo_database import copy_demo
-
 APP = Path(__file__).resolve().parents[2] / "app.py"
-
-
-@pytest.fixture
-def demo_engine(isolated_database: str) -> Engine:
-    """This test's own copy of the demo database, where ``PCF_DATABASE_URL`` points."""
-    copy_demo(isolated_database)
-    return get_engine(isolated_database)
-
-
-@pytest.fixture
-def db(demo_engine: Engine) -> Iterator[Session]:
-    """A session on this test's demo database, for reading what the app wrote."""
-    with Session(demo_engine) as session:
-        yield session
 
 
 def _run_main_script(main_script_path: str) -> None:

@@ -9,8 +9,7 @@ from sqlmodel import Session, func, select
 
 from pcf.runs.background import background_runs, start_run
 from pcf.runs.spec import RunSpec
-from pcf.store import Call, get_engine, get_run
-from tests.demo_database import copy_demo
+from pcf.store import Call, get_run
 
 TIMEOUT_S = 60
 
@@ -26,51 +25,46 @@ def wait_until_done(engine, name: str):
     raise AssertionError(f"run {name} did not finish in {TIMEOUT_S} s")
 
 
-@pytest.fixture
-def engine(isolated_database):
-    copy_demo(isolated_database)
-    return get_engine()
-
-
-def test_a_background_run_stores_its_calls_and_reports_progress(engine):
-    started = start_run(engine, RunSpec("demo", "bg", model="sim-bg", k=3, limit=4))
+def test_a_background_run_stores_its_calls_and_reports_progress(demo_engine):
+    started = start_run(demo_engine, RunSpec("demo", "bg", model="sim-bg", k=3, limit=4))
     assert started.active
-    progress = wait_until_done(engine, "bg")
+    progress = wait_until_done(demo_engine, "bg")
     assert progress.status == "finished", progress.error
     assert (progress.done, progress.total, progress.fraction) == (12, 12, 1.0)
     assert progress.report.calls_made == 12
-    with Session(engine) as s:
+    with Session(demo_engine) as s:
         run = get_run("bg", session=s)
         calls = s.exec(select(func.count()).select_from(Call).where(Call.run_id == run.id)).one()
         assert (run.status, calls) == ("finished", 12)
-    assert [p.name for p in background_runs(engine, "demo")] == ["bg"]
-    assert background_runs(engine, "other") == []
+    assert [p.name for p in background_runs(demo_engine, "demo")] == ["bg"]
+    assert background_runs(demo_engine, "other") == []
 
 
-def test_a_run_that_cannot_resume_fails_with_the_reason(engine):
-    start_run(engine, RunSpec("demo", "demo-pcf", k=3))
-    progress = wait_until_done(engine, "demo-pcf")
+def test_a_run_that_cannot_resume_fails_with_the_reason(demo_engine):
+    start_run(demo_engine, RunSpec("demo", "demo-pcf", k=3))
+    progress = wait_until_done(demo_engine, "demo-pcf")
     assert progress.status == "failed"
     assert "exists with other settings" in progress.error
-    with Session(engine) as s:
+    with Session(demo_engine) as s:
         assert get_run("demo-pcf", session=s).status == "finished"
 
 
-def test_a_provider_without_a_key_fails_and_marks_the_run_failed(engine, monkeypatch):
+def test_a_provider_without_a_key_fails_and_marks_the_run_failed(demo_engine, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     start_run(
-        engine, RunSpec("demo", "nokey", backend="anthropic", model="claude-x", protocol="direct")
+        demo_engine,
+        RunSpec("demo", "nokey", backend="anthropic", model="claude-x", protocol="direct"),
     )
-    progress = wait_until_done(engine, "nokey")
+    progress = wait_until_done(demo_engine, "nokey")
     assert progress.status == "failed"
     assert "ANTHROPIC_API_KEY" in progress.error
-    with Session(engine) as s:
+    with Session(demo_engine) as s:
         assert get_run("nokey", session=s).status == "failed"
 
 
-def test_the_same_run_cannot_start_twice_at_once(engine):
+def test_the_same_run_cannot_start_twice_at_once(demo_engine):
     spec = RunSpec("demo", "twice", model="s2", k=7, executions=3)
-    start_run(engine, spec)
+    start_run(demo_engine, spec)
     with pytest.raises(ValueError, match="already running"):
-        start_run(engine, spec)
-    assert wait_until_done(engine, "twice").status == "finished"
+        start_run(demo_engine, spec)
+    assert wait_until_done(demo_engine, "twice").status == "finished"

@@ -107,12 +107,6 @@ def _row_counts() -> dict[str, int]:
         return {t.__name__: s.exec(select(func.count()).select_from(t)).one() for t in tables}
 
 
-@pytest.fixture
-def session():
-    with Session(get_engine(), expire_on_commit=False) as s:
-        yield s
-
-
 # ---------------------------------------------------------------- planning
 
 

@@ -23,7 +23,7 @@ from tests.demo_database import copy_demo
 from tests.html_tables import html_tables
 
 runner = CliRunner()
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 O1_MINI = (
     SHARED
     / "judgebench"
@@ -461,7 +461,7 @@ def test_pairwise_report_per_bucket_official_score_and_overrides(study, pairs_ex
 
 def test_a_second_study_makes_no_judge_call(tmp_path):
     items = tmp_path / "items.jsonl"
-    demo = (Path(__file__).resolve().parents[1] / "data" / "demo" / "items.jsonl").read_text()
+    demo = (Path(__file__).resolve().parents[2] / "data" / "demo" / "items.jsonl").read_text()
     items.write_text("".join(demo.splitlines(keepends=True)[:6]))
     cli("import", "jsonl", str(items), "--name", "d")
     first = json.loads(cli("study", "d", "--name", "t", "--k", "5", "--executions", "2"))

@@ -23,7 +23,7 @@ from pcf.runs.engine import plan
 from pcf.runs.spec import RunSpec
 from pcf.store import Call, get_dataset, get_engine, get_run, item_db_ids, load_items
 from tests.factories import make_item
-from tests.test_runner_providers import listwise_text
+from tests.runs.test_engine_providers import listwise_text
 from tests.wire_server import Scripted, WireRequest, WireServer, message_key
 
 ITEMS, K, CONCURRENCY = 30, 7, 8

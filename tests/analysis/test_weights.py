@@ -11,21 +11,18 @@ from pcf.reports.tables import weight_table
 from pcf.store import (
     create_run,
     get_dataset,
-    get_engine,
     get_run,
     load_items,
     run_judgments,
     session_scope,
 )
-from tests.demo_database import copy_demo
 from tests.factories import judgment, make_item
 
 
 @pytest.fixture
-def demo(isolated_database):
+def demo(demo_engine):
     """Packed demo runs plus what `aggregate` needs to recompute them independently."""
-    copy_demo(isolated_database)
-    with session_scope(get_engine()) as s:
+    with session_scope(demo_engine) as s:
         runs = {n: get_run(n, session=s) for n in ("demo-direct", "demo-pcf", "demo-repeated")}
         items = load_items(runs["demo-pcf"].dataset_id, session=s)
         return {
@@ -85,9 +82,8 @@ def test_packed_run_knows_its_k_and_that_it_is_simulated(demo):
     assert demo["packed"]["demo-direct"].k == 1
 
 
-def test_apoc_runs_have_no_weights(isolated_database):
-    copy_demo(isolated_database)
-    with session_scope(get_engine()) as s:
+def test_apoc_runs_have_no_weights(demo_engine):
+    with session_scope(demo_engine) as s:
         dataset = get_dataset("demo", session=s)
         run = create_run(
             "pairs",

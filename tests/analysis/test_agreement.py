@@ -23,12 +23,10 @@ from pcf.store import (
     adjudication_records,
     current_labels,
     get_dataset,
-    get_engine,
     get_run,
     load_items,
     session_scope,
 )
-from tests.demo_database import copy_demo
 
 
 def labels(*rows: tuple[str, str, str]) -> pd.DataFrame:
@@ -147,11 +145,8 @@ def test_compare_without_any_human_label_has_no_figures():
     assert result.rows.empty
 
 
-def test_a_stored_run_against_current_labels_uses_each_annotators_newest_label(
-    isolated_database,
-):
-    copy_demo(isolated_database)
-    with session_scope(get_engine()) as s:
+def test_a_stored_run_against_current_labels_uses_each_annotators_newest_label(demo_engine):
+    with session_scope(demo_engine) as s:
         dataset = get_dataset("demo", session=s)
         items = load_items(dataset.id, session=s)[:6]
         for item in items:
@@ -171,9 +166,8 @@ def test_a_stored_run_against_current_labels_uses_each_annotators_newest_label(
     assert result.gold_agreement == (6, 6)
 
 
-def test_exports_hold_every_adjudication_row(isolated_database):
-    copy_demo(isolated_database)
-    with session_scope(get_engine()) as s:
+def test_exports_hold_every_adjudication_row(demo_engine):
+    with session_scope(demo_engine) as s:
         dataset = get_dataset("demo", session=s)
         item = load_items(dataset.id, session=s)[0]
         db_id = item.metadata["db_id"]

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, func, text
+from sqlalchemy import Engine, func
 from sqlalchemy.exc import IntegrityError, StatementError
 from sqlmodel import select
 
 from pcf.items import Candidate, Item
 from pcf.judgments import Judgment
 from pcf.store import (
-    DATABASE_URL_ENV,
     LABEL_COLUMNS,
     Adjudication,
     CandidateRow,
@@ -27,9 +24,7 @@ from pcf.store import (
     cached_calls,
     create_run,
     current_labels,
-    database_url,
     get_dataset,
-    get_engine,
     get_run,
     import_items,
     insert_calls,
@@ -44,13 +39,6 @@ from pcf.store import (
 )
 
 MISSING_ITEM_ID = 12345
-
-
-@pytest.fixture
-def fresh_db(tmp_path: Path) -> Iterator[Engine]:
-    engine = get_engine(f"sqlite:///{tmp_path}/t.db")
-    yield engine
-    engine.dispose()
 
 
 def make_items(count: int, candidates: int = 4) -> list[Item]:
@@ -128,59 +116,10 @@ def row_counts(engine: Engine) -> dict[str, int]:
         }
 
 
-# ---------------------------------------------------------------- engine
-
-
-def test_sqlite_pragmas_are_set_on_every_connection(fresh_db: Engine) -> None:
-    names = ("journal_mode", "busy_timeout", "foreign_keys", "synchronous")
-    with fresh_db.connect() as first, fresh_db.connect() as second:
-        for connection in (first, second):
-            pragmas = {name: connection.execute(text(f"PRAGMA {name}")).scalar() for name in names}
-            assert pragmas == {
-                "journal_mode": "wal",
-                "busy_timeout": 5000,
-                "foreign_keys": 1,
-                "synchronous": 1,  # NORMAL
-            }
-
-
-def test_foreign_keys_are_enforced(fresh_db: Engine) -> None:
-    with pytest.raises(IntegrityError), session_scope(fresh_db) as session:
-        insert_calls([make_call(run_id=99, item_db_id=99, call_index=0)], session=session)
-
-
-def test_database_url_env_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    url = f"sqlite:///{tmp_path}/from-env.db"
-    monkeypatch.setenv(DATABASE_URL_ENV, url)
-    engine = get_engine()
-    assert str(engine.url) == url
-    assert database_url() == url
-    assert (tmp_path / "from-env.db").is_file()
-    engine.dispose()
-
-
-def test_default_database_lives_in_the_user_data_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    engine = get_engine()
-    assert database_url() == f"sqlite:///{tmp_path}/data/pcf-review/pcf.db"
-    assert (tmp_path / "data" / "pcf-review" / "pcf.db").is_file()
-    assert get_engine() is engine
-    engine.dispose()
-
-
-def test_database_url_masks_the_password() -> None:
-    shown = database_url("postgresql://reviewer:s3cret@db.example.org/pcf")
-    assert "s3cret" not in shown
-    assert shown == "postgresql://reviewer:***@db.example.org/pcf"
-
-
 # ---------------------------------------------------------------- datasets and items
 
 
-def test_items_round_trip_in_file_and_listing_order(fresh_db: Engine) -> None:
+def test_items_round_trip_in_file_and_listing_order(engine: Engine) -> None:
     items = [
         Item(
             "z-last-alphabetically",
@@ -192,8 +131,8 @@ def test_items_round_trip_in_file_and_listing_order(fresh_db: Engine) -> None:
         ),
         Item("a-first", "Plain", (Candidate("x", "one"), Candidate("y", "two"))),
     ]
-    dataset = import_demo(fresh_db, items)
-    with session_scope(fresh_db) as session:
+    dataset = import_demo(engine, items)
+    with session_scope(engine) as session:
         loaded = load_items(dataset.id, session=session)
         ids = item_db_ids(dataset.id, session=session)
         assert get_dataset("demo", session=session).n_items == 2
@@ -208,20 +147,20 @@ def test_items_round_trip_in_file_and_listing_order(fresh_db: Engine) -> None:
     assert loaded[1].metadata == {"db_id": ids["a-first"]}
 
 
-def test_duplicate_dataset_name_raises_and_changes_nothing(fresh_db: Engine) -> None:
-    import_demo(fresh_db, make_items(3))
-    before = row_counts(fresh_db)
+def test_duplicate_dataset_name_raises_and_changes_nothing(engine: Engine) -> None:
+    import_demo(engine, make_items(3))
+    before = row_counts(engine)
     with pytest.raises(ValueError, match="pick another --name"):
-        import_demo(fresh_db, make_items(5))
-    assert row_counts(fresh_db) == before
+        import_demo(engine, make_items(5))
+    assert row_counts(engine) == before
 
 
-def test_import_failing_midway_leaves_nothing(fresh_db: Engine) -> None:
+def test_import_failing_midway_leaves_nothing(engine: Engine) -> None:
     twice = Candidate("c0", "same id twice")
     items = [*make_items(50), Item("bad", "p", (twice, twice))]
     with pytest.raises(ValueError, match="candidate ids unique"):
-        import_demo(fresh_db, items)
-    assert row_counts(fresh_db) == {"Dataset": 0, "ItemRow": 0, "CandidateRow": 0}
+        import_demo(engine, items)
+    assert row_counts(engine) == {"Dataset": 0, "ItemRow": 0, "CandidateRow": 0}
 
 
 def import_then_fail(engine: Engine) -> None:
@@ -230,20 +169,20 @@ def import_then_fail(engine: Engine) -> None:
         raise RuntimeError("disk full")
 
 
-def test_error_after_import_inside_the_scope_rolls_it_back(fresh_db: Engine) -> None:
+def test_error_after_import_inside_the_scope_rolls_it_back(engine: Engine) -> None:
     with pytest.raises(RuntimeError, match="disk full"):
-        import_then_fail(fresh_db)
-    assert row_counts(fresh_db) == {"Dataset": 0, "ItemRow": 0, "CandidateRow": 0}
+        import_then_fail(engine)
+    assert row_counts(engine) == {"Dataset": 0, "ItemRow": 0, "CandidateRow": 0}
 
 
 # ---------------------------------------------------------------- runs and calls
 
 
-def test_run_judgments_round_trip_in_item_execution_call_order(fresh_db: Engine) -> None:
+def test_run_judgments_round_trip_in_item_execution_call_order(engine: Engine) -> None:
     items = make_items(2, candidates=2)
-    dataset = import_demo(fresh_db, items)
-    run = new_run(fresh_db, dataset.id)
-    with session_scope(fresh_db) as session:
+    dataset = import_demo(engine, items)
+    run = new_run(engine, dataset.id)
+    with session_scope(engine) as session:
         ids = item_db_ids(dataset.id, session=session)
         first, second = ids["item-0"], ids["item-1"]
         for call in (
@@ -253,7 +192,7 @@ def test_run_judgments_round_trip_in_item_execution_call_order(fresh_db: Engine)
             make_call(run.id, first, 0),
         ):
             insert_calls([call], session=session)
-    with session_scope(fresh_db) as session:
+    with session_scope(engine) as session:
         judgments = run_judgments(run.id, session=session)
     good = {
         "order": ("c1", "c0"),
@@ -271,22 +210,22 @@ def test_run_judgments_round_trip_in_item_execution_call_order(fresh_db: Engine)
     ]
 
 
-def test_a_call_is_recorded_once_per_slot(fresh_db: Engine) -> None:
-    dataset = import_demo(fresh_db, make_items(1))
-    run = new_run(fresh_db, dataset.id)
-    item_id = item_db_ids_of(fresh_db, dataset.id)["item-0"]
-    with session_scope(fresh_db) as session:
+def test_a_call_is_recorded_once_per_slot(engine: Engine) -> None:
+    dataset = import_demo(engine, make_items(1))
+    run = new_run(engine, dataset.id)
+    item_id = item_db_ids_of(engine, dataset.id)["item-0"]
+    with session_scope(engine) as session:
         insert_calls([make_call(run.id, item_id, 0)], session=session)
-    with pytest.raises(IntegrityError), session_scope(fresh_db) as session:
+    with pytest.raises(IntegrityError), session_scope(engine) as session:
         insert_calls([make_call(run.id, item_id, 0)], session=session)
 
 
-def test_cache_returns_the_newest_ok_call_of_any_run(fresh_db: Engine) -> None:
-    dataset = import_demo(fresh_db, make_items(1))
-    old_run, new = new_run(fresh_db, dataset.id, "old"), new_run(fresh_db, dataset.id, "new")
-    item_id = item_db_ids_of(fresh_db, dataset.id)["item-0"]
+def test_cache_returns_the_newest_ok_call_of_any_run(engine: Engine) -> None:
+    dataset = import_demo(engine, make_items(1))
+    old_run, new = new_run(engine, dataset.id, "old"), new_run(engine, dataset.id, "new")
+    item_id = item_db_ids_of(engine, dataset.id)["item-0"]
     start = datetime(2025, 1, 1, tzinfo=UTC)
-    with session_scope(fresh_db) as session:
+    with session_scope(engine) as session:
         for run_id, index, ok, minutes in (
             (old_run.id, 0, True, 0),
             (old_run.id, 1, True, 5),
@@ -301,18 +240,18 @@ def test_cache_returns_the_newest_ok_call_of_any_run(fresh_db: Engine) -> None:
                 created_at=start + timedelta(minutes=minutes),
             )
             insert_calls([call], session=session)
-    with session_scope(fresh_db) as session:
+    with session_scope(engine) as session:
         hits = cached_calls(["same-request", "never-asked"], session=session)
         assert list(hits) == ["same-request"]
         hit = hits["same-request"]
         assert (hit.run_id, hit.call_index, hit.ok) == (old_run.id, 1, True)
 
 
-def test_run_totals_count_paid_calls_cache_hits_and_failures(fresh_db: Engine) -> None:
-    dataset = import_demo(fresh_db, make_items(1))
-    run = new_run(fresh_db, dataset.id)
-    item_id = item_db_ids_of(fresh_db, dataset.id)["item-0"]
-    with session_scope(fresh_db) as session:
+def test_run_totals_count_paid_calls_cache_hits_and_failures(engine: Engine) -> None:
+    dataset = import_demo(engine, make_items(1))
+    run = new_run(engine, dataset.id)
+    item_id = item_db_ids_of(engine, dataset.id)["item-0"]
+    with session_scope(engine) as session:
         insert_calls([make_call(run.id, item_id, 0, attempts=2)], session=session)
         paid = run_calls_by_slot(run.id, session=session)[(item_id, 0, 0)]
         insert_calls(
@@ -326,16 +265,16 @@ def test_run_totals_count_paid_calls_cache_hits_and_failures(fresh_db: Engine) -
     assert (totals.calls_made, totals.cache_hits, totals.failures) == (3, 1, 1)
     assert (totals.input_tokens, totals.output_tokens) == (200, 40)
     assert totals.cost_usd == pytest.approx(0.02)
-    with session_scope(fresh_db) as session:
+    with session_scope(engine) as session:
         assert get_run("run-1", session=session).calls_made == 3
 
 
-def test_runs_are_listed_and_validated(fresh_db: Engine) -> None:
-    dataset = import_demo(fresh_db, make_items(1))
-    new_run(fresh_db, dataset.id)
+def test_runs_are_listed_and_validated(engine: Engine) -> None:
+    dataset = import_demo(engine, make_items(1))
+    new_run(engine, dataset.id)
     with pytest.raises(ValueError, match="pick another --name"):
-        new_run(fresh_db, dataset.id)
-    with session_scope(fresh_db) as session:
+        new_run(engine, dataset.id)
+    with session_scope(engine) as session:
         assert [r.name for r in list_runs(session=session, dataset_id=dataset.id)] == ["run-1"]
         assert list_runs(session=session, dataset_id=dataset.id + 1) == []
         run = get_run("run-1", session=session)
@@ -364,12 +303,12 @@ def finish_run_at(engine: Engine, run_id: int, when: datetime) -> None:
         session.add(run)
 
 
-def test_datetimes_are_timezone_aware_after_a_round_trip(fresh_db: Engine) -> None:
-    dataset = import_demo(fresh_db, make_items(1))
-    run = new_run(fresh_db, dataset.id)
+def test_datetimes_are_timezone_aware_after_a_round_trip(engine: Engine) -> None:
+    dataset = import_demo(engine, make_items(1))
+    run = new_run(engine, dataset.id)
     paris_evening = datetime(2025, 6, 1, 20, 0, tzinfo=timezone(timedelta(hours=2)))
-    finish_run_at(fresh_db, run.id, paris_evening)
-    with session_scope(fresh_db) as session:
+    finish_run_at(engine, run.id, paris_evening)
+    with session_scope(engine) as session:
         loaded = session.get(Run, run.id)
         created = get_dataset("demo", session=session).created_at
     assert created.utcoffset() == timedelta(0)
@@ -377,20 +316,20 @@ def test_datetimes_are_timezone_aware_after_a_round_trip(fresh_db: Engine) -> No
     assert loaded.finished_at.tzinfo == UTC
 
 
-def test_naive_datetimes_are_refused(fresh_db: Engine) -> None:
-    dataset = import_demo(fresh_db, make_items(1))
-    run = new_run(fresh_db, dataset.id)
+def test_naive_datetimes_are_refused(engine: Engine) -> None:
+    dataset = import_demo(engine, make_items(1))
+    run = new_run(engine, dataset.id)
     with pytest.raises(StatementError, match="must have timezone information"):
-        finish_run_at(fresh_db, run.id, datetime(2025, 6, 1, 20, 0))
+        finish_run_at(engine, run.id, datetime(2025, 6, 1, 20, 0))
 
 
 # ---------------------------------------------------------------- adjudications
 
 
-def test_corrections_are_new_rows_and_the_newest_is_current(fresh_db: Engine) -> None:
-    dataset = import_demo(fresh_db, make_items(3))
-    ids = item_db_ids_of(fresh_db, dataset.id)
-    with session_scope(fresh_db) as session:
+def test_corrections_are_new_rows_and_the_newest_is_current(engine: Engine) -> None:
+    dataset = import_demo(engine, make_items(3))
+    ids = item_db_ids_of(engine, dataset.id)
+    with session_scope(engine) as session:
         first = add_adjudication(
             ids["item-0"],
             session=session,
@@ -401,7 +340,7 @@ def test_corrections_are_new_rows_and_the_newest_is_current(fresh_db: Engine) ->
         )
         add_adjudication(ids["item-0"], session=session, annotator="ben", choice="cannot_tell")
         add_adjudication(ids["item-2"], session=session, annotator="ana", choice="none_correct")
-    with session_scope(fresh_db) as session:
+    with session_scope(engine) as session:
         correction = add_adjudication(
             ids["item-0"],
             session=session,
@@ -411,7 +350,7 @@ def test_corrections_are_new_rows_and_the_newest_is_current(fresh_db: Engine) ->
             notes="checked the source",
         )
     assert correction.supersedes == first.id
-    with session_scope(fresh_db) as session:
+    with session_scope(engine) as session:
         history = adjudication_history(ids["item-0"], session=session)
         labels = current_labels(dataset.id, session=session)
         ana_done = adjudicated_item_keys(dataset.id, "ana", session=session)
@@ -435,9 +374,9 @@ def test_corrections_are_new_rows_and_the_newest_is_current(fresh_db: Engine) ->
     assert ana_done == {"item-0", "item-2"}
 
 
-def test_no_labels_give_an_empty_frame_with_the_columns(fresh_db: Engine) -> None:
-    dataset = import_demo(fresh_db, make_items(1))
-    with session_scope(fresh_db) as session:
+def test_no_labels_give_an_empty_frame_with_the_columns(engine: Engine) -> None:
+    dataset = import_demo(engine, make_items(1))
+    with session_scope(engine) as session:
         labels = current_labels(dataset.id, session=session)
     assert labels.empty
     assert list(labels.columns) == list(LABEL_COLUMNS)
@@ -453,16 +392,16 @@ def test_no_labels_give_an_empty_frame_with_the_columns(fresh_db: Engine) -> Non
     ],
 )
 def test_bad_adjudications_are_refused(
-    fresh_db: Engine,
+    engine: Engine,
     item_key: str | None,
     annotator: str,
     choice: str,
     confidence: float | None,
     message: str,
 ) -> None:
-    dataset = import_demo(fresh_db, make_items(1, candidates=2))
-    item_id = item_db_ids_of(fresh_db, dataset.id).get(item_key, MISSING_ITEM_ID)
-    with pytest.raises(ValueError, match=message), session_scope(fresh_db) as session:
+    dataset = import_demo(engine, make_items(1, candidates=2))
+    item_id = item_db_ids_of(engine, dataset.id).get(item_key, MISSING_ITEM_ID)
+    with pytest.raises(ValueError, match=message), session_scope(engine) as session:
         add_adjudication(
             item_id, session=session, annotator=annotator, choice=choice, confidence=confidence
         )

@@ -1,0 +1,129 @@
+"""Adjudication: queue, display order, confidence and history (pcf/analysis/adjudications.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from pcf.analysis.adjudications import (
+    adjudication_queue,
+    confidence_value,
+    display_labels,
+    display_order,
+    history_frame,
+    item_index,
+    with_priority,
+)
+from pcf.analysis.results import (
+    analyse_run,
+)
+from pcf.flags import FLAGS
+from pcf.items import Item
+from pcf.store import (
+    add_adjudication,
+    adjudication_history,
+    get_run,
+    item_db_ids,
+    load_items,
+    session_scope,
+)
+
+
+def demo_item(db: Session, key: str) -> Item:
+    return next(i for i in load_items(1, session=db) if i.item_id == key)
+
+
+def table_of(rows: list[dict]) -> pd.DataFrame:
+    """A decisions table from a few partial rows (missing flags False)."""
+    full = [
+        {
+            "item_id": f"i{i}",
+            "db_id": i,
+            "position": i,
+            "bucket": None,
+            "gold": None,
+            "winner": "a",
+            "direct_winner": "a",
+            "priority": 0.0,
+            "flags": "",
+            **dict.fromkeys(FLAGS, False),
+            **row,
+        }
+        for i, row in enumerate(rows)
+    ]
+    return pd.DataFrame(full)
+
+
+def test_the_queue_is_most_doubtful_first_without_done_and_skipped_last():
+    items = table_of(
+        [{"priority": 0.2}, {"priority": 2.0}, {"priority": math.nan}, {"priority": 1.0}, {}]
+    )
+    assert adjudication_queue(items, done=set()) == ["i1", "i3", "i0", "i4", "i2"]
+    assert adjudication_queue(items, done={"i1"}) == ["i3", "i0", "i4", "i2"]
+    assert adjudication_queue(items, done={"i1"}, skipped=["i0", "i3", "i0", "i1"]) == [
+        "i4",
+        "i2",
+        "i0",
+        "i3",
+    ]
+
+
+def test_the_item_index_takes_the_runs_priorities(db: Session):
+    run = get_run("demo-pcf", session=db)
+    index = item_index(run.dataset_id, session=db)
+    assert list(index.columns) == ["item_id", "db_id", "position", "priority"]
+    assert len(index) == 52
+    assert index["priority"].isna().all()
+    table = analyse_run(run, session=db).table
+    ranked = with_priority(index, table)
+    assert list(ranked["priority"]) == list(table["priority"])
+    partial = with_priority(index, table.iloc[:10])
+    assert partial["priority"].iloc[10:].isna().all()
+
+
+def test_the_display_order_is_seeded_by_annotator_and_item(db: Session):
+    items = load_items(1, session=db)
+    ada = [display_order(item, "ada") for item in items]
+    assert ada == [display_order(item, "ada") for item in items]
+    assert all(
+        sorted(order) == sorted(item.candidate_ids) for order, item in zip(ada, items, strict=True)
+    )
+    bob = [display_order(item, "bob") for item in items]
+    assert sum(a != b for a, b in zip(ada, bob, strict=True)) > len(items) / 2
+    gold_first = sum(order[0] == item.gold for order, item in zip(ada, items, strict=True))
+    assert gold_first < len(items) / 2
+    assert display_labels(("y", "x")) == {"y": "Candidate 1", "x": "Candidate 2"}
+
+
+@pytest.mark.parametrize(("level", "share"), [(1, 0.0), (2, 0.25), (3, 0.5), (4, 0.75), (5, 1.0)])
+def test_confidence_levels_map_onto_zero_to_one(level, share):
+    assert confidence_value(level) == share
+
+
+def test_an_unknown_confidence_level_is_refused():
+    with pytest.raises(ValueError, match="1 to 5"):
+        confidence_value(6)
+
+
+def test_the_history_frame_names_choices_for_the_annotator(demo_engine: Engine, db: Session):
+    item_id = item_db_ids(1, session=db)["demo-003"]
+    item = demo_item(db, "demo-003")
+    with session_scope(demo_engine) as s:
+        add_adjudication(item_id, session=s, annotator="ann", choice=item.candidate_ids[0])
+        add_adjudication(
+            item_id, session=s, annotator="ann", choice="none_correct", tags=["near-tie", "x"]
+        )
+    history = adjudication_history(item_id, session=db)
+    labels = display_labels(tuple(reversed(item.candidate_ids)))
+    frame = history_frame(history, labels)
+    assert list(frame["choice"]) == [
+        f"Candidate {len(item.candidates)} ({item.candidate_ids[0]})",
+        "None is correct",
+    ]
+    assert list(frame["tags"]) == ["", "near-tie, x"]
+    assert frame["corrects label"].iloc[1] == history[0].id
+    assert history_frame([], labels).empty

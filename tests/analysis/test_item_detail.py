@@ -1,0 +1,164 @@
+"""One item in detail: heatmap, calls, consensus and labels (pcf/analysis/item_detail.py)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+from sqlmodel import Session
+
+from pcf.analysis.adjudications import (
+    choice_label,
+)
+from pcf.analysis.item_detail import (
+    calls_frame,
+    candidate_labels,
+    consensus_frame,
+    describe_candidate,
+    escape_markdown,
+    format_number,
+    item_decision,
+    ordering_frame,
+    ordering_label,
+)
+from pcf.analysis.results import (
+    run_decisions,
+)
+from pcf.items import Candidate, Item
+from pcf.store import (
+    Call,
+    get_run,
+    item_calls,
+    item_db_ids,
+    load_items,
+)
+
+
+def demo_item(db: Session, key: str) -> Item:
+    return next(i for i in load_items(1, session=db) if i.item_id == key)
+
+
+def make_call(execution: int, call_index: int, order, ranking=None, *, ok=True) -> Call:
+    """An unsaved listwise call: factuality 10, 9, ... down the ranking."""
+    ranking = ranking or order
+    judgment = (
+        {
+            "factuality": {cid: 10.0 - i for i, cid in enumerate(ranking)},
+            "hallucination_risk": dict.fromkeys(order, 0.2),
+            "ranking": list(ranking),
+            "confidence": 0.9,
+        }
+        if ok
+        else None
+    )
+    return Call(
+        run_id=1,
+        item_id=1,
+        execution=execution,
+        call_index=call_index,
+        order=list(order),
+        keys=["A", "B", "C"][: len(order)],
+        content_key=f"{execution}-{call_index}",
+        ok=ok,
+        error=None if ok else "no_json",
+        judgment=judgment,
+    )
+
+
+ITEM = Item("i1", "Q?", (Candidate("x", "X."), Candidate("y", "Y."), Candidate("z", "Z.")), "y")
+
+
+def test_the_item_decision_equals_the_runs(db: Session):
+    run = get_run("demo-pcf", session=db)
+    ids = item_db_ids(run.dataset_id, session=db)
+    records = {r["item_id"]: r for r in run_decisions(run, session=db)}
+    for key in ("demo-001", "demo-024", "demo-052"):
+        item = demo_item(db, key)
+        assert item_decision(item, item_calls(run.id, ids[key], session=db)) == records[key]
+    assert item_decision(demo_item(db, "demo-001"), []) is None
+
+
+def test_the_heatmap_frame_has_a_row_per_call_and_candidate():
+    calls = [
+        make_call(0, 0, ["x", "y", "z"], ["y", "x", "z"]),
+        make_call(0, 1, ["z", "x", "y"], ok=False),
+        make_call(1, 0, ["y", "z", "x"], ["x", "z", "y"]),
+    ]
+    frame = ordering_frame(ITEM, calls)
+    assert len(frame) == 9
+    assert list(frame["ordering"].unique()) == ["e0·c0  A B C", "e0·c1  C A B", "e1·c0  B C A"]
+    first = frame[frame["call_index"].eq(0) & frame["execution"].eq(0)]
+    assert list(first["candidate"]) == ["A", "B", "C"]
+    assert list(first["rank"]) == [2, 1, 3]
+    assert list(first["factuality"]) == [9, 10, 8]
+    assert list(first["slot"]) == [1, 2, 3]
+    failed = frame[frame["call_index"].eq(1)]
+    assert failed["rank"].isna().all()
+    assert failed["factuality"].isna().all()
+    assert list(failed["slot"]) == [2, 3, 1]
+    assert not failed["ok"].any()
+
+
+def test_labels_and_the_ordering_label():
+    assert candidate_labels(ITEM) == {"x": "A", "y": "B", "z": "C"}
+    many = Item("m", "Q", tuple(Candidate(f"c{i}", "t") for i in range(27)))
+    assert candidate_labels(many)["c26"] == "#27"
+    call = make_call(2, 5, ["z", "y", "x"])
+    assert ordering_label(call, candidate_labels(ITEM)) == "e2·c5  C B A"
+
+
+def test_the_calls_frame_names_the_top_pick():
+    calls = [
+        make_call(0, 0, ["x", "y", "z"], ["z", "x", "y"]),
+        make_call(0, 1, ["y", "x", "z"], ok=False),
+    ]
+    frame = calls_frame(ITEM, calls)
+    assert frame["top pick"][0] == "C"
+    assert pd.isna(frame["top pick"][1])
+    assert list(frame["ok"]) == [True, False]
+    assert pd.isna(frame["error"][0])
+    assert frame["error"][1] == "no_json"
+    pairwise = make_call(0, 0, ["x", "y"])
+    pairwise.judgment = {"verdict": "y", "confidence": 0.7}
+    assert calls_frame(ITEM, [pairwise])["top pick"].tolist() == ["B"]
+
+
+def test_the_consensus_frame_has_components_and_roles(db: Session):
+    run = get_run("demo-pcf", session=db)
+    item = demo_item(db, "demo-024")
+    record = item_decision(item, item_calls(run.id, item.metadata["db_id"], session=db))
+    frame = consensus_frame(item, record)
+    assert list(frame["id"]) == list(item.candidate_ids)
+    assert dict(zip(frame["id"], frame["C"], strict=True)) == record["consensus"]
+    for part in "SBVU":
+        assert (
+            dict(zip(frame["id"], frame[part], strict=True))
+            == record["metrics"]["components"][part]
+        )
+    roles = dict(zip(frame["id"], frame["role"], strict=True))
+    assert "PCF winner" in roles[record["winner"]]
+    assert "direct winner" in roles[record["metrics"]["direct_winner"]]
+    assert "gold" in roles[item.gold]
+    assert consensus_frame(item, None).empty
+
+
+def test_describing_candidates():
+    labels = candidate_labels(ITEM)
+    assert describe_candidate("y", labels) == "B (y)"
+    assert describe_candidate(None, labels) == "—"
+    assert describe_candidate(math.nan, labels) == "—"
+    assert describe_candidate("none_correct", labels) == "None is correct"
+    assert choice_label("cannot_tell", labels) == "Cannot tell"
+
+
+def test_numbers_are_formatted_unless_unknown():
+    assert format_number(0.4567, ".0%") == "46%"
+    assert format_number(math.nan, ".2f") == "—"
+
+
+def test_escaped_markdown_keeps_the_text_and_disarms_markup():
+    text = "![x](http://e.invalid/x.png) <script>alert(1)</script> **b** `c` [l](javascript:x)"
+    escaped = escape_markdown(text)
+    assert escaped.replace("\\", "") == text.replace("\\", "")
+    assert re.search(r"(?<!\\)[!\[\]()<>*`]", escaped) is None

@@ -1,0 +1,120 @@
+"""A stored run's results: decisions, flags, slot bias and accuracy (pcf/analysis/results.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sqlmodel import Session
+
+from pcf.analysis.results import (
+    TABLE_COLUMNS,
+    accuracy_against,
+    analyse_run,
+    decision_table,
+    flag_counts,
+    gold_answers,
+    outcome_frame,
+    run_decisions,
+)
+from pcf.consensus import pack
+from pcf.evaluation import compare_paired
+from pcf.flags import FLAG_HELP, FLAGS
+from pcf.instability import slot_bias
+from pcf.store import (
+    get_run,
+    item_db_ids,
+    load_items,
+    run_judgments,
+)
+
+
+def table_of(rows: list[dict]) -> pd.DataFrame:
+    """A decisions table from a few partial rows (missing flags False)."""
+    full = [
+        {
+            "item_id": f"i{i}",
+            "db_id": i,
+            "position": i,
+            "bucket": None,
+            "gold": None,
+            "winner": "a",
+            "direct_winner": "a",
+            "priority": 0.0,
+            "flags": "",
+            **dict.fromkeys(FLAGS, False),
+            **row,
+        }
+        for i, row in enumerate(rows)
+    ]
+    return pd.DataFrame(full)
+
+
+@pytest.mark.parametrize("run_name", ["demo-pcf", "demo-direct", "demo-repeated"])
+def test_the_table_holds_the_runs_decisions(db: Session, run_name: str):
+    run = get_run(run_name, session=db)
+    table = analyse_run(run, session=db).table
+    records = run_decisions(run, session=db)
+    assert list(table.columns) == list(TABLE_COLUMNS)
+    assert list(table["item_id"]) == [r["item_id"] for r in records]
+    assert list(table["winner"]) == [r["winner"] for r in records]
+    assert list(table["direct_winner"]) == [r["metrics"]["direct_winner"] for r in records]
+    assert list(table["priority"]) == [r["metrics"]["priority"] for r in records]
+    assert list(table["flags"]) == [", ".join(r["flags"]) for r in records]
+    for flag in FLAGS:
+        assert list(table[flag]) == [flag in r["flags"] for r in records]
+    ids = item_db_ids(run.dataset_id, session=db)
+    assert list(table["db_id"]) == [ids[key] for key in table["item_id"]]
+
+
+def test_slot_bias_is_over_every_call_of_the_run(db: Session):
+    run = get_run("demo-pcf", session=db)
+    analysis = analyse_run(run, session=db)
+    items = {i.item_id: i for i in load_items(run.dataset_id, session=db)}
+    (group,) = pack(
+        run_judgments(run.id, session=db), {k: i.candidate_ids for k, i in items.items()}
+    )
+    expected = slot_bias(group, [items[k].gold for k in group.item_ids])
+    assert list(analysis.slot_bias["slot"]) == [1, 2, 3, 4]
+    assert np.allclose(analysis.slot_bias["top_share"], expected.top_share)
+    assert list(analysis.slot_bias["top_count"]) == list(expected.top_counts)
+    assert np.allclose(analysis.slot_bias["gold_recall"], expected.gold_recall)
+    (test,) = analysis.slot_tests.itertuples()
+    assert (test.n, test.calls) == (4, 52 * 21)
+    assert (test.chi2, test.p_value) == (expected.chi2, expected.p_value)
+
+
+def test_flag_counts_and_outcomes():
+    table = table_of([{"near_tie": True}, {"near_tie": True, "incomplete": True}, {}])
+    counts = flag_counts(table)
+    assert list(counts["flag"]) == list(FLAGS)
+    assert dict(zip(counts["flag"], counts["items"], strict=True))["near_tie"] == 2
+    assert list(counts["meaning"]) == [FLAG_HELP[f] for f in FLAGS]
+    stats = {"improved": 3, "regressed": 1, "both_right": 5, "both_wrong": 2}
+    assert list(outcome_frame(stats)["items"]) == [3, 1, 5, 2]
+
+
+def test_accuracy_against_gold_is_the_paired_comparison(db: Session):
+    run = get_run("demo-pcf", session=db)
+    table = analyse_run(run, session=db).table
+    records = run_decisions(run, session=db)
+    gold = {i.item_id: i.gold for i in load_items(run.dataset_id, session=db)}
+    assert gold_answers(table) == gold
+    assert accuracy_against(table, gold) == compare_paired(
+        [gold[r["item_id"]] for r in records],
+        [r["metrics"]["direct_winner"] for r in records],
+        [r["winner"] for r in records],
+    )
+
+
+def test_accuracy_uses_only_items_with_an_answer_and_counts_abstentions_wrong():
+    table = table_of([{"winner": None, "direct_winner": "a"}, {"winner": "b"}, {}])
+    stats = accuracy_against(table, {"i0": "a", "i1": "b"})
+    assert (stats["n"], stats["direct_accuracy"], stats["method_accuracy"]) == (2, 0.5, 0.5)
+    assert (stats["improved"], stats["regressed"], stats["method_abstentions"]) == (1, 1, 1)
+    assert accuracy_against(table, {}) is None
+    assert accuracy_against(table, {"nope": "a"}) is None
+
+
+def test_the_table_of_no_records_has_the_columns():
+    assert list(decision_table([], []).columns) == list(TABLE_COLUMNS)

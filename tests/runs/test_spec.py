@@ -1,0 +1,57 @@
+"""What a run is: the protocol's fixed settings, validation and the default name
+(pcf/runs/spec.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pcf.runs.spec import RunSpec
+
+
+@pytest.mark.parametrize(
+    ("protocol", "fixed"),
+    [
+        ("direct", {"k": 1, "schedule": "balanced", "executions": 1}),
+        ("repeated", {"k": 5, "schedule": "repeated", "executions": 2}),
+        ("apoc", {"k": 3, "schedule": "apoc", "executions": 1}),
+        ("pcf", {"k": 5, "schedule": "random", "executions": 2}),
+    ],
+)
+def test_each_protocol_fixes_its_settings(protocol, fixed):
+    spec = RunSpec("ds", protocol=protocol, k=5, schedule="random", executions=2)
+    assert {key: getattr(spec, key) for key in fixed} == fixed
+
+
+def test_the_default_name_encodes_the_settings_and_a_given_name_wins():
+    spec = RunSpec("rb2", backend="openai", model="gpt-x", k=7, executions=3, seed=2)
+    assert spec.run_name == "rb2/pcf/openai/gpt-x/k7-balanced-x3-s2"
+    assert RunSpec("rb2", "mine").run_name == "mine"
+
+
+def test_the_identity_leaves_out_what_may_change_between_resumptions():
+    spec = RunSpec("ds", protocol="direct", concurrency=3, limit=4)
+    assert spec.identity() == {
+        "protocol": "direct",
+        "k": 1,
+        "schedule": "balanced",
+        "executions": 1,
+        "seed": 0,
+        "temperature": 0.0,
+        "max_tokens": 2048,
+        "ballpark_guard": True,
+    }
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"protocol": "vote"}, "unknown protocol 'vote'"),
+        ({"backend": "llm"}, "unknown backend 'llm'"),
+        ({"schedule": "spiral"}, "unknown schedule 'spiral'"),
+        ({"k": 0}, "at least 1"),
+        ({"executions": 0}, "at least 1"),
+    ],
+)
+def test_bad_settings_are_refused(settings, message):
+    with pytest.raises(ValueError, match=message):
+        RunSpec("ds", **settings)

@@ -1,0 +1,91 @@
+"""The engine factory: SQLite settings, the database URL and its default (pcf/store/engine.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import IntegrityError
+
+from pcf.store import (
+    DATABASE_URL_ENV,
+    database_url,
+    get_engine,
+    insert_calls,
+    session_scope,
+)
+
+
+def make_call(run_id: int, item_db_id: int, call_index: int, **fields: object) -> dict:
+    """The column values of one stored call."""
+    order = ["c1", "c0"]
+    values: dict[str, object] = {
+        "run_id": run_id,
+        "item_id": item_db_id,
+        "call_index": call_index,
+        "order": order,
+        "keys": ["A", "B"],
+        "content_key": f"key-{item_db_id}-{call_index}",
+        "request": {"user": "judge these"},
+        "response_text": "{}",
+        "ok": True,
+        "judgment": {
+            "factuality": {"c1": 3.0, "c0": 8.0},
+            "hallucination_risk": {"c1": 0.6, "c0": 0.1},
+            "ranking": ["c0", "c1"],
+            "confidence": 0.9,
+        },
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "cost_usd": 0.01,
+        "repaired": [],
+    }
+    values.update(fields)
+    return values
+
+
+def test_sqlite_pragmas_are_set_on_every_connection(engine: Engine) -> None:
+    names = ("journal_mode", "busy_timeout", "foreign_keys", "synchronous")
+    with engine.connect() as first, engine.connect() as second:
+        for connection in (first, second):
+            pragmas = {name: connection.execute(text(f"PRAGMA {name}")).scalar() for name in names}
+            assert pragmas == {
+                "journal_mode": "wal",
+                "busy_timeout": 5000,
+                "foreign_keys": 1,
+                "synchronous": 1,  # NORMAL
+            }
+
+
+def test_foreign_keys_are_enforced(engine: Engine) -> None:
+    with pytest.raises(IntegrityError), session_scope(engine) as session:
+        insert_calls([make_call(run_id=99, item_db_id=99, call_index=0)], session=session)
+
+
+def test_database_url_env_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path}/from-env.db"
+    monkeypatch.setenv(DATABASE_URL_ENV, url)
+    engine = get_engine()
+    assert str(engine.url) == url
+    assert database_url() == url
+    assert (tmp_path / "from-env.db").is_file()
+    engine.dispose()
+
+
+def test_default_database_lives_in_the_user_data_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    engine = get_engine()
+    assert database_url() == f"sqlite:///{tmp_path}/data/pcf-review/pcf.db"
+    assert (tmp_path / "data" / "pcf-review" / "pcf.db").is_file()
+    assert get_engine() is engine
+    engine.dispose()
+
+
+def test_database_url_masks_the_password() -> None:
+    shown = database_url("postgresql://reviewer:s3cret@db.example.org/pcf")
+    assert "s3cret" not in shown
+    assert shown == "postgresql://reviewer:***@db.example.org/pcf"
