@@ -23,6 +23,7 @@ from pcf.store import (
     get_dataset,
     get_engine,
     get_run,
+    get_run_by_id,
     list_datasets,
     list_runs,
     matching_item_keys,
@@ -89,7 +90,7 @@ def sidebar() -> None:
 @st.cache_data(max_entries=16, show_spinner="Computing the run's decisions...")
 def _run_analysis(url: str | None, run_id: int, version: tuple) -> RunAnalysis:
     with session() as s:
-        return analyse_run(s.get(Run, run_id), session=s)
+        return analyse_run(get_run_by_id(run_id, session=s), session=s)
 
 
 def run_analysis(run: Run) -> RunAnalysis:

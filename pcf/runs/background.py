@@ -20,7 +20,7 @@ from pcf.runs.manage import RunConflictError, judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store.engine import session_scope
 from pcf.store.models import utc_now
-from pcf.store.queries import get_run
+from pcf.store.queries import get_run, set_run_status
 
 ACTIVE_STATUSES = ("starting", "running")
 
@@ -133,8 +133,7 @@ def _mark_failed(engine: Engine, name: str) -> None:
     with session_scope(engine) as session:
         run = get_run(name, session=session)
         if run is not None and run.status in ("pending", "running"):
-            run.status = "failed"
-            session.add(run)
+            set_run_status(run, "failed", session=session)
 
 
 def background_runs(engine: Engine, dataset: str | None = None) -> list[RunProgress]:

@@ -24,8 +24,14 @@ from pcf.parsing import parse_listwise, parse_pairwise
 from pcf.prices import call_cost
 from pcf.prompts import Rendered, neutral_keys, render_listwise, render_pairwise
 from pcf.runs.spec import RunSpec
-from pcf.store.models import Call, Run, utc_now
-from pcf.store.queries import cached_calls, insert_calls, run_calls_by_slot, update_run_totals
+from pcf.store.models import Call, Run
+from pcf.store.queries import (
+    cached_calls,
+    insert_calls,
+    run_calls_by_slot,
+    set_run_status,
+    update_run_totals,
+)
 
 MAX_BACKOFF_S = 60.0
 
@@ -396,8 +402,7 @@ async def execute(
     executor.total = len(todo)
     executor.report.planned = len(planned)
     executor.report.already_done = len(planned) - len(todo)
-    run.status = "running"
-    session.add(run)
+    set_run_status(run, "running", session=session)
     session.commit()
     with _gc_frozen():
         await executor.answer(todo)
@@ -414,9 +419,7 @@ async def execute(
                     confirmations.append(_confirmation(first, spec))
             executor.total += len(confirmations)
             await executor.answer(confirmations)
-    run.status = "finished"
-    run.finished_at = utc_now()
-    session.add(run)
+    set_run_status(run, "finished", session=session)
     update_run_totals(run.id, session=session)
     session.commit()
     return executor.report

@@ -15,7 +15,14 @@ from pcf.prices import price_table
 from pcf.runs.engine import Progress, RunReport, execute
 from pcf.runs.spec import RunSpec
 from pcf.store.models import Dataset, Run
-from pcf.store.queries import create_run, get_dataset, get_run, item_db_ids, load_items
+from pcf.store.queries import (
+    create_run,
+    get_dataset,
+    get_dataset_by_id,
+    get_run,
+    item_db_ids,
+    load_items,
+)
 
 APP_BACKENDS = ("simulated", "openai", "anthropic")
 DEFAULT_MODELS = {
@@ -64,7 +71,7 @@ def require_dataset(spec: RunSpec, *, session: Session) -> Dataset:
 
 def settings_conflict(run: Run, spec: RunSpec, *, session: Session) -> str | None:
     """Why ``run`` cannot be resumed as ``spec`` (what differs), or None when it can."""
-    theirs_dataset = session.get(Dataset, run.dataset_id)
+    theirs_dataset = get_dataset_by_id(run.dataset_id, session=session)
     mine = {
         "dataset": spec.dataset,
         "backend": spec.backend,

@@ -299,6 +299,26 @@ def get_run(name: str, *, session: Session) -> Run | None:
     return session.exec(select(Run).where(Run.name == name)).first()
 
 
+def get_run_by_id(run_id: int, *, session: Session) -> Run | None:
+    """The run with database id ``run_id``, or None."""
+    return session.get(Run, run_id)
+
+
+def get_dataset_by_id(dataset_id: int, *, session: Session) -> Dataset | None:
+    """The dataset with database id ``dataset_id``, or None."""
+    return session.get(Dataset, dataset_id)
+
+
+def set_run_status(run: Run, status: str, *, session: Session) -> Run:
+    """Record the run's status; ``finished`` also stamps ``finished_at``."""
+    run.status = status
+    if status == "finished":
+        run.finished_at = utc_now()
+    session.add(run)
+    session.flush()
+    return run
+
+
 def list_runs(*, session: Session, dataset_id: int | None = None) -> list[Run]:
     """Every run, oldest first; only the runs of ``dataset_id`` when given."""
     query = select(Run).order_by(col(Run.id))
