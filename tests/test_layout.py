@@ -1,27 +1,119 @@
-"""Project rules that hold across modules."""
+"""Project rules that hold across modules: the layer rule, SQL only in the store, no Streamlit
+in the core, a small public API."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
-PCF = Path(__file__).resolve().parents[1] / "pcf"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PCF = ROOT / "pcf"
+APPLICATION = ("runs", "analysis", "reports")
+SQL_NAMES = {"select", "insert", "update", "delete", "text", "func", "col", "or_", "and_"}
+RAW_SQL = re.compile(r"\b(SELECT|INSERT INTO|UPDATE|DELETE FROM|CREATE TABLE)\b")
 
 
-def imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    names = set()
-    for node in ast.walk(tree):
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, at any depth of the file."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
+            found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module.split(".")[0])
-    return names
+            found.add(node.module)
+    return found
+
+
+def layer(module: str) -> str:
+    """``method`` (flat modules, judges, store), one of :data:`APPLICATION`, or ``cli``."""
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] == "__main__":
+        return "cli"
+    if len(parts) > 1 and parts[1] in (*APPLICATION, "cli"):
+        return parts[1]
+    return "method"
+
+
+ALLOWED = {
+    "method": {"method"},
+    "runs": {"method", "runs"},
+    "analysis": {"method", "analysis"},
+    "reports": {"method", "analysis", "reports"},
+    "cli": {"method", *APPLICATION, "cli"},
+}
+"""Which layers each layer may import: pages and cli -> runs/analysis/reports -> the method."""
+
+
+def product_files() -> list[Path]:
+    return [
+        *PCF.rglob("*.py"),
+        *(ROOT / "pages").glob("*.py"),
+        ROOT / "app.py",
+    ]
+
+
+def upward_imports(module: str, imported: set[str]) -> set[str]:
+    """The modules of ``imported`` that ``module``'s layer may not import."""
+    allowed = ALLOWED[layer(module)]
+    return {m for m in imported if m.split(".")[0] == "pcf" and layer(m) not in allowed}
+
+
+@pytest.mark.parametrize("path", sorted(PCF.rglob("*.py")), ids=module_name)
+def test_each_module_imports_only_the_layers_below_it(path: Path):
+    assert upward_imports(module_name(path), imports(path)) == set()
+
+
+def test_upward_and_sideways_imports_are_caught():
+    assert upward_imports("pcf.consensus", {"pcf.runs.engine"}) == {"pcf.runs.engine"}
+    assert upward_imports("pcf.runs.manage", {"pcf.analysis.results"}) == {"pcf.analysis.results"}
+    assert upward_imports("pcf.reports.tables", {"pcf.analysis.results", "pcf.store"}) == set()
 
 
 def test_no_module_in_pcf_imports_streamlit():
-    offenders = [str(p) for p in PCF.rglob("*.py") if "streamlit" in imported_modules(p)]
+    offenders = [
+        str(p) for p in PCF.rglob("*.py") if any(m.split(".")[0] == "streamlit" for m in imports(p))
+    ]
     assert offenders == []
+
+
+def sql_uses(path: Path) -> list[str]:
+    """SQL outside the store: SQL builders imported, ``exec``/``execute`` called, raw SQL."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+            "sqlalchemy",
+            "sqlmodel",
+        ):
+            found += [f"imports {a.name}" for a in node.names if a.name in SQL_NAMES]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("exec", "execute", "query"):
+                found.append(f"calls .{node.func.attr}()")
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and RAW_SQL.search(node.value)
+        ):
+            found.append(f"raw SQL {node.value[:40]!r}")
+    return [f"{path.relative_to(ROOT)}:{use}" for use in found]
+
+
+def test_every_sql_statement_lives_in_the_store():
+    outside = [p for p in product_files() if PCF / "store" not in p.parents]
+    assert [use for path in outside for use in sql_uses(path)] == []
+
+
+def test_the_sql_check_finds_the_stores_sql():
+    """The check above finds SQL where it is: in the store."""
+    assert sql_uses(PCF / "store" / "queries.py")
 
 
 def test_the_core_is_importable_with_its_public_api():
