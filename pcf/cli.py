@@ -520,7 +520,8 @@ def demo(
         if if_missing and all(get_run(s.run_name, session=session) for s in DEMO_RUNS):
             typer.echo(f"demo database ready at {database_url()}", err=True)
             return
-        summaries = [summary(run, report, session=session) for run, report in build_demo(session)]
+        built = build_demo(session=session)
+        summaries = [summary(run, report, session=session) for run, report in built]
     emit({"database": database_url(), "runs": summaries})
 
 

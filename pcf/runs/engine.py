@@ -156,6 +156,7 @@ class _Executor:
         run: Run,
         judge: Judge,
         spec: RunSpec,
+        *,
         session: Session,
         prices: dict[str, tuple[float, float]],
         progress: Progress | None,
@@ -395,7 +396,7 @@ async def execute(
     Calls already stored for the run (answered or failed) are never made again, so running a
     finished run makes no judge call. Returns what this invocation did.
     """
-    executor = _Executor(run, judge, spec, session, prices, progress)
+    executor = _Executor(run, judge, spec, session=session, prices=prices, progress=progress)
     stored = run_calls_by_slot(run.id, session=session)
     planned = plan(items, db_ids, spec)
     todo = [p for p in planned if (p.item_db_id, p.execution, p.call_index) not in stored]

@@ -55,7 +55,7 @@ def study_runs(study: str, *, session: Session) -> list[Run]:
     return [r for r in list_runs(session=session) if r.name.startswith(f"{study}/")]
 
 
-def build_demo(session: Session) -> list[tuple[Run, RunReport]]:
+def build_demo(*, session: Session) -> list[tuple[Run, RunReport]]:
     """Import the demo items as dataset ``demo`` and run the simulated demo runs."""
     if get_dataset("demo", session=session) is None:
         items = load_dataset("jsonl", DEMO_ITEMS)
