@@ -5,8 +5,13 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+import pandas as pd
+from sqlmodel import Session
+
+from pcf.flags import FLAGS
 from pcf.items import Candidate, Item
 from pcf.judgments import Judgment
+from pcf.store import load_items
 
 
 def make_item(item_id: str = "i1", n: int = 4, gold: str | None = "c0") -> Item:
@@ -70,3 +75,57 @@ def random_judgments(
             rng.shuffle(ranking)
             out.append(judgment(item_id, c, order, scores, execution=e, risk=risk, ranking=ranking))
     return out
+
+
+def demo_item(db: Session, key: str) -> Item:
+    """The demo dataset's item ``key``."""
+    return next(i for i in load_items(1, session=db) if i.item_id == key)
+
+
+def decision_rows(rows: list[dict]) -> pd.DataFrame:
+    """A decisions table from a few partial rows (missing flags False)."""
+    full = [
+        {
+            "item_id": f"i{i}",
+            "db_id": i,
+            "position": i,
+            "bucket": None,
+            "gold": None,
+            "winner": "a",
+            "direct_winner": "a",
+            "priority": 0.0,
+            "flags": "",
+            **dict.fromkeys(FLAGS, False),
+            **row,
+        }
+        for i, row in enumerate(rows)
+    ]
+    return pd.DataFrame(full)
+
+
+def call_row(run_id: int, item_db_id: int, call_index: int, **fields: object) -> dict:
+    """The column values of one stored call."""
+    order = ["c1", "c0"]
+    values: dict[str, object] = {
+        "run_id": run_id,
+        "item_id": item_db_id,
+        "call_index": call_index,
+        "order": order,
+        "keys": ["A", "B"],
+        "content_key": f"key-{item_db_id}-{call_index}",
+        "request": {"user": "judge these"},
+        "response_text": "{}",
+        "ok": True,
+        "judgment": {
+            "factuality": {"c1": 3.0, "c0": 8.0},
+            "hallucination_risk": {"c1": 0.6, "c0": 0.1},
+            "ranking": ["c0", "c1"],
+            "confidence": 0.9,
+        },
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "cost_usd": 0.01,
+        "repaired": [],
+    }
+    values.update(fields)
+    return values

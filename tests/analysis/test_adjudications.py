@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
@@ -21,8 +20,6 @@ from pcf.analysis.adjudications import (
 from pcf.analysis.results import (
     analyse_run,
 )
-from pcf.flags import FLAGS
-from pcf.items import Item
 from pcf.store import (
     add_adjudication,
     adjudication_history,
@@ -31,35 +28,11 @@ from pcf.store import (
     load_items,
     session_scope,
 )
-
-
-def demo_item(db: Session, key: str) -> Item:
-    return next(i for i in load_items(1, session=db) if i.item_id == key)
-
-
-def table_of(rows: list[dict]) -> pd.DataFrame:
-    """A decisions table from a few partial rows (missing flags False)."""
-    full = [
-        {
-            "item_id": f"i{i}",
-            "db_id": i,
-            "position": i,
-            "bucket": None,
-            "gold": None,
-            "winner": "a",
-            "direct_winner": "a",
-            "priority": 0.0,
-            "flags": "",
-            **dict.fromkeys(FLAGS, False),
-            **row,
-        }
-        for i, row in enumerate(rows)
-    ]
-    return pd.DataFrame(full)
+from tests.factories import decision_rows, demo_item
 
 
 def test_the_queue_is_most_doubtful_first_without_done_and_skipped_last():
-    items = table_of(
+    items = decision_rows(
         [{"priority": 0.2}, {"priority": 2.0}, {"priority": math.nan}, {"priority": 1.0}, {}]
     )
     assert adjudication_queue(items, done=set()) == ["i1", "i3", "i0", "i4", "i2"]

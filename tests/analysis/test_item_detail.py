@@ -31,12 +31,8 @@ from pcf.store import (
     get_run,
     item_calls,
     item_db_ids,
-    load_items,
 )
-
-
-def demo_item(db: Session, key: str) -> Item:
-    return next(i for i in load_items(1, session=db) if i.item_id == key)
+from tests.factories import demo_item
 
 
 def make_call(execution: int, call_index: int, order, ranking=None, *, ok=True) -> Call:

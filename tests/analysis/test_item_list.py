@@ -4,36 +4,14 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import pytest
 
 from pcf.analysis.item_list import ADJUDICATED_FILTERS, filter_items, list_view, neighbours
-from pcf.flags import FLAGS
-
-
-def table_of(rows: list[dict]) -> pd.DataFrame:
-    """A decisions table from a few partial rows (missing flags False)."""
-    full = [
-        {
-            "item_id": f"i{i}",
-            "db_id": i,
-            "position": i,
-            "bucket": None,
-            "gold": None,
-            "winner": "a",
-            "direct_winner": "a",
-            "priority": 0.0,
-            "flags": "",
-            **dict.fromkeys(FLAGS, False),
-            **row,
-        }
-        for i, row in enumerate(rows)
-    ]
-    return pd.DataFrame(full)
+from tests.factories import decision_rows
 
 
 def test_filters_combine_and_sort_most_doubtful_first():
-    table = table_of(
+    table = decision_rows(
         [
             {"priority": 0.5, "near_tie": True, "bucket": "b1"},
             {"priority": 1.5, "overrides_direct": True, "bucket": "b2"},
@@ -62,7 +40,7 @@ def test_filters_combine_and_sort_most_doubtful_first():
 
 
 def test_list_view_counts_labels():
-    view = list_view(table_of([{"priority": 0.12345}, {}]), {"i1": 2})
+    view = list_view(decision_rows([{"priority": 0.12345}, {}]), {"i1": 2})
     assert list(view.columns) == [
         "item",
         "priority",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 from sqlmodel import Session
 
@@ -27,27 +26,7 @@ from pcf.store import (
     load_items,
     run_judgments,
 )
-
-
-def table_of(rows: list[dict]) -> pd.DataFrame:
-    """A decisions table from a few partial rows (missing flags False)."""
-    full = [
-        {
-            "item_id": f"i{i}",
-            "db_id": i,
-            "position": i,
-            "bucket": None,
-            "gold": None,
-            "winner": "a",
-            "direct_winner": "a",
-            "priority": 0.0,
-            "flags": "",
-            **dict.fromkeys(FLAGS, False),
-            **row,
-        }
-        for i, row in enumerate(rows)
-    ]
-    return pd.DataFrame(full)
+from tests.factories import decision_rows
 
 
 @pytest.mark.parametrize("run_name", ["demo-pcf", "demo-direct", "demo-repeated"])
@@ -85,7 +64,7 @@ def test_slot_bias_is_over_every_call_of_the_run(db: Session):
 
 
 def test_flag_counts_and_outcomes():
-    table = table_of([{"near_tie": True}, {"near_tie": True, "incomplete": True}, {}])
+    table = decision_rows([{"near_tie": True}, {"near_tie": True, "incomplete": True}, {}])
     counts = flag_counts(table)
     assert list(counts["flag"]) == list(FLAGS)
     assert dict(zip(counts["flag"], counts["items"], strict=True))["near_tie"] == 2
@@ -108,7 +87,7 @@ def test_accuracy_against_gold_is_the_paired_comparison(db: Session):
 
 
 def test_accuracy_uses_only_items_with_an_answer_and_counts_abstentions_wrong():
-    table = table_of([{"winner": None, "direct_winner": "a"}, {"winner": "b"}, {}])
+    table = decision_rows([{"winner": None, "direct_winner": "a"}, {"winner": "b"}, {}])
     stats = accuracy_against(table, {"i0": "a", "i1": "b"})
     assert (stats["n"], stats["direct_accuracy"], stats["method_accuracy"]) == (2, 0.5, 0.5)
     assert (stats["improved"], stats["regressed"], stats["method_abstentions"]) == (1, 1, 1)

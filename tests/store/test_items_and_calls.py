@@ -5,7 +5,6 @@ from __future__ import annotations
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from pcf.items import Item
 from pcf.store import (
     add_adjudication,
     get_run,
@@ -19,10 +18,7 @@ from pcf.store import (
     run_version,
     session_scope,
 )
-
-
-def demo_item(db: Session, key: str) -> Item:
-    return next(i for i in load_items(1, session=db) if i.item_id == key)
+from tests.factories import demo_item
 
 
 def test_the_run_version_changes_with_its_calls(demo_engine: Engine, db: Session):

@@ -37,6 +37,7 @@ from pcf.store import (
     session_scope,
     update_run_totals,
 )
+from tests.factories import call_row
 
 MISSING_ITEM_ID = 12345
 
@@ -52,34 +53,6 @@ def make_items(count: int, candidates: int = 4) -> list[Item]:
         )
         for i in range(count)
     ]
-
-
-def make_call(run_id: int, item_db_id: int, call_index: int, **fields: object) -> dict:
-    """The column values of one stored call."""
-    order = ["c1", "c0"]
-    values: dict[str, object] = {
-        "run_id": run_id,
-        "item_id": item_db_id,
-        "call_index": call_index,
-        "order": order,
-        "keys": ["A", "B"],
-        "content_key": f"key-{item_db_id}-{call_index}",
-        "request": {"user": "judge these"},
-        "response_text": "{}",
-        "ok": True,
-        "judgment": {
-            "factuality": {"c1": 3.0, "c0": 8.0},
-            "hallucination_risk": {"c1": 0.6, "c0": 0.1},
-            "ranking": ["c0", "c1"],
-            "confidence": 0.9,
-        },
-        "input_tokens": 100,
-        "output_tokens": 20,
-        "cost_usd": 0.01,
-        "repaired": [],
-    }
-    values.update(fields)
-    return values
 
 
 def import_demo(engine: Engine, items: list[Item], name: str = "demo") -> Dataset:
@@ -186,10 +159,10 @@ def test_run_judgments_round_trip_in_item_execution_call_order(engine: Engine) -
         ids = item_db_ids(dataset.id, session=session)
         first, second = ids["item-0"], ids["item-1"]
         for call in (
-            make_call(run.id, second, 0),
-            make_call(run.id, first, 1, ok=False, error="invalid JSON", judgment=None),
-            make_call(run.id, first, 0, execution=1, repaired=["lowercase_keys"]),
-            make_call(run.id, first, 0),
+            call_row(run.id, second, 0),
+            call_row(run.id, first, 1, ok=False, error="invalid JSON", judgment=None),
+            call_row(run.id, first, 0, execution=1, repaired=["lowercase_keys"]),
+            call_row(run.id, first, 0),
         ):
             insert_calls([call], session=session)
     with session_scope(engine) as session:
@@ -215,9 +188,9 @@ def test_a_call_is_recorded_once_per_slot(engine: Engine) -> None:
     run = new_run(engine, dataset.id)
     item_id = item_db_ids_of(engine, dataset.id)["item-0"]
     with session_scope(engine) as session:
-        insert_calls([make_call(run.id, item_id, 0)], session=session)
+        insert_calls([call_row(run.id, item_id, 0)], session=session)
     with pytest.raises(IntegrityError), session_scope(engine) as session:
-        insert_calls([make_call(run.id, item_id, 0)], session=session)
+        insert_calls([call_row(run.id, item_id, 0)], session=session)
 
 
 def test_cache_returns_the_newest_ok_call_of_any_run(engine: Engine) -> None:
@@ -231,7 +204,7 @@ def test_cache_returns_the_newest_ok_call_of_any_run(engine: Engine) -> None:
             (old_run.id, 1, True, 5),
             (new.id, 0, False, 9),
         ):
-            call = make_call(
+            call = call_row(
                 run_id,
                 item_id,
                 index,
@@ -252,12 +225,12 @@ def test_run_totals_count_paid_calls_cache_hits_and_failures(engine: Engine) -> 
     run = new_run(engine, dataset.id)
     item_id = item_db_ids_of(engine, dataset.id)["item-0"]
     with session_scope(engine) as session:
-        insert_calls([make_call(run.id, item_id, 0, attempts=2)], session=session)
+        insert_calls([call_row(run.id, item_id, 0, attempts=2)], session=session)
         paid = run_calls_by_slot(run.id, session=session)[(item_id, 0, 0)]
         insert_calls(
             [
-                make_call(run.id, item_id, 1, ok=False, judgment=None),
-                make_call(run.id, item_id, 2, cached_from=paid.id),
+                call_row(run.id, item_id, 1, ok=False, judgment=None),
+                call_row(run.id, item_id, 2, cached_from=paid.id),
             ],
             session=session,
         )
