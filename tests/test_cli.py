@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.main import get_command
@@ -11,6 +10,7 @@ from typer.testing import CliRunner
 
 from pcf.cli import app
 from pcf.judgments import write_judgments
+from tests.shared_data import LLMBAR, O1_MINI
 
 from .factories import judgment
 
@@ -123,18 +123,6 @@ def test_validate_counts_and_errors(tmp_path):
     assert runner.invoke(app, ["validate", "yaml", str(bad)]).exit_code == 2
 
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-O1_MINI = (
-    SHARED
-    / "judgebench"
-    / "outputs"
-    / (
-        "dataset=judgebench,response_model=gpt-4o-2024-05-13,"
-        "judge_name=arena_hard,judge_model=o1-mini-2024-09-12.jsonl"
-    )
-)
-
-
 @pytest.mark.skipif(not O1_MINI.exists(), reason="../shared/data is absent")
 def test_replay_judgebench_prints_the_official_score():
     result = runner.invoke(app, ["replay", "judgebench", str(O1_MINI)])
@@ -156,7 +144,7 @@ def test_replay_judgebench_prints_the_official_score():
 
 @pytest.mark.skipif(not O1_MINI.exists(), reason="../shared/data is absent")
 def test_replay_llmbar_one_judge_and_a_clear_error_for_many():
-    root = SHARED / "llmbar" / "Dataset" / "LLMBar"
+    root = LLMBAR
     result = runner.invoke(
         app,
         ["replay", "llmbar", str(root / "Natural"), "--judge", "GPT-4", "--strategy", "Vanilla"],

@@ -11,10 +11,8 @@ import pytest
 
 from pcf.errors import DataError
 from pcf.items import load_dataset
+from tests.shared_data import JUDGEBENCH_PAIRS, RB2
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-RB2 = SHARED / "rewardbench2" / "factuality-first120.jsonl"
-JB = SHARED / "judgebench" / "data" / "dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl"
 needs_shared = pytest.mark.skipif(not RB2.exists(), reason="../shared/data is absent")
 
 GOOD_ITEM = {
@@ -231,7 +229,7 @@ def test_real_rewardbench2_rows():
 
 @needs_shared
 def test_real_judgebench_pairs():
-    items = load_dataset("judgebench", JB)
+    items = load_dataset("judgebench", JUDGEBENCH_PAIRS)
     assert len(items) == 350
     assert Counter(i.gold for i in items) == {"response_A": 193, "response_B": 157}
     assert Counter(i.bucket for i in items) == {

@@ -19,19 +19,7 @@ from pcf.recordings import (
     read_llmbar_results,
     replay_summary,
 )
-
-DATA = Path(__file__).parents[1].parent / "shared" / "data"
-JUDGEBENCH_OUTPUTS = DATA / "judgebench" / "outputs"
-LLMBAR = DATA / "llmbar" / "Dataset" / "LLMBar"
-
-O1_MINI = (
-    "dataset=judgebench,response_model=gpt-4o-2024-05-13,judge_name=arena_hard,"
-    "judge_model=o1-mini-2024-09-12.jsonl"
-)
-HAIKU = (
-    "dataset=judgebench,response_model=claude-3-5-sonnet-20240620,judge_name=arena_hard,"
-    "judge_model=claude-3-haiku-20240307.jsonl"
-)
+from tests.shared_data import HAIKU, LLMBAR, O1_MINI
 
 # (file, official score, correct, incorrect, tie, pairs, raw (order-1, order-2) tallies)
 JUDGEBENCH_EXPECTED = [
@@ -112,7 +100,7 @@ def _hand_count(path: Path) -> tuple[Counter, Counter]:
 def test_judgebench_replay_reproduces_official_numbers(
     name, score, correct, incorrect, tie, n, raw_tallies
 ):
-    path = _require(JUDGEBENCH_OUTPUTS / name)
+    path = _require(name)
     pairs = read_judgebench_outputs(path)
     summary = replay_summary(pairs)
 
@@ -146,7 +134,7 @@ def test_judgebench_replay_reproduces_official_numbers(
 
 
 def test_judgebench_position_bias_from_raw_tallies():
-    path = _require(JUDGEBENCH_OUTPUTS / O1_MINI)
+    path = _require(O1_MINI)
     summary = replay_summary(read_judgebench_outputs(path))
     # (A>B, A>B): A was shown first both times and won both times; (B>A, B>A) the reverse.
     assert summary["primacy"] == 58

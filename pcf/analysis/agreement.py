@@ -43,17 +43,6 @@ COMPARISON_COLUMNS = (
     "direct_correct",
     "pcf_correct",
 )
-EXPORT_COLUMNS = (
-    "id",
-    "item_id",
-    "annotator",
-    "created_at",
-    "choice",
-    "confidence",
-    "tags",
-    "notes",
-    "supersedes",
-)
 
 
 def human_labels(labels: pd.DataFrame) -> dict[str, str | None]:

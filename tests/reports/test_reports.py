@@ -21,19 +21,9 @@ from pcf.reports.document import Figure, Report, Section, Table
 from pcf.reports.render import write_report
 from tests.demo_database import copy_demo
 from tests.html_tables import html_tables
+from tests.shared_data import LLMBAR, O1_MINI
 
 runner = CliRunner()
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
-O1_MINI = (
-    SHARED
-    / "judgebench"
-    / "outputs"
-    / (
-        "dataset=judgebench,response_model=gpt-4o-2024-05-13,"
-        "judge_name=arena_hard,judge_model=o1-mini-2024-09-12.jsonl"
-    )
-)
-LLMBAR = SHARED / "llmbar" / "Dataset" / "LLMBar"
 PRESETS = {
     "proposed": (0.50, 0.25, 0.20, 0.05),
     "uniform": (0.25, 0.25, 0.25, 0.25),
