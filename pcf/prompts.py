@@ -192,14 +192,8 @@ def render_listwise(
         f"Judge the {len(keys)} candidates above. Their keys are {', '.join(keys)}. "
         'List each key exactly once in "candidates" and once in "ranking".'
     )
-    return Rendered(
-        system=LISTWISE_SYSTEM,
-        user=_user_message(item, order, keys, closing),
-        keys=keys,
-        key_to_id=dict(zip(keys, order, strict=True)),
-        schema=listwise_schema(keys),
-        schema_name=LISTWISE_SCHEMA_NAME,
-    )
+    schema = (listwise_schema(keys), LISTWISE_SCHEMA_NAME)
+    return _rendered(LISTWISE_SYSTEM, item, order, keys, closing, schema)
 
 
 def render_pairwise(
@@ -226,13 +220,27 @@ def render_pairwise(
         f"Decide which of the 2 candidates above is more factually accurate. "
         f'Their keys are {keys[0]} and {keys[1]}; answer with one of them or "{TIE}".'
     )
+    schema = (pairwise_schema(keys), PAIRWISE_SCHEMA_NAME)
+    return _rendered(PAIRWISE_SYSTEM, item, order, keys, closing, schema)
+
+
+def _rendered(
+    system: str,
+    item: Item,
+    order: tuple[str, ...],
+    keys: tuple[str, ...],
+    closing: str,
+    schema: tuple[dict[str, Any], str],
+) -> Rendered:
+    """The rendered prompt: the item's candidates in ``order`` under ``keys``, then ``closing``;
+    ``schema`` is the answer's JSON schema and its name."""
     return Rendered(
-        system=PAIRWISE_SYSTEM,
+        system=system,
         user=_user_message(item, order, keys, closing),
         keys=keys,
         key_to_id=dict(zip(keys, order, strict=True)),
-        schema=pairwise_schema(keys),
-        schema_name=PAIRWISE_SCHEMA_NAME,
+        schema=schema[0],
+        schema_name=schema[1],
     )
 
 
