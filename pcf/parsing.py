@@ -8,12 +8,18 @@ Repairs: ``code_fence`` (JSON inside a ``` fence), ``prose`` (a JSON object insi
 ``number_string`` (a number written as a string, e.g. ``"7"``), ``ranking_derived`` (no ranking:
 ordered by factuality, ties by slot), ``risk_default`` (no hallucination risk: 0.5).
 
-Failures: ``empty_response``, ``refusal``, ``no_json``, ``invalid_json``, ``missing_candidates``,
+Failures: ``empty_response``, ``too_large`` (over :data:`MAX_ANSWER_CHARS`), ``refusal``,
+``no_json``, ``invalid_json``, ``missing_candidates``,
 ``bad_candidate`` (an entry that is not an object with a string key), ``unknown_key:X``,
 ``duplicate_key:X``, ``missing_key:X``, ``bad_factuality:X`` (missing or not a number),
 ``factuality_out_of_range:X``, ``bad_risk:X``, ``risk_out_of_range:X``, ``bad_ranking``,
 ``bad_confidence``, ``confidence_out_of_range``; pairwise adds ``missing_verdict``. ``X`` is the
 judge's key as the prompt showed it (or as the judge wrote it, for an unknown key).
+
+Hostile answers are bounded: an answer longer than :data:`MAX_ANSWER_CHARS` fails as
+``too_large`` before it is read, and the search for an object inside prose does work linear in
+the answer's length (see :func:`_json_object`), so brace bombs cost milliseconds. A number of
+any length is read (a 400- or 5,000-digit factuality is out of range, not a crash).
 """
 
 from __future__ import annotations
@@ -30,14 +36,32 @@ from pcf.prompts import TIE, normalize_key
 DEFAULT_RISK = 0.5
 MAX_FACTUALITY = 10.0
 SHOWN_KEY_CHARS = 40
+MAX_ANSWER_CHARS = 1_000_000
+"""Longer answers fail as ``too_large`` (a judgment of a few candidates takes a few thousand)."""
+SCAN_BUDGET = 8
+"""The decodes tried inside prose may cost at most this many times the answer's length..."""
+DECODE_COST = 64
+"""...where one decode costs this plus the characters it read (a failure at offset ``p``: ``p``)."""
 
 _FENCED_BLOCK = re.compile(r"```[\w+-]*[^\S\n]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 _REFUSAL = re.compile(
-    r"^\W*(i['’]?m sorry|i am sorry|sorry\b|i can(?:no|['’])t|i am unable|i['’]?m unable|"
+    r"^\W*+(i['’]?m sorry|i am sorry|sorry\b|i can(?:no|['’])t|i am unable|i['’]?m unable|"
     r"i won['’]?t|i will not|as an ai)",
     re.IGNORECASE,
 )
-_DECODER = json.JSONDecoder()
+
+
+def _json_int(digits: str) -> int | float:
+    """A JSON integer; a float (infinite) past Python's limit on int conversion (4,300 digits)."""
+    try:
+        return int(digits)
+    except ValueError:
+        return float(digits)
+
+
+_DECODER = json.JSONDecoder(parse_int=_json_int)
+# Where a JSON object can start: a brace, JSON whitespace, then a string or the closing brace.
+_OBJECT_START = re.compile(r'\{(?=[ \t\n\r]*["}])')
 
 
 class _ParseError(Exception):
@@ -158,9 +182,17 @@ def _json_object(text: str | None, required: str, repairs: _Repairs) -> dict[str
     ``required`` wins, else the first object at all; but when some brace did not start valid
     JSON and no object holds ``required``, the answer is broken JSON (e.g. cut off), not prose
     around a wrong object, and fails as ``invalid_json``.
+
+    Linear time: a decode is tried only where an object can start (:data:`_OBJECT_START`; any
+    other brace is broken JSON at once), decoded objects are skipped whole, and the decodes
+    tried may cost :data:`SCAN_BUDGET` times the answer's length in all (a failure at offset
+    ``p`` reads up to ``p``: the decoder counts the lines before it). When that budget is
+    spent, the rest is not searched and the answer counts as broken.
     """
     if text is None or not text.strip():
         raise _ParseError("empty_response")
+    if len(text) > MAX_ANSWER_CHARS:
+        raise _ParseError("too_large")
     whole = _loads_object(text.strip())
     if whole is not None:
         return whole
@@ -170,21 +202,27 @@ def _json_object(text: str | None, required: str, repairs: _Repairs) -> dict[str
             repairs.add("code_fence")
             return fenced
     first, broken = None, False
-    position = text.find("{")
-    while position != -1:
+    budget = SCAN_BUDGET * len(text)
+    position = 0
+    while budget > 0 and (start := _OBJECT_START.search(text, position)) is not None:
+        at = start.start()
+        broken = broken or text.find("{", position, at) != -1
         try:
-            found, end = _DECODER.raw_decode(text, position)
-        except (json.JSONDecodeError, RecursionError):
-            broken = True
-            position = text.find("{", position + 1)
+            found, end = _DECODER.raw_decode(text, at)
+        except json.JSONDecodeError as failure:
+            broken, position, budget = True, at + 1, budget - DECODE_COST - failure.pos
             continue
-        if isinstance(found, dict):
-            if required in found:
-                repairs.add("prose")
-                return found
-            if first is None:
-                first = found
-        position = text.find("{", end)
+        except (ValueError, RecursionError):  # too deep, or too many digits for an int
+            broken, position, budget = True, at + 1, budget - DECODE_COST - len(text)
+            continue
+        budget -= DECODE_COST + end - at
+        if required in found:
+            repairs.add("prose")
+            return found
+        if first is None:
+            first = found
+        position = end
+    broken = broken or "{" in text[position:]  # a brace left unsearched counts as broken
     if first is not None and not broken:
         repairs.add("prose")
         return first
@@ -195,8 +233,8 @@ def _json_object(text: str | None, required: str, repairs: _Repairs) -> dict[str
 
 def _loads_object(text: str) -> dict[str, Any] | None:
     try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        value = _DECODER.decode(text)
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
         return None
     return value if isinstance(value, dict) else None
 
@@ -283,7 +321,10 @@ def _number(value: Any, repairs: _Repairs) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int beyond floats; the range checks reject it
+            return math.inf if value > 0 else -math.inf
     if isinstance(value, str):
         try:
             number = float(value.strip())

@@ -15,6 +15,7 @@ from pcf.items import Candidate, Item
 from pcf.orderings import schedule
 from pcf.parsing import (
     DEFAULT_RISK,
+    MAX_ANSWER_CHARS,
     PairParsed,
     Parsed,
     failed,
@@ -263,6 +264,61 @@ def test_absurdly_nested_json_fails_cleanly():
 
 def test_none_text_is_an_empty_response():
     assert parse_listwise(None, KEY_TO_ID, ORDER).error == "empty_response"
+
+
+# ---------------------------------------------------------------- hostile answers
+
+
+@pytest.mark.parametrize("shape", ["{", "{\n", '{"', '{"a": ', '{"": ['])
+def test_brace_bombs_up_to_the_size_cap_fail_as_invalid_json(shape):
+    bomb = shape * (MAX_ANSWER_CHARS // len(shape))
+    assert listwise(bomb).error == "invalid_json"
+    assert parse_pairwise(bomb, PAIR).error == "invalid_json"
+
+
+@pytest.mark.parametrize("shape", ["{}", '{"a": 1} '])
+def test_a_cap_full_of_small_objects_fails(shape):
+    bomb = shape * (MAX_ANSWER_CHARS // len(shape))
+    assert listwise(bomb).error in ("invalid_json", "missing_candidates")
+    assert parse_pairwise(bomb, PAIR).error in ("invalid_json", "missing_verdict")
+
+
+def test_an_answer_over_the_size_cap_is_too_large_even_when_valid():
+    valid = json.dumps(answer())
+    padded = valid + " " * (MAX_ANSWER_CHARS - len(valid))
+    assert listwise(padded).ok
+    assert listwise(padded + " ").error == "too_large"
+    assert parse_pairwise("{" * (10 * MAX_ANSWER_CHARS), PAIR).error == "too_large"
+
+
+def test_a_valid_object_after_a_few_broken_braces_is_still_found():
+    text = "Scores {A: 6}, {B: 9} and {C: 2}; {" * 50 + json.dumps(answer())
+    parsed = listwise(text)
+    assert parsed.ok
+    assert parsed.repaired == ("prose",)
+
+
+def test_a_valid_object_after_a_bomb_is_not_searched_for():
+    assert listwise('{"' * 100_000 + json.dumps(answer())).error == "invalid_json"
+
+
+@pytest.mark.parametrize("digits", [400, 5000])
+@pytest.mark.parametrize("sign", ["", "-"])
+@pytest.mark.parametrize("prose", ["", "My judgment: "])
+def test_numbers_with_hundreds_or_thousands_of_digits_are_out_of_range(digits, sign, prose):
+    huge = sign + "9" * digits
+    text = json.dumps(answer()).replace('"factuality": 9', f'"factuality": {huge}', 1)
+    assert listwise(prose + text).error == "factuality_out_of_range:B"
+    text = json.dumps(answer()).replace('"confidence": 0.8', f'"confidence": {huge}')
+    assert listwise(prose + text).error == "confidence_out_of_range"
+    pair = f'{prose}{{"verdict": "A", "confidence": {huge}}}'
+    assert parse_pairwise(pair, PAIR).error == "confidence_out_of_range"
+
+
+def test_a_huge_number_string_or_key_is_a_failure_not_a_crash():
+    text = json.dumps(answer(entries=[entry("A", "9" * 5000), entry("B"), entry("C")]))
+    assert listwise(text).error == "bad_factuality:A"
+    assert parse_pairwise('{"verdict": ' + "7" * 5000 + "}", PAIR).error == "unknown_key:inf"
 
 
 def _without(obj, field):
