@@ -1,10 +1,15 @@
-"""PCF Review: the Streamlit app. Run with `make run` (or `streamlit run app.py`)."""
+"""PCF Review: the Streamlit app. Run with `make run` (or `streamlit run app.py`).
+
+app.py is the frame of every page: the navigation over the files in ``pages/`` and the shared
+sidebar. Shared page code lives in ``pages/shared/``, a subfolder that Streamlit never lists as a
+page.
+"""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from pages.common import sidebar
+from pages.shared import app_frame, sidebar
 
 st.set_page_config(page_title="PCF Review", page_icon="🔎", layout="wide")
 
@@ -20,4 +25,5 @@ PAGES = [
 
 navigation = st.navigation(PAGES)
 sidebar()
-navigation.run()
+with app_frame():
+    navigation.run()

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.common import (
+from pages.shared import (
     annotator,
     current_dataset,
     current_run,
     engine,
+    ensure_app_frame,
     run_analysis,
     session,
     simulated_badge,
@@ -47,6 +48,7 @@ SAVED_KEY = "adjudicate_saved"  # the last label saved: item, db_id, annotator, 
 SKIPPED_KEY = "adjudicate_skipped"
 ERROR_KEY = "adjudicate_error"
 
+ensure_app_frame()
 st.title("Adjudicate")
 st.caption(
     "Say which candidate is the most factual. The judge's decisions and the gold label stay "

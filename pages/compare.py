@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.common import current_dataset, current_run, session, simulated_badge
+from pages.shared import current_dataset, current_run, ensure_app_frame, session, simulated_badge
 from pcf.analysis.adjudications import adjudications_csv, adjudications_jsonl
 from pcf.analysis.agreement import HUMAN_LABEL_RULE, run_human_comparison
 from pcf.store import adjudication_records
@@ -15,6 +15,7 @@ STATISTIC_NAMES = {
     "krippendorff_alpha": "Krippendorff's alpha (nominal)",
 }
 
+ensure_app_frame()
 st.title("Compare")
 st.caption(
     "Humans against the judge: the selected run's direct and PCF decisions on adjudicated items."

@@ -5,12 +5,20 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pages.common import current_dataset, current_run, run_analysis, session, simulated_badge
+from pages.shared import (
+    current_dataset,
+    current_run,
+    ensure_app_frame,
+    run_analysis,
+    session,
+    simulated_badge,
+)
 from pcf.analysis.agreement import HUMAN_LABEL_RULE, human_labels
 from pcf.analysis.results import accuracy_against, flag_counts, gold_answers, outcome_frame
 from pcf.reports.charts import flag_bars, metric_histogram, outcome_bars, slot_share_bars
 from pcf.store import current_labels, list_runs
 
+ensure_app_frame()
 st.title("Overview")
 st.markdown(
     "An LLM judge often picks a different *most factual* answer when the same candidates are "

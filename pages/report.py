@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.common import RUN_KEY, current_dataset, session
+from pages.shared import RUN_KEY, current_dataset, ensure_app_frame, session
 from pcf.analysis.results import SIMULATED_LABEL
 from pcf.reports.collect import ReportData, collect_report
 from pcf.reports.document import Figure, Report, Table, build_report, default_report_runs
@@ -51,6 +51,7 @@ def show(block: str | Table | Figure, index: int) -> None:
         st.caption(f":material/science: {SIMULATED_LABEL}")
 
 
+ensure_app_frame()
 st.title("Report")
 st.caption(
     "The report `pcf report` writes: main table, K table, weight table, paired changes, order "

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.common import (
+from pages.shared import (
     current_dataset,
     current_run,
+    ensure_app_frame,
     run_analysis,
     search_items,
     session,
@@ -37,6 +38,7 @@ from pcf.store import adjudication_history, item_calls, labelled_item_counts, lo
 
 ITEM_KEY = "item"  # the item picker's key, bound to the ?item= query parameter
 
+ensure_app_frame()
 st.title("Review")
 st.caption(
     "The run's items, most doubtful first. Filter the list, open an item, and see how the "

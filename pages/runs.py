@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from pages.common import current_dataset, engine, session
+from pages.shared import current_dataset, engine, ensure_app_frame, session
 from pcf.analysis.results import SIMULATED_LABEL, run_summary
 from pcf.judges import KEY_ENV
 from pcf.orderings import SCHEDULES
@@ -30,6 +30,7 @@ def reset_model() -> None:
     st.session_state[MODEL_KEY] = DEFAULT_MODELS[st.session_state[BACKEND_KEY]]
 
 
+ensure_app_frame()
 st.title("Runs")
 
 with session() as s:

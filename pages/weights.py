@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.common import current_dataset, current_run, session, simulated_badge
+from pages.shared import current_dataset, current_run, ensure_app_frame, session, simulated_badge
 from pcf.analysis.results import SIMULATED_LABEL
 from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights, pack_run
 from pcf.consensus import PRESETS, Weights
@@ -47,6 +47,7 @@ def match_preset() -> None:
     )
 
 
+ensure_app_frame()
 st.title("Weights")
 st.caption(
     "Eq. 5: C = ws·S + wB·B + wv·V + wu·U. Every change is recomputed from the run's stored "

@@ -55,7 +55,7 @@ ALLOWED = {
 def product_files() -> list[Path]:
     return [
         *PCF.rglob("*.py"),
-        *(ROOT / "pages").glob("*.py"),
+        *(ROOT / "pages").rglob("*.py"),
         ROOT / "app.py",
     ]
 

@@ -1,18 +1,23 @@
-"""What every page shares: the database engine, the sidebar choices, the simulated badge.
+"""What every page shares: the app's frame, the database engine, the sidebar choices, the
+simulated badge.
 
-Pages read and write only through `pcf`; this module only connects them to Streamlit.
+This package sits in a subfolder of ``pages/``, which Streamlit's legacy folder-page mode does
+not list as a page. Pages read and write only through `pcf`; this module only connects them to
+Streamlit.
 """
 
 from __future__ import annotations
 
 import os
+import runpy
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
 
 import streamlit as st
 from sqlalchemy import Engine
 from sqlmodel import Session
-from streamlit.runtime.pages_manager import PagesManager
 
 from pcf.analysis.results import SIMULATED_NOTE, RunAnalysis, analyse_run, is_simulated
 from pcf.store import (
@@ -30,13 +35,33 @@ from pcf.store import (
     run_version,
 )
 
-# A `pages/` folder puts a new Streamlit server in its legacy folder-page mode until app.py's
-# st.navigation runs; a deep link (/review?item=...) opened first would run the page alone,
-# without the sidebar. This module is imported by app.py and every page, once per process:
-# the first import leaves that mode and reruns, so app.py's navigation serves the link.
-if PagesManager.uses_pages_directory:
-    PagesManager.uses_pages_directory = False
-    st.rerun()
+APP = Path(__file__).resolve().parents[2] / "app.py"
+_IN_APP: ContextVar[bool] = ContextVar("pcf_page_in_app", default=False)
+
+
+@contextmanager
+def app_frame() -> Iterator[None]:
+    """Mark the page app.py's navigation runs as framed by the app (:func:`ensure_app_frame`)."""
+    token = _IN_APP.set(True)
+    try:
+        yield
+    finally:
+        _IN_APP.reset(token)
+
+
+def ensure_app_frame() -> None:
+    """Make sure this page runs inside app.py's frame; every page calls it first.
+
+    Until some session has called ``st.navigation``, Streamlit serves a new server's apps with a
+    ``pages/`` folder in its documented legacy mode: a first request to ``/review`` runs
+    ``pages/review.py`` alone, without app.py's navigation and sidebar. A page run that way
+    hands over to app.py, whose ``st.navigation`` ends the legacy mode for good and serves the
+    same address, then stops its own run.
+    """
+    if not _IN_APP.get():
+        runpy.run_path(str(APP), run_name="__main__")
+        st.stop()
+
 
 ANNOTATOR_KEY = "annotator"
 DATASET_KEY = "dataset"
@@ -60,29 +85,45 @@ def session() -> Iterator[Session]:
         yield s
 
 
+def preferred_run(runs: list[str]) -> int:
+    """Index of the run the sidebar opens on: the first PCF run, else the first run."""
+    return next((i for i, r in enumerate(runs) if r.endswith("pcf") or "/pcf/" in r), 0)
+
+
 def sidebar() -> None:
-    """Who is annotating, which dataset and which run: shared by every page."""
+    """Who is annotating, which dataset and which run: shared by every page.
+
+    The three choices live in the address (``?annotator=&dataset=&run=``), so a reload or a
+    shared link restores them; a choice equal to its default is left out of the address.
+    """
     with st.sidebar:
         st.text_input(
-            "Annotator", key=ANNOTATOR_KEY, placeholder="your name", help="Saved with every label."
+            "Annotator",
+            key=ANNOTATOR_KEY,
+            placeholder="your name",
+            help="Saved with every label.",
+            bind="query-params",
         )
         with session() as s:
             datasets = [d.name for d in list_datasets(session=s)]
             if not datasets:
                 st.warning("The database is empty. Run `pcf demo` or `pcf import`.")
                 return
-            if st.session_state.get(DATASET_KEY) not in datasets:
-                st.session_state[DATASET_KEY] = "demo" if "demo" in datasets else datasets[0]
-            st.selectbox("Dataset", datasets, key=DATASET_KEY)
-            dataset = get_dataset(st.session_state[DATASET_KEY], session=s)
-            runs = [r.name for r in list_runs(session=s, dataset_id=dataset.id)]
+            dataset = st.selectbox(
+                "Dataset",
+                datasets,
+                index=datasets.index("demo") if "demo" in datasets else 0,
+                key=DATASET_KEY,
+                bind="query-params",
+            )
+            runs = [
+                r.name for r in list_runs(session=s, dataset_id=get_dataset(dataset, session=s).id)
+            ]
             if runs:
-                if st.session_state.get(RUN_KEY) not in runs:
-                    pcf_runs = [r for r in runs if r.endswith("pcf") or "/pcf/" in r]
-                    st.session_state[RUN_KEY] = pcf_runs[0] if pcf_runs else runs[0]
-                st.selectbox("Run", runs, key=RUN_KEY)
+                st.selectbox(
+                    "Run", runs, index=preferred_run(runs), key=RUN_KEY, bind="query-params"
+                )
             else:
-                st.session_state[RUN_KEY] = None
                 st.info("No run on this dataset yet: start one on the Runs page.")
         st.caption(f"Database: `{database_url()}`")
 
@@ -118,9 +159,11 @@ def current_dataset(s: Session) -> Dataset | None:
 
 
 def current_run(s: Session) -> Run | None:
-    """The run chosen in the sidebar."""
+    """The run chosen in the sidebar (None when the dataset has no run)."""
+    dataset = current_dataset(s)
     name = st.session_state.get(RUN_KEY)
-    return get_run(name, session=s) if name else None
+    run = get_run(name, session=s) if name else None
+    return run if run is not None and dataset is not None and run.dataset_id == dataset.id else None
 
 
 def annotator() -> str:
