@@ -1,1 +1,1 @@
-"""The app's pages; `common` holds what every page shares."""
+"""The app's pages; `shared` (a subfolder, never a page) holds what every page shares."""
