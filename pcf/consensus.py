@@ -99,19 +99,43 @@ class JudgmentArrays:
         return self.rank.shape[-1]
 
     def prefix(self, k: int | None = None, executions: int | None = None) -> JudgmentArrays:
-        """The first ``k`` calls of the first ``executions`` executions (no copy)."""
-        e = slice(None, executions)
+        """The first ``k`` calls of each execution, and each item's own first ``executions``
+        executions (those in which the item has a call, by execution number).
+
+        Executions beyond an item's first ``executions`` are masked (no call there), so what
+        one item keeps never depends on the executions of other items.
+        """
         c = slice(None, k)
+        ok, present = self.ok[:, :, c], self.present[:, :, c]
+        if executions is not None:
+            has_call = self.present.any(axis=2)
+            kept = has_call & (np.cumsum(has_call, axis=1) <= executions)
+            ok, present = ok & kept[..., None], present & kept[..., None]
         return JudgmentArrays(
             self.item_ids,
             self.candidate_ids,
-            self.executions[e],
-            self.factuality[:, e, c],
-            self.risk[:, e, c],
-            self.rank[:, e, c],
-            self.slot[:, e, c],
-            self.ok[:, e, c],
-            self.present[:, e, c],
+            self.executions,
+            self.factuality[:, :, c],
+            self.risk[:, :, c],
+            self.rank[:, :, c],
+            self.slot[:, :, c],
+            ok,
+            present,
+        )
+
+    def execution(self, number: int) -> JudgmentArrays:
+        """The calls of execution ``number`` alone (none when no item has that execution)."""
+        e = [x for x, label in enumerate(self.executions) if label == number]
+        return JudgmentArrays(
+            self.item_ids,
+            self.candidate_ids,
+            [number] if e else [],
+            self.factuality[:, e],
+            self.risk[:, e],
+            self.rank[:, e],
+            self.slot[:, e],
+            self.ok[:, e],
+            self.present[:, e],
         )
 
 
@@ -262,8 +286,26 @@ def consensus(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Con
 
 
 def direct(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Consensus:
-    """The direct baseline: the rule on call_index 0 of the first execution alone."""
-    return consensus(arrays.prefix(k=1, executions=1), weights)
+    """The direct baseline: the rule on the canonical call alone (call_index 0 of execution 0)."""
+    return consensus(arrays.execution(0).prefix(k=1), weights)
+
+
+def consensus_ranking(result: Consensus) -> np.ndarray:
+    """Every candidate by ``C``, best first, with the winner's tie rule at each place.
+
+    Returns:
+        (I, n) candidate column indices; rows of items without an ok judgment are all -1.
+    """
+    keys = (result.score, result.vote, result.borda, result.mean_score)
+    has_ok = result.winner >= 0
+    rows = np.arange(len(has_ok))
+    left = np.ones(keys[0].shape, dtype=bool)
+    out = np.full(keys[0].shape, -1, dtype=np.int64)
+    for place in range(keys[0].shape[1]):
+        best = pick_winner(*(np.where(left, key, -np.inf) for key in keys), has_ok=has_ok)
+        out[:, place] = best
+        left[rows, np.maximum(best, 0)] = False
+    return out
 
 
 def _permutations(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -274,26 +316,60 @@ def _permutations(n: int) -> tuple[np.ndarray, np.ndarray]:
     return perms, before
 
 
-def kemeny(arrays: JudgmentArrays) -> np.ndarray:
-    """Exact Kemeny winners over all ok judgments of all executions (brute force, n <= 6).
+def kemeny(arrays: JudgmentArrays) -> tuple[np.ndarray, bool]:
+    """Kemeny consensus rankings over all ok judgments of all executions.
 
-    The consensus ranking minimises the total number of pairwise disagreements with the
-    judgments; among equally good rankings the first in lexicographic order of listing
-    indices wins. Returns winner column indices, -1 without an ok judgment.
+    The Kemeny ranking minimises the total number of pairwise disagreements with the
+    judgments. For n <= 6 it is exact (brute force over the n! rankings; among equally good
+    rankings the first in lexicographic order of listing indices wins); beyond, it is the local
+    optimum of :func:`_kemeny_local_search`, which need not be the exact Kemeny ranking.
+
+    Returns:
+        (I, n) candidate column indices, best first (-1 rows without an ok judgment), and
+        whether the rankings are exact.
     """
     n = arrays.n
-    if n > MAX_KEMENY_N:
-        raise ValueError(f"exact Kemeny is brute force and needs n <= {MAX_KEMENY_N}, got {n}")
-    perms, before = _permutations(n)
     rank = arrays.rank.reshape(len(arrays.item_ids), -1, n).astype(np.int64)
     ok = arrays.ok.reshape(len(arrays.item_ids), -1)
     # prefer[i, a, b] = number of ok judgments ranking a above b.
     above = (rank[:, :, :, None] < rank[:, :, None, :]) & ok[:, :, None, None]
     prefer = above.sum(axis=1)
-    # Disagreements of ordering p: pairs it puts a above b, weighted by judgments preferring b.
-    cost = np.einsum("pab,iba->ip", before.astype(np.int64), prefer)
-    best = cost.argmin(axis=1)
-    return np.where(ok.any(axis=1), perms[best, 0], -1)
+    exact = n <= MAX_KEMENY_N
+    if exact:
+        perms, before = _permutations(n)
+        # Disagreements of ordering p: pairs it puts a above b, weighted by judgments preferring b.
+        cost = np.einsum("pab,iba->ip", before.astype(np.int64), prefer)
+        rankings = perms[cost.argmin(axis=1)]
+    else:
+        rankings = np.array([_kemeny_local_search(p) for p in prefer], dtype=np.int64)
+        rankings = rankings.reshape(len(arrays.item_ids), n)
+    return np.where(ok.any(axis=1)[:, None], rankings, -1), exact
+
+
+def _disagreements(order: Sequence[int], prefer: np.ndarray) -> int:
+    """Pairwise disagreements of a ranking with the judgments (``prefer[a, b]``: a above b)."""
+    return sum(int(prefer[b, a]) for x, a in enumerate(order) for b in order[x + 1 :])
+
+
+def _kemeny_local_search(prefer: np.ndarray) -> list[int]:
+    """A Kemeny ranking by local search, for n > 6.
+
+    Start from the candidates ordered by pairwise wins (ties by listing order), then move one
+    candidate to another place while that lowers the disagreements (the best move first, the
+    first found among equals) until no move does: a local optimum.
+    """
+    n = len(prefer)
+    order = sorted(range(n), key=lambda c: (-int(prefer[c].sum()), c))
+    cost = _disagreements(order, prefer)
+    while True:
+        moves = []
+        for c in order:
+            rest = [x for x in order if x != c]
+            moves += [[*rest[:to], c, *rest[to:]] for to in range(n)]
+        best_cost, best = min(((_disagreements(m, prefer), m) for m in moves), key=lambda m: m[0])
+        if best_cost >= cost:
+            return order
+        order, cost = best, best_cost
 
 
 def winners(
@@ -305,5 +381,5 @@ def winners(
     if rule in RULE_WEIGHTS:
         return consensus(arrays, RULE_WEIGHTS[rule]).winner
     if rule == "kemeny":
-        return kemeny(arrays)
+        return kemeny(arrays)[0][:, 0]
     raise ValueError(f"unknown rule {rule!r}; choose one of {', '.join(RULES)}")

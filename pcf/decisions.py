@@ -18,6 +18,7 @@ from pcf.consensus import (
     JudgmentArrays,
     Weights,
     consensus,
+    consensus_ranking,
     kemeny,
     pack,
 )
@@ -28,12 +29,21 @@ from pcf.judgments import Judgment
 
 @dataclass(frozen=True)
 class Decisions:
-    """Decisions for the items of one :class:`JudgmentArrays` group."""
+    """Decisions for the items of one :class:`JudgmentArrays` group.
+
+    Attributes:
+        ranking: (I, n) candidate columns best first (-1 rows without an ok judgment): by ``C``
+            for Eq. 5 and its one-weight rules, the Kemeny ranking for ``kemeny``.
+        kemeny_search: for ``kemeny``, ``exact`` (n <= 6) or ``local`` (a local search's
+            optimum, n > 6); None for the other rules.
+    """
 
     arrays: JudgmentArrays
     consensus: Consensus
     direct: Consensus
     instability: Instability
+    ranking: np.ndarray
+    kemeny_search: str | None = None
 
     def records(self) -> list[dict[str, Any]]:
         """One ``decisions.jsonl`` object per item."""
@@ -45,12 +55,13 @@ class Decisions:
             has_ok = bool(ins.n_ok[row])
 
             def per_candidate(values: np.ndarray, row: int = row, ids: Sequence[str] = ids) -> dict:
-                return {cid: round(float(v), 6) for cid, v in zip(ids, values[row], strict=True)}
+                return {cid: _num(v) for cid, v in zip(ids, values[row], strict=True)}
 
             out.append(
                 {
                     "item_id": item_id,
                     "winner": winners[row],
+                    "ranking": [ids[col] for col in self.ranking[row] if col >= 0],
                     "consensus": per_candidate(c.score) if has_ok else {},
                     "flags": ins.flag_names(row),
                     "metrics": {
@@ -71,24 +82,31 @@ class Decisions:
                         }
                         if has_ok
                         else {},
-                    },
+                    }
+                    | ({"kemeny_search": self.kemeny_search} if self.kemeny_search else {}),
                 }
             )
         return out
 
 
 def _num(value: float) -> float | None:
+    """A metric for JSON: rounded to 6 decimals, None for NaN, never ``-0.0``."""
     value = float(value)
-    return None if math.isnan(value) else round(value, 6)
+    return None if math.isnan(value) else round(value, 6) + 0.0
 
 
-def _apply_rule(arrays: JudgmentArrays, rule: str, weights: Weights) -> Consensus:
+def _apply_rule(
+    arrays: JudgmentArrays, rule: str, weights: Weights
+) -> tuple[Consensus, np.ndarray, str | None]:
+    """The rule's consensus (its winner), full ranking and, for Kemeny, how it was found."""
     if rule not in RULES:
         raise ValueError(f"unknown rule {rule!r}; choose one of {', '.join(RULES)}")
     result = consensus(arrays, RULE_WEIGHTS.get(rule, weights))
-    if rule == "kemeny":
-        result = dataclasses.replace(result, winner=kemeny(arrays))
-    return result
+    if rule != "kemeny":
+        return result, consensus_ranking(result), None
+    ranking, exact = kemeny(arrays)
+    search = "exact" if exact else "local"
+    return dataclasses.replace(result, winner=ranking[:, 0]), ranking, search
 
 
 def decide(
@@ -105,14 +123,21 @@ def decide(
         arrays: packed judgments.
         weights: Eq. 5 weights (used by ``eq5`` and for the consensus scores of ``kemeny``).
         k: keep the first K calls of each execution (K ablation by prefixes).
-        executions: keep the first this many executions.
+        executions: keep each item's first this many executions.
         rule: one of :data:`pcf.consensus.RULES`; direct applies the same rule to the
-            canonical call alone.
+            canonical call alone (call_index 0 of execution 0).
     """
     used = arrays.prefix(k, executions)
-    result = _apply_rule(used, rule, weights)
-    baseline = _apply_rule(arrays.prefix(1, 1), rule, weights)
-    return Decisions(used, result, baseline, instability(used, result, baseline.winner))
+    result, ranking, search = _apply_rule(used, rule, weights)
+    baseline, _, _ = _apply_rule(arrays.execution(0).prefix(k=1), rule, weights)
+    return Decisions(
+        used,
+        result,
+        baseline,
+        instability(used, result, baseline.winner),
+        ranking,
+        search,
+    )
 
 
 def aggregate(

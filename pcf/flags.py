@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pcf.consensus import TIE_TOLERANCE
+
 FLAGS = ("order_unstable", "overrides_direct", "near_tie", "position_driven", "incomplete")
 FLAG_HELP = {
     "order_unstable": "The judge's top pick changed with the order of the candidates.",
@@ -18,6 +20,12 @@ POSITION_AGREEMENT = 0.6
 NO_JUDGMENT_PRIORITY = 3.0
 
 
+def _below(values: np.ndarray, threshold: float) -> np.ndarray:
+    """``values < threshold`` by more than the tie tolerance (NaN is never below)."""
+    with np.errstate(invalid="ignore"):
+        return values < threshold - TIE_TOLERANCE
+
+
 def raise_flags(
     *,
     has_ok: np.ndarray,
@@ -29,6 +37,10 @@ def raise_flags(
 ) -> dict[str, np.ndarray]:
     """Each flag of :data:`FLAGS` per item, from the item's instability metrics.
 
+    Every threshold compares with the tie tolerance (1e-9, METHOD.md): a value within it of the
+    threshold counts as equal, so a margin of exactly 0.05 is never a near tie, whatever float
+    rounding made of it (1.5 vs 1.0 and 5.5 vs 5.0 agree).
+
     Args:
         has_ok: the item has at least one ok judgment.
         top_agreement: share of calls naming the most frequent top pick.
@@ -38,12 +50,12 @@ def raise_flags(
         failed: some calls of the item failed.
     """
     return {
-        "order_unstable": has_ok & (top_agreement < 1),
+        "order_unstable": has_ok & _below(top_agreement, 1.0),
         "overrides_direct": overrides,
-        "near_tie": has_ok & (margin < NEAR_TIE_MARGIN),
+        "near_tie": has_ok & _below(margin, NEAR_TIE_MARGIN),
         "position_driven": has_ok
-        & (slot_following >= POSITION_SLOT_SHARE)
-        & (top_agreement < POSITION_AGREEMENT),
+        & ~_below(slot_following, POSITION_SLOT_SHARE)
+        & _below(top_agreement, POSITION_AGREEMENT),
         "incomplete": failed,
     }
 

@@ -66,8 +66,9 @@ def instability(
         tops = ((rank == 1) & ok[..., None]).sum(axis=1)  # (I, n) top-pick counts
         share = tops / n_ok[:, None]
         top_agreement = share.max(axis=1)
-        logs = np.log(np.where(share > 0, share, 1.0))
-        top_entropy = -(share * logs).sum(axis=1) / np.log(n)
+        # share * log(1 / share) is never -0.0, so a unanimous item's entropy prints as 0.0.
+        surprise = np.log(1.0 / np.where(share > 0, share, 1.0))
+        top_entropy = np.where(has_ok, (share * surprise).sum(axis=1) / np.log(n), np.nan)
         rank_sums = np.where(ok[..., None], rank, 0).sum(axis=1)
         m = n_ok.astype(float)
         spread = ((rank_sums - m[:, None] * (n + 1) / 2) ** 2).sum(axis=1)

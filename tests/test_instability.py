@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from pcf.consensus import pack
+from pcf.consensus import PRESETS, pack
 from pcf.decisions import aggregate, decide
-from pcf.flags import FLAG_HELP, FLAGS
+from pcf.flags import FLAG_HELP, FLAGS, raise_flags
 from pcf.instability import slot_bias
 
 from .factories import judgment
@@ -114,3 +115,36 @@ def test_decide_on_packed_arrays_matches_records():
     d = decide(arrays)
     assert np.array_equal(d.instability.n_ok, [4])
     assert d.records()[0]["winner"] == "a"
+
+
+@pytest.mark.parametrize(("high", "low"), [(1.5, 1.0), (5.5, 5.0), (9.5, 9.0), (0.5, 0.0)])
+def test_near_tie_is_not_raised_at_exactly_the_threshold(high, low):
+    # Score-only, n=2, K=1: the margin is (high - low) / 10 = 0.05 exactly, whatever the rounding.
+    [r] = aggregate([judgment("x", 0, "ab", {"a": high, "b": low})], weights=PRESETS["score-only"])
+    assert r["metrics"]["margin"] == pytest.approx(0.05)
+    assert "near_tie" not in r["flags"]
+    [below] = aggregate(
+        [judgment("x", 0, "ab", {"a": high - 0.01, "b": low})], weights=PRESETS["score-only"]
+    )
+    assert "near_tie" in below["flags"]
+
+
+def test_thresholds_use_the_tie_tolerance():
+    flags = raise_flags(
+        has_ok=np.ones(4, dtype=bool),
+        top_agreement=np.array([1 - 1e-12, 0.6 - 1e-12, 0.6 - 1e-6, 1.0]),
+        overrides=np.zeros(4, dtype=bool),
+        margin=np.array([0.05 - 1e-12, 0.05 - 1e-6, 0.3, np.nan]),
+        slot_following=np.array([0.6 - 1e-12, 0.6 - 1e-12, 0.6 - 1e-12, 0.2]),
+        failed=np.zeros(4, dtype=bool),
+    )
+    assert flags["order_unstable"].tolist() == [False, True, True, False]
+    assert flags["near_tie"].tolist() == [False, True, False, False]
+    assert flags["position_driven"].tolist() == [False, False, True, False]
+
+
+def test_unanimous_entropy_is_positive_zero():
+    calls = [judgment("x", c, "abc", {"a": 9, "b": 5, "c": 1}) for c in range(3)]
+    [r] = aggregate(calls)
+    assert math.copysign(1.0, r["metrics"]["top_entropy"]) == 1.0
+    assert "-0.0" not in json.dumps(r)
