@@ -81,17 +81,24 @@ def aggregate(
     k: Annotated[
         int | None, typer.Option("--k", help="Keep the first K calls per execution.")
     ] = None,
-    executions: Annotated[int | None, typer.Option(help="Keep the first N executions.")] = None,
-    rule: Annotated[str, typer.Option(help=f"One of: {', '.join(RULES)}.")] = "eq5",
+    executions: Annotated[
+        int | None, typer.Option(help="Keep each item's first N executions.")
+    ] = None,
+    rule: Annotated[
+        str, typer.Option(help=f"One of: {', '.join(RULES)} (Kemeny: exact up to 6 candidates).")
+    ] = "eq5",
 ) -> None:
     """Aggregate judgments into one decisions.jsonl line per item, on stdout.
+
+    A line marked ok whose scores or ranking are unusable counts as a failed call (its reason
+    is printed); beyond 6 candidates Kemeny is a local search, marked in each record.
 
     Example: pcf aggregate judgments.jsonl --items items.jsonl --preset uniform --k 3
     """
     from pcf.decisions import aggregate as aggregate_judgments
     from pcf.errors import DataError
     from pcf.items import load_dataset
-    from pcf.judgments import read_judgments
+    from pcf.judgments import INVALID_JUDGMENT, read_judgments
 
     chosen = choose_weights(preset, weights)
     if k is not None and k < 1:
@@ -108,6 +115,9 @@ def aggregate(
         fail(str(exc))
     except ValueError as exc:
         fail(f"error: {exc}")
+    for call in records:
+        if call.error and call.error.startswith(INVALID_JUDGMENT):
+            typer.echo(f"note: read as a failed call: {call.error}", err=True)
     for record in decisions:
         sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
 

@@ -12,6 +12,9 @@ from typing import Any, TextIO
 from pcf.errors import DataError, Problem
 from pcf.items import _json_lines, _open_checked
 
+INVALID_JUDGMENT = "invalid_judgment"
+"""The error of an ok line whose scores, ranking or confidence are unusable."""
+
 
 @dataclass(frozen=True)
 class Judgment:
@@ -94,12 +97,48 @@ def _scores(
     return {k: float(v) for k, v in raw.items() if _number(v)}, problems
 
 
+def _judgment(
+    obj: dict, call: tuple[str, int, int], order: tuple[str, ...], line: int, file: str
+) -> Judgment:
+    """An ok line's judgment, or a failed call naming what makes it unusable."""
+    factuality, p1 = _scores(obj, "factuality", order, 10.0, line, file)
+    risk, p2 = _scores(obj, "hallucination_risk", order, 1.0, line, file)
+    ranking = obj.get("ranking")
+    p3 = []
+    if not isinstance(ranking, list) or sorted(map(str, ranking)) != sorted(order):
+        p3 = [Problem(file, line, "ranking", "must list every id of the order exactly once")]
+    confidence = obj.get("confidence")
+    if confidence is not None and not (_number(confidence) and 0 <= confidence <= 1):
+        p3.append(
+            Problem(file, line, "confidence", f"must be in [0, 1] or null, got {confidence!r}")
+        )
+    if p1 or p2 or p3:
+        # An unusable judgment is a failed call, as a run records one: kept with its reason.
+        reason = "; ".join(str(p) for p in p1 + p2 + p3)
+        return Judgment(*call, order, False, f"{INVALID_JUDGMENT}: {reason}")
+    return Judgment(
+        *call,
+        order,
+        True,
+        None,
+        factuality,
+        risk,
+        tuple(ranking),
+        None if confidence is None else float(confidence),
+        tuple(obj.get("repaired") or ()),
+    )
+
+
 def read_judgments(path: str | Path) -> list[Judgment]:
     """Read ``judgments.jsonl``, checking every field of every line.
 
+    A line marked ok whose scores, risks, ranking or confidence are unusable (a candidate
+    missing, a value out of range, a ranking that does not list the order) is read as a failed
+    call, as a run would record it: ``error`` is ``invalid_judgment: <file:line: field: what>``.
+
     Raises:
-        DataError: with file, line and field of each problem (bad JSON, a missing field, an
-            ok judgment whose scores or ranking do not cover its order exactly, a duplicate
+        DataError: with file, line and field of each problem that leaves a line unreadable (bad
+            JSON, a missing or malformed id, execution, call_index, order or ok, a duplicate
             (item_id, execution, call_index), calls of one item over different candidates).
     """
     path, check = _open_checked(path)
@@ -156,36 +195,7 @@ def read_judgments(path: str | Path) -> list[Judgment]:
                 Judgment(item_id, execution, call_index, order, False, str(error or "failed"))
             )
             continue
-        factuality, p1 = _scores(obj, "factuality", order, 10.0, line, file)
-        risk, p2 = _scores(obj, "hallucination_risk", order, 1.0, line, file)
-        ranking = obj.get("ranking")
-        p3 = []
-        if not isinstance(ranking, list) or sorted(map(str, ranking)) != sorted(order):
-            p3 = [Problem(file, line, "ranking", "must list every id of the order exactly once")]
-        confidence = obj.get("confidence")
-        if confidence is not None and not (_number(confidence) and 0 <= confidence <= 1):
-            p3.append(
-                Problem(file, line, "confidence", f"must be in [0, 1] or null, got {confidence!r}")
-            )
-        if p1 or p2 or p3:
-            problems.extend(p1 + p2 + p3)
-            continue
-        repaired = tuple(obj.get("repaired") or ())
-        out.append(
-            Judgment(
-                item_id,
-                execution,
-                call_index,
-                order,
-                True,
-                None,
-                factuality,
-                risk,
-                tuple(ranking),
-                None if confidence is None else float(confidence),
-                repaired,
-            )
-        )
+        out.append(_judgment(obj, (item_id, execution, call_index), order, line, file))
     if problems:
         raise DataError(problems)
     return out

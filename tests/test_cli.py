@@ -97,6 +97,34 @@ def test_aggregate_reports_bad_lines(tmp_path):
     assert f"{path}:1: invalid JSON" in result.stderr
 
 
+def test_aggregate_reads_an_unusable_ok_line_as_a_failed_call(judgments_file):
+    lines = judgments_file.read_text().splitlines()
+    broken = json.loads(lines[1])
+    del broken["factuality"]["b"]
+    lines[1] = json.dumps(broken)
+    judgments_file.write_text("\n".join(lines) + "\n")
+    result = runner.invoke(app, ["aggregate", str(judgments_file)])
+    assert result.exit_code == 0, result.output
+    q1, q2 = (json.loads(line) for line in result.stdout.splitlines())
+    assert "incomplete" in q1["flags"]
+    assert (q1["metrics"]["n_ok"], q1["metrics"]["n_calls"]) == (2, 3)
+    assert f"invalid_judgment: {judgments_file}:2: factuality" in result.stderr
+    assert q2["winner"] == "a"
+
+
+def test_aggregate_kemeny_beyond_six_candidates(tmp_path):
+    ids = [f"c{i}" for i in range(8)]
+    calls = [judgment("q", i, ids[i:] + ids[:i], {c: float(c[1]) for c in ids}) for i in range(3)]
+    path = tmp_path / "j.jsonl"
+    with path.open("w") as fh:
+        write_judgments(calls, fh)
+    result = runner.invoke(app, ["aggregate", str(path), "--rule", "kemeny"])
+    assert result.exit_code == 0, result.output
+    [record] = (json.loads(line) for line in result.stdout.splitlines())
+    assert record["ranking"] == ids[::-1]
+    assert record["metrics"]["kemeny_search"] == "local"
+
+
 def test_validate_counts_and_errors(tmp_path):
     good = tmp_path / "items.jsonl"
     good.write_text(

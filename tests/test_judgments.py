@@ -41,11 +41,6 @@ def test_round_trip(tmp_path):
         ({"execution": -1}, "execution: must be an integer >= 0"),
         ({"order": ["a"]}, "order: must list at least 2"),
         ({"ok": "yes"}, "ok: must be true or false"),
-        ({"factuality": {"a": 11, "b": 3}}, "factuality.a: must be in [0, 10.0]"),
-        ({"factuality": {"a": 1}}, "factuality: keys ['a'] differ"),
-        ({"hallucination_risk": {"a": 0.1, "b": 2}}, "hallucination_risk.b: must be in [0, 1.0]"),
-        ({"ranking": ["a", "a"]}, "ranking: must list every id"),
-        ({"confidence": 3}, "confidence: must be in [0, 1]"),
         ({"call_index": 0}, "call_index: duplicate call ('q1', 0, 0) (first on line 1)"),
         (
             {
@@ -67,3 +62,23 @@ def test_rejects_with_file_line_field(tmp_path, change, expected):
     assert any(
         str(p).startswith(f"{path}:2: ") and expected in str(p) for p in info.value.problems
     ), info.value
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"factuality": {"a": 11, "b": 3}}, "factuality.a: must be in [0, 10.0]"),
+        ({"factuality": {"a": 1}}, "factuality: keys ['a'] differ"),
+        ({"hallucination_risk": {"a": 0.1, "b": 2}}, "hallucination_risk.b: must be in [0, 1.0]"),
+        ({"ranking": ["a", "a"]}, "ranking: must list every id"),
+        ({"confidence": 3}, "confidence: must be in [0, 1]"),
+    ],
+)
+def test_unusable_ok_line_is_a_failed_call_with_its_reason(tmp_path, change, expected):
+    path = tmp_path / "j.jsonl"
+    path.write_text(json.dumps(OK) + "\n" + json.dumps(OK | {"call_index": 1} | change) + "\n")
+    first, second = read_judgments(path)
+    assert first.ok
+    assert not second.ok
+    assert second.error.startswith(f"invalid_judgment: {path}:2: ")
+    assert expected in second.error
