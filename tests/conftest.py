@@ -1,5 +1,7 @@
-"""Shared fixtures. Every test gets its own SQLite file, so no test touches the user's database:
-``engine``/``session`` are that empty database, ``demo_engine``/``db`` a copy of the demo."""
+"""Shared fixtures. Every test gets its own database, so no test touches the user's: a SQLite
+file, or with ``PCF_TEST_DATABASE_URL`` a database of its own on that PostgreSQL server
+(``tests/demo_database.py``). ``engine``/``session`` are that empty database,
+``demo_engine``/``db`` a copy of the demo. Tests of SQLite alone are marked ``sqlite_only``."""
 
 from __future__ import annotations
 
@@ -10,18 +12,34 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from pcf.store import get_engine
-from tests.demo_database import copy_demo
+from tests.demo_database import copy_demo, drop_database, new_database, on_postgres
 
 # Shared provider checks live in a helper module; let pytest explain their failed asserts.
 pytest.register_assert_rewrite("tests.judge_providers")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "sqlite_only(reason): the test is about SQLite itself; skipped on PostgreSQL"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if not on_postgres():
+        return
+    for item in items:
+        if marker := item.get_closest_marker("sqlite_only"):
+            reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+            item.add_marker(pytest.mark.skip(reason=f"SQLite only: {reason}"))
+
+
 @pytest.fixture(autouse=True)
-def isolated_database(tmp_path, monkeypatch) -> str:
-    """Point ``PCF_DATABASE_URL`` at a fresh SQLite file in the test's folder."""
-    url = f"sqlite:///{tmp_path / 'pcf.db'}"
+def isolated_database(tmp_path, monkeypatch) -> Iterator[str]:
+    """Point ``PCF_DATABASE_URL`` at a fresh database (a SQLite file in the test's folder)."""
+    url = new_database(tmp_path)
     monkeypatch.setenv("PCF_DATABASE_URL", url)
-    return url
+    yield url
+    drop_database(url)
 
 
 @pytest.fixture

@@ -1,37 +1,100 @@
-"""The demo database for tests: built once per test process, copied into each test's SQLite."""
+"""Test databases: a fresh empty one per test, and the demo database built once per process.
+
+By default every database is a SQLite file in a temporary folder. With ``PCF_TEST_DATABASE_URL``
+set to a PostgreSQL server (``postgresql+psycopg://user@host:port/postgres``; ``.ci/with-postgres``
+starts a throwaway one), every database is a database of its own on that server: the demo is built
+once per process into a template database and each copy is a ``CREATE DATABASE ... TEMPLATE``.
+"""
 
 from __future__ import annotations
 
 import atexit
 import functools
+import itertools
+import os
 import sqlite3
 import tempfile
 from contextlib import closing
 from pathlib import Path
 
-from sqlalchemy import make_url
+from sqlalchemy import URL, Engine, create_engine, make_url, text
+from sqlalchemy.pool import NullPool
 
 from pcf.runs.study import build_demo
 from pcf.store import get_engine, session_scope
 
+TEST_DATABASE_URL_ENV = "PCF_TEST_DATABASE_URL"
+_numbers = itertools.count()
+
+
+def postgres_server() -> URL | None:
+    """The PostgreSQL server the tests run on (``PCF_TEST_DATABASE_URL``), or None for SQLite."""
+    url = os.environ.get(TEST_DATABASE_URL_ENV)
+    return make_url(url) if url else None
+
+
+def on_postgres() -> bool:
+    """Whether this test process runs its databases on PostgreSQL."""
+    return postgres_server() is not None
+
 
 @functools.cache
-def _template() -> Path:
-    """A SQLite file holding the demo dataset and its three simulated runs."""
-    folder = tempfile.TemporaryDirectory(prefix="pcf-demo-")
-    atexit.register(folder.cleanup)
-    path = Path(folder.name) / "demo.db"
-    engine = get_engine(f"sqlite:///{path}")
+def _admin() -> Engine:
+    """An autocommit engine on the server's maintenance database, for CREATE/DROP DATABASE."""
+    return create_engine(postgres_server(), isolation_level="AUTOCOMMIT", poolclass=NullPool)
+
+
+def _create(name: str, template: str = "template0") -> str:
+    with _admin().connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    return postgres_server().set(database=name).render_as_string(hide_password=False)
+
+
+def new_database(folder: Path) -> str:
+    """The URL of a new, empty database: a SQLite file in ``folder``, or one on the server."""
+    if not on_postgres():
+        return f"sqlite:///{folder / 'pcf.db'}"
+    return _create(f"pcf_test_{os.getpid()}_{next(_numbers)}")
+
+
+def drop_database(url: str) -> None:
+    """Remove a database made by :func:`new_database` (a SQLite file goes with its folder)."""
+    if on_postgres():
+        name = make_url(url).database
+        with _admin().connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def _build_demo(url: str) -> None:
+    engine = get_engine(url)
     with session_scope(engine) as session:
-        build_demo(session)
+        build_demo(session=session)
     engine.dispose()
-    return path
+
+
+@functools.cache
+def _template() -> str:
+    """The URL of a database holding the demo dataset and its three simulated runs."""
+    if on_postgres():
+        url = _create(f"pcf_demo_{os.getpid()}")
+        atexit.register(drop_database, url)
+    else:
+        folder = tempfile.TemporaryDirectory(prefix="pcf-demo-")
+        atexit.register(folder.cleanup)
+        url = f"sqlite:///{Path(folder.name) / 'demo.db'}"
+    _build_demo(url)
+    return url
 
 
 def copy_demo(url: str) -> None:
-    """Fill the (empty) SQLite database at ``url`` with a copy of the demo database."""
+    """Replace the empty database at ``url`` (from :func:`new_database`) by a demo copy."""
+    template = _template()
+    if on_postgres():
+        drop_database(url)
+        _create(make_url(url).database, template=make_url(template).database)
+        return
     with (
-        closing(sqlite3.connect(_template())) as source,
+        closing(sqlite3.connect(make_url(template).database)) as source,
         closing(sqlite3.connect(make_url(url).database)) as target,
     ):
         source.backup(target)

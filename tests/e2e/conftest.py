@@ -23,6 +23,7 @@ from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
 from sqlalchemy import Engine
 
 from pcf.store import get_engine
+from tests.demo_database import drop_database, new_database
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -64,13 +65,14 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture(scope="package")
-def demo_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A SQLite URL of a demo database in a temporary folder, built by ``pcf demo``.
+def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a demo database (a SQLite file, or on the tests' PostgreSQL server), built by
+    ``pcf demo``.
 
     Built in a child process: the demo's simulated runs use ``asyncio.run``, which cannot run
     inside the event loop of Playwright's sync API.
     """
-    url = f"sqlite:///{tmp_path_factory.mktemp('e2e') / 'pcf.db'}"
+    url = new_database(tmp_path_factory.mktemp("e2e"))
     built = subprocess.run(
         [sys.executable, "-m", "pcf", "demo"],
         env={**os.environ, "PCF_DATABASE_URL": url},
@@ -80,7 +82,8 @@ def demo_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     )
     if built.returncode:
         pytest.fail(f"pcf demo failed with {built.returncode}:\n{built.stderr}")
-    return url
+    yield url
+    drop_database(url)
 
 
 @pytest.fixture(scope="package")

@@ -19,7 +19,7 @@ from pcf.evaluation import paired_bootstrap_ci
 from pcf.recordings import read_judgebench_outputs, read_llmbar_results, replay_summary
 from pcf.reports.document import Figure, Report, Section, Table
 from pcf.reports.render import write_report
-from tests.demo_database import copy_demo
+from tests.demo_database import copy_demo, new_database
 from tests.html_tables import html_tables
 from tests.shared_data import LLMBAR, O1_MINI
 
@@ -171,7 +171,7 @@ def study(tmp_path_factory) -> dict:
     its report, and the exported judgments, decisions and items."""
     folder = tmp_path_factory.mktemp("report")
     with pytest.MonkeyPatch.context() as mp:
-        url = f"sqlite:///{folder / 'pcf.db'}"
+        url = new_database(folder)
         mp.setenv("PCF_DATABASE_URL", url)
         copy_demo(url)
         summaries = json.loads(cli("study", "demo", "--name", "s"))["runs"]

@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, func, select
 from typer.testing import CliRunner
 
 from pcf.cli import app
@@ -36,13 +34,10 @@ def _answer(request: WireRequest) -> Scripted:
     return Scripted.answer(listwise_text(request.last_user_text), delay_s=LATENCY_S)
 
 
-def _stored_rows(db_path: Path) -> int:
-    """Call rows committed so far, read through a separate read-only connection."""
-    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5) as db:
-        try:
-            return db.execute("SELECT count(*) FROM call").fetchone()[0]
-        except sqlite3.OperationalError:  # the table does not exist yet
-            return 0
+def _stored_rows() -> int:
+    """Call rows committed so far, read through a connection of this process."""
+    with Session(get_engine()) as session:
+        return session.exec(select(func.count(col(Call.id)))).one()
 
 
 def _settled_count(server: WireServer) -> int:
@@ -63,7 +58,6 @@ def test_a_killed_run_resumes_and_answers_every_call_once(tmp_path, isolated_dat
     )
     imported = CliRunner().invoke(app, ["import", "jsonl", str(items_file), "--name", "ds"])
     assert imported.exit_code == 0, imported.output
-    db_path = Path(isolated_database.removeprefix("sqlite:///"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
     env |= {"PCF_DATABASE_URL": isolated_database, "OPENAI_API_KEY": "sk-dummy"}
 
@@ -91,14 +85,14 @@ def test_a_killed_run_resumes_and_answers_every_call_once(tmp_path, isolated_dat
             command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         deadline = time.monotonic() + 30
-        while _stored_rows(db_path) < KILL_AFTER_ROWS:
+        while _stored_rows() < KILL_AFTER_ROWS:
             assert first.poll() is None, first.stderr.read().decode() if first.stderr else ""
             assert time.monotonic() < deadline, "the first invocation committed too few calls"
             time.sleep(0.01)
         first.send_signal(signal.SIGKILL)
         assert first.wait(timeout=10) == -signal.SIGKILL
         first.stderr.close()
-        committed = _stored_rows(db_path)
+        committed = _stored_rows()
         asked_first = _settled_count(server)
         assert KILL_AFTER_ROWS <= committed < PLANNED
         # answers in flight at the kill reached the server but were never recorded
