@@ -45,6 +45,7 @@ def make_call(run_id: int, item_db_id: int, call_index: int, **fields: object) -
     return values
 
 
+@pytest.mark.sqlite_only("the pragmas are SQLite's")
 def test_sqlite_pragmas_are_set_on_every_connection(engine: Engine) -> None:
     names = ("journal_mode", "busy_timeout", "foreign_keys", "synchronous")
     with engine.connect() as first, engine.connect() as second:
