@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import random
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, event, make_url
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.schema import CreateIndex
 from sqlmodel import Session, SQLModel, create_engine
 
-from pcf.store import models  # noqa: F401 - registers the tables before create_all
+from pcf.store.models import ADJUDICATION_CHAIN  # importing models registers the tables
 
 DATABASE_URL_ENV = "PCF_DATABASE_URL"
 SQLITE_PRAGMAS = {
@@ -21,7 +25,11 @@ SQLITE_PRAGMAS = {
     "synchronous": "NORMAL",
 }
 
+WRITE_ATTEMPTS = 50
+"""Tries of :func:`write_with_retry`: enough for a few processes saving the same thing at once."""
+
 _engines: dict[str, Engine] = {}
+T = TypeVar("T")
 
 
 def default_sqlite_path() -> Path:
@@ -72,8 +80,64 @@ def get_engine(url: str | None = None) -> Engine:
     if is_sqlite:
         event.listen(engine, "connect", _set_sqlite_pragmas)
     SQLModel.metadata.create_all(engine)
+    _add_chain_index(engine)
     _engines[resolved] = engine
     return engine
+
+
+def _add_chain_index(engine: Engine) -> None:
+    """Give a database made before the adjudication chain index had it (``create_all`` makes
+    only missing tables). A database whose histories already fork keeps working without it."""
+    try:
+        with engine.begin() as connection:
+            connection.execute(CreateIndex(ADJUDICATION_CHAIN, if_not_exists=True))
+    except IntegrityError:
+        return
+
+
+class LostRaceError(Exception):
+    """A write that lost a race with another writer and succeeds when tried again."""
+
+
+TRANSIENT_SQLSTATES = {"40001", "40P01", "55P03"}
+"""PostgreSQL's serialization failure, deadlock and lock-not-available."""
+TRANSIENT_SQLITE_WORDS = ("database is locked", "database table is locked", "busy")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is a lost race (a lock, a serialization failure) worth another try."""
+    if isinstance(exc, LostRaceError):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    if getattr(exc.orig, "sqlstate", None) in TRANSIENT_SQLSTATES:
+        return True
+    return any(word in str(exc.orig).lower() for word in TRANSIENT_SQLITE_WORDS)
+
+
+def write_with_retry(
+    engine: Engine, work: Callable[[Session], T], *, attempts: int = WRITE_ATTEMPTS
+) -> T:
+    """Run ``work(session)`` in a transaction, again in a new one when it loses a race.
+
+    A lock held too long (SQLite), a serialization failure or deadlock (PostgreSQL) or a
+    :class:`LostRaceError` rolls the transaction back and tries again, up to ``attempts``
+    times with a short growing pause; any other error, or the last one, is raised.
+
+    Example:
+        >>> write_with_retry(engine, lambda s: add_adjudication(7, session=s, annotator="ana",
+        ...                  choice="c1"))  # doctest: +SKIP
+    """
+    attempt = 1
+    while True:
+        try:
+            with session_scope(engine) as session:
+                return work(session)
+        except Exception as exc:
+            if attempt >= attempts or not is_transient(exc):
+                raise
+        time.sleep(min(0.5, 0.01 * attempt) * (0.5 + random.random()))
+        attempt += 1
 
 
 @contextmanager

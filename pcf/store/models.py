@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, UniqueConstraint, column, func
 from sqlmodel import Field, SQLModel, UTCDateTime
 
 NO_CANDIDATE_CHOICES = ("none_correct", "cannot_tell")
@@ -151,6 +151,51 @@ class Call(SQLModel, table=True):
         return (self.judgment or {}).get("verdict") if self.ok else None
 
 
+class ReplacedCall(SQLModel, table=True):
+    """An answer that is not (or no longer) its call's current answer, kept whole for audit.
+
+    ``reason`` is ``retried`` (a failed answer that ``pcf judge --retry-failed`` asked again:
+    the call row now holds the new answer) or ``duplicate`` (a paid answer that arrived for a
+    call already stored, e.g. from a second writer). ``values`` are the call's column values.
+    """
+
+    __tablename__ = "replaced_call"
+
+    id: int | None = Field(default=None, primary_key=True)
+    call_id: int = Field(foreign_key="call.id", index=True)
+    reason: str
+    replaced_at: datetime = _created_at()
+    values: dict[str, Any] = _json(dict)
+
+
+class RunLease(SQLModel, table=True):
+    """Who is judging the run called ``run_name`` now: one process at a time.
+
+    The holder renews ``expires_at`` while it runs and deletes the row when it stops; a lease
+    whose time ran out, or whose process is gone from this host, is dead and may be taken over.
+    """
+
+    __tablename__ = "run_lease"
+
+    run_name: str = Field(primary_key=True)
+    holder: str
+    host: str
+    pid: int
+    acquired_at: datetime = _created_at()
+    expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+
+
+ADJUDICATION_CHAIN = Index(
+    "ux_adjudication_chain",
+    "item_id",
+    "annotator",
+    func.coalesce(column("supersedes"), 0),
+    unique=True,
+)
+"""One successor per label (and one first label) per item and annotator: the history stays a
+line even when two saves race; the loser of the race saves again on top of the winner."""
+
+
 class Adjudication(SQLModel, table=True):
     """A human label for an item. Never updated: a correction is a new row that ``supersedes``
     the annotator's previous one, and the newest row is the annotator's current label.
@@ -158,7 +203,10 @@ class Adjudication(SQLModel, table=True):
     ``choice`` is a candidate key, ``none_correct`` or ``cannot_tell``.
     """
 
-    __table_args__ = (Index("ix_adjudication_item_annotator", "item_id", "annotator"),)
+    __table_args__ = (
+        Index("ix_adjudication_item_annotator", "item_id", "annotator"),
+        ADJUDICATION_CHAIN,
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     item_id: int = Field(foreign_key="item.id")

@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import socket
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Text, case, cast, distinct, func, insert, or_
+from sqlalchemy import Text, case, cast, delete, distinct, func, insert, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from pcf.items import Candidate, Item
 from pcf.judgments import Judgment
+from pcf.store.engine import LostRaceError
 from pcf.store.models import (
     NO_CANDIDATE_CHOICES,
     Adjudication,
@@ -28,7 +32,9 @@ from pcf.store.models import (
     CandidateRow,
     Dataset,
     ItemRow,
+    ReplacedCall,
     Run,
+    RunLease,
     utc_now,
 )
 
@@ -377,6 +383,144 @@ def update_run_totals(run_id: int, *, session: Session) -> Run:
     return run
 
 
+# ---------------------------------------------------------------- run leases and deletion
+
+ACTIVE_RUN_STATUSES = ("pending", "running")
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
+
+
+def lease_is_live(lease: RunLease, now: datetime | None = None) -> bool:
+    """Whether the lease's holder may still be judging: its time has not run out and, when it
+    was taken on this host, its process still exists."""
+    if lease.expires_at <= (now or utc_now()):
+        return False
+    return lease.host != socket.gethostname() or _process_exists(lease.pid)
+
+
+def take_run_lease(
+    run_name: str, *, session: Session, holder: str, ttl_s: float
+) -> RunLease | None:
+    """Take the lease of ``run_name`` for ``holder``, unless a live holder has it.
+
+    A dead lease (:func:`lease_is_live`) is taken over. The caller commits.
+
+    Returns:
+        None when ``holder`` now holds the lease, else the live lease of another holder.
+
+    Raises:
+        LostRaceError: another process took or renewed the lease at the same time.
+    """
+    now = utc_now()
+    mine = {
+        "holder": holder,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "acquired_at": now,
+        "expires_at": now + timedelta(seconds=ttl_s),
+    }
+    current = session.exec(select(RunLease).where(RunLease.run_name == run_name)).first()
+    if current is None:
+        try:
+            session.execute(insert(RunLease), [{"run_name": run_name, **mine}])
+        except IntegrityError as exc:
+            raise LostRaceError(f"run {run_name!r} was taken at the same time") from exc
+        return None
+    if current.holder != holder and lease_is_live(current, now):
+        return current
+    taken = session.execute(
+        update(RunLease)
+        .where(col(RunLease.run_name) == run_name, col(RunLease.holder) == current.holder)
+        .values(**mine)
+        .execution_options(synchronize_session=False)
+    )
+    if taken.rowcount != 1:
+        raise LostRaceError(f"run {run_name!r} was taken at the same time")
+    return None
+
+
+def renew_run_lease(run_name: str, *, session: Session, holder: str, ttl_s: float) -> bool:
+    """Push the lease's expiry ``ttl_s`` seconds ahead; False when ``holder`` lost it."""
+    renewed = session.execute(
+        update(RunLease)
+        .where(col(RunLease.run_name) == run_name, col(RunLease.holder) == holder)
+        .values(expires_at=utc_now() + timedelta(seconds=ttl_s))
+        .execution_options(synchronize_session=False)
+    )
+    return renewed.rowcount == 1
+
+
+def release_run_lease(run_name: str, *, session: Session, holder: str) -> None:
+    """Give the lease up (nothing happens when ``holder`` no longer holds it)."""
+    session.execute(
+        delete(RunLease).where(col(RunLease.run_name) == run_name, col(RunLease.holder) == holder)
+    )
+
+
+def run_states(runs: Iterable[Run], *, session: Session) -> dict[int, str]:
+    """``{run id: status to show}``: the stored status, except that a pending or running run
+    with no live lease (:func:`lease_is_live`) is ``interrupted``: its process stopped early
+    (killed, crashed), and judging it again resumes it."""
+    leases = {lease.run_name: lease for lease in session.exec(select(RunLease)).all()}
+    now = utc_now()
+    states = {}
+    for run in runs:
+        lease = leases.get(run.name)
+        stale = run.status in ACTIVE_RUN_STATUSES and (
+            lease is None or not lease_is_live(lease, now)
+        )
+        states[run.id] = "interrupted" if stale else run.status
+    return states
+
+
+def delete_run(name: str, *, session: Session) -> dict[str, int]:
+    """Delete the run ``name``, its calls and their replaced answers; never any adjudication
+    (labels belong to items, not runs).
+
+    Returns:
+        ``{"calls": n, "replaced_calls": m}``: the rows deleted with the run.
+
+    Raises:
+        ValueError: no such run, a live process is judging it, or other runs reuse its answers
+            from the cache (delete those first).
+    """
+    run = get_run(name, session=session)
+    if run is None:
+        raise ValueError(f"no run {name!r}; `pcf runs` lists them")
+    lease = session.exec(select(RunLease).where(RunLease.run_name == name)).first()
+    if lease is not None and lease_is_live(lease):
+        raise ValueError(
+            f"run {name!r} is being judged now (process {lease.pid} on {lease.host}); "
+            "wait for it to finish"
+        )
+    calls = select(Call.id).where(Call.run_id == run.id)
+    reusers = session.exec(
+        select(Run.name)
+        .join(Call, col(Call.run_id) == Run.id)
+        .where(col(Call.cached_from).in_(calls), Call.run_id != run.id)
+        .distinct()
+    ).all()
+    if reusers:
+        raise ValueError(
+            f"runs {', '.join(sorted(reusers))} reuse answers of run {name!r} from the cache; "
+            "delete them first"
+        )
+    replaced = session.execute(delete(ReplacedCall).where(col(ReplacedCall.call_id).in_(calls)))
+    deleted = session.execute(delete(Call).where(Call.run_id == run.id))
+    session.execute(delete(RunLease).where(col(RunLease.run_name) == name))
+    session.delete(run)
+    session.flush()
+    return {"calls": deleted.rowcount, "replaced_calls": replaced.rowcount}
+
+
 def _chunks(keys: Iterable[str]) -> Iterator[list[str]]:
     """Distinct keys in chunks of :data:`CACHE_QUERY_CHUNK`, for ``IN`` queries of any size."""
     unique = list(dict.fromkeys(keys))
@@ -422,6 +566,40 @@ def insert_calls(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None
     """
     now = utc_now()
     session.execute(insert(Call), [{"created_at": now, **row} for row in rows])
+
+
+def keep_duplicate_answers(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None:
+    """Keep answers for calls the run already stored (a second writer's) as ``duplicate``
+    replaced calls of the stored call, so that no paid answer is ever lost."""
+    for row in rows:
+        stored = session.exec(
+            select(Call.id).where(
+                Call.run_id == row["run_id"],
+                Call.item_id == row["item_id"],
+                Call.execution == row["execution"],
+                Call.call_index == row["call_index"],
+            )
+        ).one()
+        session.add(ReplacedCall(call_id=stored, reason="duplicate", values=dict(row)))
+    session.flush()
+
+
+def replace_calls(rows: Mapping[int, Mapping[str, Any]], *, session: Session) -> None:
+    """Give stored calls a new current answer: ``{call id: column values}``.
+
+    Each call's previous values are kept whole as a ``retried`` :class:`ReplacedCall` first.
+    """
+    now = utc_now()
+    for call_id, values in rows.items():
+        old = session.get(Call, call_id)
+        if old is None:
+            raise ValueError(f"no call with id {call_id}")
+        session.add(
+            ReplacedCall(call_id=call_id, reason="retried", values=old.model_dump(mode="json"))
+        )
+        old.sqlmodel_update({**values, "created_at": now})
+        session.add(old)
+    session.flush()
 
 
 def run_calls_by_slot(run_id: int, *, session: Session) -> dict[tuple[int, int, int], Call]:
@@ -558,6 +736,9 @@ def add_adjudication(
     Raises:
         ValueError: unknown item, empty annotator, a choice the item does not offer, or a
             confidence outside [0, 1].
+        LostRaceError: the annotator's label for the item was saved by another session at the
+            same time; in a new transaction this label supersedes that one (see
+            :func:`~pcf.store.engine.write_with_retry`), so the history stays a line.
     """
     keys = session.exec(
         select(CandidateRow.candidate_key).where(CandidateRow.item_id == item_db_id)
@@ -587,7 +768,12 @@ def add_adjudication(
         supersedes=previous,
     )
     session.add(adjudication)
-    session.flush()
+    try:
+        session.flush()
+    except IntegrityError as exc:  # the chain index: another save took this place first
+        raise LostRaceError(
+            f"another label by {annotator!r} for item {item_db_id} was saved at the same time"
+        ) from exc
     return adjudication
 
 
