@@ -14,6 +14,7 @@ import pytest
 
 from tests.wire_server import (
     DEFAULT_JSON_TEXT,
+    JsonLiteral,
     Scripted,
     WireRequest,
     WireServer,
@@ -158,6 +159,17 @@ def test_server_error_bodies_name_the_provider_error_type() -> None:
         _, _, openai_raw = _post(f"{s.openai_base_url}/chat/completions", _body())
     assert json.loads(anthropic_raw)["error"]["type"] == "overloaded_error"
     assert json.loads(openai_raw)["error"]["type"] == "server_error"
+
+
+def test_scripted_token_counts_may_be_any_integer_or_json_text() -> None:
+    digits = "9" * 5000  # more than json.dumps writes
+    scripted = Scripted.answer("x", input_tokens=-(2**62), output_tokens=JsonLiteral(digits))
+    with WireServer(lambda _r: scripted) as s:
+        _, _, openai_raw = _post(f"{s.openai_base_url}/chat/completions", _body())
+        _, _, anthropic_raw = _post(f"{s.base_url}/v1/messages", _body())
+    assert f'"prompt_tokens": {-(2**62)}, "completion_tokens": {digits}, ' in openai_raw.decode()
+    assert f'"total_tokens": {digits}' in openai_raw.decode()
+    assert f'"input_tokens": {-(2**62)}, "output_tokens": {digits}, ' in anthropic_raw.decode()
 
 
 def test_broken_body_is_sent_verbatim_as_json_content() -> None:

@@ -55,6 +55,17 @@ _ANTHROPIC_ERROR_TYPES = {
 
 
 @dataclass(frozen=True)
+class JsonLiteral:
+    """JSON text written into a reply's body as is: a value ``json.dumps`` cannot write (an
+    integer of 5,000 digits), ``NaN``, or nesting deeper than a decoder follows."""
+
+    text: str
+
+
+TokenCount = int | JsonLiteral | None
+
+
+@dataclass(frozen=True)
 class Scripted:
     """What the server does with one request; build it with the class methods.
 
@@ -66,8 +77,8 @@ class Scripted:
     status: int = 200
     retry_after: str | None = None
     delay_s: float = 0.0
-    input_tokens: int | None = None
-    output_tokens: int | None = None
+    input_tokens: TokenCount = None
+    output_tokens: TokenCount = None
 
     @classmethod
     def answer(
@@ -75,10 +86,13 @@ class Scripted:
         text: str,
         *,
         delay_s: float = 0.0,
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
+        input_tokens: TokenCount = None,
+        output_tokens: TokenCount = None,
     ) -> Scripted:
-        """A normal completion whose content is ``text``; token counts are estimated if omitted."""
+        """A normal completion whose content is ``text``; token counts are estimated if omitted.
+
+        A count may be any integer (negative, 10**20) or a :class:`JsonLiteral`.
+        """
         return cls(
             "answer", text, delay_s=delay_s, input_tokens=input_tokens, output_tokens=output_tokens
         )
@@ -291,7 +305,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, _anthropic_message(body, action), headers)
 
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
-        self._send(status, json.dumps(payload).encode(), headers)
+        self._send(status, _dumps(payload).encode(), headers)
 
     def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
         try:
@@ -306,11 +320,27 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the client gave up (e.g. it timed out)
 
 
+def _dumps(payload: dict[str, Any]) -> str:
+    """``payload`` as JSON text, with each :class:`JsonLiteral` written as is."""
+    literals: list[str] = []
+
+    def placeholder(value: object) -> str:
+        if not isinstance(value, JsonLiteral):
+            raise TypeError(f"{type(value).__name__} is not JSON")
+        literals.append(value.text)
+        return f"<literal {len(literals) - 1}>"
+
+    text = json.dumps(payload, default=placeholder)
+    for index, literal in enumerate(literals):
+        text = text.replace(f'"<literal {index}>"', literal, 1)
+    return text
+
+
 def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def _usage(body: dict[str, Any], action: Scripted) -> tuple[int, int]:
+def _usage(body: dict[str, Any], action: Scripted) -> tuple[int | JsonLiteral, int | JsonLiteral]:
     prompt = json.dumps(body.get("messages", [])) + str(body.get("system", ""))
     input_tokens = (
         action.input_tokens if action.input_tokens is not None else _estimate_tokens(prompt)
@@ -345,7 +375,7 @@ def _openai_completion(body: dict[str, Any], action: Scripted) -> dict[str, Any]
         "usage": {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
+            "total_tokens": _total(prompt_tokens, completion_tokens),
             "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
             "completion_tokens_details": {
                 "reasoning_tokens": 0,
@@ -357,6 +387,13 @@ def _openai_completion(body: dict[str, Any], action: Scripted) -> dict[str, Any]
         "service_tier": "default",
         "system_fingerprint": "fp_wire_server",
     }
+
+
+def _total(first: int | JsonLiteral, second: int | JsonLiteral) -> int | JsonLiteral:
+    """The sum of two counts; a literal one stands for the total too."""
+    if isinstance(first, JsonLiteral):
+        return first
+    return second if isinstance(second, JsonLiteral) else first + second
 
 
 def _anthropic_message(body: dict[str, Any], action: Scripted) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
-from pcf.judges.base import JudgeError
+from pcf.judges.base import JudgeError, redact
 
 PLACEHOLDER_KEY = "not-needed"
 """Sent to a self-hosted server (vLLM, Ollama...) that wants no key when none is set."""
@@ -28,11 +28,6 @@ def resolve_key(api_key: str | None, env_var: str, base_url: str | None) -> str:
     if base_url is not None:
         return PLACEHOLDER_KEY
     raise ValueError(f"{env_var} is not set")
-
-
-def redact(text: str, secret: str) -> str:
-    """``text`` with every occurrence of ``secret`` masked."""
-    return text.replace(secret, "[redacted]") if secret else text
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -65,9 +60,9 @@ def status_error(status: int, message: str, headers: Mapping[str, str], secret: 
 
     429 is ``rate_limited``, 408 ``timeout`` and 5xx ``server_error``, all retryable (with
     the provider's ``retry_after`` when it sent one); any other status is a non-retryable
-    ``client_error``. ``secret`` is masked in the message.
+    ``client_error``. ``secret`` and any other key is masked in the message (:func:`redact`).
     """
-    text = redact(f"HTTP {status}: {message}", secret)
+    text = redact(f"HTTP {status}: {message}", [secret])
     if status == 429:
         return JudgeError(
             "rate_limited", text, retryable=True, retry_after=retry_after_seconds(headers)
@@ -117,11 +112,6 @@ class PerLoop(Generic[Client]):
         client, self._client = self._client, None
         if client is not None and self._loop is asyncio.get_running_loop():
             await client.close()
-
-
-def token_count(value: object) -> int:
-    """A usage count from a leniently parsed response: 0 unless it is an int."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 class ProviderJudge:

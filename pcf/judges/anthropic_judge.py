@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -10,8 +9,8 @@ import anthropic
 import pydantic
 from anthropic.types import Message
 
-from pcf.judges._provider import ProviderJudge, status_error, token_count
-from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
+from pcf.judges._provider import ProviderJudge, status_error
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
 
 
 class AnthropicJudge(ProviderJudge):
@@ -67,7 +66,8 @@ class AnthropicJudge(ProviderJudge):
             raise JudgeError("timeout", "request timed out", retryable=True) from err
         except anthropic.APIConnectionError as err:
             raise JudgeError("connection_error", _cause(err), retryable=True) from err
-        except (anthropic.APIResponseValidationError, json.JSONDecodeError) as err:
+        # ValueError: not JSON, or an integer past Python's 4,300 digits; RecursionError: too deep
+        except (anthropic.APIResponseValidationError, ValueError, RecursionError) as err:
             raise JudgeError("bad_response", "invalid response body", retryable=True) from err
         latency = time.perf_counter() - start
         return _reply(message, latency)
@@ -88,10 +88,10 @@ def _reply(message: object, latency: float) -> JudgeReply:
             refusal = (details and details.explanation) or text or "refused"
         return JudgeReply(
             text=text,
-            input_tokens=token_count(message.usage and message.usage.input_tokens),
-            output_tokens=token_count(message.usage and message.usage.output_tokens),
+            input_tokens=usage_count(message.usage and message.usage.input_tokens),
+            output_tokens=usage_count(message.usage and message.usage.output_tokens),
             latency_s=latency,
-            raw=message.model_dump(mode="json"),
+            raw=message.model_dump(mode="json", warnings=False),  # kept as sent, even if odd
             refusal=refusal,
         )
     except (AttributeError, TypeError, pydantic.ValidationError) as err:

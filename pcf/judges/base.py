@@ -2,11 +2,41 @@
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from pcf.items import Item
+
+MAX_CALL_TOKENS = 10_000_000
+"""A usage count above this is the provider's nonsense (no model takes 10M tokens a call)."""
+KEY_ENV_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+REDACTED = "[redacted]"
+MIN_SECRET_CHARS = 8
+"""Shorter values of a key variable are not masked (they would mask ordinary words)."""
+_KEY_SHAPED = re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")  # OpenAI sk-..., Anthropic sk-ant-...
+
+
+def usage_count(value: object) -> int:
+    """A token count as reported: an int clamped to [0, MAX_CALL_TOKENS]; anything else 0."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return 0
+    return min(max(value, 0), MAX_CALL_TOKENS)
+
+
+def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """``text`` with API keys masked: ``secrets``, the keys in the environment, any ``sk-...``.
+
+    The environment's keys are the values of :data:`KEY_ENV_VARS` when the call is made (of at
+    least :data:`MIN_SECRET_CHARS`); key-shaped strings catch keys of other accounts too.
+    """
+    for secret in (*secrets, *(os.environ.get(name) for name in KEY_ENV_VARS)):
+        if secret and len(secret) >= MIN_SECRET_CHARS and secret in text:
+            text = text.replace(secret, REDACTED)
+    return _KEY_SHAPED.sub(REDACTED, text)
 
 
 @dataclass(frozen=True)
@@ -38,7 +68,11 @@ class JudgeRequest:
 
 @dataclass(frozen=True)
 class JudgeReply:
-    """The raw answer of a judge, with usage and latency."""
+    """The raw answer of a judge, with usage and latency.
+
+    Token counts are made sound on creation (:func:`usage_count`), whoever built the reply,
+    so a negative or absurd count never reaches the costs or the run's totals.
+    """
 
     text: str
     input_tokens: int = 0
@@ -46,6 +80,10 @@ class JudgeReply:
     latency_s: float = 0.0
     raw: dict[str, Any] = field(default_factory=dict)
     refusal: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "input_tokens", usage_count(self.input_tokens))
+        object.__setattr__(self, "output_tokens", usage_count(self.output_tokens))
 
 
 class JudgeError(Exception):

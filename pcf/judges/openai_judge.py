@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 import openai
 
-from pcf.judges._provider import ProviderJudge, status_error, token_count
-from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
+from pcf.judges._provider import ProviderJudge, status_error
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
 
 
 class OpenAIJudge(ProviderJudge):
@@ -80,7 +79,8 @@ class OpenAIJudge(ProviderJudge):
             raise JudgeError("timeout", "request timed out", retryable=True) from err
         except openai.APIConnectionError as err:
             raise JudgeError("connection_error", _cause(err), retryable=True) from err
-        except (openai.APIResponseValidationError, json.JSONDecodeError) as err:
+        # ValueError: not JSON, or an integer past Python's 4,300 digits; RecursionError: too deep
+        except (openai.APIResponseValidationError, ValueError, RecursionError) as err:
             raise JudgeError("bad_response", "invalid response body", retryable=True) from err
         latency = time.perf_counter() - start
         return _reply(completion, latency)
@@ -98,8 +98,8 @@ def _reply(completion: object, latency: float) -> JudgeReply:
         usage = completion.get("usage") or {}
         return JudgeReply(
             text=content or "",
-            input_tokens=token_count(usage.get("prompt_tokens")),
-            output_tokens=token_count(usage.get("completion_tokens")),
+            input_tokens=usage_count(usage.get("prompt_tokens")),
+            output_tokens=usage_count(usage.get("completion_tokens")),
             latency_s=latency,
             raw=completion,
             refusal=refusal,

@@ -19,7 +19,7 @@ import warnings
 import pytest
 
 from pcf.judges._provider import PLACEHOLDER_KEY, retry_after_seconds
-from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
+from pcf.judges.base import MAX_CALL_TOKENS, JudgeError, JudgeReply, JudgeRequest
 from tests.judge_providers import (
     PROVIDERS,
     REQUEST,
@@ -30,7 +30,7 @@ from tests.judge_providers import (
     failure,
     use_environment,
 )
-from tests.wire_server import Scripted, WireServer, fixed_json, message_key
+from tests.wire_server import JsonLiteral, Scripted, WireServer, fixed_json, message_key
 
 
 @pytest.fixture(params=PROVIDERS, ids=lambda spec: spec.backend)
@@ -230,3 +230,37 @@ def test_api_key_never_reaches_the_logs(
             complete(provider, server)
     assert caplog.records
     assert SECRET not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("scripted", "expected"),
+    [
+        (10**20, MAX_CALL_TOKENS),
+        (2**62, MAX_CALL_TOKENS),
+        (-1000, 0),
+        (JsonLiteral("NaN"), 0),
+        (JsonLiteral("1e300"), 0),
+        (JsonLiteral('"12"'), 0),
+    ],
+)
+def test_absurd_or_negative_usage_counts_are_clamped(
+    provider: ProviderSpec, scripted: int | JsonLiteral, expected: int
+) -> None:
+    answer = Scripted.answer('{"ok": true}', input_tokens=scripted, output_tokens=scripted)
+    with WireServer(lambda _r: answer) as server:
+        reply = complete(provider, server)
+    assert (reply.input_tokens, reply.output_tokens) == (expected, expected)
+    assert reply.text == '{"ok": true}'
+
+
+@pytest.mark.parametrize(
+    "literal",
+    [JsonLiteral("9" * 5000), JsonLiteral("[" * 200_000 + "]" * 200_000)],
+    ids=["5000_digits", "deep_nesting"],
+)
+def test_a_body_no_json_decoder_takes_is_a_bad_response(
+    provider: ProviderSpec, literal: JsonLiteral
+) -> None:
+    error, _ = failure(provider, lambda _r: Scripted.answer('{"ok": true}', input_tokens=literal))
+    assert error.reason == "bad_response"
+    assert error.retryable

@@ -1,0 +1,59 @@
+"""Tests for pcf/judges/base.py: sound usage counts and the one key-redaction function."""
+
+from __future__ import annotations
+
+import pytest
+
+from pcf.judges.base import MAX_CALL_TOKENS, REDACTED, JudgeReply, redact, usage_count
+
+OPENAI_SHAPED = "sk-proj-" + "Ab3_x-" * 8
+ANTHROPIC_SHAPED = "sk-ant-api03-" + "Zz9" * 20
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1234, 1234),
+        (0, 0),
+        (-1, 0),
+        (-(10**20), 0),
+        (10**20, MAX_CALL_TOKENS),
+        (2**62, MAX_CALL_TOKENS),
+        (MAX_CALL_TOKENS, MAX_CALL_TOKENS),
+        (True, 0),
+        (12.0, 0),
+        ("12", 0),
+        (None, 0),
+    ],
+)
+def test_usage_counts_are_ints_clamped_to_a_sane_range(value: object, expected: int) -> None:
+    assert usage_count(value) == expected
+
+
+def test_a_reply_is_sound_whoever_built_it() -> None:
+    reply = JudgeReply("{}", input_tokens=-5, output_tokens=2**62)
+    assert (reply.input_tokens, reply.output_tokens) == (0, MAX_CALL_TOKENS)
+
+
+def test_the_environments_keys_and_key_shaped_strings_are_redacted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "local-openai-key-1")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "local-anthropic-key-2")
+    text = (
+        "keys: local-openai-key-1, local-anthropic-key-2; "
+        f"others: {OPENAI_SHAPED} and {ANTHROPIC_SHAPED}; given: my-own-secret."
+    )
+    redacted = redact(text, ["my-own-secret"])
+    assert redacted == (
+        f"keys: {REDACTED}, {REDACTED}; others: {REDACTED} and {REDACTED}; given: {REDACTED}."
+    )
+
+
+def test_short_key_values_and_ordinary_text_are_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "abc")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    text = "abc: the task-list of sk-short and risk-averse answers"
+    assert redact(text, ["", None]) == text
