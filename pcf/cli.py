@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -222,19 +223,42 @@ def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str,
 # ---------------------------------------------------------------- database commands
 
 
-def terminal_progress(name: str) -> Progress | None:
-    """A progress bar on stderr when it is a terminal."""
-    if not sys.stderr.isatty():
-        return None
-    bar = typer.progressbar(length=1, label=f"judging {name}", file=sys.stderr)
+PLAIN_PROGRESS_S = 5.0
+"""Seconds between progress lines when stderr is not a terminal (a log, CI)."""
 
-    def advance(done: int, total: int) -> None:
-        bar.length = max(total, 1)
-        bar.update(1)
-        if done >= total:
-            bar.render_finish()
 
-    return advance
+def stderr_progress(name: str) -> Progress:
+    """Live progress of run ``name`` on stderr: calls done of those to do, cache hits,
+    failures and cost so far; one line redrawn on a terminal, else a plain line every
+    :data:`PLAIN_PROGRESS_S` seconds and when the calls are done."""
+    terminal = sys.stderr.isatty()
+    interval = 0.2 if terminal else PLAIN_PROGRESS_S
+    last = -interval
+
+    def show(report: RunReport) -> None:
+        nonlocal last
+        finished = report.done >= report.to_do
+        if not finished and time.monotonic() - last < interval:
+            return
+        last = time.monotonic()
+        line = (
+            f"judging {name}: {report.done}/{report.to_do} calls, {report.cache_hits} cache "
+            f"hits, {report.failures} failed, ${report.cost_usd:.4f}"
+        )
+        if terminal:
+            sys.stderr.write(f"\r{line}\033[K" + ("\n" if finished else ""))
+            sys.stderr.flush()
+        else:
+            typer.echo(line, err=True)
+
+    return show
+
+
+def check_failures(runs: list[tuple[str, RunReport]]) -> None:
+    """Exit with 1 and one line per run when most calls of a run failed."""
+    causes = [f"run {name}: {r.failure_cause()}" for name, r in runs if r.mostly_failed]
+    if causes:
+        fail("error: " + "\nerror: ".join(causes))
 
 
 @contextmanager
@@ -311,8 +335,18 @@ def judge(
         Path | None, typer.Option(help="judgments.jsonl for the replay backend.")
     ] = None,
     name: Annotated[str | None, typer.Option(help="Run name; an existing run resumes.")] = None,
+    retry_failed: Annotated[
+        bool,
+        typer.Option(
+            "--retry-failed",
+            help="Ask the run's failed calls again; each failed answer is kept for audit.",
+        ),
+    ] = False,
 ) -> None:
     """Judge a dataset: create a run, or resume the run of that name; prints a summary.
+
+    Progress goes to stderr. Exits with 1 and the cause when most calls failed, and refuses a
+    run that another live process is judging.
 
     Example: pcf judge demo --protocol pcf --backend openai --model gpt-4o-mini --k 7
     """
@@ -340,11 +374,15 @@ def judge(
         )
         with database() as session:
             run, report = judge_run(
-                spec, session=session, progress=terminal_progress(spec.run_name)
+                spec,
+                session=session,
+                progress=stderr_progress(spec.run_name),
+                retry_failed=retry_failed,
             )
             emit(summary(run, report, session=session))
     except (ValueError, DataError) as exc:
         fail(f"error: {exc}", 2)
+    check_failures([(spec.run_name, report)])
 
 
 @app.command()
@@ -385,17 +423,28 @@ def export(
         sys.stdout.write(text)
 
 
-@app.command()
-def runs() -> None:
-    """List datasets and runs in the database, with their calls, failures and cost.
+runs_app = typer.Typer(help="List the datasets and runs, or delete a run.")
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.callback(invoke_without_command=True)
+def runs(context: typer.Context) -> None:
+    """List datasets and runs in the database, with their status, calls, failures and cost.
+
+    A run whose process stopped before it finished (killed, crashed) is listed as
+    `interrupted`; judging it again resumes it.
 
     Example: pcf runs
     """
+    if context.invoked_subcommand is not None:
+        return
     from pcf.store.engine import database_url
-    from pcf.store.queries import list_datasets, list_runs
+    from pcf.store.queries import list_datasets, list_runs, run_states
 
     with database() as session:
         names = {d.id: d.name for d in list_datasets(session=session)}
+        all_runs = list_runs(session=session)
+        states = run_states(all_runs, session=session)
         emit(
             {
                 "database": database_url(),
@@ -413,16 +462,44 @@ def runs() -> None:
                         "k": r.k,
                         "schedule": r.schedule,
                         "executions": r.executions,
-                        "status": r.status,
+                        "status": states[r.id],
                         "calls": r.calls_made,
                         "cache_hits": r.cache_hits,
                         "failures": r.failures,
                         "cost_usd": r.cost_usd,
                     }
-                    for r in list_runs(session=session)
+                    for r in all_runs
                 ],
             }
         )
+
+
+@runs_app.command("delete")
+def delete_run_command(
+    name: Annotated[str, typer.Argument(metavar="RUN", help="The run to delete.")],
+    yes: Annotated[bool, typer.Option("--yes", help="Delete without asking.")] = False,
+) -> None:
+    """Delete a run and its calls; adjudications (labels of items) are never deleted.
+
+    Asks first unless --yes. Refused while a process is judging the run, or while other runs
+    reuse its answers from the cache.
+
+    Example: pcf runs delete demo-direct --yes
+    """
+    from pcf.store.queries import delete_run, get_run
+
+    with database() as session:
+        run = get_run(name, session=session)
+        if run is None:
+            fail(f"error: no run {name!r}; `pcf runs` lists them", 2)
+        question = f"Delete run {name!r} and its calls (adjudications stay)?"
+        if not yes and not typer.confirm(question, err=True):
+            fail("nothing deleted")
+        try:
+            deleted = delete_run(name, session=session)
+        except ValueError as exc:
+            fail(f"error: {exc}")
+    emit({"deleted": name, **deleted})
 
 
 @app.command()
@@ -465,14 +542,16 @@ def study(
             concurrency=concurrency,
         )
         with database() as session:
-            summaries = []
+            summaries, reports = [], []
             for spec in study_specs(name, base, session=session):
-                progress = terminal_progress(spec.run_name)
+                progress = stderr_progress(spec.run_name)
                 run, report = judge_run(spec, session=session, progress=progress)
                 summaries.append(summary(run, report, session=session))
+                reports.append((spec.run_name, report))
         emit({"study": name, "runs": summaries})
     except (ValueError, DataError) as exc:
         fail(f"error: {exc}", 2)
+    check_failures(reports)
 
 
 @app.command("report")

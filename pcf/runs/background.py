@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlalchemy import Engine
 
 from pcf.runs.engine import RunReport
-from pcf.runs.manage import RunConflictError, judge_run
+from pcf.runs.manage import RunBusyError, RunConflictError, judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store.engine import session_scope
 from pcf.store.models import utc_now
@@ -79,9 +79,9 @@ class _Tracker:
         with self._lock:
             self._state = replace(self._state, **changes)
 
-    def advance(self, done: int, total: int) -> None:
-        """The runner's progress callback: ``done`` of ``total`` calls answered."""
-        self.update(status="running", done=done, total=total)
+    def advance(self, report: RunReport) -> None:
+        """The runner's progress callback: ``report.done`` of ``report.to_do`` calls answered."""
+        self.update(status="running", done=report.done, total=report.to_do)
 
 
 _registry: dict[tuple[str, str], _Tracker] = {}
@@ -118,7 +118,7 @@ def _work(engine: Engine, tracker: _Tracker, spec: RunSpec) -> None:
         with session_scope(engine) as session:
             _, report = judge_run(spec, session=session, progress=tracker.advance)
         tracker.update(status="finished", report=report, finished_at=utc_now())
-    except RunConflictError as exc:  # another run of that name: leave it as it is
+    except (RunConflictError, RunBusyError) as exc:  # another run of that name: leave it be
         tracker.update(status="failed", error=str(exc), finished_at=utc_now())
     except Exception as exc:  # the page shows every failure, whatever it is
         error = f"{type(exc).__name__}: {exc}"

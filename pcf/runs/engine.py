@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from pcf.items import Item
@@ -28,6 +29,8 @@ from pcf.store.models import Call, Run
 from pcf.store.queries import (
     cached_calls,
     insert_calls,
+    keep_duplicate_answers,
+    replace_calls,
     run_calls_by_slot,
     set_run_status,
     update_run_totals,
@@ -116,28 +119,49 @@ def content_key(backend: str, model: str, rendered: Rendered, spec: RunSpec, rep
 
 @dataclass
 class RunReport:
-    """What one invocation of :func:`execute` did."""
+    """What one invocation of :func:`execute` did, updated as calls are answered.
+
+    ``to_do`` counts the calls this invocation has to answer and ``done`` those answered so
+    far (by the judge or the cache); ``first_error`` is the first failed call's error.
+    """
 
     planned: int = 0
     already_done: int = 0
+    retried: int = 0
+    to_do: int = 0
+    done: int = 0
     calls_made: int = 0
     cache_hits: int = 0
     failures: int = 0
+    duplicates: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
     unpriced: bool = False
     errors: Counter[str] = field(default_factory=Counter)
+    first_error: str | None = None
+
+    @property
+    def mostly_failed(self) -> bool:
+        """Whether most of the calls this invocation answered failed."""
+        return self.done > 0 and self.failures * 2 > self.done
+
+    def failure_cause(self) -> str:
+        """One line: how many calls failed, by reason, and the first error."""
+        reasons = ", ".join(f"{reason} x{n}" for reason, n in self.errors.most_common())
+        return f"{self.failures} of {self.done} calls failed ({reasons}); first: {self.first_error}"
 
     def as_dict(self) -> dict[str, Any]:
         """The report as a run summary's ``this_invocation``."""
         return {
             "planned": self.planned,
             "already_stored": self.already_done,
+            "retried_failed": self.retried,
             "calls_made": self.calls_made,
             "cache_hits": self.cache_hits,
             "failures": self.failures,
             "errors": dict(self.errors),
+            "duplicate_answers": self.duplicates,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cost_usd": round(self.cost_usd, 6),
@@ -145,7 +169,8 @@ class RunReport:
         }
 
 
-Progress = Callable[[int, int], None]
+Progress = Callable[[RunReport], None]
+"""Called with the invocation's report after every answered call."""
 
 
 class _Executor:
@@ -165,28 +190,53 @@ class _Executor:
         self.prices, self.progress = prices, progress
         self.report = RunReport()
         self.semaphore = asyncio.Semaphore(spec.concurrency)
-        self.done = 0
-        self.total = 0
+        self.replacing: dict[tuple[int, int, int], int] = {}
 
-    def _tick(self) -> None:
-        self.done += 1
-        if self.progress:
-            self.progress(self.done, self.total)
+    def _store(self, rows: list[dict[str, Any]]) -> None:
+        """Commit new calls, and new answers of retried failed calls (the failed answer is
+        kept as a replaced call)."""
+        new = [row for row in rows if _slot(row) not in self.replacing]
+        if new:
+            insert_calls(new, session=self.session)
+        retried = {self.replacing[_slot(r)]: r for r in rows if _slot(r) in self.replacing}
+        if retried:
+            replace_calls(retried, session=self.session)
+        self.session.commit()
+        for row in rows:
+            self.replacing.pop(_slot(row), None)
 
     def _commit(self, rows: list[dict[str, Any]]) -> None:
         """Store rows of calls in one transaction (a judge's answer alone, as it arrives).
 
         A plain INSERT of the rows, without building ORM objects or a unit of work: this runs
         in the event loop once per call, and every millisecond it takes is taken from the
-        judge's SDK (see ``benchmarks/runner_throughput.py``).
+        judge's SDK (see ``benchmarks/runner_throughput.py``). A call that another writer
+        stored meanwhile does not stop the run: the answer is kept as a duplicate of it.
         """
-        insert_calls(rows, session=self.session)
-        self.session.commit()
+        try:
+            self._store(rows)
+        except IntegrityError:
+            self.session.rollback()
+            for row in rows:
+                self._commit_alone(row)
         for row in rows:
             if not row["ok"]:
                 self.report.failures += 1
                 self.report.errors[(row["error"] or "failed").split(":")[0]] += 1
-            self._tick()
+                self.report.first_error = self.report.first_error or row["error"]
+            self.report.done += 1
+            if self.progress:
+                self.progress(self.report)
+
+    def _commit_alone(self, row: dict[str, Any]) -> None:
+        """Store one call, or keep it as a duplicate when its slot is taken."""
+        try:
+            self._store([row])
+        except IntegrityError:
+            self.session.rollback()
+            keep_duplicate_answers([row], session=self.session)
+            self.session.commit()
+            self.report.duplicates += 1
 
     def _key(self, planned: PlannedCall, rendered: Rendered) -> str:
         return content_key(
@@ -380,6 +430,10 @@ def _confirmation(planned_first: PlannedCall, spec: RunSpec) -> PlannedCall:
     )
 
 
+def _slot(row: dict[str, Any]) -> tuple[int, int, int]:
+    return row["item_id"], row["execution"], row["call_index"]
+
+
 async def execute(
     run: Run,
     items: Sequence[Item],
@@ -390,19 +444,26 @@ async def execute(
     db_ids: dict[str, int],
     prices: dict[str, tuple[float, float]],
     progress: Progress | None = None,
+    retry_failed: bool = False,
 ) -> RunReport:
     """Make every call of ``run`` that is not stored yet; each answer is committed at once.
 
-    Calls already stored for the run (answered or failed) are never made again, so running a
-    finished run makes no judge call. Returns what this invocation did.
+    Calls already stored for the run are never made again, so running a finished run makes no
+    judge call; with ``retry_failed``, failed calls are asked again, and each new answer
+    becomes its call's current answer while the failed one is kept as a ``retried``
+    :class:`~pcf.store.models.ReplacedCall`. Returns what this invocation did.
     """
     executor = _Executor(run, judge, spec, session=session, prices=prices, progress=progress)
     stored = run_calls_by_slot(run.id, session=session)
+    if retry_failed:
+        executor.replacing = {slot: call.id for slot, call in stored.items() if not call.ok}
+        stored = {slot: call for slot, call in stored.items() if call.ok}
     planned = plan(items, db_ids, spec)
     todo = [p for p in planned if (p.item_db_id, p.execution, p.call_index) not in stored]
-    executor.total = len(todo)
+    executor.report.to_do = len(todo)
     executor.report.planned = len(planned)
     executor.report.already_done = len(planned) - len(todo)
+    executor.report.retried = len(executor.replacing)
     set_run_status(run, "running", session=session)
     session.commit()
     with _gc_frozen():
@@ -418,7 +479,7 @@ async def execute(
                 ballpark = is_ballpark_question(first.item.prompt)
                 if needs_confirmation(*verdicts, ballpark=ballpark, guard=spec.ballpark_guard):
                     confirmations.append(_confirmation(first, spec))
-            executor.total += len(confirmations)
+            executor.report.to_do += len(confirmations)
             await executor.answer(confirmations)
     set_run_status(run, "finished", session=session)
     update_run_totals(run.id, session=session)

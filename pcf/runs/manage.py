@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import uuid
 from collections.abc import Mapping
 
 from sqlmodel import Session
@@ -14,6 +16,7 @@ from pcf.judges import KEY_ENV, make_judge
 from pcf.prices import price_table
 from pcf.runs.engine import Progress, RunReport, execute
 from pcf.runs.spec import RunSpec
+from pcf.store.engine import LostRaceError
 from pcf.store.models import Dataset, Run
 from pcf.store.queries import (
     create_run,
@@ -22,6 +25,9 @@ from pcf.store.queries import (
     get_run,
     item_db_ids,
     load_items,
+    release_run_lease,
+    renew_run_lease,
+    take_run_lease,
 )
 
 APP_BACKENDS = ("simulated", "openai", "anthropic")
@@ -124,29 +130,84 @@ def open_run(spec: RunSpec, *, session: Session) -> Run:
     return run
 
 
-def judge_run(
-    spec: RunSpec, *, session: Session, progress: Progress | None = None
-) -> tuple[Run, RunReport]:
-    """Create or resume the run and make its missing calls.
+LEASE_ATTEMPTS = 20
 
-    ``progress(done, total)`` is called after every answered call.
+
+class RunBusyError(ValueError):
+    """Another live process is judging a run of that name."""
+
+
+LEASE_TTL_S = 60.0
+"""How long a run's lease outlives its holder's last sign of life (on another host; on this
+host a holder whose process is gone is dead at once)."""
+HEARTBEAT_S = 10.0
+
+
+def _take_lease(name: str, holder: str, *, session: Session) -> None:
+    """Hold the lease of run ``name`` (committed), trying again when another process races.
+
+    Raises:
+        RunBusyError: a live process holds it.
+    """
+    for attempt in range(LEASE_ATTEMPTS):
+        try:
+            busy = take_run_lease(name, session=session, holder=holder, ttl_s=LEASE_TTL_S)
+            session.commit()
+        except LostRaceError:
+            session.rollback()
+            if attempt == LEASE_ATTEMPTS - 1:
+                raise
+            continue
+        if busy is None:
+            return
+        since = busy.acquired_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        raise RunBusyError(
+            f"run {name!r} is being judged by another process (pid {busy.pid} on "
+            f"{busy.host}, since {since}); wait for it to finish, or pick another --name"
+        )
+
+
+async def _heartbeat(name: str, holder: str, *, session: Session) -> None:
+    """Renew the lease every :data:`HEARTBEAT_S` seconds while the run goes on."""
+    while True:
+        await asyncio.sleep(HEARTBEAT_S)
+        renew_run_lease(name, session=session, holder=holder, ttl_s=LEASE_TTL_S)
+        session.commit()
+
+
+def judge_run(
+    spec: RunSpec,
+    *,
+    session: Session,
+    progress: Progress | None = None,
+    retry_failed: bool = False,
+) -> tuple[Run, RunReport]:
+    """Create or resume the run and make its missing calls, holding its lease meanwhile.
+
+    The judge is built first, so a judge that cannot start (no key) leaves no run behind. Only
+    one process at a time judges a run: its lease (:class:`~pcf.store.models.RunLease`) is
+    taken before the run is opened and given up when this returns or raises.
+    ``progress(report)`` is called after every answered call. With ``retry_failed``, the
+    run's failed calls are asked again (see :func:`~pcf.runs.engine.execute`).
 
     Returns:
         The run, and what this invocation did.
 
     Raises:
-        ValueError: no dataset of that name, or the protocol cannot run on its items.
+        ValueError: no dataset of that name, the judge cannot start, or the protocol cannot
+            run on its items.
         RunConflictError: a run of that name exists with other settings.
+        RunBusyError: another live process is judging the run.
     """
-    run = open_run(spec, session=session)
-    session.commit()
-    items = load_items(run.dataset_id, session=session)[: spec.limit]
-    db_ids = item_db_ids(run.dataset_id, session=session)
+    require_dataset(spec, session=session)
     judge = make_judge(
         spec.backend, spec.model, base_url=spec.base_url, replay_path=spec.replay, seed=spec.seed
     )
+    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+    name = spec.run_name
 
-    async def go() -> RunReport:
+    async def go(run: Run, items: list, db_ids: dict[str, int]) -> RunReport:
+        heartbeat = asyncio.create_task(_heartbeat(name, holder, session=session))
         try:
             return await execute(
                 run,
@@ -157,9 +218,21 @@ def judge_run(
                 db_ids=db_ids,
                 prices=price_table(),
                 progress=progress,
+                retry_failed=retry_failed,
             )
         finally:
+            heartbeat.cancel()
             if hasattr(judge, "aclose"):
                 await judge.aclose()
 
-    return run, asyncio.run(go())
+    _take_lease(name, holder, session=session)
+    try:
+        run = open_run(spec, session=session)
+        session.commit()
+        items = load_items(run.dataset_id, session=session)[: spec.limit]
+        db_ids = item_db_ids(run.dataset_id, session=session)
+        return run, asyncio.run(go(run, items, db_ids))
+    finally:
+        session.rollback()
+        release_run_lease(name, session=session, holder=holder)
+        session.commit()

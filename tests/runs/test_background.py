@@ -9,7 +9,8 @@ from sqlmodel import Session, func, select
 
 from pcf.runs.background import background_runs, start_run
 from pcf.runs.spec import RunSpec
-from pcf.store import Call, get_run
+from pcf.runs.study import DEMO_RUNS
+from pcf.store import Call, get_run, list_runs
 
 TIMEOUT_S = 60
 
@@ -49,7 +50,7 @@ def test_a_run_that_cannot_resume_fails_with_the_reason(demo_engine):
         assert get_run("demo-pcf", session=s).status == "finished"
 
 
-def test_a_provider_without_a_key_fails_and_marks_the_run_failed(demo_engine, monkeypatch):
+def test_a_provider_without_a_key_fails_and_leaves_no_run_behind(demo_engine, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     start_run(
         demo_engine,
@@ -59,7 +60,8 @@ def test_a_provider_without_a_key_fails_and_marks_the_run_failed(demo_engine, mo
     assert progress.status == "failed"
     assert "ANTHROPIC_API_KEY" in progress.error
     with Session(demo_engine) as s:
-        assert get_run("nokey", session=s).status == "failed"
+        assert get_run("nokey", session=s) is None  # no empty pending run for the pages
+        assert {r.name for r in list_runs(session=s)} == {d.run_name for d in DEMO_RUNS}
 
 
 def test_the_same_run_cannot_start_twice_at_once(demo_engine):
