@@ -1,7 +1,9 @@
 """Review: the run's items, most doubtful first; one item with every ordering the judge saw.
 
-Candidate and prompt texts are data, never markup: they are drawn with ``st.text`` and
-``st.code`` only. ``?item=ITEM_ID`` opens an item (the Compare page links here that way).
+The first screen answers "why is this item flagged": winners, flags in words and the heatmap of
+every ordering. Candidate and prompt texts are data: rendered as inert Markdown (no HTML, no
+images, no links) or, with the plain-text toggle, as ``st.text``. The item and the filters live
+in the address (``?item=ITEM_ID&flags=...``), so a reload or a shared link reopens them.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from pcf.analysis.item_detail import (
     calls_frame,
     candidate_labels,
     candidate_roles,
+    candidate_titles,
     consensus_frame,
     coverage_frame,
-    describe_candidate,
     escape_markdown,
     format_number,
+    inert_markdown,
     item_decision,
     ordering_frame,
     ordering_label,
@@ -36,14 +39,22 @@ from pcf.flags import FLAG_HELP, FLAGS
 from pcf.reports.charts import HEATMAP_VALUES, ordering_heatmap
 from pcf.store import adjudication_history, item_calls, labelled_item_counts, load_item
 
-ITEM_KEY = "item"  # the item picker's key, bound to the ?item= query parameter
+ITEM_KEY = "item"  # the item picker's key and query parameter
+PLAIN_KEY = "plain"  # show texts as plain text instead of inert Markdown
+CANDIDATES_PER_ROW = 4
+CANDIDATE_HEIGHT = 420
+
+
+def show_text(text: str, plain: bool) -> None:
+    """An answer or prompt: inert Markdown, or exactly as stored."""
+    if plain:
+        st.text(text)
+    else:
+        st.markdown(inert_markdown(text))
+
 
 ensure_app_frame()
 st.title("Review")
-st.caption(
-    "The run's items, most doubtful first. Filter the list, open an item, and see how the "
-    "judge ranked its candidates under every ordering."
-)
 
 with session() as s:
     dataset = current_dataset(s)
@@ -55,34 +66,32 @@ if dataset is None or run is None:
 simulated_badge(run)
 table = run_analysis(run).table
 
-with st.container(border=True):
+filters = st.expander("Filters and the item list, most doubtful first")
+with filters:
     columns = st.columns([3, 2, 2, 2])
     flags = columns[0].multiselect(
         "Flags (any of)",
         FLAGS,
-        key="review_flags",
-        persist_state="session",
+        key="flags",
+        bind="query-params",
         help="\n".join(f"- **{flag}**: {FLAG_HELP[flag]}" for flag in FLAGS),
     )
     buckets = columns[1].multiselect(
-        "Bucket",
-        sorted(table["bucket"].dropna().unique()),
-        key="review_buckets",
-        persist_state="session",
+        "Bucket", sorted(table["bucket"].dropna().unique()), key="bucket", bind="query-params"
     )
     adjudicated = columns[2].selectbox(
-        "Adjudicated", ADJUDICATED_FILTERS, key="review_adjudicated", persist_state="session"
+        "Adjudicated", ADJUDICATED_FILTERS, key="adjudicated", bind="query-params"
     )
     overrides_only = columns[3].toggle(
         "Overrides direct only",
-        key="review_overrides",
-        persist_state="session",
+        key="overrides",
+        bind="query-params",
         help=FLAG_HELP["overrides_direct"],
     )
     search = st.text_input(
         "Search",
-        key="review_search",
-        persist_state="session",
+        key="search",
+        bind="query-params",
         placeholder="words in the item id, prompt or any candidate",
     ).strip()
 
@@ -96,8 +105,8 @@ rows = filter_items(
     matching=search_items(dataset, search) if search else None,
 )
 keys = list(rows["item_id"])
-st.caption(f"{len(keys)} of {len(table)} items match, most doubtful first.")
-st.dataframe(list_view(rows, labelled), hide_index=True, height=220, key="review_list")
+with filters:
+    st.dataframe(list_view(rows, labelled), hide_index=True, height=220, key="review_list")
 
 known, matched = set(table["item_id"]), set(keys)
 outside = [
@@ -118,7 +127,12 @@ def go_to(key: str) -> None:
 
 
 navigation = st.columns([1.5, 6, 1.5], vertical_alignment="bottom")
-current = navigation[1].selectbox("Item", options, key=ITEM_KEY, bind="query-params")
+current = navigation[1].selectbox(
+    f"Item: {len(keys)} of {len(table)} match the filters, most doubtful first",
+    options,
+    key=ITEM_KEY,
+    bind="query-params",
+)
 before, after = neighbours(keys, current)
 navigation[0].button(
     "Previous",
@@ -147,39 +161,75 @@ with session() as s:
     calls = item_calls(run.id, int(row["db_id"]), session=s)
     history = adjudication_history(int(row["db_id"]), session=s)
 labels = candidate_labels(item)
+titles = candidate_titles(item)
 
-st.subheader(f"Item {escape_markdown(item.item_id)}")
-if item.bucket:
-    st.caption(f"Bucket: {escape_markdown(item.bucket)}")
-columns = st.columns(6)
-columns[0].metric("PCF winner", describe_candidate(row["winner"], labels))
-columns[1].metric("Direct winner", describe_candidate(row["direct_winner"], labels))
-columns[2].metric("Gold", describe_candidate(item.gold, labels))
-columns[3].metric("Review priority", format_number(row["priority"], ".2f"))
-columns[4].metric("Top agreement", format_number(row["top_agreement"], ".0%"))
-columns[5].metric("Margin", format_number(row["margin"], ".3f"))
-raised = [flag for flag in FLAGS if row[flag]]
-for flag in raised:
-    st.markdown(f":orange-badge[{flag}] {FLAG_HELP[flag]}")
-if not raised:
-    st.markdown(":green-badge[no flag] Every ordering agreed, with a clear margin.")
-st.page_link(
-    "pages/adjudicate.py",
-    label="Label this item",
-    icon=":material/how_to_vote:",
-    query_params={"label": item.item_id},
+
+def title_of(candidate_id: str | None) -> str:
+    """A candidate's letter and first words, escaped for Markdown; ``—`` for none."""
+    return escape_markdown(titles[candidate_id]) if candidate_id in titles else "—"
+
+
+why, heatmap_column = st.columns([2, 3], gap="large")
+with why:
+    st.subheader(f"Item {escape_markdown(item.item_id)}")
+    st.markdown(
+        f"**PCF winner**: {title_of(row['winner'])}  \n"
+        f"**Direct winner**: {title_of(row['direct_winner'])}  \n"
+        f"**Gold**: {title_of(item.gold)}"
+    )
+    raised = [flag for flag in FLAGS if row[flag]]
+    for flag in raised:
+        st.markdown(f":orange-badge[{flag}] {FLAG_HELP[flag]}")
+    if not raised:
+        st.markdown(":green-badge[no flag] Every ordering agreed, with a clear margin.")
+    st.caption(
+        f"Review priority {format_number(row['priority'], '.2f')} · top agreement "
+        f"{format_number(row['top_agreement'], '.0%')} · margin "
+        f"{format_number(row['margin'], '.3f')} · {row['n_ok']} of {row['n_calls']} calls ok"
+        + (f" · bucket {escape_markdown(item.bucket)}" if item.bucket else "")
+    )
+    st.page_link(
+        "pages/adjudicate.py",
+        label="Label this item",
+        icon=":material/how_to_vote:",
+        query_params={"label": item.item_id},
+    )
+with heatmap_column:
+    if run.protocol == "apoc":
+        st.caption("Pairwise (APOCJudge) runs have no per-ordering ranking; see the calls below.")
+    else:
+        value = st.segmented_control(
+            "Every ordering the judge saw, coloured by",
+            list(HEATMAP_VALUES),
+            format_func=HEATMAP_VALUES.get,
+            default="rank",
+            required=True,
+            key="review_heatmap_value",
+            persist_state="session",
+        )
+        heatmap = ordering_frame(item, calls)
+        st.altair_chart(ordering_heatmap(heatmap, value))
+
+heading, toggle = st.columns([4, 1], vertical_alignment="bottom")
+heading.markdown("##### Prompt")
+plain = toggle.toggle(
+    "Plain text",
+    key=PLAIN_KEY,
+    persist_state="session",
+    help="Show the prompt and the answers exactly as stored, without Markdown formatting.",
 )
-
-st.markdown("##### Prompt")
-with st.container(border=True):
-    st.text(item.prompt)
+with st.container(border=True, height="content" if len(item.prompt) < 600 else 240):
+    show_text(item.prompt, plain)
 st.markdown("##### Candidates")
-for candidate in item.candidates:
-    with st.container(border=True):
-        roles = candidate_roles(candidate.id, row["winner"], row["direct_winner"], item.gold)
-        badges = " ".join(f":blue-badge[{role}]" for role in roles)
-        st.markdown(f"**{labels[candidate.id]}** · {escape_markdown(candidate.id)} {badges}")
-        st.text(candidate.text)
+for start in range(0, len(item.candidates), CANDIDATES_PER_ROW):
+    cells = st.columns(min(len(item.candidates), CANDIDATES_PER_ROW))
+    chunk = item.candidates[start : start + CANDIDATES_PER_ROW]
+    for cell, candidate in zip(cells, chunk, strict=False):
+        with cell.container(border=True, height=CANDIDATE_HEIGHT):
+            roles = candidate_roles(candidate.id, row["winner"], row["direct_winner"], item.gold)
+            badges = " ".join(f":blue-badge[{role}]" for role in roles)
+            st.markdown(f"**{labels[candidate.id]}** {badges}")
+            show_text(candidate.text, plain)
 
 st.markdown("##### Consensus")
 st.caption(
@@ -192,35 +242,30 @@ st.dataframe(
     key="review_consensus",
 )
 
-st.markdown("##### Every ordering")
-if run.protocol != "apoc":
-    value = st.segmented_control(
-        "Colour by",
-        list(HEATMAP_VALUES),
-        format_func=HEATMAP_VALUES.get,
-        default="rank",
-        required=True,
-        key="review_heatmap_value",
-        persist_state="session",
-    )
-    heatmap = ordering_frame(item, calls)
-    st.altair_chart(ordering_heatmap(heatmap, value))
-    with st.expander("Heatmap data"):
-        st.dataframe(heatmap, hide_index=True, key="review_heatmap_data")
-    st.caption("Slot coverage: how often each candidate was shown in each slot.")
-    st.dataframe(coverage_frame(item, calls), key="review_slot_coverage")
+st.markdown("##### Calls")
 st.dataframe(calls_frame(item, calls), hide_index=True, key="review_calls")
-for call in calls:
-    status = "ok" if call.ok else f"failed: {escape_markdown(call.error or 'unknown')}"
-    with st.expander(f"Raw prompt and response · {ordering_label(call, labels)} · {status}"):
+with st.expander("Raw prompt and response of a call"):
+    call = st.selectbox(
+        "Call",
+        calls,
+        format_func=lambda c: f"{ordering_label(c, labels)} · {'ok' if c.ok else 'failed'}",
+        key="review_raw_call",
+    )
+    if call is not None:
         st.caption(
             f"{call.input_tokens} input and {call.output_tokens} output tokens, "
             f"{call.latency_s:.2f} s, {call.attempts} attempt(s)"
             + (f", answered from the cache (call {call.cached_from})" if call.cached_from else "")
+            + ("" if call.ok else f"; failed: {escape_markdown(call.error or 'unknown')}")
         )
         st.code(call.request.get("system", ""), language=None, wrap_lines=True)
         st.code(call.request.get("user", ""), language=None, wrap_lines=True)
         st.code(call.response_text or "(no response)", language="json", wrap_lines=True)
+if run.protocol != "apoc":
+    with st.expander("Slot coverage and the heatmap's data"):
+        st.caption("How often each candidate was shown in each slot.")
+        st.dataframe(coverage_frame(item, calls), key="review_slot_coverage")
+        st.dataframe(heatmap, hide_index=True, key="review_heatmap_data")
 
 if history:
     st.markdown("##### Human labels")

@@ -91,6 +91,7 @@ def decision_rows(rows: list[dict]) -> pd.DataFrame:
             "position": i,
             "bucket": None,
             "gold": None,
+            "candidate_ids": ("a", "b"),
             "winner": "a",
             "direct_winner": "a",
             "priority": 0.0,

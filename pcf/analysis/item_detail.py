@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 import re
-import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from pcf.analysis.adjudications import choice_label
+from pcf.analysis.item_list import letter_labels
 from pcf.analysis.results import number_or_nan, value_or_none
 from pcf.consensus import pack
 from pcf.decisions import decide
@@ -21,6 +21,15 @@ from pcf.store.models import Call
 from pcf.store.queries import stored_judgment
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:])")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)", re.DOTALL)
+_ADDRESS = re.compile(
+    r"(?:https?://|ftp://|www\.|mailto:)[^\s`<>()\[\]]*[^\s`<>()\[\].,;:!?'\"]"
+    r"|[\w.+-]+@[\w-]+\.[\w.-]*\w"
+)
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)[ \t#]*$", re.MULTILINE)
+_ACTIVE = re.compile(r"([\[\]$:\\])")
+PREVIEW_WORDS = 8
 
 
 def item_decision(item: Item, calls: Sequence[Call]) -> dict[str, Any] | None:
@@ -49,11 +58,66 @@ def item_decision(item: Item, calls: Sequence[Call]) -> dict[str, Any] | None:
 
 def candidate_labels(item: Item) -> dict[str, str]:
     """Short labels of the item's candidates in listing order: ``A``, ``B``, ... (``#27``...)."""
-    letters = string.ascii_uppercase
-    return {
-        cid: letters[i] if len(item.candidates) <= len(letters) else f"#{i + 1}"
-        for i, cid in enumerate(item.candidate_ids)
-    }
+    return letter_labels(item.candidate_ids)
+
+
+def candidate_titles(item: Item, words: int = PREVIEW_WORDS) -> dict[str, str]:
+    """``A · The first words of the answer…`` per candidate: a label a reader can tell apart."""
+    labels = candidate_labels(item)
+    return {c.id: f"{labels[c.id]} · {first_words(c.text, words)}" for c in item.candidates}
+
+
+def first_words(text: str, words: int = PREVIEW_WORDS) -> str:
+    """The first ``words`` words of ``text`` on one line, with ``…`` when there is more."""
+    parts = re.sub(r"[#>|\[\]]+", " ", re.sub(r"[*_`]+", "", text)).split()
+    return " ".join(parts[:words]) + ("…" if len(parts) > words else "")
+
+
+def inert_markdown(text: str) -> str:
+    """Markdown of an answer that renders its formatting and nothing active.
+
+    Lists, emphasis, tables and code blocks render; raw HTML shows as text, links and images
+    show their address as code (nothing loads, nothing is clickable), headings become bold
+    lines, and Streamlit's extensions (``:red[...]``, ``:material/...:``, ``$math$``) stay
+    text. Code spans and fenced blocks are kept as written: they render as literal text.
+    """
+    out: list[str] = []
+    fence: str | None = None
+    for line in text.split("\n"):
+        marker = _FENCE.match(line)
+        if fence is not None:
+            out.append(line)
+            if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
+                fence = None
+        elif marker:
+            fence = marker.group(1)
+            out.append(line)
+        else:
+            out.append(_inert_line(line))
+    return "\n".join(out)
+
+
+def _inert_line(line: str) -> str:
+    """One line outside fenced code: code spans kept, the rest made inert."""
+    line = _HEADING.sub(r"**\1**", line)
+    pieces, at = [], 0
+    for span in _CODE_SPAN.finditer(line):
+        pieces += [_inert_text(line[at : span.start()]), span.group(0)]
+        at = span.end()
+    return "".join([*pieces, _inert_text(line[at:])])
+
+
+def _inert_text(text: str) -> str:
+    """Prose: addresses as code spans, ``<`` as an entity, link and extension syntax escaped."""
+    pieces, at = [], 0
+    for address in _ADDRESS.finditer(text):
+        pieces += [_escape_active(text[at : address.start()]), f"`{address.group(0)}`"]
+        at = address.end()
+    return "".join([*pieces, _escape_active(text[at:])])
+
+
+def _escape_active(text: str) -> str:
+    return _ACTIVE.sub(r"\\\1", text.replace("&", "&amp;").replace("<", "&lt;"))
 
 
 def ordering_label(call: Call, labels: Mapping[str, str]) -> str:
@@ -166,9 +230,11 @@ def candidate_roles(
 
 
 def describe_candidate(candidate_id: str | None, labels: Mapping[str, str]) -> str:
-    """``C (s20)`` for a candidate labelled ``C``, ``—`` for none (abstention, no label)."""
+    """The label of a candidate (``C``), a choice's name, or ``—`` for none (abstention)."""
     candidate_id = value_or_none(candidate_id)
-    return "—" if candidate_id is None else choice_label(candidate_id, labels)
+    if candidate_id is None:
+        return "—"
+    return labels.get(candidate_id) or choice_label(candidate_id, labels)
 
 
 def format_number(value: float, spec: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import string
 from collections.abc import Collection, Mapping, Sequence
 
 import pandas as pd
@@ -54,16 +55,30 @@ def by_priority(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def letter_labels(candidate_ids: Sequence[str]) -> dict[str, str]:
+    """``{candidate id: "A"}`` in listing order; ``#1``, ``#2``... beyond 26 candidates."""
+    letters = string.ascii_uppercase
+    many = len(candidate_ids) > len(letters)
+    return {cid: f"#{i + 1}" if many else letters[i] for i, cid in enumerate(candidate_ids)}
+
+
 def list_view(rows: pd.DataFrame, labelled: Mapping[str, int]) -> pd.DataFrame:
-    """The item list as the Review page shows it."""
+    """The item list as the Review page shows it, candidates by their letters (A, B...)."""
+
+    def letters(column: str) -> list[str | None]:
+        return [
+            letter_labels(ids).get(cid) if isinstance(cid, str) else None
+            for cid, ids in zip(rows[column], rows["candidate_ids"], strict=True)
+        ]
+
     return pd.DataFrame(
         {
             "item": rows["item_id"],
             "priority": rows["priority"].round(3),
             "flags": rows["flags"],
-            "PCF winner": rows["winner"],
-            "direct winner": rows["direct_winner"],
-            "gold": rows["gold"],
+            "PCF winner": letters("winner"),
+            "direct winner": letters("direct_winner"),
+            "gold": letters("gold"),
             "bucket": rows["bucket"],
             "labels": [labelled.get(key, 0) for key in rows["item_id"]],
         }

@@ -29,6 +29,7 @@ TABLE_COLUMNS = (
     "position",
     "bucket",
     "gold",
+    "candidate_ids",
     "winner",
     "direct_winner",
     "priority",
@@ -244,6 +245,7 @@ def decision_table(records: Sequence[Mapping[str, Any]], items: Sequence[Item]) 
                 "position": position,
                 "bucket": item.bucket,
                 "gold": item.gold,
+                "candidate_ids": item.candidate_ids,
                 "winner": record["winner"],
                 "direct_winner": metrics.get("direct_winner"),
                 **{

@@ -13,7 +13,7 @@ HEATMAP_VALUES = {
     "rank": "rank (1 = best)",
     "factuality": "factuality score (0-10)",
 }
-_ROW_HEIGHT = 22
+_ROW_HEIGHT = 20
 
 
 def ordering_heatmap(frame: pd.DataFrame, value: str = "rank") -> alt.LayerChart:
@@ -61,7 +61,7 @@ def ordering_heatmap(frame: pd.DataFrame, value: str = "rank") -> alt.LayerChart
         text=alt.Text(f"{value}:Q", format=".0f" if value == "rank" else ".1f"),
         color=alt.condition(dark, alt.value("white"), alt.value("black")),
     )
-    return (cells + labels).properties(height=_ROW_HEIGHT * max(len(orderings), 1) + 20)
+    return (cells + labels).properties(height=alt.Step(_ROW_HEIGHT))
 
 
 def metric_histogram(

@@ -6,6 +6,8 @@ import math
 import re
 
 import pandas as pd
+import pytest
+from markdown_it import MarkdownIt
 from sqlmodel import Session
 
 from pcf.analysis.adjudications import (
@@ -14,10 +16,13 @@ from pcf.analysis.adjudications import (
 from pcf.analysis.item_detail import (
     calls_frame,
     candidate_labels,
+    candidate_titles,
     consensus_frame,
     describe_candidate,
     escape_markdown,
+    first_words,
     format_number,
+    inert_markdown,
     item_decision,
     ordering_frame,
     ordering_label,
@@ -141,7 +146,7 @@ def test_the_consensus_frame_has_components_and_roles(db: Session):
 
 def test_describing_candidates():
     labels = candidate_labels(ITEM)
-    assert describe_candidate("y", labels) == "B (y)"
+    assert describe_candidate("y", labels) == "B"
     assert describe_candidate(None, labels) == "—"
     assert describe_candidate(math.nan, labels) == "—"
     assert describe_candidate("none_correct", labels) == "None is correct"
@@ -158,3 +163,57 @@ def test_escaped_markdown_keeps_the_text_and_disarms_markup():
     escaped = escape_markdown(text)
     assert escaped.replace("\\", "") == text.replace("\\", "")
     assert re.search(r"(?<!\\)[!\[\]()<>*`]", escaped) is None
+
+
+HOSTILE_ANSWER = """### A heading
+Paris. <script>alert('x')</script> <img src=http://example.invalid/p.png onerror=alert(2)>
+![tracker](http://example.invalid/t.png) [click](javascript:alert(3)) <http://example.invalid/a>
+See www.example.invalid/page, or mail someone@example.invalid. It costs $5 and $6 :red[now]
+[ref]: http://example.invalid/r
+[ref] and [text][ref] **bold** and *italic*
+- a list item with `inline <b>code</b>`
+
+```html
+<b>fenced</b> [a](http://example.invalid/f)
+```"""
+
+
+def rendered(markdown: str) -> str:
+    """HTML of Markdown with raw HTML allowed: the most permissive renderer."""
+    return MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+
+
+def test_inert_markdown_renders_formatting_but_nothing_active():
+    html = rendered(inert_markdown(HOSTILE_ANSWER))
+    tags = set(re.findall(r"<(\w+)", html))
+    assert tags == {"p", "strong", "em", "ul", "li", "code", "pre"}
+    assert "&lt;script&gt;alert('x')&lt;/script&gt;" in html
+    assert "<code>http://example.invalid/t.png</code>" in html
+    assert (
+        "<code>www.example.invalid/page</code>, or mail <code>someone@example.invalid</code>."
+        in (html)
+    )
+    assert "<code>inline &lt;b&gt;code&lt;/b&gt;</code>" in html
+    assert "&lt;b&gt;fenced&lt;/b&gt; [a](http://example.invalid/f)" in html
+
+
+def test_inert_markdown_escapes_streamlit_extensions():
+    text = inert_markdown("It costs $5 and $6 :red[now] :material/home:")
+    assert text == r"It costs \$5 and \$6 \:red\[now\] \:material/home\:"
+
+
+@pytest.mark.parametrize(
+    "text", ["plain words", "a **b** _c_", "1. one\n2. two", "| a |\n|---|\n| 1 |"]
+)
+def test_inert_markdown_keeps_ordinary_markdown(text: str):
+    assert inert_markdown(text) == text
+
+
+def test_candidates_read_as_letter_and_first_words():
+    item = Item(
+        "i",
+        "q?",
+        (Candidate("x", "### The answer is **Paris**, of course; more"), Candidate("y", "No")),
+    )
+    assert candidate_titles(item, words=4) == {"x": "A · The answer is Paris,…", "y": "B · No"}
+    assert first_words("one two", 5) == "one two"

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
-from pcf.analysis.item_list import ADJUDICATED_FILTERS, filter_items, list_view, neighbours
+from pcf.analysis.item_list import (
+    ADJUDICATED_FILTERS,
+    filter_items,
+    letter_labels,
+    list_view,
+    neighbours,
+)
 from tests.factories import decision_rows
 
 
@@ -39,8 +46,9 @@ def test_filters_combine_and_sort_most_doubtful_first():
         filter_items(table, adjudicated="maybe")
 
 
-def test_list_view_counts_labels():
-    view = list_view(decision_rows([{"priority": 0.12345}, {}]), {"i1": 2})
+def test_list_view_counts_labels_and_names_candidates_by_letter():
+    rows = decision_rows([{"priority": 0.12345, "gold": "b"}, {"winner": None}])
+    view = list_view(rows, {"i1": 2})
     assert list(view.columns) == [
         "item",
         "priority",
@@ -53,6 +61,18 @@ def test_list_view_counts_labels():
     ]
     assert list(view["labels"]) == [0, 2]
     assert view["priority"][0] == 0.123
+    assert view["PCF winner"][0] == "A"
+    assert pd.isna(view["PCF winner"][1])
+    assert list(view["direct winner"]) == ["A", "A"]
+    assert view["gold"][0] == "B"
+    assert pd.isna(view["gold"][1])
+
+
+def test_letters_follow_the_listing_order_and_number_beyond_26():
+    assert letter_labels(["x", "y", "z"]) == {"x": "A", "y": "B", "z": "C"}
+    many = letter_labels([f"c{i}" for i in range(27)])
+    assert many["c0"] == "#1"
+    assert many["c26"] == "#27"
 
 
 @pytest.mark.parametrize(

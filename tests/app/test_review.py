@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
+from pcf.analysis.item_detail import candidate_titles, escape_markdown, inert_markdown
 from pcf.analysis.results import run_decisions, run_summary
 from pcf.flags import FLAG_HELP
 from pcf.items import Candidate, Item
@@ -29,6 +30,11 @@ HOSTILE = (
     "![tracker](http://example.invalid/t.png) [click](javascript:alert(3)) **bold**"
 )
 UNSAFE = re.compile(r"<script|<img|!\[|example\.invalid|javascript:", re.IGNORECASE)
+
+
+def active(markdown: str) -> bool:
+    """Whether Markdown holds unsafe markup outside escapes (``\\<``) and code spans."""
+    return bool(UNSAFE.search(re.sub(r"\\.|`[^`]*`", "", markdown)))
 
 
 def frame_with(at, column: str):
@@ -58,14 +64,14 @@ def test_the_list_is_sorted_most_doubtful_first(app, db: Session):
     expected = sorted(decisions, key=lambda d: -d["metrics"]["priority"])
     assert listed(at) == [d["item_id"] for d in expected]
     assert at.selectbox(key="item").value == expected[0]["item_id"]
-    assert "52 of 52 items match, most doubtful first." in markdown_texts(at)
+    assert at.selectbox(key="item").label.startswith("Item: 52 of 52 match the filters")
 
 
 def test_the_heatmap_data_are_the_stored_rankings_of_the_item(app, db: Session):
     at = open_page(app, "review", item="demo-017")
     assert not at.exception
     assert at.selectbox(key="item").value == "demo-017"
-    heatmap = frame_with(at, "ordering")
+    heatmap = frame_with(at, "candidate_id")
     calls = stored_calls(db, "demo-pcf", "demo-017")
     assert len(calls) == 21
     assert len(heatmap) == 21 * 4
@@ -83,7 +89,8 @@ def test_the_heatmap_data_are_the_stored_rankings_of_the_item(app, db: Session):
         assert {r.candidate_id: r.slot for r in rows.itertuples()} == {
             cid: call.order.index(cid) + 1 for cid in call.order
         }
-    assert len(at.expander) >= 1 + len(calls)  # heatmap data + one per call
+    listed_calls = frame_with(at, "top pick")
+    assert len(listed_calls) == len(calls)  # every call in one table
 
 
 def test_the_slot_coverage_counts_the_stored_orderings(app, db: Session):
@@ -107,19 +114,29 @@ def test_the_item_shows_winners_gold_flags_and_raw_calls(app, db: Session):
         for d in run_decisions(get_run("demo-pcf", session=db), session=db)
         if d["item_id"] == "demo-017"
     )
-    shown = {m.label: m.value for m in at.metric}
-    assert shown["PCF winner"].endswith(f"({record['winner']})")
-    assert shown["Direct winner"].endswith(f"({record['metrics']['direct_winner']})")
-    assert shown["Review priority"] == f"{record['metrics']['priority']:.2f}"
+    dataset_id = get_run("demo-pcf", session=db).dataset_id
+    item = next(i for i in load_items(dataset_id, session=db) if i.item_id == "demo-017")
+    titles = candidate_titles(item)
+    winners = next(m for m in markdown_texts(at) if m.startswith("**PCF winner**"))
+    assert winners == (
+        f"**PCF winner**: {escape_markdown(titles[record['winner']])}  \n"
+        f"**Direct winner**: {escape_markdown(titles[record['metrics']['direct_winner']])}  \n"
+        f"**Gold**: {escape_markdown(titles[item.gold])}"
+    )
+    assert any(
+        f"Review priority {record['metrics']['priority']:.2f}" in c.value for c in at.caption
+    )
     texts = markdown_texts(at)
     for flag in record["flags"]:
         assert f":orange-badge[{flag}] {FLAG_HELP[flag]}" in texts
     consensus = frame_with(at, "U")
     assert dict(zip(consensus["id"], consensus["C"], strict=True)) == record["consensus"]
     calls = stored_calls(db, "demo-pcf", "demo-017")
-    codes = [c.value for c in at.code]
-    assert all(call.response_text in codes for call in calls)
-    assert all(call.request["user"] in codes for call in calls)
+    for call in (calls[0], calls[-1]):  # the raw prompt and response of the call picked
+        at.selectbox(key="review_raw_call").select_index(calls.index(call)).run()
+        codes = [c.value for c in at.code]
+        assert call.response_text in codes
+        assert call.request["user"] in codes
 
 
 def test_the_heatmap_switches_to_factuality(app):
@@ -132,39 +149,39 @@ def test_the_heatmap_switches_to_factuality(app):
 def test_filters_narrow_the_list(app, demo_engine: Engine, db: Session):
     summary = run_summary(get_run("demo-pcf", session=db), session=db)
     at = open_page(app, "review")
-    at.multiselect(key="review_flags").set_value(["near_tie"]).run()
+    at.multiselect(key="flags").set_value(["near_tie"]).run()
     assert not at.exception
     near_ties = listed(at)
     assert len(near_ties) == summary["flagged"]["near_tie"] < 52
-    at.toggle(key="review_overrides").set_value(True).run()
+    at.toggle(key="overrides").set_value(True).run()
     both = listed(at)
     assert set(both) <= set(near_ties)
     assert at.selectbox(key="item").value in both
 
-    at.multiselect(key="review_flags").set_value([]).run()
-    at.toggle(key="review_overrides").set_value(False).run()
-    at.text_input(key="review_search").set_value("EVEREST").run()
+    at.multiselect(key="flags").set_value([]).run()
+    at.toggle(key="overrides").set_value(False).run()
+    at.text_input(key="search").set_value("EVEREST").run()
     assert set(listed(at)) == {"demo-025", "demo-052"}
 
-    at.text_input(key="review_search").set_value("").run()
-    at.multiselect(key="review_buckets").set_value(["plain-error"]).run()
+    at.text_input(key="search").set_value("").run()
+    at.multiselect(key="bucket").set_value(["plain-error"]).run()
     assert listed(at)
     assert all(b == "plain-error" for b in frame_with(at, "PCF winner")["bucket"])
 
     with session_scope(demo_engine) as s:
         ids = item_db_ids(get_run("demo-pcf", session=db).dataset_id, session=s)
         add_adjudication(ids["demo-003"], session=s, annotator="ann", choice="cannot_tell")
-    at.multiselect(key="review_buckets").set_value([]).run()
-    at.selectbox(key="review_adjudicated").set_value("adjudicated").run()
+    at.multiselect(key="bucket").set_value([]).run()
+    at.selectbox(key="adjudicated").set_value("adjudicated").run()
     assert listed(at) == ["demo-003"]
-    at.selectbox(key="review_adjudicated").set_value("not adjudicated").run()
+    at.selectbox(key="adjudicated").set_value("not adjudicated").run()
     assert "demo-003" not in listed(at)
     assert len(listed(at)) == 51
 
 
 def test_previous_and_next_move_within_the_filtered_list(app):
     at = open_page(app, "review")
-    at.multiselect(key="review_flags").set_value(["order_unstable"]).run()
+    at.multiselect(key="flags").set_value(["order_unstable"]).run()
     keys = listed(at)
     assert at.selectbox(key="item").value == keys[0]
     previous, following = (b for b in at.button if b.label in ("Previous", "Next"))
@@ -178,17 +195,21 @@ def test_previous_and_next_move_within_the_filtered_list(app):
 
     at = open_page(at, "overview")
     at = open_page(at, "review")
-    assert at.multiselect(key="review_flags").value == ["order_unstable"]
+    assert at.multiselect(key="flags").value == ["order_unstable"]
     assert listed(at) == keys
 
 
 def test_a_candidate_from_the_demo_renders_as_inert_text(app):
     at = open_page(app, "review", item="demo-052")
     assert not at.exception
-    hostile = next(t.value for t in at.text if "<script>" in t.value)
-    assert "<script>alert(1)</script> ![x](http://example.invalid/x.png)" in hostile
-    assert not [m for m in markdown_texts(at) if UNSAFE.search(m)]
+    assert not [m for m in markdown_texts(at) if active(m)]
+    hostile = next(m for m in markdown_texts(at) if "&lt;script>" in m)
+    assert "&lt;script>alert(1)&lt;/script> !\\[x\\](`http://example.invalid/x.png`)" in hostile
     assert not at.html
+
+    at.toggle(key="plain").set_value(True).run()
+    plain = next(t.value for t in at.text if "<script>" in t.value)
+    assert "<script>alert(1)</script> ![x](http://example.invalid/x.png)" in plain
 
 
 @pytest.fixture
@@ -213,9 +234,11 @@ def test_script_html_and_markdown_images_in_texts_stay_inert(hostile_run, app):
     at = open_page(app, "review", item="x-1")
     assert not at.exception
     assert at.selectbox(key="item").value == "x-1"
-    texts = [t.value for t in at.text]
-    assert HOSTILE in texts
-    assert "What is the capital of France? <img src=http://example.invalid/q.png>" in texts
-    assert not [m for m in markdown_texts(at) if UNSAFE.search(m)]
+    prompt = "What is the capital of France? <img src=http://example.invalid/q.png>"
+    assert {inert_markdown(HOSTILE), inert_markdown(prompt)} <= set(markdown_texts(at))
+    assert not [m for m in markdown_texts(at) if active(m)]
     assert not [e.label for e in at.expander if UNSAFE.search(e.label)]
     assert not at.html
+
+    at.toggle(key="plain").set_value(True).run()
+    assert {HOSTILE, prompt} <= {t.value for t in at.text}
