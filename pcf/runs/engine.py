@@ -4,9 +4,11 @@ commit every answered call as it arrives, so an interrupted run resumes where it
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import hashlib
 import json
+import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -18,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from pcf.items import Item
-from pcf.judges.base import CallContext, Judge, JudgeError, JudgeReply
+from pcf.judges.base import CallContext, Judge, JudgeError, JudgeReply, redact
 from pcf.orderings import canonical_order, schedule
 from pcf.pairwise import is_ballpark_question, needs_confirmation
 from pcf.parsing import parse_listwise, parse_pairwise
@@ -37,6 +39,12 @@ from pcf.store.queries import (
 )
 
 MAX_BACKOFF_S = 60.0
+INLINE_PARSE_CHARS = 65_536
+"""Longer answers are cleaned and parsed in a worker thread, off the event loop."""
+MAX_RAW_DEPTH = 64
+"""A raw response nested deeper is stored with ``[nested too deep]`` in place of the rest."""
+NUL_REPAIR = "nul_replaced"
+"""The repair recorded when NUL characters of an answer were stored as U+FFFD."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,39 @@ def content_key(backend: str, model: str, rendered: Rendered, spec: RunSpec, rep
         repeat,
     ]
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def stored_reply(reply: JudgeReply) -> tuple[str, dict[str, Any], list[str]]:
+    """A reply's text and raw response as they are stored, and the repair made, if any.
+
+    API keys are masked (:func:`~pcf.judges.base.redact`), NUL characters (which PostgreSQL's
+    text columns refuse) become U+FFFD and are recorded as the ``nul_replaced`` repair, numbers
+    JSON cannot hold (NaN, infinity) become strings, and nesting stops at
+    :data:`MAX_RAW_DEPTH`, so whatever a provider sends can be stored.
+    """
+    had_nul = False
+
+    def clean(text: str) -> str:
+        nonlocal had_nul
+        if "\x00" in text:
+            had_nul, text = True, text.replace("\x00", "\ufffd")
+        return redact(text)
+
+    def storable(value: Any, depth: int) -> Any:
+        if isinstance(value, str):
+            return clean(value)
+        if isinstance(value, dict | list) and depth >= MAX_RAW_DEPTH:
+            return "[nested too deep]"
+        if isinstance(value, dict):
+            return {clean(str(k)): storable(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, list):
+            return [storable(v, depth + 1) for v in value]
+        if isinstance(value, float) and not math.isfinite(value):
+            return str(value)
+        return value
+
+    text, raw = clean(reply.text), storable(reply.raw, 0)
+    return text, raw, [NUL_REPAIR] if had_nul else []
 
 
 @dataclass
@@ -293,6 +334,30 @@ class _Executor:
             "judgment": judgment,
         }
 
+    async def _answered(
+        self, planned: PlannedCall, rendered: Rendered, reply: JudgeReply
+    ) -> dict[str, Any]:
+        """Fields of the row that come from a judge's reply, as stored and as parsed.
+
+        A long answer is cleaned and parsed in a worker thread, so the event loop keeps serving
+        the calls in flight meanwhile.
+        """
+        if len(reply.text) < INLINE_PARSE_CHARS:
+            return self._answer_fields(planned, rendered, reply)
+        return await asyncio.to_thread(self._answer_fields, planned, rendered, reply)
+
+    def _answer_fields(
+        self, planned: PlannedCall, rendered: Rendered, reply: JudgeReply
+    ) -> dict[str, Any]:
+        text, raw, repairs = stored_reply(reply)
+        parsed = self._parse(planned, rendered, dataclasses.replace(reply, text=text))
+        return parsed | {
+            "repaired": repairs + parsed["repaired"],
+            "response_text": text,
+            "response_raw": raw,
+            "latency_s": reply.latency_s,
+        }
+
     def from_cache(
         self, planned: PlannedCall, rendered: Rendered, key: str, hit: Call
     ) -> dict[str, Any] | None:
@@ -341,7 +406,7 @@ class _Executor:
                         continue
                     outcome = {
                         "ok": False,
-                        "error": str(exc)[:500],  # "reason: message"
+                        "error": redact(str(exc))[:500],  # "reason: message"
                         "repaired": [],
                         "judgment": None,
                         "response_text": None,
@@ -351,11 +416,7 @@ class _Executor:
                     break
                 tokens_in += reply.input_tokens
                 tokens_out += reply.output_tokens
-                outcome = self._parse(planned, rendered, reply) | {
-                    "response_text": reply.text,
-                    "response_raw": reply.raw,
-                    "latency_s": reply.latency_s,
-                }
+                outcome = await self._answered(planned, rendered, reply)
                 if outcome["ok"] or parse_failures >= self.spec.parse_retries:
                     break
                 parse_failures += 1
