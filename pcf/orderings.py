@@ -67,7 +67,13 @@ def _fresh_rotation_block(
 
 
 def schedule(
-    kind: str, candidate_ids: Sequence[str], k: int, *, dataset_seed: int, item_id: str
+    kind: str,
+    candidate_ids: Sequence[str],
+    k: int,
+    *,
+    dataset_seed: int,
+    item_id: str,
+    seed: int = 0,
 ) -> list[Order]:
     """The K orderings of one item; the first is always the canonical order.
 
@@ -75,8 +81,10 @@ def schedule(
         kind: ``balanced``, ``random``, ``exhaustive`` or ``repeated``.
         candidate_ids: the item's candidate ids.
         k: orderings wanted (``exhaustive`` always gives all n!, whatever ``k`` is).
-        dataset_seed: the dataset seed of the canonical order and the random draws.
+        dataset_seed: the dataset's seed, which alone (with the item id) fixes the canonical
+            order, so every run of a dataset shares one direct baseline.
         item_id: the item, so every item gets its own draws.
+        seed: the run's seed of the random draws (``random``, and ``balanced`` beyond 2n).
 
     ``balanced``: the rotations of the canonical order, then the rotations of its reverse, then
     the rotations of seeded random permutations whose rotations are all unused. Every block of
@@ -88,7 +96,7 @@ def schedule(
         raise ValueError(f"K must be at least 1, got {k}")
     canonical = canonical_order(candidate_ids, dataset_seed, item_id)
     n = len(canonical)
-    rng = seeded_rng(kind, dataset_seed, item_id)
+    rng = seeded_rng(kind, seed, item_id)
     if kind == "repeated":
         return [canonical] * k
     if kind == "exhaustive":

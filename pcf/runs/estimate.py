@@ -66,7 +66,7 @@ def estimate_run(
     """
     dataset = require_dataset(spec, session=session)
     items = load_items(dataset.id, session=session)[: spec.limit]
-    calls = plan(items, item_db_ids(dataset.id, session=session), spec)
+    calls = plan(items, item_db_ids(dataset.id, session=session), spec, dataset_seed=dataset.seed)
     run = get_run(spec.run_name, session=session)
     stored = {} if run is None else run_calls_by_slot(run.id, session=session)
     conflict = None if run is None else settings_conflict(run, spec, session=session)

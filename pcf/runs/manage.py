@@ -38,6 +38,10 @@ DEFAULT_MODELS = {
 }
 
 
+CANONICAL_SETTING = "canonical_orders"
+"""Marks runs whose canonical orders come from the dataset seed (all runs created since)."""
+
+
 class RunConflictError(ValueError):
     """A run of that name exists with other settings."""
 
@@ -92,9 +96,23 @@ def settings_conflict(run: Run, spec: RunSpec, *, session: Session) -> str | Non
     } | run.settings.get("identity", {})
     changed = sorted(k for k in mine if mine[k] != theirs.get(k))
     if not changed:
-        return None
+        return _canonical_conflict(run, theirs_dataset)
     detail = ", ".join(f"{k}: {theirs.get(k)!r} -> {mine[k]!r}" for k in changed)
     return f"run {run.name!r} exists with other settings ({detail})"
+
+
+def _canonical_conflict(run: Run, dataset: Dataset | None) -> str | None:
+    """Why a run stored before canonical orders followed the dataset seed cannot resume.
+
+    Such a run seeded its canonical orders with its own seed; its plan is the same only when
+    that equals the dataset's seed.
+    """
+    if CANONICAL_SETTING in run.settings or dataset is None or run.seed == dataset.seed:
+        return None
+    return (
+        f"run {run.name!r} was planned with canonical orders from its own seed {run.seed}, "
+        f"but they now come from the dataset's seed {dataset.seed}"
+    )
 
 
 def open_run(spec: RunSpec, *, session: Session) -> Run:
@@ -120,7 +138,11 @@ def open_run(spec: RunSpec, *, session: Session) -> Run:
             executions=spec.executions,
             base_url=spec.base_url,
             weights=dict(zip(("ws", "wB", "wv", "wu"), DEFAULT_WEIGHTS.as_tuple(), strict=True)),
-            settings={"identity": spec.identity(), "ballpark_guard": spec.ballpark_guard},
+            settings={
+                "identity": spec.identity(),
+                "ballpark_guard": spec.ballpark_guard,
+                CANONICAL_SETTING: "dataset_seed",
+            },
         )
     conflict = settings_conflict(run, spec, session=session)
     if conflict:

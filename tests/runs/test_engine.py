@@ -155,6 +155,56 @@ def test_plan_makes_the_calls_each_protocol_needs():
         plan(items, db_ids, RunSpec("ds", protocol="apoc"))
 
 
+def test_canonical_orders_follow_the_dataset_seed_not_the_run_seed():
+    """Every protocol's call 0 is the canonical order of (dataset seed, item id): equal across
+    run seeds, different across dataset seeds; the run seed still draws random schedules."""
+    items = _items(12)
+    db_ids = {item.item_id: i for i, item in enumerate(items)}
+    pairs = _items(12, n=2)
+    pair_ids = {item.item_id: i for i, item in enumerate(pairs)}
+
+    def first_orders(protocol: str, run_seed: int, dataset_seed: int) -> dict:
+        chosen, ids = (pairs, pair_ids) if protocol == "apoc" else (items, db_ids)
+        spec = RunSpec("ds", protocol=protocol, seed=run_seed, k=3)
+        calls = plan(chosen, ids, spec, dataset_seed=dataset_seed)
+        return {c.item.item_id: c.order for c in calls if (c.execution, c.call_index) == (0, 0)}
+
+    for protocol in ("direct", "pcf", "repeated", "apoc"):
+        shared = first_orders(protocol, 0, 3)
+        assert first_orders(protocol, 1, 3) == shared
+        assert first_orders(protocol, 99, 3) == shared
+        assert first_orders(protocol, 0, 4) != shared
+        chosen = pairs if protocol == "apoc" else items
+        assert shared == {i.item_id: canonical_order(i.candidate_ids, 3, i.item_id) for i in chosen}
+
+    def random_orders(run_seed: int) -> list:
+        spec = RunSpec("ds", schedule="random", seed=run_seed, k=5)
+        return [c.order for c in plan(items, db_ids, spec, dataset_seed=3)]
+
+    assert random_orders(1) != random_orders(2)
+
+
+def test_runs_of_a_dataset_share_the_direct_baseline_and_its_calls(session):
+    """Runs with different run seeds on one dataset make the same canonical calls (answered
+    once), and the dataset's import seed decides them."""
+    items = _items(6)
+    seeded = import_items(items, session=session, name="seeded", fmt="jsonl", seed=7)
+    session.commit()
+    judge = CountingJudge()
+    first, _ = _run(session, seeded, items, RunSpec("seeded", protocol="direct"), judge, name="a")
+    second, report = _run(
+        session, seeded, items, RunSpec("seeded", protocol="direct", seed=5), judge, name="b"
+    )
+    assert report.cache_hits == len(items)
+    assert judge.requests == len(items)
+    orders = {c.item_id: c.order for c in _calls(session, first)}
+    assert orders == {c.item_id: c.order for c in _calls(session, second)}
+    by_key = {i.item_id: i for i in items}
+    ids = item_db_ids(seeded.id, session=session)
+    for key, item in by_key.items():
+        assert orders[ids[key]] == list(canonical_order(item.candidate_ids, 7, key))
+
+
 def test_runs_store_one_row_per_planned_call(session):
     """Each protocol stores exactly its planned calls, with totals that add up."""
     items = _items(4)
