@@ -30,6 +30,7 @@ from pcf.runs.spec import RunSpec
 from pcf.store.models import Call, Run
 from pcf.store.queries import (
     cached_calls,
+    get_dataset_by_id,
     insert_calls,
     keep_duplicate_answers,
     replace_calls,
@@ -66,9 +67,14 @@ class PlannedCall:
         return render(self.item, self.order, self.keys)
 
 
-def plan(items: Sequence[Item], db_ids: dict[str, int], spec: RunSpec) -> list[PlannedCall]:
+def plan(
+    items: Sequence[Item], db_ids: dict[str, int], spec: RunSpec, *, dataset_seed: int = 0
+) -> list[PlannedCall]:
     """Every call of the run except APOCJudge's confirmation calls, which depend on answers.
 
+    Canonical orders come from the dataset's seed (``pcf import --seed``, 0 by default) and the
+    item id, never from the run's seed, so every run of a dataset shares its canonical orders
+    and direct baseline; the run's seed drives the random draws of the schedule.
     ``repeat_index`` counts earlier calls of the same item with the same ordering (and keys),
     across executions, so identical prompts stay distinct calls in the cache.
     """
@@ -80,7 +86,7 @@ def plan(items: Sequence[Item], db_ids: dict[str, int], spec: RunSpec) -> list[P
                 raise ValueError(
                     f"item {item.item_id}: apoc needs pairs, got {len(item.candidates)}"
                 )
-            first = canonical_order(item.candidate_ids, spec.seed, item.item_id)
+            first = canonical_order(item.candidate_ids, dataset_seed, item.item_id)
             orders = [first, first[::-1]]
             executions = 1
         else:
@@ -88,8 +94,9 @@ def plan(items: Sequence[Item], db_ids: dict[str, int], spec: RunSpec) -> list[P
                 spec.schedule,
                 item.candidate_ids,
                 spec.k,
-                dataset_seed=spec.seed,
+                dataset_seed=dataset_seed,
                 item_id=item.item_id,
+                seed=spec.seed,
             )
             executions = spec.executions
         for execution in range(executions):
@@ -519,7 +526,8 @@ async def execute(
     if retry_failed:
         executor.replacing = {slot: call.id for slot, call in stored.items() if not call.ok}
         stored = {slot: call for slot, call in stored.items() if call.ok}
-    planned = plan(items, db_ids, spec)
+    dataset_seed = get_dataset_by_id(run.dataset_id, session=session).seed
+    planned = plan(items, db_ids, spec, dataset_seed=dataset_seed)
     todo = [p for p in planned if (p.item_db_id, p.execution, p.call_index) not in stored]
     executor.report.to_do = len(todo)
     executor.report.planned = len(planned)
