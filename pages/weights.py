@@ -51,8 +51,8 @@ ensure_app_frame()
 st.title("Weights")
 st.caption(
     "Eq. 5: C = ws·S + wB·B + wv·V + wu·U. Every change is recomputed from the run's stored "
-    "judgments; no judge is called. Accuracy counts the items with a gold id; direct is the same "
-    "weights on the canonical call alone."
+    "judgments of execution 0 (a matched single-run diagnostic); no judge is called. Accuracy "
+    "counts the items with a gold id; direct is the same weights on the canonical call alone."
 )
 
 with session() as s:
@@ -93,7 +93,7 @@ with controls:
         st.slider(label, 0.0, 1.0, step=0.01, key=key, on_change=match_preset)
     if current.k > 1:
         st.slider(
-            "K: first K orderings of each execution",
+            "K: first K orderings of execution 0",
             1,
             current.k,
             key=K_KEY,
@@ -167,8 +167,8 @@ st.dataframe(
     },
 )
 st.caption(
-    "Rows: the six presets of METHOD.md. Per run: accuracy on items with gold with every stored "
-    "call, and the difference to direct (the same preset on the canonical call) in points."
+    "Rows: the six presets of METHOD.md. Per run: accuracy on items with gold with the calls of "
+    "execution 0, and the difference to direct (the same preset on the canonical call) in points."
     + (
         f" Simulated runs included: {SIMULATED_LABEL}."
         if any(p.simulated for p in table_runs)

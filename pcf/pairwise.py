@@ -190,7 +190,7 @@ def official_outcome(gold: str, other: str, d1: str | None, d2: str | None) -> i
     return _sign(sum((d == gold) - (d == other) for d in (d1, d2)))
 
 
-def _bucket_order(buckets: Sequence[str]) -> list[str]:
+def bucket_order(buckets: Sequence[str]) -> list[str]:
     """JudgeBench's buckets in its reporting order, then any others alphabetically."""
     present = set(buckets)
     known = [b for b in JUDGEBENCH_BUCKETS if b in present]
@@ -230,7 +230,7 @@ def bucket_scores(outcomes: Sequence[int], buckets: Sequence[str]) -> dict:
         raise ValueError(f"outcomes must be -1, 0 or 1, got {bad}")
     per_bucket = {
         bucket: _score([o for o, b in zip(outcomes, buckets, strict=True) if b == bucket])
-        for bucket in _bucket_order(buckets)
+        for bucket in bucket_order(buckets)
     }
     macro = sum(s["score"] for s in per_bucket.values()) / len(per_bucket)
     return {"buckets": per_bucket, "overall": _score(outcomes), "macro": macro}

@@ -4,6 +4,9 @@ A run's judgments are packed into arrays once (:func:`pack_run`); every choice o
 after that is a few array operations (:func:`evaluate_weights`), never a judge call. Accuracy is
 measured on the items with a gold id. "Direct" is the same rule on the canonical call alone
 (METHOD.md), so improved and regressed compare each weighting with its own direct baseline.
+
+The K table and the weight table are matched single-run diagnostics (METHOD.md): they use the
+calls of execution 0 alone (K calls per item), never the executions pooled.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from pcf.store.queries import load_items, run_judgments
 
 CHANGED_COLUMNS = ("item_id", "gold", "direct", "winner", "outcome")
 WEIGHT_NAMES = ("ws", "wB", "wv", "wu")
+DIAGNOSTIC_EXECUTION = 0
+"""The execution the K and weight tables use (METHOD.md: matched single-run diagnostics)."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,8 @@ class WeightOutcome:
 
 
 def evaluate_weights(packed: PackedRun, weights: Weights, *, k: int | None = None) -> WeightOutcome:
-    """Decide every labelled item of a packed run with ``weights`` on its first ``k`` calls.
+    """Decide every labelled item of a packed run with ``weights`` on the first ``k`` calls of
+    execution 0 (the matched single-run diagnostic; an item without execution 0 abstains).
 
     Raises:
         ValueError: no judged item has a gold id.
@@ -99,7 +105,7 @@ def evaluate_weights(packed: PackedRun, weights: Weights, *, k: int | None = Non
     winners: dict[str, str | None] = {}
     direct: dict[str, str | None] = {}
     for group in packed.groups:
-        decided = decide(group, weights=weights, k=k)
+        decided = decide(group.execution(DIAGNOSTIC_EXECUTION), weights=weights, k=k)
         winners.update(
             zip(group.item_ids, decided.consensus.winner_ids(decided.arrays), strict=True)
         )

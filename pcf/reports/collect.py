@@ -20,7 +20,7 @@ from pcf.consensus import DEFAULT_WEIGHTS
 from pcf.pairwise import TIE
 from pcf.prices import price_table
 from pcf.recordings import FIRST, SECOND, RecordedPair
-from pcf.reports.tables import METHODS, weight_table
+from pcf.reports.tables import METHODS, weight_records
 from pcf.store.models import Run
 from pcf.store.queries import list_datasets, load_items, run_judgments
 
@@ -35,9 +35,11 @@ class ReportData:
     Attributes:
         runs: one row per run: names, settings, counts, calls, tokens, cost, ``simulated``.
         decisions: :func:`pcf.analysis.results.decision_table` rows of every run, plus ``run``.
-        k_prefixes: per labelled PCF or repeated run and K: ``run``, ``K``, ``n``,
-            ``accuracy``, ``direct_accuracy`` (shares), ``improved``, ``regressed``.
-        weights: :func:`pcf.reports.tables.weight_table` of the labelled PCF and repeated runs.
+        k_prefixes: per labelled PCF or repeated run and K, on execution 0's first K calls:
+            ``run``, ``K``, ``n``, ``accuracy``, ``direct_accuracy`` (shares), ``improved``,
+            ``regressed``.
+        weights: :func:`pcf.reports.tables.weight_records` of the labelled PCF and repeated
+            runs (execution 0).
         slots: per listwise run, candidate count ``n`` and slot: ``run``, ``n``, ``slot``,
             ``top_share``, ``top_count``, ``gold_recall``.
         slot_tests: per listwise run and ``n``: ``run``, ``n``, ``calls``, ``chi2``, ``p_value``.
@@ -61,8 +63,9 @@ def k_values(stored_k: int) -> list[int]:
 def collect_report(runs: Sequence[Run], *, session: Session) -> ReportData:
     """Read and decide the runs' stored judgments; no judge is called.
 
-    Decisions use the proposed weights (as :func:`pcf.analysis.results.run_decisions`); the K
-    table uses prefixes of each run's stored schedule; the weight table every stored call.
+    Decisions use the proposed weights and every execution (as
+    :func:`pcf.analysis.results.run_decisions`); the K table and the weight table are matched
+    single-run diagnostics on execution 0 alone (METHOD.md): prefixes of its stored schedule.
     """
     datasets = {d.id: d.name for d in list_datasets(session=session)}
     prices = price_table()
@@ -101,7 +104,7 @@ def collect_report(runs: Sequence[Run], *, session: Session) -> ReportData:
             k_rows,
             columns=["run", "K", "n", "accuracy", "direct_accuracy", "improved", "regressed"],
         ),
-        weights=weight_table(packed) if packed else pd.DataFrame(),
+        weights=weight_records(packed) if packed else pd.DataFrame(),
         slots=_concat(slots),
         slot_tests=_concat(tests),
         pairs=_concat(pairs),

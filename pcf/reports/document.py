@@ -16,6 +16,7 @@ from pcf.reports.charts import metric_histogram, paired_change_chart, slot_share
 from pcf.reports.collect import ReportData
 from pcf.reports.tables import (
     METHODS,
+    MICRO_AVERAGE,
     abstention_table,
     agreement_distribution,
     any_simulated,
@@ -28,23 +29,29 @@ from pcf.reports.tables import (
     override_table,
     paired_changes,
     pairwise_accuracy_table,
+    pairwise_table,
     position_table,
     settings_table,
     slot_table,
     slot_test_table,
     usage_table,
-    weights_table,
 )
 
 
 @dataclass(frozen=True)
 class Table:
-    """A titled table; ``simulated`` marks numbers that came from the simulated judge."""
+    """A titled table; ``simulated`` marks numbers that came from the simulated judge.
+
+    ``key`` names the table in ``report.json`` (tables of one key are listed together); ``run``
+    is added to each of its records there when the table is about one run.
+    """
 
     title: str
     frame: pd.DataFrame
     note: str = ""
     simulated: bool = False
+    key: str = ""
+    run: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,7 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
         Section(
             "Runs",
             (
-                Table("Settings", settings_table(runs), "", any_simulated(runs)),
+                Table("Settings", settings_table(runs), "", any_simulated(runs), "settings"),
                 Table(
                     "Calls, failures, tokens and cost",
                     usage_table(runs),
@@ -129,12 +136,14 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
                     "answers copied from an identical earlier call, at no cost. Failures: calls "
                     "left without a usable judgment. Cost in USD from the price table.",
                     any_simulated(runs),
+                    "usage",
                 ),
             ),
         ),
         _direct_section(data, seed, names),
     ]
     for section in (
+        _pairwise_section(data),
         _k_section(data),
         _weights_section(data),
         _instability_section(data, names),
@@ -145,9 +154,8 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
     if not data.pairs.empty:
         for run_name, pairs in data.pairs.groupby("run", sort=False):
             simulated = any_simulated(runs, [run_name])
-            sections.append(
-                Section(f"Pairwise: {run_name}", pairwise_blocks(pairs, simulated=simulated))
-            )
+            blocks = pairwise_blocks(pairs, simulated=simulated, run=str(run_name))
+            sections.append(Section(f"Pairwise: {run_name}", blocks))
     return Report(title, tuple(sections), any_simulated(runs))
 
 
@@ -159,23 +167,29 @@ def _direct_section(data: ReportData, seed: int, names: _Names) -> Section:
         f"test on those two counts; the 95% interval is a paired bootstrap of items (seed {seed})."
     ]
     tables = []
-    for protocol, label in (
-        ("pcf", "Main table: PCF against direct"),
-        ("apoc", "APOCJudge against direct"),
+    for protocol, label, key in (
+        ("pcf", "Main table: PCF against direct", "main"),
+        ("apoc", "APOCJudge against direct", "apoc_main"),
     ):
         table = main_table(runs, data.decisions, protocol=protocol, seed=seed)
         if table.empty:
             continue
         tables.append(table)
-        notes = ["Accuracy (%) on labelled items; a tie or no verdict counts as wrong."]
+        notes = [
+            "Accuracy (%) on labelled items, every execution averaged; a tie or no verdict "
+            "counts as wrong."
+        ]
+        if (table["model"] == MICRO_AVERAGE).any():
+            notes.append("Micro average: the labelled items of every run above pooled.")
         decided = dict(zip(runs["run"], runs["items"], strict=True))
-        without = list(table.loc[table["N"] == 0, "run"])
+        without = list(table.loc[(table["N"] == 0) & (table["model"] != MICRO_AVERAGE), "run"])
         if unlabelled := [r for r in without if decided[r]]:
             notes.append(f"No gold labels for {', '.join(unlabelled)}: no accuracy to show.")
         if undecided := [r for r in without if not decided[r]]:
             notes.append(f"No decided item yet in {', '.join(undecided)}.")
         note = " ".join(notes)
-        blocks.append(Table(label, table, note, any_simulated(runs, list(table["run"]))))
+        simulated = any_simulated(runs, list(table["run"]))
+        blocks.append(Table(label, table, note, simulated, key))
     if not tables:
         blocks.append("No PCF or APOCJudge run in this report: nothing to compare with direct.")
         return Section("Against the direct baseline", tuple(blocks))
@@ -196,6 +210,29 @@ def _direct_section(data: ReportData, seed: int, names: _Names) -> Section:
     return Section("Against the direct baseline", tuple(blocks))
 
 
+def _pairwise_section(data: ReportData) -> Section | None:
+    """Table 4's form: direct and APOCJudge per bucket, the macro averages and delta."""
+    if data.pairs.empty:
+        return None
+    table = pairwise_table(data.runs, data.pairs)
+    if table.empty:
+        return Section("Pairwise against direct", ("No pair has a gold label.",))
+    return Section(
+        "Pairwise against direct",
+        (
+            Table(
+                "Pairwise: direct and APOCJudge per bucket (Table 4)",
+                table,
+                "Accuracy (%) on labelled pairs; N counts unique pairs. Direct: call 1, the "
+                "pair in canonical order. The macro average is the mean over buckets; its Δ is "
+                "the macro delta, in points. A tie or no verdict counts as wrong.",
+                any_simulated(data.runs, list(table["run"].unique())),
+                "pairwise",
+            ),
+        ),
+    )
+
+
 def _k_section(data: ReportData) -> Section | None:
     runs = data.runs
     if runs.empty or not runs["protocol"].isin(["pcf", "repeated"]).any():
@@ -207,11 +244,14 @@ def _k_section(data: ReportData) -> Section | None:
         "K ablation",
         (
             Table(
-                "K table: repeated canonical and PCF at K prefixes",
+                "K table: repeated canonical and PCF at K prefixes (execution 0)",
                 table,
-                "Each K uses the first K calls of every execution of the stored runs: no new "
-                "calls. Δ is the change over direct (the run's canonical call), in points.",
+                "A matched single-run diagnostic: each K uses the first K calls of execution 0 "
+                "alone, never the executions pooled, so PCF and repeated canonical (method "
+                "repeated) spend the same K calls; no new calls. Δ is the change over direct "
+                "(the run's canonical call), in points.",
                 any_simulated(runs, list(table["run"].unique())),
+                "k",
             ),
         ),
     )
@@ -220,17 +260,18 @@ def _k_section(data: ReportData) -> Section | None:
 def _weights_section(data: ReportData) -> Section | None:
     if data.k_prefixes.empty:
         return None
-    table = weights_table(data.weights)
     run_names = list(data.k_prefixes["run"].unique())
     return Section(
         "Weight presets",
         (
             Table(
-                "Weight table: the six presets of METHOD.md on the same judgments",
-                table,
-                "Accuracy (%) with every stored call of each run; Δ vs direct is the change over "
-                "the same preset on the canonical call, in points.",
+                "Weight table: the six presets of METHOD.md on the same judgments (execution 0)",
+                data.weights,
+                "Accuracy (%) with the calls of execution 0 of each run (the matched runs of the "
+                "K table at their stored K); direct % and Δ vs direct: the same preset on the "
+                "canonical call, Δ in points.",
                 any_simulated(data.runs, run_names),
+                "weights",
             ),
         ),
     )
@@ -249,12 +290,14 @@ def _instability_section(data: ReportData, names: _Names) -> Section | None:
             "Kendall's W: agreement of the rankings (1 = identical). Repeated canonical shows "
             "the judge's instability without any change of order.",
             simulated,
+            "instability",
         ),
         Table(
             "Distribution of top agreement (items)",
             agreement_distribution(data.runs, data.decisions),
             "",
             simulated,
+            "agreement",
         ),
     ]
     for run_name in table.loc[table["method"] == METHODS["pcf"], "run"]:
@@ -283,12 +326,14 @@ def _slot_section(data: ReportData, names: _Names) -> Section | None:
             "Share of ok calls whose top pick was shown in each slot; gold picked: when the "
             "gold answer sat in that slot, the share of calls that ranked it first.",
             any_simulated(data.runs, list(data.slots["run"].unique())),
+            "slots",
         ),
         Table(
             "Chi-square test against uniform slots",
             slot_test_table(data.slot_tests),
             "A small p means the judge's top picks favour some slots.",
             any_simulated(data.runs, list(data.slot_tests["run"].unique())),
+            "slot_tests",
         ),
     ]
     pcf_runs = set(data.runs.loc[data.runs["protocol"] == "pcf", "run"])
@@ -307,12 +352,15 @@ def _slot_section(data: ReportData, names: _Names) -> Section | None:
     return Section("Slot bias", tuple(blocks))
 
 
-def pairwise_blocks(pairs: pd.DataFrame, *, simulated: bool) -> tuple[Block, ...]:
+def pairwise_blocks(
+    pairs: pd.DataFrame, *, simulated: bool, run: str | None = None
+) -> tuple[Block, ...]:
     """The pairwise section, for an APOCJudge run or a replayed recording alike.
 
     Args:
         pairs: :func:`pair_frame` rows of one run or recording.
         simulated: the decisions came from the simulated judge.
+        run: the run's name (added to the tables' records in ``report.json``).
     """
     labelled = labelled_pairs(pairs)
     blocks: list[Block] = []
@@ -331,6 +379,8 @@ def pairwise_blocks(pairs: pd.DataFrame, *, simulated: bool) -> tuple[Block, ...
                 "they name the other; a positive sum is correct, zero a tie. Score = correct / "
                 "pairs; the macro average is the mean over buckets.",
                 simulated,
+                "official",
+                run,
             ),
             Table(
                 "Accuracy per bucket, decision rules side by side",
@@ -340,6 +390,8 @@ def pairwise_blocks(pairs: pd.DataFrame, *, simulated: bool) -> tuple[Block, ...
                 "picked a member when the other said tie or nothing (its accuracy equals the "
                 "official score). A tie or no decision counts as wrong.",
                 simulated,
+                "pairwise_rules",
+                run,
             ),
         ]
     blocks.append(
@@ -349,6 +401,8 @@ def pairwise_blocks(pairs: pd.DataFrame, *, simulated: bool) -> tuple[Block, ...
             "Consistent: both orders gave the same decision. Primacy: the member shown first "
             "won in both orders; recency: the member shown second won in both.",
             simulated,
+            "position",
+            run,
         )
     )
     blocks.append(
@@ -357,6 +411,8 @@ def pairwise_blocks(pairs: pd.DataFrame, *, simulated: bool) -> tuple[Block, ...
             abstention_table(pairs),
             "Pairs a rule decided as a tie or not at all; accuracy counts them as wrong.",
             simulated,
+            "abstentions",
+            run,
         )
     )
     if has_apoc(pairs):
@@ -367,6 +423,8 @@ def pairwise_blocks(pairs: pd.DataFrame, *, simulated: bool) -> tuple[Block, ...
                 "The swapped call proposes an override when it disagrees with the direct call; "
                 "a third call with neutral keys accepts it only if it agrees with the proposal.",
                 simulated,
+                "overrides",
+                run,
             )
         )
     return tuple(blocks)
@@ -391,7 +449,7 @@ def replay_report(pairs: pd.DataFrame, *, title: str, source: Mapping[str, Any])
                 (
                     "Recorded decisions of a real judge in both orders, replayed: no judge is "
                     "called.",
-                    Table("What was replayed", described),
+                    Table("What was replayed", described, key="recording"),
                 ),
             ),
             Section("Pairwise", pairwise_blocks(pairs, simulated=False)),

@@ -7,7 +7,9 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +96,66 @@ def markdown_table(frame: pd.DataFrame) -> str:
         "| " + " | ".join(_md_cell(v) for v in row) + " |" for row in shown.itertuples(index=False)
     ]
     return "\n".join([header, rule, *body])
+
+
+FIELD_NAMES = {
+    "N": "n",
+    "K": "k",
+    "direct %": "direct_accuracy",
+    "accuracy %": "accuracy",
+    "PCF %": "accuracy",
+    "APOCJudge %": "accuracy",
+    "Δ points": "delta_points",
+    "Δ vs direct (points)": "delta_points",
+    "McNemar p": "mcnemar_p",
+    "CI low": "ci_low_points",
+    "CI high": "ci_high_points",
+    "cost (USD)": "cost_usd",
+    "p": "p_value",
+    **{name: name for name in ("ws", "wB", "wv", "wu")},
+}
+"""Record names of the report's columns in ``report.json``; any other column is named by
+:func:`field_name`'s rule. Accuracies and ``*_pct`` fields are percent, deltas points."""
+
+
+def field_name(column: str) -> str:
+    """The ``report.json`` name of a column: :data:`FIELD_NAMES`, else lower case with ``%``
+    as ``pct``, ``Δ`` as ``delta`` and every other run of non-alphanumerics as ``_``."""
+    if column in FIELD_NAMES:
+        return FIELD_NAMES[column]
+    text = column.replace("%", " pct").replace("Δ", "delta ").lower()
+    return re.sub(r"[^a-z0-9]+", "_", text).strip("_")
+
+
+def _json_value(value: Any) -> Any:
+    """A cell as JSON: Python numbers and strings, None for a missing value."""
+    value = _plain(value)
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def table_records(table: Table) -> list[dict[str, Any]]:
+    """The table's rows as records (``run`` first when the table is about one run)."""
+    names = [field_name(str(c)) for c in table.frame.columns]
+    context = {"run": table.run} if table.run is not None else {}
+    return [
+        context | {name: _json_value(v) for name, v in zip(names, row, strict=True)}
+        for row in table.frame.itertuples(index=False)
+    ]
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The report as data: ``{"title", "simulated", "tables": {key: [records]}, "about":
+    {key: [{"title", "note", "simulated"}]}}``; tables sharing a key are listed together."""
+    tables: dict[str, list[dict[str, Any]]] = {}
+    about: dict[str, list[dict[str, Any]]] = {}
+    for table in report.tables():
+        key = table.key or field_name(table.title)
+        tables.setdefault(key, []).extend(table_records(table))
+        described = {"title": table.title, "note": table.note, "simulated": table.simulated}
+        about.setdefault(key, []).append(described | ({"run": table.run} if table.run else {}))
+    return {"title": report.title, "simulated": report.simulated, "tables": tables, "about": about}
 
 
 def _simulated_note() -> str:
@@ -275,10 +337,11 @@ def report_texts(report: Report) -> tuple[str, str]:
 
 
 def write_report(report: Report, out: Path) -> dict[str, Any]:
-    """Write ``report.md``, ``report.html`` and ``charts/<name>.png`` into ``out``.
+    """Write ``report.md``, ``report.html``, ``report.json`` (:func:`report_json`) and
+    ``charts/<name>.png`` into ``out``.
 
     Returns:
-        The paths written (``markdown``, ``html``, ``charts``) and ``chart_errors``
+        The paths written (``markdown``, ``html``, ``json``, ``charts``) and ``chart_errors``
         (figure name -> reason) for the charts that could not be rendered.
     """
     out.mkdir(parents=True, exist_ok=True)
@@ -292,9 +355,12 @@ def write_report(report: Report, out: Path) -> dict[str, Any]:
     markdown, page = render_markdown(report, charts, images), render_html(report, charts)
     (out / "report.md").write_text(markdown, encoding="utf-8")
     (out / "report.html").write_text(page, encoding="utf-8")
+    data = json.dumps(report_json(report), ensure_ascii=False, indent=1, allow_nan=False)
+    (out / "report.json").write_text(data + "\n", encoding="utf-8")
     return {
         "markdown": str(out / "report.md"),
         "html": str(out / "report.html"),
+        "json": str(out / "report.json"),
         "charts": [str(out / path) for path in images.values()],
         "chart_errors": charts.errors,
     }

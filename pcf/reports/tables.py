@@ -5,15 +5,16 @@ bias, and the pairwise tables (JudgeBench's official score, decision rules, posi
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
-from pcf.analysis.results import accuracy_against, gold_answers
+from pcf.analysis.results import value_or_none
 from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights
 from pcf.consensus import PRESETS
-from pcf.pairwise import bucket_scores, official_outcome
+from pcf.evaluation import compare_paired
+from pcf.pairwise import bucket_order, bucket_scores, official_outcome
 from pcf.recordings import FIRST, SECOND, SWAP_RULES
 from pcf.store.models import Run
 
@@ -100,6 +101,22 @@ def usage_table(runs: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+MICRO_AVERAGE = "micro average"
+
+
+def _paired_stats(decisions: pd.DataFrame, seed: int) -> dict[str, Any] | None:
+    """:func:`pcf.evaluation.compare_paired` on the labelled rows of decision tables."""
+    known = decisions[decisions["gold"].notna()]
+    if known.empty:
+        return None
+    return compare_paired(
+        list(known["gold"]),
+        [value_or_none(w) for w in known["direct_winner"]],
+        [value_or_none(w) for w in known["winner"]],
+        seed=seed,
+    )
+
+
 def main_table(
     runs: pd.DataFrame, decisions: pd.DataFrame, *, protocol: str = "pcf", seed: int = 0
 ) -> pd.DataFrame:
@@ -107,7 +124,8 @@ def main_table(
 
     Columns: model, run, N (labelled items), direct %, ``<method> %``, Δ points, improved,
     regressed, same, McNemar p (exact), CI low / CI high (95% paired bootstrap of the
-    difference, points, seeded). A run without gold labels has N 0 and no figures.
+    difference, points, seeded). A run without gold labels has N 0 and no figures. When the
+    runs cover several models, a last row (model ``micro average``) pools their labelled items.
     """
     method = f"{METHODS.get(protocol, protocol)} %"
     columns = [
@@ -124,19 +142,24 @@ def main_table(
         "CI low",
         "CI high",
     ]
-    rows = []
     chosen = runs[runs["protocol"] == protocol] if not runs.empty else runs
-    for run in chosen.itertuples():
-        table = decisions[decisions["run"] == run.run]
-        stats = accuracy_against(table, gold_answers(table), seed=seed)
+    parts = [
+        (run.model, run.run, decisions[decisions["run"] == run.run]) for run in chosen.itertuples()
+    ]
+    if len({model for model, _, _ in parts}) > 1:
+        pooled = pd.concat([table for *_, table in parts], ignore_index=True)
+        parts.append((MICRO_AVERAGE, f"{len(parts)} runs", pooled))
+    rows = []
+    for model, run, table in parts:
+        stats = _paired_stats(table, seed)
         if stats is None:
-            rows.append({"model": run.model, "run": run.run, "N": 0})
+            rows.append({"model": model, "run": run, "N": 0})
             continue
         low, high = stats["ci_points"]
         rows.append(
             {
-                "model": run.model,
-                "run": run.run,
+                "model": model,
+                "run": run,
                 "N": stats["n"],
                 "direct %": 100 * stats["direct_accuracy"],
                 method: 100 * stats["method_accuracy"],
@@ -157,16 +180,17 @@ def paired_changes(*tables: pd.DataFrame) -> pd.DataFrame:
     rows = [
         {"run": row["run"], "outcome": outcome, "items": int(row[outcome])}
         for table in tables
-        for _, row in table[table["N"] > 0].iterrows()
+        for _, row in table[(table["N"] > 0) & (table["model"] != MICRO_AVERAGE)].iterrows()
         for outcome in ("improved", "regressed")
     ]
     return pd.DataFrame(rows, columns=["run", "outcome", "items"])
 
 
 def k_table(runs: pd.DataFrame, k_prefixes: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy of repeated canonical and PCF at each K prefix, and the change over direct.
+    """Repeated canonical and PCF at each K, matched: the first K calls of execution 0 alone.
 
-    Direct is each run's own canonical call; K prefixes of the stored runs cost no call.
+    ``method`` is ``repeated`` (repeated canonical) or ``pcf``; direct is each run's own
+    canonical call; K prefixes of the stored runs cost no call.
     """
     columns = [
         "model",
@@ -182,13 +206,13 @@ def k_table(runs: pd.DataFrame, k_prefixes: pd.DataFrame) -> pd.DataFrame:
     ]
     if k_prefixes.empty:
         return pd.DataFrame(columns=columns)
-    merged = k_prefixes.merge(runs[["run", "model", "protocol", "method"]], on="run")
+    merged = k_prefixes.merge(runs[["run", "model", "protocol"]], on="run")
     merged["order"] = merged["protocol"].map({"repeated": 0, "pcf": 1})
     merged = merged.sort_values(["model", "order", "run", "K"], kind="stable")
     return pd.DataFrame(
         {
             "model": merged["model"],
-            "method": merged["method"],
+            "method": merged["protocol"],
             "run": merged["run"],
             "K": merged["K"],
             "N": merged["n"],
@@ -199,11 +223,6 @@ def k_table(runs: pd.DataFrame, k_prefixes: pd.DataFrame) -> pd.DataFrame:
             "regressed": merged["regressed"],
         }
     ).reset_index(drop=True)
-
-
-def weights_table(weights: pd.DataFrame) -> pd.DataFrame:
-    """:func:`weight_table` with the preset as a column."""
-    return weights.reset_index() if not weights.empty else weights
 
 
 def _instability_runs(runs: pd.DataFrame, decisions: pd.DataFrame) -> Iterator[tuple[Any, Any]]:
@@ -367,6 +386,37 @@ def pairwise_accuracy_table(pairs: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([frame, pd.DataFrame([overall, macro])], ignore_index=True)
 
 
+def pairwise_table(runs: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """Table 4's form: per APOCJudge run, accuracy (%) per bucket of direct (call 1, the pair
+    in canonical order) and of APOCJudge, then their macro average over the buckets and the
+    macro delta. N counts unique labelled pairs; a tie or no verdict counts as wrong.
+    """
+    columns = ["model", "run", "bucket", "N", "direct %", "APOCJudge %", "Δ points"]
+    rows = []
+    for run_name, mine in pairs.groupby("run", sort=False):
+        labelled = labelled_pairs(mine).drop_duplicates("pair_id")
+        if labelled.empty:
+            continue
+        model = runs.loc[runs["run"] == run_name, "model"].iloc[0]
+        direct = 100 * _correct(labelled["d1"], labelled["label"])
+        apoc = 100 * _correct(labelled["apoc"], labelled["label"])
+        per_bucket = [
+            (bucket, int(chosen.sum()), direct[chosen].mean(), apoc[chosen].mean())
+            for bucket in bucket_order(list(labelled["bucket"]))
+            for chosen in [labelled["bucket"] == bucket]
+        ]
+        macro_direct = sum(r[2] for r in per_bucket) / len(per_bucket)
+        macro_apoc = sum(r[3] for r in per_bucket) / len(per_bucket)
+        rows += [
+            (model, run_name, bucket, n, d, a, a - d)
+            for bucket, n, d, a in [
+                *per_bucket,
+                ("macro average", len(labelled), macro_direct, macro_apoc),
+            ]
+        ]
+    return pd.DataFrame(rows, columns=columns)
+
+
 def position_table(pairs: pd.DataFrame) -> pd.DataFrame:
     """Swap consistency and position bias over all pairs.
 
@@ -418,32 +468,50 @@ def override_table(pairs: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def weight_table(runs: Sequence[PackedRun]) -> pd.DataFrame:
-    """The seed's weight table: one row per preset, accuracy (%) and delta vs direct (points)
-    per run, with every stored call of each run.
-
-    Columns are ``"<run> accuracy %"`` and ``"<run> Δ vs direct"``; the first columns give the
-    preset's weights.
-    """
+def weight_records(runs: Sequence[PackedRun]) -> pd.DataFrame:
+    """The seed's weight table, one row per run and preset: the preset's weights, N, accuracy
+    (%) and the same preset on the canonical call (direct %), and Δ in points; execution 0's
+    calls (:func:`pcf.analysis.weights.evaluate_weights`)."""
     rows = []
-    for name, weights in PRESETS.items():
-        row: dict[str, object] = {
-            "preset": name,
-            **dict(zip(WEIGHT_NAMES, weights.as_tuple(), strict=True)),
-        }
-        for packed in runs:
+    for packed in runs:
+        for name, weights in PRESETS.items():
             outcome = evaluate_weights(packed, weights)
-            row[f"{packed.name} accuracy %"] = 100 * outcome.accuracy
-            row[f"{packed.name} Δ vs direct"] = 100 * (outcome.accuracy - outcome.direct_accuracy)
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("preset")
+            rows.append(
+                {
+                    "run": packed.name,
+                    "preset": name,
+                    **dict(zip(WEIGHT_NAMES, weights.as_tuple(), strict=True)),
+                    "N": outcome.n,
+                    "direct %": 100 * outcome.direct_accuracy,
+                    "accuracy %": 100 * outcome.accuracy,
+                    "Δ vs direct (points)": 100 * (outcome.accuracy - outcome.direct_accuracy),
+                }
+            )
+    return pd.DataFrame(rows)
 
 
-def runs_table(runs: Sequence[Run]) -> pd.DataFrame:
+def weight_table(runs: Sequence[PackedRun]) -> pd.DataFrame:
+    """:func:`weight_records` side by side: one row per preset (the index), its weights, then
+    ``"<run> accuracy %"`` and ``"<run> Δ vs direct"`` per run."""
+    records = weight_records(runs)
+    table = pd.DataFrame(
+        {name: weights.as_tuple() for name, weights in PRESETS.items()}, index=list(WEIGHT_NAMES)
+    ).T.rename_axis("preset")
+    for name, rows in records.groupby("run", sort=False):
+        by_preset = rows.set_index("preset")
+        table[f"{name} accuracy %"] = by_preset["accuracy %"]
+        table[f"{name} Δ vs direct"] = by_preset["Δ vs direct (points)"]
+    return table
+
+
+def runs_table(runs: Sequence[Run], states: Mapping[int, str] | None = None) -> pd.DataFrame:
     """One row per run with its settings, status, calls, failures, tokens and cost.
 
-    ``judge`` is ``backend: model``.
+    ``judge`` is ``backend: model``; ``status`` is the run's entry in ``states`` when given
+    (:func:`pcf.store.queries.run_states`: ``interrupted`` for a run whose process stopped),
+    else its stored status.
     """
+    states = states or {}
     return pd.DataFrame(
         [
             (
@@ -453,7 +521,7 @@ def runs_table(runs: Sequence[Run]) -> pd.DataFrame:
                 r.k,
                 r.schedule,
                 r.executions,
-                r.status,
+                states.get(r.id, r.status),
                 r.calls_made,
                 r.cache_hits,
                 r.failures,

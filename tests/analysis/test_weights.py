@@ -7,7 +7,7 @@ import pytest
 from pcf.analysis.weights import PackedRun, evaluate_weights, pack_run
 from pcf.consensus import PRESETS, Weights, pack
 from pcf.decisions import aggregate
-from pcf.reports.tables import weight_table
+from pcf.reports.tables import weight_records, weight_table
 from pcf.store import (
     create_run,
     get_dataset,
@@ -32,9 +32,14 @@ def demo(demo_engine):
         }
 
 
+def execution_zero(demo, run: str) -> list:
+    """The run's judgments of execution 0: what the matched diagnostics use."""
+    return [j for j in demo["judgments"][run] if j.execution == 0]
+
+
 def recomputed(demo, run: str, weights: Weights, k: int | None = None) -> tuple[float, float]:
-    """(consensus accuracy, direct accuracy) from `aggregate`'s records."""
-    records = aggregate(demo["judgments"][run], items=demo["items"], weights=weights, k=k)
+    """(consensus accuracy, direct accuracy) from `aggregate`'s records of execution 0."""
+    records = aggregate(execution_zero(demo, run), items=demo["items"], weights=weights, k=k)
     gold = {i.item_id: i.gold for i in demo["items"]}
     method = sum(r["winner"] == gold[r["item_id"]] for r in records) / len(records)
     direct = sum(r["metrics"]["direct_winner"] == gold[r["item_id"]] for r in records)
@@ -54,7 +59,7 @@ def test_playground_accuracy_equals_aggregate(demo, preset, k):
 
 def test_changed_items_are_those_whose_winner_left_direct(demo):
     outcome = evaluate_weights(demo["packed"]["demo-pcf"], PRESETS["proposed"])
-    records = aggregate(demo["judgments"]["demo-pcf"], items=demo["items"])
+    records = aggregate(execution_zero(demo, "demo-pcf"), items=demo["items"])
     changed = [r["item_id"] for r in records if r["winner"] != r["metrics"]["direct_winner"]]
     assert outcome.changed["item_id"].tolist() == changed
     counts = outcome.changed["outcome"].value_counts().to_dict()
@@ -73,6 +78,30 @@ def test_weight_table_has_a_row_per_preset_and_two_columns_per_run(demo):
         assert table.loc[preset, "demo-pcf Δ vs direct"] == pytest.approx(100 * (method - direct))
     # The direct run has one call per item: every preset is its own direct baseline.
     assert (table["demo-direct Δ vs direct"] == 0).all()
+
+
+def test_diagnostics_use_execution_zero_only(demo):
+    """demo-pcf has several executions; pooling them gives other winners than execution 0."""
+    assert {j.execution for j in demo["judgments"]["demo-pcf"]} != {0}
+    pooled = aggregate(demo["judgments"]["demo-pcf"], items=demo["items"])
+    alone = aggregate(execution_zero(demo, "demo-pcf"), items=demo["items"])
+    assert [r["winner"] for r in pooled] != [r["winner"] for r in alone]
+    outcome = evaluate_weights(demo["packed"]["demo-pcf"], PRESETS["proposed"])
+    gold = {i.item_id: i.gold for i in demo["items"]}
+    assert outcome.accuracy == sum(r["winner"] == gold[r["item_id"]] for r in alone) / 52
+
+
+def test_weight_records_are_the_weight_table_in_long_form(demo):
+    packed = [demo["packed"][n] for n in ("demo-pcf", "demo-repeated")]
+    records = weight_records(packed)
+    table = weight_table(packed)
+    assert len(records) == 2 * len(PRESETS)
+    for row in records.to_dict("records"):
+        method, direct = recomputed(demo, row["run"], PRESETS[row["preset"]])
+        assert row["N"] == 52
+        assert row["direct %"] == 100 * direct
+        assert row["accuracy %"] == 100 * method
+        assert table.loc[row["preset"], f"{row['run']} accuracy %"] == row["accuracy %"]
 
 
 def test_packed_run_knows_its_k_and_that_it_is_simulated(demo):

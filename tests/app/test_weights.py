@@ -20,11 +20,13 @@ def at(app: AppTest) -> AppTest:
 
 
 def expected_accuracy(run: str, weights: Weights, k: int | None = None) -> tuple[str, str]:
-    """(consensus, direct) accuracy as the page formats it, recomputed with `aggregate`."""
+    """(consensus, direct) accuracy as the page formats it, recomputed with `aggregate` on
+    execution 0's calls (the matched single-run diagnostic)."""
     with session_scope(get_engine()) as s:
         stored = get_run(run, session=s)
         items = load_items(stored.dataset_id, session=s)
-        records = aggregate(run_judgments(stored.id, session=s), items=items, weights=weights, k=k)
+        calls = [j for j in run_judgments(stored.id, session=s) if j.execution == 0]
+        records = aggregate(calls, items=items, weights=weights, k=k)
     gold = {i.item_id: i.gold for i in items}
     method = sum(r["winner"] == gold[r["item_id"]] for r in records) / len(records)
     direct = sum(r["metrics"]["direct_winner"] == gold[r["item_id"]] for r in records)

@@ -195,6 +195,8 @@ def study(tmp_path_factory) -> dict:
         "md": (folder / "out1" / "report.md").read_text(encoding="utf-8"),
         "html": (folder / "out1" / "report.html").read_text(encoding="utf-8"),
         "pairs_md": (folder / "outp" / "report.md").read_text(encoding="utf-8"),
+        "json": json.loads((folder / "out1" / "report.json").read_text(encoding="utf-8")),
+        "pairs_json": json.loads((folder / "outp" / "report.json").read_text(encoding="utf-8")),
     }
 
 
@@ -242,45 +244,102 @@ def test_the_main_table_matches_an_independent_recomputation(study, recomputed):
     assert float(row["CI low"]) <= float(row["Δ points"]) <= float(row["CI high"])
 
 
-def test_the_k_table_uses_prefixes_of_the_stored_runs(study, recomputed):
-    rows = md_tables(study["md"])["K table: repeated canonical and PCF at K prefixes"]
+def execution_zero(judgments: list[dict]) -> list[dict]:
+    """The exported judgments of execution 0: the matched single-run diagnostics use no other."""
+    return [j for j in judgments if j["execution"] == 0]
+
+
+def test_the_k_table_uses_prefixes_of_execution_zero(study, recomputed):
+    """Recomputed from the exported judgments of execution 0, to the last digit of report.json
+    and as the Markdown prints it."""
+    rows = md_tables(study["md"])["K table: repeated canonical and PCF at K prefixes (execution 0)"]
+    records = study["json"]["tables"]["k"]
     assert [(r["method"], r["K"]) for r in rows] == [
-        (method, str(k)) for method in ("repeated canonical", "PCF") for k in (3, 5, 7)
+        (method, str(k)) for method in ("repeated", "pcf") for k in (3, 5, 7)
     ]
-    for row in rows:
-        run = "s/pcf" if row["method"] == "PCF" else "s/repeated"
-        winners = eq5_winners(recomputed["judgments"][run], recomputed["listing"], k=int(row["K"]))
+    assert [(r["method"], r["k"], r["run"]) for r in records] == [
+        (r["method"], int(r["K"]), r["run"]) for r in rows
+    ]
+    for row, record in zip(rows, records, strict=True):
+        run = f"s/{row['method']}"
+        judgments = execution_zero(recomputed["judgments"][run])
+        winners = eq5_winners(judgments, recomputed["listing"], k=int(row["K"]))
         expected = paired(recomputed["gold"], recomputed["direct"][run], winners)
         assert row["run"] == run
+        assert record["n"] == expected["n"]
+        assert record["accuracy"] == 100 * expected["method"]
+        assert record["direct_accuracy"] == 100 * expected["direct"]
+        assert record["delta_points"] == 100 * (expected["method"] - expected["direct"])
+        assert (record["improved"], record["regressed"]) == (
+            expected["improved"],
+            expected["regressed"],
+        )
         assert row["N"] == str(expected["n"])
         assert row["direct %"] == pct(expected["direct"])
         assert row["accuracy %"] == pct(expected["method"])
         assert row["Δ vs direct (points)"] == signed(
             100 * (expected["method"] - expected["direct"])
         )
-        assert (row["improved"], row["regressed"]) == (
-            str(expected["improved"]),
-            str(expected["regressed"]),
+    # At the stored K, PCF on execution 0 is not the pooled main table (3 executions).
+    pooled = eq5_winners(recomputed["judgments"]["s/pcf"], recomputed["listing"])
+    alone = eq5_winners(execution_zero(recomputed["judgments"]["s/pcf"]), recomputed["listing"])
+    assert pooled != alone
+
+
+def test_the_weight_table_has_the_six_presets_on_execution_zero(study, recomputed):
+    rows = md_tables(study["md"])[
+        "Weight table: the six presets of METHOD.md on the same judgments (execution 0)"
+    ]
+    records = study["json"]["tables"]["weights"]
+    assert [(r["run"], r["preset"]) for r in records] == [
+        (run, preset) for run in ("s/pcf", "s/repeated") for preset in PRESETS
+    ]
+    for row, record in zip(rows, records, strict=True):
+        weights = PRESETS[record["preset"]]
+        assert [record[w] for w in ("ws", "wB", "wv", "wu")] == list(weights)
+        assert [float(row[w]) for w in ("ws", "wB", "wv", "wu")] == list(weights)
+        judgments = execution_zero(recomputed["judgments"][record["run"]])
+        winners = eq5_winners(judgments, recomputed["listing"], weights)
+        direct = eq5_winners(judgments, recomputed["listing"], weights, k=1)
+        expected = paired(recomputed["gold"], direct, winners)
+        assert record["n"] == expected["n"]
+        assert record["accuracy"] == 100 * expected["method"]
+        assert record["direct_accuracy"] == 100 * expected["direct"]
+        assert record["delta_points"] == 100 * (expected["method"] - expected["direct"])
+        assert row["accuracy %"] == pct(expected["method"])
+        assert row["Δ vs direct (points)"] == signed(
+            100 * (expected["method"] - expected["direct"])
         )
 
 
-def test_the_weight_table_has_the_six_presets(study, recomputed):
-    rows = md_tables(study["md"])[
-        "Weight table: the six presets of METHOD.md on the same judgments"
-    ]
-    assert [r["preset"] for r in rows] == list(PRESETS)
-    for row in rows:
-        weights = PRESETS[row["preset"]]
-        assert [float(row[w]) for w in ("ws", "wB", "wv", "wu")] == list(weights)
-        for run in ("s/pcf", "s/repeated"):
-            judgments = recomputed["judgments"][run]
-            winners = eq5_winners(judgments, recomputed["listing"], weights)
-            direct = eq5_winners(judgments, recomputed["listing"], weights, k=1, executions=1)
-            expected = paired(recomputed["gold"], direct, winners)
-            assert row[f"{run} accuracy %"] == pct(expected["method"])
-            assert row[f"{run} Δ vs direct"] == signed(
-                100 * (expected["method"] - expected["direct"])
-            )
+def test_report_json_holds_every_table_as_the_markdown_shows_it(study):
+    data = study["json"]
+    assert data["simulated"] is True
+    tables = md_tables(study["md"])
+    for key, described in data["about"].items():
+        records = data["tables"][key]
+        shown = [row for d in described for row in tables[d["title"]]]
+        assert len(records) == len(shown), key
+    assert {"settings", "usage", "main", "k", "weights", "instability", "slots"} <= set(
+        data["tables"]
+    )
+    [main] = data["tables"]["main"]
+    (row,) = tables["Main table: PCF against direct"]
+    assert (main["run"], main["n"], pct(main["accuracy"] / 100)) == (
+        row["run"],
+        int(row["N"]),
+        row["PCF %"],
+    )
+    assert "-0.0" not in json.dumps(data)
+
+
+def test_decisions_carry_the_full_consensus_ranking(study):
+    for record in study["exported"][("s/pcf", "decisions")]:
+        ranking = record["ranking"]
+        assert ranking[0] == record["winner"]
+        assert sorted(ranking) == sorted(record["consensus"])
+        scores = [record["consensus"][c] for c in ranking]
+        assert scores == sorted(scores, reverse=True)
 
 
 def test_instability_and_slot_bias_match_the_judgments(study, recomputed):
@@ -444,6 +503,52 @@ def test_pairwise_report_per_bucket_official_score_and_overrides(study, pairs_ex
     lines = study["pairs_md"].splitlines()
     assert lines.count(SIMULATED_NOTE) == sum(line.startswith("### ") for line in lines)
     assert study["pairs_written"]["chart_errors"] == {}
+
+
+def test_pairwise_table_four_per_bucket_with_macro_delta(study, pairs_expected):
+    frame = pairs_expected["frame"]
+    records = study["pairs_json"]["tables"]["pairwise"]
+    rows = md_tables(study["pairs_md"])["Pairwise: direct and APOCJudge per bucket (Table 4)"]
+    assert [r["bucket"] for r in records] == [*BUCKETS, "macro average"]
+    assert [r["bucket"] for r in rows] == [r["bucket"] for r in records]
+    direct = [100 * frame[frame["bucket"] == b]["direct"].mean() for b in BUCKETS]
+    apoc = [100 * frame[frame["bucket"] == b]["apoc"].mean() for b in BUCKETS]
+    counts = [int((frame["bucket"] == b).sum()) for b in BUCKETS]
+    macro = (sum(direct) / 3, sum(apoc) / 3)
+    for record, n, d, a in zip(
+        records, [*counts, len(frame)], [*direct, macro[0]], [*apoc, macro[1]], strict=True
+    ):
+        assert record["run"] == "p/apoc"
+        assert record["n"] == n
+        assert record["direct_accuracy"] == pytest.approx(d, abs=1e-12)
+        assert record["accuracy"] == pytest.approx(a, abs=1e-12)
+        assert record["delta_points"] == pytest.approx(a - d, abs=1e-12)
+    assert rows[-1]["APOCJudge %"] == pct(macro[1] / 100)
+    assert rows[-1]["Δ points"] == signed(macro[1] - macro[0])
+    for key in ("official", "pairwise_rules", "position", "abstentions", "overrides"):
+        assert {r["run"] for r in study["pairs_json"]["tables"][key]} == {"p/apoc"}
+
+
+def test_several_models_add_a_micro_average_row(tmp_path):
+    items = tmp_path / "items.jsonl"
+    demo = (Path(__file__).resolve().parents[2] / "data" / "demo" / "items.jsonl").read_text()
+    items.write_text("".join(demo.splitlines(keepends=True)[:12]))
+    cli("import", "jsonl", str(items), "--name", "d")
+    for name, model in (("a", "sim-primacy"), ("b", "sim-recency")):
+        cli("study", "d", "--name", name, "--model", model, "--k", "3", "--executions", "2")
+    cli("report", "a", "b", "--out", str(tmp_path / "out"))
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    first, second, micro = data["tables"]["main"]
+    assert (first["model"], second["model"]) == ("simulated/sim-primacy", "simulated/sim-recency")
+    assert micro["model"] == "micro average"
+    assert micro["n"] == first["n"] + second["n"]
+    for field in ("improved", "regressed", "same"):
+        assert micro[field] == first[field] + second[field]
+    for field in ("accuracy", "direct_accuracy"):
+        pooled = (first[field] * first["n"] + second[field] * second["n"]) / micro["n"]
+        assert micro[field] == pytest.approx(pooled, abs=1e-9)
+    rows = md_tables((tmp_path / "out" / "report.md").read_text())["Main table: PCF against direct"]
+    assert rows[-1]["model"] == "micro average"
 
 
 # ---------------------------------------------------------------- more cases
