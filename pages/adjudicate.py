@@ -2,10 +2,13 @@
 
 Keyboard: 1-9 choose the candidate shown at that position, 0 = none is correct, X = cannot
 tell, S = save and go on (Streamlit's built-in button shortcuts; they are ignored while typing
-in a text field). ``?label=ITEM_ID`` opens an item (the Review page links here that way).
+in a text field). ``?label=ITEM_ID`` opens an item (the Review page links here that way). After a
+save the next item opens at the top of the page, under the "Saved" confirmation.
 """
 
 from __future__ import annotations
+
+from html import escape as escape_html
 
 import streamlit as st
 
@@ -15,16 +18,18 @@ from pages.shared import (
     current_run,
     engine,
     ensure_app_frame,
+    plain_text_toggle,
     run_analysis,
     session,
+    show_text,
     simulated_badge,
 )
 from pcf.analysis.adjudications import (
-    CONFIDENCE_LEVELS,
+    CONFIDENCE_SCALE,
     PATTERN_TAGS,
     adjudication_queue,
     choice_label,
-    confidence_value,
+    confidence_label,
     display_labels,
     display_order,
     history_frame,
@@ -47,6 +52,12 @@ CHOICE_KEY = "adjudicate_choice"  # {"item": key, "choice": id}: picked, not sav
 SAVED_KEY = "adjudicate_saved"  # the last label saved: item, db_id, annotator, choice
 SKIPPED_KEY = "adjudicate_skipped"
 ERROR_KEY = "adjudicate_error"
+SCROLLED_KEY = "adjudicate_scrolled"  # the saved item after which the page went to the top
+CANDIDATES_PER_ROW = 2
+CANDIDATE_HEIGHT = 300
+SCROLL_TO_TOP = """<script>
+document.querySelector('[data-testid="stMain"]')?.scrollTo({{top: 0}});  // after {item}
+</script>"""
 
 ensure_app_frame()
 st.title("Adjudicate")
@@ -109,6 +120,19 @@ def describe_decisions(item: Item, names: dict[str, str], place: str) -> None:
     st.dataframe(history_frame(history, names), hide_index=True, key=f"adjudicate_history_{place}")
 
 
+def scroll_to_top(after_item: str) -> None:
+    """Open the page at its top: the next item's prompt and the confirmation in view.
+
+    Streamlit keeps the scroll position across reruns; this fixed script (no data in it but the
+    item key, escaped) is the only JavaScript the app runs.
+    """
+    st.html(
+        SCROLL_TO_TOP.format(item=escape_html(after_item)),
+        unsafe_allow_javascript=True,
+        width="content",
+    )
+
+
 def choose(item_key: str, choice: str) -> None:
     """Remember a choice for the item on screen (saved with Save)."""
     st.session_state[CHOICE_KEY] = {"item": item_key, "choice": choice}
@@ -123,7 +147,7 @@ def save(item_key: str, item_db_id: int, choice: str) -> None:
                 session=s,
                 annotator=annotator(),
                 choice=choice,
-                confidence=confidence_value(st.session_state[f"adjudicate_confidence_{item_key}"]),
+                confidence=st.session_state[f"adjudicate_confidence_{item_key}"],
                 tags=st.session_state[f"adjudicate_tags_{item_key}"],
                 notes=st.session_state[f"adjudicate_notes_{item_key}"].strip(),
             )
@@ -171,12 +195,14 @@ if saved and saved["annotator"] == who:
     with session() as s:
         saved_item = load_item(saved["db_id"], session=s)
     saved_names = display_labels(display_order(saved_item, who))
-    with st.container(border=True):
-        choice = choice_label(saved["choice"], saved_names)
-        st.success(
-            f"Saved your label for item {escape_markdown(saved['item'])}: "
-            f"{escape_markdown(choice)}."
-        )
+    choice = choice_label(saved["choice"], saved_names)
+    st.success(
+        f"Saved your label for item {escape_markdown(saved['item'])}: {escape_markdown(choice)}."
+    )
+    if saved["item"] != st.session_state.get(SCROLLED_KEY):
+        st.session_state[SCROLLED_KEY] = saved["item"]
+        scroll_to_top(saved["item"])
+    with st.expander("What the judge decided on it, and every label"):
         describe_decisions(saved_item, saved_names, "saved")
         st.button(
             "Correct this label",
@@ -212,68 +238,38 @@ names = display_labels(shown)
 pending = st.session_state.get(CHOICE_KEY) or {}
 chosen = pending.get("choice") if pending.get("item") == current else None
 
-st.divider()
 st.subheader(f"Item {escape_markdown(item.item_id)}")
 st.caption(f"{len(queue)} item(s) left in your queue, most doubtful first.")
-unblind = st.toggle(
-    "Unblind: show the judge's decisions and the gold label",
-    key="adjudicate_unblind",
-    persist_state="session",
-)
 if mine:
     st.info(
         "You labelled this item before. Saving again records a correction as a new row; "
         "the history below keeps every label."
     )
-if unblind or mine:
-    describe_decisions(item, names, "current")
-
-st.markdown("##### Prompt")
-with st.container(border=True):
-    st.text(item.prompt)
-st.markdown("##### Candidates")
-st.caption("The order is shuffled for you and this item; it is not the judge's order.")
-for position, candidate_id in enumerate(shown, start=1):
-    with st.container(border=True):
-        st.markdown(f"**Candidate {position}**")
-        st.text(item.text_of(candidate_id))
-        st.button(
-            f"Candidate {position} is the most factual",
-            key=f"adjudicate_choose_{position}",
-            type="primary" if chosen == candidate_id else "secondary",
-            shortcut=str(position) if position <= 9 else None,
-            on_click=choose,
-            args=(current, candidate_id),
-        )
-columns = st.columns(3)
-for column, choice, shortcut in zip(
-    columns[:2], ("none_correct", "cannot_tell"), ("0", "X"), strict=True
-):
-    column.button(
-        choice_label(choice, names),
-        key=f"adjudicate_choose_{choice}",
-        type="primary" if chosen == choice else "secondary",
-        shortcut=shortcut,
-        on_click=choose,
-        args=(current, choice),
-        width="stretch",
-    )
-columns[2].button(
-    "Skip for now", key="adjudicate_skip", on_click=skip, args=(current,), width="stretch"
-)
-
-with st.container(border=True):
+work, panel = st.columns([3, 1], gap="medium")
+with panel, st.container(border=True):
     if chosen:
         chosen_name = names.get(chosen) or choice_label(chosen, names)
         st.markdown(f"Your choice: **{escape_markdown(chosen_name)}**")
     else:
         st.markdown("Your choice: none yet. Press 1-9, 0 (none is correct) or X (cannot tell).")
+    for choice, shortcut in (("none_correct", "0"), ("cannot_tell", "X")):
+        st.button(
+            choice_label(choice, names),
+            key=f"adjudicate_choose_{choice}",
+            type="primary" if chosen == choice else "secondary",
+            shortcut=shortcut,
+            on_click=choose,
+            args=(current, choice),
+            width="stretch",
+        )
     st.select_slider(
         "Confidence",
-        options=list(CONFIDENCE_LEVELS),
-        value=3,
-        format_func=CONFIDENCE_LEVELS.get,
+        options=list(CONFIDENCE_SCALE),
+        value=0.5,
+        format_func=confidence_label,
         key=f"adjudicate_confidence_{current}",
+        help="A share from 0 (a guess) to 1 (certain): the same number the history and the "
+        "exports show.",
     )
     st.multiselect(
         "Tags",
@@ -292,4 +288,48 @@ with st.container(border=True):
         on_click=save,
         args=(current, int(db_ids[current]), chosen),
         key="adjudicate_save",
+        width="stretch",
     )
+    st.button(
+        "Skip for now",
+        key="adjudicate_skip",
+        on_click=skip,
+        args=(current,),
+        width="stretch",
+    )
+    unblind = st.toggle(
+        "Unblind: show the judge's decisions and the gold label",
+        key="adjudicate_unblind",
+        persist_state="session",
+    )
+
+with work:
+    heading, toggle = st.columns([4, 1], vertical_alignment="bottom")
+    heading.markdown("##### Prompt")
+    with toggle:
+        plain = plain_text_toggle()
+    with st.container(border=True, height="content" if len(item.prompt) < 600 else 200):
+        show_text(item.prompt, plain)
+    st.caption(
+        "Candidates in an order shuffled for you and this item; it is not the judge's order."
+    )
+    for start in range(0, len(shown), CANDIDATES_PER_ROW):
+        cells = st.columns(CANDIDATES_PER_ROW)
+        chunk = list(enumerate(shown, start=1))[start : start + CANDIDATES_PER_ROW]
+        for cell, (position, candidate_id) in zip(cells, chunk, strict=False):
+            with cell.container(border=True):
+                st.markdown(f"**Candidate {position}**")
+                with st.container(height=CANDIDATE_HEIGHT, border=False):
+                    show_text(item.text_of(candidate_id), plain)
+                st.button(
+                    f"Candidate {position} is the most factual",
+                    key=f"adjudicate_choose_{position}",
+                    type="primary" if chosen == candidate_id else "secondary",
+                    shortcut=str(position) if position <= 9 else None,
+                    on_click=choose,
+                    args=(current, candidate_id),
+                    width="stretch",
+                )
+
+if unblind or mine:
+    describe_decisions(item, names, "current")

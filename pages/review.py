@@ -14,9 +14,11 @@ from pages.shared import (
     current_dataset,
     current_run,
     ensure_app_frame,
+    plain_text_toggle,
     run_analysis,
     search_items,
     session,
+    show_text,
     simulated_badge,
 )
 from pcf.analysis.adjudications import history_frame
@@ -29,7 +31,6 @@ from pcf.analysis.item_detail import (
     coverage_frame,
     escape_markdown,
     format_number,
-    inert_markdown,
     item_decision,
     ordering_frame,
     ordering_label,
@@ -40,17 +41,8 @@ from pcf.reports.charts import HEATMAP_VALUES, ordering_heatmap
 from pcf.store import adjudication_history, item_calls, labelled_item_counts, load_item
 
 ITEM_KEY = "item"  # the item picker's key and query parameter
-PLAIN_KEY = "plain"  # show texts as plain text instead of inert Markdown
 CANDIDATES_PER_ROW = 4
 CANDIDATE_HEIGHT = 420
-
-
-def show_text(text: str, plain: bool) -> None:
-    """An answer or prompt: inert Markdown, or exactly as stored."""
-    if plain:
-        st.text(text)
-    else:
-        st.markdown(inert_markdown(text))
 
 
 ensure_app_frame()
@@ -212,12 +204,8 @@ with heatmap_column:
 
 heading, toggle = st.columns([4, 1], vertical_alignment="bottom")
 heading.markdown("##### Prompt")
-plain = toggle.toggle(
-    "Plain text",
-    key=PLAIN_KEY,
-    persist_state="session",
-    help="Show the prompt and the answers exactly as stored, without Markdown formatting.",
-)
+with toggle:
+    plain = plain_text_toggle()
 with st.container(border=True, height="content" if len(item.prompt) < 600 else 240):
     show_text(item.prompt, plain)
 st.markdown("##### Candidates")

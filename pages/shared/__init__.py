@@ -19,6 +19,7 @@ import streamlit as st
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from pcf.analysis.item_detail import inert_markdown
 from pcf.analysis.results import SIMULATED_NOTE, RunAnalysis, analyse_run, is_simulated
 from pcf.store import (
     DATABASE_URL_ENV,
@@ -64,6 +65,7 @@ def ensure_app_frame() -> None:
 
 
 ANNOTATOR_KEY = "annotator"
+PLAIN_KEY = "plain"  # show prompts and answers as plain text instead of inert Markdown
 DATASET_KEY = "dataset"
 RUN_KEY = "run"
 
@@ -175,3 +177,21 @@ def simulated_badge(run: Run | None) -> None:
     """A clear badge on results that came from the simulated judge."""
     if run is not None and is_simulated(run):
         st.warning(f":material/science: **Simulated judge**: {SIMULATED_NOTE}.")
+
+
+def plain_text_toggle() -> bool:
+    """The switch between inert Markdown and plain text for prompts and answers (per session)."""
+    return st.toggle(
+        "Plain text",
+        key=PLAIN_KEY,
+        persist_state="session",
+        help="Show the prompt and the answers exactly as stored, without Markdown formatting.",
+    )
+
+
+def show_text(text: str, plain: bool) -> None:
+    """A prompt or an answer: inert Markdown (no HTML, images or links), or exactly as stored."""
+    if plain:
+        st.text(text)
+    else:
+        st.markdown(inert_markdown(text))

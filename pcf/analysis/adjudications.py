@@ -26,13 +26,14 @@ PATTERN_TAGS = (
     "transfer failure",
 )
 CHOICE_LABELS = {"none_correct": "None is correct", "cannot_tell": "Cannot tell"}
-CONFIDENCE_LEVELS = {
-    1: "1 · guess",
-    2: "2 · unsure",
-    3: "3 · fairly sure",
-    4: "4 · sure",
-    5: "5 · certain",
+CONFIDENCE_SCALE = {
+    0.0: "guess",
+    0.25: "unsure",
+    0.5: "fairly sure",
+    0.75: "sure",
+    1.0: "certain",
 }
+"""The one confidence scale of the slider, the history and the exports: a share in [0, 1]."""
 EXPORT_COLUMNS = (
     "id",
     "item_id",
@@ -83,11 +84,12 @@ def display_order(item: Item, annotator: str) -> tuple[str, ...]:
     return tuple(item.candidate_ids[i] for i in permutation)
 
 
-def confidence_value(level: int) -> float:
-    """A 1-5 confidence level as a share: 1 -> 0.0, 3 -> 0.5, 5 -> 1.0."""
-    if level not in CONFIDENCE_LEVELS:
-        raise ValueError(f"confidence level must be 1 to 5, got {level}")
-    return (level - 1) / 4
+def confidence_label(share: float | None) -> str:
+    """``0.5 · fairly sure`` for a point of the scale, ``0.6`` between points, ``—`` for none."""
+    if share is None or math.isnan(share):
+        return "—"
+    words = CONFIDENCE_SCALE.get(share)
+    return f"{share:g} · {words}" if words else f"{share:g}"
 
 
 def display_labels(shown: Sequence[str]) -> dict[str, str]:
@@ -110,7 +112,7 @@ def history_frame(history: Iterable[Adjudication], labels: Mapping[str, str]) ->
             "when": adj.created_at.strftime("%Y-%m-%d %H:%M:%S UTC"),
             "annotator": adj.annotator,
             "choice": choice_label(adj.choice, labels),
-            "confidence": adj.confidence,
+            "confidence": confidence_label(adj.confidence),
             "tags": ", ".join(adj.tags),
             "notes": adj.notes,
             "corrects label": adj.supersedes,

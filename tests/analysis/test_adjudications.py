@@ -9,8 +9,9 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from pcf.analysis.adjudications import (
+    CONFIDENCE_SCALE,
     adjudication_queue,
-    confidence_value,
+    confidence_label,
     display_labels,
     display_order,
     history_frame,
@@ -72,14 +73,22 @@ def test_the_display_order_is_seeded_by_annotator_and_item(db: Session):
     assert display_labels(("y", "x")) == {"y": "Candidate 1", "x": "Candidate 2"}
 
 
-@pytest.mark.parametrize(("level", "share"), [(1, 0.0), (2, 0.25), (3, 0.5), (4, 0.75), (5, 1.0)])
-def test_confidence_levels_map_onto_zero_to_one(level, share):
-    assert confidence_value(level) == share
+@pytest.mark.parametrize(
+    ("share", "label"),
+    [
+        (0.0, "0 · guess"),
+        (0.5, "0.5 · fairly sure"),
+        (1.0, "1 · certain"),
+        (0.6, "0.6"),
+        (None, "—"),
+    ],
+)
+def test_confidence_reads_as_its_share_with_words_on_the_scale(share, label):
+    assert confidence_label(share) == label
 
 
-def test_an_unknown_confidence_level_is_refused():
-    with pytest.raises(ValueError, match="1 to 5"):
-        confidence_value(6)
+def test_the_scale_is_a_share_in_zero_to_one():
+    assert list(CONFIDENCE_SCALE) == [0.0, 0.25, 0.5, 0.75, 1.0]
 
 
 def test_the_history_frame_names_choices_for_the_annotator(demo_engine: Engine, db: Session):
