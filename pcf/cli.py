@@ -284,7 +284,9 @@ def import_dataset(
     name: Annotated[str | None, typer.Option(help="Dataset name (default: file name).")] = None,
     subset: Annotated[str | None, typer.Option(help="Subset or bucket to keep.")] = None,
     limit: Annotated[int | None, typer.Option(help="Keep the first N items.")] = None,
-    seed: Annotated[int, typer.Option(help="Dataset seed of the canonical orders.")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Dataset seed: the canonical orders every run of it shares.")
+    ] = 0,
 ) -> None:
     """Import a dataset into the database, all or nothing.
 
@@ -328,7 +330,10 @@ def judge(
     executions: Annotated[int, typer.Option(help="Independent executions.")] = 1,
     concurrency: Annotated[int, typer.Option(help="Calls in flight at once.")] = 16,
     limit: Annotated[int | None, typer.Option(help="Judge the first N items only.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of canonical orders and schedules.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(help="Run seed: random schedules, simulated noise (not canonical orders)."),
+    ] = 0,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
     max_tokens: Annotated[int, typer.Option(help="Answer token limit.")] = 2048,
     replay: Annotated[
@@ -513,7 +518,10 @@ def study(
     executions: Annotated[int, typer.Option(help="Independent PCF executions.")] = 3,
     concurrency: Annotated[int, typer.Option(help="Calls in flight at once.")] = 16,
     limit: Annotated[int | None, typer.Option(help="Judge the first N items only.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of canonical orders and schedules.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(help="Run seed: random schedules, simulated noise (not canonical orders)."),
+    ] = 0,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
     replay: Annotated[Path | None, typer.Option(help="judgments.jsonl for replay.")] = None,
 ) -> None:
@@ -560,12 +568,13 @@ def report_command(
         list[str], typer.Argument(metavar="NAME...", help="Study names or run names.")
     ],
     out: Annotated[
-        Path, typer.Option(help="Folder for report.md, report.html and charts/*.png.")
+        Path,
+        typer.Option(help="Folder for report.md, report.html, report.json and charts/*.png."),
     ] = Path("report"),
     seed: Annotated[int, typer.Option(help="Seed of the paired bootstrap.")] = 0,
 ) -> None:
-    """Write report.md and a self-contained report.html (charts also as PNG) for studies or
-    runs, from their stored judgments: no judge is called.
+    """Write report.md, a self-contained report.html and report.json (every table as records;
+    charts also as PNG) for studies or runs, from their stored judgments: no judge is called.
 
     Example: pcf report demo-study --out report/
     """
