@@ -7,7 +7,8 @@ import pytest
 from pcf.runs.estimate import estimate_run
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
-from pcf.store import get_run
+from pcf.store import get_run, import_items
+from tests.factories import make_item
 
 
 def test_a_new_model_sends_every_call_and_the_estimate_matches_the_run(db):
@@ -52,3 +53,16 @@ def test_a_run_of_the_same_name_with_other_settings_is_a_conflict(db):
     assert estimate.conflict == (
         "run 'demo-pcf' exists with other settings (executions: 3 -> 1, k: 7 -> 3)"
     )
+
+
+def test_the_estimate_plans_with_the_dataset_seed_as_the_engine_does(session):
+    """After a run on a dataset imported with seed 5, a second run of the same calls under
+    another name is all cache hits in the estimate: it planned the very same prompts."""
+    items = [make_item(f"q{i}") for i in range(4)]
+    import_items(items, session=session, name="seeded", fmt="jsonl", seed=5)
+    session.commit()
+    judge_run(RunSpec("seeded", "first", k=3, seed=2), session=session)
+    estimate = estimate_run(RunSpec("seeded", "second", k=3, seed=2), session=session)
+    assert (estimate.planned, estimate.cached, estimate.to_call) == (12, 12, 0)
+    other_seed = estimate_run(RunSpec("seeded", "third", k=3, seed=8), session=session)
+    assert other_seed.cached == 12  # balanced K <= 2n: the run seed draws nothing
