@@ -347,6 +347,16 @@ def judge(
             help="Ask the run's failed calls again; each failed answer is kept for audit.",
         ),
     ] = False,
+    adaptive: Annotated[
+        str,
+        typer.Option(help="Stop an item's calls once settled: off, certain or confident."),
+    ] = "off",
+    risk: Annotated[
+        float, typer.Option(help="confident: accepted chance that the full run differs.")
+    ] = 0.01,
+    max_calls: Annotated[
+        int | None, typer.Option(help="confident: most calls per item (may exceed the plan).")
+    ] = None,
 ) -> None:
     """Judge a dataset: create a run, or resume the run of that name; prints a summary.
 
@@ -376,6 +386,9 @@ def judge(
             max_tokens=max_tokens,
             limit=limit,
             concurrency=concurrency,
+            adaptive=adaptive,
+            risk=risk,
+            max_calls=max_calls,
         )
         with database() as session:
             run, report = judge_run(
@@ -560,6 +573,34 @@ def study(
     except (ValueError, DataError) as exc:
         fail(f"error: {exc}", 2)
     check_failures(reports)
+
+
+@app.command()
+def whatif(
+    run_name: Annotated[str, typer.Argument(metavar="RUN", help="A stored listwise run.")],
+    adaptive: Annotated[str, typer.Option(help="The policy: certain or confident.")] = "certain",
+    risk: Annotated[
+        float, typer.Option(help="confident: accepted chance that the full run differs.")
+    ] = 0.01,
+) -> None:
+    """Replay a stored run under an adaptive stopping policy, without any judge call: calls per
+    item, the share of winners equal to the full run's, accuracy against gold and humans.
+
+    Example: pcf whatif demo-pcf --adaptive confident --risk 0.01
+    """
+    from pcf.analysis.whatif import whatif as replay_policy
+    from pcf.stopping import StoppingPolicy
+    from pcf.store.queries import get_run
+
+    try:
+        policy = StoppingPolicy(adaptive, risk=risk)
+        with database() as session:
+            run = get_run(run_name, session=session)
+            if run is None:
+                fail(f"error: no run {run_name!r}; `pcf runs` lists them", 2)
+            emit(replay_policy(run, policy, session=session))
+    except ValueError as exc:
+        fail(f"error: {exc}", 2)
 
 
 @app.command("report")

@@ -20,12 +20,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from pcf.items import Item
-from pcf.judges.base import CallContext, Judge, JudgeError, JudgeReply, redact
+from pcf.judges.base import CallContext, Judge, JudgeError, JudgeReply, configured_keys, redact
 from pcf.orderings import canonical_order, schedule
 from pcf.pairwise import is_ballpark_question, needs_confirmation
 from pcf.parsing import parse_listwise, parse_pairwise
 from pcf.prices import call_cost
 from pcf.prompts import Rendered, neutral_keys, render_listwise, render_pairwise
+from pcf.runs.adaptive import answer_in_waves, executions_for
 from pcf.runs.spec import RunSpec
 from pcf.store.models import Call, Run
 from pcf.store.queries import (
@@ -33,6 +34,7 @@ from pcf.store.queries import (
     get_dataset_by_id,
     insert_calls,
     keep_duplicate_answers,
+    record_item_stops,
     replace_calls,
     run_calls_by_slot,
     set_run_status,
@@ -140,13 +142,13 @@ def stored_reply(reply: JudgeReply) -> tuple[str, dict[str, Any], list[str]]:
     JSON cannot hold (NaN, infinity) become strings, and nesting stops at
     :data:`MAX_RAW_DEPTH`, so whatever a provider sends can be stored.
     """
-    had_nul = False
+    had_nul, keys = False, configured_keys()
 
     def clean(text: str) -> str:
         nonlocal had_nul
         if "\x00" in text:
             had_nul, text = True, text.replace("\x00", "\ufffd")
-        return redact(text)
+        return redact(text, keys)
 
     def storable(value: Any, depth: int) -> Any:
         if isinstance(value, str):
@@ -527,7 +529,7 @@ async def execute(
         executor.replacing = {slot: call.id for slot, call in stored.items() if not call.ok}
         stored = {slot: call for slot, call in stored.items() if call.ok}
     dataset_seed = get_dataset_by_id(run.dataset_id, session=session).seed
-    planned = plan(items, db_ids, spec, dataset_seed=dataset_seed)
+    planned = plan(items, db_ids, executions_for(spec), dataset_seed=dataset_seed)
     todo = [p for p in planned if (p.item_db_id, p.execution, p.call_index) not in stored]
     executor.report.to_do = len(todo)
     executor.report.planned = len(planned)
@@ -536,7 +538,12 @@ async def execute(
     set_run_status(run, "running", session=session)
     session.commit()
     with _gc_frozen():
-        await executor.answer(todo)
+        if spec.adaptive == "off":
+            await executor.answer(todo)
+        else:
+            stops = await answer_in_waves(executor, planned, run, spec, session=session)
+            reasons = {key: dataclasses.asdict(stop) for key, stop in stops.items()}
+            record_item_stops(run, reasons, session=session)
         if spec.protocol == "apoc":
             stored = run_calls_by_slot(run.id, session=session)
             confirmations = []

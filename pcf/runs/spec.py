@@ -13,6 +13,7 @@ from typing import Any
 
 from pcf.judges import BACKENDS
 from pcf.orderings import SCHEDULES
+from pcf.stopping import POLICIES
 
 PROTOCOLS = ("direct", "pcf", "repeated", "apoc")
 IDENTITY_FIELDS = (
@@ -51,6 +52,12 @@ class RunSpec:
         base_url: an OpenAI-compatible server (vLLM, Ollama, ...).
         replay: the ``judgments.jsonl`` a ``replay`` judge answers from.
         limit: judge the first N items only.
+        adaptive: the stopping policy (:data:`pcf.stopping.POLICIES`): ``off`` makes every
+            planned call; ``certain`` and ``confident`` make an item's calls in waves and stop
+            once its winner is settled.
+        risk: for ``confident``, the accepted chance that the full run would pick another winner.
+        max_calls: for ``confident``, the most calls per item; above the planned calls it lets
+            unsettled items go on with further executions of the same schedule.
     """
 
     dataset: str
@@ -72,6 +79,9 @@ class RunSpec:
     backoff_s: float = 1.0
     parse_retries: int = 1
     ballpark_guard: bool = True
+    adaptive: str = "off"
+    risk: float = 0.01
+    max_calls: int | None = None
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -86,6 +96,17 @@ class RunSpec:
             object.__setattr__(self, key, value)  # a frozen dataclass sets fields this way
         if self.protocol == "pcf" and self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}; choose one of {SCHEDULES}")
+        self._check_adaptive()
+
+    def _check_adaptive(self) -> None:
+        if self.adaptive not in POLICIES:
+            raise ValueError(f"unknown adaptive policy {self.adaptive!r}; choose one of {POLICIES}")
+        if self.adaptive != "off" and self.protocol not in ("pcf", "repeated"):
+            raise ValueError(f"adaptive stopping is for pcf and repeated runs, not {self.protocol}")
+        if not 0 < self.risk < 1:
+            raise ValueError(f"risk must be between 0 and 1, got {self.risk}")
+        if self.max_calls is not None and (self.adaptive != "confident" or self.max_calls < 1):
+            raise ValueError("max_calls is a positive number of calls, for --adaptive confident")
 
     @property
     def run_name(self) -> str:
@@ -97,5 +118,10 @@ class RunSpec:
         return f"{self.dataset}/{self.protocol}/{self.backend}/{self.model}/{settings}"
 
     def identity(self) -> dict[str, Any]:
-        """The settings that define the run's calls (:data:`IDENTITY_FIELDS`)."""
-        return {key: getattr(self, key) for key in IDENTITY_FIELDS}
+        """The settings that define the run's calls (:data:`IDENTITY_FIELDS`, and the stopping
+        policy of an adaptive run)."""
+        identity = {key: getattr(self, key) for key in IDENTITY_FIELDS}
+        if self.adaptive != "off":
+            identity |= {"adaptive": self.adaptive, "max_calls": self.max_calls}
+            identity |= {"risk": self.risk} if self.adaptive == "confident" else {}
+        return identity

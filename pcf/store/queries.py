@@ -869,3 +869,12 @@ def adjudication_records(dataset_id: int, *, session: Session) -> list[dict[str,
         }
         for adj, item_key in rows
     ]
+
+
+def record_item_stops(
+    run: Run, stops: Mapping[str, Mapping[str, Any]], *, session: Session
+) -> None:
+    """Record where an adaptive run stopped each item and why (``settings["stops"]``)."""
+    run.settings = {**run.settings, "stops": {key: dict(stop) for key, stop in stops.items()}}
+    session.add(run)
+    session.flush()

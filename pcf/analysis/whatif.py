@@ -1,0 +1,90 @@
+"""What if a stored run had stopped adaptively: a stopping policy replayed on the run's own
+calls, without calling a judge.
+
+This is how a user measures the saving on their own judge before trusting it: the calls per
+item the policy would have made, the share of its winners equal to the full run's, and both
+accuracies against gold and against human labels.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlmodel import Session
+
+from pcf.analysis.agreement import human_labels
+from pcf.analysis.results import is_simulated
+from pcf.items import Item
+from pcf.judgments import Judgment
+from pcf.stopping import ItemCalls, Stop, StoppingPolicy, current_winner, replay
+from pcf.store.models import Run
+from pcf.store.queries import current_labels, load_items, run_judgments
+
+
+def replay_run(
+    judgments: Sequence[Judgment], items: Sequence[Item], policy: StoppingPolicy
+) -> dict[str, tuple[Stop, Stop]]:
+    """Per judged item: where ``policy`` stops it, and the full run (every stored call)."""
+    by_item: dict[str, list[Judgment]] = defaultdict(list)
+    for judgment in judgments:
+        by_item[judgment.item_id].append(judgment)
+    out = {}
+    for item in items:
+        calls = by_item.get(item.item_id)
+        if not calls:
+            continue
+        everything = ItemCalls(item.item_id, item.candidate_ids, tuple(calls), {})
+        full = Stop(len(calls), "planned_calls_made", current_winner(everything, policy.weights))
+        out[item.item_id] = (replay(policy, item.item_id, item.candidate_ids, calls), full)
+    return out
+
+
+def _accuracy(
+    stops: Mapping[str, tuple[Stop, Stop]], answers: Mapping[str, str | None], ids: Mapping
+) -> dict[str, Any] | None:
+    """Accuracy of the policy's and the full run's winners on the items with an answer."""
+    known = [key for key in stops if answers.get(key) is not None]
+    if not known:
+        return None
+
+    def correct(stop: Stop, key: str) -> bool:
+        return stop.winner >= 0 and ids[key][stop.winner] == answers[key]
+
+    return {
+        "n": len(known),
+        "adaptive": sum(correct(stops[k][0], k) for k in known) / len(known),
+        "full": sum(correct(stops[k][1], k) for k in known) / len(known),
+    }
+
+
+def whatif(run: Run, policy: StoppingPolicy, *, session: Session) -> dict[str, Any]:
+    """The policy replayed on a stored run: calls per item, agreement with the full run, and
+    accuracy against gold and human labels (None where there are none).
+
+    Raises:
+        ValueError: an APOCJudge run (its calls are not orderings to stop early).
+    """
+    if run.protocol == "apoc":
+        raise ValueError(f"run {run.name!r} is an APOCJudge run: adaptive stopping is listwise")
+    items = load_items(run.dataset_id, session=session)
+    stops = replay_run(run_judgments(run.id, session=session), items, policy)
+    ids = {item.item_id: item.candidate_ids for item in items}
+    n = len(stops)
+    humans = human_labels(current_labels(run.dataset_id, session=session))
+    summary: dict[str, Any] = {
+        "run": run.name,
+        "policy": policy.name,
+        "risk": policy.risk if policy.name == "confident" else None,
+        "items": n,
+        "calls_per_item": sum(a.calls for a, _ in stops.values()) / n if n else None,
+        "full_calls_per_item": sum(f.calls for _, f in stops.values()) / n if n else None,
+        "same_winner": sum(a.winner == f.winner for a, f in stops.values()) / n if n else None,
+        "stop_reasons": dict(Counter(a.reason for a, _ in stops.values())),
+        "against_gold": _accuracy(stops, {i.item_id: i.gold for i in items}, ids),
+        "against_humans": _accuracy(stops, humans, ids),
+    }
+    if is_simulated(run):
+        summary["simulated"] = True
+    return summary
