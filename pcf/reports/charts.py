@@ -6,6 +6,8 @@ a chart; nothing here reads the database or draws, so a chart's data is exactly 
 
 from __future__ import annotations
 
+import math
+
 import altair as alt
 import pandas as pd
 
@@ -67,14 +69,27 @@ def ordering_heatmap(frame: pd.DataFrame, value: str = "rank") -> alt.LayerChart
 def metric_histogram(
     table: pd.DataFrame, column: str, title: str, *, step: float = 0.1
 ) -> alt.Chart:
-    """Items per bin of one metric column (e.g. ``priority`` or ``top_agreement``)."""
+    """Items per bin of one metric column (e.g. ``priority`` or ``top_agreement``).
+
+    The bins are counted here, so the chart carries one row per non-empty bin whatever the
+    number of items (Altair refuses to embed more than 5,000 rows).
+    """
+    values = table[column].dropna().astype(float)
+    starts = (values / step + 1e-9).apply(math.floor) * step  # 0.3 / 0.1 is bin 3, not 2
+    bins = starts.round(10).value_counts().sort_index()
+    frame = pd.DataFrame({"start": bins.index, "end": bins.index + step, "items": bins.to_numpy()})
     return (
-        alt.Chart(table[[column]].dropna())
+        alt.Chart(frame)
         .mark_bar()
         .encode(
-            x=alt.X(f"{column}:Q", bin=alt.Bin(step=step), title=title),
-            y=alt.Y("count():Q", title="items"),
-            tooltip=[alt.Tooltip("count():Q", title="items")],
+            x=alt.X("start:Q", title=title, bin="binned"),
+            x2="end:Q",
+            y=alt.Y("items:Q", title="items"),
+            tooltip=[
+                alt.Tooltip("start:Q", title="from"),
+                alt.Tooltip("end:Q", title="to"),
+                alt.Tooltip("items:Q", title="items"),
+            ],
         )
     )
 

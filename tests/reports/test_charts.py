@@ -68,10 +68,19 @@ def test_the_heatmap_refuses_an_unknown_value():
 def test_the_histogram_bins_the_known_values_of_one_column():
     table = pd.DataFrame({"priority": [0.1, 1.2, math.nan, 2.0], "other": [1, 2, 3, 4]})
     spec = metric_histogram(table, "priority", "review priority", step=0.25).to_dict()
-    assert data_of(spec) == [{"priority": 0.1}, {"priority": 1.2}, {"priority": 2.0}]
-    assert spec["encoding"]["x"]["bin"] == {"step": 0.25}
+    assert data_of(spec) == [
+        {"start": 0.0, "end": 0.25, "items": 1},
+        {"start": 1.0, "end": 1.25, "items": 1},
+        {"start": 2.0, "end": 2.25, "items": 1},
+    ]
+    assert spec["encoding"]["x"]["bin"] == "binned"
     assert spec["encoding"]["x"]["title"] == "review priority"
-    assert spec["encoding"]["y"]["aggregate"] == "count"
+
+
+def test_the_histogram_of_many_items_embeds_one_row_per_bin():
+    table = pd.DataFrame({"top_agreement": [i / 20_000 for i in range(20_000)]})
+    spec = metric_histogram(table, "top_agreement", "top agreement").to_dict()  # no MaxRowsError
+    assert [row["items"] for row in data_of(spec)] == [2_000] * 10
 
 
 def test_flag_bars_keep_the_flag_order():
