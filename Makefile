@@ -16,8 +16,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Two passes: SQLite, then PostgreSQL in a throwaway cluster (skipped with a message where
+# PostgreSQL is not installed, except under CI=true).
 test: lint
 	$(BIN)/python -m pytest -q
+	bash .ci/with-postgres $(BIN)/python -m pytest -q
 
 demo: $(STAMP)
 	$(BIN)/pcf demo --if-missing

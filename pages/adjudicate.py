@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape as escape_html
 
 import streamlit as st
+from sqlalchemy.exc import SQLAlchemyError
 
 from pages.shared import (
     annotator,
@@ -40,11 +41,12 @@ from pcf.analysis.item_detail import describe_candidate, escape_markdown
 from pcf.flags import FLAG_HELP, FLAGS
 from pcf.items import Item
 from pcf.store import (
+    LostRaceError,
     add_adjudication,
     adjudicated_item_keys,
     adjudication_history,
     load_item,
-    session_scope,
+    write_with_retry,
 )
 
 ITEM_KEY = "adjudicate_item"  # an item opened on purpose: revisit, correction, ?label=
@@ -141,8 +143,9 @@ def choose(item_key: str, choice: str) -> None:
 def save(item_key: str, item_db_id: int, choice: str) -> None:
     """Store the label at once, then move on to the next item of the queue."""
     try:
-        with session_scope(engine()) as s:
-            label = add_adjudication(
+        label = write_with_retry(
+            engine(),
+            lambda s: add_adjudication(
                 item_db_id,
                 session=s,
                 annotator=annotator(),
@@ -150,9 +153,16 @@ def save(item_key: str, item_db_id: int, choice: str) -> None:
                 confidence=st.session_state[f"adjudicate_confidence_{item_key}"],
                 tags=st.session_state[f"adjudicate_tags_{item_key}"],
                 notes=st.session_state[f"adjudicate_notes_{item_key}"].strip(),
-            )
+            ),
+        )
     except ValueError as exc:
         st.session_state[ERROR_KEY] = str(exc)
+        return
+    except (SQLAlchemyError, LostRaceError) as exc:  # busy or unreachable after every retry
+        st.session_state[ERROR_KEY] = (
+            f"The label was not saved: the database refused it ({type(exc).__name__}). "
+            "Your choice is still selected; save again in a moment."
+        )
         return
     st.session_state[SAVED_KEY] = {
         "item": item_key,

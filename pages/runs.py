@@ -15,7 +15,7 @@ from pcf.runs.background import background_runs, start_run
 from pcf.runs.estimate import estimate_run
 from pcf.runs.manage import APP_BACKENDS, DEFAULT_MODELS, backend_availability
 from pcf.runs.spec import PROTOCOLS, RunSpec
-from pcf.store import get_run, list_runs
+from pcf.store import get_run, list_runs, run_states
 
 BACKEND_KEY = "runs_backend"
 MODEL_KEY = "runs_model"
@@ -39,11 +39,12 @@ with session() as s:
         st.info("The database has no dataset yet: run `pcf demo` or `pcf import`.")
         st.stop()
     runs = list_runs(session=s, dataset_id=dataset.id)
+    states = run_states(runs, session=s)
 
 st.caption(f"Runs of dataset **{dataset.name}** ({dataset.n_items} items).")
 if runs:
     st.dataframe(
-        runs_table(runs),
+        runs_table(runs, states),
         hide_index=True,
         width="stretch",
         column_config={
