@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
-from pcf.judges.base import JudgeError, redact
+from pcf.judges.base import JudgeError, configured_keys, redact
 
 PLACEHOLDER_KEY = "not-needed"
 """Sent to a self-hosted server (vLLM, Ollama...) that wants no key when none is set."""
@@ -62,7 +62,7 @@ def status_error(status: int, message: str, headers: Mapping[str, str], secret: 
     the provider's ``retry_after`` when it sent one); any other status is a non-retryable
     ``client_error``. ``secret`` and any other key is masked in the message (:func:`redact`).
     """
-    text = redact(f"HTTP {status}: {message}", [secret])
+    text = redact(f"HTTP {status}: {message}", [secret, *configured_keys()])
     if status == 429:
         return JudgeError(
             "rate_limited", text, retryable=True, retry_after=retry_after_seconds(headers)

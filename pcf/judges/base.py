@@ -16,7 +16,6 @@ MAX_CALL_TOKENS = 10_000_000
 KEY_ENV_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 8
-"""Shorter values of a key variable are not masked (they would mask ordinary words)."""
 _KEY_SHAPED = re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")  # OpenAI sk-..., Anthropic sk-ant-...
 
 
@@ -27,16 +26,22 @@ def usage_count(value: object) -> int:
     return min(max(value, 0), MAX_CALL_TOKENS)
 
 
-def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """``text`` with API keys masked: ``secrets``, the keys in the environment, any ``sk-...``.
+def configured_keys() -> list[str]:
+    """The API keys in the environment now: the values of :data:`KEY_ENV_VARS` worth masking.
 
-    The environment's keys are the values of :data:`KEY_ENV_VARS` when the call is made (of at
-    least :data:`MIN_SECRET_CHARS`); key-shaped strings catch keys of other accounts too.
+    Values shorter than :data:`MIN_SECRET_CHARS` are left out (they would mask ordinary words).
     """
-    for secret in (*secrets, *(os.environ.get(name) for name in KEY_ENV_VARS)):
-        if secret and len(secret) >= MIN_SECRET_CHARS and secret in text:
+    values = (os.environ.get(name) for name in KEY_ENV_VARS)
+    return [value for value in values if value and len(value) >= MIN_SECRET_CHARS]
+
+
+def redact(text: str, secrets: Iterable[str | None] | None = None) -> str:
+    """``text`` with API keys masked: ``secrets`` (by default :func:`configured_keys`) and
+    anything shaped like a provider's key (``sk-...``, so keys of other accounts too)."""
+    for secret in configured_keys() if secrets is None else secrets:
+        if secret and secret in text:
             text = text.replace(secret, REDACTED)
-    return _KEY_SHAPED.sub(REDACTED, text)
+    return _KEY_SHAPED.sub(REDACTED, text) if "sk-" in text else text
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from pcf.judges.base import MAX_CALL_TOKENS, REDACTED, JudgeReply, redact, usage_count
+from pcf.judges.base import (
+    MAX_CALL_TOKENS,
+    REDACTED,
+    JudgeReply,
+    configured_keys,
+    redact,
+    usage_count,
+)
 
 OPENAI_SHAPED = "sk-proj-" + "Ab3_x-" * 8
 ANTHROPIC_SHAPED = "sk-ant-api03-" + "Zz9" * 20
@@ -44,10 +51,13 @@ def test_the_environments_keys_and_key_shaped_strings_are_redacted(
         "keys: local-openai-key-1, local-anthropic-key-2; "
         f"others: {OPENAI_SHAPED} and {ANTHROPIC_SHAPED}; given: my-own-secret."
     )
-    redacted = redact(text, ["my-own-secret"])
-    assert redacted == (
+    assert redact(text) == (
+        f"keys: {REDACTED}, {REDACTED}; others: {REDACTED} and {REDACTED}; given: my-own-secret."
+    )
+    assert redact(text, [*configured_keys(), "my-own-secret"]) == (
         f"keys: {REDACTED}, {REDACTED}; others: {REDACTED} and {REDACTED}; given: {REDACTED}."
     )
+    assert redact(text, ["my-own-secret"]).startswith("keys: local-openai-key-1,")
 
 
 def test_short_key_values_and_ordinary_text_are_left_alone(
@@ -56,4 +66,5 @@ def test_short_key_values_and_ordinary_text_are_left_alone(
     monkeypatch.setenv("OPENAI_API_KEY", "abc")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     text = "abc: the task-list of sk-short and risk-averse answers"
-    assert redact(text, ["", None]) == text
+    assert configured_keys() == []
+    assert redact(text) == redact(text, ["", None]) == text
