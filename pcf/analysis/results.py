@@ -129,6 +129,22 @@ def _apoc_decisions(run: Run, items: list[Item], *, session: Session) -> list[di
     return out
 
 
+def per_item_budget(run: Run, decisions: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Calls and cost per item, beside the direct judge's one call per item.
+
+    ``direct_cost_usd`` prices that one call at this run's mean cost per paid call (0 when the
+    run paid for none: simulated, cached or unpriced).
+    """
+    stored = sum(d["metrics"].get("n_calls", 0) for d in decisions)
+    paid = stored - run.cache_hits
+    return {
+        "calls": stored / len(decisions),
+        "direct_calls": 1.0,
+        "cost_usd": run.cost_usd / len(decisions),
+        "direct_cost_usd": run.cost_usd / paid if paid > 0 else 0.0,
+    }
+
+
 def run_summary(run: Run, *, session: Session, seed: int = 0) -> dict[str, Any]:
     """Counts and, where gold labels exist, accuracy of a run against its direct baseline."""
     items = load_items(run.dataset_id, session=session)
@@ -158,6 +174,8 @@ def run_summary(run: Run, *, session: Session, seed: int = 0) -> dict[str, Any]:
             )
         },
     }
+    if decisions:
+        summary["per_item"] = per_item_budget(run, decisions)
     if is_simulated(run):
         summary["note"] = SIMULATED_LABEL
     labelled = [d for d in decisions if gold.get(d["item_id"]) is not None]

@@ -15,6 +15,7 @@ from pcf.analysis.results import (
     gold_answers,
     outcome_frame,
     run_decisions,
+    run_summary,
 )
 from pcf.consensus import pack
 from pcf.evaluation import compare_paired
@@ -97,3 +98,14 @@ def test_accuracy_uses_only_items_with_an_answer_and_counts_abstentions_wrong():
 
 def test_the_table_of_no_records_has_the_columns():
     assert list(decision_table([], []).columns) == list(TABLE_COLUMNS)
+
+
+@pytest.mark.parametrize(("run_name", "calls"), [("demo-direct", 1), ("demo-pcf", 21)])
+def test_the_summary_gives_calls_and_cost_per_item_beside_direct(db: Session, run_name, calls):
+    summary = run_summary(get_run(run_name, session=db), session=db)
+    assert summary["per_item"] == {
+        "calls": calls,
+        "direct_calls": 1.0,
+        "cost_usd": 0.0,  # the simulated judge is free
+        "direct_cost_usd": 0.0,
+    }
