@@ -406,6 +406,15 @@ def lease_is_live(lease: RunLease, now: datetime | None = None) -> bool:
     return lease.host != socket.gethostname() or _process_exists(lease.pid)
 
 
+def _lease(run_name: str, *, session: Session) -> RunLease | None:
+    """The run's lease as stored now (not as this session last saw it)."""
+    return session.exec(
+        select(RunLease)
+        .where(RunLease.run_name == run_name)
+        .execution_options(populate_existing=True)
+    ).first()
+
+
 def take_run_lease(
     run_name: str, *, session: Session, holder: str, ttl_s: float
 ) -> RunLease | None:
@@ -427,7 +436,7 @@ def take_run_lease(
         "acquired_at": now,
         "expires_at": now + timedelta(seconds=ttl_s),
     }
-    current = session.exec(select(RunLease).where(RunLease.run_name == run_name)).first()
+    current = _lease(run_name, session=session)
     if current is None:
         try:
             session.execute(insert(RunLease), [{"run_name": run_name, **mine}])
@@ -469,7 +478,8 @@ def run_states(runs: Iterable[Run], *, session: Session) -> dict[int, str]:
     """``{run id: status to show}``: the stored status, except that a pending or running run
     with no live lease (:func:`lease_is_live`) is ``interrupted``: its process stopped early
     (killed, crashed), and judging it again resumes it."""
-    leases = {lease.run_name: lease for lease in session.exec(select(RunLease)).all()}
+    fresh = select(RunLease).execution_options(populate_existing=True)
+    leases = {lease.run_name: lease for lease in session.exec(fresh).all()}
     now = utc_now()
     states = {}
     for run in runs:
@@ -495,7 +505,7 @@ def delete_run(name: str, *, session: Session) -> dict[str, int]:
     run = get_run(name, session=session)
     if run is None:
         raise ValueError(f"no run {name!r}; `pcf runs` lists them")
-    lease = session.exec(select(RunLease).where(RunLease.run_name == name)).first()
+    lease = _lease(name, session=session)
     if lease is not None and lease_is_live(lease):
         raise ValueError(
             f"run {name!r} is being judged now (process {lease.pid} on {lease.host}); "

@@ -101,6 +101,9 @@ def test_a_killed_run_resumes_and_answers_every_call_once(tmp_path, isolated_dat
 
         with Session(get_engine()) as session:
             assert get_run("r", session=session).status == "running"
+        # its lease names a process that is gone: listed as interrupted, and resumable now
+        listed = CliRunner().invoke(app, ["runs"])
+        assert [r["status"] for r in json.loads(listed.stdout)["runs"]] == ["interrupted"]
 
         second = subprocess.run(
             command, check=False, env=env, capture_output=True, text=True, timeout=60

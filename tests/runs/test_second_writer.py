@@ -1,0 +1,76 @@
+"""Two writers answering the same run at once (what the run lease prevents, should it ever
+happen): neither stops, each call is stored once, and every other paid answer is kept as a
+``duplicate`` replaced call, so none is lost."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sqlmodel import Session, select
+
+from pcf.judges.simulated import SimulatedJudge
+from pcf.runs.engine import execute
+from pcf.runs.spec import RunSpec
+from pcf.store import Call, create_run, import_items, item_db_ids, load_items
+from pcf.store.models import ReplacedCall
+from tests.factories import make_item
+
+SPEC = RunSpec("ds", "r", k=3, concurrency=4)
+
+
+def test_two_writers_of_one_run_store_each_call_once_and_keep_every_answer(engine):
+    with Session(engine, expire_on_commit=False) as setup:
+        dataset = import_items(
+            [make_item(f"q{i}") for i in range(5)], session=setup, name="ds", fmt="jsonl"
+        )
+        run = create_run(
+            "r",
+            session=setup,
+            dataset_id=dataset.id,
+            protocol="pcf",
+            backend="simulated",
+            model="sim-primacy",
+            k=SPEC.k,
+            schedule=SPEC.schedule,
+        )
+        setup.commit()
+        items = load_items(dataset.id, session=setup)
+        db_ids = item_db_ids(dataset.id, session=setup)
+    planned = len(items) * SPEC.k
+
+    async def both() -> list:
+        with Session(engine) as first, Session(engine) as second:
+            return await asyncio.gather(
+                *(
+                    execute(
+                        session.get(type(run), run.id),
+                        items,
+                        SimulatedJudge("sim-primacy"),
+                        SPEC,
+                        session=session,
+                        db_ids=db_ids,
+                        prices={},
+                    )
+                    for session in (first, second)
+                )
+            )
+
+    reports = asyncio.run(both())
+
+    with Session(engine) as s:
+        calls = s.exec(select(Call)).all()
+        kept = s.exec(select(ReplacedCall)).all()
+    slots = {(c.item_id, c.execution, c.call_index) for c in calls}
+    assert len(calls) == len(slots) == planned
+    answered = sum(r.done for r in reports)
+    assert answered == len(calls) + len(kept)  # every answer of either writer is stored
+    assert sum(r.duplicates for r in reports) == len(kept) > 0
+    assert {k.reason for k in kept} == {"duplicate"}
+    by_id = {c.id: c for c in calls}
+    for duplicate in kept:
+        call = by_id[duplicate.call_id]
+        assert (duplicate.values["item_id"], duplicate.values["call_index"]) == (
+            call.item_id,
+            call.call_index,
+        )
+        assert duplicate.values["response_text"]
