@@ -75,7 +75,8 @@ def collect_report(runs: Sequence[Run], *, session: Session) -> ReportData:
         table = analysis.table.assign(run=run.name)
         labelled = int(table["gold"].notna().sum())
         decisions.append(table)
-        run_rows.append(_run_row(run, len(table), labelled, datasets, prices))
+        calls = int(table["n_calls"].sum())
+        run_rows.append(_run_row(run, len(table), calls, labelled, datasets, prices))
         if run.protocol == "apoc":
             pairs.append(_apoc_pairs(run, session=session).assign(run=run.name))
             continue
@@ -122,6 +123,7 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 def _run_row(
     run: Run,
     items: int,
+    calls: int,
     labelled: int,
     datasets: Mapping[int, str],
     prices: Mapping[str, Any],
@@ -140,6 +142,7 @@ def _run_row(
         "temperature": run.settings.get("identity", {}).get("temperature"),
         "status": run.status,
         "items": items,
+        "stored_calls": calls,
         "labelled": labelled,
         "calls_made": run.calls_made,
         "cache_hits": run.cache_hits,

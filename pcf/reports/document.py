@@ -134,7 +134,9 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
                     usage_table(runs),
                     "Calls made: requests sent to the judge (retries included). Cache hits: "
                     "answers copied from an identical earlier call, at no cost. Failures: calls "
-                    "left without a usable judgment. Cost in USD from the price table.",
+                    "left without a usable judgment. Cost in USD from the price table. Per "
+                    "item: the run's stored calls and cost over its items; the direct judge "
+                    "makes one call per item.",
                     any_simulated(runs),
                     "usage",
                 ),

@@ -33,6 +33,8 @@ NUMBER_FORMATS = {
     "McNemar p": ".3g",
     "p": ".3g",
     "cost (USD)": ".4f",
+    "cost per item (USD)": ".6f",
+    "calls per item": ".2f",
     **dict.fromkeys(("ws", "wB", "wv", "wu", "temperature"), ".2f"),
 }
 """Columns whose numbers have their own format (else: % one decimal, Δ and CI signed)."""

@@ -83,11 +83,11 @@ def settings_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def usage_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs' calls, failures, tokens and cost ("unpriced" when the model has no price)."""
-    cost = [
-        c if priced else "unpriced"
-        for c, priced in zip(runs["cost_usd"], runs["priced"], strict=True)
-    ]
+    """The runs' calls, failures, tokens and cost ("unpriced" when the model has no price), and
+    calls and cost per item (the direct judge makes one call per item)."""
+    items = runs["items"].where(runs["items"] > 0)
+    cost = runs["cost_usd"].astype(object).where(runs["priced"], "unpriced")
+    per_item = (runs["cost_usd"] / items).astype(object).where(runs["priced"], "unpriced")
     return pd.DataFrame(
         {
             "run": runs["run"],
@@ -96,7 +96,9 @@ def usage_table(runs: pd.DataFrame) -> pd.DataFrame:
             "failures": runs["failures"],
             "input tokens": runs["input_tokens"],
             "output tokens": runs["output_tokens"],
-            "cost (USD)": pd.Series(cost, dtype=object),
+            "cost (USD)": cost,
+            "calls per item": runs["stored_calls"] / items,
+            "cost per item (USD)": per_item,
         }
     )
 

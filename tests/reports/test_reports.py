@@ -379,6 +379,8 @@ def test_runs_tables_show_settings_calls_and_cost(study):
         assert usage[run]["failures"] == str(summary["failures"])
         assert usage[run]["input tokens"] == str(summary["input_tokens"])
         assert usage[run]["cost (USD)"] == f"{summary['cost_usd']:.4f}"
+        assert usage[run]["calls per item"] == f"{summary['per_item']['calls']:.2f}"
+        assert usage[run]["cost per item (USD)"] == f"{summary['per_item']['cost_usd']:.6f}"
 
 
 def test_every_table_and_chart_says_simulated_judge(study):
