@@ -152,17 +152,17 @@ def open_run(spec: RunSpec, *, session: Session) -> Run:
     return run
 
 
-LEASE_ATTEMPTS = 20
-
-
-class RunBusyError(ValueError):
-    """Another live process is judging a run of that name."""
-
-
 LEASE_TTL_S = 60.0
 """How long a run's lease outlives its holder's last sign of life (on another host; on this
 host a holder whose process is gone is dead at once)."""
 HEARTBEAT_S = 10.0
+"""How often a judging process renews its run's lease."""
+LEASE_ATTEMPTS = 20
+"""Tries at taking a lease while other processes take or renew it at the same moment."""
+
+
+class RunBusyError(ValueError):
+    """Another live process is judging a run of that name."""
 
 
 def _take_lease(name: str, holder: str, *, session: Session) -> None:
