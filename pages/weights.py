@@ -7,13 +7,16 @@ import streamlit as st
 from pages.shared import current_dataset, current_run, ensure_app_frame, session, simulated_badge
 from pcf.analysis.results import SIMULATED_LABEL
 from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights, pack_run
+from pcf.analysis.whatif import budget_curve
 from pcf.consensus import PRESETS, Weights
+from pcf.reports.charts import budget_chart
 from pcf.reports.tables import weight_table
 from pcf.store import Run, database_url, get_run, list_runs, run_version
 
 PRESET_KEY = "weights_preset"
 K_KEY = "weights_k"
 TABLE_RUNS_KEY = "weights_table_runs"
+BUDGET_KEY = "weights_budget"
 CUSTOM = "custom"
 WEIGHT_KEYS = tuple(f"weights_{name}" for name in WEIGHT_NAMES)
 WEIGHT_LABELS = (
@@ -29,6 +32,13 @@ def packed_run(database: str, name: str, version: tuple) -> PackedRun:
     """A run's packed judgments, kept while its calls (``version``) stay the same."""
     with session() as s:
         return pack_run(get_run(name, session=s), session=s)
+
+
+@st.cache_data(max_entries=8, show_spinner="Replaying the stopping policies on the run…")
+def cached_budget_curve(database: str, name: str, version: tuple):
+    """:func:`budget_curve` of a run, kept while its calls (``version``) stay the same."""
+    with session() as s:
+        return budget_curve(get_run(name, session=s), session=s)
 
 
 def apply_preset() -> None:
@@ -175,3 +185,25 @@ st.caption(
         else ""
     )
 )
+
+st.subheader("Adaptive budget")
+st.caption(
+    "What stopping each item early would have given on this run: every policy replayed on its "
+    "stored calls (no judge call; `pcf whatif` gives the same figures, and `pcf judge "
+    "--adaptive` makes them for real). `certain` keeps the full run's winner by construction; "
+    "`confident` stops once the chance of another winner is at most R."
+)
+if st.toggle("Show the curve (replays every item; a few seconds)", key=BUDGET_KEY):
+    with session() as s:
+        version = run_version(run, session=s)
+    curve = cached_budget_curve(database_url(), run.name, version)
+    st.altair_chart(budget_chart(curve), width="stretch")
+    st.dataframe(
+        curve.pivot_table(index=["policy", "calls_per_item"], columns="measure", values="share")
+        .reset_index()
+        .sort_values("calls_per_item"),
+        hide_index=True,
+        width="stretch",
+    )
+    if run.backend == "simulated":
+        st.caption(f"Simulated judge: {SIMULATED_LABEL}.")

@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pandas as pd
 from sqlmodel import Session
 
 from pcf.analysis.agreement import human_labels
@@ -21,6 +22,11 @@ from pcf.judgments import Judgment
 from pcf.stopping import ItemCalls, Stop, StoppingPolicy, current_winner, replay
 from pcf.store.models import Run
 from pcf.store.queries import current_labels, load_items, run_judgments
+
+CURVE_RISKS = (0.2, 0.1, 0.05, 0.02, 0.01)
+"""The ``confident`` risks of :func:`budget_curve`, from cheap to careful."""
+SAME_WINNER = "same winner as the full run"
+ACCURACY = "accuracy against gold"
 
 
 def replay_run(
@@ -88,3 +94,29 @@ def whatif(run: Run, policy: StoppingPolicy, *, session: Session) -> dict[str, A
     if is_simulated(run):
         summary["simulated"] = True
     return summary
+
+
+def budget_curve(
+    run: Run, *, session: Session, risks: Sequence[float] = CURVE_RISKS
+) -> pd.DataFrame:
+    """Accuracy and agreement with the full run against calls per item: the full run, ``certain``
+    and ``confident`` at each of ``risks``, replayed on the run's stored calls.
+
+    Columns: ``policy``, ``calls_per_item``, ``measure`` (:data:`SAME_WINNER` or
+    :data:`ACCURACY`), ``share``; one row per policy and measure (no gold: no accuracy rows).
+    """
+    policies = [StoppingPolicy("certain"), *(StoppingPolicy("confident", risk=r) for r in risks)]
+    rows: list[tuple[str, float, str, float]] = []
+
+    def add(label: str, calls: float, same: float, accuracy: float | None) -> None:
+        rows.append((label, calls, SAME_WINNER, same))
+        if accuracy is not None:
+            rows.append((label, calls, ACCURACY, accuracy))
+
+    for policy in policies:
+        figures = whatif(run, policy, session=session)
+        gold = figures["against_gold"]
+        label = "certain" if policy.name == "certain" else f"confident R={policy.risk:g}"
+        add(label, figures["calls_per_item"], figures["same_winner"], gold and gold["adaptive"])
+    add("full run", figures["full_calls_per_item"], 1.0, gold and gold["full"])
+    return pd.DataFrame(rows, columns=["policy", "calls_per_item", "measure", "share"])

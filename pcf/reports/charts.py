@@ -170,3 +170,25 @@ def paired_change_chart(changes: pd.DataFrame) -> alt.Chart:
         )
         .properties(width=480)
     )
+
+
+def budget_chart(curve: pd.DataFrame) -> alt.Chart:
+    """Agreement with the full run and accuracy against calls per item, one point per stopping
+    policy, from :func:`pcf.analysis.whatif.budget_curve`."""
+    return (
+        alt.Chart(curve)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("calls_per_item:Q", title="calls per item"),
+            y=alt.Y("share:Q", title="share of items", scale=alt.Scale(zero=False)),
+            color=alt.Color("measure:N", title=None, legend=alt.Legend(orient="bottom")),
+            order="calls_per_item:Q",
+            tooltip=[
+                "policy:N",
+                alt.Tooltip("calls_per_item:Q", format=".2f", title="calls per item"),
+                "measure:N",
+                alt.Tooltip("share:Q", format=".1%"),
+            ],
+        )
+        .properties(height=280)
+    )

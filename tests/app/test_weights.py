@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from pcf.analysis.whatif import whatif
 from pcf.consensus import PRESETS, Weights
 from pcf.decisions import aggregate
+from pcf.stopping import StoppingPolicy
 from pcf.store import get_engine, get_run, load_items, run_judgments, session_scope
 from tests.app import open_page
 
@@ -99,3 +101,21 @@ def test_a_direct_run_has_no_k_slider(at):
     assert not at.exception
     assert not [s for s in at.slider if s.key == "weights_k"]
     assert shown(at)["Accuracy"] == shown(at)["Direct accuracy"]
+
+
+def test_the_adaptive_budget_curve_is_whatif_on_the_run(at):
+    at.toggle(key="weights_budget").set_value(True).run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown_curve = at.dataframe[-1].value.set_index("policy")
+    with session_scope(get_engine()) as s:
+        run = get_run("demo-pcf", session=s)
+        certain = whatif(run, StoppingPolicy("certain"), session=s)
+        careful = whatif(run, StoppingPolicy("confident", risk=0.01), session=s)
+    assert shown_curve.loc["certain", "calls_per_item"] == pytest.approx(certain["calls_per_item"])
+    assert shown_curve.loc["confident R=0.01", "same winner as the full run"] == pytest.approx(
+        careful["same_winner"]
+    )
+    assert shown_curve.loc["full run", "calls_per_item"] == 21
+    assert shown_curve.loc["full run", "accuracy against gold"] == pytest.approx(
+        certain["against_gold"]["full"]
+    )
