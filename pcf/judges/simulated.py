@@ -24,6 +24,12 @@ from pcf.prompts import TIE
 DEFAULT_SLOT_BIAS: tuple[float, ...] = (0.8, 0.3, 0.0, -0.2)
 """Primacy: the first slots get a bonus; slots past the tuple keep its last value."""
 
+STRONG_SLOT_BIAS: tuple[float, ...] = (4.0, 1.5, 0.0, -1.0)
+"""A strong primacy: slot 1 outweighs most latent leads (the demo's position-bias run)."""
+
+MODEL_SLOT_BIAS: dict[str, tuple[float, ...]] = {"sim-strong-primacy": STRONG_SLOT_BIAS}
+"""Simulated model names that carry their own slot bias; every other name gets the default."""
+
 GOLD_FACTUALITY = 7.5
 ITEM_KINDS: tuple[tuple[str, float, tuple[float, float]], ...] = (
     ("clear", 0.65, (3.5, 6.0)),
@@ -71,7 +77,7 @@ class SimulatedJudge:
         *,
         seed: int = 0,
         noise: float = 1.0,
-        slot_bias: Sequence[float] = DEFAULT_SLOT_BIAS,
+        slot_bias: Sequence[float] | None = None,
         malformed_rate: float = 0.0,
         latency_s: float = 0.0,
     ) -> None:
@@ -82,7 +88,8 @@ class SimulatedJudge:
             seed: seeds the latent factuality, the noise and the malformed answers.
             noise: standard deviation of the per-call Gaussian noise on the 0-10 scale.
             slot_bias: additive bonus per slot, slot 1 first; later slots keep the last value
-                (an empty tuple means no position bias).
+                (an empty tuple means no position bias). None: the bias the model's name
+                carries in :data:`MODEL_SLOT_BIAS`, else :data:`DEFAULT_SLOT_BIAS`.
             malformed_rate: share of calls answered in one of :data:`MALFORMED_SHAPES`.
             latency_s: seconds each call sleeps before answering.
 
@@ -98,6 +105,8 @@ class SimulatedJudge:
         self.model = model
         self.seed = seed
         self.noise = noise
+        if slot_bias is None:
+            slot_bias = MODEL_SLOT_BIAS.get(model, DEFAULT_SLOT_BIAS)
         self.slot_bias = tuple(float(b) for b in slot_bias)
         self.malformed_rate = malformed_rate
         self.latency_s = latency_s

@@ -24,7 +24,19 @@ DEMO_RUNS = (
     RunSpec("demo", "demo-direct", protocol="direct"),
     RunSpec("demo", "demo-pcf", protocol="pcf", k=7, executions=3),
     RunSpec("demo", "demo-repeated", protocol="repeated", k=7),
+    RunSpec(
+        "demo",
+        "demo-strong-bias-pcf",
+        protocol="pcf",
+        k=7,
+        executions=3,
+        model="sim-strong-primacy",
+    ),
 )
+"""The demo's simulated runs. The last one's judge (``sim-strong-primacy``) has a strong
+position bias (:data:`pcf.judges.simulated.STRONG_SLOT_BIAS`), so the direct verdict follows the
+first slot and the consensus over orderings visibly recovers; the others use the default mild
+primacy. Every one is simulated and labelled so."""
 
 
 def study_specs(study: str, base: RunSpec, *, session: Session) -> list[RunSpec]:

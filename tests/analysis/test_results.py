@@ -109,3 +109,11 @@ def test_the_summary_gives_calls_and_cost_per_item_beside_direct(db: Session, ru
         "cost_usd": 0.0,  # the simulated judge is free
         "direct_cost_usd": 0.0,
     }
+
+
+def test_the_strong_bias_demo_run_shows_the_consensus_recovering_from_slot_one(db):
+    run = get_run("demo-strong-bias-pcf", session=db)
+    assert (run.backend, run.model) == ("simulated", "sim-strong-primacy")
+    accuracy = run_summary(run, session=db)["accuracy"]
+    assert accuracy["method_accuracy"] > accuracy["direct_accuracy"] + 0.1
+    assert accuracy["improved"] > accuracy["regressed"]

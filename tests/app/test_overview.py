@@ -9,6 +9,7 @@ from pcf.analysis.results import run_summary
 from pcf.consensus import pack
 from pcf.flags import FLAGS
 from pcf.instability import slot_bias
+from pcf.runs.study import DEMO_RUNS
 from pcf.store import (
     add_adjudication,
     get_run,
@@ -33,11 +34,7 @@ def test_overview_explains_the_tool_and_flags_the_simulated_judge(app):
     assert not at.exception
     assert "several orderings" in at.markdown[0].value
     assert any("Simulated judge" in w.value for w in at.warning)
-    assert list(frame_with(at, "protocol")["run"]) == [
-        "demo-direct",
-        "demo-pcf",
-        "demo-repeated",
-    ]
+    assert list(frame_with(at, "protocol")["run"]) == [spec.run_name for spec in DEMO_RUNS]
 
 
 def test_accuracy_flags_and_slot_bias_match_the_stored_run(app, db: Session):

@@ -9,9 +9,13 @@ from sqlmodel import Session
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
 from pcf.analysis.results import run_summary
+from pcf.runs.study import DEMO_RUNS
 from pcf.store import get_run
 from tests.app import open_page
 from tests.html_tables import html_tables
+
+CHARTS = 1 + 2 * sum(spec.protocol == "pcf" for spec in DEMO_RUNS)
+"""Paired changes, then per PCF run its instability histogram and its slot-share chart."""
 
 
 @pytest.fixture
@@ -47,7 +51,7 @@ def main_row(at):
 def test_report_page_shows_the_main_table_of_the_demo_runs(app, db: Session, downloads):
     at = open_page(app, "report")
     assert not at.exception
-    assert at.multiselect(key="report_runs").value == ["demo-direct", "demo-pcf", "demo-repeated"]
+    assert at.multiselect(key="report_runs").value == [spec.run_name for spec in DEMO_RUNS]
     stats = run_summary(get_run("demo-pcf", session=db), session=db)["accuracy"]
     row = main_row(at)
     low, high = stats["ci_points"]
@@ -65,7 +69,7 @@ def test_report_page_shows_the_main_table_of_the_demo_runs(app, db: Session, dow
     for title in ("K table", "Weight table", "Paired changes", "Slot bias", "order instability"):
         assert title in titles
     assert any("Simulated judge" in w.value for w in at.warning)
-    assert len(at.get("vega_lite_chart")) == 3
+    assert len(at.get("vega_lite_chart")) == CHARTS
 
 
 def test_the_downloads_are_the_report_files(app, downloads):
@@ -74,12 +78,12 @@ def test_the_downloads_are_the_report_files(app, downloads):
     assert set(files) == {"Download report.md", "Download report.html"}
     markdown, page = files["Download report.md"], files["Download report.html"]
     row = main_row(at)
-    assert markdown.startswith("# PCF report: demo-direct, demo-pcf, demo-repeated")
+    assert markdown.startswith(f"# PCF report: {', '.join([spec.run_name for spec in DEMO_RUNS])}")
     assert f"| {' | '.join(row.values())} |" in markdown
     parsed = html_tables(page)
     assert list(row.values()) in parsed.rows
     assert "script" not in parsed.tags
-    assert page.count("data:image/svg+xml;base64,") == 3
+    assert page.count("data:image/svg+xml;base64,") == CHARTS
     assert "http://" not in page.replace('xmlns="http://www.w3.org', "")
 
 

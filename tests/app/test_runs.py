@@ -8,6 +8,7 @@ import pytest
 from sqlmodel import Session, func, select
 from streamlit.testing.v1 import AppTest
 
+from pcf.runs.study import DEMO_RUNS
 from pcf.store import Call, get_run
 from tests.app import open_page
 
@@ -46,7 +47,7 @@ def configure(at: AppTest, **values) -> AppTest:
 
 def test_the_table_lists_the_datasets_runs_with_their_totals(at, db):
     table = at.dataframe[0].value
-    assert table["run"].tolist() == ["demo-direct", "demo-pcf", "demo-repeated"]
+    assert table["run"].tolist() == [spec.run_name for spec in DEMO_RUNS]
     pcf = table.set_index("run").loc["demo-pcf"]
     stored = get_run("demo-pcf", session=db)
     assert (pcf["protocol"], pcf["K"], pcf["schedule"], pcf["executions"]) == (

@@ -11,7 +11,12 @@ import pytest
 
 from pcf.items import Item
 from pcf.judges.base import CallContext, JudgeReply, JudgeRequest
-from pcf.judges.simulated import MALFORMED_SHAPES, SimulatedJudge
+from pcf.judges.simulated import (
+    DEFAULT_SLOT_BIAS,
+    MALFORMED_SHAPES,
+    STRONG_SLOT_BIAS,
+    SimulatedJudge,
+)
 from pcf.orderings import canonical_order, schedule
 from pcf.parsing import parse_listwise, parse_pairwise
 from pcf.prompts import TIE, neutral_keys, render_listwise, render_pairwise
@@ -129,6 +134,15 @@ def test_primacy_bias_raises_slot_one_top_picks() -> None:
     assert abs(unbiased - 0.25) < 0.03
     assert default > unbiased + 0.04
     assert strong > 0.35
+
+
+def test_the_strong_primacy_model_carries_its_own_slot_bias() -> None:
+    assert SimulatedJudge("sim-strong-primacy").slot_bias == STRONG_SLOT_BIAS
+    assert SimulatedJudge("sim-primacy").slot_bias == DEFAULT_SLOT_BIAS
+    assert SimulatedJudge("sim-strong-primacy", slot_bias=()).slot_bias == ()
+    assert SimulatedJudge("sim-strong-primacy").describe()["slot_bias"] == list(STRONG_SLOT_BIAS)
+    strong = slot_one_share(SimulatedJudge("sim-strong-primacy"))
+    assert strong > slot_one_share(SimulatedJudge()) + 0.1
 
 
 def test_slots_past_the_bias_tuple_keep_its_last_value() -> None:
