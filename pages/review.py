@@ -233,12 +233,15 @@ st.dataframe(
 st.markdown("##### Calls")
 st.dataframe(calls_frame(item, calls), hide_index=True, key="review_calls")
 with st.expander("Raw prompt and response of a call"):
-    call = st.selectbox(
+    picked = st.selectbox(
         "Call",
-        calls,
-        format_func=lambda c: f"{ordering_label(c, labels)} · {'ok' if c.ok else 'failed'}",
+        range(len(calls)),
+        format_func=lambda i: (
+            f"{ordering_label(calls[i], labels)} · {'ok' if calls[i].ok else 'failed'}"
+        ),
         key="review_raw_call",
     )
+    call = calls[picked] if picked is not None else None
     if call is not None:
         st.caption(
             f"{call.input_tokens} input and {call.output_tokens} output tokens, "

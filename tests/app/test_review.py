@@ -133,7 +133,7 @@ def test_the_item_shows_winners_gold_flags_and_raw_calls(app, db: Session):
     assert dict(zip(consensus["id"], consensus["C"], strict=True)) == record["consensus"]
     calls = stored_calls(db, "demo-pcf", "demo-017")
     for call in (calls[0], calls[-1]):  # the raw prompt and response of the call picked
-        at.selectbox(key="review_raw_call").select_index(calls.index(call)).run()
+        at.selectbox(key="review_raw_call").set_value(calls.index(call)).run()
         codes = [c.value for c in at.code]
         assert call.response_text in codes
         assert call.request["user"] in codes
