@@ -162,6 +162,9 @@ def replay_judgebench(
     report: Annotated[
         Path | None, typer.Option("--report", help="Also write report.md and report.html here.")
     ] = None,
+    triage: Annotated[
+        bool, typer.Option("--triage", help="Also the error-capture curves of review orders.")
+    ] = False,
 ) -> None:
     """Score a JudgeBench judge's recorded decisions by the official rule, per bucket.
 
@@ -172,7 +175,7 @@ def replay_judgebench(
 
     try:
         pairs = read_judgebench_outputs(path)
-        emit({"file": str(path), **replay_summary(pairs)})
+        emit({"file": str(path), **replay_summary(pairs), **pair_triage(pairs, triage)})
     except (DataError, ValueError) as exc:
         fail(str(exc))
     if report is not None:
@@ -191,6 +194,9 @@ def replay_llmbar(
     report: Annotated[
         Path | None, typer.Option("--report", help="Also write report.md and report.html here.")
     ] = None,
+    triage: Annotated[
+        bool, typer.Option("--triage", help="Also the error-capture curves of review orders.")
+    ] = False,
 ) -> None:
     """Score an LLMBar judge's recorded decisions in both orders, per subset.
 
@@ -201,13 +207,30 @@ def replay_llmbar(
 
     try:
         pairs = read_llmbar_results(path, judge=judge, strategy=strategy)
-        emit({"path": str(path), **replay_summary(pairs)})
+        emit({"path": str(path), **replay_summary(pairs), **pair_triage(pairs, triage)})
     except (DataError, ValueError) as exc:
         fail(str(exc))
     if report is not None:
         source = {"path": str(path), "judge": judge or "any", "strategy": strategy or "any"}
         title = f"Replay: LLMBar {path.name}, judge {judge or 'any'}"
         write_replay_report(pairs, report, title=title, source=source)
+
+
+def pair_triage(pairs: list, wanted: bool) -> dict:
+    """``{"triage": ...}``: swap disagreement against random as review orders, or nothing."""
+    if not wanted:
+        return {}
+    from pcf.analysis.triage import (
+        curve,
+        most_doubtful_first,
+        pair_scores,
+        pair_wrong,
+        summarize,
+    )
+
+    wrong = pair_wrong(pairs)
+    ranking = most_doubtful_first(pair_scores(pairs))
+    return {"triage": summarize([curve("swap_disagreement", wrong, ranking)], wrong)}
 
 
 def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str, str]) -> None:
@@ -601,6 +624,61 @@ def whatif(
             emit(replay_policy(run, policy, session=session))
     except ValueError as exc:
         fail(f"error: {exc}", 2)
+
+
+@app.command()
+def triage(
+    run_name: Annotated[str, typer.Argument(metavar="RUN", help="A stored listwise run.")],
+    by: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Review order(s): priority, top_entropy, margin, kendall_w, "
+            "overrides, calibrated, random."
+        ),
+    ] = None,
+    against: Annotated[str, typer.Option(help="gold or humans.")] = "gold",
+    seed: Annotated[int, typer.Option(help="Seed of the random orders and the folds.")] = 0,
+    out: Annotated[
+        Path | None, typer.Option(help="Folder for triage.png and reliability.csv.")
+    ] = None,
+) -> None:
+    """How many of the judge's errors each share of human review finds, per review order, with
+    a seeded random baseline: error-capture and budget curves, their areas, JSON on stdout.
+
+    Example: pcf triage demo-pcf --by priority --by calibrated --out triage/
+    """
+    from pcf.analysis.triage import ORDERS, calibrated_scores, curve_frame, reliability, run_triage
+    from pcf.analysis.triage import summarize as summarize_triage
+    from pcf.store.queries import get_run
+
+    orders = by or ["priority"]
+    if unknown := [o for o in orders if o not in ORDERS]:
+        fail(f"error: unknown order {unknown[0]!r}; choose from {', '.join(ORDERS)}", 2)
+    with database() as session:
+        run = get_run(run_name, session=session)
+        if run is None:
+            fail(f"error: no run {run_name!r}; `pcf runs` lists them", 2)
+        try:
+            curves, wrong, table = run_triage(
+                run, session=session, orders=orders, against=against, seed=seed
+            )
+        except ValueError as exc:
+            fail(f"error: {exc}", 2)
+    figures = {"run": run_name, "against": against, **summarize_triage(curves, wrong, seed=seed)}
+    if out is not None:
+        from pcf.reports.charts import capture_chart
+        from pcf.reports.render import chart_png
+
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "triage.png").write_bytes(
+            chart_png(capture_chart(curve_frame(curves, wrong, seed=seed)))
+        )
+        if "calibrated" in orders:
+            diagram = reliability(calibrated_scores(table, wrong, seed=seed), wrong)
+            diagram.to_csv(out / "reliability.csv", index=False)
+            figures["reliability"] = diagram.to_dict(orient="records")
+        typer.echo(f"wrote {out / 'triage.png'}", err=True)
+    emit(figures)
 
 
 @app.command("report")

@@ -34,6 +34,7 @@ TABLE_COLUMNS = (
     "direct_winner",
     "priority",
     "top_agreement",
+    "top_entropy",
     "kendall_w",
     "margin",
     "n_ok",
@@ -268,7 +269,7 @@ def decision_table(records: Sequence[Mapping[str, Any]], items: Sequence[Item]) 
                 "direct_winner": metrics.get("direct_winner"),
                 **{
                     name: number_or_nan(metrics.get(name))
-                    for name in ("priority", "top_agreement", "kendall_w", "margin")
+                    for name in ("priority", "top_agreement", "top_entropy", "kendall_w", "margin")
                 },
                 "n_ok": metrics.get("n_ok", 0),
                 "n_calls": metrics.get("n_calls", 0),

@@ -192,3 +192,33 @@ def budget_chart(curve: pd.DataFrame) -> alt.Chart:
         )
         .properties(height=280)
     )
+
+
+def capture_chart(frame: pd.DataFrame) -> alt.LayerChart:
+    """Error-capture curves (share of the judge's errors found against share of items
+    reviewed) with the random order's band, from :func:`pcf.analysis.triage.curve_frame`."""
+    axes = {
+        "x": alt.X("reviewed:Q", title="share of items reviewed", axis=alt.Axis(format="%")),
+        "y": alt.Y(
+            "captured:Q", title="share of the judge's errors found", axis=alt.Axis(format="%")
+        ),
+    }
+    band = (
+        alt.Chart(frame.dropna(subset=["low"]))
+        .mark_area(opacity=0.2, color="#9aa5b1")
+        .encode(x=axes["x"], y="low:Q", y2="high:Q")
+    )
+    lines = (
+        alt.Chart(frame)
+        .mark_line()
+        .encode(
+            **axes,
+            color=alt.Color("order:N", title=None, legend=alt.Legend(orient="bottom")),
+            tooltip=[
+                "order:N",
+                alt.Tooltip("reviewed:Q", format=".0%"),
+                alt.Tooltip("captured:Q", format=".0%"),
+            ],
+        )
+    )
+    return (band + lines).properties(width=420, height=300)

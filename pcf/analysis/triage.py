@@ -1,0 +1,326 @@
+"""Review triage that pays off: how many of the judge's errors each share of human review finds.
+
+Items are reviewed in an order (most doubtful first by some score); two curves say what that
+order buys, as FairEval evaluates routing items to humans:
+
+- the error-capture curve: the share of the judge's errors (against gold or human labels; an
+  abstention counts as an error) among the first x% of items reviewed;
+- the budget curve: the accuracy if the first x% were corrected by humans.
+
+Each comes with its area under the curve, and a seeded random order gives the baseline with a
+band (the 5th to 95th percentile over random orders; its mean is the diagonal).
+
+The calibrated priority (:func:`calibrated_scores`) learns "the judge is wrong" from the
+instability metrics with a ridge-penalised logistic regression (statsmodels' binomial GLM),
+fitted and scored out of fold (5 folds), so no item is scored by a model that saw its label.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlmodel import Session
+
+from pcf.analysis.agreement import human_labels
+from pcf.analysis.results import analyse_run
+from pcf.recordings import FIRST, SECOND, SWAP_RULES, RecordedPair
+from pcf.store.models import Run
+from pcf.store.queries import current_labels
+
+ORDERS = ("priority", "top_entropy", "margin", "kendall_w", "overrides", "calibrated", "random")
+"""Orders of a run's items: the review priority, one instability metric, or the calibrated
+model (most doubtful first), or a seeded random order."""
+PAIR_ORDERS = ("swap_disagreement", "random")
+FEATURES = (
+    "top_agreement",
+    "top_entropy",
+    "kendall_w",
+    "margin",
+    "overrides_direct",
+    "near_tie",
+    "position_driven",
+    "incomplete",
+)
+"""The instability metrics and flags the calibrated model reads."""
+REPORTED_SHARES = (0.1, 0.2, 0.3)
+RANDOM_DRAWS = 200
+FOLDS = 5
+RIDGE = 0.01
+RELIABILITY_BINS = 5
+
+
+@dataclass(frozen=True)
+class Curve:
+    """The two curves of one review order over ``n`` items with ``errors`` judge errors.
+
+    Attributes:
+        order: how the items were ordered.
+        reviewed: share of items reviewed, 0 to 1 in steps of 1/n.
+        captured: share of the judge's errors among the items reviewed.
+        accuracy: accuracy with the reviewed items corrected.
+    """
+
+    order: str
+    reviewed: np.ndarray
+    captured: np.ndarray
+    accuracy: np.ndarray
+
+    def at(self, share: float) -> float:
+        """The share of errors caught after reviewing ``share`` of the items (rounded down)."""
+        return float(self.captured[math.floor(share * (len(self.reviewed) - 1) + 1e-9)])
+
+    @property
+    def capture_auc(self) -> float:
+        """Area under the error-capture curve (0.5 for a random order on average)."""
+        return float(np.trapezoid(self.captured, self.reviewed))
+
+    @property
+    def accuracy_auc(self) -> float:
+        """Area under the budget curve."""
+        return float(np.trapezoid(self.accuracy, self.reviewed))
+
+
+def curve(order: str, wrong: Sequence[bool], ranking: Sequence[int]) -> Curve:
+    """The curves of reviewing items in ``ranking`` (item positions, first reviewed first).
+
+    Raises:
+        ValueError: no items, or ``ranking`` is not a permutation of them.
+    """
+    wrong_array = np.asarray(wrong, dtype=bool)
+    n = len(wrong_array)
+    if n == 0 or sorted(ranking) != list(range(n)):
+        raise ValueError("a review order must list every item once")
+    caught = np.concatenate([[0], np.cumsum(wrong_array[list(ranking)])])
+    errors = int(wrong_array.sum())
+    captured = caught / errors if errors else np.ones(n + 1)
+    accuracy = (n - errors + caught) / n
+    return Curve(order, np.arange(n + 1) / n, captured, accuracy)
+
+
+def most_doubtful_first(scores: Sequence[float], *, seed: int = 0) -> list[int]:
+    """Item positions by descending score; equal scores in a seeded random order (the listing
+    order is arbitrary and may carry a pattern), unknown (NaN) scores last."""
+    values = np.asarray(scores, dtype=float)
+    key = np.where(np.isnan(values), -np.inf, values)
+    shuffle = np.random.default_rng(seed).permutation(len(values))
+    return [int(i) for i in np.lexsort((shuffle, -key))]
+
+
+def random_orders(n: int, *, seed: int = 0, draws: int = RANDOM_DRAWS) -> list[list[int]]:
+    """``draws`` seeded random review orders of ``n`` items."""
+    rng = np.random.default_rng(seed)
+    return [[int(i) for i in rng.permutation(n)] for _ in range(draws)]
+
+
+def random_baseline(
+    wrong: Sequence[bool], *, seed: int = 0, draws: int = RANDOM_DRAWS
+) -> dict[str, Any]:
+    """The random order's curves: the mean and the 5th-95th percentile band over ``draws``."""
+    orders = random_orders(len(wrong), seed=seed, draws=draws)
+    curves = [curve("random", wrong, order) for order in orders]
+    captured = np.array([c.captured for c in curves])
+    return {
+        "captured_mean": captured.mean(axis=0),
+        "captured_low": np.percentile(captured, 5, axis=0),
+        "captured_high": np.percentile(captured, 95, axis=0),
+        "capture_auc": float(np.mean([c.capture_auc for c in curves])),
+        "reviewed": curves[0].reviewed,
+        "at": {share: float(np.mean([c.at(share) for c in curves])) for share in REPORTED_SHARES},
+    }
+
+
+def item_scores(table: pd.DataFrame, order: str) -> np.ndarray:
+    """Each item's doubt under ``order`` (higher = reviewed first), from a decision table
+    (:func:`pcf.analysis.results.decision_table` with ``top_entropy`` when available)."""
+    if order == "priority":
+        return table["priority"].to_numpy(dtype=float)
+    if order == "top_entropy":
+        return table["top_entropy"].to_numpy(dtype=float)
+    if order == "margin":
+        return -table["margin"].to_numpy(dtype=float)
+    if order == "kendall_w":
+        return -table["kendall_w"].to_numpy(dtype=float)
+    if order == "overrides":
+        return (
+            table["overrides_direct"].astype(float).to_numpy()
+            + table["priority"].to_numpy(dtype=float) / 10
+        )
+    raise ValueError(f"unknown order {order!r}; choose one of {', '.join(ORDERS)}")
+
+
+def judge_wrong(winners: Sequence[Any], answers: Sequence[Any]) -> list[bool]:
+    """Whether each winner misses its answer; an abstention (None) is an error."""
+    return [w is None or w != a for w, a in zip(winners, answers, strict=True)]
+
+
+def pair_scores(pairs: Sequence[RecordedPair]) -> np.ndarray:
+    """Swap disagreement and verdict pattern as doubt: 3 opposite verdicts in the two orders,
+    2 one order decisive and the other a tie or none, 1 neither decisive, 0 the same verdict."""
+    decisive = {FIRST, SECOND}
+
+    def doubt(d1: str | None, d2: str | None) -> int:
+        if d1 in decisive and d2 in decisive:
+            return 0 if d1 == d2 else 3
+        return 2 if (d1 in decisive) != (d2 in decisive) else 1
+
+    return np.array([doubt(p.d1, p.d2) for p in pairs], dtype=float)
+
+
+def pair_wrong(pairs: Sequence[RecordedPair]) -> list[bool]:
+    """Whether the judge's official decision (both orders: agreement, else the decisive one)
+    misses the label; a tie or no decision is an error."""
+    official = SWAP_RULES["agree_or_decisive"]
+    return judge_wrong([official(p.d1, p.d2) for p in pairs], [p.label for p in pairs])
+
+
+def calibrated_scores(
+    features: pd.DataFrame, wrong: Sequence[bool], *, seed: int = 0, folds: int = FOLDS
+) -> np.ndarray:
+    """Out-of-fold probabilities that the judge is wrong, from :data:`FEATURES`.
+
+    A binomial GLM with a small ridge penalty on standardised features, fitted on the other
+    folds (seeded split); an item whose metrics are unknown (no usable call) gets 1.
+
+    Raises:
+        ValueError: fewer than two labelled items of each kind (wrong and right).
+    """
+    import statsmodels.api as sm  # noqa: PLC0415 - statsmodels loads slowly
+
+    y = np.asarray(wrong, dtype=float)
+    if min(y.sum(), len(y) - y.sum()) < 2:
+        raise ValueError("the calibrated priority needs at least two right and two wrong items")
+    x = features[list(FEATURES)].astype(float).to_numpy()
+    known = ~np.isnan(x).any(axis=1)
+    out = np.ones(len(y))
+    fold = np.random.default_rng(seed).permutation(len(y)) % folds
+    for f in range(folds):
+        train, test = known & (fold != f), known & (fold == f)
+        if not test.any():
+            continue
+        mean, scale = x[train].mean(axis=0), x[train].std(axis=0)
+        scale[scale == 0] = 1.0
+
+        def design(rows: np.ndarray, mean=mean, scale=scale) -> np.ndarray:
+            return sm.add_constant((x[rows] - mean) / scale, has_constant="add")
+
+        model = sm.GLM(y[train], design(train), family=sm.families.Binomial())
+        fitted = model.fit_regularized(alpha=RIDGE, L1_wt=0.0)
+        out[test] = model.predict(fitted.params, design(test))
+    return out
+
+
+def reliability(probabilities: Sequence[float], wrong: Sequence[bool]) -> pd.DataFrame:
+    """The reliability diagram's data: per bin of predicted probability, the items, the mean
+    prediction and the observed share of errors."""
+    frame = pd.DataFrame({"predicted": probabilities, "wrong": np.asarray(wrong, dtype=float)})
+    edges = np.linspace(0, 1, RELIABILITY_BINS + 1)
+    frame["bin"] = pd.cut(frame["predicted"], edges, include_lowest=True)
+    grouped = frame.groupby("bin", observed=True)
+    return pd.DataFrame(
+        {
+            "bin": [str(b) for b in grouped.groups],
+            "items": grouped.size().to_numpy(),
+            "mean predicted": grouped["predicted"].mean().to_numpy(),
+            "observed wrong": grouped["wrong"].mean().to_numpy(),
+        }
+    )
+
+
+def summarize(curves: Sequence[Curve], wrong: Sequence[bool], *, seed: int = 0) -> dict[str, Any]:
+    """The figures of some review orders beside the random baseline, as JSON-ready values."""
+    baseline = random_baseline(wrong, seed=seed)
+    return {
+        "items": len(wrong),
+        "errors": int(sum(wrong)),
+        "orders": {
+            c.order: {
+                "capture_auc": round(c.capture_auc, 4),
+                "accuracy_auc": round(c.accuracy_auc, 4),
+                "caught_at": {f"{share:.0%}": round(c.at(share), 4) for share in REPORTED_SHARES},
+            }
+            for c in curves
+        },
+        "random": {
+            "capture_auc": round(baseline["capture_auc"], 4),
+            "caught_at": {f"{s:.0%}": round(v, 4) for s, v in baseline["at"].items()},
+            "seed": seed,
+            "draws": RANDOM_DRAWS,
+        },
+    }
+
+
+def curve_frame(curves: Sequence[Curve], wrong: Sequence[bool], *, seed: int = 0) -> pd.DataFrame:
+    """Long frame of the error-capture curves with the random mean and band, for a chart:
+    ``order``, ``reviewed``, ``captured``, ``low``, ``high`` (the band, random rows only)."""
+    baseline = random_baseline(wrong, seed=seed)
+    rows = [
+        (c.order, r, v, math.nan, math.nan)
+        for c in curves
+        for r, v in zip(c.reviewed, c.captured, strict=True)
+    ]
+    rows += [
+        ("random (mean, 5-95% band)", r, m, lo, hi)
+        for r, m, lo, hi in zip(
+            baseline["reviewed"],
+            baseline["captured_mean"],
+            baseline["captured_low"],
+            baseline["captured_high"],
+            strict=True,
+        )
+    ]
+    return pd.DataFrame(rows, columns=["order", "reviewed", "captured", "low", "high"])
+
+
+def answers_of(table: pd.DataFrame, answers: Mapping[str, str | None]) -> pd.DataFrame:
+    """The rows of a decision table with a known answer, with a ``wrong`` column."""
+    known = table[table["item_id"].map(lambda key: answers.get(key) is not None)].copy()
+    known["wrong"] = judge_wrong(
+        [None if pd.isna(w) else w for w in known["winner"]],
+        [answers[key] for key in known["item_id"]],
+    )
+    return known.reset_index(drop=True)
+
+
+def run_triage(
+    run: Run,
+    *,
+    session: Session,
+    orders: Sequence[str] = ("priority",),
+    against: str = "gold",
+    seed: int = 0,
+) -> tuple[list[Curve], list[bool], pd.DataFrame]:
+    """A stored run's review orders and their curves, against gold or human labels.
+
+    Returns:
+        The curves (one per order), whether the judge is wrong per item, and the items' decision
+        table (the labelled items, in dataset order, with ``wrong``).
+
+    Raises:
+        ValueError: an unknown order or ``against``, or no item has an answer to check against.
+    """
+    if against not in ("gold", "humans"):
+        raise ValueError(f"against must be gold or humans, got {against!r}")
+    table = analyse_run(run, session=session).table
+    if against == "gold":
+        answers = dict(zip(table["item_id"], table["gold"], strict=True))
+    else:
+        answers = human_labels(current_labels(run.dataset_id, session=session))
+    known = answers_of(table, {k: (None if pd.isna(v) else v) for k, v in answers.items()})
+    if known.empty:
+        raise ValueError(f"run {run.name!r} has no item with {against} labels to check against")
+    wrong = list(known["wrong"])
+    curves = []
+    for order in orders:
+        if order == "random":
+            ranking = random_orders(len(known), seed=seed, draws=1)[0]
+        elif order == "calibrated":
+            ranking = most_doubtful_first(calibrated_scores(known, wrong, seed=seed), seed=seed)
+        else:
+            ranking = most_doubtful_first(item_scores(known, order), seed=seed)
+        curves.append(curve(order, wrong, ranking))
+    return curves, wrong, known
