@@ -2,13 +2,23 @@
 
 Every loader reads the whole file, collects every problem (file, line, field) and raises one
 :class:`~pcf.errors.DataError` if there is any, so a bad file is never half used.
+
+What any file may hold, checked in one place for every format (:func:`_storable_problems`):
+UTF-8 text (a leading byte-order mark, as Excel writes, is skipped); no NUL character and no
+lone surrogate in any string (PostgreSQL and UTF-8 refuse them); nesting at most
+:data:`MAX_NESTING` deep; integers of at most :data:`MAX_INT_DIGITS` digits. An item has 2 to
+:data:`MAX_CANDIDATES` candidates (a prompt labels them A to Z), and no candidate is called
+``none_correct`` or ``cannot_tell`` (:data:`RESERVED_CANDIDATE_IDS`, the annotators' other
+choices).
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +29,14 @@ from pcf.errors import DataError, Problem
 FORMATS = ("rewardbench2", "judgebench", "jsonl", "csv")
 CSV_COLUMNS = ("item_id", "prompt", "candidate_id", "text", "gold", "bucket")
 JUDGEBENCH_BUCKETS = ("mmlu-pro", "livebench-reasoning", "livebench-math", "livecodebench")
+MAX_CANDIDATES = 26
+"""One default slot key (A to Z) per candidate: see :data:`pcf.prompts.DEFAULT_KEYS`."""
+RESERVED_CANDIDATE_IDS = ("none_correct", "cannot_tell")
+"""An annotator's choices besides the candidates, so no candidate may be called that."""
+MAX_NESTING = 64
+MAX_INT_DIGITS = 4300
+"""Python's own limit on converting digits to an int."""
+BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -136,21 +154,106 @@ class _Checker:
             raise DataError(self.problems)
 
 
+def _json_int(digits: str) -> int:
+    """A JSON integer, refused past :data:`MAX_INT_DIGITS` digits with a clear message."""
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"a number of more than {MAX_INT_DIGITS} digits")
+    return int(digits)
+
+
+_DECODER = json.JSONDecoder(parse_int=_json_int)
+
+
+def _utf8(data: bytes, check: _Checker, line: int) -> str | None:
+    """``data`` decoded as UTF-8, or None with the problem recorded on ``line``."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line += data.count(b"\n", 0, exc.start)
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        check.add(line, None, f"not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column}")
+        return None
+
+
 def _json_lines(path: Path, check: _Checker) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line; bad lines become problems."""
-    with path.open(encoding="utf-8") as fh:
-        for number, raw in enumerate(fh, start=1):
-            if not raw.strip():
+    with path.open("rb") as fh:
+        for number, data in enumerate(fh, start=1):
+            raw = _utf8(data.removeprefix(BOM) if number == 1 else data, check, number)
+            if raw is None or not raw.strip():
                 continue
             try:
-                obj = json.loads(raw)
+                obj = _DECODER.decode(raw)
             except json.JSONDecodeError as exc:
                 check.add(number, None, f"invalid JSON: {exc.msg} (column {exc.colno})")
+                continue
+            except ValueError as exc:
+                check.add(number, None, f"invalid JSON: {exc}")
+                continue
+            except RecursionError:
+                check.add(number, None, f"nested more than {MAX_NESTING} levels deep")
                 continue
             if not isinstance(obj, dict):
                 check.add(number, None, f"expected a JSON object, got {type(obj).__name__}")
                 continue
-            yield number, obj
+            if _storable_problems(obj, number, check):
+                yield number, obj
+
+
+def _json_document(path: Path, check: _Checker) -> Any:
+    """The whole file as one JSON value; problems (with the line) raise :class:`DataError`."""
+    data = path.read_bytes().removeprefix(BOM)
+    text = _utf8(data, check, 1)
+    check.raise_if_any()
+    try:
+        return _DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        check.add(exc.lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})")
+    except ValueError as exc:
+        check.add(None, None, f"invalid JSON: {exc}")
+    except RecursionError:
+        check.add(None, None, "invalid JSON: nested too deep")
+    check.raise_if_any()
+
+
+def _storable_problems(row: dict, line: int, check: _Checker) -> bool:
+    """Whether ``row`` can be stored, recording why not: too deep, a NUL or a lone surrogate.
+
+    Walks every key and value iteratively (the depth is what is being checked).
+    """
+    sound = True
+    pending: list[tuple[str, Any, int]] = [("", row, 0)]
+    while pending:
+        name, value, depth = pending.pop()
+        if depth > MAX_NESTING:
+            check.add(line, None, f"nested more than {MAX_NESTING} levels deep")
+            return False
+        texts: list[str] = []
+        if isinstance(value, str):
+            texts = [value]
+        elif isinstance(value, dict):
+            texts = [str(key) for key in value]
+            inner = ((f"{name}.{key}" if name else str(key), v) for key, v in value.items())
+            pending += [(path, v, depth + 1) for path, v in inner]
+        elif isinstance(value, list):
+            pending += [(f"{name}[{i}]", v, depth + 1) for i, v in enumerate(value)]
+        problem = next(filter(None, map(_string_problem, texts)), None)
+        if problem:
+            check.add(line, name or None, problem)
+            sound = False
+    return sound
+
+
+def _string_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored, or None."""
+    if "\x00" in text:
+        return "contains a NUL character"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"contains a lone surrogate (U+{ord(text[exc.start]):04X})"
+    return None
 
 
 def _open_checked(path: str | Path) -> tuple[Path, _Checker]:
@@ -183,9 +286,18 @@ def _finish_item(
         if len(candidates) < 2:
             check.add(line, "candidates", f"needs at least 2 candidates, got {len(candidates)}")
             ok = False
+        if len(candidates) > MAX_CANDIDATES:
+            message = (
+                f"at most {MAX_CANDIDATES} candidates (slot keys A to Z), got {len(candidates)}"
+            )
+            check.add(line, "candidates", message)
+            ok = False
         ids = [c.id for c in candidates]
-        for dup in sorted({i for i in ids if ids.count(i) > 1}):
+        for dup in sorted(i for i, n in Counter(ids).items() if n > 1):
             check.add(line, "candidates.id", f"duplicate candidate id {dup!r}")
+            ok = False
+        for reserved in sorted(set(ids) & set(RESERVED_CANDIDATE_IDS)):
+            check.add(line, "candidates.id", f"{reserved!r} is an annotator's choice, not an id")
             ok = False
         if gold is not None and gold not in ids:
             check.add(line, "gold", f"{gold!r} is not one of the candidate ids {ids}")
@@ -255,16 +367,20 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
     ``gold`` means no gold label. Items keep the order of their first row.
     """
     path, check = _open_checked(path)
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
+    content = _utf8(path.read_bytes().removeprefix(BOM), check, 1)
+    check.raise_if_any()
+    reader = csv.DictReader(io.StringIO(content, newline=""))
+    groups: dict[str, dict[str, Any]] = {}
+    try:
         header = reader.fieldnames or []
         missing = [c for c in CSV_COLUMNS[:4] if c not in header]
         if missing:
             check.add(1, ", ".join(missing), f"missing column(s); header is {header}")
             check.raise_if_any()
-        groups: dict[str, dict[str, Any]] = {}
         for row in reader:
             line = reader.line_num
+            if not _storable_problems(row, line, check):
+                continue
             item_id = check.text(row, "item_id", line)
             prompt = check.text(row, "prompt", line)
             cid = check.text(row, "candidate_id", line)
@@ -284,6 +400,9 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
                 check.add(line, "prompt", f"differs from earlier rows of item {item_id!r}")
             if cid is not None and text is not None:
                 group["cands"].append(Candidate(cid, text))
+    except csv.Error as exc:  # e.g. a field over the csv module's size limit
+        check.add(reader.line_num + 1, None, f"unreadable CSV: {exc}")  # the record it began
+        check.raise_if_any()
     items: list[Item] = []
     seen: dict[str, int] = {}
     for item_id, g in groups.items():
@@ -308,9 +427,19 @@ def _rows_of(path: Path, check: _Checker) -> Iterable[tuple[int, dict]]:
     if path.suffix == ".parquet":
         import pandas as pd  # noqa: PLC0415 - only Parquet needs it
 
-        frame = pd.read_parquet(path)
-        return ((i + 1, rec) for i, rec in enumerate(frame.to_dict(orient="records")))
+        try:
+            frame = pd.read_parquet(path)
+        except (OSError, ValueError) as exc:  # pyarrow's errors are among these
+            check.add(None, None, f"not a readable Parquet file: {exc}")
+            check.raise_if_any()
+        records = enumerate(frame.to_dict(orient="records"), start=1)
+        return ((i, rec) for i, rec in records if _storable_problems(_plain_row(rec), i, check))
     return _json_lines(path, check)
+
+
+def _plain_row(record: dict) -> dict:
+    """A Parquet record with its arrays as lists, for :func:`_storable_problems`."""
+    return {key: _plain(value) for key, value in record.items()}
 
 
 def load_rewardbench2(path: str | Path, *, subset: str | None = None) -> list[Item]:
@@ -331,6 +460,9 @@ def load_rewardbench2(path: str | Path, *, subset: str | None = None) -> list[It
         raw_id = row.get("id")
         if raw_id is None or str(raw_id).strip() == "":
             check.add(line, "id", "missing")
+        elif not isinstance(raw_id, str | int) or isinstance(raw_id, bool):
+            check.add(line, "id", f"must be a string or an integer, got {type(raw_id).__name__}")
+            raw_id = None
         prompt = check.text(row, "prompt", line)
         candidates = _rewardbench2_candidates(row, f"{row_subset}:{raw_id}", line, check)
         gold = candidates[0].id if candidates else None
@@ -409,9 +541,14 @@ def load_judgebench(path: str | Path, *, subset: str | None = None) -> list[Item
         a = check.text(row, "response_A", line)
         b = check.text(row, "response_B", line)
         label = row.get("label")
-        gold = {"A>B": "response_A", "B>A": "response_B"}.get(label) if label else None
+        gold = (
+            {"A>B": "response_A", "B>A": "response_B"}.get(label)
+            if isinstance(label, str)
+            else None
+        )
         if label not in ("A>B", "B>A"):
-            check.add(line, "label", f"must be 'A>B' or 'B>A', got {label!r}")
+            shown = repr(label)[:40] if isinstance(label, str | None) else type(label).__name__
+            check.add(line, "label", f"must be 'A>B' or 'B>A', got {shown}")
         candidates = None
         if a is not None and b is not None:
             candidates = [Candidate("response_A", a), Candidate("response_B", b)]

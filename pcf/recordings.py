@@ -8,14 +8,13 @@ was shown in. Readers collect every problem (file, line or record, field) and ra
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pcf.errors import DataError, Problem
-from pcf.items import _Checker, _json_lines, _open_checked, judgebench_bucket
+from pcf.items import _Checker, _json_document, _json_lines, _open_checked, judgebench_bucket
 from pcf.pairwise import TIE, bucket_scores, official_outcome
 
 FIRST = "first"
@@ -206,11 +205,7 @@ def _llmbar_bucket(file: Path) -> str:
 
 def _read_llmbar_file(file: Path) -> list[RecordedPair]:
     path, check = _open_checked(file)
-    try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        message = f"invalid JSON: {exc.msg} (column {exc.colno})"
-        raise DataError([Problem(str(path), exc.lineno, None, message)]) from exc
+    rows = _json_document(path, check)
     if not isinstance(rows, list):
         message = f"expected a JSON list of records, got {type(rows).__name__}"
         raise DataError([Problem(str(path), None, None, message)])

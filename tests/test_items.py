@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import func, select
+from sqlmodel import Session, SQLModel
 
 from pcf.errors import DataError
-from pcf.items import load_dataset
+from pcf.items import MAX_CANDIDATES, RESERVED_CANDIDATE_IDS, load_dataset
+from pcf.prompts import DEFAULT_KEYS
+from pcf.store import import_items
+from pcf.store.models import NO_CANDIDATE_CHOICES
 from tests.shared_data import JUDGEBENCH_PAIRS, RB2
 
 needs_shared = pytest.mark.skipif(not RB2.exists(), reason="../shared/data is absent")
@@ -238,3 +247,197 @@ def test_real_judgebench_pairs():
         "livebench-math": 56,
         "livecodebench": 42,
     }
+
+
+# ---------------------------------------------------------------- hostile files
+
+
+GOOD_CANDIDATE = {"id": "b", "text": "y"}
+
+
+def item_line(**overrides) -> bytes:
+    return json.dumps(GOOD_ITEM | {"item_id": "q9"} | overrides).encode()
+
+
+@pytest.mark.parametrize(
+    ("second_line", "expected"),
+    [
+        (b'{"item_id": "q\xff9"}', ":2: not UTF-8 text: byte 0xff at column 15"),
+        (b'{"a": ' * 200_000, ":2: nested more than 64 levels deep"),
+        (b'{"a": ' + b"[" * 200_000, ":2: nested more than 64 levels deep"),
+        (b'{"n": ' + b"7" * 5000 + b"}", ":2: invalid JSON: a number of more than 4300 digits"),
+        (item_line(prompt="Why\ud800?"), ":2: prompt: contains a lone surrogate (U+D800)"),
+        (item_line(candidates=[{"id": "a", "text": "x\x00"}, {"id": "b", "text": "y"}]),
+         ":2: candidates[0].text: contains a NUL character"),
+        (item_line(metadata={"deep": "\x00"}), ":2: metadata.deep: contains a NUL character"),
+        (item_line(gold=None, candidates=[{"id": f"c{i}", "text": "t"} for i in range(1000)]),
+         ":2: candidates: at most 26 candidates (slot keys A to Z), got 1000"),
+        (item_line(gold="b", candidates=[{"id": "none_correct", "text": "x"}, GOOD_CANDIDATE]),
+         ":2: candidates.id: 'none_correct' is an annotator's choice, not an id"),
+        (item_line(candidates=[{"id": "a", "text": "x"}, {"id": "cannot_tell", "text": "y"}]),
+         ":2: candidates.id: 'cannot_tell' is an annotator's choice, not an id"),
+    ],
+)  # fmt: skip
+def test_hostile_jsonl_lines_are_problems_with_file_and_line(tmp_path, second_line, expected):
+    path = tmp_path / "items.jsonl"
+    path.write_bytes(json.dumps(GOOD_ITEM).encode() + b"\n" + second_line + b"\n")
+    assert problems_of("jsonl", path) == [f"{path}{expected}"]
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path):
+    jsonl = tmp_path / "items.jsonl"
+    jsonl.write_bytes(b"\xef\xbb\xbf" + json.dumps(GOOD_ITEM).encode() + b"\n")
+    assert [i.item_id for i in load_dataset("jsonl", jsonl)] == ["q1"]
+    csv_file = tmp_path / "items.csv"
+    csv_file.write_text("item_id,prompt,candidate_id,text\nq1,P?,a,x\nq1,P?,b,y\n", "utf-8-sig")
+    assert [i.candidate_ids for i in load_dataset("csv", csv_file)] == [("a", "b")]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"item_id,prompt,candidate_id,text\nq1,P?,a,x\nq1,P\xc3?,b,y\n",
+         ":3: not UTF-8 text: byte 0xc3 at column 5"),
+        (b"item_id,prompt,candidate_id,text\nq1,P?,a,x\x00\nq1,P?,b,y\nq1,P?,c,z\n",
+         ":2: text: contains a NUL character"),
+        (b"item_id,prompt,candidate_id,text\nq1,P?,a," + b"x" * 200_000 + b"\n",
+         ":2: unreadable CSV: field larger than field limit (131072)"),
+    ],
+)  # fmt: skip
+def test_hostile_csv_files_are_problems_with_file_and_line(tmp_path, content, expected):
+    path = tmp_path / "items.csv"
+    path.write_bytes(content)
+    assert problems_of("csv", path) == [f"{path}{expected}"]
+
+
+def test_odd_values_in_benchmark_rows_are_problems_not_crashes(tmp_path):
+    rb2 = write_jsonl(tmp_path / "rb2.jsonl", [rb2_row(id=["7"]), rb2_row(id=True)])
+    assert problems_of("rewardbench2", rb2) == [
+        f"{rb2}:1: id: must be a string or an integer, got list",
+        f"{rb2}:2: id: must be a string or an integer, got bool",
+    ]
+    jb = write_jsonl(tmp_path / "jb.jsonl", [jb_row(label=["A>B"])])
+    assert problems_of("judgebench", jb) == [f"{jb}:1: label: must be 'A>B' or 'B>A', got list"]
+
+
+def test_the_candidate_limit_is_the_number_of_slot_keys():
+    assert len(DEFAULT_KEYS) == MAX_CANDIDATES
+    assert set(RESERVED_CANDIDATE_IDS) == set(NO_CANDIDATE_CHOICES)
+
+
+ANY_TEXT = st.lists(
+    st.sampled_from(["\x00", "\ud800", "\udfff", "\ufeff", "a"])
+    | st.characters(exclude_categories=()),
+    min_size=1,
+    max_size=8,
+).map("".join)
+"""Text of any code point: NUL, lone surrogates (JSON writes them as escapes) and the rest."""
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | ANY_TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(ANY_TEXT, inner, max_size=3),
+    max_leaves=12,
+)
+ITEM_LIKE = st.fixed_dictionaries(
+    {
+        "item_id": st.sampled_from(["q1", "q2"]) | ANY_TEXT,
+        "prompt": ANY_TEXT,
+        "candidates": st.lists(
+            st.fixed_dictionaries(
+                {"id": st.sampled_from(["a", "b", "c", "none_correct"]), "text": ANY_TEXT}
+            ),
+            min_size=2,
+            max_size=4,
+            unique_by=lambda candidate: candidate["id"],
+        ),
+    },
+    optional={"gold": st.sampled_from(["a", "b"]) | st.none(), "metadata": JSON_VALUES},
+)
+JUDGEBENCH_LIKE = st.fixed_dictionaries(
+    {
+        "pair_id": st.sampled_from(["p1", "p2"]) | ANY_TEXT,
+        "question": st.just("Q?") | ANY_TEXT,
+        "source": st.just("mmlu-pro-law") | ANY_TEXT,
+        "response_A": st.just("yes") | ANY_TEXT,
+        "response_B": st.just("no") | ANY_TEXT,
+        "label": st.sampled_from(["A>B", "B>A"]) | JSON_VALUES,
+    }
+)
+REWARDBENCH2_LIKE = st.fixed_dictionaries(
+    {
+        "id": st.sampled_from(["1", "2"]) | JSON_VALUES,
+        "subset": st.just("Factuality") | ANY_TEXT,
+        "prompt": st.just("Who?") | ANY_TEXT,
+        "chosen": st.lists(st.just("Me.") | ANY_TEXT, min_size=1, max_size=2),
+        "rejected": st.lists(st.just("You.") | ANY_TEXT, min_size=1, max_size=3),
+    },
+    optional={"models": JSON_VALUES, "total_completions": st.integers(0, 5)},
+)
+CSV_ROW = st.tuples(
+    st.sampled_from(["q1", "q2"]) | ANY_TEXT,
+    st.just("P?") | ANY_TEXT,
+    st.sampled_from(["a", "b", "c"]) | ANY_TEXT,
+    st.just("An answer.") | ANY_TEXT,
+)
+
+
+def json_lines(rows: list) -> bytes:
+    return "\n".join(json.dumps(row) for row in rows).encode()
+
+
+def csv_bytes(rows: list[tuple[str, ...]]) -> bytes:
+    out = io.StringIO()
+    csv.writer(out).writerows([("item_id", "prompt", "candidate_id", "text"), *rows])
+    return out.getvalue().encode("utf-8", "surrogatepass")
+
+
+LOADERS = ("jsonl", "csv", "judgebench", "rewardbench2")
+HOSTILE_FILES = st.one_of(
+    st.tuples(st.sampled_from(LOADERS), st.binary(max_size=300)),
+    st.tuples(st.sampled_from(LOADERS), st.lists(JSON_VALUES, max_size=4).map(json_lines)),
+    st.tuples(st.just("jsonl"), st.lists(ITEM_LIKE, max_size=4).map(json_lines)),
+    st.tuples(st.just("judgebench"), st.lists(JUDGEBENCH_LIKE, max_size=3).map(json_lines)),
+    st.tuples(st.just("rewardbench2"), st.lists(REWARDBENCH2_LIKE, max_size=3).map(json_lines)),
+    st.tuples(st.just("csv"), st.lists(CSV_ROW, max_size=6).map(csv_bytes)),
+).flatmap(
+    lambda file: st.sampled_from([file[1], b"\xef\xbb\xbf" + file[1], file[1] + b"\xff"]).map(
+        lambda data: (file[0], data)
+    )
+)
+"""(format, file bytes): noise, JSON of any shape, rows shaped like each format's with any
+text in their fields, each also with a byte-order mark or a stray invalid byte."""
+
+
+def table_counts(session) -> dict[str, int]:
+    return {
+        table.name: session.execute(select(func.count()).select_from(table)).scalar_one()
+        for table in SQLModel.metadata.sorted_tables
+    }
+
+
+def load_or_problems(fmt: str, path: Path) -> tuple[list, list]:
+    """The items of a file and no problems, or no items and the problems."""
+    try:
+        return load_dataset(fmt, path), []
+    except DataError as error:
+        return [], error.problems
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(file=HOSTILE_FILES)
+def test_any_bytes_give_items_or_problems_with_lines_and_import_all_or_nothing(
+    tmp_path, engine, file
+):
+    fmt, data = file
+    path = tmp_path / f"fuzz.{'csv' if fmt == 'csv' else 'jsonl'}"
+    path.write_bytes(data)
+    with Session(engine) as session:
+        before = table_counts(session)
+        items, problems = load_or_problems(fmt, path)
+        assert all(p.file == str(path) and p.line and p.line >= 1 for p in problems)
+        if items:  # what validate accepts, import stores
+            import_items(items, session=session, name="fuzz", fmt=fmt)
+            assert table_counts(session)["item"] == before["item"] + len(items)
+        session.rollback()
+        assert table_counts(session) == before
