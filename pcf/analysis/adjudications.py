@@ -34,6 +34,8 @@ CONFIDENCE_SCALE = {
     1.0: "certain",
 }
 """The one confidence scale of the slider, the history and the exports: a share in [0, 1]."""
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""How a cell that a spreadsheet would run as a formula starts (OWASP's CSV injection list)."""
 EXPORT_COLUMNS = (
     "id",
     "item_id",
@@ -129,10 +131,23 @@ def adjudications_jsonl(records: Sequence[Mapping[str, Any]]) -> str:
 
 
 def adjudications_csv(records: Sequence[Mapping[str, Any]]) -> str:
-    """Adjudication records as CSV with a header; tags are joined with ``;``."""
+    """Adjudication records as CSV with a header; tags are joined with ``;``.
+
+    Text that a spreadsheet would run as a formula (a cell starting with ``=``, ``+``, ``-``,
+    ``@``, a tab or a carriage return, e.g. a note ``=HYPERLINK(...)``) is written with a
+    leading ``'``, so it opens as the text it is.
+    """
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=list(EXPORT_COLUMNS), lineterminator="\n")
     writer.writeheader()
     for record in records:
-        writer.writerow({**record, "tags": ";".join(record["tags"])})
+        row = {**record, "tags": ";".join(record["tags"])}
+        writer.writerow({column: inert_cell(value) for column, value in row.items()})
     return out.getvalue()
+
+
+def inert_cell(value: Any) -> Any:
+    """``value`` made safe for a spreadsheet cell: text that starts a formula gets a ``'``."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value

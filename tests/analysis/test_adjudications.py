@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 
 import pytest
@@ -10,7 +12,9 @@ from sqlmodel import Session
 
 from pcf.analysis.adjudications import (
     CONFIDENCE_SCALE,
+    EXPORT_COLUMNS,
     adjudication_queue,
+    adjudications_csv,
     confidence_label,
     display_labels,
     display_order,
@@ -109,3 +113,16 @@ def test_the_history_frame_names_choices_for_the_annotator(demo_engine: Engine, 
     assert list(frame["tags"]) == ["", "near-tie, x"]
     assert frame["corrects label"].iloc[1] == history[0].id
     assert history_frame([], labels).empty
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['=HYPERLINK("http://x.test","see")', "+1+2", "-2+3", "@SUM(A1)", "\tx", "\r=1"],
+)
+def test_the_csv_export_neutralises_formulas(text):
+    record = dict.fromkeys(EXPORT_COLUMNS, "plain") | {"tags": [text, "ok"], "notes": text}
+    record |= {"annotator": text, "confidence": -0.5, "id": 7}
+    [row] = csv.DictReader(io.StringIO(adjudications_csv([record])))
+    assert row["notes"] == row["annotator"] == "'" + text
+    assert row["tags"] == "'" + text + ";ok"
+    assert (row["confidence"], row["id"], row["choice"]) == ("-0.5", "7", "plain")
