@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.shared import current_dataset, current_run, ensure_app_frame, session, simulated_badge
+from pages.shared import (
+    current_dataset,
+    current_run,
+    ensure_app_frame,
+    run_analysis,
+    session,
+    simulated_badge,
+)
 from pcf.analysis.adjudications import adjudications_csv, adjudications_jsonl
-from pcf.analysis.agreement import HUMAN_LABEL_RULE, run_human_comparison
-from pcf.store import adjudication_records
+from pcf.analysis.agreement import HUMAN_LABEL_RULE, table_human_comparison
+from pcf.store import adjudication_records, current_labels
 
 MAX_LISTED = 100
 STATISTIC_NAMES = {
@@ -27,8 +34,9 @@ with session() as s:
     if dataset is None or run is None:
         st.info("Choose a dataset and a run in the sidebar (start one on the Runs page).")
         st.stop()
-    comparison = run_human_comparison(run, session=s)
+    labels = current_labels(dataset.id, session=s)
     records = adjudication_records(dataset.id, session=s)
+comparison = table_human_comparison(run_analysis(run).table, labels)
 
 simulated_badge(run)
 st.caption(f"Run **{run.name}** on dataset **{dataset.name}**. {HUMAN_LABEL_RULE}")

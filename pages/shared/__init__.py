@@ -130,8 +130,9 @@ def sidebar() -> None:
         st.caption(f"Database: `{database_url()}`")
 
 
-@st.cache_data(max_entries=16, show_spinner="Computing the run's decisions...")
+@st.cache_resource(max_entries=16, show_spinner="Computing the run's decisions...")
 def _run_analysis(url: str | None, run_id: int, version: tuple) -> RunAnalysis:
+    """Shared by every session and never copied: pages read it and must not change it."""
     with session() as s:
         return analyse_run(get_run_by_id(run_id, session=s), session=s)
 

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.results import run_decisions
+from pcf.analysis.results import run_decisions, value_or_none
 from pcf.evaluation import cohen_kappa, compare_paired, krippendorff_alpha
 from pcf.store.models import NO_CANDIDATE_CHOICES, Run
 from pcf.store.queries import current_labels, load_items
@@ -220,3 +220,23 @@ def run_human_comparison(run: Run, *, session: Session) -> HumanComparison:
         current_labels(run.dataset_id, session=session),
         gold={i.item_id: i.gold for i in items},
     )
+
+
+def table_human_comparison(table: pd.DataFrame, labels: pd.DataFrame) -> HumanComparison:
+    """:func:`compare_with_humans` from a run's decision table (``RunAnalysis.table``).
+
+    The same result as :func:`run_human_comparison` without deciding the run again: the table
+    already holds each item's PCF winner, direct winner and gold id.
+    """
+    decisions = [
+        {
+            "item_id": item,
+            "winner": value_or_none(pcf),
+            "metrics": {"direct_winner": value_or_none(direct)},
+        }
+        for item, pcf, direct in zip(
+            table["item_id"], table["winner"], table["direct_winner"], strict=True
+        )
+    ]
+    gold = {item: value_or_none(g) for item, g in zip(table["item_id"], table["gold"], strict=True)}
+    return compare_with_humans(decisions, labels, gold=gold)

@@ -15,8 +15,9 @@ from pcf.analysis.agreement import (
     compare_with_humans,
     human_labels,
     run_human_comparison,
+    table_human_comparison,
 )
-from pcf.analysis.results import run_decisions
+from pcf.analysis.results import analyse_run, run_decisions
 from pcf.evaluation import cohen_kappa, krippendorff_alpha
 from pcf.store import (
     add_adjudication,
@@ -158,12 +159,22 @@ def test_a_stored_run_against_current_labels_uses_each_annotators_newest_label(d
         run = get_run("demo-pcf", session=s)
         result = run_human_comparison(run, session=s)
         decisions = {d["item_id"]: d for d in run_decisions(run, session=s)}
+        from_table = table_human_comparison(
+            analyse_run(run, session=s).table, current_labels(dataset.id, session=s)
+        )
     assert result.adjudicated == 6
     assert result.rows["human"].tolist() == [i.gold for i in items]
     expected = sum(decisions[i.item_id]["winner"] == i.gold for i in items) / 6
     assert result.paired["method_accuracy"] == pytest.approx(expected)
     assert result.agreement.value == pytest.approx(1.0)
     assert result.gold_agreement == (6, 6)
+    assert from_table.rows.equals(result.rows)
+    assert (from_table.paired, from_table.kappa_pcf, from_table.kappa_direct) == (
+        result.paired,
+        result.kappa_pcf,
+        result.kappa_direct,
+    )
+    assert (from_table.adjudicated, from_table.gold_agreement) == (6, (6, 6))
 
 
 def test_exports_hold_every_adjudication_row(demo_engine):
