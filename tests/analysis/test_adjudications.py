@@ -122,7 +122,7 @@ def test_the_history_frame_names_choices_for_the_annotator(demo_engine: Engine, 
 def test_the_csv_export_neutralises_formulas(text):
     record = dict.fromkeys(EXPORT_COLUMNS, "plain") | {"tags": [text, "ok"], "notes": text}
     record |= {"annotator": text, "confidence": -0.5, "id": 7}
-    [row] = csv.DictReader(io.StringIO(adjudications_csv([record])))
+    [row] = csv.DictReader(io.StringIO(adjudications_csv([record]), newline=""))
     assert row["notes"] == row["annotator"] == "'" + text
     assert row["tags"] == "'" + text + ";ok"
     assert (row["confidence"], row["id"], row["choice"]) == ("-0.5", "7", "plain")
