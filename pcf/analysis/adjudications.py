@@ -135,10 +135,11 @@ def adjudications_csv(records: Sequence[Mapping[str, Any]]) -> str:
 
     Text that a spreadsheet would run as a formula (a cell starting with ``=``, ``+``, ``-``,
     ``@``, a tab or a carriage return, e.g. a note ``=HYPERLINK(...)``) is written with a
-    leading ``'``, so it opens as the text it is.
+    leading ``'``, so it opens as the text it is. Lines end in CRLF (RFC 4180), so a carriage
+    return inside a note is quoted like a newline and never splits a row.
     """
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(EXPORT_COLUMNS), lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=list(EXPORT_COLUMNS), lineterminator="\r\n")
     writer.writeheader()
     for record in records:
         row = {**record, "tags": ";".join(record["tags"])}
