@@ -49,6 +49,21 @@ def fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+def check_out_folder(out: Path, option: str = "--out") -> None:
+    """Stop with a one-line error when ``out`` is a file where a folder (made if missing) goes."""
+    if out.exists() and not out.is_dir():
+        fail(f"error: {option} {out} is a file; give a folder (it is made if missing)", 2)
+
+
+@contextmanager
+def writing(out: Path) -> Iterator[None]:
+    """Stop with a one-line error when writing ``out`` fails (no permission, disk full...)."""
+    try:
+        yield
+    except OSError as exc:
+        fail(f"error: cannot write {out}: {exc.strerror or exc}")
+
+
 def emit(obj: object) -> None:
     """Print one JSON object on stdout."""
     typer.echo(json.dumps(obj, ensure_ascii=False, indent=2))
@@ -239,7 +254,9 @@ def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str,
     from pcf.reports.document import replay_report
     from pcf.reports.render import write_report
 
-    written = write_report(replay_report(pair_frame(pairs), title=title, source=source), out)
+    check_out_folder(out, "--report")
+    with writing(out):
+        written = write_report(replay_report(pair_frame(pairs), title=title, source=source), out)
     typer.echo(f"wrote {written['markdown']} and {written['html']}", err=True)
 
 
@@ -432,7 +449,9 @@ def export(
     what: Annotated[
         str, typer.Option(help="items, judgments, decisions or adjudications.")
     ] = "decisions",
-    out: Annotated[Path | None, typer.Option(help="Output file (default: stdout).")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Output file (default: stdout); its folder is made.")
+    ] = None,
 ) -> None:
     """Export a run's items, judgments, decisions or adjudications as JSON Lines.
 
@@ -444,6 +463,8 @@ def export(
     kinds = ("items", "judgments", "decisions", "adjudications")
     if what not in kinds:
         fail(f"error: --what must be one of {', '.join(kinds)}", 2)
+    if out is not None and out.is_dir():
+        fail(f"error: --out {out} is a folder; give a file name", 2)
     with database() as session:
         run = get_run(run_name, session=session)
         if run is None:
@@ -458,7 +479,9 @@ def export(
             lines = adjudication_records(run.dataset_id, session=session)
     text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
     if out:
-        out.write_text(text, encoding="utf-8")
+        with writing(out):
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text, encoding="utf-8")
         typer.echo(f"wrote {len(lines)} lines to {out}", err=True)
     else:
         sys.stdout.write(text)
@@ -703,6 +726,7 @@ def report_command(
     from pcf.runs.study import study_runs
     from pcf.store.queries import get_run
 
+    check_out_folder(out)
     with database() as session:
         chosen: dict[int, Run] = {}
         for name in names:
@@ -716,7 +740,9 @@ def report_command(
         except ValueError as exc:
             fail(f"error: {exc}")
     title = f"PCF report: {', '.join(names)}"
-    emit(write_report(build_report(data, title=title, seed=seed), out))
+    with writing(out):
+        written = write_report(build_report(data, title=title, seed=seed), out)
+    emit(written)
 
 
 @app.command()

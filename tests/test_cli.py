@@ -183,3 +183,33 @@ def test_replay_llmbar_one_judge_and_a_clear_error_for_many():
     many = runner.invoke(app, ["replay", "llmbar", str(root)])
     assert many.exit_code == 1
     assert "--judge and --strategy" in many.stderr
+
+
+def test_export_makes_the_out_folder_and_refuses_a_folder_in_one_line(demo_engine, tmp_path):
+    out = tmp_path / "new" / "deeper" / "decisions.jsonl"
+    result = runner.invoke(app, ["export", "demo-direct", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    written = out.read_text().splitlines()
+    assert written
+    out.write_text("old")
+    assert runner.invoke(app, ["export", "demo-direct", "--out", str(out)]).exit_code == 0
+    assert out.read_text().splitlines() == written  # an existing file is replaced
+    for target, code, message in [
+        (tmp_path, 2, f"error: --out {tmp_path} is a folder; give a file name"),
+        (out / "under-a-file.jsonl", 1, f"error: cannot write {out / 'under-a-file.jsonl'}: "),
+    ]:
+        result = runner.invoke(app, ["export", "demo-direct", "--out", str(target)])
+        assert result.exit_code == code
+        assert result.stderr.startswith(message)
+        assert len(result.stderr.splitlines()) == 1
+
+
+def test_report_refuses_a_file_as_its_folder_in_one_line(demo_engine, tmp_path):
+    taken = tmp_path / "report"
+    taken.write_text("not a folder")
+    result = runner.invoke(app, ["report", "demo-direct", "--out", str(taken)])
+    assert result.exit_code == 2
+    assert (
+        result.stderr == f"error: --out {taken} is a file; give a folder (it is made if missing)\n"
+    )
+    assert taken.read_text() == "not a folder"
