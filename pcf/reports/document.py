@@ -12,7 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from pcf.reports.charts import metric_histogram, paired_change_chart, slot_share_bars
+from pcf.analysis.triage import RANDOM_DRAWS, curve_frame
+from pcf.reports.charts import capture_chart, metric_histogram, paired_change_chart, slot_share_bars
 from pcf.reports.collect import ReportData
 from pcf.reports.tables import (
     METHODS,
@@ -34,6 +35,8 @@ from pcf.reports.tables import (
     settings_table,
     slot_table,
     slot_test_table,
+    triage_curves,
+    triage_table,
     usage_table,
 )
 
@@ -149,6 +152,7 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
         _k_section(data),
         _weights_section(data),
         _instability_section(data, names),
+        _triage_section(data, seed, names),
         _slot_section(data, names),
     ):
         if section is not None:
@@ -316,6 +320,37 @@ def _instability_section(data: ReportData, names: _Names) -> Section | None:
             )
         )
     return Section("Order instability", tuple(blocks))
+
+
+def _triage_section(data: ReportData, seed: int, names: _Names) -> Section | None:
+    table = triage_table(data.runs, data.decisions, seed=seed)
+    if table.empty:
+        return None
+    blocks: list[Block] = [
+        Table(
+            "Review triage: errors found per share of items reviewed",
+            table,
+            "Items reviewed most doubtful first (the review priority) against a random order "
+            f"(the mean of {RANDOM_DRAWS} seeded orders, seed {seed}); an error is a winner other "
+            "than gold, an abstention included. Capture AUC: the area under the curve of errors "
+            "found against items reviewed (0.5 at random). `pcf triage` gives more orders.",
+            any_simulated(data.runs, list(table["run"].unique())),
+            "triage",
+        )
+    ]
+    for run_name in table["run"].unique():
+        rows = data.decisions[data.decisions["run"] == run_name]
+        curves, wrong = triage_curves(rows, seed=seed)
+        blocks.append(
+            Figure(
+                f"Errors found per share reviewed: {run_name}",
+                capture_chart(curve_frame(curves, wrong, seed=seed)),
+                names(f"triage {run_name}"),
+                "The grey band holds 90% of random orders.",
+                any_simulated(data.runs, [run_name]),
+            )
+        )
+    return Section("Review triage", tuple(blocks))
 
 
 def _slot_section(data: ReportData, names: _Names) -> Section | None:

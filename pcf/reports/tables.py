@@ -11,6 +11,14 @@ from typing import Any
 import pandas as pd
 
 from pcf.analysis.results import value_or_none
+from pcf.analysis.triage import (
+    Curve,
+    answers_of,
+    curve,
+    item_scores,
+    most_doubtful_first,
+    summarize,
+)
 from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights
 from pcf.consensus import PRESETS
 from pcf.evaluation import compare_paired
@@ -535,3 +543,41 @@ def runs_table(runs: Sequence[Run], states: Mapping[int, str] | None = None) -> 
         ],
         columns=list(RUN_COLUMNS),
     )
+
+
+def triage_curves(table: pd.DataFrame, *, seed: int = 0) -> tuple[list[Curve], list[bool]]:
+    """One run's review-priority curve against gold, from its decision table (labelled items)."""
+    known = answers_of(table, dict(zip(table["item_id"], table["gold"], strict=True)))
+    wrong = list(known["wrong"])
+    ranking = most_doubtful_first(item_scores(known, "priority"), seed=seed)
+    return [curve("review priority", wrong, ranking)], wrong
+
+
+def triage_table(runs: pd.DataFrame, decisions: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:
+    """Per PCF run with gold labels: the judge's errors found after reviewing 10, 20 and 30% of
+    the items most doubtful first, and by a random order (mean of seeded draws), with areas."""
+    rows = []
+    for run, table in _instability_runs(runs, decisions):
+        if run.protocol != "pcf" or table["gold"].isna().all():
+            continue
+        curves, wrong = triage_curves(table, seed=seed)
+        figures = summarize(curves, wrong, seed=seed)
+        rows.append(
+            _triage_row(run.run, "review priority", figures, figures["orders"]["review priority"])
+        )
+        rows.append(_triage_row(run.run, "random (mean)", figures, figures["random"]))
+    return pd.DataFrame(rows)
+
+
+def _triage_row(run: str, order: str, figures: Mapping[str, Any], shown: Mapping) -> dict:
+    return {
+        "run": run,
+        "order": order,
+        "items": figures["items"],
+        "errors": figures["errors"],
+        **{
+            f"found at {share}": round(100 * value, 2)
+            for share, value in shown["caught_at"].items()
+        },
+        "capture AUC": shown["capture_auc"],
+    }

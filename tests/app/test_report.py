@@ -14,7 +14,9 @@ from pcf.store import get_run
 from tests.app import open_page
 from tests.html_tables import html_tables
 
-CHARTS = 1 + 2 * sum(spec.protocol == "pcf" for spec in DEMO_RUNS)
+CHARTS = 1 + 3 * sum(
+    spec.protocol == "pcf" for spec in DEMO_RUNS
+)  # paired changes; per PCF run: instability, slots, triage
 """Paired changes, then per PCF run its instability histogram and its slot-share chart."""
 
 

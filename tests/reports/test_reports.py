@@ -386,7 +386,7 @@ def test_runs_tables_show_settings_calls_and_cost(study):
 def test_every_table_and_chart_says_simulated_judge(study):
     md = study["md"]
     headings = [line for line in md.splitlines() if line.startswith("### ")]
-    assert len(headings) == 12  # 9 tables and 3 charts
+    assert len(headings) == 14  # 10 tables and 4 charts
     assert md.splitlines().count(SIMULATED_NOTE) == len(headings)
     assert "Simulated judge" in md.split("## ")[0]
 
@@ -398,13 +398,14 @@ def test_charts_are_png_files_and_inline_svg(study):
         "instability-s-pcf.png",
         "paired-changes.png",
         "slot-bias-s-pcf-n4.png",
+        "triage-s-pcf.png",
     ]
     assert all(p.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
     for png in pngs:
         assert f"](charts/{png.name})" in study["md"]
     page = html_tables(study["html"])
     images = [v for k, v in page.attrs if k == "src"]
-    assert len(images) == 3
+    assert len(images) == 4
     assert all(src.startswith("data:image/svg+xml;base64,") for src in images)
 
 
@@ -683,3 +684,18 @@ def test_replayed_llmbar_report(tmp_path):
         summary["order1_accuracy"],
         abs_tol=0.05,
     )
+
+
+def test_the_triage_table_counts_errors_found_most_doubtful_first(study, recomputed):
+    decisions = study["exported"][("s/pcf", "decisions")]
+    gold = recomputed["gold"]
+    wrong = {d["item_id"]: d["winner"] != gold[d["item_id"]] for d in decisions}
+    rows = {r["order"]: r for r in study["json"]["tables"]["triage"] if r["run"] == "s/pcf"}
+    assert rows["review priority"]["errors"] == sum(wrong.values())
+    ranked = sorted(decisions, key=lambda d: -d["metrics"]["priority"])
+    for share in (10, 20, 30):
+        first = ranked[: int(len(ranked) * share / 100)]
+        found = 100 * sum(wrong[d["item_id"]] for d in first) / sum(wrong.values())
+        assert rows["review priority"][f"found_at_{share}_pct"] == pytest.approx(found, abs=0.01)
+    assert rows["random (mean)"]["capture_auc"] == pytest.approx(0.5, abs=0.03)
+    assert "triage-s-pcf.png" in {p.name for p in (study["folder"] / "out1" / "charts").iterdir()}
