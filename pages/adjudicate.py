@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from html import escape as escape_html
 
+import pandas as pd
 import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -38,6 +39,7 @@ from pcf.analysis.adjudications import (
     with_priority,
 )
 from pcf.analysis.item_detail import describe_candidate, escape_markdown
+from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
 from pcf.flags import FLAG_HELP, FLAGS
 from pcf.items import Item
 from pcf.store import (
@@ -45,7 +47,12 @@ from pcf.store import (
     add_adjudication,
     adjudicated_item_keys,
     adjudication_history,
+    current_labels,
+    database_url,
+    get_run,
+    labelled_item_counts,
     load_item,
+    run_version,
     write_with_retry,
 )
 
@@ -54,12 +61,28 @@ CHOICE_KEY = "adjudicate_choice"  # {"item": key, "choice": id}: picked, not sav
 SAVED_KEY = "adjudicate_saved"  # the last label saved: item, db_id, annotator, choice
 SKIPPED_KEY = "adjudicate_skipped"
 ERROR_KEY = "adjudicate_error"
+ORDER_KEY = "adjudicate_order"
 SCROLLED_KEY = "adjudicate_scrolled"  # the saved item after which the page went to the top
 CANDIDATES_PER_ROW = 2
 CANDIDATE_HEIGHT = 300
 SCROLL_TO_TOP = """<script>
 document.querySelector('[data-testid="stMain"]')?.scrollTo({{top: 0}});  // after {item}
 </script>"""
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def calibrated_order(database: str, name: str, version: tuple) -> pd.Series | None:
+    """Each item's calibrated chance that the judge is wrong (None without enough labels),
+    kept while the run's calls and the labels (``version``) stay the same."""
+    with session() as s:
+        stored = get_run(name, session=s)
+        table = run_analysis(stored).table
+        answers = known_answers(table, current_labels(stored.dataset_id, session=s))
+    try:
+        return calibrated_priority(table, answers)
+    except ValueError:
+        return None
+
 
 ensure_app_frame()
 st.title("Adjudicate")
@@ -85,8 +108,23 @@ with session() as s:
     done = adjudicated_item_keys(dataset.id, who, session=s)
     items = item_index(dataset.id, session=s)
 table = run_analysis(run).table if run else None
+p_wrong = None
 if table is not None:
     items = with_priority(items, table)
+    with session() as s:
+        version = (run_version(run, session=s), len(labelled_item_counts(dataset.id, session=s)))
+    p_wrong = calibrated_order(database_url(), run.name, version)
+    order = st.radio(
+        "Queue order",
+        ("review priority", "calibrated"),
+        horizontal=True,
+        key=ORDER_KEY,
+        disabled=p_wrong is None,
+        help="Calibrated: the chance that the judge is wrong, learned from the instability "
+        "metrics of the items with gold or human labels (out of fold for those items).",
+    )
+    if order == "calibrated" and p_wrong is not None:
+        items = items.assign(priority=items["item_id"].map(p_wrong))
 decisions = table.set_index("item_id") if table is not None else None
 db_ids = dict(zip(items["item_id"], items["db_id"], strict=True))
 
@@ -102,6 +140,14 @@ st.progress(
 )
 if run is None:
     st.caption("No run selected: the queue follows the dataset's order.")
+elif p_wrong is None:
+    st.caption("The calibrated order needs two items the judge got right and two it got wrong.")
+else:
+    caught, expected = likely_errors_caught(p_wrong, done)
+    st.caption(
+        f"Your labels so far likely cover {caught:.1f} of the judge's ~{expected:.1f} errors "
+        f"({100 * caught / max(expected, 1e-9):.0f}%), by the calibrated chance of each item."
+    )
 
 
 def describe_decisions(item: Item, names: dict[str, str], place: str) -> None:

@@ -14,9 +14,42 @@ from pages.shared import (
     simulated_badge,
 )
 from pcf.analysis.agreement import HUMAN_LABEL_RULE, human_labels
+from pcf.analysis.item_detail import escape_markdown
 from pcf.analysis.results import accuracy_against, flag_counts, gold_answers, outcome_frame
-from pcf.reports.charts import flag_bars, metric_histogram, outcome_bars, slot_share_bars
-from pcf.store import current_labels, list_runs
+from pcf.analysis.triage import curve_frame, run_triage, summarize
+from pcf.reports.charts import (
+    capture_chart,
+    flag_bars,
+    metric_histogram,
+    outcome_bars,
+    slot_share_bars,
+)
+from pcf.store import current_labels, database_url, get_run, list_runs, run_version
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def triage_figures(database: str, name: str, version: tuple) -> tuple | None:
+    """The run's error-capture curves (review priority, calibrated) and figures against gold,
+    else human labels; None without labels. Kept while the calls and labels stay the same."""
+    with session() as s:
+        stored = get_run(name, session=s)
+        has_gold = run_analysis(stored).table["gold"].notna().any()
+        against = "gold" if has_gold else "humans"
+        for orders in (["priority", "calibrated"], ["priority"]):
+            try:
+                curves, wrong, _ = run_triage(stored, session=s, orders=orders, against=against)
+            except ValueError:
+                continue
+            figures = summarize(curves, wrong) | {"against": against}
+            return curve_frame(curves, wrong), figures
+    return None
+
+
+def run_analysis_version(of_run) -> tuple:
+    """What the triage figures depend on: the run's calls and the labels given."""
+    with session() as s:
+        return run_version(of_run, session=s), len(current_labels(of_run.dataset_id, session=s))
+
 
 ensure_app_frame()
 st.title("Overview")
@@ -39,7 +72,7 @@ if dataset is None:
 
 simulated_badge(run)
 
-st.subheader(f"Dataset {dataset.name}")
+st.subheader(f"Dataset {escape_markdown(dataset.name)}")
 columns = st.columns(4)
 columns[0].metric("Items", dataset.n_items)
 columns[1].metric("Runs", len(runs))
@@ -70,7 +103,7 @@ if run is None:
 
 analysis = run_analysis(run)
 table = analysis.table
-st.subheader(f"Run {run.name}")
+st.subheader(f"Run {escape_markdown(run.name)}")
 st.caption(
     f"{run.protocol} protocol, {run.k} ordering(s) per item, {run.executions} execution(s), "
     f"{run.schedule} schedule; judge {run.backend} · {run.model}; "
@@ -161,6 +194,34 @@ for test in analysis.slot_tests.itertuples():
             "gold picked when shown here": st.column_config.NumberColumn(format="%.1f%%"),
         },
     )
+
+st.markdown("#### Does reviewing the most doubtful first pay off?")
+if run.protocol == "apoc":
+    st.caption("Pairwise runs: see `pcf replay ... --triage` for recorded judges.")
+else:
+    triage = triage_figures(database_url(), run.name, run_analysis_version(run))
+    if triage is None:
+        st.caption("No gold or human labels yet: nothing to count the judge's errors against.")
+    else:
+        curves, figures = triage
+        st.altair_chart(capture_chart(curves), height=300)
+        orders = figures["orders"]
+        cols = st.columns(len(orders) + 1)
+        for col, (name, shown) in zip(cols, orders.items(), strict=False):
+            col.metric(
+                f"{name}: errors found at 20%",
+                f"{100 * shown['caught_at']['20%']:.0f}%",
+                help=f"Area under the curve {shown['capture_auc']:.2f}",
+            )
+        cols[-1].metric(
+            "random order: at 20%", f"{100 * figures['random']['caught_at']['20%']:.0f}%"
+        )
+        st.caption(
+            f"{figures['errors']} of {figures['items']} items have a wrong or no winner against "
+            f"{figures['against']} labels. Reviewing them most doubtful first (review priority, "
+            "or the calibrated chance that the judge is wrong, learned out of fold) finds them "
+            "sooner than a random order; the grey band holds 90% of random orders."
+        )
 
 st.page_link("pages/review.py", label="Review the most doubtful items", icon=":material/search:")
 st.page_link("pages/adjudicate.py", label="Label items (Adjudicate)", icon=":material/how_to_vote:")

@@ -178,6 +178,28 @@ def pair_wrong(pairs: Sequence[RecordedPair]) -> list[bool]:
     return judge_wrong([official(p.d1, p.d2) for p in pairs], [p.label for p in pairs])
 
 
+def _fit_predict(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """Probabilities for the ``test`` rows of a ridge logistic GLM fitted on the ``train`` rows."""
+    import statsmodels.api as sm  # noqa: PLC0415 - statsmodels loads slowly
+
+    mean, scale = x[train].mean(axis=0), x[train].std(axis=0)
+    scale[scale == 0] = 1.0
+
+    def design(rows: np.ndarray) -> np.ndarray:
+        return sm.add_constant((x[rows] - mean) / scale, has_constant="add")
+
+    model = sm.GLM(y[train], design(train), family=sm.families.Binomial())
+    fitted = model.fit_regularized(alpha=RIDGE, L1_wt=0.0)
+    return model.predict(fitted.params, design(test))
+
+
+def _checked_labels(wrong: Sequence[bool]) -> np.ndarray:
+    y = np.asarray(wrong, dtype=float)
+    if min(y.sum(), len(y) - y.sum()) < 2:
+        raise ValueError("the calibrated priority needs at least two right and two wrong items")
+    return y
+
+
 def calibrated_scores(
     features: pd.DataFrame, wrong: Sequence[bool], *, seed: int = 0, folds: int = FOLDS
 ) -> np.ndarray:
@@ -189,29 +211,41 @@ def calibrated_scores(
     Raises:
         ValueError: fewer than two labelled items of each kind (wrong and right).
     """
-    import statsmodels.api as sm  # noqa: PLC0415 - statsmodels loads slowly
-
-    y = np.asarray(wrong, dtype=float)
-    if min(y.sum(), len(y) - y.sum()) < 2:
-        raise ValueError("the calibrated priority needs at least two right and two wrong items")
+    y = _checked_labels(wrong)
     x = features[list(FEATURES)].astype(float).to_numpy()
     known = ~np.isnan(x).any(axis=1)
     out = np.ones(len(y))
     fold = np.random.default_rng(seed).permutation(len(y)) % folds
     for f in range(folds):
         train, test = known & (fold != f), known & (fold == f)
-        if not test.any():
-            continue
-        mean, scale = x[train].mean(axis=0), x[train].std(axis=0)
-        scale[scale == 0] = 1.0
-
-        def design(rows: np.ndarray, mean=mean, scale=scale) -> np.ndarray:
-            return sm.add_constant((x[rows] - mean) / scale, has_constant="add")
-
-        model = sm.GLM(y[train], design(train), family=sm.families.Binomial())
-        fitted = model.fit_regularized(alpha=RIDGE, L1_wt=0.0)
-        out[test] = model.predict(fitted.params, design(test))
+        if test.any():
+            out[test] = _fit_predict(x, y, train, test)
     return out
+
+
+def calibrated_priority(
+    table: pd.DataFrame, answers: Mapping[str, str | None], *, seed: int = 0
+) -> pd.Series:
+    """P(the judge is wrong) for every item of a decision table, as an adjudication order: out
+    of fold for the items with an answer, from the model fitted on all of them for the rest.
+
+    Raises:
+        ValueError: fewer than two labelled items of each kind.
+    """
+    known = answers_of(table, answers)
+    out_of_fold = calibrated_scores(known, list(known["wrong"]), seed=seed)
+    scored = dict(zip(known["item_id"], out_of_fold, strict=True))
+    wrong = dict(zip(known["item_id"], known["wrong"], strict=True))
+    x = table[list(FEATURES)].astype(float).to_numpy()
+    unknown = np.isnan(x).any(axis=1)
+    labelled = table["item_id"].isin(list(wrong)).to_numpy() & ~unknown
+    y = np.array([float(wrong.get(key, 0)) for key in table["item_id"]])
+    predicted = _fit_predict(np.nan_to_num(x), y, labelled, np.ones(len(x), dtype=bool))
+    values = [
+        scored.get(key, 1.0 if unknown[i] else float(predicted[i]))
+        for i, key in enumerate(table["item_id"])
+    ]
+    return pd.Series(values, index=table["item_id"].to_numpy(), name="p_wrong")
 
 
 def reliability(probabilities: Sequence[float], wrong: Sequence[bool]) -> pd.DataFrame:
@@ -324,3 +358,16 @@ def run_triage(
             ranking = most_doubtful_first(item_scores(known, order), seed=seed)
         curves.append(curve(order, wrong, ranking))
     return curves, wrong, known
+
+
+def known_answers(table: pd.DataFrame, labels: pd.DataFrame) -> dict[str, str | None]:
+    """What the judge is checked against: the gold ids where the dataset has them, else the
+    human labels (:func:`pcf.analysis.agreement.human_labels` of current labels)."""
+    gold = {k: g for k, g in zip(table["item_id"], table["gold"], strict=True) if not pd.isna(g)}
+    return gold or human_labels(labels)
+
+
+def likely_errors_caught(p_wrong: pd.Series, labelled: set[str]) -> tuple[float, float]:
+    """``(expected errors among the labelled items, expected errors among all items)`` from
+    each item's probability that the judge is wrong."""
+    return float(p_wrong[p_wrong.index.isin(list(labelled))].sum()), float(p_wrong.sum())

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from pcf.analysis.results import run_decisions
 from pcf.analysis.triage import (
+    calibrated_priority,
     calibrated_scores,
     curve,
     most_doubtful_first,
@@ -124,3 +125,16 @@ def test_replay_triage_on_a_real_judge():
     assert (triage["items"], triage["errors"]) == (350, 120)
     swap = triage["orders"]["swap_disagreement"]
     assert swap["caught_at"]["20%"] > 2 * triage["random"]["caught_at"]["20%"]
+
+
+def test_the_calibrated_order_scores_every_item_and_labelled_ones_out_of_fold(db: Session):
+    run = get_run("demo-pcf", session=db)
+    _, _, known = run_triage(run, session=db)
+    gold = dict(zip(known["item_id"], known["gold"], strict=True))
+    some = dict(list(gold.items())[:30])  # the other 22 items have no answer yet
+    scores = calibrated_priority(known, some, seed=2)
+    assert list(scores.index) == list(known["item_id"])
+    assert ((scores >= 0) & (scores <= 1)).all()
+    labelled = known[known["item_id"].isin(list(some))]
+    out_of_fold = calibrated_scores(labelled, list(labelled["wrong"]), seed=2)
+    assert scores[list(labelled["item_id"])].tolist() == pytest.approx(out_of_fold.tolist())

@@ -7,7 +7,8 @@ from sqlmodel import Session, col, select
 from pcf.analysis.adjudications import adjudication_queue, display_order, item_index, with_priority
 from pcf.analysis.item_detail import inert_markdown
 from pcf.analysis.results import analyse_run, run_decisions
-from pcf.store import Adjudication, ItemRow, get_run, load_items
+from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
+from pcf.store import Adjudication, ItemRow, current_labels, get_run, load_items
 from tests.app import markdown_texts, open_page
 
 ANNOTATOR = "Ada"
@@ -198,3 +199,18 @@ def test_a_label_link_opens_that_item_and_keys_choose_candidates(app):
         "Cannot tell": "x",
         "Save and next": "s",
     }
+
+
+def test_the_calibrated_order_puts_the_likeliest_judge_error_first(app, db: Session):
+    at = labelling(app)
+    at.radio(key="adjudicate_order").set_value("calibrated").run()
+    assert not at.exception
+    run = get_run("demo-pcf", session=db)
+    table = analyse_run(run, session=db).table
+    p_wrong = calibrated_priority(table, known_answers(table, current_labels(1, session=db)))
+    assert item_on_screen(at) == p_wrong.idxmax()
+    caught, expected = likely_errors_caught(p_wrong, set())
+    assert any(
+        f"likely cover {caught:.1f} of the judge's ~{expected:.1f} errors" in c.value
+        for c in at.caption
+    )

@@ -6,6 +6,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from pcf.analysis.results import run_summary
+from pcf.analysis.triage import run_triage
 from pcf.consensus import pack
 from pcf.flags import FLAGS
 from pcf.instability import slot_bias
@@ -86,3 +87,15 @@ def test_human_labels_get_their_own_accuracy(app, demo_engine: Engine, db: Sessi
     assert not at.exception
     assert "**Against human labels** (3 items)" in markdown_texts(at)
     assert metrics(at)["Items adjudicated"] == "3"
+
+
+def test_the_triage_curve_counts_the_judges_errors_found(app, db: Session):
+    at = open_page(app, "overview")
+    assert not at.exception
+    curves, wrong, _ = run_triage(
+        get_run("demo-pcf", session=db), session=db, orders=["priority", "calibrated"]
+    )
+    shown = metrics(at)
+    for found in curves:
+        assert shown[f"{found.order}: errors found at 20%"] == f"{100 * found.at(0.2):.0f}%"
+    assert any(f"{sum(wrong)} of 52 items have a wrong or no winner" in c.value for c in at.caption)
