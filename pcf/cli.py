@@ -662,7 +662,8 @@ def triage(
     against: Annotated[str, typer.Option(help="gold or humans.")] = "gold",
     seed: Annotated[int, typer.Option(help="Seed of the random orders and the folds.")] = 0,
     out: Annotated[
-        Path | None, typer.Option(help="Folder for triage.png and reliability.csv.")
+        Path | None,
+        typer.Option(help="Folder for triage.png, and reliability.csv/png for calibrated."),
     ] = None,
 ) -> None:
     """How many of the judge's errors each share of human review finds, per review order, with
@@ -689,7 +690,7 @@ def triage(
             fail(f"error: {exc}", 2)
     figures = {"run": run_name, "against": against, **summarize_triage(curves, wrong, seed=seed)}
     if out is not None:
-        from pcf.reports.charts import capture_chart
+        from pcf.reports.charts import capture_chart, reliability_chart
         from pcf.reports.render import chart_png
 
         out.mkdir(parents=True, exist_ok=True)
@@ -699,6 +700,7 @@ def triage(
         if "calibrated" in orders:
             diagram = reliability(calibrated_scores(table, wrong, seed=seed), wrong)
             diagram.to_csv(out / "reliability.csv", index=False)
+            (out / "reliability.png").write_bytes(chart_png(reliability_chart(diagram)))
             figures["reliability"] = diagram.to_dict(orient="records")
         typer.echo(f"wrote {out / 'triage.png'}", err=True)
     emit(figures)

@@ -222,3 +222,24 @@ def capture_chart(frame: pd.DataFrame) -> alt.LayerChart:
         )
     )
     return (band + lines).properties(width=420, height=300)
+
+
+def reliability_chart(diagram: pd.DataFrame) -> alt.LayerChart:
+    """The calibrated priority's reliability diagram: observed share of judge errors against the
+    mean predicted chance per bin (the diagonal is perfect calibration), from
+    :func:`pcf.analysis.triage.reliability`."""
+    diagonal = (
+        alt.Chart(pd.DataFrame({"p": [0.0, 1.0]}))
+        .mark_line(strokeDash=[4, 4], color="#9aa5b1")
+        .encode(x="p:Q", y="p:Q")
+    )
+    points = (
+        alt.Chart(diagram)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("mean predicted:Q", title="predicted chance the judge is wrong"),
+            y=alt.Y("observed wrong:Q", title="observed share wrong"),
+            tooltip=["bin:N", "items:Q", "mean predicted:Q", "observed wrong:Q"],
+        )
+    )
+    return (diagonal + points).properties(width=320, height=320)
