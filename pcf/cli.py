@@ -31,6 +31,21 @@ if TYPE_CHECKING:
     from pcf.runs.engine import Progress, RunReport
     from pcf.store.models import Run
 
+DatasetArgument = Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")]
+BackendOption = Annotated[str, typer.Option(help=f"One of: {', '.join(BACKENDS)}.")]
+ModelOption = Annotated[str, typer.Option(help="Model name.")]
+BaseUrlOption = Annotated[
+    str | None, typer.Option(help="OpenAI-compatible server (vLLM, Ollama, ...).")
+]
+ConcurrencyOption = Annotated[int, typer.Option(help="Calls in flight at once.")]
+LimitOption = Annotated[int | None, typer.Option(help="Judge the first N items only.")]
+RunSeedOption = Annotated[
+    int, typer.Option(help="Run seed: random schedules, simulated noise (not canonical orders).")
+]
+TemperatureOption = Annotated[float, typer.Option(help="Sampling temperature.")]
+ReplayOption = Annotated[Path | None, typer.Option(help="judgments.jsonl for the replay backend.")]
+"""Options that `pcf judge` and `pcf study` share."""
+
 app = typer.Typer(
     help="PCF Review: permutation-consensus factuality judging.",
     no_args_is_help=True,
@@ -356,29 +371,22 @@ def import_dataset(
 
 @app.command()
 def judge(
-    dataset_name: Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")],
+    dataset_name: DatasetArgument,
     protocol: Annotated[str, typer.Option(help=f"One of: {', '.join(PROTOCOLS)}.")] = "pcf",
-    backend: Annotated[str, typer.Option(help=f"One of: {', '.join(BACKENDS)}.")] = "simulated",
-    model: Annotated[str, typer.Option(help="Model name.")] = "sim-primacy",
-    base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible server (vLLM, Ollama, ...).")
-    ] = None,
+    backend: BackendOption = "simulated",
+    model: ModelOption = "sim-primacy",
+    base_url: BaseUrlOption = None,
     k: Annotated[int, typer.Option("--k", help="Orderings per item and execution.")] = 7,
     schedule_name: Annotated[
         str, typer.Option("--schedule", help=f"One of: {', '.join(SCHEDULES)}.")
     ] = "balanced",
     executions: Annotated[int, typer.Option(help="Independent executions.")] = 1,
-    concurrency: Annotated[int, typer.Option(help="Calls in flight at once.")] = 16,
-    limit: Annotated[int | None, typer.Option(help="Judge the first N items only.")] = None,
-    seed: Annotated[
-        int,
-        typer.Option(help="Run seed: random schedules, simulated noise (not canonical orders)."),
-    ] = 0,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
+    concurrency: ConcurrencyOption = 16,
+    limit: LimitOption = None,
+    seed: RunSeedOption = 0,
+    temperature: TemperatureOption = 0.0,
     max_tokens: Annotated[int, typer.Option(help="Answer token limit.")] = 2048,
-    replay: Annotated[
-        Path | None, typer.Option(help="judgments.jsonl for the replay backend.")
-    ] = None,
+    replay: ReplayOption = None,
     name: Annotated[str | None, typer.Option(help="Run name; an existing run resumes.")] = None,
     retry_failed: Annotated[
         bool,
@@ -568,21 +576,18 @@ def delete_run_command(
 
 @app.command()
 def study(
-    dataset_name: Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")],
+    dataset_name: DatasetArgument,
     name: Annotated[str, typer.Option(help="Study name; its runs are NAME/direct, NAME/pcf...")],
-    backend: Annotated[str, typer.Option(help=f"One of: {', '.join(BACKENDS)}.")] = "simulated",
-    model: Annotated[str, typer.Option(help="Model name.")] = "sim-primacy",
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server.")] = None,
+    backend: BackendOption = "simulated",
+    model: ModelOption = "sim-primacy",
+    base_url: BaseUrlOption = None,
     k: Annotated[int, typer.Option("--k", help="Orderings per item for PCF and repeated.")] = 7,
     executions: Annotated[int, typer.Option(help="Independent PCF executions.")] = 3,
-    concurrency: Annotated[int, typer.Option(help="Calls in flight at once.")] = 16,
-    limit: Annotated[int | None, typer.Option(help="Judge the first N items only.")] = None,
-    seed: Annotated[
-        int,
-        typer.Option(help="Run seed: random schedules, simulated noise (not canonical orders)."),
-    ] = 0,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
-    replay: Annotated[Path | None, typer.Option(help="judgments.jsonl for replay.")] = None,
+    concurrency: ConcurrencyOption = 16,
+    limit: LimitOption = None,
+    seed: RunSeedOption = 0,
+    temperature: TemperatureOption = 0.0,
+    replay: ReplayOption = None,
 ) -> None:
     """Run the paper's study in one go: direct, PCF (K, executions) and repeated canonical;
     APOCJudge for pairs. Cached calls are reused, so running it again costs nothing.

@@ -275,34 +275,39 @@ def agreement_distribution(runs: pd.DataFrame, decisions: pd.DataFrame) -> pd.Da
     return pd.DataFrame(rows)
 
 
+def _renamed(frame: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
+    """``frame``'s columns named in ``columns``, in that order and renamed to its values (an
+    empty frame stays empty)."""
+    if frame.empty:
+        return pd.DataFrame()
+    return frame[list(columns)].rename(columns=dict(columns))
+
+
 def slot_table(slots: pd.DataFrame) -> pd.DataFrame:
     """Share of top picks per slot, and how often gold won when shown there, per run."""
-    if slots.empty:
-        return pd.DataFrame()
-    return pd.DataFrame(
+    percent = (
+        slots.assign(top_share=100 * slots["top_share"], gold_recall=100 * slots["gold_recall"])
+        if not slots.empty
+        else slots
+    )
+    return _renamed(
+        percent,
         {
-            "run": slots["run"],
-            "n": slots["n"],
-            "slot": slots["slot"],
-            "top picks": slots["top_count"],
-            "share of top picks %": 100 * slots["top_share"],
-            "gold picked when shown here %": 100 * slots["gold_recall"],
-        }
+            "run": "run",
+            "n": "n",
+            "slot": "slot",
+            "top_count": "top picks",
+            "top_share": "share of top picks %",
+            "gold_recall": "gold picked when shown here %",
+        },
     )
 
 
 def slot_test_table(slot_tests: pd.DataFrame) -> pd.DataFrame:
     """The chi-square test of top picks per slot against uniform, per run and ``n``."""
-    if slot_tests.empty:
-        return pd.DataFrame()
-    return pd.DataFrame(
-        {
-            "run": slot_tests["run"],
-            "n": slot_tests["n"],
-            "ok calls": slot_tests["calls"],
-            "chi-square": slot_tests["chi2"],
-            "p": slot_tests["p_value"],
-        }
+    return _renamed(
+        slot_tests,
+        {"run": "run", "n": "n", "calls": "ok calls", "chi2": "chi-square", "p_value": "p"},
     )
 
 
