@@ -14,6 +14,7 @@ from pages.shared import (
 )
 from pcf.analysis.adjudications import adjudications_csv, adjudications_jsonl
 from pcf.analysis.agreement import HUMAN_LABEL_RULE, table_human_comparison
+from pcf.analysis.item_detail import escape_markdown
 from pcf.store import adjudication_records, current_labels
 
 MAX_LISTED = 100
@@ -39,7 +40,10 @@ with session() as s:
 comparison = table_human_comparison(run_analysis(run).table, labels)
 
 simulated_badge(run)
-st.caption(f"Run **{run.name}** on dataset **{dataset.name}**. {HUMAN_LABEL_RULE}")
+st.caption(
+    f"Run **{escape_markdown(run.name)}** on dataset **{escape_markdown(dataset.name)}**. "
+    + HUMAN_LABEL_RULE
+)
 
 if comparison.adjudicated == 0:
     st.info("No item of this dataset is adjudicated yet: label some items first.")

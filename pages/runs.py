@@ -7,6 +7,7 @@ from dataclasses import replace
 import streamlit as st
 
 from pages.shared import current_dataset, engine, ensure_app_frame, session
+from pcf.analysis.item_detail import escape_markdown
 from pcf.analysis.results import SIMULATED_LABEL, run_summary
 from pcf.judges import KEY_ENV
 from pcf.orderings import SCHEDULES
@@ -41,7 +42,7 @@ with session() as s:
     runs = list_runs(session=s, dataset_id=dataset.id)
     states = run_states(runs, session=s)
 
-st.caption(f"Runs of dataset **{dataset.name}** ({dataset.n_items} items).")
+st.caption(f"Runs of dataset **{escape_markdown(dataset.name)}** ({dataset.n_items} items).")
 if runs:
     st.dataframe(
         runs_table(runs, states),
@@ -195,7 +196,7 @@ def progress_panel() -> None:
         st.markdown("**Started from this server**")
     for progress in reversed(snapshots):
         with st.container(border=True):
-            st.markdown(f"**{progress.name}** — {progress.status}")
+            st.markdown(f"**{escape_markdown(progress.name)}** — {progress.status}")
             st.progress(
                 progress.fraction,
                 text=f"{progress.done} / {progress.total} calls" if progress.total else None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.shared import current_dataset, current_run, ensure_app_frame, session, simulated_badge
+from pcf.analysis.item_detail import escape_markdown
 from pcf.analysis.results import SIMULATED_LABEL
 from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights, pack_run
 from pcf.analysis.whatif import budget_curve
@@ -83,7 +84,8 @@ def packed(of_run: Run) -> PackedRun:
 
 simulated_badge(run)
 if run.protocol == "apoc":
-    st.info(f"Run **{run.name}** is an APOCJudge run: pairwise verdicts have no weights.")
+    name = escape_markdown(run.name)
+    st.info(f"Run **{name}** is an APOCJudge run: pairwise verdicts have no weights.")
     st.stop()
 current = packed(run)
 
@@ -93,7 +95,7 @@ if any(key not in st.session_state for key in (PRESET_KEY, *WEIGHT_KEYS)):
 if st.session_state.get(K_KEY) not in range(1, current.k + 1):
     st.session_state[K_KEY] = current.k
 
-st.subheader(f"Playground: {run.name}")
+st.subheader(f"Playground: {escape_markdown(run.name)}")
 controls, results = st.columns([1, 2], gap="large")
 with controls:
     st.selectbox(

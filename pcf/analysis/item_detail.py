@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -109,11 +109,20 @@ def _inert_line(line: str) -> str:
 
 def _inert_text(text: str) -> str:
     """Prose: addresses as code spans, ``<`` as an entity, link and extension syntax escaped."""
+    return _addresses_as_code(text, _escape_active)
+
+
+def _addresses_as_code(text: str, escape: Callable[[str], str]) -> str:
+    """``text`` with web and mail addresses as code spans and ``escape`` applied to the rest.
+
+    Streamlit's Markdown links a bare address even when its ``.`` and ``:`` are escaped; in a
+    code span it stays text.
+    """
     pieces, at = [], 0
     for address in _ADDRESS.finditer(text):
-        pieces += [_escape_active(text[at : address.start()]), f"`{address.group(0)}`"]
+        pieces += [escape(text[at : address.start()]), f"`{address.group(0)}`"]
         at = address.end()
-    return "".join([*pieces, _escape_active(text[at:])])
+    return "".join([*pieces, escape(text[at:])])
 
 
 def _escape_active(text: str) -> str:
@@ -243,5 +252,13 @@ def format_number(value: float, spec: str) -> str:
 
 
 def escape_markdown(text: str) -> str:
-    """``text`` with every Markdown and HTML special character backslash-escaped."""
+    """``text`` as inert Markdown, for names and ids shown in a page.
+
+    Every Markdown and HTML special character is backslash-escaped, and web and mail addresses
+    become code spans, so a name such as ``http://x.example`` is never a live link.
+    """
+    return _addresses_as_code(text, _escape_special)
+
+
+def _escape_special(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from html import unescape
 
 import pandas as pd
 import pytest
@@ -160,9 +161,19 @@ def test_numbers_are_formatted_unless_unknown():
 
 def test_escaped_markdown_keeps_the_text_and_disarms_markup():
     text = "![x](http://e.invalid/x.png) <script>alert(1)</script> **b** `c` [l](javascript:x)"
-    escaped = escape_markdown(text)
-    assert escaped.replace("\\", "") == text.replace("\\", "")
-    assert re.search(r"(?<!\\)[!\[\]()<>*`]", escaped) is None
+    html = rendered(escape_markdown(text))
+    assert set(re.findall(r"<(\w+)", html)) == {"p", "code"}
+    assert "<code>http://e.invalid/x.png</code>" in html
+    assert unescape(re.sub(r"<[^>]+>", "", html)).strip() == text
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["http://x.example/run", "https://x.example", "www.x.example", "a@x.example", "mailto:a@x.ex"],
+)
+def test_an_address_in_a_name_is_a_code_span_never_a_link(name):
+    escaped = escape_markdown(f"run {name}, again")
+    assert escaped == f"run `{name}`, again"
 
 
 HOSTILE_ANSWER = """### A heading

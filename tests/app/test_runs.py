@@ -108,7 +108,7 @@ def test_a_run_started_from_the_page_finishes_and_stores_its_calls(at, db):
     at.button(key="runs_start").click().run()
     assert not at.exception, [e.message for e in at.exception]
     deadline = time.monotonic() + TIMEOUT_S
-    while "**page-run** — finished" not in [m.value for m in at.markdown]:
+    while "**page\\-run** — finished" not in [m.value for m in at.markdown]:  # name escaped
         assert time.monotonic() < deadline, "the run did not finish in time"
         time.sleep(0.2)
         at.run()
