@@ -3,12 +3,13 @@
 Prices are USD per million tokens ``(input, output)``. The built-in table holds a few public
 list prices and can be replaced or extended with a JSON file named by ``PCF_PRICES``:
 ``{"my-model": [0.5, 1.5], ...}``. A model missing from the table costs 0 and is reported as
-unpriced, never guessed.
+unpriced, never guessed. Prices are finite and at least 0, so no cost is ever negative.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -29,7 +30,10 @@ def price_table() -> dict[str, tuple[float, float]]:
     if path:
         try:
             extra = json.loads(Path(path).read_text(encoding="utf-8"))
-            table.update({model: (float(p[0]), float(p[1])) for model, p in extra.items()})
+            prices = {model: (float(p[0]), float(p[1])) for model, p in extra.items()}
+            if not all(math.isfinite(v) and v >= 0 for pair in prices.values() for v in pair):
+                raise ValueError("a price is negative or not finite")
+            table.update(prices)
         except (OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
             raise ValueError(
                 f"PCF_PRICES={path}: expected a JSON object {{model: [input, output]}} in USD "
