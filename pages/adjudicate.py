@@ -308,6 +308,17 @@ with panel, st.container(border=True):
         st.markdown(f"Your choice: **{escape_markdown(chosen_name)}**")
     else:
         st.markdown("Your choice: none yet. Press 1-9, 0 (none is correct) or X (cannot tell).")
+    st.button(
+        "Save and next",
+        type="primary",
+        icon=":material/save:",
+        shortcut="S",
+        disabled=chosen is None,
+        on_click=save,
+        args=(current, int(db_ids[current]), chosen),
+        key="adjudicate_save",
+        width="stretch",
+    )
     for choice, shortcut in (("none_correct", "0"), ("cannot_tell", "X")):
         st.button(
             choice_label(choice, names),
@@ -335,17 +346,6 @@ with panel, st.container(border=True):
         key=f"adjudicate_tags_{current}",
     )
     st.text_area("Notes", key=f"adjudicate_notes_{current}", placeholder="why (optional)")
-    st.button(
-        "Save and next",
-        type="primary",
-        icon=":material/save:",
-        shortcut="S",
-        disabled=chosen is None,
-        on_click=save,
-        args=(current, int(db_ids[current]), chosen),
-        key="adjudicate_save",
-        width="stretch",
-    )
     st.button(
         "Skip for now",
         key="adjudicate_skip",

@@ -40,7 +40,8 @@ from pcf.flags import FLAG_HELP, FLAGS
 from pcf.reports.charts import HEATMAP_VALUES, ordering_heatmap
 from pcf.store import adjudication_history, item_calls, labelled_item_counts, load_item
 
-ITEM_KEY = "item"  # the item picker's key and query parameter
+ITEM_KEY = "item"  # the item picker's key and query parameter (kept in step by hand: a bound
+# widget leaves its default out of the address, and the first item of the list is the default)
 CANDIDATES_PER_ROW = 4
 CANDIDATE_HEIGHT = 420
 
@@ -101,11 +102,9 @@ with filters:
     st.dataframe(list_view(rows, labelled), hide_index=True, height=220, key="review_list")
 
 known, matched = set(table["item_id"]), set(keys)
-outside = [
-    key
-    for key in dict.fromkeys([st.query_params.get(ITEM_KEY), st.session_state.get(ITEM_KEY)])
-    if key in known and key not in matched
-]
+if (requested := st.query_params.get(ITEM_KEY)) in known:
+    st.session_state[ITEM_KEY] = requested  # the address wins: a shared link, a reload
+outside = [key for key in [st.session_state.get(ITEM_KEY)] if key in known and key not in matched]
 options = outside + keys
 if not options:
     st.info("No item matches these filters.")
@@ -114,8 +113,14 @@ facts = table.set_index("item_id")
 
 
 def go_to(key: str) -> None:
-    """Open another item (the Previous and Next buttons)."""
+    """Open another item (the Previous and Next buttons) and put it in the address."""
     st.session_state[ITEM_KEY] = key
+    st.query_params[ITEM_KEY] = key
+
+
+def follow_picker() -> None:
+    """Put the item picked in the list in the address."""
+    st.query_params[ITEM_KEY] = st.session_state[ITEM_KEY]
 
 
 navigation = st.columns([1.5, 6, 1.5], vertical_alignment="bottom")
@@ -123,8 +128,9 @@ current = navigation[1].selectbox(
     f"Item: {len(keys)} of {len(table)} match the filters, most doubtful first",
     options,
     key=ITEM_KEY,
-    bind="query-params",
+    on_change=follow_picker,
 )
+st.query_params[ITEM_KEY] = current  # always in the address, so a link reopens this item
 before, after = neighbours(keys, current)
 navigation[0].button(
     "Previous",

@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -115,30 +116,19 @@ def wait_until_healthy(url: str, server: subprocess.Popen, log: Path) -> None:
     pytest.fail(f"streamlit did not answer in {SERVER_START_TIMEOUT_S} s:\n{log.read_text()}")
 
 
-@pytest.fixture(scope="package")
-def app_url(demo_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``streamlit run app.py`` on the demo database and a free port: the app's base URL.
+@contextmanager
+def serve_app(database_url: str, log: Path) -> Iterator[str]:
+    """``streamlit run app.py`` on ``database_url`` and a free port: the app's base URL.
 
     The file watcher is off, so that edits to the working tree cannot rerun the served app.
     """
     port = free_port()
-    log = tmp_path_factory.mktemp("streamlit") / "server.log"
     command = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "app.py",
-        "--server.headless",
-        "true",
-        "--server.port",
-        str(port),
-        "--server.fileWatcherType",
-        "none",
-        "--browser.gatherUsageStats",
-        "false",
+        *(sys.executable, "-m", "streamlit", "run", "app.py"),
+        *("--server.headless", "true", "--server.port", str(port)),
+        *("--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"),
     ]
-    env = {**os.environ, "PCF_DATABASE_URL": demo_url}
+    env = {**os.environ, "PCF_DATABASE_URL": database_url}
     with log.open("w") as output:
         server = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
@@ -156,6 +146,33 @@ def app_url(demo_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             server.wait()
 
 
+@pytest.fixture(scope="package")
+def app_url(demo_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The app served on the demo database for the whole package: its base URL."""
+    with serve_app(demo_url, tmp_path_factory.mktemp("streamlit") / "server.log") as url:
+        yield url
+
+
+@contextmanager
+def open_tab(browser: Browser, base_url: str, dialogs: list[str] | None = None) -> Iterator[Page]:
+    """A tab in a fresh browser context (a new Streamlit session) on ``base_url``; JavaScript
+    dialogs are dismissed and their messages kept in ``dialogs``."""
+    context = browser.new_context(base_url=base_url, viewport=VIEWPORT)
+    context.set_default_timeout(TIMEOUT_MS)
+    tab = context.new_page()
+
+    def dismiss(dialog: Dialog) -> None:
+        if dialogs is not None:
+            dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    tab.on("dialog", dismiss)
+    try:
+        yield tab
+    finally:
+        context.close()
+
+
 @pytest.fixture
 def dialogs() -> list[str]:
     """Messages of the JavaScript dialogs (``alert``...) the page opened, each dismissed."""
@@ -165,28 +182,24 @@ def dialogs() -> list[str]:
 @pytest.fixture
 def page(browser: Browser, app_url: str, dialogs: list[str]) -> Iterator[Page]:
     """A page in a fresh browser context (a new Streamlit session) on the served app."""
-    context = browser.new_context(base_url=app_url, viewport=VIEWPORT)
-    context.set_default_timeout(TIMEOUT_MS)
-    tab = context.new_page()
-
-    def dismiss(dialog: Dialog) -> None:
-        dialogs.append(dialog.message)
-        dialog.dismiss()
-
-    tab.on("dialog", dismiss)
-    yield tab
-    context.close()
+    with open_tab(browser, app_url, dialogs) as tab:
+        yield tab
 
 
 @pytest.fixture(scope="package")
 def screenshot() -> Callable[[Page, str], Path]:
-    """Save the whole page (the app scrolls inside its main area) as ``screenshots/NAME.png``."""
+    """Save the whole page (the app scrolls inside its main area) as ``screenshots/NAME.png``;
+    with ``first_screen=True`` only what a 1400x1000 window shows."""
     SCREENSHOTS.mkdir(exist_ok=True)
 
-    def save(tab: Page, name: str) -> Path:
+    def save(tab: Page, name: str, *, first_screen: bool = False) -> Path:
+        path = SCREENSHOTS / f"{name}.png"
+        if first_screen:
+            tab.screenshot(path=path, animations="disabled")
+            SAVED.append(path)
+            return path
         height = tab.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
         tab.set_viewport_size({**VIEWPORT, "height": min(max(height, 1000), MAX_SCREENSHOT_HEIGHT)})
-        path = SCREENSHOTS / f"{name}.png"
         tab.screenshot(path=path, animations="disabled")
         tab.set_viewport_size(VIEWPORT)
         SAVED.append(path)
