@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.shared import (
+    change_in_points,
     current_dataset,
     current_run,
     ensure_app_frame,
@@ -82,7 +83,7 @@ else:
     cols[1].metric(
         "PCF accuracy",
         percent(paired["method_accuracy"]),
-        delta=f"{paired['delta_points']:+.1f} pts" if paired["delta_points"] else None,
+        **change_in_points(paired["delta_points"], "pts"),
     )
     cols[2].metric("Cohen's kappa, direct vs human", number(comparison.kappa_direct))
     cols[3].metric("Cohen's kappa, PCF vs human", number(comparison.kappa_pcf))

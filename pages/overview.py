@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from pages.shared import (
+    change_in_points,
     current_dataset,
     current_run,
     ensure_app_frame,
@@ -137,7 +138,7 @@ for name, stats in comparisons.items():
     columns[1].metric(
         "Consensus accuracy",
         f"{stats['method_accuracy']:.1%}",
-        delta=f"{stats['delta_points']:+.1f} points",
+        **change_in_points(stats["delta_points"]),
     )
     columns[2].metric(
         "Improved / regressed / same",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.shared import RUN_KEY, current_dataset, ensure_app_frame, session
-from pcf.analysis.results import SIMULATED_LABEL
+from pcf.analysis.results import SIMULATED_LABEL, SIMULATED_NOTE
 from pcf.reports.collect import ReportData, collect_report
 from pcf.reports.document import Figure, Report, Table, build_report, default_report_runs
 from pcf.reports.render import display_frame, report_texts
@@ -101,7 +101,7 @@ right.download_button(
 
 report = build(database, chosen, versions)
 if report.simulated:
-    st.warning(f":material/science: **Simulated judge** — {SIMULATED_LABEL}.")
+    st.warning(f":material/science: **Simulated judge**: {SIMULATED_NOTE}.")
 count = 0
 for section in report.sections:
     st.subheader(section.title)

@@ -8,7 +8,7 @@ import streamlit as st
 
 from pages.shared import current_dataset, engine, ensure_app_frame, session
 from pcf.analysis.item_detail import escape_markdown
-from pcf.analysis.results import SIMULATED_LABEL, run_summary
+from pcf.analysis.results import SIMULATED_NOTE, run_summary
 from pcf.judges import KEY_ENV
 from pcf.orderings import SCHEDULES
 from pcf.reports.tables import runs_table
@@ -63,7 +63,7 @@ if runs:
         },
     )
     if any(r.backend == "simulated" for r in runs):
-        st.caption(f"Backend `simulated`: {SIMULATED_LABEL}.")
+        st.caption(f"Backend `simulated`: {SIMULATED_NOTE}.")
 else:
     st.info("No run on this dataset yet: start one below.")
 
@@ -165,7 +165,7 @@ cols[5].metric(
 if estimate.confirmations_max:
     st.caption(f"Plus up to {estimate.confirmations_max} APOCJudge confirmation calls.")
 if backend == "simulated":
-    st.caption(f"Simulated: free and offline; {SIMULATED_LABEL}.")
+    st.caption(f"Simulated judge: free and offline; {SIMULATED_NOTE}.")
 
 problem = availability[backend] or estimate.conflict or (None if model else "give a model name")
 if estimate.conflict:

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.shared import current_dataset, current_run, ensure_app_frame, session, simulated_badge
+from pages.shared import (
+    change_in_points,
+    current_dataset,
+    current_run,
+    ensure_app_frame,
+    session,
+    simulated_badge,
+)
 from pcf.analysis.item_detail import escape_markdown
-from pcf.analysis.results import SIMULATED_LABEL
+from pcf.analysis.results import SIMULATED_NOTE
 from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights, pack_run
 from pcf.analysis.whatif import budget_curve
 from pcf.consensus import PRESETS, Weights
@@ -95,53 +102,61 @@ if any(key not in st.session_state for key in (PRESET_KEY, *WEIGHT_KEYS)):
 if st.session_state.get(K_KEY) not in range(1, current.k + 1):
     st.session_state[K_KEY] = current.k
 
-st.subheader(f"Playground: {escape_markdown(run.name)}")
-controls, results = st.columns([1, 2], gap="large")
-with controls:
-    st.selectbox(
-        "Preset", [*PRESETS, CUSTOM], key=PRESET_KEY, on_change=apply_preset, help="METHOD.md"
-    )
-    for key, label in zip(WEIGHT_KEYS, WEIGHT_LABELS, strict=True):
-        st.slider(label, 0.0, 1.0, step=0.01, key=key, on_change=match_preset)
-    if current.k > 1:
-        st.slider(
-            "K: first K orderings of execution 0",
-            1,
-            current.k,
-            key=K_KEY,
-            help="The K ablation uses prefixes of the stored schedule: no extra calls.",
+
+@st.fragment
+def playground(current: PackedRun) -> None:
+    """Sliders and their results; a change reruns only this part, so a key held down on a
+    slider is answered quickly and the slider never jumps back to an older value."""
+    st.subheader(f"Playground: {escape_markdown(run.name)}")
+    controls, results = st.columns([1, 2], gap="large")
+    with controls:
+        st.selectbox(
+            "Preset", [*PRESETS, CUSTOM], key=PRESET_KEY, on_change=apply_preset, help="METHOD.md"
         )
-    else:
-        st.caption("K = 1: this run has one call per execution.")
+        for key, label in zip(WEIGHT_KEYS, WEIGHT_LABELS, strict=True):
+            st.slider(label, 0.0, 1.0, step=0.01, key=key, on_change=match_preset)
+        if current.k > 1:
+            st.slider(
+                "K: first K orderings of execution 0",
+                1,
+                current.k,
+                key=K_KEY,
+                help="The K ablation uses prefixes of the stored schedule: no extra calls.",
+            )
+        else:
+            st.caption("K = 1: this run has one call per execution.")
 
-try:
-    weights = Weights(*(st.session_state[key] for key in WEIGHT_KEYS))
-except ValueError:
-    results.error("The weights cannot all be zero: raise at least one.")
-    st.stop()
+    try:
+        weights = Weights(*(st.session_state[key] for key in WEIGHT_KEYS))
+    except ValueError:
+        results.error("The weights cannot all be zero: raise at least one.")
+        return
 
-try:
-    outcome = evaluate_weights(current, weights, k=st.session_state[K_KEY])
-except ValueError as exc:
-    results.info(f"{exc}: accuracy needs the dataset's gold ids.")
-    st.stop()
+    try:
+        outcome = evaluate_weights(current, weights, k=st.session_state[K_KEY])
+    except ValueError as exc:
+        results.info(f"{exc}: accuracy needs the dataset's gold ids.")
+        return
 
-with results:
-    cols = st.columns(4)
-    cols[0].metric(
-        "Accuracy",
-        f"{100 * outcome.accuracy:.1f}%",
-        delta=f"{100 * (outcome.accuracy - outcome.direct_accuracy):+.1f} pts vs direct",
-    )
-    cols[1].metric("Direct accuracy", f"{100 * outcome.direct_accuracy:.1f}%")
-    cols[2].metric("Improved", outcome.improved, help="Direct wrong, consensus right.")
-    cols[3].metric("Regressed", outcome.regressed, help="Direct right, consensus wrong.")
-    st.caption(
-        f"{outcome.n} items with gold; weights sum to {sum(weights.as_tuple()):.2f} "
-        "(used as given, not normalised)."
-    )
-    st.markdown(f"**Changed items** ({len(outcome.changed)}): winner differs from direct")
-    st.dataframe(outcome.changed, hide_index=True, width="stretch")
+    with results:
+        cols = st.columns(4)
+        cols[0].metric(
+            "Accuracy",
+            f"{100 * outcome.accuracy:.1f}%",
+            **change_in_points(100 * (outcome.accuracy - outcome.direct_accuracy), "pts vs direct"),
+        )
+        cols[1].metric("Direct accuracy", f"{100 * outcome.direct_accuracy:.1f}%")
+        cols[2].metric("Improved", outcome.improved, help="Direct wrong, consensus right.")
+        cols[3].metric("Regressed", outcome.regressed, help="Direct right, consensus wrong.")
+        st.caption(
+            f"{outcome.n} items with gold; weights sum to {sum(weights.as_tuple()):.2f} "
+            "(used as given, not normalised)."
+        )
+        st.markdown(f"**Changed items** ({len(outcome.changed)}): winner differs from direct")
+        st.dataframe(outcome.changed, hide_index=True, width="stretch")
+
+
+playground(current)
 
 st.subheader("Weight table")
 names = [r.name for r in listwise_runs]
@@ -182,7 +197,7 @@ st.caption(
     "Rows: the six presets of METHOD.md. Per run: accuracy on items with gold with the calls of "
     "execution 0, and the difference to direct (the same preset on the canonical call) in points."
     + (
-        f" Simulated runs included: {SIMULATED_LABEL}."
+        f" Simulated runs included: {SIMULATED_NOTE}."
         if any(p.simulated for p in table_runs)
         else ""
     )
@@ -208,4 +223,4 @@ if st.toggle("Show the curve (replays every item; a few seconds)", key=BUDGET_KE
         width="stretch",
     )
     if run.backend == "simulated":
-        st.caption(f"Simulated judge: {SIMULATED_LABEL}.")
+        st.caption(f"Simulated judge: {SIMULATED_NOTE}.")

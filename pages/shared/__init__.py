@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 from sqlalchemy import Engine
@@ -196,3 +197,11 @@ def show_text(text: str, plain: bool) -> None:
         st.text(text)
     else:
         st.markdown(inert_markdown(text))
+
+
+def change_in_points(points: float, unit: str = "points") -> dict[str, Any]:
+    """``st.metric`` arguments for a change in points: green up, red down, and a grey
+    "no change" (not a green "+0.0") when it rounds to zero."""
+    if round(points, 1) == 0:
+        return {"delta": f"no change ({unit})", "delta_color": "off", "delta_arrow": "off"}
+    return {"delta": f"{points:+.1f} {unit}"}
