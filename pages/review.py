@@ -42,6 +42,7 @@ from pcf.store import adjudication_history, item_calls, labelled_item_counts, lo
 
 ITEM_KEY = "item"  # the item picker's key and query parameter (kept in step by hand: a bound
 # widget leaves its default out of the address, and the first item of the list is the default)
+LISTED = 1000  # rows of the item list sent to the browser
 CANDIDATES_PER_ROW = 4
 CANDIDATE_HEIGHT = 420
 
@@ -99,7 +100,11 @@ rows = filter_items(
 )
 keys = list(rows["item_id"])
 with filters:
-    st.dataframe(list_view(rows, labelled), hide_index=True, height=220, key="review_list")
+    st.dataframe(
+        list_view(rows.head(LISTED), labelled), hide_index=True, height=220, key="review_list"
+    )
+    if len(rows) > LISTED:
+        st.caption(f"The {LISTED:,} most doubtful are listed; filter or search to narrow.")
 
 known, matched = set(table["item_id"]), set(keys)
 if (requested := st.query_params.get(ITEM_KEY)) in known:
