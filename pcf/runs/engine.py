@@ -415,7 +415,8 @@ class _Executor:
                         continue
                     outcome = {
                         "ok": False,
-                        "error": redact(str(exc))[:500],  # "reason: message"
+                        # "reason: message", stored like an answer: no key, no NUL
+                        "error": redact(str(exc).replace("\x00", "\ufffd"))[:500],
                         "repaired": [],
                         "judgment": None,
                         "response_text": None,

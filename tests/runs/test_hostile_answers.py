@@ -77,7 +77,7 @@ HOSTILE: list[tuple[str, Callable[[str], Scripted], bool, str | None]] = [
      "bad_response"),
     ("5000-digit usage", lambda t: Scripted.answer(
         answer(t), input_tokens=JsonLiteral("7" * 5000)), False, "bad_response"),
-    ("key echoed in an error", lambda _: Scripted.error(400, f"Bad key {SECRET}"), False,
+    ("key echoed in an error", lambda _: Scripted.error(400, f"Bad key {SECRET}\x00"), False,
      "client_error"),
 ]  # fmt: skip
 
