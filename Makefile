@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PORT ?= 8501
 STAMP := $(VENV)/.installed
 
 .PHONY: test run lint demo clean
@@ -26,7 +27,7 @@ demo: $(STAMP)
 	$(BIN)/pcf demo --if-missing
 
 run: demo
-	$(BIN)/streamlit run app.py --server.headless true
+	$(BIN)/streamlit run app.py --server.headless true --server.port $(PORT)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,15 +1,23 @@
-"""Latency of the app on a large run: the Review page's render and saving a label.
+"""Latency of the app: cold page loads in a real browser, the Review page's render and saves.
 
-Builds a temporary SQLite database with 10,000 items of 4 candidates and a finished PCF run of
-7 calls per item (70,000 stored calls with realistic judgments and request/response texts),
-then measures with AppTest, as ``streamlit run app.py`` runs it (app.py, the shared sidebar
-and the page):
+In headless Chromium (Debian's ``/usr/bin/chromium``), against a freshly started
+``streamlit run app.py`` on a free port, for the demo database (``pcf demo``) and for a
+temporary SQLite database with 10,000 items of 4 candidates and a finished PCF run of 7 calls
+per item (70,000 stored calls with realistic judgments and request/response texts):
 
-- the first (cold) render of the Review page, which computes the run's decisions;
-- warm renders of the Review page for 10 different items (the run-level cache exists);
-- 50 label saves through the Adjudicate page's code path (``add_adjudication`` and commit).
+- the first request to the fresh server, a deep link to a Review item (imports, the run's
+  decisions computed, the legacy ``pages/`` mode handed over to app.py);
+- then per page its first visit (a new session that computes what the page caches for every
+  session) and a cold page load: another new browser session (a new Streamlit session) opening
+  the page's address, from navigation until the page's title is drawn and its script run ended
+  (the target applies to this one).
 
-Targets: median warm render <= 0.3 s, median save <= 0.05 s. Last line: JSON figures.
+Then with AppTest on the 10,000 items, as ``streamlit run app.py`` runs it (app.py, the shared
+sidebar and the page): warm renders of the Review page for 10 different items, and 50 label
+saves through the Adjudicate page's code path (``add_adjudication`` and commit).
+
+Targets: cold page load <= 2 s on the demo and <= 3 s with 10,000 items; median warm render
+<= 0.3 s; median save <= 0.05 s. Last line: JSON figures.
 """
 
 from __future__ import annotations
@@ -18,16 +26,22 @@ import hashlib
 import json
 import os
 import random
-import runpy
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from playwright.sync_api import Browser, sync_playwright
 from sqlalchemy import Engine, insert
-from streamlit.runtime.scriptrunner import script_runner
 from streamlit.testing.v1 import AppTest
 
 from pcf.items import Candidate, Item
@@ -50,6 +64,12 @@ INSERT_CHUNK = 5_000
 KEYS = ("A", "B", "C", "D")
 SLOT_BIAS = (0.8, 0.3, 0.0, -0.2)
 RENDER_TARGET_S, SAVE_TARGET_S = 0.3, 0.05
+DEMO_LOAD_TARGET_S, LARGE_LOAD_TARGET_S = 2.0, 3.0
+CHROMIUM = "/usr/bin/chromium"
+VIEWPORT = {"width": 1400, "height": 1000}
+SETTLED = "[data-testid='stApp'][data-test-script-state='notRunning']"
+SERVER_START_S = 60
+LOAD_TIMEOUT_MS = 120_000
 SYSTEM = (
     "You are a careful fact-checker. You compare several candidate answers to one question and "
     "judge how factually accurate each of them is. Factual accuracy comes first; unsupported "
@@ -175,9 +195,96 @@ def build_database(engine: Engine) -> tuple[list[Item], dict[str, int]]:
     return items, db_ids
 
 
-def run_main_script(main_script_path: str) -> None:
-    """Run app.py on every rerun, as ``streamlit run`` does (see tests/app/conftest.py)."""
-    runpy.run_path(main_script_path, run_name="__main__")
+def build_demo(url: str) -> None:
+    """The demo database at ``url``, built by ``pcf demo`` in a child process."""
+    env = {**os.environ, DATABASE_URL_ENV: url}
+    subprocess.run([sys.executable, "-m", "pcf", "demo"], env=env, check=True, capture_output=True)
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def fresh_server(url: str) -> Iterator[str]:
+    """``streamlit run app.py`` on the database at ``url`` and a free port: its base address."""
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "streamlit", "run", "app.py"),
+            *("--server.headless", "true", "--server.port", str(port)),
+            *("--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"),
+        ],
+        cwd=ROOT,
+        env={**os.environ, DATABASE_URL_ENV: url},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).close()
+                break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("streamlit did not start") from None
+                time.sleep(0.1)
+        yield base
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def cold_load(browser: Browser, address: str) -> float:
+    """Seconds from opening ``address`` in a new browser session until the page is drawn: its
+    title shown and its script run ended, with no exception box."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    start = time.perf_counter()
+    page.goto(address, wait_until="commit")
+    page.get_by_test_id("stMain").locator("h1").first.wait_for(timeout=LOAD_TIMEOUT_MS)
+    page.locator(SETTLED).wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    elapsed = time.perf_counter() - start
+    if page.get_by_test_id("stException").count():
+        raise RuntimeError(f"{address} shows an exception")
+    context.close()
+    return elapsed
+
+
+FIRST_REQUEST, FIRST_VISIT = "first request ", "first visit "
+
+
+def measure_cold_loads(url: str, deep_link: str, paths: list[str]) -> dict[str, float]:
+    """The first request to a fresh server (``deep_link``); then per path its first visit (a
+    new session that computes what the page caches for every session, e.g. the Weights page's
+    packed judgments), then a cold load (another new session, the server's caches warm)."""
+    with fresh_server(url) as base, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        loads = {FIRST_REQUEST + deep_link: cold_load(browser, base + deep_link)}
+        for path in paths:
+            loads[FIRST_VISIT + path] = cold_load(browser, base + path)
+            loads[path] = cold_load(browser, base + path)
+        browser.close()
+    return loads
+
+
+def print_loads(name: str, loads: dict[str, float], target: float) -> None:
+    """One line per page load, then the slowest cold page load against its target."""
+    for path, seconds in loads.items():
+        what = path if path.startswith("first") else f"cold load {path}"
+        print(f"{name} {what}: {seconds:.2f} s")
+    slowest = max(v for k, v in loads.items() if not k.startswith((FIRST_REQUEST, FIRST_VISIT)))
+    print(f"{name}: slowest cold page load {slowest:.2f} s ({verdict(slowest, target)})")
+
+
+def page_paths(item: str) -> list[str]:
+    """The pages a reviewer opens, as a shared link would: a Review item among them."""
+    return ["/", f"/review?item={item}", "/adjudicate?annotator=bench", "/compare", "/weights"]
 
 
 def render(at: AppTest) -> float:
@@ -198,7 +305,6 @@ def shown_item(at: AppTest) -> str:
 
 def measure_review(items: list[Item]) -> tuple[float, list[float]]:
     """The cold render of the Review page, then warm renders of different items."""
-    script_runner._mpa_v1 = run_main_script
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
     at.switch_page("pages/review.py")
     cold = render(at)
@@ -237,6 +343,11 @@ def verdict(seconds: float, target: float) -> str:
 
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pcf-bench-") as folder:
+        demo_url = f"sqlite:///{Path(folder) / 'demo.db'}"
+        build_demo(demo_url)
+        demo_loads = measure_cold_loads(demo_url, "/review?item=demo-013", page_paths("demo-024"))
+        print_loads("demo", demo_loads, DEMO_LOAD_TARGET_S)
+
         url = f"sqlite:///{Path(folder) / 'bench.db'}"
         os.environ[DATABASE_URL_ENV] = url
         engine = get_engine(url)
@@ -244,6 +355,8 @@ def main() -> None:
         items, db_ids = build_database(engine)
         build_s = time.perf_counter() - start
         print(f"database: {ITEMS:,} items x {CALLS} calls built in {build_s:.1f} s")
+        large_loads = measure_cold_loads(url, "/review?item=bench-00042", page_paths("bench-05000"))
+        print_loads(f"{ITEMS:,} items", large_loads, LARGE_LOAD_TARGET_S)
 
         cold, warm = measure_review(items)
         saves = measure_saves(engine, items, db_ids)
@@ -270,6 +383,8 @@ def main() -> None:
                 "adjudication_save_s": round(save_s, 5),
                 "adjudication_save_max_s": round(max(saves), 5),
                 "build_s": round(build_s, 2),
+                "demo_cold_load_s": {k: round(v, 3) for k, v in demo_loads.items()},
+                "large_cold_load_s": {k: round(v, 3) for k, v in large_loads.items()},
             }
         )
     )
