@@ -16,6 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from pages.shared import (
     annotator,
+    answer_height,
     current_dataset,
     current_run,
     engine,
@@ -369,13 +370,14 @@ with work:
     st.caption(
         "Candidates in an order shuffled for you and this item; it is not the judge's order."
     )
+    box_height = answer_height([c.text for c in item.candidates], CANDIDATE_HEIGHT)
     for start in range(0, len(shown), CANDIDATES_PER_ROW):
         cells = st.columns(CANDIDATES_PER_ROW)
         chunk = list(enumerate(shown, start=1))[start : start + CANDIDATES_PER_ROW]
         for cell, (position, candidate_id) in zip(cells, chunk, strict=False):
             with cell.container(border=True):
                 st.markdown(f"**Candidate {position}**")
-                with st.container(height=CANDIDATE_HEIGHT, border=False):
+                with st.container(height=box_height, border=False):
                     show_text(item.text_of(candidate_id), plain)
                 st.button(
                     f"Candidate {position} is the most factual",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.shared import (
+    answer_height,
     current_dataset,
     current_run,
     ensure_app_frame,
@@ -220,11 +221,12 @@ with toggle:
 with st.container(border=True, height="content" if len(item.prompt) < 600 else 240):
     show_text(item.prompt, plain)
 st.markdown("##### Candidates")
+box_height = answer_height([c.text for c in item.candidates], CANDIDATE_HEIGHT)
 for start in range(0, len(item.candidates), CANDIDATES_PER_ROW):
     cells = st.columns(min(len(item.candidates), CANDIDATES_PER_ROW))
     chunk = item.candidates[start : start + CANDIDATES_PER_ROW]
     for cell, candidate in zip(cells, chunk, strict=False):
-        with cell.container(border=True, height=CANDIDATE_HEIGHT):
+        with cell.container(border=True, height=box_height):
             roles = candidate_roles(candidate.id, row["winner"], row["direct_winner"], item.gold)
             badges = " ".join(f":blue-badge[{role}]" for role in roles)
             st.markdown(f"**{labels[candidate.id]}** {badges}")

@@ -67,6 +67,7 @@ def ensure_app_frame() -> None:
 
 ANNOTATOR_KEY = "annotator"
 PLAIN_KEY = "plain"  # show prompts and answers as plain text instead of inert Markdown
+LONG_ANSWER = 500  # characters: longer answers scroll inside a box of fixed height
 DATASET_KEY = "dataset"
 RUN_KEY = "run"
 
@@ -205,3 +206,9 @@ def change_in_points(points: float, unit: str = "points") -> dict[str, Any]:
     if round(points, 1) == 0:
         return {"delta": f"no change ({unit})", "delta_color": "off", "delta_arrow": "off"}
     return {"delta": f"{points:+.1f} {unit}"}
+
+
+def answer_height(texts: list[str], height: int) -> int | str:
+    """Height of the boxes that show answers side by side: ``height`` (scrolling) when one of
+    them is long, else just their content."""
+    return height if max(map(len, texts), default=0) > LONG_ANSWER else "content"

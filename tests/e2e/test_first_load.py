@@ -189,11 +189,14 @@ def test_review_and_adjudicate_show_why_in_the_first_screen(
         heatmap = main(tab).get_by_test_id("stVegaLiteChart").first
         expect(heatmap.locator("canvas, svg").first).to_be_visible()
         expect(heatmap).to_be_in_viewport(ratio=0.9)
+        expect(main(tab).get_by_role("button", name=re.compile("Next"))).to_be_visible()
         print(screenshot(tab, f"review-{dataset}-first-screen", first_screen=True))
 
         tab.goto(f"/adjudicate?dataset={dataset}&annotator=Screenshot&label={item}")
         expect(main(tab).get_by_role("heading", name=f"Item {item}", exact=True)).to_be_visible()
         settle(tab)
+        expect(main(tab).get_by_role("slider")).to_be_visible()  # lazily drawn widgets are in
+        expect(main(tab).get_by_text("Plain text", exact=True)).to_be_visible()
         print(screenshot(tab, f"adjudicate-{dataset}-first-screen", first_screen=True))
         expect(main(tab).get_by_role("heading", name="Prompt")).to_be_in_viewport()
         expect(main(tab).get_by_text("Candidate 1", exact=True)).to_be_in_viewport()
