@@ -15,34 +15,7 @@ from pcf.store import (
     insert_calls,
     session_scope,
 )
-
-
-def make_call(run_id: int, item_db_id: int, call_index: int, **fields: object) -> dict:
-    """The column values of one stored call."""
-    order = ["c1", "c0"]
-    values: dict[str, object] = {
-        "run_id": run_id,
-        "item_id": item_db_id,
-        "call_index": call_index,
-        "order": order,
-        "keys": ["A", "B"],
-        "content_key": f"key-{item_db_id}-{call_index}",
-        "request": {"user": "judge these"},
-        "response_text": "{}",
-        "ok": True,
-        "judgment": {
-            "factuality": {"c1": 3.0, "c0": 8.0},
-            "hallucination_risk": {"c1": 0.6, "c0": 0.1},
-            "ranking": ["c0", "c1"],
-            "confidence": 0.9,
-        },
-        "input_tokens": 100,
-        "output_tokens": 20,
-        "cost_usd": 0.01,
-        "repaired": [],
-    }
-    values.update(fields)
-    return values
+from tests.factories import call_row
 
 
 @pytest.mark.sqlite_only("the pragmas are SQLite's")
@@ -61,7 +34,7 @@ def test_sqlite_pragmas_are_set_on_every_connection(engine: Engine) -> None:
 
 def test_foreign_keys_are_enforced(engine: Engine) -> None:
     with pytest.raises(IntegrityError), session_scope(engine) as session:
-        insert_calls([make_call(run_id=99, item_db_id=99, call_index=0)], session=session)
+        insert_calls([call_row(run_id=99, item_db_id=99, call_index=0)], session=session)
 
 
 def test_database_url_env_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
