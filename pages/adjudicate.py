@@ -245,7 +245,7 @@ def revisit() -> None:
 
 
 if error := st.session_state.pop(ERROR_KEY, None):
-    st.error(f"Not saved: {error}")
+    st.error(f"Not saved: {escape_markdown(error)}")
 
 saved = st.session_state.get(SAVED_KEY)
 if saved and saved["annotator"] == who:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, UniqueConstraint, column, func
+from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint, column, func
 from sqlmodel import Field, SQLModel, UTCDateTime
 
 NO_CANDIDATE_CHOICES = ("none_correct", "cannot_tell")
@@ -100,8 +100,9 @@ class Run(SQLModel, table=True):
     status: str = "pending"
     created_at: datetime = _created_at()
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
-    input_tokens: int = 0
-    output_tokens: int = 0
+    # Totals over every call: 64-bit, as a run can pass PostgreSQL's 32-bit INTEGER.
+    input_tokens: int = Field(default=0, sa_type=BigInteger)
+    output_tokens: int = Field(default=0, sa_type=BigInteger)
     cost_usd: float = 0.0
     calls_made: int = 0
     cache_hits: int = 0

@@ -744,8 +744,9 @@ def add_adjudication(
         notes: the annotator's reasons.
 
     Raises:
-        ValueError: unknown item, empty annotator, a choice the item does not offer, or a
-            confidence outside [0, 1].
+        ValueError: unknown item, empty annotator, a choice the item does not offer, a
+            confidence outside [0, 1], or a NUL character in the annotator, tags or notes
+            (PostgreSQL cannot store one; SQLite gets the same rule).
         LostRaceError: the annotator's label for the item was saved by another session at the
             same time; in a new transaction this label supersedes that one (see
             :func:`~pcf.store.engine.write_with_retry`), so the history stays a line.
@@ -762,6 +763,10 @@ def add_adjudication(
         raise ValueError(f"choice {choice!r} is not one of: {options}")
     if confidence is not None and not 0 <= confidence <= 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    tag_list = list(tags)
+    for field, text in (("annotator", annotator), ("notes", notes), ("tags", "".join(tag_list))):
+        if "\x00" in text:
+            raise ValueError(f"the {field} must not hold a NUL character (U+0000); remove it")
     previous = session.exec(
         select(Adjudication.id)
         .where(Adjudication.item_id == item_db_id, Adjudication.annotator == annotator)
@@ -773,7 +778,7 @@ def add_adjudication(
         annotator=annotator,
         choice=choice,
         confidence=confidence,
-        tags=list(tags),
+        tags=tag_list,
         notes=notes,
         supersedes=previous,
     )

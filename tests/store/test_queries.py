@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError, StatementError
 from sqlmodel import select
 
 from pcf.items import Candidate, Item
+from pcf.judges.base import MAX_CALL_TOKENS
 from pcf.judgments import Judgment
 from pcf.store import (
     LABEL_COLUMNS,
@@ -242,6 +243,23 @@ def test_run_totals_count_paid_calls_cache_hits_and_failures(engine: Engine) -> 
         assert get_run("run-1", session=session).calls_made == 3
 
 
+def test_run_totals_beyond_32_bits_are_stored(engine: Engine) -> None:
+    dataset = import_demo(engine, make_items(1))
+    run = new_run(engine, dataset.id)
+    item_id = item_db_ids_of(engine, dataset.id)["item-0"]
+    most = MAX_CALL_TOKENS
+    calls = [
+        call_row(run.id, item_id, i, input_tokens=most, output_tokens=most) for i in range(300)
+    ]
+    with session_scope(engine) as session:
+        insert_calls(calls, session=session)
+        update_run_totals(run.id, session=session)
+    with session_scope(engine) as session:
+        stored = get_run("run-1", session=session)
+        assert (stored.input_tokens, stored.output_tokens) == (300 * most, 300 * most)
+        assert stored.input_tokens > 2**31
+
+
 def test_runs_are_listed_and_validated(engine: Engine) -> None:
     dataset = import_demo(engine, make_items(1))
     new_run(engine, dataset.id)
@@ -378,3 +396,28 @@ def test_bad_adjudications_are_refused(
         add_adjudication(
             item_id, session=session, annotator=annotator, choice=choice, confidence=confidence
         )
+
+
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        ("annotator", {"annotator": "a\x00na"}),
+        ("notes", {"notes": "see\x00"}),
+        ("tags", {"tags": ["x\x00"]}),
+    ],
+)
+def test_a_nul_in_typed_text_is_refused_on_every_database(
+    engine: Engine, field: str, text: dict[str, object]
+) -> None:
+    dataset = import_demo(engine, make_items(1, candidates=2))
+    item_id = item_db_ids_of(engine, dataset.id)["item-0"]
+    fields: dict[str, object] = {"annotator": "ana", **text}
+    with (
+        pytest.raises(ValueError, match=f"the {field} must not hold a NUL"),
+        session_scope(engine) as session,
+    ):
+        add_adjudication(item_id, session=session, choice="c0", **fields)  # type: ignore[arg-type]
+    with session_scope(engine) as session:
+        add_adjudication(item_id, session=session, choice="c0", annotator="ana", notes="fine")
+    with session_scope(engine) as session:
+        assert [row.notes for row in adjudication_history(item_id, session=session)] == ["fine"]
