@@ -17,11 +17,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from pages.shared import (
     annotator,
     answer_height,
-    current_dataset,
     current_run,
     engine,
     ensure_app_frame,
     plain_text_toggle,
+    require_dataset,
     run_analysis,
     session,
     show_text,
@@ -101,11 +101,8 @@ if not who:
     st.stop()
 
 with session() as s:
-    dataset = current_dataset(s)
+    dataset = require_dataset(s)
     run = current_run(s)
-    if dataset is None:
-        st.info("No dataset yet: run `pcf demo` or `pcf import` and reload.")
-        st.stop()
     done = adjudicated_item_keys(dataset.id, who, session=s)
     items = item_index(dataset.id, session=s)
 table = run_analysis(run).table if run else None

@@ -7,9 +7,9 @@ import streamlit as st
 
 from pages.shared import (
     change_in_points,
-    current_dataset,
     current_run,
     ensure_app_frame,
+    require_dataset,
     run_analysis,
     session,
     simulated_badge,
@@ -62,14 +62,10 @@ st.markdown(
 )
 
 with session() as s:
-    dataset = current_dataset(s)
+    dataset = require_dataset(s)
     run = current_run(s)
-    runs = list_runs(session=s, dataset_id=dataset.id) if dataset else []
-    labels = current_labels(dataset.id, session=s) if dataset else None
-
-if dataset is None:
-    st.info("No dataset yet: run `pcf demo` or `pcf import` and reload.")
-    st.stop()
+    runs = list_runs(session=s, dataset_id=dataset.id)
+    labels = current_labels(dataset.id, session=s)
 
 simulated_badge(run)
 

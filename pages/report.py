@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.shared import RUN_KEY, current_dataset, ensure_app_frame, session
+from pages.shared import RUN_KEY, ensure_app_frame, require_dataset, session
 from pcf.analysis.results import SIMULATED_LABEL, SIMULATED_NOTE
 from pcf.reports.collect import ReportData, collect_report
 from pcf.reports.document import Figure, Report, Table, build_report, default_report_runs
@@ -59,10 +59,7 @@ st.caption(
 )
 
 with session() as s:
-    dataset = current_dataset(s)
-    if dataset is None:
-        st.info("The database has no dataset yet: run `pcf demo` or `pcf import`.")
-        st.stop()
+    dataset = require_dataset(s)
     runs = list_runs(session=s, dataset_id=dataset.id)
     if not runs:
         st.info("No run on this dataset yet: start one on the Runs page.")

@@ -12,10 +12,10 @@ import streamlit as st
 
 from pages.shared import (
     answer_height,
-    current_dataset,
-    current_run,
     ensure_app_frame,
     plain_text_toggle,
+    require_dataset,
+    require_run,
     run_analysis,
     search_items,
     session,
@@ -52,12 +52,9 @@ ensure_app_frame()
 st.title("Review")
 
 with session() as s:
-    dataset = current_dataset(s)
-    run = current_run(s)
-    labelled = labelled_item_counts(dataset.id, session=s) if dataset else {}
-if dataset is None or run is None:
-    st.info("No run to review: build the demo (`pcf demo`) or start a run on the Runs page.")
-    st.stop()
+    dataset = require_dataset(s)
+    run = require_run(s)
+    labelled = labelled_item_counts(dataset.id, session=s)
 simulated_badge(run)
 table = run_analysis(run).table
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from pages.shared import current_dataset, engine, ensure_app_frame, session
+from pages.shared import engine, ensure_app_frame, require_dataset, session
 from pcf.analysis.item_detail import escape_markdown
 from pcf.analysis.results import SIMULATED_NOTE, run_summary
 from pcf.judges import KEY_ENV
@@ -35,10 +35,7 @@ ensure_app_frame()
 st.title("Runs")
 
 with session() as s:
-    dataset = current_dataset(s)
-    if dataset is None:
-        st.info("The database has no dataset yet: run `pcf demo` or `pcf import`.")
-        st.stop()
+    dataset = require_dataset(s)
     runs = list_runs(session=s, dataset_id=dataset.id)
     states = run_states(runs, session=s)
 

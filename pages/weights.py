@@ -6,9 +6,9 @@ import streamlit as st
 
 from pages.shared import (
     change_in_points,
-    current_dataset,
-    current_run,
     ensure_app_frame,
+    require_dataset,
+    require_run,
     session,
     simulated_badge,
 )
@@ -74,11 +74,8 @@ st.caption(
 )
 
 with session() as s:
-    dataset = current_dataset(s)
-    run = current_run(s)
-    if dataset is None or run is None:
-        st.info("Choose a dataset and a run in the sidebar (start one on the Runs page).")
-        st.stop()
+    dataset = require_dataset(s)
+    run = require_run(s)
     listwise_runs = [r for r in list_runs(session=s, dataset_id=dataset.id) if r.protocol != "apoc"]
 
 

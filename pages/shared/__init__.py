@@ -171,6 +171,25 @@ def current_run(s: Session) -> Run | None:
     return run if run is not None and dataset is not None and run.dataset_id == dataset.id else None
 
 
+def require_dataset(s: Session) -> Dataset:
+    """The dataset chosen in the sidebar; without one the page says how to add one and stops."""
+    dataset = current_dataset(s)
+    if dataset is None:
+        st.info("The database has no dataset yet: run `pcf demo` or `pcf import`, then reload.")
+        st.stop()
+    return dataset
+
+
+def require_run(s: Session) -> Run:
+    """The run chosen in the sidebar; without one the page says how to start one and stops."""
+    require_dataset(s)
+    run = current_run(s)
+    if run is None:
+        st.info("This dataset has no run yet: start one on the Runs page.")
+        st.stop()
+    return run
+
+
 def annotator() -> str:
     """The annotator's name from the sidebar, stripped ('' when not given)."""
     return (st.session_state.get(ANNOTATOR_KEY) or "").strip()

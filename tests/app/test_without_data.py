@@ -1,0 +1,36 @@
+"""Every page on a database without data, or with a dataset but no run: a hint, no exception."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import Engine
+from streamlit.testing.v1 import AppTest
+
+from pcf.store import import_items, session_scope
+from tests.app.conftest import APP
+from tests.factories import make_item
+
+PAGES = ["overview", "review", "adjudicate", "compare", "runs", "weights", "report"]
+NEEDS_A_RUN = {"review", "compare", "weights"}
+
+
+def open_page(page: str) -> AppTest:
+    app = AppTest.from_file(str(APP), default_timeout=30).run()
+    app.session_state["annotator"] = "ana"
+    app.switch_page(f"pages/{page}.py").run()
+    assert not app.exception, app.exception
+    return app
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_an_empty_database_says_how_to_add_a_dataset(engine: Engine, page: str) -> None:
+    infos = [info.value for info in open_page(page).info]
+    assert any("no dataset yet: run `pcf demo` or `pcf import`" in text for text in infos), infos
+
+
+@pytest.mark.parametrize("page", sorted(NEEDS_A_RUN))
+def test_a_dataset_without_runs_says_how_to_start_one(engine: Engine, page: str) -> None:
+    with session_scope(engine) as session:
+        import_items([make_item("q1")], session=session, name="fresh", fmt="jsonl")
+    infos = [info.value for info in open_page(page).info]
+    assert any("no run yet: start one on the Runs page" in text for text in infos), infos
