@@ -1,5 +1,5 @@
-"""Report: the tables and charts of `pcf report` for chosen runs, with report.md and report.html
-to download."""
+"""Report: the tables and charts of `pcf report` for chosen runs, with report.md, report.html and
+report.json to download."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ def report_data(database: str, names: tuple[str, ...], versions: tuple) -> Repor
         return collect_report([get_run(name, session=s) for name in names], session=s)
 
 
-@st.cache_data(max_entries=8, show_spinner="Rendering report.md and report.html…")
-def report_files(database: str, names: tuple[str, ...], versions: tuple) -> tuple[str, str]:
-    """``(report.md, report.html)`` of the chosen runs."""
+@st.cache_data(max_entries=8, show_spinner="Rendering the report files…")
+def report_files(database: str, names: tuple[str, ...], versions: tuple) -> tuple[str, str, str]:
+    """``(report.md, report.html, report.json)`` of the chosen runs."""
     return report_texts(build(database, names, versions))
 
 
@@ -77,8 +77,8 @@ with session() as s:
     versions = tuple(run_version(r, session=s) for r in runs if r.name in chosen)
 
 database = database_url()
-markdown, page = report_files(database, chosen, versions)
-left, right = st.columns(2)
+markdown, page, data = report_files(database, chosen, versions)
+left, middle, right = st.columns(3)
 left.download_button(
     "Download report.md",
     markdown,
@@ -87,13 +87,22 @@ left.download_button(
     on_click="ignore",
     icon=":material/download:",
 )
-right.download_button(
+middle.download_button(
     "Download report.html",
     page,
     file_name="report.html",
     mime="text/html",
     on_click="ignore",
     icon=":material/download:",
+)
+right.download_button(
+    "Download report.json",
+    data,
+    file_name="report.json",
+    mime="application/json",
+    on_click="ignore",
+    icon=":material/download:",
+    help="Every table as records, for scripts (what `pcf report --out` writes).",
 )
 
 report = build(database, chosen, versions)

@@ -332,10 +332,16 @@ def render_html(report: Report, charts: RenderedCharts) -> str:
     return "\n".join(parts) + "\n"
 
 
-def report_texts(report: Report) -> tuple[str, str]:
-    """``(report.md, report.html)`` as text, for a download (the Markdown names no PNG file)."""
+def report_json_text(report: Report) -> str:
+    """``report.json`` (:func:`report_json`) as text."""
+    return json.dumps(report_json(report), ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+
+
+def report_texts(report: Report) -> tuple[str, str, str]:
+    """``(report.md, report.html, report.json)`` as text, for downloads (the Markdown names no
+    PNG file)."""
     charts = render_charts(report, png=False)
-    return render_markdown(report, charts), render_html(report, charts)
+    return render_markdown(report, charts), render_html(report, charts), report_json_text(report)
 
 
 def write_report(report: Report, out: Path) -> dict[str, Any]:
@@ -357,8 +363,7 @@ def write_report(report: Report, out: Path) -> dict[str, Any]:
     markdown, page = render_markdown(report, charts, images), render_html(report, charts)
     (out / "report.md").write_text(markdown, encoding="utf-8")
     (out / "report.html").write_text(page, encoding="utf-8")
-    data = json.dumps(report_json(report), ensure_ascii=False, indent=1, allow_nan=False)
-    (out / "report.json").write_text(data + "\n", encoding="utf-8")
+    (out / "report.json").write_text(report_json_text(report), encoding="utf-8")
     return {
         "markdown": str(out / "report.md"),
         "html": str(out / "report.html"),

@@ -1,7 +1,8 @@
-"""The Report page on the demo database: the report's tables, and both files to download."""
+"""The Report page on the demo database: the report's tables, and its three files to download."""
 
 from __future__ import annotations
 
+import json
 from pathlib import PurePosixPath
 
 import pytest
@@ -77,9 +78,15 @@ def test_report_page_shows_the_main_table_of_the_demo_runs(app, db: Session, dow
 def test_the_downloads_are_the_report_files(app, downloads):
     at = open_page(app, "report")
     files = download_data(at, downloads)
-    assert set(files) == {"Download report.md", "Download report.html"}
+    assert set(files) == {f"Download report.{kind}" for kind in ("md", "html", "json")}
     markdown, page = files["Download report.md"], files["Download report.html"]
+    data = json.loads(files["Download report.json"])
     row = main_row(at)
+    assert data["simulated"] is True
+    shown = next(d.value for d in at.dataframe if "PCF %" in d.value.columns)
+    assert [(r["run"], r["n"]) for r in data["tables"]["main"]] == [
+        (run, int(n)) for run, n in zip(shown["run"], shown["N"], strict=True)
+    ]
     assert markdown.startswith(f"# PCF report: {', '.join([spec.run_name for spec in DEMO_RUNS])}")
     assert f"| {' | '.join(row.values())} |" in markdown
     parsed = html_tables(page)
