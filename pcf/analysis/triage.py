@@ -52,6 +52,9 @@ RANDOM_DRAWS = 200
 FOLDS = 5
 RIDGE = 0.01
 RELIABILITY_BINS = 5
+CHART_POINTS = 400
+"""Points per curve in a chart frame at most: a chart carries a few thousand rows whatever the
+number of items (Altair refuses to embed more than 5,000)."""
 
 
 @dataclass(frozen=True)
@@ -290,22 +293,23 @@ def summarize(curves: Sequence[Curve], wrong: Sequence[bool], *, seed: int = 0) 
 
 def curve_frame(curves: Sequence[Curve], wrong: Sequence[bool], *, seed: int = 0) -> pd.DataFrame:
     """Long frame of the error-capture curves with the random mean and band, for a chart:
-    ``order``, ``reviewed``, ``captured``, ``low``, ``high`` (the band, random rows only)."""
+    ``order``, ``reviewed``, ``captured``, ``low``, ``high`` (the band, random rows only); at
+    most :data:`CHART_POINTS` + 1 evenly spaced points per curve, both ends included."""
     baseline = random_baseline(wrong, seed=seed)
+    shown = np.unique(np.linspace(0, len(wrong), min(len(wrong), CHART_POINTS) + 1).round())
+    shown = shown.astype(int)
     rows = [
-        (c.order, r, v, math.nan, math.nan)
-        for c in curves
-        for r, v in zip(c.reviewed, c.captured, strict=True)
+        (c.order, c.reviewed[i], c.captured[i], math.nan, math.nan) for c in curves for i in shown
     ]
     rows += [
-        ("random (mean, 5-95% band)", r, m, lo, hi)
-        for r, m, lo, hi in zip(
-            baseline["reviewed"],
-            baseline["captured_mean"],
-            baseline["captured_low"],
-            baseline["captured_high"],
-            strict=True,
+        (
+            "random (mean, 5-95% band)",
+            baseline["reviewed"][i],
+            baseline["captured_mean"][i],
+            baseline["captured_low"][i],
+            baseline["captured_high"][i],
         )
+        for i in shown
     ]
     return pd.DataFrame(rows, columns=["order", "reviewed", "captured", "low", "high"])
 

@@ -12,9 +12,11 @@ from typer.testing import CliRunner
 
 from pcf.analysis.results import run_decisions
 from pcf.analysis.triage import (
+    CHART_POINTS,
     calibrated_priority,
     calibrated_scores,
     curve,
+    curve_frame,
     most_doubtful_first,
     pair_scores,
     pair_wrong,
@@ -24,6 +26,7 @@ from pcf.analysis.triage import (
 )
 from pcf.cli import app
 from pcf.recordings import FIRST, SECOND, RecordedPair
+from pcf.reports.charts import capture_chart
 from pcf.store import get_run, load_items
 from tests.shared_data import O1_MINI
 
@@ -43,6 +46,19 @@ def test_the_curves_by_hand():
     assert worst.captured.tolist() == [0, 0, 0, 0, 0.5, 1]
     with pytest.raises(ValueError, match="every item once"):
         curve("bad", wrong, [0, 0, 1, 2, 3])
+
+
+def test_the_chart_of_ten_thousand_items_is_thinned_to_exact_points():
+    rng = np.random.default_rng(3)
+    wrong = list(rng.random(10_000) < 0.2)
+    priority = curve("priority", wrong, most_doubtful_first(list(rng.random(10_000))))
+    frame = curve_frame([priority], wrong)
+    mine = frame[frame["order"] == "priority"]
+    assert len(frame) == 2 * (CHART_POINTS + 1)
+    assert (mine["reviewed"].iloc[0], mine["reviewed"].iloc[-1]) == (0.0, 1.0)
+    steps = (mine["reviewed"] * 10_000).round().astype(int)
+    assert list(mine["captured"]) == list(priority.captured[steps])
+    capture_chart(frame).to_dict()  # within Altair's 5,000 rows
 
 
 def test_random_orders_average_to_the_diagonal():
