@@ -44,6 +44,13 @@ RunSeedOption = Annotated[
 ]
 TemperatureOption = Annotated[float, typer.Option(help="Sampling temperature.")]
 ReplayOption = Annotated[Path | None, typer.Option(help="judgments.jsonl for the replay backend.")]
+ReplayReportOption = Annotated[
+    Path | None,
+    typer.Option("--report", help="Also write report.md, report.html and report.json here."),
+]
+ReplayTriageOption = Annotated[
+    bool, typer.Option("--triage", help="Also the error-capture curves of review orders.")
+]
 """Options that `pcf judge` and `pcf study` share."""
 
 app = typer.Typer(
@@ -189,12 +196,8 @@ def validate(
 @replay_app.command("judgebench")
 def replay_judgebench(
     path: Annotated[Path, typer.Argument(help="A JudgeBench outputs file (both orders).")],
-    report: Annotated[
-        Path | None, typer.Option("--report", help="Also write report.md and report.html here.")
-    ] = None,
-    triage: Annotated[
-        bool, typer.Option("--triage", help="Also the error-capture curves of review orders.")
-    ] = False,
+    report: ReplayReportOption = None,
+    triage: ReplayTriageOption = False,
 ) -> None:
     """Score a JudgeBench judge's recorded decisions by the official rule, per bucket.
 
@@ -221,12 +224,8 @@ def replay_llmbar(
     path: Annotated[Path, typer.Argument(help="An LLMBar result.json, or a folder of them.")],
     judge: Annotated[str | None, typer.Option(help="Evaluator folder, e.g. GPT-4.")] = None,
     strategy: Annotated[str | None, typer.Option(help="Prompt folder, e.g. Vanilla.")] = None,
-    report: Annotated[
-        Path | None, typer.Option("--report", help="Also write report.md and report.html here.")
-    ] = None,
-    triage: Annotated[
-        bool, typer.Option("--triage", help="Also the error-capture curves of review orders.")
-    ] = False,
+    report: ReplayReportOption = None,
+    triage: ReplayTriageOption = False,
 ) -> None:
     """Score an LLMBar judge's recorded decisions in both orders, per subset.
 
@@ -272,7 +271,7 @@ def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str,
     check_out_folder(out, "--report")
     with writing(out):
         written = write_report(replay_report(pair_frame(pairs), title=title, source=source), out)
-    typer.echo(f"wrote {written['markdown']} and {written['html']}", err=True)
+    typer.echo(f"wrote {written['markdown']}, {written['html']} and {written['json']}", err=True)
 
 
 # ---------------------------------------------------------------- database commands
