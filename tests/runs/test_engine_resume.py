@@ -7,10 +7,8 @@ process; the test waits until some calls are committed, kills it, and runs it ag
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 
 from sqlmodel import Session, col, func, select
@@ -20,7 +18,7 @@ from pcf.cli import app
 from pcf.runs.engine import plan
 from pcf.runs.spec import RunSpec
 from pcf.store import Call, get_dataset, get_engine, get_run, item_db_ids, load_items
-from tests.factories import make_item
+from tests.runs.processes import environment, import_dataset, judge_command
 from tests.runs.test_engine_providers import listwise_text
 from tests.wire_server import Scripted, WireRequest, WireServer, message_key
 
@@ -28,6 +26,8 @@ ITEMS, K, CONCURRENCY = 30, 7, 8
 PLANNED = ITEMS * K
 LATENCY_S = 0.05
 KILL_AFTER_ROWS = 40
+HANG_S = 300
+"""Bounds only a hang: a loaded machine may take long to start the process and commit."""
 
 
 def _answer(request: WireRequest) -> Scripted:
@@ -51,40 +51,15 @@ def _settled_count(server: WireServer) -> int:
 
 def test_a_killed_run_resumes_and_answers_every_call_once(tmp_path, isolated_database):
     """SIGKILL mid-run, run again: one row per planned call, only unrecorded calls re-asked."""
-    items_file = tmp_path / "items.jsonl"
-    items_file.write_text(
-        "".join(json.dumps(make_item(f"q{i}").to_dict()) + "\n" for i in range(ITEMS)),
-        encoding="utf-8",
-    )
-    imported = CliRunner().invoke(app, ["import", "jsonl", str(items_file), "--name", "ds"])
-    assert imported.exit_code == 0, imported.output
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
-    env |= {"PCF_DATABASE_URL": isolated_database, "OPENAI_API_KEY": "sk-dummy"}
+    import_dataset(tmp_path, ITEMS)
+    env = environment() | {"PCF_DATABASE_URL": isolated_database}
 
     with WireServer(_answer) as server:
-        command = [
-            sys.executable,
-            "-m",
-            "pcf",
-            "judge",
-            "ds",
-            "--name",
-            "r",
-            "--backend",
-            "openai",
-            "--base-url",
-            server.openai_base_url,
-            "--model",
-            "m",
-            "--k",
-            str(K),
-            "--concurrency",
-            str(CONCURRENCY),
-        ]
+        command = judge_command(server, k=K, concurrency=CONCURRENCY)
         first = subprocess.Popen(
             command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + HANG_S
         while _stored_rows() < KILL_AFTER_ROWS:
             assert first.poll() is None, first.stderr.read().decode() if first.stderr else ""
             assert time.monotonic() < deadline, "the first invocation committed too few calls"

@@ -8,7 +8,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from datetime import timedelta
@@ -28,7 +27,8 @@ from pcf.store import (
     utc_now,
 )
 from pcf.store.models import ReplacedCall, RunLease
-from tests.factories import make_item
+from tests.runs.processes import environment, import_dataset
+from tests.runs.processes import judge_command as judge
 from tests.runs.test_engine_providers import listwise_text
 from tests.wire_server import Scripted, WireRequest, WireServer
 
@@ -40,41 +40,11 @@ runner = CliRunner()
 @pytest.fixture
 def dataset(tmp_path, isolated_database) -> None:
     """Dataset ``ds``: 6 items of 4 candidates."""
-    items_file = tmp_path / "items.jsonl"
-    items_file.write_text(
-        "".join(json.dumps(make_item(f"q{i}").to_dict()) + "\n" for i in range(ITEMS)),
-        encoding="utf-8",
-    )
-    imported = runner.invoke(app, ["import", "jsonl", str(items_file), "--name", "ds"])
-    assert imported.exit_code == 0, imported.output
+    import_dataset(tmp_path, ITEMS)
 
 
 def judge_command(server: WireServer, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pcf",
-        "judge",
-        "ds",
-        "--name",
-        "r",
-        "--backend",
-        "openai",
-        "--base-url",
-        server.openai_base_url,
-        "--model",
-        "m",
-        "--k",
-        str(K),
-        "--concurrency",
-        "4",
-        *extra,
-    ]
-
-
-def environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
-    return env | {"OPENAI_API_KEY": "sk-dummy"}
+    return judge(server, *extra, k=K, concurrency=4)
 
 
 def count(model: type) -> int:
