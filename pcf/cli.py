@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from pcf.consensus import Weights
     from pcf.runs.engine import Progress, RunReport
+    from pcf.runs.spec import RunSpec
     from pcf.store.models import Run
 
 DatasetArgument = Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")]
@@ -50,6 +51,18 @@ ReplayReportOption = Annotated[
 ]
 ReplayTriageOption = Annotated[
     bool, typer.Option("--triage", help="Also the error-capture curves of review orders.")
+]
+BatchOption = Annotated[
+    bool,
+    typer.Option(
+        "--batch",
+        help="Send the calls as provider batches at half price and return; "
+        "`pcf batch collect` stores the answers.",
+    ),
+]
+BatchSizeOption = Annotated[
+    int | None,
+    typer.Option(help="--batch: most requests per batch (default: the provider's limit)."),
 ]
 """Options that `pcf judge` and `pcf study` share."""
 
@@ -404,11 +417,14 @@ def judge(
     max_calls: Annotated[
         int | None, typer.Option(help="confident: most calls per item (may exceed the plan).")
     ] = None,
+    batch: BatchOption = False,
+    batch_size: BatchSizeOption = None,
 ) -> None:
     """Judge a dataset: create a run, or resume the run of that name; prints a summary.
 
     Progress goes to stderr. Exits with 1 and the cause when most calls failed, and refuses a
-    run that another live process is judging.
+    run that another live process is judging. With --batch (openai, anthropic) the calls go
+    to the provider's batch API and the command returns; `pcf batch collect RUN` stores them.
 
     Example: pcf judge demo --protocol pcf --backend openai --model gpt-4o-mini --k 7
     """
@@ -437,6 +453,9 @@ def judge(
             risk=risk,
             max_calls=max_calls,
         )
+        if batch:
+            submit_batches([spec], retry_failed=retry_failed, batch_size=batch_size)
+            return
         with database() as session:
             run, report = judge_run(
                 spec,
@@ -448,6 +467,28 @@ def judge(
     except (ValueError, DataError) as exc:
         fail(f"error: {exc}", 2)
     check_failures([(spec.run_name, report)])
+
+
+def submit_batches(
+    specs: list[RunSpec], *, retry_failed: bool = False, batch_size: int | None = None
+) -> None:
+    """Submit each run's calls as provider batches and print what was sent."""
+    from pcf.judges.batch import BatchAPIError
+    from pcf.runs.batch import submit_run
+
+    out = []
+    try:
+        with database() as session:
+            for spec in specs:
+                run, report = submit_run(
+                    spec, session=session, retry_failed=retry_failed, max_requests=batch_size
+                )
+                out.append({"run": run.name, "status": run.status, **report.as_dict()})
+    except BatchAPIError as exc:
+        fail(f"error: the batch API refused: {exc}")
+    names = " ".join(repr(item["run"]) for item in out)
+    typer.echo(f"collect with: pcf batch collect {names} --wait", err=True)
+    emit(out[0] if len(out) == 1 else {"runs": out})
 
 
 @app.command()
@@ -545,6 +586,65 @@ def runs(context: typer.Context) -> None:
         )
 
 
+batch_app = typer.Typer(help="Provider batches of runs judged with --batch.", no_args_is_help=True)
+app.add_typer(batch_app, name="batch")
+RunsArgument = Annotated[list[str], typer.Argument(metavar="RUN...", help="Run names.")]
+
+
+@batch_app.command("status")
+def batch_status_command(runs: RunsArgument) -> None:
+    """Show each run's batches: state, and the provider's progress for those not collected.
+
+    Example: pcf batch status demo-study/pcf
+    """
+    from pcf.judges.batch import BatchAPIError
+    from pcf.runs.batch import batch_status
+
+    try:
+        with database() as session:
+            emit({name: batch_status(name, session=session) for name in runs})
+    except BatchAPIError as exc:
+        fail(f"error: the batch API refused: {exc}")
+    except ValueError as exc:
+        fail(f"error: {exc}", 2)
+
+
+@batch_app.command("collect")
+def batch_collect_command(
+    runs: RunsArgument,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait until every batch ended, with progress.")
+    ] = False,
+    poll: Annotated[float, typer.Option(help="--wait: seconds between status checks.")] = 30.0,
+) -> None:
+    """Store the answers of the runs' ended batches as calls (batch price); safe to repeat.
+
+    Failed, expired and cancelled requests are stored as failed calls with their reason;
+    `pcf judge ... --retry-failed [--batch]` asks them again. An APOCJudge run's confirmation
+    calls are submitted once its first answers are stored.
+
+    Example: pcf batch collect demo-study/direct demo-study/pcf --wait
+    """
+    from pcf.judges.batch import BatchAPIError
+    from pcf.runs.batch import collect_runs
+
+    def show(reports: list) -> None:
+        parts = [
+            f"{name}: {r.stored} stored, {r.pending} batches pending"
+            for name, r in zip(runs, reports, strict=True)
+        ]
+        typer.echo("collect " + "; ".join(parts), err=True)
+
+    try:
+        with database() as session:
+            reports = collect_runs(runs, session=session, wait=wait, poll_s=poll, progress=show)
+            emit({name: r.as_dict() for name, r in zip(runs, reports, strict=True)})
+    except BatchAPIError as exc:
+        fail(f"error: the batch API refused: {exc}")
+    except ValueError as exc:
+        fail(f"error: {exc}", 2)
+
+
 @runs_app.command("delete")
 def delete_run_command(
     name: Annotated[str, typer.Argument(metavar="RUN", help="The run to delete.")],
@@ -587,9 +687,12 @@ def study(
     seed: RunSeedOption = 0,
     temperature: TemperatureOption = 0.0,
     replay: ReplayOption = None,
+    batch: BatchOption = False,
+    batch_size: BatchSizeOption = None,
 ) -> None:
     """Run the paper's study in one go: direct, PCF (K, executions) and repeated canonical;
-    APOCJudge for pairs. Cached calls are reused, so running it again costs nothing.
+    APOCJudge for pairs. Cached calls are reused, so running it again costs nothing. With
+    --batch every run is submitted as provider batches (a prompt two runs share is sent once).
 
     Example: pcf study demo --name demo-study --backend simulated --k 7 --executions 3
     """
@@ -612,6 +715,11 @@ def study(
             limit=limit,
             concurrency=concurrency,
         )
+        if batch:
+            with database() as session:
+                specs = study_specs(name, base, session=session)
+            submit_batches(specs, batch_size=batch_size)
+            return
         with database() as session:
             summaries, reports = [], []
             for spec in study_specs(name, base, session=session):

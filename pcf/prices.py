@@ -2,8 +2,10 @@
 
 Prices are USD per million tokens ``(input, output)``. The built-in table holds a few public
 list prices and can be replaced or extended with a JSON file named by ``PCF_PRICES``:
-``{"my-model": [0.5, 1.5], ...}``. A model missing from the table costs 0 and is reported as
-unpriced, never guessed. Prices are finite and at least 0, so no cost is ever negative.
+``{"my-model": [0.5, 1.5], ...}``. Calls sent through a provider's batch API (OpenAI Batch,
+Anthropic Message Batches) cost :data:`BATCH_DISCOUNT` of the list price. A model missing
+from the table costs 0 and is reported as unpriced, never guessed. Prices are finite
+and at least 0, so no cost is ever negative.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "claude-sonnet-4-20250514": (3.00, 15.00),
     "claude-3-5-haiku-20241022": (0.80, 4.00),
 }
+BATCH_DISCOUNT = 0.5
+"""Both providers bill batch requests at half the list price, input and output alike."""
 
 
 def price_table() -> dict[str, tuple[float, float]]:
@@ -50,3 +54,11 @@ def call_cost(
         return None
     price_in, price_out = prices[model]
     return (input_tokens * price_in + output_tokens * price_out) / 1_000_000
+
+
+def batch_prices(prices: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    """The price table for calls sent through a provider's batch API."""
+    return {
+        model: (p_in * BATCH_DISCOUNT, p_out * BATCH_DISCOUNT)
+        for model, (p_in, p_out) in prices.items()
+    }

@@ -8,6 +8,17 @@ ones. What it answers is scripted by a ``responder`` callable::
     with WireServer(lambda req: Scripted.error(429, retry_after="2")) as server:
         judge = OpenAIJudge("gpt-test", base_url=server.openai_base_url)
 
+It also speaks both batch APIs (:class:`Batches`): OpenAI's files upload and content
+download and batches create, retrieve, list and cancel; Anthropic's message batches create,
+retrieve, list, results and cancel. A batch's requests are answered by the same responder
+when the batch is created (that is when a request is paid), with ``path`` set to the batch
+endpoint; a batch reports ``in_progress`` for its first ``batch_polls`` retrievals, then ends.
+``Scripted.expired()`` is a request the batch did not reach in time, ``fail_batch`` makes a
+whole batch fail (none of its requests run), and ``stall`` (``{endpoint: n}``) holds every
+request to an endpoint after the first ``n`` until the server closes, for kill tests:
+``files.create`` (the file is stored, its id not sent), ``before.create`` (the batch is not
+created), ``batches.create`` (created, its id not sent), ``results`` (a download).
+
 Nothing here reaches the network beyond 127.0.0.1.
 """
 
@@ -15,17 +26,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from email.parser import BytesParser
+from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 WireProtocol = Literal["openai", "anthropic"]
-Kind = Literal["answer", "refusal", "truncated", "error", "broken"]
+Kind = Literal["answer", "refusal", "truncated", "error", "broken", "expired"]
 
 DEFAULT_JSON_TEXT = '{"ok": true}'
 
@@ -120,6 +134,11 @@ class Scripted:
         return cls("error", message, status=status, retry_after=retry_after, delay_s=delay_s)
 
     @classmethod
+    def expired(cls) -> Scripted:
+        """In a batch: a request the batch did not reach before it expired (not paid)."""
+        return cls("expired")
+
+    @classmethod
     def broken(
         cls, body: str = '{"id": "broken", "choices": [', *, delay_s: float = 0.0
     ) -> Scripted:
@@ -179,8 +198,18 @@ class WireServer:
         openai_base_url: ``base_url + "/v1"``, the OpenAI SDK's ``base_url``.
     """
 
-    def __init__(self, responder: Responder | None = None) -> None:
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        *,
+        batch_polls: int = 0,
+        fail_batch: Callable[[int], bool] | None = None,
+    ) -> None:
         self._responder = responder or fixed_json()
+        self.batches = Batches(self, batch_polls, fail_batch or (lambda _index: False))
+        self.stall: dict[str, int] = {}
+        self.stalled: list[str] = []
+        self._passed: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._received: list[WireRequest] = []
@@ -245,6 +274,243 @@ class WireServer:
         return self._responder(request)
 
 
+_OPENAI_ENDED = ("completed", "failed", "expired", "cancelled")
+_EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
+
+
+class Batches:
+    """The batch endpoints' state: uploaded files and batches of both providers."""
+
+    def __init__(self, wire: WireServer, polls: int, fail: Callable[[int], bool]) -> None:
+        self.wire, self.polls, self.fail = wire, polls, fail
+        self.files: dict[str, dict[str, Any]] = {}
+        self.contents: dict[str, bytes] = {}
+        self.openai: dict[str, dict[str, Any]] = {}
+        self.anthropic: dict[str, dict[str, Any]] = {}
+        self.results: dict[str, list[dict[str, Any]]] = {}
+        self.retrievals: Counter[str] = Counter()
+
+    @property
+    def created(self) -> int:
+        """Batches created, of both providers."""
+        with self.wire._lock:
+            return len(self.openai) + len(self.anthropic)
+
+    def _answer(self, protocol: WireProtocol, path: str, body: dict[str, Any]) -> Scripted:
+        return self.wire._dispatch(protocol, path, body, {})
+
+    # OpenAI
+    def upload(self, filename: str, purpose: str, data: bytes) -> dict[str, Any]:
+        file = {
+            "id": f"file-{uuid.uuid4().hex[:24]}",
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(time.time()),
+            "filename": filename,
+            "purpose": purpose,
+            "status": "processed",
+        }
+        with self.wire._lock:
+            self.files[file["id"]] = file
+            self.contents[file["id"]] = data
+        return file
+
+    def _store_file(self, name: str, lines: list[dict[str, Any]]) -> str | None:
+        if not lines:
+            return None
+        data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+        return self.upload(name, "batch_output", data)["id"]
+
+    def create_openai(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self.wire._lock:
+            index = len(self.openai) + len(self.anthropic)
+            data = self.contents.get(str(body.get("input_file_id")), b"")
+        lines = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+        batch_id = f"batch_{uuid.uuid4().hex[:24]}"
+        now = int(time.time())
+        batch: dict[str, Any] = {
+            "id": batch_id,
+            "object": "batch",
+            "endpoint": body.get("endpoint"),
+            "errors": None,
+            "input_file_id": body.get("input_file_id"),
+            "completion_window": body.get("completion_window"),
+            "status": "in_progress",
+            "output_file_id": None,
+            "error_file_id": None,
+            "created_at": now,
+            "in_progress_at": now,
+            "expires_at": now + 86400,
+            "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+            "metadata": body.get("metadata"),
+        }
+        if self.fail(index):
+            batch["status"] = "failed"
+            batch["request_counts"]["failed"] = len(lines)
+            message = "Scripted whole-batch failure: the input file was refused."
+            errors = [{"code": "invalid_request", "message": message, "line": 1, "param": None}]
+            batch["errors"] = {"object": "list", "data": errors}
+        else:
+            out, err = self._run_openai(lines)
+            batch["final"] = {
+                "status": "expired" if any(e["error"] for e in err) else "completed",
+                "output_file_id": self._store_file(f"{batch_id}_output.jsonl", out),
+                "error_file_id": self._store_file(f"{batch_id}_error.jsonl", err),
+                "request_counts": {"total": len(lines), "completed": len(out), "failed": len(err)},
+            }
+        with self.wire._lock:
+            self.openai[batch_id] = batch
+        return self.openai_view(batch)
+
+    def _run_openai(self, lines: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
+        out, err = [], []
+        for line in lines:
+            action = self._answer("openai", "/v1/batches", line.get("body") or {})
+            result: dict[str, Any] = {"id": f"batch_req_{uuid.uuid4().hex[:24]}"}
+            result |= {"custom_id": line.get("custom_id"), "response": None, "error": None}
+            if action.kind == "expired":
+                result["error"] = {"code": "batch_expired", "message": _EXPIRED_MESSAGE}
+                err.append(result)
+                continue
+            if action.kind == "error":
+                message = action.text or f"Scripted error {action.status}"
+                response_body: Any = _openai_error(action.status, message)
+                status = action.status
+            elif action.kind == "broken":
+                response_body, status = action.text, 200
+            else:
+                response_body, status = _openai_completion(line.get("body") or {}, action), 200
+            result["response"] = {
+                "status_code": status,
+                "request_id": f"req_{uuid.uuid4().hex}",
+                "body": response_body,
+            }
+            (out if status == 200 else err).append(result)
+        return out, err
+
+    def openai_view(self, batch: dict[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in batch.items() if key != "final"}
+
+    def retrieve_openai(self, batch_id: str) -> dict[str, Any] | None:
+        with self.wire._lock:
+            batch = self.openai.get(batch_id)
+            if batch is None:
+                return None
+            self.retrievals[batch_id] += 1
+            if batch["status"] == "in_progress" and self.retrievals[batch_id] > self.polls:
+                batch |= batch.pop("final")
+                batch["completed_at"] = int(time.time())
+            return self.openai_view(batch)
+
+    def cancel_openai(self, batch_id: str) -> dict[str, Any] | None:
+        with self.wire._lock:
+            batch = self.openai.get(batch_id)
+            if batch is None:
+                return None
+            if batch["status"] not in _OPENAI_ENDED:
+                batch |= batch.pop("final")
+                batch["status"] = "cancelled"
+            return self.openai_view(batch)
+
+    # Anthropic
+    def create_anthropic(self, body: dict[str, Any], base_url: str) -> dict[str, Any]:
+        requests = body.get("requests") or []
+        with self.wire._lock:
+            index = len(self.openai) + len(self.anthropic)
+        batch_id = f"msgbatch_{uuid.uuid4().hex[:24]}"
+        now = time.time()
+        fail = self.fail(index)
+        results = []
+        for request in requests:
+            custom_id, params = request.get("custom_id"), request.get("params") or {}
+            if fail:
+                error = {"type": "api_error", "message": "Scripted whole-batch failure"}
+                result: dict[str, Any] = {"type": "errored", "error": _anthropic_error(error)}
+            else:
+                result = self._run_anthropic(params)
+            results.append({"custom_id": custom_id, "result": result})
+        batch = {
+            "id": batch_id,
+            "type": "message_batch",
+            "processing_status": "in_progress",
+            "request_counts": _anthropic_counts(results, ended=False),
+            "created_at": _rfc3339(now),
+            "expires_at": _rfc3339(now + 86400),
+            "ended_at": None,
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "results_url": None,
+        }
+        with self.wire._lock:
+            self.anthropic[batch_id] = batch | {"base_url": base_url}
+            self.results[batch_id] = results
+        return batch
+
+    def _run_anthropic(self, params: dict[str, Any]) -> dict[str, Any]:
+        action = self._answer("anthropic", "/v1/messages/batches", params)
+        if action.kind == "expired":
+            return {"type": "expired"}
+        if action.kind == "error":
+            error_type = _ANTHROPIC_ERROR_TYPES.get(action.status, "api_error")
+            message = action.text or f"Scripted error {action.status}"
+            return {
+                "type": "errored",
+                "error": _anthropic_error({"type": error_type, "message": message}),
+            }
+        if action.kind == "broken":
+            return {"type": "succeeded", "message": {"content": None}}
+        return {"type": "succeeded", "message": _anthropic_message(params, action)}
+
+    def retrieve_anthropic(self, batch_id: str) -> dict[str, Any] | None:
+        with self.wire._lock:
+            batch = self.anthropic.get(batch_id)
+            if batch is None:
+                return None
+            self.retrievals[batch_id] += 1
+            if batch["processing_status"] != "ended" and self.retrievals[batch_id] > self.polls:
+                self._end(batch)
+            return {key: value for key, value in batch.items() if key != "base_url"}
+
+    def _end(self, batch: dict[str, Any], *, cancel: bool = False) -> None:
+        results = self.results[batch["id"]]
+        if cancel:
+            for line in results:
+                line["result"] = {"type": "canceled"}
+        batch["processing_status"] = "ended"
+        batch["ended_at"] = _rfc3339(time.time())
+        batch["request_counts"] = _anthropic_counts(results, ended=True)
+        batch["results_url"] = f"{batch['base_url']}/v1/messages/batches/{batch['id']}/results"
+
+    def cancel_anthropic(self, batch_id: str) -> dict[str, Any] | None:
+        with self.wire._lock:
+            batch = self.anthropic.get(batch_id)
+            if batch is None:
+                return None
+            if batch["processing_status"] != "ended":
+                self._end(batch, cancel=True)
+            return {key: value for key, value in batch.items() if key != "base_url"}
+
+
+def _anthropic_error(error: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "error", "error": error, "request_id": f"req_{uuid.uuid4().hex}"}
+
+
+def _anthropic_counts(results: list[dict[str, Any]], *, ended: bool) -> dict[str, int]:
+    counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+    for line in results:
+        counts[line["result"]["type"] if ended else "processing"] += 1
+    return counts
+
+
+def _rfc3339(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+_FILE_CONTENT = re.compile(r"^/v1/files/([^/]+)/content$")
+_OPENAI_BATCH = re.compile(r"^/v1/batches/([^/]+)(/cancel)?$")
+_ANTHROPIC_BATCH = re.compile(r"^/v1/messages/batches/([^/]+)(/results|/cancel)?$")
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # the default of 5 drops connections under a burst of clients
@@ -259,11 +525,116 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet: request lines would only clutter test output."""
 
+    def do_GET(self) -> None:
+        """Batch API reads: files, file contents, batches, batch lists and results."""
+        batches = self.server.wire.batches
+        path = self.path.split("?", 1)[0]
+        if match := _FILE_CONTENT.match(path):
+            self._download(batches.contents.get(match[1]), "application/octet-stream")
+        elif (match := _ANTHROPIC_BATCH.match(path)) and match[2] == "/results":
+            results = batches.results.get(match[1])
+            lines = None if results is None else [json.dumps(line) + "\n" for line in results]
+            self._download(None if lines is None else "".join(lines).encode(), "application/binary")
+        else:
+            self._get_json(path)
+
+    def _download(self, data: bytes | None, content_type: str) -> None:
+        if self._held("results"):
+            return
+        if data is None:
+            self._send_json(404, _openai_error(404, "No such file or batch"), {})
+        else:
+            self._send(200, data, {}, content_type=content_type)
+
+    def _get_json(self, path: str) -> None:
+        batches = self.server.wire.batches
+        if path == "/v1/files":
+            files = sorted(batches.files.values(), key=lambda f: f["created_at"], reverse=True)
+            self._send_json(200, {"object": "list", "data": files, "has_more": False}, {})
+        elif path == "/v1/batches":
+            listed = [batches.openai_view(b) for b in reversed(batches.openai.values())]
+            self._send_json(200, {"object": "list", "data": listed, "has_more": False}, {})
+        elif match := _OPENAI_BATCH.match(path):
+            self._found(batches.retrieve_openai(match[1]), "openai")
+        elif path == "/v1/messages/batches":
+            listed = [
+                {k: v for k, v in b.items() if k != "base_url"}
+                for b in reversed(batches.anthropic.values())
+            ]
+            page = {"data": listed, "has_more": False, "first_id": None, "last_id": None}
+            self._send_json(200, page, {})
+        elif match := _ANTHROPIC_BATCH.match(path):
+            self._found(batches.retrieve_anthropic(match[1]), "anthropic")
+        else:
+            self._send_json(404, _openai_error(404, f"Unknown path {path}"), {})
+
+    def _found(self, payload: dict[str, Any] | None, protocol: WireProtocol) -> None:
+        if payload is None:
+            self._send_json(404, _error_body(protocol, 404, "No such batch"), {})
+        else:
+            self._send_json(200, payload, {})
+
+    def _batch_post(self, path: str, raw: bytes) -> bool:
+        """Answer a batch API write; False when ``path`` is not one."""
+        wire = self.server.wire
+        batches = wire.batches
+        if path == "/v1/files":
+            content_type = self.headers.get("Content-Type", "")
+            message = BytesParser(policy=HTTP).parsebytes(
+                f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+            )
+            fields: dict[str, Any] = {}
+            filename = "upload.jsonl"
+            for part in message.iter_parts():
+                name = part.get_param("name", header="content-disposition")
+                if part.get_filename():
+                    filename = part.get_filename()
+                fields[str(name)] = part.get_payload(decode=True)
+            purpose = (fields.get("purpose") or b"").decode()
+            self._reply(
+                batches.upload(filename, purpose, fields.get("file") or b""), "files.create"
+            )
+        elif path in ("/v1/batches", "/v1/messages/batches") and self._held("before.create"):
+            pass
+        elif path == "/v1/batches":
+            self._reply(batches.create_openai(json.loads(raw)), "batches.create")
+        elif (match := _OPENAI_BATCH.match(path)) and match[2]:
+            self._found(batches.cancel_openai(match[1]), "openai")
+        elif path == "/v1/messages/batches":
+            batch = batches.create_anthropic(json.loads(raw), wire.base_url)
+            self._reply(batch, "batches.create")
+        elif (match := _ANTHROPIC_BATCH.match(path)) and match[2] == "/cancel":
+            self._found(batches.cancel_anthropic(match[1]), "anthropic")
+        else:
+            return False
+        return True
+
+    def _held(self, endpoint: str) -> bool:
+        """Hold the request until the server closes when ``endpoint`` stalls now (True)."""
+        wire = self.server.wire
+        with wire._lock:
+            passed = wire._passed[endpoint]
+            wire._passed[endpoint] += 1
+            hold = endpoint in wire.stall and passed >= wire.stall[endpoint]
+            if hold:
+                wire.stalled.append(endpoint)
+        if hold:
+            wire._stopping.wait()
+            self.close_connection = True
+        return hold
+
+    def _reply(self, payload: dict[str, Any], endpoint: str) -> None:
+        """Send ``payload`` unless ``endpoint`` stalls."""
+        if not self._held(endpoint):
+            self._send_json(200, payload, {})
+
     def do_POST(self) -> None:
         """Answer one protocol request as scripted."""
         wire = self.server.wire
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         path = self.path.split("?", 1)[0]
+        if self._batch_post(path, raw):
+            return
         protocol = _ROUTES.get(path)
         if protocol is None:
             self._send_json(404, _openai_error(404, f"Unknown path {path}"), {})
@@ -307,10 +678,17 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
         self._send(status, _dumps(payload).encode(), headers)
 
-    def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+    def _send(
+        self,
+        status: int,
+        data: bytes,
+        headers: dict[str, str],
+        *,
+        content_type: str = "application/json",
+    ) -> None:
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             for name, value in headers.items():
                 self.send_header(name, value)

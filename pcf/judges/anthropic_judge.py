@@ -42,21 +42,24 @@ class AnthropicJudge(ProviderJudge):
             http_client=anthropic.DefaultAsyncHttpxClient(timeout=timeout),
         )
 
+    def params(self, request: JudgeRequest) -> dict[str, Any]:
+        """The Messages parameters of ``request`` (also a batch request's ``params``)."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "system": request.system,
+            "messages": [{"role": "user", "content": request.user}],
+        }
+        if request.schema is not None:
+            params["output_config"] = {"format": {"type": "json_schema", "schema": request.schema}}
+        return params
+
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         """Answer one request or raise :class:`JudgeError`."""
-        extra: dict[str, Any] = {}
-        if request.schema is not None:
-            extra["output_config"] = {"format": {"type": "json_schema", "schema": request.schema}}
         client = self._clients.get()
         start = time.perf_counter()
         try:
-            message = await client.messages.create(
-                model=self.model,
-                max_tokens=request.max_tokens,
-                system=request.system,
-                messages=[{"role": "user", "content": request.user}],
-                **extra,
-            )
+            message = await client.messages.create(**self.params(request))
         except anthropic.APIStatusError as err:
             message_text = err.api_message or err.message
             raise status_error(
@@ -70,10 +73,11 @@ class AnthropicJudge(ProviderJudge):
         except (anthropic.APIResponseValidationError, ValueError, RecursionError) as err:
             raise JudgeError("bad_response", "invalid response body", retryable=True) from err
         latency = time.perf_counter() - start
-        return _reply(message, latency)
+        return message_reply(message, latency)
 
 
-def _reply(message: object, latency: float) -> JudgeReply:
+def message_reply(message: object, latency: float) -> JudgeReply:
+    """The reply in a Messages answer, kept whole as ``raw``."""
     if not isinstance(message, Message):
         raise JudgeError("bad_response", "response is not a message", retryable=True)
     try:

@@ -40,8 +40,8 @@ class OpenAIJudge(ProviderJudge):
             http_client=openai.DefaultAioHttpClient(timeout=timeout),
         )
 
-    async def complete(self, request: JudgeRequest) -> JudgeReply:
-        """Answer one request or raise :class:`JudgeError`."""
+    def body(self, request: JudgeRequest) -> dict[str, Any]:
+        """The Chat Completions body of ``request`` (also a batch request's body)."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [
@@ -60,6 +60,11 @@ class OpenAIJudge(ProviderJudge):
                     "strict": True,
                 },
             }
+        return body
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        """Answer one request or raise :class:`JudgeError`."""
+        body = self.body(request)
         client = self._clients.get()
         start = time.perf_counter()
         try:
@@ -83,10 +88,10 @@ class OpenAIJudge(ProviderJudge):
         except (openai.APIResponseValidationError, ValueError, RecursionError) as err:
             raise JudgeError("bad_response", "invalid response body", retryable=True) from err
         latency = time.perf_counter() - start
-        return _reply(completion, latency)
+        return chat_reply(completion, latency)
 
 
-def _reply(completion: object, latency: float) -> JudgeReply:
+def chat_reply(completion: object, latency: float) -> JudgeReply:
     """The reply in a chat completion's JSON, which is kept whole as ``raw``."""
     try:
         if not isinstance(completion, dict):

@@ -501,6 +501,22 @@ def _confirmation(planned_first: PlannedCall, spec: RunSpec) -> PlannedCall:
     )
 
 
+def confirmations(
+    planned: Sequence[PlannedCall], stored: dict[tuple[int, int, int], Call], spec: RunSpec
+) -> list[PlannedCall]:
+    """APOCJudge's confirmation calls not stored yet where the first two answers need one."""
+    out = []
+    for first in (p for p in planned if p.call_index == 0):
+        if (first.item_db_id, 0, 2) in stored:
+            continue
+        d1, d2 = (stored.get((first.item_db_id, 0, i)) for i in (0, 1))
+        verdicts = (None if c is None else c.verdict() for c in (d1, d2))
+        ballpark = is_ballpark_question(first.item.prompt)
+        if needs_confirmation(*verdicts, ballpark=ballpark, guard=spec.ballpark_guard):
+            out.append(_confirmation(first, spec))
+    return out
+
+
 def _slot(row: dict[str, Any]) -> tuple[int, int, int]:
     return row["item_id"], row["execution"], row["call_index"]
 
@@ -547,17 +563,9 @@ async def execute(
             record_item_stops(run, reasons, session=session)
         if spec.protocol == "apoc":
             stored = run_calls_by_slot(run.id, session=session)
-            confirmations = []
-            for first in (p for p in planned if p.call_index == 0):
-                if (first.item_db_id, 0, 2) in stored:
-                    continue
-                d1, d2 = (stored.get((first.item_db_id, 0, i)) for i in (0, 1))
-                verdicts = (None if c is None else c.verdict() for c in (d1, d2))
-                ballpark = is_ballpark_question(first.item.prompt)
-                if needs_confirmation(*verdicts, ballpark=ballpark, guard=spec.ballpark_guard):
-                    confirmations.append(_confirmation(first, spec))
-            executor.report.to_do += len(confirmations)
-            await executor.answer(confirmations)
+            second = confirmations(planned, stored, spec)
+            executor.report.to_do += len(second)
+            await executor.answer(second)
     set_run_status(run, "finished", session=session)
     update_run_totals(run.id, session=session)
     session.commit()

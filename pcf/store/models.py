@@ -186,6 +186,30 @@ class RunLease(SQLModel, table=True):
     expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
 
 
+class ProviderBatch(SQLModel, table=True):
+    """One submission of a run's calls to a provider's batch API.
+
+    ``state`` is ``submitting`` (recorded before the provider was asked: a killed submit leaves
+    it so, and the next submit finds or finishes its batch), ``submitted`` (``batch_id`` is
+    known) or ``collected`` (every result is stored as a call). ``custom_ids`` are the content
+    keys of the requests sent; ``token`` tags the provider's batch and file.
+    """
+
+    __tablename__ = "provider_batch"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="run.id", index=True)
+    token: str = Field(unique=True)
+    state: str = "submitting"
+    file_id: str | None = None
+    batch_id: str | None = None
+    custom_ids: list[str] = _json(list)
+    created_at: datetime = _created_at()
+    submitted_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    collected_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    provider_status: str | None = None
+
+
 ADJUDICATION_CHAIN = Index(
     "ux_adjudication_chain",
     "item_id",

@@ -32,6 +32,7 @@ from pcf.store.models import (
     CandidateRow,
     Dataset,
     ItemRow,
+    ProviderBatch,
     ReplacedCall,
     Run,
     RunLease,
@@ -325,6 +326,14 @@ def set_run_status(run: Run, status: str, *, session: Session) -> Run:
     return run
 
 
+def set_run_setting(run: Run, key: str, value: Any, *, session: Session) -> Run:
+    """Store one of a run's settings (never a secret: see :func:`create_run`)."""
+    run.settings = {**run.settings, key: value}
+    session.add(run)
+    session.flush()
+    return run
+
+
 def list_runs(*, session: Session, dataset_id: int | None = None) -> list[Run]:
     """Every run, oldest first; only the runs of ``dataset_id`` when given."""
     query = select(Run).order_by(col(Run.id))
@@ -526,6 +535,7 @@ def delete_run(name: str, *, session: Session) -> dict[str, int]:
     replaced = session.execute(delete(ReplacedCall).where(col(ReplacedCall.call_id).in_(calls)))
     deleted = session.execute(delete(Call).where(Call.run_id == run.id))
     session.execute(delete(RunLease).where(col(RunLease.run_name) == name))
+    session.execute(delete(ProviderBatch).where(col(ProviderBatch.run_id) == run.id))
     session.delete(run)
     session.flush()
     return {"calls": deleted.rowcount, "replaced_calls": replaced.rowcount}
@@ -610,6 +620,42 @@ def replace_calls(rows: Mapping[int, Mapping[str, Any]], *, session: Session) ->
         old.sqlmodel_update({**values, "created_at": now})
         session.add(old)
     session.flush()
+
+
+def add_provider_batch(
+    run_id: int, token: str, custom_ids: list[str], *, session: Session
+) -> ProviderBatch:
+    """Record a batch submission (state ``submitting``) before the provider is asked."""
+    batch = ProviderBatch(run_id=run_id, token=token, custom_ids=custom_ids)
+    session.add(batch)
+    session.flush()
+    return batch
+
+
+def update_provider_batch(batch: ProviderBatch, *, session: Session, **values: Any) -> None:
+    """Set fields of a batch record (``state``, ``file_id``, ``batch_id``...)."""
+    batch.sqlmodel_update(values)
+    session.add(batch)
+    session.flush()
+
+
+def run_batches(run_id: int, *, session: Session) -> list[ProviderBatch]:
+    """The run's batch submissions, oldest first."""
+    query = select(ProviderBatch).where(ProviderBatch.run_id == run_id)
+    return list(session.exec(query.order_by(col(ProviderBatch.id))).all())
+
+
+def claimed_batch_ids(*, session: Session) -> set[str]:
+    """Provider batch ids recorded by any run."""
+    query = select(ProviderBatch.batch_id).where(col(ProviderBatch.batch_id).is_not(None))
+    return {batch_id for batch_id in session.exec(query).all() if batch_id}
+
+
+def pending_batch_keys(*, session: Session) -> set[str]:
+    """Content keys sent in batches of any run whose results are not stored yet."""
+    carrying = col(ProviderBatch.state).in_(("submitting", "submitted"))
+    query = select(ProviderBatch.custom_ids).where(carrying)
+    return {key for keys in session.exec(query).all() for key in keys}
 
 
 def run_calls_by_slot(run_id: int, *, session: Session) -> dict[tuple[int, int, int], Call]:

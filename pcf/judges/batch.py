@@ -1,0 +1,332 @@
+"""Provider batch APIs: OpenAI's Batch API and Anthropic's Message Batches, through the SDKs.
+
+A batch client wraps a provider judge (its key, base URL and SDK client) and speaks the
+provider's batch endpoints: submit requests under custom ids, read a batch's status, and read
+its results as :class:`BatchResult`. A submission carries a token (OpenAI: in the batch's
+metadata and the uploaded file's name), so a submit killed before it stored the batch id finds
+its batch instead of paying for a second one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+import anthropic
+import openai
+
+from pcf.judges._provider import status_error
+from pcf.judges.anthropic_judge import AnthropicJudge, message_reply
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, configured_keys, redact
+from pcf.judges.openai_judge import OpenAIJudge, chat_reply
+
+OPENAI_ENDPOINT = "/v1/chat/completions"
+TOKEN_FIELD = "pcf_submission"  # noqa: S105 (a metadata key, not a secret)
+OPENAI_ENDED = ("completed", "failed", "expired", "cancelled")
+
+T = TypeVar("T")
+
+
+class BatchAPIError(RuntimeError):
+    """A batch endpoint refused or could not be reached; the message names the cause."""
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    """A batch as the provider reports it.
+
+    Attributes:
+        status: the provider's word (OpenAI ``in_progress``, ``completed``...; Anthropic
+            ``in_progress``, ``canceling``, ``ended``).
+        ended: no request of the batch will change any more; its results can be read.
+        total: requests in the batch.
+        finished: requests that got an answer or an error so far.
+        failed: requests that failed (errors, expired, cancelled) so far.
+        error: why the whole batch failed, when it did.
+    """
+
+    batch_id: str
+    status: str
+    ended: bool
+    total: int
+    finished: int
+    failed: int
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """One request's outcome: a reply, or an error as ``reason: message``."""
+
+    custom_id: str
+    reply: JudgeReply | None = None
+    error: str | None = None
+
+
+async def _sdk_call(call: Awaitable[T], key: str) -> T:
+    """Await an SDK call, turning its errors into :class:`BatchAPIError` without the key."""
+    try:
+        return await call
+    except (openai.APIStatusError, anthropic.APIStatusError) as err:
+        message = str(getattr(err, "message", err))
+        raise BatchAPIError(str(status_error(err.status_code, message, {}, key))) from None
+    except (openai.APIError, anthropic.APIError) as err:
+        raise BatchAPIError(redact(f"batch API: {err}", [key, *configured_keys()])) from None
+
+
+def _reply_or_error(custom_id: str, parse: Callable[[], JudgeReply]) -> BatchResult:
+    try:
+        return BatchResult(custom_id, reply=parse())
+    except JudgeError as err:
+        return BatchResult(custom_id, error=str(err))
+
+
+class OpenAIBatches:
+    """OpenAI's Batch API (and compatible servers): upload a JSONL file, create the batch.
+
+    Limits: at most 50,000 requests and 200 MB of file per batch.
+    """
+
+    max_requests = 50_000
+    max_bytes = 200_000_000
+
+    def __init__(self, judge: OpenAIJudge) -> None:
+        self.judge = judge
+
+    def entry(self, custom_id: str, request: JudgeRequest) -> dict[str, Any]:
+        """One line of the batch's input file."""
+        body = self.judge.body(request)
+        return {"custom_id": custom_id, "method": "POST", "url": OPENAI_ENDPOINT, "body": body}
+
+    async def submit(
+        self,
+        token: str,
+        entries: Sequence[dict[str, Any]],
+        *,
+        file_id: str | None,
+        on_file: Callable[[str], None],
+    ) -> str:
+        """Create the batch (uploading its file unless ``file_id`` is given); its id.
+
+        ``on_file(file_id)`` is called once the file is uploaded, before the batch is created.
+        """
+        client, key = self.judge._clients.get(), self.judge._key
+        name = f"pcf-{token}.jsonl"
+        if file_id is None:
+            file_id = await self._find_file(name)
+        if file_id is None:
+            data = "".join(json.dumps(e) + "\n" for e in entries).encode()
+            upload = client.files.create(file=(name, data, "application/jsonl"), purpose="batch")
+            file_id = (await _sdk_call(upload, key)).id
+        on_file(file_id)
+        batch = await _sdk_call(
+            client.batches.create(
+                input_file_id=file_id,
+                endpoint=OPENAI_ENDPOINT,
+                completion_window="24h",
+                metadata={TOKEN_FIELD: token},
+            ),
+            key,
+        )
+        return batch.id
+
+    async def _find_file(self, name: str) -> str | None:
+        client, key = self.judge._clients.get(), self.judge._key
+
+        async def first() -> str | None:
+            async for file in client.files.list(purpose="batch"):
+                if file.filename == name:
+                    return file.id
+            return None
+
+        return await _sdk_call(first(), key)
+
+    async def find(
+        self, token: str, *, created_after: datetime, size: int, claimed: set[str]
+    ) -> str | None:
+        """The id of the batch a killed submit of ``token`` created, or None."""
+        client, key = self.judge._clients.get(), self.judge._key
+        since = created_after.timestamp()
+
+        async def first() -> str | None:
+            async for batch in client.batches.list(limit=100):
+                if batch.created_at < since:
+                    return None
+                if (batch.metadata or {}).get(TOKEN_FIELD) == token:
+                    return batch.id
+            return None
+
+        return await _sdk_call(first(), key)
+
+    async def status(self, batch_id: str) -> BatchStatus:
+        """The batch's state and counts."""
+        batch = await _sdk_call(
+            self.judge._clients.get().batches.retrieve(batch_id), self.judge._key
+        )
+        counts = batch.request_counts
+        total, done, failed = (
+            (counts.total, counts.completed, counts.failed) if counts else (0, 0, 0)
+        )
+        error = None
+        if batch.status == "failed":
+            messages = [
+                e.message or e.code or "" for e in (batch.errors and batch.errors.data) or []
+            ]
+            error = "; ".join(m for m in messages if m) or "the batch failed"
+        ended = batch.status in OPENAI_ENDED
+        return BatchStatus(batch_id, batch.status, ended, total, done + failed, failed, error)
+
+    async def results(self, batch_id: str) -> list[BatchResult]:
+        """Every result of an ended batch: its output file and its error file."""
+        client, key = self.judge._clients.get(), self.judge._key
+        batch = await _sdk_call(client.batches.retrieve(batch_id), key)
+        out: list[BatchResult] = []
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if file_id:
+                content = await _sdk_call(client.files.content(file_id), key)
+                out += [
+                    self._result(json.loads(line))
+                    for line in content.text.splitlines()
+                    if line.strip()
+                ]
+        return out
+
+    def _result(self, line: dict[str, Any]) -> BatchResult:
+        custom_id = str(line.get("custom_id"))
+        error, response = line.get("error"), line.get("response") or {}
+        if error:
+            return BatchResult(
+                custom_id, error=f"{error.get('code') or 'batch_error'}: {error.get('message')}"
+            )
+        status, body = response.get("status_code"), response.get("body")
+        if status != 200:
+            message = (
+                ((body or {}).get("error") or {}).get("message", "")
+                if isinstance(body, dict)
+                else ""
+            )
+            return BatchResult(
+                custom_id, error=str(status_error(int(status or 500), message, {}, self.judge._key))
+            )
+        return _reply_or_error(custom_id, lambda: chat_reply(body, 0.0))
+
+    async def aclose(self) -> None:
+        """Close the judge's connections."""
+        await self.judge.aclose()
+
+
+class AnthropicBatches:
+    """Anthropic's Message Batches: requests are sent inline.
+
+    Limits: at most 100,000 requests and 256 MB per batch. Anthropic's batches carry no
+    metadata, so a killed submit's batch is found by time and size among unclaimed batches.
+    """
+
+    max_requests = 100_000
+    max_bytes = 256_000_000
+
+    def __init__(self, judge: AnthropicJudge) -> None:
+        self.judge = judge
+
+    def entry(self, custom_id: str, request: JudgeRequest) -> dict[str, Any]:
+        """One request of the batch."""
+        return {"custom_id": custom_id, "params": self.judge.params(request)}
+
+    async def submit(
+        self,
+        token: str,
+        entries: Sequence[dict[str, Any]],
+        *,
+        file_id: str | None,
+        on_file: Callable[[str], None],
+    ) -> str:
+        """Create the batch; its id (``token``, ``file_id`` and ``on_file`` are not used)."""
+        create = self.judge._clients.get().messages.batches.create(requests=list(entries))
+        return (await _sdk_call(create, self.judge._key)).id
+
+    async def find(
+        self, token: str, *, created_after: datetime, size: int, claimed: set[str]
+    ) -> str | None:
+        """A batch of ``size`` requests created since ``created_after`` and not ``claimed``."""
+        client = self.judge._clients.get()
+
+        async def first() -> str | None:
+            async for batch in client.messages.batches.list(limit=100):
+                if batch.created_at < created_after:
+                    return None
+                counts = batch.request_counts
+                total = counts.processing + counts.succeeded + counts.errored
+                total += counts.canceled + counts.expired
+                if batch.id not in claimed and total == size:
+                    return batch.id
+            return None
+
+        return await _sdk_call(first(), self.judge._key)
+
+    async def status(self, batch_id: str) -> BatchStatus:
+        """The batch's state and counts."""
+        client = self.judge._clients.get()
+        batch = await _sdk_call(client.messages.batches.retrieve(batch_id), self.judge._key)
+        c = batch.request_counts
+        failed = c.errored + c.canceled + c.expired
+        total = c.processing + c.succeeded + failed
+        ended = batch.processing_status == "ended"
+        return BatchStatus(
+            batch_id, batch.processing_status, ended, total, c.succeeded + failed, failed
+        )
+
+    async def results(self, batch_id: str) -> list[BatchResult]:
+        """Every result of an ended batch."""
+        client, key = self.judge._clients.get(), self.judge._key
+
+        async def read() -> list[BatchResult]:
+            out = []
+            async for line in await client.messages.batches.results(batch_id):
+                result = line.result
+                if result.type == "succeeded":
+                    out.append(
+                        _reply_or_error(
+                            line.custom_id, lambda r=result: message_reply(r.message, 0.0)
+                        )
+                    )
+                elif result.type == "errored":
+                    error = result.error.error
+                    out.append(
+                        BatchResult(
+                            line.custom_id, error=f"batch_error: {error.type}: {error.message}"
+                        )
+                    )
+                else:
+                    reason = "batch_expired" if result.type == "expired" else "batch_cancelled"
+                    out.append(
+                        BatchResult(
+                            line.custom_id, error=f"{reason}: the request was {result.type}"
+                        )
+                    )
+            return out
+
+        return await _sdk_call(read(), key)
+
+    async def aclose(self) -> None:
+        """Close the judge's connections."""
+        await self.judge.aclose()
+
+
+BatchClient = OpenAIBatches | AnthropicBatches
+
+
+def batch_client(judge: object) -> BatchClient:
+    """The batch client for a provider judge.
+
+    Raises:
+        ValueError: the judge's backend has no batch API.
+    """
+    if isinstance(judge, OpenAIJudge):
+        return OpenAIBatches(judge)
+    if isinstance(judge, AnthropicJudge):
+        return AnthropicBatches(judge)
+    backend = getattr(judge, "backend", type(judge).__name__)
+    raise ValueError(f"--batch needs the openai or anthropic backend, not {backend}")

@@ -1,0 +1,569 @@
+"""Batch mode: a run's calls sent through a provider's batch API, at the batch price.
+
+``submit_run`` plans the run, stores what the content-keyed cache answers, and sends the rest
+under their content keys as custom ids, split by the provider's limits; each submission is
+recorded before the provider is asked, so a killed submit is finished (its batch found, or its
+uploaded file reused) instead of paid twice. Keys that another run's batch already carries are
+not sent again: a ``deferred`` record takes them from the cache once that batch is collected.
+``collect_runs`` stores each ended batch's results as ordinary calls (parsed like any answer,
+priced at the batch price), with the batch marked collected in the same transaction, so a
+collect killed at any point and run again stores each answer exactly once. Errors, expired and
+cancelled requests are failed calls with their reason; ``--retry-failed`` asks them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from sqlmodel import Session
+
+from pcf.judges import make_judge
+from pcf.judges.base import redact
+from pcf.judges.batch import BatchClient, BatchResult, BatchStatus, batch_client
+from pcf.prices import batch_prices, call_cost, price_table
+from pcf.prompts import Rendered
+from pcf.runs.engine import PlannedCall, _Executor, confirmations, plan
+from pcf.runs.manage import _heartbeat, _take_lease, open_run, require_dataset
+from pcf.runs.spec import IDENTITY_FIELDS, RunSpec
+from pcf.store.models import Call, ProviderBatch, Run, utc_now
+from pcf.store.queries import (
+    add_provider_batch,
+    cached_calls,
+    claimed_batch_ids,
+    get_dataset_by_id,
+    get_run,
+    item_db_ids,
+    load_items,
+    pending_batch_keys,
+    release_run_lease,
+    run_batches,
+    run_calls_by_slot,
+    set_run_setting,
+    set_run_status,
+    update_provider_batch,
+    update_run_totals,
+)
+
+BATCH_STATUS = "batch"
+"""A run's status while it has batches whose results are not stored yet."""
+FIND_WINDOW = timedelta(minutes=10)
+"""How far before a killed submission's record a provider's clock may have dated its batch."""
+MISSING = {
+    "expired": "batch_expired: the batch expired before this request ran",
+    "cancelled": "batch_cancelled: the batch was cancelled before this request ran",
+}
+
+LIMIT_SETTING = "batch_limit"
+"""The run setting that keeps ``--limit`` of the latest batch submit, for collecting."""
+
+Slot = tuple[int, int, int]
+Prepared = tuple[PlannedCall, Rendered, str]
+
+
+@dataclass
+class BatchReport:
+    """What a submit or collect did.
+
+    Attributes:
+        planned: calls of the run.
+        stored: calls stored by this invocation (from the cache or from results).
+        cache_hits: calls the content-keyed cache answered.
+        submitted: requests sent in new batches (one per content key).
+        deferred: requests left to batches of other runs that already carry them.
+        batches: provider batch ids submitted (submit) or collected (collect).
+        pending: the run's batches not ended yet.
+        failures: failed calls stored.
+        cost_usd: cost of the calls stored, at the batch price.
+    """
+
+    planned: int = 0
+    stored: int = 0
+    cache_hits: int = 0
+    submitted: int = 0
+    deferred: int = 0
+    batches: list[str] = field(default_factory=list)
+    pending: int = 0
+    failures: int = 0
+    cost_usd: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as printed by the CLI."""
+        return self.__dict__ | {"cost_usd": round(self.cost_usd, 6)}
+
+
+def spec_of(run: Run, *, session: Session) -> RunSpec:
+    """The :class:`RunSpec` that made ``run`` (its dataset, judge and identity settings)."""
+    dataset = get_dataset_by_id(run.dataset_id, session=session)
+    identity = run.settings.get("identity", {})
+    return RunSpec(
+        dataset.name if dataset else "",
+        run.name,
+        backend=run.backend,
+        model=run.model,
+        base_url=run.base_url,
+        limit=run.settings.get(LIMIT_SETTING),
+        **{key: identity[key] for key in IDENTITY_FIELDS if key in identity},
+    )
+
+
+def _check(spec: RunSpec) -> None:
+    if spec.adaptive != "off":
+        raise ValueError("--batch does not run --adaptive waves yet; leave one of them out")
+
+
+@contextmanager
+def _leased(name: str, *, session: Session) -> Iterator[str]:
+    """Hold run ``name``'s lease meanwhile (one process per run); yields the holder."""
+    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+    _take_lease(name, holder, session=session)
+    try:
+        yield holder
+    finally:
+        session.rollback()
+        release_run_lease(name, session=session, holder=holder)
+        session.commit()
+
+
+class _Batcher:
+    """One run's batch work in one session: plan, submit, collect."""
+
+    def __init__(self, run: Run, spec: RunSpec, client: BatchClient, *, session: Session) -> None:
+        self.run, self.spec, self.client, self.session = run, spec, client, session
+        prices = batch_prices(price_table())
+        self.executor = _Executor(
+            run, client.judge, spec, session=session, prices=prices, progress=None
+        )
+        self.report = BatchReport()
+        dataset = get_dataset_by_id(run.dataset_id, session=session)
+        self.items = load_items(run.dataset_id, session=session)[: spec.limit]
+        self.db_ids = item_db_ids(run.dataset_id, session=session)
+        self.planned = plan(self.items, self.db_ids, spec, dataset_seed=dataset.seed)
+
+    def calls(self, stored: dict[Slot, Call]) -> list[PlannedCall]:
+        """The run's calls now: APOCJudge's confirmations once their first answers are in."""
+        if self.spec.protocol != "apoc":
+            return self.planned
+        return self.planned + confirmations(self.planned, stored, self.spec)
+
+    def prepare(self, calls: Sequence[PlannedCall]) -> list[Prepared]:
+        out = []
+        for planned in calls:
+            rendered = planned.render()
+            out.append((planned, rendered, self.executor._key(planned, rendered)))
+        return out
+
+    def entry(self, prepared: Prepared) -> dict[str, Any]:
+        _, rendered, key = prepared
+        return self.client.entry(key, rendered.request(self.spec.temperature, self.spec.max_tokens))
+
+    # ------------------------------------------------------------------ submit
+
+    async def submit(
+        self, *, retry_failed: bool, max_requests: int | None, max_bytes: int | None
+    ) -> None:
+        """Finish killed submissions, store cache hits, send the rest in new batches."""
+        stored = run_calls_by_slot(self.run.id, session=self.session)
+        prepared = self.prepare(self.calls(stored))
+        self.report.planned = len(prepared)
+        by_key: dict[str, Prepared] = {}
+        for p in prepared:
+            by_key.setdefault(p[2], p)
+        records = run_batches(self.run.id, session=self.session)
+        for record in records:
+            if record.state == "submitting":
+                await self._finish(record, [by_key[key] for key in record.custom_ids])
+        keep = {slot for slot, call in stored.items() if call.ok or not retry_failed}
+        own = {key for r in records if r.state != "collected" for key in r.custom_ids}
+        todo = [p for p in prepared if _slot_of(p[0]) not in keep and p[2] not in own]
+        hits = cached_calls([key for *_, key in todo], session=self.session)
+        rows, rest = [], []
+        for planned, rendered, key in todo:
+            hit = hits.get(key)
+            row = None if hit is None else self.executor.from_cache(planned, rendered, key, hit)
+            if row is None:
+                rest.append((planned, rendered, key))
+            else:
+                rows.append(self._replacing(row, stored))
+        if rows:
+            self.executor._commit(rows)
+            self.report.stored += len(rows)
+            self.report.cache_hits += len(rows)
+        carried = pending_batch_keys(session=self.session)
+        unique = {key: p for p in rest for key in [p[2]]}
+        deferred = [key for key in unique if key in carried]
+        if deferred:
+            record = add_provider_batch(
+                self.run.id, uuid.uuid4().hex, deferred, session=self.session
+            )
+            update_provider_batch(record, session=self.session, state="deferred")
+            self.session.commit()
+            self.report.deferred = len(deferred)
+        sending = [p for key, p in unique.items() if key not in carried]
+        for chunk in _chunks(
+            [(p, self.entry(p)) for p in sending],
+            max_requests or self.client.max_requests,
+            max_bytes or self.client.max_bytes,
+        ):
+            keys = [p[2] for p, _ in chunk]
+            record = add_provider_batch(self.run.id, uuid.uuid4().hex, keys, session=self.session)
+            self.session.commit()
+            await self._send(record, [entry for _, entry in chunk])
+            self.report.submitted += len(keys)
+
+    async def _send(self, record: ProviderBatch, entries: list[dict[str, Any]]) -> None:
+        def on_file(file_id: str) -> None:
+            update_provider_batch(record, session=self.session, file_id=file_id)
+            self.session.commit()
+
+        batch_id = await self.client.submit(
+            record.token, entries, file_id=record.file_id, on_file=on_file
+        )
+        self._submitted(record, batch_id)
+
+    def _submitted(self, record: ProviderBatch, batch_id: str) -> None:
+        update_provider_batch(
+            record,
+            session=self.session,
+            state="submitted",
+            batch_id=batch_id,
+            submitted_at=utc_now(),
+        )
+        self.session.commit()
+        self.report.batches.append(batch_id)
+
+    async def _finish(self, record: ProviderBatch, prepared: list[Prepared]) -> None:
+        """A submission a killed submit left: find its batch, or send it now."""
+        found = await self.client.find(
+            record.token,
+            created_after=record.created_at - FIND_WINDOW,
+            size=len(record.custom_ids),
+            claimed=claimed_batch_ids(session=self.session),
+        )
+        if found is not None:
+            self._submitted(record, found)
+        else:
+            await self._send(record, [self.entry(p) for p in prepared])
+            self.report.submitted += len(prepared)
+
+    # ------------------------------------------------------------------ collect
+
+    async def collect(self) -> None:
+        """Store the results of every ended batch of the run, and deferred calls answered."""
+        for record in run_batches(self.run.id, session=self.session):
+            if record.state == "submitted":
+                status = await self.client.status(record.batch_id or "")
+                update_provider_batch(record, session=self.session, provider_status=status.status)
+                self.session.commit()
+                if not status.ended:
+                    self.report.pending += 1
+                    continue
+                results = [] if status.error else await self.client.results(status.batch_id)
+                await self._store(record, _outcomes(record.custom_ids, results, status))
+                self.report.batches.append(status.batch_id)
+            elif record.state == "deferred":
+                await self._store_deferred(record)
+            elif record.state == "submitting":
+                self.report.pending += 1
+
+    async def _store_deferred(self, record: ProviderBatch) -> None:
+        carried = pending_batch_keys(session=self.session)
+        if any(key in carried for key in record.custom_ids):
+            self.report.pending += 1
+            return
+        hits = cached_calls(record.custom_ids, session=self.session)
+        gone = "batch_deferred: the other run's batch gave no usable answer; judge again"
+        await self._store(
+            record, {key: BatchResult(key, error=gone) for key in record.custom_ids}, hits
+        )
+
+    async def _store(
+        self,
+        record: ProviderBatch,
+        outcomes: dict[str, BatchResult],
+        hits: dict[str, Call] | None = None,
+    ) -> None:
+        """Store the outcomes of a record's keys, and mark it collected, in one transaction."""
+        stored = run_calls_by_slot(self.run.id, session=self.session)
+        wanted = set(record.custom_ids)
+        rows = []
+        for planned, rendered, key in self.prepare(self.calls(stored)):
+            if key not in wanted:
+                continue
+            current = stored.get(_slot_of(planned))
+            if current is not None and (current.ok or current.created_at >= record.created_at):
+                continue  # stored before, by this collect or by an earlier one
+            hit = (hits or {}).get(key)
+            row = None if hit is None else self.executor.from_cache(planned, rendered, key, hit)
+            if row is None:
+                row = await self._row(planned, rendered, key, outcomes[key])
+            else:
+                self.report.cache_hits += 1
+            rows.append(self._replacing(row, stored))
+        update_provider_batch(
+            record, session=self.session, state="collected", collected_at=utc_now()
+        )
+        if rows:
+            self.executor._commit(rows)  # commits the record's new state with the rows
+        self.session.commit()
+        self.report.stored += len(rows)
+        self.report.failures += sum(not row["ok"] for row in rows)
+
+    async def _row(
+        self, planned: PlannedCall, rendered: Rendered, key: str, outcome: BatchResult
+    ) -> dict[str, Any]:
+        row = self.executor._base_row(planned, rendered, key)
+        reply = outcome.reply
+        if reply is None:
+            error = redact((outcome.error or "batch_error").replace("\x00", "\ufffd"))[:500]
+            fields = {"ok": False, "error": error, "repaired": [], "judgment": None}
+            return (
+                row
+                | fields
+                | {"response_text": None, "response_raw": None, "latency_s": 0.0, "attempts": 1}
+            )
+        cost = call_cost(
+            self.spec.model, reply.input_tokens, reply.output_tokens, self.executor.prices
+        )
+        self.report.cost_usd += cost or 0.0
+        return (
+            row
+            | await self.executor._answered(planned, rendered, reply)
+            | {
+                "input_tokens": reply.input_tokens,
+                "output_tokens": reply.output_tokens,
+                "cost_usd": cost or 0.0,
+                "attempts": 1,
+            }
+        )
+
+    def _replacing(self, row: dict[str, Any], stored: dict[Slot, Call]) -> dict[str, Any]:
+        """Mark a row that replaces a stored failed call (kept as a ``retried`` answer)."""
+        current = stored.get((row["item_id"], row["execution"], row["call_index"]))
+        if current is not None and not current.ok:
+            self.executor.replacing[(row["item_id"], row["execution"], row["call_index"])] = (
+                current.id
+            )
+        return row
+
+    def done(self) -> bool:
+        """Whether every batch of the run is collected and every call is stored."""
+        records = run_batches(self.run.id, session=self.session)
+        stored = run_calls_by_slot(self.run.id, session=self.session)
+        calls = self.calls(stored)
+        return all(r.state == "collected" for r in records) and all(
+            _slot_of(p) in stored for p in calls
+        )
+
+
+def _slot_of(planned: PlannedCall) -> Slot:
+    return planned.item_db_id, planned.execution, planned.call_index
+
+
+def _chunks(
+    entries: list[tuple[Prepared, dict[str, Any]]], max_requests: int, max_bytes: int
+) -> Iterator[list[tuple[Prepared, dict[str, Any]]]]:
+    """``entries`` in batches of at most ``max_requests`` requests and ``max_bytes`` of JSON."""
+    chunk: list[tuple[Prepared, dict[str, Any]]] = []
+    size = 0
+    for prepared, entry in entries:
+        length = len(json.dumps(entry).encode()) + 1
+        if length > max_bytes:
+            raise ValueError(f"one request is {length} bytes, over the batch limit of {max_bytes}")
+        if chunk and (len(chunk) >= max_requests or size + length > max_bytes):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append((prepared, entry))
+        size += length
+    if chunk:
+        yield chunk
+
+
+def _outcomes(
+    keys: list[str], results: list[BatchResult], status: BatchStatus
+) -> dict[str, BatchResult]:
+    """Each key's result; a key without one failed with the batch's reason."""
+    by_key = {result.custom_id: result for result in results}
+    if status.error:
+        missing = f"batch_failed: {status.error}"
+    else:
+        missing = MISSING.get(
+            status.status, "batch_missing: the provider returned no result for this request"
+        )
+    return {key: by_key.get(key) or BatchResult(key, error=missing) for key in keys}
+
+
+def _client(spec: RunSpec) -> BatchClient:
+    judge = make_judge(spec.backend, spec.model, base_url=spec.base_url, seed=spec.seed)
+    return batch_client(judge)
+
+
+async def _with_heartbeat(name: str, holder: str, session: Session, work: Callable[[], Any]) -> Any:
+    heartbeat = asyncio.create_task(_heartbeat(name, holder, session=session))
+    try:
+        return await work()
+    finally:
+        heartbeat.cancel()
+
+
+def submit_run(
+    spec: RunSpec,
+    *,
+    session: Session,
+    retry_failed: bool = False,
+    max_requests: int | None = None,
+    max_bytes: int | None = None,
+) -> tuple[Run, BatchReport]:
+    """Create or resume the run and send its missing calls as provider batches; returns at once.
+
+    ``max_requests`` and ``max_bytes`` lower the provider's limits per batch.
+
+    Raises:
+        ValueError: no dataset, a backend without a batch API, adaptive stopping, or no key.
+        RunConflictError: a run of that name exists with other settings.
+        RunBusyError: another live process holds the run.
+        BatchAPIError: the provider refused a request.
+    """
+    _check(spec)
+    require_dataset(spec, session=session)
+    client = _client(spec)
+    with _leased(spec.run_name, session=session) as holder:
+        run = open_run(spec, session=session)
+        set_run_setting(run, LIMIT_SETTING, spec.limit, session=session)
+        session.commit()
+        batcher = _Batcher(run, spec, client, session=session)
+
+        async def work() -> None:
+            try:
+                await batcher.submit(
+                    retry_failed=retry_failed, max_requests=max_requests, max_bytes=max_bytes
+                )
+            finally:
+                await client.aclose()
+
+        asyncio.run(_with_heartbeat(spec.run_name, holder, session, work))
+        _finish_run(batcher)
+        return run, batcher.report
+
+
+def _finish_run(batcher: _Batcher) -> None:
+    status = "finished" if batcher.done() else BATCH_STATUS
+    set_run_status(batcher.run, status, session=batcher.session)
+    update_run_totals(batcher.run.id, session=batcher.session)
+    batcher.session.commit()
+
+
+def _existing(name: str, *, session: Session) -> Run:
+    run = get_run(name, session=session)
+    if run is None:
+        raise ValueError(f"no run {name!r}; `pcf runs` lists them")
+    return run
+
+
+def batch_status(name: str, *, session: Session) -> list[dict[str, Any]]:
+    """The run's batches with their progress as the provider reports it (collected ones as
+    stored)."""
+    run = _existing(name, session=session)
+    records = run_batches(run.id, session=session)
+    rows = []
+
+    async def read(client: BatchClient) -> None:
+        try:
+            for record in records:
+                row = {
+                    "batch_id": record.batch_id,
+                    "state": record.state,
+                    "requests": len(record.custom_ids),
+                }
+                if record.state == "submitted" and record.batch_id:
+                    status = await client.status(record.batch_id)
+                    row |= {
+                        "provider_status": status.status,
+                        "finished": status.finished,
+                        "failed": status.failed,
+                        "error": status.error,
+                    }
+                rows.append(row)
+        finally:
+            await client.aclose()
+
+    asyncio.run(read(_client(spec_of(run, session=session))))
+    return rows
+
+
+def collect_runs(
+    names: Sequence[str],
+    *,
+    session: Session,
+    wait: bool = False,
+    poll_s: float = 30.0,
+    progress: Callable[[list[BatchReport]], None] | None = None,
+) -> list[BatchReport]:
+    """Store the results of the runs' ended batches; with ``wait``, until every batch ended.
+
+    An APOCJudge run's confirmation calls (its second wave) are submitted once its first
+    answers are stored, and waited for too with ``wait``.
+
+    Raises:
+        ValueError: no run of that name, or one that is not a batch run.
+        RunBusyError: another live process holds one of the runs.
+        BatchAPIError: the provider refused a request.
+    """
+    runs = [_existing(name, session=session) for name in names]
+    specs = [spec_of(run, session=session) for run in runs]
+    for spec in specs:
+        _check(spec)
+    leases = [_leased(name, session=session) for name in names]
+    holders = [lease.__enter__() for lease in leases]
+    try:
+        return asyncio.run(_collect_all(runs, specs, holders, session, wait, poll_s, progress))
+    finally:
+        for lease in reversed(leases):
+            lease.__exit__(None, None, None)
+
+
+async def _collect_all(
+    runs: list[Run],
+    specs: list[RunSpec],
+    holders: list[str],
+    session: Session,
+    wait: bool,
+    poll_s: float,
+    progress: Callable[[list[BatchReport]], None] | None,
+) -> list[BatchReport]:
+    batchers = [
+        _Batcher(run, spec, _client(spec), session=session)
+        for run, spec in zip(runs, specs, strict=True)
+    ]
+    beats = [
+        asyncio.create_task(_heartbeat(run.name, holder, session=session))
+        for run, holder in zip(runs, holders, strict=True)
+    ]
+    try:
+        while True:
+            for batcher in batchers:
+                batcher.report.pending = 0
+                await batcher.collect()
+                if batcher.report.pending == 0 and batcher.spec.protocol == "apoc":
+                    await batcher.submit(retry_failed=False, max_requests=None, max_bytes=None)
+                    await batcher.collect()
+                _finish_run(batcher)
+            if progress:
+                progress([b.report for b in batchers])
+            if not wait or all(b.done() for b in batchers):
+                break
+            await asyncio.sleep(poll_s)
+    finally:
+        for beat in beats:
+            beat.cancel()
+        for batcher in batchers:
+            await batcher.client.aclose()
+    return [b.report for b in batchers]

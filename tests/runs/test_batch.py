@@ -1,0 +1,251 @@
+"""Batch mode through the real OpenAI and Anthropic SDKs against the wire server's batch APIs.
+
+The server answers every prompt with the same deterministic judgment, whether it comes as a
+call or inside a batch; so a study made with batches must store the judgments the same study
+made call by call stores, at half the cost, and each request is paid (run by the server) once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from sqlmodel import Session, col, select
+
+from pcf.runs.batch import batch_status, collect_runs, submit_run
+from pcf.runs.engine import plan
+from pcf.runs.manage import judge_run
+from pcf.runs.spec import RunSpec
+from pcf.runs.study import study_specs
+from pcf.store import Call, get_engine, import_items
+from pcf.store.models import ProviderBatch, ReplacedCall, Run
+from tests.demo_database import drop_database, new_database
+from tests.factories import make_item
+from tests.judge_providers import PROVIDERS, ProviderSpec, use_environment
+from tests.runs.test_engine_providers import CANDIDATE_KEY
+from tests.wire_server import Scripted, WireRequest, WireServer
+
+TOKENS_IN, TOKENS_OUT = 1000, 200
+PRICE = [2.0, 8.0]
+ITEMS = 4
+
+
+def judged(text: str) -> str:
+    """A listwise judgment that depends only on the prompt: a hash orders the keys."""
+    keys = CANDIDATE_KEY.findall(text)
+    ranking = sorted(keys, key=lambda k: hashlib.sha256(f"{text}{k}".encode()).hexdigest())
+    candidates = [
+        {"key": k, "factuality": 9 - i, "hallucination_risk": 0.1 * i, "rationale": "r"}
+        for i, k in enumerate(ranking)
+    ]
+    return json.dumps({"candidates": candidates, "ranking": ranking, "confidence": 0.7})
+
+
+def answer(request: WireRequest) -> Scripted:
+    text = request.last_user_text
+    return Scripted.answer(judged(text), input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT)
+
+
+@pytest.fixture
+def provider_env(request, monkeypatch, tmp_path) -> ProviderSpec:
+    """The provider's key in the environment, and a price for its test model."""
+    provider: ProviderSpec = request.param
+    use_environment(monkeypatch, provider)
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({provider.model: PRICE}), encoding="utf-8")
+    monkeypatch.setenv("PCF_PRICES", str(prices))
+    return provider
+
+
+def with_provider():
+    return pytest.mark.parametrize(
+        "provider_env", PROVIDERS, indirect=True, ids=lambda p: p.backend
+    )
+
+
+def import_ds(session: Session, items: int = ITEMS) -> None:
+    import_items(
+        [make_item(f"q{i}") for i in range(items)], session=session, name="ds", fmt="jsonl"
+    )
+    session.commit()
+
+
+def base_spec(provider: ProviderSpec, server: WireServer, **settings) -> RunSpec:
+    defaults = {"k": 4, "executions": 2, "concurrency": 4}
+    return RunSpec(
+        "ds",
+        backend=provider.backend,
+        model=provider.model,
+        base_url=provider.base_url(server),
+        **defaults | settings,
+    )
+
+
+def judgments(session: Session, run_name: str) -> dict:
+    run = session.exec(select(Run).where(Run.name == run_name)).one()
+    calls = session.exec(select(Call).where(Call.run_id == run.id)).all()
+    return {
+        (c.item_id, c.execution, c.call_index): (c.ok, c.judgment, c.content_key) for c in calls
+    }
+
+
+def batch_requests(server: WireServer) -> list[WireRequest]:
+    return [r for r in server.received if "batches" in r.path]
+
+
+@with_provider()
+def test_a_study_by_batch_matches_the_study_call_by_call_at_half_the_cost(
+    provider_env, tmp_path, session
+):
+    """direct, pcf (K=4 x 2 executions) and repeated over 4 items: same judgments, half the
+    cost, each request run by the server as often as call by call (a prompt two runs share,
+    like the canonical call, is sent once)."""
+    provider = provider_env
+    calls_url = new_database(tmp_path / "calls")
+    try:
+        with WireServer(answer) as server, Session(get_engine(calls_url)) as by_call:
+            import_ds(by_call)
+            specs = study_specs("s", base_spec(provider, server), session=by_call)
+            for spec in specs:
+                judge_run(spec, session=by_call)
+            expected = {spec.run_name: judgments(by_call, spec.run_name) for spec in specs}
+            cost_by_call = sum(r.cost_usd for r in by_call.exec(select(Run)).all())
+            sent_by_call, counts_by_call = server.request_count, server.counts
+        with WireServer(answer, batch_polls=2) as server:
+            import_ds(session)
+            specs = study_specs("s", base_spec(provider, server), session=session)
+            reports = [submit_run(spec, session=session)[1] for spec in specs]
+            names = [spec.run_name for spec in specs]
+            collected = collect_runs(names, session=session, wait=True, poll_s=0.01)
+            paid = batch_requests(server)
+            counts = server.counts
+            created = server.batches.created
+            status = batch_status(names[1], session=session)
+    finally:
+        drop_database(calls_url)
+
+    got = {name: judgments(session, name) for name in names}
+    assert got == expected
+    assert all(ok for run in got.values() for ok, *_ in run.values())
+    runs = session.exec(select(Run)).all()
+    assert {r.status for r in runs} == {"finished"}
+    cost_by_batch = sum(r.cost_usd for r in runs)
+    assert cost_by_batch == pytest.approx(cost_by_call / 2)
+    assert cost_by_call == pytest.approx(sent_by_call * (TOKENS_IN * 2 + TOKENS_OUT * 8) / 1e6)
+    assert len(paid) == sent_by_call == sum(counts.values())
+    assert counts == counts_by_call  # each prompt (and repeat) sent as often: once
+    assert created == 3  # one batch per run
+    assert sum(r.submitted for r in reports) == sent_by_call
+    # direct's canonical calls are pcf's first calls (repeats 0, 1 of execution 0 and 1) and
+    # repeated's first two: left to the batch that carries them, then taken from the cache
+    assert [r.deferred for r in reports] == [0, ITEMS, 2 * ITEMS]
+    assert sum(r.stored for r in collected) == sum(len(v) for v in got.values())
+    assert [(row["state"], row["requests"]) for row in status] == [
+        ("collected", ITEMS),  # the deferred calls
+        ("collected", 8 * ITEMS - ITEMS),
+    ]
+
+
+@with_provider()
+def test_failed_expired_and_refused_requests_are_failed_calls_retried_by_retry_failed(
+    provider_env, session
+):
+    """A batch with an error, an expired request, a refusal and an unparseable answer: each is
+    a failed call with its reason; --retry-failed in a second batch replaces them, keeping the
+    failed answers."""
+    provider = provider_env
+    plan_script: dict[str, str] = {}
+
+    def responder(request: WireRequest) -> Scripted:
+        text = request.last_user_text
+        behaviour = plan_script.get(text, "ok")
+        plan_script[text] = "ok"  # the retry succeeds
+        return {
+            "error": lambda: Scripted.error(400, "Invalid schema for response_format"),
+            "expired": Scripted.expired,
+            "refusal": lambda: Scripted.refusal("no"),
+            "garbled": lambda: Scripted.answer("not json at all"),
+        }.get(behaviour, lambda: answer(request))()
+
+    with WireServer(responder, batch_polls=1) as server:
+        import_ds(session, 2)
+        spec = base_spec(provider, server, name="r", executions=1)
+        items = [make_item(f"q{i}") for i in range(2)]
+        prompts = [p.render().user for p in plan(items, {f"q{i}": i for i in range(2)}, spec)]
+        behaviours = ["error", "expired", "refusal", "garbled"]
+        for prompt, behaviour in zip(prompts[:4], behaviours, strict=True):
+            plan_script[prompt] = behaviour
+        submit_run(spec, session=session)
+        first = collect_runs(["r"], session=session, wait=True, poll_s=0.01)[0]
+        failed = {c.error.split(":")[0] for c in session.exec(select(Call)).all() if not c.ok}
+        run = session.exec(select(Run)).one()
+        session.refresh(run)
+        status_after_first = run.failures
+        again = submit_run(spec, session=session, retry_failed=True)[1]
+        collect_runs(["r"], session=session, wait=True, poll_s=0.01)
+        paid = len(batch_requests(server))
+
+    assert first.failures == status_after_first == 4
+    error = "client_error" if provider.backend == "openai" else "batch_error"
+    assert failed == {error, "batch_expired", "refusal", "no_json"}
+    assert again.submitted == 4
+    calls = session.exec(select(Call)).all()
+    assert len(calls) == 8
+    assert all(c.ok for c in calls)
+    replaced = session.exec(select(ReplacedCall)).all()
+    assert len(replaced) == 4
+    assert {r.reason for r in replaced} == {"retried"}
+    assert paid == 8 + 4
+
+
+@with_provider()
+def test_a_batch_that_fails_whole_is_failed_calls_and_nothing_is_paid(provider_env, session):
+    provider = provider_env
+    with WireServer(answer, fail_batch=lambda index: index == 0) as server:
+        import_ds(session, 2)
+        spec = base_spec(provider, server, name="r", executions=1)
+        submit_run(spec, session=session)
+        report = collect_runs(["r"], session=session)[0]
+        paid = len(batch_requests(server))
+    calls = session.exec(select(Call)).all()
+    assert len(calls) == report.failures == 8
+    assert all(not c.ok for c in calls)
+    if provider.backend == "openai":
+        assert all(c.error.startswith("batch_failed: Scripted whole-batch") for c in calls)
+        assert paid == 0
+    else:
+        assert all(c.error.startswith("batch_error: api_error") for c in calls)
+    assert all(c.cost_usd == 0 for c in calls)
+
+
+@with_provider()
+def test_calls_are_split_by_the_request_limit_and_collect_waits_for_every_batch(
+    provider_env, session
+):
+    provider = provider_env
+    with WireServer(answer, batch_polls=3) as server:
+        import_ds(session, 3)
+        spec = base_spec(provider, server, name="r", executions=1)
+        _, report = submit_run(spec, session=session, max_requests=5)
+        early = collect_runs(["r"], session=session)[0]
+        done = collect_runs(["r"], session=session, wait=True, poll_s=0.01)[0]
+        batches = session.exec(select(ProviderBatch).order_by(col(ProviderBatch.id))).all()
+        sizes = [len(b.custom_ids) for b in batches]
+    assert report.submitted == 12
+    assert len(report.batches) == 3
+    assert sizes == [5, 5, 2]
+    assert early.stored == 0
+    assert early.pending == 3
+    assert done.stored == 12
+    assert done.pending == 0
+    assert len(session.exec(select(Call)).all()) == 12
+
+
+def test_batch_needs_a_provider_backend(session):
+    import_ds(session, 1)
+    with pytest.raises(ValueError, match="--batch needs the openai or anthropic backend"):
+        submit_run(RunSpec("ds", name="r"), session=session)
+    with pytest.raises(ValueError, match="--adaptive"):
+        submit_run(RunSpec("ds", name="r", adaptive="certain"), session=session)
+    assert session.exec(select(Run)).all() == []
