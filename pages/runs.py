@@ -159,6 +159,11 @@ cols[5].metric(
     "unpriced" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}",
     help="From the price table (pcf.prices; extend it with PCF_PRICES).",
 )
+if estimate.batch_cost_usd is not None:
+    st.caption(
+        f"Sent as provider batches (`pcf judge ... --batch`, results within 24 h): "
+        f"${estimate.batch_cost_usd:.4f} at the batch price."
+    )
 if estimate.confirmations_max:
     st.caption(f"Plus up to {estimate.confirmations_max} APOCJudge confirmation calls.")
 if backend == "simulated":

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from sqlmodel import Session
 
-from pcf.prices import call_cost, price_table
+from pcf.prices import batch_prices, call_cost, price_table
 from pcf.runs.engine import content_key, plan
 from pcf.runs.manage import require_dataset, settings_conflict
 from pcf.runs.spec import RunSpec
@@ -22,6 +22,7 @@ CHARS_PER_TOKEN = 4
 ANSWER_TOKENS_PER_CANDIDATE = 40
 """Assumed answer length: a score, a risk and a one- or two-sentence rationale per candidate."""
 PAIRWISE_ANSWER_TOKENS = 60
+BATCH_BACKENDS = ("openai", "anthropic")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class CostEstimate:
         input_tokens: estimated input tokens of the calls sent.
         output_tokens: estimated output tokens of the calls sent.
         cost_usd: estimated cost, or None when the model has no price.
+        batch_cost_usd: the same calls sent with ``--batch`` (the providers' batch price), or
+            None when the model has no price or the backend no batch API.
         resumes: the run exists and would be resumed.
         conflict: why the run of this name cannot be resumed with these settings, else None.
     """
@@ -52,6 +55,7 @@ class CostEstimate:
     output_tokens: int
     cost_usd: float | None
     resumes: bool
+    batch_cost_usd: float | None = None
     conflict: str | None = None
 
 
@@ -83,7 +87,9 @@ def estimate_run(
         PAIRWISE_ANSWER_TOKENS if c.pairwise else ANSWER_TOKENS_PER_CANDIDATE * len(c.order)
         for c, _ in sent
     )
-    cost = call_cost(spec.model, input_tokens, output_tokens, prices or price_table())
+    prices = prices or price_table()
+    cost = call_cost(spec.model, input_tokens, output_tokens, prices)
+    batch_cost = call_cost(spec.model, input_tokens, output_tokens, batch_prices(prices))
     return CostEstimate(
         items=len(items),
         planned=len(calls),
@@ -96,4 +102,5 @@ def estimate_run(
         cost_usd=0.0 if spec.backend == "simulated" else cost,
         resumes=run is not None,
         conflict=conflict,
+        batch_cost_usd=batch_cost if spec.backend in BATCH_BACKENDS else None,
     )

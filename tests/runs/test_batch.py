@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 
 import pytest
 from sqlmodel import Session, col, select
 
+from pcf.prices import batch_prices
 from pcf.runs.batch import batch_status, collect_runs, submit_run
 from pcf.runs.engine import plan
+from pcf.runs.estimate import estimate_run
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.runs.study import study_specs
@@ -249,3 +252,56 @@ def test_batch_needs_a_provider_backend(session):
     with pytest.raises(ValueError, match="--adaptive"):
         submit_run(RunSpec("ds", name="r", adaptive="certain"), session=session)
     assert session.exec(select(Run)).all() == []
+
+
+def test_the_estimate_shows_both_modes_and_batch_prices_are_half(session):
+    import_ds(session, 2)
+    openai_spec = RunSpec("ds", backend="openai", model="gpt-x", k=3)
+    estimate = estimate_run(openai_spec, session=session, prices={"gpt-x": (1.0, 2.0)})
+    assert estimate.cost_usd > 0
+    assert estimate.batch_cost_usd == pytest.approx(estimate.cost_usd / 2)
+    unpriced = estimate_run(replace(openai_spec, model="nobody"), session=session, prices={})
+    assert unpriced.batch_cost_usd is None
+    assert estimate_run(RunSpec("ds", k=3), session=session).batch_cost_usd is None
+    assert batch_prices({"m": (3.0, 15.0)}) == {"m": (1.5, 7.5)}
+
+
+def pairwise_answer(request: WireRequest) -> Scripted:
+    """The first key shown wins: both orders disagree, so every pair needs a confirmation."""
+    first = CANDIDATE_KEY.findall(request.last_user_text)[0]
+    text = json.dumps({"verdict": first, "confidence": 0.8, "rationale": "r"})
+    return Scripted.answer(text, input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT)
+
+
+@with_provider()
+def test_apocjudge_confirmations_are_a_second_batch_wave(provider_env, tmp_path, session):
+    """Both orders of 3 pairs in a first batch; collect then submits the 3 confirmation calls
+    in a second batch and, with --wait, stores them: the run made call by call, at half price."""
+    provider = provider_env
+    pairs = [make_item(f"p{i}", n=2) for i in range(3)]
+    calls_url = new_database(tmp_path / "calls")
+    try:
+        with WireServer(pairwise_answer) as server, Session(get_engine(calls_url)) as by_call:
+            import_items(pairs, session=by_call, name="ds", fmt="jsonl")
+            by_call.commit()
+            spec = base_spec(provider, server, name="a", protocol="apoc")
+            judge_run(spec, session=by_call)
+            expected = judgments(by_call, "a")
+            cost_by_call = by_call.exec(select(Run)).one().cost_usd
+        with WireServer(pairwise_answer, batch_polls=1) as server:
+            import_items(pairs, session=session, name="ds", fmt="jsonl")
+            session.commit()
+            spec = base_spec(provider, server, name="a", protocol="apoc")
+            first = submit_run(spec, session=session)[1]
+            collect_runs(["a"], session=session, wait=True, poll_s=0.01)
+            sizes = [len(b.custom_ids) for b in session.exec(select(ProviderBatch)).all()]
+            paid = len(batch_requests(server))
+    finally:
+        drop_database(calls_url)
+    assert first.submitted == 6
+    assert sorted(sizes) == [3, 6]
+    assert paid == 9
+    assert judgments(session, "a") == expected
+    run = session.exec(select(Run)).one()
+    assert run.status == "finished"
+    assert run.cost_usd == pytest.approx(cost_by_call / 2)
