@@ -58,6 +58,58 @@ def _judgments(item: Item, calls: Sequence[Call]) -> list:
     ]
 
 
+def item_step(
+    calls: Sequence, stored: Sequence[Call], spec: RunSpec, policy: StoppingPolicy
+) -> tuple[object | None, Stop | None]:
+    """An item's next call, or where it stopped and why (exactly one of the two is None).
+
+    Args:
+        calls: the item's calls in wave order, at most its budget (:func:`item_budget`).
+        stored: the item's stored calls.
+        spec: the adaptive spec.
+        policy: its stopping policy.
+    """
+    item = calls[0].item
+    made = {(c.execution, c.call_index) for c in stored}
+    left = [c for c in calls if (c.execution, c.call_index) not in made]
+    judgments = sorted(_judgments(item, stored), key=wave_order)
+    remaining: dict[int, int] = defaultdict(int)
+    for c in left:
+        remaining[c.execution] += 1
+    state = ItemCalls(item.item_id, item.candidate_ids, tuple(judgments), remaining)
+    if left and not (judgments and policy.settled(state)):
+        return left[0], None
+    reason = "planned_calls_made" if not left else policy.name
+    if not left and len(calls) > spec.k * spec.executions:
+        reason = "max_calls"
+    return None, Stop(len(stored), reason, current_winner(state))
+
+
+def _by_item(planned: Sequence, spec: RunSpec) -> list[list]:
+    budget = item_budget(spec)
+    by_item: dict[int, list] = defaultdict(list)
+    for call in planned:
+        by_item[call.item_db_id].append(call)
+    return [sorted(c, key=lambda c: (c.execution, c.call_index))[:budget] for c in by_item.values()]
+
+
+def next_wave(
+    planned: Sequence, run: Run, spec: RunSpec, *, session: Session
+) -> tuple[list, dict[str, Stop]]:
+    """Every unsettled item's next call, and where the settled items stopped (batch mode: each
+    wave is one batch)."""
+    policy = policy_of(spec)
+    wave, stops = [], {}
+    for calls in _by_item(planned, spec):
+        stored = item_calls(run.id, calls[0].item_db_id, session=session)
+        call, stop = item_step(calls, stored, spec, policy)
+        if stop is None:
+            wave.append(call)
+        else:
+            stops[calls[0].item.item_id] = stop
+    return wave, stops
+
+
 async def answer_in_waves(
     executor, planned: Sequence, run: Run, spec: RunSpec, *, session: Session
 ) -> dict[str, Stop]:
@@ -74,31 +126,16 @@ async def answer_in_waves(
         Per item key, where it stopped and why.
     """
     policy = policy_of(spec)
-    budget = item_budget(spec)
-    by_item: dict[int, list] = defaultdict(list)
-    for call in planned:
-        by_item[call.item_db_id].append(call)
     stops: dict[str, Stop] = {}
 
     async def one(calls: list) -> None:
-        calls = sorted(calls, key=lambda c: (c.execution, c.call_index))[:budget]
-        item = calls[0].item
         while True:
             stored = item_calls(run.id, calls[0].item_db_id, session=session)
-            made = {(c.execution, c.call_index) for c in stored}
-            left = [c for c in calls if (c.execution, c.call_index) not in made]
-            judgments = sorted(_judgments(item, stored), key=wave_order)
-            remaining: dict[int, int] = defaultdict(int)
-            for c in left:
-                remaining[c.execution] += 1
-            state = ItemCalls(item.item_id, item.candidate_ids, tuple(judgments), remaining)
-            if not left or (judgments and policy.settled(state)):
-                reason = "planned_calls_made" if not left else policy.name
-                if not left and len(calls) > spec.k * spec.executions:
-                    reason = "max_calls"
-                stops[item.item_id] = Stop(len(stored), reason, current_winner(state))
+            call, stop = item_step(calls, stored, spec, policy)
+            if stop is not None:
+                stops[calls[0].item.item_id] = stop
                 return
-            await executor.answer(left[:1])
+            await executor.answer([call])
 
-    await asyncio.gather(*(one(calls) for calls in by_item.values()))
+    await asyncio.gather(*(one(calls) for calls in _by_item(planned, spec)))
     return stops

@@ -14,12 +14,13 @@ cancelled requests are failed calls with their reason; ``--retry-failed`` asks t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import socket
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -31,9 +32,11 @@ from pcf.judges.base import redact
 from pcf.judges.batch import BatchClient, BatchResult, BatchStatus, batch_client
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.prompts import Rendered
+from pcf.runs.adaptive import executions_for, next_wave
 from pcf.runs.engine import PlannedCall, _Executor, confirmations, plan
 from pcf.runs.manage import _heartbeat, _take_lease, open_run, require_dataset
 from pcf.runs.spec import IDENTITY_FIELDS, RunSpec
+from pcf.stopping import Stop
 from pcf.store.models import Call, ProviderBatch, Run, utc_now
 from pcf.store.queries import (
     add_provider_batch,
@@ -44,6 +47,7 @@ from pcf.store.queries import (
     item_db_ids,
     load_items,
     pending_batch_keys,
+    record_item_stops,
     release_run_lease,
     run_batches,
     run_calls_by_slot,
@@ -65,6 +69,7 @@ MISSING = {
 LIMIT_SETTING = "batch_limit"
 """The run setting that keeps ``--limit`` of the latest batch submit, for collecting."""
 
+ADAPTIVE_FIELDS = ("adaptive", "risk", "max_calls")
 Slot = tuple[int, int, int]
 Prepared = tuple[PlannedCall, Rendered, str]
 
@@ -111,13 +116,8 @@ def spec_of(run: Run, *, session: Session) -> RunSpec:
         model=run.model,
         base_url=run.base_url,
         limit=run.settings.get(LIMIT_SETTING),
-        **{key: identity[key] for key in IDENTITY_FIELDS if key in identity},
+        **{key: identity[key] for key in (*IDENTITY_FIELDS, *ADAPTIVE_FIELDS) if key in identity},
     )
-
-
-def _check(spec: RunSpec) -> None:
-    if spec.adaptive != "off":
-        raise ValueError("--batch does not run --adaptive waves yet; leave one of them out")
 
 
 @contextmanager
@@ -146,10 +146,17 @@ class _Batcher:
         dataset = get_dataset_by_id(run.dataset_id, session=session)
         self.items = load_items(run.dataset_id, session=session)[: spec.limit]
         self.db_ids = item_db_ids(run.dataset_id, session=session)
-        self.planned = plan(self.items, self.db_ids, spec, dataset_seed=dataset.seed)
+        self.planned = plan(
+            self.items, self.db_ids, executions_for(spec), dataset_seed=dataset.seed
+        )
+        self.stops: dict[str, Stop] = {}
 
     def calls(self, stored: dict[Slot, Call]) -> list[PlannedCall]:
-        """The run's calls now: APOCJudge's confirmations once their first answers are in."""
+        """The run's calls now: APOCJudge's confirmations once their first answers are in; for
+        an adaptive run, the calls made and the next wave (each unsettled item's next call)."""
+        if self.spec.adaptive != "off":
+            wave, self.stops = next_wave(self.planned, self.run, self.spec, session=self.session)
+            return [p for p in self.planned if _slot_of(p) in stored] + wave
         if self.spec.protocol != "apoc":
             return self.planned
         return self.planned + confirmations(self.planned, stored, self.spec)
@@ -174,12 +181,11 @@ class _Batcher:
         stored = run_calls_by_slot(self.run.id, session=self.session)
         prepared = self.prepare(self.calls(stored))
         self.report.planned = len(prepared)
-        by_key: dict[str, Prepared] = {}
-        for p in prepared:
-            by_key.setdefault(p[2], p)
         records = run_batches(self.run.id, session=self.session)
-        for record in records:
-            if record.state == "submitting":
+        killed = [record for record in records if record.state == "submitting"]
+        if killed:
+            by_key = {p[2]: p for p in self.prepare(self.planned) + prepared}
+            for record in killed:
                 await self._finish(record, [by_key[key] for key in record.custom_ids])
         keep = {slot for slot, call in stored.items() if call.ok or not retry_failed}
         own = {key for r in records if r.state != "collected" for key in r.custom_ids}
@@ -427,12 +433,11 @@ def submit_run(
     ``max_requests`` and ``max_bytes`` lower the provider's limits per batch.
 
     Raises:
-        ValueError: no dataset, a backend without a batch API, adaptive stopping, or no key.
+        ValueError: no dataset, a backend without a batch API, or no key.
         RunConflictError: a run of that name exists with other settings.
         RunBusyError: another live process holds the run.
         BatchAPIError: the provider refused a request.
     """
-    _check(spec)
     require_dataset(spec, session=session)
     client = _client(spec)
     with _leased(spec.run_name, session=session) as holder:
@@ -455,7 +460,11 @@ def submit_run(
 
 
 def _finish_run(batcher: _Batcher) -> None:
-    status = "finished" if batcher.done() else BATCH_STATUS
+    done = batcher.done()
+    if done and batcher.spec.adaptive != "off":
+        reasons = {key: dataclasses.asdict(stop) for key, stop in batcher.stops.items()}
+        record_item_stops(batcher.run, reasons, session=batcher.session)
+    status = "finished" if done else BATCH_STATUS
     set_run_status(batcher.run, status, session=batcher.session)
     update_run_totals(batcher.run.id, session=batcher.session)
     batcher.session.commit()
@@ -519,15 +528,9 @@ def collect_runs(
     """
     runs = [_existing(name, session=session) for name in names]
     specs = [spec_of(run, session=session) for run in runs]
-    for spec in specs:
-        _check(spec)
-    leases = [_leased(name, session=session) for name in names]
-    holders = [lease.__enter__() for lease in leases]
-    try:
+    with ExitStack() as stack:
+        holders = [stack.enter_context(_leased(name, session=session)) for name in names]
         return asyncio.run(_collect_all(runs, specs, holders, session, wait, poll_s, progress))
-    finally:
-        for lease in reversed(leases):
-            lease.__exit__(None, None, None)
 
 
 async def _collect_all(
@@ -552,7 +555,8 @@ async def _collect_all(
             for batcher in batchers:
                 batcher.report.pending = 0
                 await batcher.collect()
-                if batcher.report.pending == 0 and batcher.spec.protocol == "apoc":
+                waves = batcher.spec.protocol == "apoc" or batcher.spec.adaptive != "off"
+                if batcher.report.pending == 0 and waves:
                     await batcher.submit(retry_failed=False, max_requests=None, max_bytes=None)
                     await batcher.collect()
                 _finish_run(batcher)

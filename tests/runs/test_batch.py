@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -249,9 +250,57 @@ def test_batch_needs_a_provider_backend(session):
     import_ds(session, 1)
     with pytest.raises(ValueError, match="--batch needs the openai or anthropic backend"):
         submit_run(RunSpec("ds", name="r"), session=session)
-    with pytest.raises(ValueError, match="--adaptive"):
-        submit_run(RunSpec("ds", name="r", adaptive="certain"), session=session)
     assert session.exec(select(Run)).all() == []
+
+
+CANDIDATE = re.compile(r'<candidate key="([^"]+)">\n(.*?)\n</candidate>', re.DOTALL)
+
+
+def steady_answer(request: WireRequest) -> Scripted:
+    """A judge that ranks the candidates by their text, whatever the order: items settle."""
+    shown = CANDIDATE.findall(request.last_user_text)
+    ranking = [key for key, _ in sorted(shown, key=lambda pair: pair[1])]
+    candidates = [
+        {"key": k, "factuality": 9 - i, "hallucination_risk": 0.1, "rationale": "r"}
+        for i, k in enumerate(ranking)
+    ]
+    text = json.dumps({"candidates": candidates, "ranking": ranking, "confidence": 0.9})
+    return Scripted.answer(text, input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT)
+
+
+@with_provider()
+def test_an_adaptive_run_sends_each_wave_as_a_batch_and_stops_where_call_by_call_stops(
+    provider_env, tmp_path, session
+):
+    """--adaptive certain, K=4 x 2 over 4 items: each wave (every unsettled item's next call)
+    is one batch, submitted by collect when the previous one is stored; the calls made and the
+    items' stops are those of the same run made call by call."""
+    provider = provider_env
+    calls_url = new_database(tmp_path / "calls")
+    try:
+        with WireServer(steady_answer) as server, Session(get_engine(calls_url)) as by_call:
+            import_ds(by_call)
+            spec = base_spec(provider, server, name="a", adaptive="certain")
+            judge_run(spec, session=by_call)
+            expected = judgments(by_call, "a")
+            stops = by_call.exec(select(Run)).one().settings["stops"]
+        with WireServer(steady_answer, batch_polls=1) as server:
+            import_ds(session)
+            spec = base_spec(provider, server, name="a", adaptive="certain")
+            first = submit_run(spec, session=session)[1]
+            collect_runs(["a"], session=session, wait=True, poll_s=0.01)
+            waves = [len(b.custom_ids) for b in session.exec(select(ProviderBatch)).all()]
+            paid = len(batch_requests(server))
+    finally:
+        drop_database(calls_url)
+    assert first.submitted == ITEMS  # the first wave: each item's canonical call
+    assert len(expected) < ITEMS * 8  # some item stopped early
+    assert judgments(session, "a") == expected
+    run = session.exec(select(Run)).one()
+    assert run.status == "finished"
+    assert run.settings["stops"] == stops
+    assert sum(waves) == paid == len(expected)
+    assert len(waves) == max(stop["calls"] for stop in stops.values())
 
 
 def test_the_estimate_shows_both_modes_and_batch_prices_are_half(session):
