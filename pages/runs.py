@@ -10,9 +10,11 @@ from pages.shared import engine, ensure_app_frame, require_dataset, session
 from pcf.analysis.item_detail import escape_markdown
 from pcf.analysis.results import SIMULATED_NOTE, run_summary
 from pcf.judges import KEY_ENV
+from pcf.judges.batch import BatchAPIError
 from pcf.orderings import SCHEDULES
 from pcf.reports.tables import runs_table
 from pcf.runs.background import background_runs, start_run
+from pcf.runs.batch import batch_overview, collect_runs
 from pcf.runs.estimate import estimate_run
 from pcf.runs.manage import APP_BACKENDS, DEFAULT_MODELS, backend_availability
 from pcf.runs.spec import PROTOCOLS, RunSpec
@@ -63,6 +65,35 @@ if runs:
         st.caption(f"Backend `simulated`: {SIMULATED_NOTE}.")
 else:
     st.info("No run on this dataset yet: start one below.")
+
+with session() as s:
+    batch_rows = batch_overview(runs, session=s)
+if batch_rows:
+    st.subheader("Provider batches")
+    st.caption(
+        "Runs sent with `pcf judge ... --batch` (half price, results within 24 h). Collect "
+        "stores the answers of the batches that ended; it is safe to press again."
+    )
+for row in batch_rows:
+    with st.container(border=True):
+        st.markdown(f"**{escape_markdown(row['run'])}** — {row['status']}")
+        st.caption(
+            f"{row['collected']} of {row['batches']} batches collected, "
+            f"{row['requests']} requests sent."
+        )
+        if row["to_collect"] and st.button(
+            "Collect", key=f"runs_collect_{row['run']}", icon=":material/download:"
+        ):
+            try:
+                with session() as s:
+                    (collected,) = collect_runs([row["run"]], session=s)
+            except (ValueError, BatchAPIError) as exc:
+                st.error(str(exc))
+            else:
+                st.success(
+                    f"{collected.stored} calls stored, {collected.failures} failed; "
+                    f"{collected.pending} batches still running."
+                )
 
 
 st.subheader("Start a run")

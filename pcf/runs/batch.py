@@ -508,6 +508,27 @@ def batch_status(name: str, *, session: Session) -> list[dict[str, Any]]:
     return rows
 
 
+def batch_overview(runs: Sequence[Run], *, session: Session) -> list[dict[str, Any]]:
+    """The runs that sent batches, as stored (no provider call): for each, its batches,
+    how many are collected, and whether some are left to collect."""
+    out = []
+    for run in runs:
+        records = run_batches(run.id, session=session)
+        if records:
+            collected = sum(r.state == "collected" for r in records)
+            out.append(
+                {
+                    "run": run.name,
+                    "status": run.status,
+                    "batches": len(records),
+                    "collected": collected,
+                    "requests": sum(len(r.custom_ids) for r in records),
+                    "to_collect": collected < len(records),
+                }
+            )
+    return out
+
+
 def collect_runs(
     names: Sequence[str],
     *,
