@@ -645,6 +645,25 @@ def batch_collect_command(
         fail(f"error: {exc}", 2)
 
 
+@batch_app.command("cancel")
+def batch_cancel_command(runs: RunsArgument) -> None:
+    """Cancel the runs' batches that have not ended; collect then stores what they answered
+    and the rest as failed calls (batch_cancelled), which --retry-failed asks again.
+
+    Example: pcf batch cancel demo-study/pcf
+    """
+    from pcf.judges.batch import BatchAPIError
+    from pcf.runs.batch import cancel_runs
+
+    try:
+        with database() as session:
+            emit({"cancelled": cancel_runs(runs, session=session)})
+    except BatchAPIError as exc:
+        fail(f"error: the batch API refused: {exc}")
+    except ValueError as exc:
+        fail(f"error: {exc}", 2)
+
+
 @runs_app.command("delete")
 def delete_run_command(
     name: Annotated[str, typer.Argument(metavar="RUN", help="The run to delete.")],

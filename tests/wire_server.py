@@ -407,9 +407,11 @@ class Batches:
             batch = self.openai.get(batch_id)
             if batch is None:
                 return None
-            if batch["status"] not in _OPENAI_ENDED:
-                batch |= batch.pop("final")
+            if batch["status"] not in _OPENAI_ENDED:  # cancelled before any request ended
+                batch.pop("final")
+                total = batch["request_counts"]["total"]
                 batch["status"] = "cancelled"
+                batch["request_counts"] = {"total": total, "completed": 0, "failed": total}
             return self.openai_view(batch)
 
     # Anthropic

@@ -179,6 +179,10 @@ class OpenAIBatches:
         ended = batch.status in OPENAI_ENDED
         return BatchStatus(batch_id, batch.status, ended, total, done + failed, failed, error)
 
+    async def cancel(self, batch_id: str) -> None:
+        """Ask the provider to cancel the batch (requests not run yet will not be)."""
+        await _sdk_call(self.judge._clients.get().batches.cancel(batch_id), self.judge._key)
+
     async def results(self, batch_id: str) -> list[BatchResult]:
         """Every result of an ended batch: its output file and its error file."""
         client, key = self.judge._clients.get(), self.judge._key
@@ -277,6 +281,11 @@ class AnthropicBatches:
         return BatchStatus(
             batch_id, batch.processing_status, ended, total, c.succeeded + failed, failed
         )
+
+    async def cancel(self, batch_id: str) -> None:
+        """Ask the provider to cancel the batch (requests not run yet will not be)."""
+        cancel = self.judge._clients.get().messages.batches.cancel(batch_id)
+        await _sdk_call(cancel, self.judge._key)
 
     async def results(self, batch_id: str) -> list[BatchResult]:
         """Every result of an ended batch."""

@@ -508,6 +508,31 @@ def batch_status(name: str, *, session: Session) -> list[dict[str, Any]]:
     return rows
 
 
+def cancel_runs(names: Sequence[str], *, session: Session) -> list[str]:
+    """Ask the provider to cancel the runs' batches not ended yet; the batch ids asked.
+
+    Collect then stores what each batch answered before it stopped, and the rest as failed
+    calls (``batch_cancelled``), which ``--retry-failed`` asks again.
+    """
+    runs = [_existing(name, session=session) for name in names]
+
+    async def cancel(run: Run) -> list[str]:
+        client = _client(spec_of(run, session=session))
+        asked = []
+        try:
+            for record in run_batches(run.id, session=session):
+                if record.state != "submitted" or not record.batch_id:
+                    continue
+                if not (await client.status(record.batch_id)).ended:
+                    await client.cancel(record.batch_id)
+                    asked.append(record.batch_id)
+        finally:
+            await client.aclose()
+        return asked
+
+    return [batch_id for run in runs for batch_id in asyncio.run(cancel(run))]
+
+
 def batch_overview(runs: Sequence[Run], *, session: Session) -> list[dict[str, Any]]:
     """The runs that sent batches, as stored (no provider call): for each, its batches,
     how many are collected, and whether some are left to collect."""

@@ -16,7 +16,7 @@ import pytest
 from sqlmodel import Session, col, select
 
 from pcf.prices import batch_prices
-from pcf.runs.batch import batch_status, collect_runs, submit_run
+from pcf.runs.batch import batch_status, cancel_runs, collect_runs, submit_run
 from pcf.runs.engine import plan
 from pcf.runs.estimate import estimate_run
 from pcf.runs.manage import judge_run
@@ -24,9 +24,10 @@ from pcf.runs.spec import RunSpec
 from pcf.runs.study import study_specs
 from pcf.store import Call, get_engine, import_items
 from pcf.store.models import ProviderBatch, ReplacedCall, Run
+from pcf.store.queries import delete_run
 from tests.demo_database import drop_database, new_database
 from tests.factories import make_item
-from tests.judge_providers import PROVIDERS, ProviderSpec, use_environment
+from tests.judge_providers import PROVIDERS, SECRET, ProviderSpec, use_environment
 from tests.runs.test_engine_providers import CANDIDATE_KEY
 from tests.wire_server import Scripted, WireRequest, WireServer
 
@@ -212,15 +213,53 @@ def test_a_batch_that_fails_whole_is_failed_calls_and_nothing_is_paid(provider_e
         submit_run(spec, session=session)
         report = collect_runs(["r"], session=session)[0]
         paid = len(batch_requests(server))
-    calls = session.exec(select(Call)).all()
-    assert len(calls) == report.failures == 8
-    assert all(not c.ok for c in calls)
-    if provider.backend == "openai":
-        assert all(c.error.startswith("batch_failed: Scripted whole-batch") for c in calls)
-        assert paid == 0
-    else:
-        assert all(c.error.startswith("batch_error: api_error") for c in calls)
-    assert all(c.cost_usd == 0 for c in calls)
+        calls = session.exec(select(Call)).all()
+        assert len(calls) == report.failures == 8
+        assert all(not c.ok for c in calls)
+        if provider.backend == "openai":
+            assert all(c.error.startswith("batch_failed: Scripted whole-batch") for c in calls)
+            assert paid == 0
+        else:
+            assert all(c.error.startswith("batch_error: api_error") for c in calls)
+        assert all(c.cost_usd == 0 for c in calls)
+        # the failed calls are asked again call by call, like any failed call
+        _, retried = judge_run(spec, session=session, retry_failed=True)
+    assert retried.retried == 8
+    session.expire_all()
+    assert all(c.ok for c in session.exec(select(Call)).all())
+    assert len(session.exec(select(ReplacedCall)).all()) == 8
+
+
+@with_provider()
+def test_a_cancelled_batch_leaves_failed_calls_and_a_key_in_an_error_is_masked(
+    provider_env, session
+):
+    provider = provider_env
+
+    echo = []
+
+    def responder(request: WireRequest) -> Scripted:
+        if echo:  # a provider echoing the key in its error
+            return Scripted.error(400, f"Incorrect API key provided: {SECRET}")
+        return answer(request)
+
+    with WireServer(responder, batch_polls=5) as server:
+        import_ds(session, 1)
+        spec = base_spec(provider, server, name="r", executions=1)
+        _, submitted = submit_run(spec, session=session)
+        assert cancel_runs(["r"], session=session) == submitted.batches
+        report = collect_runs(["r"], session=session)[0]
+        assert report.stored == report.failures == 4
+        errors = {c.error for c in session.exec(select(Call)).all()}
+        assert {e.split(":")[0] for e in errors} == {"batch_cancelled"}
+        echo.append(True)
+        submit_run(spec, session=session, retry_failed=True)
+        collect_runs(["r"], session=session, wait=True, poll_s=0.01)
+    session.expire_all()
+    stored = session.exec(select(Call)).all()
+    assert all(SECRET not in c.error and "[redacted]" in c.error for c in stored)
+    assert delete_run("r", session=session) == {"calls": 4, "replaced_calls": 4}
+    assert session.exec(select(ProviderBatch)).all() == []
 
 
 @with_provider()
