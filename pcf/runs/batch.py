@@ -204,7 +204,9 @@ class _Batcher:
             self.report.stored += len(rows)
             self.report.cache_hits += len(rows)
         carried = pending_batch_keys(session=self.session)
-        unique = {key: p for p in rest for key in [p[2]]}
+        unique: dict[str, Prepared] = {}
+        for p in rest:
+            unique.setdefault(p[2], p)
         deferred = [key for key in unique if key in carried]
         if deferred:
             record = add_provider_batch(

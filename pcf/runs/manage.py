@@ -27,6 +27,7 @@ from pcf.store.queries import (
     load_items,
     release_run_lease,
     renew_run_lease,
+    run_batches,
     take_run_lease,
 )
 
@@ -216,8 +217,8 @@ def judge_run(
         The run, and what this invocation did.
 
     Raises:
-        ValueError: no dataset of that name, the judge cannot start, or the protocol cannot
-            run on its items.
+        ValueError: no dataset of that name, the judge cannot start, the protocol cannot
+            run on its items, or the run has provider batches not collected yet.
         RunConflictError: a run of that name exists with other settings.
         RunBusyError: another live process is judging the run.
     """
@@ -251,6 +252,11 @@ def judge_run(
     try:
         run = open_run(spec, session=session)
         session.commit()
+        if any(batch.state != "collected" for batch in run_batches(run.id, session=session)):
+            raise ValueError(
+                f"run {name!r} has provider batches not collected yet; `pcf batch collect` "
+                "them first (or `pcf batch cancel`), so that no request is paid twice"
+            )
         items = load_items(run.dataset_id, session=session)[: spec.limit]
         db_ids = item_db_ids(run.dataset_id, session=session)
         return run, asyncio.run(go(run, items, db_ids))

@@ -272,6 +272,9 @@ def test_calls_are_split_by_the_request_limit_and_collect_waits_for_every_batch(
         spec = base_spec(provider, server, name="r", executions=1)
         _, report = submit_run(spec, session=session, max_requests=5)
         early = collect_runs(["r"], session=session)[0]
+        # call by call would pay for them again
+        with pytest.raises(ValueError, match="has provider batches not collected yet"):
+            judge_run(spec, session=session)
         done = collect_runs(["r"], session=session, wait=True, poll_s=0.01)[0]
         batches = session.exec(select(ProviderBatch).order_by(col(ProviderBatch.id))).all()
         sizes = [len(b.custom_ids) for b in batches]
