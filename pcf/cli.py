@@ -613,7 +613,7 @@ def batch_status_command(runs: RunsArgument) -> None:
 def batch_collect_command(
     runs: RunsArgument,
     wait: Annotated[
-        bool, typer.Option("--wait", help="Wait until every batch ended, with progress.")
+        bool, typer.Option("--wait", help="Wait until every batch ended, with a progress bar.")
     ] = False,
     poll: Annotated[float, typer.Option(help="--wait: seconds between status checks.")] = 30.0,
 ) -> None:
@@ -628,16 +628,28 @@ def batch_collect_command(
     from pcf.judges.batch import BatchAPIError
     from pcf.runs.batch import collect_runs
 
+    terminal = sys.stderr.isatty()
+
     def show(reports: list) -> None:
-        parts = [
-            f"{name}: {r.stored} stored, {r.pending} batches pending"
-            for name, r in zip(runs, reports, strict=True)
-        ]
-        typer.echo("collect " + "; ".join(parts), err=True)
+        finished, requests = sum(r.finished for r in reports), sum(r.requests for r in reports)
+        width = 30
+        filled = width * finished // requests if requests else width
+        line = (
+            f"collect [{'#' * filled}{'.' * (width - filled)}] {finished}/{requests} requests, "
+            f"{sum(r.stored for r in reports)} calls stored, "
+            f"{sum(r.pending for r in reports)} batches running"
+        )
+        if terminal:
+            sys.stderr.write(f"\r{line}\033[K")
+            sys.stderr.flush()
+        else:
+            typer.echo(line, err=True)
 
     try:
         with database() as session:
             reports = collect_runs(runs, session=session, wait=wait, poll_s=poll, progress=show)
+            if terminal:
+                sys.stderr.write("\n")
             emit({name: r.as_dict() for name, r in zip(runs, reports, strict=True)})
     except BatchAPIError as exc:
         fail(f"error: the batch API refused: {exc}")

@@ -86,6 +86,8 @@ class BatchReport:
         deferred: requests left to batches of other runs that already carry them.
         batches: provider batch ids submitted (submit) or collected (collect).
         pending: the run's batches not ended yet.
+        requests: requests in the run's batches (collect).
+        finished: of those, requests the provider finished or whose results are stored.
         failures: failed calls stored.
         cost_usd: cost of the calls stored, at the batch price.
     """
@@ -97,6 +99,8 @@ class BatchReport:
     deferred: int = 0
     batches: list[str] = field(default_factory=list)
     pending: int = 0
+    requests: int = 0
+    finished: int = 0
     failures: int = 0
     cost_usd: float = 0.0
 
@@ -266,13 +270,16 @@ class _Batcher:
 
     async def collect(self) -> None:
         """Store the results of every ended batch of the run, and deferred calls answered."""
+        self.report.pending = self.report.requests = self.report.finished = 0
         for record in run_batches(self.run.id, session=self.session):
+            self.report.requests += len(record.custom_ids)
             if record.state == "submitted":
                 status = await self.client.status(record.batch_id or "")
                 update_provider_batch(record, session=self.session, provider_status=status.status)
                 self.session.commit()
                 if not status.ended:
                     self.report.pending += 1
+                    self.report.finished += status.finished
                     continue
                 results = [] if status.error else await self.client.results(status.batch_id)
                 await self._store(record, _outcomes(record.custom_ids, results, status))
@@ -281,6 +288,8 @@ class _Batcher:
                 await self._store_deferred(record)
             elif record.state == "submitting":
                 self.report.pending += 1
+            if record.state == "collected":
+                self.report.finished += len(record.custom_ids)
 
     async def _store_deferred(self, record: ProviderBatch) -> None:
         carried = pending_batch_keys(session=self.session)
@@ -601,7 +610,6 @@ async def _collect_all(
     try:
         while True:
             for batcher in batchers:
-                batcher.report.pending = 0
                 await batcher.collect()
                 waves = batcher.spec.protocol == "apoc" or batcher.spec.adaptive != "off"
                 if batcher.report.pending == 0 and waves:

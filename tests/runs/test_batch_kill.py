@@ -127,6 +127,7 @@ def test_a_collect_killed_midway_stores_each_answer_exactly_once_when_run_again(
         assert_each_request_paid_once_and_stored_once(server)
         again = run(pcf("batch", "collect", "r"))
     assert '"stored": 10' in done.stdout
+    assert f"] {PLANNED}/{PLANNED} requests, 10 calls stored, 0 batches running" in done.stderr
     assert '"stored": 0' in again.stdout
     runs = run(pcf("runs")).stdout
     assert '"status": "finished"' in runs
