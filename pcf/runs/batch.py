@@ -86,7 +86,7 @@ class BatchReport:
         deferred: requests left to batches of other runs that already carry them.
         batches: provider batch ids submitted (submit) or collected (collect).
         pending: the run's batches not ended yet.
-        requests: requests in the run's batches (collect).
+        requests: requests of the run's batch records, deferred ones included (collect).
         finished: of those, requests the provider finished or whose results are stored.
         failures: failed calls stored.
         cost_usd: cost of the calls stored, at the batch price.

@@ -14,7 +14,9 @@ from dataclasses import replace
 
 import pytest
 from sqlmodel import Session, col, select
+from typer.testing import CliRunner
 
+from pcf.cli import app
 from pcf.prices import batch_prices
 from pcf.runs.batch import batch_status, cancel_runs, collect_runs, submit_run
 from pcf.runs.engine import plan
@@ -27,7 +29,8 @@ from pcf.store.models import ProviderBatch, ReplacedCall, Run
 from pcf.store.queries import delete_run
 from tests.demo_database import drop_database, new_database
 from tests.factories import make_item
-from tests.judge_providers import PROVIDERS, SECRET, ProviderSpec, use_environment
+from tests.judge_providers import OPENAI, PROVIDERS, SECRET, ProviderSpec, use_environment
+from tests.runs.processes import import_dataset
 from tests.runs.test_engine_providers import CANDIDATE_KEY
 from tests.wire_server import Scripted, WireRequest, WireServer
 
@@ -396,3 +399,41 @@ def test_apocjudge_confirmations_are_a_second_batch_wave(provider_env, tmp_path,
     run = session.exec(select(Run)).one()
     assert run.status == "finished"
     assert run.cost_usd == pytest.approx(cost_by_call / 2)
+
+
+def test_the_commands_submit_a_study_collect_it_and_show_its_batches(monkeypatch, tmp_path):
+    """`pcf study --batch`, `pcf batch status`, `pcf batch collect --wait` as a user runs them."""
+    use_environment(monkeypatch, OPENAI)
+    import_dataset(tmp_path, 3)
+    runs = ["s/direct", "s/pcf", "s/repeated"]
+    with WireServer(answer, batch_polls=1) as server:
+        study = [
+            *("study", "ds", "--name", "s", "--backend", "openai", "--model", "gpt-test"),
+            *("--base-url", server.openai_base_url, "--k", "3", "--executions", "1", "--batch"),
+        ]
+        submitted = CliRunner().invoke(app, study)
+        assert submitted.exit_code == 0, submitted.output
+        status = CliRunner().invoke(app, ["batch", "status", "s/pcf"])
+        collected = CliRunner().invoke(app, ["batch", "collect", *runs, "--wait", "--poll", "0"])
+        again = CliRunner().invoke(app, ["batch", "collect", *runs])
+        paid = len(batch_requests(server))
+    assert collected.exit_code == 0, collected.output
+    sent = json.loads(submitted.stdout)["runs"]
+    assert [(r["run"], r["status"], r["submitted"]) for r in sent] == [
+        ("s/direct", "batch", 3),
+        ("s/pcf", "batch", 6),
+        ("s/repeated", "batch", 6),
+    ]
+    assert "pcf batch collect 's/direct' 's/pcf' 's/repeated' --wait" in submitted.stderr
+    rows = json.loads(status.stdout)["s/pcf"]
+    assert [(r["state"], r["requests"], r["provider_status"]) for r in rows[1:]] == [
+        ("submitted", 6, "in_progress")
+    ]
+    stored = json.loads(collected.stdout)
+    assert [stored[name]["stored"] for name in runs] == [3, 9, 9]
+    assert "] 21/21 requests, 21 calls stored, 0 batches running" in collected.stderr
+    assert all(json.loads(again.stdout)[name]["stored"] == 0 for name in runs)
+    assert paid == 15
+    missing = CliRunner().invoke(app, ["batch", "collect", "nope"])
+    assert missing.exit_code == 2
+    assert "no run 'nope'" in missing.output
