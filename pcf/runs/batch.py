@@ -311,7 +311,7 @@ class _Batcher:
         """Store the outcomes of a record's keys, and mark it collected, in one transaction."""
         stored = run_calls_by_slot(self.run.id, session=self.session)
         wanted = set(record.custom_ids)
-        rows = []
+        rows, paid = [], set()
         for planned, rendered, key in self.prepare(self.calls(stored)):
             if key not in wanted:
                 continue
@@ -321,7 +321,8 @@ class _Batcher:
             hit = (hits or {}).get(key)
             row = None if hit is None else self.executor.from_cache(planned, rendered, key, hit)
             if row is None:
-                row = await self._row(planned, rendered, key, outcomes[key])
+                row = await self._row(planned, rendered, key, outcomes[key], paid=key not in paid)
+                paid.add(key)
             else:
                 self.report.cache_hits += 1
             rows.append(self._replacing(row, stored))
@@ -335,30 +336,34 @@ class _Batcher:
         self.report.failures += sum(not row["ok"] for row in rows)
 
     async def _row(
-        self, planned: PlannedCall, rendered: Rendered, key: str, outcome: BatchResult
+        self,
+        planned: PlannedCall,
+        rendered: Rendered,
+        key: str,
+        outcome: BatchResult,
+        *,
+        paid: bool,
     ) -> dict[str, Any]:
+        """A call's row from its request's outcome; ``paid`` is False for a second call with
+        the same content key in the batch (one request answered both: no tokens, no cost)."""
         row = self.executor._base_row(planned, rendered, key)
         reply = outcome.reply
         if reply is None:
             error = redact((outcome.error or "batch_error").replace("\x00", "\ufffd"))[:500]
             fields = {"ok": False, "error": error, "repaired": [], "judgment": None}
-            return (
-                row
-                | fields
-                | {"response_text": None, "response_raw": None, "latency_s": 0.0, "attempts": 1}
-            )
-        cost = call_cost(
-            self.spec.model, reply.input_tokens, reply.output_tokens, self.executor.prices
-        )
-        self.report.cost_usd += cost or 0.0
+            empty = {"response_text": None, "response_raw": None, "latency_s": 0.0}
+            return row | fields | empty | {"attempts": int(paid)}
+        tokens_in, tokens_out = (reply.input_tokens, reply.output_tokens) if paid else (0, 0)
+        cost = call_cost(self.spec.model, tokens_in, tokens_out, self.executor.prices) or 0.0
+        self.report.cost_usd += cost
         return (
             row
             | await self.executor._answered(planned, rendered, reply)
             | {
-                "input_tokens": reply.input_tokens,
-                "output_tokens": reply.output_tokens,
-                "cost_usd": cost or 0.0,
-                "attempts": 1,
+                "input_tokens": tokens_in,
+                "output_tokens": tokens_out,
+                "cost_usd": cost,
+                "attempts": int(paid),
             }
         )
 

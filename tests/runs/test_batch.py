@@ -437,3 +437,29 @@ def test_the_commands_submit_a_study_collect_it_and_show_its_batches(monkeypatch
     missing = CliRunner().invoke(app, ["batch", "collect", "nope"])
     assert missing.exit_code == 2
     assert "no run 'nope'" in missing.output
+
+
+def test_two_calls_with_one_content_key_are_one_request_paid_once(monkeypatch, tmp_path, session):
+    """Twin items (same prompt and candidates): each ordering's prompt is sent once; both
+    calls are stored from its answer, the second without tokens or cost."""
+    use_environment(monkeypatch, OPENAI)
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({OPENAI.model: PRICE}), encoding="utf-8")
+    monkeypatch.setenv("PCF_PRICES", str(prices))
+    item = make_item("q0", n=2)
+    import_items([item, replace(item, item_id="twin")], session=session, name="ds", fmt="jsonl")
+    session.commit()
+    with WireServer(answer) as server:
+        spec = base_spec(OPENAI, server, name="r", schedule="exhaustive", k=2, executions=1)
+        _, report = submit_run(spec, session=session)
+        collect_runs(["r"], session=session)
+        paid = len(batch_requests(server))
+    calls = session.exec(select(Call)).all()
+    assert report.submitted == paid == 2
+    assert len(calls) == 4
+    assert all(c.ok for c in calls)
+    run = session.exec(select(Run)).one()
+    assert run.calls_made == 2
+    per_request = (TOKENS_IN * PRICE[0] + TOKENS_OUT * PRICE[1]) / 1e6 / 2
+    assert run.cost_usd == pytest.approx(2 * per_request)
+    assert run.input_tokens == 2 * TOKENS_IN
