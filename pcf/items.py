@@ -115,7 +115,7 @@ def load_dataset(
 # ---------------------------------------------------------------- reading helpers
 
 
-class _Checker:
+class FieldChecker:
     """Collects problems for one file."""
 
     def __init__(self, path: Path) -> None:
@@ -164,7 +164,7 @@ def _json_int(digits: str) -> int:
 _DECODER = json.JSONDecoder(parse_int=_json_int)
 
 
-def _utf8(data: bytes, check: _Checker, line: int) -> str | None:
+def _utf8(data: bytes, check: FieldChecker, line: int) -> str | None:
     """``data`` decoded as UTF-8, or None with the problem recorded on ``line``."""
     try:
         return data.decode("utf-8")
@@ -175,7 +175,7 @@ def _utf8(data: bytes, check: _Checker, line: int) -> str | None:
         return None
 
 
-def _json_lines(path: Path, check: _Checker) -> Iterator[tuple[int, dict]]:
+def read_json_lines(path: Path, check: FieldChecker) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line; bad lines become problems."""
     with path.open("rb") as fh:
         for number, data in enumerate(fh, start=1):
@@ -200,7 +200,7 @@ def _json_lines(path: Path, check: _Checker) -> Iterator[tuple[int, dict]]:
                 yield number, obj
 
 
-def _json_document(path: Path, check: _Checker) -> Any:
+def read_json_document(path: Path, check: FieldChecker) -> Any:
     """The whole file as one JSON value; problems (with the line) raise :class:`DataError`."""
     data = path.read_bytes().removeprefix(BOM)
     text = _utf8(data, check, 1)
@@ -216,7 +216,7 @@ def _json_document(path: Path, check: _Checker) -> Any:
     check.raise_if_any()
 
 
-def _storable_problems(row: dict, line: int, check: _Checker) -> bool:
+def _storable_problems(row: dict, line: int, check: FieldChecker) -> bool:
     """Whether ``row`` can be stored, recording why not: too deep, a NUL or a lone surrogate.
 
     Walks every key and value iteratively (the depth is what is being checked).
@@ -256,15 +256,16 @@ def _string_problem(text: str) -> str | None:
     return None
 
 
-def _open_checked(path: str | Path) -> tuple[Path, _Checker]:
+def open_checked(path: str | Path) -> tuple[Path, FieldChecker]:
+    """The file's path and a checker for its problems; a missing file is a :class:`DataError`."""
     path = Path(path)
     if not path.is_file():
         raise DataError([Problem(str(path), None, None, "file not found")])
-    return path, _Checker(path)
+    return path, FieldChecker(path)
 
 
 def _finish_item(
-    check: _Checker,
+    check: FieldChecker,
     line: int,
     seen: dict[str, int],
     item_id: str | None,
@@ -316,10 +317,10 @@ def _bucket_filter(items: list[Item], subset: str | None) -> list[Item]:
 
 def load_items_jsonl(path: str | Path, *, subset: str | None = None) -> list[Item]:
     """Load METHOD.md's ``items.jsonl``; ``subset`` keeps one bucket."""
-    path, check = _open_checked(path)
+    path, check = open_checked(path)
     items: list[Item] = []
     seen: dict[str, int] = {}
-    for line, obj in _json_lines(path, check):
+    for line, obj in read_json_lines(path, check):
         item_id = check.text(obj, "item_id", line)
         prompt = check.text(obj, "prompt", line)
         candidates = _candidates_field(obj, line, check)
@@ -333,7 +334,7 @@ def load_items_jsonl(path: str | Path, *, subset: str | None = None) -> list[Ite
     return _bucket_filter(items, subset)
 
 
-def _candidates_field(obj: dict, line: int, check: _Checker) -> list[Candidate] | None:
+def _candidates_field(obj: dict, line: int, check: FieldChecker) -> list[Candidate] | None:
     raw = obj.get("candidates")
     if raw is None:
         check.add(line, "candidates", "missing")
@@ -366,7 +367,7 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
     ``prompt``, ``gold`` and ``bucket`` repeat on every row of an item and must agree; an empty
     ``gold`` means no gold label. Items keep the order of their first row.
     """
-    path, check = _open_checked(path)
+    path, check = open_checked(path)
     content = _utf8(path.read_bytes().removeprefix(BOM), check, 1)
     check.raise_if_any()
     reader = csv.DictReader(io.StringIO(content, newline=""))
@@ -423,7 +424,7 @@ def _neutral_id(key: str) -> str:
     return "c" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:7]
 
 
-def _rows_of(path: Path, check: _Checker) -> Iterable[tuple[int, dict]]:
+def _rows_of(path: Path, check: FieldChecker) -> Iterable[tuple[int, dict]]:
     if path.suffix == ".parquet":
         import pandas as pd  # noqa: PLC0415 - only Parquet needs it
 
@@ -434,7 +435,7 @@ def _rows_of(path: Path, check: _Checker) -> Iterable[tuple[int, dict]]:
             check.raise_if_any()
         records = enumerate(frame.to_dict(orient="records"), start=1)
         return ((i, rec) for i, rec in records if _storable_problems(_plain_row(rec), i, check))
-    return _json_lines(path, check)
+    return read_json_lines(path, check)
 
 
 def _plain_row(record: dict) -> dict:
@@ -450,7 +451,7 @@ def load_rewardbench2(path: str | Path, *, subset: str | None = None) -> list[It
     (which breaks exact consensus ties) carries the label. Item ids are ``subset:id`` because
     ``id`` repeats across subsets. For Parquet files, "line" means row number.
     """
-    path, check = _open_checked(path)
+    path, check = open_checked(path)
     items: list[Item] = []
     seen: dict[str, int] = {}
     for line, row in _rows_of(path, check):
@@ -483,7 +484,7 @@ def _plain(value: Any) -> Any:
 
 
 def _rewardbench2_candidates(
-    row: dict, key: str, line: int, check: _Checker
+    row: dict, key: str, line: int, check: FieldChecker
 ) -> list[Candidate] | None:
     """Chosen first, then rejected; None when the row is unusable (problems recorded).
 
@@ -531,10 +532,10 @@ def load_judgebench(path: str | Path, *, subset: str | None = None) -> list[Item
     ``gold`` follows ``label`` (``A>B`` or ``B>A``); ``bucket`` is the JudgeBench bucket of
     ``source``; ``subset`` keeps one bucket.
     """
-    path, check = _open_checked(path)
+    path, check = open_checked(path)
     items: list[Item] = []
     seen: dict[str, int] = {}
-    for line, row in _json_lines(path, check):
+    for line, row in read_json_lines(path, check):
         item_id = check.text(row, "pair_id", line)
         prompt = check.text(row, "question", line)
         source = check.text(row, "source", line)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pcf.errors import DataError, Problem
-from pcf.items import _json_lines, _open_checked
+from pcf.items import open_checked, read_json_lines
 
 INVALID_JUDGMENT = "invalid_judgment"
 """The error of an ok line whose scores, ranking or confidence are unusable."""
@@ -141,12 +141,12 @@ def read_judgments(path: str | Path) -> list[Judgment]:
             JSON, a missing or malformed id, execution, call_index, order or ok, a duplicate
             (item_id, execution, call_index), calls of one item over different candidates).
     """
-    path, check = _open_checked(path)
+    path, check = open_checked(path)
     file, problems = check.file, check.problems
     out: list[Judgment] = []
     seen: dict[tuple[str, int, int], int] = {}
     item_ids: dict[str, tuple[frozenset[str], int]] = {}
-    for line, obj in _json_lines(path, check):
+    for line, obj in read_json_lines(path, check):
         item_id = check.text(obj, "item_id", line)
         execution = _index(obj, "execution", line, problems, file)
         call_index = _index(obj, "call_index", line, problems, file)

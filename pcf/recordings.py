@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pcf.errors import DataError, Problem
-from pcf.items import _Checker, _json_document, _json_lines, _open_checked, judgebench_bucket
+from pcf.items import (
+    FieldChecker,
+    judgebench_bucket,
+    open_checked,
+    read_json_document,
+    read_json_lines,
+)
 from pcf.pairwise import TIE, bucket_scores, official_outcome
 
 FIRST = "first"
@@ -61,10 +67,10 @@ def read_judgebench_outputs(path: str | Path) -> list[RecordedPair]:
     Raises:
         DataError: naming file, line and field of every problem found.
     """
-    path, check = _open_checked(path)
+    path, check = open_checked(path)
     pairs: list[RecordedPair] = []
     seen: dict[str, int] = {}
-    for line, row in _json_lines(path, check):
+    for line, row in read_json_lines(path, check):
         pair_id = check.text(row, "pair_id", line)
         source = check.text(row, "source", line)
         label = _judgebench_label(row.get("label"), line, check)
@@ -83,7 +89,7 @@ def read_judgebench_outputs(path: str | Path) -> list[RecordedPair]:
     return pairs
 
 
-def _judgebench_label(label: object, line: int, check: _Checker) -> str | None:
+def _judgebench_label(label: object, line: int, check: FieldChecker) -> str | None:
     if label not in ("A>B", "B>A"):
         check.add(line, "label", f"must be 'A>B' or 'B>A', got {label!r}")
         return None
@@ -91,7 +97,7 @@ def _judgebench_label(label: object, line: int, check: _Checker) -> str | None:
 
 
 def _judgebench_decisions(
-    judgments: object, line: int, check: _Checker
+    judgments: object, line: int, check: FieldChecker
 ) -> tuple[str | None, str | None] | None:
     if not isinstance(judgments, list) or len(judgments) != 2:
         check.add(line, "judgments", "must be a list of 2 judgments, order (A,B) then (B,A)")
@@ -204,8 +210,8 @@ def _llmbar_bucket(file: Path) -> str:
 
 
 def _read_llmbar_file(file: Path) -> list[RecordedPair]:
-    path, check = _open_checked(file)
-    rows = _json_document(path, check)
+    path, check = open_checked(file)
+    rows = read_json_document(path, check)
     if not isinstance(rows, list):
         message = f"expected a JSON list of records, got {type(rows).__name__}"
         raise DataError([Problem(str(path), None, None, message)])
@@ -219,7 +225,7 @@ def _read_llmbar_file(file: Path) -> list[RecordedPair]:
     return pairs
 
 
-def _llmbar_pair(row: object, record: int, bucket: str, check: _Checker) -> RecordedPair | None:
+def _llmbar_pair(row: object, record: int, bucket: str, check: FieldChecker) -> RecordedPair | None:
     """One record as a pair; problems are recorded with the record number as the line."""
 
     def problem(field_name: str | None, message: str) -> None:

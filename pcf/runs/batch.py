@@ -33,8 +33,8 @@ from pcf.judges.batch import BatchClient, BatchResult, BatchStatus, batch_client
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.prompts import Rendered
 from pcf.runs.adaptive import executions_for, next_wave
-from pcf.runs.engine import PlannedCall, _Executor, confirmations, plan
-from pcf.runs.manage import _heartbeat, _take_lease, open_run, require_dataset
+from pcf.runs.engine import CallExecutor, PlannedCall, confirmations, plan
+from pcf.runs.manage import keep_lease, open_run, require_dataset, take_lease
 from pcf.runs.spec import IDENTITY_FIELDS, RunSpec
 from pcf.stopping import Stop
 from pcf.store.models import Call, ProviderBatch, Run, utc_now
@@ -128,7 +128,7 @@ def spec_of(run: Run, *, session: Session) -> RunSpec:
 def _leased(name: str, *, session: Session) -> Iterator[str]:
     """Hold run ``name``'s lease meanwhile (one process per run); yields the holder."""
     holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
-    _take_lease(name, holder, session=session)
+    take_lease(name, holder, session=session)
     try:
         yield holder
     finally:
@@ -143,7 +143,7 @@ class _Batcher:
     def __init__(self, run: Run, spec: RunSpec, client: BatchClient, *, session: Session) -> None:
         self.run, self.spec, self.client, self.session = run, spec, client, session
         prices = batch_prices(price_table())
-        self.executor = _Executor(
+        self.executor = CallExecutor(
             run, client.judge, spec, session=session, prices=prices, progress=None
         )
         self.report = BatchReport()
@@ -429,7 +429,7 @@ def _client(spec: RunSpec) -> BatchClient:
 
 
 async def _with_heartbeat(name: str, holder: str, session: Session, work: Callable[[], Any]) -> Any:
-    heartbeat = asyncio.create_task(_heartbeat(name, holder, session=session))
+    heartbeat = asyncio.create_task(keep_lease(name, holder, session=session))
     try:
         return await work()
     finally:
@@ -609,7 +609,7 @@ async def _collect_all(
         for run, spec in zip(runs, specs, strict=True)
     ]
     beats = [
-        asyncio.create_task(_heartbeat(run.name, holder, session=session))
+        asyncio.create_task(keep_lease(run.name, holder, session=session))
         for run, holder in zip(runs, holders, strict=True)
     ]
     try:

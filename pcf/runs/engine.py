@@ -223,7 +223,7 @@ Progress = Callable[[RunReport], None]
 """Called with the invocation's report after every answered call."""
 
 
-class _Executor:
+class CallExecutor:
     """Runs planned calls against one judge and records them in one session."""
 
     def __init__(
@@ -540,7 +540,7 @@ async def execute(
     becomes its call's current answer while the failed one is kept as a ``retried``
     :class:`~pcf.store.models.ReplacedCall`. Returns what this invocation did.
     """
-    executor = _Executor(run, judge, spec, session=session, prices=prices, progress=progress)
+    executor = CallExecutor(run, judge, spec, session=session, prices=prices, progress=progress)
     stored = run_calls_by_slot(run.id, session=session)
     if retry_failed:
         executor.replacing = {slot: call.id for slot, call in stored.items() if not call.ok}

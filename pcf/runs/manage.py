@@ -166,7 +166,7 @@ class RunBusyError(ValueError):
     """Another live process is judging a run of that name."""
 
 
-def _take_lease(name: str, holder: str, *, session: Session) -> None:
+def take_lease(name: str, holder: str, *, session: Session) -> None:
     """Hold the lease of run ``name`` (committed), trying again when another process races.
 
     Raises:
@@ -190,7 +190,7 @@ def _take_lease(name: str, holder: str, *, session: Session) -> None:
         )
 
 
-async def _heartbeat(name: str, holder: str, *, session: Session) -> None:
+async def keep_lease(name: str, holder: str, *, session: Session) -> None:
     """Renew the lease every :data:`HEARTBEAT_S` seconds while the run goes on."""
     while True:
         await asyncio.sleep(HEARTBEAT_S)
@@ -230,7 +230,7 @@ def judge_run(
     name = spec.run_name
 
     async def go(run: Run, items: list, db_ids: dict[str, int]) -> RunReport:
-        heartbeat = asyncio.create_task(_heartbeat(name, holder, session=session))
+        heartbeat = asyncio.create_task(keep_lease(name, holder, session=session))
         try:
             return await execute(
                 run,
@@ -248,7 +248,7 @@ def judge_run(
             if hasattr(judge, "aclose"):
                 await judge.aclose()
 
-    _take_lease(name, holder, session=session)
+    take_lease(name, holder, session=session)
     try:
         run = open_run(spec, session=session)
         session.commit()
