@@ -13,6 +13,16 @@ from pcf.items import Candidate, Item
 from pcf.judgments import Judgment
 from pcf.store import load_items
 
+METHOD_PRESETS = {
+    "proposed": (0.50, 0.25, 0.20, 0.05),
+    "uniform": (0.25, 0.25, 0.25, 0.25),
+    "score-only": (1, 0, 0, 0),
+    "rank-only": (0, 1, 0, 0),
+    "vote-only": (0, 0, 1, 0),
+    "no-uncertainty": (0.50, 0.27, 0.23, 0),
+}
+"""METHOD.md's weight presets (ws, wB, wv, wu), written out as an independent reference."""
+
 
 def make_item(item_id: str = "i1", n: int = 4, gold: str | None = "c0") -> Item:
     """An item with candidates c0..c{n-1}."""

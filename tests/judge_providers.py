@@ -1,8 +1,8 @@
 """What the provider judge tests share: one spec per provider and the wire-server helpers.
 
-``tests/test_judges_providers.py`` runs the behaviour both judges share once per spec;
-``tests/test_judges_openai.py`` and ``tests/test_judges_anthropic.py`` keep what only one
-provider does.
+``tests/judges/test_providers.py`` runs the behaviour both judges share once per spec;
+``tests/judges/test_openai.py`` and ``tests/judges/test_anthropic.py`` keep what only one
+provider does; :func:`run_at_server` makes a whole run through a provider's SDK.
 """
 
 from __future__ import annotations
@@ -14,11 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from sqlmodel import Session
 
+from pcf.items import Item
 from pcf.judges._provider import ProviderJudge
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
 from pcf.judges.openai_judge import OpenAIJudge
+from pcf.runs.engine import RunReport, execute
+from pcf.runs.spec import RunSpec
+from pcf.store import Run, create_run
 from tests.wire_server import Responder, WireServer
 
 SECRET = "sk-test-SECRET"
@@ -139,3 +144,54 @@ def failure(
         complete(spec, server, timeout=timeout)
     assert SECRET not in "".join(traceback.format_exception(info.value))
     return info.value, server
+
+
+@dataclass(frozen=True)
+class ServedRun:
+    """A run made through a provider's SDK at a wire server, and what the server received."""
+
+    run: Run
+    report: RunReport
+    requests: int
+    per_key: dict[str, int]
+
+
+def run_at_server(
+    backend: str,
+    respond: Responder,
+    new_judge: Callable[[str, WireServer], ProviderJudge],
+    *,
+    name: str,
+    items: list[Item],
+    spec: RunSpec,
+    session: Session,
+    dataset_id: int,
+    db_ids: dict[str, int],
+    prices: dict[str, tuple[float, float]],
+) -> ServedRun:
+    """Create run ``name`` (PCF, K=4, balanced) and make its calls with ``backend``'s judge
+    (``new_judge(backend, server)``) at a wire server answering with ``respond``."""
+    run = create_run(
+        name,
+        session=session,
+        dataset_id=dataset_id,
+        protocol="pcf",
+        backend=backend,
+        model="m",
+        k=4,
+        schedule="balanced",
+    )
+    session.commit()
+    with WireServer(respond) as server:
+        judge = new_judge(backend, server)
+
+        async def go() -> RunReport:
+            try:
+                return await execute(
+                    run, items, judge, spec, session=session, db_ids=db_ids, prices=prices
+                )
+            finally:
+                await judge.aclose()
+
+        report = asyncio.run(go())
+        return ServedRun(run, report, server.request_count, server.counts)

@@ -14,7 +14,7 @@ from pcf.consensus import PRESETS, RULES, Weights, consensus, direct, kemeny, pa
 from pcf.decisions import aggregate, decide
 from pcf.judgments import Judgment
 
-from .factories import judgment, random_judgments
+from .factories import METHOD_PRESETS, judgment, random_judgments
 
 
 def test_eq5_by_hand():
@@ -79,15 +79,7 @@ def test_weights_parse_and_validation():
 
 
 def test_presets_match_the_weight_table():
-    table = {
-        "proposed": (0.50, 0.25, 0.20, 0.05),
-        "uniform": (0.25, 0.25, 0.25, 0.25),
-        "score-only": (1, 0, 0, 0),
-        "rank-only": (0, 1, 0, 0),
-        "vote-only": (0, 0, 1, 0),
-        "no-uncertainty": (0.50, 0.27, 0.23, 0),
-    }
-    assert {name: w.as_tuple() for name, w in PRESETS.items()} == table
+    assert {name: w.as_tuple() for name, w in PRESETS.items()} == METHOD_PRESETS
 
 
 def _brute_kemeny(rankings: list[tuple[str, ...]], ids: tuple[str, ...]) -> str:

@@ -20,18 +20,11 @@ from pcf.recordings import read_judgebench_outputs, read_llmbar_results, replay_
 from pcf.reports.document import Figure, Report, Section, Table
 from pcf.reports.render import write_report
 from tests.demo_database import copy_demo, new_database
+from tests.factories import METHOD_PRESETS
 from tests.html_tables import html_tables
 from tests.shared_data import LLMBAR, O1_MINI
 
 runner = CliRunner()
-PRESETS = {
-    "proposed": (0.50, 0.25, 0.20, 0.05),
-    "uniform": (0.25, 0.25, 0.25, 0.25),
-    "score-only": (1, 0, 0, 0),
-    "rank-only": (0, 1, 0, 0),
-    "vote-only": (0, 0, 1, 0),
-    "no-uncertainty": (0.50, 0.27, 0.23, 0),
-}
 BUCKETS = ("mmlu-pro", "livebench-math", "livecodebench")
 SIMULATED_NOTE = "*Simulated judge: results illustrate the tool, not the method's accuracy.*"
 
@@ -85,7 +78,7 @@ def signed(points: float) -> str:
 def eq5_winners(
     judgments: list[dict],
     listing: dict[str, list[str]],
-    weights: tuple[float, ...] = PRESETS["proposed"],
+    weights: tuple[float, ...] = METHOD_PRESETS["proposed"],
     *,
     k: int | None = None,
     executions: int | None = None,
@@ -292,10 +285,10 @@ def test_the_weight_table_has_the_six_presets_on_execution_zero(study, recompute
     ]
     records = study["json"]["tables"]["weights"]
     assert [(r["run"], r["preset"]) for r in records] == [
-        (run, preset) for run in ("s/pcf", "s/repeated") for preset in PRESETS
+        (run, preset) for run in ("s/pcf", "s/repeated") for preset in METHOD_PRESETS
     ]
     for row, record in zip(rows, records, strict=True):
-        weights = PRESETS[record["preset"]]
+        weights = METHOD_PRESETS[record["preset"]]
         assert [record[w] for w in ("ws", "wB", "wv", "wu")] == list(weights)
         assert [float(row[w]) for w in ("ws", "wB", "wv", "wu")] == list(weights)
         judgments = execution_zero(recomputed["judgments"][record["run"]])

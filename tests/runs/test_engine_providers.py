@@ -8,7 +8,6 @@ that add up to what the server actually received.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import re
@@ -21,10 +20,11 @@ from sqlmodel import Session, col, select
 
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.openai_judge import OpenAIJudge
-from pcf.runs.engine import execute, plan
+from pcf.runs.engine import plan
 from pcf.runs.spec import RunSpec
-from pcf.store import Call, create_run, get_engine, import_items, item_db_ids
+from pcf.store import Call, get_engine, import_items, item_db_ids
 from tests.factories import make_item
+from tests.judge_providers import run_at_server
 from tests.wire_server import Scripted, WireRequest, WireServer, message_key
 
 CANDIDATE_KEY = re.compile(r'<candidate key="([^"]+)">')
@@ -128,31 +128,19 @@ def test_a_run_survives_every_provider_failure_and_counts_add_up(backend: str):
         keys = [message_key(p.render().user) for p in planned]
         assert len(set(keys)) == 16
         script = Script({key: SCRIPTS.get(i, PLAIN)[0] for i, key in enumerate(keys)})
-        run = create_run(
-            "r",
+        served = run_at_server(
+            backend,
+            script,
+            _judge,
+            name="r",
+            items=items,
+            spec=CONFIG,
             session=session,
             dataset_id=dataset.id,
-            protocol="pcf",
-            backend=backend,
-            model="m",
-            k=4,
-            schedule="balanced",
+            db_ids=db_ids,
+            prices={},
         )
-        session.commit()
-        with WireServer(script) as server:
-            judge = _judge(backend, server)
-
-            async def go():
-                try:
-                    return await execute(
-                        run, items, judge, CONFIG, session=session, db_ids=db_ids, prices={}
-                    )
-                finally:
-                    await judge.aclose()
-
-            report = asyncio.run(go())
-            received = server.request_count
-            per_key = server.counts
+        run, report = served.run, served.report
         rows = session.exec(select(Call).where(Call.run_id == run.id).order_by(col(Call.id))).all()
         session.refresh(run)
 
@@ -164,7 +152,7 @@ def test_a_run_survives_every_provider_failure_and_counts_add_up(backend: str):
         _, ok, reason, attempts, answered = SCRIPTS.get(index, PLAIN)
         row = by_call[(call.item_db_id, call.execution, call.call_index)]
         assert (row.ok, row.attempts) == (ok, attempts), (index, row.error)
-        assert per_key[key] == attempts
+        assert served.per_key[key] == attempts
         assert row.cached_from is None
         assert (row.input_tokens, row.output_tokens) == (
             TOKENS_IN * answered,
@@ -187,7 +175,8 @@ def test_a_run_survives_every_provider_failure_and_counts_add_up(backend: str):
     assert rate_limited[1] - rate_limited[0] >= RETRY_AFTER_S
 
     attempts = sum(c.attempts for c in rows)
-    assert run.calls_made == report.calls_made == attempts == received == sum(per_key.values())
+    assert run.calls_made == report.calls_made == attempts == served.requests
+    assert served.requests == sum(served.per_key.values())
     failed = [c for c in rows if not c.ok]
     assert run.failures == report.failures == len(failed) == 5
     assert report.errors == Counter(

@@ -9,7 +9,6 @@ database (every column of every table is read back).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -23,10 +22,11 @@ from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.base import MAX_CALL_TOKENS
 from pcf.judges.openai_judge import OpenAIJudge
 from pcf.parsing import MAX_ANSWER_CHARS
-from pcf.runs.engine import NUL_REPAIR, execute, plan
+from pcf.runs.engine import NUL_REPAIR, plan
 from pcf.runs.spec import RunSpec
-from pcf.store import Call, create_run, import_items, item_db_ids
+from pcf.store import Call, import_items, item_db_ids
 from tests.factories import make_item
+from tests.judge_providers import run_at_server
 from tests.wire_server import JsonLiteral, Scripted, WireRequest, WireServer, message_key
 
 SECRET = "sk-proj-HostileTestKey0123456789abcdef"
@@ -129,29 +129,19 @@ def test_a_run_of_hostile_answers_finishes_and_records_every_call(
         def respond(request: WireRequest) -> Scripted:
             return behaviour[request.key][1](request.last_user_text)
 
-        run = create_run(
-            "hostile",
+        served = run_at_server(
+            backend,
+            respond,
+            new_judge,
+            name="hostile",
+            items=items,
+            spec=SPEC,
             session=session,
             dataset_id=dataset.id,
-            protocol="pcf",
-            backend=backend,
-            model="m",
-            k=4,
-            schedule="balanced",
+            db_ids=db_ids,
+            prices=PRICES,
         )
-        session.commit()
-        with WireServer(respond) as server:
-            judge = new_judge(backend, server)
-
-            async def go():
-                try:
-                    return await execute(
-                        run, items, judge, SPEC, session=session, db_ids=db_ids, prices=PRICES
-                    )
-                finally:
-                    await judge.aclose()
-
-            report = asyncio.run(go())
+        run, report = served.run, served.report
         rows = session.exec(select(Call).where(col(Call.run_id) == run.id)).scalars().all()
         session.refresh(run)
         stored = everything_stored(session)
