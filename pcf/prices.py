@@ -33,12 +33,19 @@ def price_table() -> dict[str, tuple[float, float]]:
     path = os.environ.get("PCF_PRICES")
     if path:
         try:
-            extra = json.loads(Path(path).read_text(encoding="utf-8"))
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(
+                f"PCF_PRICES={path}: cannot read it ({exc.strerror or exc}); PCF_PRICES names a "
+                "JSON file {model: [input, output]} in USD per million tokens"
+            ) from exc
+        try:
+            extra = json.loads(text)
             prices = {model: (float(p[0]), float(p[1])) for model, p in extra.items()}
             if not all(math.isfinite(v) and v >= 0 for pair in prices.values() for v in pair):
                 raise ValueError("a price is negative or not finite")
             table.update(prices)
-        except (OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
+        except (ValueError, TypeError, IndexError, AttributeError) as exc:
             raise ValueError(
                 f"PCF_PRICES={path}: expected a JSON object {{model: [input, output]}} in USD "
                 f"per million tokens ({exc})"

@@ -24,3 +24,11 @@ def test_a_negative_or_unbounded_price_is_refused(tmp_path, monkeypatch, prices)
     monkeypatch.setenv("PCF_PRICES", str(path))
     with pytest.raises(ValueError, match=rf"PCF_PRICES={path}: .*negative or not finite"):
         price_table()
+
+
+def test_a_price_file_that_cannot_be_read_says_what_pcf_prices_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PCF_PRICES", '{"my-model": [1, 2]}')
+    with pytest.raises(ValueError, match=r"cannot read it \(No such file.*names a JSON file"):
+        price_table()
