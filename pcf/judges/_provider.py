@@ -144,6 +144,15 @@ class ProviderJudge:
     def _new_client(api_key: str, base_url: str | None, timeout: float) -> Any:
         raise NotImplementedError
 
+    def client(self) -> Any:
+        """The SDK client of the running event loop."""
+        return self._clients.get()
+
+    @property
+    def secret(self) -> str:
+        """The API key, to mask wherever the provider might echo it."""
+        return self._key
+
     async def aclose(self) -> None:
         """Close the HTTP connections opened in the running event loop."""
         await self._clients.aclose()

@@ -113,7 +113,7 @@ class OpenAIBatches:
 
         ``on_file(file_id)`` is called once the file is uploaded, before the batch is created.
         """
-        client, key = self.judge._clients.get(), self.judge._key
+        client, key = self.judge.client(), self.judge.secret
         name = f"pcf-{token}.jsonl"
         if file_id is None:
             file_id = await self._find_file(name)
@@ -134,7 +134,7 @@ class OpenAIBatches:
         return batch.id
 
     async def _find_file(self, name: str) -> str | None:
-        client, key = self.judge._clients.get(), self.judge._key
+        client, key = self.judge.client(), self.judge.secret
 
         async def first() -> str | None:
             async for file in client.files.list(purpose="batch"):
@@ -148,7 +148,7 @@ class OpenAIBatches:
         self, token: str, *, created_after: datetime, size: int, claimed: set[str]
     ) -> str | None:
         """The id of the batch a killed submit of ``token`` created, or None."""
-        client, key = self.judge._clients.get(), self.judge._key
+        client, key = self.judge.client(), self.judge.secret
         since = created_after.timestamp()
 
         async def first() -> str | None:
@@ -163,9 +163,7 @@ class OpenAIBatches:
 
     async def status(self, batch_id: str) -> BatchStatus:
         """The batch's state and counts."""
-        batch = await _sdk_call(
-            self.judge._clients.get().batches.retrieve(batch_id), self.judge._key
-        )
+        batch = await _sdk_call(self.judge.client().batches.retrieve(batch_id), self.judge.secret)
         counts = batch.request_counts
         total, done, failed = (
             (counts.total, counts.completed, counts.failed) if counts else (0, 0, 0)
@@ -181,11 +179,11 @@ class OpenAIBatches:
 
     async def cancel(self, batch_id: str) -> None:
         """Ask the provider to cancel the batch (requests not run yet will not be)."""
-        await _sdk_call(self.judge._clients.get().batches.cancel(batch_id), self.judge._key)
+        await _sdk_call(self.judge.client().batches.cancel(batch_id), self.judge.secret)
 
     async def results(self, batch_id: str) -> list[BatchResult]:
         """Every result of an ended batch: its output file and its error file."""
-        client, key = self.judge._clients.get(), self.judge._key
+        client, key = self.judge.client(), self.judge.secret
         batch = await _sdk_call(client.batches.retrieve(batch_id), key)
         out: list[BatchResult] = []
         for file_id in (batch.output_file_id, batch.error_file_id):
@@ -212,9 +210,8 @@ class OpenAIBatches:
                 if isinstance(body, dict)
                 else ""
             )
-            return BatchResult(
-                custom_id, error=str(status_error(int(status or 500), message, {}, self.judge._key))
-            )
+            error = status_error(int(status or 500), message, {}, self.judge.secret)
+            return BatchResult(custom_id, error=str(error))
         return _reply_or_error(custom_id, lambda: chat_reply(body, 0.0))
 
     async def aclose(self) -> None:
@@ -248,14 +245,14 @@ class AnthropicBatches:
         on_file: Callable[[str], None],
     ) -> str:
         """Create the batch; its id (``token``, ``file_id`` and ``on_file`` are not used)."""
-        create = self.judge._clients.get().messages.batches.create(requests=list(entries))
-        return (await _sdk_call(create, self.judge._key)).id
+        create = self.judge.client().messages.batches.create(requests=list(entries))
+        return (await _sdk_call(create, self.judge.secret)).id
 
     async def find(
         self, token: str, *, created_after: datetime, size: int, claimed: set[str]
     ) -> str | None:
         """A batch of ``size`` requests created since ``created_after`` and not ``claimed``."""
-        client = self.judge._clients.get()
+        client = self.judge.client()
 
         async def first() -> str | None:
             async for batch in client.messages.batches.list(limit=100):
@@ -268,12 +265,12 @@ class AnthropicBatches:
                     return batch.id
             return None
 
-        return await _sdk_call(first(), self.judge._key)
+        return await _sdk_call(first(), self.judge.secret)
 
     async def status(self, batch_id: str) -> BatchStatus:
         """The batch's state and counts."""
-        client = self.judge._clients.get()
-        batch = await _sdk_call(client.messages.batches.retrieve(batch_id), self.judge._key)
+        client = self.judge.client()
+        batch = await _sdk_call(client.messages.batches.retrieve(batch_id), self.judge.secret)
         c = batch.request_counts
         failed = c.errored + c.canceled + c.expired
         total = c.processing + c.succeeded + failed
@@ -284,12 +281,12 @@ class AnthropicBatches:
 
     async def cancel(self, batch_id: str) -> None:
         """Ask the provider to cancel the batch (requests not run yet will not be)."""
-        cancel = self.judge._clients.get().messages.batches.cancel(batch_id)
-        await _sdk_call(cancel, self.judge._key)
+        cancel = self.judge.client().messages.batches.cancel(batch_id)
+        await _sdk_call(cancel, self.judge.secret)
 
     async def results(self, batch_id: str) -> list[BatchResult]:
         """Every result of an ended batch."""
-        client, key = self.judge._clients.get(), self.judge._key
+        client, key = self.judge.client(), self.judge.secret
 
         async def read() -> list[BatchResult]:
             out = []

@@ -169,7 +169,7 @@ class _Batcher:
         out = []
         for planned in calls:
             rendered = planned.render()
-            out.append((planned, rendered, self.executor._key(planned, rendered)))
+            out.append((planned, rendered, self.executor.call_key(planned, rendered)))
         return out
 
     def entry(self, prepared: Prepared) -> dict[str, Any]:
@@ -204,7 +204,7 @@ class _Batcher:
             else:
                 rows.append(self._replacing(row, stored))
         if rows:
-            self.executor._commit(rows)
+            self.executor.commit(rows)
             self.report.stored += len(rows)
             self.report.cache_hits += len(rows)
         carried = pending_batch_keys(session=self.session)
@@ -330,7 +330,7 @@ class _Batcher:
             record, session=self.session, state="collected", collected_at=utc_now()
         )
         if rows:
-            self.executor._commit(rows)  # commits the record's new state with the rows
+            self.executor.commit(rows)  # commits the record's new state with the rows
         self.session.commit()
         self.report.stored += len(rows)
         self.report.failures += sum(not row["ok"] for row in rows)
@@ -346,7 +346,7 @@ class _Batcher:
     ) -> dict[str, Any]:
         """A call's row from its request's outcome; ``paid`` is False for a second call with
         the same content key in the batch (one request answered both: no tokens, no cost)."""
-        row = self.executor._base_row(planned, rendered, key)
+        row = self.executor.base_row(planned, rendered, key)
         reply = outcome.reply
         if reply is None:
             error = redact((outcome.error or "batch_error").replace("\x00", "\ufffd"))[:500]
@@ -358,7 +358,7 @@ class _Batcher:
         self.report.cost_usd += cost
         return (
             row
-            | await self.executor._answered(planned, rendered, reply)
+            | await self.executor.answered(planned, rendered, reply)
             | {
                 "input_tokens": tokens_in,
                 "output_tokens": tokens_out,

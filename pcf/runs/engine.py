@@ -255,7 +255,7 @@ class CallExecutor:
         for row in rows:
             self.replacing.pop(_slot(row), None)
 
-    def _commit(self, rows: list[dict[str, Any]]) -> None:
+    def commit(self, rows: list[dict[str, Any]]) -> None:
         """Store rows of calls in one transaction (a judge's answer alone, as it arrives).
 
         A plain INSERT of the rows, without building ORM objects or a unit of work: this runs
@@ -288,12 +288,14 @@ class CallExecutor:
             self.session.commit()
             self.report.duplicates += 1
 
-    def _key(self, planned: PlannedCall, rendered: Rendered) -> str:
+    def call_key(self, planned: PlannedCall, rendered: Rendered) -> str:
+        """The call's content key (its cache key and batch custom id)."""
         return content_key(
             self.judge.backend, self.judge.model, rendered, self.spec, planned.repeat_index
         )
 
-    def _base_row(self, planned: PlannedCall, rendered: Rendered, key: str) -> dict[str, Any]:
+    def base_row(self, planned: PlannedCall, rendered: Rendered, key: str) -> dict[str, Any]:
+        """The columns of the call's row that do not depend on the answer."""
         return {
             "run_id": self.run.id,
             "item_id": planned.item_db_id,
@@ -343,7 +345,7 @@ class CallExecutor:
             "judgment": judgment,
         }
 
-    async def _answered(
+    async def answered(
         self, planned: PlannedCall, rendered: Rendered, reply: JudgeReply
     ) -> dict[str, Any]:
         """Fields of the row that come from a judge's reply, as stored and as parsed.
@@ -381,7 +383,7 @@ class CallExecutor:
             return None
         self.report.cache_hits += 1
         return (
-            self._base_row(planned, rendered, key)
+            self.base_row(planned, rendered, key)
             | reused
             | {
                 "response_text": hit.response_text,
@@ -426,7 +428,7 @@ class CallExecutor:
                     break
                 tokens_in += reply.input_tokens
                 tokens_out += reply.output_tokens
-                outcome = await self._answered(planned, rendered, reply)
+                outcome = await self.answered(planned, rendered, reply)
                 if outcome["ok"] or parse_failures >= self.spec.parse_retries:
                     break
                 parse_failures += 1
@@ -437,7 +439,7 @@ class CallExecutor:
         self.report.output_tokens += tokens_out
         self.report.cost_usd += cost or 0.0
         row = (
-            self._base_row(planned, rendered, key)
+            self.base_row(planned, rendered, key)
             | outcome
             | {
                 "input_tokens": tokens_in,
@@ -446,7 +448,7 @@ class CallExecutor:
                 "attempts": attempts,
             }
         )
-        self._commit([row])
+        self.commit([row])
 
     def _backoff(self, failures: int, retry_after: float | None) -> float:
         """Exponential backoff with jitter, at least what the provider asked for."""
@@ -462,7 +464,7 @@ class CallExecutor:
         prepared = []
         for planned in calls:
             rendered = planned.render()
-            prepared.append((planned, rendered, self._key(planned, rendered)))
+            prepared.append((planned, rendered, self.call_key(planned, rendered)))
         hits = cached_calls([key for *_, key in prepared], session=self.session)
         hit_rows: list[dict[str, Any]] = []
         pending = []
@@ -474,7 +476,7 @@ class CallExecutor:
             else:
                 hit_rows.append(cached)
         if hit_rows:
-            self._commit(hit_rows)
+            self.commit(hit_rows)
         await asyncio.gather(*(self.call(*p) for p in pending))
 
 
