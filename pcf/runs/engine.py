@@ -120,7 +120,8 @@ def plan(
 
 
 def content_key(backend: str, model: str, rendered: Rendered, spec: RunSpec, repeat: int) -> str:
-    """The cache key of a call: backend, model, prompt text, sampling settings, repeat index."""
+    """The cache key of a call: backend, model, prompt text, sampling settings, repeat index,
+    and for the simulated judge the run seed (its noise follows the seed; a provider's does not)."""
     payload = [
         backend,
         model,
@@ -131,6 +132,8 @@ def content_key(backend: str, model: str, rendered: Rendered, spec: RunSpec, rep
         spec.max_tokens,
         repeat,
     ]
+    if backend == "simulated":
+        payload.append(spec.seed)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 
 

@@ -41,11 +41,12 @@ cli = CliRunner()
 
 
 class CountingJudge:
-    """A simulated judge that counts the requests it answers."""
+    """A simulated judge that counts the requests it answers (under another ``backend`` name,
+    it stands for a provider's judge, whose answers do not follow the run seed)."""
 
-    def __init__(self, inner: SimulatedJudge | None = None) -> None:
+    def __init__(self, inner: SimulatedJudge | None = None, *, backend: str | None = None) -> None:
         self.inner = inner or SimulatedJudge("sim-test")
-        self.backend, self.model = self.inner.backend, self.inner.model
+        self.backend, self.model = backend or self.inner.backend, self.inner.model
         self.requests = 0
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
@@ -185,12 +186,12 @@ def test_canonical_orders_follow_the_dataset_seed_not_the_run_seed():
 
 
 def test_runs_of_a_dataset_share_the_direct_baseline_and_its_calls(session):
-    """Runs with different run seeds on one dataset make the same canonical calls (answered
-    once), and the dataset's import seed decides them."""
+    """Runs with different run seeds on one dataset make the same canonical calls (a
+    provider's judge answers them once), and the dataset's import seed decides them."""
     items = _items(6)
     seeded = import_items(items, session=session, name="seeded", fmt="jsonl", seed=7)
     session.commit()
-    judge = CountingJudge()
+    judge = CountingJudge(backend="openai")
     first, _ = _run(session, seeded, items, RunSpec("seeded", protocol="direct"), judge, name="a")
     second, report = _run(
         session, seeded, items, RunSpec("seeded", protocol="direct", seed=5), judge, name="b"
@@ -263,6 +264,25 @@ def test_a_pcf_run_reuses_the_direct_runs_canonical_calls(session):
     assert all(
         (c.cached_from is not None) == (c.repeat_index == 0) for c in _calls(session, repeated)
     )
+
+
+def test_a_simulated_judge_of_another_seed_answers_for_itself(session):
+    """The simulated judge's noise follows the run seed: another seed is another judge (no
+    cache hit, other answers); the same seed again is answered from the cache."""
+    items = _items(4)
+    dataset = _dataset(session, items)
+
+    def simulated(seed: int, name: str) -> tuple[Run, RunReport]:
+        spec = RunSpec("ds", protocol="pcf", k=4, seed=seed)
+        return _run(session, dataset, items, spec, SimulatedJudge(seed=seed), name=name)
+
+    first, _ = simulated(0, "seed-0")
+    other, report = simulated(1, "seed-1")
+    assert (report.cache_hits, report.calls_made) == (0, 16)
+    assert run_judgments(first.id, session=session) != run_judgments(other.id, session=session)
+    again, report = simulated(1, "seed-1-again")
+    assert (report.cache_hits, report.calls_made) == (16, 0)
+    assert run_judgments(again.id, session=session) == run_judgments(other.id, session=session)
 
 
 def test_a_cached_answer_is_mapped_to_the_items_own_candidate_ids(session):
