@@ -6,11 +6,16 @@ present), a full PCF run (K=7 x 3 executions, 21 calls per item) is made with th
 judge, then each stopping policy is replayed on it (`pcf whatif`, which a test shows equal to an
 adaptive run made for real): calls per item, the share of winners equal to the full run's, and
 accuracy against gold. Targets: `certain` at least 25% fewer calls with identical winners;
-`confident` at R=0.01 at most 6 calls per item with at least 99% agreement. Last line: JSON.
+`confident` at R=0.01 at most 6 calls per item with at least 99% agreement.
+
+One simulated judge (seed 0) is one draw of its noise; ``--seeds N`` repeats everything for
+the judge's seeds 0..N-1 and adds a summary over them (mean calls per item, its range, and the
+winners changed of all items). Last line: JSON.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
 import time
@@ -36,45 +41,90 @@ def datasets() -> dict[str, list]:
     return found
 
 
-def main() -> None:
+def replayed(name: str, seed: int, items: list, folder: Path) -> list[dict]:
+    """One full simulated run of ``items`` under judge seed ``seed``, each policy replayed."""
     rows = []
+    engine = get_engine(f"sqlite:///{folder / f'adaptive-{name}-{seed}.db'}")
+    with session_scope(engine) as session:
+        import_items(items, session=session, name=name, fmt="jsonl")
+        spec = RunSpec(name, f"{name}-full", k=7, executions=3, seed=seed)
+        judge_run(spec, session=session)
+        full = get_run(spec.run_name, session=session)
+        for policy, risk in POLICIES:
+            started = time.perf_counter()
+            figures = whatif(full, StoppingPolicy(policy, risk=risk or 0.01), session=session)
+            gold = figures["against_gold"]
+            rows.append(
+                {
+                    "dataset": name,
+                    "seed": seed,
+                    "items": figures["items"],
+                    "policy": policy if risk is None else f"{policy} R={risk}",
+                    "calls_per_item": round(figures["calls_per_item"], 2),
+                    "saving": round(1 - figures["calls_per_item"] / 21, 3),
+                    "same_winner": round(figures["same_winner"], 4),
+                    "accuracy": round(gold["adaptive"], 4),
+                    "full_accuracy": round(gold["full"], 4),
+                    "replay_s": round(time.perf_counter() - started, 1),
+                }
+            )
+    engine.dispose()
+    return rows
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    """Per dataset and policy, over the seeds: mean and range of calls per item, winners changed."""
+    out = []
+    for key in dict.fromkeys((r["dataset"], r["policy"]) for r in rows):
+        group = [r for r in rows if (r["dataset"], r["policy"]) == key]
+        calls = [r["calls_per_item"] for r in group]
+        changed = sum(round((1 - r["same_winner"]) * r["items"]) for r in group)
+        items = sum(r["items"] for r in group)
+        out.append(
+            {
+                "dataset": key[0],
+                "policy": key[1],
+                "seeds": len(group),
+                "calls_per_item": round(sum(calls) / len(calls), 2),
+                "calls_range": [min(calls), max(calls)],
+                "changed": changed,
+                "items": items,
+                "same_winner": round(1 - changed / items, 4),
+            }
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=1, help="simulated judge seeds 0..N-1")
+    seeds = range(parser.parse_args().seeds)
     with tempfile.TemporaryDirectory() as folder:
-        engine = get_engine(f"sqlite:///{Path(folder) / 'adaptive.db'}")
-        for name, items in datasets().items():
-            with session_scope(engine) as session:
-                import_items(items, session=session, name=name, fmt="jsonl")
-                spec = RunSpec(name, f"{name}-full", k=7, executions=3)
-                judge_run(spec, session=session)
-                full = get_run(spec.run_name, session=session)
-                for policy, risk in POLICIES:
-                    started = time.perf_counter()
-                    figures = whatif(
-                        full, StoppingPolicy(policy, risk=risk or 0.01), session=session
-                    )
-                    gold = figures["against_gold"]
-                    rows.append(
-                        {
-                            "dataset": name,
-                            "items": figures["items"],
-                            "policy": policy if risk is None else f"{policy} R={risk}",
-                            "calls_per_item": round(figures["calls_per_item"], 2),
-                            "saving": round(1 - figures["calls_per_item"] / 21, 3),
-                            "same_winner": round(figures["same_winner"], 4),
-                            "accuracy": round(gold["adaptive"], 4),
-                            "full_accuracy": round(gold["full"], 4),
-                            "replay_s": round(time.perf_counter() - started, 1),
-                        }
-                    )
-        engine.dispose()
+        rows = [
+            row
+            for seed in seeds
+            for name, items in datasets().items()
+            for row in replayed(name, seed, items, Path(folder))
+        ]
     print("simulated judge (a simulation, not evidence of accuracy); full run = 21 calls/item")
-    header = f"{'dataset':8} {'policy':18} {'calls/item':>10} {'saving':>7} {'same':>6} {'acc':>6}"
-    print(header + f" {'full acc':>8}")
+    header = f"{'dataset':8} {'seed':>4} {'policy':18} {'calls/item':>10} {'saving':>7}"
+    print(header + f" {'same':>6} {'acc':>6} {'full acc':>8}")
     for r in rows:
         print(
-            f"{r['dataset']:8} {r['policy']:18} {r['calls_per_item']:>10} {r['saving']:>7} "
-            f"{r['same_winner']:>6} {r['accuracy']:>6} {r['full_accuracy']:>8}"
+            f"{r['dataset']:8} {r['seed']:>4} {r['policy']:18} {r['calls_per_item']:>10} "
+            f"{r['saving']:>7} {r['same_winner']:>6} {r['accuracy']:>6} {r['full_accuracy']:>8}"
         )
-    print(json.dumps({"simulated": True, "rows": rows}))
+    summaries = summary(rows) if len(seeds) > 1 else []
+    if summaries:
+        print(f"over the judge's seeds 0..{len(seeds) - 1}:")
+        for s in summaries:
+            low, high = s["calls_range"]
+            print(
+                f"{s['dataset']:8} {s['policy']:18} calls/item {s['calls_per_item']} "
+                f"({low}-{high}), winners changed {s['changed']} of {s['items']} "
+                f"(same {s['same_winner']})"
+            )
+    print(json.dumps({"simulated": True, "rows": rows, "over_seeds": summaries}))
 
 
 if __name__ == "__main__":

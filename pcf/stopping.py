@@ -13,14 +13,20 @@ calls still planned, and says whether to stop. Both policies decide with Eq. 5 e
   and counts an execution with no ok call yet at ``-W`` too; w is certain when that worst case
   still exceeds the tie tolerance for every rival.
 - ``confident`` stops when the estimated chance that the remaining calls change the winner is at
-  most ``risk``. The estimate is a seeded Monte Carlo of the Polya urn (the predictive rule of a
-  Dirichlet process): each remaining call repeats one of the calls so far, picked uniformly, or
-  with probability ``prior / (calls so far + prior)`` is a fresh, uninformative judgment
-  (uniform scores and risks, a uniformly random ranking). It is Adaptive-Consistency's idea
-  (Aggarwal et al., 2023: a Dirichlet posterior over answers, stop when the leader is safe)
-  carried from majority votes over samples to Eq. 5 over orderings; the prior keeps two agreeing
-  calls from looking certain, and the fresh judgments are what an order-sensitive judge could
-  still say.
+  most ``risk``. The estimate is a seeded Monte Carlo of a score model fitted to the item's ok
+  calls (Thurstone's comparative judgment): a call reads candidate c's factuality as
+  ``a_c + (a shift shared by the whole call) + N(0, sigma^2)``. With a flat prior on the ``a_c``
+  and a scaled-inverse-chi-square prior on ``sigma^2`` (:data:`PRIOR_SD` points, worth
+  :data:`PRIOR_DOF` degrees of freedom), the posterior is conjugate: ``sigma^2`` from the
+  residuals of a two-way fit (candidate and call), ``a | sigma^2 ~ N(mean score, sigma^2/m)``.
+  Each draw completes the item: every remaining call scores ``a + noise`` (clipped to 0-10),
+  ranks and votes by those scores, and takes each candidate's risk from one of its calls so far;
+  Eq. 5 then names the full run's winner. It is Adaptive-Consistency's idea (Aggarwal et al.,
+  2023: a posterior over the judge's answers, stop once the leader is safe) with the posterior
+  on the scores Eq. 5 reads instead of on votes: score gaps tell a clear item from a near tie
+  after a call or two, where agreeing votes cannot. It assumes a judge's scores wobble around a
+  value per candidate and that its ranking follows them; ``pcf whatif`` on a full run of one's
+  own judge shows whether that holds before trusting it.
 """
 
 from __future__ import annotations
@@ -40,9 +46,11 @@ STOP_REASONS = ("certain", "confident", "planned_calls_made", "max_calls")
 MIN_SIMULATIONS = 2_000
 MAX_SIMULATIONS = 20_000
 BATCH = 1_000
-DEFAULT_PRIOR = 0.5
-"""The urn's weight of a fresh call: on the simulated judge, R = 0.01 then keeps 99% of the
-full run's winners (benchmarks/adaptive_budget.py)."""
+PRIOR_SD = 1.0
+"""The score model's prior guess of how far a judge's score of one answer wobbles between
+orderings (points on the 0-10 scale)."""
+PRIOR_DOF = 4.0
+"""How many residual degrees of freedom that guess is worth (one call of five candidates)."""
 MARGIN_EPSILON = 1e-12
 """Room for floating-point rounding on top of the tie tolerance in the ``certain`` bound."""
 
@@ -131,11 +139,10 @@ def change_probability(
     calls: ItemCalls,
     weights: Weights = DEFAULT_WEIGHTS,
     *,
-    prior: float = 1.0,
     simulations: int = MIN_SIMULATIONS,
     threshold: float | None = None,
 ) -> float:
-    """The estimated chance that the remaining calls change the winner (the Polya urn above).
+    """The estimated chance that the remaining calls change the winner (the score model above).
 
     Seeded by the item and its calls so far, so the same calls give the same estimate. Draws
     come in batches; with a ``threshold``, drawing stops once the estimate is sure to exceed
@@ -147,61 +154,84 @@ def change_probability(
         return 0.0
     if winner < 0:
         return 1.0
+    model = ScoreModel.fit(calls, weights)
     rng = seeded_rng("confident", calls.item_id, len(calls.judgments), sum(r for _, r in left))
     changes = drawn = 0
     while drawn < simulations:
         batch = min(BATCH, simulations - drawn)
-        changes += int(_changed(calls, weights, prior, left, winner, rng, batch).sum())
+        changes += int(model.changed(winner, left, rng, batch).sum())
         drawn += batch
         if threshold is not None and changes > threshold * simulations:
             break
     return changes / drawn
 
 
-def _changed(
-    calls: ItemCalls,
-    weights: Weights,
-    prior: float,
-    left: list[tuple[int, int]],
-    winner: int,
-    rng: np.random.Generator,
-    draws: int,
-) -> np.ndarray:
-    """For ``draws`` simulated completions: whether ``winner`` is no longer the sole leader."""
-    n = len(calls.candidate_ids)
-    sums = _sums(calls, weights)
-    pool = [contributions(j, calls.candidate_ids, weights) for j in calls.judgments if j.ok]
-    steps = sum(r for _, r in left)
-    urn = np.empty((draws, len(pool) + steps, n))
-    urn[:, : len(pool)] = np.array(pool)
-    count = {e: float(c) for e, (c, _) in sums.items()}
-    total = {e: np.tile(t, (draws, 1)) for e, (_, t) in sums.items()}
-    rows = np.arange(draws)
-    size = len(pool)
-    for execution, r in left:
-        for _ in range(r):
-            fresh = rng.random(draws) < prior / (size + prior)
-            picked = urn[rows, rng.integers(0, size, draws)]
-            draw = np.where(fresh[:, None], _fresh_calls(rng, draws, n, weights), picked)
-            urn[:, size] = draw
-            size += 1
-            count[execution] += 1
-            total[execution] += draw
-    final = np.mean([total[e] / count[e] for e in total if count[e] > 0], axis=0)
-    leaders = final >= final.max(axis=1, keepdims=True) - TIE_TOLERANCE
-    return ~leaders[:, winner] | (leaders.sum(axis=1) > 1)
+@dataclass(frozen=True)
+class ScoreModel:
+    """The posterior of the score model (see the module) for one item's ok calls so far.
 
+    Attributes:
+        mean: each candidate's mean factuality over the ok calls (m values each).
+        calls: m, the number of ok calls.
+        residual: the residual sum of squares of the two-way fit (candidate + call).
+        dof: its degrees of freedom, ``(m - 1)(n - 1)``.
+        risks: the ok calls' hallucination risks, (m, n).
+        sums: per execution with calls so far or to come: ok calls and their summed ``x``.
+        weights: the Eq. 5 weights.
+    """
 
-def _fresh_calls(rng: np.random.Generator, draws: int, n: int, weights: Weights) -> np.ndarray:
-    """``x`` of uninformative judgments: uniform scores and risks, a random ranking."""
-    ws, wb, wv, wu = weights.as_tuple()
-    rank = np.argsort(rng.random((draws, n)), axis=1) + 1
-    return (
-        ws * rng.random((draws, n))
-        + wb * (n - rank) / (n - 1)
-        + wv * (rank == 1)
-        + wu * rng.random((draws, n))
-    )
+    mean: np.ndarray
+    calls: int
+    residual: float
+    dof: int
+    risks: np.ndarray
+    sums: dict[int, tuple[int, np.ndarray]]
+    weights: Weights
+
+    @classmethod
+    def fit(cls, calls: ItemCalls, weights: Weights) -> ScoreModel:
+        """The posterior from the item's ok calls (at least one)."""
+        ids = calls.candidate_ids
+        ok = [j for j in calls.judgments if j.ok]
+        scores = np.array([[j.factuality[c] for c in ids] for j in ok], dtype=float)
+        mean = scores.mean(axis=0)
+        fitted = mean + scores.mean(axis=1, keepdims=True) - mean.mean()
+        return cls(
+            mean=mean,
+            calls=len(ok),
+            residual=float(((scores - fitted) ** 2).sum()),
+            dof=(len(ok) - 1) * (len(ids) - 1),
+            risks=np.array([[j.hallucination_risk[c] for c in ids] for j in ok], dtype=float),
+            sums=_sums(calls, weights),
+            weights=weights,
+        )
+
+    def changed(
+        self, winner: int, left: list[tuple[int, int]], rng: np.random.Generator, draws: int
+    ) -> np.ndarray:
+        """For ``draws`` completions of the remaining calls: whether ``winner`` is no longer the
+        sole leader of the full run."""
+        n = len(self.mean)
+        ws, wb, wv, wu = self.weights.as_tuple()
+        scale = PRIOR_DOF * PRIOR_SD**2 + self.residual
+        sd = np.sqrt(scale / rng.chisquare(PRIOR_DOF + self.dof, draws))[:, None]
+        latent = self.mean + rng.standard_normal((draws, n)) * sd / math.sqrt(self.calls)
+        count = {e: float(c) for e, (c, _) in self.sums.items()}
+        total = {e: np.tile(t, (draws, 1)) for e, (_, t) in self.sums.items()}
+        columns = np.arange(n)
+        for execution, r in left:
+            for _ in range(r):
+                score = np.clip(latent + rng.standard_normal((draws, n)) * sd, 0.0, 10.0)
+                shuffled = score + 1e-9 * rng.random((draws, n))  # equal scores: a random order
+                rank = np.argsort(np.argsort(-shuffled, axis=1), axis=1) + 1
+                risk = self.risks[rng.integers(0, self.calls, (draws, n)), columns]
+                total[execution] += (
+                    ws * score / 10 + wb * (n - rank) / (n - 1) + wv * (rank == 1) + wu * (1 - risk)
+                )
+                count[execution] += 1
+        final = np.mean([total[e] / count[e] for e in total if count[e] > 0], axis=0)
+        leaders = final >= final.max(axis=1, keepdims=True) - TIE_TOLERANCE
+        return ~leaders[:, winner] | (leaders.sum(axis=1) > 1)
 
 
 @dataclass(frozen=True)
@@ -211,13 +241,11 @@ class StoppingPolicy:
     Attributes:
         name: ``certain`` or ``confident`` (see the module).
         risk: for ``confident``, the largest accepted chance that the winner still changes.
-        prior: for ``confident``, the urn's weight of a fresh, uninformative call.
         weights: the Eq. 5 weights that decide.
     """
 
     name: str
     risk: float = 0.01
-    prior: float = DEFAULT_PRIOR
     weights: Weights = DEFAULT_WEIGHTS
 
     def __post_init__(self) -> None:
@@ -233,7 +261,6 @@ class StoppingPolicy:
         probability = change_probability(
             calls,
             self.weights,
-            prior=self.prior,
             simulations=simulations_for(self.risk),
             threshold=self.risk,
         )

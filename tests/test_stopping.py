@@ -80,13 +80,33 @@ def test_an_execution_not_started_counts_at_its_worst():
 
 def test_the_change_probability_falls_as_agreeing_calls_come_in():
     def probability(made: int) -> float:
-        calls = tuple(judgment("i", c, IDS[:3], {"a": 9, "b": 5, "c": 1}) for c in range(made))
-        return change_probability(ItemCalls("i", IDS[:3], calls, {0: 10 - made}), prior=0.5)
+        calls = tuple(judgment("i", c, IDS[:3], {"a": 7, "b": 6, "c": 1}) for c in range(made))
+        return change_probability(ItemCalls("i", IDS[:3], calls, {0: 10 - made}))
 
     estimates = [probability(m) for m in (1, 3, 6, 9)]
     assert estimates == sorted(estimates, reverse=True)
     assert estimates[0] > 0.05 > estimates[-1]
     assert probability(3) == probability(3)  # seeded
+
+
+def _two_calls(first: dict[str, float], second: dict[str, float]) -> ItemCalls:
+    calls = (judgment("i", 0, ("a", "b"), first), judgment("i", 1, ("b", "a"), second))
+    return ItemCalls("i", ("a", "b"), calls, {0: 19})
+
+
+def test_the_score_gap_tells_a_clear_item_from_a_near_tie_with_the_same_votes():
+    """Both items: a ranked first and voted for twice. Only the scores differ."""
+    clear = change_probability(_two_calls({"a": 9, "b": 2}, {"a": 9, "b": 2}))
+    near_tie = change_probability(_two_calls({"a": 6, "b": 5.5}, {"a": 6, "b": 5.5}))
+    assert clear < 0.01
+    assert near_tie > 0.1
+
+
+def test_a_judge_whose_scores_wobble_is_trusted_less_than_a_steady_one():
+    """The same mean lead of 2 points; the wobbly judge's scores move between the calls."""
+    steady = change_probability(_two_calls({"a": 7, "b": 5}, {"a": 7, "b": 5}))
+    wobbly = change_probability(_two_calls({"a": 9, "b": 4}, {"a": 5, "b": 6}))
+    assert steady < wobbly
 
 
 def test_disagreeing_calls_keep_the_change_probability_high():
