@@ -15,24 +15,27 @@ calls still planned, and says whether to stop. Both policies decide with Eq. 5 e
 - ``confident`` stops when the estimated chance that the remaining calls change the winner is at
   most ``risk``. The estimate is a seeded Monte Carlo of a score model fitted to the item's ok
   calls (Thurstone's comparative judgment): a call reads candidate c's factuality as
-  ``a_c + (a shift shared by the whole call) + N(0, sigma^2)``. With a flat prior on the ``a_c``
-  and a scaled-inverse-chi-square prior on ``sigma^2`` (:data:`PRIOR_SD` points, worth
-  :data:`PRIOR_DOF` degrees of freedom), the posterior is conjugate: ``sigma^2`` from the
-  residuals of a two-way fit (candidate and call), ``a | sigma^2 ~ N(mean score, sigma^2/m)``.
-  Each draw completes the item: every remaining call scores ``a + noise`` (clipped to 0-10),
-  ranks and votes by those scores, and takes each candidate's risk from one of its calls so far;
-  Eq. 5 then names the full run's winner. It is Adaptive-Consistency's idea (Aggarwal et al.,
-  2023: a posterior over the judge's answers, stop once the leader is safe) with the posterior
-  on the scores Eq. 5 reads instead of on votes: score gaps tell a clear item from a near tie
-  after a call or two, where agreeing votes cannot. It assumes a judge's scores wobble around a
-  value per candidate and that its ranking follows them; ``pcf whatif`` on a full run of one's
-  own judge shows whether that holds before trusting it.
+  ``a_c + b_slot + (a shift shared by the whole call) + N(0, sigma^2)``, where ``b_slot`` is the
+  judge's position bias (slot effects summing to zero). The prior is flat on the ``a_c`` and the
+  call shifts, ``b ~ N(0, (SLOT_PRIOR * sigma)^2)``, and scaled-inverse-chi-square on
+  ``sigma^2`` (:data:`PRIOR_SD` points, worth :data:`PRIOR_DOF` degrees of freedom): a
+  conjugate Bayesian linear model, so the posterior is exact. Each draw completes the item:
+  every remaining call scores ``a + b`` (at the slots its own order gives each candidate)
+  ``+ noise``, clipped to 0-10, ranks and votes by those scores, and takes each candidate's risk
+  from one of its calls so far; Eq. 5 then names the full run's winner. It is
+  Adaptive-Consistency's idea (Aggarwal et al., 2023: a posterior over the judge's answers, stop
+  once the leader is safe) with the posterior on the scores Eq. 5 reads instead of on votes:
+  score gaps tell a clear item from a near tie after a call or two, where agreeing votes cannot,
+  and the slot effects credit a lead won from a favourable slot only as far as the orders still
+  to come keep it. It assumes a judge's scores wobble around a value per candidate and slot and
+  that its ranking follows them; ``pcf whatif`` on a full run of one's own judge shows whether
+  that holds before trusting it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +54,9 @@ PRIOR_SD = 1.0
 orderings (points on the 0-10 scale)."""
 PRIOR_DOF = 4.0
 """How many residual degrees of freedom that guess is worth (one call of five candidates)."""
+SLOT_PRIOR = 1.0
+"""The prior spread of a slot's effect on a score, in units of the noise: position bias about
+as large as the wobble, until the calls say otherwise."""
 MARGIN_EPSILON = 1e-12
 """Room for floating-point rounding on top of the tie tolerance in the ``certain`` bound."""
 
@@ -63,13 +69,21 @@ class ItemCalls:
         item_id: the item's key.
         candidate_ids: the item's candidates in listing order (it breaks exact ties).
         judgments: the calls made so far (ok or failed).
-        remaining: per execution number, how many calls are still to come.
+        remaining: the calls still to come, in wave order: each one's execution and order
+            (candidate ids by slot).
     """
 
     item_id: str
     candidate_ids: tuple[str, ...]
     judgments: tuple[Judgment, ...]
-    remaining: Mapping[int, int]
+    remaining: tuple[tuple[int, tuple[str, ...]], ...] = ()
+
+    def left(self) -> dict[int, int]:
+        """Calls still to come per execution."""
+        out: dict[int, int] = {}
+        for execution, _ in self.remaining:
+            out[execution] = out.get(execution, 0) + 1
+        return out
 
 
 def contributions(judgment: Judgment, candidate_ids: Sequence[str], weights: Weights) -> np.ndarray:
@@ -99,7 +113,7 @@ def current_winner(calls: ItemCalls, weights: Weights = DEFAULT_WEIGHTS) -> int:
 def _sums(calls: ItemCalls, weights: Weights) -> dict[int, tuple[int, np.ndarray]]:
     """Per execution that has a call so far or still to come: ok calls and their summed ``x``."""
     n = len(calls.candidate_ids)
-    executions = {j.execution for j in calls.judgments} | set(calls.remaining)
+    executions = {j.execution for j in calls.judgments} | set(calls.left())
     out = {e: (0, np.zeros(n)) for e in executions}
     for j in calls.judgments:
         if j.ok:
@@ -110,7 +124,7 @@ def _sums(calls: ItemCalls, weights: Weights) -> dict[int, tuple[int, np.ndarray
 
 def is_certain(calls: ItemCalls, weights: Weights = DEFAULT_WEIGHTS) -> bool:
     """Whether no answers to the remaining calls could change the winner (see the module)."""
-    remaining = {e: r for e, r in calls.remaining.items() if r > 0}
+    remaining = calls.left()
     winner = current_winner(calls, weights)
     if not remaining:
         return True
@@ -149,21 +163,34 @@ def change_probability(
     it (the changes seen already are more than ``threshold`` of all the draws).
     """
     winner = current_winner(calls, weights)
-    left = [(e, r) for e, r in sorted(calls.remaining.items()) if r > 0]
-    if not left:
+    if not calls.remaining:
         return 0.0
     if winner < 0:
         return 1.0
     model = ScoreModel.fit(calls, weights)
-    rng = seeded_rng("confident", calls.item_id, len(calls.judgments), sum(r for _, r in left))
+    rng = seeded_rng("confident", calls.item_id, len(calls.judgments), len(calls.remaining))
     changes = drawn = 0
     while drawn < simulations:
         batch = min(BATCH, simulations - drawn)
-        changes += int(model.changed(winner, left, rng, batch).sum())
+        changes += int(model.changed(winner, calls.remaining, rng, batch).sum())
         drawn += batch
         if threshold is not None and changes > threshold * simulations:
             break
     return changes / drawn
+
+
+def slot_design(order: Sequence[str], candidate_ids: Sequence[str]) -> np.ndarray:
+    """The slot effects' columns of one call, a row per candidate in listing order: ``b`` has
+    n - 1 free values and the last slot takes minus their sum (the effects sum to zero)."""
+    n = len(candidate_ids)
+    rows = np.zeros((n, n - 1))
+    for c, cid in enumerate(candidate_ids):
+        slot = order.index(cid)
+        if slot < n - 1:
+            rows[c, slot] = 1.0
+        else:
+            rows[c] = -1.0
+    return rows
 
 
 @dataclass(frozen=True)
@@ -171,17 +198,19 @@ class ScoreModel:
     """The posterior of the score model (see the module) for one item's ok calls so far.
 
     Attributes:
-        mean: each candidate's mean factuality over the ok calls (m values each).
-        calls: m, the number of ok calls.
-        residual: the residual sum of squares of the two-way fit (candidate + call).
-        dof: its degrees of freedom, ``(m - 1)(n - 1)``.
+        candidate_ids: the item's candidates in listing order.
+        center: the posterior mean of the candidates' values ``a`` then the slot effects ``b``.
+        spread: a square root of their posterior covariance over ``sigma^2`` (``L @ L.T``).
+        residual: the penalized residual sum of squares.
+        dof: its degrees of freedom (scores less the flat parameters).
         risks: the ok calls' hallucination risks, (m, n).
         sums: per execution with calls so far or to come: ok calls and their summed ``x``.
         weights: the Eq. 5 weights.
     """
 
-    mean: np.ndarray
-    calls: int
+    candidate_ids: tuple[str, ...]
+    center: np.ndarray
+    spread: np.ndarray
     residual: float
     dof: int
     risks: np.ndarray
@@ -192,43 +221,64 @@ class ScoreModel:
     def fit(cls, calls: ItemCalls, weights: Weights) -> ScoreModel:
         """The posterior from the item's ok calls (at least one)."""
         ids = calls.candidate_ids
+        n = len(ids)
         ok = [j for j in calls.judgments if j.ok]
-        scores = np.array([[j.factuality[c] for c in ids] for j in ok], dtype=float)
-        mean = scores.mean(axis=0)
-        fitted = mean + scores.mean(axis=1, keepdims=True) - mean.mean()
+        m = len(ok)
+        # Columns: a (n), b (n - 1), the shifts of calls 2..m (m - 1); a row per call and candidate.
+        design = np.zeros((m * n, 2 * n - 1 + m - 1))
+        for i, j in enumerate(ok):
+            rows = slice(i * n, (i + 1) * n)
+            design[rows, :n] = np.eye(n)
+            design[rows, n : 2 * n - 1] = slot_design(j.order, ids)
+            if i:
+                design[rows, 2 * n - 2 + i] = 1.0
+        scores = np.array([[j.factuality[c] for c in ids] for j in ok], dtype=float).ravel()
+        penalty = np.zeros(design.shape[1])
+        penalty[n : 2 * n - 1] = 1 / SLOT_PRIOR**2
+        precision = design.T @ design + np.diag(penalty)
+        theta = np.linalg.solve(precision, design.T @ scores)
+        errors = scores - design @ theta
+        covariance = np.linalg.inv(precision)[: 2 * n - 1, : 2 * n - 1]
         return cls(
-            mean=mean,
-            calls=len(ok),
-            residual=float(((scores - fitted) ** 2).sum()),
-            dof=(len(ok) - 1) * (len(ids) - 1),
+            candidate_ids=tuple(ids),
+            center=theta[: 2 * n - 1],
+            spread=np.linalg.cholesky(covariance),
+            residual=float(errors @ errors + theta @ (penalty * theta)),
+            dof=m * n - (n + m - 1),
             risks=np.array([[j.hallucination_risk[c] for c in ids] for j in ok], dtype=float),
             sums=_sums(calls, weights),
             weights=weights,
         )
 
     def changed(
-        self, winner: int, left: list[tuple[int, int]], rng: np.random.Generator, draws: int
+        self,
+        winner: int,
+        remaining: Sequence[tuple[int, tuple[str, ...]]],
+        rng: np.random.Generator,
+        draws: int,
     ) -> np.ndarray:
-        """For ``draws`` completions of the remaining calls: whether ``winner`` is no longer the
-        sole leader of the full run."""
-        n = len(self.mean)
+        """For ``draws`` completions of the ``remaining`` calls: whether ``winner`` is no longer
+        the sole leader of the full run."""
+        n = len(self.candidate_ids)
+        columns = np.arange(n)
         ws, wb, wv, wu = self.weights.as_tuple()
         scale = PRIOR_DOF * PRIOR_SD**2 + self.residual
         sd = np.sqrt(scale / rng.chisquare(PRIOR_DOF + self.dof, draws))[:, None]
-        latent = self.mean + rng.standard_normal((draws, n)) * sd / math.sqrt(self.calls)
+        drawn = self.center + (rng.standard_normal((draws, len(self.center))) @ self.spread.T) * sd
+        value, slot_effect = drawn[:, :n], drawn[:, n:]
         count = {e: float(c) for e, (c, _) in self.sums.items()}
         total = {e: np.tile(t, (draws, 1)) for e, (_, t) in self.sums.items()}
-        columns = np.arange(n)
-        for execution, r in left:
-            for _ in range(r):
-                score = np.clip(latent + rng.standard_normal((draws, n)) * sd, 0.0, 10.0)
-                shuffled = score + 1e-9 * rng.random((draws, n))  # equal scores: a random order
-                rank = np.argsort(np.argsort(-shuffled, axis=1), axis=1) + 1
-                risk = self.risks[rng.integers(0, self.calls, (draws, n)), columns]
-                total[execution] += (
-                    ws * score / 10 + wb * (n - rank) / (n - 1) + wv * (rank == 1) + wu * (1 - risk)
-                )
-                count[execution] += 1
+        for execution, order in remaining:
+            positions = slot_design(order, self.candidate_ids)
+            mean = value + slot_effect @ positions.T
+            score = np.clip(mean + rng.standard_normal((draws, n)) * sd, 0.0, 10.0)
+            shuffled = score + 1e-9 * rng.random((draws, n))  # equal scores: a random order
+            rank = np.argsort(np.argsort(-shuffled, axis=1), axis=1) + 1
+            risk = self.risks[rng.integers(0, len(self.risks), (draws, n)), columns]
+            total[execution] += (
+                ws * score / 10 + wb * (n - rank) / (n - 1) + wv * (rank == 1) + wu * (1 - risk)
+            )
+            count[execution] += 1
         final = np.mean([total[e] / count[e] for e in total if count[e] > 0], axis=0)
         leaders = final >= final.max(axis=1, keepdims=True) - TIE_TOLERANCE
         return ~leaders[:, winner] | (leaders.sum(axis=1) > 1)
@@ -296,16 +346,9 @@ def replay(
     """
     ordered = sorted(planned, key=wave_order)
     for made in range(1, len(ordered) + 1):
-        calls = ItemCalls(item_id, candidate_ids, tuple(ordered[:made]), _left(ordered[made:]))
+        upcoming = tuple((j.execution, j.order) for j in ordered[made:])
+        calls = ItemCalls(item_id, candidate_ids, tuple(ordered[:made]), upcoming)
         if made == len(ordered) or policy.settled(calls):
             reason = policy.name if made < len(ordered) else "planned_calls_made"
             return Stop(made, reason, current_winner(calls, policy.weights))
     return Stop(0, "planned_calls_made", -1)
-
-
-def _left(calls: Sequence[Judgment]) -> dict[int, int]:
-    """Calls still to come per execution."""
-    out: dict[int, int] = {}
-    for j in calls:
-        out[j.execution] = out.get(j.execution, 0) + 1
-    return out

@@ -24,7 +24,17 @@ IDS = ("a", "b", "c", "d", "e")
 
 
 def full_winner(calls, weights) -> int:
-    return current_winner(ItemCalls("i", IDS[: len(calls[0].order)], tuple(calls), {}), weights)
+    return current_winner(ItemCalls("i", IDS[: len(calls[0].order)], tuple(calls)), weights)
+
+
+def upcoming(count: int, order: tuple[str, ...] = ("a", "b"), execution: int = 0) -> tuple:
+    """``count`` calls still to come in ``execution``, all shown in ``order``."""
+    return ((execution, order),) * count
+
+
+def alternating(count: int) -> tuple:
+    """``count`` calls still to come, in the orders (a, b) and (b, a) by turns."""
+    return tuple((0, ("a", "b") if k % 2 else ("b", "a")) for k in range(count))
 
 
 @settings(max_examples=300, deadline=None)
@@ -64,24 +74,24 @@ def test_certain_stops_early_on_a_clear_winner_and_not_on_a_close_one():
 def test_a_remaining_call_may_fail_or_reverse_everything():
     """Two calls for a, one left: that call could give b everything, so a is not certain."""
     made = tuple(judgment("i", c, ("a", "b"), {"a": 9, "b": 1}) for c in range(2))
-    assert not is_certain(ItemCalls("i", ("a", "b"), made, {0: 2}))
-    assert is_certain(ItemCalls("i", ("a", "b"), made, {0: 1}))
+    assert not is_certain(ItemCalls("i", ("a", "b"), made, upcoming(2)))
+    assert is_certain(ItemCalls("i", ("a", "b"), made, upcoming(1)))
     # No ok call yet: every remaining call may fail, so nothing is certain.
     failed = (judgment("i", 0, ("a", "b"), {}, ok=False),)
-    assert not is_certain(ItemCalls("i", ("a", "b"), failed, {0: 1}))
-    assert is_certain(ItemCalls("i", ("a", "b"), failed, {}))
+    assert not is_certain(ItemCalls("i", ("a", "b"), failed, upcoming(1)))
+    assert is_certain(ItemCalls("i", ("a", "b"), failed))
 
 
 def test_an_execution_not_started_counts_at_its_worst():
     made = tuple(judgment("i", c, ("a", "b"), {"a": 10, "b": 0}) for c in range(7))
-    assert is_certain(ItemCalls("i", ("a", "b"), made, {}))
-    assert not is_certain(ItemCalls("i", ("a", "b"), made, {1: 1}))
+    assert is_certain(ItemCalls("i", ("a", "b"), made))
+    assert not is_certain(ItemCalls("i", ("a", "b"), made, upcoming(1, execution=1)))
 
 
 def test_the_change_probability_falls_as_agreeing_calls_come_in():
     def probability(made: int) -> float:
         calls = tuple(judgment("i", c, IDS[:3], {"a": 7, "b": 6, "c": 1}) for c in range(made))
-        return change_probability(ItemCalls("i", IDS[:3], calls, {0: 10 - made}))
+        return change_probability(ItemCalls("i", IDS[:3], calls, upcoming(10 - made, IDS[:3])))
 
     estimates = [probability(m) for m in (1, 3, 6, 9)]
     assert estimates == sorted(estimates, reverse=True)
@@ -91,7 +101,7 @@ def test_the_change_probability_falls_as_agreeing_calls_come_in():
 
 def _two_calls(first: dict[str, float], second: dict[str, float]) -> ItemCalls:
     calls = (judgment("i", 0, ("a", "b"), first), judgment("i", 1, ("b", "a"), second))
-    return ItemCalls("i", ("a", "b"), calls, {0: 19})
+    return ItemCalls("i", ("a", "b"), calls, alternating(19))
 
 
 def test_the_score_gap_tells_a_clear_item_from_a_near_tie_with_the_same_votes():
@@ -109,12 +119,23 @@ def test_a_judge_whose_scores_wobble_is_trusted_less_than_a_steady_one():
     assert steady < wobbly
 
 
+def test_a_lead_seen_only_from_the_first_slot_is_trusted_less():
+    """Same scores twice; once a held the first slot both times, once it led from either slot.
+    With the orders to come taking turns, the first lead may be the judge's position bias."""
+    scores = {"a": 7, "b": 5}
+    from_either = (judgment("i", 0, ("a", "b"), scores), judgment("i", 1, ("b", "a"), scores))
+    from_first = (judgment("i", 0, ("a", "b"), scores), judgment("i", 1, ("a", "b"), scores))
+    earned = change_probability(ItemCalls("i", ("a", "b"), from_either, alternating(19)))
+    placed = change_probability(ItemCalls("i", ("a", "b"), from_first, alternating(19)))
+    assert 2 * earned < placed
+
+
 def test_disagreeing_calls_keep_the_change_probability_high():
     calls = tuple(
         judgment("i", c, ("a", "b"), {"a": 9, "b": 1} if c % 2 else {"a": 1, "b": 9.5})
         for c in range(4)
     )
-    assert change_probability(ItemCalls("i", ("a", "b"), calls, {0: 6})) > 0.2
+    assert change_probability(ItemCalls("i", ("a", "b"), calls, alternating(6))) > 0.2
 
 
 @settings(max_examples=100, deadline=None)

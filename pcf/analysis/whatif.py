@@ -41,7 +41,7 @@ def replay_run(
         calls = by_item.get(item.item_id)
         if not calls:
             continue
-        everything = ItemCalls(item.item_id, item.candidate_ids, tuple(calls), {})
+        everything = ItemCalls(item.item_id, item.candidate_ids, tuple(calls))
         full = Stop(len(calls), "planned_calls_made", current_winner(everything, policy.weights))
         out[item.item_id] = (replay(policy, item.item_id, item.candidate_ids, calls), full)
     return out

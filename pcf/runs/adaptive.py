@@ -73,9 +73,7 @@ def item_step(
     made = {(c.execution, c.call_index) for c in stored}
     left = [c for c in calls if (c.execution, c.call_index) not in made]
     judgments = sorted(_judgments(item, stored), key=wave_order)
-    remaining: dict[int, int] = defaultdict(int)
-    for c in left:
-        remaining[c.execution] += 1
+    remaining = tuple((c.execution, tuple(c.order)) for c in left)
     state = ItemCalls(item.item_id, item.candidate_ids, tuple(judgments), remaining)
     if left and not (judgments and policy.settled(state)):
         return left[0], None
