@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import gc
 import hashlib
 import json
@@ -14,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -120,8 +122,9 @@ def plan(
 
 
 def content_key(backend: str, model: str, rendered: Rendered, spec: RunSpec, repeat: int) -> str:
-    """The cache key of a call: backend, model, prompt text, sampling settings, repeat index,
-    and for the simulated judge the run seed (its noise follows the seed; a provider's does not)."""
+    """The cache key of a call: backend, model, prompt text, sampling settings, repeat index;
+    for the simulated judge also the run seed (its noise follows the seed), for a replay the
+    recording's bytes (another file is another judge). A provider's answers follow neither."""
     payload = [
         backend,
         model,
@@ -134,7 +137,32 @@ def content_key(backend: str, model: str, rendered: Rendered, spec: RunSpec, rep
     ]
     if backend == "simulated":
         payload.append(spec.seed)
+    elif backend == "replay" and spec.replay is not None:
+        payload.append(recording_digest(Path(spec.replay)))
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def recording_digest(path: Path) -> str:
+    """The SHA-256 of a replay recording, read once per version of the file.
+
+    Raises:
+        ValueError: the file cannot be read.
+    """
+    try:
+        stat = path.stat()
+        return _file_digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    except OSError as exc:
+        raise ValueError(f"replay recording {path}: {exc.strerror or exc}") from exc
+
+
+@functools.lru_cache(maxsize=8)
+def _file_digest(path: str, size: int, modified_ns: int) -> str:
+    """SHA-256 of a file's bytes; ``size`` and ``modified_ns`` key the cache to its version."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def stored_reply(reply: JudgeReply) -> tuple[str, dict[str, Any], list[str]]:

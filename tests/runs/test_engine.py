@@ -18,10 +18,12 @@ from pcf.cli import app
 from pcf.items import Candidate, Item
 from pcf.judges.base import JudgeReply, JudgeRequest
 from pcf.judges.simulated import SimulatedJudge
+from pcf.judgments import read_judgments, write_judgments
 from pcf.orderings import canonical_order, schedule
 from pcf.pairwise import apoc_decide, is_ballpark_question, needs_confirmation
 from pcf.prompts import NEUTRAL_PREFIX
 from pcf.runs.engine import RunReport, execute, plan
+from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import (
     Call,
@@ -283,6 +285,45 @@ def test_a_simulated_judge_of_another_seed_answers_for_itself(session):
     again, report = simulated(1, "seed-1-again")
     assert (report.cache_hits, report.calls_made) == (16, 0)
     assert run_judgments(again.id, session=session) == run_judgments(other.id, session=session)
+
+
+def test_a_replay_of_another_recording_answers_from_its_own_file(session, tmp_path):
+    """Two recordings replayed under one model name are two judges: the second replay makes
+    its own calls and stores its own file's judgments; the same file again is all cache hits."""
+    items = _items(4)
+    dataset = _dataset(session, items)
+    recordings = []
+    for seed in (0, 1):
+        run, _ = _run(
+            session,
+            dataset,
+            items,
+            RunSpec("ds", k=3, seed=seed),
+            SimulatedJudge(seed=seed),
+            name=f"recorded-{seed}",
+        )
+        path = tmp_path / f"judgments-{seed}.jsonl"
+        with path.open("w", encoding="utf-8") as out:
+            write_judgments(run_judgments(run.id, session=session), out)
+        recordings.append(path)
+
+    def replayed(path: Path, name: str) -> tuple[Run, RunReport]:
+        return judge_run(RunSpec("ds", name, k=3, backend="replay", replay=path), session=session)
+
+    def scores(run: Run) -> dict:
+        return {
+            (j.item_id, j.call_index): j.factuality for j in run_judgments(run.id, session=session)
+        }
+
+    first, _ = replayed(recordings[0], "replay-0")
+    second, report = replayed(recordings[1], "replay-1")
+    assert (report.cache_hits, report.calls_made) == (0, 12)
+    assert scores(second) == {
+        (j.item_id, j.call_index): j.factuality for j in read_judgments(recordings[1])
+    }
+    assert scores(second) != scores(first)
+    _, report = replayed(recordings[1], "replay-1-again")
+    assert (report.cache_hits, report.calls_made) == (12, 0)
 
 
 def test_a_cached_answer_is_mapped_to_the_items_own_candidate_ids(session):
