@@ -35,6 +35,7 @@ calls still planned, and says whether to stop. Both policies decide with Eq. 5 e
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -80,25 +81,26 @@ class ItemCalls:
 
     def left(self) -> dict[int, int]:
         """Calls still to come per execution."""
-        out: dict[int, int] = {}
-        for execution, _ in self.remaining:
-            out[execution] = out.get(execution, 0) + 1
-        return out
+        return dict(Counter(execution for execution, _ in self.remaining))
+
+
+def call_terms(
+    score: np.ndarray, rank: np.ndarray, risk: np.ndarray, weights: Weights
+) -> np.ndarray:
+    """``x_c`` of calls from their scores (0-10), ranks (1 = best) and risks; candidates on the
+    last axis."""
+    n = score.shape[-1]
+    ws, wb, wv, wu = weights.as_tuple()
+    return ws * score / 10 + wb * (n - rank) / (n - 1) + wv * (rank == 1) + wu * (1 - risk)
 
 
 def contributions(judgment: Judgment, candidate_ids: Sequence[str], weights: Weights) -> np.ndarray:
     """What one ok call adds to each candidate's Eq. 5 sum (``x_c`` above), in listing order."""
-    n = len(candidate_ids)
-    ws, wb, wv, wu = weights.as_tuple()
-    top = judgment.ranking[0]
-    return np.array(
-        [
-            ws * judgment.factuality[c] / 10
-            + wb * (n - (judgment.ranking.index(c) + 1)) / (n - 1)
-            + wv * (c == top)
-            + wu * (1 - judgment.hallucination_risk[c])
-            for c in candidate_ids
-        ]
+    return call_terms(
+        np.array([judgment.factuality[c] for c in candidate_ids], dtype=float),
+        np.array([judgment.ranking.index(c) + 1 for c in candidate_ids]),
+        np.array([judgment.hallucination_risk[c] for c in candidate_ids], dtype=float),
+        weights,
     )
 
 
@@ -172,7 +174,7 @@ def change_probability(
     changes = drawn = 0
     while drawn < simulations:
         batch = min(BATCH, simulations - drawn)
-        changes += int(model.changed(winner, calls.remaining, rng, batch).sum())
+        changes += int(model.changed(winner, rng, batch).sum())
         drawn += batch
         if threshold is not None and changes > threshold * simulations:
             break
@@ -198,23 +200,23 @@ class ScoreModel:
     """The posterior of the score model (see the module) for one item's ok calls so far.
 
     Attributes:
-        candidate_ids: the item's candidates in listing order.
         center: the posterior mean of the candidates' values ``a`` then the slot effects ``b``.
         spread: a square root of their posterior covariance over ``sigma^2`` (``L @ L.T``).
         residual: the penalized residual sum of squares.
         dof: its degrees of freedom (scores less the flat parameters).
         risks: the ok calls' hallucination risks, (m, n).
         sums: per execution with calls so far or to come: ok calls and their summed ``x``.
+        upcoming: per call still to come, its execution and its slot columns (:func:`slot_design`).
         weights: the Eq. 5 weights.
     """
 
-    candidate_ids: tuple[str, ...]
     center: np.ndarray
     spread: np.ndarray
     residual: float
     dof: int
     risks: np.ndarray
     sums: dict[int, tuple[int, np.ndarray]]
+    upcoming: tuple[tuple[int, np.ndarray], ...]
     weights: Weights
 
     @classmethod
@@ -240,44 +242,34 @@ class ScoreModel:
         errors = scores - design @ theta
         covariance = np.linalg.inv(precision)[: 2 * n - 1, : 2 * n - 1]
         return cls(
-            candidate_ids=tuple(ids),
             center=theta[: 2 * n - 1],
             spread=np.linalg.cholesky(covariance),
             residual=float(errors @ errors + theta @ (penalty * theta)),
             dof=m * n - (n + m - 1),
             risks=np.array([[j.hallucination_risk[c] for c in ids] for j in ok], dtype=float),
             sums=_sums(calls, weights),
+            upcoming=tuple((e, slot_design(order, ids)) for e, order in calls.remaining),
             weights=weights,
         )
 
-    def changed(
-        self,
-        winner: int,
-        remaining: Sequence[tuple[int, tuple[str, ...]]],
-        rng: np.random.Generator,
-        draws: int,
-    ) -> np.ndarray:
-        """For ``draws`` completions of the ``remaining`` calls: whether ``winner`` is no longer
+    def changed(self, winner: int, rng: np.random.Generator, draws: int) -> np.ndarray:
+        """For ``draws`` completions of the calls still to come: whether ``winner`` is no longer
         the sole leader of the full run."""
-        n = len(self.candidate_ids)
+        n = self.risks.shape[1]
         columns = np.arange(n)
-        ws, wb, wv, wu = self.weights.as_tuple()
         scale = PRIOR_DOF * PRIOR_SD**2 + self.residual
         sd = np.sqrt(scale / rng.chisquare(PRIOR_DOF + self.dof, draws))[:, None]
         drawn = self.center + (rng.standard_normal((draws, len(self.center))) @ self.spread.T) * sd
         value, slot_effect = drawn[:, :n], drawn[:, n:]
         count = {e: float(c) for e, (c, _) in self.sums.items()}
         total = {e: np.tile(t, (draws, 1)) for e, (_, t) in self.sums.items()}
-        for execution, order in remaining:
-            positions = slot_design(order, self.candidate_ids)
+        for execution, positions in self.upcoming:
             mean = value + slot_effect @ positions.T
             score = np.clip(mean + rng.standard_normal((draws, n)) * sd, 0.0, 10.0)
             shuffled = score + 1e-9 * rng.random((draws, n))  # equal scores: a random order
             rank = np.argsort(np.argsort(-shuffled, axis=1), axis=1) + 1
             risk = self.risks[rng.integers(0, len(self.risks), (draws, n)), columns]
-            total[execution] += (
-                ws * score / 10 + wb * (n - rank) / (n - 1) + wv * (rank == 1) + wu * (1 - risk)
-            )
+            total[execution] += call_terms(score, rank, risk, self.weights)
             count[execution] += 1
         final = np.mean([total[e] / count[e] for e in total if count[e] > 0], axis=0)
         leaders = final >= final.max(axis=1, keepdims=True) - TIE_TOLERANCE
