@@ -25,6 +25,7 @@ from pcf.orderings import SCHEDULES
 from pcf.runs.spec import PROTOCOLS
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
     from sqlmodel import Session
 
     from pcf.consensus import Weights
@@ -330,10 +331,16 @@ def check_failures(runs: list[tuple[str, RunReport]]) -> None:
 
 @contextmanager
 def database() -> Iterator[Session]:
-    """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder)."""
+    """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder); a
+    database this code cannot use at its schema revision stops with one line."""
     from pcf.store.engine import get_engine, session_scope
+    from pcf.store.schema import SchemaError
 
-    with session_scope(get_engine()) as session:
+    try:
+        engine = get_engine()
+    except SchemaError as exc:
+        fail(f"error: {exc}")
+    with session_scope(engine) as session:
         yield session
 
 
@@ -911,6 +918,93 @@ def demo(
         built = build_demo(session=session)
         summaries = [summary(run, report, session=session) for run, report in built]
     emit({"database": database_url(), "runs": summaries})
+
+
+db_app = typer.Typer(
+    help="The database's schema revision: show it, list revisions, upgrade.", no_args_is_help=True
+)
+app.add_typer(db_app, name="db")
+
+
+@contextmanager
+def schema_engine() -> Iterator[Engine]:
+    """The database's engine as it is (no revision check), with schema errors as one line."""
+    from pcf.store.engine import unchecked_engine
+    from pcf.store.schema import SchemaError
+
+    engine = unchecked_engine()
+    try:
+        yield engine
+    except SchemaError as exc:
+        fail(f"error: {exc}")
+    finally:
+        engine.dispose()
+
+
+@db_app.command("current")
+def db_current() -> None:
+    """Show the database's schema revision and the newest this code knows.
+
+    A database made before migrations existed shows the revision its tables match.
+
+    Example: pcf db current
+    """
+    from pcf.store.engine import database_url
+    from pcf.store.schema import head, state
+
+    with schema_engine() as engine, engine.connect() as connection:
+        stamped, recognised = state(connection)
+    emit(
+        {
+            "database": database_url(),
+            "revision": stamped,
+            "matches": recognised,
+            "head": head(),
+            "up_to_date": stamped == head(),
+        }
+    )
+
+
+@db_app.command("history")
+def db_history() -> None:
+    """List the schema revisions this code knows, oldest first.
+
+    Example: pcf db history
+    """
+    from pcf.store.schema import history
+
+    for revision in history():
+        typer.echo(f"{revision.revision}  {revision.title}")
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    to: Annotated[str, typer.Option("--to", help="Revision to stop at (default: the newest).")] = (
+        "head"
+    ),
+) -> None:
+    """Upgrade the database's schema, keeping every row; a second run does nothing.
+
+    A SQLite file is copied beside itself first (the copy's name is printed). On PostgreSQL
+    take a backup (pg_dump) first; each revision is a transaction, so a failed upgrade stops
+    at the revision before it and can simply be run again.
+
+    Example: pcf db upgrade
+    """
+    from pcf.store.engine import database_url
+    from pcf.store.schema import upgrade
+
+    with schema_engine() as engine:
+        report = upgrade(engine, to=to)
+    emit(
+        {
+            "database": database_url(),
+            "before": report.before,
+            "after": report.after,
+            "changed": report.changed,
+            "backup": str(report.backup) if report.backup else None,
+        }
+    )
 
 
 def main() -> None:

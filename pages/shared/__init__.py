@@ -26,6 +26,7 @@ from pcf.store import (
     DATABASE_URL_ENV,
     Dataset,
     Run,
+    SchemaError,
     database_url,
     get_dataset,
     get_engine,
@@ -78,8 +79,16 @@ def _engine(url: str | None) -> Engine:
 
 
 def engine() -> Engine:
-    """The engine of ``PCF_DATABASE_URL`` (or the user data folder), one per URL and process."""
-    return _engine(os.environ.get(DATABASE_URL_ENV))
+    """The engine of ``PCF_DATABASE_URL`` (or the user data folder), one per URL and process.
+
+    A database this code cannot use at its schema revision stops the page with the one line
+    that says why (e.g. a PostgreSQL database to upgrade with ``pcf db upgrade``).
+    """
+    try:
+        return _engine(os.environ.get(DATABASE_URL_ENV))
+    except SchemaError as exc:
+        st.error(inert_markdown(str(exc)))
+        st.stop()
 
 
 @contextmanager

@@ -55,6 +55,7 @@ from pcf.store.queries import (
     stored_judgment,
     update_run_totals,
 )
+from pcf.store.schema import SchemaError
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -67,6 +68,7 @@ __all__ = [
     "ItemRow",
     "LostRaceError",
     "Run",
+    "SchemaError",
     "add_adjudication",
     "adjudicated_item_keys",
     "adjudication_history",

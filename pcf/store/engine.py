@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, event, make_url
-from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlalchemy.schema import CreateIndex
-from sqlmodel import Session, SQLModel, create_engine
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Session, create_engine
 
-from pcf.store.models import ADJUDICATION_CHAIN  # importing models registers the tables
+from pcf.store.schema import prepare
 
 DATABASE_URL_ENV = "PCF_DATABASE_URL"
 SQLITE_PRAGMAS = {
@@ -59,19 +58,41 @@ def _set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
 
 
 def get_engine(url: str | None = None) -> Engine:
-    """The engine for ``url``, created once per URL with its tables.
+    """The engine for ``url``, created once per URL, its database ready for this code.
 
-    SQLite connections get WAL, a 5 s busy timeout, foreign keys and ``synchronous=NORMAL``;
-    the folder of a SQLite file is created if missing. A plain function, so that Streamlit can
-    wrap it in ``st.cache_resource``.
+    A new database is created at the newest schema revision; an older SQLite file is upgraded
+    after a backup copy; an older PostgreSQL database, or one newer than the code, is refused
+    (:func:`pcf.store.schema.prepare`). A plain function, so that Streamlit can wrap it in
+    ``st.cache_resource``.
 
     Args:
         url: a SQLAlchemy URL; by default ``PCF_DATABASE_URL``, else SQLite in the user data
             folder (see :func:`default_sqlite_path`).
+
+    Raises:
+        SchemaError: the database cannot be used at its revision; the message says why.
     """
     resolved = _resolve(url)
     if resolved in _engines:
         return _engines[resolved]
+    engine = unchecked_engine(resolved)
+    try:
+        prepare(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    _engines[resolved] = engine
+    return engine
+
+
+def unchecked_engine(url: str | None = None) -> Engine:
+    """A new engine for ``url`` whatever its schema revision, for ``pcf db`` to inspect and
+    upgrade it; everything else uses :func:`get_engine`.
+
+    SQLite connections get WAL, a 5 s busy timeout, foreign keys and ``synchronous=NORMAL``;
+    the folder of a SQLite file is created if missing.
+    """
+    resolved = _resolve(url)
     parsed = make_url(resolved)
     is_sqlite = parsed.get_backend_name() == "sqlite"
     if is_sqlite and parsed.database and parsed.database != ":memory:":
@@ -79,20 +100,7 @@ def get_engine(url: str | None = None) -> Engine:
     engine = create_engine(resolved)
     if is_sqlite:
         event.listen(engine, "connect", _set_sqlite_pragmas)
-    SQLModel.metadata.create_all(engine)
-    _add_chain_index(engine)
-    _engines[resolved] = engine
     return engine
-
-
-def _add_chain_index(engine: Engine) -> None:
-    """Give a database made before the adjudication chain index had it (``create_all`` makes
-    only missing tables). A database whose histories already fork keeps working without it."""
-    try:
-        with engine.begin() as connection:
-            connection.execute(CreateIndex(ADJUDICATION_CHAIN, if_not_exists=True))
-    except IntegrityError:
-        return
 
 
 class LostRaceError(Exception):

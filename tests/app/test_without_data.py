@@ -1,4 +1,5 @@
-"""Every page on a database without data, or with a dataset but no run: a hint, no exception."""
+"""Every page on a database without data, or with a dataset but no run: a hint, no exception;
+a database of the release before migrations: upgraded (SQLite) or refused in one line."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from streamlit.testing.v1 import AppTest
 
 from pcf.store import import_items, session_scope
 from tests.app.conftest import APP
+from tests.demo_database import on_postgres
 from tests.factories import make_item
+from tests.store.legacy import restore
 
 PAGES = ["overview", "review", "adjudicate", "compare", "runs", "weights", "report"]
 NEEDS_A_RUN = {"review", "compare", "weights"}
@@ -34,3 +37,22 @@ def test_a_dataset_without_runs_says_how_to_start_one(engine: Engine, page: str)
         import_items([make_item("q1")], session=session, name="fresh", fmt="jsonl")
     infos = [info.value for info in open_page(page).info]
     assert any("no run yet: start one on the Runs page" in text for text in infos), infos
+
+
+@pytest.mark.skipif(not on_postgres(), reason="a PostgreSQL database is upgraded on purpose")
+def test_an_out_of_date_postgres_database_is_refused_with_one_line(isolated_database) -> None:
+    restore(isolated_database)
+    app = AppTest.from_file(str(APP), default_timeout=30).run()
+    assert not app.exception, app.exception
+    (error,) = [e.value for e in app.error]
+    assert "run `pcf db upgrade`" in error
+    assert "\n" not in error
+
+
+@pytest.mark.sqlite_only(reason="an old SQLite file is upgraded at start")
+def test_an_old_sqlite_file_opens_upgraded(isolated_database) -> None:
+    restore(isolated_database)
+    app = AppTest.from_file(str(APP), default_timeout=30).run()
+    assert not app.exception, app.exception
+    assert not app.error
+    assert "demo-pcf" in app.sidebar.selectbox(key="run").options

@@ -1,0 +1,375 @@
+"""Schema versions: which revision a database is at, and upgrades that lose nothing.
+
+The schema changes only through the Alembic revisions in ``pcf/store/migrations/versions``.
+What :func:`prepare` (called by :func:`~pcf.store.engine.get_engine`) does with a database:
+
+- **new** (none of our tables): created at the head revision and stamped with it;
+- **at head**: used as it is;
+- **behind** (an older revision, or made before migrations existed and recognised by its
+  tables): a SQLite file is upgraded at once, after a backup copy beside it
+  (:func:`backup_path`); a PostgreSQL database is refused with one line that says to run
+  ``pcf db upgrade``, so a team upgrades on purpose, once;
+- **newer than this code**, or tables this code does not recognise: refused, never written.
+
+Only one process migrates at a time: on PostgreSQL the upgrade holds an advisory lock, on
+SQLite a write transaction (``BEGIN IMMEDIATE``) on the file. Whoever waited finds the work
+done. On PostgreSQL each revision is its own transaction, so a failed or killed upgrade leaves
+the database at the revision before the one that failed; on SQLite the whole upgrade is one
+transaction.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Engine,
+    column,
+    create_engine,
+    event,
+    inspect,
+    select,
+    table,
+    text,
+)
+
+from pcf.store.models import SQLModel
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+logger = logging.getLogger(__name__)
+SCRIPT_LOCATION = "pcf.store:migrations"
+VERSIONS = Path(__file__).parent / "migrations" / "versions"
+VERSION_TABLE = "alembic_version"
+UNVERSIONED_TABLES = frozenset(
+    {
+        "dataset",
+        "item",
+        "candidate",
+        "run",
+        "call",
+        "replaced_call",
+        "run_lease",
+        "provider_batch",
+        "adjudication",
+    }
+)
+"""The tables of the last release without migrations (f9302a1): a database with no version
+table and these tables is recognised (:func:`recognise`)."""
+ADVISORY_LOCK = 0x70636672657669  # "pcfrevi": the key of PostgreSQL's upgrade lock
+SQLITE_UPGRADE_WAIT_S = 600
+"""How long a SQLite upgrade waits for another process's write (or upgrade) to end."""
+
+
+class SchemaError(Exception):
+    """A database this code must not use as it is; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One schema revision: its id, the one before it, and what it changes."""
+
+    revision: str
+    down_revision: str | None
+    title: str
+
+
+@dataclass(frozen=True)
+class UpgradeReport:
+    """What :func:`upgrade` did: from which revision to which, and the SQLite backup made."""
+
+    before: str | None
+    after: str
+    backup: Path | None
+
+    @property
+    def changed(self) -> bool:
+        """Whether any revision was applied (or an unversioned database stamped)."""
+        return self.before != self.after
+
+
+@functools.cache
+def _script() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(_config())
+
+
+def _config(connection: Connection | None = None) -> Config:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", SCRIPT_LOCATION)
+    config.attributes["connection"] = connection
+    return config
+
+
+@functools.cache
+def revisions() -> tuple[str, ...]:
+    """Every revision id, oldest first: the numbers that start the files' names
+    (``0002_run_totals_64_bit.py`` is revision ``0002``), read without loading Alembic."""
+    return tuple(sorted(p.name.split("_")[0] for p in VERSIONS.glob("[0-9]*_*.py")))
+
+
+def head() -> str:
+    """The newest revision this code knows."""
+    return revisions()[-1]
+
+
+def history() -> list[Revision]:
+    """Every revision, oldest first, with the first line of its description."""
+    revisions = [
+        Revision(
+            revision=script.revision,
+            down_revision=script.down_revision,  # type: ignore[arg-type]
+            title=(script.doc or "").strip().splitlines()[0],
+        )
+        for script in _script().walk_revisions()
+    ]
+    return revisions[::-1]
+
+
+def current(connection: Connection) -> str | None:
+    """The revision the database is stamped with, or None when it has no version table."""
+    if not inspect(connection).has_table(VERSION_TABLE):
+        return None
+    return connection.execute(
+        select(column("version_num")).select_from(table(VERSION_TABLE))
+    ).scalar()
+
+
+def recognise(connection: Connection) -> str | None:
+    """The revision an unversioned database's tables match, None when it has none of them.
+
+    A database made before migrations existed (up to commit f9302a1) holds every baseline
+    table; its run totals are 64-bit from revision 0002 on, and it has the adjudication chain
+    index from 0003 on (an older release could add the index without the 64-bit totals:
+    such a database is at 0001, and 0003 keeps the index it has).
+
+    Raises:
+        SchemaError: some of those tables exist but not all.
+    """
+    inspector = inspect(connection)
+    tables = set(inspector.get_table_names())
+    if not tables & UNVERSIONED_TABLES:
+        return None
+    if missing := sorted(UNVERSIONED_TABLES - tables):
+        raise SchemaError(
+            f"the database has some of this tool's tables but not {', '.join(missing)}: it "
+            "was not made by pcf-review (or by a release older than migrations can upgrade)"
+        )
+    totals = {c["name"]: c["type"] for c in inspector.get_columns("run")}
+    if not isinstance(totals["input_tokens"], BigInteger):
+        return "0001"
+    return "0003" if "ux_adjudication_chain" in index_names(connection, "adjudication") else "0002"
+
+
+def index_names(connection: Connection, table: str) -> set[str]:
+    """The names of ``table``'s indexes, expression indexes included (SQLAlchemy's SQLite
+    inspector leaves those out, so SQLite's own catalogue is read there)."""
+    if connection.dialect.name != "sqlite":
+        return {index["name"] for index in inspect(connection).get_indexes(table)}
+    listed = connection.execute(
+        text("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :table"),
+        {"table": table},
+    )
+    return set(listed.scalars())
+
+
+def state(connection: Connection) -> tuple[str | None, str | None]:
+    """``(stamped, recognised)``: the stamped revision, else the one its tables match."""
+    stamped = current(connection)
+    return stamped, stamped if stamped is not None else recognise(connection)
+
+
+def backup_path(database: Path, revision: str | None) -> Path:
+    """Where a SQLite file's copy goes before an upgrade: beside it, named by time and revision.
+
+    ``/data/pcf.db`` at revision 0001 -> ``/data/pcf.db.backup-0001-20261203T141500Z``.
+    """
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return database.with_name(f"{database.name}.backup-{revision or 'unversioned'}-{stamp}")
+
+
+def prepare(engine: Engine) -> None:
+    """Make ``engine``'s database ready for this code, or refuse it (see the module doc).
+
+    Raises:
+        SchemaError: a PostgreSQL database behind the code, a database newer than the code,
+            or tables this code does not recognise.
+    """
+    with engine.connect() as connection:
+        stamped, recognised = state(connection)
+    if stamped == head():
+        return
+    if stamped is not None and stamped not in revisions():
+        raise _too_new(engine, stamped)
+    if recognised is not None and engine.dialect.name != "sqlite":
+        raise SchemaError(
+            f"the database {engine.url.render_as_string(hide_password=True)} is at schema "
+            f"revision {recognised} and this code needs {head()}: run `pcf db upgrade` "
+            "(back the database up first; see README, Upgrades)"
+        )
+    report = upgrade(engine)
+    if report.backup is not None:
+        logger.warning(
+            "upgraded the database %s from schema revision %s to %s; the copy from before is %s",
+            engine.url.database,
+            report.before or "unversioned",
+            report.after,
+            report.backup,
+        )
+
+
+def _too_new(engine: Engine, revision: str) -> SchemaError:
+    return SchemaError(
+        f"the database {engine.url.render_as_string(hide_password=True)} is at schema "
+        f"revision {revision}, newer than this code knows (head {head()}): upgrade "
+        "pcf-review; nothing was written"
+    )
+
+
+def upgrade(engine: Engine, *, to: str = "head") -> UpgradeReport:
+    """Bring the database to revision ``to`` under the upgrade lock; a new one is created.
+
+    A new database gets every table at once and the head stamp; one made before migrations
+    existed is stamped with the revision its tables match, then upgraded. A SQLite file that
+    changes is first copied beside itself (:func:`backup_path`). Safe to run again: a
+    database already at ``to`` is left as it is.
+
+    Raises:
+        SchemaError: the database is newer than the code or its tables are not recognised,
+            or ``to`` is not a revision of this code or lies behind the database.
+    """
+    target = head() if to == "head" else to
+    if target not in revisions():
+        raise SchemaError(f"no schema revision {to!r}; `pcf db history` lists them")
+    with _locked(engine) as connection:
+        stamped, recognised = state(connection)
+        if stamped is not None and stamped not in revisions():
+            raise _too_new(engine, stamped)
+        if recognised is not None and _order(recognised) > _order(target):
+            raise SchemaError(
+                f"the database is at revision {recognised}, after {target}: downgrades are "
+                "not offered; restore a backup instead"
+            )
+        if recognised == target and stamped == target:
+            return UpgradeReport(stamped, target, None)
+        copy = _backup(engine, stamped) if recognised is not None else None
+        from alembic import command
+
+        if recognised is None:
+            _create(connection, target)
+        else:
+            if stamped is None:
+                _commit_step(connection, lambda: command.stamp(_config(connection), recognised))
+            _commit_step(connection, lambda: command.upgrade(_config(connection), target))
+        return UpgradeReport(stamped, target, copy)
+
+
+def _order(revision: str) -> int:
+    return revisions().index(revision)
+
+
+def _create(connection: Connection, target: str) -> None:
+    """A new database: the head's tables from the models, or the revisions up to ``target``."""
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+
+    if target != head():
+        _commit_step(connection, lambda: command.upgrade(_config(connection), target))
+        return
+
+    def create_at_head() -> None:
+        SQLModel.metadata.create_all(connection)
+        MigrationContext.configure(connection).stamp(_script(), target)
+
+    _commit_step(connection, create_at_head)
+
+
+def _commit_step(connection: Connection, work: Callable[[], None]) -> None:
+    """Run ``work()`` in transactions of its own on PostgreSQL (what was read before is
+    committed first, so that Alembic opens one transaction per revision, and what it leaves
+    open is committed after); on SQLite inside the one upgrade transaction."""
+    postgres = connection.dialect.name != "sqlite"
+    if postgres and connection.in_transaction():
+        connection.commit()
+    work()
+    if postgres and connection.in_transaction():
+        connection.commit()
+
+
+def _backup(engine: Engine, revision: str | None) -> Path | None:
+    """Copy a SQLite file beside itself before it changes (consistent, WAL included)."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        return None
+    path = backup_path(Path(database), revision)
+    with closing(sqlite3.connect(database)) as source, closing(sqlite3.connect(path)) as copy:
+        source.backup(copy)
+    return path
+
+
+@contextmanager
+def _locked(engine: Engine) -> Iterator[Connection]:
+    """A connection that alone may migrate: PostgreSQL's advisory lock, SQLite's write lock."""
+    if engine.dialect.name == "sqlite":
+        with _sqlite_writer(engine) as connection:
+            yield connection
+        return
+    with engine.connect() as connection:
+        connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": ADVISORY_LOCK})
+        connection.commit()
+        try:
+            yield connection
+        finally:
+            if connection.in_transaction():
+                connection.rollback()
+            connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": ADVISORY_LOCK})
+            connection.commit()
+
+
+@contextmanager
+def _sqlite_writer(engine: Engine) -> Iterator[Connection]:
+    """One transaction holding SQLite's write lock from its first statement, DDL included.
+
+    Python's sqlite3 opens transactions only before data changes and never for DDL, so the
+    driver's own transaction handling is switched off and ``BEGIN IMMEDIATE`` is sent here.
+    Foreign keys are off while tables are rebuilt (SQLite's documented procedure for schema
+    changes) and checked before the commit.
+    """
+    if engine.url.database in (None, "", ":memory:"):
+        with engine.connect() as connection, connection.begin():
+            yield connection
+        return
+    migrator = create_engine(engine.url, connect_args={"timeout": SQLITE_UPGRADE_WAIT_S})
+
+    @event.listens_for(migrator, "connect")
+    def _connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+        dbapi_connection.isolation_level = None
+        dbapi_connection.execute("PRAGMA foreign_keys=OFF")
+        dbapi_connection.execute("PRAGMA journal_mode=WAL")
+
+    @event.listens_for(migrator, "begin")
+    def _begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    try:
+        with migrator.connect() as connection, connection.begin():
+            yield connection
+            if broken := connection.exec_driver_sql("PRAGMA foreign_key_check").all():
+                raise SchemaError(f"the upgrade would break foreign keys: {broken[:5]}")
+    finally:
+        migrator.dispose()

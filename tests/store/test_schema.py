@@ -1,0 +1,380 @@
+"""Schema revisions: new databases at head, upgrades of the release before migrations and of
+every older revision that lose nothing, refusals that write nothing, one migrator at a time."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Engine,
+    create_engine,
+    inspect,
+    make_url,
+    select,
+    text,
+)
+from sqlalchemy.pool import NullPool
+from sqlalchemy.schema import CreateIndex
+from typer.testing import CliRunner
+
+from pcf.cli import app
+from pcf.runs.study import build_demo
+from pcf.store import SchemaError, get_engine, get_run, session_scope
+from pcf.store.engine import unchecked_engine
+from pcf.store.models import ADJUDICATION_CHAIN, Adjudication, SQLModel
+from pcf.store.queries import add_adjudication, get_dataset, item_db_ids
+from pcf.store.schema import ADVISORY_LOCK, current, head, history, upgrade
+from pcf.store.schema import revisions as schema_revisions
+from tests.demo_database import on_postgres
+from tests.store.legacy import release_decisions, restore
+
+runner = CliRunner()
+
+
+def plain_engine(url: str) -> Engine:
+    """An engine that neither checks nor changes the schema (the test's own eyes)."""
+    return create_engine(url, poolclass=NullPool)
+
+
+def rows(url: str) -> dict[str, list[tuple]]:
+    """Every row of every table of the models, in primary-key order."""
+    engine = plain_engine(url)
+    with engine.connect() as connection:
+        found = {
+            name: [
+                tuple(row)
+                for row in connection.execute(
+                    select(table).order_by(*table.primary_key.columns)
+                ).all()
+            ]
+            for name, table in SQLModel.metadata.tables.items()
+        }
+    engine.dispose()
+    return found
+
+
+def revision_of(url: str) -> str | None:
+    engine = plain_engine(url)
+    with engine.connect() as connection:
+        stamped = current(connection)
+    engine.dispose()
+    return stamped
+
+
+def cli(*args: str) -> dict:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_history_is_one_line_of_revisions_ending_at_head():
+    revisions = history()
+    assert [r.revision for r in revisions][:3] == ["0001", "0002", "0003"]
+    assert revisions[0].down_revision is None
+    for before, after in itertools.pairwise(revisions):
+        assert after.down_revision == before.revision
+    assert revisions[-1].revision == head()
+    assert schema_revisions() == tuple(r.revision for r in revisions)
+    listed = runner.invoke(app, ["db", "history"]).stdout.splitlines()
+    assert [line.split()[0] for line in listed] == [r.revision for r in revisions]
+
+
+def test_a_new_database_is_created_at_head(isolated_database):
+    get_engine(isolated_database)
+    assert revision_of(isolated_database) == head()
+    assert cli("db", "current")["up_to_date"] is True
+
+
+def differences(url: str) -> list:
+    """What Alembic's autogenerate finds between the models and the database at ``url``."""
+    engine = plain_engine(url)
+    with engine.connect() as connection, warnings.catch_warnings():
+        # SQLite cannot reflect the expression index; its presence is checked by name.
+        warnings.filterwarnings("ignore", message=".*expression-based index")
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        found = compare_metadata(context, SQLModel.metadata)
+        indexes = index_names(connection, "adjudication")
+    engine.dispose()
+    assert "ux_adjudication_chain" in indexes
+    return found
+
+
+def index_names(connection: Connection, table: str) -> set[str]:
+    """The table's indexes, expression indexes too (SQLite's inspector leaves those out)."""
+    if connection.dialect.name != "sqlite":
+        return {i["name"] for i in inspect(connection).get_indexes(table)}
+    listed = connection.exec_driver_sql(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (table,)
+    )
+    return set(listed.scalars())
+
+
+def test_the_revisions_build_exactly_the_models(isolated_database):
+    """Fails when a model changes without a migration (or a migration without the model)."""
+    engine = unchecked_engine(isolated_database)
+    upgrade(engine, to="0001")
+    assert upgrade(engine).before == "0001"
+    engine.dispose()
+    assert differences(isolated_database) == []
+
+
+def test_a_new_database_from_the_models_equals_the_migrated_one(isolated_database):
+    get_engine(isolated_database)
+    assert differences(isolated_database) == []
+
+
+def test_the_release_database_upgrades_keeping_every_row_and_decision(isolated_database, tmp_path):
+    restore(isolated_database)
+    before = rows(isolated_database)
+    assert sum(map(len, before.values())) > 2000
+    assert revision_of(isolated_database) is None
+    assert cli("db", "current")["matches"] == head()
+
+    report = cli("db", "upgrade")
+    assert (report["before"], report["after"], report["changed"]) == (None, head(), True)
+    assert rows(isolated_database) == before
+    assert revision_of(isolated_database) == head()
+    if not on_postgres():
+        backup = Path(report["backup"])
+        assert backup.parent == tmp_path
+        assert backup.name.startswith("pcf.db.backup-unversioned-")
+        assert rows(f"sqlite:///{backup}") == before
+
+    for run, decisions in release_decisions().items():
+        exported = runner.invoke(app, ["export", run, "--what", "decisions"])
+        assert exported.exit_code == 0, exported.output
+        assert [json.loads(line) for line in exported.stdout.splitlines()] == decisions, run
+
+    assert cli("db", "upgrade")["changed"] is False
+    judged = runner.invoke(
+        app, ["judge", "imported", "--k", "2", "--seed", "7", "--name", "after-upgrade"]
+    )
+    assert judged.exit_code == 0, judged.output
+    engine = get_engine(isolated_database)
+    with session_scope(engine) as session:
+        assert get_run("after-upgrade", session=session).calls_made > 0
+        dataset = get_dataset("imported", session=session)
+        item = item_db_ids(dataset.id, session=session)["hard-text-4"]
+        add_adjudication(item, session=session, annotator="carol", choice="eight")
+    after = rows(isolated_database)
+    assert len(after["adjudication"]) == len(before["adjudication"]) + 1
+    assert after["call"][: len(before["call"])] == before["call"]
+
+
+@pytest.mark.sqlite_only(reason="a SQLite file is upgraded at start, after a backup copy")
+def test_an_old_sqlite_file_is_upgraded_at_start_after_a_backup(isolated_database, tmp_path):
+    restore(isolated_database)
+    before = rows(isolated_database)
+    get_engine(isolated_database)
+    assert revision_of(isolated_database) == head()
+    (backup,) = tmp_path.glob("pcf.db.backup-*")
+    assert rows(f"sqlite:///{backup}") == before
+    assert rows(isolated_database) == before
+
+
+@pytest.mark.skipif(not on_postgres(), reason="PostgreSQL databases are upgraded on purpose")
+def test_an_old_postgres_database_is_refused_with_one_line(isolated_database):
+    restore(isolated_database)
+    before = rows(isolated_database)
+    with pytest.raises(SchemaError, match=r"run `pcf db upgrade`"):
+        get_engine(isolated_database)
+    listed = runner.invoke(app, ["runs"])
+    assert listed.exit_code == 1
+    assert listed.output.count("\n") == 1
+    assert "pcf db upgrade" in listed.output
+    assert rows(isolated_database) == before
+    assert revision_of(isolated_database) is None
+
+
+def fill_at(url: str, revision: str, *, fork: bool = True) -> dict[str, list[tuple]]:
+    """A database at ``revision`` holding the demo and a label history (forked by two racing
+    saves, as before the chain index existed, unless ``fork`` is false); its rows."""
+    engine = unchecked_engine(url)
+    upgrade(engine, to=revision)
+    with session_scope(engine) as session:
+        build_demo(session=session)
+        dataset = get_dataset("demo", session=session)
+        item = item_db_ids(dataset.id, session=session)["demo-001"]
+        first = add_adjudication(item, session=session, annotator="ana", choice="none_correct")
+        for choice in ("cannot_tell", "none_correct")[: 2 if fork else 0]:
+            session.add(
+                Adjudication(item_id=item, annotator="ana", choice=choice, supersedes=first.id)
+            )
+            session.flush()
+    engine.dispose()
+    return rows(url)
+
+
+@pytest.mark.parametrize("revision", ["0001", "0002"])
+def test_each_older_revision_upgrades_keeping_every_row(isolated_database, revision):
+    before = fill_at(isolated_database, revision)
+    report = cli("db", "upgrade")
+    assert (report["before"], report["after"]) == (revision, head())
+    after = rows(isolated_database)
+    assert after.keys() == before.keys()
+    for table in before:
+        if table != "adjudication":
+            assert after[table] == before[table], table
+    # The fork became a line in saving order; every vote is kept as it was.
+    labels = {row[0]: row for row in after["adjudication"]}
+    chain = [row[-1] for row in sorted(labels.values())]
+    assert chain == [None, *sorted(labels)[:-1]]
+    strip = [row[:-1] for row in before["adjudication"]]
+    assert [row[:-1] for row in after["adjudication"]] == strip
+    engine = plain_engine(isolated_database)
+    types = {c["name"]: c["type"] for c in inspect(engine).get_columns("run")}
+    engine.dispose()
+    assert isinstance(types["input_tokens"], BigInteger)
+    engine = get_engine(isolated_database)
+    with session_scope(engine) as session:
+        run = get_run("demo-pcf", session=session)
+        run.input_tokens = 3 * 2**31
+    with session_scope(engine) as session:
+        assert get_run("demo-pcf", session=session).input_tokens == 3 * 2**31
+
+
+def test_a_release_with_the_chain_index_but_32_bit_totals_is_recognised(isolated_database):
+    """Releases between the chain index and the 64-bit totals made such databases."""
+    before = fill_at(isolated_database, "0001", fork=False)
+    engine = plain_engine(isolated_database)
+    with engine.begin() as connection:
+        connection.execute(CreateIndex(ADJUDICATION_CHAIN))
+        connection.execute(text("DROP TABLE alembic_version"))
+    engine.dispose()
+    assert cli("db", "current")["matches"] == "0001"
+    assert cli("db", "upgrade")["before"] is None
+    assert revision_of(isolated_database) == head()
+    assert rows(isolated_database) == before
+    assert differences(isolated_database) == []
+
+
+def test_a_database_newer_than_the_code_is_refused_and_not_written(isolated_database):
+    engine = unchecked_engine(isolated_database)
+    upgrade(engine)
+    engine.dispose()
+    engine = plain_engine(isolated_database)
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    engine.dispose()
+    before = rows(isolated_database)
+    with pytest.raises(SchemaError, match="newer than this code"):
+        get_engine(isolated_database)
+    result = runner.invoke(app, ["db", "upgrade"])
+    assert result.exit_code == 1
+    assert "newer than this code" in result.output
+    assert rows(isolated_database) == before
+    assert revision_of(isolated_database) == "9999"
+
+
+def test_tables_of_something_else_are_refused(isolated_database):
+    engine = plain_engine(isolated_database)
+    with engine.begin() as connection:
+        connection.execute(text("CREATE TABLE dataset (id INTEGER PRIMARY KEY, label TEXT)"))
+    engine.dispose()
+    with pytest.raises(SchemaError, match="not made by pcf-review"):
+        get_engine(isolated_database)
+
+
+def test_an_unknown_target_revision_is_refused(isolated_database):
+    result = runner.invoke(app, ["db", "upgrade", "--to", "12ab"])
+    assert result.exit_code == 1
+    assert "no schema revision '12ab'" in result.output
+
+
+def upgrade_process(url: str) -> subprocess.Popen:
+    env = {**os.environ, "PCF_DATABASE_URL": url}
+    return subprocess.Popen(
+        [sys.executable, "-m", "pcf", "db", "upgrade"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_until(condition, what: str, seconds: float = 300) -> None:
+    """Poll ``condition`` until true; a hang bound, not a speed test."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def waiting_on_locks(admin: Engine, kind: str) -> int:
+    with admin.connect() as connection:
+        return connection.execute(
+            text("SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = :kind"),
+            {"kind": kind},
+        ).scalar_one()
+
+
+def test_two_upgrades_at_once_migrate_once(isolated_database):
+    before = fill_at(isolated_database, "0001")
+    holder = plain_engine(isolated_database)
+    with holder.connect() as connection:
+        # Hold the upgrade lock so that both processes queue behind it, then let them go.
+        if on_postgres():
+            connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": ADVISORY_LOCK})
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        processes = [upgrade_process(isolated_database) for _ in range(2)]
+        if on_postgres():
+            wait_until(lambda: waiting_on_locks(holder, "advisory") == 2, "both to queue")
+        else:
+            time.sleep(3)
+        if on_postgres():
+            connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY_LOCK})
+        else:
+            connection.rollback()
+    holder.dispose()
+    outputs = [p.communicate(timeout=600) for p in processes]
+    assert [p.returncode for p in processes] == [0, 0], outputs
+    changed = sorted(json.loads(out)["changed"] for out, _ in outputs)
+    assert changed == [False, True]
+    assert revision_of(isolated_database) == head()
+    assert rows(isolated_database)["call"] == before["call"]
+
+
+@pytest.mark.skipif(not on_postgres(), reason="each revision is a transaction on PostgreSQL")
+def test_a_killed_upgrade_stops_at_the_revision_before_and_a_rerun_completes(isolated_database):
+    before = fill_at(isolated_database, "0001")
+    holder = plain_engine(isolated_database)
+    with holder.connect() as connection:
+        # A writer that keeps the adjudication table busy: revision 0003's index waits on it.
+        connection.execute(text("LOCK TABLE adjudication IN ROW EXCLUSIVE MODE"))
+        process = upgrade_process(isolated_database)
+        wait_until(lambda: waiting_on_locks(holder, "relation") > 0, "0003 to wait")
+        assert revision_of(isolated_database) == "0002"
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+        connection.rollback()
+    holder.dispose()
+    assert revision_of(isolated_database) == "0002"
+    engine = plain_engine(isolated_database)
+    with engine.connect() as connection:
+        assert "ux_adjudication_chain" not in index_names(connection, "adjudication")
+    engine.dispose()
+    assert cli("db", "upgrade")["before"] == "0002"
+    assert revision_of(isolated_database) == head()
+    assert rows(isolated_database)["call"] == before["call"]
+
+
+def test_pcf_db_current_names_the_database_and_its_state(isolated_database):
+    restore(isolated_database)
+    shown = cli("db", "current")
+    assert shown["revision"] is None
+    assert shown["matches"] == head()
+    assert shown["database"] == make_url(isolated_database).render_as_string(hide_password=True)
