@@ -1,9 +1,11 @@
 """Adjudicate: record which candidate is most factual, blind, most doubtful items first.
 
-Keyboard: 1-9 choose the candidate shown at that position, 0 = none is correct, X = cannot
-tell, S = save and go on (Streamlit's built-in button shortcuts; they are ignored while typing
-in a text field). ``?label=ITEM_ID`` opens an item (the Review page links here that way). After a
-save the next item opens at the top of the page, under the "Saved" confirmation.
+Labels are saved as the signed-in person. Keyboard: 1-9 choose the candidate shown at that
+position, 0 = none is correct, X = cannot tell, S = save and go on (Streamlit's built-in button
+shortcuts; they are ignored while typing in a text field). ``?label=ITEM_ID`` opens an item
+(the Review page links here that way). After a save the next item opens at the top of the page,
+under the "Saved" confirmation. Annotators never see the gold label, the judges' decisions or
+another person's label; reviewers and admins may unblind.
 """
 
 from __future__ import annotations
@@ -15,18 +17,19 @@ import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
 from pages.shared import (
-    annotator,
     answer_height,
     current_run,
     engine,
     ensure_app_frame,
     plain_text_toggle,
     require_dataset,
+    require_permission,
     run_analysis,
     session,
     show_text,
     simulated_badge,
 )
+from pcf.access import Permission
 from pcf.analysis.adjudications import (
     CONFIDENCE_SCALE,
     PATTERN_TAGS,
@@ -43,11 +46,10 @@ from pcf.analysis.item_detail import describe_candidate, escape_markdown
 from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
 from pcf.flags import FLAG_HELP, FLAGS
 from pcf.items import Item
+from pcf.labelling.labels import LabelChangedError, save_label, visible_history
 from pcf.store import (
     LostRaceError,
-    add_adjudication,
     adjudicated_item_keys,
-    adjudication_history,
     current_labels,
     database_url,
     get_run,
@@ -62,6 +64,8 @@ CHOICE_KEY = "adjudicate_choice"  # {"item": key, "choice": id}: picked, not sav
 SAVED_KEY = "adjudicate_saved"  # the last label saved: item, db_id, annotator, choice
 SKIPPED_KEY = "adjudicate_skipped"
 ERROR_KEY = "adjudicate_error"
+CONFLICT_KEY = "adjudicate_conflict"  # a save refused: another tab saved this item first
+SEEN_KEY = "adjudicate_seen"  # {item: id of my label this tab showed when it opened the item}
 ORDER_KEY = "adjudicate_order"
 SCROLLED_KEY = "adjudicate_scrolled"  # the saved item after which the page went to the top
 CANDIDATES_PER_ROW = 2
@@ -86,19 +90,14 @@ def calibrated_order(database: str, name: str, version: tuple) -> pd.Series | No
 
 
 ensure_app_frame()
+actor = require_permission(Permission.LABEL)
+who = actor.identity
+sees_results = actor.may(Permission.SEE_RESULTS)
 st.title("Adjudicate")
 st.caption(
-    "Say which candidate is the most factual. The judge's decisions and the gold label stay "
-    "hidden until you save, so they cannot sway you."
+    "Say which candidate is the most factual. The judge's decisions, the gold label and other "
+    "people's labels stay hidden, so they cannot sway you."
 )
-
-who = annotator()
-if not who:
-    st.warning(
-        "Enter your name in the sidebar under **Annotator** to start labelling: every label "
-        "is saved with it."
-    )
-    st.stop()
 
 with session() as s:
     dataset = require_dataset(s)
@@ -148,8 +147,16 @@ else:
     )
 
 
+def describe_history(item: Item, names: dict[str, str], place: str) -> None:
+    """The item's labels this person may see: every label, or an annotator's own."""
+    with session() as s:
+        history = visible_history(item.metadata["db_id"], session=s, actor=actor)
+    st.dataframe(history_frame(history, names), hide_index=True, key=f"adjudicate_history_{place}")
+
+
 def describe_decisions(item: Item, names: dict[str, str], place: str) -> None:
-    """The judge's winners, the flags, the gold label and every label of one item."""
+    """The judge's winners, the flags, the gold label and every label of one item (for those
+    who may see results)."""
     known = decisions is not None and item.item_id in decisions.index
     row = decisions.loc[item.item_id] if known else None
     columns = st.columns(3)
@@ -161,9 +168,7 @@ def describe_decisions(item: Item, names: dict[str, str], place: str) -> None:
     for flag in FLAGS if known else ():
         if row[flag]:
             st.markdown(f":orange-badge[{flag}] {FLAG_HELP[flag]}")
-    with session() as s:
-        history = adjudication_history(item.metadata["db_id"], session=s)
-    st.dataframe(history_frame(history, names), hide_index=True, key=f"adjudicate_history_{place}")
+    describe_history(item, names, place)
 
 
 def scroll_to_top(after_item: str) -> None:
@@ -184,21 +189,33 @@ def choose(item_key: str, choice: str) -> None:
     st.session_state[CHOICE_KEY] = {"item": item_key, "choice": choice}
 
 
-def save(item_key: str, item_db_id: int, choice: str) -> None:
-    """Store the label at once, then move on to the next item of the queue."""
+def save(item_key: str, item_db_id: int, choice: str, seen: int | None) -> None:
+    """Store the label at once as the signed-in person, then move on to the next item.
+
+    ``seen`` is the person's label of the item that this tab showed when it opened the item:
+    when another tab saved since, nothing is saved and the page says so with the label now
+    stored.
+    """
     try:
         label = write_with_retry(
             engine(),
-            lambda s: add_adjudication(
+            lambda s: save_label(
                 item_db_id,
                 session=s,
-                annotator=annotator(),
+                actor=actor,
                 choice=choice,
+                seen=seen,
                 confidence=st.session_state[f"adjudicate_confidence_{item_key}"],
                 tags=st.session_state[f"adjudicate_tags_{item_key}"],
                 notes=st.session_state[f"adjudicate_notes_{item_key}"].strip(),
             ),
         )
+    except LabelChangedError as exc:
+        st.session_state[SEEN_KEY][item_key] = exc.label_id
+        st.session_state[CONFLICT_KEY] = {"item": item_key, "choice": exc.choice}
+        st.session_state[ITEM_KEY] = item_key
+        st.session_state.pop(CHOICE_KEY, None)
+        return
     except ValueError as exc:
         st.session_state[ERROR_KEY] = str(exc)
         return
@@ -208,6 +225,7 @@ def save(item_key: str, item_db_id: int, choice: str) -> None:
             "Your choice is still selected; save again in a moment."
         )
         return
+    st.session_state[SEEN_KEY][item_key] = label.id
     st.session_state[SAVED_KEY] = {
         "item": item_key,
         "db_id": item_db_id,
@@ -256,8 +274,13 @@ if saved and saved["annotator"] == who:
     if saved["item"] != st.session_state.get(SCROLLED_KEY):
         st.session_state[SCROLLED_KEY] = saved["item"]
         scroll_to_top(saved["item"])
-    with st.expander("What the judge decided on it, and every label"):
-        describe_decisions(saved_item, saved_names, "saved")
+    with st.expander(
+        "What the judge decided on it, and every label" if sees_results else "Your labels of it"
+    ):
+        if sees_results:
+            describe_decisions(saved_item, saved_names, "saved")
+        else:
+            describe_history(saved_item, saved_names, "saved")
         st.button(
             "Correct this label",
             icon=":material/edit:",
@@ -286,13 +309,25 @@ if current is None:
 
 with session() as s:
     item = load_item(int(db_ids[current]), session=s)
-    mine = [a for a in adjudication_history(int(db_ids[current]), session=s) if a.annotator == who]
+    mine = [
+        a
+        for a in visible_history(int(db_ids[current]), session=s, actor=actor)
+        if a.annotator == who
+    ]
+seen = st.session_state.setdefault(SEEN_KEY, {}).setdefault(current, mine[-1].id if mine else None)
 shown = display_order(item, who)
 names = display_labels(shown)
 pending = st.session_state.get(CHOICE_KEY) or {}
 chosen = pending.get("choice") if pending.get("item") == current else None
 
 st.subheader(f"Item {escape_markdown(item.item_id)}")
+conflict = st.session_state.pop(CONFLICT_KEY, None)
+if conflict and conflict["item"] == current:
+    st.warning(
+        "Not saved: you had already saved a label for this item in another tab or window. "
+        f"Your stored label is **{escape_markdown(choice_label(conflict['choice'], names))}**. "
+        "Choose again and save to correct it."
+    )
 st.caption(f"{len(queue)} item(s) left in your queue, most doubtful first.")
 if mine:
     st.info(
@@ -313,7 +348,7 @@ with panel, st.container(border=True):
         shortcut="S",
         disabled=chosen is None,
         on_click=save,
-        args=(current, int(db_ids[current]), chosen),
+        args=(current, int(db_ids[current]), chosen, seen),
         key="adjudicate_save",
         width="stretch",
     )
@@ -351,7 +386,7 @@ with panel, st.container(border=True):
         args=(current,),
         width="stretch",
     )
-    unblind = st.toggle(
+    unblind = sees_results and st.toggle(
         "Unblind: show the judge's decisions and the gold label",
         key="adjudicate_unblind",
         persist_state="session",
@@ -386,5 +421,7 @@ with work:
                     width="stretch",
                 )
 
-if unblind or mine:
+if unblind or (mine and sees_results):
     describe_decisions(item, names, "current")
+elif mine:
+    describe_history(item, names, "current")

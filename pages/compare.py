@@ -7,6 +7,7 @@ import streamlit as st
 from pages.shared import (
     change_in_points,
     ensure_app_frame,
+    page_link,
     require_dataset,
     require_run,
     run_analysis,
@@ -45,7 +46,7 @@ st.caption(
 
 if comparison.adjudicated == 0:
     st.info("No item of this dataset is adjudicated yet: label some items first.")
-    st.page_link("pages/adjudicate.py", label="Go to Adjudicate", icon=":material/how_to_vote:")
+    page_link("pages/adjudicate.py", label="Go to Adjudicate", icon=":material/how_to_vote:")
     st.stop()
 
 
@@ -118,8 +119,9 @@ else:
         col.markdown(f"**{title}**")
     for row in disagreements.head(MAX_LISTED).itertuples(index=False):
         cells = st.columns([2, 2, 2, 2, 2])
-        cells[0].page_link(
+        page_link(
             "pages/review.py",
+            where=cells[0],
             label=row.item_id,
             icon=":material/open_in_new:",
             query_params={"item": row.item_id},

@@ -9,6 +9,7 @@ from pages.shared import (
     change_in_points,
     current_run,
     ensure_app_frame,
+    page_link,
     require_dataset,
     run_analysis,
     session,
@@ -220,5 +221,5 @@ else:
             "sooner than a random order; the grey band holds 90% of random orders."
         )
 
-st.page_link("pages/review.py", label="Review the most doubtful items", icon=":material/search:")
-st.page_link("pages/adjudicate.py", label="Label items (Adjudicate)", icon=":material/how_to_vote:")
+page_link("pages/review.py", label="Review the most doubtful items", icon=":material/search:")
+page_link("pages/adjudicate.py", label="Label items (Adjudicate)", icon=":material/how_to_vote:")

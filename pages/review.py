@@ -13,6 +13,7 @@ import streamlit as st
 from pages.shared import (
     answer_height,
     ensure_app_frame,
+    page_link,
     plain_text_toggle,
     require_dataset,
     require_run,
@@ -189,7 +190,7 @@ with why:
         f"{format_number(row['margin'], '.3f')} · {row['n_ok']} of {row['n_calls']} calls ok"
         + (f" · bucket {escape_markdown(item.bucket)}" if item.bucket else "")
     )
-    st.page_link(
+    page_link(
         "pages/adjudicate.py",
         label="Label this item",
         icon=":material/how_to_vote:",

@@ -920,6 +920,91 @@ def demo(
     emit({"database": database_url(), "runs": summaries})
 
 
+members_app = typer.Typer(
+    help="Who may sign in to the app, and with which role.", no_args_is_help=True
+)
+app.add_typer(members_app, name="members")
+EmailArgument = Annotated[str, typer.Argument(metavar="EMAIL", help="The email they sign in with.")]
+
+
+@members_app.command("add")
+def members_add(
+    email: EmailArgument,
+    role: Annotated[str, typer.Option(help="admin, reviewer, annotator or viewer.")] = "annotator",
+) -> None:
+    """Give EMAIL a role (a new member, or another role); the CLI acts as the operator.
+
+    Example: pcf members add alice@example.com --role annotator
+    """
+    from pcf.access import operator
+    from pcf.labelling.members import add_member
+
+    try:
+        with database() as session:
+            member = add_member(email, role, session=session, actor=operator())
+            emit({"email": member.email, "role": member.role})
+    except ValueError as exc:
+        fail(f"error: {exc}", 2)
+
+
+@members_app.command("list")
+def members_list() -> None:
+    """List the members and their roles.
+
+    Example: pcf members list
+    """
+    from pcf.access import operator
+    from pcf.labelling.members import members
+
+    with database() as session:
+        listed = members(session=session, actor=operator())
+        emit(
+            [
+                {
+                    "email": m.email,
+                    "role": m.role,
+                    "added_by": m.added_by,
+                    "added_at": m.added_at.isoformat(),
+                }
+                for m in listed
+            ]
+        )
+
+
+@members_app.command("remove")
+def members_remove(email: EmailArgument) -> None:
+    """Take EMAIL's access away; the labels they saved stay.
+
+    Example: pcf members remove bob@example.com
+    """
+    from pcf.access import operator
+    from pcf.labelling.members import remove_member
+
+    try:
+        with database() as session:
+            remove_member(email, session=session, actor=operator())
+    except ValueError as exc:
+        fail(f"error: {exc}", 2)
+    typer.echo(f"removed {email}", err=True)
+
+
+@app.command()
+def audit(
+    limit: Annotated[int | None, typer.Option(help="The newest N events only.")] = None,
+) -> None:
+    """Print the audit log as JSON Lines, newest first: sign-ins, imports, runs, members.
+
+    Example: pcf audit --limit 20 > audit.jsonl
+    """
+    from pcf.access import operator
+    from pcf.labelling.audit import audit_log
+
+    with database() as session:
+        events = audit_log(session=session, actor=operator(), limit=limit)
+    for event in events:
+        sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
+
+
 db_app = typer.Typer(
     help="The database's schema revision: show it, list revisions, upgrade.", no_args_is_help=True
 )

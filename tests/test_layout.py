@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PCF = ROOT / "pcf"
-APPLICATION = ("runs", "analysis", "reports")
+APPLICATION = ("runs", "analysis", "reports", "labelling")
 SQL_NAMES = {"select", "insert", "update", "delete", "text", "func", "col", "or_", "and_"}
 RAW_SQL = re.compile(r"\b(SELECT|INSERT INTO|UPDATE|DELETE FROM|CREATE TABLE)\b")
 
@@ -47,6 +47,7 @@ ALLOWED = {
     "runs": {"method", "runs"},
     "analysis": {"method", "analysis"},
     "reports": {"method", "analysis", "reports"},
+    "labelling": {"method", "labelling"},
     "cli": {"method", *APPLICATION, "cli"},
 }
 """Which layers each layer may import: pages and cli -> runs/analysis/reports -> the method."""

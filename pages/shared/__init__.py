@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import runpy
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -19,9 +19,18 @@ from typing import Any
 import streamlit as st
 from sqlalchemy import Engine
 from sqlmodel import Session
+from streamlit.errors import StreamlitSecretNotFoundError
 
-from pcf.analysis.item_detail import inert_markdown
+from pcf.access import Actor, Permission, Role
+from pcf.analysis.item_detail import escape_markdown, inert_markdown
 from pcf.analysis.results import SIMULATED_NOTE, RunAnalysis, analyse_run, is_simulated
+from pcf.labelling.members import (
+    admin_contacts,
+    identify,
+    local_actor,
+    record_sign_in,
+    set_local_name,
+)
 from pcf.store import (
     DATABASE_URL_ENV,
     Dataset,
@@ -36,20 +45,24 @@ from pcf.store import (
     list_runs,
     matching_item_keys,
     run_version,
+    session_scope,
 )
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 _IN_APP: ContextVar[bool] = ContextVar("pcf_page_in_app", default=False)
+_ACTOR: ContextVar[Actor | None] = ContextVar("pcf_page_actor", default=None)
 
 
 @contextmanager
-def app_frame() -> Iterator[None]:
-    """Mark the page app.py's navigation runs as framed by the app (:func:`ensure_app_frame`)."""
-    token = _IN_APP.set(True)
+def app_frame(actor: Actor) -> Iterator[None]:
+    """Run the page app.py's navigation picked as framed by the app (:func:`ensure_app_frame`),
+    on behalf of ``actor`` (:func:`current_actor`)."""
+    framed, acting = _IN_APP.set(True), _ACTOR.set(actor)
     try:
         yield
     finally:
-        _IN_APP.reset(token)
+        _IN_APP.reset(framed)
+        _ACTOR.reset(acting)
 
 
 def ensure_app_frame() -> None:
@@ -66,7 +79,36 @@ def ensure_app_frame() -> None:
         st.stop()
 
 
-ANNOTATOR_KEY = "annotator"
+PAGES = {
+    # file: (title, icon, what the role must be allowed to open it)
+    "pages/overview.py": ("Overview", ":material/dashboard:", Permission.SEE_RESULTS),
+    "pages/review.py": ("Review", ":material/search:", Permission.SEE_RESULTS),
+    "pages/adjudicate.py": ("Adjudicate", ":material/how_to_vote:", Permission.LABEL),
+    "pages/compare.py": ("Compare", ":material/compare_arrows:", Permission.SEE_RESULTS),
+    "pages/runs.py": ("Runs", ":material/play_circle:", Permission.SEE_RESULTS),
+    "pages/weights.py": ("Weights", ":material/tune:", Permission.SEE_RESULTS),
+    "pages/report.py": ("Report", ":material/summarize:", Permission.SEE_RESULTS),
+    "pages/members.py": ("Members", ":material/group:", Permission.MANAGE_MEMBERS),
+}
+"""The app's pages, in menu order; a role sees those it may open, the first as ``/``."""
+
+
+def pages_for(actor: Actor) -> list[st.Page]:
+    """The pages ``actor``'s role may open, for ``st.navigation``."""
+    allowed = [path for path, (_, _, needs) in PAGES.items() if actor.may(needs)]
+    return [
+        st.Page(path, title=PAGES[path][0], icon=PAGES[path][1], default=index == 0)
+        for index, path in enumerate(allowed)
+    ]
+
+
+def page_link(path: str, *, where: Any = st, **options: Any) -> None:
+    """``st.page_link`` to ``path`` (in the container ``where``), shown only to those whose
+    role may open that page."""
+    if current_actor().may(PAGES[path][2]):
+        where.page_link(path, **options)
+
+
 PLAIN_KEY = "plain"  # show prompts and answers as plain text instead of inert Markdown
 LONG_ANSWER = 500  # characters: longer answers scroll inside a box of fixed height
 DATASET_KEY = "dataset"
@@ -103,20 +145,17 @@ def preferred_run(runs: list[str]) -> int:
     return next((i for i, r in enumerate(runs) if r.endswith("pcf") or "/pcf/" in r), 0)
 
 
-def sidebar() -> None:
-    """Who is annotating, which dataset and which run: shared by every page.
+def sidebar(actor: Actor) -> None:
+    """Who is signed in, which dataset and which run: shared by every page.
 
-    The three choices live in the address (``?annotator=&dataset=&run=``), so a reload or a
-    shared link restores them; a choice equal to its default is left out of the address.
+    The dataset and the run live in the address (``?dataset=&run=``), so a reload or a shared
+    link restores them; a choice equal to its default is left out of the address. Who acts
+    never does: it comes from sign-in (:func:`sign_in`).
     """
     with st.sidebar:
-        st.text_input(
-            "Annotator",
-            key=ANNOTATOR_KEY,
-            placeholder="your name",
-            help="Saved with every label.",
-            bind="query-params",
-        )
+        st.markdown(f"**{escape_markdown(actor.identity)}** · {actor.role.value}")
+        if auth_configured():
+            st.button("Sign out", icon=":material/logout:", on_click=st.logout, key="sign_out")
         with session() as s:
             datasets = [d.name for d in list_datasets(session=s)]
             if not datasets:
@@ -138,7 +177,8 @@ def sidebar() -> None:
                 )
             else:
                 st.info("No run on this dataset yet: start one on the Runs page.")
-        st.caption(f"Database: `{database_url()}`")
+        if actor.may(Permission.SEE_RESULTS):
+            st.caption(f"Database: `{database_url()}`")
 
 
 @st.cache_resource(max_entries=16, show_spinner="Computing the run's decisions...")
@@ -199,9 +239,21 @@ def require_run(s: Session) -> Run:
     return run
 
 
-def annotator() -> str:
-    """The annotator's name from the sidebar, stripped ('' when not given)."""
-    return (st.session_state.get(ANNOTATOR_KEY) or "").strip()
+def current_actor() -> Actor:
+    """Who acts in this page run: the person app.py signed in (:func:`sign_in`)."""
+    actor = _ACTOR.get()
+    if actor is None:
+        raise RuntimeError("no one is signed in: pages run inside app.py's frame")
+    return actor
+
+
+def require_permission(permission: Permission) -> Actor:
+    """The actor, when their role allows ``permission``; else the page says so and stops."""
+    actor = current_actor()
+    if not actor.may(permission):
+        st.error(f"Your role ({actor.role.value}) may not {permission.value}.")
+        st.stop()
+    return actor
 
 
 def simulated_badge(run: Run | None) -> None:
@@ -240,3 +292,110 @@ def answer_height(texts: list[str], height: int) -> int | str:
     """Height of the boxes that show answers side by side: ``height`` (scrolling) when one of
     them is long, else just their content."""
     return height if max(map(len, texts), default=0) > LONG_ANSWER else "content"
+
+
+# ---------------------------------------------------------------- who is who
+
+SIGNED_IN_KEY = "signed_in_as"  # the identity whose sign-in this browser session recorded
+ANONYMOUS_VIEWERS_ENV = "PCF_ANONYMOUS_VIEWERS"
+LOOPBACK = ("127.", "localhost", "::1")
+VISITOR = Actor("visitor", Role.VIEWER)
+
+
+def auth_configured() -> bool:
+    """Whether sign-in is configured: an ``[auth]`` section in ``.streamlit/secrets.toml``."""
+    try:
+        return "auth" in st.secrets
+    except StreamlitSecretNotFoundError:
+        return False
+
+
+def sign_in_providers() -> list[str]:
+    """The configured providers: the sections of ``[auth]`` (``[auth.google]``...), or
+    ``default`` when ``[auth]`` itself names one provider."""
+    section = st.secrets["auth"]
+    named = [name for name, value in section.items() if isinstance(value, Mapping)]
+    return named or ["default"]
+
+
+def serves_loopback() -> bool:
+    """Whether the server listens on this machine's loopback address only."""
+    address = st.get_option("server.address") or ""
+    return address.startswith(LOOPBACK)
+
+
+def sign_in() -> Actor:
+    """Who uses the app now; until someone is known, the page shows why and stops.
+
+    With sign-in configured: the member whose email the provider vouches for (a stranger sees
+    whom to ask, and nothing else). Without it (local mode): on the loopback address, the one
+    local person, an admin, whose name is asked once; on any other address, nobody, unless
+    the operator set ``PCF_ANONYMOUS_VIEWERS=1``: then every visitor is a viewer.
+    """
+    if auth_configured():
+        return _signed_in_member()
+    if not serves_loopback():
+        if os.environ.get(ANONYMOUS_VIEWERS_ENV) == "1":
+            return VISITOR
+        st.error(
+            f"This server listens on `{st.get_option('server.address') or 'every address'}` "
+            "without sign-in. Configure sign-in (`[auth]` in `.streamlit/secrets.toml`), serve "
+            f"on 127.0.0.1, or set `{ANONYMOUS_VIEWERS_ENV}=1` to let every visitor read as a "
+            "viewer."
+        )
+        st.stop()
+    with session() as s:
+        actor = local_actor(session=s)
+    if actor is None:
+        st.title("PCF Review")
+        st.info("Local mode: one person, who is admin. Say who you are to begin.")
+        ask_local_name()
+        st.stop()
+    return actor
+
+
+@st.dialog("Who is working here?", dismissible=False)
+def ask_local_name() -> None:
+    """Ask the local person's name once; it is saved with every label they give."""
+    with st.form("local_name"):
+        name = st.text_input("Your name", max_chars=80, help="Saved with every label you give.")
+        if st.form_submit_button("Start", type="primary"):
+            try:
+                with session_scope(engine()) as s:
+                    set_local_name(name, session=s)
+            except ValueError as exc:
+                st.error(str(exc))
+            else:
+                st.rerun()
+
+
+def _signed_in_member() -> Actor:
+    if not st.user.is_logged_in:
+        st.title("PCF Review")
+        st.write("Sign in to review, label or read results.")
+        for provider in sign_in_providers():
+            label = "Sign in" if provider == "default" else f"Sign in with {provider}"
+            st.button(label, on_click=st.login, args=(provider,), key=f"sign_in_{provider}")
+        st.stop()
+    email = st.user.get("email")
+    if not isinstance(email, str) or not email:
+        st.error("Your sign-in provider sent no email address; ask an admin to configure it.")
+        st.button("Sign out", on_click=st.logout)
+        st.stop()
+    with session() as s:
+        actor = identify(email, session=s)
+        contacts = admin_contacts(session=s)
+    if actor is None:
+        st.title("No access yet")
+        ask = ", ".join(contacts) or "the person who runs this server"
+        st.write(
+            f"You are signed in as **{escape_markdown(email)}**, who is not a member of this "
+            f"PCF Review. Ask an admin to add you: {escape_markdown(ask)}."
+        )
+        st.button("Sign out", on_click=st.logout)
+        st.stop()
+    if st.session_state.get(SIGNED_IN_KEY) != actor.identity:
+        with session_scope(engine()) as s:
+            record_sign_in(actor, session=s)
+        st.session_state[SIGNED_IN_KEY] = actor.identity
+    return actor

@@ -242,3 +242,35 @@ class Adjudication(SQLModel, table=True):
     tags: list[str] = _json(list)
     notes: str = ""
     supersedes: int | None = Field(default=None, foreign_key="adjudication.id")
+
+
+class Member(SQLModel, table=True):
+    """A person who may use the app, by the email their sign-in provider vouches for, and the
+    role that says what they may do (:mod:`pcf.access`).
+
+    In local mode (no sign-in configured) the one local person is the member with ``local``
+    set: ``email`` then holds the name they gave, and they are admin.
+    """
+
+    email: str = Field(primary_key=True)
+    role: str
+    local: bool = False
+    added_by: str
+    added_at: datetime = _created_at()
+
+
+class AuditEvent(SQLModel, table=True):
+    """Who did what, when: sign-ins, imports, runs started, resumed or deleted, members changed.
+
+    ``target`` names what was acted on (a dataset, a run, a member); ``details`` says more
+    (settings, the role given, counts deleted). Rows are only ever added.
+    """
+
+    __tablename__ = "audit_event"
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = _created_at()
+    actor: str = Field(index=True)
+    action: str
+    target: str = ""
+    details: dict[str, Any] = _json(dict)

@@ -28,10 +28,12 @@ from pcf.store.engine import LostRaceError
 from pcf.store.models import (
     NO_CANDIDATE_CHOICES,
     Adjudication,
+    AuditEvent,
     Call,
     CandidateRow,
     Dataset,
     ItemRow,
+    Member,
     ProviderBatch,
     ReplacedCall,
     Run,
@@ -813,12 +815,7 @@ def add_adjudication(
     for field, text in (("annotator", annotator), ("notes", notes), ("tags", "".join(tag_list))):
         if "\x00" in text:
             raise ValueError(f"the {field} must not hold a NUL character (U+0000); remove it")
-    previous = session.exec(
-        select(Adjudication.id)
-        .where(Adjudication.item_id == item_db_id, Adjudication.annotator == annotator)
-        .order_by(col(Adjudication.created_at).desc(), col(Adjudication.id).desc())
-        .limit(1)
-    ).first()
+    previous = latest_label(item_db_id, annotator, session=session)
     adjudication = Adjudication(
         item_id=item_db_id,
         annotator=annotator,
@@ -826,7 +823,7 @@ def add_adjudication(
         confidence=confidence,
         tags=tag_list,
         notes=notes,
-        supersedes=previous,
+        supersedes=previous.id if previous is not None else None,
     )
     session.add(adjudication)
     try:
@@ -836,6 +833,16 @@ def add_adjudication(
             f"another label by {annotator!r} for item {item_db_id} was saved at the same time"
         ) from exc
     return adjudication
+
+
+def latest_label(item_db_id: int, annotator: str, *, session: Session) -> Adjudication | None:
+    """The annotator's current label of the item (their newest row), or None."""
+    return session.exec(
+        select(Adjudication)
+        .where(Adjudication.item_id == item_db_id, Adjudication.annotator == annotator)
+        .order_by(col(Adjudication.created_at).desc(), col(Adjudication.id).desc())
+        .limit(1)
+    ).first()
 
 
 def adjudication_history(item_db_id: int, *, session: Session) -> list[Adjudication]:
@@ -939,3 +946,66 @@ def record_item_stops(
     run.settings = {**run.settings, "stops": {key: dict(stop) for key, stop in stops.items()}}
     session.add(run)
     session.flush()
+
+
+# ---------------------------------------------------------------- members and the audit log
+
+
+def get_member(email: str, *, session: Session) -> Member | None:
+    """The member signed in as ``email`` (compared without case), or None."""
+    return session.exec(select(Member).where(func.lower(Member.email) == email.lower())).first()
+
+
+def local_member(*, session: Session) -> Member | None:
+    """The local person of local mode (no sign-in configured), once they gave their name."""
+    return session.exec(select(Member).where(col(Member.local))).first()
+
+
+def list_members(*, session: Session) -> list[Member]:
+    """Every member, by email."""
+    return list(session.exec(select(Member).order_by(col(Member.email))).all())
+
+
+def save_member(
+    email: str, role: str, *, session: Session, added_by: str, local: bool = False
+) -> Member:
+    """Add a member, or give an existing one (same email, any case) another role."""
+    member = get_member(email, session=session)
+    if member is None:
+        member = Member(email=email, role=role, added_by=added_by, local=local)
+    else:
+        member.role = role
+    session.add(member)
+    session.flush()
+    return member
+
+
+def delete_member(email: str, *, session: Session) -> bool:
+    """Remove a member; whether there was one. Their labels stay (they belong to items)."""
+    member = get_member(email, session=session)
+    if member is None:
+        return False
+    session.delete(member)
+    session.flush()
+    return True
+
+
+def add_audit_event(
+    action: str,
+    *,
+    session: Session,
+    actor: str,
+    target: str = "",
+    details: Mapping[str, Any] | None = None,
+) -> AuditEvent:
+    """Record that ``actor`` did ``action`` to ``target`` now; audit rows are never changed."""
+    event = AuditEvent(actor=actor, action=action, target=target, details=dict(details or {}))
+    session.add(event)
+    session.flush()
+    return event
+
+
+def audit_events(*, session: Session, limit: int | None = None) -> list[AuditEvent]:
+    """The audit log, newest first (all of it, or the newest ``limit`` events)."""
+    query = select(AuditEvent).order_by(col(AuditEvent.at).desc(), col(AuditEvent.id).desc())
+    return list(session.exec(query.limit(limit) if limit else query).all())

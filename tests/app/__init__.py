@@ -1,8 +1,27 @@
-"""AppTest tests of the Streamlit pages."""
+"""AppTest tests of the Streamlit pages, and who uses them: the local person of local mode, or
+a member signed in through OpenID Connect (AppTest's ``secrets`` and ``user``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
+
+from pcf.labelling.members import set_local_name
+from pcf.store import session_scope
+from pcf.store.queries import save_member
+
+APP = Path(__file__).resolve().parents[2] / "app.py"
+LOCAL_NAME = "Ada"
+AUTH = {
+    "redirect_uri": "http://localhost:8501/oauth2callback",
+    "cookie_secret": "a test secret",
+    "client_id": "pcf-review",
+    "client_secret": "not a secret",
+    "server_metadata_url": "http://127.0.0.1:9/.well-known/openid-configuration",
+}
+"""An ``[auth]`` section: sign-in is configured (AppTest never contacts the provider)."""
 
 
 def open_page(at: AppTest, page: str, **query_params: str) -> AppTest:
@@ -15,3 +34,23 @@ def open_page(at: AppTest, page: str, **query_params: str) -> AppTest:
 def markdown_texts(at: AppTest) -> list[str]:
     """The source of every Markdown element (captions included) on the page."""
     return [m.value for m in at.markdown] + [c.value for c in at.caption]
+
+
+def local_app(engine: Engine) -> AppTest:
+    """The app in local mode after its first run, the local person (:data:`LOCAL_NAME`, an
+    admin) named in the database as the name dialog would."""
+    with session_scope(engine) as session:
+        set_local_name(LOCAL_NAME, session=session)
+    return AppTest.from_file(str(APP), default_timeout=30).run()
+
+
+def signed_in_app(engine: Engine, email: str, role: str | None = None) -> AppTest:
+    """The app with sign-in configured, after its first run for ``email`` (signed in at the
+    provider), who is made a member with ``role`` first unless ``role`` is None."""
+    if role is not None:
+        with session_scope(engine) as session:
+            save_member(email, role, session=session, added_by="test")
+    at = AppTest.from_file(str(APP), default_timeout=30)
+    at.secrets["auth"] = AUTH
+    at.user = {"is_logged_in": True, "email": email}
+    return at.run()

@@ -1,7 +1,9 @@
-"""The Adjudicate page on the demo database."""
+"""The Adjudicate page on the demo database: labels saved as the person signed in, blind for
+annotators, a second tab's save never lost silently."""
 
 from __future__ import annotations
 
+import pytest
 from sqlmodel import Session, col, select
 
 from pcf.analysis.adjudications import adjudication_queue, display_order, item_index, with_priority
@@ -9,14 +11,20 @@ from pcf.analysis.item_detail import inert_markdown
 from pcf.analysis.results import analyse_run, run_decisions
 from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
 from pcf.store import Adjudication, ItemRow, current_labels, get_run, load_items
-from tests.app import markdown_texts, open_page
+from tests.app import LOCAL_NAME, markdown_texts, open_page, signed_in_app
 
-ANNOTATOR = "Ada"
+ANNOTATOR = LOCAL_NAME
+GRACE = "grace@example.com"
 
 
-def labelling(app, annotator: str = ANNOTATOR, **query_params: str):
-    app.sidebar.text_input(key="annotator").set_value(annotator).run()
+def labelling(app, **query_params: str):
+    """The Adjudicate page for the local person (an admin)."""
     return open_page(app, "adjudicate", **query_params)
+
+
+def grace(demo_engine, role: str = "annotator"):
+    """The Adjudicate page for Grace, signed in as an annotator."""
+    return open_page(signed_in_app(demo_engine, GRACE, role), "adjudicate")
 
 
 def expected_queue(db: Session) -> list[str]:
@@ -59,11 +67,20 @@ def labels_in_db(db: Session, item_key: str) -> list[Adjudication]:
     )
 
 
-def test_an_annotator_name_is_required(app):
-    at = open_page(app, "adjudicate")
+def test_no_name_is_typed_and_the_address_names_nobody(app, db: Session):
+    at = labelling(app, annotator="bob", label="demo-040")
     assert not at.exception
-    assert any("sidebar" in w.value and "Annotator" in w.value for w in at.warning)
-    assert not [b for b in at.button if "most factual" in b.label]
+    assert not [t for t in at.text_input if t.key == "annotator"]
+    at.button(key="adjudicate_choose_1").click().run()
+    at.button(key="adjudicate_save").click().run()
+    assert [a.annotator for a in labels_in_db(db, "demo-040")] == [ANNOTATOR]
+
+
+def test_a_viewer_has_no_adjudicate_page(demo_engine):
+    at = signed_in_app(demo_engine, "vera@example.com", "viewer")
+    assert not at.exception
+    with pytest.raises(ValueError, match="navigation page"):
+        open_page(at, "adjudicate")
 
 
 def test_the_queue_starts_with_the_most_doubtful_item_in_a_seeded_order(app, db: Session):
@@ -143,14 +160,24 @@ def test_a_saved_label_is_a_row_and_the_queue_moves_on(app, db: Session):
     assert item_on_screen(at) == queue[2]
 
 
-def test_labelled_items_leave_the_queue_for_that_annotator_only(app, db: Session):
+def test_labelled_items_leave_the_queue_for_that_annotator_only(app, demo_engine, db: Session):
     queue = expected_queue(db)
     at = labelling(app)
     at.button(key="adjudicate_choose_cannot_tell").click().run()
     at.button(key="adjudicate_save").click().run()
     assert item_on_screen(at) == queue[1]
-    at.sidebar.text_input(key="annotator").set_value("Grace").run()
-    assert item_on_screen(at) == queue[0]
+    assert item_on_screen(grace(demo_engine)) == queue[0]
+
+
+def test_an_annotator_stays_blind_after_saving(demo_engine, db: Session):
+    at = grace(demo_engine)
+    revealing = ("PCF winner", "Direct winner", "Gold")
+    assert not [t for t in at.toggle if t.key == "adjudicate_unblind"]
+    at.button(key="adjudicate_choose_1").click().run()
+    at.button(key="adjudicate_save").click().run()
+    assert not at.exception
+    assert not [word for word in revealing if word in visible_text(at)]
+    assert not [t for t in at.toggle if t.key == "adjudicate_unblind"]
 
 
 def test_a_correction_is_a_new_row_and_the_history_stays_visible(app, db: Session):
@@ -171,18 +198,45 @@ def test_a_correction_is_a_new_row_and_the_history_stays_visible(app, db: Sessio
     assert list(history["corrects label"].fillna(0)) == [0, first.id]
 
 
-def test_another_annotators_labels_show_when_revisiting(app, db: Session):
+def test_others_labels_show_to_admins_and_never_to_annotators(app, demo_engine, db: Session):
     queue = expected_queue(db)
-    at = labelling(app, "Grace")
+    at = labelling(app)
     at.button(key="adjudicate_choose_1").click().run()
     at.button(key="adjudicate_save").click().run()
-    at.sidebar.text_input(key="annotator").set_value(ANNOTATOR).run()
+    at = grace(demo_engine)
     assert item_on_screen(at) == queue[0]
-    assert not [d for d in at.dataframe if "corrects label" in d.value.columns]
+    assert not [d for d in at.dataframe if "annotator" in d.value.columns]
     at.button(key="adjudicate_choose_1").click().run()
     at.button(key="adjudicate_save").click().run()
+    (history,) = [d.value for d in at.dataframe if "annotator" in d.value.columns]
+    assert list(history["annotator"]) == [GRACE]
+
+    at = labelling(app, label=queue[0])
     history = next(d.value for d in at.dataframe if "corrects label" in d.value.columns)
-    assert list(history["annotator"]) == ["Grace", ANNOTATOR]
+    assert list(history["annotator"]) == [ANNOTATOR, GRACE]
+
+
+def test_a_second_tab_saving_the_same_item_is_told_and_loses_nothing(demo_engine, db):
+    first, second = (
+        open_page(signed_in_app(demo_engine, GRACE, role), "adjudicate", label="demo-040")
+        for role in ("annotator", None)
+    )
+    item = next(i for i in load_items(1, session=db) if i.item_id == "demo-040")
+    shown = display_order(item, GRACE)
+    first.button(key="adjudicate_choose_1").click().run()
+    first.button(key="adjudicate_save").click().run()
+    second.button(key="adjudicate_choose_2").click().run()
+    second.button(key="adjudicate_save").click().run()
+    assert not second.exception
+    (warning,) = [w.value for w in second.warning if "another tab" in w.value]
+    assert "Candidate 1" in warning
+    assert item_on_screen(second) == "demo-040"
+    assert [a.choice for a in labels_in_db(db, "demo-040")] == [shown[0]]
+
+    second.button(key="adjudicate_choose_2").click().run()
+    second.button(key="adjudicate_save").click().run()
+    earlier, correction = labels_in_db(db, "demo-040")
+    assert (correction.choice, correction.supersedes) == (shown[1], earlier.id)
 
 
 def test_a_label_link_opens_that_item_and_keys_choose_candidates(app):

@@ -7,8 +7,8 @@ import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
-from pcf.store import import_items, session_scope
-from tests.app.conftest import APP
+from pcf.store import get_engine, import_items, session_scope
+from tests.app import APP, local_app
 from tests.demo_database import on_postgres
 from tests.factories import make_item
 from tests.store.legacy import restore
@@ -17,9 +17,8 @@ PAGES = ["overview", "review", "adjudicate", "compare", "runs", "weights", "repo
 NEEDS_A_RUN = {"review", "compare", "weights"}
 
 
-def open_page(page: str) -> AppTest:
-    app = AppTest.from_file(str(APP), default_timeout=30).run()
-    app.session_state["annotator"] = "ana"
+def open_page(engine: Engine, page: str) -> AppTest:
+    app = local_app(engine)
     app.switch_page(f"pages/{page}.py").run()
     assert not app.exception, app.exception
     return app
@@ -27,7 +26,7 @@ def open_page(page: str) -> AppTest:
 
 @pytest.mark.parametrize("page", PAGES)
 def test_an_empty_database_says_how_to_add_a_dataset(engine: Engine, page: str) -> None:
-    infos = [info.value for info in open_page(page).info]
+    infos = [info.value for info in open_page(engine, page).info]
     assert any("no dataset yet: run `pcf demo` or `pcf import`" in text for text in infos), infos
 
 
@@ -35,7 +34,7 @@ def test_an_empty_database_says_how_to_add_a_dataset(engine: Engine, page: str) 
 def test_a_dataset_without_runs_says_how_to_start_one(engine: Engine, page: str) -> None:
     with session_scope(engine) as session:
         import_items([make_item("q1")], session=session, name="fresh", fmt="jsonl")
-    infos = [info.value for info in open_page(page).info]
+    infos = [info.value for info in open_page(engine, page).info]
     assert any("no run yet: start one on the Runs page" in text for text in infos), infos
 
 
@@ -55,4 +54,5 @@ def test_an_old_sqlite_file_opens_upgraded(isolated_database) -> None:
     app = AppTest.from_file(str(APP), default_timeout=30).run()
     assert not app.exception, app.exception
     assert not app.error
+    app = local_app(get_engine(isolated_database))
     assert "demo-pcf" in app.sidebar.selectbox(key="run").options

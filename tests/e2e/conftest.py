@@ -23,7 +23,8 @@ import pytest
 from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
 from sqlalchemy import Engine
 
-from pcf.store import get_engine
+from pcf.labelling.members import set_local_name
+from pcf.store import get_engine, session_scope
 from tests.demo_database import drop_database, new_database
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +43,8 @@ MAX_SCREENSHOT_HEIGHT = 8000
 SERVER_START_TIMEOUT_S = 180
 TIMEOUT_MS = 30_000
 SAVED: list[Path] = []
+LOCAL_NAME = "Local Tester"
+"""The local person of the served demo (local mode: an admin), named as the name dialog would."""
 
 expect.set_options(timeout=TIMEOUT_MS)  # a rerun can take seconds on a busy CI machine
 
@@ -68,7 +71,7 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture(scope="package")
 def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of a demo database (a SQLite file, or on the tests' PostgreSQL server), built by
-    ``pcf demo``.
+    ``pcf demo``, its local person named.
 
     Built in a child process: the demo's simulated runs use ``asyncio.run``, which cannot run
     inside the event loop of Playwright's sync API.
@@ -83,8 +86,17 @@ def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     if built.returncode:
         pytest.fail(f"pcf demo failed with {built.returncode}:\n{built.stderr}")
+    name_local_person(url)
     yield url
     drop_database(url)
+
+
+def name_local_person(url: str) -> None:
+    """Give the database's local person the name :data:`LOCAL_NAME`."""
+    engine = get_engine(url)
+    with session_scope(engine) as session:
+        set_local_name(LOCAL_NAME, session=session)
+    engine.dispose()
 
 
 @pytest.fixture(scope="package")

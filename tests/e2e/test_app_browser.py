@@ -14,6 +14,7 @@ from sqlmodel import Session, col, select
 from pcf.analysis.adjudications import display_order
 from pcf.store import Adjudication, ItemRow, load_item
 from tests.e2e import EXCEPTION, settle
+from tests.e2e.conftest import LOCAL_NAME
 
 Screenshot = Callable[[Page, str], Path]
 
@@ -24,7 +25,7 @@ def main(page: Page) -> Locator:
 
 
 def sidebar(page: Page) -> Locator:
-    """The shared sidebar: page links, annotator, dataset and run."""
+    """The shared sidebar: page links, who is signed in, dataset and run."""
     return page.get_by_test_id("stSidebar")
 
 
@@ -32,11 +33,12 @@ def sidebar(page: Page) -> Locator:
 PAGES: dict[str, Callable[[Page], Locator]] = {
     "Overview": lambda page: main(page).get_by_role("heading", name="Run demo-pcf"),
     "Review": lambda page: main(page).get_by_role("heading", name=re.compile(r"^Item demo-\d+")),
-    "Adjudicate": lambda page: main(page).get_by_text("Enter your name in the sidebar"),
+    "Adjudicate": lambda page: main(page).get_by_role("heading", name=re.compile(r"^Item demo-")),
     "Compare": lambda page: main(page).get_by_text("Run demo-pcf on dataset demo"),
     "Runs": lambda page: main(page).get_by_role("heading", name="Start a run"),
     "Weights": lambda page: main(page).get_by_role("heading", name="Playground: demo-pcf"),
     "Report": lambda page: main(page).get_by_role("button", name="Download report.md"),
+    "Members": lambda page: main(page).get_by_role("heading", name="Audit log"),
 }
 
 
@@ -67,7 +69,7 @@ def test_every_page_opens_from_the_sidebar(
     assert_no_exception(page)
     path = "" if title == "Overview" else title.lower()
     expect(page).to_have_url(re.compile(rf"^{re.escape(app_url)}/{path}(\?.*)?$"))
-    expect(sidebar(page).get_by_role("textbox", name="Annotator")).to_be_visible()
+    expect(sidebar(page).get_by_text(f"{LOCAL_NAME} · admin")).to_be_visible()
     print(screenshot(page, f"page-{title.lower()}"))
 
 
@@ -76,7 +78,7 @@ def test_a_deep_link_opens_the_item_inside_the_app(page: Page, screenshot: Scree
 
     expect(main(page).get_by_role("heading", name="Item demo-013")).to_be_visible()
     expect(main(page).get_by_text("Label this item")).to_be_visible()
-    expect(sidebar(page).get_by_role("textbox", name="Annotator")).to_be_visible()
+    expect(sidebar(page).get_by_text(f"{LOCAL_NAME} · admin")).to_be_visible()
     expect(sidebar(page).get_by_role("link", name=re.compile("Review$"))).to_be_visible()
     expect(page).to_have_url(re.compile(r"/review\?item=demo-013$"))
     assert_no_exception(page)
@@ -123,11 +125,8 @@ def saved_labels(engine: Engine, annotator: str) -> list[tuple[str, str, str]]:
 
 
 def test_an_item_is_labelled_with_the_keyboard(page: Page, screenshot: Screenshot, demo_db: Engine):
-    annotator = "Keyboard Tester"
+    annotator = LOCAL_NAME
     open_url(page, "/adjudicate", "Adjudicate")
-    name = sidebar(page).get_by_role("textbox", name="Annotator")
-    name.fill(annotator)
-    name.press("Enter")
     heading = main(page).get_by_role("heading", name=re.compile(r"^Item demo-\d+"))
     expect(heading).to_be_visible()
     expect(main(page).get_by_role("button", name=re.compile("Save and next"))).to_be_disabled()

@@ -21,13 +21,22 @@ from playwright.sync_api import Browser, Locator, Page, expect
 
 from pcf.analysis.item_list import by_priority
 from pcf.analysis.results import analyse_run
-from pcf.store import get_engine, get_run, session_scope
+from pcf.store import current_labels, get_dataset, get_engine, get_run, session_scope
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, settle
-from tests.e2e.conftest import ROOT, open_tab, serve_app
+from tests.e2e.conftest import LOCAL_NAME, ROOT, name_local_person, open_tab, serve_app
 
 REWARDBENCH2 = Path("/work/shared/data/rewardbench2/factuality-first120.jsonl")
-PAGE_TITLES = ["Overview", "Review", "Adjudicate", "Compare", "Runs", "Weights", "Report"]
+PAGE_TITLES = [
+    "Overview",
+    "Review",
+    "Adjudicate",
+    "Compare",
+    "Runs",
+    "Weights",
+    "Report",
+    "Members",
+]
 Screenshot = Callable[..., Path]
 
 
@@ -59,6 +68,7 @@ def second(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
         name = "second"
         pcf(url, "import", "jsonl", str(ROOT / "data" / "demo" / "items.jsonl"), "--name", name)
     pcf(url, "judge", name, "--protocol", "pcf", "--k", "7", "--name", f"{name}-pcf")
+    name_local_person(url)
     engine = get_engine(url)
     with session_scope(engine) as s:
         table = analyse_run(get_run(f"{name}-pcf", session=s), session=s).table
@@ -83,15 +93,15 @@ def sidebar(tab: Page) -> Locator:
 
 
 def assert_the_apps_frame(tab: Page) -> None:
-    """No exception box; the sidebar holds the app's seven pages (no helper module, no legacy
-    entry page) and the annotator's field."""
+    """No exception box; the sidebar holds the app's eight pages (no helper module, no legacy
+    entry page) and who is signed in."""
     expect(tab.locator(EXCEPTION)).to_have_count(0)
     links = sidebar(tab).get_by_test_id("stSidebarNav").get_by_role("link")
     expect(links).to_have_count(len(PAGE_TITLES))
     for link, title in zip(links.all(), PAGE_TITLES, strict=True):
         expect(link).to_have_text(re.compile(rf"{title}$"))
     expect(sidebar(tab).get_by_text(re.compile(r"^(common|app|shared)$"))).to_have_count(0)
-    expect(sidebar(tab).get_by_role("textbox", name="Annotator")).to_be_visible()
+    expect(sidebar(tab).get_by_text(f"{LOCAL_NAME} · admin")).to_be_visible()
 
 
 def open_item(tab: Page, path: str, item: str) -> None:
@@ -129,20 +139,41 @@ def test_a_deep_link_first_opens_its_item_of_another_dataset_and_a_reload_keeps_
         expect(sidebar(tab).get_by_role("combobox", name="Dataset")).to_have_value(dataset)
 
 
-def test_the_annotators_name_survives_a_reload(browser: Browser, served: str):
-    with open_tab(browser, served) as tab:
-        tab.goto("/adjudicate")
-        expect(main(tab).get_by_text("Enter your name in the sidebar")).to_be_visible()
-        name = sidebar(tab).get_by_role("textbox", name="Annotator")
-        name.fill("Reload Tester")
-        name.press("Enter")
-        expect(main(tab).get_by_role("heading", name=re.compile(r"^Item "))).to_be_visible()
-        expect(tab).to_have_url(re.compile(r"annotator=Reload(\+|%20)Tester"))
+def test_the_local_name_is_asked_once_and_no_key_or_address_changes_it(
+    browser: Browser, tmp_path: Path
+):
+    url = new_database(tmp_path)
+    pcf(url, "demo")
+    with serve_app(url, tmp_path / "server.log") as base, open_tab(browser, base) as tab:
+        tab.goto("/adjudicate?annotator=bob")
+        dialog = tab.get_by_role("dialog")
+        expect(dialog.get_by_text("Who is working here?")).to_be_visible()
+        dialog.get_by_role("textbox", name="Your name").fill("Ana")
+        dialog.get_by_role("textbox", name="Your name").press("Enter")
+        expect(dialog).to_have_count(0)
+        expect(sidebar(tab).get_by_text("Ana · admin")).to_be_visible()
         settle(tab)
+        heading = main(tab).get_by_role("heading", name=re.compile(r"^Item "))
+        expect(heading).to_be_visible()
+        item = heading.inner_text().removeprefix("Item ")
+        main(tab).get_by_role("heading", name="Adjudicate").click()
+        for key in ("1", "x", "0", "1"):
+            tab.keyboard.press(key)
+            settle(tab)
+        tab.keyboard.press("s")
+        expect(main(tab).get_by_text(f"Saved your label for item {item}")).to_be_visible()
+        expect(sidebar(tab).get_by_text("Ana · admin")).to_be_visible()
 
-        tab.reload()
-        expect(main(tab).get_by_role("heading", name=re.compile(r"^Item "))).to_be_visible()
-        expect(sidebar(tab).get_by_role("textbox", name="Annotator")).to_have_value("Reload Tester")
+        tab.goto("/?annotator=mallory")
+        expect(main(tab).get_by_role("heading", name="Overview", exact=True)).to_be_visible()
+        expect(tab.get_by_role("dialog")).to_have_count(0)
+        expect(sidebar(tab).get_by_text("Ana · admin")).to_be_visible()
+    engine = get_engine(url)
+    with session_scope(engine) as s:
+        labels = current_labels(get_dataset("demo", session=s).id, session=s)
+    engine.dispose()
+    drop_database(url)
+    assert list(zip(labels["item_key"], labels["annotator"], strict=True)) == [(item, "Ana")]
 
 
 def scroll_to_bottom(tab: Page) -> None:
@@ -155,7 +186,7 @@ def test_after_saving_with_s_the_next_items_prompt_is_in_view(
 ):
     dataset = second[1]
     with open_tab(browser, served) as tab:
-        tab.goto(f"/adjudicate?dataset={dataset}&annotator=Scroll+Tester")
+        tab.goto(f"/adjudicate?dataset={dataset}")
         heading = main(tab).get_by_role("heading", name=re.compile(r"^Item "))
         expect(heading).to_be_visible()
         settle(tab)
@@ -192,7 +223,7 @@ def test_review_and_adjudicate_show_why_in_the_first_screen(
         expect(main(tab).get_by_role("button", name=re.compile("Next"))).to_be_visible()
         print(screenshot(tab, f"review-{dataset}-first-screen", first_screen=True))
 
-        tab.goto(f"/adjudicate?dataset={dataset}&annotator=Screenshot&label={item}")
+        tab.goto(f"/adjudicate?dataset={dataset}&label={item}")
         expect(main(tab).get_by_role("heading", name=f"Item {item}", exact=True)).to_be_visible()
         settle(tab)
         expect(main(tab).get_by_role("slider")).to_be_visible()  # lazily drawn widgets are in

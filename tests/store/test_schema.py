@@ -50,9 +50,10 @@ def plain_engine(url: str) -> Engine:
 
 
 def rows(url: str) -> dict[str, list[tuple]]:
-    """Every row of every table of the models, in primary-key order."""
+    """Every row of every table of the models that the database has, in primary-key order."""
     engine = plain_engine(url)
     with engine.connect() as connection:
+        present = set(inspect(connection).get_table_names())
         found = {
             name: [
                 tuple(row)
@@ -61,9 +62,19 @@ def rows(url: str) -> dict[str, list[tuple]]:
                 ).all()
             ]
             for name, table in SQLModel.metadata.tables.items()
+            if name in present
         }
     engine.dispose()
     return found
+
+
+def kept(before: dict[str, list[tuple]], after: dict[str, list[tuple]]) -> bool:
+    """Whether every table of ``before`` is in ``after`` with the same rows, and the tables
+    that an upgrade added are empty."""
+    added = after.keys() - before.keys()
+    return all(after[name] == before[name] for name in before) and not any(
+        after[name] for name in added
+    )
 
 
 def revision_of(url: str) -> str | None:
@@ -141,11 +152,11 @@ def test_the_release_database_upgrades_keeping_every_row_and_decision(isolated_d
     before = rows(isolated_database)
     assert sum(map(len, before.values())) > 2000
     assert revision_of(isolated_database) is None
-    assert cli("db", "current")["matches"] == head()
+    assert cli("db", "current")["matches"] == "0003"
 
     report = cli("db", "upgrade")
     assert (report["before"], report["after"], report["changed"]) == (None, head(), True)
-    assert rows(isolated_database) == before
+    assert kept(before, rows(isolated_database))
     assert revision_of(isolated_database) == head()
     if not on_postgres():
         backup = Path(report["backup"])
@@ -182,7 +193,7 @@ def test_an_old_sqlite_file_is_upgraded_at_start_after_a_backup(isolated_databas
     assert revision_of(isolated_database) == head()
     (backup,) = tmp_path.glob("pcf.db.backup-*")
     assert rows(f"sqlite:///{backup}") == before
-    assert rows(isolated_database) == before
+    assert kept(before, rows(isolated_database))
 
 
 @pytest.mark.skipif(not on_postgres(), reason="PostgreSQL databases are upgraded on purpose")
@@ -195,7 +206,7 @@ def test_an_old_postgres_database_is_refused_with_one_line(isolated_database):
     assert listed.exit_code == 1
     assert listed.output.count("\n") == 1
     assert "pcf db upgrade" in listed.output
-    assert rows(isolated_database) == before
+    assert kept(before, rows(isolated_database))
     assert revision_of(isolated_database) is None
 
 
@@ -224,10 +235,7 @@ def test_each_older_revision_upgrades_keeping_every_row(isolated_database, revis
     report = cli("db", "upgrade")
     assert (report["before"], report["after"]) == (revision, head())
     after = rows(isolated_database)
-    assert after.keys() == before.keys()
-    for table in before:
-        if table != "adjudication":
-            assert after[table] == before[table], table
+    assert kept({**before, "adjudication": []}, {**after, "adjudication": []})
     # The fork became a line in saving order; every vote is kept as it was.
     labels = {row[0]: row for row in after["adjudication"]}
     chain = [row[-1] for row in sorted(labels.values())]
@@ -257,7 +265,7 @@ def test_a_release_with_the_chain_index_but_32_bit_totals_is_recognised(isolated
     assert cli("db", "current")["matches"] == "0001"
     assert cli("db", "upgrade")["before"] is None
     assert revision_of(isolated_database) == head()
-    assert rows(isolated_database) == before
+    assert kept(before, rows(isolated_database))
     assert differences(isolated_database) == []
 
 
@@ -275,7 +283,7 @@ def test_a_database_newer_than_the_code_is_refused_and_not_written(isolated_data
     result = runner.invoke(app, ["db", "upgrade"])
     assert result.exit_code == 1
     assert "newer than this code" in result.output
-    assert rows(isolated_database) == before
+    assert kept(before, rows(isolated_database))
     assert revision_of(isolated_database) == "9999"
 
 
@@ -376,5 +384,5 @@ def test_pcf_db_current_names_the_database_and_its_state(isolated_database):
     restore(isolated_database)
     shown = cli("db", "current")
     assert shown["revision"] is None
-    assert shown["matches"] == head()
+    assert shown["matches"] == "0003"
     assert shown["database"] == make_url(isolated_database).render_as_string(hide_password=True)

@@ -1,0 +1,117 @@
+"""Who may do what: the four roles, what each may do, and the check every write makes.
+
+Identity comes from sign-in (the app) or from having a shell on the server (the CLI acts as
+the local operator, an admin); it never comes from a typed name or an address parameter. The
+application functions that write take the acting :class:`Actor` and call :meth:`Actor.require`,
+so a page that forgot to hide a button still cannot do what the role does not allow.
+
+| role | may |
+| --- | --- |
+| admin | everything: members, imports, runs (start, resume, collect, delete), labels, gold |
+| reviewer | see everything, label, resolve disagreements into gold |
+| annotator | label, blind: no gold, no judge decisions, no other person's label first |
+| viewer | read results (Overview, Review, Compare, Weights, Report), nothing else |
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from dataclasses import dataclass
+from enum import StrEnum
+from urllib.parse import urlsplit
+
+
+class Role(StrEnum):
+    """A member's role."""
+
+    ADMIN = "admin"
+    REVIEWER = "reviewer"
+    ANNOTATOR = "annotator"
+    VIEWER = "viewer"
+
+
+class Permission(StrEnum):
+    """Something a role may be allowed to do; the value reads in an error message."""
+
+    MANAGE_MEMBERS = "manage members"
+    IMPORT = "import datasets"
+    RUN = "start, resume or collect runs"
+    DELETE_RUN = "delete runs"
+    LABEL = "save labels"
+    RESOLVE = "resolve disagreements into gold"
+    SEE_RESULTS = "see gold labels, judge decisions and other people's labels"
+    READ_AUDIT = "read the audit log"
+    PLAN_LABELLING = "set a dataset's labelling plan"
+
+
+GRANTS: dict[Role, frozenset[Permission]] = {
+    Role.ADMIN: frozenset(Permission),
+    Role.REVIEWER: frozenset({Permission.LABEL, Permission.RESOLVE, Permission.SEE_RESULTS}),
+    Role.ANNOTATOR: frozenset({Permission.LABEL}),
+    Role.VIEWER: frozenset({Permission.SEE_RESULTS}),
+}
+
+
+class AccessDeniedError(PermissionError):
+    """An action the actor's role does not allow; the message names both."""
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts: ``identity`` (a signed-in email, the local person's name, or the operator)
+    and their role. ``operator`` marks the person with a shell on the server (the CLI): the
+    base URLs they give are theirs to name (:func:`key_may_go_to`)."""
+
+    identity: str
+    role: Role
+    operator: bool = False
+
+    def may(self, permission: Permission) -> bool:
+        """Whether the role allows ``permission``."""
+        return permission in GRANTS[self.role]
+
+    def require(self, permission: Permission) -> None:
+        """Raise :class:`AccessDeniedError` unless the role allows ``permission``."""
+        if not self.may(permission):
+            raise AccessDeniedError(
+                f"{self.identity} is {self.role.value} and may not {permission.value}; "
+                "ask an admin for another role"
+            )
+
+
+def operator() -> Actor:
+    """The person at the server's shell (the CLI): an admin, named by their login."""
+    return Actor(f"operator:{getpass.getuser()}", Role.ADMIN, operator=True)
+
+
+ALLOWED_BASE_URLS_ENV = "PCF_ALLOWED_BASE_URLS"
+"""Base URLs (space- or comma-separated) the server's provider keys may be sent to from the
+app, beyond the providers' own endpoints, e.g. ``http://gpu-box:8000/v1``."""
+
+
+def _origin_and_path(url: str) -> tuple[str, str, int | None, str]:
+    parts = urlsplit(url.strip())
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port, parts.path.rstrip("/")
+
+
+def allowed_base_urls() -> list[str]:
+    """The operator's list of base URLs (``PCF_ALLOWED_BASE_URLS``)."""
+    return [u for u in os.environ.get(ALLOWED_BASE_URLS_ENV, "").replace(",", " ").split() if u]
+
+
+def key_may_go_to(actor: Actor, base_url: str | None) -> bool:
+    """Whether the server's key may be sent to ``base_url`` on ``actor``'s behalf.
+
+    Always for the provider's own endpoint (no base URL) and for the operator; otherwise only
+    to a URL on the operator's list, compared by scheme, host, port and path (a listed path
+    also admits the paths below it; nothing is matched by prefix of a host name).
+    """
+    if base_url is None or actor.operator:
+        return True
+    wanted = _origin_and_path(base_url)
+    for listed in map(_origin_and_path, allowed_base_urls()):
+        same_server = wanted[:3] == listed[:3]
+        if same_server and (wanted[3] == listed[3] or wanted[3].startswith(listed[3] + "/")):
+            return True
+    return False

@@ -1,0 +1,32 @@
+"""The audit log, for admins: who signed in, imported, started, resumed or deleted a run,
+changed a member, and when."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel import Session
+
+from pcf.access import Actor, Permission
+from pcf.store.queries import audit_events
+
+AUDIT_COLUMNS = ("at", "actor", "action", "target", "details")
+
+
+def audit_log(*, session: Session, actor: Actor, limit: int | None = None) -> list[dict[str, Any]]:
+    """The audit log, newest first, as records of :data:`AUDIT_COLUMNS`.
+
+    Raises:
+        AccessDeniedError: ``actor`` may not read the audit log.
+    """
+    actor.require(Permission.READ_AUDIT)
+    return [
+        {
+            "at": event.at.isoformat(),
+            "actor": event.actor,
+            "action": event.action,
+            "target": event.target,
+            "details": event.details,
+        }
+        for event in audit_events(session=session, limit=limit)
+    ]

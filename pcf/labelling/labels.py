@@ -1,0 +1,82 @@
+"""Labels saved as the signed-in person, and what of an item's labels a person may see."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlmodel import Session
+
+from pcf.access import Actor, Permission
+from pcf.store.models import Adjudication
+from pcf.store.queries import add_adjudication, adjudication_history, latest_label
+
+
+class LabelChangedError(ValueError):
+    """The person's label of the item changed since their page showed it (another tab saved);
+    nothing was saved. ``label_id`` and ``choice`` are the label now stored."""
+
+    def __init__(self, current: Adjudication) -> None:
+        super().__init__(
+            f"you already saved a label for this item elsewhere ({current.choice}, at "
+            f"{current.created_at:%H:%M:%S} UTC); nothing was saved: look at it and save again "
+            "to correct it"
+        )
+        self.label_id = current.id
+        self.choice = current.choice
+
+
+def save_label(
+    item_db_id: int,
+    *,
+    session: Session,
+    actor: Actor,
+    choice: str,
+    seen: int | None,
+    confidence: float | None = None,
+    tags: Iterable[str] = (),
+    notes: str = "",
+) -> Adjudication:
+    """Save ``actor``'s label of the item (a correction when they labelled it before).
+
+    Args:
+        item_db_id: the item's database id.
+        session: the open session; flushed, not committed.
+        actor: who labels; their identity is the label's annotator.
+        choice: a candidate id of the item, ``none_correct`` or ``cannot_tell``.
+        seen: the id of the actor's label of this item that their page showed (None: none),
+            so that a second tab's save never silently lands on top of the first.
+        confidence: how sure, in [0, 1].
+        tags: pattern tags.
+        notes: reasons.
+
+    Raises:
+        AccessDeniedError: ``actor``'s role may not label.
+        LabelChangedError: the actor's stored label is no longer the one ``seen``.
+        ValueError: a choice the item does not offer, or another bad field.
+        LostRaceError: another save of the same person raced this one (try again).
+    """
+    actor.require(Permission.LABEL)
+    current = latest_label(item_db_id, actor.identity, session=session)
+    if current is None and seen is not None:
+        raise ValueError("the label your page showed is gone; reload the page")
+    if current is not None and current.id != seen:
+        raise LabelChangedError(current)
+    return add_adjudication(
+        item_db_id,
+        session=session,
+        annotator=actor.identity,
+        choice=choice,
+        confidence=confidence,
+        tags=tags,
+        notes=notes,
+    )
+
+
+def visible_history(item_db_id: int, *, session: Session, actor: Actor) -> list[Adjudication]:
+    """The item's labels that ``actor`` may see, oldest first: all of them for those who see
+    results (reviewers, admins, viewers), only their own for annotators (so no one else's
+    label can sway theirs)."""
+    history = adjudication_history(item_db_id, session=session)
+    if actor.may(Permission.SEE_RESULTS):
+        return history
+    return [label for label in history if label.annotator == actor.identity]

@@ -1,0 +1,70 @@
+"""Roles and permissions, and where the server's provider keys may be sent."""
+
+from __future__ import annotations
+
+import pytest
+
+from pcf.access import (
+    ALLOWED_BASE_URLS_ENV,
+    GRANTS,
+    AccessDeniedError,
+    Actor,
+    Permission,
+    Role,
+    key_may_go_to,
+    operator,
+)
+
+
+def test_each_role_may_do_what_the_table_says():
+    assert GRANTS[Role.ADMIN] == set(Permission)
+    assert GRANTS[Role.REVIEWER] == {Permission.LABEL, Permission.RESOLVE, Permission.SEE_RESULTS}
+    assert GRANTS[Role.ANNOTATOR] == {Permission.LABEL}
+    assert GRANTS[Role.VIEWER] == {Permission.SEE_RESULTS}
+
+
+def test_a_refusal_names_who_the_role_and_the_action():
+    alice = Actor("alice@example.com", Role.ANNOTATOR)
+    alice.require(Permission.LABEL)
+    with pytest.raises(
+        AccessDeniedError, match=r"alice@example.com is annotator and may not start"
+    ):
+        alice.require(Permission.RUN)
+
+
+def test_the_operator_is_an_admin_named_by_their_login():
+    actor = operator()
+    assert actor.role is Role.ADMIN
+    assert actor.operator
+    assert actor.identity.startswith("operator:")
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("http://gpu-box:8000/v1", True),
+        ("http://GPU-box:8000/v1/", True),
+        ("http://gpu-box:8000/v1/chat", True),
+        ("http://gpu-box:8001/v1", False),
+        ("https://gpu-box:8000/v1", False),
+        ("http://gpu-box:8000/v10", False),
+        ("http://gpu-box:8000", False),
+        ("http://gpu-box.evil.example:8000/v1", False),
+        ("http://evil.example/?http://gpu-box:8000/v1", False),
+        ("http://gpu-box:8000@evil.example/v1", False),
+        ("http://user:pass@gpu-box:8000/v1", True),
+    ],
+)
+def test_a_visitor_may_send_the_key_only_to_a_listed_server(monkeypatch, url, allowed):
+    monkeypatch.setenv(ALLOWED_BASE_URLS_ENV, "http://gpu-box:8000/v1, http://other:9/x")
+    admin = Actor("adam@example.com", Role.ADMIN)
+    assert key_may_go_to(admin, url) is allowed
+    assert key_may_go_to(admin, None)
+    assert key_may_go_to(operator(), url)
+
+
+def test_no_list_means_only_the_providers_own_endpoint(monkeypatch):
+    monkeypatch.delenv(ALLOWED_BASE_URLS_ENV, raising=False)
+    admin = Actor("adam@example.com", Role.ADMIN)
+    assert not key_may_go_to(admin, "http://localhost:8000/v1")
+    assert key_may_go_to(admin, None)
