@@ -26,8 +26,10 @@ test: lint
 demo: $(STAMP)
 	$(BIN)/pcf demo --if-missing
 
+# This machine only (127.0.0.1): without sign-in the app is one local person's. See README,
+# Sign-in, to serve a team.
 run: demo
-	$(BIN)/streamlit run app.py --server.headless true --server.port $(PORT)
+	$(BIN)/streamlit run app.py --server.headless true --server.address 127.0.0.1 --server.port $(PORT)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -133,7 +133,7 @@ if requested := st.query_params.get("label"):
 simulated_badge(run)
 st.progress(
     len(done) / max(len(items), 1),
-    text=f"{len(done)} / {len(items)} items labelled by {who}",
+    text=f"{len(done)} / {len(items)} items labelled by {escape_markdown(who)}",
 )
 if run is None:
     st.caption("No run selected: the queue follows the dataset's order.")

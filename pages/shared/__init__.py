@@ -94,12 +94,24 @@ PAGES = {
 
 
 def pages_for(actor: Actor) -> list[st.Page]:
-    """The pages ``actor``'s role may open, for ``st.navigation``."""
+    """The pages ``actor``'s role may open, for ``st.navigation``; Overview is ``/``.
+
+    A role without Overview lands on its first page from a hidden ``/``, so that every page
+    keeps its own address (``/adjudicate?label=...`` works for everyone who may label).
+    """
     allowed = [path for path, (_, _, needs) in PAGES.items() if actor.may(needs)]
-    return [
-        st.Page(path, title=PAGES[path][0], icon=PAGES[path][1], default=index == 0)
-        for index, path in enumerate(allowed)
+    pages = [
+        st.Page(path, title=title, icon=icon, default=path == "pages/overview.py")
+        for path in allowed
+        for title, icon, _ in [PAGES[path]]
     ]
+    if allowed and allowed[0] != "pages/overview.py":
+
+        def home() -> None:
+            st.switch_page(allowed[0])
+
+        pages.insert(0, st.Page(home, title="Home", default=True, visibility="hidden"))
+    return pages
 
 
 def page_link(path: str, *, where: Any = st, **options: Any) -> None:

@@ -129,18 +129,27 @@ def wait_until_healthy(url: str, server: subprocess.Popen, log: Path) -> None:
 
 
 @contextmanager
-def serve_app(database_url: str, log: Path) -> Iterator[str]:
-    """``streamlit run app.py`` on ``database_url`` and a free port: the app's base URL.
+def serve_app(
+    database_url: str,
+    log: Path,
+    *,
+    port: int | None = None,
+    options: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> Iterator[str]:
+    """``streamlit run app.py [options]`` on ``database_url`` and ``port`` (by default a free
+    one), with ``env`` added to the environment: the app's base URL.
 
     The file watcher is off, so that edits to the working tree cannot rerun the served app.
     """
-    port = free_port()
+    port = port or free_port()
     command = [
         *(sys.executable, "-m", "streamlit", "run", "app.py"),
         *("--server.headless", "true", "--server.port", str(port)),
         *("--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"),
+        *options,
     ]
-    env = {**os.environ, "PCF_DATABASE_URL": database_url}
+    env = {**os.environ, **(env or {}), "PCF_DATABASE_URL": database_url}
     with log.open("w") as output:
         server = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT

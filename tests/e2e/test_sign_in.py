@@ -1,0 +1,264 @@
+"""Sign-in in Chromium through a real OpenID Connect provider running on this machine.
+
+The provider is ``oidc-provider-mock``: a real OIDC server (discovery, authorization code flow,
+signed ID tokens, JWKS) with its own login form, in a thread on a free port; each person's
+claims (their email) are put to it by the test. It was picked over ``pytest-iam`` (Canaille, a
+whole identity server with LDAP/SQL back ends and SCIM) because it needs nothing but Python, and
+its form is where a person says who they are, as at Google or Keycloak. The app is
+``streamlit run app.py`` with an ``[auth]`` section naming that provider, so ``st.login`` and
+``st.user`` run as they do in production.
+
+People: alice and bob (annotators), rita (reviewer), adam (admin), carol (added by adam in the
+app), mallory (signed in at the provider, but no member).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import oidc_provider_mock
+import pytest
+from playwright.sync_api import Browser, Locator, Page, expect
+from sqlmodel import Session, col, select
+
+from pcf.store import Adjudication, get_engine
+from tests.demo_database import drop_database, new_database
+from tests.e2e import EXCEPTION, settle
+from tests.e2e.conftest import ROOT, free_port, open_tab, serve_app
+
+DOMAIN = "example.com"
+MEMBERS = {"alice": "annotator", "bob": "annotator", "rita": "reviewer", "adam": "admin"}
+
+
+def email(name: str) -> str:
+    return f"{name}@{DOMAIN}"
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[str]:
+    """The OIDC provider's issuer URL, knowing every person's email claim."""
+    with oidc_provider_mock.run_server_in_thread() as server:
+        issuer = f"http://localhost:{server.server_port}"
+        for name in (*MEMBERS, "carol", "mallory"):
+            response = httpx.put(
+                f"{issuer}/users/{quote(email(name))}",
+                json={"email": email(name), "name": name.title()},
+            )
+            assert response.status_code == 204
+        yield issuer
+
+
+def pcf(url: str, *args: str) -> None:
+    """A ``pcf`` command on the database at ``url``, as the operator runs it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pcf", *args],
+        env={**os.environ, "PCF_DATABASE_URL": url},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The demo, with the members the operator added on the command line."""
+    url = new_database(tmp_path_factory.mktemp("sign-in"))
+    pcf(url, "demo")
+    for name, role in MEMBERS.items():
+        pcf(url, "members", "add", email(name), "--role", role)
+    yield url
+    drop_database(url)
+
+
+@pytest.fixture(scope="module")
+def app(database: str, provider: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The app with sign-in configured for the provider: its base URL."""
+    folder = tmp_path_factory.mktemp("sign-in-app")
+    port = free_port()
+    secrets = folder / "secrets.toml"
+    secrets.write_text(
+        "[auth]\n"
+        f'redirect_uri = "http://127.0.0.1:{port}/oauth2callback"\n'
+        'cookie_secret = "a long random secret for the test only"\n'
+        'client_id = "pcf-review"\n'
+        'client_secret = "any secret: the mock provider takes every client"\n'
+        f'server_metadata_url = "{provider}/.well-known/openid-configuration"\n',
+        encoding="utf-8",
+    )
+    options = ("--secrets.files", str(secrets))
+    with serve_app(database, folder / "server.log", port=port, options=options) as base:
+        yield base
+
+
+def main(tab: Page) -> Locator:
+    return tab.get_by_test_id("stMain")
+
+
+def sidebar(tab: Page) -> Locator:
+    return tab.get_by_test_id("stSidebar")
+
+
+def sign_in(tab: Page, name: str, path: str = "/") -> None:
+    """Sign in as ``name`` through the provider's own form, then open ``path``.
+
+    Streamlit brings a person back to the app's home page after sign-in, so a link opened
+    before signing in is opened again after.
+    """
+    tab.goto(path)
+    main(tab).get_by_role("button", name="Sign in").click()
+    tab.get_by_placeholder("sub").fill(email(name))
+    tab.get_by_role("button", name="Authorize").click()
+    expect(sidebar(tab)).to_contain_text(email(name))
+    settle(tab)
+    if path != "/":
+        tab.goto(path)
+        settle(tab)
+
+
+def signed_in_as(tab: Page, name: str, role: str) -> None:
+    expect(sidebar(tab).get_by_text(f"· {role}")).to_be_visible()
+    expect(sidebar(tab)).to_contain_text(email(name))
+
+
+def page_links(tab: Page) -> list[str]:
+    links = sidebar(tab).get_by_test_id("stSidebarNav").get_by_role("link")
+    return [link.inner_text().strip().split("\n")[-1] for link in links.all()]
+
+
+def annotators(url: str) -> list[str]:
+    """The annotator of every label in the database, oldest first."""
+    engine = get_engine(url)
+    with Session(engine) as s:
+        found = list(s.exec(select(Adjudication.annotator).order_by(col(Adjudication.id))).all())
+    engine.dispose()
+    return found
+
+
+def label_one(tab: Page) -> str:
+    """Choose candidate 1 of the item on screen with the keyboard and save: the item's key."""
+    heading = main(tab).get_by_role("heading", name=re.compile(r"^Item "))
+    expect(heading).to_be_visible()
+    settle(tab)
+    item = heading.inner_text().removeprefix("Item ")
+    main(tab).get_by_role("heading", name="Adjudicate").click()
+    tab.keyboard.press("1")
+    expect(main(tab).get_by_text("Your choice: Candidate 1")).to_be_visible()
+    settle(tab)
+    tab.keyboard.press("s")
+    expect(main(tab).get_by_text(f"Saved your label for item {item}")).to_be_visible()
+    settle(tab)
+    return item
+
+
+def test_a_stranger_signed_in_at_the_provider_sees_no_data(browser: Browser, app: str):
+    with open_tab(browser, app) as tab:
+        tab.goto("/review?item=demo-013")
+        expect(main(tab).get_by_text("demo-013")).to_have_count(0)
+        tab.get_by_role("button", name="Sign in").click()
+        tab.get_by_placeholder("sub").fill(email("mallory"))
+        tab.get_by_role("button", name="Authorize").click()
+        expect(main(tab).get_by_role("heading", name="No access yet")).to_be_visible()
+        tab.goto("/review?item=demo-013")
+        expect(main(tab).get_by_role("heading", name="No access yet")).to_be_visible()
+        expect(main(tab)).to_contain_text(f"Ask an admin to add you: {email('adam')}")
+        for hidden in ("Dataset", "demo-pcf", "demo-013", "Item "):
+            expect(tab.get_by_text(hidden)).to_have_count(0)
+        expect(tab.locator(EXCEPTION)).to_have_count(0)
+
+
+def test_an_annotator_labels_as_herself_only_and_sees_nothing_else(
+    browser: Browser, app: str, database: str
+):
+    before = len(annotators(database))
+    with open_tab(browser, app) as tab:
+        sign_in(tab, "alice", f"/adjudicate?annotator={email('bob')}")
+        signed_in_as(tab, "alice", "annotator")
+        assert page_links(tab) in ([], ["Adjudicate"])
+        label_one(tab)
+        tab.reload()
+        signed_in_as(tab, "alice", "annotator")
+        expect(tab.get_by_test_id("stMetric")).to_have_count(0)  # winners and gold are metrics
+        for revealing in ("PCF winner", "Direct winner", "Start run", "Unblind"):
+            expect(tab.get_by_text(revealing)).to_have_count(0)
+        tab.goto("/runs")
+        settle(tab)
+        expect(tab.get_by_role("button", name="Start run")).to_have_count(0)
+        expect(main(tab).get_by_role("heading", name="Runs")).to_have_count(0)
+        tab.goto(f"/adjudicate?annotator={email('bob')}&dataset=demo")
+        label_one(tab)
+        expect(tab.locator(EXCEPTION)).to_have_count(0)
+    assert annotators(database)[before:] == [email("alice")] * 2
+
+
+def test_a_reviewer_sees_everything_but_members_and_starts_no_run(browser: Browser, app: str):
+    with open_tab(browser, app) as tab:
+        sign_in(tab, "rita", "/review?item=demo-013")
+        signed_in_as(tab, "rita", "reviewer")
+        expect(main(tab).get_by_role("heading", name="Item demo-013")).to_be_visible()
+        expect(main(tab).get_by_text("PCF winner:")).to_be_visible()
+        links = page_links(tab)
+        assert {"Overview", "Review", "Adjudicate", "Compare", "Runs", "Report"} <= set(links)
+        assert "Members" not in links
+        tab.goto("/runs")
+        expect(main(tab).get_by_role("heading", name="Runs", exact=True)).to_be_visible()
+        settle(tab)
+        expect(tab.get_by_role("button", name="Start run")).to_have_count(0)
+        expect(tab.locator(EXCEPTION)).to_have_count(0)
+
+
+def test_an_admin_adds_carol_who_can_then_label(browser: Browser, app: str, database: str):
+    with open_tab(browser, app) as tab:
+        tab.goto("/")
+        tab.get_by_role("button", name="Sign in").click()
+        tab.get_by_placeholder("sub").fill(email("carol"))
+        tab.get_by_role("button", name="Authorize").click()
+        expect(main(tab).get_by_role("heading", name="No access yet")).to_be_visible()
+    with open_tab(browser, app) as tab:
+        sign_in(tab, "adam", "/members")
+        signed_in_as(tab, "adam", "admin")
+        form = main(tab).get_by_test_id("stForm").filter(has_text="Add a member")
+        form.get_by_role("textbox", name="Email").fill(email("carol"))
+        form.get_by_role("button", name="Save").click()
+        expect(main(tab).get_by_text(email("carol")).first).to_be_visible()
+        settle(tab)
+        expect(main(tab).get_by_text("member_added")).to_be_visible()
+    with open_tab(browser, app) as tab:
+        sign_in(tab, "carol", "/adjudicate")
+        signed_in_as(tab, "carol", "annotator")
+        label_one(tab)
+    assert email("carol") in annotators(database)
+
+
+@pytest.mark.parametrize("viewers", [False, True])
+def test_another_address_without_sign_in_is_refused_or_read_only(
+    browser: Browser, database: str, tmp_path: Path, viewers: bool
+):
+    env = {"PCF_ANONYMOUS_VIEWERS": "1"} if viewers else {}
+    options = ("--server.address", "0.0.0.0")
+    with (
+        serve_app(database, tmp_path / "server.log", options=options, env=env) as base,
+        open_tab(browser, base) as tab,
+    ):
+        tab.goto("/")
+        settle(tab)
+        if not viewers:
+            expect(main(tab)).to_contain_text("without sign-in")
+            expect(tab.get_by_text("Dataset")).to_have_count(0)
+            return
+        expect(main(tab).get_by_role("heading", name="Overview", exact=True)).to_be_visible()
+        expect(sidebar(tab).get_by_text("visitor · viewer")).to_be_visible()
+        assert "Adjudicate" not in page_links(tab)
+        assert "Members" not in page_links(tab)
+        tab.goto("/runs")
+        expect(main(tab).get_by_role("heading", name="Runs", exact=True)).to_be_visible()
+        settle(tab)
+        expect(tab.get_by_role("button", name="Start run")).to_have_count(0)
