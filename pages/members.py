@@ -14,6 +14,8 @@ from pcf.labelling.audit import AUDIT_COLUMNS, audit_log
 from pcf.labelling.members import add_member, members, remove_member
 from pcf.store import session_scope
 
+NOTICE_KEY = "members_notice"  # what the last change did, shown after the rerun it causes
+
 ensure_app_frame()
 actor = require_permission(Permission.MANAGE_MEMBERS)
 st.title("Members")
@@ -23,6 +25,8 @@ st.caption(
     "results. A person signs in with the email their provider vouches for."
 )
 
+if notice := st.session_state.pop(NOTICE_KEY, None):
+    st.success(escape_markdown(notice))
 with session() as s:
     everyone = members(session=s, actor=actor)
 if everyone:
@@ -51,7 +55,7 @@ with add, st.form("members_add", clear_on_submit=True):
         except ValueError as exc:
             st.error(escape_markdown(str(exc)))
         else:
-            st.success(f"{escape_markdown(saved.email)} is now {saved.role}.")
+            st.session_state[NOTICE_KEY] = f"{saved.email} is now {saved.role}."
             st.rerun()
 with remove, st.form("members_remove"):
     st.markdown("**Remove a member** (their labels stay)")
@@ -63,6 +67,7 @@ with remove, st.form("members_remove"):
         except ValueError as exc:
             st.error(escape_markdown(str(exc)))
         else:
+            st.session_state[NOTICE_KEY] = f"{gone} was removed; their labels stay."
             st.rerun()
 
 st.subheader("Audit log")

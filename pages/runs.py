@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import streamlit as st
 
-from pages.shared import engine, ensure_app_frame, require_dataset, session
+from pages.shared import current_actor, engine, ensure_app_frame, require_dataset, session
+from pcf.access import Permission
 from pcf.analysis.item_detail import escape_markdown
 from pcf.analysis.results import SIMULATED_NOTE, run_summary
 from pcf.judges import KEY_ENV
@@ -34,6 +35,8 @@ def reset_model() -> None:
 
 
 ensure_app_frame()
+actor = current_actor()
+runs_allowed = actor.may(Permission.RUN)
 st.title("Runs")
 
 with session() as s:
@@ -81,7 +84,7 @@ for row in batch_rows:
             f"{row['collected']} of {row['batches']} batches collected, "
             f"{row['requests']} requests sent."
         )
-        if row["to_collect"] and st.button(
+        if runs_allowed and row["to_collect"] and st.button(
             "Collect", key=f"runs_collect_{row['run']}", icon=":material/download:"
         ):
             try:
@@ -96,6 +99,9 @@ for row in batch_rows:
                 )
 
 
+if not runs_allowed:
+    st.caption(f"Your role ({actor.role.value}) reads runs; an admin starts them.")
+    st.stop()
 st.subheader("Start a run")
 if BACKEND_KEY not in st.session_state:
     st.session_state[BACKEND_KEY] = "simulated"
