@@ -84,8 +84,10 @@ for row in batch_rows:
             f"{row['collected']} of {row['batches']} batches collected, "
             f"{row['requests']} requests sent."
         )
-        if runs_allowed and row["to_collect"] and st.button(
-            "Collect", key=f"runs_collect_{row['run']}", icon=":material/download:"
+        if (
+            runs_allowed
+            and row["to_collect"]
+            and st.button("Collect", key=f"runs_collect_{row['run']}", icon=":material/download:")
         ):
             try:
                 with session() as s:
