@@ -8,7 +8,17 @@ from sqlmodel import Session
 
 from pcf.access import Actor, Permission
 from pcf.store.models import Adjudication
-from pcf.store.queries import add_adjudication, adjudication_history, latest_label
+from pcf.store.queries import (
+    add_adjudication,
+    adjudication_history,
+    latest_label,
+    lock_item,
+    release_item,
+)
+
+
+class ItemFullError(ValueError):
+    """The item has all the people's labels its plan asks for; nothing was saved."""
 
 
 class LabelChangedError(ValueError):
@@ -35,8 +45,10 @@ def save_label(
     confidence: float | None = None,
     tags: Iterable[str] = (),
     notes: str = "",
+    wanted: int | None = None,
 ) -> Adjudication:
-    """Save ``actor``'s label of the item (a correction when they labelled it before).
+    """Save ``actor``'s label of the item (a correction when they labelled it before), and
+    end their hold on it.
 
     Args:
         item_db_id: the item's database id.
@@ -48,19 +60,31 @@ def save_label(
         confidence: how sure, in [0, 1].
         tags: pattern tags.
         notes: reasons.
+        wanted: how many people's labels the item wants (its plan); a first label beyond
+            that many is refused. None: no limit.
 
     Raises:
         AccessDeniedError: ``actor``'s role may not label.
         LabelChangedError: the actor's stored label is no longer the one ``seen``.
+        ItemFullError: others gave the item every label it wants meanwhile.
         ValueError: a choice the item does not offer, or another bad field.
         LostRaceError: another save of the same person raced this one (try again).
     """
     actor.require(Permission.LABEL)
+    lock_item(item_db_id, session=session)
     current = latest_label(item_db_id, actor.identity, session=session)
     if current is None and seen is not None:
         raise ValueError("the label your page showed is gone; reload the page")
     if current is not None and current.id != seen:
         raise LabelChangedError(current)
+    if wanted is not None and current is None:
+        others = {a.annotator for a in adjudication_history(item_db_id, session=session)}
+        if len(others) >= wanted:
+            raise ItemFullError(
+                f"this item already has the {wanted} label(s) its plan asks for; nothing was "
+                "saved, and the next item is yours"
+            )
+    release_item(item_db_id, actor.identity, session=session)
     return add_adjudication(
         item_db_id,
         session=session,

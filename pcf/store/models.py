@@ -274,3 +274,48 @@ class AuditEvent(SQLModel, table=True):
     action: str
     target: str = ""
     details: dict[str, Any] = _json(dict)
+
+
+class LabellingPlan(SQLModel, table=True):
+    """How a dataset is labelled: labels per item, the guidelines, how gold is decided.
+
+    ``labels_per_item`` is N: an item's queue place is free while it has fewer than N people's
+    labels. With ``adaptive`` the labels after the first are asked only where needed (the
+    labels disagree with each other or with the PCF decision, or the item is flagged).
+    ``gold_rule`` is ``unanimous``, ``majority`` or ``dawid_skene`` (see
+    :mod:`pcf.labelling.gold`).
+    """
+
+    __tablename__ = "labelling_plan"
+
+    dataset_id: int = Field(foreign_key="dataset.id", primary_key=True)
+    labels_per_item: int = 1
+    adaptive: bool = False
+    gold_rule: str = "unanimous"
+    guidelines: str = ""
+    updated_by: str
+    updated_at: datetime = _created_at()
+
+
+class Reservation(SQLModel, table=True):
+    """An item held for one annotator while they label it, so that people labelling at once
+    do not give it more labels than its plan asks; it lapses at ``expires_at``."""
+
+    item_id: int = Field(foreign_key="item.id", primary_key=True)
+    annotator: str = Field(primary_key=True)
+    expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+
+
+class Resolution(SQLModel, table=True):
+    """A reviewer's decision of an item's gold where its labels disagree. Never updated and
+    never a vote: a new decision is a new row, and the newest is the item's resolution.
+
+    ``choice`` is a candidate key, or ``none_correct``.
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    item_id: int = Field(foreign_key="item.id", index=True)
+    choice: str
+    reason: str = ""
+    resolved_by: str
+    created_at: datetime = _created_at()

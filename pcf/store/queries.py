@@ -33,9 +33,12 @@ from pcf.store.models import (
     CandidateRow,
     Dataset,
     ItemRow,
+    LabellingPlan,
     Member,
     ProviderBatch,
     ReplacedCall,
+    Reservation,
+    Resolution,
     Run,
     RunLease,
     utc_now,
@@ -1009,3 +1012,143 @@ def audit_events(*, session: Session, limit: int | None = None) -> list[AuditEve
     """The audit log, newest first (all of it, or the newest ``limit`` events)."""
     query = select(AuditEvent).order_by(col(AuditEvent.at).desc(), col(AuditEvent.id).desc())
     return list(session.exec(query.limit(limit) if limit else query).all())
+
+
+# ---------------------------------------------------------------- team labelling
+
+
+def get_plan(dataset_id: int, *, session: Session) -> LabellingPlan | None:
+    """The dataset's labelling plan, or None when none was set (one label per item)."""
+    return session.get(LabellingPlan, dataset_id)
+
+
+def save_plan(
+    dataset_id: int, *, session: Session, updated_by: str, **fields: Any
+) -> LabellingPlan:
+    """Set the dataset's labelling plan's ``fields`` (a new plan has defaults for the rest)."""
+    plan = session.get(LabellingPlan, dataset_id) or LabellingPlan(
+        dataset_id=dataset_id, updated_by=updated_by
+    )
+    for name, value in fields.items():
+        setattr(plan, name, value)
+    plan.updated_by, plan.updated_at = updated_by, utc_now()
+    session.add(plan)
+    session.flush()
+    return plan
+
+
+def labellers_by_item(
+    dataset_id: int, *, session: Session, item_db_id: int | None = None
+) -> dict[int, set[str]]:
+    """``{item db id: annotators who labelled it}`` for the dataset's labelled items (or the
+    one item ``item_db_id``)."""
+    query = (
+        select(Adjudication.item_id, Adjudication.annotator)
+        .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
+        .where(ItemRow.dataset_id == dataset_id)
+        .distinct()
+    )
+    if item_db_id is not None:
+        query = query.where(Adjudication.item_id == item_db_id)
+    found: dict[int, set[str]] = defaultdict(set)
+    for item_id, annotator in session.exec(query):
+        found[item_id].add(annotator)
+    return dict(found)
+
+
+def holders_by_item(
+    dataset_id: int, *, session: Session, now: datetime, item_db_id: int | None = None
+) -> dict[int, set[str]]:
+    """``{item db id: annotators holding it}``: the dataset's reservations (or the one item's)
+    that have not lapsed at ``now``."""
+    query = (
+        select(Reservation.item_id, Reservation.annotator)
+        .join(ItemRow, col(ItemRow.id) == Reservation.item_id)
+        .where(ItemRow.dataset_id == dataset_id, Reservation.expires_at > now)
+    )
+    if item_db_id is not None:
+        query = query.where(Reservation.item_id == item_db_id)
+    found: dict[int, set[str]] = defaultdict(set)
+    for item_id, annotator in session.exec(query):
+        found[item_id].add(annotator)
+    return dict(found)
+
+
+def lock_item(item_db_id: int, *, session: Session) -> None:
+    """Make the rest of the transaction the only one that claims or labels the item now, so
+    that what it reads next (labels, holds) stays true until it commits.
+
+    PostgreSQL locks the item's row (``FOR UPDATE``); SQLite takes its write lock at once
+    (``BEGIN IMMEDIATE``: Python's sqlite3 would open the transaction only at the first
+    write, after the reads).
+    """
+    connection = session.connection()
+    if connection.dialect.name == "sqlite":
+        driver = connection.connection.driver_connection
+        if not driver.in_transaction:
+            driver.execute("BEGIN IMMEDIATE")
+        return
+    session.exec(select(ItemRow.id).where(ItemRow.id == item_db_id).with_for_update()).first()
+
+
+def hold_item(item_db_id: int, annotator: str, *, session: Session, until: datetime) -> None:
+    """Reserve the item for ``annotator`` until ``until`` (a new hold or a longer one)."""
+    held = session.get(Reservation, (item_db_id, annotator))
+    if held is None:
+        held = Reservation(item_id=item_db_id, annotator=annotator, expires_at=until)
+    held.expires_at = until
+    session.add(held)
+    session.flush()
+
+
+def release_item(item_db_id: int, annotator: str, *, session: Session) -> None:
+    """End ``annotator``'s hold on the item, if any."""
+    session.exec(
+        delete(Reservation).where(
+            Reservation.item_id == item_db_id, Reservation.annotator == annotator
+        )
+    )
+    session.flush()
+
+
+def add_resolution(
+    item_db_id: int, *, session: Session, choice: str, reason: str, resolved_by: str
+) -> Resolution:
+    """Record a reviewer's gold for the item as a new row (the newest row is its resolution)."""
+    resolution = Resolution(
+        item_id=item_db_id, choice=choice, reason=reason, resolved_by=resolved_by
+    )
+    session.add(resolution)
+    session.flush()
+    return resolution
+
+
+def resolutions(dataset_id: int, *, session: Session) -> pd.DataFrame:
+    """Every resolution of the dataset's items, oldest first: ``item_key``, ``item_db_id``,
+    ``choice``, ``reason``, ``resolved_by``, ``created_at``, ``resolution_id``."""
+    rows = session.exec(
+        select(
+            ItemRow.item_key,
+            Resolution.item_id,
+            Resolution.choice,
+            Resolution.reason,
+            Resolution.resolved_by,
+            Resolution.created_at,
+            Resolution.id,
+        )
+        .join(ItemRow, col(ItemRow.id) == Resolution.item_id)
+        .where(ItemRow.dataset_id == dataset_id)
+        .order_by(col(Resolution.created_at), col(Resolution.id))
+    ).all()
+    return pd.DataFrame(
+        [tuple(row) for row in rows],
+        columns=[
+            "item_key",
+            "item_db_id",
+            "choice",
+            "reason",
+            "resolved_by",
+            "created_at",
+            "resolution_id",
+        ],
+    )

@@ -1,0 +1,89 @@
+"""A dataset's labelling plan: how many people label each item, whether the later labels are
+asked only where needed, how the labels become gold, and the guidelines annotators read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlmodel import Session
+
+from pcf.access import Actor, Permission
+from pcf.store.queries import add_audit_event, get_dataset_by_id, get_plan, save_plan
+
+GOLD_RULES = ("unanimous", "majority", "dawid_skene")
+"""How an item's labels become its human gold when no reviewer resolved it: every label the
+same candidate; strictly the most chosen candidate; or Dawid-Skene's estimate (each annotator's
+reliability learned from all their labels)."""
+MAX_LABELS_PER_ITEM = 10
+MAX_GUIDELINES_CHARS = 100_000
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The plan in force (a dataset without one has the defaults)."""
+
+    labels_per_item: int = 1
+    adaptive: bool = False
+    gold_rule: str = "unanimous"
+    guidelines: str = ""
+
+
+def labelling_plan(dataset_id: int, *, session: Session) -> Plan:
+    """The dataset's plan, or the default plan (one label per item, unanimous gold)."""
+    stored = get_plan(dataset_id, session=session)
+    if stored is None:
+        return Plan()
+    return Plan(stored.labels_per_item, stored.adaptive, stored.gold_rule, stored.guidelines)
+
+
+def set_plan(
+    dataset_id: int,
+    *,
+    session: Session,
+    actor: Actor,
+    labels_per_item: int | None = None,
+    adaptive: bool | None = None,
+    gold_rule: str | None = None,
+    guidelines: str | None = None,
+) -> Plan:
+    """Change the dataset's plan (what is None stays as it is).
+
+    Raises:
+        AccessDeniedError: ``actor`` may not set labelling plans.
+        ValueError: no such dataset, a labels-per-item outside 1..10, an unknown gold rule,
+            or guidelines too long or holding a NUL character.
+    """
+    actor.require(Permission.PLAN_LABELLING)
+    if get_dataset_by_id(dataset_id, session=session) is None:
+        raise ValueError(f"no dataset with id {dataset_id}")
+    changes: dict[str, object] = {}
+    if labels_per_item is not None:
+        if not 1 <= labels_per_item <= MAX_LABELS_PER_ITEM:
+            raise ValueError(f"labels per item must be 1 to {MAX_LABELS_PER_ITEM}")
+        changes["labels_per_item"] = labels_per_item
+    if adaptive is not None:
+        changes["adaptive"] = adaptive
+    if gold_rule is not None:
+        if gold_rule not in GOLD_RULES:
+            raise ValueError(
+                f"unknown gold rule {gold_rule!r}; choose one of {', '.join(GOLD_RULES)}"
+            )
+        changes["gold_rule"] = gold_rule
+    if guidelines is not None:
+        if len(guidelines) > MAX_GUIDELINES_CHARS or "\x00" in guidelines:
+            raise ValueError(
+                f"guidelines must be at most {MAX_GUIDELINES_CHARS:,} characters, without NUL"
+            )
+        changes["guidelines"] = guidelines
+    save_plan(dataset_id, session=session, updated_by=actor.identity, **changes)
+    details = {k: v for k, v in changes.items() if k != "guidelines"}
+    if "guidelines" in changes:
+        details["guidelines_chars"] = len(guidelines or "")
+    add_audit_event(
+        "labelling_plan_set",
+        session=session,
+        actor=actor.identity,
+        target=get_dataset_by_id(dataset_id, session=session).name,
+        details=details,
+    )
+    return labelling_plan(dataset_id, session=session)

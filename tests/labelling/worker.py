@@ -1,0 +1,60 @@
+"""One annotator labelling a dataset to the end of their queue, as the Adjudicate page does:
+claim the next item, save a label, again. Run as a process of its own by the queue tests:
+
+    python -m tests.labelling.worker DATABASE_URL DATASET ANNOTATOR LABELS_PER_ITEM
+
+Prints one JSON line: the items it labelled and the saves refused as full.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from pcf.access import Actor, Role
+from pcf.labelling.labels import ItemFullError, save_label
+from pcf.labelling.queue import claim_next
+from pcf.store import get_dataset, get_engine, write_with_retry
+from pcf.store.queries import load_items
+
+
+def main(url: str, dataset: str, annotator: str, labels_per_item: int) -> None:
+    engine = get_engine(url)
+    actor = Actor(annotator, Role.ANNOTATOR)
+
+    def order(session):
+        found = get_dataset(dataset, session=session)
+        items = load_items(found.id, session=session)
+        return found.id, [(i.item_id, i.metadata["db_id"]) for i in items], items
+
+    dataset_id, queue, items = write_with_retry(engine, order)
+    first_candidate = {i.metadata["db_id"]: i.candidate_ids[0] for i in items}
+    wanted = {key: labels_per_item for key, _ in queue}
+    labelled, full = [], 0
+    while True:
+        claim = write_with_retry(
+            engine,
+            lambda s: claim_next(dataset_id, queue, session=s, actor=actor, wanted=wanted),
+        )
+        if claim is None:
+            break
+        try:
+            write_with_retry(
+                engine,
+                lambda s, c=claim: save_label(
+                    c.item_db_id,
+                    session=s,
+                    actor=actor,
+                    choice=first_candidate[c.item_db_id],
+                    seen=None,
+                    wanted=labels_per_item,
+                ),
+            )
+            labelled.append(claim.item_key)
+        except ItemFullError:
+            full += 1
+    print(json.dumps({"annotator": annotator, "labelled": labelled, "full": full}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
