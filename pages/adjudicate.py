@@ -42,6 +42,7 @@ from pcf.analysis.adjudications import (
     item_index,
     with_priority,
 )
+from pcf.analysis.gold import dataset_gold
 from pcf.analysis.item_detail import describe_candidate, escape_markdown
 from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
 from pcf.flags import FLAG_HELP, FLAGS
@@ -50,14 +51,13 @@ from pcf.labelling.labels import LabelChangedError, save_label, visible_history
 from pcf.store import (
     LostRaceError,
     adjudicated_item_keys,
-    current_labels,
     database_url,
     get_run,
-    labelled_item_counts,
     load_item,
     run_version,
     write_with_retry,
 )
+from pcf.store.queries import label_revision
 
 ITEM_KEY = "adjudicate_item"  # an item opened on purpose: revisit, correction, ?label=
 CHOICE_KEY = "adjudicate_choice"  # {"item": key, "choice": id}: picked, not saved yet
@@ -82,7 +82,7 @@ def calibrated_order(database: str, name: str, version: tuple) -> pd.Series | No
     with session() as s:
         stored = get_run(name, session=s)
         table = run_analysis(stored).table
-        answers = known_answers(table, current_labels(stored.dataset_id, session=s))
+        answers = known_answers(table, dataset_gold(stored.dataset_id, session=s).gold)
     try:
         return calibrated_priority(table, answers)
     except ValueError:
@@ -109,7 +109,7 @@ p_wrong = None
 if table is not None:
     items = with_priority(items, table)
     with session() as s:
-        version = (run_version(run, session=s), len(labelled_item_counts(dataset.id, session=s)))
+        version = (run_version(run, session=s), label_revision(dataset.id, session=s))
     p_wrong = calibrated_order(database_url(), run.name, version)
     order = st.radio(
         "Queue order",

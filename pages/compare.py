@@ -15,7 +15,8 @@ from pages.shared import (
     simulated_badge,
 )
 from pcf.analysis.adjudications import adjudications_csv, adjudications_jsonl
-from pcf.analysis.agreement import HUMAN_LABEL_RULE, table_human_comparison
+from pcf.analysis.agreement import table_human_comparison
+from pcf.analysis.gold import dataset_gold, rule_text
 from pcf.analysis.item_detail import escape_markdown
 from pcf.store import adjudication_records, current_labels
 
@@ -35,13 +36,17 @@ with session() as s:
     dataset = require_dataset(s)
     run = require_run(s)
     labels = current_labels(dataset.id, session=s)
+    human = dataset_gold(dataset.id, session=s)
     records = adjudication_records(dataset.id, session=s)
-comparison = table_human_comparison(run_analysis(run).table, labels)
+comparison = table_human_comparison(run_analysis(run).table, labels, human.gold)
 
 simulated_badge(run)
 st.caption(
     f"Run **{escape_markdown(run.name)}** on dataset **{escape_markdown(dataset.name)}**. "
-    + HUMAN_LABEL_RULE
+    + rule_text(human.rule)
+    + " Human gold from: "
+    + (", ".join(f"{source} {n}" for source, n in human.source_counts().items()) or "none yet")
+    + "."
 )
 
 if comparison.adjudicated == 0:

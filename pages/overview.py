@@ -15,7 +15,7 @@ from pages.shared import (
     session,
     simulated_badge,
 )
-from pcf.analysis.agreement import HUMAN_LABEL_RULE, human_labels
+from pcf.analysis.gold import dataset_gold, rule_text
 from pcf.analysis.item_detail import escape_markdown
 from pcf.analysis.results import accuracy_against, flag_counts, gold_answers, outcome_frame
 from pcf.analysis.triage import curve_frame, run_triage, summarize
@@ -27,6 +27,7 @@ from pcf.reports.charts import (
     slot_share_bars,
 )
 from pcf.store import current_labels, database_url, get_run, list_runs, run_version
+from pcf.store.queries import label_revision
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -50,7 +51,7 @@ def triage_figures(database: str, name: str, version: tuple) -> tuple | None:
 def run_analysis_version(of_run) -> tuple:
     """What the triage figures depend on: the run's calls and the labels given."""
     with session() as s:
-        return run_version(of_run, session=s), len(current_labels(of_run.dataset_id, session=s))
+        return run_version(of_run, session=s), label_revision(of_run.dataset_id, session=s)
 
 
 ensure_app_frame()
@@ -67,6 +68,7 @@ with session() as s:
     run = current_run(s)
     runs = list_runs(session=s, dataset_id=dataset.id)
     labels = current_labels(dataset.id, session=s)
+    human = dataset_gold(dataset.id, session=s)
 
 simulated_badge(run)
 
@@ -116,9 +118,7 @@ if run.protocol == "direct":
 st.markdown("#### Does the consensus beat the direct verdict?")
 comparisons = {
     "gold labels": accuracy_against(table, gold_answers(table)),
-    "human labels": accuracy_against(
-        table, {k: v for k, v in human_labels(labels).items() if v is not None}
-    ),
+    "human labels": accuracy_against(table, human.known()),
 }
 if not any(comparisons.values()):
     st.info(
@@ -147,7 +147,8 @@ for name, stats in comparisons.items():
 st.caption(
     "Improved: direct was wrong and the consensus right; regressed: the reverse. The p-value "
     "is the exact McNemar test on those two counts; the interval is a paired bootstrap of "
-    "items (10,000 resamples)." + (f" {HUMAN_LABEL_RULE}" if comparisons["human labels"] else "")
+    "items (10,000 resamples)."
+    + (f" {rule_text(human.rule)}" if comparisons["human labels"] else "")
 )
 
 st.markdown("#### How order-dependent are the verdicts?")

@@ -1,10 +1,9 @@
 """Humans against the judge: accuracy and kappa of direct and PCF on adjudicated items, and
 agreement between annotators.
 
-Human label of an item (:data:`HUMAN_LABEL_RULE`): each annotator's current label (their newest)
-counts once; ``none_correct`` and ``cannot_tell`` are left out; the candidate chosen by strictly
-more annotators than any other is the human label. A tie, or no candidate label at all, leaves
-the item adjudicated but without a human label, and out of the accuracy and kappa figures.
+The human label of an item is its human gold (:mod:`pcf.analysis.gold`: a reviewer's
+resolution, else what the plan's rule makes of its labels); an item without one is adjudicated
+but left out of the accuracy and kappa figures.
 
 Agreement between annotators uses every current label as a nominal category, ``none_correct``
 included; ``cannot_tell`` counts as no label.
@@ -13,7 +12,6 @@ included; ``cannot_tell`` counts as no label.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,18 +19,12 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
+from pcf.analysis.gold import CANNOT_TELL, dataset_gold
 from pcf.analysis.results import run_decisions, value_or_none
 from pcf.evaluation import cohen_kappa, compare_paired, krippendorff_alpha
-from pcf.store.models import NO_CANDIDATE_CHOICES, Run
+from pcf.store.models import Run
 from pcf.store.queries import current_labels, load_items
 
-HUMAN_LABEL_RULE = (
-    "An item's human label is the candidate chosen by the most annotators (each annotator's "
-    "newest label counts once; 'none_correct' and 'cannot_tell' are left out). A tie between "
-    "candidates, or no candidate label at all, gives no human label: such items are listed as "
-    "unresolved and left out of accuracy and kappa."
-)
-CANNOT_TELL = "cannot_tell"
 COMPARISON_COLUMNS = (
     "item_id",
     "human",
@@ -43,21 +35,6 @@ COMPARISON_COLUMNS = (
     "direct_correct",
     "pcf_correct",
 )
-
-
-def human_labels(labels: pd.DataFrame) -> dict[str, str | None]:
-    """The human label of every adjudicated item (None when unresolved), in item order.
-
-    Args:
-        labels: current labels, one row per (item, annotator), with ``item_key`` and ``choice``
-            (as :func:`pcf.store.current_labels` returns them).
-    """
-    out: dict[str, str | None] = {}
-    for item_key, choices in labels.groupby("item_key", sort=False)["choice"]:
-        votes = Counter(c for c in choices if c not in NO_CANDIDATE_CHOICES).most_common()
-        tied = len(votes) > 1 and votes[0][1] == votes[1][1]
-        out[str(item_key)] = votes[0][0] if votes and not tied else None
-    return out
 
 
 @dataclass(frozen=True)
@@ -155,6 +132,7 @@ def _kappa(judge: Sequence[str | None], human: Sequence[str]) -> float | None:
 def compare_with_humans(
     decisions: Sequence[Mapping[str, Any]],
     labels: pd.DataFrame,
+    human: Mapping[str, str | None],
     *,
     gold: Mapping[str, str | None] | None = None,
     seed: int = 0,
@@ -165,11 +143,12 @@ def compare_with_humans(
         decisions: ``decisions.jsonl`` records of the run (``winner`` is PCF, and
             ``metrics["direct_winner"]`` the direct baseline of the same run).
         labels: current labels (:func:`pcf.store.current_labels`).
+        human: each adjudicated item's human label, None where it has none
+            (:attr:`pcf.analysis.gold.HumanGold.gold`).
         gold: the dataset's gold id per item, shown beside the human label.
         seed: seed of the paired bootstrap.
     """
     gold = gold or {}
-    human = human_labels(labels)
     by_item = {d["item_id"]: d for d in decisions}
     annotators = labels.groupby("item_key")["annotator"].nunique().to_dict()
     records = []
@@ -218,11 +197,14 @@ def run_human_comparison(run: Run, *, session: Session) -> HumanComparison:
     return compare_with_humans(
         run_decisions(run, session=session, items=items),
         current_labels(run.dataset_id, session=session),
+        dataset_gold(run.dataset_id, session=session).gold,
         gold={i.item_id: i.gold for i in items},
     )
 
 
-def table_human_comparison(table: pd.DataFrame, labels: pd.DataFrame) -> HumanComparison:
+def table_human_comparison(
+    table: pd.DataFrame, labels: pd.DataFrame, human: Mapping[str, str | None]
+) -> HumanComparison:
     """:func:`compare_with_humans` from a run's decision table (``RunAnalysis.table``).
 
     The same result as :func:`run_human_comparison` without deciding the run again: the table
@@ -239,4 +221,4 @@ def table_human_comparison(table: pd.DataFrame, labels: pd.DataFrame) -> HumanCo
         )
     ]
     gold = {item: value_or_none(g) for item, g in zip(table["item_id"], table["gold"], strict=True)}
-    return compare_with_humans(decisions, labels, gold=gold)
+    return compare_with_humans(decisions, labels, human, gold=gold)

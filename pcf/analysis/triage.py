@@ -26,11 +26,10 @@ import numpy as np
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.agreement import human_labels
+from pcf.analysis.gold import dataset_gold
 from pcf.analysis.results import analyse_run
 from pcf.recordings import FIRST, SECOND, SWAP_RULES, RecordedPair
 from pcf.store.models import Run
-from pcf.store.queries import current_labels
 
 ORDERS = ("priority", "top_entropy", "margin", "kendall_w", "overrides", "calibrated", "random")
 """Orders of a run's items: the review priority, one instability metric, or the calibrated
@@ -347,7 +346,7 @@ def run_triage(
     if against == "gold":
         answers = dict(zip(table["item_id"], table["gold"], strict=True))
     else:
-        answers = human_labels(current_labels(run.dataset_id, session=session))
+        answers = dataset_gold(run.dataset_id, session=session).gold
     known = answers_of(table, {k: (None if pd.isna(v) else v) for k, v in answers.items()})
     if known.empty:
         raise ValueError(f"run {run.name!r} has no item with {against} labels to check against")
@@ -364,11 +363,11 @@ def run_triage(
     return curves, wrong, known
 
 
-def known_answers(table: pd.DataFrame, labels: pd.DataFrame) -> dict[str, str | None]:
+def known_answers(table: pd.DataFrame, human: Mapping[str, str | None]) -> dict[str, str | None]:
     """What the judge is checked against: the gold ids where the dataset has them, else the
-    human labels (:func:`pcf.analysis.agreement.human_labels` of current labels)."""
+    human gold (:attr:`pcf.analysis.gold.HumanGold.gold`)."""
     gold = {k: g for k, g in zip(table["item_id"], table["gold"], strict=True) if not pd.isna(g)}
-    return gold or human_labels(labels)
+    return gold or dict(human)
 
 
 def likely_errors_caught(p_wrong: pd.Series, labelled: set[str]) -> tuple[float, float]:

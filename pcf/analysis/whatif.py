@@ -15,13 +15,13 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.agreement import human_labels
+from pcf.analysis.gold import dataset_gold
 from pcf.analysis.results import is_simulated
 from pcf.items import Item
 from pcf.judgments import Judgment
 from pcf.stopping import ItemCalls, Stop, StoppingPolicy, current_winner, replay
 from pcf.store.models import Run
-from pcf.store.queries import current_labels, load_items, run_judgments
+from pcf.store.queries import load_items, run_judgments
 
 CURVE_RISKS = (0.2, 0.1, 0.05, 0.02, 0.01)
 """The ``confident`` risks of :func:`budget_curve`, from cheap to careful."""
@@ -78,7 +78,7 @@ def whatif(run: Run, policy: StoppingPolicy, *, session: Session) -> dict[str, A
     stops = replay_run(run_judgments(run.id, session=session), items, policy)
     ids = {item.item_id: item.candidate_ids for item in items}
     n = len(stops)
-    humans = human_labels(current_labels(run.dataset_id, session=session))
+    humans = dataset_gold(run.dataset_id, session=session).gold
     summary: dict[str, Any] = {
         "run": run.name,
         "policy": policy.name,

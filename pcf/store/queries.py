@@ -1152,3 +1152,21 @@ def resolutions(dataset_id: int, *, session: Session) -> pd.DataFrame:
             "resolution_id",
         ],
     )
+
+
+def label_revision(dataset_id: int, *, session: Session) -> tuple[Any, ...]:
+    """A value that changes whenever the dataset's human side does: a label saved (a
+    correction too), a resolution, a new labelling plan. For page caches of figures that
+    depend on labels."""
+    newest_label = session.exec(
+        select(func.max(Adjudication.id))
+        .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
+        .where(ItemRow.dataset_id == dataset_id)
+    ).one()
+    newest_resolution = session.exec(
+        select(func.max(Resolution.id))
+        .join(ItemRow, col(ItemRow.id) == Resolution.item_id)
+        .where(ItemRow.dataset_id == dataset_id)
+    ).one()
+    plan = session.get(LabellingPlan, dataset_id)
+    return newest_label, newest_resolution, plan.updated_at if plan is not None else None

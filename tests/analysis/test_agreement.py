@@ -13,10 +13,10 @@ from pcf.analysis.adjudications import EXPORT_COLUMNS, adjudications_csv, adjudi
 from pcf.analysis.agreement import (
     annotator_agreement,
     compare_with_humans,
-    human_labels,
     run_human_comparison,
     table_human_comparison,
 )
+from pcf.analysis.gold import dataset_gold, human_gold
 from pcf.analysis.results import analyse_run, run_decisions
 from pcf.evaluation import cohen_kappa, krippendorff_alpha
 from pcf.store import (
@@ -35,25 +35,16 @@ def labels(*rows: tuple[str, str, str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["item_key", "annotator", "choice"])
 
 
+NO_RESOLUTIONS = pd.DataFrame(columns=["item_key", "choice"])
+
+
 def decision(item_id: str, winner: str | None, direct: str | None) -> dict:
     return {"item_id": item_id, "winner": winner, "metrics": {"direct_winner": direct}}
 
 
-def test_human_label_is_the_strict_majority_of_candidate_labels():
-    current = labels(
-        ("i1", "ann", "a"),
-        ("i1", "bob", "a"),
-        ("i1", "cat", "b"),
-        ("i2", "ann", "a"),
-        ("i2", "bob", "b"),
-        ("i3", "ann", "none_correct"),
-        ("i3", "bob", "cannot_tell"),
-        ("i4", "ann", "b"),
-        ("i4", "bob", "none_correct"),
-        ("i4", "cat", "none_correct"),
-    )
-    # i2 is a tie, i3 has no candidate label; none_correct does not outvote a candidate (i4).
-    assert human_labels(current) == {"i1": "a", "i2": None, "i3": None, "i4": "b"}
+def majority(current: pd.DataFrame) -> dict[str, str | None]:
+    """Human gold by the majority rule, without resolutions."""
+    return human_gold(current, NO_RESOLUTIONS, rule="majority").gold
 
 
 def test_two_annotators_agree_by_cohens_kappa_with_cannot_tell_as_missing():
@@ -125,7 +116,9 @@ def test_compare_counts_abstentions_as_wrong_and_lists_disagreements():
         decision("i4", "a", "a"),
         decision("i5", "a", "a"),
     ]
-    result = compare_with_humans(decisions, current, gold={"i1": "a", "i2": "a", "i3": "c"})
+    result = compare_with_humans(
+        decisions, current, majority(current), gold={"i1": "a", "i2": "a", "i3": "c"}
+    )
     assert result.adjudicated == 4
     assert result.unresolved == ["i4"]
     assert result.paired["n"] == 3
@@ -139,7 +132,8 @@ def test_compare_counts_abstentions_as_wrong_and_lists_disagreements():
 
 
 def test_compare_without_any_human_label_has_no_figures():
-    result = compare_with_humans([decision("i1", "a", "a")], labels(("i1", "ann", "cannot_tell")))
+    current = labels(("i1", "ann", "cannot_tell"))
+    result = compare_with_humans([decision("i1", "a", "a")], current, majority(current))
     assert result.adjudicated == 1
     assert result.paired is None
     assert result.kappa_pcf is None
@@ -160,7 +154,9 @@ def test_a_stored_run_against_current_labels_uses_each_annotators_newest_label(d
         result = run_human_comparison(run, session=s)
         decisions = {d["item_id"]: d for d in run_decisions(run, session=s)}
         from_table = table_human_comparison(
-            analyse_run(run, session=s).table, current_labels(dataset.id, session=s)
+            analyse_run(run, session=s).table,
+            current_labels(dataset.id, session=s),
+            dataset_gold(dataset.id, session=s).gold,
         )
     assert result.adjudicated == 6
     assert result.rows["human"].tolist() == [i.gold for i in items]

@@ -7,10 +7,11 @@ import pytest
 from sqlmodel import Session, col, select
 
 from pcf.analysis.adjudications import adjudication_queue, display_order, item_index, with_priority
+from pcf.analysis.gold import dataset_gold
 from pcf.analysis.item_detail import inert_markdown
 from pcf.analysis.results import analyse_run, run_decisions
 from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
-from pcf.store import Adjudication, ItemRow, current_labels, get_run, load_items
+from pcf.store import Adjudication, ItemRow, get_run, load_items
 from tests.app import LOCAL_NAME, markdown_texts, open_page, signed_in_app
 
 ANNOTATOR = LOCAL_NAME
@@ -261,7 +262,7 @@ def test_the_calibrated_order_puts_the_likeliest_judge_error_first(app, db: Sess
     assert not at.exception
     run = get_run("demo-pcf", session=db)
     table = analyse_run(run, session=db).table
-    p_wrong = calibrated_priority(table, known_answers(table, current_labels(1, session=db)))
+    p_wrong = calibrated_priority(table, known_answers(table, dataset_gold(1, session=db).gold))
     assert item_on_screen(at) == p_wrong.idxmax()
     caught, expected = likely_errors_caught(p_wrong, set())
     assert any(
