@@ -42,19 +42,23 @@ from pcf.analysis.adjudications import (
     item_index,
     with_priority,
 )
-from pcf.analysis.gold import dataset_gold
+from pcf.analysis.gold import dataset_gold, needs_more_labels
 from pcf.analysis.item_detail import describe_candidate, escape_markdown
 from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
 from pcf.flags import FLAG_HELP, FLAGS
 from pcf.items import Item
-from pcf.labelling.labels import LabelChangedError, save_label, visible_history
+from pcf.labelling.labels import ItemFullError, LabelChangedError, save_label, visible_history
+from pcf.labelling.plan import labelling_plan
+from pcf.labelling.queue import claim_next, labels_wanted, release
 from pcf.store import (
     LostRaceError,
     adjudicated_item_keys,
+    current_labels,
     database_url,
     get_run,
     load_item,
     run_version,
+    session_scope,
     write_with_retry,
 )
 from pcf.store.queries import label_revision
@@ -65,6 +69,7 @@ SAVED_KEY = "adjudicate_saved"  # the last label saved: item, db_id, annotator, 
 SKIPPED_KEY = "adjudicate_skipped"
 ERROR_KEY = "adjudicate_error"
 CONFLICT_KEY = "adjudicate_conflict"  # a save refused: another tab saved this item first
+SHOWN_KEY = "adjudicate_shown"  # db id of the item the queue held for this tab last
 SEEN_KEY = "adjudicate_seen"  # {item: id of my label this tab showed when it opened the item}
 ORDER_KEY = "adjudicate_order"
 SCROLLED_KEY = "adjudicate_scrolled"  # the saved item after which the page went to the top
@@ -89,6 +94,13 @@ def calibrated_order(database: str, name: str, version: tuple) -> pd.Series | No
         return None
 
 
+def give_back_shown() -> None:
+    """Release the item on screen (another queue order picks the next one anew)."""
+    if shown_item := st.session_state.pop(SHOWN_KEY, None):
+        with session_scope(engine()) as s:
+            release(shown_item, session=s, actor=actor)
+
+
 ensure_app_frame()
 actor = require_permission(Permission.LABEL)
 who = actor.identity
@@ -104,6 +116,8 @@ with session() as s:
     run = current_run(s)
     done = adjudicated_item_keys(dataset.id, who, session=s)
     items = item_index(dataset.id, session=s)
+    plan = labelling_plan(dataset.id, session=s)
+    labels = current_labels(dataset.id, session=s) if plan.adaptive else None
 table = run_analysis(run).table if run else None
 p_wrong = None
 if table is not None:
@@ -116,6 +130,7 @@ if table is not None:
         ("review priority", "calibrated"),
         horizontal=True,
         key=ORDER_KEY,
+        on_change=give_back_shown,
         disabled=p_wrong is None,
         help="Calibrated: the chance that the judge is wrong, learned from the instability "
         "metrics of the items with gold or human labels (out of fold for those items).",
@@ -124,6 +139,8 @@ if table is not None:
         items = items.assign(priority=items["item_id"].map(p_wrong))
 decisions = table.set_index("item_id") if table is not None else None
 db_ids = dict(zip(items["item_id"], items["db_id"], strict=True))
+doubtful = needs_more_labels(table, labels) if labels is not None else set(db_ids)
+wanted = labels_wanted(plan, list(db_ids), doubtful)
 
 if requested := st.query_params.get("label"):
     del st.query_params["label"]
@@ -205,11 +222,17 @@ def save(item_key: str, item_db_id: int, choice: str, seen: int | None) -> None:
                 actor=actor,
                 choice=choice,
                 seen=seen,
+                wanted=wanted.get(item_key),
                 confidence=st.session_state[f"adjudicate_confidence_{item_key}"],
                 tags=st.session_state[f"adjudicate_tags_{item_key}"],
                 notes=st.session_state[f"adjudicate_notes_{item_key}"].strip(),
             ),
         )
+    except ItemFullError as exc:
+        st.session_state[ERROR_KEY] = str(exc)
+        for key in (ITEM_KEY, CHOICE_KEY):
+            st.session_state.pop(key, None)
+        return
     except LabelChangedError as exc:
         st.session_state[SEEN_KEY][item_key] = exc.label_id
         st.session_state[CONFLICT_KEY] = {"item": item_key, "choice": exc.choice}
@@ -240,7 +263,10 @@ def save(item_key: str, item_db_id: int, choice: str, seen: int | None) -> None:
 
 
 def skip(item_key: str) -> None:
-    """Put the item off to the end of the queue for this session."""
+    """Put the item off to the end of the queue for this session, and give it back to the
+    others' queues."""
+    with session_scope(engine()) as s:
+        release(int(db_ids[item_key]), session=s, actor=actor)
     st.session_state[SKIPPED_KEY] = [*st.session_state.get(SKIPPED_KEY, []), item_key]
     for key in (ITEM_KEY, CHOICE_KEY):
         st.session_state.pop(key, None)
@@ -299,12 +325,21 @@ if done:
         on_change=revisit,
     )
 
-queue = adjudication_queue(items, done, st.session_state.get(SKIPPED_KEY, []))
+skipped = st.session_state.get(SKIPPED_KEY, [])
+order = [(key, int(db_ids[key])) for key in adjudication_queue(items, (), skipped)]
+claim = write_with_retry(
+    engine(),
+    lambda s: claim_next(dataset.id, order, session=s, actor=actor, wanted=wanted, skip=skipped),
+)
 current = st.session_state.get(ITEM_KEY)
 if current not in db_ids:
-    current = queue[0] if queue else None
+    current = claim.item_key if claim else None
+    st.session_state[SHOWN_KEY] = claim.item_db_id if claim else None
 if current is None:
-    st.success(f"You have labelled every item of {escape_markdown(dataset.name)}.")
+    st.success(
+        f"Your queue of {escape_markdown(dataset.name)} is empty: every item has the labels its "
+        f"plan asks for ({plan.labels_per_item} per item), or yours."
+    )
     st.stop()
 
 with session() as s:
@@ -328,7 +363,15 @@ if conflict and conflict["item"] == current:
         f"Your stored label is **{escape_markdown(choice_label(conflict['choice'], names))}**. "
         "Choose again and save to correct it."
     )
-st.caption(f"{len(queue)} item(s) left in your queue, most doubtful first.")
+st.caption(
+    f"{claim.left if claim else 0} item(s) left in your queue, most doubtful first; "
+    f"{plan.labels_per_item} label(s) per item"
+    + (", more only where labels disagree or the item is flagged" if plan.adaptive else "")
+    + ". The item shown is held for you for 10 minutes."
+)
+if plan.guidelines:
+    with st.expander("Guidelines", icon=":material/menu_book:"):
+        show_text(plan.guidelines, plain=False)
 if mine:
     st.info(
         "You labelled this item before. Saving again records a correction as a new row; "

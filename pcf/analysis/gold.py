@@ -25,6 +25,7 @@ import pandas as pd
 from sqlmodel import Session
 
 from pcf.analysis.item_list import letter_labels
+from pcf.flags import FLAGS
 from pcf.store.models import NO_CANDIDATE_CHOICES
 from pcf.store.queries import current_labels, get_plan, load_items, resolutions
 
@@ -186,3 +187,25 @@ def dataset_gold(dataset_id: int, *, session: Session) -> HumanGold:
         rule=rule,
         positions=positions,
     )
+
+
+def needs_more_labels(table: pd.DataFrame | None, labels: pd.DataFrame) -> set[str]:
+    """Where an adaptive plan asks for more than one label: items with an instability flag,
+    or whose labels disagree with each other or with the run's PCF winner.
+
+    Args:
+        table: the run's decision table (``RunAnalysis.table``), or None without a run (then
+            only disagreeing labels count).
+        labels: current labels.
+    """
+    doubtful: set[str] = set()
+    winners: dict[str, object] = {}
+    if table is not None:
+        flagged = table[list(FLAGS)].any(axis=1)
+        doubtful |= set(table.loc[flagged, "item_id"])
+        winners = dict(zip(table["item_id"], table["winner"], strict=True))
+    for item_key, choices in labels.groupby("item_key", sort=False)["choice"]:
+        votes = set(_votes(choices))
+        if len(votes) > 1 or (item_key in winners and votes - {winners[item_key]}):
+            doubtful.add(str(item_key))
+    return doubtful

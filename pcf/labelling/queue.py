@@ -74,7 +74,7 @@ def claim_next(
         session: the open session; the claim is flushed, and the caller commits.
         actor: who labels.
         wanted: people's labels each item wants (:func:`labels_wanted`).
-        skip: items put off for now (left in the count of items left).
+        skip: items put off for now: offered last.
         now: the time (for tests); by default now.
 
     Raises:
@@ -92,7 +92,8 @@ def claim_next(
     ]
     mine = [entry for entry in open_items if me in holders.get(entry[1], set())]
     rest = [entry for entry in open_items if entry not in mine and entry[0] not in skip]
-    for key, db_id in [*mine, *rest]:
+    later = [entry for entry in open_items if entry not in mine and entry[0] in skip]
+    for key, db_id in [*mine, *rest, *later]:
         lock_item(db_id, session=session)
         fresh_labellers = labellers_by_item(dataset_id, session=session, item_db_id=db_id)
         fresh_holders = holders_by_item(dataset_id, session=session, now=now, item_db_id=db_id)
@@ -107,3 +108,26 @@ def claim_next(
 def release(item_db_id: int, *, session: Session, actor: Actor) -> None:
     """Give the item back to the others' queues (skipped, or labelled)."""
     release_item(item_db_id, actor.identity, session=session)
+
+
+def queue_left(
+    dataset_id: int,
+    order: Sequence[tuple[str, int]],
+    *,
+    session: Session,
+    people: Collection[str],
+    wanted: Mapping[str, int],
+    now: datetime | None = None,
+) -> dict[str, int]:
+    """How many items each of ``people`` still has in their queue (as :func:`claim_next`
+    counts them)."""
+    now = now or utc_now()
+    labellers = labellers_by_item(dataset_id, session=session)
+    holders = holders_by_item(dataset_id, session=session, now=now)
+    return {
+        person: sum(
+            _free(person, wanted[key], labellers.get(db_id, set()), holders.get(db_id, set()))
+            for key, db_id in order
+        )
+        for person in people
+    }

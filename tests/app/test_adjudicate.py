@@ -6,15 +6,18 @@ from __future__ import annotations
 import pytest
 from sqlmodel import Session, col, select
 
+from pcf.access import Actor, Role
 from pcf.analysis.adjudications import adjudication_queue, display_order, item_index, with_priority
 from pcf.analysis.gold import dataset_gold
 from pcf.analysis.item_detail import inert_markdown
 from pcf.analysis.results import analyse_run, run_decisions
 from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
-from pcf.store import Adjudication, ItemRow, get_run, load_items
+from pcf.labelling.plan import set_plan
+from pcf.store import Adjudication, ItemRow, get_run, load_items, session_scope
 from tests.app import LOCAL_NAME, markdown_texts, open_page, signed_in_app
 
 ANNOTATOR = LOCAL_NAME
+ADMIN = Actor(LOCAL_NAME, Role.ADMIN)
 GRACE = "grace@example.com"
 
 
@@ -23,9 +26,9 @@ def labelling(app, **query_params: str):
     return open_page(app, "adjudicate", **query_params)
 
 
-def grace(demo_engine, role: str = "annotator"):
-    """The Adjudicate page for Grace, signed in as an annotator."""
-    return open_page(signed_in_app(demo_engine, GRACE, role), "adjudicate")
+def grace(demo_engine, role: str = "annotator", email: str = GRACE):
+    """The Adjudicate page for Grace (or ``email``), signed in as an annotator."""
+    return open_page(signed_in_app(demo_engine, email, role), "adjudicate")
 
 
 def expected_queue(db: Session) -> list[str]:
@@ -161,13 +164,20 @@ def test_a_saved_label_is_a_row_and_the_queue_moves_on(app, db: Session):
     assert item_on_screen(at) == queue[2]
 
 
-def test_labelled_items_leave_the_queue_for_that_annotator_only(app, demo_engine, db: Session):
+def two_labels_per_item(engine) -> None:
+    with session_scope(engine) as s:
+        set_plan(1, session=s, actor=ADMIN, labels_per_item=2)
+
+
+def test_an_item_stays_in_the_others_queues_until_it_has_its_labels(app, demo_engine, db):
     queue = expected_queue(db)
     at = labelling(app)
     at.button(key="adjudicate_choose_cannot_tell").click().run()
     at.button(key="adjudicate_save").click().run()
     assert item_on_screen(at) == queue[1]
-    assert item_on_screen(grace(demo_engine)) == queue[0]
+    assert item_on_screen(grace(demo_engine)) == queue[2]  # one label per item by default
+    two_labels_per_item(demo_engine)
+    assert item_on_screen(grace(demo_engine, email="gus@example.com")) == queue[0]
 
 
 def test_an_annotator_stays_blind_after_saving(demo_engine, db: Session):
@@ -201,6 +211,7 @@ def test_a_correction_is_a_new_row_and_the_history_stays_visible(app, db: Sessio
 
 def test_others_labels_show_to_admins_and_never_to_annotators(app, demo_engine, db: Session):
     queue = expected_queue(db)
+    two_labels_per_item(demo_engine)
     at = labelling(app)
     at.button(key="adjudicate_choose_1").click().run()
     at.button(key="adjudicate_save").click().run()

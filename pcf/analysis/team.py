@@ -1,0 +1,159 @@
+"""A labelling team's figures: each person's progress, pace and agreement, each dataset's
+completion, pairwise Cohen's kappa and Krippendorff's alpha (overall and per bucket).
+
+Agreement uses each person's current label as a nominal category (``none_correct`` included,
+``cannot_tell`` as no label), as :mod:`pcf.analysis.agreement` does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from itertools import combinations, pairwise
+
+import numpy as np
+import pandas as pd
+
+from pcf.analysis.gold import CANNOT_TELL
+from pcf.evaluation import cohen_kappa, krippendorff_alpha
+
+BREAK = timedelta(minutes=10)
+"""A gap between two of a person's labels longer than this is a pause, not labelling time."""
+MIN_SHARED_ITEMS = 2
+PERSON_COLUMNS = (
+    "annotator",
+    "labels",
+    "corrections",
+    "median_seconds",
+    "agreement_with_others",
+    "shared_items",
+    "agreement_with_resolved_gold",
+    "resolved_items",
+)
+
+
+def seconds_per_label(saved_at: Sequence[pd.Timestamp]) -> float | None:
+    """The median time between a person's consecutive saves, pauses (over :data:`BREAK`)
+    left out; None with fewer than two saves."""
+    times = sorted(saved_at)
+    gaps = [(b - a).total_seconds() for a, b in pairwise(times)]
+    work = [g for g in gaps if g <= BREAK.total_seconds()]
+    return float(np.median(work)) if work else None
+
+
+def _usable(labels: pd.DataFrame) -> pd.DataFrame:
+    return labels[labels["choice"] != CANNOT_TELL]
+
+
+def people(
+    labels: pd.DataFrame, history: pd.DataFrame, resolved: Mapping[str, str]
+) -> pd.DataFrame:
+    """One row per person (:data:`PERSON_COLUMNS`).
+
+    Args:
+        labels: current labels (``item_key``, ``annotator``, ``choice``).
+        history: every label row, corrections included (``annotator``, ``created_at``).
+        resolved: items a reviewer resolved, and their gold.
+    """
+    usable = _usable(labels)
+    by_item = usable.groupby("item_key")
+    rows = []
+    for person in sorted(labels["annotator"].unique()):
+        mine = usable[usable["annotator"] == person].set_index("item_key")["choice"]
+        shares = []  # per shared item: the share of the others who chose the same
+        for item_key, choice in mine.items():
+            others = by_item.get_group(item_key)
+            others = others[others["annotator"] != person]["choice"]
+            if len(others):
+                shares.append(float((others == choice).mean()))
+        with_gold = [item for item in mine.index if item in resolved]
+        saves = history[history["annotator"] == person]
+        current = int((labels["annotator"] == person).sum())
+        rows.append(
+            {
+                "annotator": person,
+                "labels": current,
+                "corrections": len(saves) - current,
+                "median_seconds": seconds_per_label(list(saves["created_at"])),
+                "agreement_with_others": float(np.mean(shares)) if shares else None,
+                "shared_items": len(shares),
+                "agreement_with_resolved_gold": (
+                    sum(mine[i] == resolved[i] for i in with_gold) / len(with_gold)
+                    if with_gold
+                    else None
+                ),
+                "resolved_items": len(with_gold),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(PERSON_COLUMNS))
+
+
+def kappa_matrix(labels: pd.DataFrame) -> pd.DataFrame:
+    """Cohen's kappa of every pair of people over the items both labelled (NaN with fewer than
+    two shared items, or where kappa is undefined); 1 on the diagonal. Long format:
+    ``first``, ``second``, ``kappa``, ``items``."""
+    usable = _usable(labels)
+    names = sorted(labels["annotator"].unique())
+    table = usable.pivot(index="item_key", columns="annotator", values="choice")
+    rows = [
+        {"first": n, "second": n, "kappa": 1.0, "items": int(table[n].notna().sum())}
+        for n in names
+        if n in table
+    ]
+    for first, second in combinations(names, 2):
+        both = table[[first, second]].dropna() if {first, second} <= set(table) else table[[]]
+        value = math.nan
+        if len(both) >= MIN_SHARED_ITEMS:
+            try:
+                value = cohen_kappa(list(both[first]), list(both[second]))
+            except ValueError:
+                value = math.nan
+        for a, b in ((first, second), (second, first)):
+            rows.append({"first": a, "second": b, "kappa": value, "items": len(both)})
+    return pd.DataFrame(rows, columns=["first", "second", "kappa", "items"])
+
+
+def alpha(labels: pd.DataFrame) -> float | None:
+    """Krippendorff's alpha (nominal) over every person's labels; None when undefined (no item
+    with two labels, or a single category)."""
+    usable = _usable(labels)
+    if usable.empty or (usable.groupby("item_key")["annotator"].nunique() >= 2).sum() == 0:
+        return None
+    table = usable.pivot(index="annotator", columns="item_key", values="choice").astype(object)
+    rows = [[None if pd.isna(v) else v for v in table.loc[a]] for a in table.index]
+    try:
+        value = krippendorff_alpha(rows)
+    except ValueError:
+        return None
+    return None if math.isnan(value) else value
+
+
+def alpha_by_bucket(labels: pd.DataFrame, buckets: Mapping[str, str | None]) -> pd.DataFrame:
+    """Krippendorff's alpha per bucket (``bucket``, ``items``, ``alpha``), the whole set first."""
+    rows = [{"bucket": "all", "items": labels["item_key"].nunique(), "alpha": alpha(labels)}]
+    keyed = labels.assign(bucket=labels["item_key"].map(buckets))
+    for bucket, part in keyed.dropna(subset=["bucket"]).groupby("bucket"):
+        rows.append({"bucket": bucket, "items": part["item_key"].nunique(), "alpha": alpha(part)})
+    return pd.DataFrame(rows, columns=["bucket", "items", "alpha"])
+
+
+def completion(
+    item_keys: Sequence[str],
+    labellers: Mapping[str, int],
+    wanted: Mapping[str, int],
+    held: Sequence[str] = (),
+) -> dict[str, int]:
+    """How many items are ``complete`` (all the labels they want), ``in_progress`` (some
+    labels, or held by someone) and ``untouched``."""
+    counts = {"complete": 0, "in_progress": 0, "untouched": 0}
+    held_items = set(held)
+    for key in item_keys:
+        given = labellers.get(key, 0)
+        if given >= wanted[key]:
+            counts["complete"] += 1
+        elif given or key in held_items:
+            counts["in_progress"] += 1
+        else:
+            counts["untouched"] += 1
+    return counts
