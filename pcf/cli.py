@@ -1005,6 +1005,129 @@ def audit(
         sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
 
 
+labelling_app = typer.Typer(help="A dataset's labelling plan.", no_args_is_help=True)
+app.add_typer(labelling_app, name="labelling")
+
+
+@labelling_app.command("set")
+def labelling_set(
+    dataset_name: DatasetArgument,
+    labels_per_item: Annotated[
+        int | None, typer.Option(help="People's labels per item (1 to 10).")
+    ] = None,
+    guidelines: Annotated[
+        Path | None, typer.Option(help="A Markdown file: what annotators read first.")
+    ] = None,
+    adaptive: Annotated[
+        bool | None,
+        typer.Option(
+            "--adaptive/--fixed",
+            help="Ask for the labels after the first only where labels disagree or the item "
+            "is flagged (--adaptive), or always (--fixed).",
+        ),
+    ] = None,
+    gold_rule: Annotated[
+        str | None, typer.Option(help="unanimous, majority or dawid_skene.")
+    ] = None,
+) -> None:
+    """Set how DATASET is labelled; what is not given stays as it is.
+
+    Example: pcf labelling set demo --labels-per-item 2 --guidelines guidelines.md
+    """
+    from pcf.access import operator
+    from pcf.labelling.plan import MAX_GUIDELINES_CHARS, set_plan
+    from pcf.store.queries import get_dataset
+
+    text = None
+    if guidelines is not None:
+        if not guidelines.is_file() or guidelines.stat().st_size > 4 * MAX_GUIDELINES_CHARS:
+            fail(f"error: --guidelines {guidelines}: not a file of at most 100,000 characters", 2)
+        try:
+            text = guidelines.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"error: --guidelines {guidelines}: cannot read it as UTF-8 text ({exc})", 2)
+    with database() as session:
+        found = get_dataset(dataset_name, session=session)
+        if found is None:
+            fail(f"error: no dataset {dataset_name!r}; `pcf runs` lists them", 2)
+        try:
+            plan = set_plan(
+                found.id,
+                session=session,
+                actor=operator(),
+                labels_per_item=labels_per_item,
+                adaptive=adaptive,
+                gold_rule=gold_rule,
+                guidelines=text,
+            )
+        except ValueError as exc:
+            fail(f"error: {exc}", 2)
+        emit(
+            {
+                "dataset": dataset_name,
+                "labels_per_item": plan.labels_per_item,
+                "adaptive": plan.adaptive,
+                "gold_rule": plan.gold_rule,
+                "guidelines_chars": len(plan.guidelines),
+            }
+        )
+
+
+labels_app = typer.Typer(help="Every label of a dataset, for other tools.", no_args_is_help=True)
+app.add_typer(labels_app, name="labels")
+gold_app = typer.Typer(help="A dataset's human gold, for other tools.", no_args_is_help=True)
+app.add_typer(gold_app, name="gold")
+ExportOut = Annotated[Path, typer.Option("--out", help="The file to write (its folder is made).")]
+ExportFormat = Annotated[str, typer.Option("--format", help="jsonl, csv or parquet.")]
+
+
+def export_team(dataset_name: str, out: Path, fmt: str, what: str) -> None:
+    """Write the dataset's labels or human gold to ``out``."""
+    from pcf.analysis.team_exports import (
+        FORMATS,
+        GOLD_SCHEMA,
+        LABEL_SCHEMA,
+        gold_records,
+        label_records,
+        write_records,
+    )
+    from pcf.store.queries import get_dataset
+
+    if fmt not in FORMATS:
+        fail(f"error: --format must be one of {', '.join(FORMATS)}", 2)
+    if out.is_dir():
+        fail(f"error: --out {out} is a folder; give a file name", 2)
+    with database() as session:
+        found = get_dataset(dataset_name, session=session)
+        if found is None:
+            fail(f"error: no dataset {dataset_name!r}; `pcf runs` lists them", 2)
+        records = (label_records if what == "labels" else gold_records)(found.id, session=session)
+    with writing(out):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_records(records, out, fmt, LABEL_SCHEMA if what == "labels" else GOLD_SCHEMA)
+    typer.echo(f"wrote {len(records)} {what} records to {out}", err=True)
+
+
+@labels_app.command("export")
+def labels_export(
+    dataset_name: DatasetArgument, out: ExportOut, fmt: ExportFormat = "jsonl"
+) -> None:
+    """Write every label of DATASET (corrections too) with the item's texts.
+
+    Example: pcf labels export demo --out labels.parquet --format parquet
+    """
+    export_team(dataset_name, out, fmt, "labels")
+
+
+@gold_app.command("export")
+def gold_export(dataset_name: DatasetArgument, out: ExportOut, fmt: ExportFormat = "jsonl") -> None:
+    """Write DATASET's human gold per item: where it came from, the labels, the resolutions.
+
+    Example: pcf gold export demo --out gold.csv --format csv
+    """
+    export_team(dataset_name, out, fmt, "gold")
+
+
 db_app = typer.Typer(
     help="The database's schema revision: show it, list revisions, upgrade.", no_args_is_help=True
 )

@@ -85,6 +85,8 @@ PAGES = {
     "pages/review.py": ("Review", ":material/search:", Permission.SEE_RESULTS),
     "pages/adjudicate.py": ("Adjudicate", ":material/how_to_vote:", Permission.LABEL),
     "pages/compare.py": ("Compare", ":material/compare_arrows:", Permission.SEE_RESULTS),
+    "pages/resolve.py": ("Resolve", ":material/gavel:", Permission.RESOLVE),
+    "pages/team.py": ("Team", ":material/groups:", Permission.SEE_RESULTS),
     "pages/runs.py": ("Runs", ":material/play_circle:", Permission.SEE_RESULTS),
     "pages/weights.py": ("Weights", ":material/tune:", Permission.SEE_RESULTS),
     "pages/report.py": ("Report", ":material/summarize:", Permission.SEE_RESULTS),

@@ -53,7 +53,8 @@ def people(
 
     Args:
         labels: current labels (``item_key``, ``annotator``, ``choice``).
-        history: every label row, corrections included (``annotator``, ``created_at``).
+        history: every label row, corrections included (``annotator``, ``created_at`` as a
+            time or its ISO text).
         resolved: items a reviewer resolved, and their gold.
     """
     usable = _usable(labels)
@@ -75,7 +76,7 @@ def people(
                 "annotator": person,
                 "labels": current,
                 "corrections": len(saves) - current,
-                "median_seconds": seconds_per_label(list(saves["created_at"])),
+                "median_seconds": seconds_per_label(list(pd.to_datetime(saves["created_at"]))),
                 "agreement_with_others": float(np.mean(shares)) if shares else None,
                 "shared_items": len(shares),
                 "agreement_with_resolved_gold": (

@@ -1,0 +1,155 @@
+"""Team: the labelling plan, each person's progress, pace and agreement, the dataset's
+completion, pairwise Cohen's kappa and Krippendorff's alpha per bucket."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pages.shared import (
+    current_actor,
+    current_run,
+    engine,
+    ensure_app_frame,
+    require_dataset,
+    require_permission,
+    run_analysis,
+    session,
+    show_text,
+)
+from pcf.access import Permission
+from pcf.analysis.gold import GOLD_RULE_TEXT, dataset_gold, needs_more_labels, rule_text
+from pcf.analysis.item_detail import escape_markdown
+from pcf.analysis.team import alpha_by_bucket, completion, kappa_matrix, people
+from pcf.labelling.plan import GOLD_RULES, MAX_LABELS_PER_ITEM, labelling_plan, set_plan
+from pcf.labelling.queue import labels_wanted, queue_left
+from pcf.store import adjudication_records, current_labels, load_items, session_scope
+from pcf.store.models import utc_now
+from pcf.store.queries import holders_by_item, labellers_by_item
+
+ensure_app_frame()
+actor = require_permission(Permission.SEE_RESULTS)
+st.title("Team")
+
+with session() as s:
+    dataset = require_dataset(s)
+    run = current_run(s)
+    plan = labelling_plan(dataset.id, session=s)
+    items = load_items(dataset.id, session=s)
+    labels = current_labels(dataset.id, session=s)
+    history = pd.DataFrame(adjudication_records(dataset.id, session=s))
+    human = dataset_gold(dataset.id, session=s)
+    order = [(i.item_id, i.metadata["db_id"]) for i in items]
+    table = run_analysis(run).table if run is not None else None
+    keys = [key for key, _ in order]
+    wanted = labels_wanted(plan, keys, needs_more_labels(table, labels) if plan.adaptive else keys)
+    left = queue_left(
+        dataset.id, order, session=s, people=sorted(labels["annotator"].unique()), wanted=wanted
+    )
+    by_db_id = {db_id: key for key, db_id in order}
+    counts = {by_db_id[i]: len(p) for i, p in labellers_by_item(dataset.id, session=s).items()}
+    held = [by_db_id[i] for i in holders_by_item(dataset.id, session=s, now=utc_now())]
+
+st.markdown(
+    f"**Plan of {escape_markdown(dataset.name)}**: {plan.labels_per_item} label(s) per item"
+    + (", more only where labels disagree or the item is flagged" if plan.adaptive else "")
+    + f"; gold: {GOLD_RULE_TEXT[plan.gold_rule]}."
+)
+if current_actor().may(Permission.PLAN_LABELLING):
+    with st.expander("Change the plan", icon=":material/edit:"), st.form("team_plan"):
+        n = st.number_input("Labels per item", 1, MAX_LABELS_PER_ITEM, plan.labels_per_item)
+        adaptive = st.toggle(
+            "Ask for the labels after the first only where needed",
+            plan.adaptive,
+            help="Where the labels so far disagree with each other or with the PCF decision, "
+            "or the item carries an instability flag.",
+        )
+        rule = st.selectbox("Gold rule", GOLD_RULES, index=GOLD_RULES.index(plan.gold_rule))
+        guidelines = st.text_area("Guidelines (Markdown)", plan.guidelines, height=200)
+        if st.form_submit_button("Save the plan", type="primary"):
+            try:
+                with session_scope(engine()) as s:
+                    set_plan(
+                        dataset.id,
+                        session=s,
+                        actor=actor,
+                        labels_per_item=int(n),
+                        adaptive=adaptive,
+                        gold_rule=rule,
+                        guidelines=guidelines,
+                    )
+            except ValueError as exc:
+                st.error(escape_markdown(str(exc)))
+            else:
+                st.rerun()
+if plan.guidelines:
+    with st.expander("Guidelines", icon=":material/menu_book:"):
+        show_text(plan.guidelines, plain=False)
+
+done = completion(keys, counts, wanted, held)
+columns = st.columns(4)
+columns[0].metric("Items complete", done["complete"], help="Every label the plan asks for.")
+columns[1].metric("In progress", done["in_progress"], help="Some labels, or held by someone.")
+columns[2].metric("Untouched", done["untouched"])
+columns[3].metric("Human gold", len(human.known()), help=rule_text(human.rule))
+
+if labels.empty:
+    st.info("No label yet on this dataset.")
+    st.stop()
+
+st.subheader("People")
+resolved = {k: v for k, v in human.gold.items() if human.source[k] == "resolution" and v}
+progress = people(labels, history, resolved).assign(
+    items_left=lambda t: t["annotator"].map(left).fillna(0).astype(int)
+)
+if human.skills:
+    progress["estimated_accuracy"] = progress["annotator"].map(human.skills)
+st.dataframe(
+    progress,
+    hide_index=True,
+    width="stretch",
+    column_config={
+        "annotator": st.column_config.TextColumn("person"),
+        "labels": st.column_config.NumberColumn(help="Items labelled (current labels)"),
+        "corrections": st.column_config.NumberColumn(help="Labels saved again on an item"),
+        "median_seconds": st.column_config.NumberColumn(
+            "s / label", format="%.0f", help="Median time between saves, pauses over 10 min out"
+        ),
+        "agreement_with_others": st.column_config.NumberColumn(
+            "agrees with others", format="percent", help="On items someone else labelled too"
+        ),
+        "agreement_with_resolved_gold": st.column_config.NumberColumn(
+            "agrees with resolved gold", format="percent"
+        ),
+        "estimated_accuracy": st.column_config.NumberColumn(
+            "estimated accuracy", format="percent", help="Dawid-Skene (one coin), crowd-kit"
+        ),
+        "items_left": st.column_config.NumberColumn("left in queue"),
+    },
+)
+
+st.subheader("Agreement")
+kappas = kappa_matrix(labels)
+chart = (
+    alt.Chart(kappas)
+    .mark_rect()
+    .encode(
+        x=alt.X("first:N", title=None),
+        y=alt.Y("second:N", title=None),
+        color=alt.Color("kappa:Q", scale=alt.Scale(domain=[-1, 1], scheme="redblue")),
+        tooltip=["first", "second", alt.Tooltip("kappa:Q", format=".2f"), "items"],
+    )
+)
+text = chart.mark_text().encode(text=alt.Text("kappa:Q", format=".2f"), color=alt.value("black"))
+st.altair_chart(chart + text, width="stretch")
+st.caption(
+    "Cohen's kappa of each pair over the items both labelled ('cannot tell' left out; blank "
+    "with fewer than two shared items)."
+)
+buckets = {i.item_id: i.bucket for i in items}
+st.dataframe(
+    alpha_by_bucket(labels, buckets),
+    hide_index=True,
+    column_config={"alpha": st.column_config.NumberColumn("Krippendorff's alpha", format="%.3f")},
+)

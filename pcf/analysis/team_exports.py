@@ -1,0 +1,174 @@
+"""A dataset's human side for other tools: every label, every resolution and each item's human
+gold, with the item's prompt and candidate texts, as JSON Lines, CSV or Parquet.
+
+Parquet keeps nested fields as lists of structs (``datasets.load_dataset("parquet", ...)`` and
+pyarrow read them back as written); JSON Lines keeps them as JSON; CSV writes them as JSON text
+in one cell, with formula-looking cells made inert (:func:`~pcf.analysis.adjudications.inert_cell`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from sqlmodel import Session
+
+from pcf.analysis.adjudications import inert_cell
+from pcf.analysis.gold import dataset_gold
+from pcf.store.queries import adjudication_records, load_items, resolutions
+
+FORMATS = ("jsonl", "csv", "parquet")
+CANDIDATES = pa.list_(pa.struct([("id", pa.string()), ("text", pa.string())]))
+LABEL_SCHEMA = pa.schema(
+    [
+        ("label_id", pa.int64()),
+        ("item_id", pa.string()),
+        ("prompt", pa.string()),
+        ("candidates", CANDIDATES),
+        ("annotator", pa.string()),
+        ("choice", pa.string()),
+        ("choice_text", pa.string()),
+        ("confidence", pa.float64()),
+        ("tags", pa.list_(pa.string())),
+        ("notes", pa.string()),
+        ("created_at", pa.string()),
+        ("supersedes", pa.int64()),
+    ]
+)
+GOLD_SCHEMA = pa.schema(
+    [
+        ("item_id", pa.string()),
+        ("prompt", pa.string()),
+        ("candidates", CANDIDATES),
+        ("human_gold", pa.string()),
+        ("human_gold_text", pa.string()),
+        ("source", pa.string()),
+        ("dataset_gold", pa.string()),
+        (
+            "labels",
+            pa.list_(pa.struct([("annotator", pa.string()), ("choice", pa.string())])),
+        ),
+        (
+            "resolutions",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("choice", pa.string()),
+                        ("reason", pa.string()),
+                        ("resolved_by", pa.string()),
+                        ("created_at", pa.string()),
+                    ]
+                )
+            ),
+        ),
+    ]
+)
+
+
+def label_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
+    """Every label of the dataset, corrections included, oldest first, with item texts."""
+    items = {item.item_id: item for item in load_items(dataset_id, session=session)}
+    out = []
+    for record in adjudication_records(dataset_id, session=session):
+        item = items[record["item_id"]]
+        out.append(
+            {
+                "label_id": record["id"],
+                "item_id": item.item_id,
+                "prompt": item.prompt,
+                "candidates": [{"id": c.id, "text": c.text} for c in item.candidates],
+                "annotator": record["annotator"],
+                "choice": record["choice"],
+                "choice_text": item.text_of(record["choice"])
+                if record["choice"] in item.candidate_ids
+                else None,
+                "confidence": record["confidence"],
+                "tags": list(record["tags"]),
+                "notes": record["notes"],
+                "created_at": record["created_at"],
+                "supersedes": record["supersedes"],
+            }
+        )
+    return out
+
+
+def gold_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
+    """One record per labelled or resolved item: its human gold, where it came from, its
+    labels (current) and resolutions, with the item's texts."""
+    items = load_items(dataset_id, session=session)
+    human = dataset_gold(dataset_id, session=session)
+    labels: dict[str, list[dict[str, str]]] = {}
+    for record in adjudication_records(dataset_id, session=session):  # oldest first: newest wins
+        current = labels.setdefault(record["item_id"], [])
+        current[:] = [c for c in current if c["annotator"] != record["annotator"]]
+        current.append({"annotator": record["annotator"], "choice": record["choice"]})
+    decided: dict[str, list[dict[str, str]]] = {}
+    for row in resolutions(dataset_id, session=session).itertuples(index=False):
+        decided.setdefault(row.item_key, []).append(
+            {
+                "choice": row.choice,
+                "reason": row.reason,
+                "resolved_by": row.resolved_by,
+                "created_at": row.created_at.isoformat(),
+            }
+        )
+    out = []
+    for item in items:
+        if item.item_id not in human.gold:
+            continue
+        gold = human.gold[item.item_id]
+        out.append(
+            {
+                "item_id": item.item_id,
+                "prompt": item.prompt,
+                "candidates": [{"id": c.id, "text": c.text} for c in item.candidates],
+                "human_gold": gold,
+                "human_gold_text": item.text_of(gold) if gold is not None else None,
+                "source": human.source[item.item_id],
+                "dataset_gold": item.gold,
+                "labels": labels.get(item.item_id, []),
+                "resolutions": decided.get(item.item_id, []),
+            }
+        )
+    return out
+
+
+def write_records(
+    records: Sequence[Mapping[str, Any]], path: Path, fmt: str, schema: pa.Schema
+) -> None:
+    """Write ``records`` to ``path`` as ``fmt`` (:data:`FORMATS`); Parquet follows ``schema``.
+
+    Raises:
+        ValueError: an unknown format.
+        OSError: the file cannot be written.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt == "parquet":
+        pq.write_table(pa.Table.from_pylist(list(records), schema=schema), path)
+        return
+    if fmt == "jsonl":
+        text = "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in records)
+    else:
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=schema.names, lineterminator="\r\n")
+        writer.writeheader()
+        for record in records:
+            writer.writerow(
+                {
+                    name: inert_cell(
+                        json.dumps(value, ensure_ascii=False)
+                        if isinstance(value, list | dict)
+                        else value
+                    )
+                    for name, value in record.items()
+                }
+            )
+        text = out.getvalue()
+    path.write_text(text, encoding="utf-8")

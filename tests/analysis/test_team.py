@@ -1,0 +1,85 @@
+"""Team figures: pace, agreement, kappa matrix, alpha per bucket, completion."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from pcf.analysis.team import (
+    alpha,
+    alpha_by_bucket,
+    completion,
+    kappa_matrix,
+    people,
+    seconds_per_label,
+)
+from pcf.evaluation import cohen_kappa, krippendorff_alpha
+
+LABELS = pd.DataFrame(
+    [
+        ("q1", "ann", "a"),
+        ("q1", "bob", "a"),
+        ("q2", "ann", "a"),
+        ("q2", "bob", "b"),
+        ("q3", "ann", "b"),
+        ("q3", "bob", "b"),
+        ("q3", "cat", "a"),
+        ("q4", "ann", "cannot_tell"),
+        ("q4", "cat", "b"),
+    ],
+    columns=["item_key", "annotator", "choice"],
+)
+
+
+def at(*minutes: float) -> list[pd.Timestamp]:
+    start = pd.Timestamp("2026-12-03T10:00:00Z")
+    return [start + pd.Timedelta(minutes=m) for m in minutes]
+
+
+def test_pace_is_the_median_gap_between_saves_without_pauses():
+    assert seconds_per_label(at(0, 0.5, 1.5, 60, 60.25)) == pytest.approx(30)
+    assert seconds_per_label(at(0)) is None
+
+
+def test_each_person_agreement_with_the_others_and_with_resolved_gold():
+    history = pd.DataFrame(
+        {"annotator": ["ann"] * 5 + ["bob"] * 3 + ["cat"] * 2, "created_at": at(*range(10))}
+    )
+    table = people(LABELS, history, resolved={"q2": "b", "q3": "b"}).set_index("annotator")
+    # ann: q1 agrees with bob (1), q2 disagrees (0), q3 agrees with bob, not cat (0.5).
+    assert table.loc["ann", "agreement_with_others"] == pytest.approx(0.5)
+    assert table.loc["ann", "shared_items"] == 3
+    assert table.loc["ann", "agreement_with_resolved_gold"] == pytest.approx(0.5)
+    assert table.loc["ann", "corrections"] == 1
+    assert table.loc["cat", "agreement_with_others"] == pytest.approx(0.0)
+    assert table.loc["bob", "median_seconds"] == pytest.approx(60)
+
+
+def test_the_kappa_matrix_is_symmetric_and_matches_cohens_kappa():
+    matrix = kappa_matrix(LABELS).set_index(["first", "second"])
+    ann_bob = cohen_kappa(["a", "a", "b"], ["a", "b", "b"])
+    assert matrix.loc[("ann", "bob"), "kappa"] == pytest.approx(ann_bob)
+    assert matrix.loc[("bob", "ann"), "kappa"] == pytest.approx(ann_bob)
+    assert matrix.loc[("ann", "ann"), "kappa"] == 1.0
+    assert math.isnan(matrix.loc[("ann", "cat"), "kappa"])  # one shared item only
+    assert matrix.loc[("ann", "cat"), "items"] == 1
+
+
+def test_alpha_overall_and_per_bucket():
+    rows = [["a", "a", "b", None], ["a", "b", "b", None], [None, None, "a", "b"]]
+    assert alpha(LABELS) == pytest.approx(krippendorff_alpha(rows))
+    by_bucket = alpha_by_bucket(LABELS, {"q1": "x", "q2": "x", "q3": "y", "q4": None})
+    assert list(by_bucket["bucket"]) == ["all", "x", "y"]
+    assert by_bucket.set_index("bucket").loc["x", "items"] == 2
+
+
+def test_completion_counts_items_by_the_labels_they_want():
+    counts = completion(
+        ["q1", "q2", "q3", "q4"],
+        {"q1": 2, "q2": 1},
+        dict.fromkeys(["q1", "q2", "q3", "q4"], 2),
+        held=["q3"],
+    )
+    assert counts == {"complete": 1, "in_progress": 2, "untouched": 1}
