@@ -119,6 +119,8 @@ st.dataframe(
         "agreement_with_others": st.column_config.NumberColumn(
             "agrees with others", format="percent", help="On items someone else labelled too"
         ),
+        "shared_items": st.column_config.NumberColumn("shared items"),
+        "resolved_items": st.column_config.NumberColumn("resolved items"),
         "agreement_with_resolved_gold": st.column_config.NumberColumn(
             "agrees with resolved gold", format="percent"
         ),
@@ -146,6 +148,12 @@ st.altair_chart(chart + text, width="stretch")
 st.caption(
     "Cohen's kappa of each pair over the items both labelled ('cannot tell' left out; blank "
     "with fewer than two shared items)."
+)
+pairs = kappas[kappas["first"] < kappas["second"]]
+st.dataframe(
+    pairs,
+    hide_index=True,
+    column_config={"kappa": st.column_config.NumberColumn("Cohen's kappa", format="%.3f")},
 )
 buckets = {i.item_id: i.bucket for i in items}
 st.dataframe(

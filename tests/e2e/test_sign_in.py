@@ -14,11 +14,12 @@ app), mallory (signed in at the provider, but no member).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -32,6 +33,7 @@ from pcf.store import Adjudication, get_engine
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, settle
 from tests.e2e.conftest import ROOT, free_port, open_tab, serve_app
+from tests.factories import make_item
 
 DOMAIN = "example.com"
 MEMBERS = {"alice": "annotator", "bob": "annotator", "rita": "reviewer", "adam": "admin"}
@@ -260,3 +262,67 @@ def test_another_address_without_sign_in_is_refused_or_read_only(
         expect(main(tab).get_by_role("heading", name="Runs", exact=True)).to_be_visible()
         settle(tab)
         expect(tab.get_by_role("button", name="Start run")).to_have_count(0)
+
+
+@pytest.fixture(scope="module")
+def team(database: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Dataset ``team``: three items, a simulated PCF run, two labels per item."""
+    items = tmp_path_factory.mktemp("team") / "items.jsonl"
+    items.write_text(
+        "".join(json.dumps(make_item(f"t{i}").to_dict()) + "\n" for i in range(3)), "utf-8"
+    )
+    pcf(database, "import", "jsonl", str(items), "--name", "team")
+    pcf(database, "judge", "team", "--k", "3", "--name", "team-pcf")
+    pcf(database, "labelling", "set", "team", "--labels-per-item", "2")
+    return "team"
+
+
+def metric(tab: Page, label: str) -> Locator:
+    return (
+        main(tab).get_by_test_id("stMetric").filter(has_text=label).get_by_test_id("stMetricValue")
+    )
+
+
+def test_two_annotators_disagree_a_reviewer_sets_gold_and_compare_follows(
+    browser: Browser, app: str, team: str, screenshot: Callable[..., Path]
+):
+    choices = (("alice", "1", "Candidate 1"), ("bob", "0", "None is correct"))
+    for name, key, chosen in choices:  # bob finds no candidate correct
+        with open_tab(browser, app) as tab:
+            sign_in(tab, name, f"/adjudicate?dataset={team}")
+            for _ in range(3):
+                heading = main(tab).get_by_role("heading", name=re.compile(r"^Item t\d"))
+                expect(heading).to_be_visible()
+                settle(tab)
+                item = heading.inner_text().removeprefix("Item ")
+                main(tab).get_by_role("heading", name="Adjudicate").click()
+                tab.keyboard.press(key)
+                expect(main(tab).get_by_text(f"Your choice: {chosen}")).to_be_visible()
+                settle(tab)
+                tab.keyboard.press("s")
+                expect(main(tab).get_by_text(f"Saved your label for item {item}")).to_be_visible()
+            expect(main(tab).get_by_text("Your queue of team is empty")).to_be_visible()
+    with open_tab(browser, app) as tab:
+        sign_in(tab, "rita", f"/compare?dataset={team}&run=team-pcf")
+        expect(metric(tab, "With a human label")).to_have_text("0")
+        tab.goto(f"/resolve?dataset={team}")
+        expect(main(tab).get_by_text("3 disagreement(s) to resolve")).to_be_visible()
+        settle(tab)
+        print(screenshot(tab, "resolve-team"))
+        main(tab).get_by_role("radiogroup").get_by_text(re.compile(r"^A · ")).click()
+        main(tab).get_by_role("textbox", name="Reason").fill("A says it right")
+        main(tab).get_by_role("button", name="Set gold").click()
+        expect(main(tab).get_by_text("2 disagreement(s) to resolve")).to_be_visible()
+        tab.goto(f"/compare?dataset={team}&run=team-pcf")
+        expect(metric(tab, "With a human label")).to_have_text("1")
+        expect(main(tab)).to_contain_text("Human gold from: resolution 1")
+        tab.goto(f"/team?dataset={team}&run=team-pcf")
+        expect(main(tab).get_by_role("heading", name="People")).to_be_visible()
+        settle(tab)
+        for person in ("alice", "bob"):
+            cells = main(tab).locator("[role=gridcell]", has_text=email(person))
+            expect(cells.first).to_be_attached()
+        expect(main(tab).get_by_test_id("stVegaLiteChart")).to_have_count(1)
+        expect(metric(tab, "Items complete")).to_have_text("3")
+        expect(tab.locator(EXCEPTION)).to_have_count(0)
+        print(screenshot(tab, "team-team"))

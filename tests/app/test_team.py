@@ -1,0 +1,78 @@
+"""The Team and Resolve pages: progress and agreement per person, disagreements into gold."""
+
+from __future__ import annotations
+
+import pytest
+from sqlmodel import Session
+
+from pcf.analysis.gold import dataset_gold
+from pcf.evaluation import cohen_kappa
+from pcf.labelling.plan import labelling_plan
+from pcf.store import add_adjudication, load_items, session_scope
+from tests.app import open_page, signed_in_app
+
+
+@pytest.fixture
+def two_people(demo_engine):
+    """Ann and Bob labelled the demo's first six items; they disagree on the odd ones."""
+    with session_scope(demo_engine) as s:
+        items = load_items(1, session=s)[:6]
+        for i, item in enumerate(items):
+            ids = item.candidate_ids
+            add_adjudication(
+                item.metadata["db_id"], session=s, annotator="ann@x.org", choice=ids[0]
+            )
+            add_adjudication(
+                item.metadata["db_id"], session=s, annotator="bob@x.org", choice=ids[i % 2]
+            )
+    return [i.item_id for i in items]
+
+
+def test_team_shows_each_persons_progress_and_their_kappa(demo_engine, two_people, db: Session):
+    at = open_page(signed_in_app(demo_engine, "rita@x.org", "reviewer"), "team")
+    assert not at.exception
+    progress = next(d.value for d in at.dataframe if "annotator" in d.value.columns)
+    assert list(progress["annotator"]) == ["ann@x.org", "bob@x.org"]
+    assert list(progress["labels"]) == [6, 6]
+    assert list(progress["agreement_with_others"]) == [0.5, 0.5]
+    pairs = next(d.value for d in at.dataframe if "kappa" in d.value.columns)
+    items = load_items(1, session=db)[:6]
+    expected = cohen_kappa(
+        [i.candidate_ids[0] for i in items], [i.candidate_ids[n % 2] for n, i in enumerate(items)]
+    )
+    assert pairs["kappa"].tolist() == pytest.approx([expected])
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Items complete"] == "6"
+    assert not [b for b in at.button if b.label == "Save the plan"]  # reviewers do not plan
+
+
+def test_an_admin_sets_the_plan_on_the_team_page(demo_engine, db: Session):
+    at = open_page(signed_in_app(demo_engine, "adam@x.org", "admin"), "team")
+    at.number_input[0].set_value(2)
+    next(s for s in at.selectbox if s.label == "Gold rule").set_value("majority")
+    next(b for b in at.button if b.label == "Save the plan").click().run()
+    assert not at.exception
+    plan = labelling_plan(1, session=db)
+    assert (plan.labels_per_item, plan.gold_rule) == (2, "majority")
+
+
+def test_a_reviewer_resolves_a_disagreement_and_it_leaves_the_queue(demo_engine, two_people, db):
+    at = open_page(signed_in_app(demo_engine, "rita@x.org", "reviewer"), "resolve")
+    assert not at.exception
+    first = two_people[1]
+    assert at.selectbox[0].value == first
+    assert at.selectbox[0].options == [two_people[1], two_people[3], two_people[5]]
+    item = next(i for i in load_items(1, session=db) if i.item_id == first)
+    at.radio[0].set_value(item.candidate_ids[1])
+    at.text_area[0].input("checked the source")
+    next(b for b in at.button if b.label == "Set gold").click().run()
+    assert not at.exception
+    assert at.selectbox[0].value == two_people[3]
+    gold = dataset_gold(1, session=db)
+    assert (gold.gold[first], gold.source[first]) == (item.candidate_ids[1], "resolution")
+
+
+def test_annotators_have_no_resolve_page(demo_engine):
+    at = signed_in_app(demo_engine, "ann@x.org", "annotator")
+    with pytest.raises(ValueError, match="navigation page"):
+        open_page(at, "resolve")
