@@ -347,14 +347,21 @@ def list_runs(*, session: Session, dataset_id: int | None = None) -> list[Run]:
     return list(session.exec(query).all())
 
 
-def run_version(run: Run, *, session: Session) -> tuple[str, int, int]:
-    """A key that changes whenever the run's calls change: status, call count, newest call id."""
+def run_version(run: Run, *, session: Session) -> tuple[str, int, int, int]:
+    """A key that changes whenever the run's calls change: status, call count, newest call id,
+    and the newest replaced answer (a retried failed call keeps its id and count, but its old
+    answer becomes a :class:`ReplacedCall`)."""
     count, newest = session.exec(
         select(func.count(col(Call.id)), func.coalesce(func.max(col(Call.id)), 0)).where(
             Call.run_id == run.id
         )
     ).one()
-    return run.status, int(count), int(newest)
+    replaced = session.exec(
+        select(func.coalesce(func.max(col(ReplacedCall.id)), 0))
+        .join(Call, col(Call.id) == ReplacedCall.call_id)
+        .where(Call.run_id == run.id)
+    ).one()
+    return run.status, int(count), int(newest), int(replaced)
 
 
 def update_run_totals(run_id: int, *, session: Session) -> Run:

@@ -18,6 +18,7 @@ from pcf.store import (
     run_version,
     session_scope,
 )
+from pcf.store.queries import add_resolution, label_revision, replace_calls, run_calls
 from tests.factories import demo_item
 
 
@@ -45,6 +46,38 @@ def test_the_run_version_changes_with_its_calls(demo_engine: Engine, db: Session
             session=s,
         )
     assert run_version(run, session=db) != before
+
+
+def test_the_run_version_changes_when_a_failed_call_gets_a_new_answer(
+    demo_engine: Engine, db: Session
+):
+    """A retry replaces the failed answer in place: same call count, same newest id."""
+    run = get_run("demo-direct", session=db)
+    before = run_version(run, session=db)
+    with session_scope(demo_engine) as s:
+        (call, *_) = run_calls(run.id, session=s)
+        replace_calls({call.id: {"ok": False, "error": "retried: again"}}, session=s)
+    after = run_version(run, session=db)
+    assert after[:3] == before[:3]
+    assert after != before
+
+
+def test_the_label_revision_changes_with_a_correction_and_a_resolution(
+    demo_engine: Engine, db: Session
+):
+    """Corrections keep the number of labelled items: the revision still moves."""
+    item_id = item_db_ids(1, session=db)["demo-001"]
+    seen = [label_revision(1, session=db)]
+    with session_scope(demo_engine) as s:
+        add_adjudication(item_id, session=s, annotator="ann", choice="none_correct")
+    seen.append(label_revision(1, session=db))
+    with session_scope(demo_engine) as s:
+        add_adjudication(item_id, session=s, annotator="ann", choice="cannot_tell")
+    seen.append(label_revision(1, session=db))
+    with session_scope(demo_engine) as s:
+        add_resolution(item_id, session=s, choice="none_correct", reason="", resolved_by="r")
+    seen.append(label_revision(1, session=db))
+    assert len(set(seen)) == 4
 
 
 def test_search_matches_ids_prompts_and_candidates_in_any_case(db: Session):
