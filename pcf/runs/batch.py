@@ -27,13 +27,13 @@ from typing import Any
 
 from sqlmodel import Session
 
-from pcf.judges import make_judge
+from pcf.judges import judge_server, make_judge
 from pcf.judges.base import redact
 from pcf.judges.batch import BatchClient, BatchResult, BatchStatus, batch_client
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.prompts import Rendered
 from pcf.runs.adaptive import executions_for, next_wave
-from pcf.runs.engine import CallExecutor, PlannedCall, confirmations, plan
+from pcf.runs.engine import CallExecutor, PlannedCall, confirmations, content_key, plan
 from pcf.runs.manage import keep_lease, open_run, require_dataset, take_lease
 from pcf.runs.spec import IDENTITY_FIELDS, RunSpec
 from pcf.stopping import Stop
@@ -154,6 +154,40 @@ class _Batcher:
             self.items, self.db_ids, executions_for(spec), dataset_seed=dataset.seed
         )
         self.stops: dict[str, Stop] = {}
+        self.renamed = self._renamed_keys()
+
+    def _renamed_keys(self) -> dict[str, str]:
+        """``{custom id: content key}`` for the requests the run's uncollected batches sent
+        under their key from before servers were part of it (``content_key(server=False)``),
+        so that their results still find their calls."""
+        if judge_server(self.spec.backend, self.spec.base_url) is None:
+            return {}
+        records = run_batches(self.run.id, session=self.session)
+        sent = {key for r in records if r.state != "collected" for key in r.custom_ids}
+        if not sent:
+            return {}
+        calls = self.planned
+        if self.spec.protocol == "apoc":
+            stored = run_calls_by_slot(self.run.id, session=self.session)
+            calls = calls + confirmations(self.planned, stored, self.spec)
+        renamed = {}
+        for planned in calls:
+            rendered = planned.render()
+            old = content_key(
+                self.spec.backend,
+                self.spec.model,
+                rendered,
+                self.spec,
+                planned.repeat_index,
+                server=False,
+            )
+            if old in sent:
+                renamed[old] = self.executor.call_key(planned, rendered)
+        return renamed
+
+    def sent_keys(self, record: ProviderBatch) -> list[str]:
+        """The content keys of the calls a batch record carries."""
+        return [self.renamed.get(key, key) for key in record.custom_ids]
 
     def calls(self, stored: dict[Slot, Call]) -> list[PlannedCall]:
         """The run's calls now: APOCJudge's confirmations once their first answers are in; for
@@ -190,9 +224,9 @@ class _Batcher:
         if killed:
             by_key = {p[2]: p for p in self.prepare(self.planned) + prepared}
             for record in killed:
-                await self._finish(record, [by_key[key] for key in record.custom_ids])
+                await self._finish(record, [by_key[key] for key in self.sent_keys(record)])
         keep = {slot for slot, call in stored.items() if call.ok or not retry_failed}
-        own = {key for r in records if r.state != "collected" for key in r.custom_ids}
+        own = {key for r in records if r.state != "collected" for key in self.sent_keys(r)}
         todo = [p for p in prepared if _slot_of(p[0]) not in keep and p[2] not in own]
         hits = cached_calls([key for *_, key in todo], session=self.session)
         rows, rest = [], []
@@ -282,7 +316,7 @@ class _Batcher:
                     self.report.finished += status.finished
                     continue
                 results = [] if status.error else await self.client.results(status.batch_id)
-                await self._store(record, _outcomes(record.custom_ids, results, status))
+                await self._store(record, self._outcomes(record, results, status))
                 self.report.batches.append(status.batch_id)
             elif record.state == "deferred":
                 await self._store_deferred(record)
@@ -296,11 +330,21 @@ class _Batcher:
         if any(key in carried for key in record.custom_ids):
             self.report.pending += 1
             return
-        hits = cached_calls(record.custom_ids, session=self.session)
+        keys = self.sent_keys(record)
+        hits = cached_calls(keys, session=self.session)
         gone = "batch_deferred: the other run's batch gave no usable answer; judge again"
-        await self._store(
-            record, {key: BatchResult(key, error=gone) for key in record.custom_ids}, hits
-        )
+        await self._store(record, {key: BatchResult(key, error=gone) for key in keys}, hits)
+
+    def _outcomes(
+        self, record: ProviderBatch, results: list[BatchResult], status: BatchStatus
+    ) -> dict[str, BatchResult]:
+        """The outcome of each call of the record, by content key (see :meth:`sent_keys`)."""
+        if self.renamed:
+            results = [
+                dataclasses.replace(r, custom_id=self.renamed.get(r.custom_id, r.custom_id))
+                for r in results
+            ]
+        return _outcomes(self.sent_keys(record), results, status)
 
     async def _store(
         self,
@@ -310,7 +354,7 @@ class _Batcher:
     ) -> None:
         """Store the outcomes of a record's keys, and mark it collected, in one transaction."""
         stored = run_calls_by_slot(self.run.id, session=self.session)
-        wanted = set(record.custom_ids)
+        wanted = set(self.sent_keys(record))
         rows, paid = [], set()
         for planned, rendered, key in self.prepare(self.calls(stored)):
             if key not in wanted:

@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from pcf.items import Item
+from pcf.judges import judge_server
 from pcf.judges.base import CallContext, Judge, JudgeError, JudgeReply, configured_keys, redact
 from pcf.orderings import canonical_order, schedule
 from pcf.pairwise import is_ballpark_question, needs_confirmation
@@ -121,10 +122,15 @@ def plan(
     return out
 
 
-def content_key(backend: str, model: str, rendered: Rendered, spec: RunSpec, repeat: int) -> str:
+def content_key(
+    backend: str, model: str, rendered: Rendered, spec: RunSpec, repeat: int, *, server: bool = True
+) -> str:
     """The cache key of a call: backend, model, prompt text, sampling settings, repeat index;
     for the simulated judge also the run seed (its noise follows the seed), for a replay the
-    recording's bytes (another file is another judge). A provider's answers follow neither."""
+    recording's bytes (another file is another judge), for a provider reached through another
+    server than its own that server (:func:`~pcf.judges.judge_server`), since another server
+    is another judge under the same model name. ``server=False`` gives the key as it was made
+    before servers were part of it (batches sent then carry it as their custom id)."""
     payload = [
         backend,
         model,
@@ -139,6 +145,8 @@ def content_key(backend: str, model: str, rendered: Rendered, spec: RunSpec, rep
         payload.append(spec.seed)
     elif backend == "replay" and spec.replay is not None:
         payload.append(recording_digest(Path(spec.replay)))
+    elif server and (address := judge_server(backend, spec.base_url)) is not None:
+        payload.append(address)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 
 

@@ -7,6 +7,7 @@ made call by call stores, at half the cost, and each request is paid (run by the
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -17,16 +18,18 @@ from sqlmodel import Session, col, select
 from typer.testing import CliRunner
 
 from pcf.cli import app
+from pcf.judges import make_judge
+from pcf.judges.batch import batch_client
 from pcf.prices import batch_prices
 from pcf.runs.batch import batch_status, cancel_runs, collect_runs, submit_run
-from pcf.runs.engine import plan
+from pcf.runs.engine import content_key, plan
 from pcf.runs.estimate import estimate_run
-from pcf.runs.manage import judge_run
+from pcf.runs.manage import judge_run, open_run
 from pcf.runs.spec import RunSpec
 from pcf.runs.study import study_specs
-from pcf.store import Call, get_engine, import_items
+from pcf.store import Call, get_engine, import_items, item_db_ids, load_items
 from pcf.store.models import ProviderBatch, ReplacedCall, Run
-from pcf.store.queries import delete_run
+from pcf.store.queries import add_provider_batch, delete_run, update_provider_batch
 from tests.demo_database import drop_database, new_database
 from tests.factories import make_item
 from tests.judge_providers import OPENAI, PROVIDERS, SECRET, ProviderSpec, use_environment
@@ -91,11 +94,10 @@ def base_spec(provider: ProviderSpec, server: WireServer, **settings) -> RunSpec
 
 
 def judgments(session: Session, run_name: str) -> dict:
+    """Each call's outcome and request (its content key names the server, which differs)."""
     run = session.exec(select(Run).where(Run.name == run_name)).one()
     calls = session.exec(select(Call).where(Call.run_id == run.id)).all()
-    return {
-        (c.item_id, c.execution, c.call_index): (c.ok, c.judgment, c.content_key) for c in calls
-    }
+    return {(c.item_id, c.execution, c.call_index): (c.ok, c.judgment, c.request) for c in calls}
 
 
 def batch_requests(server: WireServer) -> list[WireRequest]:
@@ -463,3 +465,52 @@ def test_two_calls_with_one_content_key_are_one_request_paid_once(monkeypatch, t
     per_request = (TOKENS_IN * PRICE[0] + TOKENS_OUT * PRICE[1]) / 1e6 / 2
     assert run.cost_usd == pytest.approx(2 * per_request)
     assert run.input_tokens == 2 * TOKENS_IN
+
+
+@with_provider()
+def test_a_batch_sent_before_servers_were_in_the_key_is_collected_into_its_calls(
+    provider_env, session
+):
+    """A batch in flight when the key changed carries the old keys as custom ids: a submit
+    sends none of its calls again, and collect stores every answer in its call."""
+    provider = provider_env
+    with WireServer(answer, batch_polls=1) as server:
+        import_ds(session, 2)
+        spec = base_spec(provider, server, name="r", executions=1)
+        run = open_run(spec, session=session)
+        items = load_items(run.dataset_id, session=session)
+        calls = plan(items, item_db_ids(run.dataset_id, session=session), spec)
+        old = [
+            content_key(spec.backend, spec.model, c.render(), spec, c.repeat_index, server=False)
+            for c in calls
+        ]
+        client = batch_client(make_judge(spec.backend, spec.model, base_url=spec.base_url))
+        entries = [
+            client.entry(key, c.render().request(spec.temperature, spec.max_tokens))
+            for key, c in zip(old, calls, strict=True)
+        ]
+        record = add_provider_batch(run.id, "token", old, session=session)
+
+        async def send() -> str:  # what the previous release sent and recorded
+            try:
+                return await client.submit("token", entries, file_id=None, on_file=lambda _: None)
+            finally:
+                await client.aclose()
+
+        update_provider_batch(
+            record, session=session, state="submitted", batch_id=asyncio.run(send())
+        )
+        session.commit()
+        again = submit_run(spec, session=session)[1]
+        collect_runs(["r"], session=session, wait=True, poll_s=0.01)
+        paid = len(batch_requests(server))
+        created = server.batches.created
+    assert (again.submitted, again.deferred) == (0, 0)
+    assert paid == len(calls) == 8
+    assert created == 1
+    stored = session.exec(select(Call)).all()
+    assert len(stored) == 8
+    assert all(c.ok for c in stored)
+    assert not set(old) & {c.content_key for c in stored}  # stored under the keys of now
+    session.refresh(run)
+    assert run.status == "finished"
