@@ -285,7 +285,7 @@ def progress_panel() -> None:
                 text=f"{progress.done} / {progress.total} calls" if progress.total else None,
             )
             if progress.status == "failed":
-                st.error(progress.error)
+                st.error(escape_markdown(progress.error))
             if progress.report is not None:
                 with session() as s:
                     run = get_run(progress.name, session=s)

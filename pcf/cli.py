@@ -331,17 +331,26 @@ def check_failures(runs: list[tuple[str, RunReport]]) -> None:
 
 @contextmanager
 def database() -> Iterator[Session]:
-    """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder); a
-    database this code cannot use at its schema revision stops with one line."""
-    from pcf.store.engine import get_engine, session_scope
+    """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder).
+
+    A database this code cannot use at its schema revision, or one that cannot be used at all
+    (a full disk, a read-only file, a file moved away: :func:`pcf.store.errors.storage_problem`),
+    stops the command with one line and exit code 1.
+    """
+    from pcf.store.engine import database_url, get_engine, session_scope
+    from pcf.store.errors import storage_problem
     from pcf.store.schema import SchemaError
 
     try:
-        engine = get_engine()
+        with session_scope(get_engine()) as session:
+            yield session
     except SchemaError as exc:
         fail(f"error: {exc}")
-    with session_scope(engine) as session:
-        yield session
+    except Exception as exc:
+        problem = storage_problem(exc, database_url())
+        if problem is None:
+            raise
+        fail(f"error: {problem}")
 
 
 def summary(run: Run, report: RunReport, *, session: Session) -> dict:

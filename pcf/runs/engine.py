@@ -280,6 +280,7 @@ class CallExecutor:
         self.report = RunReport()
         self.semaphore = asyncio.Semaphore(spec.concurrency)
         self.replacing: dict[tuple[int, int, int], int] = {}
+        self.stopped = False
 
     def _store(self, rows: list[dict[str, Any]]) -> None:
         """Commit new calls, and new answers of retried failed calls (the failed answer is
@@ -300,7 +301,8 @@ class CallExecutor:
         A plain INSERT of the rows, without building ORM objects or a unit of work: this runs
         in the event loop once per call, and every millisecond it takes is taken from the
         judge's SDK (see ``benchmarks/runner_throughput.py``). A call that another writer
-        stored meanwhile does not stop the run: the answer is kept as a duplicate of it.
+        stored meanwhile does not stop the run: the answer is kept as a duplicate of it. Any
+        other error (a full disk...) stops it: no call is made after it.
         """
         try:
             self._store(rows)
@@ -308,6 +310,9 @@ class CallExecutor:
             self.session.rollback()
             for row in rows:
                 self._commit_alone(row)
+        except Exception:
+            self.stopped = True
+            raise
         for row in rows:
             if not row["ok"]:
                 self.report.failures += 1
@@ -445,6 +450,8 @@ class CallExecutor:
         tokens_in = tokens_out = attempts = transport_failures = parse_failures = 0
         outcome: dict[str, Any]
         async with self.semaphore:
+            if self.stopped:  # an answer could not be stored: pay for no other
+                return
             while True:
                 attempts += 1
                 try:
