@@ -116,11 +116,12 @@ for row in batch_rows:
             except (ValueError, BatchAPIError) as exc:
                 st.error(str(exc))
             else:
-                st.success(
-                    f"{collected.stored} calls stored, {collected.failures} failed; "
-                    f"{collected.pending} batches still running."
-                )
                 lost = len(collected.lost)
+                if collected.stored or not lost:
+                    st.success(
+                        f"{collected.stored} calls stored, {collected.failures} failed; "
+                        f"{collected.pending} batches still running."
+                    )
         if lost:
             st.warning(
                 f"The provider answers 404 (not found) for {lost} of these batches: it lost "

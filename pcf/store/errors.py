@@ -21,7 +21,7 @@ from sqlalchemy.exc import DBAPIError
 
 FILE_INFO = "pcf_database_file"
 """The connection record's info entry: the SQLite file's path, device and inode."""
-RESUMES = "run the command again: a run resumes where it stopped"
+RESUMES = "try again: a run resumes where it stopped"
 
 
 class DatabaseMovedError(RuntimeError):
@@ -102,7 +102,7 @@ def _read_only(path: Path) -> str:
     return (
         f"the database {path} is read-only (its file or its file system cannot be written), "
         "so nothing was written. Make it writable, or point PCF_DATABASE_URL at a writable "
-        "copy, and run the command again"
+        "copy, and try again"
     )
 
 

@@ -39,7 +39,7 @@ FAILS_AT = 5
 """The request during which the disk fills up (or the file moves away): 5 calls are stored."""
 HANG_S = 300  # only catches a hang: a loaded machine is slow, not wrong
 APP = Path(__file__).resolve().parents[2] / "app.py"
-RESUMES = "run the command again: a run resumes where it stopped"
+RESUMES = "try again: a run resumes where it stopped"
 
 
 def root_command(*command: str) -> None:
@@ -170,7 +170,7 @@ def test_a_read_only_database_file_refuses_the_run_in_one_line_and_can_be_read(
     assert one_line_error(refused) == (
         f"error: the database {database} is read-only (its file or its file system cannot be "
         "written), so nothing was written. Make it writable, or point PCF_DATABASE_URL at a "
-        "writable copy, and run the command again"
+        "writable copy, and try again"
     )
     assert sent == 0
     assert listed.returncode == 0, listed.stderr
@@ -279,7 +279,7 @@ def test_a_run_started_from_the_app_on_a_read_only_database_fails_in_one_line(
     problem = (
         f"the database {database} is read-only (its file or its file system cannot be "
         "written), so nothing was written. Make it writable, or point PCF_DATABASE_URL at a "
-        "writable copy, and run the command again"
+        "writable copy, and try again"
     )
     assert [e.value for e in at.error] == [escape_markdown(problem)]
 
