@@ -20,25 +20,25 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError
 from streamlit.testing.v1 import AppTest
 
 from pcf.analysis.item_detail import escape_markdown
-from pcf.store import get_engine, storage_problem
-from tests.app import open_page
+from pcf.labelling.members import set_local_name
+from pcf.store import get_engine, session_scope, storage_problem
+from tests.app import APP, LOCAL_NAME, open_page
 from tests.demo_database import copy_demo
 from tests.runs.processes import environment, import_dataset, judge_command
 from tests.runs.test_batch import answer
 from tests.wire_server import Scripted, WireRequest, WireServer
 
-pytestmark = pytest.mark.sqlite_only("full disks, read-only and moved files are SQLite's")
+sqlite_only = pytest.mark.sqlite_only("full disks, read-only and moved files are SQLite's")
 
 ITEMS, K = 4, 3
 PLANNED = ITEMS * K
 FAILS_AT = 5
 """The request during which the disk fills up (or the file moves away): 5 calls are stored."""
 HANG_S = 300  # only catches a hang: a loaded machine is slow, not wrong
-APP = Path(__file__).resolve().parents[2] / "app.py"
 RESUMES = "try again: a run resumes where it stopped"
 
 
@@ -131,6 +131,7 @@ def resumed(done: subprocess.CompletedProcess) -> dict:
     return json.loads(done.stdout)["this_invocation"]
 
 
+@sqlite_only
 def test_a_full_disk_stops_a_run_in_one_line_and_it_resumes_once_there_is_room(
     small_disk, monkeypatch, tmp_path
 ):
@@ -157,6 +158,7 @@ def test_a_full_disk_stops_a_run_in_one_line_and_it_resumes_once_there_is_room(
     assert sum(asked.values()) == PLANNED + 1  # the answer that met the full disk, again
 
 
+@sqlite_only
 def test_a_read_only_database_file_refuses_the_run_in_one_line_and_can_be_read(
     immutable, monkeypatch, tmp_path
 ):
@@ -178,6 +180,7 @@ def test_a_read_only_database_file_refuses_the_run_in_one_line_and_can_be_read(
     assert stored_calls(database) == (0, "ok")
 
 
+@sqlite_only
 def test_a_database_on_a_read_only_file_system_cannot_be_opened_and_says_why(
     small_disk, monkeypatch, tmp_path
 ):
@@ -192,6 +195,7 @@ def test_a_database_on_a_read_only_file_system_cannot_be_opened_and_says_why(
     )
 
 
+@sqlite_only
 def test_a_database_file_moved_away_mid_run_stops_it_in_one_line_and_it_resumes_there(
     monkeypatch, tmp_path
 ):
@@ -223,6 +227,7 @@ def test_a_database_file_moved_away_mid_run_stops_it_in_one_line_and_it_resumes_
     assert sum(asked.values()) == PLANNED + 1
 
 
+@sqlite_only
 def test_the_app_shows_a_database_it_cannot_open_in_one_line(immutable, monkeypatch, tmp_path):
     folder = tmp_path / "locked"
     folder.mkdir()
@@ -240,6 +245,7 @@ def test_the_app_shows_a_database_it_cannot_open_in_one_line(immutable, monkeypa
     ]
 
 
+@sqlite_only
 def test_a_database_file_deleted_mid_run_stops_it_before_another_call_is_paid(
     monkeypatch, tmp_path
 ):
@@ -260,14 +266,20 @@ def test_a_database_file_deleted_mid_run_stops_it_before_another_call_is_paid(
     assert not database.exists()
 
 
+@sqlite_only
 def test_a_run_started_from_the_app_on_a_read_only_database_fails_in_one_line(
     immutable, monkeypatch, tmp_path
 ):
     database = tmp_path / "ro" / "pcf.db"
     database.parent.mkdir()
-    copy_demo(use_database(monkeypatch, database))
+    url = use_database(monkeypatch, database)
+    copy_demo(url)
+    with session_scope(get_engine(url)) as session:
+        set_local_name(LOCAL_NAME, session=session)
+    get_engine(url).dispose()  # no connection opened before the file is read-only
     immutable(database)
     at = open_page(AppTest.from_file(str(APP), default_timeout=30).run(), "runs")
+    assert not at.exception, [e.message for e in at.exception]
     at.text_input(key="runs_name").set_value("read-only")
     at = at.button(key="runs_start").click().run()
     deadline = time.monotonic() + HANG_S
@@ -286,7 +298,7 @@ def test_a_run_started_from_the_app_on_a_read_only_database_fails_in_one_line(
 
 def test_other_database_errors_are_not_told_as_a_storage_problem(engine):
     """A missing table or a lock is not the disk's fault: the error goes on as it is."""
-    with pytest.raises(OperationalError) as missing, engine.connect() as connection:
+    with pytest.raises(DBAPIError) as missing, engine.connect() as connection:
         connection.execute(text("SELECT * FROM no_such_table"))
     assert storage_problem(missing.value, str(engine.url)) is None
     assert storage_problem(ValueError("disk is full"), str(engine.url)) is None
