@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.shared import app_frame, pages_for, sidebar, sign_in
+from pages.shared import app_frame, pages_for, sidebar, sign_in, storage_errors
 
 st.set_page_config(page_title="PCF Review", page_icon="🔎", layout="wide")
 
-actor = sign_in()
-navigation = st.navigation(pages_for(actor))
-sidebar(actor)
-with app_frame(actor):
-    navigation.run()
+with storage_errors():
+    actor = sign_in()
+    navigation = st.navigation(pages_for(actor))
+    sidebar(actor)
+    with app_frame(actor):
+        navigation.run()

@@ -26,6 +26,7 @@ MODEL_KEY = "runs_model"
 BASE_URL_KEY = "runs_base_url"
 NAME_KEY = "runs_name"
 SHOWN_FINISHED_KEY = "runs_shown_finished"
+FORGOTTEN_KEY = "runs_forgotten"
 PROGRESS_INTERVAL_S = 1.0
 
 
@@ -69,6 +70,25 @@ if runs:
 else:
     st.info("No run on this dataset yet: start one below.")
 
+
+def forget_lost(run: str) -> None:
+    """The Forget button: make the calls of the run's lost batches failed calls; the outcome
+    is shown with the run's batches."""
+    try:
+        with session() as s:
+            (forgot,) = collect_runs([run], session=s, forget_lost=True)
+    except (ValueError, BatchAPIError) as exc:
+        st.session_state[FORGOTTEN_KEY] = {"run": run, "error": str(exc)}
+    else:
+        st.session_state[FORGOTTEN_KEY] = {
+            "run": run,
+            "error": None,
+            "done": f"{len(forgot.forgotten)} lost batches forgotten: {forgot.failures} calls "
+            "stored as failed (batch_lost); `pcf judge ... --retry-failed` asks them again.",
+        }
+
+
+forgotten = st.session_state.pop(FORGOTTEN_KEY, None)
 with session() as s:
     batch_rows = batch_overview(runs, session=s)
 if batch_rows:
@@ -84,6 +104,7 @@ for row in batch_rows:
             f"{row['collected']} of {row['batches']} batches collected, "
             f"{row['requests']} requests sent."
         )
+        lost = len(row["lost"])
         if (
             runs_allowed
             and row["to_collect"]
@@ -95,10 +116,32 @@ for row in batch_rows:
             except (ValueError, BatchAPIError) as exc:
                 st.error(str(exc))
             else:
-                st.success(
-                    f"{collected.stored} calls stored, {collected.failures} failed; "
-                    f"{collected.pending} batches still running."
-                )
+                lost = len(collected.lost)
+                if collected.stored or not lost:
+                    st.success(
+                        f"{collected.stored} calls stored, {collected.failures} failed; "
+                        f"{collected.pending} batches still running."
+                    )
+        if lost:
+            st.warning(
+                f"The provider answers 404 (not found) for {lost} of these batches: it lost "
+                "them, or they were sent with another key or server. Forget them to make "
+                "their calls failed calls, which `pcf judge ... --retry-failed` asks again; "
+                "the answers stored stay."
+            )
+        if lost and runs_allowed:
+            st.button(
+                "Forget lost batches",
+                key=f"runs_forget_{row['run']}",
+                icon=":material/link_off:",
+                on_click=forget_lost,
+                args=(row["run"],),
+            )
+        if forgotten and forgotten["run"] == row["run"]:
+            if forgotten["error"]:
+                st.error(forgotten["error"])
+            else:
+                st.success(forgotten["done"])
 
 
 if not runs_allowed:
@@ -243,7 +286,7 @@ def progress_panel() -> None:
                 text=f"{progress.done} / {progress.total} calls" if progress.total else None,
             )
             if progress.status == "failed":
-                st.error(progress.error)
+                st.error(escape_markdown(progress.error))
             if progress.report is not None:
                 with session() as s:
                     run = get_run(progress.name, session=s)

@@ -331,17 +331,26 @@ def check_failures(runs: list[tuple[str, RunReport]]) -> None:
 
 @contextmanager
 def database() -> Iterator[Session]:
-    """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder); a
-    database this code cannot use at its schema revision stops with one line."""
-    from pcf.store.engine import get_engine, session_scope
+    """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder).
+
+    A database this code cannot use at its schema revision, or one that cannot be used at all
+    (a full disk, a read-only file, a file moved away: :func:`pcf.store.errors.storage_problem`),
+    stops the command with one line and exit code 1.
+    """
+    from pcf.store.engine import database_url, get_engine, session_scope
+    from pcf.store.errors import storage_problem
     from pcf.store.schema import SchemaError
 
     try:
-        engine = get_engine()
+        with session_scope(get_engine()) as session:
+            yield session
     except SchemaError as exc:
         fail(f"error: {exc}")
-    with session_scope(engine) as session:
-        yield session
+    except Exception as exc:
+        problem = storage_problem(exc, database_url())
+        if problem is None:
+            raise
+        fail(f"error: {problem}")
 
 
 def summary(run: Run, report: RunReport, *, session: Session) -> dict:
@@ -481,9 +490,9 @@ def submit_batches(
 ) -> None:
     """Submit each run's calls as provider batches and print what was sent."""
     from pcf.judges.batch import BatchAPIError
-    from pcf.runs.batch import submit_run
+    from pcf.runs.batch import batch_overview, submit_run
 
-    out = []
+    out, lost = [], []
     try:
         with database() as session:
             for spec in specs:
@@ -491,8 +500,12 @@ def submit_batches(
                     spec, session=session, retry_failed=retry_failed, max_requests=batch_size
                 )
                 out.append({"run": run.name, "status": run.status, **report.as_dict()})
+                for row in batch_overview([run], session=session):
+                    lost += [lost_batch(run.name, batch_id) for batch_id in row["lost"]]
     except BatchAPIError as exc:
         fail(f"error: the batch API refused: {exc}")
+    for line in lost:
+        typer.echo(f"note: {line}", err=True)
     names = " ".join(repr(item["run"]) for item in out)
     typer.echo(f"collect with: pcf batch collect {names} --wait", err=True)
     emit(out[0] if len(out) == 1 else {"runs": out})
@@ -598,6 +611,15 @@ app.add_typer(batch_app, name="batch")
 RunsArgument = Annotated[list[str], typer.Argument(metavar="RUN...", help="Run names.")]
 
 
+def lost_batch(run: str, batch_id: str) -> str:
+    """One line on a batch the provider answers 404 for, and the way out."""
+    return (
+        f"run {run!r}: the provider answers 404 (not found) for batch {batch_id}; if it lost "
+        f"the batch, `pcf batch forget {run!r}` makes its calls failed calls that "
+        "`pcf judge ... --retry-failed` asks again"
+    )
+
+
 @batch_app.command("status")
 def batch_status_command(runs: RunsArgument) -> None:
     """Show each run's batches: state, and the provider's progress for those not collected.
@@ -605,15 +627,20 @@ def batch_status_command(runs: RunsArgument) -> None:
     Example: pcf batch status demo-study/pcf
     """
     from pcf.judges.batch import BatchAPIError
-    from pcf.runs.batch import batch_status
+    from pcf.runs.batch import LOST_STATUS, batch_status
 
     try:
         with database() as session:
-            emit({name: batch_status(name, session=session) for name in runs})
+            rows = {name: batch_status(name, session=session) for name in runs}
     except BatchAPIError as exc:
         fail(f"error: the batch API refused: {exc}")
     except ValueError as exc:
         fail(f"error: {exc}", 2)
+    emit(rows)
+    for name, batches in rows.items():
+        for row in batches:
+            if row.get("provider_status") == LOST_STATUS:
+                typer.echo(f"note: {lost_batch(name, row['batch_id'])}", err=True)
 
 
 @batch_app.command("collect")
@@ -662,6 +689,9 @@ def batch_collect_command(
         fail(f"error: the batch API refused: {exc}")
     except ValueError as exc:
         fail(f"error: {exc}", 2)
+    lost = [lost_batch(name, b) for name, r in zip(runs, reports, strict=True) for b in r.lost]
+    if lost:
+        fail("error: " + "\nerror: ".join(lost))
 
 
 @batch_app.command("cancel")
@@ -676,11 +706,46 @@ def batch_cancel_command(runs: RunsArgument) -> None:
 
     try:
         with database() as session:
-            emit({"cancelled": cancel_runs(runs, session=session)})
+            asked = cancel_runs(runs, session=session)
     except BatchAPIError as exc:
         fail(f"error: the batch API refused: {exc}")
     except ValueError as exc:
         fail(f"error: {exc}", 2)
+    emit(asked)
+    lost = [lost_batch(name, b) for name, batches in asked["lost"].items() for b in batches]
+    if lost:
+        fail("error: " + "\nerror: ".join(lost))
+
+
+@batch_app.command("forget")
+def batch_forget_command(runs: RunsArgument) -> None:
+    """Make the calls of the runs' batches that the provider no longer knows (it answers 404)
+    failed calls (batch_lost), which `pcf judge ... --retry-failed [--batch]` asks again; every
+    answer stored stays. Other batches are collected as usual, never forgotten. A key or
+    --base-url other than the batch's gets 404 too: forget a batch once it is truly gone.
+
+    Example: pcf batch forget rb2-study/pcf
+    """
+    from pcf.judges.batch import BatchAPIError
+    from pcf.runs.batch import collect_runs
+
+    try:
+        with database() as session:
+            reports = collect_runs(runs, session=session, forget_lost=True)
+    except BatchAPIError as exc:
+        fail(f"error: the batch API refused: {exc}")
+    except ValueError as exc:
+        fail(f"error: {exc}", 2)
+    emit({name: r.as_dict() for name, r in zip(runs, reports, strict=True)})
+    for name, report in zip(runs, reports, strict=True):
+        forgotten = len(report.forgotten)
+        typer.echo(
+            f"run {name!r}: {forgotten} lost batch(es) forgotten, {report.failures} calls "
+            "stored as failed; `pcf judge ... --retry-failed` asks them again"
+            if forgotten
+            else f"run {name!r}: no lost batch to forget",
+            err=True,
+        )
 
 
 @runs_app.command("delete")

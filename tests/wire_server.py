@@ -18,6 +18,8 @@ whole batch fail (none of its requests run), and ``stall`` (``{endpoint: n}``) h
 request to an endpoint after the first ``n`` until the server closes, for kill tests:
 ``files.create`` (the file is stored, its id not sent), ``before.create`` (the batch is not
 created), ``batches.create`` (created, its id not sent), ``results`` (a download).
+``server.batches.lose(batch_id)`` makes the server forget a batch, as a provider that lost
+or deleted it: its status, results and cancel answer 404 (``results_only``: its results).
 
 Nothing here reaches the network beyond 127.0.0.1.
 """
@@ -296,6 +298,20 @@ class Batches:
         with self.wire._lock:
             return len(self.openai) + len(self.anthropic)
 
+    def lose(self, batch_id: str, *, results_only: bool = False) -> None:
+        """Forget a batch (or, with ``results_only``, its results): the endpoints answer 404."""
+        with self.wire._lock:
+            if batch_id in self.openai:
+                batch = self.openai[batch_id]
+                for key in ("output_file_id", "error_file_id"):
+                    self.contents.pop(batch.get(key) or (batch.get("final") or {}).get(key), None)
+                if not results_only:
+                    del self.openai[batch_id]
+            else:
+                del self.results[batch_id]
+                if not results_only:
+                    del self.anthropic[batch_id]
+
     def _answer(self, protocol: WireProtocol, path: str, body: dict[str, Any]) -> Scripted:
         return self.wire._dispatch(protocol, path, body, {})
 
@@ -474,7 +490,7 @@ class Batches:
             return {key: value for key, value in batch.items() if key != "base_url"}
 
     def _end(self, batch: dict[str, Any], *, cancel: bool = False) -> None:
-        results = self.results[batch["id"]]
+        results = self.results.get(batch["id"], [])
         if cancel:
             for line in results:
                 line["result"] = {"type": "canceled"}

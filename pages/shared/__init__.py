@@ -46,6 +46,7 @@ from pcf.store import (
     matching_item_keys,
     run_version,
     session_scope,
+    storage_problem,
 )
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
@@ -121,6 +122,19 @@ def page_link(path: str, *, where: Any = st, **options: Any) -> None:
     role may open that page."""
     if current_actor().may(PAGES[path][2]):
         where.page_link(path, **options)
+
+
+@contextmanager
+def storage_errors() -> Iterator[None]:
+    """Show a database that cannot be used (a full disk, a read-only file, a file moved away)
+    in one line instead of a traceback; any other error goes on."""
+    try:
+        yield
+    except Exception as exc:
+        problem = storage_problem(exc, database_url())
+        if problem is None:
+            raise
+        st.error(f"The database cannot be used: {escape_markdown(problem)}.")
 
 
 PLAIN_KEY = "plain"  # show prompts and answers as plain text instead of inert Markdown

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pcf.judges.base import CallContext, Judge, JudgeError, JudgeReply, JudgeRequest
 
 BACKENDS = ("simulated", "openai", "anthropic", "replay")
 KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+"""The variables the providers' SDKs read for a server when no base URL is given."""
+OWN_SERVERS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 __all__ = [
     "BACKENDS",
@@ -17,8 +23,32 @@ __all__ = [
     "JudgeError",
     "JudgeReply",
     "JudgeRequest",
+    "judge_server",
     "make_judge",
 ]
+
+
+def judge_server(backend: str, base_url: str | None) -> str | None:
+    """The server a provider backend's calls go to, when it is not the provider's own.
+
+    The server is ``base_url``, else the SDK's variable (:data:`BASE_URL_ENV`), normalised:
+    scheme and host in lower case, the scheme's default port left out, the path without a
+    trailing slash, and no user, password, query or fragment (where a credential could hide).
+    None for the provider's own endpoint and for backends that call no server.
+    """
+    url = base_url or os.environ.get(BASE_URL_ENV.get(backend, ""))
+    if backend not in OWN_SERVERS or not url:
+        return None
+    parts = urlsplit(url.strip())
+    scheme, host = parts.scheme.lower(), parts.hostname or ""
+    try:
+        port = parts.port
+    except ValueError:  # not a port number: the SDK cannot call it either
+        port = None
+    host = f"[{host}]" if ":" in host else host
+    address = host if port in (None, DEFAULT_PORTS.get(scheme)) else f"{host}:{port}"
+    server = f"{scheme}://{address}{parts.path.rstrip('/')}"
+    return None if server == OWN_SERVERS[backend] else server
 
 
 def make_judge(

@@ -34,6 +34,15 @@ class BatchAPIError(RuntimeError):
     """A batch endpoint refused or could not be reached; the message names the cause."""
 
 
+class BatchLostError(BatchAPIError):
+    """The provider answers 404 for a batch (or its results): it no longer knows it, or this
+    key or server is not the one it was sent with."""
+
+    def __init__(self, batch_id: str, message: str) -> None:
+        super().__init__(f"the provider does not know batch {batch_id} ({message})")
+        self.batch_id = batch_id
+
+
 @dataclass(frozen=True)
 class BatchStatus:
     """A batch as the provider reports it.
@@ -66,12 +75,16 @@ class BatchResult:
     error: str | None = None
 
 
-async def _sdk_call(call: Awaitable[T], key: str) -> T:
-    """Await an SDK call, turning its errors into :class:`BatchAPIError` without the key."""
+async def _sdk_call(call: Awaitable[T], key: str, batch_id: str | None = None) -> T:
+    """Await an SDK call, turning its errors into :class:`BatchAPIError` without the key; a
+    404 for ``batch_id`` (its status, results or cancel) into :class:`BatchLostError`."""
     try:
         return await call
     except (openai.APIStatusError, anthropic.APIStatusError) as err:
         message = str(getattr(err, "message", err))
+        if batch_id is not None and err.status_code == 404:
+            lost = redact(f"HTTP 404: {message}", [key, *configured_keys()])
+            raise BatchLostError(batch_id, lost) from None
         raise BatchAPIError(str(status_error(err.status_code, message, {}, key))) from None
     except (openai.APIError, anthropic.APIError) as err:
         raise BatchAPIError(redact(f"batch API: {err}", [key, *configured_keys()])) from None
@@ -163,7 +176,8 @@ class OpenAIBatches:
 
     async def status(self, batch_id: str) -> BatchStatus:
         """The batch's state and counts."""
-        batch = await _sdk_call(self.judge.client().batches.retrieve(batch_id), self.judge.secret)
+        retrieve = self.judge.client().batches.retrieve(batch_id)
+        batch = await _sdk_call(retrieve, self.judge.secret, batch_id)
         counts = batch.request_counts
         total, done, failed = (
             (counts.total, counts.completed, counts.failed) if counts else (0, 0, 0)
@@ -179,16 +193,16 @@ class OpenAIBatches:
 
     async def cancel(self, batch_id: str) -> None:
         """Ask the provider to cancel the batch (requests not run yet will not be)."""
-        await _sdk_call(self.judge.client().batches.cancel(batch_id), self.judge.secret)
+        await _sdk_call(self.judge.client().batches.cancel(batch_id), self.judge.secret, batch_id)
 
     async def results(self, batch_id: str) -> list[BatchResult]:
         """Every result of an ended batch: its output file and its error file."""
         client, key = self.judge.client(), self.judge.secret
-        batch = await _sdk_call(client.batches.retrieve(batch_id), key)
+        batch = await _sdk_call(client.batches.retrieve(batch_id), key, batch_id)
         out: list[BatchResult] = []
         for file_id in (batch.output_file_id, batch.error_file_id):
             if file_id:
-                content = await _sdk_call(client.files.content(file_id), key)
+                content = await _sdk_call(client.files.content(file_id), key, batch_id)
                 out += [
                     self._result(json.loads(line))
                     for line in content.text.splitlines()
@@ -270,7 +284,8 @@ class AnthropicBatches:
     async def status(self, batch_id: str) -> BatchStatus:
         """The batch's state and counts."""
         client = self.judge.client()
-        batch = await _sdk_call(client.messages.batches.retrieve(batch_id), self.judge.secret)
+        retrieve = client.messages.batches.retrieve(batch_id)
+        batch = await _sdk_call(retrieve, self.judge.secret, batch_id)
         c = batch.request_counts
         failed = c.errored + c.canceled + c.expired
         total = c.processing + c.succeeded + failed
@@ -282,7 +297,7 @@ class AnthropicBatches:
     async def cancel(self, batch_id: str) -> None:
         """Ask the provider to cancel the batch (requests not run yet will not be)."""
         cancel = self.judge.client().messages.batches.cancel(batch_id)
-        await _sdk_call(cancel, self.judge.secret)
+        await _sdk_call(cancel, self.judge.secret, batch_id)
 
     async def results(self, batch_id: str) -> list[BatchResult]:
         """Every result of an ended batch."""
@@ -314,7 +329,7 @@ class AnthropicBatches:
                     )
             return out
 
-        return await _sdk_call(read(), key)
+        return await _sdk_call(read(), key, batch_id)
 
     async def aclose(self) -> None:
         """Close the judge's connections."""

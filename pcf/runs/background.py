@@ -19,6 +19,7 @@ from pcf.runs.engine import RunReport
 from pcf.runs.manage import RunBusyError, RunConflictError, judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store.engine import session_scope
+from pcf.store.errors import storage_problem
 from pcf.store.models import utc_now
 from pcf.store.queries import get_run, set_run_status
 
@@ -121,9 +122,12 @@ def _work(engine: Engine, tracker: _Tracker, spec: RunSpec) -> None:
     except (RunConflictError, RunBusyError) as exc:  # another run of that name: leave it be
         tracker.update(status="failed", error=str(exc), finished_at=utc_now())
     except Exception as exc:  # the page shows every failure, whatever it is
-        error = f"{type(exc).__name__}: {exc}"
+        error = storage_problem(exc, _database(engine)) or f"{type(exc).__name__}: {exc}"
         try:
             _mark_failed(engine, spec.run_name)
+        except Exception as marking:  # the database cannot be written: the run is interrupted
+            if storage_problem(marking, _database(engine)) is None:
+                raise
         finally:
             tracker.update(status="failed", error=error, finished_at=utc_now())
 

@@ -9,6 +9,8 @@ not sent again: a ``deferred`` record takes them from the cache once that batch 
 priced at the batch price), with the batch marked collected in the same transaction, so a
 collect killed at any point and run again stores each answer exactly once. Errors, expired and
 cancelled requests are failed calls with their reason; ``--retry-failed`` asks them again.
+A batch the provider answers 404 for is reported as lost and left as it is (another key or
+server gets 404 too); ``forget_lost`` turns it into failed calls (``batch_lost``) instead.
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ from typing import Any
 
 from sqlmodel import Session
 
-from pcf.judges import make_judge
+from pcf.judges import judge_server, make_judge
 from pcf.judges.base import redact
-from pcf.judges.batch import BatchClient, BatchResult, BatchStatus, batch_client
+from pcf.judges.batch import BatchClient, BatchLostError, BatchResult, BatchStatus, batch_client
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.prompts import Rendered
 from pcf.runs.adaptive import executions_for, next_wave
-from pcf.runs.engine import CallExecutor, PlannedCall, confirmations, plan
+from pcf.runs.engine import CallExecutor, PlannedCall, confirmations, content_key, plan
 from pcf.runs.manage import keep_lease, open_run, require_dataset, take_lease
 from pcf.runs.spec import IDENTITY_FIELDS, RunSpec
 from pcf.stopping import Stop
@@ -66,6 +68,9 @@ MISSING = {
     "cancelled": "batch_cancelled: the batch was cancelled before this request ran",
 }
 
+LOST_STATUS = "not_found"
+"""The provider status recorded for a batch the provider answered 404 for."""
+
 LIMIT_SETTING = "batch_limit"
 """The run setting that keeps ``--limit`` of the latest batch submit, for collecting."""
 
@@ -90,6 +95,9 @@ class BatchReport:
         finished: of those, requests the provider finished or whose results are stored.
         failures: failed calls stored.
         cost_usd: cost of the calls stored, at the batch price.
+        lost: batches the provider answered 404 for, left as they are (collect).
+        forgotten: lost batches whose requests were stored as failed calls (collect with
+            ``forget_lost``).
     """
 
     planned: int = 0
@@ -103,6 +111,8 @@ class BatchReport:
     finished: int = 0
     failures: int = 0
     cost_usd: float = 0.0
+    lost: list[str] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """The report as printed by the CLI."""
@@ -154,6 +164,40 @@ class _Batcher:
             self.items, self.db_ids, executions_for(spec), dataset_seed=dataset.seed
         )
         self.stops: dict[str, Stop] = {}
+        self.renamed = self._renamed_keys()
+
+    def _renamed_keys(self) -> dict[str, str]:
+        """``{custom id: content key}`` for the requests the run's uncollected batches sent
+        under their key from before servers were part of it (``content_key(server=False)``),
+        so that their results still find their calls."""
+        if judge_server(self.spec.backend, self.spec.base_url) is None:
+            return {}
+        records = run_batches(self.run.id, session=self.session)
+        sent = {key for r in records if r.state != "collected" for key in r.custom_ids}
+        if not sent:
+            return {}
+        calls = self.planned
+        if self.spec.protocol == "apoc":
+            stored = run_calls_by_slot(self.run.id, session=self.session)
+            calls = calls + confirmations(self.planned, stored, self.spec)
+        renamed = {}
+        for planned in calls:
+            rendered = planned.render()
+            old = content_key(
+                self.spec.backend,
+                self.spec.model,
+                rendered,
+                self.spec,
+                planned.repeat_index,
+                server=False,
+            )
+            if old in sent:
+                renamed[old] = self.executor.call_key(planned, rendered)
+        return renamed
+
+    def sent_keys(self, record: ProviderBatch) -> list[str]:
+        """The content keys of the calls a batch record carries."""
+        return [self.renamed.get(key, key) for key in record.custom_ids]
 
     def calls(self, stored: dict[Slot, Call]) -> list[PlannedCall]:
         """The run's calls now: APOCJudge's confirmations once their first answers are in; for
@@ -190,9 +234,9 @@ class _Batcher:
         if killed:
             by_key = {p[2]: p for p in self.prepare(self.planned) + prepared}
             for record in killed:
-                await self._finish(record, [by_key[key] for key in record.custom_ids])
+                await self._finish(record, [by_key[key] for key in self.sent_keys(record)])
         keep = {slot for slot, call in stored.items() if call.ok or not retry_failed}
-        own = {key for r in records if r.state != "collected" for key in r.custom_ids}
+        own = {key for r in records if r.state != "collected" for key in self.sent_keys(r)}
         todo = [p for p in prepared if _slot_of(p[0]) not in keep and p[2] not in own]
         hits = cached_calls([key for *_, key in todo], session=self.session)
         rows, rest = [], []
@@ -268,22 +312,18 @@ class _Batcher:
 
     # ------------------------------------------------------------------ collect
 
-    async def collect(self) -> None:
-        """Store the results of every ended batch of the run, and deferred calls answered."""
+    async def collect(self, *, forget_lost: bool = False) -> None:
+        """Store the results of every ended batch of the run, and deferred calls answered;
+        with ``forget_lost``, a batch the provider answers 404 for as failed calls."""
         self.report.pending = self.report.requests = self.report.finished = 0
+        self.report.lost = []
         for record in run_batches(self.run.id, session=self.session):
             self.report.requests += len(record.custom_ids)
             if record.state == "submitted":
-                status = await self.client.status(record.batch_id or "")
-                update_provider_batch(record, session=self.session, provider_status=status.status)
-                self.session.commit()
-                if not status.ended:
-                    self.report.pending += 1
-                    self.report.finished += status.finished
-                    continue
-                results = [] if status.error else await self.client.results(status.batch_id)
-                await self._store(record, _outcomes(record.custom_ids, results, status))
-                self.report.batches.append(status.batch_id)
+                try:
+                    await self._collect_batch(record)
+                except BatchLostError as lost:
+                    await self._lost(record, lost, forget=forget_lost)
             elif record.state == "deferred":
                 await self._store_deferred(record)
             elif record.state == "submitting":
@@ -291,16 +331,57 @@ class _Batcher:
             if record.state == "collected":
                 self.report.finished += len(record.custom_ids)
 
+    async def _collect_batch(self, record: ProviderBatch) -> None:
+        """Store a submitted batch's results once it ended.
+
+        Raises:
+            BatchLostError: the provider answers 404 for the batch or its results.
+        """
+        status = await self.client.status(record.batch_id or "")
+        update_provider_batch(record, session=self.session, provider_status=status.status)
+        self.session.commit()
+        if not status.ended:
+            self.report.pending += 1
+            self.report.finished += status.finished
+            return
+        results = [] if status.error else await self.client.results(status.batch_id)
+        await self._store(record, self._outcomes(record, results, status))
+        self.report.batches.append(status.batch_id)
+
+    async def _lost(self, record: ProviderBatch, lost: BatchLostError, *, forget: bool) -> None:
+        """Mark a batch the provider answers 404 for; with ``forget``, store its calls not
+        stored yet as failed calls that ``--retry-failed`` asks again (and mark it collected)."""
+        update_provider_batch(record, session=self.session, provider_status=LOST_STATUS)
+        self.session.commit()
+        if not forget:
+            self.report.lost.append(lost.batch_id)
+            return
+        error = f"batch_lost: {lost}; --retry-failed asks it again"
+        await self._store(
+            record, {key: BatchResult(key, error=error) for key in self.sent_keys(record)}
+        )
+        self.report.forgotten.append(lost.batch_id)
+
     async def _store_deferred(self, record: ProviderBatch) -> None:
         carried = pending_batch_keys(session=self.session)
         if any(key in carried for key in record.custom_ids):
             self.report.pending += 1
             return
-        hits = cached_calls(record.custom_ids, session=self.session)
+        keys = self.sent_keys(record)
+        hits = cached_calls(keys, session=self.session)
         gone = "batch_deferred: the other run's batch gave no usable answer; judge again"
-        await self._store(
-            record, {key: BatchResult(key, error=gone) for key in record.custom_ids}, hits
-        )
+        await self._store(record, {key: BatchResult(key, error=gone) for key in keys}, hits)
+
+    def _outcomes(
+        self, record: ProviderBatch, results: list[BatchResult], status: BatchStatus
+    ) -> dict[str, BatchResult]:
+        """The outcome of each call of the record, by content key (see :meth:`sent_keys`)."""
+        if self.renamed:
+            results = [
+                dataclasses.replace(r, custom_id=self.renamed.get(r.custom_id, r.custom_id))
+                for r in results
+            ]
+        return _outcomes(self.sent_keys(record), results, status)
 
     async def _store(
         self,
@@ -310,7 +391,7 @@ class _Batcher:
     ) -> None:
         """Store the outcomes of a record's keys, and mark it collected, in one transaction."""
         stored = run_calls_by_slot(self.run.id, session=self.session)
-        wanted = set(record.custom_ids)
+        wanted = set(self.sent_keys(record))
         rows, paid = [], set()
         for planned, rendered, key in self.prepare(self.calls(stored)):
             if key not in wanted:
@@ -375,6 +456,10 @@ class _Batcher:
                 current.id
             )
         return row
+
+    def lost_only(self) -> bool:
+        """Whether the last collect left lost batches and nothing to wait for."""
+        return bool(self.report.lost) and not self.report.pending
 
     def done(self) -> bool:
         """Whether every batch of the run is collected and every call is stored."""
@@ -495,7 +580,7 @@ def _existing(name: str, *, session: Session) -> Run:
 
 def batch_status(name: str, *, session: Session) -> list[dict[str, Any]]:
     """The run's batches with their progress as the provider reports it (collected ones as
-    stored)."""
+    stored); a batch the provider answers 404 for has provider status ``not_found``."""
     run = _existing(name, session=session)
     records = run_batches(run.id, session=session)
     rows = []
@@ -509,13 +594,17 @@ def batch_status(name: str, *, session: Session) -> list[dict[str, Any]]:
                     "requests": len(record.custom_ids),
                 }
                 if record.state == "submitted" and record.batch_id:
-                    status = await client.status(record.batch_id)
-                    row |= {
-                        "provider_status": status.status,
-                        "finished": status.finished,
-                        "failed": status.failed,
-                        "error": status.error,
-                    }
+                    try:
+                        status = await client.status(record.batch_id)
+                    except BatchLostError as lost:
+                        row |= {"provider_status": LOST_STATUS, "error": str(lost)}
+                    else:
+                        row |= {
+                            "provider_status": status.status,
+                            "finished": status.finished,
+                            "failed": status.failed,
+                            "error": status.error,
+                        }
                 rows.append(row)
         finally:
             await client.aclose()
@@ -524,39 +613,54 @@ def batch_status(name: str, *, session: Session) -> list[dict[str, Any]]:
     return rows
 
 
-def cancel_runs(names: Sequence[str], *, session: Session) -> list[str]:
-    """Ask the provider to cancel the runs' batches not ended yet; the batch ids asked.
+def cancel_runs(names: Sequence[str], *, session: Session) -> dict[str, Any]:
+    """Ask the provider to cancel the runs' batches not ended yet.
 
     Collect then stores what each batch answered before it stopped, and the rest as failed
     calls (``batch_cancelled``), which ``--retry-failed`` asks again.
+
+    Returns:
+        ``{"cancelled": [batch ids asked], "lost": {run: [batch ids]}}``, where lost batches
+        are those the provider answers 404 for.
     """
     runs = [_existing(name, session=session) for name in names]
+    cancelled: list[str] = []
+    lost: dict[str, list[str]] = {}
 
-    async def cancel(run: Run) -> list[str]:
+    async def cancel(run: Run) -> None:
         client = _client(spec_of(run, session=session))
-        asked = []
         try:
             for record in run_batches(run.id, session=session):
                 if record.state != "submitted" or not record.batch_id:
                     continue
-                if not (await client.status(record.batch_id)).ended:
-                    await client.cancel(record.batch_id)
-                    asked.append(record.batch_id)
+                try:
+                    if not (await client.status(record.batch_id)).ended:
+                        await client.cancel(record.batch_id)
+                        cancelled.append(record.batch_id)
+                except BatchLostError:
+                    lost.setdefault(run.name, []).append(record.batch_id)
         finally:
             await client.aclose()
-        return asked
 
-    return [batch_id for run in runs for batch_id in asyncio.run(cancel(run))]
+    for run in runs:
+        asyncio.run(cancel(run))
+    return {"cancelled": cancelled, "lost": lost}
 
 
 def batch_overview(runs: Sequence[Run], *, session: Session) -> list[dict[str, Any]]:
     """The runs that sent batches, as stored (no provider call): for each, its batches,
-    how many are collected, and whether some are left to collect."""
+    how many are collected, whether some are left to collect, and the ids of those the
+    provider answered 404 for when last asked (``lost``)."""
     out = []
     for run in runs:
         records = run_batches(run.id, session=session)
         if records:
             collected = sum(r.state == "collected" for r in records)
+            lost = [
+                r.batch_id
+                for r in records
+                if r.state == "submitted" and r.provider_status == LOST_STATUS
+            ]
             out.append(
                 {
                     "run": run.name,
@@ -565,6 +669,7 @@ def batch_overview(runs: Sequence[Run], *, session: Session) -> list[dict[str, A
                     "collected": collected,
                     "requests": sum(len(r.custom_ids) for r in records),
                     "to_collect": collected < len(records),
+                    "lost": lost,
                 }
             )
     return out
@@ -577,11 +682,15 @@ def collect_runs(
     wait: bool = False,
     poll_s: float = 30.0,
     progress: Callable[[list[BatchReport]], None] | None = None,
+    forget_lost: bool = False,
 ) -> list[BatchReport]:
     """Store the results of the runs' ended batches; with ``wait``, until every batch ended.
 
     An APOCJudge run's confirmation calls (its second wave) are submitted once its first
-    answers are stored, and waited for too with ``wait``.
+    answers are stored, and waited for too with ``wait``. A batch the provider answers 404
+    for (status or results) is listed in its report's ``lost`` and left as it is; with
+    ``forget_lost`` its calls not stored yet are stored as failed calls ``batch_lost: ...``
+    instead (``--retry-failed`` asks them again) and it is listed in ``forgotten``.
 
     Raises:
         ValueError: no run of that name, or one that is not a batch run.
@@ -592,7 +701,9 @@ def collect_runs(
     specs = [spec_of(run, session=session) for run in runs]
     with ExitStack() as stack:
         holders = [stack.enter_context(_leased(name, session=session)) for name in names]
-        return asyncio.run(_collect_all(runs, specs, holders, session, wait, poll_s, progress))
+        return asyncio.run(
+            _collect_all(runs, specs, holders, session, wait, poll_s, progress, forget_lost)
+        )
 
 
 async def _collect_all(
@@ -603,6 +714,7 @@ async def _collect_all(
     wait: bool,
     poll_s: float,
     progress: Callable[[list[BatchReport]], None] | None,
+    forget_lost: bool,
 ) -> list[BatchReport]:
     batchers = [
         _Batcher(run, spec, _client(spec), session=session)
@@ -615,15 +727,15 @@ async def _collect_all(
     try:
         while True:
             for batcher in batchers:
-                await batcher.collect()
+                await batcher.collect(forget_lost=forget_lost)
                 waves = batcher.spec.protocol == "apoc" or batcher.spec.adaptive != "off"
                 if batcher.report.pending == 0 and waves:
                     await batcher.submit(retry_failed=False, max_requests=None, max_bytes=None)
-                    await batcher.collect()
+                    await batcher.collect(forget_lost=forget_lost)
                 _finish_run(batcher)
             if progress:
                 progress([b.report for b in batchers])
-            if not wait or all(b.done() for b in batchers):
+            if not wait or all(b.done() or b.lost_only() for b in batchers):
                 break
             await asyncio.sleep(poll_s)
     finally:

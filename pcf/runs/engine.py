@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from pcf.items import Item
+from pcf.judges import judge_server
 from pcf.judges.base import CallContext, Judge, JudgeError, JudgeReply, configured_keys, redact
 from pcf.orderings import canonical_order, schedule
 from pcf.pairwise import is_ballpark_question, needs_confirmation
@@ -121,10 +122,15 @@ def plan(
     return out
 
 
-def content_key(backend: str, model: str, rendered: Rendered, spec: RunSpec, repeat: int) -> str:
+def content_key(
+    backend: str, model: str, rendered: Rendered, spec: RunSpec, repeat: int, *, server: bool = True
+) -> str:
     """The cache key of a call: backend, model, prompt text, sampling settings, repeat index;
     for the simulated judge also the run seed (its noise follows the seed), for a replay the
-    recording's bytes (another file is another judge). A provider's answers follow neither."""
+    recording's bytes (another file is another judge), for a provider reached through another
+    server than its own that server (:func:`~pcf.judges.judge_server`), since another server
+    is another judge under the same model name. ``server=False`` gives the key as it was made
+    before servers were part of it (batches sent then carry it as their custom id)."""
     payload = [
         backend,
         model,
@@ -139,6 +145,8 @@ def content_key(backend: str, model: str, rendered: Rendered, spec: RunSpec, rep
         payload.append(spec.seed)
     elif backend == "replay" and spec.replay is not None:
         payload.append(recording_digest(Path(spec.replay)))
+    elif server and (address := judge_server(backend, spec.base_url)) is not None:
+        payload.append(address)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 
 
@@ -272,6 +280,7 @@ class CallExecutor:
         self.report = RunReport()
         self.semaphore = asyncio.Semaphore(spec.concurrency)
         self.replacing: dict[tuple[int, int, int], int] = {}
+        self.stopped = False
 
     def _store(self, rows: list[dict[str, Any]]) -> None:
         """Commit new calls, and new answers of retried failed calls (the failed answer is
@@ -292,7 +301,8 @@ class CallExecutor:
         A plain INSERT of the rows, without building ORM objects or a unit of work: this runs
         in the event loop once per call, and every millisecond it takes is taken from the
         judge's SDK (see ``benchmarks/runner_throughput.py``). A call that another writer
-        stored meanwhile does not stop the run: the answer is kept as a duplicate of it.
+        stored meanwhile does not stop the run: the answer is kept as a duplicate of it. Any
+        other error (a full disk...) stops it: no call is made after it.
         """
         try:
             self._store(rows)
@@ -300,6 +310,9 @@ class CallExecutor:
             self.session.rollback()
             for row in rows:
                 self._commit_alone(row)
+        except Exception:
+            self.stopped = True
+            raise
         for row in rows:
             if not row["ok"]:
                 self.report.failures += 1
@@ -437,6 +450,8 @@ class CallExecutor:
         tokens_in = tokens_out = attempts = transport_failures = parse_failures = 0
         outcome: dict[str, Any]
         async with self.semaphore:
+            if self.stopped:  # an answer could not be stored: pay for no other
+                return
             while True:
                 attempts += 1
                 try:

@@ -255,7 +255,8 @@ def judge_run(
         if any(batch.state != "collected" for batch in run_batches(run.id, session=session)):
             raise ValueError(
                 f"run {name!r} has provider batches not collected yet; `pcf batch collect` "
-                "them first (or `pcf batch cancel`), so that no request is paid twice"
+                "them first (or `pcf batch cancel`, or `pcf batch forget` those the provider "
+                "lost), so that no request is paid twice"
             )
         items = load_items(run.dataset_id, session=session)[: spec.limit]
         db_ids = item_db_ids(run.dataset_id, session=session)

@@ -10,6 +10,7 @@ from pcf.store.engine import (
     session_scope,
     write_with_retry,
 )
+from pcf.store.errors import DatabaseMovedError, storage_problem
 from pcf.store.models import (
     NO_CANDIDATE_CHOICES,
     Adjudication,
@@ -64,6 +65,7 @@ __all__ = [
     "Adjudication",
     "Call",
     "CandidateRow",
+    "DatabaseMovedError",
     "Dataset",
     "ItemRow",
     "LostRaceError",
@@ -103,6 +105,7 @@ __all__ = [
     "run_version",
     "session_scope",
     "set_run_status",
+    "storage_problem",
     "stored_judgment",
     "update_run_totals",
     "utc_now",

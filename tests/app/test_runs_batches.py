@@ -61,3 +61,48 @@ def test_a_batch_run_is_listed_and_collected_from_the_page(
     assert "**batched** — finished" in texts
     assert "1 of 1 batches collected, 3 requests sent." in texts
     assert "runs_collect_batched" not in [b.key for b in at.button]
+
+
+def test_a_lost_batch_is_shown_and_forgotten_from_the_page(
+    app: AppTest, db: Session, monkeypatch: pytest.MonkeyPatch
+):
+    """Collect finds the provider answers 404 for the batch: the page says so and offers to
+    forget it, which stores its calls as failed calls and ends the run."""
+    use_environment(monkeypatch, OPENAI)
+    with WireServer(answer) as server:
+        spec = RunSpec(
+            "demo",
+            "batched",
+            backend="openai",
+            model="gpt-test",
+            base_url=server.openai_base_url,
+            protocol="direct",
+            limit=3,
+        )
+        (batch_id,) = submit_run(spec, session=db)[1].batches
+        server.batches.lose(batch_id)
+        at = open_page(app, "runs")
+        assert "runs_forget_batched" not in [b.key for b in at.button]
+
+        at = at.button(key="runs_collect_batched").click().run()
+        assert not at.exception, [e.message for e in at.exception]
+        assert [s.value for s in at.success] == []
+        assert len(at.warning) == 1
+        assert at.warning[0].value.startswith(
+            "The provider answers 404 (not found) for 1 of these batches"
+        )
+        at = at.run()  # as stored: the batch is still listed as lost
+        assert len(at.warning) == 1
+
+        at = at.button(key="runs_forget_batched").click().run()
+        assert not at.exception, [e.message for e in at.exception]
+        assert [s.value for s in at.success] == [
+            "1 lost batches forgotten: 3 calls stored as failed (batch_lost); "
+            "`pcf judge ... --retry-failed` asks them again."
+        ]
+    assert len(at.warning) == 0
+    texts = markdown_texts(at)
+    assert "**batched** — finished" in texts
+    assert "1 of 1 batches collected, 3 requests sent." in texts
+    assert stored_calls(db, "batched") == 3
+    assert {"runs_collect_batched", "runs_forget_batched"}.isdisjoint(b.key for b in at.button)

@@ -19,6 +19,7 @@ import warnings
 
 import pytest
 
+from pcf.judges import BASE_URL_ENV, judge_server
 from pcf.judges._provider import PLACEHOLDER_KEY, retry_after_seconds
 from pcf.judges.base import MAX_CALL_TOKENS, JudgeError, JudgeReply, JudgeRequest
 from tests.judge_providers import (
@@ -284,3 +285,21 @@ def test_a_body_no_json_decoder_takes_is_a_bad_response(
     error, _ = failure(provider, lambda _r: Scripted.answer('{"ok": true}', input_tokens=literal))
     assert error.reason == "bad_response"
     assert error.retryable
+
+
+def test_the_server_of_a_cache_key_is_normalised_and_holds_no_credential(monkeypatch) -> None:
+    for variable in BASE_URL_ENV.values():
+        monkeypatch.delenv(variable, raising=False)
+    given = "HTTP://ana:s3cret@LocalHost:80/v1/?api_key=k3y#top"
+    assert judge_server("openai", given) == "http://localhost/v1"
+    assert judge_server("openai", "https://Host:8443/v1") == "https://host:8443/v1"
+    assert judge_server("openai", "http://[::1]:8000/v1") == "http://[::1]:8000/v1"
+    assert judge_server("openai", "http://host:not-a-port/v1") == "http://host/v1"
+    # the provider's own endpoint, however written, and backends that call no server
+    assert judge_server("openai", "https://API.openai.com:443/v1/") is None
+    assert judge_server("anthropic", "https://api.anthropic.com") is None
+    assert judge_server("openai", None) is None
+    assert judge_server("simulated", "http://host") is None
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://proxy.example/anthropic/")
+    assert judge_server("anthropic", None) == "https://proxy.example/anthropic"
+    assert judge_server("anthropic", "http://other") == "http://other"

@@ -7,6 +7,7 @@ made call by call stores, at half the cost, and each request is paid (run by the
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -17,16 +18,18 @@ from sqlmodel import Session, col, select
 from typer.testing import CliRunner
 
 from pcf.cli import app
+from pcf.judges import make_judge
+from pcf.judges.batch import batch_client
 from pcf.prices import batch_prices
-from pcf.runs.batch import batch_status, cancel_runs, collect_runs, submit_run
-from pcf.runs.engine import plan
+from pcf.runs.batch import batch_overview, batch_status, cancel_runs, collect_runs, submit_run
+from pcf.runs.engine import content_key, plan
 from pcf.runs.estimate import estimate_run
-from pcf.runs.manage import judge_run
+from pcf.runs.manage import judge_run, open_run
 from pcf.runs.spec import RunSpec
 from pcf.runs.study import study_specs
-from pcf.store import Call, get_engine, import_items
+from pcf.store import Call, get_engine, get_run, import_items, item_db_ids, load_items
 from pcf.store.models import ProviderBatch, ReplacedCall, Run
-from pcf.store.queries import delete_run
+from pcf.store.queries import add_provider_batch, delete_run, update_provider_batch
 from tests.demo_database import drop_database, new_database
 from tests.factories import make_item
 from tests.judge_providers import OPENAI, PROVIDERS, SECRET, ProviderSpec, use_environment
@@ -91,11 +94,10 @@ def base_spec(provider: ProviderSpec, server: WireServer, **settings) -> RunSpec
 
 
 def judgments(session: Session, run_name: str) -> dict:
+    """Each call's outcome and request (its content key names the server, which differs)."""
     run = session.exec(select(Run).where(Run.name == run_name)).one()
     calls = session.exec(select(Call).where(Call.run_id == run.id)).all()
-    return {
-        (c.item_id, c.execution, c.call_index): (c.ok, c.judgment, c.content_key) for c in calls
-    }
+    return {(c.item_id, c.execution, c.call_index): (c.ok, c.judgment, c.request) for c in calls}
 
 
 def batch_requests(server: WireServer) -> list[WireRequest]:
@@ -250,7 +252,7 @@ def test_a_cancelled_batch_leaves_failed_calls_and_a_key_in_an_error_is_masked(
         import_ds(session, 1)
         spec = base_spec(provider, server, name="r", executions=1)
         _, submitted = submit_run(spec, session=session)
-        assert cancel_runs(["r"], session=session) == submitted.batches
+        assert cancel_runs(["r"], session=session) == {"cancelled": submitted.batches, "lost": {}}
         report = collect_runs(["r"], session=session)[0]
         assert report.stored == report.failures == 4
         errors = {c.error for c in session.exec(select(Call)).all()}
@@ -463,3 +465,163 @@ def test_two_calls_with_one_content_key_are_one_request_paid_once(monkeypatch, t
     per_request = (TOKENS_IN * PRICE[0] + TOKENS_OUT * PRICE[1]) / 1e6 / 2
     assert run.cost_usd == pytest.approx(2 * per_request)
     assert run.input_tokens == 2 * TOKENS_IN
+
+
+@with_provider()
+def test_a_batch_sent_before_servers_were_in_the_key_is_collected_into_its_calls(
+    provider_env, session
+):
+    """A batch in flight when the key changed carries the old keys as custom ids: a submit
+    sends none of its calls again, and collect stores every answer in its call."""
+    provider = provider_env
+    with WireServer(answer, batch_polls=1) as server:
+        import_ds(session, 2)
+        spec = base_spec(provider, server, name="r", executions=1)
+        run = open_run(spec, session=session)
+        items = load_items(run.dataset_id, session=session)
+        calls = plan(items, item_db_ids(run.dataset_id, session=session), spec)
+        old = [
+            content_key(spec.backend, spec.model, c.render(), spec, c.repeat_index, server=False)
+            for c in calls
+        ]
+        client = batch_client(make_judge(spec.backend, spec.model, base_url=spec.base_url))
+        entries = [
+            client.entry(key, c.render().request(spec.temperature, spec.max_tokens))
+            for key, c in zip(old, calls, strict=True)
+        ]
+        record = add_provider_batch(run.id, "token", old, session=session)
+
+        async def send() -> str:  # what the previous release sent and recorded
+            try:
+                return await client.submit("token", entries, file_id=None, on_file=lambda _: None)
+            finally:
+                await client.aclose()
+
+        update_provider_batch(
+            record, session=session, state="submitted", batch_id=asyncio.run(send())
+        )
+        session.commit()
+        again = submit_run(spec, session=session)[1]
+        collect_runs(["r"], session=session, wait=True, poll_s=0.01)
+        paid = len(batch_requests(server))
+        created = server.batches.created
+    assert (again.submitted, again.deferred) == (0, 0)
+    assert paid == len(calls) == 8
+    assert created == 1
+    stored = session.exec(select(Call)).all()
+    assert len(stored) == 8
+    assert all(c.ok for c in stored)
+    assert not set(old) & {c.content_key for c in stored}  # stored under the keys of now
+    session.refresh(run)
+    assert run.status == "finished"
+
+
+@with_provider()
+@pytest.mark.parametrize("retry", ["batch", "call"])
+def test_a_lost_batch_is_forgotten_into_failed_calls_that_retry_failed_asks_again(
+    provider_env, retry, session
+):
+    """Three batches: one collected, one the provider lost whole (404 on status), one whose
+    results it lost (404 on results). The run is stuck until forget makes their calls failed
+    calls ``batch_lost``; --retry-failed (by batch or call by call) then asks those again,
+    and the answers of the first batch stay as stored."""
+    provider = provider_env
+    with WireServer(answer, batch_polls=1) as server:
+        import_ds(session, 3)
+        spec = base_spec(provider, server, name="r", executions=1)
+        _, submitted = submit_run(spec, session=session, max_requests=4)
+        _, lost, lost_results = submitted.batches
+        server.batches.lose(lost)
+        server.batches.lose(lost_results, results_only=True)
+        collected = collect_runs(["r"], session=session, wait=True, poll_s=0.01)[0]
+        first_answers = {c.id: c.created_at for c in session.exec(select(Call)).all()}
+        # every stuck state: call by call refused, a batch submit sends nothing
+        with pytest.raises(ValueError, match="not collected yet"):
+            judge_run(spec, session=session)
+        assert submit_run(spec, session=session, retry_failed=True)[1].submitted == 0
+        asked = cancel_runs(["r"], session=session)
+        status = {
+            row["batch_id"]: row.get("provider_status")
+            for row in batch_status("r", session=session)
+        }
+        overview = batch_overview([get_run("r", session=session)], session=session)[0]
+
+        forgot = collect_runs(["r"], session=session, forget_lost=True)[0]
+        failed = {c.error for c in session.exec(select(Call)).all() if not c.ok}
+        if retry == "batch":
+            again = submit_run(spec, session=session, retry_failed=True)[1].submitted
+            collect_runs(["r"], session=session, wait=True, poll_s=0.01)
+        else:
+            again = judge_run(spec, session=session, retry_failed=True)[1].retried
+        paid = server.request_count
+    assert (collected.lost, collected.stored, collected.pending) == ([lost, lost_results], 4, 0)
+    assert asked == {"cancelled": [], "lost": {"r": [lost]}}
+    assert status[lost] == "not_found"
+    assert (overview["lost"], overview["to_collect"]) == ([lost, lost_results], True)
+    assert (forgot.forgotten, forgot.failures) == ([lost, lost_results], 8)
+    assert len(failed) == 2
+    assert all(e.startswith("batch_lost: the provider does not know batch ") for e in failed)
+    assert all("HTTP 404" in e and "--retry-failed" in e for e in failed)
+    assert again == 8
+    assert paid == 12 + 8  # the lost batches' requests ran on the server, then again
+    session.expire_all()
+    calls = session.exec(select(Call)).all()
+    assert len(calls) == 12
+    assert all(c.ok for c in calls)
+    replaced = {r.call_id for r in session.exec(select(ReplacedCall)).all()}
+    assert len(replaced) == 8
+    assert {c.id: c.created_at for c in calls if c.id not in replaced} == first_answers
+    assert get_run("r", session=session).status == "finished"
+
+
+def test_the_commands_say_which_batch_is_lost_and_forget_gets_the_run_out(monkeypatch, tmp_path):
+    """`pcf batch collect`, `status` and `cancel` name the batch the provider answers 404 for
+    and the way out, in one line each; `pcf batch forget` takes it, and `pcf judge
+    --retry-failed` asks its calls again call by call."""
+    use_environment(monkeypatch, OPENAI)
+    import_dataset(tmp_path, 2)
+
+    def pcf(*args: str):
+        return CliRunner().invoke(app, list(args))
+
+    with WireServer(answer) as server:
+        judge = [
+            *("judge", "ds", "--name", "r", "--backend", "openai", "--model", "gpt-test"),
+            *("--base-url", server.openai_base_url, "--k", "2"),
+        ]
+        submitted = pcf(*judge, "--batch")
+        (batch_id,) = json.loads(submitted.stdout)["batches"]
+        server.batches.lose(batch_id)
+        collected = pcf("batch", "collect", "r", "--wait", "--poll", "0")
+        status = pcf("batch", "status", "r")
+        cancelled = pcf("batch", "cancel", "r")
+        stuck = pcf(*judge, "--batch", "--retry-failed")
+        refused = pcf(*judge)
+        forgotten = pcf("batch", "forget", "r")
+        nothing_left = pcf("batch", "forget", "r")
+        retried = pcf(*judge, "--retry-failed")
+    lost = (
+        f"run 'r': the provider answers 404 (not found) for batch {batch_id}; if it lost the "
+        "batch, `pcf batch forget 'r'` makes its calls failed calls that "
+        "`pcf judge ... --retry-failed` asks again"
+    )
+    assert (collected.exit_code, collected.stderr.splitlines()[-1]) == (1, f"error: {lost}")
+    assert json.loads(collected.stdout)["r"]["lost"] == [batch_id]
+    assert (status.exit_code, status.stderr) == (0, f"note: {lost}\n")
+    assert json.loads(status.stdout)["r"][0]["provider_status"] == "not_found"
+    assert (cancelled.exit_code, cancelled.stderr) == (1, f"error: {lost}\n")
+    assert json.loads(stuck.stdout)["submitted"] == 0
+    assert f"note: {lost}\n" in stuck.stderr
+    assert refused.exit_code == 2
+    assert "`pcf batch forget` those the provider lost" in refused.stderr
+    assert forgotten.exit_code == 0, forgotten.output
+    assert json.loads(forgotten.stdout)["r"]["forgotten"] == [batch_id]
+    assert forgotten.stderr == (
+        "run 'r': 1 lost batch(es) forgotten, 4 calls stored as failed; "
+        "`pcf judge ... --retry-failed` asks them again\n"
+    )
+    assert nothing_left.stderr == "run 'r': no lost batch to forget\n"
+    assert retried.exit_code == 0, retried.output
+    done = json.loads(retried.stdout)
+    assert (done["this_invocation"]["retried_failed"], done["failures"]) == (4, 0)
+    assert all("Traceback" not in r.output for r in (collected, status, cancelled, forgotten))

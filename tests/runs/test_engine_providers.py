@@ -18,13 +18,15 @@ from collections import Counter, defaultdict
 import pytest
 from sqlmodel import Session, col, select
 
+from pcf.judges import BASE_URL_ENV
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.openai_judge import OpenAIJudge
-from pcf.runs.engine import plan
+from pcf.runs.engine import RunReport, content_key, plan
+from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import Call, get_engine, import_items, item_db_ids
 from tests.factories import make_item
-from tests.judge_providers import run_at_server
+from tests.judge_providers import PROVIDERS, run_at_server, use_environment
 from tests.wire_server import Scripted, WireRequest, WireServer, message_key
 
 CANDIDATE_KEY = re.compile(r'<candidate key="([^"]+)">')
@@ -186,3 +188,89 @@ def test_a_run_survives_every_provider_failure_and_counts_add_up(backend: str):
     assert run.output_tokens == report.output_tokens == sum(c.output_tokens for c in rows)
     assert run.cache_hits == report.cache_hits == 0
     assert {c.request["backend"] for c in rows} == {backend}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.backend)
+def test_two_servers_under_one_model_name_answer_for_themselves(provider, monkeypatch, session):
+    """A run against a second server under the same model name makes its calls there (a
+    server that fails every call: no cache hit, each failure recorded); the first server
+    again, its address written otherwise, or given by the SDK's variable instead of
+    ``--base-url``, is answered from the cache."""
+    use_environment(monkeypatch, provider)
+    items = [make_item(f"q{i}") for i in range(3)]
+    import_items(items, session=session, name="ds", fmt="jsonl")
+    session.commit()
+    planned = 3 * 3
+
+    def answers(request: WireRequest) -> Scripted:
+        return _with_tokens(Scripted.answer(listwise_text(request.last_user_text)))
+
+    def refuses(_request: WireRequest) -> Scripted:
+        return Scripted.error(400, "this server refuses every call")
+
+    def judged(name: str, base_url: str | None) -> RunReport:
+        spec = dataclasses.replace(
+            CONFIG, name=name, backend=provider.backend, model=provider.model, base_url=base_url
+        )
+        return judge_run(dataclasses.replace(spec, k=3), session=session)[1]
+
+    with WireServer(answers) as first, WireServer(refuses) as second:
+        by_first = judged("first", provider.base_url(first))
+        by_second = judged("second", provider.base_url(second))
+        sent_to_second = second.request_count
+        rewritten = provider.base_url(first).replace("http://", "HTTP://") + "/"
+        again = judged("first-again", rewritten)
+        monkeypatch.setenv(BASE_URL_ENV[provider.backend], provider.base_url(first))
+        by_variable = judged("first-by-variable", None)
+        sent_to_first = first.request_count
+
+    assert (by_first.calls_made, by_first.cache_hits, by_first.failures) == (planned, 0, 0)
+    assert (by_second.calls_made, by_second.cache_hits, by_second.failures) == (planned, 0, planned)
+    assert by_second.errors == Counter({"client_error": planned})
+    assert sent_to_second == planned
+    assert (again.cache_hits, again.calls_made) == (planned, 0)
+    assert (by_variable.cache_hits, by_variable.calls_made) == (planned, 0)
+    assert sent_to_first == planned
+    stored = session.exec(select(Call).where(~col(Call.ok))).all()
+    assert {c.error for c in stored} == {"client_error: HTTP 400: this server refuses every call"}
+
+
+def test_a_run_stored_before_servers_were_in_the_key_resumes_without_paying_again(
+    monkeypatch, session
+):
+    """Calls stored with the key of before (no server in it) are the run's calls: resumed with
+    one more item, the run makes that item's calls only; its old keys stay as stored."""
+    use_environment(monkeypatch, PROVIDERS[0])
+    items = [make_item(f"q{i}") for i in range(3)]
+    dataset = import_items(items, session=session, name="ds", fmt="jsonl")
+    session.commit()
+
+    def answers(request: WireRequest) -> Scripted:
+        return _with_tokens(Scripted.answer(listwise_text(request.last_user_text)))
+
+    with WireServer(answers) as server:
+        spec = dataclasses.replace(
+            CONFIG, name="old", backend="openai", base_url=server.openai_base_url, k=3
+        )
+        judge_run(dataclasses.replace(spec, limit=2), session=session)
+        slots = {
+            (p.item_db_id, p.execution, p.call_index): p
+            for p in plan(items, item_db_ids(dataset.id, session=session), spec)
+        }
+        old_keys = {}
+        for call in session.exec(select(Call)).all():  # as the previous release stored them
+            planned = slots[call.item_id, call.execution, call.call_index]
+            call.content_key = old_keys[call.id] = content_key(
+                "openai", spec.model, planned.render(), spec, planned.repeat_index, server=False
+            )
+            session.add(call)
+        session.commit()
+        _, resumed = judge_run(spec, session=session)
+        sent = server.request_count
+    assert (resumed.already_done, resumed.calls_made, resumed.cache_hits) == (6, 3, 0)
+    assert sent == 9
+    session.expire_all()
+    calls = session.exec(select(Call)).all()
+    assert len(calls) == 9
+    assert all(c.ok for c in calls)
+    assert {c.id: c.content_key for c in calls if c.id in old_keys} == old_keys

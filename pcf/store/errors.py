@@ -1,0 +1,134 @@
+"""A database that cannot be used (a full disk, a read-only file, a file that vanished) told in
+one line that says what happened and what to do, for the CLI and the app to show.
+
+SQLite in WAL mode does not notice that its file was moved or deleted while a connection is
+open: it goes on writing into the unlinked file, and what it writes is lost when the process
+ends. Every commit on a SQLite file therefore first checks that the file at its path is still
+the one the connection opened (:class:`DatabaseMovedError` when it is not); the check is a
+listener on every engine, registered when this package is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, event, make_url
+from sqlalchemy.exc import DBAPIError
+
+FILE_INFO = "pcf_database_file"
+"""The connection record's info entry: the SQLite file's path, device and inode."""
+RESUMES = "try again: a run resumes where it stopped"
+
+
+class DatabaseMovedError(RuntimeError):
+    """The SQLite file a connection writes to is no longer at its path (moved or deleted)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"the database file {path} was moved or deleted while in use")
+        self.path = path
+
+
+def _file_identity(path: str) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+@event.listens_for(Engine, "connect")
+def _remember_file(dbapi_connection: Any, connection_record: Any) -> None:
+    """Note which file a new SQLite connection opened (none for memory or temporary ones)."""
+    if not isinstance(dbapi_connection, sqlite3.Connection):
+        return
+    for _, name, path in dbapi_connection.execute("PRAGMA database_list").fetchall():
+        if name == "main" and path:
+            connection_record.info[FILE_INFO] = (path, _file_identity(path))
+
+
+@event.listens_for(Engine, "commit")
+def _check_file(connection: Connection) -> None:
+    """Refuse to commit into a SQLite file that is no longer at its path.
+
+    Raises:
+        DatabaseMovedError: the file was moved, deleted or replaced since the connection
+            opened it.
+    """
+    noted = connection.connection.info.get(FILE_INFO)
+    if noted is not None and _file_identity(noted[0]) != noted[1]:
+        raise DatabaseMovedError(noted[0])
+
+
+def storage_problem(exc: BaseException, url: str) -> str | None:
+    """One line on why the database at ``url`` cannot be used, and what to do; None when
+    ``exc`` is not such a problem.
+
+    Args:
+        exc: an error raised while using the database.
+        url: the database's URL (a password in it is never shown).
+    """
+    if isinstance(exc, DatabaseMovedError):
+        return _moved(Path(exc.path))
+    orig = exc.orig if isinstance(exc, DBAPIError) else None
+    if not isinstance(orig, sqlite3.Error):
+        return None
+    path = Path(make_url(url).database or "")
+    for prefix, explain in SQLITE_PROBLEMS:
+        if orig.sqlite_errorname.startswith(prefix):
+            return explain(path)
+    return None
+
+
+def _full(path: Path) -> str:
+    return (
+        f"the disk that holds the database {path} is full; nothing stored was lost. "
+        f"Free some space, then {RESUMES}"
+    )
+
+
+def _moved(path: Path) -> str:
+    return (
+        f"the database file {path} was moved or deleted while in use, so nothing more was "
+        f"written to it. Put it back (or point PCF_DATABASE_URL at where it is now), then "
+        f"{RESUMES}"
+    )
+
+
+def _read_only(path: Path) -> str:
+    return (
+        f"the database {path} is read-only (its file or its file system cannot be written), "
+        "so nothing was written. Make it writable, or point PCF_DATABASE_URL at a writable "
+        "copy, and try again"
+    )
+
+
+def _cannot_open(path: Path) -> str:
+    if not path.parent.is_dir():
+        why = f"its folder {path.parent} does not exist"
+    elif os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+        why = "it is on a read-only file system"
+    else:
+        why = "it or its folder cannot be read or written (permissions, an immutable attribute)"
+    return f"cannot open the database file {path}: {why}. Once it can be opened, {RESUMES}"
+
+
+def _io_error(path: Path) -> str:
+    return (
+        f"the disk that holds the database {path} failed to read or write it (disk I/O "
+        f"error), so the last change was not stored. Check the disk and the file, then "
+        f"{RESUMES}"
+    )
+
+
+SQLITE_PROBLEMS: tuple[tuple[str, Callable[[Path], str]], ...] = (
+    ("SQLITE_FULL", _full),
+    ("SQLITE_READONLY_DBMOVED", _moved),  # SQLite's own check, without WAL
+    ("SQLITE_READONLY", _read_only),
+    ("SQLITE_CANTOPEN", _cannot_open),
+    ("SQLITE_IOERR", _io_error),
+)
+"""SQLite's error names (by prefix, first match) and the line that explains each."""
