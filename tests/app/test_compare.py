@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
@@ -47,21 +46,18 @@ def label_items(choices: dict[str, list[str]], count: int = 24) -> list:
 
 
 def expected_figures(items, by_annotator: dict[str, list[str]]) -> dict:
-    """Accuracy and kappa recomputed here: majority label per item, ties and non-candidates out."""
+    """Accuracy and kappa recomputed here against the unanimous human gold (the default plan):
+    every vote but 'cannot tell' the same candidate."""
     with session_scope(get_engine()) as s:
         decisions = {
             d["item_id"]: d for d in run_decisions(get_run("demo-pcf", session=s), session=s)
         }
     human, direct, pcf = [], [], []
     for n, item in enumerate(items):
-        votes = Counter(
-            labels[n]
-            for labels in by_annotator.values()
-            if labels[n] not in ("none_correct", "cannot_tell")
-        ).most_common()
-        if not votes or (len(votes) > 1 and votes[0][1] == votes[1][1]):
+        votes = {labels[n] for labels in by_annotator.values()} - {"cannot_tell"}
+        if len(votes) != 1 or votes == {"none_correct"}:
             continue
-        human.append(votes[0][0])
+        human.append(votes.pop())
         direct.append(decisions[item.item_id]["metrics"]["direct_winner"])
         pcf.append(decisions[item.item_id]["winner"])
     return {
