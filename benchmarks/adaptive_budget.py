@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from pcf.access import operator
 from pcf.analysis.whatif import whatif
 from pcf.items import load_dataset
 from pcf.runs.manage import judge_run
@@ -48,7 +49,7 @@ def replayed(name: str, seed: int, items: list, folder: Path) -> list[dict]:
     with session_scope(engine) as session:
         import_items(items, session=session, name=name, fmt="jsonl")
         spec = RunSpec(name, f"{name}-full", k=7, executions=3, seed=seed)
-        judge_run(spec, session=session)
+        judge_run(spec, session=session, actor=operator())
         full = get_run(spec.run_name, session=session)
         for policy, risk in POLICIES:
             started = time.perf_counter()

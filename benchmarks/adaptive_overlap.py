@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pcf.access import operator
 from pcf.analysis.gold import human_gold, needs_more_labels
 from pcf.analysis.results import analyse_run
 from pcf.labelling.plan import Plan
@@ -80,7 +81,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         engine = get_engine(f"sqlite:///{Path(folder) / 'overlap.db'}")
         with session_scope(engine) as session:
-            build_demo(session=session)
+            build_demo(session=session, actor=operator())
             run = get_run("demo-pcf", session=session)
             table = analyse_run(run, session=session).table
             items = load_items(run.dataset_id, session=session)

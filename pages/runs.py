@@ -7,7 +7,7 @@ from dataclasses import replace
 import streamlit as st
 
 from pages.shared import current_actor, engine, ensure_app_frame, require_dataset, session
-from pcf.access import Permission
+from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Permission
 from pcf.analysis.item_detail import escape_markdown
 from pcf.analysis.results import SIMULATED_NOTE, run_summary
 from pcf.judges import KEY_ENV
@@ -17,13 +17,21 @@ from pcf.reports.tables import runs_table
 from pcf.runs.background import background_runs, start_run
 from pcf.runs.batch import batch_overview, collect_runs
 from pcf.runs.estimate import estimate_run
-from pcf.runs.manage import APP_BACKENDS, DEFAULT_MODELS, backend_availability
+from pcf.runs.manage import (
+    APP_BACKENDS,
+    DEFAULT_MODELS,
+    MAX_COST_ENV,
+    backend_availability,
+    default_cost_cap,
+    own_key_needed,
+)
 from pcf.runs.spec import PROTOCOLS, RunSpec
 from pcf.store import get_run, list_runs, run_states
 
 BACKEND_KEY = "runs_backend"
 MODEL_KEY = "runs_model"
 BASE_URL_KEY = "runs_base_url"
+KEY_KEY = "runs_own_key"  # a key typed for one run: kept in this session only, never stored
 NAME_KEY = "runs_name"
 SHOWN_FINISHED_KEY = "runs_shown_finished"
 FORGOTTEN_KEY = "runs_forgotten"
@@ -76,7 +84,7 @@ def forget_lost(run: str) -> None:
     is shown with the run's batches."""
     try:
         with session() as s:
-            (forgot,) = collect_runs([run], session=s, forget_lost=True)
+            (forgot,) = collect_runs([run], session=s, actor=actor, forget_lost=True)
     except (ValueError, BatchAPIError) as exc:
         st.session_state[FORGOTTEN_KEY] = {"run": run, "error": str(exc)}
     else:
@@ -112,7 +120,7 @@ for row in batch_rows:
         ):
             try:
                 with session() as s:
-                    (collected,) = collect_runs([row["run"]], session=s)
+                    (collected,) = collect_runs([row["run"]], session=s, actor=actor)
             except (ValueError, BatchAPIError) as exc:
                 st.error(str(exc))
             else:
@@ -173,9 +181,17 @@ with left:
             or None
         )
     model = st.text_input("Model", key=MODEL_KEY).strip()
-    if availability[backend]:
+    own_key = None
+    if own_key_needed(actor, backend, base_url):
+        st.info(
+            f"This server's `{KEY_ENV[backend]}` goes only to {backend} and to the servers the "
+            f"operator lists (`{ALLOWED_BASE_URLS_ENV}`), so it is not sent to this base URL. "
+            "Give a key for this run only: it is used for this run and never stored or shown."
+        )
+        own_key = st.text_input("API key for this run", type="password", key=KEY_KEY) or None
+    elif availability[backend]:
         st.warning(f"{backend} is not available: {availability[backend]}.")
-    elif backend in KEY_ENV and not base_url:
+    elif backend in KEY_ENV:
         st.caption(f"Using the key in `{KEY_ENV[backend]}` (never shown or stored).")
     protocol = st.selectbox(
         "Protocol", PROTOCOLS, index=PROTOCOLS.index("pcf"), key="runs_protocol"
@@ -194,6 +210,15 @@ with right:
     seed = st.number_input("Seed", 0, 2**31 - 1, 0, key="runs_seed")
     limit = st.number_input("Items (0 = all)", 0, dataset.n_items, 0, key="runs_limit")
     concurrency = st.number_input("Concurrent calls", 1, 256, 16, key="runs_concurrency")
+    cap = st.number_input(
+        "Cost cap (USD, 0 = none)",
+        0.0,
+        value=default_cost_cap() or 0.0,
+        step=1.0,
+        key="runs_max_cost",
+        help="Refused when the estimate passes it; stops once the run's spend reaches it "
+        f"(its calls stay; a higher cap resumes it). The operator's default: {MAX_COST_ENV}.",
+    )
 
 limit_items = int(limit) or None
 try:
@@ -251,7 +276,13 @@ if estimate.confirmations_max:
 if backend == "simulated":
     st.caption(f"Simulated judge: free and offline; {SIMULATED_NOTE}.")
 
-problem = availability[backend] or estimate.conflict or (None if model else "give a model name")
+needs_key = own_key_needed(actor, backend, base_url) and not own_key
+problem = (
+    ("give a key for this run" if needs_key else None)
+    or (None if own_key else availability[backend])
+    or estimate.conflict
+    or (None if model else "give a model name")
+)
 if estimate.conflict:
     st.error(f"{estimate.conflict}: use the same settings to resume it, or another run name.")
 if st.button(
@@ -263,9 +294,9 @@ if st.button(
     help=problem,
 ):
     try:
-        start_run(engine(), spec)
-    except ValueError as exc:
-        st.error(str(exc))
+        start_run(engine(), spec, actor=actor, api_key=own_key, max_cost=cap or None)
+    except (ValueError, AccessDeniedError) as exc:
+        st.error(escape_markdown(str(exc)))
     else:
         st.session_state.setdefault(SHOWN_FINISHED_KEY, set()).discard(name)
 

@@ -19,7 +19,8 @@ import getpass
 import os
 from dataclasses import dataclass
 from enum import StrEnum
-from urllib.parse import urlsplit
+
+from pcf.judges import judge_server
 
 
 class Role(StrEnum):
@@ -90,28 +91,22 @@ ALLOWED_BASE_URLS_ENV = "PCF_ALLOWED_BASE_URLS"
 app, beyond the providers' own endpoints, e.g. ``http://gpu-box:8000/v1``."""
 
 
-def _origin_and_path(url: str) -> tuple[str, str, int | None, str]:
-    parts = urlsplit(url.strip())
-    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port, parts.path.rstrip("/")
-
-
 def allowed_base_urls() -> list[str]:
     """The operator's list of base URLs (``PCF_ALLOWED_BASE_URLS``)."""
     return [u for u in os.environ.get(ALLOWED_BASE_URLS_ENV, "").replace(",", " ").split() if u]
 
 
-def key_may_go_to(actor: Actor, base_url: str | None) -> bool:
-    """Whether the server's key may be sent to ``base_url`` on ``actor``'s behalf.
+def key_may_go_to(actor: Actor, backend: str, base_url: str | None) -> bool:
+    """Whether the server's key for ``backend`` may be sent to ``base_url`` for ``actor``.
 
-    Always for the provider's own endpoint (no base URL) and for the operator; otherwise only
-    to a URL on the operator's list, compared by scheme, host, port and path (a listed path
-    also admits the paths below it; nothing is matched by prefix of a host name).
+    Always to the provider's own endpoint (no base URL, or the provider's own address) and for
+    the operator, who names the servers; otherwise only to a server on the operator's list,
+    compared as the cache compares servers (:func:`pcf.judges.judge_server`: scheme, host,
+    port and path, never a credential or a query).
     """
     if base_url is None or actor.operator:
         return True
-    wanted = _origin_and_path(base_url)
-    for listed in map(_origin_and_path, allowed_base_urls()):
-        same_server = wanted[:3] == listed[:3]
-        if same_server and (wanted[3] == listed[3] or wanted[3].startswith(listed[3] + "/")):
-            return True
-    return False
+    server = judge_server(backend, base_url)
+    if server is None:
+        return True
+    return server in {judge_server(backend, listed) for listed in allowed_base_urls()}

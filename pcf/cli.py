@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from pcf.access import operator
 from pcf.consensus import PRESETS, RULES
 from pcf.items import FORMATS
 from pcf.judges import BACKENDS
@@ -64,6 +65,13 @@ BatchOption = Annotated[
 BatchSizeOption = Annotated[
     int | None,
     typer.Option(help="--batch: most requests per batch (default: the provider's limit)."),
+]
+MaxCostOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Cost cap of each run in USD (default: PCF_MAX_COST_USD): a run estimated above "
+        "it is refused, one that reaches it stops with its calls stored.",
+    ),
 ]
 """Options that `pcf judge` and `pcf study` share."""
 
@@ -322,6 +330,18 @@ def stderr_progress(name: str) -> Progress:
     return show
 
 
+def check_capped(runs: list[tuple[str, RunReport]]) -> None:
+    """Exit with 1 and one line per run that stopped at its cost cap."""
+    capped = [
+        f"run {name}: stopped at its cost cap (${r.cost_usd:.4f} spent now); {r.capped} calls "
+        "not made: raise --max-cost and run the same command to resume"
+        for name, r in runs
+        if r.capped
+    ]
+    if capped:
+        fail("error: " + "\nerror: ".join(capped))
+
+
 def check_failures(runs: list[tuple[str, RunReport]]) -> None:
     """Exit with 1 and one line per run when most calls of a run failed."""
     causes = [f"run {name}: {r.failure_cause()}" for name, r in runs if r.mostly_failed]
@@ -377,8 +397,8 @@ def import_dataset(
     """
     from pcf.errors import DataError
     from pcf.items import load_dataset
+    from pcf.runs.manage import import_dataset
     from pcf.store.engine import database_url
-    from pcf.store.queries import import_items
 
     if fmt not in FORMATS:
         fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", 2)
@@ -387,8 +407,14 @@ def import_dataset(
         if not items:
             fail(f"error: {path} has no items{' in subset ' + subset if subset else ''}")
         with database() as session:
-            dataset = import_items(
-                items, session=session, name=name or path.stem, fmt=fmt, source_path=path, seed=seed
+            dataset = import_dataset(
+                items,
+                session=session,
+                actor=operator(),
+                name=name or path.stem,
+                fmt=fmt,
+                source_path=path,
+                seed=seed,
             )
             emit({"dataset": dataset.name, "items": dataset.n_items, "database": database_url()})
     except DataError as exc:
@@ -435,6 +461,7 @@ def judge(
     ] = None,
     batch: BatchOption = False,
     batch_size: BatchSizeOption = None,
+    max_cost: MaxCostOption = None,
 ) -> None:
     """Judge a dataset: create a run, or resume the run of that name; prints a summary.
 
@@ -476,12 +503,15 @@ def judge(
             run, report = judge_run(
                 spec,
                 session=session,
+                actor=operator(),
                 progress=stderr_progress(spec.run_name),
                 retry_failed=retry_failed,
+                max_cost=max_cost,
             )
             emit(summary(run, report, session=session))
     except (ValueError, DataError) as exc:
         fail(f"error: {exc}", 2)
+    check_capped([(spec.run_name, report)])
     check_failures([(spec.run_name, report)])
 
 
@@ -497,7 +527,11 @@ def submit_batches(
         with database() as session:
             for spec in specs:
                 run, report = submit_run(
-                    spec, session=session, retry_failed=retry_failed, max_requests=batch_size
+                    spec,
+                    session=session,
+                    actor=operator(),
+                    retry_failed=retry_failed,
+                    max_requests=batch_size,
                 )
                 out.append({"run": run.name, "status": run.status, **report.as_dict()})
                 for row in batch_overview([run], session=session):
@@ -681,7 +715,9 @@ def batch_collect_command(
 
     try:
         with database() as session:
-            reports = collect_runs(runs, session=session, wait=wait, poll_s=poll, progress=show)
+            reports = collect_runs(
+                runs, session=session, actor=operator(), wait=wait, poll_s=poll, progress=show
+            )
             if terminal:
                 sys.stderr.write("\n")
             emit({name: r.as_dict() for name, r in zip(runs, reports, strict=True)})
@@ -706,7 +742,7 @@ def batch_cancel_command(runs: RunsArgument) -> None:
 
     try:
         with database() as session:
-            asked = cancel_runs(runs, session=session)
+            asked = cancel_runs(runs, session=session, actor=operator())
     except BatchAPIError as exc:
         fail(f"error: the batch API refused: {exc}")
     except ValueError as exc:
@@ -731,7 +767,7 @@ def batch_forget_command(runs: RunsArgument) -> None:
 
     try:
         with database() as session:
-            reports = collect_runs(runs, session=session, forget_lost=True)
+            reports = collect_runs(runs, session=session, actor=operator(), forget_lost=True)
     except BatchAPIError as exc:
         fail(f"error: the batch API refused: {exc}")
     except ValueError as exc:
@@ -760,7 +796,8 @@ def delete_run_command(
 
     Example: pcf runs delete demo-direct --yes
     """
-    from pcf.store.queries import delete_run, get_run
+    from pcf.runs.manage import delete_run
+    from pcf.store.queries import get_run
 
     with database() as session:
         run = get_run(name, session=session)
@@ -770,7 +807,7 @@ def delete_run_command(
         if not yes and not typer.confirm(question, err=True):
             fail("nothing deleted")
         try:
-            deleted = delete_run(name, session=session)
+            deleted = delete_run(name, session=session, actor=operator())
         except ValueError as exc:
             fail(f"error: {exc}")
     emit({"deleted": name, **deleted})
@@ -792,6 +829,7 @@ def study(
     replay: ReplayOption = None,
     batch: BatchOption = False,
     batch_size: BatchSizeOption = None,
+    max_cost: MaxCostOption = None,
 ) -> None:
     """Run the paper's study in one go: direct, PCF (K, executions) and repeated canonical;
     APOCJudge for pairs. Cached calls are reused, so running it again costs nothing. With
@@ -827,12 +865,15 @@ def study(
             summaries, reports = [], []
             for spec in study_specs(name, base, session=session):
                 progress = stderr_progress(spec.run_name)
-                run, report = judge_run(spec, session=session, progress=progress)
+                run, report = judge_run(
+                    spec, session=session, actor=operator(), progress=progress, max_cost=max_cost
+                )
                 summaries.append(summary(run, report, session=session))
                 reports.append((spec.run_name, report))
         emit({"study": name, "runs": summaries})
     except (ValueError, DataError) as exc:
         fail(f"error: {exc}", 2)
+    check_capped(reports)
     check_failures(reports)
 
 
@@ -980,7 +1021,7 @@ def demo(
         if if_missing and all(get_run(s.run_name, session=session) for s in DEMO_RUNS):
             typer.echo(f"demo database ready at {database_url()}", err=True)
             return
-        built = build_demo(session=session)
+        built = build_demo(session=session, actor=operator())
         summaries = [summary(run, report, session=session) for run, report in built]
     emit({"database": database_url(), "runs": summaries})
 
@@ -1001,7 +1042,6 @@ def members_add(
 
     Example: pcf members add alice@example.com --role annotator
     """
-    from pcf.access import operator
     from pcf.labelling.members import add_member
 
     try:
@@ -1018,7 +1058,6 @@ def members_list() -> None:
 
     Example: pcf members list
     """
-    from pcf.access import operator
     from pcf.labelling.members import members
 
     with database() as session:
@@ -1042,7 +1081,6 @@ def members_remove(email: EmailArgument) -> None:
 
     Example: pcf members remove bob@example.com
     """
-    from pcf.access import operator
     from pcf.labelling.members import remove_member
 
     try:
@@ -1061,7 +1099,6 @@ def audit(
 
     Example: pcf audit --limit 20 > audit.jsonl
     """
-    from pcf.access import operator
     from pcf.labelling.audit import audit_log
 
     with database() as session:
@@ -1099,7 +1136,6 @@ def labelling_set(
 
     Example: pcf labelling set demo --labels-per-item 2 --guidelines guidelines.md
     """
-    from pcf.access import operator
     from pcf.labelling.plan import MAX_GUIDELINES_CHARS, set_plan
     from pcf.store.queries import get_dataset
 

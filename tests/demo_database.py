@@ -20,6 +20,7 @@ from pathlib import Path
 from sqlalchemy import URL, Engine, create_engine, make_url, text
 from sqlalchemy.pool import NullPool
 
+from pcf.access import operator
 from pcf.runs.study import build_demo
 from pcf.store import get_engine, session_scope
 
@@ -68,7 +69,7 @@ def drop_database(url: str) -> None:
 def _build_demo(url: str) -> None:
     engine = get_engine(url)
     with session_scope(engine) as session:
-        build_demo(session=session)
+        build_demo(session=session, actor=operator())
     engine.dispose()
 
 

@@ -44,7 +44,7 @@ def test_the_operator_is_an_admin_named_by_their_login():
     [
         ("http://gpu-box:8000/v1", True),
         ("http://GPU-box:8000/v1/", True),
-        ("http://gpu-box:8000/v1/chat", True),
+        ("http://gpu-box:8000/v1/chat", False),
         ("http://gpu-box:8001/v1", False),
         ("https://gpu-box:8000/v1", False),
         ("http://gpu-box:8000/v10", False),
@@ -58,13 +58,14 @@ def test_the_operator_is_an_admin_named_by_their_login():
 def test_a_visitor_may_send_the_key_only_to_a_listed_server(monkeypatch, url, allowed):
     monkeypatch.setenv(ALLOWED_BASE_URLS_ENV, "http://gpu-box:8000/v1, http://other:9/x")
     admin = Actor("adam@example.com", Role.ADMIN)
-    assert key_may_go_to(admin, url) is allowed
-    assert key_may_go_to(admin, None)
-    assert key_may_go_to(operator(), url)
+    assert key_may_go_to(admin, "openai", url) is allowed
+    assert key_may_go_to(admin, "openai", None)
+    assert key_may_go_to(admin, "openai", "https://api.openai.com/v1")  # the provider's own
+    assert key_may_go_to(operator(), "openai", url)
 
 
 def test_no_list_means_only_the_providers_own_endpoint(monkeypatch):
     monkeypatch.delenv(ALLOWED_BASE_URLS_ENV, raising=False)
     admin = Actor("adam@example.com", Role.ADMIN)
-    assert not key_may_go_to(admin, "http://localhost:8000/v1")
-    assert key_may_go_to(admin, None)
+    assert not key_may_go_to(admin, "anthropic", "http://localhost:8000/v1")
+    assert key_may_go_to(admin, "anthropic", None)

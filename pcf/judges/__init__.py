@@ -59,13 +59,16 @@ def make_judge(
     replay_path: str | Path | None = None,
     timeout: float = 60.0,
     seed: int = 0,
+    api_key: str | None = None,
 ) -> Judge:
-    """Build a judge by backend name; keys come from the environment only.
+    """Build a judge by backend name; keys come from the environment, or ``api_key``.
 
     Args:
         backend: one of :data:`BACKENDS`.
         model: the model name (for ``simulated``, a label that is part of its seed).
         base_url: an OpenAI-compatible server (vLLM, Ollama, llama.cpp) or an Anthropic proxy.
+        api_key: a key given for this judge only (a person's own, typed for one run): used
+            instead of the environment's, never stored.
         replay_path: the ``judgments.jsonl`` a ``replay`` judge answers from.
         timeout: seconds per request for real providers.
         seed: the simulated judge's seed.
@@ -77,11 +80,11 @@ def make_judge(
     if backend == "openai":
         from pcf.judges.openai_judge import OpenAIJudge  # noqa: PLC0415 - SDK import is slow
 
-        return OpenAIJudge(model, base_url=base_url, timeout=timeout)
+        return OpenAIJudge(model, base_url=base_url, timeout=timeout, api_key=api_key)
     if backend == "anthropic":
         from pcf.judges.anthropic_judge import AnthropicJudge  # noqa: PLC0415 - SDK import is slow
 
-        return AnthropicJudge(model, base_url=base_url, timeout=timeout)
+        return AnthropicJudge(model, base_url=base_url, timeout=timeout, api_key=api_key)
     if backend == "replay":
         if replay_path is None:
             raise ValueError("the replay backend needs a judgments.jsonl (--replay PATH)")

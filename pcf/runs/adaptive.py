@@ -133,6 +133,8 @@ async def answer_in_waves(
             if stop is not None:
                 stops[calls[0].item.item_id] = stop
                 return
+            if executor.report.capped:  # the cost cap is reached: the item waits unsettled
+                return
             await executor.answer([call])
 
     await asyncio.gather(*(one(calls) for calls in _by_item(planned, spec)))

@@ -15,8 +15,9 @@ from datetime import datetime
 
 from sqlalchemy import Engine
 
+from pcf.access import Actor
 from pcf.runs.engine import RunReport
-from pcf.runs.manage import RunBusyError, RunConflictError, judge_run
+from pcf.runs.manage import CostCapError, RunBusyError, RunConflictError, check_start, judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store.engine import session_scope
 from pcf.store.errors import storage_problem
@@ -33,7 +34,8 @@ class RunProgress:
     Attributes:
         name: the run's name.
         dataset: the dataset's name.
-        status: ``starting``, ``running``, ``finished`` or ``failed``.
+        status: ``starting``, ``running``, ``finished``, ``capped`` (its cost cap reached) or
+            ``failed``.
         done: calls answered so far in this invocation (judge or cache).
         total: calls this invocation has to answer (0 until the run has planned them).
         started_at: when the thread started.
@@ -94,12 +96,24 @@ def _database(engine: Engine) -> str:
     return engine.url.render_as_string(hide_password=True)
 
 
-def start_run(engine: Engine, spec: RunSpec) -> RunProgress:
-    """Start (or resume) the run ``spec`` names in a background thread.
+def start_run(
+    engine: Engine,
+    spec: RunSpec,
+    *,
+    actor: Actor,
+    api_key: str | None = None,
+    max_cost: float | None = None,
+) -> RunProgress:
+    """Start (or resume) the run ``spec`` names in a background thread, as ``actor``.
+
+    ``api_key`` (the actor's own, for this run only) and ``max_cost`` are those of
+    :func:`~pcf.runs.manage.judge_run`; who may start the run is checked before the thread.
 
     Raises:
+        AccessDeniedError: the actor may not start it (:func:`~pcf.runs.manage.check_start`).
         ValueError: the same run is already going in this process.
     """
+    check_start(spec, actor=actor, api_key=api_key)
     name = spec.run_name
     key = (_database(engine), name)
     with _registry_lock:
@@ -107,19 +121,37 @@ def start_run(engine: Engine, spec: RunSpec) -> RunProgress:
             raise ValueError(f"run {name!r} is already running; wait for it to finish")
         tracker = _registry[key] = _Tracker(name, spec.dataset)
     thread = threading.Thread(
-        target=_work, args=(engine, tracker, spec), name=f"pcf-run-{name}", daemon=True
+        target=_work,
+        args=(engine, tracker, spec, actor, api_key, max_cost),
+        name=f"pcf-run-{name}",
+        daemon=True,
     )
     thread.start()
     return tracker.snapshot()
 
 
-def _work(engine: Engine, tracker: _Tracker, spec: RunSpec) -> None:
+def _work(
+    engine: Engine,
+    tracker: _Tracker,
+    spec: RunSpec,
+    actor: Actor,
+    api_key: str | None,
+    max_cost: float | None,
+) -> None:
     """The thread's body: run the judge, then record what it did or the failure."""
     try:
         with session_scope(engine) as session:
-            _, report = judge_run(spec, session=session, progress=tracker.advance)
-        tracker.update(status="finished", report=report, finished_at=utc_now())
-    except (RunConflictError, RunBusyError) as exc:  # another run of that name: leave it be
+            _, report = judge_run(
+                spec,
+                session=session,
+                actor=actor,
+                progress=tracker.advance,
+                api_key=api_key,
+                max_cost=max_cost,
+            )
+        status = "capped" if report.capped else "finished"
+        tracker.update(status=status, report=report, finished_at=utc_now())
+    except (RunConflictError, RunBusyError, CostCapError) as exc:  # leave the run be
         tracker.update(status="failed", error=str(exc), finished_at=utc_now())
     except Exception as exc:  # the page shows every failure, whatever it is
         error = storage_problem(exc, _database(engine)) or f"{type(exc).__name__}: {exc}"

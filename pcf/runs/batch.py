@@ -29,6 +29,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from pcf.access import Actor, Permission
 from pcf.judges import judge_server, make_judge
 from pcf.judges.base import redact
 from pcf.judges.batch import BatchClient, BatchLostError, BatchResult, BatchStatus, batch_client
@@ -36,11 +37,12 @@ from pcf.prices import batch_prices, call_cost, price_table
 from pcf.prompts import Rendered
 from pcf.runs.adaptive import executions_for, next_wave
 from pcf.runs.engine import CallExecutor, PlannedCall, confirmations, content_key, plan
-from pcf.runs.manage import keep_lease, open_run, require_dataset, take_lease
+from pcf.runs.manage import check_start, keep_lease, open_run, require_dataset, take_lease
 from pcf.runs.spec import IDENTITY_FIELDS, RunSpec
 from pcf.stopping import Stop
 from pcf.store.models import Call, ProviderBatch, Run, utc_now
 from pcf.store.queries import (
+    add_audit_event,
     add_provider_batch,
     cached_calls,
     claimed_batch_ids,
@@ -525,24 +527,37 @@ def submit_run(
     spec: RunSpec,
     *,
     session: Session,
+    actor: Actor,
     retry_failed: bool = False,
     max_requests: int | None = None,
     max_bytes: int | None = None,
 ) -> tuple[Run, BatchReport]:
     """Create or resume the run and send its missing calls as provider batches; returns at once.
 
-    ``max_requests`` and ``max_bytes`` lower the provider's limits per batch.
+    ``max_requests`` and ``max_bytes`` lower the provider's limits per batch. ``actor`` must be
+    allowed to run, and the server's key to go where the batches go (see
+    :func:`~pcf.runs.manage.check_start`).
 
     Raises:
+        AccessDeniedError: the actor may not start the run.
         ValueError: no dataset, a backend without a batch API, or no key.
         RunConflictError: a run of that name exists with other settings.
         RunBusyError: another live process holds the run.
         BatchAPIError: the provider refused a request.
     """
+    check_start(spec, actor=actor)
     require_dataset(spec, session=session)
     client = _client(spec)
     with _leased(spec.run_name, session=session) as holder:
+        resumed = get_run(spec.run_name, session=session) is not None
         run = open_run(spec, session=session)
+        add_audit_event(
+            "run_resumed" if resumed else "run_started",
+            session=session,
+            actor=actor.identity,
+            target=spec.run_name,
+            details={"backend": spec.backend, "model": spec.model, "batch": True},
+        )
         set_run_setting(run, LIMIT_SETTING, spec.limit, session=session)
         session.commit()
         batcher = _Batcher(run, spec, client, session=session)
@@ -613,8 +628,9 @@ def batch_status(name: str, *, session: Session) -> list[dict[str, Any]]:
     return rows
 
 
-def cancel_runs(names: Sequence[str], *, session: Session) -> dict[str, Any]:
-    """Ask the provider to cancel the runs' batches not ended yet.
+def cancel_runs(names: Sequence[str], *, session: Session, actor: Actor) -> dict[str, Any]:
+    """Ask the provider to cancel the runs' batches not ended yet (``actor`` must be allowed
+    to run).
 
     Collect then stores what each batch answered before it stopped, and the rest as failed
     calls (``batch_cancelled``), which ``--retry-failed`` asks again.
@@ -623,6 +639,7 @@ def cancel_runs(names: Sequence[str], *, session: Session) -> dict[str, Any]:
         ``{"cancelled": [batch ids asked], "lost": {run: [batch ids]}}``, where lost batches
         are those the provider answers 404 for.
     """
+    actor.require(Permission.RUN)
     runs = [_existing(name, session=session) for name in names]
     cancelled: list[str] = []
     lost: dict[str, list[str]] = {}
@@ -679,6 +696,7 @@ def collect_runs(
     names: Sequence[str],
     *,
     session: Session,
+    actor: Actor,
     wait: bool = False,
     poll_s: float = 30.0,
     progress: Callable[[list[BatchReport]], None] | None = None,
@@ -693,10 +711,12 @@ def collect_runs(
     instead (``--retry-failed`` asks them again) and it is listed in ``forgotten``.
 
     Raises:
+        AccessDeniedError: ``actor`` may not run (collecting resumes the runs).
         ValueError: no run of that name, or one that is not a batch run.
         RunBusyError: another live process holds one of the runs.
         BatchAPIError: the provider refused a request.
     """
+    actor.require(Permission.RUN)
     runs = [_existing(name, session=session) for name in names]
     specs = [spec_of(run, session=session) for run in runs]
     with ExitStack() as stack:

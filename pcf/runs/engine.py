@@ -229,6 +229,7 @@ class RunReport:
     unpriced: bool = False
     errors: Counter[str] = field(default_factory=Counter)
     first_error: str | None = None
+    capped: int = 0
 
     @property
     def mostly_failed(self) -> bool:
@@ -255,6 +256,7 @@ class RunReport:
             "output_tokens": self.output_tokens,
             "cost_usd": round(self.cost_usd, 6),
             "unpriced_model": self.unpriced,
+            "not_made_over_cost_cap": self.capped,
         }
 
 
@@ -274,9 +276,10 @@ class CallExecutor:
         session: Session,
         prices: dict[str, tuple[float, float]],
         progress: Progress | None,
+        budget_usd: float | None = None,
     ) -> None:
         self.run, self.judge, self.spec, self.session = run, judge, spec, session
-        self.prices, self.progress = prices, progress
+        self.prices, self.progress, self.budget_usd = prices, progress, budget_usd
         self.report = RunReport()
         self.semaphore = asyncio.Semaphore(spec.concurrency)
         self.replacing: dict[tuple[int, int, int], int] = {}
@@ -452,6 +455,9 @@ class CallExecutor:
         async with self.semaphore:
             if self.stopped:  # an answer could not be stored: pay for no other
                 return
+            if self.budget_usd is not None and self.report.cost_usd >= self.budget_usd:
+                self.report.capped += 1  # the cost cap is reached: the call waits for a higher one
+                return
             while True:
                 attempts += 1
                 try:
@@ -580,15 +586,27 @@ async def execute(
     prices: dict[str, tuple[float, float]],
     progress: Progress | None = None,
     retry_failed: bool = False,
+    budget_usd: float | None = None,
 ) -> RunReport:
     """Make every call of ``run`` that is not stored yet; each answer is committed at once.
 
     Calls already stored for the run are never made again, so running a finished run makes no
     judge call; with ``retry_failed``, failed calls are asked again, and each new answer
     becomes its call's current answer while the failed one is kept as a ``retried``
-    :class:`~pcf.store.models.ReplacedCall`. Returns what this invocation did.
+    :class:`~pcf.store.models.ReplacedCall`. With ``budget_usd``, no call is sent once this
+    invocation spent that much (the calls in flight finish and are stored); the run is then
+    ``capped`` instead of ``finished``, and resumes like any run. Returns what this invocation
+    did.
     """
-    executor = CallExecutor(run, judge, spec, session=session, prices=prices, progress=progress)
+    executor = CallExecutor(
+        run,
+        judge,
+        spec,
+        session=session,
+        prices=prices,
+        progress=progress,
+        budget_usd=budget_usd,
+    )
     stored = run_calls_by_slot(run.id, session=session)
     if retry_failed:
         executor.replacing = {slot: call.id for slot, call in stored.items() if not call.ok}
@@ -614,7 +632,7 @@ async def execute(
             second = confirmations(planned, stored, spec)
             executor.report.to_do += len(second)
             await executor.answer(second)
-    set_run_status(run, "finished", session=session)
+    set_run_status(run, "capped" if executor.report.capped else "finished", session=session)
     update_run_totals(run.id, session=session)
     session.commit()
     return executor.report

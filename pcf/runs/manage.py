@@ -1,5 +1,6 @@
 """Run management: create a run or resume it, make its missing calls, and say which backends
-this process can use."""
+this process can use; import a dataset and delete a run. Each of these checks what the acting
+person's role allows (:mod:`pcf.access`) and is written to the audit log."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from collections.abc import Mapping
 
 from sqlmodel import Session
 
+from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Actor, Permission, key_may_go_to
 from pcf.consensus import DEFAULT_WEIGHTS
+from pcf.items import Item
 from pcf.judges import KEY_ENV, make_judge
 from pcf.prices import price_table
 from pcf.runs.engine import Progress, RunReport, execute
@@ -19,10 +22,12 @@ from pcf.runs.spec import RunSpec
 from pcf.store.engine import LostRaceError
 from pcf.store.models import Dataset, Run
 from pcf.store.queries import (
+    add_audit_event,
     create_run,
     get_dataset,
     get_dataset_by_id,
     get_run,
+    import_items,
     item_db_ids,
     load_items,
     release_run_lease,
@@ -30,6 +35,7 @@ from pcf.store.queries import (
     run_batches,
     take_run_lease,
 )
+from pcf.store.queries import delete_run as delete_stored_run
 
 APP_BACKENDS = ("simulated", "openai", "anthropic")
 DEFAULT_MODELS = {
@@ -43,8 +49,84 @@ CANONICAL_SETTING = "canonical_orders"
 """Marks runs whose canonical orders come from the dataset seed (all runs created since)."""
 
 
+MAX_COST_ENV = "PCF_MAX_COST_USD"
+"""The operator's cost cap per run in USD, for runs started without one of their own."""
+
+
 class RunConflictError(ValueError):
     """A run of that name exists with other settings."""
+
+
+class CostCapError(ValueError):
+    """A run whose estimated cost would take its spend past its cost cap."""
+
+
+def default_cost_cap() -> float | None:
+    """The operator's cost cap per run (``PCF_MAX_COST_USD``), or None.
+
+    Raises:
+        ValueError: the variable is not a number of at least 0.
+    """
+    value = os.environ.get(MAX_COST_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        cap = float(value)
+    except ValueError:
+        cap = -1.0
+    if not cap >= 0:
+        raise ValueError(f"{MAX_COST_ENV}={value!r}: give a cost cap in USD, a number >= 0")
+    return cap
+
+
+def own_key_needed(actor: Actor, backend: str, base_url: str | None) -> bool:
+    """Whether a run to ``base_url`` needs a key of the actor's own: the server has a key for
+    ``backend`` that may not go there (:func:`pcf.access.key_may_go_to`)."""
+    has_key = backend in KEY_ENV and bool(os.environ.get(KEY_ENV[backend]))
+    return has_key and not key_may_go_to(actor, backend, base_url)
+
+
+def check_start(spec: RunSpec, *, actor: Actor, api_key: str | None = None) -> None:
+    """Refuse a run ``actor`` may not start: their role, or where the server's key would go.
+
+    The server's provider key goes only to the provider's own endpoint and to the base URLs the
+    operator lists (``PCF_ALLOWED_BASE_URLS``); a run to another server needs a key of its own
+    (``api_key``, used for that run only and never stored).
+
+    Raises:
+        AccessDeniedError: the role may not run, or the key may not go to ``spec.base_url``.
+    """
+    actor.require(Permission.RUN)
+    if api_key is None and own_key_needed(actor, spec.backend, spec.base_url):
+        raise AccessDeniedError(
+            f"this server's {KEY_ENV[spec.backend]} is sent only to {spec.backend}'s own "
+            f"endpoint and to the base URLs the operator lists in {ALLOWED_BASE_URLS_ENV}; "
+            f"{spec.base_url} is not one of them. Give a key of your own for this run "
+            "(used for it only, never stored), or ask the operator to list the server"
+        )
+
+
+def check_cost(spec: RunSpec, cap: float | None, *, session: Session) -> float:
+    """What the run has spent so far; refuse it when its estimate would pass ``cap``.
+
+    Raises:
+        CostCapError: the spend so far plus the estimated cost of the calls to make exceeds
+            ``cap`` (a model without a price is never refused: its cost is unknown).
+    """
+    from pcf.runs.estimate import estimate_run  # noqa: PLC0415 - estimate imports this module
+
+    stored = get_run(spec.run_name, session=session)
+    spent = stored.cost_usd if stored is not None else 0.0
+    if cap is None:
+        return spent
+    estimate = estimate_run(spec, session=session)
+    if estimate.cost_usd is not None and spent + estimate.cost_usd > cap:
+        raise CostCapError(
+            f"run {spec.run_name!r} would cost about ${estimate.cost_usd:.4f} more "
+            f"({estimate.to_call} calls) on top of ${spent:.4f} spent, over its cost cap of "
+            f"${cap:.4f}: raise the cap or judge fewer items"
+        )
+    return spent
 
 
 def backend_availability(
@@ -202,8 +284,11 @@ def judge_run(
     spec: RunSpec,
     *,
     session: Session,
+    actor: Actor,
     progress: Progress | None = None,
     retry_failed: bool = False,
+    api_key: str | None = None,
+    max_cost: float | None = None,
 ) -> tuple[Run, RunReport]:
     """Create or resume the run and make its missing calls, holding its lease meanwhile.
 
@@ -213,6 +298,12 @@ def judge_run(
     ``progress(report)`` is called after every answered call. With ``retry_failed``, the
     run's failed calls are asked again (see :func:`~pcf.runs.engine.execute`).
 
+    ``actor`` must be allowed to run, and the server's key to go where the run goes
+    (:func:`check_start`); ``api_key`` is a key of the actor's own for this run only. The run
+    spends at most ``max_cost`` USD (by default the operator's ``PCF_MAX_COST_USD``): it is
+    refused when its estimate passes the cap, and stops making calls once its spend reaches
+    it (status ``capped``; the calls stored stay, and a higher cap resumes it).
+
     Returns:
         The run, and what this invocation did.
 
@@ -221,10 +312,21 @@ def judge_run(
             run on its items, or the run has provider batches not collected yet.
         RunConflictError: a run of that name exists with other settings.
         RunBusyError: another live process is judging the run.
+        AccessDeniedError: the actor may not start the run (:func:`check_start`).
+        CostCapError: the estimate passes the cost cap.
     """
+    check_start(spec, actor=actor, api_key=api_key)
     require_dataset(spec, session=session)
+    cap = max_cost if max_cost is not None else default_cost_cap()
+    spent = check_cost(spec, cap, session=session)
+    resumed = get_run(spec.run_name, session=session) is not None
     judge = make_judge(
-        spec.backend, spec.model, base_url=spec.base_url, replay_path=spec.replay, seed=spec.seed
+        spec.backend,
+        spec.model,
+        base_url=spec.base_url,
+        replay_path=spec.replay,
+        seed=spec.seed,
+        api_key=api_key,
     )
     holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
     name = spec.run_name
@@ -242,6 +344,7 @@ def judge_run(
                 prices=price_table(),
                 progress=progress,
                 retry_failed=retry_failed,
+                budget_usd=None if cap is None else cap - spent,
             )
         finally:
             heartbeat.cancel()
@@ -251,6 +354,19 @@ def judge_run(
     take_lease(name, holder, session=session)
     try:
         run = open_run(spec, session=session)
+        add_audit_event(
+            "run_resumed" if resumed else "run_started",
+            session=session,
+            actor=actor.identity,
+            target=name,
+            details={
+                "backend": spec.backend,
+                "model": spec.model,
+                "base_url": spec.base_url,
+                "own_key": api_key is not None,
+                "max_cost_usd": cap,
+            },
+        )
         session.commit()
         if any(batch.state != "collected" for batch in run_batches(run.id, session=session)):
             raise ValueError(
@@ -265,3 +381,48 @@ def judge_run(
         session.rollback()
         release_run_lease(name, session=session, holder=holder)
         session.commit()
+
+
+def import_dataset(
+    items: list[Item],
+    *,
+    session: Session,
+    actor: Actor,
+    name: str,
+    fmt: str,
+    source_path: str | os.PathLike | None = None,
+    seed: int = 0,
+) -> Dataset:
+    """Import ``items`` as dataset ``name`` (all or nothing), as ``actor``.
+
+    Raises:
+        AccessDeniedError: the actor may not import.
+        ValueError: a dataset of that name exists, or an item is refused.
+    """
+    actor.require(Permission.IMPORT)
+    dataset = import_items(
+        items, session=session, name=name, fmt=fmt, source_path=source_path, seed=seed
+    )
+    add_audit_event(
+        "dataset_imported",
+        session=session,
+        actor=actor.identity,
+        target=name,
+        details={"items": dataset.n_items, "format": fmt, "source": str(source_path or "")},
+    )
+    return dataset
+
+
+def delete_run(name: str, *, session: Session, actor: Actor) -> dict[str, int]:
+    """Delete the run, its calls and their replaced answers (never a label), as ``actor``.
+
+    Raises:
+        AccessDeniedError: the actor may not delete runs.
+        ValueError: see :func:`pcf.store.queries.delete_run`.
+    """
+    actor.require(Permission.DELETE_RUN)
+    deleted = delete_stored_run(name, session=session)
+    add_audit_event(
+        "run_deleted", session=session, actor=actor.identity, target=name, details=deleted
+    )
+    return deleted

@@ -12,12 +12,13 @@ from pathlib import Path
 
 from sqlmodel import Session
 
+from pcf.access import Actor
 from pcf.items import load_dataset
 from pcf.runs.engine import RunReport
-from pcf.runs.manage import judge_run, require_dataset
+from pcf.runs.manage import import_dataset, judge_run, require_dataset
 from pcf.runs.spec import RunSpec
 from pcf.store.models import Run
-from pcf.store.queries import get_dataset, import_items, list_runs, load_items
+from pcf.store.queries import get_dataset, list_runs, load_items
 
 DEMO_ITEMS = Path(__file__).resolve().parents[2] / "data" / "demo" / "items.jsonl"
 DEMO_RUNS = (
@@ -67,10 +68,13 @@ def study_runs(study: str, *, session: Session) -> list[Run]:
     return [r for r in list_runs(session=session) if r.name.startswith(f"{study}/")]
 
 
-def build_demo(*, session: Session) -> list[tuple[Run, RunReport]]:
-    """Import the demo items as dataset ``demo`` and run the simulated demo runs."""
+def build_demo(*, session: Session, actor: Actor) -> list[tuple[Run, RunReport]]:
+    """Import the demo items as dataset ``demo`` and run the simulated demo runs, as ``actor``
+    (who must be allowed to import and run)."""
     if get_dataset("demo", session=session) is None:
         items = load_dataset("jsonl", DEMO_ITEMS)
-        import_items(items, session=session, name="demo", fmt="jsonl", source_path=DEMO_ITEMS)
+        import_dataset(
+            items, session=session, actor=actor, name="demo", fmt="jsonl", source_path=DEMO_ITEMS
+        )
         session.commit()
-    return [judge_run(spec, session=session) for spec in DEMO_RUNS]
+    return [judge_run(spec, session=session, actor=actor) for spec in DEMO_RUNS]

@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
+from pcf.access import operator
 from pcf.analysis.item_detail import candidate_titles, escape_markdown, inert_markdown
 from pcf.analysis.results import run_decisions, run_summary
 from pcf.flags import FLAG_HELP
@@ -226,7 +227,7 @@ def hostile_run(demo_engine: Engine) -> None:
     with session_scope(demo_engine) as s:
         import_items([item], session=s, name="hostile", fmt="jsonl")
         s.commit()
-        judge_run(RunSpec("hostile", "hostile-pcf", k=2), session=s)
+        judge_run(RunSpec("hostile", "hostile-pcf", k=2), session=s, actor=operator())
 
 
 def test_script_html_and_markdown_images_in_texts_stay_inert(hostile_run, app):

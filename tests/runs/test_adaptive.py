@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 from sqlmodel import Session
 
+from pcf.access import operator
 from pcf.analysis.results import run_decisions
 from pcf.analysis.whatif import whatif
 from pcf.judges.base import JudgeReply, JudgeRequest
@@ -30,7 +31,7 @@ def calls_per_item(db: Session, name: str) -> Counter:
 @pytest.mark.parametrize(("policy", "risk"), [("certain", 0.01), ("confident", 0.05)])
 def test_an_adaptive_run_makes_what_whatif_predicts(db: Session, policy: str, risk: float):
     spec = RunSpec("demo", f"adaptive-{policy}", k=7, executions=3, adaptive=policy, risk=risk)
-    run, report = judge_run(spec, session=db)
+    run, report = judge_run(spec, session=db, actor=operator())
     predicted = whatif(get_run(FULL, session=db), StoppingPolicy(policy, risk=risk), session=db)
     made = calls_per_item(db, spec.run_name)
     assert sum(made.values()) / len(made) == pytest.approx(predicted["calls_per_item"])
@@ -84,7 +85,7 @@ def test_a_resumed_adaptive_run_decides_as_an_uninterrupted_one(db: Session):
         execute_with(InterruptingJudge(answers=20))
     assert 0 < sum(calls_per_item(db, "resumed").values()) < 12 * 10
     execute_with(SimulatedJudge("sim-fresh"))
-    judge_run(spec("uninterrupted"), session=db)
+    judge_run(spec("uninterrupted"), session=db, actor=operator())
     assert calls_per_item(db, "resumed") == calls_per_item(db, "uninterrupted")
     assert (
         get_run("resumed", session=db).settings["stops"]
@@ -94,10 +95,10 @@ def test_a_resumed_adaptive_run_decides_as_an_uninterrupted_one(db: Session):
 
 def test_max_calls_bounds_every_item_and_may_exceed_the_plan(db: Session):
     planned = RunSpec("demo", "capped", k=3, executions=1, adaptive="confident", risk=0.001)
-    judge_run(planned, session=db)
+    judge_run(planned, session=db, actor=operator())
     assert max(calls_per_item(db, "capped").values()) <= 3
     more = RunSpec("demo", "more", k=3, executions=1, adaptive="confident", risk=0.001, max_calls=8)
-    run, _ = judge_run(more, session=db)
+    run, _ = judge_run(more, session=db, actor=operator())
     made = calls_per_item(db, "more")
     assert max(made.values()) <= 8
     assert max(made.values()) > 3  # unsettled items went on past the plan
@@ -106,6 +107,12 @@ def test_max_calls_bounds_every_item_and_may_exceed_the_plan(db: Session):
 
 
 def test_adaptive_settings_are_part_of_the_runs_identity(db: Session):
-    judge_run(RunSpec("demo", "ident", k=3, adaptive="certain", limit=2), session=db)
+    judge_run(
+        RunSpec("demo", "ident", k=3, adaptive="certain", limit=2), session=db, actor=operator()
+    )
     with pytest.raises(ValueError, match="adaptive"):
-        judge_run(RunSpec("demo", "ident", k=3, adaptive="confident", limit=2), session=db)
+        judge_run(
+            RunSpec("demo", "ident", k=3, adaptive="confident", limit=2),
+            session=db,
+            actor=operator(),
+        )

@@ -7,6 +7,7 @@ import time
 import pytest
 from sqlmodel import Session, func, select
 
+from pcf.access import operator
 from pcf.runs.background import background_runs, start_run
 from pcf.runs.spec import RunSpec
 from pcf.runs.study import DEMO_RUNS
@@ -27,7 +28,9 @@ def wait_until_done(engine, name: str):
 
 
 def test_a_background_run_stores_its_calls_and_reports_progress(demo_engine):
-    started = start_run(demo_engine, RunSpec("demo", "bg", model="sim-bg", k=3, limit=4))
+    started = start_run(
+        demo_engine, RunSpec("demo", "bg", model="sim-bg", k=3, limit=4), actor=operator()
+    )
     assert started.active
     progress = wait_until_done(demo_engine, "bg")
     assert progress.status == "finished", progress.error
@@ -42,7 +45,7 @@ def test_a_background_run_stores_its_calls_and_reports_progress(demo_engine):
 
 
 def test_a_run_that_cannot_resume_fails_with_the_reason(demo_engine):
-    start_run(demo_engine, RunSpec("demo", "demo-pcf", k=3))
+    start_run(demo_engine, RunSpec("demo", "demo-pcf", k=3), actor=operator())
     progress = wait_until_done(demo_engine, "demo-pcf")
     assert progress.status == "failed"
     assert "exists with other settings" in progress.error
@@ -55,6 +58,7 @@ def test_a_provider_without_a_key_fails_and_leaves_no_run_behind(demo_engine, mo
     start_run(
         demo_engine,
         RunSpec("demo", "nokey", backend="anthropic", model="claude-x", protocol="direct"),
+        actor=operator(),
     )
     progress = wait_until_done(demo_engine, "nokey")
     assert progress.status == "failed"
@@ -66,7 +70,7 @@ def test_a_provider_without_a_key_fails_and_leaves_no_run_behind(demo_engine, mo
 
 def test_the_same_run_cannot_start_twice_at_once(demo_engine):
     spec = RunSpec("demo", "twice", model="s2", k=7, executions=3)
-    start_run(demo_engine, spec)
+    start_run(demo_engine, spec, actor=operator())
     with pytest.raises(ValueError, match="already running"):
-        start_run(demo_engine, spec)
+        start_run(demo_engine, spec, actor=operator())
     assert wait_until_done(demo_engine, "twice").status == "finished"

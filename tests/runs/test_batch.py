@@ -17,6 +17,7 @@ import pytest
 from sqlmodel import Session, col, select
 from typer.testing import CliRunner
 
+from pcf.access import operator
 from pcf.cli import app
 from pcf.judges import make_judge
 from pcf.judges.batch import batch_client
@@ -118,16 +119,18 @@ def test_a_study_by_batch_matches_the_study_call_by_call_at_half_the_cost(
             import_ds(by_call)
             specs = study_specs("s", base_spec(provider, server), session=by_call)
             for spec in specs:
-                judge_run(spec, session=by_call)
+                judge_run(spec, session=by_call, actor=operator())
             expected = {spec.run_name: judgments(by_call, spec.run_name) for spec in specs}
             cost_by_call = sum(r.cost_usd for r in by_call.exec(select(Run)).all())
             sent_by_call, counts_by_call = server.request_count, server.counts
         with WireServer(answer, batch_polls=2) as server:
             import_ds(session)
             specs = study_specs("s", base_spec(provider, server), session=session)
-            reports = [submit_run(spec, session=session)[1] for spec in specs]
+            reports = [submit_run(spec, session=session, actor=operator())[1] for spec in specs]
             names = [spec.run_name for spec in specs]
-            collected = collect_runs(names, session=session, wait=True, poll_s=0.01)
+            collected = collect_runs(
+                names, session=session, wait=True, poll_s=0.01, actor=operator()
+            )
             paid = batch_requests(server)
             counts = server.counts
             created = server.batches.created
@@ -186,14 +189,14 @@ def test_failed_expired_and_refused_requests_are_failed_calls_retried_by_retry_f
         behaviours = ["error", "expired", "refusal", "garbled"]
         for prompt, behaviour in zip(prompts[:4], behaviours, strict=True):
             plan_script[prompt] = behaviour
-        submit_run(spec, session=session)
-        first = collect_runs(["r"], session=session, wait=True, poll_s=0.01)[0]
+        submit_run(spec, session=session, actor=operator())
+        first = collect_runs(["r"], session=session, wait=True, poll_s=0.01, actor=operator())[0]
         failed = {c.error.split(":")[0] for c in session.exec(select(Call)).all() if not c.ok}
         run = session.exec(select(Run)).one()
         session.refresh(run)
         status_after_first = run.failures
-        again = submit_run(spec, session=session, retry_failed=True)[1]
-        collect_runs(["r"], session=session, wait=True, poll_s=0.01)
+        again = submit_run(spec, session=session, retry_failed=True, actor=operator())[1]
+        collect_runs(["r"], session=session, wait=True, poll_s=0.01, actor=operator())
         paid = len(batch_requests(server))
 
     assert first.failures == status_after_first == 4
@@ -215,8 +218,8 @@ def test_a_batch_that_fails_whole_is_failed_calls_and_nothing_is_paid(provider_e
     with WireServer(answer, fail_batch=lambda index: index == 0) as server:
         import_ds(session, 2)
         spec = base_spec(provider, server, name="r", executions=1)
-        submit_run(spec, session=session)
-        report = collect_runs(["r"], session=session)[0]
+        submit_run(spec, session=session, actor=operator())
+        report = collect_runs(["r"], session=session, actor=operator())[0]
         paid = len(batch_requests(server))
         calls = session.exec(select(Call)).all()
         assert len(calls) == report.failures == 8
@@ -228,7 +231,7 @@ def test_a_batch_that_fails_whole_is_failed_calls_and_nothing_is_paid(provider_e
             assert all(c.error.startswith("batch_error: api_error") for c in calls)
         assert all(c.cost_usd == 0 for c in calls)
         # the failed calls are asked again call by call, like any failed call
-        _, retried = judge_run(spec, session=session, retry_failed=True)
+        _, retried = judge_run(spec, session=session, retry_failed=True, actor=operator())
     assert retried.retried == 8
     session.expire_all()
     assert all(c.ok for c in session.exec(select(Call)).all())
@@ -251,15 +254,18 @@ def test_a_cancelled_batch_leaves_failed_calls_and_a_key_in_an_error_is_masked(
     with WireServer(responder, batch_polls=5) as server:
         import_ds(session, 1)
         spec = base_spec(provider, server, name="r", executions=1)
-        _, submitted = submit_run(spec, session=session)
-        assert cancel_runs(["r"], session=session) == {"cancelled": submitted.batches, "lost": {}}
-        report = collect_runs(["r"], session=session)[0]
+        _, submitted = submit_run(spec, session=session, actor=operator())
+        assert cancel_runs(["r"], session=session, actor=operator()) == {
+            "cancelled": submitted.batches,
+            "lost": {},
+        }
+        report = collect_runs(["r"], session=session, actor=operator())[0]
         assert report.stored == report.failures == 4
         errors = {c.error for c in session.exec(select(Call)).all()}
         assert {e.split(":")[0] for e in errors} == {"batch_cancelled"}
         echo.append(True)
-        submit_run(spec, session=session, retry_failed=True)
-        collect_runs(["r"], session=session, wait=True, poll_s=0.01)
+        submit_run(spec, session=session, retry_failed=True, actor=operator())
+        collect_runs(["r"], session=session, wait=True, poll_s=0.01, actor=operator())
     session.expire_all()
     stored = session.exec(select(Call)).all()
     assert all(SECRET not in c.error and "[redacted]" in c.error for c in stored)
@@ -275,12 +281,12 @@ def test_calls_are_split_by_the_request_limit_and_collect_waits_for_every_batch(
     with WireServer(answer, batch_polls=3) as server:
         import_ds(session, 3)
         spec = base_spec(provider, server, name="r", executions=1)
-        _, report = submit_run(spec, session=session, max_requests=5)
-        early = collect_runs(["r"], session=session)[0]
+        _, report = submit_run(spec, session=session, max_requests=5, actor=operator())
+        early = collect_runs(["r"], session=session, actor=operator())[0]
         # call by call would pay for them again
         with pytest.raises(ValueError, match="has provider batches not collected yet"):
-            judge_run(spec, session=session)
-        done = collect_runs(["r"], session=session, wait=True, poll_s=0.01)[0]
+            judge_run(spec, session=session, actor=operator())
+        done = collect_runs(["r"], session=session, wait=True, poll_s=0.01, actor=operator())[0]
         batches = session.exec(select(ProviderBatch).order_by(col(ProviderBatch.id))).all()
         sizes = [len(b.custom_ids) for b in batches]
     assert report.submitted == 12
@@ -296,7 +302,7 @@ def test_calls_are_split_by_the_request_limit_and_collect_waits_for_every_batch(
 def test_batch_needs_a_provider_backend(session):
     import_ds(session, 1)
     with pytest.raises(ValueError, match="--batch needs the openai or anthropic backend"):
-        submit_run(RunSpec("ds", name="r"), session=session)
+        submit_run(RunSpec("ds", name="r"), session=session, actor=operator())
     assert session.exec(select(Run)).all() == []
 
 
@@ -328,14 +334,14 @@ def test_an_adaptive_run_sends_each_wave_as_a_batch_and_stops_where_call_by_call
         with WireServer(steady_answer) as server, Session(get_engine(calls_url)) as by_call:
             import_ds(by_call)
             spec = base_spec(provider, server, name="a", adaptive="certain")
-            judge_run(spec, session=by_call)
+            judge_run(spec, session=by_call, actor=operator())
             expected = judgments(by_call, "a")
             stops = by_call.exec(select(Run)).one().settings["stops"]
         with WireServer(steady_answer, batch_polls=1) as server:
             import_ds(session)
             spec = base_spec(provider, server, name="a", adaptive="certain")
-            first = submit_run(spec, session=session)[1]
-            collect_runs(["a"], session=session, wait=True, poll_s=0.01)
+            first = submit_run(spec, session=session, actor=operator())[1]
+            collect_runs(["a"], session=session, wait=True, poll_s=0.01, actor=operator())
             waves = [len(b.custom_ids) for b in session.exec(select(ProviderBatch)).all()]
             paid = len(batch_requests(server))
     finally:
@@ -381,15 +387,15 @@ def test_apocjudge_confirmations_are_a_second_batch_wave(provider_env, tmp_path,
             import_items(pairs, session=by_call, name="ds", fmt="jsonl")
             by_call.commit()
             spec = base_spec(provider, server, name="a", protocol="apoc")
-            judge_run(spec, session=by_call)
+            judge_run(spec, session=by_call, actor=operator())
             expected = judgments(by_call, "a")
             cost_by_call = by_call.exec(select(Run)).one().cost_usd
         with WireServer(pairwise_answer, batch_polls=1) as server:
             import_items(pairs, session=session, name="ds", fmt="jsonl")
             session.commit()
             spec = base_spec(provider, server, name="a", protocol="apoc")
-            first = submit_run(spec, session=session)[1]
-            collect_runs(["a"], session=session, wait=True, poll_s=0.01)
+            first = submit_run(spec, session=session, actor=operator())[1]
+            collect_runs(["a"], session=session, wait=True, poll_s=0.01, actor=operator())
             sizes = [len(b.custom_ids) for b in session.exec(select(ProviderBatch)).all()]
             paid = len(batch_requests(server))
     finally:
@@ -453,8 +459,8 @@ def test_two_calls_with_one_content_key_are_one_request_paid_once(monkeypatch, t
     session.commit()
     with WireServer(answer) as server:
         spec = base_spec(OPENAI, server, name="r", schedule="exhaustive", k=2, executions=1)
-        _, report = submit_run(spec, session=session)
-        collect_runs(["r"], session=session)
+        _, report = submit_run(spec, session=session, actor=operator())
+        collect_runs(["r"], session=session, actor=operator())
         paid = len(batch_requests(server))
     calls = session.exec(select(Call)).all()
     assert report.submitted == paid == 2
@@ -501,8 +507,8 @@ def test_a_batch_sent_before_servers_were_in_the_key_is_collected_into_its_calls
             record, session=session, state="submitted", batch_id=asyncio.run(send())
         )
         session.commit()
-        again = submit_run(spec, session=session)[1]
-        collect_runs(["r"], session=session, wait=True, poll_s=0.01)
+        again = submit_run(spec, session=session, actor=operator())[1]
+        collect_runs(["r"], session=session, wait=True, poll_s=0.01, actor=operator())
         paid = len(batch_requests(server))
         created = server.batches.created
     assert (again.submitted, again.deferred) == (0, 0)
@@ -529,30 +535,36 @@ def test_a_lost_batch_is_forgotten_into_failed_calls_that_retry_failed_asks_agai
     with WireServer(answer, batch_polls=1) as server:
         import_ds(session, 3)
         spec = base_spec(provider, server, name="r", executions=1)
-        _, submitted = submit_run(spec, session=session, max_requests=4)
+        _, submitted = submit_run(spec, session=session, max_requests=4, actor=operator())
         _, lost, lost_results = submitted.batches
         server.batches.lose(lost)
         server.batches.lose(lost_results, results_only=True)
-        collected = collect_runs(["r"], session=session, wait=True, poll_s=0.01)[0]
+        collected = collect_runs(["r"], session=session, wait=True, poll_s=0.01, actor=operator())[
+            0
+        ]
         first_answers = {c.id: c.created_at for c in session.exec(select(Call)).all()}
         # every stuck state: call by call refused, a batch submit sends nothing
         with pytest.raises(ValueError, match="not collected yet"):
-            judge_run(spec, session=session)
-        assert submit_run(spec, session=session, retry_failed=True)[1].submitted == 0
-        asked = cancel_runs(["r"], session=session)
+            judge_run(spec, session=session, actor=operator())
+        assert (
+            submit_run(spec, session=session, retry_failed=True, actor=operator())[1].submitted == 0
+        )
+        asked = cancel_runs(["r"], session=session, actor=operator())
         status = {
             row["batch_id"]: row.get("provider_status")
             for row in batch_status("r", session=session)
         }
         overview = batch_overview([get_run("r", session=session)], session=session)[0]
 
-        forgot = collect_runs(["r"], session=session, forget_lost=True)[0]
+        forgot = collect_runs(["r"], session=session, forget_lost=True, actor=operator())[0]
         failed = {c.error for c in session.exec(select(Call)).all() if not c.ok}
         if retry == "batch":
-            again = submit_run(spec, session=session, retry_failed=True)[1].submitted
-            collect_runs(["r"], session=session, wait=True, poll_s=0.01)
+            again = submit_run(spec, session=session, retry_failed=True, actor=operator())[
+                1
+            ].submitted
+            collect_runs(["r"], session=session, wait=True, poll_s=0.01, actor=operator())
         else:
-            again = judge_run(spec, session=session, retry_failed=True)[1].retried
+            again = judge_run(spec, session=session, retry_failed=True, actor=operator())[1].retried
         paid = server.request_count
     assert (collected.lost, collected.stored, collected.pending) == ([lost, lost_results], 4, 0)
     assert asked == {"cancelled": [], "lost": {"r": [lost]}}

@@ -13,6 +13,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 from typer.testing import CliRunner
 
+from pcf.access import operator
 from pcf.analysis.results import run_decisions
 from pcf.cli import app
 from pcf.items import Candidate, Item
@@ -308,7 +309,11 @@ def test_a_replay_of_another_recording_answers_from_its_own_file(session, tmp_pa
         recordings.append(path)
 
     def replayed(path: Path, name: str) -> tuple[Run, RunReport]:
-        return judge_run(RunSpec("ds", name, k=3, backend="replay", replay=path), session=session)
+        return judge_run(
+            RunSpec("ds", name, k=3, backend="replay", replay=path),
+            session=session,
+            actor=operator(),
+        )
 
     def scores(run: Run) -> dict:
         return {

@@ -18,6 +18,7 @@ from collections import Counter, defaultdict
 import pytest
 from sqlmodel import Session, col, select
 
+from pcf.access import operator
 from pcf.judges import BASE_URL_ENV
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.openai_judge import OpenAIJudge
@@ -212,7 +213,7 @@ def test_two_servers_under_one_model_name_answer_for_themselves(provider, monkey
         spec = dataclasses.replace(
             CONFIG, name=name, backend=provider.backend, model=provider.model, base_url=base_url
         )
-        return judge_run(dataclasses.replace(spec, k=3), session=session)[1]
+        return judge_run(dataclasses.replace(spec, k=3), session=session, actor=operator())[1]
 
     with WireServer(answers) as first, WireServer(refuses) as second:
         by_first = judged("first", provider.base_url(first))
@@ -252,7 +253,7 @@ def test_a_run_stored_before_servers_were_in_the_key_resumes_without_paying_agai
         spec = dataclasses.replace(
             CONFIG, name="old", backend="openai", base_url=server.openai_base_url, k=3
         )
-        judge_run(dataclasses.replace(spec, limit=2), session=session)
+        judge_run(dataclasses.replace(spec, limit=2), session=session, actor=operator())
         slots = {
             (p.item_db_id, p.execution, p.call_index): p
             for p in plan(items, item_db_ids(dataset.id, session=session), spec)
@@ -265,7 +266,7 @@ def test_a_run_stored_before_servers_were_in_the_key_resumes_without_paying_agai
             )
             session.add(call)
         session.commit()
-        _, resumed = judge_run(spec, session=session)
+        _, resumed = judge_run(spec, session=session, actor=operator())
         sent = server.request_count
     assert (resumed.already_done, resumed.calls_made, resumed.cache_hits) == (6, 3, 0)
     assert sent == 9

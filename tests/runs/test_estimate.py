@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pcf.access import operator
 from pcf.runs.estimate import estimate_run
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
@@ -17,7 +18,7 @@ def test_a_new_model_sends_every_call_and_the_estimate_matches_the_run(db):
     assert (estimate.planned, estimate.stored, estimate.cached) == (52 * 3 * 2, 0, 0)
     assert estimate.to_call == 312
     assert estimate.cost_usd == 0.0
-    judge_run(spec, session=db)
+    judge_run(spec, session=db, actor=operator())
     run = get_run("new", session=db)
     # The simulated judge counts input tokens as the estimate does: prompt characters / 4.
     assert run.input_tokens == estimate.input_tokens
@@ -61,7 +62,7 @@ def test_the_estimate_plans_with_the_dataset_seed_as_the_engine_does(session):
     items = [make_item(f"q{i}") for i in range(4)]
     import_items(items, session=session, name="seeded", fmt="jsonl", seed=5)
     session.commit()
-    judge_run(RunSpec("seeded", "first", k=3, seed=2), session=session)
+    judge_run(RunSpec("seeded", "first", k=3, seed=2), session=session, actor=operator())
     estimate = estimate_run(RunSpec("seeded", "second", k=3, seed=2), session=session)
     assert (estimate.planned, estimate.cached, estimate.to_call) == (12, 12, 0)
     other_seed = estimate_run(RunSpec("seeded", "third", k=3, seed=8), session=session)

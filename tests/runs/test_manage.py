@@ -1,19 +1,34 @@
-"""Which backends this process can use (pcf/runs/manage.py)."""
+"""Run management (pcf/runs/manage.py): which backends this process can use, who may import,
+run and delete, where the server's key may go, and cost caps."""
 
 from __future__ import annotations
 
+import json
+import math
+import re
+
 import pytest
 
+from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Actor, Role, operator
+from pcf.labelling.audit import audit_log
+from pcf.runs.background import start_run
+from pcf.runs.estimate import estimate_run
 from pcf.runs.manage import (
     CANONICAL_SETTING,
+    MAX_COST_ENV,
+    CostCapError,
     RunConflictError,
     backend_availability,
+    delete_run,
+    import_dataset,
     judge_run,
     open_run,
 )
 from pcf.runs.spec import RunSpec
-from pcf.store import create_run, import_items
+from pcf.store import create_run, get_run, import_items, session_scope
+from pcf.store.queries import run_calls
 from tests.factories import make_item
+from tests.wire_server import Scripted, WireServer
 
 
 def test_providers_need_their_key_or_a_base_url():
@@ -38,9 +53,13 @@ def _dataset(session, seed: int):
 
 def test_new_runs_are_marked_as_planned_from_the_dataset_seed(session):
     _dataset(session, seed=4)
-    run, _ = judge_run(RunSpec("ds", "r", protocol="direct", seed=9), session=session)
+    run, _ = judge_run(
+        RunSpec("ds", "r", protocol="direct", seed=9), session=session, actor=operator()
+    )
     assert run.settings[CANONICAL_SETTING] == "dataset_seed"
-    again, report = judge_run(RunSpec("ds", "r", protocol="direct", seed=9), session=session)
+    again, report = judge_run(
+        RunSpec("ds", "r", protocol="direct", seed=9), session=session, actor=operator()
+    )
     assert (again.id, report.calls_made) == (run.id, 0)
 
 
@@ -66,3 +85,176 @@ def test_a_run_stored_before_the_dataset_seed_rule_resumes_only_if_its_plan_is_t
     assert open_run(RunSpec("ds", "same", protocol="direct", seed=0), session=session)
     with pytest.raises(RunConflictError, match="canonical orders from its own seed 3"):
         open_run(RunSpec("ds", "other", protocol="direct", seed=3), session=session)
+
+
+# ---------------------------------------------------------------- who may run, and the key
+
+ALICE = Actor("alice@example.com", Role.ANNOTATOR)
+RITA = Actor("rita@example.com", Role.REVIEWER)
+VERA = Actor("vera@example.com", Role.VIEWER)
+ADAM = Actor("adam@example.com", Role.ADMIN)
+SERVER_KEY = "sk-server-key-that-must-stay-home-0001"
+OWN_KEY = "sk-adams-own-key-for-one-run-0002"
+
+
+@pytest.mark.parametrize("actor", [ALICE, RITA, VERA], ids=lambda a: a.role.value)
+def test_only_admins_import_start_and_delete(engine, actor: Actor):
+    with session_scope(engine) as session:
+        with pytest.raises(AccessDeniedError, match="may not import"):
+            import_dataset([make_item("q1")], session=session, actor=actor, name="x", fmt="jsonl")
+        _dataset(session, seed=0)
+        with pytest.raises(AccessDeniedError, match="may not start"):
+            judge_run(RunSpec("ds", "r", protocol="direct"), session=session, actor=actor)
+        with pytest.raises(AccessDeniedError, match="may not start"):
+            start_run(engine, RunSpec("ds", "bg", protocol="direct"), actor=actor)
+        judge_run(RunSpec("ds", "r", protocol="direct"), session=session, actor=ADAM)
+        with pytest.raises(AccessDeniedError, match="may not delete"):
+            delete_run("r", session=session, actor=actor)
+        assert get_run("r", session=session) is not None
+
+
+def test_imports_runs_and_deletes_are_in_the_audit_log(engine):
+    with session_scope(engine) as session:
+        import_dataset([make_item("q1")], session=session, actor=ADAM, name="ds", fmt="jsonl")
+        judge_run(RunSpec("ds", "r", protocol="direct"), session=session, actor=ADAM)
+        judge_run(RunSpec("ds", "r", protocol="direct"), session=session, actor=ADAM)
+        delete_run("r", session=session, actor=ADAM)
+        log = audit_log(session=session, actor=ADAM)
+    assert [(e["action"], e["target"], e["actor"]) for e in log[::-1]] == [
+        ("dataset_imported", "ds", ADAM.identity),
+        ("run_started", "r", ADAM.identity),
+        ("run_resumed", "r", ADAM.identity),
+        ("run_deleted", "r", ADAM.identity),
+    ]
+
+
+def listwise(request) -> Scripted:
+    """A valid answer for the candidates the prompt shows, 1,000 tokens in and 200 out."""
+    keys = re.findall(r'<candidate key="([^"]+)">', request.last_user_text)
+    text = json.dumps(
+        {
+            "candidates": [
+                {"key": k, "factuality": 9 - i, "hallucination_risk": 0.1, "rationale": "ok"}
+                for i, k in enumerate(keys)
+            ],
+            "ranking": keys,
+            "confidence": 0.8,
+        }
+    )
+    return Scripted.answer(text, input_tokens=1000, output_tokens=200)
+
+
+@pytest.fixture
+def server(monkeypatch, engine):
+    """The wire server answering every call, the server's OpenAI key set, dataset ``ds``."""
+    monkeypatch.setenv("OPENAI_API_KEY", SERVER_KEY)
+    for name in ("OPENAI_BASE_URL", ALLOWED_BASE_URLS_ENV, MAX_COST_ENV):
+        monkeypatch.delenv(name, raising=False)
+    with session_scope(engine) as session:
+        _dataset(session, seed=0)
+    with WireServer(listwise) as wire:
+        yield wire
+
+
+def at(wire: WireServer, name: str, **options) -> RunSpec:
+    return RunSpec(
+        "ds", name, backend="openai", model="m", base_url=wire.openai_base_url, k=2, **options
+    )
+
+
+def keys_sent(wire: WireServer) -> set[str]:
+    return {r.headers.get("authorization", "") for r in wire.received}
+
+
+def test_the_servers_key_never_goes_to_a_server_the_operator_did_not_list(engine, server):
+    with session_scope(engine) as session:
+        with pytest.raises(AccessDeniedError, match="PCF_ALLOWED_BASE_URLS"):
+            judge_run(at(server, "unlisted"), session=session, actor=ADAM)
+        assert get_run("unlisted", session=session) is None
+    assert server.request_count == 0
+    with session_scope(engine) as session:
+        judge_run(at(server, "own-key"), session=session, actor=ADAM, api_key=OWN_KEY)
+        stored = json.dumps(
+            [
+                c.model_dump(mode="json")
+                for c in run_calls(get_run("own-key", session=session).id, session=session)
+            ]
+        )
+        events = json.dumps(audit_log(session=session, actor=ADAM))
+    assert keys_sent(server) == {f"Bearer {OWN_KEY}"}
+    assert OWN_KEY not in stored
+    assert OWN_KEY not in events
+
+
+def test_a_listed_server_gets_the_servers_key_and_the_operator_names_any(
+    engine, server, monkeypatch
+):
+    monkeypatch.setenv(
+        ALLOWED_BASE_URLS_ENV, f"http://example.invalid/v1 {server.openai_base_url}/"
+    )
+    with session_scope(engine) as session:
+        judge_run(at(server, "listed"), session=session, actor=ADAM)
+    assert keys_sent(server) == {f"Bearer {SERVER_KEY}"}
+    monkeypatch.delenv(ALLOWED_BASE_URLS_ENV)
+    with session_scope(engine) as session:
+        judge_run(at(server, "operator", seed=1), session=session, actor=operator())
+    assert keys_sent(server) == {f"Bearer {SERVER_KEY}"}
+
+
+# ---------------------------------------------------------------- cost caps
+
+PRICE = (2.0, 8.0)  # USD per million tokens: each answered call costs $0.0036
+
+
+@pytest.fixture
+def priced(tmp_path, monkeypatch):
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"m": list(PRICE)}), encoding="utf-8")
+    monkeypatch.setenv("PCF_PRICES", str(prices))
+    monkeypatch.setenv(ALLOWED_BASE_URLS_ENV, "")
+
+
+def estimated(engine, spec: RunSpec) -> float:
+    with session_scope(engine) as session:
+        return estimate_run(spec, session=session).cost_usd
+
+
+def test_a_run_estimated_above_its_cap_is_refused_before_any_call(engine, server, priced):
+    spec = at(server, "capped", concurrency=1)
+    cap = estimated(engine, spec) / 2
+    with session_scope(engine) as session, pytest.raises(CostCapError, match="cost cap"):
+        judge_run(spec, session=session, actor=operator(), max_cost=cap)
+    assert server.request_count == 0
+
+
+def test_a_run_stops_at_its_cap_with_its_calls_stored_and_resumes_under_a_higher_one(
+    engine, server, priced, monkeypatch
+):
+    """The estimate counts fewer tokens than the server reports, so a cap just above the
+    estimate is reached before the last call: the run stops there, and a higher cap (here the
+    operator's default) finishes it without asking a stored call again."""
+    spec = at(server, "capped", concurrency=1)
+    per_call = (1000 * PRICE[0] + 200 * PRICE[1]) / 1e6
+    cap = estimated(engine, spec) * 1.01
+    made = math.ceil(cap / per_call)  # calls go out while the spend is below the cap
+    assert made < 6, "the server's answers must cost more than the estimate"
+    with session_scope(engine) as session:
+        run, report = judge_run(spec, session=session, actor=operator(), max_cost=cap)
+        assert run.status == "capped"
+        assert (report.calls_made, report.capped) == (made, 6 - made)
+        stored = len(run_calls(run.id, session=session))
+    assert stored == server.request_count == made
+    assert run.cost_usd == pytest.approx(made * per_call)
+    monkeypatch.setenv(MAX_COST_ENV, "1")
+    with session_scope(engine) as session:
+        run, report = judge_run(spec, session=session, actor=operator())
+        assert run.status == "finished"
+        assert len(run_calls(run.id, session=session)) == 6
+    assert server.request_count == 6
+    assert report.calls_made == 6 - made
+
+
+def test_a_bad_operator_cap_is_named(engine, server, priced, monkeypatch):
+    monkeypatch.setenv(MAX_COST_ENV, "ten dollars")
+    with session_scope(engine) as session, pytest.raises(ValueError, match=MAX_COST_ENV):
+        judge_run(at(server, "r"), session=session, actor=operator())

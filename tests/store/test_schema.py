@@ -31,14 +31,13 @@ from sqlalchemy.schema import CreateIndex
 from typer.testing import CliRunner
 
 from pcf.cli import app
-from pcf.runs.study import build_demo
 from pcf.store import SchemaError, get_engine, get_run, session_scope
 from pcf.store.engine import unchecked_engine
 from pcf.store.models import ADJUDICATION_CHAIN, Adjudication, SQLModel
 from pcf.store.queries import add_adjudication, get_dataset, item_db_ids
-from pcf.store.schema import ADVISORY_LOCK, current, head, history, upgrade
+from pcf.store.schema import ADVISORY_LOCK, UNVERSIONED_TABLES, current, head, history, upgrade
 from pcf.store.schema import revisions as schema_revisions
-from tests.demo_database import on_postgres
+from tests.demo_database import copy_demo, drop_database, new_database, on_postgres
 from tests.store.legacy import release_decisions, restore
 
 runner = CliRunner()
@@ -210,13 +209,36 @@ def test_an_old_postgres_database_is_refused_with_one_line(isolated_database):
     assert revision_of(isolated_database) is None
 
 
-def fill_at(url: str, revision: str, *, fork: bool = True) -> dict[str, list[tuple]]:
-    """A database at ``revision`` holding the demo and a label history (forked by two racing
-    saves, as before the chain index existed, unless ``fork`` is false); its rows."""
+LEGACY_TABLES = sorted(UNVERSIONED_TABLES, key=list(SQLModel.metadata.tables).index)
+"""The tables every revision has, in an order that inserts parents first."""
+
+
+def fill_at(url: str, revision: str, folder: Path, *, fork: bool = True) -> dict[str, list[tuple]]:
+    """A database at ``revision`` holding the demo (built at head and copied row by row into
+    the tables that revision has) and a label history, forked by two racing saves as before
+    the chain index existed unless ``fork`` is false; its rows."""
+    folder.mkdir()
+    source = new_database(folder)
+    copy_demo(source)
     engine = unchecked_engine(url)
     upgrade(engine, to=revision)
+    reader = plain_engine(source)
+    with reader.connect() as read, engine.begin() as write:
+        for name in LEGACY_TABLES:
+            table = SQLModel.metadata.tables[name]
+            found = [dict(row._mapping) for row in read.execute(select(table))]
+            if found:
+                write.execute(table.insert(), found)
+            if write.dialect.name == "postgresql" and "id" in table.columns:
+                write.execute(
+                    text(
+                        f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), "
+                        f'coalesce((SELECT max(id) FROM "{name}"), 0) + 1, false)'
+                    )
+                )
+    reader.dispose()
+    drop_database(source)
     with session_scope(engine) as session:
-        build_demo(session=session)
         dataset = get_dataset("demo", session=session)
         item = item_db_ids(dataset.id, session=session)["demo-001"]
         first = add_adjudication(item, session=session, annotator="ana", choice="none_correct")
@@ -230,8 +252,8 @@ def fill_at(url: str, revision: str, *, fork: bool = True) -> dict[str, list[tup
 
 
 @pytest.mark.parametrize("revision", ["0001", "0002"])
-def test_each_older_revision_upgrades_keeping_every_row(isolated_database, revision):
-    before = fill_at(isolated_database, revision)
+def test_each_older_revision_upgrades_keeping_every_row(isolated_database, revision, tmp_path):
+    before = fill_at(isolated_database, revision, tmp_path / "source")
     report = cli("db", "upgrade")
     assert (report["before"], report["after"]) == (revision, head())
     after = rows(isolated_database)
@@ -254,9 +276,11 @@ def test_each_older_revision_upgrades_keeping_every_row(isolated_database, revis
         assert get_run("demo-pcf", session=session).input_tokens == 3 * 2**31
 
 
-def test_a_release_with_the_chain_index_but_32_bit_totals_is_recognised(isolated_database):
+def test_a_release_with_the_chain_index_but_32_bit_totals_is_recognised(
+    isolated_database, tmp_path
+):
     """Releases between the chain index and the 64-bit totals made such databases."""
-    before = fill_at(isolated_database, "0001", fork=False)
+    before = fill_at(isolated_database, "0001", tmp_path / "source", fork=False)
     engine = plain_engine(isolated_database)
     with engine.begin() as connection:
         connection.execute(CreateIndex(ADJUDICATION_CHAIN))
@@ -329,8 +353,8 @@ def waiting_on_locks(admin: Engine, kind: str) -> int:
         ).scalar_one()
 
 
-def test_two_upgrades_at_once_migrate_once(isolated_database):
-    before = fill_at(isolated_database, "0001")
+def test_two_upgrades_at_once_migrate_once(isolated_database, tmp_path):
+    before = fill_at(isolated_database, "0001", tmp_path / "source")
     holder = plain_engine(isolated_database)
     with holder.connect() as connection:
         # Hold the upgrade lock so that both processes queue behind it, then let them go.
@@ -357,8 +381,10 @@ def test_two_upgrades_at_once_migrate_once(isolated_database):
 
 
 @pytest.mark.skipif(not on_postgres(), reason="each revision is a transaction on PostgreSQL")
-def test_a_killed_upgrade_stops_at_the_revision_before_and_a_rerun_completes(isolated_database):
-    before = fill_at(isolated_database, "0001")
+def test_a_killed_upgrade_stops_at_the_revision_before_and_a_rerun_completes(
+    isolated_database, tmp_path
+):
+    before = fill_at(isolated_database, "0001", tmp_path / "source")
     holder = plain_engine(isolated_database)
     with holder.connect() as connection:
         # A writer that keeps the adjudication table busy: revision 0003's index waits on it.
