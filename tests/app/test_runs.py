@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -11,6 +12,19 @@ from streamlit.testing.v1 import AppTest
 from pcf.runs.study import DEMO_RUNS
 from pcf.store import Call, get_run
 from tests.app import open_page
+from tests.wire_server import WireServer, fixed_json
+
+LISTWISE = json.dumps(
+    {
+        "candidates": [
+            {"key": k, "factuality": 9 - i, "hallucination_risk": 0.1, "rationale": "ok"}
+            for i, k in enumerate("ABCD")
+        ],
+        "ranking": list("ABCD"),
+        "confidence": 0.8,
+    }
+)
+"""A listwise answer for four candidates keyed A-D (the prompts' default keys)."""
 
 TIMEOUT_S = 300  # only bounds a hang: a loaded machine may take minutes
 
@@ -119,3 +133,52 @@ def test_a_run_started_from_the_page_finishes_and_stores_its_calls(at, db):
     # Starting it again resumes: nothing left to call.
     assert shown(at)["Already stored"] == "15"
     assert shown(at)["Calls to send"] == "0"
+
+
+SERVER_KEY = "sk-server-key-that-must-stay-home-0003"
+OWN_KEY = "sk-a-key-typed-for-one-run-0004"
+
+
+def finished(at: AppTest, name: str) -> AppTest:
+    """Rerun the page until the background run ``name`` has finished (or failed)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    escaped = name.replace("-", "\\-")
+    ended = {f"**{escaped}** — finished", f"**{escaped}** — failed"}
+    while not ended & {m.value for m in at.markdown}:
+        assert time.monotonic() < deadline, "the run did not end in time"
+        time.sleep(0.2)
+        at.run()
+    return at
+
+
+def test_the_servers_key_goes_only_to_listed_servers_from_the_page(app, monkeypatch, db):
+    """A base URL typed in the page that the operator did not list never receives the
+    server's key: the page asks for a key for that run; a listed one gets the server's."""
+    monkeypatch.setenv("OPENAI_API_KEY", SERVER_KEY)
+    monkeypatch.delenv("PCF_ALLOWED_BASE_URLS", raising=False)
+    with WireServer(fixed_json(LISTWISE)) as wire:
+        at = open_page(app, "runs")
+        configure(at, backend="openai")
+        configure(at, base_url=wire.openai_base_url, model="m", k=2, limit=2)
+        assert at.button(key="runs_start").disabled
+        assert any("PCF_ALLOWED_BASE_URLS" in i.value for i in at.info)
+        configure(at, name="typed", own_key=OWN_KEY)
+        at.button(key="runs_start").click().run()
+        finished(at, "typed")
+        assert {r.headers["authorization"] for r in wire.received} == {f"Bearer {OWN_KEY}"}
+        monkeypatch.setenv("PCF_ALLOWED_BASE_URLS", wire.openai_base_url)
+        at = open_page(app, "runs")
+        configure(at, backend="openai")
+        configure(at, base_url=wire.openai_base_url, model="m", k=2, limit=2)
+        assert not [w for w in at.text_input if w.key == "runs_own_key"]
+        configure(at, name="listed", model="m2")  # another judge: the cache cannot answer
+        at.button(key="runs_start").click().run()
+        finished(at, "listed")
+        sent = [r.headers["authorization"] for r in wire.received]
+    assert set(sent[:4]) == {f"Bearer {OWN_KEY}"}
+    assert set(sent[4:]) == {f"Bearer {SERVER_KEY}"}
+    assert stored_calls(db, "typed") == stored_calls(db, "listed") == 4
+    db.expire_all()
+    stored = json.dumps([c.model_dump(mode="json") for c in db.exec(select(Call)).all()])
+    assert OWN_KEY not in stored
+    assert SERVER_KEY not in stored
