@@ -61,6 +61,7 @@ from pcf.store import (
     session_scope,
     write_with_retry,
 )
+from pcf.store.errors import DatabaseMovedError, storage_problem
 from pcf.store.queries import label_revision
 
 ITEM_KEY = "adjudicate_item"  # an item opened on purpose: revisit, correction, ?label=
@@ -242,10 +243,13 @@ def save(item_key: str, item_db_id: int, choice: str, seen: int | None) -> None:
     except ValueError as exc:
         st.session_state[ERROR_KEY] = str(exc)
         return
-    except (SQLAlchemyError, LostRaceError) as exc:  # busy or unreachable after every retry
+    except (SQLAlchemyError, LostRaceError, DatabaseMovedError) as exc:  # after every retry
+        why = (
+            storage_problem(exc, database_url())
+            or f"the database refused it ({type(exc).__name__})"
+        )
         st.session_state[ERROR_KEY] = (
-            f"The label was not saved: the database refused it ({type(exc).__name__}). "
-            "Your choice is still selected; save again in a moment."
+            f"The label was not saved: {why}. Your choice is still selected; save again."
         )
         return
     st.session_state[SEEN_KEY][item_key] = label.id
