@@ -11,7 +11,6 @@ from collections.abc import Mapping
 
 from sqlmodel import Session
 
-from pcf.consensus import DEFAULT_WEIGHTS
 from pcf.judges import KEY_ENV, make_judge
 from pcf.prices import price_table
 from pcf.runs.engine import Progress, RunReport, execute
@@ -138,7 +137,7 @@ def open_run(spec: RunSpec, *, session: Session) -> Run:
             seed=spec.seed,
             executions=spec.executions,
             base_url=spec.base_url,
-            weights=dict(zip(("ws", "wB", "wv", "wu"), DEFAULT_WEIGHTS.as_tuple(), strict=True)),
+            weights=dict(zip(("ws", "wB", "wv", "wu"), spec.stop_on.as_tuple(), strict=True)),
             settings={
                 "identity": spec.identity(),
                 "ballpark_guard": spec.ballpark_guard,
@@ -204,6 +203,7 @@ def judge_run(
     session: Session,
     progress: Progress | None = None,
     retry_failed: bool = False,
+    recheck_stops: bool = False,
 ) -> tuple[Run, RunReport]:
     """Create or resume the run and make its missing calls, holding its lease meanwhile.
 
@@ -211,7 +211,8 @@ def judge_run(
     one process at a time judges a run: its lease (:class:`~pcf.store.models.RunLease`) is
     taken before the run is opened and given up when this returns or raises.
     ``progress(report)`` is called after every answered call. With ``retry_failed``, the
-    run's failed calls are asked again (see :func:`~pcf.runs.engine.execute`).
+    run's failed calls are asked again; with ``recheck_stops``, an adaptive run asks the current
+    stopping policy again about the items it stopped (see :func:`~pcf.runs.engine.execute`).
 
     Returns:
         The run, and what this invocation did.
@@ -242,6 +243,7 @@ def judge_run(
                 prices=price_table(),
                 progress=progress,
                 retry_failed=retry_failed,
+                recheck_stops=recheck_stops,
             )
         finally:
             heartbeat.cancel()
