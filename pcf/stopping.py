@@ -146,12 +146,20 @@ def call_terms(
     return ws * score / 10 + wb * (n - rank) / (n - 1) + wv * (rank == 1) + wu * (1 - risk)
 
 
-def contributions(judgment: Judgment, candidate_ids: Sequence[str], weights: Weights) -> np.ndarray:
-    """What one ok call adds to each candidate's Eq. 5 sum (``x_c`` above), in listing order."""
+def contributions(
+    judgments: Sequence[Judgment], candidate_ids: Sequence[str], weights: Weights
+) -> np.ndarray:
+    """What each ok call adds to each candidate's Eq. 5 sum (``x_c`` above): (calls, n), the
+    candidates in listing order."""
+    ids = list(candidate_ids)
+    scores = [[j.factuality[c] for c in ids] for j in judgments]
+    ranks = [[j.ranking.index(c) + 1 for c in ids] for j in judgments]
+    risks = [[j.hallucination_risk[c] for c in ids] for j in judgments]
+    shape = (len(judgments), len(ids))
     return call_terms(
-        np.array([judgment.factuality[c] for c in candidate_ids], dtype=float),
-        np.array([judgment.ranking.index(c) + 1 for c in candidate_ids]),
-        np.array([judgment.hallucination_risk[c] for c in candidate_ids], dtype=float),
+        np.array(scores, dtype=float).reshape(shape),
+        np.array(ranks).reshape(shape),
+        np.array(risks, dtype=float).reshape(shape),
         weights,
     )
 
@@ -166,26 +174,29 @@ def current_winner(calls: ItemCalls, weights: Weights = DEFAULT_WEIGHTS) -> int:
 
 def _sums(calls: ItemCalls, weights: Weights) -> dict[int, tuple[int, np.ndarray]]:
     """Per execution that has a call so far or still to come: ok calls and their summed ``x``."""
-    n = len(calls.candidate_ids)
-    executions = {j.execution for j in calls.judgments} | set(calls.left())
-    out = {e: (0, np.zeros(n)) for e in executions}
-    for j in calls.judgments:
-        if j.ok:
-            count, total = out[j.execution]
-            out[j.execution] = (count + 1, total + contributions(j, calls.candidate_ids, weights))
-    return out
+    executions = sorted({j.execution for j in calls.judgments} | set(calls.left()))
+    ok = [j for j in calls.judgments if j.ok]
+    terms = contributions(ok, calls.candidate_ids, weights)
+    of = np.array([j.execution for j in ok])
+    return {e: (int((of == e).sum()), terms[of == e].sum(axis=0)) for e in executions}
 
 
 def is_certain(calls: ItemCalls, weights: Weights = DEFAULT_WEIGHTS) -> bool:
-    """Whether no answers to the remaining calls could change the winner (see the module)."""
+    """Whether no answers to the remaining calls could change the winner (see the module).
+
+    The leader is the largest ``C`` so far; when its worst case still beats every rival by
+    more than the tie tolerance it leads now by more than that too, so the tie rule (which
+    only decides within the tolerance) cannot name another winner.
+    """
     remaining = calls.left()
-    winner = current_winner(calls, weights)
     if not remaining:
         return True
-    if winner < 0:
-        return False  # every remaining call may fail: no winner, or any winner
-    full = sum(weights.as_tuple())
     sums = _sums(calls, weights)
+    means = [total / count for count, total in sums.values() if count]
+    if not means:
+        return False  # every remaining call may fail: no winner, or any winner
+    winner = int(np.argmax(np.mean(means, axis=0)))
+    full = sum(weights.as_tuple())
     worst = []
     for execution, (count, total) in sums.items():
         left = remaining.get(execution, 0)

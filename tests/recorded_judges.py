@@ -30,8 +30,8 @@ FAMILIES = (
 - ``slot_outliers``: one call in five puts whatever sits in slot 1 at 10 points, ranked first
   and risk-free;
 - ``failed_calls``: a third of the calls fail, and now and then a whole execution;
-- ``executions_disagree``: every execution has values of its own (another day, sampling seed
-  or model version), far enough apart to prefer another answer."""
+- ``executions_disagree``: every execution after the first gives the item's values to other
+  candidates (another day, sampling seed or model version), so it prefers another answer."""
 SLOT_BIAS = 0.6
 """Points the first slot gains over the last, falling linearly between them."""
 
@@ -73,8 +73,9 @@ def record(
     lost = {e for e in range(executions) if family == "failed_calls" and rng.random() < 0.2}
     out = []
     for execution in range(executions):
-        disagree = family == "executions_disagree"
-        values_e = values + rng.normal(0, 2.0, n) if disagree else values
+        values_e = values
+        if family == "executions_disagree" and execution > 0:
+            values_e = rng.permutation(values) + rng.normal(0, 0.5, n)
         for call_index, shown in enumerate(orders):
             order = tuple(shown)
             slots = np.array([order.index(c) for c in candidate_ids])

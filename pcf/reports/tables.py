@@ -88,7 +88,7 @@ def settings_table(runs: pd.DataFrame) -> pd.DataFrame:
             "executions": runs["executions"],
             "schedule": runs["schedule"],
             "stopping": runs["stopping"].map(
-                lambda label: f"adaptive: {label}" if label else "full run"
+                lambda label: f"adaptive: {label}" if isinstance(label, str) else "full run"
             ),
             "seed": runs["seed"],
             "temperature": runs["temperature"],
