@@ -10,11 +10,15 @@ evidence about any real judge.
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Sequence
 
 import numpy as np
 
+from pcf.consensus import PRESETS, Weights
 from pcf.judgments import Judgment
+from pcf.orderings import SCHEDULES, schedule
 
 FAMILIES = (
     "integer_ties",
@@ -113,3 +117,26 @@ def record(
                 )
             )
     return out
+
+
+def recorded_item(
+    family: str, number: int, *, exhaustive_up_to: int = 4
+) -> tuple[tuple[str, ...], list[Judgment], Weights]:
+    """Item ``number`` of a family's seeded cases: 2 to 6 candidates, any schedule (exhaustive
+    up to ``exhaustive_up_to`` candidates), K of 3, 5 or 7, 1 to 3 executions (2 to 3 for
+    ``executions_disagree``) and any preset; returns its candidates, its full run's calls and
+    the weights to decide it with."""
+    draw = random.Random(f"{family}-{number}")
+    n = draw.randint(2, 6)
+    kind = draw.choice(SCHEDULES)
+    if kind == "exhaustive" and n > exhaustive_up_to:
+        kind = "balanced"
+    k = draw.choice([3, 5, 7])
+    if kind == "random":
+        k = min(k, math.factorial(n))
+    executions = draw.randint(2 if family == "executions_disagree" else 1, 3)
+    weights = PRESETS[draw.choice(sorted(PRESETS))]
+    ids = tuple("abcdef"[:n])
+    key = f"{family}-{number}"
+    orders = schedule(kind, ids, k, dataset_seed=0, item_id=key)
+    return ids, record(family, key, ids, orders, executions, number), weights

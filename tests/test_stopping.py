@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pcf.consensus import DEFAULT_WEIGHTS, PRESETS
-from pcf.orderings import SCHEDULES, schedule
+from pcf.orderings import schedule
 from pcf.stopping import (
     SLOT_PRIOR,
     ItemCalls,
@@ -29,7 +29,7 @@ from pcf.stopping import (
     slot_prior_precision,
 )
 from tests.factories import judgment, random_judgments
-from tests.recorded_judges import FAMILIES, record
+from tests.recorded_judges import FAMILIES, record, recorded_item
 
 IDS = ("a", "b", "c", "d", "e")
 
@@ -262,27 +262,10 @@ def test_rankings_against_the_scores_are_not_read_from_the_scores():
 IDS6 = tuple("abcdef")
 
 
-def recorded_case(family: str, number: int, *, exhaustive_up_to: int = 4) -> tuple:
-    """One item of a recorded judge family: n 2-6, any schedule, K, executions and preset."""
-    draw = random.Random(f"{family}-{number}")
-    n = draw.randint(2, 6)
-    kind = draw.choice(SCHEDULES)
-    if kind == "exhaustive" and n > exhaustive_up_to:
-        kind = "balanced"
-    k = draw.choice([3, 5, 7])
-    if kind == "random":
-        k = min(k, math.factorial(n))
-    executions = draw.randint(2 if family == "executions_disagree" else 1, 3)
-    weights = PRESETS[draw.choice(sorted(PRESETS))]
-    ids = IDS6[:n]
-    orders = schedule(kind, ids, k, dataset_seed=0, item_id=f"{family}-{number}")
-    return ids, record(family, f"{family}-{number}", ids, orders, executions, number), weights
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 def test_certain_keeps_the_full_runs_winner_on_recorded_judges(family):
     for number in range(40):
-        ids, calls, weights = recorded_case(family, number, exhaustive_up_to=5)
+        ids, calls, weights = recorded_item(family, number, exhaustive_up_to=5)
         stop = replay(StoppingPolicy("certain", weights=weights), calls[0].item_id, ids, calls)
         assert stop.winner == full_winner(calls, weights), (family, number)
 
@@ -305,10 +288,10 @@ def test_confident_changes_no_more_winners_than_its_risk_on_recorded_judges(fami
     plus three standard errors of that share (seeded cases, so the figure is fixed)."""
     changed = calls = 0
     for number in range(CASES):
-        ids, planned, weights = recorded_case(family, number)
+        ids, planned, weights = recorded_item(family, number)
         policy = StoppingPolicy("confident", risk=RISK, weights=weights)
         stop = replay(policy, planned[0].item_id, ids, planned)
         changed += stop.winner != full_winner(planned, weights)
         calls += stop.calls
     assert changed / CASES <= RISK + 3 * math.sqrt(RISK * (1 - RISK) / CASES)
-    assert calls < sum(len(recorded_case(family, m)[1]) for m in range(CASES))
+    assert calls < sum(len(recorded_item(family, m)[1]) for m in range(CASES))
