@@ -27,15 +27,17 @@ execution, averaged over the executions with an ok judgment), under the weights 
   :data:`PRIOR_DOF` degrees of freedom): a conjugate Bayesian linear model, so the posterior is
   exact. Each draw completes the item: every remaining call fails with the chance the calls so
   far suggest, or scores ``a[e] + b`` (at the slots its own order gives each candidate)
-  ``+ noise``, clipped to 0-10, ranks and votes by those scores, and takes each candidate's
-  risk from one of its execution's calls so far; Eq. 5 then names the full run's winner. It is
+  ``+ noise``, clipped to 0-10, ranks and votes by those scores plus Gumbel noise of a scale
+  (:data:`RANK_NOISE`) whose posterior comes from how far the calls' own rankings strayed from
+  their scores (Plackett-Luce), and takes each candidate's risk from one of its execution's
+  calls so far; Eq. 5 then names the full run's winner. It is
   Adaptive-Consistency's idea (Aggarwal et al., 2023: a posterior over the judge's answers,
   stop once the leader is safe) with the posterior on the scores Eq. 5 reads instead of on
   votes: score gaps tell a clear item from a near tie after a call or two, where agreeing votes
   cannot, and the slot effects credit a lead won from a favourable slot only as far as the
   orders still to come keep it. It assumes a judge's scores wobble around a value per
-  candidate and slot within an execution and that its ranking follows them; ``pcf whatif`` on
-  a full run of one's own judge shows whether that holds before trusting it.
+  candidate and slot within an execution, with Gaussian noise; ``pcf whatif`` on a full run of
+  one's own judge shows whether that holds before trusting it.
 
 A finished adaptive run records :data:`STOPPING_VERSION` with its stops, so that a rerun by a
 later release keeps them instead of asking a policy that may now decide otherwise.
@@ -75,13 +77,13 @@ SLOT_PRIOR = 1.0
 """The prior spread of each slot's effect on a score, in units of the noise: position bias
 about as large as the wobble, until the calls say otherwise."""
 FAILURE_PRIOR = 0.5
+"""The Beta prior's count on each side of the chance that a remaining call fails (Jeffreys)."""
 RANK_NOISE = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, math.inf)
 """How far a judge's ranking may stray from its own scores: a call ranks by its scores plus
 Gumbel noise of this scale (points; 0 ranks by the scores, infinity at random), one of these
 values per item."""
 RANK_NOISE_PRIOR = 0.5
 """The prior chance that the ranking follows the scores (noise 0); the rest is shared evenly."""
-"""The Beta prior's count on each side of the chance that a remaining call fails (Jeffreys)."""
 MARGIN_EPSILON = 1e-12
 """Room for floating-point rounding on top of the tie tolerance in the ``certain`` bound."""
 
