@@ -1,22 +1,27 @@
-"""Adaptive ordering budget on the simulated judge (a simulation: it shows the saving the
-policies make, not the method's accuracy).
+"""Adaptive ordering budget on the simulated judge and on recorded judges made to break the
+stopping policies (both simulations: they show the saving and whether `confident` keeps its
+risk, not the method's accuracy).
 
-For the demo items and the 120 RewardBench 2 Factuality rows in ``../shared/data`` (when
-present), a full PCF run (K=7 x 3 executions, 21 calls per item) is made with the simulated
-judge, then each stopping policy is replayed on it (`pcf whatif`, which a test shows equal to an
-adaptive run made for real): calls per item, the share of winners equal to the full run's, and
-accuracy against gold. Targets: `certain` at least 25% fewer calls with identical winners;
-`confident` at R=0.01 at most 6 calls per item with at least 99% agreement.
+Simulated judge: for the demo items and the 120 RewardBench 2 Factuality rows in
+``../shared/data`` (when present), a full PCF run (K=7 x 3 executions, 21 calls per item) is
+made with the simulated judge, then each stopping policy is replayed on it (`pcf whatif`, which
+a test shows equal to an adaptive run made for real): calls per item, the share of winners
+equal to the full run's, and accuracy against gold. Targets: `certain` at least 25% fewer calls
+with identical winners; `confident` at R=0.01 at most 7 calls per item. ``--seeds N`` repeats
+it for the judge's seeds 0..N-1 and adds a summary over them.
 
-One simulated judge (seed 0) is one draw of its noise; ``--seeds N`` repeats everything for
-the judge's seeds 0..N-1 and adds a summary over them (mean calls per item, its range, and the
-winners changed of all items). Last line: JSON.
+Recorded judges (``tests/recorded_judges.py``: integer ties, rankings against the scores, slot
+outliers, failed calls, executions that disagree): per family, ``--cases`` seeded items of 2 to
+6 candidates over every schedule and preset, `confident` at R = 0.05 and 0.01 replayed on each:
+calls per item (of the full run's), and the realized change rate (items whose winner differs
+from the full run's) with its Monte Carlo standard error. Last line: JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -27,12 +32,14 @@ from pcf.items import load_dataset
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.runs.study import DEMO_ITEMS
-from pcf.stopping import StoppingPolicy
+from pcf.stopping import ItemCalls, StoppingPolicy, current_winner, replay
 from pcf.store import get_engine, get_run, import_items, session_scope
+from tests.recorded_judges import FAMILIES, recorded_item
 
 ROOT = Path(__file__).resolve().parents[1]
 RB2 = ROOT.parent / "shared" / "data" / "rewardbench2" / "factuality-first120.jsonl"
 POLICIES = (("certain", None), ("confident", 0.05), ("confident", 0.01), ("confident", 0.001))
+FAMILY_RISKS = (0.05, 0.01)
 
 
 def datasets() -> dict[str, list]:
@@ -96,10 +103,46 @@ def summary(rows: list[dict]) -> list[dict]:
     return out
 
 
+def family_rows(cases: int) -> list[dict]:
+    """Per recorded judge family and risk: calls per item and the realized change rate."""
+    rows = []
+    for family in FAMILIES:
+        items = [recorded_item(family, number) for number in range(cases)]
+        full_calls = sum(len(calls) for _, calls, _ in items) / cases
+        for risk in FAMILY_RISKS:
+            started = time.perf_counter()
+            changed = made = 0
+            for ids, calls, weights in items:
+                key = calls[0].item_id
+                stop = replay(
+                    StoppingPolicy("confident", risk=risk, weights=weights), key, ids, calls
+                )
+                full = current_winner(ItemCalls(key, ids, tuple(calls)), weights)
+                changed += stop.winner != full
+                made += stop.calls
+            rate = changed / cases
+            rows.append(
+                {
+                    "family": family,
+                    "risk": risk,
+                    "items": cases,
+                    "calls_per_item": round(made / cases, 2),
+                    "full_calls_per_item": round(full_calls, 2),
+                    "changed": changed,
+                    "change_rate": round(rate, 4),
+                    "standard_error": round(math.sqrt(risk * (1 - risk) / cases), 4),
+                    "replay_s": round(time.perf_counter() - started, 1),
+                }
+            )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=1, help="simulated judge seeds 0..N-1")
-    seeds = range(parser.parse_args().seeds)
+    parser.add_argument("--cases", type=int, default=300, help="items per recorded judge family")
+    arguments = parser.parse_args()
+    seeds = range(arguments.seeds)
     with tempfile.TemporaryDirectory() as folder:
         rows = [
             row
@@ -125,7 +168,18 @@ def main() -> None:
                 f"({low}-{high}), winners changed {s['changed']} of {s['items']} "
                 f"(same {s['same_winner']})"
             )
-    print(json.dumps({"simulated": True, "rows": rows, "over_seeds": summaries}))
+    families = family_rows(arguments.cases)
+    print(f"recorded judges ({arguments.cases} items each, every schedule and preset): confident")
+    print(f"{'family':25} {'R':>5} {'calls/item':>10} {'of full':>8} {'changed':>8} {'rate':>7}")
+    for f in families:
+        print(
+            f"{f['family']:25} {f['risk']:>5} {f['calls_per_item']:>10} "
+            f"{f['full_calls_per_item']:>8} {f['changed']:>8} {f['change_rate']:>7} "
+            f"(R + 3 s.e. = {f['risk'] + 3 * f['standard_error']:.3f})"
+        )
+    print(
+        json.dumps({"simulated": True, "rows": rows, "over_seeds": summaries, "families": families})
+    )
 
 
 if __name__ == "__main__":

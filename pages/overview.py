@@ -17,7 +17,13 @@ from pages.shared import (
 )
 from pcf.analysis.gold import dataset_gold, rule_text
 from pcf.analysis.item_detail import escape_markdown
-from pcf.analysis.results import accuracy_against, flag_counts, gold_answers, outcome_frame
+from pcf.analysis.results import (
+    accuracy_against,
+    flag_counts,
+    gold_answers,
+    outcome_frame,
+    stopping_label,
+)
 from pcf.analysis.triage import curve_frame, run_triage, summarize
 from pcf.reports.charts import (
     capture_chart,
@@ -88,6 +94,7 @@ if runs:
                 "K": [r.k for r in runs],
                 "executions": [r.executions for r in runs],
                 "schedule": [r.schedule for r in runs],
+                "stopping": [stopping_label(r) or "full run" for r in runs],
                 "status": [r.status for r in runs],
                 "calls": [r.calls_made for r in runs],
                 "failures": [r.failures for r in runs],

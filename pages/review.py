@@ -38,6 +38,7 @@ from pcf.analysis.item_detail import (
     ordering_label,
 )
 from pcf.analysis.item_list import ADJUDICATED_FILTERS, filter_items, list_view, neighbours
+from pcf.analysis.results import run_weights
 from pcf.flags import FLAG_HELP, FLAGS
 from pcf.reports.charts import HEATMAP_VALUES, ordering_heatmap
 from pcf.store import adjudication_history, item_calls, labelled_item_counts, load_item
@@ -231,12 +232,14 @@ for start in range(0, len(item.candidates), CANDIDATES_PER_ROW):
             show_text(candidate.text, plain)
 
 st.markdown("##### Consensus")
+weights = run_weights(run)
+ws, wb, wv, wu = weights.as_tuple()
 st.caption(
-    "C = 0.50·S + 0.25·B + 0.20·V + 0.05·U, averaged over executions. S: mean factuality/10; "
-    "B: Borda score; V: share of top picks; U: 1 - hallucination risk."
+    f"C = {ws:.2f}·S + {wb:.2f}·B + {wv:.2f}·V + {wu:.2f}·U, averaged over executions. S: mean "
+    "factuality/10; B: Borda score; V: share of top picks; U: 1 - hallucination risk."
 )
 st.dataframe(
-    consensus_frame(item, item_decision(item, calls) if run.protocol != "apoc" else None),
+    consensus_frame(item, item_decision(item, calls, weights) if run.protocol != "apoc" else None),
     hide_index=True,
     key="review_consensus",
 )

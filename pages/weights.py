@@ -13,7 +13,7 @@ from pages.shared import (
     simulated_badge,
 )
 from pcf.analysis.item_detail import escape_markdown
-from pcf.analysis.results import SIMULATED_NOTE
+from pcf.analysis.results import SIMULATED_NOTE, is_adaptive, stopping_label
 from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights, pack_run
 from pcf.analysis.whatif import budget_curve
 from pcf.consensus import PRESETS, Weights
@@ -77,6 +77,7 @@ with session() as s:
     dataset = require_dataset(s)
     run = require_run(s)
     listwise_runs = [r for r in list_runs(session=s, dataset_id=dataset.id) if r.protocol != "apoc"]
+full_runs = [r for r in listwise_runs if not is_adaptive(r)]
 
 
 def packed(of_run: Run) -> PackedRun:
@@ -92,6 +93,33 @@ if run.protocol == "apoc":
     st.info(f"Run **{name}** is an APOCJudge run: pairwise verdicts have no weights.")
     st.stop()
 current = packed(run)
+
+
+def adaptive_result(current: PackedRun) -> None:
+    """An adaptive run's accuracy under the weights it stopped on, over every call it made."""
+    label = stopping_label(run)
+    st.subheader(f"Adaptive run: {escape_markdown(run.name)}")
+    try:
+        outcome = evaluate_weights(current, current.stop_on)
+    except ValueError as exc:
+        st.info(f"{exc}: accuracy needs the dataset's gold ids.")
+        return
+    cols = st.columns(4)
+    cols[0].metric(
+        "Accuracy",
+        f"{100 * outcome.accuracy:.1f}%",
+        **change_in_points(100 * (outcome.accuracy - outcome.direct_accuracy), "pts vs direct"),
+    )
+    cols[1].metric("Direct accuracy", f"{100 * outcome.direct_accuracy:.1f}%")
+    cols[2].metric("Improved", outcome.improved, help="Direct wrong, consensus right.")
+    cols[3].metric("Regressed", outcome.regressed, help="Direct right, consensus wrong.")
+    st.caption(
+        f"{outcome.n} items with gold, decided as the run settled them ({label}), over every "
+        "call it made. No sliders and no K here: the run stopped each item once its winner "
+        "under these weights was settled, so other weights or the first K calls would show "
+        "winners its full run would not. Pick a full run to try weights."
+    )
+
 
 if any(key not in st.session_state for key in (PRESET_KEY, *WEIGHT_KEYS)):
     st.session_state[PRESET_KEY] = "proposed"
@@ -153,16 +181,19 @@ def playground(current: PackedRun) -> None:
         st.dataframe(outcome.changed, hide_index=True, width="stretch")
 
 
-playground(current)
+if current.stop_on is None:
+    playground(current)
+else:
+    adaptive_result(current)
 
 st.subheader("Weight table")
-names = [r.name for r in listwise_runs]
+names = [r.name for r in full_runs]
 if st.session_state.get(TABLE_RUNS_KEY) is None or not set(st.session_state[TABLE_RUNS_KEY]) <= set(
     names
 ):
     st.session_state[TABLE_RUNS_KEY] = names
 st.multiselect("Runs", names, key=TABLE_RUNS_KEY)
-table_runs = [packed(r) for r in listwise_runs if r.name in st.session_state[TABLE_RUNS_KEY]]
+table_runs = [packed(r) for r in full_runs if r.name in st.session_state[TABLE_RUNS_KEY]]
 if not table_runs:
     st.info("Choose at least one run.")
     st.stop()
@@ -194,6 +225,11 @@ st.caption(
     "Rows: the six presets of METHOD.md. Per run: accuracy on items with gold with the calls of "
     "execution 0, and the difference to direct (the same preset on the canonical call) in points."
     + (
+        " Adaptive runs are left out: each settled its winners on one set of weights."
+        if len(full_runs) < len(listwise_runs)
+        else ""
+    )
+    + (
         f" Simulated runs included: {SIMULATED_NOTE}."
         if any(p.simulated for p in table_runs)
         else ""
@@ -207,7 +243,9 @@ st.caption(
     "--adaptive` makes them for real). `certain` keeps the full run's winner by construction; "
     "`confident` stops once the chance of another winner is at most R."
 )
-if st.toggle("Show the curve (replays every item; a few seconds)", key=BUDGET_KEY):
+if current.stop_on is not None:
+    st.caption("This run is adaptive: it holds no full run to replay. Pick a full run.")
+elif st.toggle("Show the curve (replays every item; a few seconds)", key=BUDGET_KEY):
     with session() as s:
         version = run_version(run, session=s)
     curve = cached_budget_curve(database_url(), run.name, version)

@@ -268,20 +268,12 @@ def replay_llmbar(
 
 
 def pair_triage(pairs: list, wanted: bool) -> dict:
-    """``{"triage": ...}``: swap disagreement against random as review orders, or nothing."""
+    """``{"triage": ...}``: does swap disagreement find the single call's errors, or nothing."""
     if not wanted:
         return {}
-    from pcf.analysis.triage import (
-        curve,
-        most_doubtful_first,
-        pair_scores,
-        pair_wrong,
-        summarize,
-    )
+    from pcf.analysis.triage import pair_triage as triage_pairs
 
-    wrong = pair_wrong(pairs)
-    ranking = most_doubtful_first(pair_scores(pairs))
-    return {"triage": summarize([curve("swap_disagreement", wrong, ranking)], wrong)}
+    return {"triage": triage_pairs(pairs)}
 
 
 def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str, str]) -> None:
@@ -459,6 +451,21 @@ def judge(
     max_calls: Annotated[
         int | None, typer.Option(help="confident: most calls per item (may exceed the plan).")
     ] = None,
+    stop_on: Annotated[
+        str,
+        typer.Option(
+            help="Adaptive: the weights winners are settled on (a preset or ws,wB,wv,wu); "
+            "the run is decided with them alone."
+        ),
+    ] = "proposed",
+    recheck_stops: Annotated[
+        bool,
+        typer.Option(
+            "--recheck-stops",
+            help="Adaptive: ask today's stopping policy again about items an earlier version "
+            "stopped (prints what it may cost first).",
+        ),
+    ] = False,
     batch: BatchOption = False,
     batch_size: BatchSizeOption = None,
     max_cost: MaxCostOption = None,
@@ -468,14 +475,20 @@ def judge(
     Progress goes to stderr. Exits with 1 and the cause when most calls failed, and refuses a
     run that another live process is judging. With --batch (openai, anthropic) the calls go
     to the provider's batch API and the command returns; `pcf batch collect RUN` stores them.
+    An adaptive run keeps the stops it recorded: judging it again makes no call for those
+    items, whichever release stopped them, unless --recheck-stops.
 
     Example: pcf judge demo --protocol pcf --backend openai --model gpt-4o-mini --k 7
     """
+    from pcf.consensus import named_weights
     from pcf.errors import DataError
+    from pcf.runs.estimate import reopen_estimate
     from pcf.runs.manage import judge_run
     from pcf.runs.spec import RunSpec
 
     try:
+        if recheck_stops and batch:
+            fail("error: --recheck-stops works call by call, not with --batch", 2)
         spec = RunSpec(
             dataset_name,
             name,
@@ -495,11 +508,15 @@ def judge(
             adaptive=adaptive,
             risk=risk,
             max_calls=max_calls,
+            stop_on=named_weights(stop_on),
         )
         if batch:
             submit_batches([spec], retry_failed=retry_failed, batch_size=batch_size)
             return
         with database() as session:
+            reopening = reopen_estimate(spec, session=session)
+            if recheck_stops and reopening:
+                typer.echo(f"--recheck-stops: {reopen_line(reopening)}", err=True)
             run, report = judge_run(
                 spec,
                 session=session,
@@ -507,12 +524,34 @@ def judge(
                 progress=stderr_progress(spec.run_name),
                 retry_failed=retry_failed,
                 max_cost=max_cost,
+                recheck_stops=recheck_stops,
             )
-            emit(summary(run, report, session=session))
+            out = summary(run, report, session=session)
+            if reopening and not recheck_stops:
+                typer.echo(
+                    f"kept the stops of run {run.name!r}; {reopen_line(reopening)}: pass "
+                    "--recheck-stops to continue them",
+                    err=True,
+                )
+                out["stopping"]["recheck"] = reopening.as_dict()
+            emit(out)
     except (ValueError, DataError) as exc:
         fail(f"error: {exc}", 2)
     check_capped([(spec.run_name, report)])
     check_failures([(spec.run_name, report)])
+
+
+def reopen_line(estimate) -> str:
+    """One line: which stopping versions stopped a run's items and what continuing them under
+    today's policy costs (a :class:`pcf.runs.estimate.ReopenEstimate`)."""
+    recorded, today = estimate.versions
+    cost = "" if estimate.max_cost_usd is None else f", at most ${estimate.max_cost_usd:.4f}"
+    return (
+        f"{estimate.items} items were stopped by stopping policy version "
+        f"{', '.join(map(str, recorded))}; today's version {today} would continue "
+        f"{estimate.reopened} of them: {estimate.min_calls} to {estimate.max_calls} more "
+        f"calls{cost}"
+    )
 
 
 def submit_batches(
@@ -559,8 +598,8 @@ def export(
 
     Example: pcf export demo-pcf --what judgments --out judgments.jsonl
     """
-    from pcf.analysis.results import run_decisions
-    from pcf.store.queries import adjudication_records, get_run, load_items, run_judgments
+    from pcf.analysis.results import judgment_records, run_decisions
+    from pcf.store.queries import adjudication_records, get_run, load_items
 
     kinds = ("items", "judgments", "decisions", "adjudications")
     if what not in kinds:
@@ -574,7 +613,7 @@ def export(
         if what == "items":
             lines = [i.to_dict() for i in load_items(run.dataset_id, session=session)]
         elif what == "judgments":
-            lines = [j.to_dict() for j in run_judgments(run.id, session=session)]
+            lines = judgment_records(run, session=session)
         elif what == "decisions":
             lines = run_decisions(run, session=session)
         else:
@@ -884,18 +923,23 @@ def whatif(
     risk: Annotated[
         float, typer.Option(help="confident: accepted chance that the full run differs.")
     ] = 0.01,
+    stop_on: Annotated[
+        str, typer.Option(help="The weights winners are settled on: a preset or ws,wB,wv,wu.")
+    ] = "proposed",
 ) -> None:
-    """Replay a stored run under an adaptive stopping policy, without any judge call: calls per
-    item, the share of winners equal to the full run's, accuracy against gold and humans.
+    """Replay a stored full run under an adaptive stopping policy, without any judge call: calls
+    per item, the share of winners equal to the full run's (both decided with --stop-on),
+    accuracy against gold and humans.
 
-    Example: pcf whatif demo-pcf --adaptive confident --risk 0.01
+    Example: pcf whatif demo-pcf --adaptive confident --risk 0.01 --stop-on rank-only
     """
     from pcf.analysis.whatif import whatif as replay_policy
+    from pcf.consensus import named_weights
     from pcf.stopping import StoppingPolicy
     from pcf.store.queries import get_run
 
     try:
-        policy = StoppingPolicy(adaptive, risk=risk)
+        policy = StoppingPolicy(adaptive, risk=risk, weights=named_weights(stop_on))
         with database() as session:
             run = get_run(run_name, session=session)
             if run is None:

@@ -59,6 +59,27 @@ PRESETS: dict[str, Weights] = {
     "no-uncertainty": Weights(0.50, 0.27, 0.23, 0),
 }
 DEFAULT_WEIGHTS = PRESETS["proposed"]
+
+
+def named_weights(text: str) -> Weights:
+    """A preset's name or four weights ``ws,wB,wv,wu``.
+
+    Raises:
+        ValueError: neither a preset nor four usable weights.
+    """
+    if text in PRESETS:
+        return PRESETS[text]
+    if "," not in text:
+        raise ValueError(f"unknown preset {text!r}; choose one of {', '.join(PRESETS)}")
+    return Weights.parse(text)
+
+
+def weights_label(weights: Weights) -> str:
+    """The preset's name of ``weights``, else ``ws,wB,wv,wu``."""
+    name = next((name for name, preset in PRESETS.items() if preset == weights), None)
+    return name or ",".join(f"{w:g}" for w in weights.as_tuple())
+
+
 # Borda only, mean score only and majority of top picks are Eq. 5 with one weight.
 RULE_WEIGHTS = {
     "borda": PRESETS["rank-only"],

@@ -66,6 +66,12 @@ def _fresh_rotation_block(
     return []
 
 
+def schedule_length(kind: str, n: int, k: int) -> int:
+    """How many orderings :func:`schedule` gives an item of ``n`` candidates: all n! for
+    ``exhaustive``, K for the others."""
+    return math.factorial(n) if kind == "exhaustive" else k
+
+
 def schedule(
     kind: str,
     candidate_ids: Sequence[str],

@@ -1,8 +1,9 @@
 """Adaptive stopping: when an item's winner is settled before all its planned calls are made.
 
-An item's calls are made in waves; after each wave a policy looks at the calls so far and at the
-calls still planned, and says whether to stop. Both policies decide with Eq. 5 exactly as
-:mod:`pcf.consensus` does (per execution, averaged over the executions with an ok judgment).
+An item's calls are made in waves of one call (:func:`in_waves`: one call of each execution in
+turn); after each wave a policy looks at the calls so far and at the calls still planned, and
+says whether to stop. Both policies decide with Eq. 5 exactly as :mod:`pcf.consensus` does (per
+execution, averaged over the executions with an ok judgment), under the weights they are given.
 
 - ``certain`` stops only when no answers at all to the remaining planned calls (any scores, any
   ranking, any failure) could change the winner, so its winner is the full run's by construction.
@@ -14,30 +15,42 @@ calls still planned, and says whether to stop. Both policies decide with Eq. 5 e
   still exceeds the tie tolerance for every rival.
 - ``confident`` stops when the estimated chance that the remaining calls change the winner is at
   most ``risk``. The estimate is a seeded Monte Carlo of a score model fitted to the item's ok
-  calls (Thurstone's comparative judgment): a call reads candidate c's factuality as
-  ``a_c + b_slot + (a shift shared by the whole call) + N(0, sigma^2)``, where ``b_slot`` is the
-  judge's position bias (slot effects summing to zero). The prior is flat on the ``a_c`` and the
-  call shifts, ``b ~ N(0, (SLOT_PRIOR * sigma)^2)``, and scaled-inverse-chi-square on
-  ``sigma^2`` (:data:`PRIOR_SD` points, worth :data:`PRIOR_DOF` degrees of freedom): a
-  conjugate Bayesian linear model, so the posterior is exact. Each draw completes the item:
-  every remaining call scores ``a + b`` (at the slots its own order gives each candidate)
-  ``+ noise``, clipped to 0-10, ranks and votes by those scores, and takes each candidate's risk
-  from one of its calls so far; Eq. 5 then names the full run's winner. It is
-  Adaptive-Consistency's idea (Aggarwal et al., 2023: a posterior over the judge's answers, stop
-  once the leader is safe) with the posterior on the scores Eq. 5 reads instead of on votes:
-  score gaps tell a clear item from a near tie after a call or two, where agreeing votes cannot,
-  and the slot effects credit a lead won from a favourable slot only as far as the orders still
-  to come keep it. It assumes a judge's scores wobble around a value per candidate and slot and
-  that its ranking follows them; ``pcf whatif`` on a full run of one's own judge shows whether
-  that holds before trusting it.
+  calls (Thurstone's comparative judgment): a call of execution e reads candidate c's
+  factuality as ``a[e, c] + b[slot] + (a shift shared by the whole call) + N(0, sigma^2)``.
+  Each execution has values of its own (an execution may be another day, sampling seed or
+  model version, and may prefer another answer), so an execution with no ok call yet could
+  end anywhere and nothing is settled before every planned execution has answered once; the
+  slot effects ``b`` (the judge's position bias) and the noise are the judge's, shared by all
+  executions. The prior is flat on the values and the call shifts; the slot effects sum to
+  zero with the same prior spread for every slot (:data:`SLOT_PRIOR` times the noise); the
+  noise variance is scaled-inverse-chi-square (:data:`PRIOR_SD` points, worth
+  :data:`PRIOR_DOF` degrees of freedom): a conjugate Bayesian linear model, so the posterior is
+  exact. Each draw completes the item: every remaining call fails with the chance the calls so
+  far suggest, or scores ``a[e] + b`` (at the slots its own order gives each candidate)
+  ``+ noise``, clipped to 0-10, ranks and votes by those scores plus Gumbel noise of a scale
+  (:data:`RANK_NOISE`) whose posterior comes from how far the calls' own rankings strayed from
+  their scores (Plackett-Luce), and takes each candidate's risk from one of its execution's
+  calls so far; Eq. 5 then names the full run's winner. It is
+  Adaptive-Consistency's idea (Aggarwal et al., 2023: a posterior over the judge's answers,
+  stop once the leader is safe) with the posterior on the scores Eq. 5 reads instead of on
+  votes: score gaps tell a clear item from a near tie after a call or two, where agreeing votes
+  cannot, and the slot effects credit a lead won from a favourable slot only as far as the
+  orders still to come keep it. It assumes a judge's scores wobble around a value per
+  candidate and slot within an execution, with Gaussian noise; ``pcf whatif`` on a full run of
+  one's own judge shows whether that holds before trusting it.
+
+A finished adaptive run records :data:`STOPPING_VERSION` with its stops, so that a rerun by a
+later release keeps them instead of asking a policy that may now decide otherwise.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -47,19 +60,60 @@ from pcf.orderings import seeded_rng
 
 POLICIES = ("off", "certain", "confident")
 STOP_REASONS = ("certain", "confident", "planned_calls_made", "max_calls")
+STOPPING_VERSION = 2
+"""The version of the policies' decisions: raise it with every change that can stop an item
+elsewhere on the same calls. Version 1 is every release before versions were recorded."""
 MIN_SIMULATIONS = 2_000
 MAX_SIMULATIONS = 20_000
 BATCH = 1_000
+CHUNK = 64
+"""Calls still to come drawn together in one array operation."""
 PRIOR_SD = 1.0
 """The score model's prior guess of how far a judge's score of one answer wobbles between
 orderings (points on the 0-10 scale)."""
 PRIOR_DOF = 4.0
 """How many residual degrees of freedom that guess is worth (one call of five candidates)."""
 SLOT_PRIOR = 1.0
-"""The prior spread of a slot's effect on a score, in units of the noise: position bias about
-as large as the wobble, until the calls say otherwise."""
+"""The prior spread of each slot's effect on a score, in units of the noise: position bias
+about as large as the wobble, until the calls say otherwise."""
+FAILURE_PRIOR = 0.5
+"""The Beta prior's count on each side of the chance that a remaining call fails (Jeffreys)."""
+RANK_NOISE = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, math.inf)
+"""How far a judge's ranking may stray from its own scores: a call ranks by its scores plus
+Gumbel noise of this scale (points; 0 ranks by the scores, infinity at random), one of these
+values per item."""
+RANK_NOISE_PRIOR = 0.5
+"""The prior chance that the ranking follows the scores (noise 0); the rest is shared evenly."""
 MARGIN_EPSILON = 1e-12
 """Room for floating-point rounding on top of the tie tolerance in the ``certain`` bound."""
+
+
+class _Slotted(Protocol):
+    execution: int
+    call_index: int
+
+
+CallT = TypeVar("CallT", bound=_Slotted)
+
+
+def in_waves(calls: Sequence[CallT]) -> list[CallT]:
+    """An item's calls in the order an adaptive run makes them.
+
+    One call of each execution in turn; execution e takes its schedule from its e-th ordering
+    on, wrapping around, so execution 0 opens with the canonical call (the direct baseline),
+    every execution has answered once after as many calls as there are executions, and those
+    first calls show the candidates in different orders.
+    """
+    by_execution: dict[int, list[CallT]] = defaultdict(list)
+    for call in calls:
+        by_execution[call.execution].append(call)
+    turns = []
+    for execution, group in by_execution.items():
+        group.sort(key=lambda call: call.call_index)
+        start = execution % len(group)
+        for turn, call in enumerate(group[start:] + group[:start]):
+            turns.append((turn, execution, call))
+    return [call for *_, call in sorted(turns, key=lambda t: (t[0], t[1]))]
 
 
 @dataclass(frozen=True)
@@ -94,12 +148,20 @@ def call_terms(
     return ws * score / 10 + wb * (n - rank) / (n - 1) + wv * (rank == 1) + wu * (1 - risk)
 
 
-def contributions(judgment: Judgment, candidate_ids: Sequence[str], weights: Weights) -> np.ndarray:
-    """What one ok call adds to each candidate's Eq. 5 sum (``x_c`` above), in listing order."""
+def contributions(
+    judgments: Sequence[Judgment], candidate_ids: Sequence[str], weights: Weights
+) -> np.ndarray:
+    """What each ok call adds to each candidate's Eq. 5 sum (``x_c`` above): (calls, n), the
+    candidates in listing order."""
+    ids = list(candidate_ids)
+    scores = [[j.factuality[c] for c in ids] for j in judgments]
+    ranks = [[j.ranking.index(c) + 1 for c in ids] for j in judgments]
+    risks = [[j.hallucination_risk[c] for c in ids] for j in judgments]
+    shape = (len(judgments), len(ids))
     return call_terms(
-        np.array([judgment.factuality[c] for c in candidate_ids], dtype=float),
-        np.array([judgment.ranking.index(c) + 1 for c in candidate_ids]),
-        np.array([judgment.hallucination_risk[c] for c in candidate_ids], dtype=float),
+        np.array(scores, dtype=float).reshape(shape),
+        np.array(ranks).reshape(shape),
+        np.array(risks, dtype=float).reshape(shape),
         weights,
     )
 
@@ -114,26 +176,29 @@ def current_winner(calls: ItemCalls, weights: Weights = DEFAULT_WEIGHTS) -> int:
 
 def _sums(calls: ItemCalls, weights: Weights) -> dict[int, tuple[int, np.ndarray]]:
     """Per execution that has a call so far or still to come: ok calls and their summed ``x``."""
-    n = len(calls.candidate_ids)
-    executions = {j.execution for j in calls.judgments} | set(calls.left())
-    out = {e: (0, np.zeros(n)) for e in executions}
-    for j in calls.judgments:
-        if j.ok:
-            count, total = out[j.execution]
-            out[j.execution] = (count + 1, total + contributions(j, calls.candidate_ids, weights))
-    return out
+    executions = sorted({j.execution for j in calls.judgments} | set(calls.left()))
+    ok = [j for j in calls.judgments if j.ok]
+    terms = contributions(ok, calls.candidate_ids, weights)
+    of = np.array([j.execution for j in ok])
+    return {e: (int((of == e).sum()), terms[of == e].sum(axis=0)) for e in executions}
 
 
 def is_certain(calls: ItemCalls, weights: Weights = DEFAULT_WEIGHTS) -> bool:
-    """Whether no answers to the remaining calls could change the winner (see the module)."""
+    """Whether no answers to the remaining calls could change the winner (see the module).
+
+    The leader is the largest ``C`` so far; when its worst case still beats every rival by
+    more than the tie tolerance it leads now by more than that too, so the tie rule (which
+    only decides within the tolerance) cannot name another winner.
+    """
     remaining = calls.left()
-    winner = current_winner(calls, weights)
     if not remaining:
         return True
-    if winner < 0:
-        return False  # every remaining call may fail: no winner, or any winner
-    full = sum(weights.as_tuple())
     sums = _sums(calls, weights)
+    means = [total / count for count, total in sums.values() if count]
+    if not means:
+        return False  # every remaining call may fail: no winner, or any winner
+    winner = int(np.argmax(np.mean(means, axis=0)))
+    full = sum(weights.as_tuple())
     worst = []
     for execution, (count, total) in sums.items():
         left = remaining.get(execution, 0)
@@ -160,14 +225,16 @@ def change_probability(
 ) -> float:
     """The estimated chance that the remaining calls change the winner (the score model above).
 
-    Seeded by the item and its calls so far, so the same calls give the same estimate. Draws
-    come in batches; with a ``threshold``, drawing stops once the estimate is sure to exceed
-    it (the changes seen already are more than ``threshold`` of all the draws).
+    1 while some execution with calls to come has no ok call yet. Seeded by the item and its
+    calls so far, so the same calls give the same estimate. Draws come in batches; with a
+    ``threshold``, drawing stops once the estimate is sure to exceed it (the changes seen
+    already are more than ``threshold`` of all the draws).
     """
     winner = current_winner(calls, weights)
     if not calls.remaining:
         return 0.0
-    if winner < 0:
+    answered = {j.execution for j in calls.judgments if j.ok}
+    if winner < 0 or not set(calls.left()) <= answered:
         return 1.0
     model = ScoreModel.fit(calls, weights)
     rng = seeded_rng("confident", calls.item_id, len(calls.judgments), len(calls.remaining))
@@ -181,99 +248,201 @@ def change_probability(
     return changes / drawn
 
 
+@functools.cache
+def slot_basis(n: int) -> np.ndarray:
+    """An orthonormal basis (n, n - 1) of the slot effects that sum to zero: effects ``B @ u``
+    with ``u ~ N(0, s^2 I)`` sum to zero and every slot's effect has the same variance."""
+    spanning = np.column_stack([np.ones(n), np.eye(n)[:, : n - 1]])
+    basis = np.linalg.qr(spanning)[0][:, 1:]
+    basis.setflags(write=False)
+    return basis
+
+
 def slot_design(order: Sequence[str], candidate_ids: Sequence[str]) -> np.ndarray:
-    """The slot effects' columns of one call, a row per candidate in listing order: ``b`` has
-    n - 1 free values and the last slot takes minus their sum (the effects sum to zero)."""
-    n = len(candidate_ids)
-    rows = np.zeros((n, n - 1))
-    for c, cid in enumerate(candidate_ids):
-        slot = order.index(cid)
-        if slot < n - 1:
-            rows[c, slot] = 1.0
-        else:
-            rows[c] = -1.0
-    return rows
+    """The slot effects' columns of one call, a row per candidate in listing order: the row of
+    :func:`slot_basis` of the slot the candidate is shown in."""
+    basis = slot_basis(len(candidate_ids))
+    return basis[[order.index(cid) for cid in candidate_ids]]
+
+
+def slot_prior_precision(n: int) -> float:
+    """The prior precision of the slot coordinates ``u``, in units of the noise, such that each
+    slot's effect has prior spread :data:`SLOT_PRIOR` (its variance is ``(1 - 1/n)`` of u's)."""
+    return (1 - 1 / n) / SLOT_PRIOR**2
+
+
+def ranking_log_likelihood(score: np.ndarray, ranking: np.ndarray, noise: float) -> float:
+    """The log chance that a call with ``score`` (points per candidate) ranks its candidates as
+    ``ranking`` (their indices, best first) when it ranks by its scores plus Gumbel noise of
+    scale ``noise`` (Plackett-Luce with temperature ``noise``): at 0, 0 when the ranking follows
+    the scores (equal scores in any order, each order as likely) and minus infinity otherwise;
+    at infinity, every ranking alike."""
+    n = len(score)
+    if math.isinf(noise):
+        return -math.lgamma(n + 1)
+    ordered = score[ranking]
+    if noise == 0:
+        if np.any(np.diff(ordered) > 0):
+            return -math.inf
+        return -sum(math.lgamma(c + 1) for c in Counter(ordered.tolist()).values())
+    utility = ordered / noise
+    tails = np.logaddexp.accumulate(utility[::-1])[::-1]
+    return float(np.sum(utility[:-1] - tails[:-1]))
+
+
+def rank_noise_posterior(ok: Sequence[Judgment], candidate_ids: Sequence[str]) -> np.ndarray:
+    """The posterior over :data:`RANK_NOISE` from ok calls' scores and rankings."""
+    prior = np.full(len(RANK_NOISE), (1 - RANK_NOISE_PRIOR) / (len(RANK_NOISE) - 1))
+    prior[0] = RANK_NOISE_PRIOR
+    column = {cid: c for c, cid in enumerate(candidate_ids)}
+    log_post = np.log(prior)
+    for j in ok:
+        score = np.array([j.factuality[c] for c in candidate_ids], dtype=float)
+        ranking = np.array([column[c] for c in j.ranking])
+        log_post += [ranking_log_likelihood(score, ranking, noise) for noise in RANK_NOISE]
+    weights = np.exp(log_post - log_post.max())
+    return weights / weights.sum()
 
 
 @dataclass(frozen=True)
 class ScoreModel:
     """The posterior of the score model (see the module) for one item's ok calls so far.
 
+    Executions are numbered here by their place in ``executions`` (the executions with an ok
+    call, which include every execution with calls to come).
+
     Attributes:
-        center: the posterior mean of the candidates' values ``a`` then the slot effects ``b``.
+        rank_noise: the posterior chance of each :data:`RANK_NOISE` value.
+        executions: the executions with an ok call.
+        center: the posterior mean of the values ``a`` (a block of n per execution) then the
+            slot coordinates ``u`` (:func:`slot_basis`).
         spread: a square root of their posterior covariance over ``sigma^2`` (``L @ L.T``).
         residual: the penalized residual sum of squares.
         dof: its degrees of freedom (scores less the flat parameters).
-        risks: the ok calls' hallucination risks, (m, n).
-        sums: per execution with calls so far or to come: ok calls and their summed ``x``.
-        upcoming: per call still to come, its execution and its slot columns (:func:`slot_design`).
+        risks: the ok calls' hallucination risks (m, n), and each one's execution place (m,).
+        failures: calls so far that failed, and that were ok.
+        counts: per execution, its ok calls so far.
+        totals: per execution, their summed ``x`` (E, n).
+        upcoming: per call still to come, its execution place (U,) and its slot columns
+            (U, n, n - 1; :func:`slot_design`).
         weights: the Eq. 5 weights.
     """
 
+    rank_noise: np.ndarray
+    executions: tuple[int, ...]
     center: np.ndarray
     spread: np.ndarray
     residual: float
     dof: int
-    risks: np.ndarray
-    sums: dict[int, tuple[int, np.ndarray]]
-    upcoming: tuple[tuple[int, np.ndarray], ...]
+    risks: tuple[np.ndarray, np.ndarray]
+    failures: tuple[int, int]
+    counts: np.ndarray
+    totals: np.ndarray
+    upcoming: tuple[np.ndarray, np.ndarray]
     weights: Weights
 
     @classmethod
     def fit(cls, calls: ItemCalls, weights: Weights) -> ScoreModel:
-        """The posterior from the item's ok calls (at least one)."""
+        """The posterior from the item's ok calls (at least one in every execution to come)."""
         ids = calls.candidate_ids
         n = len(ids)
-        ok = [j for j in calls.judgments if j.ok]
-        m = len(ok)
-        # Columns: a (n), b (n - 1), the shifts of calls 2..m (m - 1); a row per call and candidate.
-        design = np.zeros((m * n, 2 * n - 1 + m - 1))
+        ok = sorted((j for j in calls.judgments if j.ok), key=lambda j: (j.execution, j.call_index))
+        executions = tuple(sorted({j.execution for j in ok}))
+        place = {e: i for i, e in enumerate(executions)}
+        values = len(executions) * n
+        shifted = [i for i, j in enumerate(ok) if any(o.execution == j.execution for o in ok[:i])]
+        shift_column = {i: values + n - 1 + s for s, i in enumerate(shifted)}
+        # Columns: a (n per execution), u (n - 1), a shift for every call but its execution's
+        # first (whose level the values take); a row per call and candidate.
+        design = np.zeros((len(ok) * n, values + n - 1 + len(shifted)))
         for i, j in enumerate(ok):
             rows = slice(i * n, (i + 1) * n)
-            design[rows, :n] = np.eye(n)
-            design[rows, n : 2 * n - 1] = slot_design(j.order, ids)
-            if i:
-                design[rows, 2 * n - 2 + i] = 1.0
+            start = place[j.execution] * n
+            design[rows, start : start + n] = np.eye(n)
+            design[rows, values : values + n - 1] = slot_design(j.order, ids)
+            if i in shift_column:
+                design[rows, shift_column[i]] = 1.0
         scores = np.array([[j.factuality[c] for c in ids] for j in ok], dtype=float).ravel()
         penalty = np.zeros(design.shape[1])
-        penalty[n : 2 * n - 1] = 1 / SLOT_PRIOR**2
+        penalty[values : values + n - 1] = slot_prior_precision(n)
         precision = design.T @ design + np.diag(penalty)
         theta = np.linalg.solve(precision, design.T @ scores)
         errors = scores - design @ theta
-        covariance = np.linalg.inv(precision)[: 2 * n - 1, : 2 * n - 1]
+        kept = values + n - 1
+        covariance = np.linalg.inv(precision)[:kept, :kept]
+        sums = _sums(calls, weights)
         return cls(
-            center=theta[: 2 * n - 1],
+            rank_noise=rank_noise_posterior(ok, ids),
+            executions=executions,
+            center=theta[:kept],
             spread=np.linalg.cholesky(covariance),
             residual=float(errors @ errors + theta @ (penalty * theta)),
-            dof=m * n - (n + m - 1),
-            risks=np.array([[j.hallucination_risk[c] for c in ids] for j in ok], dtype=float),
-            sums=_sums(calls, weights),
-            upcoming=tuple((e, slot_design(order, ids)) for e, order in calls.remaining),
+            dof=len(ok) * n - values - len(shifted),
+            risks=(
+                np.array([[j.hallucination_risk[c] for c in ids] for j in ok], dtype=float),
+                np.array([place[j.execution] for j in ok]),
+            ),
+            failures=(sum(not j.ok for j in calls.judgments), len(ok)),
+            counts=np.array([sums[e][0] for e in executions], dtype=float),
+            totals=np.array([sums[e][1] for e in executions]),
+            upcoming=(
+                np.array([place[e] for e, _ in calls.remaining], dtype=int),
+                np.array([slot_design(order, ids) for _, order in calls.remaining]),
+            ),
             weights=weights,
         )
 
     def changed(self, winner: int, rng: np.random.Generator, draws: int) -> np.ndarray:
         """For ``draws`` completions of the calls still to come: whether ``winner`` is no longer
         the sole leader of the full run."""
-        n = self.risks.shape[1]
-        columns = np.arange(n)
+        places, positions = self.upcoming
+        executions, n = self.totals.shape
         scale = PRIOR_DOF * PRIOR_SD**2 + self.residual
-        sd = np.sqrt(scale / rng.chisquare(PRIOR_DOF + self.dof, draws))[:, None]
-        drawn = self.center + (rng.standard_normal((draws, len(self.center))) @ self.spread.T) * sd
-        value, slot_effect = drawn[:, :n], drawn[:, n:]
-        count = {e: float(c) for e, (c, _) in self.sums.items()}
-        total = {e: np.tile(t, (draws, 1)) for e, (_, t) in self.sums.items()}
-        for execution, positions in self.upcoming:
-            mean = value + slot_effect @ positions.T
-            score = np.clip(mean + rng.standard_normal((draws, n)) * sd, 0.0, 10.0)
-            shuffled = score + 1e-9 * rng.random((draws, n))  # equal scores: a random order
-            rank = np.argsort(np.argsort(-shuffled, axis=1), axis=1) + 1
-            risk = self.risks[rng.integers(0, len(self.risks), (draws, n)), columns]
-            total[execution] += call_terms(score, rank, risk, self.weights)
-            count[execution] += 1
-        final = np.mean([total[e] / count[e] for e in total if count[e] > 0], axis=0)
+        sd = np.sqrt(scale / rng.chisquare(PRIOR_DOF + self.dof, draws))[:, None, None]
+        drawn = self.center + (rng.standard_normal((draws, len(self.center))) @ self.spread.T)
+        drawn *= sd[:, :, 0]
+        values = drawn[:, : executions * n].reshape(draws, executions, n)
+        slot_effect = drawn[:, executions * n :]
+        risks, risk_places = self.risks
+        failed, ok = self.failures
+        failing = rng.beta(FAILURE_PRIOR + failed, FAILURE_PRIOR + ok, draws)[:, None]
+        noise = rng.choice(np.array(RANK_NOISE), size=draws, p=self.rank_noise)[:, None, None]
+        at_random = np.isinf(noise)
+        noise = np.where(at_random, 0.0, noise)
+        totals = np.broadcast_to(self.totals, (draws, executions, n)).copy()
+        counts = np.broadcast_to(self.counts, (draws, executions)).copy()
+        for start in range(0, len(places), CHUNK):
+            chunk = slice(start, start + CHUNK)
+            place, calls = places[chunk], len(places[chunk])
+            mean = values[:, place] + np.einsum("du,cnu->dcn", slot_effect, positions[chunk])
+            score = np.clip(mean + rng.standard_normal((draws, calls, n)) * sd, 0.0, 10.0)
+            gumbel = rng.gumbel(size=score.shape)
+            ranked_by = np.where(at_random, gumbel, score + noise * gumbel)
+            ranked_by += 1e-9 * rng.random(score.shape)  # equal scores: a random order
+            rank = np.argsort(np.argsort(-ranked_by, axis=2), axis=2) + 1
+            risk = risks[self._risk_rows(rng, place, risk_places, draws, n), np.arange(n)]
+            answered = rng.random((draws, calls)) >= failing
+            terms = call_terms(score, rank, risk, self.weights) * answered[..., None]
+            into = np.eye(executions)[place]  # (calls, executions)
+            totals += np.einsum("dcn,ce->den", terms, into)
+            counts += answered.astype(float) @ into
+        final = (totals / counts[..., None]).mean(axis=1)
         leaders = final >= final.max(axis=1, keepdims=True) - TIE_TOLERANCE
         return ~leaders[:, winner] | (leaders.sum(axis=1) > 1)
+
+    @staticmethod
+    def _risk_rows(
+        rng: np.random.Generator, place: np.ndarray, risk_places: np.ndarray, draws: int, n: int
+    ) -> np.ndarray:
+        """For each draw, upcoming call and candidate, one ok call of the same execution (a row
+        of the risks), uniformly: (draws, calls, n)."""
+        rows_of = [np.flatnonzero(risk_places == p) for p in range(int(risk_places.max()) + 1)]
+        lengths = np.array([len(rows) for rows in rows_of])
+        table = np.zeros((len(rows_of), lengths.max()), dtype=int)
+        for p, rows in enumerate(rows_of):
+            table[p, : len(rows)] = rows
+        pick = (rng.random((draws, len(place), n)) * lengths[place][:, None]).astype(int)
+        return table[place[:, None], pick]
 
 
 @dataclass(frozen=True)
@@ -309,12 +478,6 @@ class StoppingPolicy:
         return probability <= self.risk
 
 
-def wave_order(judgment: Judgment) -> tuple[int, int]:
-    """The order in which an item's calls are made: execution by execution, each in its
-    schedule order (the canonical call first)."""
-    return (judgment.execution, judgment.call_index)
-
-
 @dataclass(frozen=True)
 class Stop:
     """Where a policy stopped one item: after ``calls`` calls, for ``reason``
@@ -333,10 +496,10 @@ def replay(
 ) -> Stop:
     """Where ``policy`` stops an item whose planned calls answer as ``planned`` did.
 
-    The calls are taken in :func:`wave_order`, one wave of one call at a time, exactly as an
-    adaptive run makes them; no judge is called.
+    The calls are taken in :func:`in_waves` order, one wave of one call at a time, exactly as
+    an adaptive run makes them; no judge is called.
     """
-    ordered = sorted(planned, key=wave_order)
+    ordered = in_waves(planned)
     for made in range(1, len(ordered) + 1):
         upcoming = tuple((j.execution, j.order) for j in ordered[made:])
         calls = ItemCalls(item_id, candidate_ids, tuple(ordered[:made]), upcoming)

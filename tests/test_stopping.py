@@ -1,30 +1,43 @@
 """Adaptive stopping (pcf/stopping.py): `certain` keeps the full run's winner by construction,
-`confident` estimates the chance of a change, and both stop within the planned calls."""
+`confident` estimates the chance of a change, and both stop within the planned calls, on
+judges made to break the score model too (tests/recorded_judges.py)."""
 
 from __future__ import annotations
 
+import math
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcf.consensus import PRESETS
+from pcf.consensus import DEFAULT_WEIGHTS, PRESETS
+from pcf.orderings import schedule
 from pcf.stopping import (
+    SLOT_PRIOR,
     ItemCalls,
+    ScoreModel,
     StoppingPolicy,
     change_probability,
     current_winner,
+    in_waves,
     is_certain,
+    ranking_log_likelihood,
     replay,
+    slot_basis,
+    slot_prior_precision,
 )
 from tests.factories import judgment, random_judgments
+from tests.recorded_judges import FAMILIES, record, recorded_item
 
 IDS = ("a", "b", "c", "d", "e")
 
 
 def full_winner(calls, weights) -> int:
-    return current_winner(ItemCalls("i", IDS[: len(calls[0].order)], tuple(calls)), weights)
+    """The winner of every call (candidates listed in their first call's id order)."""
+    ids = tuple(sorted(calls[0].order))
+    return current_winner(ItemCalls(calls[0].item_id, ids, tuple(calls)), weights)
 
 
 def upcoming(count: int, order: tuple[str, ...] = ("a", "b"), execution: int = 0) -> tuple:
@@ -151,3 +164,134 @@ def test_confident_never_goes_past_the_planned_calls(seed, k, risk):
 def test_bad_policies_are_refused(name, risk):
     with pytest.raises(ValueError, match=r"policy|risk"):
         StoppingPolicy(name, risk=risk)
+
+
+def test_waves_take_one_call_of_each_execution_in_turn():
+    planned = [
+        judgment("i", c, order, {"a": 5, "b": 4, "c": 3}, execution=e)
+        for e in range(3)
+        for c, order in enumerate((("a", "b", "c"), ("b", "c", "a"), ("c", "a", "b")))
+    ]
+    waves = [(j.execution, j.call_index) for j in in_waves(planned)]
+    # The canonical call opens; every execution has answered after three calls, each in
+    # another ordering; then round after round.
+    assert waves[:3] == [(0, 0), (1, 1), (2, 2)]
+    assert waves[3:6] == [(0, 1), (1, 2), (2, 0)]
+    assert sorted(waves) == sorted((j.execution, j.call_index) for j in planned)
+
+
+def test_every_slot_has_the_same_prior_spread_and_the_effects_sum_to_zero():
+    for n in range(2, 7):
+        basis = slot_basis(n)
+        assert np.allclose(basis.sum(axis=0), 0)  # every effect B @ u sums to zero
+        covariance = basis @ basis.T / slot_prior_precision(n)
+        assert np.allclose(np.diag(covariance), SLOT_PRIOR**2)
+    # A Latin square of one execution: every slot's posterior spread is the same too.
+    ids = ("a", "b", "c", "d")
+    rotations = [ids[s:] + ids[:s] for s in range(4)]
+    calls = tuple(
+        judgment("i", c, order, {"a": 8, "b": 6, "c": 5, "d": 3})
+        for c, order in enumerate(rotations)
+    )
+    model = ScoreModel.fit(ItemCalls("i", ids, calls, ((0, ids),)), DEFAULT_WEIGHTS)
+    slots = model.spread[4:] @ model.spread[4:].T
+    variances = np.diag(slot_basis(4) @ slots @ slot_basis(4).T)
+    assert np.allclose(variances, variances[0])
+
+
+def _disagreeing_executions() -> list:
+    """Two answers, K=7 x 3: (8, 6) in execution 0, (6, 8) in executions 1 and 2."""
+    return [
+        judgment(
+            "i",
+            c,
+            ("a", "b") if c % 2 == 0 else ("b", "a"),
+            {"a": 8, "b": 6} if e == 0 else {"a": 6, "b": 8},
+            execution=e,
+        )
+        for e in range(3)
+        for c in range(7)
+    ]
+
+
+@pytest.mark.parametrize("risk", [0.05, 0.01])
+def test_confident_waits_for_executions_that_disagree(risk):
+    calls = _disagreeing_executions()
+    assert full_winner(calls, DEFAULT_WEIGHTS) == 1
+    stop = replay(StoppingPolicy("confident", risk=risk), "i", ("a", "b"), calls)
+    assert stop.winner == 1
+
+
+def test_an_execution_that_has_not_answered_leaves_the_item_open():
+    made = tuple(judgment("i", c, ("a", "b"), {"a": 10, "b": 0}) for c in range(7))
+    assert change_probability(ItemCalls("i", ("a", "b"), made, upcoming(1, execution=1))) == 1.0
+    failed = (*made, judgment("i", 0, ("a", "b"), {}, execution=1, ok=False))
+    assert change_probability(ItemCalls("i", ("a", "b"), failed, upcoming(1, execution=1))) == 1
+
+
+def test_the_ranking_likelihood_by_hand():
+    score = np.array([8.0, 6.0, 6.0])
+    # Ranked by the scores, the tie in either order: 1/2 at noise 0.
+    assert ranking_log_likelihood(score, np.array([0, 1, 2]), 0.0) == pytest.approx(-np.log(2))
+    assert ranking_log_likelihood(score, np.array([1, 0, 2]), 0.0) == -np.inf
+    assert ranking_log_likelihood(score, np.array([1, 0, 2]), np.inf) == pytest.approx(-np.log(6))
+    # Plackett-Luce at noise 1: e^6/(e^8+2e^6) for the first place, then e^8/(e^8+e^6).
+    expected = 6 - np.log(np.exp(8) + 2 * np.exp(6)) + 8 - np.log(np.exp(8) + np.exp(6))
+    assert ranking_log_likelihood(score, np.array([1, 0, 2]), 1.0) == pytest.approx(expected)
+
+
+def test_rankings_against_the_scores_are_not_read_from_the_scores():
+    """Rank-only weights: a leads by score in both calls; once, the rankings follow the scores;
+    once, they contradict them by turns, and the scores say nothing of the rankings to come."""
+    scores = {"a": 9, "b": 2}
+    follow = (judgment("i", 0, ("a", "b"), scores), judgment("i", 1, ("b", "a"), scores))
+    against = (
+        judgment("i", 0, ("a", "b"), scores),
+        judgment("i", 1, ("b", "a"), scores, ranking=("b", "a")),
+        judgment("i", 2, ("a", "b"), scores),
+    )
+    rank_only = PRESETS["rank-only"]
+    followed = change_probability(ItemCalls("i", ("a", "b"), follow, alternating(9)), rank_only)
+    contradicted = change_probability(
+        ItemCalls("i", ("a", "b"), against, alternating(8)), rank_only
+    )
+    assert followed < 0.01
+    assert contradicted > 0.1
+
+
+IDS6 = tuple("abcdef")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_certain_keeps_the_full_runs_winner_on_recorded_judges(family):
+    for number in range(40):
+        ids, calls, weights = recorded_item(family, number, exhaustive_up_to=5)
+        stop = replay(StoppingPolicy("certain", weights=weights), calls[0].item_id, ids, calls)
+        assert stop.winner == full_winner(calls, weights), (family, number)
+
+
+def test_certain_on_six_candidates_in_all_720_orders():
+    orders = schedule("exhaustive", IDS6, 1, dataset_seed=0, item_id="x")
+    calls = record("slot_outliers", "x", IDS6, orders, 1, seed=5)
+    stop = replay(StoppingPolicy("certain"), "x", IDS6, calls)
+    assert stop.winner == full_winner(calls, DEFAULT_WEIGHTS)
+    assert stop.calls < 720
+
+
+RISK = 0.1
+CASES = 60
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_confident_changes_no_more_winners_than_its_risk_on_recorded_judges(family):
+    """The realized share of items whose winner differs from the full run's stays within R
+    plus three standard errors of that share (seeded cases, so the figure is fixed)."""
+    changed = calls = 0
+    for number in range(CASES):
+        ids, planned, weights = recorded_item(family, number)
+        policy = StoppingPolicy("confident", risk=RISK, weights=weights)
+        stop = replay(policy, planned[0].item_id, ids, planned)
+        changed += stop.winner != full_winner(planned, weights)
+        calls += stop.calls
+    assert changed / CASES <= RISK + 3 * math.sqrt(RISK * (1 - RISK) / CASES)
+    assert calls < sum(len(recorded_item(family, m)[1]) for m in range(CASES))

@@ -1,5 +1,5 @@
 """What every page shares: the app's frame, the database engine, the sidebar choices, the
-simulated badge.
+simulated badge and the adaptive-run note.
 
 This package sits in a subfolder of ``pages/``, which Streamlit's legacy folder-page mode does
 not list as a page. Pages read and write only through `pcf`; this module only connects them to
@@ -23,7 +23,14 @@ from streamlit.errors import StreamlitSecretNotFoundError
 
 from pcf.access import Actor, Permission, Role
 from pcf.analysis.item_detail import escape_markdown, inert_markdown
-from pcf.analysis.results import SIMULATED_NOTE, RunAnalysis, analyse_run, is_simulated
+from pcf.analysis.results import (
+    ADAPTIVE_NOTE,
+    SIMULATED_NOTE,
+    RunAnalysis,
+    analyse_run,
+    is_simulated,
+    stopping_label,
+)
 from pcf.labelling.members import (
     admin_contacts,
     identify,
@@ -285,9 +292,12 @@ def require_permission(permission: Permission) -> Actor:
 
 
 def simulated_badge(run: Run | None) -> None:
-    """A clear badge on results that came from the simulated judge."""
+    """A clear badge on results that came from the simulated judge, and the note of an
+    adaptive run."""
     if run is not None and is_simulated(run):
         st.warning(f":material/science: **Simulated judge**: {SIMULATED_NOTE}.")
+    if run is not None and (label := stopping_label(run)):
+        st.info(f":material/timer: **Adaptive run** ({label}): {ADAPTIVE_NOTE}.")
 
 
 def plain_text_toggle() -> bool:

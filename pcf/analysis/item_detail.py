@@ -13,7 +13,7 @@ import pandas as pd
 from pcf.analysis.adjudications import choice_label
 from pcf.analysis.item_list import letter_labels
 from pcf.analysis.results import number_or_nan, value_or_none
-from pcf.consensus import pack
+from pcf.consensus import DEFAULT_WEIGHTS, Weights, pack
 from pcf.decisions import decide
 from pcf.items import Item
 from pcf.orderings import slot_coverage
@@ -32,10 +32,13 @@ _ACTIVE = re.compile(r"([\[\]$:\\])")
 PREVIEW_WORDS = 8
 
 
-def item_decision(item: Item, calls: Sequence[Call]) -> dict[str, Any] | None:
+def item_decision(
+    item: Item, calls: Sequence[Call], weights: Weights = DEFAULT_WEIGHTS
+) -> dict[str, Any] | None:
     """The ``decisions.jsonl`` record of one item from its listwise calls (None without calls).
 
-    Consensus is computed per item, so this equals the item's record in the whole run.
+    Consensus is computed per item, so under the run's weights
+    (:func:`pcf.analysis.results.run_weights`) this equals the item's record in the whole run.
     """
     if not calls:
         return None
@@ -53,7 +56,7 @@ def item_decision(item: Item, calls: Sequence[Call]) -> dict[str, Any] | None:
         for call in calls
     ]
     (group,) = pack(judgments, {item.item_id: item.candidate_ids})
-    return decide(group).records()[0]
+    return decide(group, weights=weights).records()[0]
 
 
 def candidate_labels(item: Item) -> dict[str, str]:

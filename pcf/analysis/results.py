@@ -4,6 +4,7 @@ or human labels, and the run's summary, all recomputed from its calls (never sto
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.consensus import DEFAULT_WEIGHTS, Weights, pack
+from pcf.consensus import DEFAULT_WEIGHTS, Weights, pack, weights_label
 from pcf.decisions import aggregate, decide
 from pcf.evaluation import compare_paired
 from pcf.flags import FLAG_HELP, FLAGS
@@ -44,9 +45,57 @@ TABLE_COLUMNS = (
 )
 
 
+ADAPTIVE_NOTE = (
+    "its items stopped once their winner under these weights was settled, each after its own "
+    "number of calls, so its decisions use these weights over every call made, and the K and "
+    "weight tables leave it out (the first K calls of a stopped item, or other weights, can "
+    "show winners its full run would not)"
+)
+
+
 def is_simulated(run: Run) -> bool:
     """Whether a run's answers came from the simulated backend."""
     return run.backend == "simulated"
+
+
+def is_adaptive(run: Run) -> bool:
+    """Whether a run stopped its items adaptively (``pcf judge --adaptive``)."""
+    return run.settings.get("identity", {}).get("adaptive", "off") != "off"
+
+
+def run_weights(run: Run) -> Weights:
+    """The weights a run is decided with: those an adaptive run stopped on, else the proposed."""
+    stop_on = run.settings.get("identity", {}).get("stop_on")
+    return Weights(*stop_on) if stop_on else DEFAULT_WEIGHTS
+
+
+def stopping_label(run: Run) -> str | None:
+    """``confident R=0.01 on proposed``: an adaptive run's policy and weights, else None."""
+    if not is_adaptive(run):
+        return None
+    identity = run.settings["identity"]
+    policy = identity["adaptive"]
+    if policy == "confident":
+        policy += f" R={identity.get('risk', 0.01):g}"
+    return f"{policy} on {weights_label(run_weights(run))}"
+
+
+def stopping_summary(run: Run) -> dict[str, Any] | None:
+    """An adaptive run's stopping: policy, risk, weights, max calls, the policy versions its
+    stops were made with, and how many items stopped for each reason; None for a full run."""
+    if not is_adaptive(run):
+        return None
+    identity = run.settings["identity"]
+    stops = run.settings.get("stops", {})
+    return {
+        "policy": identity["adaptive"],
+        "risk": identity.get("risk"),
+        "stop_on": weights_label(run_weights(run)),
+        "max_calls": identity.get("max_calls"),
+        "versions": run.settings.get("stopping", {}).get("versions", []),
+        "stop_reasons": dict(Counter(stop["reason"] for stop in stops.values())),
+        "note": f"adaptive run: {ADAPTIVE_NOTE}",
+    }
 
 
 def run_decisions(
@@ -54,12 +103,13 @@ def run_decisions(
     *,
     session: Session,
     items: Sequence[Item] | None = None,
-    weights: Weights = DEFAULT_WEIGHTS,
+    weights: Weights | None = None,
     k: int | None = None,
     executions: int | None = None,
     rule: str = "eq5",
 ) -> list[dict[str, Any]]:
-    """``decisions.jsonl`` records of a run, in item order.
+    """``decisions.jsonl`` records of a run, in item order, under ``weights`` (by default
+    :func:`run_weights`).
 
     For APOCJudge runs, ``winner`` is the final verdict (null for a tie or no verdict) and
     ``metrics`` holds the direct verdict, the APOC reason and JudgeBench's official outcome.
@@ -70,11 +120,35 @@ def run_decisions(
     return aggregate(
         run_judgments(run.id, session=session),
         items=items,
-        weights=weights,
+        weights=weights or run_weights(run),
         k=k,
         executions=executions,
         rule=rule,
     )
+
+
+def judgment_records(run: Run, *, session: Session) -> list[dict[str, Any]]:
+    """A run's calls as ``judgments.jsonl`` records, in item order. An APOCJudge call has no
+    scores or ranking: its record carries the call's pairwise verdict instead (a candidate id,
+    ``tie``, or null for a failed call), its confidence and its slot keys, so both orders'
+    verdicts (calls 0 and 1) and the keyed confirmation (call 2) are in the export."""
+    if run.protocol != "apoc":
+        return [j.to_dict() for j in run_judgments(run.id, session=session)]
+    key_of = {db_id: key for key, db_id in item_db_ids(run.dataset_id, session=session).items()}
+    return [
+        {
+            "item_id": key_of[call.item_id],
+            "execution": call.execution,
+            "call_index": call.call_index,
+            "order": list(call.order),
+            "keys": list(call.keys),
+            "ok": call.ok,
+            "error": call.error,
+            "verdict": call.verdict(),
+            "confidence": (call.judgment or {}).get("confidence") if call.ok else None,
+        }
+        for call in run_calls(run.id, session=session)
+    ]
 
 
 def _apoc_decisions(run: Run, items: list[Item], *, session: Session) -> list[dict[str, Any]]:
@@ -177,6 +251,8 @@ def run_summary(run: Run, *, session: Session, seed: int = 0) -> dict[str, Any]:
     }
     if decisions:
         summary["per_item"] = per_item_budget(run, decisions)
+    if stopping := stopping_summary(run):
+        summary["stopping"] = stopping
     if is_simulated(run):
         summary["note"] = SIMULATED_LABEL
     labelled = [d for d in decisions if gold.get(d["item_id"]) is not None]
@@ -222,8 +298,8 @@ class RunAnalysis:
 def analyse_run(run: Run, *, session: Session) -> RunAnalysis:
     """Decisions, flags and slot bias of every item of a run, from its stored calls.
 
-    The judgments are read and packed once; decisions use the default weights, as
-    :func:`run_decisions` does. APOCJudge runs have no slot-bias rows.
+    The judgments are read and packed once; decisions use the run's weights
+    (:func:`run_weights`), as :func:`run_decisions` does. APOCJudge runs have no slot-bias rows.
     """
     items = load_items(run.dataset_id, session=session)
     if run.protocol == "apoc":
@@ -237,7 +313,7 @@ def analyse_run(run: Run, *, session: Session) -> RunAnalysis:
     records: dict[str, dict[str, Any]] = {}
     biases = []
     for group in groups:
-        for record in decide(group).records():
+        for record in decide(group, weights=run_weights(run)).records():
             records[record["item_id"]] = record
         biases.append(slot_bias(group, [by_id[i].gold for i in group.item_ids]))
     ordered = [records[i.item_id] for i in items if i.item_id in records]

@@ -8,7 +8,14 @@ order buys, as FairEval evaluates routing items to humans:
 - the budget curve: the accuracy if the first x% were corrected by humans.
 
 Each comes with its area under the curve, and a seeded random order gives the baseline with a
-band (the 5th to 95th percentile over random orders; its mean is the diagonal).
+band (the 5th to 95th percentile over random orders; its mean is the diagonal). An order by a
+score reviews equal scores in a random order, averaged exactly as the random baseline is: within
+a run of equal scores, each item reviewed finds that run's share of errors.
+
+Recorded pairwise judges (:func:`pair_triage`) are checked as a single judge: the call with the
+pair in its first order. The question is "if my one call is wrong, does reviewing the pairs
+whose swapped call disagrees find it first?"; a single call that is a tie or gives no verdict is
+an abstention, found without any review, so it is counted apart and left out of the curves.
 
 The calibrated priority (:func:`calibrated_scores`) learns "the judge is wrong" from the
 instability metrics with a ridge-penalised logistic regression (statsmodels' binomial GLM),
@@ -28,13 +35,15 @@ from sqlmodel import Session
 
 from pcf.analysis.gold import dataset_gold
 from pcf.analysis.results import analyse_run
-from pcf.recordings import FIRST, SECOND, SWAP_RULES, RecordedPair
+from pcf.recordings import FIRST, SECOND, RecordedPair
 from pcf.store.models import Run
 
 ORDERS = ("priority", "top_entropy", "margin", "kendall_w", "overrides", "calibrated", "random")
 """Orders of a run's items: the review priority, one instability metric, or the calibrated
 model (most doubtful first), or a seeded random order."""
-PAIR_ORDERS = ("swap_disagreement", "random")
+PAIR_TIERS = ("opposite verdict", "swapped call tie or none", "same verdict")
+"""The review order of pairs whose single call picked a side, by what the swapped call said:
+first the pairs it contradicts, then those it leaves undecided, last those it confirms."""
 FEATURES = (
     "top_agreement",
     "top_entropy",
@@ -104,13 +113,30 @@ def curve(order: str, wrong: Sequence[bool], ranking: Sequence[int]) -> Curve:
     return Curve(order, np.arange(n + 1) / n, captured, accuracy)
 
 
-def most_doubtful_first(scores: Sequence[float], *, seed: int = 0) -> list[int]:
-    """Item positions by descending score; equal scores in a seeded random order (the listing
-    order is arbitrary and may carry a pattern), unknown (NaN) scores last."""
+def doubt_curve(order: str, wrong: Sequence[bool], scores: Sequence[float]) -> Curve:
+    """The curves of reviewing items by descending score (unknown, NaN, scores last), averaged
+    over every order of equal scores: within a run of equal scores the errors are found at the
+    run's rate, so no listing order (which may carry a pattern) decides them.
+
+    Raises:
+        ValueError: no items, or not one score per item.
+    """
+    wrong_array = np.asarray(wrong, dtype=bool)
     values = np.asarray(scores, dtype=float)
+    n = len(wrong_array)
+    if n == 0 or len(values) != n:
+        raise ValueError("a review order needs one score per item")
     key = np.where(np.isnan(values), -np.inf, values)
-    shuffle = np.random.default_rng(seed).permutation(len(values))
-    return [int(i) for i in np.lexsort((shuffle, -key))]
+    caught = np.zeros(n + 1)
+    done = 0
+    for level in np.unique(key)[::-1]:
+        tier = key == level
+        size, found = int(tier.sum()), int(wrong_array[tier].sum())
+        caught[done + 1 : done + size + 1] = caught[done] + found * np.arange(1, size + 1) / size
+        done += size
+    errors = int(wrong_array.sum())
+    captured = caught / errors if errors else np.ones(n + 1)
+    return Curve(order, np.arange(n + 1) / n, captured, (n - errors + caught) / n)
 
 
 def random_orders(n: int, *, seed: int = 0, draws: int = RANDOM_DRAWS) -> list[list[int]]:
@@ -133,6 +159,10 @@ def random_baseline(
         "capture_auc": float(np.mean([c.capture_auc for c in curves])),
         "reviewed": curves[0].reviewed,
         "at": {share: float(np.mean([c.at(share) for c in curves])) for share in REPORTED_SHARES},
+        "band_at": {
+            share: tuple(float(np.percentile([c.at(share) for c in curves], q)) for q in (5, 95))
+            for share in REPORTED_SHARES
+        },
     }
 
 
@@ -160,24 +190,46 @@ def judge_wrong(winners: Sequence[Any], answers: Sequence[Any]) -> list[bool]:
     return [w is None or w != a for w, a in zip(winners, answers, strict=True)]
 
 
-def pair_scores(pairs: Sequence[RecordedPair]) -> np.ndarray:
-    """Swap disagreement and verdict pattern as doubt: 3 opposite verdicts in the two orders,
-    2 one order decisive and the other a tie or none, 1 neither decisive, 0 the same verdict."""
-    decisive = {FIRST, SECOND}
-
-    def doubt(d1: str | None, d2: str | None) -> int:
-        if d1 in decisive and d2 in decisive:
-            return 0 if d1 == d2 else 3
-        return 2 if (d1 in decisive) != (d2 in decisive) else 1
-
-    return np.array([doubt(p.d1, p.d2) for p in pairs], dtype=float)
+def pair_tier(pair: RecordedPair) -> str:
+    """Which of :data:`PAIR_TIERS` a pair whose single call picked a side falls in."""
+    if pair.d2 not in (FIRST, SECOND):
+        return PAIR_TIERS[1]
+    return PAIR_TIERS[0] if pair.d2 != pair.d1 else PAIR_TIERS[2]
 
 
-def pair_wrong(pairs: Sequence[RecordedPair]) -> list[bool]:
-    """Whether the judge's official decision (both orders: agreement, else the decisive one)
-    misses the label; a tie or no decision is an error."""
-    official = SWAP_RULES["agree_or_decisive"]
-    return judge_wrong([official(p.d1, p.d2) for p in pairs], [p.label for p in pairs])
+def pair_triage(pairs: Sequence[RecordedPair], *, seed: int = 0) -> dict[str, Any]:
+    """Does reviewing pairs by swap disagreement find the single call's errors first?
+
+    The single judge is the call with the pair in its first order (``d1``); its error is a
+    verdict for the unlabelled member. A tie or no verdict is an abstention: reported apart,
+    not in the curves. The pairs with a verdict are reviewed in :data:`PAIR_TIERS` order,
+    randomly within a tier (averaged, :func:`doubt_curve`), beside the random baseline.
+
+    Raises:
+        ValueError: no pair has a single-call verdict.
+    """
+    decided = [p for p in pairs if p.d1 in (FIRST, SECOND)]
+    if not decided:
+        raise ValueError("no pair has a verdict from its first-order call: nothing to triage")
+    wrong = [p.d1 != p.label for p in decided]
+    tiers = [pair_tier(p) for p in decided]
+    doubt = [len(PAIR_TIERS) - PAIR_TIERS.index(t) for t in tiers]
+    figures = summarize([doubt_curve("swap_disagreement", wrong, doubt)], wrong, seed=seed)
+    return {
+        "judge": "the first-order call alone (order 1)",
+        "abstentions": len(pairs) - len(decided),
+        "abstentions_note": "a tie or no verdict from that call: found without review, so "
+        "counted apart and left out of the curves",
+        **figures,
+        "tiers": [
+            {
+                "tier": tier,
+                "pairs": tiers.count(tier),
+                "errors": sum(w for w, t in zip(wrong, tiers, strict=True) if t == tier),
+            }
+            for tier in PAIR_TIERS
+        ],
+    }
 
 
 def _fit_predict(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> np.ndarray:
@@ -284,6 +336,10 @@ def summarize(curves: Sequence[Curve], wrong: Sequence[bool], *, seed: int = 0) 
         "random": {
             "capture_auc": round(baseline["capture_auc"], 4),
             "caught_at": {f"{s:.0%}": round(v, 4) for s, v in baseline["at"].items()},
+            "band_5_95": {
+                f"{s:.0%}": [round(low, 4), round(high, 4)]
+                for s, (low, high) in baseline["band_at"].items()
+            },
             "seed": seed,
             "draws": RANDOM_DRAWS,
         },
@@ -354,12 +410,11 @@ def run_triage(
     curves = []
     for order in orders:
         if order == "random":
-            ranking = random_orders(len(known), seed=seed, draws=1)[0]
+            curves.append(curve(order, wrong, random_orders(len(known), seed=seed, draws=1)[0]))
         elif order == "calibrated":
-            ranking = most_doubtful_first(calibrated_scores(known, wrong, seed=seed), seed=seed)
+            curves.append(doubt_curve(order, wrong, calibrated_scores(known, wrong, seed=seed)))
         else:
-            ranking = most_doubtful_first(item_scores(known, order), seed=seed)
-        curves.append(curve(order, wrong, ranking))
+            curves.append(doubt_curve(order, wrong, item_scores(known, order)))
     return curves, wrong, known
 
 

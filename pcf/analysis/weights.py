@@ -6,7 +6,10 @@ measured on the items with a gold id. "Direct" is the same rule on the canonical
 (METHOD.md), so improved and regressed compare each weighting with its own direct baseline.
 
 The K table and the weight table are matched single-run diagnostics (METHOD.md): they use the
-calls of execution 0 alone (K calls per item), never the executions pooled.
+calls of execution 0 alone (K calls per item), never the executions pooled. An adaptive run is
+evaluated only under the weights it stopped on, over every call it made: its items stopped once
+their winner under those weights was settled, so another weighting or a prefix of its calls
+could show winners its full run would not.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from dataclasses import dataclass
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.results import is_simulated
-from pcf.consensus import JudgmentArrays, Weights, pack
+from pcf.analysis.results import is_adaptive, is_simulated, run_weights
+from pcf.consensus import JudgmentArrays, Weights, pack, weights_label
 from pcf.decisions import decide
 from pcf.evaluation import accuracy, paired_outcomes
 from pcf.store.models import Run
@@ -40,6 +43,8 @@ class PackedRun:
         gold: gold id per item (None when unlabelled).
         k: calls per execution stored (the largest K the playground offers).
         simulated: the answers came from the simulated judge.
+        stop_on: for an adaptive run, the weights it stopped on (the only ones it is evaluated
+            with); None for a full run.
     """
 
     name: str
@@ -48,6 +53,7 @@ class PackedRun:
     gold: dict[str, str | None]
     k: int
     simulated: bool
+    stop_on: Weights | None = None
 
 
 def pack_run(run: Run, *, session: Session) -> PackedRun:
@@ -69,6 +75,7 @@ def pack_run(run: Run, *, session: Session) -> PackedRun:
         gold={i.item_id: i.gold for i in items},
         k=max((g.ok.shape[2] for g in groups), default=0),
         simulated=is_simulated(run),
+        stop_on=run_weights(run) if is_adaptive(run) else None,
     )
 
 
@@ -97,15 +104,23 @@ class WeightOutcome:
 
 def evaluate_weights(packed: PackedRun, weights: Weights, *, k: int | None = None) -> WeightOutcome:
     """Decide every labelled item of a packed run with ``weights`` on the first ``k`` calls of
-    execution 0 (the matched single-run diagnostic; an item without execution 0 abstains).
+    execution 0 (the matched single-run diagnostic; an item without execution 0 abstains); an
+    adaptive run on every call it made, and only under the weights it stopped on.
 
     Raises:
-        ValueError: no judged item has a gold id.
+        ValueError: no judged item has a gold id, or other weights or a K for an adaptive run.
     """
+    if packed.stop_on is not None and (weights != packed.stop_on or k is not None):
+        raise ValueError(
+            f"run {packed.name!r} is adaptive: it settled its winners on "
+            f"{weights_label(packed.stop_on)} with every call it made, so other weights or K "
+            "would show winners its full run would not"
+        )
     winners: dict[str, str | None] = {}
     direct: dict[str, str | None] = {}
     for group in packed.groups:
-        decided = decide(group.execution(DIAGNOSTIC_EXECUTION), weights=weights, k=k)
+        calls = group if packed.stop_on is not None else group.execution(DIAGNOSTIC_EXECUTION)
+        decided = decide(calls, weights=weights, k=k)
         winners.update(
             zip(group.item_ids, decided.consensus.winner_ids(decided.arrays), strict=True)
         )

@@ -16,7 +16,8 @@ import pandas as pd
 from sqlmodel import Session
 
 from pcf.analysis.gold import dataset_gold
-from pcf.analysis.results import is_simulated
+from pcf.analysis.results import is_adaptive, is_simulated
+from pcf.consensus import DEFAULT_WEIGHTS, Weights, weights_label
 from pcf.items import Item
 from pcf.judgments import Judgment
 from pcf.stopping import ItemCalls, Stop, StoppingPolicy, current_winner, replay
@@ -70,10 +71,16 @@ def whatif(run: Run, policy: StoppingPolicy, *, session: Session) -> dict[str, A
     accuracy against gold and human labels (None where there are none).
 
     Raises:
-        ValueError: an APOCJudge run (its calls are not orderings to stop early).
+        ValueError: an APOCJudge run (its calls are not orderings to stop early), or an
+            adaptive run (its items stopped already: there is no full run to replay).
     """
     if run.protocol == "apoc":
         raise ValueError(f"run {run.name!r} is an APOCJudge run: adaptive stopping is listwise")
+    if is_adaptive(run):
+        raise ValueError(
+            f"run {run.name!r} is adaptive: its items stopped early, so it holds no full run "
+            "to replay; replay a full run of the same settings"
+        )
     items = load_items(run.dataset_id, session=session)
     stops = replay_run(run_judgments(run.id, session=session), items, policy)
     ids = {item.item_id: item.candidate_ids for item in items}
@@ -83,6 +90,7 @@ def whatif(run: Run, policy: StoppingPolicy, *, session: Session) -> dict[str, A
         "run": run.name,
         "policy": policy.name,
         "risk": policy.risk if policy.name == "confident" else None,
+        "stop_on": weights_label(policy.weights),
         "items": n,
         "calls_per_item": sum(a.calls for a, _ in stops.values()) / n if n else None,
         "full_calls_per_item": sum(f.calls for _, f in stops.values()) / n if n else None,
@@ -97,15 +105,23 @@ def whatif(run: Run, policy: StoppingPolicy, *, session: Session) -> dict[str, A
 
 
 def budget_curve(
-    run: Run, *, session: Session, risks: Sequence[float] = CURVE_RISKS
+    run: Run,
+    *,
+    session: Session,
+    risks: Sequence[float] = CURVE_RISKS,
+    weights: Weights = DEFAULT_WEIGHTS,
 ) -> pd.DataFrame:
     """Accuracy and agreement with the full run against calls per item: the full run, ``certain``
-    and ``confident`` at each of ``risks``, replayed on the run's stored calls.
+    and ``confident`` at each of ``risks``, replayed on the run's stored calls, every policy
+    stopping on ``weights`` (and both runs decided with them).
 
     Columns: ``policy``, ``calls_per_item``, ``measure`` (:data:`SAME_WINNER` or
     :data:`ACCURACY`), ``share``; one row per policy and measure (no gold: no accuracy rows).
     """
-    policies = [StoppingPolicy("certain"), *(StoppingPolicy("confident", risk=r) for r in risks)]
+    policies = [
+        StoppingPolicy("certain", weights=weights),
+        *(StoppingPolicy("confident", risk=r, weights=weights) for r in risks),
+    ]
     rows: list[tuple[str, float, str, float]] = []
 
     def add(label: str, calls: float, same: float, accuracy: float | None) -> None:

@@ -14,7 +14,13 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.results import analyse_run, is_simulated, run_decisions
+from pcf.analysis.results import (
+    analyse_run,
+    is_adaptive,
+    is_simulated,
+    run_decisions,
+    stopping_label,
+)
 from pcf.analysis.weights import evaluate_weights, pack_run
 from pcf.consensus import DEFAULT_WEIGHTS
 from pcf.pairwise import TIE
@@ -35,11 +41,10 @@ class ReportData:
     Attributes:
         runs: one row per run: names, settings, counts, calls, tokens, cost, ``simulated``.
         decisions: :func:`pcf.analysis.results.decision_table` rows of every run, plus ``run``.
-        k_prefixes: per labelled PCF or repeated run and K, on execution 0's first K calls:
-            ``run``, ``K``, ``n``, ``accuracy``, ``direct_accuracy`` (shares), ``improved``,
-            ``regressed``.
-        weights: :func:`pcf.reports.tables.weight_records` of the labelled PCF and repeated
-            runs (execution 0).
+        k_prefixes: per labelled full (not adaptive) PCF or repeated run and K, on execution
+            0's first K calls: ``run``, ``K``, ``n``, ``accuracy``, ``direct_accuracy``
+            (shares), ``improved``, ``regressed``.
+        weights: :func:`pcf.reports.tables.weight_records` of the same runs (execution 0).
         slots: per listwise run, candidate count ``n`` and slot: ``run``, ``n``, ``slot``,
             ``top_share``, ``top_count``, ``gold_recall``.
         slot_tests: per listwise run and ``n``: ``run``, ``n``, ``calls``, ``chi2``, ``p_value``.
@@ -63,9 +68,10 @@ def k_values(stored_k: int) -> list[int]:
 def collect_report(runs: Sequence[Run], *, session: Session) -> ReportData:
     """Read and decide the runs' stored judgments; no judge is called.
 
-    Decisions use the proposed weights and every execution (as
-    :func:`pcf.analysis.results.run_decisions`); the K table and the weight table are matched
-    single-run diagnostics on execution 0 alone (METHOD.md): prefixes of its stored schedule.
+    Decisions use each run's weights (the proposed ones, or those an adaptive run stopped on)
+    and every execution (as :func:`pcf.analysis.results.run_decisions`); the K table and the
+    weight table are matched single-run diagnostics on execution 0 alone (METHOD.md): prefixes
+    of its stored schedule, so they leave adaptive runs out.
     """
     datasets = {d.id: d.name for d in list_datasets(session=session)}
     prices = price_table()
@@ -82,7 +88,7 @@ def collect_report(runs: Sequence[Run], *, session: Session) -> ReportData:
             continue
         slots.append(analysis.slot_bias.assign(run=run.name))
         tests.append(analysis.slot_tests.assign(run=run.name))
-        if run.protocol in ("pcf", "repeated") and labelled:
+        if run.protocol in ("pcf", "repeated") and labelled and not is_adaptive(run):
             runs_packed = pack_run(run, session=session)
             packed.append(runs_packed)
             for k in k_values(runs_packed.k):
@@ -138,6 +144,7 @@ def _run_row(
         "K": run.k,
         "executions": run.executions,
         "schedule": run.schedule,
+        "stopping": stopping_label(run),
         "seed": run.seed,
         "temperature": run.settings.get("identity", {}).get("temperature"),
         "status": run.status,

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from pcf.analysis.results import ADAPTIVE_NOTE
 from pcf.analysis.triage import RANDOM_DRAWS, curve_frame
 from pcf.reports.charts import capture_chart, metric_histogram, paired_change_chart, slot_share_bars
 from pcf.reports.collect import ReportData
@@ -19,6 +20,7 @@ from pcf.reports.tables import (
     METHODS,
     MICRO_AVERAGE,
     abstention_table,
+    adaptive_runs,
     agreement_distribution,
     any_simulated,
     has_apoc,
@@ -131,7 +133,13 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
         Section(
             "Runs",
             (
-                Table("Settings", settings_table(runs), "", any_simulated(runs), "settings"),
+                Table(
+                    "Settings",
+                    settings_table(runs),
+                    _adaptive_note(runs),
+                    any_simulated(runs),
+                    "settings",
+                ),
                 Table(
                     "Calls, failures, tokens and cost",
                     usage_table(runs),
@@ -165,6 +173,29 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
     return Report(title, tuple(sections), any_simulated(runs))
 
 
+def _adaptive_note(runs: pd.DataFrame) -> str:
+    """What the adaptive runs among ``runs`` mean for the tables ("" when there are none)."""
+    adaptive = adaptive_runs(runs)
+    if not adaptive:
+        return ""
+    return (
+        f"Adaptive runs ({', '.join(adaptive)}), decided with the weights in their stopping "
+        f"column: {ADAPTIVE_NOTE}."
+    )
+
+
+def _left_out(runs: pd.DataFrame) -> str:
+    """The K and weight tables' note on the adaptive runs they leave out."""
+    adaptive = adaptive_runs(runs)
+    if not adaptive:
+        return ""
+    return (
+        f" Left out: the adaptive runs {', '.join(adaptive)}, whose items stopped after "
+        "different numbers of calls once their winner under one set of weights was settled; "
+        "their first K calls, or other weights, are not a K-call run or that weighting's run."
+    )
+
+
 def _direct_section(data: ReportData, seed: int, names: _Names) -> Section:
     runs = data.runs
     blocks: list[Block] = [
@@ -193,6 +224,11 @@ def _direct_section(data: ReportData, seed: int, names: _Names) -> Section:
             notes.append(f"No gold labels for {', '.join(unlabelled)}: no accuracy to show.")
         if undecided := [r for r in without if not decided[r]]:
             notes.append(f"No decided item yet in {', '.join(undecided)}.")
+        if adaptive := [r for r in adaptive_runs(runs, (protocol,)) if r in set(table["run"])]:
+            notes.append(
+                f"Adaptive: {', '.join(adaptive)} (see Settings), decided with the weights "
+                "it stopped on over the calls it made."
+            )
         note = " ".join(notes)
         simulated = any_simulated(runs, list(table["run"]))
         blocks.append(Table(label, table, note, simulated, key))
@@ -245,6 +281,8 @@ def _k_section(data: ReportData) -> Section | None:
         return None
     table = k_table(runs, data.k_prefixes)
     if table.empty:
+        if adaptive_runs(runs):
+            return Section("K ablation", (f"No K table.{_left_out(runs)}",))
         return Section("K ablation", ("No gold labels: the K table needs them.",))
     return Section(
         "K ablation",
@@ -255,7 +293,7 @@ def _k_section(data: ReportData) -> Section | None:
                 "A matched single-run diagnostic: each K uses the first K calls of execution 0 "
                 "alone, never the executions pooled, so PCF and repeated canonical (method "
                 "repeated) spend the same K calls; no new calls. Δ is the change over direct "
-                "(the run's canonical call), in points.",
+                "(the run's canonical call), in points." + _left_out(runs),
                 any_simulated(runs, list(table["run"].unique())),
                 "k",
             ),
@@ -265,6 +303,8 @@ def _k_section(data: ReportData) -> Section | None:
 
 def _weights_section(data: ReportData) -> Section | None:
     if data.k_prefixes.empty:
+        if adaptive_runs(data.runs):
+            return Section("Weight presets", (f"No weight table.{_left_out(data.runs)}",))
         return None
     run_names = list(data.k_prefixes["run"].unique())
     return Section(
@@ -275,7 +315,7 @@ def _weights_section(data: ReportData) -> Section | None:
                 data.weights,
                 "Accuracy (%) with the calls of execution 0 of each run (the matched runs of the "
                 "K table at their stored K); direct % and Δ vs direct: the same preset on the "
-                "canonical call, Δ in points.",
+                "canonical call, Δ in points." + _left_out(data.runs),
                 any_simulated(data.runs, run_names),
                 "weights",
             ),

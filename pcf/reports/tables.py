@@ -14,9 +14,8 @@ from pcf.analysis.results import value_or_none
 from pcf.analysis.triage import (
     Curve,
     answers_of,
-    curve,
+    doubt_curve,
     item_scores,
-    most_doubtful_first,
     summarize,
 )
 from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights
@@ -62,6 +61,13 @@ RUN_COLUMNS = (
 )
 
 
+def adaptive_runs(runs: pd.DataFrame, protocols: Sequence[str] = ("pcf", "repeated")) -> list[str]:
+    """The names of the runs of ``protocols`` that stopped their items adaptively."""
+    if runs.empty:
+        return []
+    return list(runs.loc[runs["stopping"].notna() & runs["protocol"].isin(protocols), "run"])
+
+
 def any_simulated(runs: pd.DataFrame, names: Sequence[str] | None = None) -> bool:
     """Whether any of the named runs (all when None) used the simulated judge."""
     if runs.empty:
@@ -81,6 +87,9 @@ def settings_table(runs: pd.DataFrame) -> pd.DataFrame:
             "K": runs["K"],
             "executions": runs["executions"],
             "schedule": runs["schedule"],
+            "stopping": runs["stopping"].map(
+                lambda label: f"adaptive: {label}" if isinstance(label, str) else "full run"
+            ),
             "seed": runs["seed"],
             "temperature": runs["temperature"],
             "status": runs["status"],
@@ -554,8 +563,7 @@ def triage_curves(table: pd.DataFrame, *, seed: int = 0) -> tuple[list[Curve], l
     """One run's review-priority curve against gold, from its decision table (labelled items)."""
     known = answers_of(table, dict(zip(table["item_id"], table["gold"], strict=True)))
     wrong = list(known["wrong"])
-    ranking = most_doubtful_first(item_scores(known, "priority"), seed=seed)
-    return [curve("review priority", wrong, ranking)], wrong
+    return [doubt_curve("review priority", wrong, item_scores(known, "priority"))], wrong
 
 
 def triage_table(runs: pd.DataFrame, decisions: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:

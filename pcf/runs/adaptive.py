@@ -1,45 +1,89 @@
-"""Adaptive runs: each item's planned calls are made in waves of one call, canonical first and
-then in schedule order (so slot balance holds as far as the calls go), and a stopping policy
+"""Adaptive runs: each item's planned calls are made in waves of one call (:func:`pcf.stopping.
+in_waves`: one call of each execution in turn, canonical first), and a stopping policy
 (:mod:`pcf.stopping`) decides after each wave whether the item is settled.
 
 Every call still goes through the engine (cache, retries, one commit per answer), and the
 policy only ever reads stored calls, so a resumed run makes the same decisions as one that was
-never interrupted. Why each item stopped is recorded with the run.
+never interrupted. Why each item stopped is recorded with the run, with the version of the
+policy that stopped it; a rerun keeps every recorded stop and makes no call for those items,
+whatever the code's version, unless told to ask the current policy again (``recheck``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from sqlmodel import Session
 
 from pcf.items import Item
+from pcf.orderings import schedule_length
 from pcf.runs.spec import RunSpec
-from pcf.stopping import ItemCalls, Stop, StoppingPolicy, current_winner, wave_order
+from pcf.stopping import STOPPING_VERSION, ItemCalls, Stop, StoppingPolicy, current_winner, in_waves
 from pcf.store.models import Call, Run
-from pcf.store.queries import item_calls, stored_judgment
+from pcf.store.queries import item_calls, record_item_stops, set_run_setting, stored_judgment
+
+STOPPING_SETTING = "stopping"
+"""The run setting that records the policy a finished adaptive run was finished with."""
+UNVERSIONED = 1
+"""The version of a stop recorded before stops carried one."""
 
 
 def policy_of(spec: RunSpec) -> StoppingPolicy:
-    """The stopping policy an adaptive spec names."""
-    return StoppingPolicy(spec.adaptive, risk=spec.risk)
+    """The stopping policy an adaptive spec names, on the weights it stops on."""
+    return StoppingPolicy(spec.adaptive, risk=spec.risk, weights=spec.stop_on)
 
 
-def executions_for(spec: RunSpec) -> RunSpec:
-    """The spec whose plan holds every call an item may get: with ``max_calls`` above the
-    planned calls, further executions of the same schedule."""
-    if spec.max_calls is None or spec.max_calls <= spec.k * spec.executions:
-        return spec
-    return replace(spec, executions=math.ceil(spec.max_calls / spec.k))
+def _executions_of(spec: RunSpec, per_execution: int) -> int:
+    """Executions an item with ``per_execution`` scheduled calls may use: the planned ones, or
+    with ``max_calls`` above its planned calls, as many as those calls need."""
+    if spec.max_calls is None or spec.max_calls <= per_execution * spec.executions:
+        return spec.executions
+    return math.ceil(spec.max_calls / per_execution)
 
 
-def item_budget(spec: RunSpec) -> int:
-    """The most calls an item gets: the planned calls, or ``max_calls`` when given."""
-    return spec.max_calls if spec.max_calls is not None else spec.k * spec.executions
+def executions_for(spec: RunSpec, items: Sequence[Item]) -> RunSpec:
+    """The spec whose plan holds every call an item may get (see :func:`_executions_of`)."""
+    lengths = [schedule_length(spec.schedule, len(item.candidates), spec.k) for item in items]
+    needed = max((_executions_of(spec, length) for length in lengths), default=spec.executions)
+    return replace(spec, executions=needed) if needed > spec.executions else spec
+
+
+@dataclass(frozen=True)
+class ItemPlan:
+    """The calls an adaptive run may make for one item.
+
+    Attributes:
+        calls: in wave order, at most the item's budget: its planned calls (every execution of
+            its schedule, which for ``exhaustive`` is n! orderings), or ``max_calls``.
+        planned: the item's planned calls (its schedule's orderings times the executions).
+    """
+
+    calls: list
+    planned: int
+
+    def reason_when_done(self) -> str:
+        """Why the item stopped once every call of its budget was made."""
+        return "planned_calls_made" if len(self.calls) == self.planned else "max_calls"
+
+
+def item_plans(planned: Sequence, spec: RunSpec) -> list[ItemPlan]:
+    """Each item's :class:`ItemPlan`, from the plan of :func:`executions_for`."""
+    by_item: dict[int, list] = defaultdict(list)
+    for call in planned:
+        by_item[call.item_db_id].append(call)
+    plans = []
+    for calls in by_item.values():
+        per_execution = sum(call.execution == 0 for call in calls)
+        executions = _executions_of(spec, per_execution)
+        usable = [call for call in calls if call.execution < executions]
+        plans.append(ItemPlan(in_waves(usable)[: spec.max_calls], per_execution * spec.executions))
+    return plans
 
 
 def _judgments(item: Item, calls: Sequence[Call]) -> list:
@@ -58,58 +102,94 @@ def _judgments(item: Item, calls: Sequence[Call]) -> list:
     ]
 
 
-def item_step(
-    calls: Sequence, stored: Sequence[Call], spec: RunSpec, policy: StoppingPolicy
-) -> tuple[object | None, Stop | None]:
-    """An item's next call, or where it stopped and why (exactly one of the two is None).
-
-    Args:
-        calls: the item's calls in wave order, at most its budget (:func:`item_budget`).
-        stored: the item's stored calls.
-        spec: the adaptive spec.
-        policy: its stopping policy.
-    """
-    item = calls[0].item
+def item_state(item_plan: ItemPlan, stored: Sequence[Call]) -> tuple[ItemCalls, list]:
+    """What the policy sees of an item (its stored calls and the calls of its budget still to
+    come), and those calls still to come, in wave order."""
+    item = item_plan.calls[0].item
     made = {(c.execution, c.call_index) for c in stored}
-    left = [c for c in calls if (c.execution, c.call_index) not in made]
-    judgments = sorted(_judgments(item, stored), key=wave_order)
+    left = [c for c in item_plan.calls if (c.execution, c.call_index) not in made]
     remaining = tuple((c.execution, tuple(c.order)) for c in left)
-    state = ItemCalls(item.item_id, item.candidate_ids, tuple(judgments), remaining)
-    if left and not (judgments and policy.settled(state)):
+    judgments = tuple(_judgments(item, stored))
+    return ItemCalls(item.item_id, item.candidate_ids, judgments, remaining), left
+
+
+def item_step(
+    item_plan: ItemPlan, stored: Sequence[Call], policy: StoppingPolicy
+) -> tuple[object | None, Stop | None]:
+    """An item's next call, or where it stopped and why (exactly one of the two is None)."""
+    state, left = item_state(item_plan, stored)
+    if left and not (state.judgments and policy.settled(state)):
         return left[0], None
-    reason = "planned_calls_made" if not left else policy.name
-    if not left and len(calls) > spec.k * spec.executions:
-        reason = "max_calls"
-    return None, Stop(len(stored), reason, current_winner(state))
+    reason = item_plan.reason_when_done() if not left else policy.name
+    return None, Stop(len(stored), reason, current_winner(state, policy.weights))
 
 
-def _by_item(planned: Sequence, spec: RunSpec) -> list[list]:
-    budget = item_budget(spec)
-    by_item: dict[int, list] = defaultdict(list)
-    for call in planned:
-        by_item[call.item_db_id].append(call)
-    return [sorted(c, key=lambda c: (c.execution, c.call_index))[:budget] for c in by_item.values()]
+def kept_stops(run: Run, *, recheck: bool) -> dict[str, dict[str, Any]]:
+    """The recorded stops a rerun keeps without asking the policy: all of them, or none when
+    rechecking."""
+    return {} if recheck else dict(run.settings.get("stops", {}))
+
+
+def _recorded(stop: Stop) -> dict[str, Any]:
+    return dataclasses.asdict(stop) | {"version": STOPPING_VERSION}
+
+
+def record_stops(
+    run: Run,
+    spec: RunSpec,
+    kept: Mapping[str, Mapping[str, Any]],
+    stops: Mapping[str, Stop],
+    *,
+    session: Session,
+) -> None:
+    """Record where each item stopped (the kept stops and the new ones, each with its policy
+    version) and the policy the run was finished with (run setting ``stopping``)."""
+    recorded = {**kept, **{key: _recorded(stop) for key, stop in stops.items()}}
+    record_item_stops(run, recorded, session=session)
+    versions = sorted({stop.get("version", UNVERSIONED) for stop in recorded.values()})
+    finished_with = {
+        "policy": spec.adaptive,
+        "risk": spec.risk if spec.adaptive == "confident" else None,
+        "stop_on": list(spec.stop_on.as_tuple()),
+        "max_calls": spec.max_calls,
+        "versions": versions,
+    }
+    set_run_setting(run, STOPPING_SETTING, finished_with, session=session)
 
 
 def next_wave(
-    planned: Sequence, run: Run, spec: RunSpec, *, session: Session
+    planned: Sequence,
+    run: Run,
+    spec: RunSpec,
+    *,
+    session: Session,
+    kept: Mapping[str, Mapping[str, Any]],
 ) -> tuple[list, dict[str, Stop]]:
-    """Every unsettled item's next call, and where the settled items stopped (batch mode: each
-    wave is one batch)."""
+    """Every unsettled item's next call, and where the newly settled items stopped (batch
+    mode: each wave is one batch). Items with a kept stop get no call."""
     policy = policy_of(spec)
     wave, stops = [], {}
-    for calls in _by_item(planned, spec):
-        stored = item_calls(run.id, calls[0].item_db_id, session=session)
-        call, stop = item_step(calls, stored, spec, policy)
+    for item_plan in item_plans(planned, spec):
+        key = item_plan.calls[0].item.item_id
+        if key in kept:
+            continue
+        stored = item_calls(run.id, item_plan.calls[0].item_db_id, session=session)
+        call, stop = item_step(item_plan, stored, policy)
         if stop is None:
             wave.append(call)
         else:
-            stops[calls[0].item.item_id] = stop
+            stops[key] = stop
     return wave, stops
 
 
 async def answer_in_waves(
-    executor, planned: Sequence, run: Run, spec: RunSpec, *, session: Session
+    executor,
+    planned: Sequence,
+    run: Run,
+    spec: RunSpec,
+    *,
+    session: Session,
+    kept: Mapping[str, Mapping[str, Any]],
 ) -> dict[str, Stop]:
     """Make each item's calls one wave at a time until its policy settles it.
 
@@ -119,23 +199,25 @@ async def answer_in_waves(
         run: the run.
         spec: the adaptive spec.
         session: the run's session.
+        kept: the recorded stops to keep (:func:`kept_stops`); their items get no call.
 
     Returns:
-        Per item key, where it stopped and why.
+        Per item key not kept, where it stopped and why.
     """
     policy = policy_of(spec)
     stops: dict[str, Stop] = {}
 
-    async def one(calls: list) -> None:
+    async def one(item_plan: ItemPlan) -> None:
         while True:
-            stored = item_calls(run.id, calls[0].item_db_id, session=session)
-            call, stop = item_step(calls, stored, spec, policy)
+            stored = item_calls(run.id, item_plan.calls[0].item_db_id, session=session)
+            call, stop = item_step(item_plan, stored, policy)
             if stop is not None:
-                stops[calls[0].item.item_id] = stop
+                stops[item_plan.calls[0].item.item_id] = stop
                 return
             if executor.report.capped:  # the cost cap is reached: the item waits unsettled
                 return
             await executor.answer([call])
 
-    await asyncio.gather(*(one(calls) for calls in _by_item(planned, spec)))
+    plans = [p for p in item_plans(planned, spec) if p.calls[0].item.item_id not in kept]
+    await asyncio.gather(*(one(item_plan) for item_plan in plans))
     return stops

@@ -30,12 +30,13 @@ from typing import Any
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission
+from pcf.consensus import Weights
 from pcf.judges import judge_server, make_judge
 from pcf.judges.base import redact
 from pcf.judges.batch import BatchClient, BatchLostError, BatchResult, BatchStatus, batch_client
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.prompts import Rendered
-from pcf.runs.adaptive import executions_for, next_wave
+from pcf.runs.adaptive import executions_for, kept_stops, next_wave, record_stops
 from pcf.runs.engine import CallExecutor, PlannedCall, confirmations, content_key, plan
 from pcf.runs.manage import check_start, keep_lease, open_run, require_dataset, take_lease
 from pcf.runs.spec import IDENTITY_FIELDS, RunSpec
@@ -51,7 +52,6 @@ from pcf.store.queries import (
     item_db_ids,
     load_items,
     pending_batch_keys,
-    record_item_stops,
     release_run_lease,
     run_batches,
     run_calls_by_slot,
@@ -125,6 +125,7 @@ def spec_of(run: Run, *, session: Session) -> RunSpec:
     """The :class:`RunSpec` that made ``run`` (its dataset, judge and identity settings)."""
     dataset = get_dataset_by_id(run.dataset_id, session=session)
     identity = run.settings.get("identity", {})
+    stop_on = identity.get("stop_on")
     return RunSpec(
         dataset.name if dataset else "",
         run.name,
@@ -133,6 +134,7 @@ def spec_of(run: Run, *, session: Session) -> RunSpec:
         base_url=run.base_url,
         limit=run.settings.get(LIMIT_SETTING),
         **{key: identity[key] for key in (*IDENTITY_FIELDS, *ADAPTIVE_FIELDS) if key in identity},
+        **({"stop_on": Weights(*stop_on)} if stop_on else {}),
     )
 
 
@@ -163,8 +165,9 @@ class _Batcher:
         self.items = load_items(run.dataset_id, session=session)[: spec.limit]
         self.db_ids = item_db_ids(run.dataset_id, session=session)
         self.planned = plan(
-            self.items, self.db_ids, executions_for(spec), dataset_seed=dataset.seed
+            self.items, self.db_ids, executions_for(spec, self.items), dataset_seed=dataset.seed
         )
+        self.kept = kept_stops(run, recheck=False)
         self.stops: dict[str, Stop] = {}
         self.renamed = self._renamed_keys()
 
@@ -205,7 +208,9 @@ class _Batcher:
         """The run's calls now: APOCJudge's confirmations once their first answers are in; for
         an adaptive run, the calls made and the next wave (each unsettled item's next call)."""
         if self.spec.adaptive != "off":
-            wave, self.stops = next_wave(self.planned, self.run, self.spec, session=self.session)
+            wave, self.stops = next_wave(
+                self.planned, self.run, self.spec, session=self.session, kept=self.kept
+            )
             return [p for p in self.planned if _slot_of(p) in stored] + wave
         if self.spec.protocol != "apoc":
             return self.planned
@@ -578,8 +583,9 @@ def submit_run(
 def _finish_run(batcher: _Batcher) -> None:
     done = batcher.done()
     if done and batcher.spec.adaptive != "off":
-        reasons = {key: dataclasses.asdict(stop) for key, stop in batcher.stops.items()}
-        record_item_stops(batcher.run, reasons, session=batcher.session)
+        record_stops(
+            batcher.run, batcher.spec, batcher.kept, batcher.stops, session=batcher.session
+        )
     status = "finished" if done else BATCH_STATUS
     set_run_status(batcher.run, status, session=batcher.session)
     update_run_totals(batcher.run.id, session=batcher.session)

@@ -29,7 +29,7 @@ from pcf.pairwise import is_ballpark_question, needs_confirmation
 from pcf.parsing import parse_listwise, parse_pairwise
 from pcf.prices import call_cost
 from pcf.prompts import Rendered, neutral_keys, render_listwise, render_pairwise
-from pcf.runs.adaptive import answer_in_waves, executions_for
+from pcf.runs.adaptive import answer_in_waves, executions_for, kept_stops, record_stops
 from pcf.runs.spec import RunSpec
 from pcf.store.models import Call, Run
 from pcf.store.queries import (
@@ -37,7 +37,6 @@ from pcf.store.queries import (
     get_dataset_by_id,
     insert_calls,
     keep_duplicate_answers,
-    record_item_stops,
     replace_calls,
     run_calls_by_slot,
     set_run_status,
@@ -587,6 +586,7 @@ async def execute(
     progress: Progress | None = None,
     retry_failed: bool = False,
     budget_usd: float | None = None,
+    recheck_stops: bool = False,
 ) -> RunReport:
     """Make every call of ``run`` that is not stored yet; each answer is committed at once.
 
@@ -595,8 +595,9 @@ async def execute(
     becomes its call's current answer while the failed one is kept as a ``retried``
     :class:`~pcf.store.models.ReplacedCall`. With ``budget_usd``, no call is sent once this
     invocation spent that much (the calls in flight finish and are stored); the run is then
-    ``capped`` instead of ``finished``, and resumes like any run. Returns what this invocation
-    did.
+    ``capped`` instead of ``finished``, and resumes like any run. An adaptive run keeps the
+    stops it recorded (whatever policy version made them) unless ``recheck_stops`` asks the
+    current policy again about those items. Returns what this invocation did.
     """
     executor = CallExecutor(
         run,
@@ -612,7 +613,7 @@ async def execute(
         executor.replacing = {slot: call.id for slot, call in stored.items() if not call.ok}
         stored = {slot: call for slot, call in stored.items() if call.ok}
     dataset_seed = get_dataset_by_id(run.dataset_id, session=session).seed
-    planned = plan(items, db_ids, executions_for(spec), dataset_seed=dataset_seed)
+    planned = plan(items, db_ids, executions_for(spec, items), dataset_seed=dataset_seed)
     todo = [p for p in planned if (p.item_db_id, p.execution, p.call_index) not in stored]
     executor.report.to_do = len(todo)
     executor.report.planned = len(planned)
@@ -624,9 +625,9 @@ async def execute(
         if spec.adaptive == "off":
             await executor.answer(todo)
         else:
-            stops = await answer_in_waves(executor, planned, run, spec, session=session)
-            reasons = {key: dataclasses.asdict(stop) for key, stop in stops.items()}
-            record_item_stops(run, reasons, session=session)
+            kept = kept_stops(run, recheck=recheck_stops)
+            stops = await answer_in_waves(executor, planned, run, spec, session=session, kept=kept)
+            record_stops(run, spec, kept, stops, session=session)
         if spec.protocol == "apoc":
             stored = run_calls_by_slot(run.id, session=session)
             second = confirmations(planned, stored, spec)

@@ -8,15 +8,26 @@ APOCJudge's confirmation calls depend on answers, so they are counted as "up to"
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlmodel import Session
 
 from pcf.prices import batch_prices, call_cost, price_table
-from pcf.runs.engine import content_key, plan
+from pcf.runs.adaptive import UNVERSIONED, executions_for, item_plans, item_state, policy_of
+from pcf.runs.engine import PlannedCall, content_key, plan
 from pcf.runs.manage import require_dataset, settings_conflict
 from pcf.runs.spec import RunSpec
-from pcf.store.queries import answered_keys, get_run, item_db_ids, load_items, run_calls_by_slot
+from pcf.stopping import STOPPING_VERSION
+from pcf.store.queries import (
+    answered_keys,
+    get_dataset_by_id,
+    get_run,
+    item_calls,
+    item_db_ids,
+    load_items,
+    run_calls_by_slot,
+)
 
 CHARS_PER_TOKEN = 4
 ANSWER_TOKENS_PER_CANDIDATE = 40
@@ -75,32 +86,140 @@ def estimate_run(
     stored = {} if run is None else run_calls_by_slot(run.id, session=session)
     conflict = None if run is None else settings_conflict(run, spec, session=session)
     todo = [c for c in calls if (c.item_db_id, c.execution, c.call_index) not in stored]
-    rendered = [c.render() for c in todo]
+    priced = _priced(spec, todo, session=session, prices=prices or price_table())
+    return CostEstimate(
+        items=len(items),
+        planned=len(calls),
+        stored=len(calls) - len(todo),
+        cached=len(todo) - priced.to_call,
+        to_call=priced.to_call,
+        confirmations_max=len(items) if spec.protocol == "apoc" else 0,
+        input_tokens=priced.input_tokens,
+        output_tokens=priced.output_tokens,
+        cost_usd=priced.cost_usd,
+        resumes=run is not None,
+        conflict=conflict,
+        batch_cost_usd=priced.batch_cost_usd,
+    )
+
+
+@dataclass(frozen=True)
+class _Priced:
+    to_call: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    batch_cost_usd: float | None
+
+
+def _priced(
+    spec: RunSpec,
+    calls: Sequence[PlannedCall],
+    *,
+    session: Session,
+    prices: dict[str, tuple[float, float]],
+) -> _Priced:
+    """The calls the cache would not answer, their estimated tokens and their cost."""
+    rendered = [c.render() for c in calls]
     keys = [
         content_key(spec.backend, spec.model, r, spec, c.repeat_index)
-        for c, r in zip(todo, rendered, strict=True)
+        for c, r in zip(calls, rendered, strict=True)
     ]
     cached = answered_keys(keys, session=session)
-    sent = [(c, r) for c, r, k in zip(todo, rendered, keys, strict=True) if k not in cached]
+    sent = [(c, r) for c, r, k in zip(calls, rendered, keys, strict=True) if k not in cached]
     input_tokens = sum(len(r.system + r.user) // CHARS_PER_TOKEN for _, r in sent)
     output_tokens = sum(
         PAIRWISE_ANSWER_TOKENS if c.pairwise else ANSWER_TOKENS_PER_CANDIDATE * len(c.order)
         for c, _ in sent
     )
-    prices = prices or price_table()
     cost = call_cost(spec.model, input_tokens, output_tokens, prices)
     batch_cost = call_cost(spec.model, input_tokens, output_tokens, batch_prices(prices))
-    return CostEstimate(
-        items=len(items),
-        planned=len(calls),
-        stored=len(calls) - len(todo),
-        cached=len(todo) - len(sent),
+    return _Priced(
         to_call=len(sent),
-        confirmations_max=len(items) if spec.protocol == "apoc" else 0,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         cost_usd=0.0 if spec.backend == "simulated" else cost,
-        resumes=run is not None,
-        conflict=conflict,
         batch_cost_usd=batch_cost if spec.backend in BATCH_BACKENDS else None,
+    )
+
+
+@dataclass(frozen=True)
+class ReopenEstimate:
+    """What asking today's stopping policy again about an adaptive run's stopped items costs.
+
+    Attributes:
+        versions: the policy versions of the recorded stops, and today's version.
+        items: stopped items whose stop another policy version made.
+        reopened: of those, items today's policy would not keep stopped.
+        min_calls: at least one call per reopened item.
+        max_calls: at most every call of their budgets not made yet.
+        max_cost_usd: what those calls cost at most (the cache's answers are free), or None
+            when the model has no price.
+    """
+
+    versions: tuple[list[int], int]
+    items: int
+    reopened: int
+    min_calls: int
+    max_calls: int
+    max_cost_usd: float | None
+
+    def as_dict(self) -> dict[str, object]:
+        """The estimate as printed by ``pcf judge``."""
+        recorded, today = self.versions
+        return {
+            "stopped_by_versions": recorded,
+            "current_version": today,
+            "items_stopped_by_other_versions": self.items,
+            "items_reopened": self.reopened,
+            "calls_at_least": self.min_calls,
+            "calls_at_most": self.max_calls,
+            "cost_usd_at_most": self.max_cost_usd,
+        }
+
+
+def reopen_estimate(
+    spec: RunSpec, *, session: Session, prices: dict[str, tuple[float, float]] | None = None
+) -> ReopenEstimate | None:
+    """What ``pcf judge --recheck-stops`` would cost on the adaptive run ``spec`` names: which
+    items stopped by another policy version today's policy would not keep stopped, and the
+    calls (and cost) continuing them takes at least and at most. No judge is called.
+
+    Returns:
+        None when there is no such run, or every recorded stop is today's version's.
+    """
+    run = get_run(spec.run_name, session=session)
+    if run is None or spec.adaptive == "off":
+        return None
+    stops = run.settings.get("stops", {})
+    versions = {key: stop.get("version", UNVERSIONED) for key, stop in stops.items()}
+    older = {key for key, version in versions.items() if version != STOPPING_VERSION}
+    if not older:
+        return None
+    dataset = get_dataset_by_id(run.dataset_id, session=session)
+    items = load_items(run.dataset_id, session=session)[: spec.limit]
+    db_ids = item_db_ids(run.dataset_id, session=session)
+    planned = plan(items, db_ids, executions_for(spec, items), dataset_seed=dataset.seed)
+    policy = policy_of(spec)
+    reopened: list[list[PlannedCall]] = []
+    for item_plan in item_plans(planned, spec):
+        first = item_plan.calls[0]
+        if first.item.item_id not in older:
+            continue
+        state, left = item_state(item_plan, item_calls(run.id, first.item_db_id, session=session))
+        if left and not (state.judgments and policy.settled(state)):
+            reopened.append(left)
+    priced = _priced(
+        spec,
+        [c for left in reopened for c in left],
+        session=session,
+        prices=prices or price_table(),
+    )
+    return ReopenEstimate(
+        versions=(sorted(set(versions.values())), STOPPING_VERSION),
+        items=len(older),
+        reopened=len(reopened),
+        min_calls=len(reopened),
+        max_calls=sum(len(left) for left in reopened),
+        max_cost_usd=priced.cost_usd,
     )

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from sqlmodel import Session
 
 from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Actor, Permission, key_may_go_to
-from pcf.consensus import DEFAULT_WEIGHTS
 from pcf.items import Item
 from pcf.judges import KEY_ENV, make_judge
 from pcf.prices import price_table
@@ -220,7 +219,7 @@ def open_run(spec: RunSpec, *, session: Session) -> Run:
             seed=spec.seed,
             executions=spec.executions,
             base_url=spec.base_url,
-            weights=dict(zip(("ws", "wB", "wv", "wu"), DEFAULT_WEIGHTS.as_tuple(), strict=True)),
+            weights=dict(zip(("ws", "wB", "wv", "wu"), spec.stop_on.as_tuple(), strict=True)),
             settings={
                 "identity": spec.identity(),
                 "ballpark_guard": spec.ballpark_guard,
@@ -289,6 +288,7 @@ def judge_run(
     retry_failed: bool = False,
     api_key: str | None = None,
     max_cost: float | None = None,
+    recheck_stops: bool = False,
 ) -> tuple[Run, RunReport]:
     """Create or resume the run and make its missing calls, holding its lease meanwhile.
 
@@ -296,7 +296,8 @@ def judge_run(
     one process at a time judges a run: its lease (:class:`~pcf.store.models.RunLease`) is
     taken before the run is opened and given up when this returns or raises.
     ``progress(report)`` is called after every answered call. With ``retry_failed``, the
-    run's failed calls are asked again (see :func:`~pcf.runs.engine.execute`).
+    run's failed calls are asked again; with ``recheck_stops``, an adaptive run asks the current
+    stopping policy again about the items it stopped (see :func:`~pcf.runs.engine.execute`).
 
     ``actor`` must be allowed to run, and the server's key to go where the run goes
     (:func:`check_start`); ``api_key`` is a key of the actor's own for this run only. The run
@@ -345,6 +346,7 @@ def judge_run(
                 progress=progress,
                 retry_failed=retry_failed,
                 budget_usd=None if cap is None else cap - spent,
+                recheck_stops=recheck_stops,
             )
         finally:
             heartbeat.cancel()

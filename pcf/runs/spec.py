@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pcf.consensus import DEFAULT_WEIGHTS, Weights
 from pcf.judges import BACKENDS
 from pcf.orderings import SCHEDULES
 from pcf.stopping import POLICIES
@@ -58,6 +59,8 @@ class RunSpec:
         risk: for ``confident``, the accepted chance that the full run would pick another winner.
         max_calls: for ``confident``, the most calls per item; above the planned calls it lets
             unsettled items go on with further executions of the same schedule.
+        stop_on: the Eq. 5 weights an adaptive run settles its winners on (and so the only
+            weights its decisions use).
     """
 
     dataset: str
@@ -82,6 +85,7 @@ class RunSpec:
     adaptive: str = "off"
     risk: float = 0.01
     max_calls: int | None = None
+    stop_on: Weights = DEFAULT_WEIGHTS
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -107,6 +111,8 @@ class RunSpec:
             raise ValueError(f"risk must be between 0 and 1, got {self.risk}")
         if self.max_calls is not None and (self.adaptive != "confident" or self.max_calls < 1):
             raise ValueError("max_calls is a positive number of calls, for --adaptive confident")
+        if self.stop_on != DEFAULT_WEIGHTS and self.adaptive == "off":
+            raise ValueError("stop_on names the weights an adaptive run stops on: add --adaptive")
 
     @property
     def run_name(self) -> str:
@@ -119,9 +125,12 @@ class RunSpec:
 
     def identity(self) -> dict[str, Any]:
         """The settings that define the run's calls (:data:`IDENTITY_FIELDS`, and the stopping
-        policy of an adaptive run)."""
+        policy of an adaptive run: its weights when they are not the proposed ones, so runs
+        stored before ``stop_on`` existed keep their identity)."""
         identity = {key: getattr(self, key) for key in IDENTITY_FIELDS}
         if self.adaptive != "off":
             identity |= {"adaptive": self.adaptive, "max_calls": self.max_calls}
             identity |= {"risk": self.risk} if self.adaptive == "confident" else {}
+            if self.stop_on != DEFAULT_WEIGHTS:
+                identity["stop_on"] = list(self.stop_on.as_tuple())
         return identity

@@ -1,5 +1,7 @@
 """Review triage (pcf/analysis/triage.py): error-capture and budget curves checked by hand,
-random orders average to the diagonal, the calibrated priority is scored out of fold."""
+random orders average to the diagonal, equal scores are averaged over their orders, the
+calibrated priority is scored out of fold, and recorded pairwise judges are checked as a
+single call."""
 
 from __future__ import annotations
 
@@ -17,9 +19,8 @@ from pcf.analysis.triage import (
     calibrated_scores,
     curve,
     curve_frame,
-    most_doubtful_first,
-    pair_scores,
-    pair_wrong,
+    doubt_curve,
+    pair_triage,
     random_baseline,
     reliability,
     run_triage,
@@ -28,7 +29,7 @@ from pcf.cli import app
 from pcf.recordings import FIRST, SECOND, RecordedPair
 from pcf.reports.charts import capture_chart
 from pcf.store import get_run, load_items
-from tests.shared_data import O1_MINI
+from tests.shared_data import HAIKU, LLMBAR, O1_MINI
 
 runner = CliRunner()
 
@@ -51,7 +52,7 @@ def test_the_curves_by_hand():
 def test_the_chart_of_ten_thousand_items_is_thinned_to_exact_points():
     rng = np.random.default_rng(3)
     wrong = list(rng.random(10_000) < 0.2)
-    priority = curve("priority", wrong, most_doubtful_first(list(rng.random(10_000))))
+    priority = doubt_curve("priority", wrong, list(rng.random(10_000)))
     frame = curve_frame([priority], wrong)
     mine = frame[frame["order"] == "priority"]
     assert len(frame) == 2 * (CHART_POINTS + 1)
@@ -70,24 +71,47 @@ def test_random_orders_average_to_the_diagonal():
     assert (baseline["captured_mean"] <= baseline["captured_high"]).all()
 
 
-def test_the_most_doubtful_come_first_unknown_last_ties_seeded():
-    order = most_doubtful_first([0.1, np.nan, 2.0, 0.5, 0.5])
-    assert order[0] == 2
-    assert set(order[1:3]) == {3, 4}
-    assert order[3:] == [0, 1]
-    assert order == most_doubtful_first([0.1, np.nan, 2.0, 0.5, 0.5])
+def test_equal_scores_are_reviewed_in_every_order_alike_and_unknown_last():
+    """Scores 2 | 0.5 0.5 0.5 | 0.1 | NaN; errors at 2, at one of the three tied, and at the
+    unknown one. Within the tie each item reviewed finds a third of its one error."""
+    wrong = [False, True, True, True, False, False]
+    scores = [0.1, np.nan, 2.0, 0.5, 0.5, 0.5]
+    reviewed = doubt_curve("doubt", wrong, scores)
+    assert (reviewed.captured * 3).tolist() == pytest.approx([0, 1, 4 / 3, 5 / 3, 2, 2, 3])
+    assert reviewed.accuracy.tolist() == pytest.approx(
+        [0.5, 4 / 6, 13 / 18, 14 / 18, 5 / 6, 5 / 6, 1]
+    )
+    # The listing order of the tied items does not move the curve.
+    shuffled = doubt_curve("doubt", [wrong[i] for i in (0, 1, 2, 5, 4, 3)], scores)
+    assert shuffled.captured.tolist() == pytest.approx(reviewed.captured.tolist())
+    with pytest.raises(ValueError, match="one score per item"):
+        doubt_curve("bad", wrong, scores[:5])
 
 
-def test_swap_disagreement_scores_and_the_official_errors():
+def test_pairs_are_triaged_against_the_single_calls_errors():
     pairs = [
-        RecordedPair("p1", "b", FIRST, FIRST, FIRST),  # agree, right
-        RecordedPair("p2", "b", FIRST, SECOND, SECOND),  # agree, wrong
-        RecordedPair("p3", "b", FIRST, FIRST, SECOND),  # opposite verdicts: no decision
-        RecordedPair("p4", "b", SECOND, "tie", SECOND),  # one decisive: it decides, right
-        RecordedPair("p5", "b", FIRST, "tie", None),  # neither decisive
+        RecordedPair("p1", "b", FIRST, FIRST, FIRST),  # same verdict, right
+        RecordedPair("p2", "b", FIRST, SECOND, SECOND),  # same verdict, wrong
+        RecordedPair("p3", "b", FIRST, FIRST, SECOND),  # opposite: the single call is right
+        RecordedPair("p4", "b", FIRST, SECOND, FIRST),  # opposite: the single call is wrong
+        RecordedPair("p5", "b", SECOND, SECOND, "tie"),  # swapped call a tie, right
+        RecordedPair("p6", "b", FIRST, "tie", FIRST),  # single call a tie: an abstention
+        RecordedPair("p7", "b", FIRST, None, SECOND),  # no single verdict: an abstention
     ]
-    assert pair_scores(pairs).tolist() == [0, 0, 3, 2, 1]
-    assert pair_wrong(pairs) == [False, True, True, False, True]
+    figures = pair_triage(pairs)
+    assert (figures["items"], figures["errors"], figures["abstentions"]) == (5, 2, 2)
+    tiers = {t["tier"]: (t["pairs"], t["errors"]) for t in figures["tiers"]}
+    # No tier is errors by construction: an opposite verdict is right as often as wrong here.
+    assert tiers == {
+        "opposite verdict": (2, 1),
+        "swapped call tie or none": (1, 0),
+        "same verdict": (2, 1),
+    }
+    swap = figures["orders"]["swap_disagreement"]
+    # The opposite pair first, its error found halfway in (random order within the tier).
+    assert swap["caught_at"]["20%"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="no pair has a verdict"):
+        pair_triage(pairs[5:])
 
 
 def test_a_runs_priority_curve_counts_the_judges_errors(db: Session):
@@ -97,9 +121,15 @@ def test_a_runs_priority_curve_counts_the_judges_errors(db: Session):
     decisions = run_decisions(run, session=db)
     errors = [d for d in decisions if d["winner"] != gold[d["item_id"]]]
     assert sum(wrong) == len(errors) == 13
-    by_priority = sorted(decisions, key=lambda d: -d["metrics"]["priority"])
-    first_fifth = by_priority[: len(decisions) // 5]
-    caught = sum(d["winner"] != gold[d["item_id"]] for d in first_fifth)
+    # Reviewed most doubtful first; at a tie on the 20% line, its share of errors pro rata.
+    budget = len(decisions) // 5
+    priority = [d["metrics"]["priority"] for d in decisions]
+    line = sorted(priority, reverse=True)[budget - 1]
+    above = [d for d in decisions if d["metrics"]["priority"] > line]
+    tied = [d for d in decisions if d["metrics"]["priority"] == line]
+    caught = sum(d["winner"] != gold[d["item_id"]] for d in above) + (budget - len(above)) * sum(
+        d["winner"] != gold[d["item_id"]] for d in tied
+    ) / len(tied)
     assert curves[0].at(0.2) == pytest.approx(caught / len(errors))
     assert curves[0].capture_auc > curves[1].capture_auc
 
@@ -132,15 +162,28 @@ def test_pcf_triage_prints_the_figures_and_writes_the_chart(demo_engine, tmp_pat
     assert unknown.exit_code == 2
 
 
-@pytest.mark.skipif(not O1_MINI.exists(), reason="../shared/data is absent")
-def test_replay_triage_on_a_real_judge():
-    result = runner.invoke(app, ["replay", "judgebench", str(O1_MINI), "--triage"])
+def _replay_triage(*args: str) -> dict:
+    result = runner.invoke(app, ["replay", *args, "--triage"])
     assert result.exit_code == 0, result.output
-    triage = json.loads(result.stdout)["triage"]
-    # JudgeBench's official score of o1-mini: 230 correct, 39 incorrect, 81 ties of 350.
-    assert (triage["items"], triage["errors"]) == (350, 120)
-    swap = triage["orders"]["swap_disagreement"]
-    assert swap["caught_at"]["20%"] > 2 * triage["random"]["caught_at"]["20%"]
+    return json.loads(result.stdout)["triage"]
+
+
+@pytest.mark.skipif(not O1_MINI.exists(), reason="../shared/data is absent")
+def test_replay_triage_on_real_judges_against_their_single_calls():
+    o1_mini = _replay_triage("judgebench", str(O1_MINI))
+    # 350 pairs; 27 first-order calls are ties; 75 of the other 323 pick the wrong answer.
+    assert (o1_mini["items"], o1_mini["errors"], o1_mini["abstentions"]) == (323, 75, 27)
+    # o1-mini: reviewing its swap-inconsistent pairs first finds its errors above chance.
+    swap = o1_mini["orders"]["swap_disagreement"]["caught_at"]["20%"]
+    assert swap > o1_mini["random"]["band_5_95"]["20%"][1]
+    # claude-3-haiku: no signal, the order finds errors as a random one does.
+    haiku = _replay_triage("judgebench", str(HAIKU))
+    swap = haiku["orders"]["swap_disagreement"]["caught_at"]["20%"]
+    low, high = haiku["random"]["band_5_95"]["20%"]
+    assert low <= swap <= high
+    gpt4 = _replay_triage("llmbar", str(LLMBAR), "--judge", "GPT-4", "--strategy", "Vanilla")
+    swap = gpt4["orders"]["swap_disagreement"]["caught_at"]["20%"]
+    assert swap > gpt4["random"]["band_5_95"]["20%"][1]
 
 
 def test_the_calibrated_order_scores_every_item_and_labelled_ones_out_of_fold(db: Session):

@@ -7,6 +7,11 @@ import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
+from pcf.access import operator
+from pcf.consensus import PRESETS
+from pcf.runs.manage import judge_run
+from pcf.runs.spec import RunSpec
+from pcf.store import session_scope
 from tests.app import local_app
 
 
@@ -20,3 +25,21 @@ def app(demo_engine: Engine) -> AppTest:
     as on a new server.
     """
     return local_app(demo_engine)
+
+
+@pytest.fixture
+def adaptive_run(demo_engine: Engine) -> str:
+    """An adaptive run of the demo (the demo-pcf run's calls, from the cache) that settled its
+    winners on the rank-only weights; ask for it before the page, so the sidebar lists it."""
+    spec = RunSpec(
+        "demo",
+        "demo-adaptive",
+        k=7,
+        executions=3,
+        adaptive="confident",
+        risk=0.05,
+        stop_on=PRESETS["rank-only"],
+    )
+    with session_scope(demo_engine) as session:
+        judge_run(spec, session=session, actor=operator())
+    return spec.run_name

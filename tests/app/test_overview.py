@@ -99,3 +99,15 @@ def test_the_triage_curve_counts_the_judges_errors_found(app, db: Session):
     for found in curves:
         assert shown[f"{found.order}: errors found at 20%"] == f"{100 * found.at(0.2):.0f}%"
     assert any(f"{sum(wrong)} of 52 items have a wrong or no winner" in c.value for c in at.caption)
+
+
+def test_an_adaptive_run_says_so_and_how_it_stopped(adaptive_run, app):
+    at = open_page(app, "overview")
+    at.sidebar.selectbox(key="run").set_value(adaptive_run).run()
+    assert not at.exception, [e.message for e in at.exception]
+    runs = frame_with(at, "stopping").set_index("run")["stopping"]
+    assert runs[adaptive_run] == "confident R=0.05 on rank-only"
+    assert runs["demo-pcf"] == "full run"
+    notes = [i.value for i in at.info if "Adaptive run" in i.value]
+    assert notes
+    assert "K and weight tables leave it out" in notes[0]

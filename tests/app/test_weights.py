@@ -1,10 +1,12 @@
-"""The Weights page: presets, sliders and K recompute accuracy; the seed's weight table."""
+"""The Weights page: presets, sliders and K recompute accuracy; the seed's weight table; an
+adaptive run under the weights it settled on alone."""
 
 from __future__ import annotations
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from pcf.analysis.results import run_decisions
 from pcf.analysis.whatif import whatif
 from pcf.consensus import PRESETS, Weights
 from pcf.decisions import aggregate
@@ -119,3 +121,19 @@ def test_the_adaptive_budget_curve_is_whatif_on_the_run(at):
     assert shown_curve.loc["full run", "accuracy against gold"] == pytest.approx(
         certain["against_gold"]["full"]
     )
+
+
+def test_an_adaptive_run_is_shown_only_under_the_weights_it_settled_on(adaptive_run, at):
+    at.sidebar.selectbox(key="run").set_value(adaptive_run).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("Adaptive run" in i.value and "rank-only" in i.value for i in at.info)
+    assert not [s for s in at.slider if s.key in ("weights_ws", "weights_k")]
+    with session_scope(get_engine()) as s:
+        run = get_run(adaptive_run, session=s)
+        gold = {i.item_id: i.gold for i in load_items(run.dataset_id, session=s)}
+        records = run_decisions(run, session=s)  # every call, under the run's weights
+    right = sum(r["winner"] == gold[r["item_id"]] for r in records)
+    assert shown(at)["Accuracy"] == f"{100 * right / len(records):.1f}%"
+    assert adaptive_run not in at.multiselect(key="weights_table_runs").options
+    assert any("Adaptive runs are left out" in c.value for c in at.caption)
+    assert any("no full run to replay" in c.value for c in at.caption)

@@ -426,13 +426,12 @@ def test_reporting_twice_gives_identical_files(study):
 
 @pytest.fixture(scope="module")
 def pairs_expected(study) -> dict:
-    """The APOCJudge study recomputed from its exported decisions, judgments and items."""
+    """The APOCJudge study recomputed from its exported judgments (each call's verdict, both
+    orders) and items, and its exported decisions."""
     items = {i["item_id"]: i for i in study["exported"][("p/apoc", "items")]}
-    first = {
-        j["item_id"]: j["order"][0]
-        for j in study["exported"][("p/apoc", "judgments")]
-        if j["call_index"] == 0
-    }
+    calls = study["exported"][("p/apoc", "judgments")]
+    first = {j["item_id"]: j["order"][0] for j in calls if j["call_index"] == 0}
+    verdict = {(j["item_id"], j["call_index"]): j["verdict"] for j in calls}
     rows = []
     for d in study["exported"][("p/apoc", "decisions")]:
         item, m = items[d["item_id"]], d["metrics"]
@@ -440,7 +439,8 @@ def pairs_expected(study) -> dict:
         other = next(c["id"] for c in item["candidates"] if c["id"] != gold)
         shown_first = first[d["item_id"]]
         shown_second = gold if shown_first == other else other
-        direct, swapped = m["direct_verdict"], m["swapped_verdict"]
+        direct, swapped = verdict[d["item_id"], 0], verdict[d["item_id"], 1]
+        assert (direct, swapped) == (m["direct_verdict"], m["swapped_verdict"])
         total = sum((v == gold) - (v == other) for v in (direct, swapped))
         rows.append(
             {
@@ -576,6 +576,38 @@ def test_without_gold_labels_the_report_says_so(tmp_path):
     assert "No gold labels: the K table needs them." in md
     (row,) = md_tables(md)["Main table: PCF against direct"]
     assert (row["N"], row["PCF %"]) == ("0", "–")
+
+
+def test_an_adaptive_run_is_labelled_decided_on_its_weights_and_left_out_of_k_and_weights(
+    tmp_path,
+):
+    items = tmp_path / "items.jsonl"
+    demo = (Path(__file__).resolve().parents[2] / "data" / "demo" / "items.jsonl").read_text()
+    items.write_text("".join(demo.splitlines(keepends=True)[:12]))
+    cli("import", "jsonl", str(items), "--name", "d")
+    full = ["judge", "d", "--name", "full", "--k", "5", "--executions", "2"]
+    cli(*full)
+    cli(*full[:3], "adaptive", *full[4:], "--adaptive", "certain", "--stop-on", "rank-only")
+    cli("report", "full", "adaptive", "--out", str(tmp_path / "out"))
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    settings = {r["run"]: r["stopping"] for r in data["tables"]["settings"]}
+    assert settings == {"full": "full run", "adaptive": "adaptive: certain on rank-only"}
+    main = {r["run"]: r for r in data["tables"]["main"]}
+    # Decided with rank-only over every call it made: `certain` keeps the full run's winners.
+    judgments = jsonl(cli("export", "full", "--what", "judgments"))
+    listing = {
+        i["item_id"]: [c["id"] for c in i["candidates"]]
+        for i in map(json.loads, items.read_text().splitlines())
+    }
+    gold = {i["item_id"]: i["gold"] for i in map(json.loads, items.read_text().splitlines())}
+    rank_only = eq5_winners(judgments, listing, METHOD_PRESETS["rank-only"])
+    expected = sum(rank_only[i] == gold[i] for i in gold) / len(gold)
+    assert main["adaptive"]["accuracy"] == pytest.approx(100 * expected)
+    assert {r["run"] for r in data["tables"]["k"]} == {"full"}
+    assert {r["run"] for r in data["tables"]["weights"]} == {"full"}
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "Left out: the adaptive runs adaptive" in md.split("## K ablation")[1]
+    assert "Adaptive runs (adaptive)" in md.split("## K ablation")[0]
 
 
 def test_an_unknown_name_is_refused():

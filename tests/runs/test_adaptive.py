@@ -4,23 +4,36 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from sqlmodel import Session
+from typer.testing import CliRunner
 
+from pcf import stopping
 from pcf.access import operator
 from pcf.analysis.results import run_decisions
-from pcf.analysis.whatif import whatif
+from pcf.analysis.whatif import replay_run, whatif
+from pcf.cli import app
+from pcf.consensus import PRESETS
+from pcf.items import load_dataset
 from pcf.judges.base import JudgeReply, JudgeRequest
 from pcf.judges.simulated import SimulatedJudge
+from pcf.judgments import write_judgments
+from pcf.orderings import schedule
 from pcf.runs.engine import execute
 from pcf.runs.manage import judge_run, open_run
 from pcf.runs.spec import RunSpec
-from pcf.stopping import StoppingPolicy
-from pcf.store import get_run, item_db_ids, load_items, run_calls
+from pcf.runs.study import DEMO_ITEMS
+from pcf.stopping import STOPPING_VERSION, StoppingPolicy
+from pcf.store import get_run, import_items, item_db_ids, load_items, run_calls, run_judgments
+from tests.factories import make_item
+from tests.recorded_judges import FAMILIES, record
 
 FULL = "demo-pcf"  # the demo's K=7 x 3 simulated run
+runner = CliRunner()
 
 
 def calls_per_item(db: Session, name: str) -> Counter:
@@ -116,3 +129,179 @@ def test_adaptive_settings_are_part_of_the_runs_identity(db: Session):
             session=db,
             actor=operator(),
         )
+
+
+SCHEDULE_RUNS = (
+    # schedule, K, executions, items judged, presets of the certain and the confident run
+    ("balanced", 5, 2, 6, ("proposed", "rank-only")),
+    ("random", 2, 3, 6, ("vote-only", "uniform")),
+    ("exhaustive", 1, 2, 3, ("score-only", "no-uncertainty")),
+    ("repeated", 4, 2, 6, ("uniform", "proposed")),
+)
+
+
+def _recorded_dataset(session: Session) -> list:
+    """Items of 2 to 6 candidates (and one more of 4), each answered by a recorded judge family."""
+    items = [make_item(f"r{n}", n) for n in (2, 3, 4, 5, 6)] + [make_item("r4b", 4)]
+    import_items(items, session=session, name="recorded", fmt="jsonl")
+    session.commit()
+    return items
+
+
+def _recording(items: list, kind: str, k: int, executions: int, folder) -> object:
+    """The judgments.jsonl a replay judge answers every planned call of ``kind`` from."""
+    path = folder / f"{kind}.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        for number, item in enumerate(items):
+            ids = item.candidate_ids
+            orders = schedule(kind, ids, k, dataset_seed=0, item_id=item.item_id)
+            family = FAMILIES[number % len(FAMILIES)]
+            write_judgments(record(family, item.item_id, ids, orders, executions, number), out)
+    return path
+
+
+@pytest.mark.parametrize(("kind", "k", "executions", "judged", "presets"), SCHEDULE_RUNS)
+def test_whatif_equals_a_real_adaptive_run_on_every_schedule(
+    session: Session, tmp_path, kind, k, executions, judged, presets
+):
+    """Recorded judges made to break the score model, replayed through the engine: per item,
+    the calls, stop reason and winner of a real adaptive run are what `pcf whatif` predicts
+    on the full run, and `certain` keeps the full run's winners."""
+    items = _recorded_dataset(session)
+    path = _recording(items, kind, k, executions, tmp_path)
+
+    def spec(name: str, **adaptive) -> RunSpec:
+        return RunSpec(
+            "recorded",
+            name,
+            backend="replay",
+            replay=path,
+            k=k,
+            schedule=kind,
+            executions=executions,
+            limit=judged,
+            **adaptive,
+        )
+
+    full, _ = judge_run(spec("full"), session=session, actor=operator())
+    judged_items = items[:judged]
+    for policy, preset in zip(("certain", "confident"), presets, strict=True):
+        weights = PRESETS[preset]
+        stopping = StoppingPolicy(policy, risk=0.05, weights=weights)
+        run, report = judge_run(
+            spec(policy, adaptive=policy, risk=0.05, stop_on=weights),
+            session=session,
+            actor=operator(),
+        )
+        # Every answer comes from the full run's cache; only recorded failures are asked again.
+        assert report.calls_made == report.failures
+        predicted = replay_run(run_judgments(full.id, session=session), judged_items, stopping)
+        made = calls_per_item(session, run.name)
+        stops = run.settings["stops"]
+        winners = {d["item_id"]: d["winner"] for d in run_decisions(run, session=session)}
+        for item in judged_items:
+            stop, whole = predicted[item.item_id]
+            assert made[item_db_ids(run.dataset_id, session=session)[item.item_id]] == stop.calls
+            assert stops[item.item_id]["reason"] == stop.reason
+            assert winners[item.item_id] == item.candidate_ids[stop.winner]
+            if policy == "certain":
+                assert stop.winner == whole.winner
+        figures = whatif(full, stopping, session=session)
+        assert figures["calls_per_item"] == pytest.approx(sum(made.values()) / judged)
+
+
+def test_an_exhaustive_run_uses_every_planned_ordering(session: Session, tmp_path):
+    """The audit's case: the demo's demo-005 alone, K=7 x 3, exhaustive (72 planned calls):
+    `certain` stops on the full run's winner, past the 21 calls a K=7 budget would allow."""
+    item = next(i for i in load_dataset("jsonl", DEMO_ITEMS) if i.item_id == "demo-005")
+    import_items([item], session=session, name="one", fmt="jsonl")
+    session.commit()
+
+    def spec(**adaptive) -> RunSpec:
+        return RunSpec("one", k=7, executions=3, schedule="exhaustive", seed=0, **adaptive)
+
+    full, _ = judge_run(spec(), session=session, actor=operator())
+    run, _ = judge_run(
+        replace(spec(adaptive="certain"), name="adaptive"), session=session, actor=operator()
+    )
+    assert sum(calls_per_item(session, "adaptive").values()) > 21
+    assert sum(calls_per_item(session, full.name).values()) == 72
+    winner = {r.name: run_decisions(r, session=session)[0]["winner"] for r in (full, run)}
+    assert winner[full.name] == winner["adaptive"] == item.gold
+
+
+def _unversioned(stop: dict) -> dict:
+    return {key: value for key, value in stop.items() if key != "version"}
+
+
+FINISHED = ["judge", "demo", "--name", "finished", "--model", "sim-fresh", "--k", "7"]
+FINISHED += ["--executions", "3", "--adaptive", "confident", "--risk", "0.05", "--limit", "20"]
+
+
+def test_a_finished_adaptive_run_stays_as_it_was_across_a_policy_change(db: Session, monkeypatch):
+    """A run finished by an earlier release is judged again by today's code: no call, the
+    same stops and winners, and a note of what continuing would cost; continuing is the
+    explicit --recheck-stops, which says the cost first and records today's version.
+
+    The earlier release is today's code with a narrower prior on the judge's wobble (it trusts
+    a lead sooner), and its records as releases before versions left them: no version."""
+    with monkeypatch.context() as earlier:
+        earlier.setattr(stopping, "PRIOR_SD", 0.2)
+        result = runner.invoke(app, FINISHED)
+        assert result.exit_code == 0, result.output
+    db.expire_all()
+    run = get_run("finished", session=db)
+    old_stops = {key: _unversioned(stop) for key, stop in run.settings["stops"].items()}
+    run.settings = {k: v for k, v in run.settings.items() if k != "stopping"} | {"stops": old_stops}
+    db.add(run)
+    db.commit()
+    before = calls_per_item(db, "finished")
+    winners = {d["item_id"]: d["winner"] for d in run_decisions(run, session=db)}
+
+    again = runner.invoke(app, FINISHED)
+    assert again.exit_code == 0, again.output
+    figures = json.loads(again.stdout)
+    assert figures["this_invocation"]["calls_made"] == 0
+    assert figures["this_invocation"]["cache_hits"] == 0
+    db.expire_all()
+    run = get_run("finished", session=db)
+    assert calls_per_item(db, "finished") == before
+    assert run.settings["stops"] == old_stops
+    assert {d["item_id"]: d["winner"] for d in run_decisions(run, session=db)} == winners
+    recheck = figures["stopping"]["recheck"]
+    assert (recheck["stopped_by_versions"], recheck["current_version"]) == ([1], STOPPING_VERSION)
+    assert recheck["items_reopened"] > 0  # today's policy would not have stopped them there
+    assert "--recheck-stops" in again.stderr
+
+    continued = runner.invoke(app, [*FINISHED, "--recheck-stops"])
+    assert continued.exit_code == 0, continued.output
+    assert f"would continue {recheck['items_reopened']} of them" in continued.stderr
+    made = json.loads(continued.stdout)["this_invocation"]["calls_made"]
+    assert recheck["calls_at_least"] <= made <= recheck["calls_at_most"]
+    db.expire_all()
+    run = get_run("finished", session=db)
+    assert {stop["version"] for stop in run.settings["stops"].values()} == {STOPPING_VERSION}
+    assert run.settings["stopping"]["versions"] == [STOPPING_VERSION]
+
+
+def test_whatif_replays_full_runs_on_the_weights_given_and_stop_on_is_checked(db: Session):
+    judge_run(
+        RunSpec("demo", "stopped", k=3, adaptive="certain", limit=4), session=db, actor=operator()
+    )
+    refused = runner.invoke(app, ["whatif", "stopped"])
+    assert refused.exit_code == 2
+    assert "is adaptive: its items stopped early" in refused.stderr
+    replayed = runner.invoke(
+        app, ["whatif", FULL, "--adaptive", "certain", "--stop-on", "vote-only"]
+    )
+    assert replayed.exit_code == 0, replayed.output
+    figures = json.loads(replayed.stdout)
+    assert (figures["stop_on"], figures["same_winner"]) == ("vote-only", 1.0)
+    for extra, message in (
+        (["--adaptive", "certain", "--stop-on", "bogus"], "unknown preset 'bogus'"),
+        (["--stop-on", "rank-only"], "add --adaptive"),
+        (["--adaptive", "certain", "--recheck-stops", "--batch"], "not with --batch"),
+    ):
+        result = runner.invoke(app, ["judge", "demo", "--limit", "2", *extra])
+        assert result.exit_code == 2, extra
+        assert message in result.stderr
