@@ -32,6 +32,8 @@ PAGE_TITLES = [
     "Review",
     "Adjudicate",
     "Compare",
+    "Resolve",
+    "Team",
     "Runs",
     "Weights",
     "Report",
@@ -93,7 +95,7 @@ def sidebar(tab: Page) -> Locator:
 
 
 def assert_the_apps_frame(tab: Page) -> None:
-    """No exception box; the sidebar holds the app's eight pages (no helper module, no legacy
+    """No exception box; the sidebar holds the admin's ten pages (no helper module, no legacy
     entry page) and who is signed in."""
     expect(tab.locator(EXCEPTION)).to_have_count(0)
     links = sidebar(tab).get_by_test_id("stSidebarNav").get_by_role("link")
