@@ -43,7 +43,8 @@ from pcf.analysis.adjudications import (
     with_priority,
 )
 from pcf.analysis.gold import dataset_gold, needs_more_labels
-from pcf.analysis.item_detail import describe_candidate, escape_markdown
+from pcf.analysis.item_detail import describe_candidate
+from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
 from pcf.flags import FLAG_HELP, FLAGS
 from pcf.items import Item
@@ -445,7 +446,7 @@ with work:
     with toggle:
         plain = plain_text_toggle()
     with st.container(border=True, height="content" if len(item.prompt) < 600 else 200):
-        show_text(item.prompt, plain)
+        show_text(item.prompt, plain, f"{item.metadata['db_id']}:prompt")
     st.caption(
         "Candidates in an order shuffled for you and this item; it is not the judge's order."
     )
@@ -457,7 +458,11 @@ with work:
             with cell.container(border=True):
                 st.markdown(f"**Candidate {position}**")
                 with st.container(height=box_height, border=False):
-                    show_text(item.text_of(candidate_id), plain)
+                    show_text(
+                        item.text_of(candidate_id),
+                        plain,
+                        f"{item.metadata['db_id']}:{candidate_id}",
+                    )
                 st.button(
                     f"Candidate {position} is the most factual",
                     key=f"adjudicate_choose_{position}",

@@ -17,7 +17,7 @@ from pages.shared import (
 from pcf.analysis.adjudications import adjudications_csv, adjudications_jsonl
 from pcf.analysis.agreement import table_human_comparison
 from pcf.analysis.gold import dataset_gold, rule_text
-from pcf.analysis.item_detail import escape_markdown
+from pcf.analysis.markdown import escape_markdown
 from pcf.store import adjudication_records, current_labels
 
 MAX_LISTED = 100
@@ -122,23 +122,26 @@ else:
     header = st.columns([2, 2, 2, 2, 2])
     for col, title in zip(header, ("Item", "Human", "Direct", "PCF", "Gold"), strict=True):
         col.markdown(f"**{title}**")
+    mark = {True: "✓", False: "✗"}
     for row in disagreements.head(MAX_LISTED).itertuples(index=False):
         cells = st.columns([2, 2, 2, 2, 2])
         page_link(
             "pages/review.py",
             where=cells[0],
-            label=row.item_id,
+            label=escape_markdown(str(row.item_id)),
             icon=":material/open_in_new:",
             query_params={"item": row.item_id},
         )
-        cells[1].write(row.human)
-        cells[2].write(f"{row.direct or 'abstained'} {'✓' if row.direct_correct else '✗'}")
-        cells[3].write(f"{row.pcf or 'abstained'} {'✓' if row.pcf_correct else '✗'}")
-        cells[4].write(row.gold or "—")
+        cells[1].markdown(escape_markdown(str(row.human)))
+        cells[2].markdown(
+            f"{escape_markdown(str(row.direct or 'abstained'))} {mark[row.direct_correct]}"
+        )
+        cells[3].markdown(f"{escape_markdown(str(row.pcf or 'abstained'))} {mark[row.pcf_correct]}")
+        cells[4].markdown(escape_markdown(str(row.gold or "—")))
     if len(disagreements) > MAX_LISTED:
         st.caption(f"The first {MAX_LISTED} are listed.")
 if comparison.unresolved:
-    st.caption("Unresolved items: " + ", ".join(comparison.unresolved))
+    st.caption("Unresolved items: " + ", ".join(map(escape_markdown, comparison.unresolved)))
 
 st.subheader("Export adjudications")
 st.caption(

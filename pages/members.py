@@ -9,7 +9,7 @@ import streamlit as st
 
 from pages.shared import engine, ensure_app_frame, require_permission, session
 from pcf.access import Permission, Role
-from pcf.analysis.item_detail import escape_markdown
+from pcf.analysis.markdown import escape_markdown
 from pcf.labelling.audit import AUDIT_COLUMNS, audit_log
 from pcf.labelling.members import add_member, members, remove_member
 from pcf.store import session_scope

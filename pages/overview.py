@@ -16,7 +16,7 @@ from pages.shared import (
     simulated_badge,
 )
 from pcf.analysis.gold import dataset_gold, rule_text
-from pcf.analysis.item_detail import escape_markdown
+from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import (
     accuracy_against,
     flag_counts,

@@ -20,6 +20,7 @@ from pages.shared import (
     run_analysis,
     search_items,
     session,
+    show_code,
     show_text,
     simulated_badge,
 )
@@ -31,13 +32,13 @@ from pcf.analysis.item_detail import (
     candidate_titles,
     consensus_frame,
     coverage_frame,
-    escape_markdown,
     format_number,
     item_decision,
     ordering_frame,
     ordering_label,
 )
 from pcf.analysis.item_list import ADJUDICATED_FILTERS, filter_items, list_view, neighbours
+from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import run_weights
 from pcf.flags import FLAG_HELP, FLAGS
 from pcf.reports.charts import HEATMAP_VALUES, ordering_heatmap
@@ -218,7 +219,7 @@ heading.markdown("##### Prompt")
 with toggle:
     plain = plain_text_toggle()
 with st.container(border=True, height="content" if len(item.prompt) < 600 else 240):
-    show_text(item.prompt, plain)
+    show_text(item.prompt, plain, f"{item.metadata['db_id']}:prompt")
 st.markdown("##### Candidates")
 box_height = answer_height([c.text for c in item.candidates], CANDIDATE_HEIGHT)
 for start in range(0, len(item.candidates), CANDIDATES_PER_ROW):
@@ -229,7 +230,7 @@ for start in range(0, len(item.candidates), CANDIDATES_PER_ROW):
             roles = candidate_roles(candidate.id, row["winner"], row["direct_winner"], item.gold)
             badges = " ".join(f":blue-badge[{role}]" for role in roles)
             st.markdown(f"**{labels[candidate.id]}** {badges}")
-            show_text(candidate.text, plain)
+            show_text(candidate.text, plain, f"{item.metadata['db_id']}:{candidate.id}")
 
 st.markdown("##### Consensus")
 weights = run_weights(run)
@@ -263,9 +264,10 @@ with st.expander("Raw prompt and response of a call"):
             + (f", answered from the cache (call {call.cached_from})" if call.cached_from else "")
             + ("" if call.ok else f"; failed: {escape_markdown(call.error or 'unknown')}")
         )
-        st.code(call.request.get("system", ""), language=None, wrap_lines=True)
-        st.code(call.request.get("user", ""), language=None, wrap_lines=True)
-        st.code(call.response_text or "(no response)", language="json", wrap_lines=True)
+        shown = f"call {call.id}"
+        show_code(call.request.get("system", ""), f"{shown}:system")
+        show_code(call.request.get("user", ""), f"{shown}:user")
+        show_code(call.response_text or "(no response)", f"{shown}:response", "json")
 if run.protocol != "apoc":
     with st.expander("Slot coverage and the heatmap's data"):
         st.caption("How often each candidate was shown in each slot.")

@@ -8,7 +8,7 @@ import streamlit as st
 
 from pages.shared import current_actor, engine, ensure_app_frame, require_dataset, session
 from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Permission
-from pcf.analysis.item_detail import escape_markdown
+from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import SIMULATED_NOTE, run_summary
 from pcf.judges import KEY_ENV
 from pcf.judges.batch import BatchAPIError

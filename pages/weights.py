@@ -12,7 +12,7 @@ from pages.shared import (
     session,
     simulated_badge,
 )
-from pcf.analysis.item_detail import escape_markdown
+from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import SIMULATED_NOTE, is_adaptive, stopping_label
 from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights, pack_run
 from pcf.analysis.whatif import budget_curve

@@ -22,7 +22,7 @@ from sqlmodel import Session
 from streamlit.errors import StreamlitSecretNotFoundError
 
 from pcf.access import Actor, Permission, Role
-from pcf.analysis.item_detail import escape_markdown, inert_markdown
+from pcf.analysis.markdown import Preview, escape_markdown, inert_markdown, preview
 from pcf.analysis.results import (
     ADAPTIVE_NOTE,
     SIMULATED_NOTE,
@@ -310,12 +310,50 @@ def plain_text_toggle() -> bool:
     )
 
 
-def show_text(text: str, plain: bool) -> None:
-    """A prompt or an answer: inert Markdown (no HTML, images or links), or exactly as stored."""
+SHOWN_IN_FULL_KEY = "shown_in_full"  # keys of the long texts this session asked to see whole
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _inert(text: str) -> str:
+    return inert_markdown(text)
+
+
+def _part_shown(text: str, key: str) -> Preview:
+    """All of ``text`` once asked for, else its first :data:`~pcf.analysis.markdown.RENDER_LIMIT`
+    characters, with a button that asks for the rest."""
+    shown_in_full = st.session_state.setdefault(SHOWN_IN_FULL_KEY, set())
+    return Preview(text, 0) if key in shown_in_full else preview(text)
+
+
+def _show_all_button(part: Preview, key: str) -> None:
+    if part.hidden:
+        st.button(
+            f"Show all: {part.hidden:,} more characters",
+            key=f"show_all_{key}",
+            icon=":material/unfold_more:",
+            on_click=st.session_state[SHOWN_IN_FULL_KEY].add,
+            args=(key,),
+        )
+
+
+def show_text(text: str, plain: bool, key: str) -> None:
+    """A prompt or an answer: inert Markdown (no HTML, images or links), or exactly as stored.
+
+    A long text shows its start, and all of it on demand; ``key`` names the text in the page.
+    """
+    part = _part_shown(text, key)
     if plain:
-        st.text(text)
+        st.text(part.text)
     else:
-        st.markdown(inert_markdown(text))
+        st.markdown(_inert(part.text))
+    _show_all_button(part, key)
+
+
+def show_code(text: str, key: str, language: str | None = None) -> None:
+    """A raw prompt or response as code: its start, and all of it on demand (see show_text)."""
+    part = _part_shown(text, key)
+    st.code(part.text, language=language, wrap_lines=True)
+    _show_all_button(part, key)
 
 
 def change_in_points(points: float, unit: str = "points") -> dict[str, Any]:

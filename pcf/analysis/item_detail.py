@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -20,15 +20,6 @@ from pcf.orderings import slot_coverage
 from pcf.store.models import Call
 from pcf.store.queries import stored_judgment
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:])")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)", re.DOTALL)
-_ADDRESS = re.compile(
-    r"(?:https?://|ftp://|www\.|mailto:)[^\s`<>()\[\]]*[^\s`<>()\[\].,;:!?'\"]"
-    r"|[\w.+-]+@[\w-]+\.[\w.-]*\w"
-)
-_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)[ \t#]*$", re.MULTILINE)
-_ACTIVE = re.compile(r"([\[\]$:\\])")
 PREVIEW_WORDS = 8
 
 
@@ -74,62 +65,6 @@ def first_words(text: str, words: int = PREVIEW_WORDS) -> str:
     """The first ``words`` words of ``text`` on one line, with ``…`` when there is more."""
     parts = re.sub(r"[#>|\[\]]+", " ", re.sub(r"[*_`]+", "", text)).split()
     return " ".join(parts[:words]) + ("…" if len(parts) > words else "")
-
-
-def inert_markdown(text: str) -> str:
-    """Markdown of an answer that renders its formatting and nothing active.
-
-    Lists, emphasis, tables and code blocks render; raw HTML shows as text, links and images
-    show their address as code (nothing loads, nothing is clickable), headings become bold
-    lines, and Streamlit's extensions (``:red[...]``, ``:material/...:``, ``$math$``) stay
-    text. Code spans and fenced blocks are kept as written: they render as literal text.
-    """
-    out: list[str] = []
-    fence: str | None = None
-    for line in text.split("\n"):
-        marker = _FENCE.match(line)
-        if fence is not None:
-            out.append(line)
-            if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
-                fence = None
-        elif marker:
-            fence = marker.group(1)
-            out.append(line)
-        else:
-            out.append(_inert_line(line))
-    return "\n".join(out)
-
-
-def _inert_line(line: str) -> str:
-    """One line outside fenced code: code spans kept, the rest made inert."""
-    line = _HEADING.sub(r"**\1**", line)
-    pieces, at = [], 0
-    for span in _CODE_SPAN.finditer(line):
-        pieces += [_inert_text(line[at : span.start()]), span.group(0)]
-        at = span.end()
-    return "".join([*pieces, _inert_text(line[at:])])
-
-
-def _inert_text(text: str) -> str:
-    """Prose: addresses as code spans, ``<`` as an entity, link and extension syntax escaped."""
-    return _addresses_as_code(text, _escape_active)
-
-
-def _addresses_as_code(text: str, escape: Callable[[str], str]) -> str:
-    """``text`` with web and mail addresses as code spans and ``escape`` applied to the rest.
-
-    Streamlit's Markdown links a bare address even when its ``.`` and ``:`` are escaped; in a
-    code span it stays text.
-    """
-    pieces, at = [], 0
-    for address in _ADDRESS.finditer(text):
-        pieces += [escape(text[at : address.start()]), f"`{address.group(0)}`"]
-        at = address.end()
-    return "".join([*pieces, escape(text[at:])])
-
-
-def _escape_active(text: str) -> str:
-    return _ACTIVE.sub(r"\\\1", text.replace("&", "&amp;").replace("<", "&lt;"))
 
 
 def ordering_label(call: Call, labels: Mapping[str, str]) -> str:
@@ -252,16 +187,3 @@ def describe_candidate(candidate_id: str | None, labels: Mapping[str, str]) -> s
 def format_number(value: float, spec: str) -> str:
     """``value`` in the format ``spec``, or ``—`` when it is unknown (NaN)."""
     return "—" if math.isnan(value) else format(value, spec)
-
-
-def escape_markdown(text: str) -> str:
-    """``text`` as inert Markdown, for names and ids shown in a page.
-
-    Every Markdown and HTML special character is backslash-escaped, and web and mail addresses
-    become code spans, so a name such as ``http://x.example`` is never a live link.
-    """
-    return _addresses_as_code(text, _escape_special)
-
-
-def _escape_special(text: str) -> str:
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)

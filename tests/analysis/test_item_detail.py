@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import math
-import re
-from html import unescape
 
 import pandas as pd
-import pytest
-from markdown_it import MarkdownIt
 from sqlmodel import Session
 
 from pcf.analysis.adjudications import (
@@ -20,10 +16,8 @@ from pcf.analysis.item_detail import (
     candidate_titles,
     consensus_frame,
     describe_candidate,
-    escape_markdown,
     first_words,
     format_number,
-    inert_markdown,
     item_decision,
     ordering_frame,
     ordering_label,
@@ -157,67 +151,6 @@ def test_describing_candidates():
 def test_numbers_are_formatted_unless_unknown():
     assert format_number(0.4567, ".0%") == "46%"
     assert format_number(math.nan, ".2f") == "—"
-
-
-def test_escaped_markdown_keeps_the_text_and_disarms_markup():
-    text = "![x](http://e.invalid/x.png) <script>alert(1)</script> **b** `c` [l](javascript:x)"
-    html = rendered(escape_markdown(text))
-    assert set(re.findall(r"<(\w+)", html)) == {"p", "code"}
-    assert "<code>http://e.invalid/x.png</code>" in html
-    assert unescape(re.sub(r"<[^>]+>", "", html)).strip() == text
-
-
-@pytest.mark.parametrize(
-    "name",
-    ["http://x.example/run", "https://x.example", "www.x.example", "a@x.example", "mailto:a@x.ex"],
-)
-def test_an_address_in_a_name_is_a_code_span_never_a_link(name):
-    escaped = escape_markdown(f"run {name}, again")
-    assert escaped == f"run `{name}`, again"
-
-
-HOSTILE_ANSWER = """### A heading
-Paris. <script>alert('x')</script> <img src=http://example.invalid/p.png onerror=alert(2)>
-![tracker](http://example.invalid/t.png) [click](javascript:alert(3)) <http://example.invalid/a>
-See www.example.invalid/page, or mail someone@example.invalid. It costs $5 and $6 :red[now]
-[ref]: http://example.invalid/r
-[ref] and [text][ref] **bold** and *italic*
-- a list item with `inline <b>code</b>`
-
-```html
-<b>fenced</b> [a](http://example.invalid/f)
-```"""
-
-
-def rendered(markdown: str) -> str:
-    """HTML of Markdown with raw HTML allowed: the most permissive renderer."""
-    return MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
-
-
-def test_inert_markdown_renders_formatting_but_nothing_active():
-    html = rendered(inert_markdown(HOSTILE_ANSWER))
-    tags = set(re.findall(r"<(\w+)", html))
-    assert tags == {"p", "strong", "em", "ul", "li", "code", "pre"}
-    assert "&lt;script&gt;alert('x')&lt;/script&gt;" in html
-    assert "<code>http://example.invalid/t.png</code>" in html
-    assert (
-        "<code>www.example.invalid/page</code>, or mail <code>someone@example.invalid</code>."
-        in (html)
-    )
-    assert "<code>inline &lt;b&gt;code&lt;/b&gt;</code>" in html
-    assert "&lt;b&gt;fenced&lt;/b&gt; [a](http://example.invalid/f)" in html
-
-
-def test_inert_markdown_escapes_streamlit_extensions():
-    text = inert_markdown("It costs $5 and $6 :red[now] :material/home:")
-    assert text == r"It costs \$5 and \$6 \:red\[now\] \:material/home\:"
-
-
-@pytest.mark.parametrize(
-    "text", ["plain words", "a **b** _c_", "1. one\n2. two", "| a |\n|---|\n| 1 |"]
-)
-def test_inert_markdown_keeps_ordinary_markdown(text: str):
-    assert inert_markdown(text) == text
 
 
 def test_candidates_read_as_letter_and_first_words():

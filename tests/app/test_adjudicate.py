@@ -9,7 +9,7 @@ from sqlmodel import Session, col, select
 from pcf.access import Actor, Role
 from pcf.analysis.adjudications import adjudication_queue, display_order, item_index, with_priority
 from pcf.analysis.gold import dataset_gold
-from pcf.analysis.item_detail import inert_markdown
+from pcf.analysis.markdown import inert_markdown
 from pcf.analysis.results import analyse_run, run_decisions
 from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
 from pcf.labelling.plan import set_plan
