@@ -9,7 +9,9 @@ lone surrogate in any string (PostgreSQL and UTF-8 refuse them); nesting at most
 :data:`MAX_NESTING` deep; integers of at most :data:`MAX_INT_DIGITS` digits. An item has 2 to
 :data:`MAX_CANDIDATES` candidates (a prompt labels them A to Z), and no candidate is called
 ``none_correct`` or ``cannot_tell`` (:data:`RESERVED_CANDIDATE_IDS`, the annotators' other
-choices).
+choices). A prompt has at most :data:`PROMPT_CHARS` characters and a candidate at most
+:data:`CANDIDATE_CHARS` (each overridable by its environment variable), and a file must be a
+regular file of at most :data:`~pcf.files.DATA_FILE` (:mod:`pcf.files`).
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ import io
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pcf.errors import DataError, Problem
+from pcf.files import DATA_FILE, InputFileError, Limit, capped_lines, open_input, read_capped
 
 FORMATS = ("rewardbench2", "judgebench", "jsonl", "csv")
 CSV_COLUMNS = ("item_id", "prompt", "candidate_id", "text", "gold", "bucket")
@@ -36,6 +40,11 @@ RESERVED_CANDIDATE_IDS = ("none_correct", "cannot_tell")
 MAX_NESTING = 64
 MAX_INT_DIGITS = 4300
 """Python's own limit on converting digits to an int."""
+PROMPT_CHARS = Limit("PCF_MAX_PROMPT_CHARS", 200_000, "characters")
+"""The longest prompt an item may have (``PCF_MAX_PROMPT_CHARS`` changes it)."""
+CANDIDATE_CHARS = Limit("PCF_MAX_CANDIDATE_CHARS", 100_000, "characters")
+"""The longest candidate answer (``PCF_MAX_CANDIDATE_CHARS`` changes it): every judge call
+quotes each candidate, and each is stored once per call."""
 BOM = b"\xef\xbb\xbf"
 
 
@@ -125,8 +134,18 @@ class FieldChecker:
     def add(self, line: int | None, field_name: str | None, message: str) -> None:
         self.problems.append(Problem(self.file, line, field_name, message))
 
-    def text(self, obj: dict, key: str, line: int, *, name: str | None = None) -> str | None:
-        """A required non-empty string field."""
+    def text(
+        self,
+        obj: dict,
+        key: str,
+        line: int,
+        *,
+        name: str | None = None,
+        limit: Limit | None = None,
+        item: object = None,
+    ) -> str | None:
+        """A required non-empty string field, of at most ``limit`` characters if given (a longer
+        one is a problem that names ``item``)."""
         name = name or key
         if key not in obj or obj[key] is None:
             self.add(line, name, "missing")
@@ -138,7 +157,14 @@ class FieldChecker:
         if not value.strip():
             self.add(line, name, "is empty")
             return None
-        return value
+        return value if limit is None else self.within(value, line, name, limit, item)
+
+    def within(self, value: str, line: int, name: str, limit: Limit, item: object) -> str | None:
+        """``value`` if it has at most ``limit`` characters, else None with the problem."""
+        if len(value) <= limit.value():
+            return value
+        self.add(line, name, f"item {item!r}: {limit.exceeded(len(value))}")
+        return None
 
     def optional_text(self, obj: dict, key: str, line: int) -> str | None:
         value = obj.get(key)
@@ -177,8 +203,8 @@ def _utf8(data: bytes, check: FieldChecker, line: int) -> str | None:
 
 def read_json_lines(path: Path, check: FieldChecker) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line; bad lines become problems."""
-    with path.open("rb") as fh:
-        for number, data in enumerate(fh, start=1):
+    with _input(path) as fh:
+        for number, data in enumerate(capped_lines(fh, path, DATA_FILE), start=1):
             raw = _utf8(data.removeprefix(BOM) if number == 1 else data, check, number)
             if raw is None or not raw.strip():
                 continue
@@ -202,7 +228,8 @@ def read_json_lines(path: Path, check: FieldChecker) -> Iterator[tuple[int, dict
 
 def read_json_document(path: Path, check: FieldChecker) -> Any:
     """The whole file as one JSON value; problems (with the line) raise :class:`DataError`."""
-    data = path.read_bytes().removeprefix(BOM)
+    with _input(path) as fh:
+        data = read_capped(fh, path, DATA_FILE).removeprefix(BOM)
     text = _utf8(data, check, 1)
     check.raise_if_any()
     try:
@@ -257,11 +284,27 @@ def _string_problem(text: str) -> str | None:
 
 
 def open_checked(path: str | Path) -> tuple[Path, FieldChecker]:
-    """The file's path and a checker for its problems; a missing file is a :class:`DataError`."""
+    """The file's path and a checker for its problems.
+
+    Raises:
+        DataError: the file is missing, is not a regular file, or is over
+            :data:`~pcf.files.DATA_FILE` (``PCF_MAX_FILE_MB``).
+    """
     path = Path(path)
-    if not path.is_file():
-        raise DataError([Problem(str(path), None, None, "file not found")])
+    with _input(path):
+        pass
     return path, FieldChecker(path)
+
+
+@contextmanager
+def _input(path: Path) -> Iterator[BinaryIO]:
+    """``path`` opened with :func:`~pcf.files.open_input`; a refusal to read it, then or while
+    it is read, is a :class:`DataError`."""
+    try:
+        with open_input(path, DATA_FILE) as file:
+            yield file
+    except InputFileError as exc:
+        raise DataError([Problem(exc.path, None, None, exc.reason)]) from None
 
 
 def _finish_item(
@@ -322,8 +365,8 @@ def load_items_jsonl(path: str | Path, *, subset: str | None = None) -> list[Ite
     seen: dict[str, int] = {}
     for line, obj in read_json_lines(path, check):
         item_id = check.text(obj, "item_id", line)
-        prompt = check.text(obj, "prompt", line)
-        candidates = _candidates_field(obj, line, check)
+        prompt = check.text(obj, "prompt", line, limit=PROMPT_CHARS, item=item_id)
+        candidates = _candidates_field(obj, line, check, item_id)
         gold = check.optional_text(obj, "gold", line)
         bucket = check.optional_text(obj, "bucket", line)
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
@@ -334,7 +377,9 @@ def load_items_jsonl(path: str | Path, *, subset: str | None = None) -> list[Ite
     return _bucket_filter(items, subset)
 
 
-def _candidates_field(obj: dict, line: int, check: FieldChecker) -> list[Candidate] | None:
+def _candidates_field(
+    obj: dict, line: int, check: FieldChecker, item_id: str | None
+) -> list[Candidate] | None:
     raw = obj.get("candidates")
     if raw is None:
         check.add(line, "candidates", "missing")
@@ -350,7 +395,14 @@ def _candidates_field(obj: dict, line: int, check: FieldChecker) -> list[Candida
             sound = False
             continue
         cid = check.text(cand, "id", line, name=f"candidates[{index}].id")
-        text = check.text(cand, "text", line, name=f"candidates[{index}].text")
+        text = check.text(
+            cand,
+            "text",
+            line,
+            name=f"candidates[{index}].text",
+            limit=CANDIDATE_CHARS,
+            item=item_id,
+        )
         if cid is None or text is None:
             sound = False
             continue
@@ -368,7 +420,8 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
     ``gold`` means no gold label. Items keep the order of their first row.
     """
     path, check = open_checked(path)
-    content = _utf8(path.read_bytes().removeprefix(BOM), check, 1)
+    with _input(path) as fh:
+        content = _utf8(read_capped(fh, path, DATA_FILE).removeprefix(BOM), check, 1)
     check.raise_if_any()
     reader = csv.DictReader(io.StringIO(content, newline=""))
     groups: dict[str, dict[str, Any]] = {}
@@ -383,9 +436,9 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
             if not _storable_problems(row, line, check):
                 continue
             item_id = check.text(row, "item_id", line)
-            prompt = check.text(row, "prompt", line)
+            prompt = check.text(row, "prompt", line, limit=PROMPT_CHARS, item=item_id)
             cid = check.text(row, "candidate_id", line)
-            text = check.text(row, "text", line)
+            text = check.text(row, "text", line, limit=CANDIDATE_CHARS, item=item_id)
             if item_id is None:
                 continue
             group = groups.setdefault(
@@ -429,7 +482,8 @@ def _rows_of(path: Path, check: FieldChecker) -> Iterable[tuple[int, dict]]:
         import pandas as pd  # noqa: PLC0415 - only Parquet needs it
 
         try:
-            frame = pd.read_parquet(path)
+            with _input(path) as fh:
+                frame = pd.read_parquet(io.BytesIO(read_capped(fh, path, DATA_FILE)))
         except (OSError, ValueError) as exc:  # pyarrow's errors are among these
             check.add(None, None, f"not a readable Parquet file: {exc}")
             check.raise_if_any()
@@ -464,8 +518,9 @@ def load_rewardbench2(path: str | Path, *, subset: str | None = None) -> list[It
         elif not isinstance(raw_id, str | int) or isinstance(raw_id, bool):
             check.add(line, "id", f"must be a string or an integer, got {type(raw_id).__name__}")
             raw_id = None
-        prompt = check.text(row, "prompt", line)
-        candidates = _rewardbench2_candidates(row, f"{row_subset}:{raw_id}", line, check)
+        key = f"{row_subset}:{raw_id}"
+        prompt = check.text(row, "prompt", line, limit=PROMPT_CHARS, item=key)
+        candidates = _rewardbench2_candidates(row, key, line, check)
         gold = candidates[0].id if candidates else None
         if candidates:
             candidates = sorted(candidates, key=lambda c: c.id)
@@ -518,6 +573,8 @@ def _rewardbench2_candidates(
         if not isinstance(text, str) or not text.strip():
             check.add(line, f"{name}[{index}]", "is empty or not a string")
             sound = False
+        elif check.within(text, line, f"{name}[{index}]", CANDIDATE_CHARS, key) is None:
+            sound = False
     if not sound:
         return None
     return [Candidate(_neutral_id(f"{key}:{i}"), t) for i, (_, _, t) in enumerate(texts)]
@@ -537,10 +594,10 @@ def load_judgebench(path: str | Path, *, subset: str | None = None) -> list[Item
     seen: dict[str, int] = {}
     for line, row in read_json_lines(path, check):
         item_id = check.text(row, "pair_id", line)
-        prompt = check.text(row, "question", line)
+        prompt = check.text(row, "question", line, limit=PROMPT_CHARS, item=item_id)
         source = check.text(row, "source", line)
-        a = check.text(row, "response_A", line)
-        b = check.text(row, "response_B", line)
+        a = check.text(row, "response_A", line, limit=CANDIDATE_CHARS, item=item_id)
+        b = check.text(row, "response_B", line, limit=CANDIDATE_CHARS, item=item_id)
         label = row.get("label")
         gold = (
             {"A>B": "response_A", "B>A": "response_B"}.get(label)

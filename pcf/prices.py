@@ -5,7 +5,8 @@ list prices and can be replaced or extended with a JSON file named by ``PCF_PRIC
 ``{"my-model": [0.5, 1.5], ...}``. Calls sent through a provider's batch API (OpenAI Batch,
 Anthropic Message Batches) cost :data:`BATCH_DISCOUNT` of the list price. A model missing
 from the table costs 0 and is reported as unpriced, never guessed. Prices are finite
-and at least 0, so no cost is ever negative.
+and at least 0, so no cost is ever negative. The file must be a regular file of at most
+:data:`~pcf.files.PRICES_FILE` (1 MB; ``PCF_MAX_PRICES_MB`` raises it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from pathlib import Path
+
+from pcf.files import PRICES_FILE, InputFileError, read_input
 
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "gpt-4o": (2.50, 10.00),
@@ -33,11 +35,12 @@ def price_table() -> dict[str, tuple[float, float]]:
     path = os.environ.get("PCF_PRICES")
     if path:
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
+            text = read_input(path, PRICES_FILE).decode("utf-8")
+        except (InputFileError, UnicodeDecodeError) as exc:
+            reason = exc.reason if isinstance(exc, InputFileError) else "not UTF-8 text"
             raise ValueError(
-                f"PCF_PRICES={path}: cannot read it ({exc.strerror or exc}); PCF_PRICES names a "
-                "JSON file {model: [input, output]} in USD per million tokens"
+                f"PCF_PRICES={path}: {reason}; PCF_PRICES names a JSON file "
+                "{model: [input, output]} in USD per million tokens"
             ) from exc
         try:
             extra = json.loads(text)

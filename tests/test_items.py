@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 from sqlmodel import Session, SQLModel
+from typer.testing import CliRunner
 
+from pcf.cli import app
 from pcf.errors import DataError
 from pcf.items import MAX_CANDIDATES, RESERVED_CANDIDATE_IDS, load_dataset
 from pcf.prompts import DEFAULT_KEYS
@@ -282,6 +284,55 @@ def test_hostile_jsonl_lines_are_problems_with_file_and_line(tmp_path, second_li
     path = tmp_path / "items.jsonl"
     path.write_bytes(json.dumps(GOOD_ITEM).encode() + b"\n" + second_line + b"\n")
     assert problems_of("jsonl", path) == [f"{path}{expected}"]
+
+
+LONG = "x" * 51  # over the limits the test below sets: 50 characters of prompt, 30 of answer
+
+
+@pytest.mark.parametrize(
+    ("fmt", "row", "expected"),
+    [
+        ("jsonl", GOOD_ITEM | {"prompt": LONG},
+         ":1: prompt: item 'q1': 51 characters, over the limit of 50 characters (set "
+         "PCF_MAX_PROMPT_CHARS to raise it)"),
+        ("jsonl", GOOD_ITEM | {"candidates": [{"id": "a", "text": "x"}, {"id": "b", "text": LONG}]},
+         ":1: candidates[1].text: item 'q1': 51 characters, over the limit of 30 characters (set "
+         "PCF_MAX_CANDIDATE_CHARS to raise it)"),
+        ("rewardbench2", rb2_row(rejected=["a", LONG, "c"]),
+         ":1: rejected[1]: item 'Factuality:7': 51 characters, over the limit of 30 characters "
+         "(set PCF_MAX_CANDIDATE_CHARS to raise it)"),
+        ("judgebench", jb_row(response_B=LONG),
+         ":1: response_B: item 'p1': 51 characters, over the limit of 30 characters (set "
+         "PCF_MAX_CANDIDATE_CHARS to raise it)"),
+        ("judgebench", jb_row(question=LONG),
+         ":1: question: item 'p1': 51 characters, over the limit of 50 characters (set "
+         "PCF_MAX_PROMPT_CHARS to raise it)"),
+    ],
+)  # fmt: skip
+def test_a_prompt_or_candidate_over_its_limit_names_file_line_item_and_field(
+    tmp_path, monkeypatch, fmt, row, expected
+):
+    monkeypatch.setenv("PCF_MAX_PROMPT_CHARS", "50")
+    monkeypatch.setenv("PCF_MAX_CANDIDATE_CHARS", "30")
+    path = write_jsonl(tmp_path / "items.jsonl", [row])
+    assert problems_of(fmt, path) == [f"{path}{expected}"]
+    monkeypatch.setenv("PCF_MAX_CANDIDATE_CHARS", "51")
+    monkeypatch.setenv("PCF_MAX_PROMPT_CHARS", "51")
+    assert len(load_dataset(fmt, path)) == 1
+
+
+def test_validate_reports_a_candidate_over_its_limit(tmp_path, monkeypatch):
+    csv_file = tmp_path / "items.csv"
+    rows = f"q1,P?,a,x\nq1,P?,b,{'y' * 31}\nq1,P?,c,z\n"
+    csv_file.write_text(f"item_id,prompt,candidate_id,text\n{rows}")
+    monkeypatch.setenv("PCF_MAX_CANDIDATE_CHARS", "30")
+    result = CliRunner().invoke(app, ["validate", "csv", str(csv_file)])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"1 problem(s) in {csv_file}:",
+        f"{csv_file}:3: text: item 'q1': 31 characters, over the limit of 30 characters (set "
+        "PCF_MAX_CANDIDATE_CHARS to raise it)",
+    ]
 
 
 def test_a_byte_order_mark_is_accepted(tmp_path):

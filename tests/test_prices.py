@@ -30,5 +30,5 @@ def test_a_price_file_that_cannot_be_read_says_what_pcf_prices_names(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PCF_PRICES", '{"my-model": [1, 2]}')
-    with pytest.raises(ValueError, match=r"cannot read it \(No such file.*names a JSON file"):
+    with pytest.raises(ValueError, match=r"file not found; PCF_PRICES names a JSON file"):
         price_table()

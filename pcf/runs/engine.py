@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
+from pcf.files import DATA_FILE, InputFileError, open_input
 from pcf.items import Item
 from pcf.judges import judge_server
 from pcf.judges.base import CallContext, Judge, JudgeError, JudgeReply, configured_keys, redact
@@ -160,13 +161,15 @@ def recording_digest(path: Path) -> str:
         return _file_digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     except OSError as exc:
         raise ValueError(f"replay recording {path}: {exc.strerror or exc}") from exc
+    except InputFileError as exc:  # not a regular file, or over the cap
+        raise ValueError(f"replay recording {exc}") from exc
 
 
 @functools.lru_cache(maxsize=8)
 def _file_digest(path: str, size: int, modified_ns: int) -> str:
     """SHA-256 of a file's bytes; ``size`` and ``modified_ns`` key the cache to its version."""
     digest = hashlib.sha256()
-    with open(path, "rb") as file:
+    with open_input(path, DATA_FILE) as file:
         for block in iter(lambda: file.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

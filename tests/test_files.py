@@ -1,0 +1,155 @@
+"""Reading the files a user names (pcf/files.py): regular files only, each under its cap, and
+every refusal one line naming the file and the limit; through the CLI as a user meets it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pcf.files import DATA_FILE, MB, InputFileError, Limit, read_input
+from tests.shared_data import HAIKU, JUDGEBENCH_PAIRS, LLMBAR, O1_MINI, RB2, SHARED
+
+HANG_BOUND_S = 120  # a refusal is at once; this only stops a test that would hang forever
+
+
+def fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "fifo.jsonl"
+    os.mkfifo(path)
+    return path
+
+
+def sparse(path: Path, size: int) -> Path:
+    """A file of ``size`` bytes that takes no disk (its bytes are zeros)."""
+    with path.open("wb") as file:
+        file.truncate(size)
+    return path
+
+
+SPECIAL_FILES: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "dev_zero": (lambda tmp: Path("/dev/zero"), "not a regular file (a character device)"),
+    "fifo": (fifo, "not a regular file (a FIFO)"),
+    "folder": (lambda tmp: tmp, "not a regular file (a folder)"),
+    "missing": (lambda tmp: tmp / "missing.json", "file not found"),
+}
+
+
+@pytest.mark.parametrize("kind", SPECIAL_FILES)
+def test_what_is_not_a_regular_file_is_refused_without_reading(tmp_path, kind):
+    make, reason = SPECIAL_FILES[kind]
+    path = make(tmp_path)
+    with pytest.raises(InputFileError) as refused:
+        read_input(path, DATA_FILE)
+    assert (refused.value.path, refused.value.reason) == (str(path), reason)
+
+
+def test_a_file_over_its_cap_is_refused_and_the_variable_raises_the_cap(tmp_path, monkeypatch):
+    limit = Limit("PCF_TEST_MAX_MB", 1, "MB", MB)
+    path = sparse(tmp_path / "big.json", 3 * MB // 2)
+    with pytest.raises(InputFileError, match=r"big.json: 1.5 MB, over the limit of 1 MB \(set "):
+        read_input(path, limit)
+    monkeypatch.setenv("PCF_TEST_MAX_MB", "2")
+    assert len(read_input(path, limit)) == 3 * MB // 2
+    monkeypatch.setenv("PCF_TEST_MAX_MB", "2.5")
+    with pytest.raises(ValueError, match=r"PCF_TEST_MAX_MB='2.5': expected a whole number of MB"):
+        read_input(path, limit)
+
+
+def test_character_limits_count_characters():
+    limit = Limit("PCF_TEST_MAX_CHARS", 10, "characters")
+    assert limit.exceeded(12_345) == (
+        "12,345 characters, over the limit of 10 characters (set PCF_TEST_MAX_CHARS to raise it)"
+    )
+
+
+def pcf(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``pcf ARGS`` in a child process, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "pcf", *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=HANG_BOUND_S,
+        check=False,
+    )
+
+
+PRICE_FILES: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "dev_zero": (lambda tmp: Path("/dev/zero"), "not a regular file (a character device)"),
+    "fifo": (fifo, "not a regular file (a FIFO)"),
+    "100_MB": (
+        lambda tmp: sparse(tmp / "prices.json", 100 * MB),
+        "100.0 MB, over the limit of 1 MB (set PCF_MAX_PRICES_MB to raise it)",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", PRICE_FILES)
+def test_pcf_prices_that_is_no_price_file_stops_judge_with_one_line(tmp_path, kind, demo_engine):
+    """Before, ``/dev/zero`` grew to 19.9 GB until the out-of-memory killer came, and a FIFO
+    hung for ever."""
+    make, reason = PRICE_FILES[kind]
+    path = make(tmp_path)
+    ran = pcf("judge", "demo", "--name", "priced", "--limit", "1", env={"PCF_PRICES": str(path)})
+    assert ran.returncode == 2
+    assert ran.stderr.splitlines() == [
+        f"error: PCF_PRICES={path}: {reason}; PCF_PRICES names a JSON file "
+        "{model: [input, output]} in USD per million tokens"
+    ]
+
+
+@pytest.mark.parametrize("kind", ["dev_zero", "fifo", "folder"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("validate", "jsonl"),
+        ("import", "jsonl"),
+        ("replay", "judgebench"),
+        ("aggregate",),
+    ],
+    ids=" ".join,
+)
+def test_a_data_file_that_is_not_a_regular_file_is_one_line(tmp_path, kind, command):
+    make, reason = SPECIAL_FILES[kind]
+    path = make(tmp_path)
+    ran = pcf(*command, str(path))
+    assert ran.returncode == 1
+    assert reason in ran.stderr
+    assert len(ran.stderr.strip().splitlines()) <= 2, ran.stderr  # validate counts, then the line
+    assert f"{path}: {reason}" in ran.stderr.splitlines()[-1]
+
+
+def test_a_data_file_over_the_cap_names_the_limit_and_how_to_raise_it(tmp_path):
+    path = sparse(tmp_path / "items.jsonl", 2 * MB)
+    ran = pcf("validate", "jsonl", str(path), env={"PCF_MAX_FILE_MB": "1"})
+    assert ran.returncode == 1
+    assert ran.stderr.splitlines()[-1] == (
+        f"{path}: 2.0 MB, over the limit of 1 MB (set PCF_MAX_FILE_MB to raise it)"
+    )
+
+
+def test_a_replay_recording_that_is_a_fifo_stops_judge(tmp_path, demo_engine):
+    path = fifo(tmp_path)
+    ran = pcf("judge", "demo", "--backend", "replay", "--replay", str(path), "--limit", "1")
+    assert ran.returncode != 0
+    assert "not a regular file (a FIFO)" in ran.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="the shared data is absent")
+def test_the_real_data_fits_every_cap():
+    checks = [
+        ("validate", "rewardbench2", str(RB2)),
+        ("validate", "judgebench", str(JUDGEBENCH_PAIRS)),
+        ("replay", "judgebench", str(O1_MINI)),
+        ("replay", "judgebench", str(HAIKU)),
+        ("replay", "llmbar", str(LLMBAR), "--judge", "GPT-4", "--strategy", "CoT"),
+    ]
+    for args in checks:
+        ran = pcf(*args)
+        assert ran.returncode == 0, (args, ran.stderr)
+        assert json.loads(ran.stdout)
