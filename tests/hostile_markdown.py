@@ -143,6 +143,11 @@ BYPASSES = [
     f"a@{HOST}:streamlit:",
     f"(www.{HOST}),",
     f'"http://{HOST}/q"',
+    # scripts: the browser tests see whether any of them ran
+    f"<img src=http://{HOST}/x onerror=\"window.__ran.push('onerror')\">",
+    "<script>window.__ran.push('script')</script>",
+    "[x](javascript:window.__ran.push('link'))",
+    "<svg onload=\"window.__ran.push('svg')\"></svg>",
     # found by the property test: two code spans that touch make one run of backticks
     f"`~~~``~~~`http://{HOST}/b",
 ]
