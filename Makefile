@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 PORT ?= 8501
 STAMP := $(VENV)/.installed
 
+RENDERER := tests/markdown_renderer
+RENDERER_STAMP := $(RENDERER)/node_modules/.installed
+
 .PHONY: test run lint demo clean
 
 $(STAMP): pyproject.toml
@@ -13,13 +16,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# Streamlit's Markdown libraries, for the sanitiser's tests (tests/markdown_renderer).
+$(RENDERER_STAMP): $(RENDERER)/package.json $(RENDERER)/package-lock.json
+	npm ci --prefix $(RENDERER) --no-audit --no-fund --loglevel=error
+	touch $(RENDERER_STAMP)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 # Two passes: SQLite, then PostgreSQL in a throwaway cluster (skipped with a message where
 # PostgreSQL is not installed, except under CI=true).
-test: lint
+test: lint $(RENDERER_STAMP)
 	$(BIN)/python -m pytest -q
 	bash .ci/with-postgres $(BIN)/python -m pytest -q
 
@@ -32,4 +40,4 @@ run: demo
 	$(BIN)/streamlit run app.py --server.headless true --server.address 127.0.0.1 --server.port $(PORT)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache $(RENDERER)/node_modules

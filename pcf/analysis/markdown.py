@@ -222,8 +222,12 @@ class _Inline:
         self.run.clear()
 
     def _end_code(self) -> None:
+        """Write the code gathered; Streamlit turns ``:material/`` into ``:material_`` even in
+        code, so the colon of each is written outside the span, as text."""
         if self.pending_code:
-            self.parts.append(_code_span("".join(self.pending_code), in_table=self.in_table))
+            first, *rest = "".join(self.pending_code).split(":material/")
+            spans = [first, *(f"material/{part}" for part in rest)]
+            self.parts.append("\\:".join(_code_span(s, in_table=self.in_table) for s in spans))
             self.pending_code.clear()
 
 
