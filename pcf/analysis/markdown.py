@@ -24,15 +24,20 @@ How, and why this way:
   ``:material/...:`` run on text after the escapes are gone. Each of them needs one of a few
   triggers inside one word: ``://``, ``www.``, ``@`` after the word's first character, or two
   colons. A word that holds a trigger becomes a code span from the start of its address on
-  (whose text no rewrite reads), trailing brackets, quotes and sentence punctuation left out; the
-  whole word when what comes before the address holds a trigger too. Inline markup
-  written here (``*``, ``~~``, code spans, breaks) separates text nodes, and none of its
-  characters can complete a trigger if it fails to pair.
+  (whose text no rewrite reads), trailing brackets, quotes and sentence punctuation left out;
+  the whole word when what comes before the address holds a trigger too. Inline markup written
+  here (``*``, ``~~``, code spans, breaks) separates text nodes, and none of its characters can
+  complete a trigger if it fails to pair; code that touches code is one span.
+- **Streamlit rewrites the source too**: ``:material/`` becomes ``:material_`` before parsing,
+  code included, so a code span writes the colon of each outside itself. (A fenced code block
+  cannot: there it shows as ``:material_``, inert.)
 - **Lossless**: a text nested deeper than markdown-it follows (40 levels; it skips the rest)
   is shown whole as a code block.
 - **What would load or link shows its address as code**: an image as ``![alt](`src`)``, a link
   as ``[text](`href`)``, an autolink as its address; headings become bold lines (Streamlit gives
   a heading an anchor link); raw HTML becomes escaped text.
+- **Checked in the renderer's own libraries**: the tests render the output with remark and
+  Streamlit's rewrites under Node.js (``tests/markdown_renderer``), not with markdown-it.
 - **Linear time**: one parse (markdown-it is linear in the length, see
   ``benchmarks/markdown_hostile.py``), one pass over the tree, and only simple patterns without
   backtracking on the text (``\\s+`` and runs of backticks).
