@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.shared import RUN_KEY, ensure_app_frame, require_dataset, session
+from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import SIMULATED_LABEL, SIMULATED_NOTE
 from pcf.reports.collect import ReportData, collect_report
 from pcf.reports.document import Figure, Report, Table, build_report, default_report_runs
@@ -40,7 +41,7 @@ def show(block: str | Table | Figure, index: int) -> None:
     if isinstance(block, str):
         st.write(block)
         return
-    st.markdown(f"**{block.title}**")
+    st.markdown(f"**{escape_markdown(block.title)}**")  # titles hold run names
     if isinstance(block, Table):
         st.dataframe(display_frame(block.frame), hide_index=True, key=f"report_table_{index}")
     else:
@@ -110,7 +111,7 @@ if report.simulated:
     st.warning(f":material/science: **Simulated judge**: {SIMULATED_NOTE}.")
 count = 0
 for section in report.sections:
-    st.subheader(section.title)
+    st.subheader(escape_markdown(section.title))
     for block in section.blocks:
         show(block, count)
         count += 1
