@@ -5,9 +5,9 @@ process (the simulated run uses ``asyncio.run``):
 
 ``HOST`` (``127.0.0.1:PORT``) is where every hostile address points. The ``hostile`` dataset
 carries :data:`tests.hostile_markdown.BYPASSES` and its pieces in prompts, candidates, item,
-candidate, dataset and run names, annotators' notes and tags; each item has two annotators'
-labels, so that Compare lists disagreements. The ``huge`` dataset has one item whose candidate
-is :data:`HUGE_CHARACTERS` characters on one line.
+candidate, dataset and run names, annotators' notes and tags, and the app's local person has a
+hostile name; each item has two annotators' labels, so that Compare lists disagreements. The
+``huge`` dataset has one item whose candidate is :data:`HUGE_CHARACTERS` characters on one line.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 
 from pcf.items import Candidate, Item
+from pcf.labelling.members import set_local_name
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import add_adjudication, get_engine, import_items, item_db_ids, session_scope
@@ -86,6 +87,7 @@ def build(url: str, host: str) -> None:
                     tags=[named["tag"]],
                     notes=named["note"],
                 )
+        set_local_name(named["annotator"], session=s)  # the app's one local person
         s.commit()
 
 

@@ -146,7 +146,7 @@ def test_adjudicate_renders_hostile_items_inert(
     tab: Page, beacon: Beacon, dialogs: list[str], screenshot: Screenshot
 ):
     named = names(beacon.host)
-    visit(tab, "/adjudicate", annotator=named["annotator"], dataset=named["dataset"])
+    visit(tab, "/adjudicate", dataset=named["dataset"])
     expect(tab.get_by_role("button", name="Save and next")).to_be_visible()
     assert_inert(tab, beacon, dialogs)
     tab.get_by_text("Unblind: show the judge's decisions").click()  # and every label, with notes
