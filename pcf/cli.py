@@ -93,6 +93,17 @@ def fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+def check_prices() -> None:
+    """Stop with a one-line error, before the heavy imports, when ``PCF_PRICES`` names no
+    usable price table (not a regular file, over its cap, not a price table)."""
+    from pcf.prices import price_table
+
+    try:
+        price_table()
+    except ValueError as exc:
+        fail(f"error: {exc}", 2)
+
+
 def check_out_folder(out: Path, option: str = "--out") -> None:
     """Stop with a one-line error when ``out`` is a file where a folder (made if missing) goes."""
     if out.exists() and not out.is_dir():
@@ -480,6 +491,7 @@ def judge(
 
     Example: pcf judge demo --protocol pcf --backend openai --model gpt-4o-mini --k 7
     """
+    check_prices()
     from pcf.consensus import named_weights
     from pcf.errors import DataError
     from pcf.runs.estimate import reopen_estimate
@@ -876,6 +888,7 @@ def study(
 
     Example: pcf study demo --name demo-study --backend simulated --k 7 --executions 3
     """
+    check_prices()
     from pcf.errors import DataError
     from pcf.runs.manage import judge_run
     from pcf.runs.spec import RunSpec

@@ -11,8 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sqlmodel import Session
 
 from pcf.files import DATA_FILE, MB, InputFileError, Limit, read_input
+from pcf.store import get_run
 from tests.shared_data import HAIKU, JUDGEBENCH_PAIRS, LLMBAR, O1_MINI, RB2, SHARED
 
 HANG_BOUND_S = 120  # a refusal is at once; this only stops a test that would hang forever
@@ -101,6 +103,8 @@ def test_pcf_prices_that_is_no_price_file_stops_judge_with_one_line(tmp_path, ki
         f"error: PCF_PRICES={path}: {reason}; PCF_PRICES names a JSON file "
         "{model: [input, output]} in USD per million tokens"
     ]
+    with Session(demo_engine) as s:
+        assert get_run("priced", session=s) is None  # nothing was started
 
 
 @pytest.mark.parametrize("kind", ["dev_zero", "fifo", "folder"])

@@ -292,7 +292,8 @@ def judge_run(
 ) -> tuple[Run, RunReport]:
     """Create or resume the run and make its missing calls, holding its lease meanwhile.
 
-    The judge is built first, so a judge that cannot start (no key) leaves no run behind. Only
+    The price table and the judge come first, so that a price file that cannot be used or a
+    judge that cannot start (no key) leaves no run behind. Only
     one process at a time judges a run: its lease (:class:`~pcf.store.models.RunLease`) is
     taken before the run is opened and given up when this returns or raises.
     ``progress(report)`` is called after every answered call. With ``retry_failed``, the
@@ -318,6 +319,7 @@ def judge_run(
     """
     check_start(spec, actor=actor, api_key=api_key)
     require_dataset(spec, session=session)
+    prices = price_table()  # a price file that cannot be used stops here, before any run exists
     cap = max_cost if max_cost is not None else default_cost_cap()
     spent = check_cost(spec, cap, session=session)
     resumed = get_run(spec.run_name, session=session) is not None
@@ -342,7 +344,7 @@ def judge_run(
                 spec,
                 session=session,
                 db_ids=db_ids,
-                prices=price_table(),
+                prices=prices,
                 progress=progress,
                 retry_failed=retry_failed,
                 budget_usd=None if cap is None else cap - spent,
