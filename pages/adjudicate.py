@@ -376,7 +376,7 @@ st.caption(
 )
 if plan.guidelines:
     with st.expander("Guidelines", icon=":material/menu_book:"):
-        show_text(plan.guidelines, plain=False)
+        show_text(plan.guidelines, plain=False, key=f"guidelines:{dataset.id}")
 if mine:
     st.info(
         "You labelled this item before. Saving again records a correction as a new row; "
