@@ -174,6 +174,8 @@ def _llmbar_files(root: Path, judge: str | None, strategy: str | None) -> list[P
             message = f"is the run {'/'.join(run)}, not {judge or '*'}/{strategy or '*'}"
             raise DataError([Problem(str(root), None, None, message)])
         return [root]
+    if root.exists() and not root.is_dir():
+        open_checked(root)  # a FIFO, a device: refused with what it is
     if not root.is_dir():
         raise DataError([Problem(str(root), None, None, "file or directory not found")])
     runs = {f: run for f in sorted(root.rglob("result.json")) if (run := _run_of(f)) is not None}

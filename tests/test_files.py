@@ -128,6 +128,15 @@ def test_a_data_file_that_is_not_a_regular_file_is_one_line(tmp_path, kind, comm
     assert f"{path}: {reason}" in ran.stderr.splitlines()[-1]
 
 
+@pytest.mark.parametrize("kind", ["dev_zero", "fifo"])
+def test_an_llmbar_path_that_is_neither_file_nor_folder_is_one_line(tmp_path, kind):
+    make, reason = SPECIAL_FILES[kind]
+    path = make(tmp_path)
+    ran = pcf("replay", "llmbar", str(path))
+    assert ran.returncode == 1
+    assert ran.stderr.splitlines() == [f"{path}: {reason}"]
+
+
 def test_a_data_file_over_the_cap_names_the_limit_and_how_to_raise_it(tmp_path):
     path = sparse(tmp_path / "items.jsonl", 2 * MB)
     ran = pcf("validate", "jsonl", str(path), env={"PCF_MAX_FILE_MB": "1"})

@@ -5,8 +5,9 @@ process (the simulated run uses ``asyncio.run``):
 
 ``HOST`` (``127.0.0.1:PORT``) is where every hostile address points. The ``hostile`` dataset
 carries :data:`tests.hostile_markdown.BYPASSES` and its pieces in prompts, candidates, item,
-candidate, dataset and run names, annotators' notes and tags, and the app's local person has a
-hostile name; each item has two annotators' labels, so that Compare lists disagreements. The
+candidate, dataset and run names, annotators' notes and tags, the labelling guidelines and the
+name of the app's local person; each item has two annotators' labels of the three its plan asks
+for, so that Compare lists disagreements and Adjudicate still offers it. The
 ``huge`` dataset has one item whose candidate is :data:`HUGE_CHARACTERS` characters on one line.
 """
 
@@ -16,6 +17,7 @@ import sys
 
 from pcf.items import Candidate, Item
 from pcf.labelling.members import set_local_name
+from pcf.labelling.plan import set_plan
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import add_adjudication, get_engine, import_items, item_db_ids, session_scope
@@ -71,11 +73,14 @@ def build(url: str, host: str) -> None:
     )
     engine = get_engine(url)
     with session_scope(engine) as s:
+        admin = set_local_name(named["annotator"], session=s)  # the app's one local person
         hostile = import_items(hostile_items(host), session=s, name=named["dataset"], fmt="jsonl")
         import_items([huge], session=s, name="huge", fmt="jsonl")
         s.commit()
         judge_run(RunSpec(named["dataset"], named["run"], k=2), session=s)
         judge_run(RunSpec("huge", "huge-pcf", k=2), session=s)
+        guidelines = "\n\n".join(payloads(host))
+        set_plan(hostile.id, session=s, actor=admin, labels_per_item=3, guidelines=guidelines)
         for item in hostile_items(host):
             db_id = item_db_ids(hostile.id, session=s)[item.item_id]
             for annotator in ANNOTATORS:
@@ -87,7 +92,6 @@ def build(url: str, host: str) -> None:
                     tags=[named["tag"]],
                     notes=named["note"],
                 )
-        set_local_name(named["annotator"], session=s)  # the app's one local person
         s.commit()
 
 

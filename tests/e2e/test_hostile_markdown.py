@@ -148,6 +148,8 @@ def test_adjudicate_renders_hostile_items_inert(
     named = names(beacon.host)
     visit(tab, "/adjudicate", dataset=named["dataset"])
     expect(tab.get_by_role("button", name="Save and next")).to_be_visible()
+    tab.get_by_test_id("stExpander").filter(has_text="Guidelines").click()
+    settle(tab)
     assert_inert(tab, beacon, dialogs)
     tab.get_by_text("Unblind: show the judge's decisions").click()  # and every label, with notes
     settle(tab)
@@ -200,5 +202,6 @@ def test_the_server_answers_while_a_huge_answer_renders(
         poller.join()
     expect(tab.locator(EXCEPTION)).to_have_count(0)
     assert len(latencies) >= 5
+    print(f"health checks: {len(latencies)}, slowest {max(latencies):.3f} s")
     assert max(latencies) < HEALTH_BOUND_S, sorted(latencies)[-5:]
     print(screenshot(tab, "huge-answer-shown-whole", first_screen=True))
