@@ -19,7 +19,8 @@ from pages.shared import (
 from pcf.access import Permission
 from pcf.analysis.adjudications import choice_label, confidence_label
 from pcf.analysis.gold import NONE_CORRECT, disagreements
-from pcf.analysis.item_detail import candidate_titles, describe_candidate, escape_markdown
+from pcf.analysis.item_detail import candidate_titles, describe_candidate
+from pcf.analysis.markdown import escape_markdown
 from pcf.labelling.gold import resolve
 from pcf.store import current_labels, item_db_ids, load_item, session_scope
 from pcf.store.queries import resolutions
@@ -58,7 +59,7 @@ mine = labels[labels["item_key"] == picked]
 
 st.subheader(f"Item {escape_markdown(item.item_id)}")
 with st.container(border=True):
-    show_text(item.prompt, plain=False)
+    show_text(item.prompt, plain=False, key=f"{db_ids[picked]}:prompt")
 votes = st.columns(max(len(mine), 1))
 for column, row in zip(votes, mine.itertuples(index=False), strict=False):
     with column.container(border=True):
@@ -68,7 +69,7 @@ for column, row in zip(votes, mine.itertuples(index=False), strict=False):
         if row.tags:
             st.caption("tags: " + escape_markdown(", ".join(row.tags)))
         if row.notes:
-            show_text(row.notes, plain=False)
+            show_text(row.notes, plain=False, key=f"{db_ids[picked]}:notes:{row.annotator}")
 if run is not None:
     table = run_analysis(run).table.set_index("item_id")
     if picked in table.index:
@@ -80,8 +81,8 @@ if run is not None:
         )
 
 for candidate in item.candidates:
-    with st.expander(titles[candidate.id]):
-        show_text(candidate.text, plain=False)
+    with st.expander(escape_markdown(titles[candidate.id])):
+        show_text(candidate.text, plain=False, key=f"{db_ids[picked]}:{candidate.id}")
 
 with st.form("resolve_form", clear_on_submit=True):
     options = [*item.candidate_ids, NONE_CORRECT]

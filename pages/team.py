@@ -20,7 +20,7 @@ from pages.shared import (
 )
 from pcf.access import Permission
 from pcf.analysis.gold import GOLD_RULE_TEXT, dataset_gold, needs_more_labels, rule_text
-from pcf.analysis.item_detail import escape_markdown
+from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.team import alpha_by_bucket, completion, kappa_matrix, people
 from pcf.labelling.plan import GOLD_RULES, MAX_LABELS_PER_ITEM, labelling_plan, set_plan
 from pcf.labelling.queue import labels_wanted, queue_left
@@ -85,7 +85,7 @@ if current_actor().may(Permission.PLAN_LABELLING):
                 st.rerun()
 if plan.guidelines:
     with st.expander("Guidelines", icon=":material/menu_book:"):
-        show_text(plan.guidelines, plain=False)
+        show_text(plan.guidelines, plain=False, key=f"guidelines:{dataset.id}")
 
 done = completion(keys, counts, wanted, held)
 columns = st.columns(4)
