@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 
+from pcf.access import operator
 from pcf.items import Candidate, Item
 from pcf.labelling.members import set_local_name
 from pcf.labelling.plan import set_plan
@@ -77,8 +78,8 @@ def build(url: str, host: str) -> None:
         hostile = import_items(hostile_items(host), session=s, name=named["dataset"], fmt="jsonl")
         import_items([huge], session=s, name="huge", fmt="jsonl")
         s.commit()
-        judge_run(RunSpec(named["dataset"], named["run"], k=2), session=s)
-        judge_run(RunSpec("huge", "huge-pcf", k=2), session=s)
+        judge_run(RunSpec(named["dataset"], named["run"], k=2), session=s, actor=operator())
+        judge_run(RunSpec("huge", "huge-pcf", k=2), session=s, actor=operator())
         guidelines = "\n\n".join(payloads(host))
         set_plan(hostile.id, session=s, actor=admin, labels_per_item=3, guidelines=guidelines)
         for item in hostile_items(host):
