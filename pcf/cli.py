@@ -1193,17 +1193,18 @@ def labelling_set(
 
     Example: pcf labelling set demo --labels-per-item 2 --guidelines guidelines.md
     """
-    from pcf.labelling.plan import MAX_GUIDELINES_CHARS, set_plan
+    from pcf.files import GUIDELINES_FILE, InputFileError, read_input
+    from pcf.labelling.plan import set_plan
     from pcf.store.queries import get_dataset
 
     text = None
     if guidelines is not None:
-        if not guidelines.is_file() or guidelines.stat().st_size > 4 * MAX_GUIDELINES_CHARS:
-            fail(f"error: --guidelines {guidelines}: not a file of at most 100,000 characters", 2)
         try:
-            text = guidelines.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            fail(f"error: --guidelines {guidelines}: cannot read it as UTF-8 text ({exc})", 2)
+            text = read_input(guidelines, GUIDELINES_FILE).decode("utf-8")
+        except InputFileError as exc:
+            fail(f"error: --guidelines {exc}", 2)
+        except UnicodeDecodeError as exc:
+            fail(f"error: --guidelines {guidelines}: not UTF-8 text ({exc.reason})", 2)
     with database() as session:
         found = get_dataset(dataset_name, session=session)
         if found is None:

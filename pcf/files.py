@@ -7,7 +7,8 @@ names the file and the limit. The caps (the README lists them) fit the real data
 spare and can be raised, each by its environment variable:
 
 - :data:`DATA_FILE`: datasets, recordings and judgments files, ``PCF_MAX_FILE_MB`` (1024 MB);
-- :data:`PRICES_FILE`: the price table named by ``PCF_PRICES``, ``PCF_MAX_PRICES_MB`` (1 MB).
+- :data:`PRICES_FILE`: the price table named by ``PCF_PRICES``, ``PCF_MAX_PRICES_MB`` (1 MB);
+- :data:`GUIDELINES_FILE`: labelling guidelines, ``PCF_MAX_GUIDELINES_MB`` (1 MB).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ DATA_FILE = Limit("PCF_MAX_FILE_MB", 1024, "MB", MB)
 """Datasets to import or validate, recordings to replay, judgments files to aggregate."""
 PRICES_FILE = Limit("PCF_MAX_PRICES_MB", 1, "MB", MB)
 """The price table named by ``PCF_PRICES``: a few hundred bytes per model."""
+GUIDELINES_FILE = Limit("PCF_MAX_GUIDELINES_MB", 1, "MB", MB)
+"""A labelling plan's guidelines (Markdown); the plan keeps at most 100,000 characters."""
 
 
 class InputFileError(ValueError):
