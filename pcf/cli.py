@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pcf.consensus import Weights
     from pcf.runs.engine import Progress, RunReport
     from pcf.runs.spec import RunSpec
-    from pcf.store.models import Run
+    from pcf.store.models import Dataset, Run
 
 DatasetArgument = Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")]
 BackendOption = Annotated[str, typer.Option(help=f"One of: {', '.join(BACKENDS)}.")]
@@ -376,6 +376,26 @@ def database() -> Iterator[Session]:
         fail(f"error: {problem}")
 
 
+def existing_run(name: str, *, session: Session) -> Run:
+    """The run ``name``; without one, stop with the line that says where runs are listed."""
+    from pcf.store.queries import get_run
+
+    run = get_run(name, session=session)
+    if run is None:
+        fail(f"error: no run {name!r}; `pcf runs` lists them", 2)
+    return run
+
+
+def existing_dataset(name: str, *, session: Session) -> Dataset:
+    """The dataset ``name``; without one, stop with the line that says where they are listed."""
+    from pcf.store.queries import get_dataset
+
+    dataset = get_dataset(name, session=session)
+    if dataset is None:
+        fail(f"error: no dataset {name!r}; `pcf runs` lists them", 2)
+    return dataset
+
+
 def summary(run: Run, report: RunReport, *, session: Session) -> dict:
     """The run's summary (:func:`pcf.analysis.results.run_summary`) and what this command did."""
     from pcf.analysis.results import run_summary
@@ -611,7 +631,7 @@ def export(
     Example: pcf export demo-pcf --what judgments --out judgments.jsonl
     """
     from pcf.analysis.results import judgment_records, run_decisions
-    from pcf.store.queries import adjudication_records, get_run, load_items
+    from pcf.store.queries import adjudication_records, load_items
 
     kinds = ("items", "judgments", "decisions", "adjudications")
     if what not in kinds:
@@ -619,9 +639,7 @@ def export(
     if out is not None and out.is_dir():
         fail(f"error: --out {out} is a folder; give a file name", 2)
     with database() as session:
-        run = get_run(run_name, session=session)
-        if run is None:
-            fail(f"error: no run {run_name!r}; `pcf runs` lists them", 2)
+        run = existing_run(run_name, session=session)
         if what == "items":
             lines = [i.to_dict() for i in load_items(run.dataset_id, session=session)]
         elif what == "judgments":
@@ -848,12 +866,9 @@ def delete_run_command(
     Example: pcf runs delete demo-direct --yes
     """
     from pcf.runs.manage import delete_run
-    from pcf.store.queries import get_run
 
     with database() as session:
-        run = get_run(name, session=session)
-        if run is None:
-            fail(f"error: no run {name!r}; `pcf runs` lists them", 2)
+        existing_run(name, session=session)
         question = f"Delete run {name!r} and its calls (adjudications stay)?"
         if not yes and not typer.confirm(question, err=True):
             fail("nothing deleted")
@@ -949,14 +964,11 @@ def whatif(
     from pcf.analysis.whatif import whatif as replay_policy
     from pcf.consensus import named_weights
     from pcf.stopping import StoppingPolicy
-    from pcf.store.queries import get_run
 
     try:
         policy = StoppingPolicy(adaptive, risk=risk, weights=named_weights(stop_on))
         with database() as session:
-            run = get_run(run_name, session=session)
-            if run is None:
-                fail(f"error: no run {run_name!r}; `pcf runs` lists them", 2)
+            run = existing_run(run_name, session=session)
             emit(replay_policy(run, policy, session=session))
     except ValueError as exc:
         fail(f"error: {exc}", 2)
@@ -986,15 +998,12 @@ def triage(
     """
     from pcf.analysis.triage import ORDERS, calibrated_scores, curve_frame, reliability, run_triage
     from pcf.analysis.triage import summarize as summarize_triage
-    from pcf.store.queries import get_run
 
     orders = by or ["priority"]
     if unknown := [o for o in orders if o not in ORDERS]:
         fail(f"error: unknown order {unknown[0]!r}; choose from {', '.join(ORDERS)}", 2)
     with database() as session:
-        run = get_run(run_name, session=session)
-        if run is None:
-            fail(f"error: no run {run_name!r}; `pcf runs` lists them", 2)
+        run = existing_run(run_name, session=session)
         try:
             curves, wrong, table = run_triage(
                 run, session=session, orders=orders, against=against, seed=seed
@@ -1195,7 +1204,6 @@ def labelling_set(
     """
     from pcf.files import GUIDELINES_FILE, InputFileError, read_input
     from pcf.labelling.plan import set_plan
-    from pcf.store.queries import get_dataset
 
     text = None
     if guidelines is not None:
@@ -1206,9 +1214,7 @@ def labelling_set(
         except UnicodeDecodeError as exc:
             fail(f"error: --guidelines {guidelines}: not UTF-8 text ({exc.reason})", 2)
     with database() as session:
-        found = get_dataset(dataset_name, session=session)
-        if found is None:
-            fail(f"error: no dataset {dataset_name!r}; `pcf runs` lists them", 2)
+        found = existing_dataset(dataset_name, session=session)
         try:
             plan = set_plan(
                 found.id,
@@ -1250,16 +1256,13 @@ def export_team(dataset_name: str, out: Path, fmt: str, what: str) -> None:
         label_records,
         write_records,
     )
-    from pcf.store.queries import get_dataset
 
     if fmt not in FORMATS:
         fail(f"error: --format must be one of {', '.join(FORMATS)}", 2)
     if out.is_dir():
         fail(f"error: --out {out} is a folder; give a file name", 2)
     with database() as session:
-        found = get_dataset(dataset_name, session=session)
-        if found is None:
-            fail(f"error: no dataset {dataset_name!r}; `pcf runs` lists them", 2)
+        found = existing_dataset(dataset_name, session=session)
         records = (label_records if what == "labels" else gold_records)(found.id, session=session)
     with writing(out):
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -1057,10 +1057,7 @@ def labellers_by_item(
     )
     if item_db_id is not None:
         query = query.where(Adjudication.item_id == item_db_id)
-    found: dict[int, set[str]] = defaultdict(set)
-    for item_id, annotator in session.exec(query):
-        found[item_id].add(annotator)
-    return dict(found)
+    return _people_by_item(session.exec(query))
 
 
 def holders_by_item(
@@ -1075,8 +1072,12 @@ def holders_by_item(
     )
     if item_db_id is not None:
         query = query.where(Reservation.item_id == item_db_id)
+    return _people_by_item(session.exec(query))
+
+
+def _people_by_item(rows: Iterable[tuple[int, str]]) -> dict[int, set[str]]:
     found: dict[int, set[str]] = defaultdict(set)
-    for item_id, annotator in session.exec(query):
+    for item_id, annotator in rows:
         found[item_id].add(annotator)
     return dict(found)
 
