@@ -7,6 +7,8 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,15 @@ def listening_addresses(port: int) -> set[str]:
     return found
 
 
+def answers(url: str) -> bool:
+    """Whether ``url`` answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
 def other_addresses() -> list[str]:
     """This machine's addresses that are not loopback."""
     names = subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False)
@@ -43,7 +54,11 @@ def test_make_run_listens_on_loopback_only(tmp_path: Path):
     if not (ROOT / ".venv" / "bin" / "streamlit").exists():
         pytest.skip("make run uses .venv (made by make test or make run)")
     port = free_port()
-    env = {**os.environ, "PCF_DATABASE_URL": f"sqlite:///{tmp_path / 'pcf.db'}"}
+    env = {
+        **os.environ,
+        "PCF_DATABASE_URL": f"sqlite:///{tmp_path / 'pcf.db'}",
+        "PYTHONUNBUFFERED": "1",  # what the server prints reaches the pipe before it stops
+    }
     server = subprocess.Popen(
         ["make", "--no-print-directory", "run", f"PORT={port}"],
         cwd=ROOT,
@@ -60,6 +75,9 @@ def test_make_run_listens_on_loopback_only(tmp_path: Path):
             assert time.monotonic() < deadline, "make run did not start listening"
             time.sleep(0.5)
         assert listening_addresses(port) == {"127.0.0.1"}
+        while not answers(f"http://127.0.0.1:{port}/_stcore/health"):  # started, URL printed
+            assert time.monotonic() < deadline, "make run did not answer"
+            time.sleep(0.5)
         for address in other_addresses():
             family = socket.AF_INET6 if ":" in address else socket.AF_INET
             with socket.socket(family) as probe:
