@@ -1,0 +1,74 @@
+"""Local mode in Chromium: the one local person's name is asked once and no keypress changes it.
+
+The last release took the annotator from a text field bound to the address: typing a name,
+Enter, then the shortcut ``1`` made it "annie1", and every later label was saved under that.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, expect
+from sqlmodel import Session, select
+
+from pcf.store import Adjudication, get_engine
+from pcf.store.queries import local_member
+from tests.demo_database import drop_database, new_database
+from tests.e2e import EXCEPTION, settle
+from tests.e2e.conftest import ROOT, open_tab, serve_app
+
+DEMO_ITEMS = ROOT / "data" / "demo" / "items.jsonl"
+
+
+@pytest.fixture
+def unnamed_url(tmp_path: Path) -> Iterator[str]:
+    """A database holding the demo's items and nobody's name yet, served by the app."""
+    url = new_database(tmp_path)
+    imported = subprocess.run(
+        [sys.executable, "-m", "pcf", "import", "jsonl", str(DEMO_ITEMS), "--name", "demo"],
+        env={**os.environ, "PCF_DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert imported.returncode == 0, imported.stderr
+    with serve_app(url, tmp_path / "server.log") as app:
+        yield app, url
+    drop_database(url)
+
+
+def test_the_local_name_is_kept_whatever_is_typed_after_it(browser: Browser, unnamed_url):
+    app, url = unnamed_url
+    with open_tab(browser, app) as tab:
+        tab.goto("/adjudicate")
+        dialog = tab.get_by_role("dialog")
+        expect(dialog.get_by_text("Who is working here?")).to_be_visible()
+        dialog.get_by_role("textbox", name="Your name").click()
+        tab.keyboard.type("annie")
+        tab.keyboard.press("Enter")
+        for key in "1s12":  # the old bug: shortcuts typed right after Enter joined the name
+            tab.keyboard.press(key)
+        expect(dialog).to_have_count(0)
+        settle(tab)
+        expect(tab.locator(EXCEPTION)).to_have_count(0)
+        tab.reload()
+        expect(tab.get_by_role("heading", name="Adjudicate")).to_be_visible()
+        expect(tab.get_by_role("dialog")).to_have_count(0)  # asked once, not again on reload
+        settle(tab)
+        for key in "1s2s":
+            tab.keyboard.press(key)
+            settle(tab)
+
+    engine = get_engine(url)
+    with Session(engine) as session:
+        member = local_member(session=session)
+        annotators = set(session.exec(select(Adjudication.annotator)).all())
+    engine.dispose()
+    assert member is not None
+    assert member.email == "annie"
+    assert annotators == {"annie"}  # the labels typed after it were saved, all as annie
