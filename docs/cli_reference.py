@@ -90,7 +90,7 @@ def section(command: typer.core.TyperCommand, ctx: typer.Context) -> str:
         lines += [f"| `{name}` | {escaped(' '.join(text.split()))} |" for name, text in records]
         lines.append("")
     if example := example_of(command):
-        lines += ["Example (run by `tests/test_docs.py` on the demo data):", ""]
+        lines += ["Example:", ""]
         lines += ["```bash", example, "```", ""]
     return "\n".join(lines)
 
@@ -109,7 +109,12 @@ def render() -> str:
         "",
         "Every command prints `--help`; commands that write JSON print it on stdout, progress",
         "and notes go to stderr. The database is the one `PCF_DATABASE_URL` names, else",
-        "`~/.local/share/pcf-review/pcf.db` (see [Team set-up](team.md)).",
+        "`$XDG_DATA_HOME/pcf-review/pcf.db` (`~/.local/share/pcf-review/pcf.db`; see",
+        "[Team set-up](team.md)).",
+        "",
+        "`tests/test_docs.py` runs every example below, in turn, on a copy of the demo database",
+        "(the provider examples through the real OpenAI SDK, to a local server that speaks its",
+        "wire protocol).",
         "",
     ]
     return "\n".join(intro) + "\n" + "\n".join(section(c, x) for c, x in commands(root, ctx))
