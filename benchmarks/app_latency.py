@@ -44,7 +44,6 @@ from playwright.sync_api import Browser, sync_playwright
 from sqlalchemy import Engine, insert
 from streamlit.testing.v1 import AppTest
 
-from pcf.access import operator
 from pcf.items import Candidate, Item
 from pcf.store import (
     DATABASE_URL_ENV,
@@ -345,7 +344,7 @@ def verdict(seconds: float, target: float) -> str:
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pcf-bench-") as folder:
         demo_url = f"sqlite:///{Path(folder) / 'demo.db'}"
-        build_demo(demo_url, actor=operator())
+        build_demo(demo_url)
         demo_loads = measure_cold_loads(demo_url, "/review?item=demo-013", page_paths("demo-024"))
         print_loads("demo", demo_loads, DEMO_LOAD_TARGET_S)
 

@@ -114,6 +114,12 @@ SECTIONS: dict[str, tuple[str, str, str]] = {
         "-m benchmarks.app_latency",
     ),
 }
+
+
+class SectionError(Exception):
+    """A section's command exited with an error."""
+
+
 SECTION_MARK = re.compile(r"<!-- section (\S+) -->\n(.*?)(?=<!-- section |\Z)", re.DOTALL)
 
 
@@ -175,7 +181,7 @@ def run_section(name: str) -> str:
             [sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, check=False
         )
     if done.returncode != 0:
-        raise SystemExit(f"{name} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        raise SectionError(f"{name} failed ({done.returncode}):\n{done.stderr[-2000:]}")
     figures = last_json(done.stdout)
     shown_command = f"python {args}".replace("{shared}", "../shared/data")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -209,20 +215,29 @@ def header() -> str:
 
 
 def main() -> None:
-    """Write the page: every section, or with ``--only NAME...`` those, keeping the rest."""
+    """Write the page: every section, or with ``--only NAME...`` those, keeping the rest.
+
+    The page is written again after each section, so a section that fails loses no other
+    one; the script then exits 1 naming it.
+    """
     only = sys.argv[sys.argv.index("--only") + 1 :] if "--only" in sys.argv else list(SECTIONS)
     if unknown := [n for n in only if n not in SECTIONS]:
         raise SystemExit(f"unknown section {unknown[0]}; choose from {', '.join(SECTIONS)}")
     old = dict(SECTION_MARK.findall(PAGE.read_text(encoding="utf-8"))) if PAGE.exists() else {}
-    sections = {}
-    for name in SECTIONS:
-        if name in only:
-            print(f"running {name}...", file=sys.stderr, flush=True)
+    sections = {name: f"<!-- section {name} -->\n{text}" for name, text in old.items()}
+    failed = []
+    for name in only:
+        print(f"running {name}...", file=sys.stderr, flush=True)
+        try:
             sections[name] = run_section(name)
-        elif name in old:
-            sections[name] = f"<!-- section {name} -->\n{old[name]}"
-    PAGE.write_text(header() + "".join(sections.values()).rstrip() + "\n", encoding="utf-8")
+        except SectionError as exc:
+            print(exc, file=sys.stderr)
+            failed.append(name)
+        ordered = [sections[n] for n in SECTIONS if n in sections]
+        PAGE.write_text(header() + "".join(ordered).rstrip() + "\n", encoding="utf-8")
     print(f"wrote {PAGE}", file=sys.stderr)
+    if failed:
+        raise SystemExit(f"failed: {', '.join(failed)} (the page keeps their previous figures)")
 
 
 if __name__ == "__main__":
