@@ -131,20 +131,37 @@ def last_json(stdout: str) -> object:
         return json.loads(stdout.strip().splitlines()[-1])
 
 
-def flatten(value: object, prefix: str = "") -> list[tuple[str, object]]:
-    """``(dotted key, value)`` for every leaf of a JSON value."""
+def split(value: object, prefix: str = "") -> tuple[list, list]:
+    """A JSON value as ``(dotted key, leaf)`` pairs, and its lists of records (``(dotted key,
+    [dict, ...])``) apart, each to print as a table of its own."""
     if isinstance(value, dict):
-        return [kv for k, v in value.items() for kv in flatten(v, f"{prefix}{k}.")]
-    if isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
-        return [kv for i, v in enumerate(value) for kv in flatten(v, f"{prefix}{i}.")]
-    return [(prefix.rstrip("."), value)]
+        leaves, records = [], []
+        for key, item in value.items():
+            more_leaves, more_records = split(item, f"{prefix}{key}.")
+            leaves += more_leaves
+            records += more_records
+        return leaves, records
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return [], [(prefix.rstrip("."), value)]
+    return [(prefix.rstrip("."), value)], []
+
+
+def record_table(key: str, records: list[dict]) -> list[str]:
+    """One list of records as a Markdown table, a column per field."""
+    columns = list(dict.fromkeys(field for record in records for field in record))
+    lines = [f"`{key}`:", "", "| " + " | ".join(columns) + " |"]
+    lines.append("| " + " | ".join("---" for _ in columns) + " |")
+    lines += ["| " + " | ".join(shown(r.get(c, "")) for c in columns) + " |" for r in records]
+    return [*lines, ""]
 
 
 def shown(value: object) -> str:
-    """A figure as the page prints it: floats to 4 significant digits."""
+    """A figure as the page prints it: floats to 4 significant digits, shared data by its
+    relative path."""
     if isinstance(value, float):
         return f"{value:.4g}"
-    return json.dumps(value) if isinstance(value, list) else str(value)
+    text = json.dumps(value) if isinstance(value, list | dict) else str(value)
+    return text.replace(str(SHARED), "../shared/data").replace("|", "\\|")
 
 
 def demo_table(figures: dict) -> list[str]:
@@ -196,8 +213,13 @@ def run_section(name: str) -> str:
     if name == "demo":
         lines += demo_table(figures)
     else:
-        lines += ["| figure | value |", "| --- | --- |"]
-        lines += [f"| `{key}` | {shown(value)} |" for key, value in flatten(figures)]
+        leaves, records = split(figures)
+        if leaves:
+            lines += ["| figure | value |", "| --- | --- |"]
+            lines += [f"| `{key}` | {shown(value)} |" for key, value in leaves]
+            lines.append("")
+        for key, rows in records:
+            lines += record_table(key, rows)
     return "\n".join(lines) + "\n\n"
 
 
