@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 RENDERER := tests/markdown_renderer
 RENDERER_STAMP := $(RENDERER)/node_modules/.installed
 
-.PHONY: test run lint demo clean
+.PHONY: test run lint demo docs cli-docs figures clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,19 +25,33 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The docs site, into site/; --strict makes every warning (a broken link, a page left out of
+# the navigation) an error. NO_MKDOCS_2_WARNING hides Material's banner on its end of life
+# (May 2027), which is news, not a problem of these docs.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The CLI reference page from the commands' help; run it after changing a help text.
+cli-docs: $(STAMP)
+	$(BIN)/python docs/cli_reference.py
+
+# Every measurement on the figures page, run again (minutes).
+figures: $(STAMP)
+	$(BIN)/python docs/figures.py
+
 # Two passes: SQLite, then PostgreSQL in a throwaway cluster (skipped with a message where
 # PostgreSQL is not installed, except under CI=true).
-test: lint $(RENDERER_STAMP)
+test: lint docs $(RENDERER_STAMP)
 	$(BIN)/python -m pytest -q
 	bash .ci/with-postgres $(BIN)/python -m pytest -q
 
 demo: $(STAMP)
 	$(BIN)/pcf demo --if-missing
 
-# This machine only (127.0.0.1): without sign-in the app is one local person's. See README,
-# Sign-in, to serve a team.
+# This machine only (127.0.0.1): without sign-in the app is one local person's. See the docs,
+# Team set-up, to serve a team.
 run: demo
 	$(BIN)/streamlit run app.py --server.headless true --server.address 127.0.0.1 --server.port $(PORT)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache $(RENDERER)/node_modules
+	rm -rf $(VENV) .pytest_cache .ruff_cache site $(RENDERER)/node_modules

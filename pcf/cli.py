@@ -234,7 +234,7 @@ def replay_judgebench(
 ) -> None:
     """Score a JudgeBench judge's recorded decisions by the official rule, per bucket.
 
-    Example: pcf replay judgebench "outputs/dataset=judgebench,...,judge_model=o1-mini.jsonl"
+    Example: pcf replay judgebench "outputs/judge_model=o1-mini-2024-09-12.jsonl" --triage
     """
     from pcf.errors import DataError
     from pcf.recordings import read_judgebench_outputs, replay_summary
@@ -658,13 +658,14 @@ def export(
         sys.stdout.write(text)
 
 
-runs_app = typer.Typer(help="List the datasets and runs, or delete a run.")
+runs_app = typer.Typer()
 app.add_typer(runs_app, name="runs")
 
 
 @runs_app.callback(invoke_without_command=True)
 def runs(context: typer.Context) -> None:
-    """List datasets and runs in the database, with their status, calls, failures and cost.
+    """List datasets and runs in the database, with their status, calls, failures and cost;
+    `pcf runs delete RUN` deletes a run.
 
     A run whose process stopped before it finished (killed, crashed) is listed as
     `interrupted`; judging it again resumes it.
@@ -829,7 +830,7 @@ def batch_forget_command(runs: RunsArgument) -> None:
     answer stored stays. Other batches are collected as usual, never forgotten. A key or
     --base-url other than the batch's gets 404 too: forget a batch once it is truly gone.
 
-    Example: pcf batch forget rb2-study/pcf
+    Example: pcf batch forget demo-study/pcf
     """
     from pcf.judges.batch import BatchAPIError
     from pcf.runs.batch import collect_runs
@@ -863,7 +864,7 @@ def delete_run_command(
     Asks first unless --yes. Refused while a process is judging the run, or while other runs
     reuse its answers from the cache.
 
-    Example: pcf runs delete demo-direct --yes
+    Example: pcf runs delete demo-strong-bias-pcf --yes
     """
     from pcf.runs.manage import delete_run
 
@@ -901,7 +902,7 @@ def study(
     APOCJudge for pairs. Cached calls are reused, so running it again costs nothing. With
     --batch every run is submitted as provider batches (a prompt two runs share is sent once).
 
-    Example: pcf study demo --name demo-study --backend simulated --k 7 --executions 3
+    Example: pcf study demo --name demo-study --backend openai --model gpt-4o-mini --batch
     """
     check_prices()
     from pcf.errors import DataError
@@ -1145,7 +1146,7 @@ def members_list() -> None:
 def members_remove(email: EmailArgument) -> None:
     """Take EMAIL's access away; the labels they saved stay.
 
-    Example: pcf members remove bob@example.com
+    Example: pcf members remove alice@example.com
     """
     from pcf.labelling.members import remove_member
 

@@ -3,7 +3,7 @@
 A device (``/dev/zero``), a FIFO or a folder is refused at once: opening does not wait for a
 writer, and nothing is read from it. A file over its kind's cap is refused before it is read,
 and a file that grows past the cap while it is read stops there. Each refusal is one line that
-names the file and the limit. The caps (the README lists them) fit the real data with room to
+names the file and the limit. The caps (docs/reports.md lists them) fit the real data with room to
 spare and can be raised, each by its environment variable:
 
 - :data:`DATA_FILE`: datasets, recordings and judgments files, ``PCF_MAX_FILE_MB`` (1024 MB);

@@ -220,7 +220,7 @@ def prepare(engine: Engine) -> None:
         raise SchemaError(
             f"the database {engine.url.render_as_string(hide_password=True)} is at schema "
             f"revision {recognised} and this code needs {head()}: run `pcf db upgrade` "
-            "(back the database up first; see README, Upgrades)"
+            "(back the database up first; see docs/team.md, Upgrades)"
         )
     report = upgrade(engine)
     if report.backup is not None:
