@@ -7,10 +7,10 @@ import streamlit as st
 
 from pages.shared import RUN_KEY, ensure_app_frame, require_dataset, session
 from pcf.analysis.markdown import escape_markdown
-from pcf.analysis.results import SIMULATED_LABEL, SIMULATED_NOTE
+from pcf.analysis.results import SIMULATED_NOTE
 from pcf.reports.collect import ReportData, collect_report
 from pcf.reports.document import Figure, Report, Table, build_report, default_report_runs
-from pcf.reports.render import display_frame, report_texts
+from pcf.reports.render import SIMULATED_TAG, display_frame, report_texts
 from pcf.store import database_url, get_run, list_runs, run_version
 
 RUNS_KEY = "report_runs"
@@ -49,7 +49,7 @@ def show(block: str | Table | Figure, index: int) -> None:
     if block.note:
         st.caption(block.note)
     if block.simulated:
-        st.caption(f":material/science: {SIMULATED_LABEL}")
+        st.caption(f":material/science: {SIMULATED_TAG}")
 
 
 ensure_app_frame()
