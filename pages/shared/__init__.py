@@ -239,7 +239,7 @@ def follow_item_link(s: Session) -> None:
         return
     holders = datasets_holding(item_key, session=s)
     if st.session_state.get(DATASET_KEY) not in holders and len(holders) == 1:
-        st.session_state[DATASET_KEY] = holders[0]
+        st.session_state[DATASET_KEY] = st.query_params[DATASET_KEY] = holders[0]
         st.session_state.pop(RUN_KEY, None)
 
 
@@ -264,14 +264,26 @@ def item_link_problem(item_key: str, dataset: Dataset) -> None:
     else:
         st.warning(f"Dataset **{named}** has no item **{name}**; it is in:")
     for holder in holders:
-        page_link(
-            "pages/review.py",
-            label=f"{holder}: item {item_key}",
+        st.button(
+            f"{holder}: item {item_key}",
             icon=":material/dataset:",
-            query_params={DATASET_KEY: holder, ITEM_LINK: item_key},
+            key=f"item_link_{holder}",
+            on_click=open_dataset,
+            args=(holder,),
         )
-    page_link("pages/review.py", label=f"The items of {dataset.name}", icon=":material/list:")
+    st.button(
+        f"The items of {dataset.name}",
+        icon=":material/list:",
+        key="item_link_none",
+        on_click=forget_item_link,
+    )
     st.stop()
+
+
+def open_dataset(name: str) -> None:
+    """Pick dataset ``name`` in the sidebar (its default run with it)."""
+    st.session_state[DATASET_KEY] = name
+    st.session_state.pop(RUN_KEY, None)
 
 
 @st.cache_resource(max_entries=16, show_spinner="Computing the run's decisions...")

@@ -205,7 +205,7 @@ def test_a_link_to_an_item_of_two_datasets_asks_which(tab: Page):
     settle(tab)
     expect(main(tab).get_by_role("heading", name=re.compile(r"^Item "))).to_have_count(0)
     expect(tab).to_have_url(re.compile(r"item=Factuality(%3A|:)2(&|$)"))
-    main(tab).get_by_role("link", name="rb2: item Factuality:2").click()
+    main(tab).get_by_role("button", name="rb2: item Factuality:2").click()
     expect(main(tab).get_by_role("heading", name="Item Factuality:2")).to_be_visible()
     expect(tab).to_have_url(re.compile(r"dataset=rb2(&|$)"))
 
