@@ -36,14 +36,14 @@ def build(database: str, names: tuple[str, ...], versions: tuple) -> Report:
     return build_report(data, title=f"PCF report: {', '.join(names)}", seed=SEED)
 
 
-def show(block: str | Table | Figure, index: int) -> None:
+def show(block: str | Table | Figure) -> None:
     """Draw one block of the report as the files print it."""
     if isinstance(block, str):
         st.write(block)
         return
     st.markdown(f"**{escape_markdown(block.title)}**")  # titles hold run names
     if isinstance(block, Table):
-        st.dataframe(display_frame(block.frame), hide_index=True, key=f"report_table_{index}")
+        st.table(display_frame(block.frame), hide_index=True)  # wraps: no column cut off
     else:
         st.altair_chart(block.chart)
     if block.note:
@@ -109,9 +109,7 @@ right.download_button(
 report = build(database, chosen, versions)
 if report.simulated:
     st.warning(f":material/science: **Simulated judge**: {SIMULATED_NOTE}.")
-count = 0
 for section in report.sections:
     st.subheader(escape_markdown(section.title))
     for block in section.blocks:
-        show(block, count)
-        count += 1
+        show(block)

@@ -193,7 +193,6 @@ def test_a_link_to_an_item_of_one_dataset_opens_it_in_that_dataset(tab: Page):
     tab.goto("/review?item=Factuality:7")
     expect(main(tab).get_by_role("heading", name="Item Factuality:7")).to_be_visible()
     settle(tab)
-    expect(tab.get_by_test_id("stSidebar").get_by_text("rb2", exact=True)).to_be_visible()
     expect(tab).to_have_url(re.compile(r"item=Factuality(%3A|:)7(&|$)"))
     expect(tab).to_have_url(re.compile(r"dataset=rb2(&|$)"))
     expect(tab.locator(EXCEPTION)).to_have_count(0)
