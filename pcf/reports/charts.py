@@ -203,9 +203,7 @@ def capture_chart(frame: pd.DataFrame) -> alt.LayerChart:
     reviewed) with the random order's band, from :func:`pcf.analysis.triage.curve_frame`."""
     axes = {
         "x": alt.X("reviewed:Q", title="share of items reviewed", axis=alt.Axis(format="%")),
-        "y": alt.Y(
-            "captured:Q", title="share of the judge's errors found", axis=alt.Axis(format="%")
-        ),
+        "y": alt.Y("captured:Q", title="errors found", axis=alt.Axis(format="%")),
     }
     band = (
         alt.Chart(frame.dropna(subset=["low"]))
