@@ -1,15 +1,29 @@
 """Adjudicate: record which candidate is most factual, blind, most doubtful items first.
 
-Labels are saved as the signed-in person. Keyboard: 1-9 choose the candidate shown at that
-position, 0 = none is correct, X = cannot tell, S = save and go on (Streamlit's built-in button
-shortcuts; they are ignored while typing in a text field). ``?label=ITEM_ID`` opens an item
-(the Review page links here that way). After a save the next item opens at the top of the page,
-under the "Saved" confirmation. Annotators never see the gold label, the judges' decisions or
-another person's label; reviewers and admins may unblind.
+Labels are saved as the signed-in person. One key labels an item and opens the next: 1-9 the
+candidate shown at that position, 0 = none is correct, X = cannot tell; U reopens the label just
+saved to correct it. Keys are ignored while typing in a text field; confidence, tags and notes are
+set before the key. ``?label=ITEM_ID`` opens an
+item (the Review page links here that way). The next item opens at the top of the page, its
+prompt and every candidate side by side in one screen (a long answer scrolls in its box).
+Annotators never see the gold label, the judges' decisions or another person's label; reviewers
+and admins may unblind.
+
+A key labels the item whose buttons it presses: the buttons' keys name their item, so a key
+pressed while the next item is being drawn labels the item on screen, never one not yet seen. A
+second press on the item just labelled (its buttons may still show) saves nothing; a correction
+starts with "Correct this label".
+
+Each key is a Streamlit button shortcut and, where the page's fixed script (:data:`LABEL_KEYS`)
+runs, also a click on the button drawn for the item whose heading is on screen: Streamlit binds
+its shortcuts again on every rerun, and keys pressed while the page still drew were dropped (in
+Chromium, 4 of 14 pressed as soon as the next item showed; none of 26 with the script). Both
+pressing one button saves once: the second press finds the item just labelled.
 """
 
 from __future__ import annotations
 
+import json
 from html import escape as escape_html
 
 import pandas as pd
@@ -66,17 +80,50 @@ from pcf.store.errors import DatabaseMovedError, storage_problem
 from pcf.store.queries import label_revision
 
 ITEM_KEY = "adjudicate_item"  # an item opened on purpose: revisit, correction, ?label=
-CHOICE_KEY = "adjudicate_choice"  # {"item": key, "choice": id}: picked, not saved yet
 SAVED_KEY = "adjudicate_saved"  # the last label saved: item, db_id, annotator, choice
 SKIPPED_KEY = "adjudicate_skipped"
+LABELLED_KEY = "adjudicate_labelled"  # items this tab labelled: their buttons may linger
 ERROR_KEY = "adjudicate_error"
 CONFLICT_KEY = "adjudicate_conflict"  # a save refused: another tab saved this item first
 SHOWN_KEY = "adjudicate_shown"  # db id of the item the queue held for this tab last
 SEEN_KEY = "adjudicate_seen"  # {item: id of my label this tab showed when it opened the item}
 ORDER_KEY = "adjudicate_order"
 SCROLLED_KEY = "adjudicate_scrolled"  # the saved item after which the page went to the top
-CANDIDATES_PER_ROW = 2
-CANDIDATE_HEIGHT = 300
+PROMPT_KEY = "adjudicate_prompt"  # the prompt's box (benchmarks/label_latency.py waits for it)
+CANDIDATES_PER_ROW = 4
+CANDIDATE_HEIGHT = 400
+PROMPT_HEIGHT = 150
+# Each key and how the key of the button it presses begins (the item's key follows).
+KEYS = {str(n): f"adjudicate_choose_{n}_" for n in range(1, 10)} | {
+    "0": "adjudicate_choose_none_correct_",
+    "x": "adjudicate_choose_cannot_tell_",
+    "u": "adjudicate_correct",
+}
+# Installs once per browser tab a key listener that clicks the button of KEYS drawn for the
+# item whose heading the latest run drew.
+LABEL_KEYS = """<script>
+if (!window.pcfLabelKeys) {
+  window.pcfLabelKeys = true;
+  const fresh = (node) => !node.closest("[data-stale='true']");
+  document.addEventListener("keydown", (event) => {
+    const start = KEYS_JSON[event.key.toLowerCase()];
+    const typing = event.target.closest?.("input, textarea, select, [contenteditable=true]");
+    if (!start || event.ctrlKey || event.metaKey || event.altKey || event.repeat || typing) return;
+    const heading = [...document.querySelectorAll("[data-testid=stMain] h3")]
+      .find((h) => h.innerText.startsWith("Item ") && fresh(h));
+    const item = start.endsWith("_") && heading
+      ? heading.innerText.slice(5).trim().replaceAll(/[^a-zA-Z0-9_-]/g, "-") : "";
+    event.preventDefault();
+    const press = (tries) => {  // the item's buttons may still be on their way: wait up to 2 s
+      const box = document.getElementsByClassName("st-key-" + start + item)[0];
+      const button = box?.querySelector("button");
+      if (button && !button.disabled) button.click();
+      else if (tries > 0) setTimeout(() => press(tries - 1), 50);
+    };
+    press(40);
+  });
+}
+</script>""".replace("KEYS_JSON", json.dumps(KEYS))
 SCROLL_TO_TOP = """<script>
 document.querySelector('[data-testid="stMain"]')?.scrollTo({{top: 0}});  // after {item}
 </script>"""
@@ -107,11 +154,6 @@ ensure_app_frame()
 actor = require_permission(Permission.LABEL)
 who = actor.identity
 sees_results = actor.may(Permission.SEE_RESULTS)
-st.title("Adjudicate")
-st.caption(
-    "Say which candidate is the most factual. The judge's decisions, the gold label and other "
-    "people's labels stay hidden, so they cannot sway you."
-)
 
 with session() as s:
     dataset = require_dataset(s)
@@ -121,24 +163,23 @@ with session() as s:
     plan = labelling_plan(dataset.id, session=s)
     labels = current_labels(dataset.id, session=s) if plan.adaptive else None
 table = run_analysis(run).table if run else None
+
+
+def calibrated_chances() -> pd.Series | None:
+    """:func:`calibrated_order` for the run and the labels as they are now (refitted after each
+    label, so the page asks for it first only in the calibrated order)."""
+    with session() as s:
+        version = (run_version(run, session=s), label_revision(dataset.id, session=s))
+    return calibrated_order(database_url(), run.name, version)
+
+
 p_wrong = None
 if table is not None:
     items = with_priority(items, table)
-    with session() as s:
-        version = (run_version(run, session=s), label_revision(dataset.id, session=s))
-    p_wrong = calibrated_order(database_url(), run.name, version)
-    order = st.radio(
-        "Queue order",
-        ("review priority", "calibrated"),
-        horizontal=True,
-        key=ORDER_KEY,
-        on_change=give_back_shown,
-        disabled=p_wrong is None,
-        help="Calibrated: the chance that the judge is wrong, learned from the instability "
-        "metrics of the items with gold or human labels (out of fold for those items).",
-    )
-    if order == "calibrated" and p_wrong is not None:
-        items = items.assign(priority=items["item_id"].map(p_wrong))
+    if st.session_state.get(ORDER_KEY) == "calibrated":
+        p_wrong = calibrated_chances()
+        if p_wrong is not None:
+            items = items.assign(priority=items["item_id"].map(p_wrong))
 decisions = table.set_index("item_id") if table is not None else None
 db_ids = dict(zip(items["item_id"], items["db_id"], strict=True))
 doubtful = needs_more_labels(table, labels) if labels is not None else set(db_ids)
@@ -148,22 +189,6 @@ if requested := st.query_params.get("label"):
     del st.query_params["label"]
     if requested in db_ids:
         st.session_state[ITEM_KEY] = requested
-
-simulated_badge(run)
-st.progress(
-    len(done) / max(len(items), 1),
-    text=f"{len(done)} / {len(items)} items labelled by {escape_markdown(who)}",
-)
-if run is None:
-    st.caption("No run selected: the queue follows the dataset's order.")
-elif p_wrong is None:
-    st.caption("The calibrated order needs two items the judge got right and two it got wrong.")
-else:
-    caught, expected = likely_errors_caught(p_wrong, done)
-    st.caption(
-        f"Your labels so far likely cover {caught:.1f} of the judge's ~{expected:.1f} errors "
-        f"({100 * caught / max(expected, 1e-9):.0f}%), by the calibrated chance of each item."
-    )
 
 
 def describe_history(item: Item, names: dict[str, str], place: str) -> None:
@@ -194,7 +219,7 @@ def scroll_to_top(after_item: str) -> None:
     """Open the page at its top: the next item's prompt and the confirmation in view.
 
     Streamlit keeps the scroll position across reruns; this fixed script (no data in it but the
-    item key, escaped) is the only JavaScript the app runs.
+    item key, escaped) and :data:`LABEL_KEYS` are the only JavaScript the app runs.
     """
     st.html(
         SCROLL_TO_TOP.format(item=escape_html(after_item)),
@@ -203,9 +228,17 @@ def scroll_to_top(after_item: str) -> None:
     )
 
 
-def choose(item_key: str, choice: str) -> None:
-    """Remember a choice for the item on screen (saved with Save)."""
-    st.session_state[CHOICE_KEY] = {"item": item_key, "choice": choice}
+def label(item_key: str, item_db_id: int, choice: str) -> None:
+    """Save ``choice`` for the item whose buttons were pressed.
+
+    A press on an item this tab already labelled or skipped saves nothing (its buttons may
+    linger, still bound to keys, while the next item is drawn) unless the item was opened on
+    purpose, to correct its label.
+    """
+    passed = {*st.session_state.get(LABELLED_KEY, ()), *st.session_state.get(SKIPPED_KEY, ())}
+    if item_key in passed and st.session_state.get(ITEM_KEY) != item_key:
+        return
+    save(item_key, item_db_id, choice, st.session_state.get(SEEN_KEY, {}).get(item_key))
 
 
 def save(item_key: str, item_db_id: int, choice: str, seen: int | None) -> None:
@@ -225,45 +258,44 @@ def save(item_key: str, item_db_id: int, choice: str, seen: int | None) -> None:
                 choice=choice,
                 seen=seen,
                 wanted=wanted.get(item_key),
-                confidence=st.session_state[f"adjudicate_confidence_{item_key}"],
-                tags=st.session_state[f"adjudicate_tags_{item_key}"],
-                notes=st.session_state[f"adjudicate_notes_{item_key}"].strip(),
+                confidence=st.session_state.get(f"adjudicate_confidence_{item_key}", 0.5),
+                tags=st.session_state.get(f"adjudicate_tags_{item_key}", []),
+                notes=st.session_state.get(f"adjudicate_notes_{item_key}", "").strip(),
             ),
         )
     except ItemFullError as exc:
         st.session_state[ERROR_KEY] = str(exc)
-        for key in (ITEM_KEY, CHOICE_KEY):
-            st.session_state.pop(key, None)
+        st.session_state.pop(ITEM_KEY, None)
         return
     except LabelChangedError as exc:
-        st.session_state[SEEN_KEY][item_key] = exc.label_id
+        st.session_state.setdefault(SEEN_KEY, {})[item_key] = exc.label_id
         st.session_state[CONFLICT_KEY] = {"item": item_key, "choice": exc.choice}
         st.session_state[ITEM_KEY] = item_key
-        st.session_state.pop(CHOICE_KEY, None)
         return
     except ValueError as exc:
         st.session_state[ERROR_KEY] = str(exc)
+        st.session_state[ITEM_KEY] = item_key
         return
     except (SQLAlchemyError, LostRaceError, DatabaseMovedError) as exc:  # after every retry
         why = (
             storage_problem(exc, database_url())
             or f"the database refused it ({type(exc).__name__})"
         )
-        st.session_state[ERROR_KEY] = (
-            f"The label was not saved: {why}. Your choice is still selected; save again."
-        )
+        st.session_state[ERROR_KEY] = f"The label was not saved: {why}. Press the key again."
+        st.session_state[ITEM_KEY] = item_key
         return
-    st.session_state[SEEN_KEY][item_key] = label.id
+    st.session_state.setdefault(SEEN_KEY, {})[item_key] = label.id
     st.session_state[SAVED_KEY] = {
         "item": item_key,
         "db_id": item_db_id,
         "annotator": label.annotator,
         "choice": label.choice,
     }
+    st.session_state[LABELLED_KEY] = {*st.session_state.get(LABELLED_KEY, ()), item_key}
     st.session_state[SKIPPED_KEY] = [
         key for key in st.session_state.get(SKIPPED_KEY, []) if key != item_key
     ]
-    for key in (ITEM_KEY, CHOICE_KEY, ERROR_KEY):
+    for key in (ITEM_KEY, ERROR_KEY):
         st.session_state.pop(key, None)
 
 
@@ -273,15 +305,13 @@ def skip(item_key: str) -> None:
     with session_scope(engine()) as s:
         release(int(db_ids[item_key]), session=s, actor=actor)
     st.session_state[SKIPPED_KEY] = [*st.session_state.get(SKIPPED_KEY, []), item_key]
-    for key in (ITEM_KEY, CHOICE_KEY):
-        st.session_state.pop(key, None)
+    st.session_state.pop(ITEM_KEY, None)
 
 
 def open_item(item_key: str) -> None:
     """Open one item on purpose, e.g. to correct its label."""
     st.session_state[ITEM_KEY] = item_key
-    for key in (CHOICE_KEY, SAVED_KEY):
-        st.session_state.pop(key, None)
+    st.session_state.pop(SAVED_KEY, None)
 
 
 def revisit() -> None:
@@ -290,46 +320,7 @@ def revisit() -> None:
         open_item(picked)
 
 
-if error := st.session_state.pop(ERROR_KEY, None):
-    st.error(f"Not saved: {escape_markdown(error)}")
-
-saved = st.session_state.get(SAVED_KEY)
-if saved and saved["annotator"] == who:
-    with session() as s:
-        saved_item = load_item(saved["db_id"], session=s)
-    saved_names = display_labels(display_order(saved_item, who))
-    choice = choice_label(saved["choice"], saved_names)
-    st.success(
-        f"Saved your label for item {escape_markdown(saved['item'])}: {escape_markdown(choice)}."
-    )
-    if saved["item"] != st.session_state.get(SCROLLED_KEY):
-        st.session_state[SCROLLED_KEY] = saved["item"]
-        scroll_to_top(saved["item"])
-    with st.expander(
-        "What the judge decided on it, and every label" if sees_results else "Your labels of it"
-    ):
-        if sees_results:
-            describe_decisions(saved_item, saved_names, "saved")
-        else:
-            describe_history(saved_item, saved_names, "saved")
-        st.button(
-            "Correct this label",
-            icon=":material/edit:",
-            on_click=open_item,
-            args=(saved["item"],),
-            key="adjudicate_correct",
-        )
-
-if done:
-    st.selectbox(
-        "Revisit an item you labelled",
-        sorted(done),
-        index=None,
-        placeholder="pick an item to see its history or correct your label",
-        key="adjudicate_revisit",
-        on_change=revisit,
-    )
-
+# Which item this run shows: the one opened on purpose, else the queue's next (held for me).
 skipped = st.session_state.get(SKIPPED_KEY, [])
 order = [(key, int(db_ids[key])) for key in adjudication_queue(items, (), skipped)]
 claim = write_with_retry(
@@ -340,139 +331,207 @@ current = st.session_state.get(ITEM_KEY)
 if current not in db_ids:
     current = claim.item_key if claim else None
     st.session_state[SHOWN_KEY] = claim.item_db_id if claim else None
-if current is None:
+item, mine, shown = None, [], ()
+if current is not None:
+    with session() as s:
+        item = load_item(int(db_ids[current]), session=s)
+        mine = [
+            a
+            for a in visible_history(int(db_ids[current]), session=s, actor=actor)
+            if a.annotator == who
+        ]
+    st.session_state.setdefault(SEEN_KEY, {}).setdefault(current, mine[-1].id if mine else None)
+    shown = display_order(item, who)
+names = display_labels(shown)
+
+st.title("Adjudicate")
+st.html(LABEL_KEYS, unsafe_allow_javascript=True, width="content")
+heading, status = st.columns([3, 2], vertical_alignment="bottom")
+heading.subheader(f"Item {escape_markdown(current)}" if current else "Nothing to label")
+status.progress(
+    len(done) / max(len(items), 1),
+    text=f"{len(done)} / {len(items)} items labelled by {escape_markdown(who)}",
+)
+
+notices = st.container()  # the same place in the page whatever it holds, so keys stay bound
+with notices:
+    if error := st.session_state.pop(ERROR_KEY, None):
+        st.error(f"Not saved: {escape_markdown(error)}")
+    saved = st.session_state.get(SAVED_KEY)
+    if saved and saved["annotator"] == who:
+        with session() as s:
+            saved_item = load_item(saved["db_id"], session=s)
+        saved_names = display_labels(display_order(saved_item, who))
+        choice = choice_label(saved["choice"], saved_names)
+        line, correct, details = st.columns([5, 2, 3], vertical_alignment="center")
+        line.success(
+            f"Saved your label for item {escape_markdown(saved['item'])}: "
+            f"{escape_markdown(choice)}.",
+            icon=":material/check_circle:",
+        )
+        correct.button(
+            "Correct this label",
+            icon=":material/edit:",
+            shortcut="U",
+            on_click=open_item,
+            args=(saved["item"],),
+            key="adjudicate_correct",
+            width="stretch",
+        )
+        with details.popover(
+            "What the judge decided, every label" if sees_results else "Your labels of it",
+            width="stretch",
+        ):
+            if sees_results:
+                describe_decisions(saved_item, saved_names, "saved")
+            else:
+                describe_history(saved_item, saved_names, "saved")
+        if saved["item"] != st.session_state.get(SCROLLED_KEY):
+            st.session_state[SCROLLED_KEY] = saved["item"]
+            scroll_to_top(saved["item"])
+    conflict = st.session_state.pop(CONFLICT_KEY, None)
+    if conflict and conflict["item"] == current:
+        st.warning(
+            "Not saved: you had already saved a label for this item in another tab or window. "
+            "Your stored label is "
+            f"**{escape_markdown(choice_label(conflict['choice'], names))}**. "
+            "Press a key again to correct it."
+        )
+    if mine:
+        st.info(
+            "You labelled this item before. A key records a correction as a new row; the "
+            "history below keeps every label.",
+            icon=":material/history:",
+        )
+
+if item is None:
     st.success(
         f"Your queue of {escape_markdown(dataset.name)} is empty: every item has the labels its "
         f"plan asks for ({plan.labels_per_item} per item), or yours."
     )
     st.stop()
 
-with session() as s:
-    item = load_item(int(db_ids[current]), session=s)
-    mine = [
-        a
-        for a in visible_history(int(db_ids[current]), session=s, actor=actor)
-        if a.annotator == who
-    ]
-seen = st.session_state.setdefault(SEEN_KEY, {}).setdefault(current, mine[-1].id if mine else None)
-shown = display_order(item, who)
-names = display_labels(shown)
-pending = st.session_state.get(CHOICE_KEY) or {}
-chosen = pending.get("choice") if pending.get("item") == current else None
+prompt_label, toggle = st.columns([4, 1], vertical_alignment="bottom")
+prompt_label.markdown("##### Prompt")
+with toggle:
+    plain = plain_text_toggle()
+prompt_height = "content" if len(item.prompt) < 400 else PROMPT_HEIGHT
+with st.container(border=True, height=prompt_height, key=PROMPT_KEY):
+    show_text(item.prompt, plain, f"{item.metadata['db_id']}:prompt")
 
-st.subheader(f"Item {escape_markdown(item.item_id)}")
-conflict = st.session_state.pop(CONFLICT_KEY, None)
-if conflict and conflict["item"] == current:
-    st.warning(
-        "Not saved: you had already saved a label for this item in another tab or window. "
-        f"Your stored label is **{escape_markdown(choice_label(conflict['choice'], names))}**. "
-        "Choose again and save to correct it."
+box_height = answer_height([c.text for c in item.candidates], CANDIDATE_HEIGHT)
+positions = list(enumerate(shown, start=1))
+for start in range(0, len(positions), CANDIDATES_PER_ROW):
+    row = positions[start : start + CANDIDATES_PER_ROW]
+    cells = st.columns(min(len(positions), CANDIDATES_PER_ROW))
+    for cell, (position, candidate_id) in zip(cells, row, strict=False):
+        with cell:
+            st.button(
+                f"Candidate {position}",
+                key=f"adjudicate_choose_{position}_{current}",
+                shortcut=str(position) if position <= 9 else None,
+                help=f"Save Candidate {position} as the most factual and open the next item",
+                on_click=label,
+                args=(current, int(db_ids[current]), candidate_id),
+                width="stretch",
+            )
+            with st.container(
+                border=True, height=box_height, key=f"adjudicate_candidate_{position}"
+            ):
+                show_text(
+                    item.text_of(candidate_id), plain, f"{item.metadata['db_id']}:{candidate_id}"
+                )
+
+st.caption(
+    "Press the number of the most factual candidate: it saves at once and the next item opens. "
+    "Candidates are in an order shuffled for you and this item, not the judge's order. Set "
+    "confidence, tags or notes before the key."
+)
+others = st.columns(4)
+for cell, (choice, key) in zip(others, (("none_correct", "0"), ("cannot_tell", "X")), strict=False):
+    cell.button(
+        choice_label(choice, names),
+        key=f"adjudicate_choose_{choice}_{current}",
+        shortcut=key,
+        on_click=label,
+        args=(current, int(db_ids[current]), choice),
+        width="stretch",
     )
+others[2].button(
+    "Skip for now",
+    key="adjudicate_skip",
+    on_click=skip,
+    args=(current,),
+    width="stretch",
+)
+details = st.columns([2, 3, 3])
+details[0].select_slider(
+    "Confidence",
+    options=list(CONFIDENCE_SCALE),
+    value=0.5,
+    format_func=confidence_label,
+    key=f"adjudicate_confidence_{current}",
+    help="A share from 0 (a guess) to 1 (certain): the same number the history and the "
+    "exports show.",
+)
+details[1].multiselect(
+    "Tags",
+    PATTERN_TAGS,
+    accept_new_options=True,
+    placeholder="pattern tags from the method, or type your own",
+    key=f"adjudicate_tags_{current}",
+)
+details[2].text_area(
+    "Notes", key=f"adjudicate_notes_{current}", placeholder="why (optional)", height=68
+)
+if plan.guidelines:
+    with st.expander("Guidelines", icon=":material/menu_book:"):
+        show_text(plan.guidelines, plain=False, key=f"guidelines:{dataset.id}")
+
+st.divider()
+simulated_badge(run)
 st.caption(
     f"{claim.left if claim else 0} item(s) left in your queue, most doubtful first; "
     f"{plan.labels_per_item} label(s) per item"
     + (", more only where labels disagree or the item is flagged" if plan.adaptive else "")
     + ". The item shown is held for you for 10 minutes."
 )
-if plan.guidelines:
-    with st.expander("Guidelines", icon=":material/menu_book:"):
-        show_text(plan.guidelines, plain=False, key=f"guidelines:{dataset.id}")
-if mine:
-    st.info(
-        "You labelled this item before. Saving again records a correction as a new row; "
-        "the history below keeps every label."
+if table is not None:
+    p_wrong = p_wrong if p_wrong is not None else calibrated_chances()
+    st.radio(
+        "Queue order",
+        ("review priority", "calibrated"),
+        horizontal=True,
+        key=ORDER_KEY,
+        on_change=give_back_shown,
+        disabled=p_wrong is None,
+        help="Calibrated: the chance that the judge is wrong, learned from the instability "
+        "metrics of the items with gold or human labels (out of fold for those items).",
     )
-work, panel = st.columns([3, 1], gap="medium")
-with panel, st.container(border=True):
-    if chosen:
-        chosen_name = names.get(chosen) or choice_label(chosen, names)
-        st.markdown(f"Your choice: **{escape_markdown(chosen_name)}**")
-    else:
-        st.markdown("Your choice: none yet. Press 1-9, 0 (none is correct) or X (cannot tell).")
-    st.button(
-        "Save and next",
-        type="primary",
-        icon=":material/save:",
-        shortcut="S",
-        disabled=chosen is None,
-        on_click=save,
-        args=(current, int(db_ids[current]), chosen, seen),
-        key="adjudicate_save",
-        width="stretch",
-    )
-    for choice, shortcut in (("none_correct", "0"), ("cannot_tell", "X")):
-        st.button(
-            choice_label(choice, names),
-            key=f"adjudicate_choose_{choice}",
-            type="primary" if chosen == choice else "secondary",
-            shortcut=shortcut,
-            on_click=choose,
-            args=(current, choice),
-            width="stretch",
-        )
-    st.select_slider(
-        "Confidence",
-        options=list(CONFIDENCE_SCALE),
-        value=0.5,
-        format_func=confidence_label,
-        key=f"adjudicate_confidence_{current}",
-        help="A share from 0 (a guess) to 1 (certain): the same number the history and the "
-        "exports show.",
-    )
-    st.multiselect(
-        "Tags",
-        PATTERN_TAGS,
-        accept_new_options=True,
-        placeholder="pattern tags from the method, or type your own",
-        key=f"adjudicate_tags_{current}",
-    )
-    st.text_area("Notes", key=f"adjudicate_notes_{current}", placeholder="why (optional)")
-    st.button(
-        "Skip for now",
-        key="adjudicate_skip",
-        on_click=skip,
-        args=(current,),
-        width="stretch",
-    )
-    unblind = sees_results and st.toggle(
-        "Unblind: show the judge's decisions and the gold label",
-        key="adjudicate_unblind",
-        persist_state="session",
-    )
-
-with work:
-    heading, toggle = st.columns([4, 1], vertical_alignment="bottom")
-    heading.markdown("##### Prompt")
-    with toggle:
-        plain = plain_text_toggle()
-    with st.container(border=True, height="content" if len(item.prompt) < 600 else 200):
-        show_text(item.prompt, plain, f"{item.metadata['db_id']}:prompt")
+if run is None:
+    st.caption("No run selected: the queue follows the dataset's order.")
+elif p_wrong is None:
+    st.caption("The calibrated order needs two items the judge got right and two it got wrong.")
+else:
+    caught, expected = likely_errors_caught(p_wrong, done)
     st.caption(
-        "Candidates in an order shuffled for you and this item; it is not the judge's order."
+        f"Your labels so far likely cover {caught:.1f} of the judge's ~{expected:.1f} errors "
+        f"({100 * caught / max(expected, 1e-9):.0f}%), by the calibrated chance of each item."
     )
-    box_height = answer_height([c.text for c in item.candidates], CANDIDATE_HEIGHT)
-    for start in range(0, len(shown), CANDIDATES_PER_ROW):
-        cells = st.columns(CANDIDATES_PER_ROW)
-        chunk = list(enumerate(shown, start=1))[start : start + CANDIDATES_PER_ROW]
-        for cell, (position, candidate_id) in zip(cells, chunk, strict=False):
-            with cell.container(border=True):
-                st.markdown(f"**Candidate {position}**")
-                with st.container(height=box_height, border=False):
-                    show_text(
-                        item.text_of(candidate_id),
-                        plain,
-                        f"{item.metadata['db_id']}:{candidate_id}",
-                    )
-                st.button(
-                    f"Candidate {position} is the most factual",
-                    key=f"adjudicate_choose_{position}",
-                    type="primary" if chosen == candidate_id else "secondary",
-                    shortcut=str(position) if position <= 9 else None,
-                    on_click=choose,
-                    args=(current, candidate_id),
-                    width="stretch",
-                )
-
+if done:
+    st.selectbox(
+        "Revisit an item you labelled",
+        sorted(done),
+        index=None,
+        placeholder="pick an item to see its history or correct your label",
+        key="adjudicate_revisit",
+        on_change=revisit,
+    )
+unblind = sees_results and st.toggle(
+    "Unblind: show the judge's decisions and the gold label",
+    key="adjudicate_unblind",
+    persist_state="session",
+)
 if unblind or (mine and sees_results):
     describe_decisions(item, names, "current")
 elif mine:

@@ -14,11 +14,12 @@ from pages.shared import (
     session,
     simulated_badge,
 )
-from pcf.analysis.adjudications import adjudications_csv, adjudications_jsonl
+from pcf.analysis.adjudications import adjudications_csv, adjudications_jsonl, choice_label
 from pcf.analysis.agreement import table_human_comparison
 from pcf.analysis.gold import dataset_gold, rule_text
+from pcf.analysis.item_detail import candidate_titles
 from pcf.analysis.markdown import escape_markdown
-from pcf.store import adjudication_records, current_labels
+from pcf.store import adjudication_records, current_labels, load_items
 
 MAX_LISTED = 100
 STATISTIC_NAMES = {
@@ -123,7 +124,21 @@ else:
     for col, title in zip(header, ("Item", "Human", "Direct", "PCF", "Gold"), strict=True):
         col.markdown(f"**{title}**")
     mark = {True: "✓", False: "✗"}
-    for row in disagreements.head(MAX_LISTED).itertuples(index=False):
+    listed = disagreements.head(MAX_LISTED)
+    with session() as s:
+        titles = {
+            item.item_id: candidate_titles(item)
+            for item in load_items(dataset.id, session=s)
+            if item.item_id in set(listed["item_id"])
+        }
+
+    def named(item_id: str, choice: str | None, none: str) -> str:
+        """A candidate as its letter and differing words, a choice's name, or ``none``."""
+        if not choice:
+            return none
+        return escape_markdown(titles[item_id].get(choice) or choice_label(choice, {}))
+
+    for row in listed.itertuples(index=False):
         cells = st.columns([2, 2, 2, 2, 2])
         page_link(
             "pages/review.py",
@@ -132,12 +147,13 @@ else:
             icon=":material/open_in_new:",
             query_params={"item": row.item_id},
         )
-        cells[1].markdown(escape_markdown(str(row.human)))
-        cells[2].markdown(
-            f"{escape_markdown(str(row.direct or 'abstained'))} {mark[row.direct_correct]}"
-        )
-        cells[3].markdown(f"{escape_markdown(str(row.pcf or 'abstained'))} {mark[row.pcf_correct]}")
-        cells[4].markdown(escape_markdown(str(row.gold or "—")))
+        cells[1].markdown(named(row.item_id, row.human, "—"))
+        for cell, choice, right in (
+            (cells[2], row.direct, row.direct_correct),
+            (cells[3], row.pcf, row.pcf_correct),
+        ):
+            cell.markdown(f"{named(row.item_id, choice, 'abstained')} {mark[right]}")
+        cells[4].markdown(named(row.item_id, row.gold, "—"))
     if len(disagreements) > MAX_LISTED:
         st.caption(f"The first {MAX_LISTED} are listed.")
 if comparison.unresolved:

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from pages.shared import (
+    RUN_KEY,
     change_in_points,
     current_run,
     ensure_app_frame,
@@ -21,9 +22,11 @@ from pcf.analysis.results import (
     accuracy_against,
     flag_counts,
     gold_answers,
+    is_simulated,
     outcome_frame,
     stopping_label,
 )
+from pcf.analysis.summary import summary_in_words
 from pcf.analysis.triage import curve_frame, run_triage, summarize
 from pcf.reports.charts import (
     capture_chart,
@@ -61,6 +64,13 @@ def run_analysis_version(of_run) -> tuple:
 
 
 ensure_app_frame()
+
+
+def pick_run(name: str) -> None:
+    """Show another run of the dataset (the sidebar follows)."""
+    st.session_state[RUN_KEY] = name
+
+
 st.title("Overview")
 st.markdown(
     "An LLM judge often picks a different *most factual* answer when the same candidates are "
@@ -77,6 +87,38 @@ with session() as s:
     human = dataset_gold(dataset.id, session=s)
 
 simulated_badge(run)
+if run is not None:
+    analysis = run_analysis(run)
+    table = analysis.table
+    comparisons = {
+        "gold labels": accuracy_against(table, gold_answers(table)),
+        "human labels": accuracy_against(table, human.known()),
+    }
+    against, stats = next(((k, v) for k, v in comparisons.items() if v), ("", None))
+    triage = (
+        None
+        if run.protocol == "apoc"
+        else triage_figures(database_url(), run.name, run_analysis_version(run))
+    )
+    with st.container(border=True, key="overview_summary"):
+        st.subheader(f"Run {escape_markdown(run.name)}")
+        for sentence in summary_in_words(table, stats, against, triage and triage[1]):
+            st.markdown(sentence)
+        page_link(
+            "pages/review.py", label="Review the most doubtful items", icon=":material/search:"
+        )
+    others = [r for r in runs if r.protocol == "pcf" and r.name != run.name]
+    if others:
+        cells = st.columns(min(len(others), 3) + 1, vertical_alignment="center")
+        cells[0].caption("The same items, another judge:")
+        for cell, other in zip(cells[1:], others, strict=False):
+            cell.button(
+                f"{other.name} ({'simulated, ' if is_simulated(other) else ''}{other.model})",
+                key=f"overview_run_{other.name}",
+                on_click=pick_run,
+                args=(other.name,),
+                width="stretch",
+            )
 
 st.subheader(f"Dataset {escape_markdown(dataset.name)}")
 columns = st.columns(4)
@@ -108,9 +150,6 @@ if run is None:
     st.info("No run selected: start one on the Runs page, then pick it in the sidebar.")
     st.stop()
 
-analysis = run_analysis(run)
-table = analysis.table
-st.subheader(f"Run {escape_markdown(run.name)}")
 st.caption(
     f"{run.protocol} protocol, {run.k} ordering(s) per item, {run.executions} execution(s), "
     f"{run.schedule} schedule; judge {run.backend} · {run.model}; "
@@ -122,41 +161,40 @@ if run.protocol == "direct":
         "equals direct. Pick a PCF run in the sidebar to see what the orderings change."
     )
 
-st.markdown("#### Does the consensus beat the direct verdict?")
-comparisons = {
-    "gold labels": accuracy_against(table, gold_answers(table)),
-    "human labels": accuracy_against(table, human.known()),
-}
-if not any(comparisons.values()):
-    st.info(
-        "No item has a gold or human label yet: accuracy appears here once items are "
-        "labelled on the Adjudicate page."
+statistics = st.expander("The statistics: does the consensus beat the direct verdict?")
+with statistics:
+    if not any(comparisons.values()):
+        st.info(
+            "No item has a gold or human label yet: accuracy appears here once items are "
+            "labelled on the Adjudicate page."
+        )
+    for name, paired in comparisons.items():
+        if paired is None:
+            continue
+        low, high = paired["ci_points"]
+        st.markdown(
+            f"**Against {name}** ({paired['n']} items): the 95% interval of the change is "
+            f"[{low:+.1f}, {high:+.1f}] points."
+        )
+        columns = st.columns(4)
+        columns[0].metric("Direct accuracy", f"{paired['direct_accuracy']:.1%}")
+        columns[1].metric(
+            "Consensus accuracy",
+            f"{paired['method_accuracy']:.1%}",
+            **change_in_points(paired["delta_points"]),
+        )
+        columns[2].metric(
+            "Improved / regressed / same",
+            f"{paired['improved']} / {paired['regressed']} / {paired['same']}",
+        )
+        columns[3].metric("McNemar p (exact)", f"{paired['mcnemar_p']:.3g}")
+        st.altair_chart(outcome_bars(outcome_frame(paired)), height=160)
+    st.caption(
+        "Improved: direct was wrong and the consensus right; regressed: the reverse. The p-value "
+        "is the exact McNemar test on those two counts; the interval is a paired bootstrap of "
+        "items (10,000 resamples)."
+        + (f" {rule_text(human.rule)}" if comparisons["human labels"] else "")
     )
-for name, stats in comparisons.items():
-    if stats is None:
-        continue
-    st.markdown(f"**Against {name}** ({stats['n']} items)")
-    low, high = stats["ci_points"]
-    columns = st.columns(5)
-    columns[0].metric("Direct accuracy", f"{stats['direct_accuracy']:.1%}")
-    columns[1].metric(
-        "Consensus accuracy",
-        f"{stats['method_accuracy']:.1%}",
-        **change_in_points(stats["delta_points"]),
-    )
-    columns[2].metric(
-        "Improved / regressed / same",
-        f"{stats['improved']} / {stats['regressed']} / {stats['same']}",
-    )
-    columns[3].metric("McNemar p (exact)", f"{stats['mcnemar_p']:.3g}")
-    columns[4].metric("95% CI of the change (points)", f"[{low:+.1f}, {high:+.1f}]")
-    st.altair_chart(outcome_bars(outcome_frame(stats)), height=160)
-st.caption(
-    "Improved: direct was wrong and the consensus right; regressed: the reverse. The p-value "
-    "is the exact McNemar test on those two counts; the interval is a paired bootstrap of "
-    "items (10,000 resamples)."
-    + (f" {rule_text(human.rule)}" if comparisons["human labels"] else "")
-)
 
 st.markdown("#### How order-dependent are the verdicts?")
 left, right = st.columns(2)
@@ -204,30 +242,26 @@ for test in analysis.slot_tests.itertuples():
 st.markdown("#### Does reviewing the most doubtful first pay off?")
 if run.protocol == "apoc":
     st.caption("Pairwise runs: see `pcf replay ... --triage` for recorded judges.")
+elif triage is None:
+    st.caption("No gold or human labels yet: nothing to count the judge's errors against.")
 else:
-    triage = triage_figures(database_url(), run.name, run_analysis_version(run))
-    if triage is None:
-        st.caption("No gold or human labels yet: nothing to count the judge's errors against.")
-    else:
-        curves, figures = triage
-        st.altair_chart(capture_chart(curves), height=300)
-        orders = figures["orders"]
-        cols = st.columns(len(orders) + 1)
-        for col, (name, shown) in zip(cols, orders.items(), strict=False):
-            col.metric(
-                f"{name}: errors found at 20%",
-                f"{100 * shown['caught_at']['20%']:.0f}%",
-                help=f"Area under the curve {shown['capture_auc']:.2f}",
-            )
-        cols[-1].metric(
-            "random order: at 20%", f"{100 * figures['random']['caught_at']['20%']:.0f}%"
+    curves, figures = triage
+    st.altair_chart(capture_chart(curves), height=300)
+    orders = figures["orders"]
+    cols = st.columns(len(orders) + 1)
+    for col, (name, shown) in zip(cols, orders.items(), strict=False):
+        col.metric(
+            f"{name}: errors found at 20%",
+            f"{100 * shown['caught_at']['20%']:.0f}%",
+            help=f"Area under the curve {shown['capture_auc']:.2f}",
         )
-        st.caption(
-            f"{figures['errors']} of {figures['items']} items have a wrong or no winner against "
-            f"{figures['against']} labels. Reviewing them most doubtful first (review priority, "
-            "or the calibrated chance that the judge is wrong, learned out of fold) finds them "
-            "sooner than a random order; the grey band holds 90% of random orders."
-        )
+    cols[-1].metric("random order: at 20%", f"{100 * figures['random']['caught_at']['20%']:.0f}%")
+    st.caption(
+        f"{figures['errors']} of {figures['items']} items have a wrong or no winner against "
+        f"{figures['against']} labels. Reviewing them most doubtful first (review priority, "
+        "or the calibrated chance that the judge is wrong, learned out of fold) finds them "
+        "sooner than a random order; the grey band holds 90% of random orders."
+    )
 
 page_link("pages/review.py", label="Review the most doubtful items", icon=":material/search:")
 page_link("pages/adjudicate.py", label="Label items (Adjudicate)", icon=":material/how_to_vote:")

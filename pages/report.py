@@ -7,10 +7,10 @@ import streamlit as st
 
 from pages.shared import RUN_KEY, ensure_app_frame, require_dataset, session
 from pcf.analysis.markdown import escape_markdown
-from pcf.analysis.results import SIMULATED_LABEL, SIMULATED_NOTE
+from pcf.analysis.results import SIMULATED_NOTE
 from pcf.reports.collect import ReportData, collect_report
 from pcf.reports.document import Figure, Report, Table, build_report, default_report_runs
-from pcf.reports.render import display_frame, report_texts
+from pcf.reports.render import SIMULATED_TAG, display_frame, report_texts
 from pcf.store import database_url, get_run, list_runs, run_version
 
 RUNS_KEY = "report_runs"
@@ -36,20 +36,20 @@ def build(database: str, names: tuple[str, ...], versions: tuple) -> Report:
     return build_report(data, title=f"PCF report: {', '.join(names)}", seed=SEED)
 
 
-def show(block: str | Table | Figure, index: int) -> None:
+def show(block: str | Table | Figure) -> None:
     """Draw one block of the report as the files print it."""
     if isinstance(block, str):
         st.write(block)
         return
     st.markdown(f"**{escape_markdown(block.title)}**")  # titles hold run names
     if isinstance(block, Table):
-        st.dataframe(display_frame(block.frame), hide_index=True, key=f"report_table_{index}")
+        st.table(display_frame(block.frame), hide_index=True)  # wraps: no column cut off
     else:
         st.altair_chart(block.chart)
     if block.note:
         st.caption(block.note)
     if block.simulated:
-        st.caption(f":material/science: {SIMULATED_LABEL}")
+        st.caption(f":material/science: {SIMULATED_TAG}")
 
 
 ensure_app_frame()
@@ -109,9 +109,7 @@ right.download_button(
 report = build(database, chosen, versions)
 if report.simulated:
     st.warning(f":material/science: **Simulated judge**: {SIMULATED_NOTE}.")
-count = 0
 for section in report.sections:
     st.subheader(escape_markdown(section.title))
     for block in section.blocks:
-        show(block, count)
-        count += 1
+        show(block)

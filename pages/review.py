@@ -13,6 +13,7 @@ import streamlit as st
 from pages.shared import (
     answer_height,
     ensure_app_frame,
+    item_link_problem,
     page_link,
     plain_text_toggle,
     require_dataset,
@@ -110,6 +111,8 @@ with filters:
 known, matched = set(table["item_id"]), set(keys)
 if (requested := st.query_params.get(ITEM_KEY)) in known:
     st.session_state[ITEM_KEY] = requested  # the address wins: a shared link, a reload
+elif requested:
+    item_link_problem(requested, dataset)
 outside = [key for key in [st.session_state.get(ITEM_KEY)] if key in known and key not in matched]
 options = outside + keys
 if not options:

@@ -22,6 +22,7 @@ from sqlmodel import Session
 from streamlit.errors import StreamlitSecretNotFoundError
 
 from pcf.access import Actor, Permission, Role
+from pcf.analysis.item_list import datasets_holding
 from pcf.analysis.markdown import Preview, escape_markdown, inert_markdown, preview
 from pcf.analysis.results import (
     ADAPTIVE_NOTE,
@@ -29,6 +30,7 @@ from pcf.analysis.results import (
     RunAnalysis,
     analyse_run,
     is_simulated,
+    simulates_strong_bias,
     stopping_label,
 )
 from pcf.labelling.members import (
@@ -148,6 +150,7 @@ PLAIN_KEY = "plain"  # show prompts and answers as plain text instead of inert M
 LONG_ANSWER = 500  # characters: longer answers scroll inside a box of fixed height
 DATASET_KEY = "dataset"
 RUN_KEY = "run"
+ITEM_LINK = "item"  # the query parameter of a link to one item (the Review page's)
 
 
 @st.cache_resource
@@ -175,9 +178,13 @@ def session() -> Iterator[Session]:
         yield s
 
 
-def preferred_run(runs: list[str]) -> int:
-    """Index of the run the sidebar opens on: the first PCF run, else the first run."""
-    return next((i for i, r in enumerate(runs) if r.endswith("pcf") or "/pcf/" in r), 0)
+def preferred_run(runs: list[Run]) -> int:
+    """Index of the run the sidebar opens on: the first PCF run whose simulated judge has a
+    strong position bias (the demo's run that shows what the orderings change), else the first
+    PCF run, else the first run."""
+    pcf_runs = [i for i, r in enumerate(runs) if r.protocol == "pcf"]
+    showcase = [i for i in pcf_runs if simulates_strong_bias(runs[i])]
+    return (showcase or pcf_runs or [0])[0]
 
 
 def sidebar(actor: Actor) -> None:
@@ -196,24 +203,87 @@ def sidebar(actor: Actor) -> None:
             if not datasets:
                 st.warning("The database is empty. Run `pcf demo` or `pcf import`.")
                 return
+            follow_item_link(s)
             dataset = st.selectbox(
                 "Dataset",
                 datasets,
                 index=datasets.index("demo") if "demo" in datasets else 0,
                 key=DATASET_KEY,
                 bind="query-params",
+                on_change=forget_item_link,
             )
-            runs = [
-                r.name for r in list_runs(session=s, dataset_id=get_dataset(dataset, session=s).id)
-            ]
+            runs = list_runs(session=s, dataset_id=get_dataset(dataset, session=s).id)
             if runs:
                 st.selectbox(
-                    "Run", runs, index=preferred_run(runs), key=RUN_KEY, bind="query-params"
+                    "Run",
+                    [r.name for r in runs],
+                    index=preferred_run(runs),
+                    key=RUN_KEY,
+                    bind="query-params",
                 )
             else:
                 st.info("No run on this dataset yet: start one on the Runs page.")
         if actor.may(Permission.SEE_RESULTS):
             st.caption(f"Database: `{database_url()}`")
+
+
+def follow_item_link(s: Session) -> None:
+    """Open the dataset of an item named in the address without one (``?item=ITEM_ID``).
+
+    The dataset chosen so far stays when it has the item; else the one dataset that has it is
+    chosen. When several or none have it the dataset stays, and the page that reads the item
+    says so (:func:`item_link_problem`).
+    """
+    item_key = st.query_params.get(ITEM_LINK)
+    if not item_key or DATASET_KEY in st.query_params:
+        return
+    holders = datasets_holding(item_key, session=s)
+    if st.session_state.get(DATASET_KEY) not in holders and len(holders) == 1:
+        st.session_state[DATASET_KEY] = st.query_params[DATASET_KEY] = holders[0]
+        st.session_state.pop(RUN_KEY, None)
+
+
+def forget_item_link() -> None:
+    """Drop the item from the address when another dataset is picked (it names the old one's)."""
+    st.query_params.pop(ITEM_LINK, None)
+
+
+def item_link_problem(item_key: str, dataset: Dataset) -> None:
+    """Say why the item the address names is not shown and offer the datasets that have it,
+    then stop the page (it never shows another item in its place)."""
+    with session() as s:
+        holders = datasets_holding(item_key, session=s)
+    name, named = escape_markdown(item_key), escape_markdown(dataset.name)
+    if not holders:
+        st.error(f"No dataset has an item **{name}**: the link is wrong or the item was removed.")
+    elif dataset.name in holders:
+        st.warning(f"The run chosen has no decision on item **{name}** of **{named}**.")
+        holders = []
+    elif len(holders) > 1:
+        st.warning(f"Item **{name}** is in {len(holders)} datasets. Which one do you mean?")
+    else:
+        st.warning(f"Dataset **{named}** has no item **{name}**; it is in:")
+    for holder in holders:
+        st.button(
+            f"{holder}: item {item_key}",
+            icon=":material/dataset:",
+            key=f"item_link_{holder}",
+            on_click=open_dataset,
+            args=(holder,),
+        )
+    st.button(
+        f"The items of {dataset.name}",
+        icon=":material/list:",
+        key="item_link_none",
+        on_click=forget_item_link,
+    )
+    st.stop()
+
+
+def open_dataset(name: str) -> None:
+    """Pick dataset ``name`` in the sidebar (its default run with it)."""
+    st.session_state[DATASET_KEY] = name
+    st.session_state.pop(RUN_KEY, None)
 
 
 @st.cache_resource(max_entries=16, show_spinner="Computing the run's decisions...")

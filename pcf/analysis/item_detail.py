@@ -56,15 +56,50 @@ def candidate_labels(item: Item) -> dict[str, str]:
 
 
 def candidate_titles(item: Item, words: int = PREVIEW_WORDS) -> dict[str, str]:
-    """``A · The first words of the answer…`` per candidate: a label a reader can tell apart."""
+    """``A · The first words of the answer…`` per candidate, from where the answers differ
+    (:func:`distinguishing_words`): a label a reader can tell apart."""
     labels = candidate_labels(item)
-    return {c.id: f"{labels[c.id]} · {first_words(c.text, words)}" for c in item.candidates}
+    shown = distinguishing_words({c.id: c.text for c in item.candidates}, words)
+    return {c.id: f"{labels[c.id]} · {shown[c.id]}" for c in item.candidates}
+
+
+def _words(text: str) -> list[str]:
+    """The words of ``text`` with Markdown marks dropped."""
+    return re.sub(r"[#>|\[\]]+", " ", re.sub(r"[*_`]+", "", text)).split()
 
 
 def first_words(text: str, words: int = PREVIEW_WORDS) -> str:
     """The first ``words`` words of ``text`` on one line, with ``…`` when there is more."""
-    parts = re.sub(r"[#>|\[\]]+", " ", re.sub(r"[*_`]+", "", text)).split()
+    parts = _words(text)
     return " ".join(parts[:words]) + ("…" if len(parts) > words else "")
+
+
+def distinguishing_words(texts: Mapping[str, str], words: int = PREVIEW_WORDS) -> dict[str, str]:
+    """A one-line preview of each text that tells it from the others: its first ``words`` words
+    when they already differ from every other text's, else ``words`` words from the last word
+    it shares with the text most like it (``…list of years from 2000 to 2010, then…``).
+
+    Args:
+        texts: ``{key: text}``, e.g. an item's candidates.
+        words: how many words each preview shows.
+    """
+    split = {key: _words(text) for key, text in texts.items()}
+    previews = {}
+    for key, mine in split.items():
+        shared = max((_shared_words(mine, split[k]) for k in split if k != key), default=0)
+        start = 0 if shared < words else min(shared, len(mine)) - 1
+        start = max(0, min(start, len(mine) - words))
+        shown = " ".join(mine[start : start + words])
+        previews[key] = ("…" if start else "") + shown + ("…" if start + words < len(mine) else "")
+    return previews
+
+
+def _shared_words(first: Sequence[str], second: Sequence[str]) -> int:
+    """How many words two word lists share from their start."""
+    return next(
+        (i for i, (a, b) in enumerate(zip(first, second, strict=False)) if a != b),
+        min(len(first), len(second)),
+    )
 
 
 def ordering_label(call: Call, labels: Mapping[str, str]) -> str:

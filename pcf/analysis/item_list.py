@@ -6,6 +6,9 @@ import string
 from collections.abc import Collection, Mapping, Sequence
 
 import pandas as pd
+from sqlmodel import Session
+
+from pcf.store.queries import item_db_ids, list_datasets
 
 ADJUDICATED_FILTERS = ("all", "adjudicated", "not adjudicated")
 
@@ -94,3 +97,12 @@ def neighbours(keys: Sequence[str], current: str | None) -> tuple[str | None, st
         return None, keys[0] if keys else None
     at = keys.index(current)
     return (keys[at - 1] if at > 0 else None), (keys[at + 1] if at + 1 < len(keys) else None)
+
+
+def datasets_holding(item_key: str, *, session: Session) -> list[str]:
+    """Names of the datasets that have an item ``item_key``, in the datasets' order."""
+    return [
+        dataset.name
+        for dataset in list_datasets(session=session)
+        if item_key in item_db_ids(dataset.id, session=session)
+    ]

@@ -18,6 +18,7 @@ from pcf.evaluation import compare_paired
 from pcf.flags import FLAG_HELP, FLAGS
 from pcf.instability import slot_bias
 from pcf.items import Item
+from pcf.judges.simulated import MODEL_SLOT_BIAS
 from pcf.pairwise import TIE, apoc_decide, bucket_scores, is_ballpark_question, official_outcome
 from pcf.store.models import Call, Run
 from pcf.store.queries import item_db_ids, load_items, run_calls, run_judgments
@@ -56,6 +57,12 @@ ADAPTIVE_NOTE = (
 def is_simulated(run: Run) -> bool:
     """Whether a run's answers came from the simulated backend."""
     return run.backend == "simulated"
+
+
+def simulates_strong_bias(run: Run) -> bool:
+    """Whether a run's simulated judge has a strong position bias (the demo's run where the
+    orderings visibly change the verdicts)."""
+    return is_simulated(run) and run.model in MODEL_SLOT_BIAS
 
 
 def is_adaptive(run: Run) -> bool:

@@ -57,6 +57,7 @@ FEATURES = (
 """The instability metrics and flags the calibrated model reads."""
 REPORTED_SHARES = (0.1, 0.2, 0.3)
 RANDOM_DRAWS = 200
+RANDOM_SERIES = "random (mean, 5-95% band)"  # the random baseline's name in a curve frame
 FOLDS = 5
 RIDGE = 0.01
 RELIABILITY_BINS = 5
@@ -358,7 +359,7 @@ def curve_frame(curves: Sequence[Curve], wrong: Sequence[bool], *, seed: int = 0
     ]
     rows += [
         (
-            "random (mean, 5-95% band)",
+            RANDOM_SERIES,
             baseline["reviewed"][i],
             baseline["captured_mean"][i],
             baseline["captured_low"][i],

@@ -11,6 +11,8 @@ import math
 import altair as alt
 import pandas as pd
 
+from pcf.reports.palette import series_scale
+
 HEATMAP_VALUES = {
     "rank": "rank (1 = best)",
     "factuality": "factuality score (0-10)",
@@ -136,10 +138,7 @@ def slot_share_bars(slots: pd.DataFrame) -> alt.LayerChart:
 def outcome_bars(outcomes: pd.DataFrame) -> alt.Chart:
     """Items improved, regressed and unchanged against direct, from
     :func:`pcf.analysis.results.outcome_frame`."""
-    colours = alt.Scale(
-        domain=list(outcomes["outcome"]),
-        range=["#2e7d32", "#c62828", "#90a4ae", "#cfd8dc"],
-    )
+    colours = series_scale(outcomes["outcome"])
     return (
         alt.Chart(outcomes)
         .mark_bar()
@@ -163,7 +162,7 @@ def paired_change_chart(changes: pd.DataFrame) -> alt.Chart:
             x=alt.X("items:Q", title="items", axis=alt.Axis(tickMinStep=1)),
             color=alt.Color(
                 "outcome:N",
-                scale=alt.Scale(domain=["improved", "regressed"], range=["#2e7d32", "#c62828"]),
+                scale=series_scale(["improved", "regressed"]),
                 title=None,
             ),
             tooltip=["run:N", "outcome:N", "items:Q"],
@@ -181,7 +180,12 @@ def budget_chart(curve: pd.DataFrame) -> alt.Chart:
         .encode(
             x=alt.X("calls_per_item:Q", title="calls per item"),
             y=alt.Y("share:Q", title="share of items", scale=alt.Scale(zero=False)),
-            color=alt.Color("measure:N", title=None, legend=alt.Legend(orient="bottom")),
+            color=alt.Color(
+                "measure:N",
+                scale=series_scale(curve["measure"]),
+                title=None,
+                legend=alt.Legend(orient="bottom", labelLimit=0),
+            ),
             order="calls_per_item:Q",
             tooltip=[
                 "policy:N",
@@ -199,9 +203,7 @@ def capture_chart(frame: pd.DataFrame) -> alt.LayerChart:
     reviewed) with the random order's band, from :func:`pcf.analysis.triage.curve_frame`."""
     axes = {
         "x": alt.X("reviewed:Q", title="share of items reviewed", axis=alt.Axis(format="%")),
-        "y": alt.Y(
-            "captured:Q", title="share of the judge's errors found", axis=alt.Axis(format="%")
-        ),
+        "y": alt.Y("captured:Q", title="errors found", axis=alt.Axis(format="%")),
     }
     band = (
         alt.Chart(frame.dropna(subset=["low"]))
@@ -213,7 +215,12 @@ def capture_chart(frame: pd.DataFrame) -> alt.LayerChart:
         .mark_line()
         .encode(
             **axes,
-            color=alt.Color("order:N", title=None, legend=alt.Legend(orient="bottom")),
+            color=alt.Color(
+                "order:N",
+                scale=series_scale(frame["order"]),
+                title=None,
+                legend=alt.Legend(orient="bottom", labelLimit=0, columns=2),
+            ),
             tooltip=[
                 "order:N",
                 alt.Tooltip("reviewed:Q", format=".0%"),

@@ -160,6 +160,10 @@ def report_json(report: Report) -> dict[str, Any]:
     return {"title": report.title, "simulated": report.simulated, "tables": tables, "about": about}
 
 
+SIMULATED_TAG = "Simulated judge: see the note at the top."
+"""What a table or chart of simulated runs says; the note itself stands once, at the top."""
+
+
 def _simulated_note() -> str:
     return f"Simulated judge: {SIMULATED_LABEL.removeprefix('simulated judge: ')}."
 
@@ -241,7 +245,7 @@ def render_markdown(
             if block.note:
                 lines += [block.note, ""]
             if block.simulated:
-                lines += [f"*{_simulated_note()}*", ""]
+                lines += [f"*{SIMULATED_TAG}*", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -326,7 +330,7 @@ def render_html(report: Report, charts: RenderedCharts) -> str:
             if block.note:
                 parts.append(f'<p class="note">{esc(block.note)}</p>')
             if block.simulated:
-                parts.append(f'<p class="simulated">{esc(_simulated_note())}</p>')
+                parts.append(f'<p class="simulated">{esc(SIMULATED_TAG)}</p>')
         parts.append("</section>")
     parts.append("</main></body></html>")
     return "\n".join(parts) + "\n"

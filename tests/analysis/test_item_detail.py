@@ -16,6 +16,7 @@ from pcf.analysis.item_detail import (
     candidate_titles,
     consensus_frame,
     describe_candidate,
+    distinguishing_words,
     first_words,
     format_number,
     item_decision,
@@ -161,3 +162,46 @@ def test_candidates_read_as_letter_and_first_words():
     )
     assert candidate_titles(item, words=4) == {"x": "A · The answer is Paris,…", "y": "B · No"}
     assert first_words("one two", 5) == "one two"
+
+
+SHARED = " ".join(f"w{n}" for n in range(40))  # a long opening both answers repeat
+
+
+def test_previews_of_answers_that_start_alike_show_where_they_differ():
+    texts = {
+        "a": f"{SHARED} the treaty was signed in 1648 at Münster.",
+        "b": f"{SHARED} the treaty was signed in 1658 at Osnabrück.",
+        "c": "A short different answer.",
+    }
+    previews = distinguishing_words(texts, words=5)
+    assert previews["a"] == "…signed in 1648 at Münster."
+    assert previews["b"] == "…signed in 1658 at Osnabrück."
+    assert previews["c"] == "A short different answer."  # differs from the start: its opening
+    assert len(set(previews.values())) == 3
+
+
+def test_previews_that_differ_early_keep_the_opening():
+    texts = {
+        "a": "Here's the list of years from 2000 to 2010, one per line.",
+        "b": "Here's a list of years from 2000 to 2010, one per line.",
+    }
+    assert distinguishing_words(texts, words=4) == {
+        "a": "Here's the list of…",
+        "b": "Here's a list of…",
+    }
+
+
+def test_previews_of_a_repeated_or_truncated_answer_show_its_end():
+    texts = {"full": f"{SHARED} and then more words here", "cut": SHARED, "same": SHARED}
+    previews = distinguishing_words(texts, words=3)
+    assert previews["full"] == "…w39 and then…"  # one shared word, then the new ones
+    assert previews["cut"] == previews["same"] == "…w37 w38 w39"  # nothing tells them apart
+
+
+def test_candidate_titles_name_each_candidate_by_its_letter_and_differing_words():
+    item = Item(
+        "q1",
+        "Which year?",
+        (Candidate("x", f"{SHARED} 1648."), Candidate("y", f"{SHARED} 1658.")),
+    )
+    assert candidate_titles(item, words=2) == {"x": "A · …w39 1648.", "y": "B · …w39 1658."}

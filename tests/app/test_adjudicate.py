@@ -59,6 +59,13 @@ def visible_text(at) -> str:
     return "\n".join(parts)
 
 
+def choose(at, choice: str):
+    """Press the button of ``choice`` (a position or ``none_correct``/``cannot_tell``) drawn for
+    the item on screen, as its key would."""
+    at.button(key=f"adjudicate_choose_{choice}_{item_on_screen(at)}").click()
+    return at.run()
+
+
 def labels_in_db(db: Session, item_key: str) -> list[Adjudication]:
     db.expire_all()
     return list(
@@ -75,8 +82,7 @@ def test_no_name_is_typed_and_the_address_names_nobody(app, db: Session):
     at = labelling(app, annotator="bob", label="demo-040")
     assert not at.exception
     assert not [t for t in at.text_input if t.key == "annotator"]
-    at.button(key="adjudicate_choose_1").click().run()
-    at.button(key="adjudicate_save").click().run()
+    choose(at, "1")
     assert [a.annotator for a in labels_in_db(db, "demo-040")] == [ANNOTATOR]
 
 
@@ -119,9 +125,7 @@ def test_blind_mode_hides_decisions_until_the_label_is_saved(app, db: Session):
     assert not [word for word in revealing if word in before]
 
     shown = display_order(item, ANNOTATOR)
-    at.button(key=f"adjudicate_choose_{shown.index(item.gold) + 1}").click().run()
-    assert not [word for word in revealing if word in visible_text(at)]
-    at.button(key="adjudicate_save").click().run()
+    choose(at, f"{shown.index(item.gold) + 1}")
     assert not at.exception
     after = visible_text(at)
     assert all(word in after for word in revealing)
@@ -142,11 +146,11 @@ def test_a_saved_label_is_a_row_and_the_queue_moves_on(app, db: Session):
     at = labelling(app)
     item = next(i for i in load_items(1, session=db) if i.item_id == queue[0])
     shown = display_order(item, ANNOTATOR)
-    at.button(key="adjudicate_choose_3").click().run()
     at.select_slider(key=f"adjudicate_confidence_{queue[0]}").set_value(1.0).run()
     at.multiselect(key=f"adjudicate_tags_{queue[0]}").set_value(["near-tie", "my own tag"]).run()
     at.text_area(key=f"adjudicate_notes_{queue[0]}").input("  close call  ").run()
-    at.button(key="adjudicate_save").click().run()
+    assert labels_in_db(db, queue[0]) == []  # details alone save nothing
+    choose(at, "3")
 
     (label,) = labels_in_db(db, queue[0])
     assert (label.annotator, label.choice, label.confidence) == (ANNOTATOR, shown[2], 1.0)
@@ -158,8 +162,7 @@ def test_a_saved_label_is_a_row_and_the_queue_moves_on(app, db: Session):
     assert item_on_screen(at) == queue[1]
     assert at.progress[0].proto.text == "1 / 52 items labelled by Ada"
 
-    at.button(key="adjudicate_choose_none_correct").click().run()
-    at.button(key="adjudicate_save").click().run()
+    choose(at, "none_correct")
     assert [a.choice for a in labels_in_db(db, queue[1])] == ["none_correct"]
     assert item_on_screen(at) == queue[2]
 
@@ -172,8 +175,7 @@ def two_labels_per_item(engine) -> None:
 def test_an_item_stays_in_the_others_queues_until_it_has_its_labels(app, demo_engine, db):
     queue = expected_queue(db)
     at = labelling(app)
-    at.button(key="adjudicate_choose_cannot_tell").click().run()
-    at.button(key="adjudicate_save").click().run()
+    choose(at, "cannot_tell")
     assert item_on_screen(at) == queue[1]
     assert item_on_screen(grace(demo_engine)) == queue[2]  # one label per item by default
     two_labels_per_item(demo_engine)
@@ -184,8 +186,7 @@ def test_an_annotator_stays_blind_after_saving(demo_engine, db: Session):
     at = grace(demo_engine)
     revealing = ("PCF winner", "Direct winner", "Gold")
     assert not [t for t in at.toggle if t.key == "adjudicate_unblind"]
-    at.button(key="adjudicate_choose_1").click().run()
-    at.button(key="adjudicate_save").click().run()
+    choose(at, "1")
     assert not at.exception
     assert not [word for word in revealing if word in visible_text(at)]
     assert not [t for t in at.toggle if t.key == "adjudicate_unblind"]
@@ -194,13 +195,11 @@ def test_an_annotator_stays_blind_after_saving(demo_engine, db: Session):
 def test_a_correction_is_a_new_row_and_the_history_stays_visible(app, db: Session):
     queue = expected_queue(db)
     at = labelling(app)
-    at.button(key="adjudicate_choose_1").click().run()
-    at.button(key="adjudicate_save").click().run()
+    choose(at, "1")
     at.button(key="adjudicate_correct").click().run()
     assert item_on_screen(at) == queue[0]
     assert any("labelled this item before" in i.value for i in at.info)
-    at.button(key="adjudicate_choose_2").click().run()
-    at.button(key="adjudicate_save").click().run()
+    choose(at, "2")
 
     first, second = labels_in_db(db, queue[0])
     assert second.supersedes == first.id
@@ -213,13 +212,11 @@ def test_others_labels_show_to_admins_and_never_to_annotators(app, demo_engine, 
     queue = expected_queue(db)
     two_labels_per_item(demo_engine)
     at = labelling(app)
-    at.button(key="adjudicate_choose_1").click().run()
-    at.button(key="adjudicate_save").click().run()
+    choose(at, "1")
     at = grace(demo_engine)
     assert item_on_screen(at) == queue[0]
     assert not [d for d in at.dataframe if "annotator" in d.value.columns]
-    at.button(key="adjudicate_choose_1").click().run()
-    at.button(key="adjudicate_save").click().run()
+    choose(at, "1")
     (history,) = [d.value for d in at.dataframe if "annotator" in d.value.columns]
     assert list(history["annotator"]) == [GRACE]
 
@@ -235,18 +232,15 @@ def test_a_second_tab_saving_the_same_item_is_told_and_loses_nothing(demo_engine
     )
     item = next(i for i in load_items(1, session=db) if i.item_id == "demo-040")
     shown = display_order(item, GRACE)
-    first.button(key="adjudicate_choose_1").click().run()
-    first.button(key="adjudicate_save").click().run()
-    second.button(key="adjudicate_choose_2").click().run()
-    second.button(key="adjudicate_save").click().run()
+    choose(first, "1")
+    choose(second, "2")
     assert not second.exception
     (warning,) = [w.value for w in second.warning if "another tab" in w.value]
     assert "Candidate 1" in warning
     assert item_on_screen(second) == "demo-040"
     assert [a.choice for a in labels_in_db(db, "demo-040")] == [shown[0]]
 
-    second.button(key="adjudicate_choose_2").click().run()
-    second.button(key="adjudicate_save").click().run()
+    choose(second, "2")
     earlier, correction = labels_in_db(db, "demo-040")
     assert (correction.choice, correction.supersedes) == (shown[1], earlier.id)
 
@@ -255,15 +249,14 @@ def test_a_label_link_opens_that_item_and_keys_choose_candidates(app):
     at = labelling(app, label="demo-040")
     assert not at.exception
     assert item_on_screen(at) == "demo-040"
-    shortcuts = {b.label: b.proto.shortcut for b in at.button if b.proto.shortcut}
+    shortcuts = {b.key: (b.label, b.proto.shortcut) for b in at.button if b.proto.shortcut}
     assert shortcuts == {
-        "Candidate 1 is the most factual": "1",
-        "Candidate 2 is the most factual": "2",
-        "Candidate 3 is the most factual": "3",
-        "Candidate 4 is the most factual": "4",
-        "None is correct": "0",
-        "Cannot tell": "x",
-        "Save and next": "s",
+        "adjudicate_choose_1_demo-040": ("Candidate 1", "1"),
+        "adjudicate_choose_2_demo-040": ("Candidate 2", "2"),
+        "adjudicate_choose_3_demo-040": ("Candidate 3", "3"),
+        "adjudicate_choose_4_demo-040": ("Candidate 4", "4"),
+        "adjudicate_choose_none_correct_demo-040": ("None is correct", "0"),
+        "adjudicate_choose_cannot_tell_demo-040": ("Cannot tell", "x"),
     }
 
 

@@ -7,11 +7,12 @@ import json
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
 
+from pcf.analysis.item_detail import candidate_titles
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import run_decisions
 from pcf.evaluation import cohen_kappa, krippendorff_alpha
 from pcf.store import add_adjudication, get_dataset, get_engine, get_run, load_items, session_scope
-from tests.app import open_page
+from tests.app import markdown_texts, open_page
 
 
 def compare(app: AppTest) -> AppTest:
@@ -124,6 +125,10 @@ def test_two_annotators_accuracy_kappa_and_disagreement_links(app):
         escape_markdown(link.proto.query_string.removeprefix("item=")) == link.value
         for link in links
     )  # each link opens the item it names (its label escaped, as every id in a page)
+    first = next(i for i in items if escape_markdown(i.item_id) == links[0].value)
+    gold_title = escape_markdown(candidate_titles(first)[first.gold])
+    assert gold_title in markdown_texts(at)  # candidates named by letter and words, not by id
+    assert not [m for m in markdown_texts(at) if m.startswith(escape_markdown(first.gold))]
 
 
 def test_three_annotators_agree_by_krippendorffs_alpha(app):

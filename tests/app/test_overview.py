@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 from sqlmodel import Session
+from streamlit.testing.v1 import AppTest
 
-from pcf.analysis.results import run_summary
+from pcf.analysis.results import accuracy_against, analyse_run, gold_answers, run_summary
 from pcf.analysis.triage import run_triage
 from pcf.consensus import pack
 from pcf.flags import FLAGS
 from pcf.instability import slot_bias
+from pcf.labelling.members import set_local_name
 from pcf.runs.study import DEMO_RUNS
 from pcf.store import (
     add_adjudication,
@@ -19,7 +21,7 @@ from pcf.store import (
     run_judgments,
     session_scope,
 )
-from tests.app import markdown_texts, open_page
+from tests.app import APP, markdown_texts, open_page
 
 
 def metrics(at) -> dict[str, str]:
@@ -51,7 +53,7 @@ def test_accuracy_flags_and_slot_bias_match_the_stored_run(app, db: Session):
     )
     assert shown["McNemar p (exact)"] == f"{stats['mcnemar_p']:.3g}"
     low, high = stats["ci_points"]
-    assert shown["95% CI of the change (points)"] == f"[{low:+.1f}, {high:+.1f}]"
+    assert any(f"change is [{low:+.1f}, {high:+.1f}] points" in m for m in markdown_texts(at))
 
     flags = frame_with(at, "meaning")
     assert dict(zip(flags["flag"], flags["items"], strict=True)) == summary["flagged"]
@@ -85,7 +87,7 @@ def test_human_labels_get_their_own_accuracy(app, demo_engine: Engine, db: Sessi
             add_adjudication(ids[item.item_id], session=s, annotator="ann", choice=item.gold)
     at = open_page(app, "overview")
     assert not at.exception
-    assert "**Against human labels** (3 items)" in markdown_texts(at)
+    assert any(m.startswith("**Against human labels** (3 items):") for m in markdown_texts(at))
     assert metrics(at)["Items adjudicated"] == "3"
 
 
@@ -111,3 +113,31 @@ def test_an_adaptive_run_says_so_and_how_it_stopped(adaptive_run, app):
     notes = [i.value for i in at.info if "Adaptive run" in i.value]
     assert notes
     assert "K and weight tables leave it out" in notes[0]
+
+
+def test_the_demo_opens_on_its_strong_bias_run_told_in_words(demo_engine: Engine, db: Session):
+    with session_scope(demo_engine) as s:
+        set_local_name("Ada", session=s)
+    at = AppTest.from_file(str(APP), default_timeout=30).run()  # no run picked: the default
+    assert not at.exception
+    assert at.sidebar.selectbox(key="run").value == "demo-strong-bias-pcf"
+    table = analyse_run(get_run("demo-strong-bias-pcf", session=db), session=db).table
+    stats = accuracy_against(table, gold_answers(table))
+    changed = int(table["overrides_direct"].sum())
+    assert stats["improved"] > stats["regressed"]  # the run where the orderings pay off
+    summary = "\n".join(markdown_texts(at))
+    assert (
+        f"changed **{changed} of {len(table)}** verdicts of the judge's first reading: "
+        f"**{stats['improved']} better, {stats['regressed']} worse** against gold labels"
+    ) in summary
+    assert "most doubtful items first**: they hold **" in summary
+    assert not [e for e in at.expander if e.label.startswith("The statistics") and e.proto.expanded]
+
+    other = at.button(key="overview_run_demo-pcf")
+    assert other.label == "demo-pcf (simulated, sim-primacy)"
+    other.click().run()
+    assert at.sidebar.selectbox(key="run").value == "demo-pcf"
+    assert any(h.value.replace("\\", "") == "Run demo-pcf" for h in at.subheader)
+    assert at.button(key="overview_run_demo-strong-bias-pcf").label.startswith(
+        "demo-strong-bias-pcf (simulated, "
+    )

@@ -47,7 +47,7 @@ def download_data(at, downloads: dict[str, bytes]) -> dict[str, str]:
 
 
 def main_row(at):
-    frame = next(d.value for d in at.dataframe if "PCF %" in d.value.columns)
+    frame = next(d.value for d in at.table if "PCF %" in d.value.columns)
     return frame.iloc[0].to_dict()
 
 
@@ -83,7 +83,7 @@ def test_the_downloads_are_the_report_files(app, downloads):
     data = json.loads(files["Download report.json"])
     row = main_row(at)
     assert data["simulated"] is True
-    shown = next(d.value for d in at.dataframe if "PCF %" in d.value.columns)
+    shown = next(d.value for d in at.table if "PCF %" in d.value.columns)
     assert [(r["run"], r["n"]) for r in data["tables"]["main"]] == [
         (run, int(n)) for run, n in zip(shown["run"], shown["N"], strict=True)
     ]

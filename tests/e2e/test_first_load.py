@@ -119,7 +119,7 @@ def test_the_first_request_to_a_new_server_is_the_overview(
     with serve_app(second[0], tmp_path / "server.log") as base, open_tab(browser, base) as tab:
         tab.goto("/")
         expect(main(tab).get_by_role("heading", name="Overview", exact=True)).to_be_visible()
-        expect(main(tab).get_by_role("heading", name="Run demo-pcf")).to_be_visible()
+        expect(main(tab).get_by_role("heading", name="Run demo-strong-bias-pcf")).to_be_visible()
         settle(tab)
         assert_the_apps_frame(tab)
 
@@ -159,11 +159,9 @@ def test_the_local_name_is_asked_once_and_no_key_or_address_changes_it(
         expect(heading).to_be_visible()
         item = heading.inner_text().removeprefix("Item ")
         main(tab).get_by_role("heading", name="Adjudicate").click()
-        for key in ("1", "x", "0", "1"):
-            tab.keyboard.press(key)
-            settle(tab)
-        tab.keyboard.press("s")
+        tab.keyboard.press("1")  # one key labels the item, as the person named in the dialog
         expect(main(tab).get_by_text(f"Saved your label for item {item}")).to_be_visible()
+        settle(tab)
         expect(sidebar(tab).get_by_text("Ana · admin")).to_be_visible()
 
         tab.goto("/?annotator=mallory")
@@ -183,7 +181,7 @@ def scroll_to_bottom(tab: Page) -> None:
     main(tab).evaluate("area => area.scrollTo(0, area.scrollHeight)")
 
 
-def test_after_saving_with_s_the_next_items_prompt_is_in_view(
+def test_after_labelling_with_a_key_the_next_items_prompt_is_in_view(
     browser: Browser, second: tuple[str, str, str], served: str
 ):
     dataset = second[1]
@@ -196,11 +194,7 @@ def test_after_saving_with_s_the_next_items_prompt_is_in_view(
         saved = main(tab).get_by_text(f"Saved your label for item {first.removeprefix('Item ')}")
         main(tab).get_by_role("heading", name="Adjudicate").click()  # the keys reach the page
         scroll_to_bottom(tab)
-        tab.keyboard.press("1")
-        expect(main(tab).get_by_text("Your choice: Candidate 1")).to_be_visible()
-        settle(tab)
-        scroll_to_bottom(tab)
-        tab.keyboard.press("s")
+        tab.keyboard.press("1")  # one key saves and opens the next item
 
         expect(saved).to_be_visible()
         expect(heading).not_to_have_text(first)
@@ -232,6 +226,5 @@ def test_review_and_adjudicate_show_why_in_the_first_screen(
         expect(main(tab).get_by_text("Plain text", exact=True)).to_be_visible()
         print(screenshot(tab, f"adjudicate-{dataset}-first-screen", first_screen=True))
         expect(main(tab).get_by_role("heading", name="Prompt")).to_be_in_viewport()
-        expect(main(tab).get_by_text("Candidate 1", exact=True)).to_be_in_viewport()
-        save = main(tab).get_by_role("button", name=re.compile("Save and next"))
-        expect(save).to_be_in_viewport()
+        first_candidate = main(tab).get_by_role("button", name=re.compile(r"^Candidate 1(?!\d)"))
+        expect(first_candidate).to_be_in_viewport()

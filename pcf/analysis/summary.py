@@ -1,0 +1,58 @@
+"""The run's story in words, for the first screen of the Overview: what the consensus changed
+and where people should look first."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+REVIEW_SHARE = 0.2
+"""The share of the items the summary sends people to first (a reported point of the curves)."""
+
+
+def summary_in_words(
+    table: pd.DataFrame,
+    stats: Mapping[str, Any] | None,
+    against: str,
+    triage: Mapping[str, Any] | None,
+) -> list[str]:
+    """Sentences a manager reads in 30 seconds, in Markdown.
+
+    Args:
+        table: :attr:`RunAnalysis.table` of the run.
+        stats: :func:`pcf.analysis.results.accuracy_against` on the items with a known answer,
+            or None when no item has one.
+        against: what the known answers are, e.g. ``"gold labels"``.
+        triage: :func:`pcf.analysis.triage.summarize` figures (review orders beside random),
+            or None without them.
+    """
+    changed = int(table["overrides_direct"].sum())
+    sentences = [
+        f"The consensus over the orderings changed **{changed} of {len(table)}** verdicts of "
+        "the judge's first reading"
+        + (
+            f": **{stats['improved']} better, {stats['regressed']} worse** against {against}."
+            if stats
+            else "; no item has a gold or human label yet to say which verdict is right."
+        )
+    ]
+    if stats:
+        sentences.append(
+            f"Accuracy against {against} ({stats['n']} items): "
+            f"{stats['direct_accuracy']:.0%} for the first reading, "
+            f"{stats['method_accuracy']:.0%} for the consensus "
+            f"({stats['delta_points']:+.1f} points)."
+        )
+    shares = triage and triage["orders"].get("priority", {}).get("caught_at", {})
+    key = f"{REVIEW_SHARE:.0%}"
+    if shares and key in shares and triage["errors"]:
+        first = math.ceil(REVIEW_SHARE * triage["items"])
+        sentences.append(
+            f"Review the **{first} most doubtful items first**: they hold "
+            f"**{shares[key]:.0%} of the judge's {triage['errors']} errors** "
+            f"(a random {first} hold about {triage['random']['caught_at'][key]:.0%})."
+        )
+    return sentences

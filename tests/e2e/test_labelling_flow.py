@@ -1,0 +1,217 @@
+"""In Chromium on the demo and 120 RewardBench 2 rows: one key labels an item and opens the next
+at its top, no key is lost, and a link to an item opens it in its dataset or says why not."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from sqlalchemy import Engine
+from sqlmodel import Session, col, select
+
+from pcf.store import Adjudication, ItemRow, get_engine
+from tests.demo_database import drop_database, new_database
+from tests.e2e import EXCEPTION, settle
+from tests.e2e.conftest import LOCAL_NAME, VIEWPORT, name_local_person, open_tab, serve_app
+from tests.shared_data import RB2
+
+pytestmark = pytest.mark.skipif(not RB2.exists(), reason=f"{RB2} is missing")
+
+LABELS = 30
+KEYS = ("1", "2", "3", "4", "0", "x")
+HEAD_ROWS = 5  # RewardBench 2 rows imported a second time, as the dataset "rb2-head"
+FIRST_LOAD_MS = 1500
+LOST_AFTER_MS = 60_000  # a key after which no next item shows in a minute is lost
+DRAWN = """(before) => {
+    const fresh = (node) => node !== null && node.closest("[data-stale='true']") === null;
+    const heading = [...document.querySelectorAll("[data-testid=stMain] h3")]
+        .find((h) => h.innerText.startsWith("Item "));
+    const boxes = [...document.querySelectorAll("[class*='st-key-adjudicate_candidate_']")];
+    const prompt = document.querySelector(".st-key-adjudicate_prompt");
+    if (!heading || !fresh(heading) || heading.innerText === before || !fresh(prompt)) {
+        return null;
+    }
+    return boxes.length && boxes.every(fresh) ? heading.innerText : null;
+}"""
+"""The heading of the item on screen once a new item's heading, prompt and candidates are drawn
+(none of them left over from the previous run), else null."""
+FIRST_LINES = """() => {
+    const firstLine = (box) => {
+        const walker = document.createTreeWalker(box, NodeFilter.SHOW_TEXT,
+            (n) => n.textContent.trim() ? NodeFilter.FILTER_ACCEPT : NodeFilter.FILTER_SKIP);
+        const text = walker.nextNode();
+        if (!text) return null;
+        const range = document.createRange();
+        range.setStart(text, 0);
+        range.setEnd(text, Math.min(1, text.length));
+        const rect = range.getBoundingClientRect();
+        return {top: rect.top, bottom: rect.bottom, left: rect.left, right: rect.right};
+    };
+    const boxes = [".st-key-adjudicate_prompt",
+        ...[...document.querySelectorAll("[class*='st-key-adjudicate_candidate_']")]
+            .map((b) => "." + [...b.classList].find((c) => c.startsWith("st-key-")))];
+    return boxes.map((selector) => [selector, firstLine(document.querySelector(selector))]);
+}"""
+"""For the prompt's box and each candidate's: where the first character of its text is drawn."""
+
+
+def pcf(url: str, *args: str) -> None:
+    """A ``pcf`` command on the database at ``url`` (in a child process: the simulated judge
+    uses ``asyncio.run``, which cannot run inside Playwright's event loop)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pcf", *args],
+        env={**os.environ, "PCF_DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        pytest.fail(f"pcf {' '.join(args)} failed with {done.returncode}:\n{done.stderr}")
+
+
+@pytest.fixture(scope="module")
+def rb2_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A database with the demo, the 120 RewardBench 2 rows (``rb2``, with a simulated PCF run)
+    and their first rows again (``rb2-head``, so that those item ids are in two datasets)."""
+    folder = tmp_path_factory.mktemp("rb2")
+    head = folder / "head.jsonl"
+    head.write_text("".join(RB2.read_text(encoding="utf-8").splitlines(True)[:HEAD_ROWS]))
+    url = new_database(folder)
+    pcf(url, "demo")
+    pcf(url, "import", "rewardbench2", str(RB2), "--name", "rb2")
+    pcf(url, "judge", "rb2", "--protocol", "pcf", "--k", "7", "--name", "rb2-pcf")
+    pcf(url, "import", "rewardbench2", str(head), "--name", "rb2-head")
+    name_local_person(url)
+    yield url
+    drop_database(url)
+
+
+@pytest.fixture(scope="module")
+def rb2_app(rb2_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The app served on that database: its base URL."""
+    with serve_app(rb2_url, tmp_path_factory.mktemp("rb2-server") / "server.log") as url:
+        yield url
+
+
+@pytest.fixture
+def tab(browser: Browser, rb2_app: str) -> Iterator[Page]:
+    """A tab in a new browser session on the served app (1400x1000)."""
+    with open_tab(browser, rb2_app) as page:
+        yield page
+
+
+@pytest.fixture(scope="module")
+def rb2_db(rb2_url: str) -> Iterator[Engine]:
+    """An engine on the served database, to check what the app wrote."""
+    engine = get_engine(rb2_url)
+    yield engine
+    engine.dispose()
+
+
+def main(page: Page):
+    return page.get_by_test_id("stMain")
+
+
+def wait_drawn(page: Page, before: str) -> str | None:
+    """The heading of the next item once drawn, or None when none shows in a minute."""
+    try:
+        return page.wait_for_function(DRAWN, arg=before, timeout=LOST_AFTER_MS).json_value()
+    except PlaywrightTimeout:
+        return None
+
+
+def labels_of(engine: Engine, annotator: str) -> list[str]:
+    """Keys of the items the annotator labelled, oldest label first."""
+    with Session(engine) as s:
+        return list(
+            s.exec(
+                select(ItemRow.item_key)
+                .join(Adjudication, col(Adjudication.item_id) == ItemRow.id)
+                .where(Adjudication.annotator == annotator)
+                .order_by(col(Adjudication.id))
+            )
+        )
+
+
+def open_labelling(page: Page) -> str:
+    """Open Adjudicate on ``rb2``: the heading of the first item."""
+    page.goto("/adjudicate?dataset=rb2")
+    heading = wait_drawn(page, "")
+    assert heading is not None
+    settle(page)
+    page.wait_for_timeout(FIRST_LOAD_MS)  # a new session's page may draw twice: the second
+    settle(page)  # run re-binds the keys, and a key pressed during it is dropped
+    return wait_drawn(page, "")
+
+
+def test_no_key_is_lost_over_30_labels(tab: Page, rb2_db: Engine):
+    earlier = labels_of(rb2_db, LOCAL_NAME)
+    heading = open_labelling(tab)
+    shown, lost = [], 0
+    for n in range(LABELS):
+        shown.append(heading.removeprefix("Item "))
+        while True:  # the next key as soon as the next item is drawn, as a quick person would
+            tab.keyboard.press(KEYS[n % len(KEYS)])
+            if (after := wait_drawn(tab, heading)) is not None:
+                heading = after
+                break
+            lost += 1
+    settle(tab)
+    assert lost == 0
+    assert (
+        labels_of(rb2_db, LOCAL_NAME) == earlier + shown
+    )  # one label per key, for the item on screen
+    expect(tab.locator(EXCEPTION)).to_have_count(0)
+
+
+def test_after_a_save_the_prompt_and_every_candidate_start_in_view(tab: Page, screenshot):
+    heading = open_labelling(tab)
+    tab.keyboard.press("1")
+    assert wait_drawn(tab, heading) is not None
+    settle(tab)
+    expect(
+        main(tab).get_by_text(re.compile(r"^Saved your label for item Factuality:"))
+    ).to_be_visible()
+    lines = dict(tab.evaluate(FIRST_LINES))
+    assert len(lines) == 5  # the prompt and the four candidates of a RewardBench 2 row
+    for selector, line in lines.items():
+        assert line is not None, f"{selector} shows no text"
+        assert line["top"] >= 0, (selector, line)
+        assert line["bottom"] <= VIEWPORT["height"], (selector, line)
+        assert line["left"] >= 0, (selector, line)
+        assert line["right"] <= VIEWPORT["width"], (selector, line)
+    print(screenshot(tab, "adjudicate-rb2-after-save", first_screen=True))
+
+
+def test_a_link_to_an_item_of_one_dataset_opens_it_in_that_dataset(tab: Page):
+    tab.goto("/review?item=Factuality:7")
+    expect(main(tab).get_by_role("heading", name="Item Factuality:7")).to_be_visible()
+    settle(tab)
+    expect(tab).to_have_url(re.compile(r"item=Factuality(%3A|:)7(&|$)"))
+    expect(tab).to_have_url(re.compile(r"dataset=rb2(&|$)"))
+    expect(tab.locator(EXCEPTION)).to_have_count(0)
+
+
+def test_a_link_to_an_item_of_two_datasets_asks_which(tab: Page):
+    tab.goto("/review?item=Factuality:2")
+    expect(main(tab).get_by_text("Item Factuality:2 is in 2 datasets.")).to_be_visible()
+    settle(tab)
+    expect(main(tab).get_by_role("heading", name=re.compile(r"^Item "))).to_have_count(0)
+    expect(tab).to_have_url(re.compile(r"item=Factuality(%3A|:)2(&|$)"))
+    main(tab).get_by_role("button", name="rb2: item Factuality:2").click()
+    expect(main(tab).get_by_role("heading", name="Item Factuality:2")).to_be_visible()
+    expect(tab).to_have_url(re.compile(r"dataset=rb2(&|$)"))
+
+
+def test_a_link_to_an_item_no_dataset_has_says_so(tab: Page):
+    tab.goto("/review?item=Factuality:999")
+    expect(main(tab).get_by_text("No dataset has an item Factuality:999")).to_be_visible()
+    settle(tab)
+    expect(main(tab).get_by_role("heading", name=re.compile(r"^Item "))).to_have_count(0)
+    expect(tab).to_have_url(re.compile(r"item=Factuality(%3A|:)999(&|$)"))
