@@ -3,36 +3,29 @@ report.json to download."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import streamlit as st
 
 from pages.shared import RUN_KEY, ensure_app_frame, require_dataset, session
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import SIMULATED_NOTE
-from pcf.reports.collect import ReportData, collect_report
+from pcf.reports.collect import collect_report
 from pcf.reports.document import Figure, Report, Table, build_report, default_report_runs
-from pcf.reports.render import SIMULATED_TAG, display_frame, report_texts
+from pcf.reports.render import REPORT_FILES, SIMULATED_TAG, display_frame, report_file
 from pcf.store import database_url, get_run, list_runs, run_version
 
 RUNS_KEY = "report_runs"
 SEED = 0
+DOWNLOAD_HELP = {"json": "Every table as records, for scripts (what `pcf report --out` writes)."}
 
 
-@st.cache_data(max_entries=8, show_spinner="Reading the runs' judgments…")
-def report_data(database: str, names: tuple[str, ...], versions: tuple) -> ReportData:
-    """The report's data frames, recomputed only when a run's calls change (``versions``)."""
-    with session() as s:
-        return collect_report([get_run(name, session=s) for name in names], session=s)
-
-
-@st.cache_data(max_entries=8, show_spinner="Rendering the report files…")
-def report_files(database: str, names: tuple[str, ...], versions: tuple) -> tuple[str, str, str]:
-    """``(report.md, report.html, report.json)`` of the chosen runs."""
-    return report_texts(build(database, names, versions))
-
-
+@st.cache_resource(max_entries=8, show_spinner="Reading the runs' judgments…")
 def build(database: str, names: tuple[str, ...], versions: tuple) -> Report:
-    """The report of the chosen runs."""
-    data = report_data(database, names, versions)
+    """The report of the chosen runs, rebuilt only when a run's calls change (``versions``);
+    shared by every session, which only read it."""
+    with session() as s:
+        data = collect_report([get_run(name, session=s) for name in names], session=s)
     return build_report(data, title=f"PCF report: {', '.join(names)}", seed=SEED)
 
 
@@ -77,36 +70,18 @@ with session() as s:
         st.stop()
     versions = tuple(run_version(r, session=s) for r in runs if r.name in chosen)
 
-database = database_url()
-markdown, page, data = report_files(database, chosen, versions)
-left, middle, right = st.columns(3)
-left.download_button(
-    "Download report.md",
-    markdown,
-    file_name="report.md",
-    mime="text/markdown",
-    on_click="ignore",
-    icon=":material/download:",
-)
-middle.download_button(
-    "Download report.html",
-    page,
-    file_name="report.html",
-    mime="text/html",
-    on_click="ignore",
-    icon=":material/download:",
-)
-right.download_button(
-    "Download report.json",
-    data,
-    file_name="report.json",
-    mime="application/json",
-    on_click="ignore",
-    icon=":material/download:",
-    help="Every table as records, for scripts (what `pcf report --out` writes).",
-)
+report = build(database_url(), chosen, versions)
+for column, (kind, mime) in zip(st.columns(3), REPORT_FILES.items(), strict=True):
+    column.download_button(
+        f"Download report.{kind}",
+        partial(report_file, report, kind),  # written when clicked: charts take seconds
+        file_name=f"report.{kind}",
+        mime=mime,
+        on_click="ignore",
+        icon=":material/download:",
+        help=DOWNLOAD_HELP.get(kind),
+    )
 
-report = build(database, chosen, versions)
 if report.simulated:
     st.warning(f":material/science: **Simulated judge**: {SIMULATED_NOTE}.")
 for section in report.sections:

@@ -21,6 +21,7 @@ from sqlmodel import Session
 
 from pcf.analysis.adjudications import inert_cell
 from pcf.analysis.gold import dataset_gold
+from pcf.analysis.item_detail import candidate_titles
 from pcf.store.queries import adjudication_records, load_items, resolutions
 
 FORMATS = ("jsonl", "csv", "parquet")
@@ -34,6 +35,7 @@ LABEL_SCHEMA = pa.schema(
         ("annotator", pa.string()),
         ("choice", pa.string()),
         ("choice_text", pa.string()),
+        ("choice_title", pa.string()),
         ("confidence", pa.float64()),
         ("tags", pa.list_(pa.string())),
         ("notes", pa.string()),
@@ -48,6 +50,7 @@ GOLD_SCHEMA = pa.schema(
         ("candidates", CANDIDATES),
         ("human_gold", pa.string()),
         ("human_gold_text", pa.string()),
+        ("human_gold_title", pa.string()),
         ("source", pa.string()),
         ("dataset_gold", pa.string()),
         (
@@ -74,6 +77,7 @@ GOLD_SCHEMA = pa.schema(
 def label_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
     """Every label of the dataset, corrections included, oldest first, with item texts."""
     items = {item.item_id: item for item in load_items(dataset_id, session=session)}
+    titles = {key: candidate_titles(item) for key, item in items.items()}
     out = []
     for record in adjudication_records(dataset_id, session=session):
         item = items[record["item_id"]]
@@ -88,6 +92,7 @@ def label_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
                 "choice_text": item.text_of(record["choice"])
                 if record["choice"] in item.candidate_ids
                 else None,
+                "choice_title": titles[item.item_id].get(record["choice"]),
                 "confidence": record["confidence"],
                 "tags": list(record["tags"]),
                 "notes": record["notes"],
@@ -130,6 +135,7 @@ def gold_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
                 "candidates": [{"id": c.id, "text": c.text} for c in item.candidates],
                 "human_gold": gold,
                 "human_gold_text": item.text_of(gold) if gold is not None else None,
+                "human_gold_title": candidate_titles(item)[gold] if gold is not None else None,
                 "source": human.source[item.item_id],
                 "dataset_gold": item.gold,
                 "labels": labels.get(item.item_id, []),

@@ -341,11 +341,17 @@ def report_json_text(report: Report) -> str:
     return json.dumps(report_json(report), ensure_ascii=False, indent=1, allow_nan=False) + "\n"
 
 
-def report_texts(report: Report) -> tuple[str, str, str]:
-    """``(report.md, report.html, report.json)`` as text, for downloads (the Markdown names no
-    PNG file)."""
+REPORT_FILES = {"md": "text/markdown", "html": "text/html", "json": "application/json"}
+"""The report's files for download, by extension: their MIME types."""
+
+
+def report_file(report: Report, kind: str) -> str:
+    """``report.md``, ``report.html`` or ``report.json`` (``kind``: a key of
+    :data:`REPORT_FILES`) as text, for a download; the Markdown names no PNG file."""
+    if kind == "json":
+        return report_json_text(report)
     charts = render_charts(report, png=False)
-    return render_markdown(report, charts), render_html(report, charts), report_json_text(report)
+    return render_markdown(report, charts) if kind == "md" else render_html(report, charts)
 
 
 def write_report(report: Report, out: Path) -> dict[str, Any]:

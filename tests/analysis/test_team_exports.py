@@ -19,6 +19,7 @@ from pcf.analysis.team_exports import (
     write_records,
 )
 from pcf.cli import app
+from pcf.items import Candidate, Item
 from pcf.labelling.gold import resolve
 from pcf.store import add_adjudication, import_items, load_items, session_scope
 from tests.factories import make_item
@@ -87,3 +88,27 @@ def test_the_commands_write_the_files(engine, labelled, tmp_path):
     refused = runner.invoke(app, ["labels", "export", "nope", "--out", str(tmp_path / "x.csv")])
     assert refused.exit_code == 2
     assert "no dataset 'nope'" in refused.output
+
+
+def test_exports_name_each_choice_by_where_its_answer_differs(engine):
+    start = "Here is the list of years from 2000 to 2010 that were leap years in the calendar: "
+    item = Item(
+        "q1",
+        "Which years from 2000 to 2010 were leap years?",
+        (Candidate("c0", start + "2000, 2004 and 2008."), Candidate("c1", start + "2004 only.")),
+        "c0",
+    )
+    with session_scope(engine) as s:
+        found = import_items([item], session=s, name="alike", fmt="jsonl")
+        db_id = load_items(found.id, session=s)[0].metadata["db_id"]
+        add_adjudication(db_id, session=s, annotator="ann", choice="c1")
+        add_adjudication(db_id, session=s, annotator="bob", choice="c1")
+        add_adjudication(db_id, session=s, annotator="cat", choice="cannot_tell")
+        labels, gold = label_records(found.id, session=s), gold_records(found.id, session=s)
+    titles = [label["choice_title"] for label in labels]
+    assert titles[0] == titles[1]
+    assert titles[0].startswith("B · ")
+    assert "2004 only." in titles[0]  # the words that tell it from A, not the shared start
+    assert "Here is the list" not in titles[0]
+    assert titles[2] is None  # no candidate chosen
+    assert gold[0]["human_gold_title"] == titles[0]
