@@ -120,7 +120,11 @@ def pages_for(actor: Actor) -> list[st.Page]:
     if allowed and allowed[0] != "pages/overview.py":
 
         def home() -> None:
-            st.switch_page(allowed[0])
+            # The address's other parameters go along; the sidebar's bound ones (dataset, run)
+            # follow their widgets, and Streamlit refuses to clear or set them here.
+            address = st.query_params.to_dict()
+            kept = {key: value for key, value in address.items() if key not in SIDEBAR_KEYS}
+            st.switch_page(allowed[0], query_params=kept)
 
         pages.insert(0, st.Page(home, title="Home", default=True, visibility="hidden"))
     return pages
@@ -150,6 +154,7 @@ PLAIN_KEY = "plain"  # show prompts and answers as plain text instead of inert M
 LONG_ANSWER = 500  # characters: longer answers scroll inside a box of fixed height
 DATASET_KEY = "dataset"
 RUN_KEY = "run"
+SIDEBAR_KEYS = (DATASET_KEY, RUN_KEY)  # the sidebar widgets bound to the address
 ITEM_LINK = "item"  # the query parameter of a link to one item (the Review page's)
 
 
