@@ -19,20 +19,20 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from pcf.access import operator
-from pcf.consensus import PRESETS, RULES
+from pcf.choices import RULES, SCHEDULES
 from pcf.items import FORMATS
 from pcf.judges import BACKENDS
-from pcf.orderings import SCHEDULES
 from pcf.runs.spec import PROTOCOLS
+from pcf.weights import PRESETS
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
     from sqlmodel import Session
 
-    from pcf.consensus import Weights
     from pcf.runs.engine import Progress, RunReport
     from pcf.runs.spec import RunSpec
     from pcf.store.models import Dataset, Run
+    from pcf.weights import Weights
 
 DatasetArgument = Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")]
 BackendOption = Annotated[str, typer.Option(help=f"One of: {', '.join(BACKENDS)}.")]
@@ -129,7 +129,7 @@ def choose_weights(preset: str | None, weights: str | None) -> Weights:
     if preset and weights:
         fail("error: give --preset or --weights, not both", 2)
     if weights:
-        from pcf.consensus import Weights
+        from pcf.weights import Weights
 
         try:
             return Weights.parse(weights)
@@ -512,11 +512,11 @@ def judge(
     Example: pcf judge demo --protocol pcf --backend openai --model gpt-4o-mini --k 7
     """
     check_prices()
-    from pcf.consensus import named_weights
     from pcf.errors import DataError
     from pcf.runs.estimate import reopen_estimate
     from pcf.runs.manage import judge_run
     from pcf.runs.spec import RunSpec
+    from pcf.weights import named_weights
 
     try:
         if recheck_stops and batch:
@@ -963,8 +963,8 @@ def whatif(
     Example: pcf whatif demo-pcf --adaptive confident --risk 0.01 --stop-on rank-only
     """
     from pcf.analysis.whatif import whatif as replay_policy
-    from pcf.consensus import named_weights
     from pcf.stopping import StoppingPolicy
+    from pcf.weights import named_weights
 
     try:
         policy = StoppingPolicy(adaptive, risk=risk, weights=named_weights(stop_on))

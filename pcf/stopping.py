@@ -54,11 +54,12 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
-from pcf.consensus import DEFAULT_WEIGHTS, TIE_TOLERANCE, Weights, consensus, pack
+from pcf.choices import POLICIES
+from pcf.consensus import TIE_TOLERANCE, consensus, pack
 from pcf.judgments import Judgment
 from pcf.orderings import seeded_rng
+from pcf.weights import DEFAULT_WEIGHTS, Weights
 
-POLICIES = ("off", "certain", "confident")
 STOP_REASONS = ("certain", "confident", "planned_calls_made", "max_calls")
 STOPPING_VERSION = 2
 """The version of the policies' decisions: raise it with every change that can stop an item

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcf.consensus import DEFAULT_WEIGHTS, PRESETS
 from pcf.orderings import schedule
 from pcf.stopping import (
     SLOT_PRIOR,
@@ -28,6 +27,7 @@ from pcf.stopping import (
     slot_basis,
     slot_prior_precision,
 )
+from pcf.weights import DEFAULT_WEIGHTS, PRESETS
 from tests.factories import judgment, random_judgments
 from tests.recorded_judges import FAMILIES, record, recorded_item
 

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.consensus import DEFAULT_WEIGHTS, Weights, pack, weights_label
+from pcf.consensus import pack
 from pcf.decisions import aggregate, decide
 from pcf.evaluation import compare_paired
 from pcf.flags import FLAG_HELP, FLAGS
@@ -21,6 +21,7 @@ from pcf.items import Item
 from pcf.pairwise import TIE, apoc_decide, bucket_scores, is_ballpark_question, official_outcome
 from pcf.store.models import Call, Run
 from pcf.store.queries import item_db_ids, load_items, run_calls, run_judgments
+from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
 
 SIMULATED_NOTE = "results illustrate the tool, not the method's accuracy"
 SIMULATED_LABEL = f"simulated judge: {SIMULATED_NOTE}"

@@ -20,11 +20,12 @@ import pandas as pd
 from sqlmodel import Session
 
 from pcf.analysis.results import is_adaptive, is_simulated, run_weights
-from pcf.consensus import JudgmentArrays, Weights, pack, weights_label
+from pcf.consensus import JudgmentArrays, pack
 from pcf.decisions import decide
 from pcf.evaluation import accuracy, paired_outcomes
 from pcf.store.models import Run
 from pcf.store.queries import load_items, run_judgments
+from pcf.weights import Weights, weights_label
 
 CHANGED_COLUMNS = ("item_id", "gold", "direct", "winner", "outcome")
 WEIGHT_NAMES = ("ws", "wB", "wv", "wu")

@@ -17,12 +17,12 @@ from sqlmodel import Session
 
 from pcf.analysis.gold import dataset_gold
 from pcf.analysis.results import is_adaptive, is_simulated
-from pcf.consensus import DEFAULT_WEIGHTS, Weights, weights_label
 from pcf.items import Item
 from pcf.judgments import Judgment
 from pcf.stopping import ItemCalls, Stop, StoppingPolicy, current_winner, replay
 from pcf.store.models import Run
 from pcf.store.queries import load_items, run_judgments
+from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
 
 CURVE_RISKS = (0.2, 0.1, 0.05, 0.02, 0.01)
 """The ``confident`` risks of :func:`budget_curve`, from cheap to careful."""

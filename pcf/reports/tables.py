@@ -19,11 +19,11 @@ from pcf.analysis.triage import (
     summarize,
 )
 from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights
-from pcf.consensus import PRESETS
 from pcf.evaluation import compare_paired
 from pcf.pairwise import bucket_order, bucket_scores, official_outcome
 from pcf.recordings import FIRST, SECOND, SWAP_RULES
 from pcf.store.models import Run
+from pcf.weights import PRESETS
 
 METHODS = {
     "direct": "direct",

@@ -30,7 +30,6 @@ from typing import Any
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission
-from pcf.consensus import Weights
 from pcf.judges import judge_server, make_judge
 from pcf.judges.base import redact
 from pcf.judges.batch import BatchClient, BatchLostError, BatchResult, BatchStatus, batch_client
@@ -60,6 +59,7 @@ from pcf.store.queries import (
     update_provider_batch,
     update_run_totals,
 )
+from pcf.weights import Weights
 
 BATCH_STATUS = "batch"
 """A run's status while it has batches whose results are not stored yet."""

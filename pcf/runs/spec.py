@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pcf.consensus import DEFAULT_WEIGHTS, Weights
+from pcf.choices import POLICIES, SCHEDULES
 from pcf.judges import BACKENDS
-from pcf.orderings import SCHEDULES
-from pcf.stopping import POLICIES
+from pcf.weights import DEFAULT_WEIGHTS, Weights
 
 PROTOCOLS = ("direct", "pcf", "repeated", "apoc")
 IDENTITY_FIELDS = (
