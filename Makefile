@@ -24,6 +24,7 @@ $(RENDERER_STAMP): $(RENDERER)/package.json $(RENDERER)/package-lock.json
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The docs site, into site/; --strict makes every warning (a broken link, a page left out of
 # the navigation) an error. NO_MKDOCS_2_WARNING hides Material's banner on its end of life

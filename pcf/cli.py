@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from sqlmodel import Session
 
     from pcf.runs.engine import Progress, RunReport
+    from pcf.runs.estimate import ReopenEstimate
     from pcf.runs.spec import RunSpec
     from pcf.store.models import Dataset, Run
     from pcf.weights import Weights
@@ -87,7 +88,7 @@ replay_app = typer.Typer(
 app.add_typer(replay_app, name="replay")
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     """Print an error to stderr and stop with ``code``."""
     typer.echo(message, err=True)
     raise typer.Exit(code)
@@ -573,7 +574,7 @@ def judge(
     check_failures([(spec.run_name, report)])
 
 
-def reopen_line(estimate) -> str:
+def reopen_line(estimate: ReopenEstimate) -> str:
     """One line: which stopping versions stopped a run's items and what continuing them under
     today's policy costs (a :class:`pcf.runs.estimate.ReopenEstimate`)."""
     recorded, today = estimate.versions

@@ -243,7 +243,7 @@ def consensus(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Con
     c_e = ws * s_e + wb * b_e + wv * v_e + wu * u_e
     mean = [_mean_over_executions(x, has_ok_e) for x in (c_e, s_e, b_e, v_e, u_e)]
     c, s, b, v, u = mean
-    has_ok = has_ok_e.any(axis=1)
+    has_ok = np.any(has_ok_e, axis=1)
     return Consensus(c, s, b, v, u, pick_winner(c, v, b, s, has_ok=has_ok))
 
 
@@ -305,7 +305,7 @@ def kemeny(arrays: JudgmentArrays) -> tuple[np.ndarray, bool]:
     else:
         rankings = np.array([_kemeny_local_search(p) for p in prefer], dtype=np.int64)
         rankings = rankings.reshape(len(arrays.item_ids), n)
-    return np.where(ok.any(axis=1)[:, None], rankings, -1), exact
+    return np.where(np.any(ok, axis=1)[:, None], rankings, -1), exact
 
 
 def _disagreements(order: Sequence[int], prefer: np.ndarray) -> int:

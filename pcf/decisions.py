@@ -154,7 +154,9 @@ def aggregate(
     breaks exact ties), else in order of first appearance in ``judgments``.
     """
     judgments = list(judgments)
-    listing = {i.item_id: i.candidate_ids for i in items} if items else None
+    listing: dict[str, Sequence[str]] | None = (
+        {i.item_id: i.candidate_ids for i in items} if items else None
+    )
     records: dict[str, dict[str, Any]] = {}
     for group in pack(judgments, listing):
         for record in decide(

@@ -232,6 +232,7 @@ def read_json_document(path: Path, check: FieldChecker) -> Any:
         data = read_capped(fh, path, DATA_FILE).removeprefix(BOM)
     text = _utf8(data, check, 1)
     check.raise_if_any()
+    assert text is not None  # else _utf8 recorded a problem, raised just above
     try:
         return _DECODER.decode(text)
     except json.JSONDecodeError as exc:

@@ -116,6 +116,7 @@ def _judgment(
         # An unusable judgment is a failed call, as a run records one: kept with its reason.
         reason = "; ".join(str(p) for p in p1 + p2 + p3)
         return Judgment(*call, order, False, f"{INVALID_JUDGMENT}: {reason}")
+    assert isinstance(ranking, list)  # checked with the other fields above
     return Judgment(
         *call,
         order,

@@ -141,7 +141,7 @@ def is_ballpark_question(prompt: str) -> bool:
 
 # ---------------------------------------------------------------- JudgeBench's official score
 
-_JUDGEBENCH_FLIP = {"A>B": "B>A", "B>A": "A>B"}
+_JUDGEBENCH_FLIP: dict[str | None, str | None] = {"A>B": "B>A", "B>A": "A>B"}
 _JUDGEBENCH_LABELS = ("A>B", "B>A")
 
 

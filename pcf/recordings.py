@@ -257,9 +257,10 @@ def _llmbar_pair(row: object, record: int, bucket: str, check: FieldChecker) -> 
             sound = False
         else:
             winners.append(_LLMBAR_WINNER[order["winner"]])
-    if not sound:
+    gold = _LLMBAR_WINNER[label]
+    if not sound or gold is None:
         return None
-    return RecordedPair(f"{bucket}#{record}", bucket, _LLMBAR_WINNER[label], *winners)
+    return RecordedPair(f"{bucket}#{record}", bucket, gold, *winners)
 
 
 def _is_winner_value(value: object) -> bool:

@@ -90,8 +90,10 @@ MARGIN_EPSILON = 1e-12
 
 
 class _Slotted(Protocol):
-    execution: int
-    call_index: int
+    @property
+    def execution(self) -> int: ...
+    @property
+    def call_index(self) -> int: ...
 
 
 CallT = TypeVar("CallT", bound=_Slotted)

@@ -121,10 +121,11 @@ def dawid_skene(
         warnings.filterwarnings("ignore", module="crowdkit")
         model = OneCoinDawidSkene(n_iter=100).fit(data)
     by_letter = {item: {v: k for k, v in letters.items()} for item, letters in positions.items()}
-    answers = {
-        str(item): by_letter[item].get(letter) for item, letter in model.labels_.to_dict().items()
-    }
-    return answers, {str(w): float(s) for w, s in model.skills_.to_dict().items()}
+    labels, skills = model.labels_, model.skills_
+    assert labels is not None  # fit sets both
+    assert skills is not None
+    answers = {str(item): by_letter[item].get(letter) for item, letter in labels.to_dict().items()}
+    return answers, {str(w): float(s) for w, s in skills.to_dict().items()}
 
 
 def human_gold(

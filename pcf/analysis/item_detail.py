@@ -131,7 +131,7 @@ def calls_frame(item: Item, calls: Sequence[Call]) -> pd.DataFrame:
             {
                 "ordering": ordering_label(call, labels),
                 "ok": call.ok,
-                "top pick": labels.get(top, top) if call.ok else None,
+                "top pick": labels.get(top, top) if call.ok and top is not None else None,
                 "confidence": parsed.get("confidence") if call.ok else None,
                 "error": call.error,
                 "repaired": ", ".join(call.repaired),

@@ -256,10 +256,11 @@ def run_summary(run: Run, *, session: Session, seed: int = 0) -> dict[str, Any]:
         summary["stopping"] = stopping
     if is_simulated(run):
         summary["note"] = SIMULATED_LABEL
-    labelled = [d for d in decisions if gold.get(d["item_id"]) is not None]
+    truth = {d["item_id"]: g for d in decisions if (g := gold.get(d["item_id"])) is not None}
+    labelled = [d for d in decisions if d["item_id"] in truth]
     if labelled:
         stats = compare_paired(
-            [gold[d["item_id"]] for d in labelled],
+            [truth[d["item_id"]] for d in labelled],
             [d["metrics"]["direct_winner"] for d in labelled],
             [d["winner"] for d in labelled],
             seed=seed,
@@ -304,8 +305,10 @@ def analyse_run(run: Run, *, session: Session) -> RunAnalysis:
     """
     items = load_items(run.dataset_id, session=session)
     if run.protocol == "apoc":
-        records = run_decisions(run, session=session, items=items)
-        return RunAnalysis(decision_table(records, items), _slot_frame([]), _slot_tests_frame([]))
+        apoc_records = run_decisions(run, session=session, items=items)
+        return RunAnalysis(
+            decision_table(apoc_records, items), _slot_frame([]), _slot_tests_frame([])
+        )
     by_id = {item.item_id: item for item in items}
     groups = pack(
         run_judgments(run.id, session=session),

@@ -7,7 +7,7 @@ from typing import Any
 
 import anthropic
 import pydantic
-from anthropic.types import Message
+from anthropic.types import Message, TextBlock
 
 from pcf.judges._provider import ProviderJudge, status_error
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
@@ -84,7 +84,7 @@ def message_reply(message: object, latency: float) -> JudgeReply:
         text = "".join(
             block.text
             for block in message.content
-            if getattr(block, "type", None) == "text" and isinstance(block.text, str)
+            if isinstance(block, TextBlock) and isinstance(block.text, str)
         )
         refusal = None
         if message.stop_reason == "refusal":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -77,7 +78,7 @@ class _Tracker:
         with self._lock:
             return self._state
 
-    def update(self, **changes: object) -> None:
+    def update(self, **changes: Any) -> None:
         """Change some fields of the progress at once."""
         with self._lock:
             self._state = replace(self._state, **changes)

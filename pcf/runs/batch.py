@@ -38,7 +38,7 @@ from pcf.prompts import Rendered
 from pcf.runs.adaptive import executions_for, kept_stops, next_wave, record_stops
 from pcf.runs.engine import CallExecutor, PlannedCall, confirmations, content_key, plan
 from pcf.runs.manage import check_start, keep_lease, open_run, require_dataset, take_lease
-from pcf.runs.spec import IDENTITY_FIELDS, RunSpec
+from pcf.runs.spec import LIMIT_SETTING, RunSpec
 from pcf.stopping import Stop
 from pcf.store.models import Call, ProviderBatch, Run, utc_now
 from pcf.store.queries import (
@@ -46,7 +46,6 @@ from pcf.store.queries import (
     add_provider_batch,
     cached_calls,
     claimed_batch_ids,
-    get_dataset_by_id,
     get_run,
     item_db_ids,
     load_items,
@@ -54,12 +53,12 @@ from pcf.store.queries import (
     release_run_lease,
     run_batches,
     run_calls_by_slot,
+    run_dataset,
     set_run_setting,
     set_run_status,
     update_provider_batch,
     update_run_totals,
 )
-from pcf.weights import Weights
 
 BATCH_STATUS = "batch"
 """A run's status while it has batches whose results are not stored yet."""
@@ -73,10 +72,6 @@ MISSING = {
 LOST_STATUS = "not_found"
 """The provider status recorded for a batch the provider answered 404 for."""
 
-LIMIT_SETTING = "batch_limit"
-"""The run setting that keeps ``--limit`` of the latest batch submit, for collecting."""
-
-ADAPTIVE_FIELDS = ("adaptive", "risk", "max_calls")
 Slot = tuple[int, int, int]
 Prepared = tuple[PlannedCall, Rendered, str]
 
@@ -122,20 +117,8 @@ class BatchReport:
 
 
 def spec_of(run: Run, *, session: Session) -> RunSpec:
-    """The :class:`RunSpec` that made ``run`` (its dataset, judge and identity settings)."""
-    dataset = get_dataset_by_id(run.dataset_id, session=session)
-    identity = run.settings.get("identity", {})
-    stop_on = identity.get("stop_on")
-    return RunSpec(
-        dataset.name if dataset else "",
-        run.name,
-        backend=run.backend,
-        model=run.model,
-        base_url=run.base_url,
-        limit=run.settings.get(LIMIT_SETTING),
-        **{key: identity[key] for key in (*IDENTITY_FIELDS, *ADAPTIVE_FIELDS) if key in identity},
-        **({"stop_on": Weights(*stop_on)} if stop_on else {}),
-    )
+    """The :class:`RunSpec` that made ``run`` (:meth:`RunSpec.from_run`)."""
+    return RunSpec.from_run(run, run_dataset(run, session=session).name)
 
 
 @contextmanager
@@ -161,7 +144,7 @@ class _Batcher:
             run, client.judge, spec, session=session, prices=prices, progress=None
         )
         self.report = BatchReport()
-        dataset = get_dataset_by_id(run.dataset_id, session=session)
+        dataset = run_dataset(run, session=session)
         self.items = load_items(run.dataset_id, session=session)[: spec.limit]
         self.db_ids = item_db_ids(run.dataset_id, session=session)
         self.planned = plan(

@@ -35,11 +35,11 @@ from pcf.runs.spec import RunSpec
 from pcf.store.models import Call, Run
 from pcf.store.queries import (
     cached_calls,
-    get_dataset_by_id,
     insert_calls,
     keep_duplicate_answers,
     replace_calls,
     run_calls_by_slot,
+    run_dataset,
     set_run_status,
     update_run_totals,
 )
@@ -287,6 +287,11 @@ class CallExecutor:
         self.replacing: dict[tuple[int, int, int], int] = {}
         self.stopped = False
 
+    @property
+    def capped(self) -> bool:
+        """Whether the cost cap is reached: further calls wait for a higher one."""
+        return self.report.capped > 0
+
     def _store(self, rows: list[dict[str, Any]]) -> None:
         """Commit new calls, and new answers of retried failed calls (the failed answer is
         kept as a replaced call)."""
@@ -371,7 +376,9 @@ class CallExecutor:
             return {"ok": False, "error": "refusal", "repaired": [], "judgment": None}
         if planned.pairwise:
             pair = parse_pairwise(reply.text, rendered.key_to_id)
-            judgment = {"verdict": pair.verdict, "confidence": pair.confidence} if pair.ok else None
+            judgment: dict[str, Any] | None = None
+            if pair.ok:
+                judgment = {"verdict": pair.verdict, "confidence": pair.confidence}
             return {
                 "ok": pair.ok,
                 "error": pair.error,
@@ -615,7 +622,7 @@ async def execute(
     if retry_failed:
         executor.replacing = {slot: call.id for slot, call in stored.items() if not call.ok}
         stored = {slot: call for slot, call in stored.items() if call.ok}
-    dataset_seed = get_dataset_by_id(run.dataset_id, session=session).seed
+    dataset_seed = run_dataset(run, session=session).seed
     planned = plan(items, db_ids, executions_for(spec, items), dataset_seed=dataset_seed)
     todo = [p for p in planned if (p.item_db_id, p.execution, p.call_index) not in stored]
     executor.report.to_do = len(todo)

@@ -9,6 +9,7 @@ import os
 import socket
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 
 from sqlmodel import Session
 
@@ -394,7 +395,7 @@ def import_dataset(
     actor: Actor,
     name: str,
     fmt: str,
-    source_path: str | os.PathLike | None = None,
+    source_path: str | Path | None = None,
     seed: int = 0,
 ) -> Dataset:
     """Import ``items`` as dataset ``name`` (all or nothing), as ``actor``.

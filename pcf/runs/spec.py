@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pcf.choices import POLICIES, SCHEDULES
 from pcf.judges import BACKENDS
 from pcf.weights import DEFAULT_WEIGHTS, Weights
+
+if TYPE_CHECKING:
+    from pcf.store.models import Run
 
 PROTOCOLS = ("direct", "pcf", "repeated", "apoc")
 IDENTITY_FIELDS = (
@@ -27,6 +30,10 @@ IDENTITY_FIELDS = (
     "ballpark_guard",
 )
 """The settings that define a run's calls: a run is resumed only with the same values."""
+ADAPTIVE_FIELDS = ("adaptive", "risk", "max_calls")
+"""The identity settings of an adaptive run besides :data:`IDENTITY_FIELDS` and ``stop_on``."""
+LIMIT_SETTING = "batch_limit"
+"""The run setting that keeps the limit of the run's latest batch submit, for collecting."""
 _PROTOCOL_SETTINGS: dict[str, dict[str, Any]] = {
     "direct": {"k": 1, "schedule": "balanced", "executions": 1},
     "repeated": {"schedule": "repeated"},
@@ -112,6 +119,26 @@ class RunSpec:
             raise ValueError("max_calls is a positive number of calls, for --adaptive confident")
         if self.stop_on != DEFAULT_WEIGHTS and self.adaptive == "off":
             raise ValueError("stop_on names the weights an adaptive run stops on: add --adaptive")
+
+    @classmethod
+    def from_run(cls, run: Run, dataset: str) -> RunSpec:
+        """The spec that made stored ``run`` of dataset ``dataset``: its judge, its identity
+        settings and the limit of its latest batch submit (other settings at their defaults)."""
+        identity = run.settings.get("identity", {})
+        settings: dict[str, Any] = {
+            key: identity[key] for key in (*IDENTITY_FIELDS, *ADAPTIVE_FIELDS) if key in identity
+        }
+        if identity.get("stop_on"):
+            settings["stop_on"] = Weights(*identity["stop_on"])
+        return cls(
+            dataset,
+            run.name,
+            backend=run.backend,
+            model=run.model,
+            base_url=run.base_url,
+            limit=run.settings.get(LIMIT_SETTING),
+            **settings,
+        )
 
     @property
     def run_name(self) -> str:

@@ -2,7 +2,8 @@
 
 Every timestamp column is :class:`sqlmodel.UTCDateTime` (a ``DateTime(timezone=True)`` type
 decorator): it refuses naive datetimes on write and returns aware UTC datetimes on read, even on
-SQLite, which stores no offset. Lists and dicts are JSON columns.
+SQLite, which stores no offset. Lists and dicts are JSON columns. A numbered ``id`` is typed
+``int``: the database assigns it when the row is flushed, and nothing reads it before.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _optional_json() -> Any:
 class Dataset(SQLModel, table=True):
     """An imported set of items."""
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     name: str = Field(unique=True)
     format: str
     source_path: str | None = None
@@ -55,7 +56,7 @@ class ItemRow(SQLModel, table=True):
     __tablename__ = "item"
     __table_args__ = (UniqueConstraint("dataset_id", "item_key"),)
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     dataset_id: int = Field(foreign_key="dataset.id")
     item_key: str
     position: int
@@ -71,7 +72,7 @@ class CandidateRow(SQLModel, table=True):
     __tablename__ = "candidate"
     __table_args__ = (UniqueConstraint("item_id", "candidate_key"),)
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     item_id: int = Field(foreign_key="item.id")
     candidate_key: str
     position: int
@@ -84,7 +85,7 @@ class Run(SQLModel, table=True):
     ``settings`` holds sampling settings, slot keys and prices; never API keys.
     """
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     name: str = Field(unique=True)
     dataset_id: int = Field(foreign_key="dataset.id")
     protocol: str
@@ -123,7 +124,7 @@ class Call(SQLModel, table=True):
         Index("ix_call_content_key", "content_key"),
     )
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     run_id: int = Field(foreign_key="run.id")
     item_id: int = Field(foreign_key="item.id")
     execution: int = 0
@@ -162,7 +163,7 @@ class ReplacedCall(SQLModel, table=True):
 
     __tablename__ = "replaced_call"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     call_id: int = Field(foreign_key="call.id", index=True)
     reason: str
     replaced_at: datetime = _created_at()
@@ -197,7 +198,7 @@ class ProviderBatch(SQLModel, table=True):
 
     __tablename__ = "provider_batch"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     run_id: int = Field(foreign_key="run.id", index=True)
     token: str = Field(unique=True)
     state: str = "submitting"
@@ -233,7 +234,7 @@ class Adjudication(SQLModel, table=True):
         ADJUDICATION_CHAIN,
     )
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     item_id: int = Field(foreign_key="item.id")
     annotator: str
     created_at: datetime = _created_at()
@@ -268,7 +269,7 @@ class AuditEvent(SQLModel, table=True):
 
     __tablename__ = "audit_event"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     at: datetime = _created_at()
     actor: str = Field(index=True)
     action: str
@@ -313,7 +314,7 @@ class Resolution(SQLModel, table=True):
     ``choice`` is a candidate key, or ``none_correct``.
     """
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     item_id: int = Field(foreign_key="item.id", index=True)
     choice: str
     reason: str = ""
