@@ -58,6 +58,12 @@ class RecordedPair:
 # ---------------------------------------------------------------- JudgeBench
 
 
+def recorded_outcome(label: str, d1: str | None, d2: str | None) -> int:
+    """JudgeBench's official outcome (:func:`pcf.pairwise.official_outcome`) of a recorded
+    pair whose correct member is ``label`` (``first`` or ``second``)."""
+    return official_outcome(label, _OTHER[label], d1, d2)
+
+
 def read_judgebench_outputs(path: str | Path) -> list[RecordedPair]:
     """Read a JudgeBench ``outputs/*.jsonl`` file (a judge run over both orders).
 
@@ -328,7 +334,7 @@ def replay_summary(pairs: Sequence[RecordedPair]) -> dict:
     if not pairs:
         raise ValueError("no recorded pairs to summarise")
     n = len(pairs)
-    outcomes = [official_outcome(p.label, _OTHER[p.label], p.d1, p.d2) for p in pairs]
+    outcomes = [recorded_outcome(p.label, p.d1, p.d2) for p in pairs]
     scores = bucket_scores(outcomes, [p.bucket for p in pairs])
     overall = scores["overall"]
     bias = Counter((p.d1, p.d2) for p in pairs)

@@ -46,7 +46,7 @@ from pcf.runs.engine import (
 from pcf.runs.manage import Lease, check_start, leased, open_run, require_dataset
 from pcf.runs.spec import LIMIT_SETTING, RunSpec
 from pcf.stopping import Stop
-from pcf.store.models import Call, ProviderBatch, Run, utc_now
+from pcf.store.models import Call, ProviderBatch, Run, RunStatus, utc_now
 from pcf.store.queries import (
     add_audit_event,
     add_provider_batch,
@@ -65,8 +65,6 @@ from pcf.store.queries import (
     update_run_totals,
 )
 
-BATCH_STATUS = "batch"
-"""A run's status while it has batches whose results are not stored yet."""
 FIND_WINDOW = timedelta(minutes=10)
 """How far before a killed submission's record a provider's clock may have dated its batch."""
 MISSING = {
@@ -540,7 +538,7 @@ def _finish_run(batcher: _Batcher) -> None:
         record_stops(
             batcher.run, batcher.spec, batcher.kept, batcher.stops, session=batcher.session
         )
-    status = "finished" if done else BATCH_STATUS
+    status = RunStatus.FINISHED if done else RunStatus.BATCH
     set_run_status(batcher.run, status, session=batcher.session)
     update_run_totals(batcher.run.id, session=batcher.session)
     batcher.session.commit()

@@ -32,7 +32,7 @@ from pcf.prices import call_cost
 from pcf.prompts import Rendered, neutral_keys, render_listwise, render_pairwise
 from pcf.runs.adaptive import answer_in_waves, executions_for, kept_stops, record_stops
 from pcf.runs.spec import RunSpec
-from pcf.store.models import Call, Run
+from pcf.store.models import Call, Run, RunStatus
 from pcf.store.queries import (
     cached_calls,
     insert_calls,
@@ -658,7 +658,7 @@ async def execute(
     executor.report.planned = len(planned)
     executor.report.already_done = len(planned) - len(todo)
     executor.report.retried = retried
-    set_run_status(run, "running", session=session)
+    set_run_status(run, RunStatus.RUNNING, session=session)
     session.commit()
     with _gc_frozen():
         if spec.adaptive == "off":
@@ -672,7 +672,9 @@ async def execute(
             second = confirmations(planned, stored, spec)
             executor.report.to_do += len(second)
             await executor.answer(second)
-    set_run_status(run, "capped" if executor.report.capped else "finished", session=session)
+    set_run_status(
+        run, RunStatus.CAPPED if executor.capped else RunStatus.FINISHED, session=session
+    )
     update_run_totals(run.id, session=session)
     session.commit()
     return executor.report

@@ -9,12 +9,24 @@ SQLite, which stores no offset. Lists and dicts are JSON columns. A numbered ``i
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint, column, func
 from sqlmodel import Field, SQLModel, UTCDateTime
 
-NO_CANDIDATE_CHOICES = ("none_correct", "cannot_tell")
+
+class RunStatus(StrEnum):
+    """A run's stored status (``Run.status``)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+    CAPPED = "capped"
+    """Stopped at its cost cap; a higher cap resumes it."""
+    BATCH = "batch"
+    """Has provider batches whose results are not stored yet."""
+    FAILED = "failed"
 
 
 def utc_now() -> datetime:
@@ -98,7 +110,7 @@ class Run(SQLModel, table=True):
     executions: int = 1
     weights: dict[str, float] = _json(dict)
     settings: dict[str, Any] = _json(dict)
-    status: str = "pending"
+    status: str = RunStatus.PENDING.value
     created_at: datetime = _created_at()
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     # Totals over every call: 64-bit, as a run can pass PostgreSQL's 32-bit INTEGER.

@@ -34,11 +34,10 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from pcf.items import Candidate, Item
+from pcf.items import RESERVED_CANDIDATE_IDS, Candidate, Item
 from pcf.judgments import Judgment
 from pcf.store.engine import LostRaceError
 from pcf.store.models import (
-    NO_CANDIDATE_CHOICES,
     Adjudication,
     AuditEvent,
     Call,
@@ -53,6 +52,7 @@ from pcf.store.models import (
     Resolution,
     Run,
     RunLease,
+    RunStatus,
     utc_now,
 )
 
@@ -347,10 +347,10 @@ def run_dataset(run: Run, *, session: Session) -> Dataset:
     return dataset
 
 
-def set_run_status(run: Run, status: str, *, session: Session) -> Run:
+def set_run_status(run: Run, status: RunStatus, *, session: Session) -> Run:
     """Record the run's status; ``finished`` also stamps ``finished_at``."""
-    run.status = status
-    if status == "finished":
+    run.status = status.value
+    if status is RunStatus.FINISHED:
         run.finished_at = utc_now()
     session.add(run)
     session.flush()
@@ -432,7 +432,7 @@ def update_run_totals(run_id: int, *, session: Session) -> Run:
 
 # ---------------------------------------------------------------- run leases and deletion
 
-ACTIVE_RUN_STATUSES = ("pending", "running")
+ACTIVE_RUN_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
 
 
 def _process_exists(pid: int) -> bool:
@@ -842,8 +842,8 @@ def add_adjudication(
         raise ValueError(f"no item with database id {item_db_id}")
     if not annotator.strip():
         raise ValueError("say who is annotating: the annotator name is empty")
-    if choice not in keys and choice not in NO_CANDIDATE_CHOICES:
-        options = ", ".join([*keys, *NO_CANDIDATE_CHOICES])
+    if choice not in keys and choice not in RESERVED_CANDIDATE_IDS:
+        options = ", ".join([*keys, *RESERVED_CANDIDATE_IDS])
         raise ValueError(f"choice {choice!r} is not one of: {options}")
     if confidence is not None and not 0 <= confidence <= 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
