@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pcf.errors import DataError, Problem
-from pcf.items import open_checked, read_json_lines
+from pcf.files import open_checked, read_json_lines
 
 INVALID_JUDGMENT = "invalid_judgment"
 """The error of an ok line whose scores, ranking or confidence are unusable."""

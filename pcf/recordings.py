@@ -14,13 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pcf.errors import DataError, Problem
-from pcf.items import (
-    FieldChecker,
-    judgebench_bucket,
-    open_checked,
-    read_json_document,
-    read_json_lines,
-)
+from pcf.files import FieldChecker, open_checked, read_json_document, read_json_lines
+from pcf.items import judgebench_bucket
 from pcf.pairwise import TIE, bucket_scores, official_outcome
 
 FIRST = "first"

@@ -6,14 +6,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import gc
 import hashlib
 import json
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ from pcf.orderings import canonical_order, schedule
 from pcf.pairwise import is_ballpark_question, needs_confirmation
 from pcf.parsing import parse_listwise, parse_pairwise
 from pcf.prices import call_cost
+from pcf.processes import gc_frozen
 from pcf.prompts import Rendered, neutral_keys, render_listwise, render_pairwise
 from pcf.runs.adaptive import answer_in_waves, executions_for, kept_stops, record_stops
 from pcf.runs.spec import RunSpec
@@ -569,21 +568,6 @@ class CallExecutor:
         await asyncio.gather(*(self.call(*p) for p in pending))
 
 
-@contextmanager
-def _gc_frozen() -> Iterator[None]:
-    """Keep the objects that exist before a run out of the cyclic garbage collector's scans.
-
-    A full collection scans every object the process holds (the SDKs, SQLAlchemy, pandas...),
-    and while it runs the event loop stalls every call in flight; the SDKs allocate enough per
-    call to trigger several during a run. Objects made during the run are collected as usual.
-    """
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
 def _confirmation(planned_first: PlannedCall, spec: RunSpec) -> PlannedCall:
     """APOCJudge call 3: the first order again, with seeded neutral keys."""
     keys = neutral_keys(2, "apoc", spec.seed, planned_first.item.item_id)
@@ -660,7 +644,7 @@ async def execute(
     executor.report.retried = retried
     set_run_status(run, RunStatus.RUNNING, session=session)
     session.commit()
-    with _gc_frozen():
+    with gc_frozen():
         if spec.adaptive == "off":
             await executor.answer(todo)
         else:

@@ -6,13 +6,11 @@ that an import or a run step that fails leaves nothing behind.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import socket
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,6 +34,7 @@ from sqlmodel import Session, col, select
 
 from pcf.items import RESERVED_CANDIDATE_IDS, Candidate, Item
 from pcf.judgments import Judgment
+from pcf.processes import gc_paused, process_exists
 from pcf.store.engine import LostRaceError
 from pcf.store.models import (
     Adjudication,
@@ -435,22 +434,12 @@ def update_run_totals(run_id: int, *, session: Session) -> Run:
 ACTIVE_RUN_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
 
 
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, under another user
-        return True
-    return True
-
-
 def lease_is_live(lease: RunLease, now: datetime | None = None) -> bool:
     """Whether the lease's holder may still be judging: its time has not run out and, when it
     was taken on this host, its process still exists."""
     if lease.expires_at <= (now or utc_now()):
         return False
-    return lease.host != socket.gethostname() or _process_exists(lease.pid)
+    return lease.host != socket.gethostname() or process_exists(lease.pid)
 
 
 def _lease(run_name: str, *, session: Session) -> RunLease | None:
@@ -754,22 +743,6 @@ def stored_judgment(
     )
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building many small containers at once.
-
-    Allocating hundreds of thousands of dicts and lists triggers repeated full collections that
-    scan the whole heap; the objects built here hold no cycles, so pausing costs nothing.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def run_judgments(run_id: int, *, session: Session) -> list[Judgment]:
     """Every call of the run as a judgment (failed calls with ``ok=False`` and their error).
 
@@ -791,7 +764,7 @@ def run_judgments(run_id: int, *, session: Session) -> list[Judgment]:
         .where(Call.run_id == run_id)
         .order_by(col(ItemRow.position), col(Call.execution), col(Call.call_index))
     )
-    with _gc_paused():
+    with gc_paused():
         rows = session.exec(query).all()
         json_columns = ",".join(
             f"[{order},{parsed or 'null'},{repaired}]" for *_, order, parsed, repaired in rows
