@@ -517,11 +517,13 @@ def judge(
     from pcf.runs.estimate import reopen_estimate
     from pcf.runs.manage import judge_run
     from pcf.runs.spec import RunSpec
-    from pcf.weights import named_weights
+    from pcf.weights import DEFAULT_WEIGHTS, named_weights
 
     try:
         if recheck_stops and batch:
             fail("error: --recheck-stops works call by call, not with --batch", 2)
+        if adaptive == "off" and named_weights(stop_on) != DEFAULT_WEIGHTS:
+            fail("error: --stop-on names the weights an adaptive run stops on: add --adaptive", 2)
         spec = RunSpec(
             dataset_name,
             name,

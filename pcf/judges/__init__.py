@@ -86,7 +86,7 @@ def make_judge(
         return AnthropicJudge(model, base_url=base_url, timeout=timeout, api_key=api_key)
     if backend == "replay":
         if replay_path is None:
-            raise ValueError("the replay backend needs a judgments.jsonl (--replay PATH)")
+            raise ValueError("the replay backend needs a judgments.jsonl recording to answer from")
         from pcf.judges.replay import ReplayJudge  # noqa: PLC0415
 
         return ReplayJudge(replay_path, model=model)

@@ -349,4 +349,4 @@ def batch_client(judge: object) -> BatchClient:
     if isinstance(judge, AnthropicJudge):
         return AnthropicBatches(judge)
     backend = getattr(judge, "backend", type(judge).__name__)
-    raise ValueError(f"--batch needs the openai or anthropic backend, not {backend}")
+    raise ValueError(f"provider batches need the openai or anthropic backend, not {backend}")

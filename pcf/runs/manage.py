@@ -270,7 +270,7 @@ def take_lease(name: str, holder: str, *, session: Session) -> None:
         since = busy.acquired_at.strftime("%Y-%m-%d %H:%M:%S UTC")
         raise RunBusyError(
             f"run {name!r} is being judged by another process (pid {busy.pid} on "
-            f"{busy.host}, since {since}); wait for it to finish, or pick another --name"
+            f"{busy.host}, since {since}); wait for it to finish, or choose another name"
         )
 
 

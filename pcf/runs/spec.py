@@ -116,9 +116,11 @@ class RunSpec:
         if not 0 < self.risk < 1:
             raise ValueError(f"risk must be between 0 and 1, got {self.risk}")
         if self.max_calls is not None and (self.adaptive != "confident" or self.max_calls < 1):
-            raise ValueError("max_calls is a positive number of calls, for --adaptive confident")
+            raise ValueError("max_calls is a positive number of calls, for the confident policy")
         if self.stop_on != DEFAULT_WEIGHTS and self.adaptive == "off":
-            raise ValueError("stop_on names the weights an adaptive run stops on: add --adaptive")
+            raise ValueError(
+                "stop_on names the weights an adaptive run stops on: choose an adaptive policy"
+            )
 
     @classmethod
     def from_run(cls, run: Run, dataset: str) -> RunSpec:

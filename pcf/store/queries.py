@@ -106,7 +106,7 @@ def import_items(
     if not items:
         raise ValueError(f"no items to import into dataset {name!r}")
     if get_dataset(name, session=session) is not None:
-        raise ValueError(f"a dataset named {name!r} already exists; pick another --name")
+        raise ValueError(f"a dataset named {name!r} already exists; choose another name")
     dataset = Dataset(
         name=name,
         format=fmt,
@@ -303,7 +303,7 @@ def create_run(
     if session.get(Dataset, dataset_id) is None:
         raise ValueError(f"no dataset with id {dataset_id}; import one first")
     if get_run(name, session=session) is not None:
-        raise ValueError(f"a run named {name!r} already exists; pick another --name")
+        raise ValueError(f"a run named {name!r} already exists; choose another name")
     run = Run(
         name=name,
         dataset_id=dataset_id,
