@@ -258,8 +258,10 @@ def _llmbar_pair(row: object, record: int, bucket: str, check: FieldChecker) -> 
             sound = False
         else:
             winners.append(_LLMBAR_WINNER[order["winner"]])
+    if not sound:
+        return None
     gold = _LLMBAR_WINNER[label]
-    if not sound or gold is None:
+    if gold is None:  # refused above, with the label's problem
         return None
     return RecordedPair(f"{bucket}#{record}", bucket, gold, *winners)
 

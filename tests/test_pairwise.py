@@ -140,6 +140,17 @@ def test_ballpark_negatives(prompt):
 # ---------------------------------------------------------------- official score
 
 
+def judgebench_pair_outcome(label: str, decision1: str | None, decision2: str | None) -> int:
+    """The oracle: JudgeBench's own rule (``utils/metrics.py compute_final_metrics``) in its
+    A>B / B>A frame, decision 2 given in the swapped order's frame and flipped back."""
+    flip = {"A>B": "B>A", "B>A": "A>B"}
+    if label not in flip:
+        raise ValueError(f"label must be 'A>B' or 'B>A', got {label!r}")
+    back = flip.get(decision2, decision2) if decision2 is not None else None
+    counter = sum((d == label) - (d == flip[label]) for d in (decision1, back))
+    return (counter > 0) - (counter < 0)
+
+
 @pytest.mark.parametrize(
     ("label", "d1", "d2_swapped", "expected"),
     [
@@ -157,17 +168,6 @@ def test_ballpark_negatives(prompt):
         ("B>A", "A>B", "B>A", -1),
     ],
 )
-def judgebench_pair_outcome(label: str, decision1: str | None, decision2: str | None) -> int:
-    """The oracle: JudgeBench's own rule (``utils/metrics.py compute_final_metrics``) in its
-    A>B / B>A frame, decision 2 given in the swapped order's frame and flipped back."""
-    flip = {"A>B": "B>A", "B>A": "A>B"}
-    if label not in flip:
-        raise ValueError(f"label must be 'A>B' or 'B>A', got {label!r}")
-    back = flip.get(decision2, decision2) if decision2 is not None else None
-    counter = sum((d == label) - (d == flip[label]) for d in (decision1, back))
-    return (counter > 0) - (counter < 0)
-
-
 def test_judgebench_pair_outcome(label, d1, d2_swapped, expected):
     assert judgebench_pair_outcome(label, d1, d2_swapped) == expected
 

@@ -327,7 +327,7 @@ class _Batcher:
         if not forget:
             self.report.lost.append(lost.batch_id)
             return
-        error = f"batch_lost: {lost}; retrying the failed calls asks it again"
+        error = f"batch_lost: {lost}; --retry-failed asks it again"
         await self._store(
             record, {key: BatchResult(key, error=error) for key in self.sent_keys(record)}
         )

@@ -346,10 +346,11 @@ def run_dataset(run: Run, *, session: Session) -> Dataset:
     return dataset
 
 
-def set_run_status(run: Run, status: RunStatus, *, session: Session) -> Run:
-    """Record the run's status; ``finished`` also stamps ``finished_at``."""
-    run.status = status.value
-    if status is RunStatus.FINISHED:
+def set_run_status(run: Run, status: RunStatus | str, *, session: Session) -> Run:
+    """Record the run's status (one of :class:`RunStatus`); ``finished`` also stamps
+    ``finished_at``."""
+    run.status = RunStatus(status).value
+    if run.status == RunStatus.FINISHED:
         run.finished_at = utc_now()
     session.add(run)
     session.flush()
