@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 RENDERER := tests/markdown_renderer
 RENDERER_STAMP := $(RENDERER)/node_modules/.installed
 
-.PHONY: test run lint demo docs cli-docs figures clean
+.PHONY: test test-quick run lint demo docs cli-docs figures clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,7 @@ $(RENDERER_STAMP): $(RENDERER)/package.json $(RENDERER)/package-lock.json
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The docs site, into site/; --strict makes every warning (a broken link, a page left out of
 # the navigation) an error. NO_MKDOCS_2_WARNING hides Material's banner on its end of life
@@ -44,6 +45,10 @@ figures: $(STAMP)
 test: lint docs $(RENDERER_STAMP)
 	$(BIN)/python -m pytest -q
 	bash .ci/with-postgres $(BIN)/python -m pytest -q
+
+# The tests not marked slow (no browser, no killed processes), on SQLite only.
+test-quick: lint $(RENDERER_STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 demo: $(STAMP)
 	$(BIN)/pcf demo --if-missing

@@ -10,9 +10,9 @@ from pages.shared import current_actor, engine, ensure_app_frame, require_datase
 from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Permission
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import SIMULATED_NOTE, run_summary
+from pcf.choices import SCHEDULES
 from pcf.judges import KEY_ENV
 from pcf.judges.batch import BatchAPIError
-from pcf.orderings import SCHEDULES
 from pcf.reports.tables import runs_table
 from pcf.runs.background import background_runs, start_run
 from pcf.runs.batch import batch_overview, collect_runs

@@ -16,10 +16,10 @@ from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import SIMULATED_NOTE, is_adaptive, stopping_label
 from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights, pack_run
 from pcf.analysis.whatif import budget_curve
-from pcf.consensus import PRESETS, Weights
 from pcf.reports.charts import budget_chart
 from pcf.reports.tables import weight_table
 from pcf.store import Run, database_url, get_run, list_runs, run_version
+from pcf.weights import PRESETS, Weights
 
 PRESET_KEY = "weights_preset"
 K_KEY = "weights_k"

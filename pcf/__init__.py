@@ -12,15 +12,8 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "pcf.consensus": (
-        "PRESETS",
-        "RULES",
-        "JudgmentArrays",
-        "Weights",
-        "consensus",
-        "pack",
-        "winners",
-    ),
+    "pcf.choices": ("RULES", "SCHEDULES"),
+    "pcf.consensus": ("JudgmentArrays", "consensus", "pack", "winners"),
     "pcf.decisions": ("Decisions", "aggregate", "decide"),
     "pcf.errors": ("DataError", "Problem"),
     "pcf.evaluation": ("compare_paired",),
@@ -28,10 +21,11 @@ _EXPORTS = {
     "pcf.instability": ("slot_bias",),
     "pcf.items": ("FORMATS", "Candidate", "Item", "load_dataset"),
     "pcf.judgments": ("Judgment", "read_judgments", "write_judgments"),
-    "pcf.orderings": ("SCHEDULES", "canonical_order", "schedule", "slot_coverage"),
+    "pcf.orderings": ("canonical_order", "schedule", "slot_coverage"),
     "pcf.pairwise": ("apoc_decide", "is_ballpark_question"),
     "pcf.parsing": ("parse_listwise", "parse_pairwise"),
     "pcf.prompts": ("neutral_keys", "render_listwise", "render_pairwise"),
+    "pcf.weights": ("PRESETS", "Weights"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE_OF)  # noqa: PLE0605 - one list of names, in _EXPORTS

@@ -14,25 +14,26 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from pcf.access import operator
-from pcf.consensus import PRESETS, RULES
+from pcf.choices import RULES, SCHEDULES
 from pcf.items import FORMATS
 from pcf.judges import BACKENDS
-from pcf.orderings import SCHEDULES
 from pcf.runs.spec import PROTOCOLS
+from pcf.weights import PRESETS
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
     from sqlmodel import Session
 
-    from pcf.consensus import Weights
     from pcf.runs.engine import Progress, RunReport
+    from pcf.runs.estimate import ReopenEstimate
     from pcf.runs.spec import RunSpec
     from pcf.store.models import Dataset, Run
+    from pcf.weights import Weights
 
 DatasetArgument = Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")]
 BackendOption = Annotated[str, typer.Option(help=f"One of: {', '.join(BACKENDS)}.")]
@@ -87,7 +88,7 @@ replay_app = typer.Typer(
 app.add_typer(replay_app, name="replay")
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     """Print an error to stderr and stop with ``code``."""
     typer.echo(message, err=True)
     raise typer.Exit(code)
@@ -129,7 +130,7 @@ def choose_weights(preset: str | None, weights: str | None) -> Weights:
     if preset and weights:
         fail("error: give --preset or --weights, not both", 2)
     if weights:
-        from pcf.consensus import Weights
+        from pcf.weights import Weights
 
         try:
             return Weights.parse(weights)
@@ -512,15 +513,17 @@ def judge(
     Example: pcf judge demo --protocol pcf --backend openai --model gpt-4o-mini --k 7
     """
     check_prices()
-    from pcf.consensus import named_weights
     from pcf.errors import DataError
     from pcf.runs.estimate import reopen_estimate
     from pcf.runs.manage import judge_run
     from pcf.runs.spec import RunSpec
+    from pcf.weights import DEFAULT_WEIGHTS, named_weights
 
     try:
         if recheck_stops and batch:
             fail("error: --recheck-stops works call by call, not with --batch", 2)
+        if adaptive == "off" and named_weights(stop_on) != DEFAULT_WEIGHTS:
+            fail("error: --stop-on names the weights an adaptive run stops on: add --adaptive", 2)
         spec = RunSpec(
             dataset_name,
             name,
@@ -573,7 +576,7 @@ def judge(
     check_failures([(spec.run_name, report)])
 
 
-def reopen_line(estimate) -> str:
+def reopen_line(estimate: ReopenEstimate) -> str:
     """One line: which stopping versions stopped a run's items and what continuing them under
     today's policy costs (a :class:`pcf.runs.estimate.ReopenEstimate`)."""
     recorded, today = estimate.versions
@@ -963,8 +966,8 @@ def whatif(
     Example: pcf whatif demo-pcf --adaptive confident --risk 0.01 --stop-on rank-only
     """
     from pcf.analysis.whatif import whatif as replay_policy
-    from pcf.consensus import named_weights
     from pcf.stopping import StoppingPolicy
+    from pcf.weights import named_weights
 
     try:
         policy = StoppingPolicy(adaptive, risk=risk, weights=named_weights(stop_on))

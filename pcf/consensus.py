@@ -13,71 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pcf.choices import RULES
 from pcf.judgments import Judgment
+from pcf.weights import DEFAULT_WEIGHTS, PRESETS, Weights
 
 TIE_TOLERANCE = 1e-9
-RULES = ("eq5", "borda", "mean_score", "majority", "kemeny")
 MAX_KEMENY_N = 6
-
-
-@dataclass(frozen=True)
-class Weights:
-    """The four weights of Eq. 5: mean score, Borda, top votes, certainty."""
-
-    score: float
-    borda: float
-    vote: float
-    certainty: float
-
-    def __post_init__(self) -> None:
-        values = self.as_tuple()
-        if any(w < 0 for w in values) or not any(values):
-            raise ValueError(f"weights must be non-negative and not all zero, got {values}")
-
-    def as_tuple(self) -> tuple[float, float, float, float]:
-        """``(ws, wB, wv, wu)``."""
-        return (self.score, self.borda, self.vote, self.certainty)
-
-    @classmethod
-    def parse(cls, text: str) -> Weights:
-        """Read ``"ws,wB,wv,wu"``, e.g. ``"0.5,0.25,0.2,0.05"``."""
-        parts = [p.strip() for p in text.split(",")]
-        if len(parts) != 4:
-            raise ValueError(f"weights need four numbers ws,wB,wv,wu; got {text!r}")
-        try:
-            return cls(*(float(p) for p in parts))
-        except ValueError as exc:
-            raise ValueError(f"weights {text!r}: {exc}") from exc
-
-
-PRESETS: dict[str, Weights] = {
-    "proposed": Weights(0.50, 0.25, 0.20, 0.05),
-    "uniform": Weights(0.25, 0.25, 0.25, 0.25),
-    "score-only": Weights(1, 0, 0, 0),
-    "rank-only": Weights(0, 1, 0, 0),
-    "vote-only": Weights(0, 0, 1, 0),
-    "no-uncertainty": Weights(0.50, 0.27, 0.23, 0),
-}
-DEFAULT_WEIGHTS = PRESETS["proposed"]
-
-
-def named_weights(text: str) -> Weights:
-    """A preset's name or four weights ``ws,wB,wv,wu``.
-
-    Raises:
-        ValueError: neither a preset nor four usable weights.
-    """
-    if text in PRESETS:
-        return PRESETS[text]
-    if "," not in text:
-        raise ValueError(f"unknown preset {text!r}; choose one of {', '.join(PRESETS)}")
-    return Weights.parse(text)
-
-
-def weights_label(weights: Weights) -> str:
-    """The preset's name of ``weights``, else ``ws,wB,wv,wu``."""
-    name = next((name for name, preset in PRESETS.items() if preset == weights), None)
-    return name or ",".join(f"{w:g}" for w in weights.as_tuple())
 
 
 # Borda only, mean score only and majority of top picks are Eq. 5 with one weight.
@@ -302,7 +243,7 @@ def consensus(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Con
     c_e = ws * s_e + wb * b_e + wv * v_e + wu * u_e
     mean = [_mean_over_executions(x, has_ok_e) for x in (c_e, s_e, b_e, v_e, u_e)]
     c, s, b, v, u = mean
-    has_ok = has_ok_e.any(axis=1)
+    has_ok = np.any(has_ok_e, axis=1)
     return Consensus(c, s, b, v, u, pick_winner(c, v, b, s, has_ok=has_ok))
 
 
@@ -364,7 +305,7 @@ def kemeny(arrays: JudgmentArrays) -> tuple[np.ndarray, bool]:
     else:
         rankings = np.array([_kemeny_local_search(p) for p in prefer], dtype=np.int64)
         rankings = rankings.reshape(len(arrays.item_ids), n)
-    return np.where(ok.any(axis=1)[:, None], rankings, -1), exact
+    return np.where(np.any(ok, axis=1)[:, None], rankings, -1), exact
 
 
 def _disagreements(order: Sequence[int], prefer: np.ndarray) -> int:

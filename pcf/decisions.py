@@ -10,13 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from pcf.choices import RULES
 from pcf.consensus import (
-    DEFAULT_WEIGHTS,
     RULE_WEIGHTS,
-    RULES,
     Consensus,
     JudgmentArrays,
-    Weights,
     consensus,
     consensus_ranking,
     kemeny,
@@ -25,6 +23,7 @@ from pcf.consensus import (
 from pcf.instability import Instability, instability
 from pcf.items import Item
 from pcf.judgments import Judgment
+from pcf.weights import DEFAULT_WEIGHTS, Weights
 
 
 @dataclass(frozen=True)
@@ -155,7 +154,9 @@ def aggregate(
     breaks exact ties), else in order of first appearance in ``judgments``.
     """
     judgments = list(judgments)
-    listing = {i.item_id: i.candidate_ids for i in items} if items else None
+    listing: dict[str, Sequence[str]] | None = (
+        {i.item_id: i.candidate_ids for i in items} if items else None
+    )
     records: dict[str, dict[str, Any]] = {}
     for group in pack(judgments, listing):
         for record in decide(

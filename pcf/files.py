@@ -9,19 +9,30 @@ spare and can be raised, each by its environment variable:
 - :data:`DATA_FILE`: datasets, recordings and judgments files, ``PCF_MAX_FILE_MB`` (1024 MB);
 - :data:`PRICES_FILE`: the price table named by ``PCF_PRICES``, ``PCF_MAX_PRICES_MB`` (1 MB);
 - :data:`GUIDELINES_FILE`: labelling guidelines, ``PCF_MAX_GUIDELINES_MB`` (1 MB).
+
+Data files (datasets, recordings, judgments) are read as JSON lines or one JSON document
+through a :class:`FieldChecker` that collects each problem with its file, line and field and
+raises them together as one :class:`~pcf.errors.DataError`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+from pcf.errors import DataError, Problem
 
 MB = 1 << 20
+MAX_NESTING = 64
+MAX_INT_DIGITS = 4300
+"""Python's own limit on converting digits to an int."""
+BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -146,3 +157,190 @@ def _kind(mode: int) -> str:
         (stat.S_ISSOCK, "a socket"),
     )
     return next((name for test, name in kinds if test(mode)), "not a file")
+
+
+# ---------------------------------------------------------------- data files: JSON and problems
+
+
+class FieldChecker:
+    """Collects problems for one file."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = str(path)
+        self.problems: list[Problem] = []
+
+    def add(self, line: int | None, field_name: str | None, message: str) -> None:
+        self.problems.append(Problem(self.file, line, field_name, message))
+
+    def text(
+        self,
+        obj: dict,
+        key: str,
+        line: int,
+        *,
+        name: str | None = None,
+        limit: Limit | None = None,
+        item: object = None,
+    ) -> str | None:
+        """A required non-empty string field, of at most ``limit`` characters if given (a longer
+        one is a problem that names ``item``)."""
+        name = name or key
+        if key not in obj or obj[key] is None:
+            self.add(line, name, "missing")
+            return None
+        value = obj[key]
+        if not isinstance(value, str):
+            self.add(line, name, f"must be a string, got {type(value).__name__}")
+            return None
+        if not value.strip():
+            self.add(line, name, "is empty")
+            return None
+        return value if limit is None else self.within(value, line, name, limit, item)
+
+    def within(self, value: str, line: int, name: str, limit: Limit, item: object) -> str | None:
+        """``value`` if it has at most ``limit`` characters, else None with the problem."""
+        if len(value) <= limit.value():
+            return value
+        self.add(line, name, f"item {item!r}: {limit.exceeded(len(value))}")
+        return None
+
+    def optional_text(self, obj: dict, key: str, line: int) -> str | None:
+        value = obj.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.add(line, key, "must be a non-empty string or null")
+            return None
+        return value
+
+    def raise_if_any(self) -> None:
+        if self.problems:
+            raise DataError(self.problems)
+
+
+def _json_int(digits: str) -> int:
+    """A JSON integer, refused past :data:`MAX_INT_DIGITS` digits with a clear message."""
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"a number of more than {MAX_INT_DIGITS} digits")
+    return int(digits)
+
+
+JSON_DECODER = json.JSONDecoder(parse_int=_json_int)
+
+
+def decode_utf8(data: bytes, check: FieldChecker, line: int) -> str | None:
+    """``data`` decoded as UTF-8, or None with the problem recorded on ``line``."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line += data.count(b"\n", 0, exc.start)
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        check.add(line, None, f"not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column}")
+        return None
+
+
+def read_json_lines(path: Path, check: FieldChecker) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, object) for each non-blank line; bad lines become problems."""
+    with open_data(path) as fh:
+        for number, data in enumerate(capped_lines(fh, path, DATA_FILE), start=1):
+            raw = decode_utf8(data.removeprefix(BOM) if number == 1 else data, check, number)
+            if raw is None or not raw.strip():
+                continue
+            try:
+                obj = JSON_DECODER.decode(raw)
+            except json.JSONDecodeError as exc:
+                check.add(number, None, f"invalid JSON: {exc.msg} (column {exc.colno})")
+                continue
+            except ValueError as exc:
+                check.add(number, None, f"invalid JSON: {exc}")
+                continue
+            except RecursionError:
+                check.add(number, None, f"nested more than {MAX_NESTING} levels deep")
+                continue
+            if not isinstance(obj, dict):
+                check.add(number, None, f"expected a JSON object, got {type(obj).__name__}")
+                continue
+            if storable(obj, number, check):
+                yield number, obj
+
+
+def read_json_document(path: Path, check: FieldChecker) -> Any:
+    """The whole file as one JSON value; problems (with the line) raise :class:`DataError`."""
+    with open_data(path) as fh:
+        data = read_capped(fh, path, DATA_FILE).removeprefix(BOM)
+    text = decode_utf8(data, check, 1)
+    check.raise_if_any()
+    assert text is not None  # else _utf8 recorded a problem, raised just above
+    try:
+        return JSON_DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        check.add(exc.lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})")
+    except ValueError as exc:
+        check.add(None, None, f"invalid JSON: {exc}")
+    except RecursionError:
+        check.add(None, None, "invalid JSON: nested too deep")
+    check.raise_if_any()
+
+
+def storable(row: dict, line: int, check: FieldChecker) -> bool:
+    """Whether ``row`` can be stored, recording why not: too deep, a NUL or a lone surrogate.
+
+    Walks every key and value iteratively (the depth is what is being checked).
+    """
+    sound = True
+    pending: list[tuple[str, Any, int]] = [("", row, 0)]
+    while pending:
+        name, value, depth = pending.pop()
+        if depth > MAX_NESTING:
+            check.add(line, None, f"nested more than {MAX_NESTING} levels deep")
+            return False
+        texts: list[str] = []
+        if isinstance(value, str):
+            texts = [value]
+        elif isinstance(value, dict):
+            texts = [str(key) for key in value]
+            inner = ((f"{name}.{key}" if name else str(key), v) for key, v in value.items())
+            pending += [(path, v, depth + 1) for path, v in inner]
+        elif isinstance(value, list):
+            pending += [(f"{name}[{i}]", v, depth + 1) for i, v in enumerate(value)]
+        problem = next(filter(None, map(_string_problem, texts)), None)
+        if problem:
+            check.add(line, name or None, problem)
+            sound = False
+    return sound
+
+
+def _string_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored, or None."""
+    if "\x00" in text:
+        return "contains a NUL character"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"contains a lone surrogate (U+{ord(text[exc.start]):04X})"
+    return None
+
+
+def open_checked(path: str | Path) -> tuple[Path, FieldChecker]:
+    """The file's path and a checker for its problems.
+
+    Raises:
+        DataError: the file is missing, is not a regular file, or is over
+            :data:`DATA_FILE` (``PCF_MAX_FILE_MB``).
+    """
+    path = Path(path)
+    with open_data(path):
+        pass
+    return path, FieldChecker(path)
+
+
+@contextmanager
+def open_data(path: Path) -> Iterator[BinaryIO]:
+    """``path`` opened with :func:`open_input`; a refusal to read it, then or while
+    it is read, is a :class:`DataError`."""
+    try:
+        with open_input(path, DATA_FILE) as file:
+            yield file
+    except InputFileError as exc:
+        raise DataError([Problem(exc.path, None, None, exc.reason)]) from None

@@ -3,7 +3,7 @@
 Every loader reads the whole file, collects every problem (file, line, field) and raises one
 :class:`~pcf.errors.DataError` if there is any, so a bad file is never half used.
 
-What any file may hold, checked in one place for every format (:func:`_storable_problems`):
+What any file may hold, checked in one place for every format (:func:`pcf.files.storable`):
 UTF-8 text (a leading byte-order mark, as Excel writes, is skipped); no NUL character and no
 lone surrogate in any string (PostgreSQL and UTF-8 refuse them); nesting at most
 :data:`MAX_NESTING` deep; integers of at most :data:`MAX_INT_DIGITS` digits. An item has 2 to
@@ -19,16 +19,24 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from pcf.errors import DataError, Problem
-from pcf.files import DATA_FILE, InputFileError, Limit, capped_lines, open_input, read_capped
+from pcf.files import (
+    BOM,
+    DATA_FILE,
+    FieldChecker,
+    Limit,
+    decode_utf8,
+    open_checked,
+    open_data,
+    read_capped,
+    read_json_lines,
+    storable,
+)
 
 FORMATS = ("rewardbench2", "judgebench", "jsonl", "csv")
 CSV_COLUMNS = ("item_id", "prompt", "candidate_id", "text", "gold", "bucket")
@@ -37,15 +45,11 @@ MAX_CANDIDATES = 26
 """One default slot key (A to Z) per candidate: see :data:`pcf.prompts.DEFAULT_KEYS`."""
 RESERVED_CANDIDATE_IDS = ("none_correct", "cannot_tell")
 """An annotator's choices besides the candidates, so no candidate may be called that."""
-MAX_NESTING = 64
-MAX_INT_DIGITS = 4300
-"""Python's own limit on converting digits to an int."""
 PROMPT_CHARS = Limit("PCF_MAX_PROMPT_CHARS", 200_000, "characters")
 """The longest prompt an item may have (``PCF_MAX_PROMPT_CHARS`` changes it)."""
 CANDIDATE_CHARS = Limit("PCF_MAX_CANDIDATE_CHARS", 100_000, "characters")
 """The longest candidate answer (``PCF_MAX_CANDIDATE_CHARS`` changes it): every judge call
 quotes each candidate, and each is stored once per call."""
-BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -119,192 +123,6 @@ def load_dataset(
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     items = loaders[fmt](path, subset=subset)
     return items if limit is None else items[:limit]
-
-
-# ---------------------------------------------------------------- reading helpers
-
-
-class FieldChecker:
-    """Collects problems for one file."""
-
-    def __init__(self, path: Path) -> None:
-        self.file = str(path)
-        self.problems: list[Problem] = []
-
-    def add(self, line: int | None, field_name: str | None, message: str) -> None:
-        self.problems.append(Problem(self.file, line, field_name, message))
-
-    def text(
-        self,
-        obj: dict,
-        key: str,
-        line: int,
-        *,
-        name: str | None = None,
-        limit: Limit | None = None,
-        item: object = None,
-    ) -> str | None:
-        """A required non-empty string field, of at most ``limit`` characters if given (a longer
-        one is a problem that names ``item``)."""
-        name = name or key
-        if key not in obj or obj[key] is None:
-            self.add(line, name, "missing")
-            return None
-        value = obj[key]
-        if not isinstance(value, str):
-            self.add(line, name, f"must be a string, got {type(value).__name__}")
-            return None
-        if not value.strip():
-            self.add(line, name, "is empty")
-            return None
-        return value if limit is None else self.within(value, line, name, limit, item)
-
-    def within(self, value: str, line: int, name: str, limit: Limit, item: object) -> str | None:
-        """``value`` if it has at most ``limit`` characters, else None with the problem."""
-        if len(value) <= limit.value():
-            return value
-        self.add(line, name, f"item {item!r}: {limit.exceeded(len(value))}")
-        return None
-
-    def optional_text(self, obj: dict, key: str, line: int) -> str | None:
-        value = obj.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            self.add(line, key, "must be a non-empty string or null")
-            return None
-        return value
-
-    def raise_if_any(self) -> None:
-        if self.problems:
-            raise DataError(self.problems)
-
-
-def _json_int(digits: str) -> int:
-    """A JSON integer, refused past :data:`MAX_INT_DIGITS` digits with a clear message."""
-    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
-        raise ValueError(f"a number of more than {MAX_INT_DIGITS} digits")
-    return int(digits)
-
-
-_DECODER = json.JSONDecoder(parse_int=_json_int)
-
-
-def _utf8(data: bytes, check: FieldChecker, line: int) -> str | None:
-    """``data`` decoded as UTF-8, or None with the problem recorded on ``line``."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line += data.count(b"\n", 0, exc.start)
-        column = exc.start - data.rfind(b"\n", 0, exc.start)
-        check.add(line, None, f"not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column}")
-        return None
-
-
-def read_json_lines(path: Path, check: FieldChecker) -> Iterator[tuple[int, dict]]:
-    """Yield (line number, object) for each non-blank line; bad lines become problems."""
-    with _input(path) as fh:
-        for number, data in enumerate(capped_lines(fh, path, DATA_FILE), start=1):
-            raw = _utf8(data.removeprefix(BOM) if number == 1 else data, check, number)
-            if raw is None or not raw.strip():
-                continue
-            try:
-                obj = _DECODER.decode(raw)
-            except json.JSONDecodeError as exc:
-                check.add(number, None, f"invalid JSON: {exc.msg} (column {exc.colno})")
-                continue
-            except ValueError as exc:
-                check.add(number, None, f"invalid JSON: {exc}")
-                continue
-            except RecursionError:
-                check.add(number, None, f"nested more than {MAX_NESTING} levels deep")
-                continue
-            if not isinstance(obj, dict):
-                check.add(number, None, f"expected a JSON object, got {type(obj).__name__}")
-                continue
-            if _storable_problems(obj, number, check):
-                yield number, obj
-
-
-def read_json_document(path: Path, check: FieldChecker) -> Any:
-    """The whole file as one JSON value; problems (with the line) raise :class:`DataError`."""
-    with _input(path) as fh:
-        data = read_capped(fh, path, DATA_FILE).removeprefix(BOM)
-    text = _utf8(data, check, 1)
-    check.raise_if_any()
-    try:
-        return _DECODER.decode(text)
-    except json.JSONDecodeError as exc:
-        check.add(exc.lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})")
-    except ValueError as exc:
-        check.add(None, None, f"invalid JSON: {exc}")
-    except RecursionError:
-        check.add(None, None, "invalid JSON: nested too deep")
-    check.raise_if_any()
-
-
-def _storable_problems(row: dict, line: int, check: FieldChecker) -> bool:
-    """Whether ``row`` can be stored, recording why not: too deep, a NUL or a lone surrogate.
-
-    Walks every key and value iteratively (the depth is what is being checked).
-    """
-    sound = True
-    pending: list[tuple[str, Any, int]] = [("", row, 0)]
-    while pending:
-        name, value, depth = pending.pop()
-        if depth > MAX_NESTING:
-            check.add(line, None, f"nested more than {MAX_NESTING} levels deep")
-            return False
-        texts: list[str] = []
-        if isinstance(value, str):
-            texts = [value]
-        elif isinstance(value, dict):
-            texts = [str(key) for key in value]
-            inner = ((f"{name}.{key}" if name else str(key), v) for key, v in value.items())
-            pending += [(path, v, depth + 1) for path, v in inner]
-        elif isinstance(value, list):
-            pending += [(f"{name}[{i}]", v, depth + 1) for i, v in enumerate(value)]
-        problem = next(filter(None, map(_string_problem, texts)), None)
-        if problem:
-            check.add(line, name or None, problem)
-            sound = False
-    return sound
-
-
-def _string_problem(text: str) -> str | None:
-    """Why ``text`` cannot be stored, or None."""
-    if "\x00" in text:
-        return "contains a NUL character"
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return f"contains a lone surrogate (U+{ord(text[exc.start]):04X})"
-    return None
-
-
-def open_checked(path: str | Path) -> tuple[Path, FieldChecker]:
-    """The file's path and a checker for its problems.
-
-    Raises:
-        DataError: the file is missing, is not a regular file, or is over
-            :data:`~pcf.files.DATA_FILE` (``PCF_MAX_FILE_MB``).
-    """
-    path = Path(path)
-    with _input(path):
-        pass
-    return path, FieldChecker(path)
-
-
-@contextmanager
-def _input(path: Path) -> Iterator[BinaryIO]:
-    """``path`` opened with :func:`~pcf.files.open_input`; a refusal to read it, then or while
-    it is read, is a :class:`DataError`."""
-    try:
-        with open_input(path, DATA_FILE) as file:
-            yield file
-    except InputFileError as exc:
-        raise DataError([Problem(exc.path, None, None, exc.reason)]) from None
 
 
 def _finish_item(
@@ -420,8 +238,8 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
     ``gold`` means no gold label. Items keep the order of their first row.
     """
     path, check = open_checked(path)
-    with _input(path) as fh:
-        content = _utf8(read_capped(fh, path, DATA_FILE).removeprefix(BOM), check, 1)
+    with open_data(path) as fh:
+        content = decode_utf8(read_capped(fh, path, DATA_FILE).removeprefix(BOM), check, 1)
     check.raise_if_any()
     reader = csv.DictReader(io.StringIO(content, newline=""))
     groups: dict[str, dict[str, Any]] = {}
@@ -433,7 +251,7 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
             check.raise_if_any()
         for row in reader:
             line = reader.line_num
-            if not _storable_problems(row, line, check):
+            if not storable(row, line, check):
                 continue
             item_id = check.text(row, "item_id", line)
             prompt = check.text(row, "prompt", line, limit=PROMPT_CHARS, item=item_id)
@@ -482,18 +300,18 @@ def _rows_of(path: Path, check: FieldChecker) -> Iterable[tuple[int, dict]]:
         import pandas as pd  # noqa: PLC0415 - only Parquet needs it
 
         try:
-            with _input(path) as fh:
+            with open_data(path) as fh:
                 frame = pd.read_parquet(io.BytesIO(read_capped(fh, path, DATA_FILE)))
         except (OSError, ValueError) as exc:  # pyarrow's errors are among these
             check.add(None, None, f"not a readable Parquet file: {exc}")
             check.raise_if_any()
         records = enumerate(frame.to_dict(orient="records"), start=1)
-        return ((i, rec) for i, rec in records if _storable_problems(_plain_row(rec), i, check))
+        return ((i, rec) for i, rec in records if storable(_plain_row(rec), i, check))
     return read_json_lines(path, check)
 
 
 def _plain_row(record: dict) -> dict:
-    """A Parquet record with its arrays as lists, for :func:`_storable_problems`."""
+    """A Parquet record with its arrays as lists, for :func:`~pcf.files.storable`."""
     return {key: _plain(value) for key, value in record.items()}
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pcf.errors import DataError, Problem
-from pcf.items import open_checked, read_json_lines
+from pcf.files import open_checked, read_json_lines
 
 INVALID_JUDGMENT = "invalid_judgment"
 """The error of an ok line whose scores, ranking or confidence are unusable."""
@@ -116,6 +116,7 @@ def _judgment(
         # An unusable judgment is a failed call, as a run records one: kept with its reason.
         reason = "; ".join(str(p) for p in p1 + p2 + p3)
         return Judgment(*call, order, False, f"{INVALID_JUDGMENT}: {reason}")
+    assert isinstance(ranking, list)  # checked with the other fields above
     return Judgment(
         *call,
         order,

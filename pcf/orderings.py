@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-SCHEDULES = ("balanced", "random", "exhaustive", "repeated")
+from pcf.choices import SCHEDULES
+
 MAX_EXHAUSTIVE_N = 6
 
 Order = tuple[str, ...]

@@ -141,36 +141,9 @@ def is_ballpark_question(prompt: str) -> bool:
 
 # ---------------------------------------------------------------- JudgeBench's official score
 
-_JUDGEBENCH_FLIP = {"A>B": "B>A", "B>A": "A>B"}
-_JUDGEBENCH_LABELS = ("A>B", "B>A")
-
 
 def _sign(counter: int) -> int:
     return (counter > 0) - (counter < 0)
-
-
-def judgebench_pair_outcome(
-    label: str, decision1: str | None, decision2_in_swapped_frame: str | None
-) -> int:
-    """JudgeBench's official outcome of one pair (``utils/metrics.py compute_final_metrics``).
-
-    Decision 2 is flipped back (A>B <-> B>A; A=B and None unchanged), then each decision adds
-    +1 if it equals the label and -1 if it equals the opposite label.
-
-    Args:
-        label: ``"A>B"`` or ``"B>A"``.
-        decision1: the decision for order (A, B): ``"A>B"``, ``"B>A"``, ``"A=B"`` or None.
-        decision2_in_swapped_frame: the decision for order (B, A), in that order's own frame.
-
-    Returns:
-        +1 correct, -1 incorrect, 0 tie.
-    """
-    if label not in _JUDGEBENCH_LABELS:
-        raise ValueError(f"label must be 'A>B' or 'B>A', got {label!r}")
-    decision2 = _JUDGEBENCH_FLIP.get(decision2_in_swapped_frame, decision2_in_swapped_frame)
-    opposite = _JUDGEBENCH_FLIP[label]
-    counter = sum((d == label) - (d == opposite) for d in (decision1, decision2))
-    return _sign(counter)
 
 
 def official_outcome(gold: str, other: str, d1: str | None, d2: str | None) -> int:

@@ -14,13 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pcf.errors import DataError, Problem
-from pcf.items import (
-    FieldChecker,
-    judgebench_bucket,
-    open_checked,
-    read_json_document,
-    read_json_lines,
-)
+from pcf.files import FieldChecker, open_checked, read_json_document, read_json_lines
+from pcf.items import judgebench_bucket
 from pcf.pairwise import TIE, bucket_scores, official_outcome
 
 FIRST = "first"
@@ -56,6 +51,12 @@ class RecordedPair:
 
 
 # ---------------------------------------------------------------- JudgeBench
+
+
+def recorded_outcome(label: str, d1: str | None, d2: str | None) -> int:
+    """JudgeBench's official outcome (:func:`pcf.pairwise.official_outcome`) of a recorded
+    pair whose correct member is ``label`` (``first`` or ``second``)."""
+    return official_outcome(label, _OTHER[label], d1, d2)
 
 
 def read_judgebench_outputs(path: str | Path) -> list[RecordedPair]:
@@ -259,7 +260,10 @@ def _llmbar_pair(row: object, record: int, bucket: str, check: FieldChecker) -> 
             winners.append(_LLMBAR_WINNER[order["winner"]])
     if not sound:
         return None
-    return RecordedPair(f"{bucket}#{record}", bucket, _LLMBAR_WINNER[label], *winners)
+    gold = _LLMBAR_WINNER[label]
+    if gold is None:  # refused above, with the label's problem
+        return None
+    return RecordedPair(f"{bucket}#{record}", bucket, gold, *winners)
 
 
 def _is_winner_value(value: object) -> bool:
@@ -327,7 +331,7 @@ def replay_summary(pairs: Sequence[RecordedPair]) -> dict:
     if not pairs:
         raise ValueError("no recorded pairs to summarise")
     n = len(pairs)
-    outcomes = [official_outcome(p.label, _OTHER[p.label], p.d1, p.d2) for p in pairs]
+    outcomes = [recorded_outcome(p.label, p.d1, p.d2) for p in pairs]
     scores = bucket_scores(outcomes, [p.bucket for p in pairs])
     overall = scores["overall"]
     bias = Counter((p.d1, p.d2) for p in pairs)

@@ -54,11 +54,12 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
-from pcf.consensus import DEFAULT_WEIGHTS, TIE_TOLERANCE, Weights, consensus, pack
+from pcf.choices import POLICIES
+from pcf.consensus import TIE_TOLERANCE, consensus, pack
 from pcf.judgments import Judgment
 from pcf.orderings import seeded_rng
+from pcf.weights import DEFAULT_WEIGHTS, Weights
 
-POLICIES = ("off", "certain", "confident")
 STOP_REASONS = ("certain", "confident", "planned_calls_made", "max_calls")
 STOPPING_VERSION = 2
 """The version of the policies' decisions: raise it with every change that can stop an item
@@ -89,8 +90,10 @@ MARGIN_EPSILON = 1e-12
 
 
 class _Slotted(Protocol):
-    execution: int
-    call_index: int
+    @property
+    def execution(self) -> int: ...
+    @property
+    def call_index(self) -> int: ...
 
 
 CallT = TypeVar("CallT", bound=_Slotted)
@@ -419,7 +422,9 @@ class ScoreModel:
             gumbel = rng.gumbel(size=score.shape)
             ranked_by = np.where(at_random, gumbel, score + noise * gumbel)
             ranked_by += 1e-9 * rng.random(score.shape)  # equal scores: a random order
-            rank = np.argsort(np.argsort(-ranked_by, axis=2), axis=2) + 1
+            rank = np.empty((draws, calls, n), dtype=np.int64)  # 1 = best: the order inverted
+            ranks = np.broadcast_to(np.arange(1, n + 1), rank.shape)
+            np.put_along_axis(rank, np.argsort(-ranked_by, axis=2), ranks, axis=2)
             risk = risks[self._risk_rows(rng, place, risk_places, draws, n), np.arange(n)]
             answered = rng.random((draws, calls)) >= failing
             terms = call_terms(score, rank, risk, self.weights) * answered[..., None]
@@ -499,11 +504,58 @@ def replay(
     The calls are taken in :func:`in_waves` order, one wave of one call at a time, exactly as
     an adaptive run makes them; no judge is called.
     """
+    return replay_all([policy], item_id, candidate_ids, planned)[0]
+
+
+def replay_all(
+    policies: Sequence[StoppingPolicy],
+    item_id: str,
+    candidate_ids: tuple[str, ...],
+    planned: Sequence[Judgment],
+) -> list[Stop]:
+    """Where each of ``policies`` stops the item, exactly as :func:`replay` of each would say,
+    with the Monte Carlo draws shared (:func:`_all_settled`)."""
     ordered = in_waves(planned)
+    stops: dict[int, Stop] = {}
     for made in range(1, len(ordered) + 1):
         upcoming = tuple((j.execution, j.order) for j in ordered[made:])
         calls = ItemCalls(item_id, candidate_ids, tuple(ordered[:made]), upcoming)
-        if made == len(ordered) or policy.settled(calls):
-            reason = policy.name if made < len(ordered) else "planned_calls_made"
-            return Stop(made, reason, current_winner(calls, policy.weights))
-    return Stop(0, "planned_calls_made", -1)
+        going = [i for i in range(len(policies)) if i not in stops]
+        if made == len(ordered):
+            settled = [True] * len(going)
+        else:
+            settled = _all_settled([policies[i] for i in going], calls)
+        winners: dict[Weights, int] = {}
+        for i, done in zip(going, settled, strict=True):
+            if done:
+                reason = policies[i].name if made < len(ordered) else "planned_calls_made"
+                weights = policies[i].weights
+                if weights not in winners:
+                    winners[weights] = current_winner(calls, weights)
+                stops[i] = Stop(made, reason, winners[weights])
+    return [stops.get(i, Stop(0, "planned_calls_made", -1)) for i in range(len(policies))]
+
+
+def _all_settled(policies: Sequence[StoppingPolicy], calls: ItemCalls) -> list[bool]:
+    """:meth:`StoppingPolicy.settled` of each policy, one estimate for the ``confident`` ones
+    on the same weights and number of draws: the draws are the same (seeded by the calls), and
+    the estimate stopped early at the largest of their risks decides every one of them (more
+    changes than that risk's share of the draws is more than any smaller risk's)."""
+    largest: dict[tuple[Weights, int], float] = {}
+    for policy in policies:
+        if policy.name == "confident":
+            key = (policy.weights, simulations_for(policy.risk))
+            largest[key] = max(largest.get(key, 0.0), policy.risk)
+    estimates: dict[tuple[Weights, int], float] = {}
+    out = []
+    for policy in policies:
+        if policy.name != "confident":
+            out.append(policy.settled(calls))
+            continue
+        key = (policy.weights, simulations_for(policy.risk))
+        if key not in estimates:
+            estimates[key] = change_probability(
+                calls, policy.weights, simulations=key[1], threshold=largest[key]
+            )
+        out.append(estimates[key] <= policy.risk)
+    return out

@@ -18,13 +18,25 @@ from tests.demo_database import copy_demo, drop_database, new_database, on_postg
 pytest.register_assert_rewrite("tests.judge_providers")
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "sqlite_only(reason): the test is about SQLite itself; skipped on PostgreSQL"
-    )
+SLOW = (
+    "tests/e2e/",  # a real Chromium over the whole app
+    "tests/test_serving.py",  # the app served by `streamlit run`
+    "tests/runs/test_batch_kill.py",  # processes killed in the middle of their work
+    "tests/runs/test_engine_resume.py",
+    "tests/runs/test_run_commands.py",  # `pcf` processes racing for one run
+    "tests/labelling/test_queue.py::test_three_annotators_at_once",
+    "tests/analysis/test_markdown.py::test_long_lines_render_in_linear_time",  # 1M characters
+)
+"""The tests marked ``slow`` (by path, so the test files stay as they are): ``pytest -m "not
+slow"`` is the quick subset; ``make test`` runs everything."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+    for item in items:
+        where = f"{item.path.relative_to(root).as_posix()}::{item.name}"
+        if where.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
     if not on_postgres():
         return
     for item in items:

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pcf.consensus import PRESETS, Weights
+from pcf.choices import SCHEDULES
 from pcf.judgments import Judgment
-from pcf.orderings import SCHEDULES, schedule
+from pcf.orderings import schedule
+from pcf.weights import PRESETS, Weights
 
 FAMILIES = (
     "integer_ties",

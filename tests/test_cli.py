@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 from typer.main import get_command
@@ -11,6 +13,7 @@ from typer.testing import CliRunner
 from pcf.cli import app
 from pcf.judgments import write_judgments
 from tests.shared_data import LLMBAR, O1_MINI
+from tests.startup import heavy_modules_imported
 
 from .factories import judgment
 
@@ -36,6 +39,15 @@ def test_every_command_has_help_with_an_example():
         assert "Example: pcf " in (command.help or ""), f"{name} has no example"
         result = runner.invoke(app, [*name.split(), "--help"])
         assert result.exit_code == 0, name
+
+
+def test_help_imports_no_heavy_library():
+    pcf = Path(sys.executable).with_name("pcf")
+    assert heavy_modules_imported([str(pcf), "--help"]) == []
+
+
+def test_the_start_up_check_sees_a_heavy_library():
+    assert "numpy" in heavy_modules_imported([sys.executable, "-c", "import pcf.consensus"])
 
 
 @pytest.fixture

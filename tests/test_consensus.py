@@ -10,9 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcf.consensus import PRESETS, RULES, Weights, consensus, direct, kemeny, pack, winners
+from pcf.choices import RULES
+from pcf.consensus import consensus, direct, kemeny, pack, winners
 from pcf.decisions import aggregate, decide
 from pcf.judgments import Judgment
+from pcf.weights import PRESETS, Weights
 
 from .factories import METHOD_PRESETS, judgment, random_judgments
 

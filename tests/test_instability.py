@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pcf.consensus import PRESETS, pack
+from pcf.consensus import pack
 from pcf.decisions import aggregate, decide
 from pcf.flags import FLAG_HELP, FLAGS, raise_flags
 from pcf.instability import slot_bias
+from pcf.weights import PRESETS
 
 from .factories import judgment
 

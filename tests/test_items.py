@@ -18,10 +18,9 @@ from typer.testing import CliRunner
 
 from pcf.cli import app
 from pcf.errors import DataError
-from pcf.items import MAX_CANDIDATES, RESERVED_CANDIDATE_IDS, load_dataset
+from pcf.items import MAX_CANDIDATES, load_dataset
 from pcf.prompts import DEFAULT_KEYS
 from pcf.store import import_items
-from pcf.store.models import NO_CANDIDATE_CHOICES
 from tests.shared_data import JUDGEBENCH_PAIRS, RB2
 
 needs_shared = pytest.mark.skipif(not RB2.exists(), reason="../shared/data is absent")
@@ -373,7 +372,6 @@ def test_odd_values_in_benchmark_rows_are_problems_not_crashes(tmp_path):
 
 def test_the_candidate_limit_is_the_number_of_slot_keys():
     assert len(DEFAULT_KEYS) == MAX_CANDIDATES
-    assert set(RESERVED_CANDIDATE_IDS) == set(NO_CANDIDATE_CHOICES)
 
 
 ANY_TEXT = st.lists(

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcf.orderings import SCHEDULES, canonical_order, schedule, slot_coverage
+from pcf.choices import SCHEDULES
+from pcf.orderings import canonical_order, schedule, slot_coverage
 
 ids_strategy = st.integers(2, 6).map(lambda n: [f"c{i}" for i in range(n)])
 

@@ -14,7 +14,6 @@ from pcf.pairwise import (
     apoc_decide,
     bucket_scores,
     is_ballpark_question,
-    judgebench_pair_outcome,
     needs_confirmation,
     official_outcome,
 )
@@ -139,6 +138,17 @@ def test_ballpark_negatives(prompt):
 
 
 # ---------------------------------------------------------------- official score
+
+
+def judgebench_pair_outcome(label: str, decision1: str | None, decision2: str | None) -> int:
+    """The oracle: JudgeBench's own rule (``utils/metrics.py compute_final_metrics``) in its
+    A>B / B>A frame, decision 2 given in the swapped order's frame and flipped back."""
+    flip = {"A>B": "B>A", "B>A": "A>B"}
+    if label not in flip:
+        raise ValueError(f"label must be 'A>B' or 'B>A', got {label!r}")
+    back = flip.get(decision2, decision2) if decision2 is not None else None
+    counter = sum((d == label) - (d == flip[label]) for d in (decision1, back))
+    return (counter > 0) - (counter < 0)
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcf.consensus import DEFAULT_WEIGHTS, PRESETS
 from pcf.orderings import schedule
 from pcf.stopping import (
     SLOT_PRIOR,
@@ -25,9 +24,11 @@ from pcf.stopping import (
     is_certain,
     ranking_log_likelihood,
     replay,
+    replay_all,
     slot_basis,
     slot_prior_precision,
 )
+from pcf.weights import DEFAULT_WEIGHTS, PRESETS
 from tests.factories import judgment, random_judgments
 from tests.recorded_judges import FAMILIES, record, recorded_item
 
@@ -295,3 +296,19 @@ def test_confident_changes_no_more_winners_than_its_risk_on_recorded_judges(fami
         calls += stop.calls
     assert changed / CASES <= RISK + 3 * math.sqrt(RISK * (1 - RISK) / CASES)
     assert calls < sum(len(recorded_item(family, m)[1]) for m in range(CASES))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_policies_replayed_together_stop_where_each_alone_does(family):
+    """Shared draws change no stop: risks that share their draws, one that draws more, other
+    weights, and ``certain`` in the same pass, on recorded judges made to break the policies."""
+    for number in range(6):
+        ids, planned, weights = recorded_item(family, number)
+        policies = [
+            StoppingPolicy("certain", weights=weights),
+            *(StoppingPolicy("confident", risk=r, weights=weights) for r in (0.2, 0.05, 0.01)),
+            StoppingPolicy("confident", risk=0.002, weights=weights),  # 10,000 draws
+            StoppingPolicy("confident", risk=0.05, weights=PRESETS["rank-only"]),
+        ]
+        alone = [replay(policy, planned[0].item_id, ids, planned) for policy in policies]
+        assert replay_all(policies, planned[0].item_id, ids, planned) == alone, (family, number)

@@ -151,7 +151,7 @@ def compare_with_humans(
     gold = gold or {}
     by_item = {d["item_id"]: d for d in decisions}
     annotators = labels.groupby("item_key")["annotator"].nunique().to_dict()
-    records = []
+    records: list[tuple[str, str, str | None, str | None, str | None, int, bool, bool]] = []
     for item_id, label in human.items():
         if label is None or item_id not in by_item:
             continue
@@ -174,7 +174,9 @@ def compare_with_humans(
     )
     paired = kappa_direct = kappa_pcf = None
     if records:
-        truth, direct, pcf = ([r[column] for r in records] for column in (1, 2, 3))
+        truth = [r[1] for r in records]
+        direct = [r[2] for r in records]
+        pcf = [r[3] for r in records]
         paired = compare_paired(truth, direct, pcf, seed=seed)
         kappa_direct = _kappa(direct, truth)
         kappa_pcf = _kappa(pcf, truth)

@@ -26,7 +26,7 @@ from sqlmodel import Session
 
 from pcf.analysis.item_list import letter_labels
 from pcf.flags import FLAGS
-from pcf.store.models import NO_CANDIDATE_CHOICES
+from pcf.items import RESERVED_CANDIDATE_IDS
 from pcf.store.queries import current_labels, get_plan, load_items, resolutions
 
 CANNOT_TELL = "cannot_tell"
@@ -86,9 +86,11 @@ def rule_gold(votes: list[str], rule: str) -> str | None:
     if rule == "unanimous":
         first = votes[0]
         return (
-            first if first not in NO_CANDIDATE_CHOICES and all(v == first for v in votes) else None
+            first
+            if first not in RESERVED_CANDIDATE_IDS and all(v == first for v in votes)
+            else None
         )
-    counted = Counter(v for v in votes if v not in NO_CANDIDATE_CHOICES).most_common()
+    counted = Counter(v for v in votes if v not in RESERVED_CANDIDATE_IDS).most_common()
     tied = len(counted) > 1 and counted[0][1] == counted[1][1]
     return counted[0][0] if counted and not tied else None
 
@@ -121,10 +123,11 @@ def dawid_skene(
         warnings.filterwarnings("ignore", module="crowdkit")
         model = OneCoinDawidSkene(n_iter=100).fit(data)
     by_letter = {item: {v: k for k, v in letters.items()} for item, letters in positions.items()}
-    answers = {
-        str(item): by_letter[item].get(letter) for item, letter in model.labels_.to_dict().items()
-    }
-    return answers, {str(w): float(s) for w, s in model.skills_.to_dict().items()}
+    labels, skills = model.labels_, model.skills_
+    assert labels is not None  # fit sets both
+    assert skills is not None
+    answers = {str(item): by_letter[item].get(letter) for item, letter in labels.to_dict().items()}
+    return answers, {str(w): float(s) for w, s in skills.to_dict().items()}
 
 
 def human_gold(
@@ -151,11 +154,11 @@ def human_gold(
     for item_key, choices in labels.groupby("item_key", sort=False)["choice"]:
         item = str(item_key)
         value = estimated.get(item) if rule == "dawid_skene" else rule_gold(_votes(choices), rule)
-        gold[item] = value if value not in NO_CANDIDATE_CHOICES else None
+        gold[item] = value if value not in RESERVED_CANDIDATE_IDS else None
         source[item] = rule if gold[item] is not None else None
     newest = resolved.drop_duplicates("item_key", keep="last")
     for item_key, choice in zip(newest["item_key"], newest["choice"], strict=True):
-        gold[str(item_key)] = None if choice in NO_CANDIDATE_CHOICES else choice
+        gold[str(item_key)] = None if choice in RESERVED_CANDIDATE_IDS else choice
         source[str(item_key)] = "resolution"
     return HumanGold(gold, source, rule, skills)
 

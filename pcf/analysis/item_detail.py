@@ -13,12 +13,13 @@ import pandas as pd
 from pcf.analysis.adjudications import choice_label
 from pcf.analysis.item_list import letter_labels
 from pcf.analysis.results import number_or_nan, value_or_none
-from pcf.consensus import DEFAULT_WEIGHTS, Weights, pack
+from pcf.consensus import pack
 from pcf.decisions import decide
 from pcf.items import Item
 from pcf.orderings import slot_coverage
 from pcf.store.models import Call
 from pcf.store.queries import stored_judgment
+from pcf.weights import DEFAULT_WEIGHTS, Weights
 
 PREVIEW_WORDS = 8
 
@@ -165,7 +166,7 @@ def calls_frame(item: Item, calls: Sequence[Call]) -> pd.DataFrame:
             {
                 "ordering": ordering_label(call, labels),
                 "ok": call.ok,
-                "top pick": labels.get(top, top) if call.ok else None,
+                "top pick": labels.get(top, top) if call.ok and top is not None else None,
                 "confidence": parsed.get("confidence") if call.ok else None,
                 "error": call.error,
                 "repaired": ", ".join(call.repaired),

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.consensus import DEFAULT_WEIGHTS, Weights, pack, weights_label
+from pcf.consensus import pack
 from pcf.decisions import aggregate, decide
 from pcf.evaluation import compare_paired
 from pcf.flags import FLAG_HELP, FLAGS
@@ -22,6 +22,7 @@ from pcf.judges.simulated import MODEL_SLOT_BIAS
 from pcf.pairwise import TIE, apoc_decide, bucket_scores, is_ballpark_question, official_outcome
 from pcf.store.models import Call, Run
 from pcf.store.queries import item_db_ids, load_items, run_calls, run_judgments
+from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
 
 SIMULATED_NOTE = "results illustrate the tool, not the method's accuracy"
 SIMULATED_LABEL = f"simulated judge: {SIMULATED_NOTE}"
@@ -262,10 +263,11 @@ def run_summary(run: Run, *, session: Session, seed: int = 0) -> dict[str, Any]:
         summary["stopping"] = stopping
     if is_simulated(run):
         summary["note"] = SIMULATED_LABEL
-    labelled = [d for d in decisions if gold.get(d["item_id"]) is not None]
+    truth = {d["item_id"]: g for d in decisions if (g := gold.get(d["item_id"])) is not None}
+    labelled = [d for d in decisions if d["item_id"] in truth]
     if labelled:
         stats = compare_paired(
-            [gold[d["item_id"]] for d in labelled],
+            [truth[d["item_id"]] for d in labelled],
             [d["metrics"]["direct_winner"] for d in labelled],
             [d["winner"] for d in labelled],
             seed=seed,
@@ -310,8 +312,10 @@ def analyse_run(run: Run, *, session: Session) -> RunAnalysis:
     """
     items = load_items(run.dataset_id, session=session)
     if run.protocol == "apoc":
-        records = run_decisions(run, session=session, items=items)
-        return RunAnalysis(decision_table(records, items), _slot_frame([]), _slot_tests_frame([]))
+        apoc_records = run_decisions(run, session=session, items=items)
+        return RunAnalysis(
+            decision_table(apoc_records, items), _slot_frame([]), _slot_tests_frame([])
+        )
     by_id = {item.item_id: item for item in items}
     groups = pack(
         run_judgments(run.id, session=session),

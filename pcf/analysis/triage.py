@@ -114,7 +114,7 @@ def curve(order: str, wrong: Sequence[bool], ranking: Sequence[int]) -> Curve:
     return Curve(order, np.arange(n + 1) / n, captured, accuracy)
 
 
-def doubt_curve(order: str, wrong: Sequence[bool], scores: Sequence[float]) -> Curve:
+def doubt_curve(order: str, wrong: Sequence[bool], scores: Sequence[float] | np.ndarray) -> Curve:
     """The curves of reviewing items by descending score (unknown, NaN, scores last), averaged
     over every order of equal scores: within a run of equal scores the errors are found at the
     run's rate, so no listing order (which may carry a pattern) decides them.
@@ -303,7 +303,7 @@ def calibrated_priority(
     return pd.Series(values, index=table["item_id"].to_numpy(), name="p_wrong")
 
 
-def reliability(probabilities: Sequence[float], wrong: Sequence[bool]) -> pd.DataFrame:
+def reliability(probabilities: Sequence[float] | np.ndarray, wrong: Sequence[bool]) -> pd.DataFrame:
     """The reliability diagram's data: per bin of predicted probability, the items, the mean
     prediction and the observed share of errors."""
     frame = pd.DataFrame({"predicted": probabilities, "wrong": np.asarray(wrong, dtype=float)})

@@ -20,11 +20,12 @@ import pandas as pd
 from sqlmodel import Session
 
 from pcf.analysis.results import is_adaptive, is_simulated, run_weights
-from pcf.consensus import JudgmentArrays, Weights, pack, weights_label
+from pcf.consensus import JudgmentArrays, pack
 from pcf.decisions import decide
 from pcf.evaluation import accuracy, paired_outcomes
 from pcf.store.models import Run
 from pcf.store.queries import load_items, run_judgments
+from pcf.weights import Weights, weights_label
 
 CHANGED_COLUMNS = ("item_id", "gold", "direct", "winner", "outcome")
 WEIGHT_NAMES = ("ws", "wB", "wv", "wu")
@@ -125,10 +126,13 @@ def evaluate_weights(packed: PackedRun, weights: Weights, *, k: int | None = Non
             zip(group.item_ids, decided.consensus.winner_ids(decided.arrays), strict=True)
         )
         direct.update(zip(group.item_ids, decided.direct.winner_ids(decided.arrays), strict=True))
-    labelled = [i for i in packed.item_order if i in winners and packed.gold.get(i) is not None]
+    known = {
+        i: g for i in packed.item_order if i in winners and (g := packed.gold.get(i)) is not None
+    }
+    labelled = list(known)
     if not labelled:
         raise ValueError(f"run {packed.name!r} has no judged item with a gold id")
-    gold = [packed.gold[i] for i in labelled]
+    gold = list(known.values())
     method = [winners[i] for i in labelled]
     baseline = [direct[i] for i in labelled]
     counts = paired_outcomes(

@@ -17,12 +17,12 @@ from sqlmodel import Session
 
 from pcf.analysis.gold import dataset_gold
 from pcf.analysis.results import is_adaptive, is_simulated
-from pcf.consensus import DEFAULT_WEIGHTS, Weights, weights_label
 from pcf.items import Item
 from pcf.judgments import Judgment
-from pcf.stopping import ItemCalls, Stop, StoppingPolicy, current_winner, replay
+from pcf.stopping import ItemCalls, Stop, StoppingPolicy, current_winner, replay_all
 from pcf.store.models import Run
 from pcf.store.queries import load_items, run_judgments
+from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
 
 CURVE_RISKS = (0.2, 0.1, 0.05, 0.02, 0.01)
 """The ``confident`` risks of :func:`budget_curve`, from cheap to careful."""
@@ -34,17 +34,28 @@ def replay_run(
     judgments: Sequence[Judgment], items: Sequence[Item], policy: StoppingPolicy
 ) -> dict[str, tuple[Stop, Stop]]:
     """Per judged item: where ``policy`` stops it, and the full run (every stored call)."""
+    return replay_runs(judgments, items, [policy])[0]
+
+
+def replay_runs(
+    judgments: Sequence[Judgment], items: Sequence[Item], policies: Sequence[StoppingPolicy]
+) -> list[dict[str, tuple[Stop, Stop]]]:
+    """:func:`replay_run` of each policy, the policies sharing their work
+    (:func:`pcf.stopping.replay_all`)."""
     by_item: dict[str, list[Judgment]] = defaultdict(list)
     for judgment in judgments:
         by_item[judgment.item_id].append(judgment)
-    out = {}
+    out: list[dict[str, tuple[Stop, Stop]]] = [{} for _ in policies]
     for item in items:
         calls = by_item.get(item.item_id)
         if not calls:
             continue
         everything = ItemCalls(item.item_id, item.candidate_ids, tuple(calls))
-        full = Stop(len(calls), "planned_calls_made", current_winner(everything, policy.weights))
-        out[item.item_id] = (replay(policy, item.item_id, item.candidate_ids, calls), full)
+        stops = replay_all(policies, item.item_id, item.candidate_ids, calls)
+        winners = {w: current_winner(everything, w) for w in {p.weights for p in policies}}
+        for policy, stop, stops_of in zip(policies, stops, out, strict=True):
+            full = Stop(len(calls), "planned_calls_made", winners[policy.weights])
+            stops_of[item.item_id] = (stop, full)
     return out
 
 
@@ -74,6 +85,17 @@ def whatif(run: Run, policy: StoppingPolicy, *, session: Session) -> dict[str, A
         ValueError: an APOCJudge run (its calls are not orderings to stop early), or an
             adaptive run (its items stopped already: there is no full run to replay).
     """
+    return whatif_all(run, [policy], session=session)[0]
+
+
+def whatif_all(
+    run: Run, policies: Sequence[StoppingPolicy], *, session: Session
+) -> list[dict[str, Any]]:
+    """:func:`whatif` of each policy, the run read once and the replays sharing their work.
+
+    Raises:
+        ValueError: as :func:`whatif`.
+    """
     if run.protocol == "apoc":
         raise ValueError(f"run {run.name!r} is an APOCJudge run: adaptive stopping is listwise")
     if is_adaptive(run):
@@ -82,10 +104,24 @@ def whatif(run: Run, policy: StoppingPolicy, *, session: Session) -> dict[str, A
             "to replay; replay a full run of the same settings"
         )
     items = load_items(run.dataset_id, session=session)
-    stops = replay_run(run_judgments(run.id, session=session), items, policy)
+    replays = replay_runs(run_judgments(run.id, session=session), items, policies)
+    humans = dataset_gold(run.dataset_id, session=session).gold
+    return [
+        _summary(run, policy, stops, items, humans)
+        for policy, stops in zip(policies, replays, strict=True)
+    ]
+
+
+def _summary(
+    run: Run,
+    policy: StoppingPolicy,
+    stops: Mapping[str, tuple[Stop, Stop]],
+    items: Sequence[Item],
+    humans: Mapping[str, str | None],
+) -> dict[str, Any]:
+    """One policy's :func:`whatif` figures from its replay."""
     ids = {item.item_id: item.candidate_ids for item in items}
     n = len(stops)
-    humans = dataset_gold(run.dataset_id, session=session).gold
     summary: dict[str, Any] = {
         "run": run.name,
         "policy": policy.name,
@@ -129,8 +165,7 @@ def budget_curve(
         if accuracy is not None:
             rows.append((label, calls, ACCURACY, accuracy))
 
-    for policy in policies:
-        figures = whatif(run, policy, session=session)
+    for policy, figures in zip(policies, whatif_all(run, policies, session=session), strict=True):
         gold = figures["against_gold"]
         label = "certain" if policy.name == "certain" else f"confident R={policy.risk:g}"
         add(label, figures["calls_per_item"], figures["same_winner"], gold and gold["adaptive"])

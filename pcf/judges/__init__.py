@@ -6,10 +6,9 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pcf.judges.base import CallContext, Judge, JudgeError, JudgeReply, JudgeRequest
+from pcf.judges.base import KEY_ENV, CallContext, Judge, JudgeError, JudgeReply, JudgeRequest
 
 BACKENDS = ("simulated", "openai", "anthropic", "replay")
-KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 """The variables the providers' SDKs read for a server when no base URL is given."""
 OWN_SERVERS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
@@ -87,7 +86,7 @@ def make_judge(
         return AnthropicJudge(model, base_url=base_url, timeout=timeout, api_key=api_key)
     if backend == "replay":
         if replay_path is None:
-            raise ValueError("the replay backend needs a judgments.jsonl (--replay PATH)")
+            raise ValueError("the replay backend needs a judgments.jsonl recording to answer from")
         from pcf.judges.replay import ReplayJudge  # noqa: PLC0415
 
         return ReplayJudge(replay_path, model=model)

@@ -7,10 +7,10 @@ from typing import Any
 
 import anthropic
 import pydantic
-from anthropic.types import Message
+from anthropic.types import Message, TextBlock
 
 from pcf.judges._provider import ProviderJudge, status_error
-from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
+from pcf.judges.base import KEY_ENV, JudgeError, JudgeReply, JudgeRequest, usage_count
 
 
 class AnthropicJudge(ProviderJudge):
@@ -28,7 +28,7 @@ class AnthropicJudge(ProviderJudge):
     """
 
     backend = "anthropic"
-    key_env = "ANTHROPIC_API_KEY"
+    key_env = KEY_ENV["anthropic"]
 
     @staticmethod
     def _new_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
@@ -84,7 +84,7 @@ def message_reply(message: object, latency: float) -> JudgeReply:
         text = "".join(
             block.text
             for block in message.content
-            if getattr(block, "type", None) == "text" and isinstance(block.text, str)
+            if isinstance(block, TextBlock) and isinstance(block.text, str)
         )
         refusal = None
         if message.stop_reason == "refusal":

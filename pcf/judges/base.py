@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 MAX_CALL_TOKENS = 10_000_000
 """A usage count above this is the provider's nonsense (no model takes 10M tokens a call)."""
-KEY_ENV_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+"""The variable each provider's key is read from (the only place a key comes from)."""
 REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 8
 _KEY_SHAPED = re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")  # OpenAI sk-..., Anthropic sk-ant-...
@@ -27,11 +28,11 @@ def usage_count(value: object) -> int:
 
 
 def configured_keys() -> list[str]:
-    """The API keys in the environment now: the values of :data:`KEY_ENV_VARS` worth masking.
+    """The API keys in the environment now: the values of :data:`KEY_ENV` worth masking.
 
     Values shorter than :data:`MIN_SECRET_CHARS` are left out (they would mask ordinary words).
     """
-    values = (os.environ.get(name) for name in KEY_ENV_VARS)
+    values = (os.environ.get(name) for name in KEY_ENV.values())
     return [value for value in values if value and len(value) >= MIN_SECRET_CHARS]
 
 

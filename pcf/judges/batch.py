@@ -13,6 +13,7 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, TypeVar
 
 import anthropic
@@ -309,9 +310,7 @@ class AnthropicBatches:
                 result = line.result
                 if result.type == "succeeded":
                     out.append(
-                        _reply_or_error(
-                            line.custom_id, lambda r=result: message_reply(r.message, 0.0)
-                        )
+                        _reply_or_error(line.custom_id, partial(message_reply, result.message, 0.0))
                     )
                 elif result.type == "errored":
                     error = result.error.error
@@ -350,4 +349,4 @@ def batch_client(judge: object) -> BatchClient:
     if isinstance(judge, AnthropicJudge):
         return AnthropicBatches(judge)
     backend = getattr(judge, "backend", type(judge).__name__)
-    raise ValueError(f"--batch needs the openai or anthropic backend, not {backend}")
+    raise ValueError(f"provider batches need the openai or anthropic backend, not {backend}")

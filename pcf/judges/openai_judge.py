@@ -8,7 +8,7 @@ from typing import Any
 import openai
 
 from pcf.judges._provider import ProviderJudge, status_error
-from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
+from pcf.judges.base import KEY_ENV, JudgeError, JudgeReply, JudgeRequest, usage_count
 
 
 class OpenAIJudge(ProviderJudge):
@@ -24,7 +24,7 @@ class OpenAIJudge(ProviderJudge):
     """
 
     backend = "openai"
-    key_env = "OPENAI_API_KEY"
+    key_env = KEY_ENV["openai"]
 
     @staticmethod
     def _new_client(api_key: str, base_url: str | None, timeout: float) -> openai.AsyncOpenAI:

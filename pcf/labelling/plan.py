@@ -54,7 +54,8 @@ def set_plan(
             or guidelines too long or holding a NUL character.
     """
     actor.require(Permission.PLAN_LABELLING)
-    if get_dataset_by_id(dataset_id, session=session) is None:
+    dataset = get_dataset_by_id(dataset_id, session=session)
+    if dataset is None:
         raise ValueError(f"no dataset with id {dataset_id}")
     changes: dict[str, object] = {}
     if labels_per_item is not None:
@@ -83,7 +84,7 @@ def set_plan(
         "labelling_plan_set",
         session=session,
         actor=actor.identity,
-        target=get_dataset_by_id(dataset_id, session=session).name,
+        target=dataset.name,
         details=details,
     )
     return labelling_plan(dataset_id, session=session)

@@ -22,13 +22,13 @@ from pcf.analysis.results import (
     stopping_label,
 )
 from pcf.analysis.weights import evaluate_weights, pack_run
-from pcf.consensus import DEFAULT_WEIGHTS
 from pcf.pairwise import TIE
 from pcf.prices import price_table
 from pcf.recordings import FIRST, SECOND, RecordedPair
 from pcf.reports.tables import METHODS, weight_records
 from pcf.store.models import Run
 from pcf.store.queries import list_datasets, load_items, run_judgments
+from pcf.weights import DEFAULT_WEIGHTS
 
 K_VALUES = (3, 5, 7)
 PAIR_COLUMNS = ("pair_id", "bucket", "label", "d1", "d2", "apoc", "reason")

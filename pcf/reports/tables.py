@@ -19,11 +19,11 @@ from pcf.analysis.triage import (
     summarize,
 )
 from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights
-from pcf.consensus import PRESETS
 from pcf.evaluation import compare_paired
-from pcf.pairwise import bucket_order, bucket_scores, official_outcome
-from pcf.recordings import FIRST, SECOND, SWAP_RULES
+from pcf.pairwise import bucket_order, bucket_scores
+from pcf.recordings import FIRST, SECOND, SWAP_RULES, recorded_outcome
 from pcf.store.models import Run
+from pcf.weights import PRESETS
 
 METHODS = {
     "direct": "direct",
@@ -43,7 +43,6 @@ AGREEMENT_BANDS = (
     ("0.6 to <0.8", 0.6, 0.8),
     ("below 0.6", -math.inf, 0.6),
 )
-_OTHER = {FIRST: SECOND, SECOND: FIRST}
 RUN_COLUMNS = (
     "run",
     "protocol",
@@ -347,7 +346,7 @@ def official_table(pairs: pd.DataFrame) -> pd.DataFrame:
     if labelled.empty:
         return pd.DataFrame(columns=columns)
     outcomes = [
-        official_outcome(label, _OTHER[label], d1, d2)
+        recorded_outcome(label, d1, d2)
         for label, d1, d2 in zip(labelled["label"], labelled["d1"], labelled["d2"], strict=True)
     ]
     scores = bucket_scores(outcomes, list(labelled["bucket"]))

@@ -17,7 +17,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlmodel import Session
 
@@ -28,10 +28,26 @@ from pcf.stopping import STOPPING_VERSION, ItemCalls, Stop, StoppingPolicy, curr
 from pcf.store.models import Call, Run
 from pcf.store.queries import item_calls, record_item_stops, set_run_setting, stored_judgment
 
+if TYPE_CHECKING:
+    from pcf.runs.engine import PlannedCall
+
 STOPPING_SETTING = "stopping"
 """The run setting that records the policy a finished adaptive run was finished with."""
 UNVERSIONED = 1
 """The version of a stop recorded before stops carried one."""
+
+
+class Answerer(Protocol):
+    """What an adaptive run needs of the engine (:class:`pcf.runs.engine.CallExecutor`)."""
+
+    @property
+    def capped(self) -> bool:
+        """Whether the cost cap is reached: further calls wait for a higher one."""
+        ...
+
+    async def answer(self, calls: Sequence[PlannedCall]) -> None:
+        """Make ``calls`` and store their answers."""
+        ...
 
 
 def policy_of(spec: RunSpec) -> StoppingPolicy:
@@ -64,7 +80,7 @@ class ItemPlan:
         planned: the item's planned calls (its schedule's orderings times the executions).
     """
 
-    calls: list
+    calls: list[PlannedCall]
     planned: int
 
     def reason_when_done(self) -> str:
@@ -72,9 +88,9 @@ class ItemPlan:
         return "planned_calls_made" if len(self.calls) == self.planned else "max_calls"
 
 
-def item_plans(planned: Sequence, spec: RunSpec) -> list[ItemPlan]:
+def item_plans(planned: Sequence[PlannedCall], spec: RunSpec) -> list[ItemPlan]:
     """Each item's :class:`ItemPlan`, from the plan of :func:`executions_for`."""
-    by_item: dict[int, list] = defaultdict(list)
+    by_item: dict[int, list[PlannedCall]] = defaultdict(list)
     for call in planned:
         by_item[call.item_db_id].append(call)
     plans = []
@@ -115,7 +131,7 @@ def item_state(item_plan: ItemPlan, stored: Sequence[Call]) -> tuple[ItemCalls, 
 
 def item_step(
     item_plan: ItemPlan, stored: Sequence[Call], policy: StoppingPolicy
-) -> tuple[object | None, Stop | None]:
+) -> tuple[PlannedCall | None, Stop | None]:
     """An item's next call, or where it stopped and why (exactly one of the two is None)."""
     state, left = item_state(item_plan, stored)
     if left and not (state.judgments and policy.settled(state)):
@@ -183,8 +199,8 @@ def next_wave(
 
 
 async def answer_in_waves(
-    executor,
-    planned: Sequence,
+    executor: Answerer,
+    planned: Sequence[PlannedCall],
     run: Run,
     spec: RunSpec,
     *,
@@ -214,7 +230,8 @@ async def answer_in_waves(
             if stop is not None:
                 stops[item_plan.calls[0].item.item_id] = stop
                 return
-            if executor.report.capped:  # the cost cap is reached: the item waits unsettled
+            assert call is not None  # item_step gives a call or a stop
+            if executor.capped:  # the item waits unsettled
                 return
             await executor.answer([call])
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -21,8 +22,8 @@ from pcf.runs.manage import CostCapError, RunBusyError, RunConflictError, check_
 from pcf.runs.spec import RunSpec
 from pcf.store.engine import session_scope
 from pcf.store.errors import storage_problem
-from pcf.store.models import utc_now
-from pcf.store.queries import get_run, set_run_status
+from pcf.store.models import RunStatus, utc_now
+from pcf.store.queries import ACTIVE_RUN_STATUSES, get_run, set_run_status
 
 ACTIVE_STATUSES = ("starting", "running")
 
@@ -77,7 +78,7 @@ class _Tracker:
         with self._lock:
             return self._state
 
-    def update(self, **changes: object) -> None:
+    def update(self, **changes: Any) -> None:
         """Change some fields of the progress at once."""
         with self._lock:
             self._state = replace(self._state, **changes)
@@ -168,8 +169,8 @@ def _mark_failed(engine: Engine, name: str) -> None:
     """Leave the stored run as failed (its answered calls stay; starting it again resumes)."""
     with session_scope(engine) as session:
         run = get_run(name, session=session)
-        if run is not None and run.status in ("pending", "running"):
-            set_run_status(run, "failed", session=session)
+        if run is not None and run.status in ACTIVE_RUN_STATUSES:
+            set_run_status(run, RunStatus.FAILED, session=session)
 
 
 def background_runs(engine: Engine, dataset: str | None = None) -> list[RunProgress]:

@@ -18,11 +18,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
-import socket
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -30,39 +28,43 @@ from typing import Any
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission
-from pcf.consensus import Weights
 from pcf.judges import judge_server, make_judge
-from pcf.judges.base import redact
 from pcf.judges.batch import BatchClient, BatchLostError, BatchResult, BatchStatus, batch_client
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.prompts import Rendered
 from pcf.runs.adaptive import executions_for, kept_stops, next_wave, record_stops
-from pcf.runs.engine import CallExecutor, PlannedCall, confirmations, content_key, plan
-from pcf.runs.manage import check_start, keep_lease, open_run, require_dataset, take_lease
-from pcf.runs.spec import IDENTITY_FIELDS, RunSpec
+from pcf.runs.engine import (
+    CallExecutor,
+    PlannedCall,
+    Prepared,
+    Slot,
+    confirmations,
+    content_key,
+    failed_answer,
+    plan,
+)
+from pcf.runs.manage import Lease, check_start, leased, open_run, require_dataset
+from pcf.runs.spec import LIMIT_SETTING, RunSpec
 from pcf.stopping import Stop
-from pcf.store.models import Call, ProviderBatch, Run, utc_now
+from pcf.store.models import Call, ProviderBatch, Run, RunStatus, utc_now
 from pcf.store.queries import (
     add_audit_event,
     add_provider_batch,
     cached_calls,
     claimed_batch_ids,
-    get_dataset_by_id,
     get_run,
     item_db_ids,
     load_items,
     pending_batch_keys,
-    release_run_lease,
     run_batches,
     run_calls_by_slot,
+    run_dataset,
     set_run_setting,
     set_run_status,
     update_provider_batch,
     update_run_totals,
 )
 
-BATCH_STATUS = "batch"
-"""A run's status while it has batches whose results are not stored yet."""
 FIND_WINDOW = timedelta(minutes=10)
 """How far before a killed submission's record a provider's clock may have dated its batch."""
 MISSING = {
@@ -72,13 +74,6 @@ MISSING = {
 
 LOST_STATUS = "not_found"
 """The provider status recorded for a batch the provider answered 404 for."""
-
-LIMIT_SETTING = "batch_limit"
-"""The run setting that keeps ``--limit`` of the latest batch submit, for collecting."""
-
-ADAPTIVE_FIELDS = ("adaptive", "risk", "max_calls")
-Slot = tuple[int, int, int]
-Prepared = tuple[PlannedCall, Rendered, str]
 
 
 @dataclass
@@ -122,33 +117,8 @@ class BatchReport:
 
 
 def spec_of(run: Run, *, session: Session) -> RunSpec:
-    """The :class:`RunSpec` that made ``run`` (its dataset, judge and identity settings)."""
-    dataset = get_dataset_by_id(run.dataset_id, session=session)
-    identity = run.settings.get("identity", {})
-    stop_on = identity.get("stop_on")
-    return RunSpec(
-        dataset.name if dataset else "",
-        run.name,
-        backend=run.backend,
-        model=run.model,
-        base_url=run.base_url,
-        limit=run.settings.get(LIMIT_SETTING),
-        **{key: identity[key] for key in (*IDENTITY_FIELDS, *ADAPTIVE_FIELDS) if key in identity},
-        **({"stop_on": Weights(*stop_on)} if stop_on else {}),
-    )
-
-
-@contextmanager
-def _leased(name: str, *, session: Session) -> Iterator[str]:
-    """Hold run ``name``'s lease meanwhile (one process per run); yields the holder."""
-    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
-    take_lease(name, holder, session=session)
-    try:
-        yield holder
-    finally:
-        session.rollback()
-        release_run_lease(name, session=session, holder=holder)
-        session.commit()
+    """The :class:`RunSpec` that made ``run`` (:meth:`RunSpec.from_run`)."""
+    return RunSpec.from_run(run, run_dataset(run, session=session).name)
 
 
 class _Batcher:
@@ -156,12 +126,12 @@ class _Batcher:
 
     def __init__(self, run: Run, spec: RunSpec, client: BatchClient, *, session: Session) -> None:
         self.run, self.spec, self.client, self.session = run, spec, client, session
-        prices = batch_prices(price_table())
+        self.prices = batch_prices(price_table())
         self.executor = CallExecutor(
-            run, client.judge, spec, session=session, prices=prices, progress=None
+            run, client.judge, spec, session=session, prices=self.prices, progress=None
         )
         self.report = BatchReport()
-        dataset = get_dataset_by_id(run.dataset_id, session=session)
+        dataset = run_dataset(run, session=session)
         self.items = load_items(run.dataset_id, session=session)[: spec.limit]
         self.db_ids = item_db_ids(run.dataset_id, session=session)
         self.planned = plan(
@@ -169,6 +139,7 @@ class _Batcher:
         )
         self.kept = kept_stops(run, recheck=False)
         self.stops: dict[str, Stop] = {}
+        self._prepared: dict[Slot, Prepared] = {}
         self.renamed = self._renamed_keys()
 
     def _renamed_keys(self) -> dict[str, str]:
@@ -217,11 +188,11 @@ class _Batcher:
         return self.planned + confirmations(self.planned, stored, self.spec)
 
     def prepare(self, calls: Sequence[PlannedCall]) -> list[Prepared]:
-        out = []
-        for planned in calls:
-            rendered = planned.render()
-            out.append((planned, rendered, self.executor.call_key(planned, rendered)))
-        return out
+        """The calls rendered with their content keys, each rendered once per run (a call's
+        slot always holds the same call: the plan's, or its APOCJudge confirmation)."""
+        new = [p for p in calls if _slot_of(p) not in self._prepared]
+        self._prepared |= {_slot_of(p[0]): p for p in self.executor.prepare(new)}
+        return [self._prepared[_slot_of(p)] for p in calls]
 
     def entry(self, prepared: Prepared) -> dict[str, Any]:
         _, rendered, key = prepared
@@ -245,15 +216,8 @@ class _Batcher:
         keep = {slot for slot, call in stored.items() if call.ok or not retry_failed}
         own = {key for r in records if r.state != "collected" for key in self.sent_keys(r)}
         todo = [p for p in prepared if _slot_of(p[0]) not in keep and p[2] not in own]
-        hits = cached_calls([key for *_, key in todo], session=self.session)
-        rows, rest = [], []
-        for planned, rendered, key in todo:
-            hit = hits.get(key)
-            row = None if hit is None else self.executor.from_cache(planned, rendered, key, hit)
-            if row is None:
-                rest.append((planned, rendered, key))
-            else:
-                rows.append(self._replacing(row, stored))
+        rows, rest = self.executor.cached(todo)
+        self._retry_failed(rows, stored)
         if rows:
             self.executor.commit(rows)
             self.report.stored += len(rows)
@@ -413,7 +377,8 @@ class _Batcher:
                 paid.add(key)
             else:
                 self.report.cache_hits += 1
-            rows.append(self._replacing(row, stored))
+            rows.append(row)
+        self._retry_failed(rows, stored)
         update_provider_batch(
             record, session=self.session, state="collected", collected_at=utc_now()
         )
@@ -437,12 +402,9 @@ class _Batcher:
         row = self.executor.base_row(planned, rendered, key)
         reply = outcome.reply
         if reply is None:
-            error = redact((outcome.error or "batch_error").replace("\x00", "\ufffd"))[:500]
-            fields = {"ok": False, "error": error, "repaired": [], "judgment": None}
-            empty = {"response_text": None, "response_raw": None, "latency_s": 0.0}
-            return row | fields | empty | {"attempts": int(paid)}
+            return row | failed_answer(outcome.error or "batch_error") | {"attempts": int(paid)}
         tokens_in, tokens_out = (reply.input_tokens, reply.output_tokens) if paid else (0, 0)
-        cost = call_cost(self.spec.model, tokens_in, tokens_out, self.executor.prices) or 0.0
+        cost = call_cost(self.spec.model, tokens_in, tokens_out, self.prices) or 0.0
         self.report.cost_usd += cost
         return (
             row
@@ -455,14 +417,11 @@ class _Batcher:
             }
         )
 
-    def _replacing(self, row: dict[str, Any], stored: dict[Slot, Call]) -> dict[str, Any]:
-        """Mark a row that replaces a stored failed call (kept as a ``retried`` answer)."""
-        current = stored.get((row["item_id"], row["execution"], row["call_index"]))
-        if current is not None and not current.ok:
-            self.executor.replacing[(row["item_id"], row["execution"], row["call_index"])] = (
-                current.id
-            )
-        return row
+    def _retry_failed(self, rows: list[dict[str, Any]], stored: dict[Slot, Call]) -> None:
+        """Have the rows that land on stored failed calls replace them (each failed answer
+        kept as a ``retried`` replaced call)."""
+        slots = [(row["item_id"], row["execution"], row["call_index"]) for row in rows]
+        self.executor.retry(stored[s] for s in slots if s in stored and not stored[s].ok)
 
     def lost_only(self) -> bool:
         """Whether the last collect left lost batches and nothing to wait for."""
@@ -520,14 +479,6 @@ def _client(spec: RunSpec) -> BatchClient:
     return batch_client(judge)
 
 
-async def _with_heartbeat(name: str, holder: str, session: Session, work: Callable[[], Any]) -> Any:
-    heartbeat = asyncio.create_task(keep_lease(name, holder, session=session))
-    try:
-        return await work()
-    finally:
-        heartbeat.cancel()
-
-
 def submit_run(
     spec: RunSpec,
     *,
@@ -553,7 +504,7 @@ def submit_run(
     check_start(spec, actor=actor)
     require_dataset(spec, session=session)
     client = _client(spec)
-    with _leased(spec.run_name, session=session) as holder:
+    with leased(spec.run_name, session=session) as lease:
         resumed = get_run(spec.run_name, session=session) is not None
         run = open_run(spec, session=session)
         add_audit_event(
@@ -568,14 +519,15 @@ def submit_run(
         batcher = _Batcher(run, spec, client, session=session)
 
         async def work() -> None:
-            try:
-                await batcher.submit(
-                    retry_failed=retry_failed, max_requests=max_requests, max_bytes=max_bytes
-                )
-            finally:
-                await client.aclose()
+            async with lease.heartbeat():
+                try:
+                    await batcher.submit(
+                        retry_failed=retry_failed, max_requests=max_requests, max_bytes=max_bytes
+                    )
+                finally:
+                    await client.aclose()
 
-        asyncio.run(_with_heartbeat(spec.run_name, holder, session, work))
+        asyncio.run(work())
         _finish_run(batcher)
         return run, batcher.report
 
@@ -586,7 +538,7 @@ def _finish_run(batcher: _Batcher) -> None:
         record_stops(
             batcher.run, batcher.spec, batcher.kept, batcher.stops, session=batcher.session
         )
-    status = "finished" if done else BATCH_STATUS
+    status = RunStatus.FINISHED if done else RunStatus.BATCH
     set_run_status(batcher.run, status, session=batcher.session)
     update_run_totals(batcher.run.id, session=batcher.session)
     batcher.session.commit()
@@ -726,16 +678,16 @@ def collect_runs(
     runs = [_existing(name, session=session) for name in names]
     specs = [spec_of(run, session=session) for run in runs]
     with ExitStack() as stack:
-        holders = [stack.enter_context(_leased(name, session=session)) for name in names]
+        leases = [stack.enter_context(leased(name, session=session)) for name in names]
         return asyncio.run(
-            _collect_all(runs, specs, holders, session, wait, poll_s, progress, forget_lost)
+            _collect_all(runs, specs, leases, session, wait, poll_s, progress, forget_lost)
         )
 
 
 async def _collect_all(
     runs: list[Run],
     specs: list[RunSpec],
-    holders: list[str],
+    leases: list[Lease],
     session: Session,
     wait: bool,
     poll_s: float,
@@ -746,27 +698,36 @@ async def _collect_all(
         _Batcher(run, spec, _client(spec), session=session)
         for run, spec in zip(runs, specs, strict=True)
     ]
-    beats = [
-        asyncio.create_task(keep_lease(run.name, holder, session=session))
-        for run, holder in zip(runs, holders, strict=True)
-    ]
     try:
-        while True:
-            for batcher in batchers:
-                await batcher.collect(forget_lost=forget_lost)
-                waves = batcher.spec.protocol == "apoc" or batcher.spec.adaptive != "off"
-                if batcher.report.pending == 0 and waves:
-                    await batcher.submit(retry_failed=False, max_requests=None, max_bytes=None)
-                    await batcher.collect(forget_lost=forget_lost)
-                _finish_run(batcher)
-            if progress:
-                progress([b.report for b in batchers])
-            if not wait or all(b.done() or b.lost_only() for b in batchers):
-                break
-            await asyncio.sleep(poll_s)
+        async with AsyncExitStack() as beats:
+            for lease in leases:
+                await beats.enter_async_context(lease.heartbeat())
+            await _collect_rounds(batchers, wait, poll_s, progress, forget_lost)
     finally:
-        for beat in beats:
-            beat.cancel()
         for batcher in batchers:
             await batcher.client.aclose()
     return [b.report for b in batchers]
+
+
+async def _collect_rounds(
+    batchers: list[_Batcher],
+    wait: bool,
+    poll_s: float,
+    progress: Callable[[list[BatchReport]], None] | None,
+    forget_lost: bool,
+) -> None:
+    """Collect every run's ended batches (and send its next wave) until none is left to wait
+    for, or once without ``wait``."""
+    while True:
+        for batcher in batchers:
+            await batcher.collect(forget_lost=forget_lost)
+            waves = batcher.spec.protocol == "apoc" or batcher.spec.adaptive != "off"
+            if batcher.report.pending == 0 and waves:
+                await batcher.submit(retry_failed=False, max_requests=None, max_bytes=None)
+                await batcher.collect(forget_lost=forget_lost)
+            _finish_run(batcher)
+        if progress:
+            progress([b.report for b in batchers])
+        if not wait or all(b.done() or b.lost_only() for b in batchers):
+            break
+        await asyncio.sleep(poll_s)

@@ -6,14 +6,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import gc
 import hashlib
 import json
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,17 +27,18 @@ from pcf.orderings import canonical_order, schedule
 from pcf.pairwise import is_ballpark_question, needs_confirmation
 from pcf.parsing import parse_listwise, parse_pairwise
 from pcf.prices import call_cost
+from pcf.processes import gc_frozen
 from pcf.prompts import Rendered, neutral_keys, render_listwise, render_pairwise
 from pcf.runs.adaptive import answer_in_waves, executions_for, kept_stops, record_stops
 from pcf.runs.spec import RunSpec
-from pcf.store.models import Call, Run
+from pcf.store.models import Call, Run, RunStatus
 from pcf.store.queries import (
     cached_calls,
-    get_dataset_by_id,
     insert_calls,
     keep_duplicate_answers,
     replace_calls,
     run_calls_by_slot,
+    run_dataset,
     set_run_status,
     update_run_totals,
 )
@@ -70,6 +69,12 @@ class PlannedCall:
         """The prompt of this call."""
         render = render_pairwise if self.pairwise else render_listwise
         return render(self.item, self.order, self.keys)
+
+
+Slot = tuple[int, int, int]
+"""Where a call sits in a run: (item database id, execution, call index)."""
+Prepared = tuple[PlannedCall, Rendered, str]
+"""A planned call with its rendered prompt and content key."""
 
 
 def plan(
@@ -208,6 +213,20 @@ def stored_reply(reply: JudgeReply) -> tuple[str, dict[str, Any], list[str]]:
     return text, raw, [NUL_REPAIR] if had_nul else []
 
 
+def failed_answer(error: str) -> dict[str, Any]:
+    """The answer fields of a call left without a usable reply: its ``reason: message`` error
+    stored like an answer (no key, no NUL, at most 500 characters)."""
+    return {
+        "ok": False,
+        "error": redact(error.replace("\x00", "\ufffd"))[:500],
+        "repaired": [],
+        "judgment": None,
+        "response_text": None,
+        "response_raw": None,
+        "latency_s": 0.0,
+    }
+
+
 @dataclass
 class RunReport:
     """What one invocation of :func:`execute` did, updated as calls are answered.
@@ -284,21 +303,33 @@ class CallExecutor:
         self.prices, self.progress, self.budget_usd = prices, progress, budget_usd
         self.report = RunReport()
         self.semaphore = asyncio.Semaphore(spec.concurrency)
-        self.replacing: dict[tuple[int, int, int], int] = {}
+        self._replacing: dict[Slot, int] = {}
         self.stopped = False
+
+    def retry(self, failed: Iterable[Call]) -> int:
+        """Store the next answers at these failed calls' slots as their replacements (each
+        failed answer is kept as a ``retried`` replaced call); returns how many."""
+        slots = {(call.item_id, call.execution, call.call_index): call.id for call in failed}
+        self._replacing |= slots
+        return len(slots)
+
+    @property
+    def capped(self) -> bool:
+        """Whether the cost cap is reached: further calls wait for a higher one."""
+        return self.report.capped > 0
 
     def _store(self, rows: list[dict[str, Any]]) -> None:
         """Commit new calls, and new answers of retried failed calls (the failed answer is
         kept as a replaced call)."""
-        new = [row for row in rows if _slot(row) not in self.replacing]
+        new = [row for row in rows if _slot(row) not in self._replacing]
         if new:
             insert_calls(new, session=self.session)
-        retried = {self.replacing[_slot(r)]: r for r in rows if _slot(r) in self.replacing}
+        retried = {self._replacing[_slot(r)]: r for r in rows if _slot(r) in self._replacing}
         if retried:
             replace_calls(retried, session=self.session)
         self.session.commit()
         for row in rows:
-            self.replacing.pop(_slot(row), None)
+            self._replacing.pop(_slot(row), None)
 
     def commit(self, rows: list[dict[str, Any]]) -> None:
         """Store rows of calls in one transaction (a judge's answer alone, as it arrives).
@@ -371,7 +402,9 @@ class CallExecutor:
             return {"ok": False, "error": "refusal", "repaired": [], "judgment": None}
         if planned.pairwise:
             pair = parse_pairwise(reply.text, rendered.key_to_id)
-            judgment = {"verdict": pair.verdict, "confidence": pair.confidence} if pair.ok else None
+            judgment: dict[str, Any] | None = None
+            if pair.ok:
+                judgment = {"verdict": pair.verdict, "confidence": pair.confidence}
             return {
                 "ok": pair.ok,
                 "error": pair.error,
@@ -469,16 +502,7 @@ class CallExecutor:
                     if exc.retryable and transport_failures < self.spec.max_attempts:
                         await asyncio.sleep(self._backoff(transport_failures, exc.retry_after))
                         continue
-                    outcome = {
-                        "ok": False,
-                        # "reason: message", stored like an answer: no key, no NUL
-                        "error": redact(str(exc).replace("\x00", "\ufffd"))[:500],
-                        "repaired": [],
-                        "judgment": None,
-                        "response_text": None,
-                        "response_raw": None,
-                        "latency_s": 0.0,
-                    }
+                    outcome = failed_answer(str(exc))
                     break
                 tokens_in += reply.input_tokens
                 tokens_out += reply.output_tokens
@@ -509,44 +533,39 @@ class CallExecutor:
         wait = self.spec.backoff_s * 2 ** (failures - 1) * (0.5 + random.random())
         return min(MAX_BACKOFF_S, max(wait, retry_after or 0.0))
 
+    def prepare(self, calls: Sequence[PlannedCall]) -> list[Prepared]:
+        """Each call with its rendered prompt and content key."""
+        out = []
+        for planned in calls:
+            rendered = planned.render()
+            out.append((planned, rendered, self.call_key(planned, rendered)))
+        return out
+
+    def cached(self, prepared: Sequence[Prepared]) -> tuple[list[dict[str, Any]], list[Prepared]]:
+        """The rows of the calls the content-keyed cache answers (looked up in a few queries),
+        and the calls left for the judge."""
+        hits = cached_calls([key for *_, key in prepared], session=self.session)
+        rows: list[dict[str, Any]] = []
+        rest = []
+        for planned, rendered, key in prepared:
+            hit = hits.get(key)
+            row = None if hit is None else self.from_cache(planned, rendered, key, hit)
+            if row is None:
+                rest.append((planned, rendered, key))
+            else:
+                rows.append(row)
+        return rows, rest
+
     async def answer(self, calls: Sequence[PlannedCall]) -> None:
         """Answer calls from the cache where possible, the rest concurrently.
 
-        The cache is looked up for all calls in a few queries and its answers are stored in
-        one transaction before the first judge call; each judge answer is committed alone.
+        The cache's answers are stored in one transaction before the first judge call; each
+        judge answer is committed alone.
         """
-        prepared = []
-        for planned in calls:
-            rendered = planned.render()
-            prepared.append((planned, rendered, self.call_key(planned, rendered)))
-        hits = cached_calls([key for *_, key in prepared], session=self.session)
-        hit_rows: list[dict[str, Any]] = []
-        pending = []
-        for planned, rendered, key in prepared:
-            hit = hits.get(key)
-            cached = None if hit is None else self.from_cache(planned, rendered, key, hit)
-            if cached is None:
-                pending.append((planned, rendered, key))
-            else:
-                hit_rows.append(cached)
+        hit_rows, pending = self.cached(self.prepare(calls))
         if hit_rows:
             self.commit(hit_rows)
         await asyncio.gather(*(self.call(*p) for p in pending))
-
-
-@contextmanager
-def _gc_frozen() -> Iterator[None]:
-    """Keep the objects that exist before a run out of the cyclic garbage collector's scans.
-
-    A full collection scans every object the process holds (the SDKs, SQLAlchemy, pandas...),
-    and while it runs the event loop stalls every call in flight; the SDKs allocate enough per
-    call to trigger several during a run. Objects made during the run are collected as usual.
-    """
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _confirmation(planned_first: PlannedCall, spec: RunSpec) -> PlannedCall:
@@ -573,7 +592,7 @@ def confirmations(
     return out
 
 
-def _slot(row: dict[str, Any]) -> tuple[int, int, int]:
+def _slot(row: dict[str, Any]) -> Slot:
     return row["item_id"], row["execution"], row["call_index"]
 
 
@@ -612,19 +631,20 @@ async def execute(
         budget_usd=budget_usd,
     )
     stored = run_calls_by_slot(run.id, session=session)
+    retried = 0
     if retry_failed:
-        executor.replacing = {slot: call.id for slot, call in stored.items() if not call.ok}
+        retried = executor.retry(call for call in stored.values() if not call.ok)
         stored = {slot: call for slot, call in stored.items() if call.ok}
-    dataset_seed = get_dataset_by_id(run.dataset_id, session=session).seed
+    dataset_seed = run_dataset(run, session=session).seed
     planned = plan(items, db_ids, executions_for(spec, items), dataset_seed=dataset_seed)
     todo = [p for p in planned if (p.item_db_id, p.execution, p.call_index) not in stored]
     executor.report.to_do = len(todo)
     executor.report.planned = len(planned)
     executor.report.already_done = len(planned) - len(todo)
-    executor.report.retried = len(executor.replacing)
-    set_run_status(run, "running", session=session)
+    executor.report.retried = retried
+    set_run_status(run, RunStatus.RUNNING, session=session)
     session.commit()
-    with _gc_frozen():
+    with gc_frozen():
         if spec.adaptive == "off":
             await executor.answer(todo)
         else:
@@ -636,7 +656,9 @@ async def execute(
             second = confirmations(planned, stored, spec)
             executor.report.to_do += len(second)
             await executor.answer(second)
-    set_run_status(run, "capped" if executor.report.capped else "finished", session=session)
+    set_run_status(
+        run, RunStatus.CAPPED if executor.capped else RunStatus.FINISHED, session=session
+    )
     update_run_totals(run.id, session=session)
     session.commit()
     return executor.report

@@ -21,12 +21,12 @@ from pcf.runs.spec import RunSpec
 from pcf.stopping import STOPPING_VERSION
 from pcf.store.queries import (
     answered_keys,
-    get_dataset_by_id,
     get_run,
     item_calls,
     item_db_ids,
     load_items,
     run_calls_by_slot,
+    run_dataset,
 )
 
 CHARS_PER_TOKEN = 4
@@ -196,7 +196,7 @@ def reopen_estimate(
     older = {key for key, version in versions.items() if version != STOPPING_VERSION}
     if not older:
         return None
-    dataset = get_dataset_by_id(run.dataset_id, session=session)
+    dataset = run_dataset(run, session=session)
     items = load_items(run.dataset_id, session=session)[: spec.limit]
     db_ids = item_db_ids(run.dataset_id, session=session)
     planned = plan(items, db_ids, executions_for(spec, items), dataset_seed=dataset.seed)

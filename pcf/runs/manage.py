@@ -8,7 +8,10 @@ import asyncio
 import os
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 from sqlmodel import Session
 
@@ -267,15 +270,49 @@ def take_lease(name: str, holder: str, *, session: Session) -> None:
         since = busy.acquired_at.strftime("%Y-%m-%d %H:%M:%S UTC")
         raise RunBusyError(
             f"run {name!r} is being judged by another process (pid {busy.pid} on "
-            f"{busy.host}, since {since}); wait for it to finish, or pick another --name"
+            f"{busy.host}, since {since}); wait for it to finish, or choose another name"
         )
 
 
-async def keep_lease(name: str, holder: str, *, session: Session) -> None:
-    """Renew the lease every :data:`HEARTBEAT_S` seconds while the run goes on."""
-    while True:
-        await asyncio.sleep(HEARTBEAT_S)
-        renew_run_lease(name, session=session, holder=holder, ttl_s=LEASE_TTL_S)
+@dataclass(frozen=True)
+class Lease:
+    """A run lease this process holds (:func:`leased`)."""
+
+    name: str
+    holder: str
+    session: Session
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            renew_run_lease(self.name, session=self.session, holder=self.holder, ttl_s=LEASE_TTL_S)
+            self.session.commit()
+
+    @asynccontextmanager
+    async def heartbeat(self) -> AsyncIterator[None]:
+        """Renew the lease every :data:`HEARTBEAT_S` seconds meanwhile (in the event loop)."""
+        task = asyncio.create_task(self._renew())
+        try:
+            yield
+        finally:
+            task.cancel()
+
+
+@contextmanager
+def leased(name: str, *, session: Session) -> Iterator[Lease]:
+    """Hold run ``name``'s lease meanwhile (one process per run), and give it up at the end
+    whatever happened (work not committed is rolled back first).
+
+    Raises:
+        RunBusyError: a live process holds it.
+    """
+    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+    take_lease(name, holder, session=session)
+    try:
+        yield Lease(name, holder, session)
+    finally:
+        session.rollback()
+        release_run_lease(name, session=session, holder=holder)
         session.commit()
 
 
@@ -331,32 +368,29 @@ def judge_run(
         seed=spec.seed,
         api_key=api_key,
     )
-    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
     name = spec.run_name
 
-    async def go(run: Run, items: list, db_ids: dict[str, int]) -> RunReport:
-        heartbeat = asyncio.create_task(keep_lease(name, holder, session=session))
+    async def go(lease: Lease, run: Run, items: list[Item], db_ids: dict[str, int]) -> RunReport:
         try:
-            return await execute(
-                run,
-                items,
-                judge,
-                spec,
-                session=session,
-                db_ids=db_ids,
-                prices=prices,
-                progress=progress,
-                retry_failed=retry_failed,
-                budget_usd=None if cap is None else cap - spent,
-                recheck_stops=recheck_stops,
-            )
+            async with lease.heartbeat():
+                return await execute(
+                    run,
+                    items,
+                    judge,
+                    spec,
+                    session=session,
+                    db_ids=db_ids,
+                    prices=prices,
+                    progress=progress,
+                    retry_failed=retry_failed,
+                    budget_usd=None if cap is None else cap - spent,
+                    recheck_stops=recheck_stops,
+                )
         finally:
-            heartbeat.cancel()
             if hasattr(judge, "aclose"):
                 await judge.aclose()
 
-    take_lease(name, holder, session=session)
-    try:
+    with leased(name, session=session) as lease:
         run = open_run(spec, session=session)
         add_audit_event(
             "run_resumed" if resumed else "run_started",
@@ -380,11 +414,7 @@ def judge_run(
             )
         items = load_items(run.dataset_id, session=session)[: spec.limit]
         db_ids = item_db_ids(run.dataset_id, session=session)
-        return run, asyncio.run(go(run, items, db_ids))
-    finally:
-        session.rollback()
-        release_run_lease(name, session=session, holder=holder)
-        session.commit()
+        return run, asyncio.run(go(lease, run, items, db_ids))
 
 
 def import_dataset(
@@ -394,7 +424,7 @@ def import_dataset(
     actor: Actor,
     name: str,
     fmt: str,
-    source_path: str | os.PathLike | None = None,
+    source_path: str | Path | None = None,
     seed: int = 0,
 ) -> Dataset:
     """Import ``items`` as dataset ``name`` (all or nothing), as ``actor``.

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pcf.consensus import DEFAULT_WEIGHTS, Weights
+from pcf.choices import POLICIES, SCHEDULES
 from pcf.judges import BACKENDS
-from pcf.orderings import SCHEDULES
-from pcf.stopping import POLICIES
+from pcf.weights import DEFAULT_WEIGHTS, Weights
+
+if TYPE_CHECKING:
+    from pcf.store.models import Run
 
 PROTOCOLS = ("direct", "pcf", "repeated", "apoc")
 IDENTITY_FIELDS = (
@@ -28,6 +30,10 @@ IDENTITY_FIELDS = (
     "ballpark_guard",
 )
 """The settings that define a run's calls: a run is resumed only with the same values."""
+ADAPTIVE_FIELDS = ("adaptive", "risk", "max_calls")
+"""The identity settings of an adaptive run besides :data:`IDENTITY_FIELDS` and ``stop_on``."""
+LIMIT_SETTING = "batch_limit"
+"""The run setting that keeps the limit of the run's latest batch submit, for collecting."""
 _PROTOCOL_SETTINGS: dict[str, dict[str, Any]] = {
     "direct": {"k": 1, "schedule": "balanced", "executions": 1},
     "repeated": {"schedule": "repeated"},
@@ -110,9 +116,31 @@ class RunSpec:
         if not 0 < self.risk < 1:
             raise ValueError(f"risk must be between 0 and 1, got {self.risk}")
         if self.max_calls is not None and (self.adaptive != "confident" or self.max_calls < 1):
-            raise ValueError("max_calls is a positive number of calls, for --adaptive confident")
+            raise ValueError("max_calls is a positive number of calls, for the confident policy")
         if self.stop_on != DEFAULT_WEIGHTS and self.adaptive == "off":
-            raise ValueError("stop_on names the weights an adaptive run stops on: add --adaptive")
+            raise ValueError(
+                "stop_on names the weights an adaptive run stops on: choose an adaptive policy"
+            )
+
+    @classmethod
+    def from_run(cls, run: Run, dataset: str) -> RunSpec:
+        """The spec that made stored ``run`` of dataset ``dataset``: its judge, its identity
+        settings and the limit of its latest batch submit (other settings at their defaults)."""
+        identity = run.settings.get("identity", {})
+        settings: dict[str, Any] = {
+            key: identity[key] for key in (*IDENTITY_FIELDS, *ADAPTIVE_FIELDS) if key in identity
+        }
+        if identity.get("stop_on"):
+            settings["stop_on"] = Weights(*identity["stop_on"])
+        return cls(
+            dataset,
+            run.name,
+            backend=run.backend,
+            model=run.model,
+            base_url=run.base_url,
+            limit=run.settings.get(LIMIT_SETTING),
+            **settings,
+        )
 
     @property
     def run_name(self) -> str:

@@ -12,13 +12,13 @@ from pcf.store.engine import (
 )
 from pcf.store.errors import DatabaseMovedError, storage_problem
 from pcf.store.models import (
-    NO_CANDIDATE_CHOICES,
     Adjudication,
     Call,
     CandidateRow,
     Dataset,
     ItemRow,
     Run,
+    RunStatus,
     utc_now,
 )
 from pcf.store.queries import (
@@ -61,7 +61,6 @@ from pcf.store.schema import SchemaError
 __all__ = [
     "DATABASE_URL_ENV",
     "LABEL_COLUMNS",
-    "NO_CANDIDATE_CHOICES",
     "Adjudication",
     "Call",
     "CandidateRow",
@@ -70,6 +69,7 @@ __all__ = [
     "ItemRow",
     "LostRaceError",
     "Run",
+    "RunStatus",
     "SchemaError",
     "add_adjudication",
     "adjudicated_item_keys",

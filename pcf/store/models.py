@@ -2,18 +2,31 @@
 
 Every timestamp column is :class:`sqlmodel.UTCDateTime` (a ``DateTime(timezone=True)`` type
 decorator): it refuses naive datetimes on write and returns aware UTC datetimes on read, even on
-SQLite, which stores no offset. Lists and dicts are JSON columns.
+SQLite, which stores no offset. Lists and dicts are JSON columns. A numbered ``id`` is typed
+``int``: the database assigns it when the row is flushed, and nothing reads it before.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint, column, func
 from sqlmodel import Field, SQLModel, UTCDateTime
 
-NO_CANDIDATE_CHOICES = ("none_correct", "cannot_tell")
+
+class RunStatus(StrEnum):
+    """A run's stored status (``Run.status``)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+    CAPPED = "capped"
+    """Stopped at its cost cap; a higher cap resumes it."""
+    BATCH = "batch"
+    """Has provider batches whose results are not stored yet."""
+    FAILED = "failed"
 
 
 def utc_now() -> datetime:
@@ -37,7 +50,7 @@ def _optional_json() -> Any:
 class Dataset(SQLModel, table=True):
     """An imported set of items."""
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     name: str = Field(unique=True)
     format: str
     source_path: str | None = None
@@ -55,7 +68,7 @@ class ItemRow(SQLModel, table=True):
     __tablename__ = "item"
     __table_args__ = (UniqueConstraint("dataset_id", "item_key"),)
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     dataset_id: int = Field(foreign_key="dataset.id")
     item_key: str
     position: int
@@ -71,7 +84,7 @@ class CandidateRow(SQLModel, table=True):
     __tablename__ = "candidate"
     __table_args__ = (UniqueConstraint("item_id", "candidate_key"),)
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     item_id: int = Field(foreign_key="item.id")
     candidate_key: str
     position: int
@@ -84,7 +97,7 @@ class Run(SQLModel, table=True):
     ``settings`` holds sampling settings, slot keys and prices; never API keys.
     """
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     name: str = Field(unique=True)
     dataset_id: int = Field(foreign_key="dataset.id")
     protocol: str
@@ -97,7 +110,7 @@ class Run(SQLModel, table=True):
     executions: int = 1
     weights: dict[str, float] = _json(dict)
     settings: dict[str, Any] = _json(dict)
-    status: str = "pending"
+    status: str = RunStatus.PENDING.value
     created_at: datetime = _created_at()
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     # Totals over every call: 64-bit, as a run can pass PostgreSQL's 32-bit INTEGER.
@@ -123,7 +136,7 @@ class Call(SQLModel, table=True):
         Index("ix_call_content_key", "content_key"),
     )
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     run_id: int = Field(foreign_key="run.id")
     item_id: int = Field(foreign_key="item.id")
     execution: int = 0
@@ -162,7 +175,7 @@ class ReplacedCall(SQLModel, table=True):
 
     __tablename__ = "replaced_call"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     call_id: int = Field(foreign_key="call.id", index=True)
     reason: str
     replaced_at: datetime = _created_at()
@@ -197,7 +210,7 @@ class ProviderBatch(SQLModel, table=True):
 
     __tablename__ = "provider_batch"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     run_id: int = Field(foreign_key="run.id", index=True)
     token: str = Field(unique=True)
     state: str = "submitting"
@@ -233,7 +246,7 @@ class Adjudication(SQLModel, table=True):
         ADJUDICATION_CHAIN,
     )
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     item_id: int = Field(foreign_key="item.id")
     annotator: str
     created_at: datetime = _created_at()
@@ -268,7 +281,7 @@ class AuditEvent(SQLModel, table=True):
 
     __tablename__ = "audit_event"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     at: datetime = _created_at()
     actor: str = Field(index=True)
     action: str
@@ -313,7 +326,7 @@ class Resolution(SQLModel, table=True):
     ``choice`` is a candidate key, or ``none_correct``.
     """
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     item_id: int = Field(foreign_key="item.id", index=True)
     choice: str
     reason: str = ""

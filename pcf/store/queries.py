@@ -6,27 +6,37 @@ that an import or a run step that fails leaves nothing behind.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import socket
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Text, case, cast, delete, distinct, func, insert, or_, update
+from sqlalchemy import (
+    CursorResult,
+    Result,
+    Text,
+    case,
+    cast,
+    delete,
+    distinct,
+    func,
+    insert,
+    or_,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from pcf.items import Candidate, Item
+from pcf.items import RESERVED_CANDIDATE_IDS, Candidate, Item
 from pcf.judgments import Judgment
+from pcf.processes import gc_paused, process_exists
 from pcf.store.engine import LostRaceError
 from pcf.store.models import (
-    NO_CANDIDATE_CHOICES,
     Adjudication,
     AuditEvent,
     Call,
@@ -41,6 +51,7 @@ from pcf.store.models import (
     Resolution,
     Run,
     RunLease,
+    RunStatus,
     utc_now,
 )
 
@@ -61,6 +72,12 @@ CACHE_QUERY_CHUNK = 500
 
 
 # ---------------------------------------------------------------- datasets and items
+
+
+def rows_changed(result: Result[Any]) -> int:
+    """The rows an UPDATE or DELETE changed (its result is a cursor's)."""
+    assert isinstance(result, CursorResult)
+    return result.rowcount
 
 
 def import_items(
@@ -89,7 +106,7 @@ def import_items(
     if not items:
         raise ValueError(f"no items to import into dataset {name!r}")
     if get_dataset(name, session=session) is not None:
-        raise ValueError(f"a dataset named {name!r} already exists; pick another --name")
+        raise ValueError(f"a dataset named {name!r} already exists; choose another name")
     dataset = Dataset(
         name=name,
         format=fmt,
@@ -160,7 +177,7 @@ def _items_where(condition: Any, *, session: Session) -> list[Item]:
     for item_id, key, text in candidate_rows:
         candidates[item_id].append(Candidate(key, text))
     item_rows = session.exec(
-        select(
+        select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
             ItemRow.id,
             ItemRow.item_key,
             ItemRow.prompt,
@@ -198,7 +215,7 @@ def item_positions(dataset_id: int, *, session: Session) -> list[tuple[str, int,
         .where(ItemRow.dataset_id == dataset_id)
         .order_by(col(ItemRow.position))
     ).all()
-    return [tuple(row) for row in rows]
+    return [(key, db_id, position) for key, db_id, position in rows]
 
 
 def matching_item_keys(dataset_id: int, text: str, *, session: Session) -> set[str]:
@@ -286,7 +303,7 @@ def create_run(
     if session.get(Dataset, dataset_id) is None:
         raise ValueError(f"no dataset with id {dataset_id}; import one first")
     if get_run(name, session=session) is not None:
-        raise ValueError(f"a run named {name!r} already exists; pick another --name")
+        raise ValueError(f"a run named {name!r} already exists; choose another name")
     run = Run(
         name=name,
         dataset_id=dataset_id,
@@ -321,10 +338,19 @@ def get_dataset_by_id(dataset_id: int, *, session: Session) -> Dataset | None:
     return session.get(Dataset, dataset_id)
 
 
-def set_run_status(run: Run, status: str, *, session: Session) -> Run:
-    """Record the run's status; ``finished`` also stamps ``finished_at``."""
-    run.status = status
-    if status == "finished":
+def run_dataset(run: Run, *, session: Session) -> Dataset:
+    """The dataset ``run`` judges (every run has one: a foreign key)."""
+    dataset = session.get(Dataset, run.dataset_id)
+    if dataset is None:
+        raise LookupError(f"run {run.name!r} has no dataset")
+    return dataset
+
+
+def set_run_status(run: Run, status: RunStatus | str, *, session: Session) -> Run:
+    """Record the run's status (one of :class:`RunStatus`); ``finished`` also stamps
+    ``finished_at``."""
+    run.status = RunStatus(status).value
+    if run.status == RunStatus.FINISHED:
         run.finished_at = utc_now()
     session.add(run)
     session.flush()
@@ -380,7 +406,7 @@ def update_run_totals(run_id: int, *, session: Session) -> Run:
         return func.coalesce(func.sum(case((paid, column), else_=0)), 0)
 
     calls_made, cache_hits, failures, input_tokens, output_tokens, cost = session.exec(
-        select(
+        select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
             paid_sum(Call.attempts),
             func.coalesce(func.sum(case((paid, 0), else_=1)), 0),
             func.coalesce(func.sum(case((col(Call.ok), 0), else_=1)), 0),
@@ -406,17 +432,7 @@ def update_run_totals(run_id: int, *, session: Session) -> Run:
 
 # ---------------------------------------------------------------- run leases and deletion
 
-ACTIVE_RUN_STATUSES = ("pending", "running")
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, under another user
-        return True
-    return True
+ACTIVE_RUN_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
 
 
 def lease_is_live(lease: RunLease, now: datetime | None = None) -> bool:
@@ -424,7 +440,7 @@ def lease_is_live(lease: RunLease, now: datetime | None = None) -> bool:
     was taken on this host, its process still exists."""
     if lease.expires_at <= (now or utc_now()):
         return False
-    return lease.host != socket.gethostname() or _process_exists(lease.pid)
+    return lease.host != socket.gethostname() or process_exists(lease.pid)
 
 
 def _lease(run_name: str, *, session: Session) -> RunLease | None:
@@ -472,7 +488,7 @@ def take_run_lease(
         .values(**mine)
         .execution_options(synchronize_session=False)
     )
-    if taken.rowcount != 1:
+    if rows_changed(taken) != 1:
         raise LostRaceError(f"run {run_name!r} was taken at the same time")
     return None
 
@@ -485,7 +501,7 @@ def renew_run_lease(run_name: str, *, session: Session, holder: str, ttl_s: floa
         .values(expires_at=utc_now() + timedelta(seconds=ttl_s))
         .execution_options(synchronize_session=False)
     )
-    return renewed.rowcount == 1
+    return rows_changed(renewed) == 1
 
 
 def release_run_lease(run_name: str, *, session: Session, holder: str) -> None:
@@ -545,12 +561,12 @@ def delete_run(name: str, *, session: Session) -> dict[str, int]:
             "delete them first"
         )
     replaced = session.execute(delete(ReplacedCall).where(col(ReplacedCall.call_id).in_(calls)))
-    deleted = session.execute(delete(Call).where(Call.run_id == run.id))
+    deleted = session.execute(delete(Call).where(col(Call.run_id) == run.id))
     session.execute(delete(RunLease).where(col(RunLease.run_name) == name))
     session.execute(delete(ProviderBatch).where(col(ProviderBatch.run_id) == run.id))
     session.delete(run)
     session.flush()
-    return {"calls": deleted.rowcount, "replaced_calls": replaced.rowcount}
+    return {"calls": rows_changed(deleted), "replaced_calls": rows_changed(replaced)}
 
 
 def _chunks(keys: Iterable[str]) -> Iterator[list[str]]:
@@ -728,22 +744,6 @@ def stored_judgment(
     )
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building many small containers at once.
-
-    Allocating hundreds of thousands of dicts and lists triggers repeated full collections that
-    scan the whole heap; the objects built here hold no cycles, so pausing costs nothing.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def run_judgments(run_id: int, *, session: Session) -> list[Judgment]:
     """Every call of the run as a judgment (failed calls with ``ok=False`` and their error).
 
@@ -751,7 +751,7 @@ def run_judgments(run_id: int, *, session: Session) -> list[Judgment]:
     speed the JSON columns are read as text and decoded by a single ``json.loads``.
     """
     query = (
-        select(
+        select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
             ItemRow.item_key,
             Call.execution,
             Call.call_index,
@@ -765,7 +765,7 @@ def run_judgments(run_id: int, *, session: Session) -> list[Judgment]:
         .where(Call.run_id == run_id)
         .order_by(col(ItemRow.position), col(Call.execution), col(Call.call_index))
     )
-    with _gc_paused():
+    with gc_paused():
         rows = session.exec(query).all()
         json_columns = ",".join(
             f"[{order},{parsed or 'null'},{repaired}]" for *_, order, parsed, repaired in rows
@@ -816,8 +816,8 @@ def add_adjudication(
         raise ValueError(f"no item with database id {item_db_id}")
     if not annotator.strip():
         raise ValueError("say who is annotating: the annotator name is empty")
-    if choice not in keys and choice not in NO_CANDIDATE_CHOICES:
-        options = ", ".join([*keys, *NO_CANDIDATE_CHOICES])
+    if choice not in keys and choice not in RESERVED_CANDIDATE_IDS:
+        options = ", ".join([*keys, *RESERVED_CANDIDATE_IDS])
         raise ValueError(f"choice {choice!r} is not one of: {options}")
     if confidence is not None and not 0 <= confidence <= 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
@@ -874,11 +874,11 @@ def current_labels(dataset_id: int, *, session: Session) -> pd.DataFrame:
         :data:`LABEL_COLUMNS`; ``created_at`` is when the current label was given.
     """
     newest_first = func.row_number().over(
-        partition_by=(Adjudication.item_id, Adjudication.annotator),
+        partition_by=(col(Adjudication.item_id), col(Adjudication.annotator)),
         order_by=(col(Adjudication.created_at).desc(), col(Adjudication.id).desc()),
     )
     ranked = (
-        select(
+        select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
             ItemRow.item_key,
             Adjudication.item_id,
             Adjudication.annotator,
@@ -917,7 +917,7 @@ def adjudicated_item_keys(dataset_id: int, annotator: str, *, session: Session) 
 def labelled_item_counts(dataset_id: int, *, session: Session) -> dict[str, int]:
     """``{item key: number of annotators who labelled it}`` for the labelled items."""
     rows = session.exec(
-        select(ItemRow.item_key, func.count(distinct(Adjudication.annotator)))
+        select(ItemRow.item_key, func.count(distinct(col(Adjudication.annotator))))
         .join(Adjudication, col(Adjudication.item_id) == ItemRow.id)
         .where(ItemRow.dataset_id == dataset_id)
         .group_by(ItemRow.item_key)
@@ -1093,6 +1093,7 @@ def lock_item(item_db_id: int, *, session: Session) -> None:
     connection = session.connection()
     if connection.dialect.name == "sqlite":
         driver = connection.connection.driver_connection
+        assert driver is not None  # a connection checked out of the pool has its driver's
         if not driver.in_transaction:
             driver.execute("BEGIN IMMEDIATE")
         return
@@ -1113,7 +1114,7 @@ def release_item(item_db_id: int, annotator: str, *, session: Session) -> None:
     """End ``annotator``'s hold on the item, if any."""
     session.exec(
         delete(Reservation).where(
-            Reservation.item_id == item_db_id, Reservation.annotator == annotator
+            col(Reservation.item_id) == item_db_id, col(Reservation.annotator) == annotator
         )
     )
     session.flush()
@@ -1135,7 +1136,7 @@ def resolutions(dataset_id: int, *, session: Session) -> pd.DataFrame:
     """Every resolution of the dataset's items, oldest first: ``item_key``, ``item_db_id``,
     ``choice``, ``reason``, ``resolved_by``, ``created_at``, ``resolution_id``."""
     rows = session.exec(
-        select(
+        select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
             ItemRow.item_key,
             Resolution.item_id,
             Resolution.choice,

@@ -180,7 +180,8 @@ def index_names(connection: Connection, table: str) -> set[str]:
     """The names of ``table``'s indexes, expression indexes included (SQLAlchemy's SQLite
     inspector leaves those out, so SQLite's own catalogue is read there)."""
     if connection.dialect.name != "sqlite":
-        return {index["name"] for index in inspect(connection).get_indexes(table)}
+        indexes = inspect(connection).get_indexes(table)
+        return {index["name"] for index in indexes if index["name"] is not None}
     listed = connection.execute(
         text("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :table"),
         {"table": table},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pcf.analysis.weights import PackedRun, evaluate_weights, pack_run
-from pcf.consensus import PRESETS, Weights, pack
+from pcf.consensus import pack
 from pcf.decisions import aggregate
 from pcf.reports.tables import weight_records, weight_table
 from pcf.store import (
@@ -16,6 +16,7 @@ from pcf.store import (
     run_judgments,
     session_scope,
 )
+from pcf.weights import PRESETS, Weights
 from tests.factories import judgment, make_item
 
 

@@ -8,10 +8,10 @@ from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
 from pcf.access import operator
-from pcf.consensus import PRESETS
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import session_scope
+from pcf.weights import PRESETS
 from tests.app import local_app
 
 

@@ -8,10 +8,10 @@ from streamlit.testing.v1 import AppTest
 
 from pcf.analysis.results import run_decisions
 from pcf.analysis.whatif import whatif
-from pcf.consensus import PRESETS, Weights
 from pcf.decisions import aggregate
 from pcf.stopping import StoppingPolicy
 from pcf.store import get_engine, get_run, load_items, run_judgments, session_scope
+from pcf.weights import PRESETS, Weights
 from tests.app import open_page
 
 

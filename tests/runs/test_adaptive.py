@@ -17,7 +17,6 @@ from pcf.access import operator
 from pcf.analysis.results import run_decisions
 from pcf.analysis.whatif import replay_run, whatif
 from pcf.cli import app
-from pcf.consensus import PRESETS
 from pcf.items import load_dataset
 from pcf.judges.base import JudgeReply, JudgeRequest
 from pcf.judges.simulated import SimulatedJudge
@@ -29,6 +28,7 @@ from pcf.runs.spec import RunSpec
 from pcf.runs.study import DEMO_ITEMS
 from pcf.stopping import STOPPING_VERSION, StoppingPolicy
 from pcf.store import get_run, import_items, item_db_ids, load_items, run_calls, run_judgments
+from pcf.weights import PRESETS
 from tests.factories import make_item
 from tests.recorded_judges import FAMILIES, record
 

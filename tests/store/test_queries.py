@@ -124,7 +124,7 @@ def test_items_round_trip_in_file_and_listing_order(engine: Engine) -> None:
 def test_duplicate_dataset_name_raises_and_changes_nothing(engine: Engine) -> None:
     import_demo(engine, make_items(3))
     before = row_counts(engine)
-    with pytest.raises(ValueError, match="pick another --name"):
+    with pytest.raises(ValueError, match="choose another name"):
         import_demo(engine, make_items(5))
     assert row_counts(engine) == before
 
@@ -263,7 +263,7 @@ def test_run_totals_beyond_32_bits_are_stored(engine: Engine) -> None:
 def test_runs_are_listed_and_validated(engine: Engine) -> None:
     dataset = import_demo(engine, make_items(1))
     new_run(engine, dataset.id)
-    with pytest.raises(ValueError, match="pick another --name"):
+    with pytest.raises(ValueError, match="choose another name"):
         new_run(engine, dataset.id)
     with session_scope(engine) as session:
         assert [r.name for r in list_runs(session=session, dataset_id=dataset.id)] == ["run-1"]

@@ -1,0 +1,15 @@
+"""The names a run's settings choose among, free of numpy so that ``pcf --help`` lists them
+and a run's spec is checked without loading it.
+
+Each name's meaning lives in its module: aggregation rules in :mod:`pcf.consensus`, ordering
+schedules in :mod:`pcf.orderings`, stopping policies in :mod:`pcf.stopping`.
+"""
+
+from __future__ import annotations
+
+RULES = ("eq5", "borda", "mean_score", "majority", "kemeny")
+"""How the judgments of an item become one winner."""
+SCHEDULES = ("balanced", "random", "exhaustive", "repeated")
+"""How an item's calls order its candidates."""
+POLICIES = ("off", "certain", "confident")
+"""When an adaptive run stops calling for an item (``off``: never early)."""
