@@ -46,9 +46,11 @@ def summary_in_words(
             f"{stats['method_accuracy']:.0%} for the consensus "
             f"({stats['delta_points']:+.1f} points)."
         )
-    shares = triage and triage["orders"].get("priority", {}).get("caught_at", {})
+    if triage is None:
+        return sentences
+    shares = triage["orders"].get("priority", {}).get("caught_at", {})
     key = f"{REVIEW_SHARE:.0%}"
-    if shares and key in shares and triage["errors"]:
+    if key in shares and triage["errors"]:
         first = math.ceil(REVIEW_SHARE * triage["items"])
         sentences.append(
             f"Review the **{first} most doubtful items first**: they hold "
