@@ -111,13 +111,19 @@ def test_the_adaptive_plan_wants_n_labels_only_where_doubtful():
     assert labels_wanted(Plan(labels_per_item=3), ["a", "b"], doubtful=()) == {"a": 3, "b": 3}
 
 
-def test_three_annotators_at_once_give_every_item_exactly_two_labels(engine, isolated_database):
+WORKER = (sys.executable, "-m", "tests.labelling.worker")
+
+
+def test_three_annotators_at_once_give_every_item_exactly_two_labels(
+    engine, isolated_database, tmp_path
+):
     """Three processes label 30 items with N=2 through the functions the page uses."""
     dataset(engine, 30)
     env = {**os.environ, "PCF_DATABASE_URL": isolated_database}
+    start = tmp_path / "start"
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.labelling.worker", isolated_database, "team", who, "2"],
+            [*WORKER, isolated_database, "team", who, "2", str(start)],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -125,9 +131,12 @@ def test_three_annotators_at_once_give_every_item_exactly_two_labels(engine, iso
         )
         for who in ("alice@example.com", "bob@example.com", "carol@example.com")
     ]
+    ready = [w.stdout.readline().strip() for w in workers]  # a slow start must not idle one
+    start.touch()
     outputs = [w.communicate(timeout=600) for w in workers]
+    assert ready == ["ready"] * 3, [err for _, err in outputs]
     assert [w.returncode for w in workers] == [0, 0, 0], [err for _, err in outputs]
-    done = [json.loads(out) for out, _ in outputs]
+    done = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
     with session_scope(engine) as session:
         team = get_dataset("team", session=session)
         rows = current_labels(team.id, session=session)

@@ -1,15 +1,19 @@
 """One annotator labelling a dataset to the end of their queue, as the Adjudicate page does:
 claim the next item, save a label, again. Run as a process of its own by the queue tests:
 
-    python -m tests.labelling.worker DATABASE_URL DATASET ANNOTATOR LABELS_PER_ITEM
+    python -m tests.labelling.worker DATABASE_URL DATASET ANNOTATOR LABELS_PER_ITEM START_FILE
 
-Prints one JSON line: the items it labelled and the saves refused as full.
+Once ready (connected, its queue read) it prints ``ready`` and waits until START_FILE exists, so
+that the test starts every annotator at once; then it prints one JSON line: the items it
+labelled and the saves refused as full.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
+from pathlib import Path
 
 from pcf.access import Actor, Role
 from pcf.labelling.labels import ItemFullError, save_label
@@ -18,7 +22,7 @@ from pcf.store import get_dataset, get_engine, write_with_retry
 from pcf.store.queries import load_items
 
 
-def main(url: str, dataset: str, annotator: str, labels_per_item: int) -> None:
+def main(url: str, dataset: str, annotator: str, labels_per_item: int, start: Path) -> None:
     engine = get_engine(url)
     actor = Actor(annotator, Role.ANNOTATOR)
 
@@ -30,6 +34,9 @@ def main(url: str, dataset: str, annotator: str, labels_per_item: int) -> None:
     dataset_id, queue, items = write_with_retry(engine, order)
     first_candidate = {i.metadata["db_id"]: i.candidate_ids[0] for i in items}
     wanted = {key: labels_per_item for key, _ in queue}
+    print("ready", flush=True)
+    while not start.exists():
+        time.sleep(0.01)
     labelled, full = [], 0
     while True:
         claim = write_with_retry(
@@ -57,4 +64,4 @@ def main(url: str, dataset: str, annotator: str, labels_per_item: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), Path(sys.argv[5]))
