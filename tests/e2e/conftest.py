@@ -77,18 +77,25 @@ def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     inside the event loop of Playwright's sync API.
     """
     url = new_database(tmp_path_factory.mktemp("e2e"))
-    built = subprocess.run(
-        [sys.executable, "-m", "pcf", "demo"],
+    pcf(url, "demo")
+    name_local_person(url)
+    yield url
+    drop_database(url)
+
+
+def pcf(url: str, *args: str) -> None:
+    """A ``pcf`` command on the database at ``url``, in a child process (the simulated runs use
+    ``asyncio.run``, which cannot run inside Playwright's event loop); a failure fails the test."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pcf", *args],
         env={**os.environ, "PCF_DATABASE_URL": url},
+        cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
     )
-    if built.returncode:
-        pytest.fail(f"pcf demo failed with {built.returncode}:\n{built.stderr}")
-    name_local_person(url)
-    yield url
-    drop_database(url)
+    if done.returncode:
+        pytest.fail(f"pcf {' '.join(args)} failed with {done.returncode}:\n{done.stderr}")
 
 
 def name_local_person(url: str) -> None:

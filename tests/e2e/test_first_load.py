@@ -8,10 +8,7 @@ demo items; the RewardBench 2 screenshots skip without them.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -24,7 +21,7 @@ from pcf.analysis.results import analyse_run
 from pcf.store import current_labels, get_dataset, get_engine, get_run, session_scope
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, settle
-from tests.e2e.conftest import LOCAL_NAME, ROOT, name_local_person, open_tab, serve_app
+from tests.e2e.conftest import LOCAL_NAME, ROOT, name_local_person, open_tab, pcf, serve_app
 
 REWARDBENCH2 = Path("/work/shared/data/rewardbench2/factuality-first120.jsonl")
 PAGE_TITLES = [
@@ -40,21 +37,6 @@ PAGE_TITLES = [
     "Members",
 ]
 Screenshot = Callable[..., Path]
-
-
-def pcf(url: str, *args: str) -> None:
-    """Run a ``pcf`` command on the database at ``url`` in a child process (the simulated runs
-    use ``asyncio.run``, which cannot run inside Playwright's event loop)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pcf", *args],
-        env={**os.environ, "PCF_DATABASE_URL": url},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode:
-        pytest.fail(f"pcf {' '.join(args)} failed with {done.returncode}:\n{done.stderr}")
 
 
 @pytest.fixture(scope="module")

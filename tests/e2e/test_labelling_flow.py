@@ -3,10 +3,7 @@ at its top, no key is lost, and a link to an item opens it in its dataset or say
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -18,7 +15,7 @@ from sqlmodel import Session, col, select
 from pcf.store import Adjudication, ItemRow, get_engine
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, settle
-from tests.e2e.conftest import LOCAL_NAME, VIEWPORT, name_local_person, open_tab, serve_app
+from tests.e2e.conftest import LOCAL_NAME, VIEWPORT, name_local_person, open_tab, pcf, serve_app
 from tests.shared_data import RB2
 
 pytestmark = pytest.mark.skipif(not RB2.exists(), reason=f"{RB2} is missing")
@@ -59,20 +56,6 @@ FIRST_LINES = """() => {
     return boxes.map((selector) => [selector, firstLine(document.querySelector(selector))]);
 }"""
 """For the prompt's box and each candidate's: where the first character of its text is drawn."""
-
-
-def pcf(url: str, *args: str) -> None:
-    """A ``pcf`` command on the database at ``url`` (in a child process: the simulated judge
-    uses ``asyncio.run``, which cannot run inside Playwright's event loop)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pcf", *args],
-        env={**os.environ, "PCF_DATABASE_URL": url},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode:
-        pytest.fail(f"pcf {' '.join(args)} failed with {done.returncode}:\n{done.stderr}")
 
 
 @pytest.fixture(scope="module")

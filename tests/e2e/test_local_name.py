@@ -6,9 +6,6 @@ Enter, then the shortcut ``1`` made it "annie1", and every later label was saved
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +17,7 @@ from pcf.store import Adjudication, get_engine
 from pcf.store.queries import local_member
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, settle
-from tests.e2e.conftest import ROOT, open_tab, serve_app
+from tests.e2e.conftest import ROOT, open_tab, pcf, serve_app
 
 DEMO_ITEMS = ROOT / "data" / "demo" / "items.jsonl"
 
@@ -29,14 +26,7 @@ DEMO_ITEMS = ROOT / "data" / "demo" / "items.jsonl"
 def unnamed_url(tmp_path: Path) -> Iterator[str]:
     """A database holding the demo's items and nobody's name yet, served by the app."""
     url = new_database(tmp_path)
-    imported = subprocess.run(
-        [sys.executable, "-m", "pcf", "import", "jsonl", str(DEMO_ITEMS), "--name", "demo"],
-        env={**os.environ, "PCF_DATABASE_URL": url},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert imported.returncode == 0, imported.stderr
+    pcf(url, "import", "jsonl", str(DEMO_ITEMS), "--name", "demo")
     with serve_app(url, tmp_path / "server.log") as app:
         yield app, url
     drop_database(url)
