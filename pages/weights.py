@@ -14,7 +14,13 @@ from pages.shared import (
 )
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import SIMULATED_NOTE, is_adaptive, stopping_label
-from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights, pack_run
+from pcf.analysis.weights import (
+    WEIGHT_NAMES,
+    PackedRun,
+    WeightOutcome,
+    evaluate_weights,
+    pack_run,
+)
 from pcf.analysis.whatif import budget_curve
 from pcf.reports.charts import budget_chart
 from pcf.reports.tables import weight_table
@@ -95,15 +101,8 @@ if run.protocol == "apoc":
 current = packed(run)
 
 
-def adaptive_result(current: PackedRun) -> None:
-    """An adaptive run's accuracy under the weights it stopped on, over every call it made."""
-    label = stopping_label(run)
-    st.subheader(f"Adaptive run: {escape_markdown(run.name)}")
-    try:
-        outcome = evaluate_weights(current, current.stop_on)
-    except ValueError as exc:
-        st.info(f"{exc}: accuracy needs the dataset's gold ids.")
-        return
+def show_accuracy(outcome: WeightOutcome) -> None:
+    """Accuracy beside direct's, and how many items got better and worse."""
     cols = st.columns(4)
     cols[0].metric(
         "Accuracy",
@@ -113,6 +112,18 @@ def adaptive_result(current: PackedRun) -> None:
     cols[1].metric("Direct accuracy", f"{100 * outcome.direct_accuracy:.1f}%")
     cols[2].metric("Improved", outcome.improved, help="Direct wrong, consensus right.")
     cols[3].metric("Regressed", outcome.regressed, help="Direct right, consensus wrong.")
+
+
+def adaptive_result(current: PackedRun) -> None:
+    """An adaptive run's accuracy under the weights it stopped on, over every call it made."""
+    label = stopping_label(run)
+    st.subheader(f"Adaptive run: {escape_markdown(run.name)}")
+    try:
+        outcome = evaluate_weights(current, current.stop_on)
+    except ValueError as exc:
+        st.info(f"{exc}: accuracy needs the dataset's gold ids.")
+        return
+    show_accuracy(outcome)
     st.caption(
         f"{outcome.n} items with gold, decided as the run settled them ({label}), over every "
         "call it made. No sliders and no K here: the run stopped each item once its winner "
@@ -164,15 +175,7 @@ def playground(current: PackedRun) -> None:
         return
 
     with results:
-        cols = st.columns(4)
-        cols[0].metric(
-            "Accuracy",
-            f"{100 * outcome.accuracy:.1f}%",
-            **change_in_points(100 * (outcome.accuracy - outcome.direct_accuracy), "pts vs direct"),
-        )
-        cols[1].metric("Direct accuracy", f"{100 * outcome.direct_accuracy:.1f}%")
-        cols[2].metric("Improved", outcome.improved, help="Direct wrong, consensus right.")
-        cols[3].metric("Regressed", outcome.regressed, help="Direct right, consensus wrong.")
+        show_accuracy(outcome)
         st.caption(
             f"{outcome.n} items with gold; weights sum to {sum(weights.as_tuple()):.2f} "
             "(used as given, not normalised)."
