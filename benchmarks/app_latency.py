@@ -26,16 +26,11 @@ import hashlib
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,6 +39,7 @@ from playwright.sync_api import Browser, sync_playwright
 from sqlalchemy import Engine, insert
 from streamlit.testing.v1 import AppTest
 
+from benchmarks.label_latency import serve
 from pcf.items import Candidate, Item
 from pcf.labelling.members import set_local_name
 from pcf.store import (
@@ -69,7 +65,6 @@ DEMO_LOAD_TARGET_S, LARGE_LOAD_TARGET_S = 2.0, 3.0
 CHROMIUM = "/usr/bin/chromium"
 VIEWPORT = {"width": 1400, "height": 1000}
 SETTLED = "[data-testid='stApp'][data-test-script-state='notRunning']"
-SERVER_START_S = 60
 LOAD_TIMEOUT_MS = 120_000
 SYSTEM = (
     "You are a careful fact-checker. You compare several candidate answers to one question and "
@@ -211,45 +206,6 @@ def name_local_person(url: str) -> None:
     engine.dispose()
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def fresh_server(url: str) -> Iterator[str]:
-    """``streamlit run app.py`` on the database at ``url`` and a free port: its base address."""
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "streamlit", "run", "app.py"),
-            *("--server.headless", "true", "--server.port", str(port)),
-            *("--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"),
-        ],
-        cwd=ROOT,
-        env={**os.environ, DATABASE_URL_ENV: url},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + SERVER_START_S
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).close()
-                break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("streamlit did not start") from None
-                time.sleep(0.1)
-        yield base
-    finally:
-        server.terminate()
-        server.wait()
-
-
 def cold_load(browser: Browser, address: str) -> float:
     """Seconds from opening ``address`` in a new browser session until the page is drawn: its
     title shown and its script run ended, with no exception box."""
@@ -273,7 +229,7 @@ def measure_cold_loads(url: str, deep_link: str, paths: list[str]) -> dict[str, 
     """The first request to a fresh server (``deep_link``); then per path its first visit (a
     new session that computes what the page caches for every session, e.g. the Weights page's
     packed judgments), then a cold load (another new session, the server's caches warm)."""
-    with fresh_server(url) as base, sync_playwright() as playwright:
+    with serve(ROOT / "app.py", url) as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         loads = {FIRST_REQUEST + deep_link: cold_load(browser, base + deep_link)}
         for path in paths:

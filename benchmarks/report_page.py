@@ -11,7 +11,7 @@ are written only when a download is clicked; the time of each download is measur
 
 Target (issue 25): Report under 3 s on the demo. Last line: one JSON object.
 
-    .venv/bin/python benchmarks/report_page.py
+    .venv/bin/python -m benchmarks.report_page
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from label_latency import pcf, serve  # the sibling benchmark's server and pcf runner
 from playwright.sync_api import Page, expect, sync_playwright
 
+from benchmarks.label_latency import pcf, serve
 from pcf.labelling.members import set_local_name
 from pcf.store import get_engine, session_scope
 

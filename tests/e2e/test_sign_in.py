@@ -15,10 +15,7 @@ app), mallory (signed in at the provider, but no member).
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -32,7 +29,7 @@ from sqlmodel import Session, col, select
 from pcf.store import Adjudication, get_engine
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, settle
-from tests.e2e.conftest import ROOT, free_port, open_tab, serve_app
+from tests.e2e.conftest import free_port, open_tab, pcf, serve_app
 from tests.factories import make_item
 
 DOMAIN = "example.com"
@@ -55,19 +52,6 @@ def provider() -> Iterator[str]:
             )
             assert response.status_code == 204
         yield issuer
-
-
-def pcf(url: str, *args: str) -> None:
-    """A ``pcf`` command on the database at ``url``, as the operator runs it."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pcf", *args],
-        env={**os.environ, "PCF_DATABASE_URL": url},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture(scope="module")
