@@ -6,6 +6,8 @@ from playwright.sync_api import Page
 
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 EXCEPTION = "[data-testid='stException']"
+FIRST_LOAD_MS = 1500
+"""How long a newly opened page may take to draw its second run, which re-binds the keys."""
 
 
 def settle(page: Page) -> None:

@@ -14,7 +14,7 @@ from sqlmodel import Session, col, select
 
 from pcf.store import Adjudication, ItemRow, get_engine
 from tests.demo_database import drop_database, new_database
-from tests.e2e import EXCEPTION, settle
+from tests.e2e import EXCEPTION, FIRST_LOAD_MS, settle
 from tests.e2e.conftest import LOCAL_NAME, VIEWPORT, name_local_person, open_tab, pcf, serve_app
 from tests.shared_data import RB2
 
@@ -23,7 +23,6 @@ pytestmark = pytest.mark.skipif(not RB2.exists(), reason=f"{RB2} is missing")
 LABELS = 30
 KEYS = ("1", "2", "3", "4", "0", "x")
 HEAD_ROWS = 5  # RewardBench 2 rows imported a second time, as the dataset "rb2-head"
-FIRST_LOAD_MS = 1500
 LOST_AFTER_MS = 60_000  # a key after which no next item shows in a minute is lost
 DRAWN = """(before) => {
     const fresh = (node) => node !== null && node.closest("[data-stale='true']") === null;
