@@ -77,10 +77,12 @@ GOLD_SCHEMA = pa.schema(
 def label_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
     """Every label of the dataset, corrections included, oldest first, with item texts."""
     items = {item.item_id: item for item in load_items(dataset_id, session=session)}
-    titles = {key: candidate_titles(item) for key, item in items.items()}
+    titles: dict[str, dict[str, str]] = {}  # per labelled item, computed once
     out = []
     for record in adjudication_records(dataset_id, session=session):
         item = items[record["item_id"]]
+        if item.item_id not in titles:
+            titles[item.item_id] = candidate_titles(item)
         out.append(
             {
                 "label_id": record["id"],
