@@ -11,7 +11,14 @@ from pages.shared import RUN_KEY, ensure_app_frame, require_dataset, session
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import SIMULATED_NOTE
 from pcf.reports.collect import collect_report
-from pcf.reports.document import Figure, Report, Table, build_report, default_report_runs
+from pcf.reports.document import (
+    Figure,
+    Report,
+    Table,
+    build_report,
+    default_report_runs,
+    report_title,
+)
 from pcf.reports.render import REPORT_FILES, SIMULATED_TAG, display_frame, report_file
 from pcf.store import database_url, get_run, list_runs, run_version
 
@@ -26,7 +33,7 @@ def build(database: str, names: tuple[str, ...], versions: tuple) -> Report:
     shared by every session, which only read it."""
     with session() as s:
         data = collect_report([get_run(name, session=s) for name in names], session=s)
-    return build_report(data, title=f"PCF report: {', '.join(names)}", seed=SEED)
+    return build_report(data, title=report_title(names), seed=SEED)
 
 
 def show(block: str | Table | Figure) -> None:

@@ -1049,7 +1049,7 @@ def report_command(
     Example: pcf report demo-study --out report/
     """
     from pcf.reports.collect import collect_report
-    from pcf.reports.document import build_report
+    from pcf.reports.document import build_report, report_title
     from pcf.reports.render import write_report
     from pcf.runs.study import study_runs
     from pcf.store.queries import get_run
@@ -1067,9 +1067,8 @@ def report_command(
             data = collect_report(list(chosen.values()), session=session)
         except ValueError as exc:
             fail(f"error: {exc}")
-    title = f"PCF report: {', '.join(names)}"
     with writing(out):
-        written = write_report(build_report(data, title=title, seed=seed), out)
+        written = write_report(build_report(data, title=report_title(names), seed=seed), out)
     emit(written)
 
 

@@ -119,6 +119,11 @@ class _Names:
         return name
 
 
+def report_title(names: Sequence[str]) -> str:
+    """The title of a report on the runs or studies ``names``, as the CLI and the app give it."""
+    return f"PCF report: {', '.join(names)}"
+
+
 def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
     """The report of the runs in ``data``: settings, main table, paired changes, K table,
     weight table, order instability, slot bias and, for APOCJudge runs, the pairwise section.

@@ -13,7 +13,7 @@ from sqlmodel import Session
 
 from pcf.analysis.results import SIMULATED_NOTE
 from pcf.reports.collect import collect_report
-from pcf.reports.document import build_report
+from pcf.reports.document import build_report, report_title
 from pcf.reports.render import REPORT_FILES, report_file
 from pcf.runs.study import DEMO_RUNS
 from pcf.store import get_run
@@ -50,7 +50,7 @@ def test_the_downloads_are_the_report_files_of_the_runs_shown(
     assert names == [spec.run_name for spec in DEMO_RUNS]
     with Session(demo_db) as s:
         report_data = collect_report([get_run(name, session=s) for name in names], session=s)
-    report = build_report(report_data, title=f"PCF report: {', '.join(names)}", seed=0)
+    report = build_report(report_data, title=report_title(names), seed=0)
     assert files == {kind: report_file(report, kind) for kind in REPORT_FILES}
 
     assert data["simulated"] is True
