@@ -67,10 +67,10 @@ from pcf.labelling.plan import labelling_plan
 from pcf.labelling.queue import claim_next, labels_wanted, release
 from pcf.store import (
     LostRaceError,
+    Run,
     adjudicated_item_keys,
     current_labels,
     database_url,
-    get_run,
     load_item,
     run_version,
     session_scope,
@@ -130,13 +130,13 @@ document.querySelector('[data-testid="stMain"]')?.scrollTo({{top: 0}});  // afte
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def calibrated_order(database: str, name: str, version: tuple) -> pd.Series | None:
+def calibrated_order(database: str, name: str, version: tuple, _run: Run) -> pd.Series | None:
     """Each item's calibrated chance that the judge is wrong (None without enough labels),
-    kept while the run's calls and the labels (``version``) stay the same."""
+    kept while the run's calls and the labels (``version``) stay the same; ``_run``, the run
+    called ``name``, is not hashed."""
+    table = run_analysis(_run).table
     with session() as s:
-        stored = get_run(name, session=s)
-        table = run_analysis(stored).table
-        answers = known_answers(table, dataset_gold(stored.dataset_id, session=s).gold)
+        answers = known_answers(table, dataset_gold(_run.dataset_id, session=s).gold)
     try:
         return calibrated_priority(table, answers)
     except ValueError:
@@ -165,19 +165,19 @@ with session() as s:
 table = run_analysis(run).table if run else None
 
 
-def calibrated_chances() -> pd.Series | None:
+def calibrated_chances(of_run: Run) -> pd.Series | None:
     """:func:`calibrated_order` for the run and the labels as they are now (refitted after each
     label, so the page asks for it first only in the calibrated order)."""
     with session() as s:
-        version = (run_version(run, session=s), label_revision(dataset.id, session=s))
-    return calibrated_order(database_url(), run.name, version)
+        version = (run_version(of_run, session=s), label_revision(dataset.id, session=s))
+    return calibrated_order(database_url(), of_run.name, version, of_run)
 
 
 p_wrong = None
-if table is not None:
+if run is not None:
     items = with_priority(items, table)
     if st.session_state.get(ORDER_KEY) == "calibrated":
-        p_wrong = calibrated_chances()
+        p_wrong = calibrated_chances(run)
         if p_wrong is not None:
             items = items.assign(priority=items["item_id"].map(p_wrong))
 decisions = table.set_index("item_id") if table is not None else None
@@ -496,8 +496,8 @@ st.caption(
     + (", more only where labels disagree or the item is flagged" if plan.adaptive else "")
     + ". The item shown is held for you for 10 minutes."
 )
-if table is not None:
-    p_wrong = p_wrong if p_wrong is not None else calibrated_chances()
+if run is not None:
+    p_wrong = p_wrong if p_wrong is not None else calibrated_chances(run)
     st.radio(
         "Queue order",
         ("review priority", "calibrated"),

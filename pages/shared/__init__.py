@@ -49,7 +49,6 @@ from pcf.store import (
     get_dataset,
     get_engine,
     get_run,
-    get_run_by_id,
     list_datasets,
     list_runs,
     matching_item_keys,
@@ -292,17 +291,20 @@ def open_dataset(name: str) -> None:
 
 
 @st.cache_resource(max_entries=16, show_spinner="Computing the run's decisions...")
-def _run_analysis(url: str | None, run_id: int, version: tuple) -> RunAnalysis:
-    """Shared by every session and never copied: pages read it and must not change it."""
+def _run_analysis(url: str | None, run_id: int, version: tuple, _run: Run) -> RunAnalysis:
+    """Shared by every session and never copied: pages read it and must not change it.
+
+    ``_run``, the run of ``run_id``, is not hashed: the URL, the id and the version key it.
+    """
     with session() as s:
-        return analyse_run(get_run_by_id(run_id, session=s), session=s)
+        return analyse_run(_run, session=s)
 
 
 def run_analysis(run: Run) -> RunAnalysis:
     """The run's decisions, flags and slot bias, recomputed only when its calls change."""
     with session() as s:
         version = run_version(run, session=s)
-    return _run_analysis(os.environ.get(DATABASE_URL_ENV), run.id, version)
+    return _run_analysis(os.environ.get(DATABASE_URL_ENV), run.id, version, run)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
