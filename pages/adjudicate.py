@@ -42,6 +42,7 @@ from pages.shared import (
     session,
     show_text,
     simulated_badge,
+    stored_item,
 )
 from pcf.access import Permission
 from pcf.analysis.adjudications import (
@@ -66,12 +67,12 @@ from pcf.labelling.labels import ItemFullError, LabelChangedError, save_label, v
 from pcf.labelling.plan import labelling_plan
 from pcf.labelling.queue import claim_next, labels_wanted, release
 from pcf.store import (
+    Adjudication,
     LostRaceError,
     Run,
     adjudicated_item_keys,
     current_labels,
     database_url,
-    load_item,
     run_version,
     session_scope,
     write_with_retry,
@@ -201,17 +202,19 @@ def describe_history(item: Item, names: dict[str, str], place: str) -> None:
 def describe_decisions(item: Item, names: dict[str, str], place: str) -> None:
     """The judge's winners, the flags, the gold label and every label of one item (for those
     who may see results)."""
-    known = decisions is not None and item.item_id in decisions.index
-    row = decisions.loc[item.item_id] if known else None
-    columns = st.columns(3)
-    columns[0].metric("PCF winner", describe_candidate(row["winner"] if known else None, names))
-    columns[1].metric(
-        "Direct winner", describe_candidate(row["direct_winner"] if known else None, names)
+    row = (
+        decisions.loc[item.item_id]
+        if decisions is not None and item.item_id in decisions.index
+        else None
     )
+    winner, direct_winner = (None, None) if row is None else (row["winner"], row["direct_winner"])
+    raised = [] if row is None else [flag for flag in FLAGS if row[flag]]
+    columns = st.columns(3)
+    columns[0].metric("PCF winner", describe_candidate(winner, names))
+    columns[1].metric("Direct winner", describe_candidate(direct_winner, names))
     columns[2].metric("Gold", describe_candidate(item.gold, names))
-    for flag in FLAGS if known else ():
-        if row[flag]:
-            st.markdown(f":orange-badge[{flag}] {FLAG_HELP[flag]}")
+    for flag in raised:
+        st.markdown(f":orange-badge[{flag}] {FLAG_HELP[flag]}")
     describe_history(item, names, place)
 
 
@@ -331,10 +334,12 @@ current = st.session_state.get(ITEM_KEY)
 if current not in db_ids:
     current = claim.item_key if claim else None
     st.session_state[SHOWN_KEY] = claim.item_db_id if claim else None
-item, mine, shown = None, [], ()
+item: Item | None = None
+mine: list[Adjudication] = []
+shown: tuple[str, ...] = ()
 if current is not None:
     with session() as s:
-        item = load_item(int(db_ids[current]), session=s)
+        item = stored_item(int(db_ids[current]), s)
         mine = [
             a
             for a in visible_history(int(db_ids[current]), session=s, actor=actor)
@@ -360,7 +365,7 @@ with notices:
     saved = st.session_state.get(SAVED_KEY)
     if saved and saved["annotator"] == who:
         with session() as s:
-            saved_item = load_item(saved["db_id"], session=s)
+            saved_item = stored_item(saved["db_id"], s)
         saved_names = display_labels(display_order(saved_item, who))
         choice = choice_label(saved["choice"], saved_names)
         line, correct, details = st.columns([5, 2, 3], vertical_alignment="center")
@@ -415,8 +420,9 @@ prompt_label, toggle = st.columns([4, 1], vertical_alignment="bottom")
 prompt_label.markdown("##### Prompt")
 with toggle:
     plain = plain_text_toggle()
-prompt_height = "content" if len(item.prompt) < 400 else PROMPT_HEIGHT
-with st.container(border=True, height=prompt_height, key=PROMPT_KEY):
+with st.container(
+    border=True, height="content" if len(item.prompt) < 400 else PROMPT_HEIGHT, key=PROMPT_KEY
+):
     show_text(item.prompt, plain, f"{item.metadata['db_id']}:prompt")
 
 box_height = answer_height([c.text for c in item.candidates], CANDIDATE_HEIGHT)
@@ -464,8 +470,8 @@ others[2].button(
     args=(current,),
     width="stretch",
 )
-details = st.columns([2, 3, 3])
-details[0].select_slider(
+label_details = st.columns([2, 3, 3])
+label_details[0].select_slider(
     "Confidence",
     options=list(CONFIDENCE_SCALE),
     value=0.5,
@@ -474,14 +480,14 @@ details[0].select_slider(
     help="A share from 0 (a guess) to 1 (certain): the same number the history and the "
     "exports show.",
 )
-details[1].multiselect(
+label_details[1].multiselect(
     "Tags",
     PATTERN_TAGS,
     accept_new_options=True,
     placeholder="pattern tags from the method, or type your own",
     key=f"adjudicate_tags_{current}",
 )
-details[2].text_area(
+label_details[2].text_area(
     "Notes", key=f"adjudicate_notes_{current}", placeholder="why (optional)", height=68
 )
 if plan.guidelines:
