@@ -117,12 +117,13 @@ def show_accuracy(outcome: WeightOutcome) -> None:
     cols[3].metric("Regressed", outcome.regressed, help="Direct right, consensus wrong.")
 
 
-def adaptive_result(current: PackedRun) -> None:
-    """An adaptive run's accuracy under the weights it stopped on, over every call it made."""
+def adaptive_result(current: PackedRun, stop_on: Weights) -> None:
+    """An adaptive run's accuracy under the weights it stopped on (``stop_on``), over every
+    call it made."""
     label = stopping_label(run)
     st.subheader(f"Adaptive run: {escape_markdown(run.name)}")
     try:
-        outcome = evaluate_weights(current, current.stop_on)
+        outcome = evaluate_weights(current, stop_on)
     except ValueError as exc:
         st.info(f"{exc}: accuracy needs the dataset's gold ids.")
         return
@@ -190,7 +191,7 @@ def playground(current: PackedRun) -> None:
 if current.stop_on is None:
     playground(current)
 else:
-    adaptive_result(current)
+    adaptive_result(current, current.stop_on)
 
 st.subheader("Weight table")
 names = [r.name for r in full_runs]
