@@ -8,29 +8,21 @@ from pcf.analysis.weights import PackedRun, evaluate_weights, pack_run
 from pcf.consensus import pack
 from pcf.decisions import aggregate
 from pcf.reports.tables import weight_records, weight_table
-from pcf.store import (
-    create_run,
-    get_dataset,
-    get_run,
-    load_items,
-    run_judgments,
-    session_scope,
-)
+from pcf.store import get_dataset, get_run, load_items, run_judgments
 from pcf.weights import PRESETS, Weights
-from tests.factories import judgment, make_item
+from tests.factories import judgment, make_item, stored_run
 
 
 @pytest.fixture
-def demo(demo_engine):
+def demo(db):
     """Packed demo runs plus what `aggregate` needs to recompute them independently."""
-    with session_scope(demo_engine) as s:
-        runs = {n: get_run(n, session=s) for n in ("demo-direct", "demo-pcf", "demo-repeated")}
-        items = load_items(runs["demo-pcf"].dataset_id, session=s)
-        return {
-            "packed": {n: pack_run(r, session=s) for n, r in runs.items()},
-            "judgments": {n: run_judgments(r.id, session=s) for n, r in runs.items()},
-            "items": items,
-        }
+    runs = {n: get_run(n, session=db) for n in ("demo-direct", "demo-pcf", "demo-repeated")}
+    items = load_items(runs["demo-pcf"].dataset_id, session=db)
+    return {
+        "packed": {n: pack_run(r, session=db) for n, r in runs.items()},
+        "judgments": {n: run_judgments(r.id, session=db) for n, r in runs.items()},
+        "items": items,
+    }
 
 
 def execution_zero(demo, run: str) -> list:
@@ -112,21 +104,11 @@ def test_packed_run_knows_its_k_and_that_it_is_simulated(demo):
     assert demo["packed"]["demo-direct"].k == 1
 
 
-def test_apoc_runs_have_no_weights(demo_engine):
-    with session_scope(demo_engine) as s:
-        dataset = get_dataset("demo", session=s)
-        run = create_run(
-            "pairs",
-            session=s,
-            dataset_id=dataset.id,
-            protocol="apoc",
-            backend="simulated",
-            model="sim",
-            k=3,
-            schedule="apoc",
-        )
-        with pytest.raises(ValueError, match="APOCJudge"):
-            pack_run(run, session=s)
+def test_apoc_runs_have_no_weights(db):
+    dataset = get_dataset("demo", session=db)
+    run = stored_run(db, dataset.id, name="pairs", protocol="apoc", schedule="apoc")
+    with pytest.raises(ValueError, match="APOCJudge"):
+        pack_run(run, session=db)
 
 
 def hand_packed(gold: str | None) -> PackedRun:
