@@ -4,10 +4,12 @@ file, or with ``PCF_TEST_DATABASE_URL`` a database of its own on that PostgreSQL
 ``demo_engine``/``db`` a copy of the demo. Tests of SQLite alone are marked ``sqlite_only``.
 
 One database style: a test reads and writes through ``session`` or ``db`` (helpers take the
-session, not an engine), and calls ``.commit()`` where code with sessions of its own (the app, a
-command, another process) must see its writes. The engines are for code that takes an engine.
-Only a test about sessions (two at once, a second writer, a fresh one to read back what was
-committed) opens more, each with ``new_session()``; ``session_scope`` only where it is tested."""
+session, not an engine) and calls ``.commit()`` where code with sessions of its own (the app, a
+command, another process) must see its writes; the engines are for code that takes an engine.
+A test about sessions (two at once; a fresh one per Hypothesis example, or to read back what was
+committed or what another process wrote meanwhile), or whose database is ready only later (an
+upgrade), opens each other session with ``new_session()``. ``session_scope`` is called only
+where it is what is tested. Runs built by hand come from ``tests.factories.stored_run``."""
 
 from __future__ import annotations
 
