@@ -40,10 +40,17 @@ def encode(parts: Mapping[str, pd.DataFrame | np.ndarray | Any]) -> bytes:
                 np.save(member, value, allow_pickle=False)
                 suffix = ".npy"
             else:
-                member.write(json.dumps(value).encode())
+                member.write(json.dumps(value, default=_plain).encode())
                 suffix = ".json"
             archive.writestr(name + suffix, member.getvalue())
     return buffer.getvalue()
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy number as the Python number JSON writes."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"a stored result cannot hold {type(value).__name__}")
 
 
 def decode(data: bytes) -> Parts:

@@ -5,7 +5,6 @@ run's calls stay the same and computed again as soon as they change."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +50,7 @@ def mixed_items() -> list[dict]:
 
 
 @pytest.fixture
-def runs(demo_engine: Engine, tmp_path: Path) -> Iterator[Engine]:
+def runs(demo_engine: Engine, tmp_path: Path) -> Engine:
     """The demo's runs; a dataset of mixed candidate counts judged by PCF (with some calls
     failed) and its two-candidate items by APOCJudge."""
     mixed = tmp_path / "mixed.jsonl"
@@ -69,7 +68,7 @@ def runs(demo_engine: Engine, tmp_path: Path) -> Iterator[Engine]:
         calls = s.exec(select(Call).where(Call.run_id == run.id).order_by(col(Call.id))).all()
         failed = {"ok": False, "error": "no_json", "judgment": None}
         replace_calls({c.id: failed for c in calls[::4]}, session=s)
-    yield demo_engine
+    return demo_engine
 
 
 def assert_same(found: RunAnalysis, expected: RunAnalysis) -> None:
@@ -162,7 +161,8 @@ def test_parts_come_back_as_they_went_and_a_result_is_computed_once(runs: Engine
     }
     back = decode(encode(parts))
     pd.testing.assert_frame_equal(back["frame"], parts["frame"])
-    assert back["array"].dtype == np.int8 and (back["array"] == parts["array"]).all()
+    assert back["array"].dtype == np.int8
+    assert (back["array"] == parts["array"]).all()
     assert back["figures"] == parts["figures"]
 
     computed = []
