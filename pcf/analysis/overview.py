@@ -1,7 +1,8 @@
-"""What the Overview shows of a run against labels: its accuracy against gold and human labels
-(a paired bootstrap) and the review triage's curves (random orders beside the review orders),
-kept in the database per revision of the run's calls and of the dataset's labels: seconds of
-computing on a large run, done once per change instead of on every visit."""
+"""A run measured against labels, as pages show it: the Overview's accuracy against gold and
+human labels (a paired bootstrap) and review triage curves (random orders beside the review
+orders), and the Adjudicate queue's calibrated chance that the judge is wrong. Each is kept in
+the database per revision of the run's calls and of the dataset's labels: seconds of computing
+on a large run, done once per change instead of on every visit."""
 
 from __future__ import annotations
 
@@ -14,7 +15,13 @@ from sqlmodel import Session
 from pcf.analysis.gold import dataset_gold
 from pcf.analysis.results import accuracy_against, gold_answers, stored_analysis
 from pcf.analysis.stored import kept
-from pcf.analysis.triage import curve_frame, summarize, table_triage
+from pcf.analysis.triage import (
+    calibrated_priority,
+    curve_frame,
+    known_answers,
+    summarize,
+    table_triage,
+)
 from pcf.store.models import Run
 
 COMPARED = ("gold labels", "human labels")
@@ -65,3 +72,24 @@ def run_overview(run: Run, *, session: Session) -> RunOverview:
 
     parts = kept(run, "overview", compute, session=session, labels=True)
     return RunOverview(parts["comparisons"], parts.get("curves"), parts.get("triage"))
+
+
+def run_calibration(run: Run, *, session: Session) -> pd.Series | None:
+    """Each item's calibrated chance that the judge is wrong
+    (:func:`~pcf.analysis.triage.calibrated_priority` against gold, else human gold), as stored
+    for the current revision of the run's calls and labels; None without enough labels."""
+
+    def compute() -> dict[str, Any]:
+        table = stored_analysis(run, session=session).table
+        answers = known_answers(table, dataset_gold(run.dataset_id, session=session).gold)
+        try:
+            chances = calibrated_priority(table, answers)
+        except ValueError:
+            return {}
+        return {"p_wrong": pd.DataFrame({"item_id": chances.index, "p_wrong": chances.to_numpy()})}
+
+    parts = kept(run, "calibration", compute, session=session, labels=True)
+    if "p_wrong" not in parts:
+        return None
+    frame = parts["p_wrong"]
+    return pd.Series(frame["p_wrong"].to_numpy(), index=frame["item_id"].to_numpy(), name="p_wrong")
