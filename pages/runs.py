@@ -9,7 +9,7 @@ import streamlit as st
 from pages.shared import current_actor, engine, ensure_app_frame, require_dataset, session
 from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Permission
 from pcf.analysis.markdown import escape_markdown
-from pcf.analysis.results import SIMULATED_NOTE, run_summary
+from pcf.analysis.results import SIMULATED_NOTE, run_summary, stored_analysis
 from pcf.choices import SCHEDULES
 from pcf.judges import KEY_ENV
 from pcf.judges.batch import BatchAPIError
@@ -26,7 +26,7 @@ from pcf.runs.manage import (
     own_key_needed,
 )
 from pcf.runs.spec import PROTOCOLS, RunSpec
-from pcf.store import get_run, list_runs, run_states
+from pcf.store import get_run, list_runs, run_states, session_scope
 
 BACKEND_KEY = "runs_backend"
 MODEL_KEY = "runs_model"
@@ -319,8 +319,9 @@ def progress_panel() -> None:
             if progress.status == "failed":
                 st.error(escape_markdown(progress.error))
             if progress.report is not None:
-                with session() as s:
+                with session_scope(engine()) as s:  # its decisions stored for every page
                     run = get_run(progress.name, session=s)
+                    stored_analysis(run, session=s)
                     summary = run_summary(run, session=s)
                 done = summary["this_invocation"] = progress.report.as_dict()
                 cols = st.columns(5)

@@ -398,9 +398,14 @@ def existing_dataset(name: str, *, session: Session) -> Dataset:
 
 
 def summary(run: Run, report: RunReport, *, session: Session) -> dict:
-    """The run's summary (:func:`pcf.analysis.results.run_summary`) and what this command did."""
-    from pcf.analysis.results import run_summary
+    """The run's summary (:func:`pcf.analysis.results.run_summary`) and what this command did.
 
+    The run's decisions are stored too (:func:`pcf.analysis.results.stored_analysis`), so the
+    app's first page that shows the run reads them instead of computing them.
+    """
+    from pcf.analysis.results import run_summary, stored_analysis
+
+    stored_analysis(run, session=session)
     return run_summary(run, session=session) | {"this_invocation": report.as_dict()}
 
 

@@ -224,6 +224,19 @@ def items_at(
     return _items_where(condition, session=session, texts=texts)
 
 
+def items_named(
+    dataset_id: int, item_keys: Iterable[str], *, session: Session, texts: bool = True
+) -> list[Item]:
+    """The dataset's items with these keys (for the few items a page shows), by database id:
+    file order, as :func:`import_items` stores them. Without ``texts`` the candidates' texts
+    are left empty."""
+    found: list[Item] = []
+    for keys in _chunks(item_keys):
+        condition = and_(ItemRow.dataset_id == dataset_id, col(ItemRow.item_key).in_(keys))
+        found += _items_where(condition, session=session, texts=texts)
+    return sorted(found, key=lambda item: item.metadata["db_id"])
+
+
 def load_item(item_db_id: int, *, session: Session) -> Item | None:
     """One item by database id (``metadata["db_id"]`` set), or None."""
     found = _items_where(ItemRow.id == item_db_id, session=session)
