@@ -9,7 +9,8 @@ import streamlit as st
 from pages.shared import current_actor, engine, ensure_app_frame, require_dataset, session
 from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Permission
 from pcf.analysis.markdown import escape_markdown
-from pcf.analysis.results import SIMULATED_NOTE, run_summary, stored_analysis
+from pcf.analysis.precompute import keep_results
+from pcf.analysis.results import SIMULATED_NOTE, run_summary
 from pcf.choices import SCHEDULES
 from pcf.judges import KEY_ENV
 from pcf.judges.batch import BatchAPIError
@@ -319,9 +320,9 @@ def progress_panel() -> None:
             if progress.status == "failed":
                 st.error(escape_markdown(progress.error))
             if progress.report is not None:
-                with session_scope(engine()) as s:  # its decisions stored for every page
+                with session_scope(engine()) as s:  # what every page reads, stored
                     run = get_run(progress.name, session=s)
-                    stored_analysis(run, session=s)
+                    keep_results(run, session=s)
                     summary = run_summary(run, session=s)
                 done = summary["this_invocation"] = progress.report.as_dict()
                 cols = st.columns(5)

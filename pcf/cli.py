@@ -400,12 +400,13 @@ def existing_dataset(name: str, *, session: Session) -> Dataset:
 def summary(run: Run, report: RunReport, *, session: Session) -> dict:
     """The run's summary (:func:`pcf.analysis.results.run_summary`) and what this command did.
 
-    The run's decisions are stored too (:func:`pcf.analysis.results.stored_analysis`), so the
-    app's first page that shows the run reads them instead of computing them.
+    What the app's pages read of the run is stored too (:func:`pcf.analysis.precompute.
+    keep_results`), so the first page that shows the run reads it instead of computing it.
     """
-    from pcf.analysis.results import run_summary, stored_analysis
+    from pcf.analysis.precompute import keep_results
+    from pcf.analysis.results import run_summary
 
-    stored_analysis(run, session=session)
+    keep_results(run, session=session)
     return run_summary(run, session=session) | {"this_invocation": report.as_dict()}
 
 

@@ -19,6 +19,7 @@ from pcf.analysis.triage import (
     calibrated_priority,
     curve_frame,
     known_answers,
+    random_baseline,
     summarize,
     table_triage,
 )
@@ -65,8 +66,9 @@ def run_overview(run: Run, *, session: Session) -> RunOverview:
                 curves, wrong, _ = table_triage(table, known, orders=orders)
             except ValueError:
                 continue
-            parts["curves"] = curve_frame(curves, wrong)
-            parts["triage"] = summarize(curves, wrong) | {"against": against}
+            baseline = random_baseline(wrong)  # drawn once for both
+            parts["curves"] = curve_frame(curves, wrong, baseline=baseline)
+            parts["triage"] = summarize(curves, wrong, baseline=baseline) | {"against": against}
             break
         return parts
 

@@ -331,9 +331,16 @@ def reliability(probabilities: Sequence[float] | np.ndarray, wrong: Sequence[boo
     )
 
 
-def summarize(curves: Sequence[Curve], wrong: Sequence[bool], *, seed: int = 0) -> dict[str, Any]:
-    """The figures of some review orders beside the random baseline, as JSON-ready values."""
-    baseline = random_baseline(wrong, seed=seed)
+def summarize(
+    curves: Sequence[Curve],
+    wrong: Sequence[bool],
+    *,
+    seed: int = 0,
+    baseline: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The figures of some review orders beside the random baseline (``baseline``, else
+    :func:`random_baseline` of ``seed``), as JSON-ready values."""
+    baseline = baseline or random_baseline(wrong, seed=seed)
     return {
         "items": len(wrong),
         "errors": int(sum(wrong)),
@@ -358,11 +365,18 @@ def summarize(curves: Sequence[Curve], wrong: Sequence[bool], *, seed: int = 0) 
     }
 
 
-def curve_frame(curves: Sequence[Curve], wrong: Sequence[bool], *, seed: int = 0) -> pd.DataFrame:
-    """Long frame of the error-capture curves with the random mean and band, for a chart:
-    ``order``, ``reviewed``, ``captured``, ``low``, ``high`` (the band, random rows only); at
-    most :data:`CHART_POINTS` + 1 evenly spaced points per curve, both ends included."""
-    baseline = random_baseline(wrong, seed=seed)
+def curve_frame(
+    curves: Sequence[Curve],
+    wrong: Sequence[bool],
+    *,
+    seed: int = 0,
+    baseline: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """Long frame of the error-capture curves with the random mean and band (``baseline``, else
+    :func:`random_baseline` of ``seed``), for a chart: ``order``, ``reviewed``, ``captured``,
+    ``low``, ``high`` (the band, random rows only); at most :data:`CHART_POINTS` + 1 evenly
+    spaced points per curve, both ends included."""
+    baseline = baseline or random_baseline(wrong, seed=seed)
     shown = np.unique(np.linspace(0, len(wrong), min(len(wrong), CHART_POINTS) + 1).round())
     shown = shown.astype(int)
     rows = [
