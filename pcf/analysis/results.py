@@ -23,11 +23,11 @@ from pcf.judges.simulated import MODEL_SLOT_BIAS
 from pcf.pairwise import TIE, apoc_decide, bucket_scores, is_ballpark_question, official_outcome
 from pcf.store.models import Call, Run
 from pcf.store.queries import (
-    get_dataset_by_id,
     item_db_ids,
     items_at,
     load_items,
     run_calls,
+    run_dataset,
     run_judgments,
 )
 from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
@@ -324,7 +324,7 @@ def analyse_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> R
     add up over the chunks. Decisions use the run's weights (:func:`run_weights`), as
     :func:`run_decisions` does. APOCJudge runs have no slot-bias rows.
     """
-    size = get_dataset_by_id(run.dataset_id, session=session).n_items
+    size = run_dataset(run, session=session).n_items
     rows: list[tuple[Any, ...]] = []
     counts: dict[int, SlotCounts] = {}
     for start in range(0, size, chunk):

@@ -21,7 +21,7 @@ from sqlmodel import Session
 from pcf.store.models import Run
 from pcf.store.queries import result_revision, run_result, save_run_result
 
-Parts = dict[str, pd.DataFrame | np.ndarray | Any]
+Parts = dict[str, Any]
 """A result's parts by name: data frames, arrays, or JSON values."""
 SUFFIXES = {".parquet", ".npy", ".json"}
 

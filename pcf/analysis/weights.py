@@ -34,7 +34,7 @@ from pcf.consensus import JudgmentArrays, pack
 from pcf.decisions import decide
 from pcf.evaluation import accuracy, paired_outcomes
 from pcf.store.models import Run
-from pcf.store.queries import get_dataset_by_id, items_at, run_judgments
+from pcf.store.queries import items_at, run_dataset, run_judgments
 from pcf.weights import DEFAULT_WEIGHTS, PRESETS, Weights, weights_label
 
 CHANGED_COLUMNS = ("item_id", "gold", "direct", "winner", "outcome")
@@ -79,7 +79,7 @@ def pack_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> Pack
     groups: list[JudgmentArrays] = []
     order: list[str] = []
     gold: dict[str, str | None] = {}
-    size = get_dataset_by_id(run.dataset_id, session=session).n_items
+    size = run_dataset(run, session=session).n_items
     for start in range(0, size, chunk):
         stop = start + chunk
         items = items_at(run.dataset_id, start, stop, session=session, texts=False)

@@ -217,7 +217,7 @@ def items_at(
     candidates' texts are left empty (what decisions need is their ids).
     """
     condition = and_(
-        ItemRow.dataset_id == dataset_id,
+        col(ItemRow.dataset_id) == dataset_id,
         col(ItemRow.position) >= start,
         col(ItemRow.position) < stop,
     )
@@ -232,7 +232,7 @@ def items_named(
     are left empty."""
     found: list[Item] = []
     for keys in _chunks(item_keys):
-        condition = and_(ItemRow.dataset_id == dataset_id, col(ItemRow.item_key).in_(keys))
+        condition = and_(col(ItemRow.dataset_id) == dataset_id, col(ItemRow.item_key).in_(keys))
         found += _items_where(condition, session=session, texts=texts)
     return sorted(found, key=lambda item: item.metadata["db_id"])
 
