@@ -1,5 +1,6 @@
 """A stored run's results: decisions of every item, flags and slot bias, accuracy against gold
-or human labels, and the run's summary, all recomputed from its calls (never stored)."""
+or human labels, and the run's summary, all computed from its calls; the decision table is also
+kept in the database per revision of the calls (:func:`stored_analysis`), for the pages."""
 
 from __future__ import annotations
 
