@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
     from sqlmodel import Session
 
-    from pcf.runs.engine import Progress, RunReport
     from pcf.runs.estimate import ReopenEstimate
+    from pcf.runs.rows import Progress, RunReport
     from pcf.runs.spec import RunSpec
     from pcf.store.models import Dataset, Run
     from pcf.weights import Weights

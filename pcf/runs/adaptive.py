@@ -17,19 +17,17 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from sqlmodel import Session
 
 from pcf.items import Item
 from pcf.orderings import schedule_length
+from pcf.runs.plan import PlannedCall
 from pcf.runs.spec import RunSpec
 from pcf.stopping import STOPPING_VERSION, ItemCalls, Stop, StoppingPolicy, current_winner, in_waves
 from pcf.store.models import Call, Run
 from pcf.store.queries import item_calls, record_item_stops, set_run_setting, stored_judgment
-
-if TYPE_CHECKING:
-    from pcf.runs.engine import PlannedCall
 
 STOPPING_SETTING = "stopping"
 """The run setting that records the policy a finished adaptive run was finished with."""
@@ -38,7 +36,7 @@ UNVERSIONED = 1
 
 
 class Answerer(Protocol):
-    """What an adaptive run needs of the engine (:class:`pcf.runs.engine.CallExecutor`)."""
+    """What an adaptive run needs of live execution (:class:`pcf.runs.engine.CallExecutor`)."""
 
     @property
     def capped(self) -> bool:

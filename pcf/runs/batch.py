@@ -33,17 +33,9 @@ from pcf.judges.batch import BatchClient, BatchLostError, BatchResult, BatchStat
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.prompts import Rendered
 from pcf.runs.adaptive import executions_for, kept_stops, next_wave, record_stops
-from pcf.runs.engine import (
-    CallExecutor,
-    PlannedCall,
-    Prepared,
-    Slot,
-    confirmations,
-    content_key,
-    failed_answer,
-    plan,
-)
 from pcf.runs.manage import Lease, check_start, leased, open_run, require_dataset
+from pcf.runs.plan import PlannedCall, Prepared, Slot, confirmations, content_key, plan
+from pcf.runs.rows import RunRows, failed_answer
 from pcf.runs.spec import LIMIT_SETTING, RunSpec
 from pcf.stopping import Stop
 from pcf.store.models import Call, ProviderBatch, Run, RunStatus, utc_now
@@ -127,9 +119,7 @@ class _Batcher:
     def __init__(self, run: Run, spec: RunSpec, client: BatchClient, *, session: Session) -> None:
         self.run, self.spec, self.client, self.session = run, spec, client, session
         self.prices = batch_prices(price_table())
-        self.executor = CallExecutor(
-            run, client.judge, spec, session=session, prices=self.prices, progress=None
-        )
+        self.rows = RunRows(run, spec, client.judge.backend, client.judge.model, session=session)
         self.report = BatchReport()
         dataset = run_dataset(run, session=session)
         self.items = load_items(run.dataset_id, session=session)[: spec.limit]
@@ -168,7 +158,7 @@ class _Batcher:
                 server=False,
             )
             if old in sent:
-                renamed[old] = self.executor.call_key(planned, rendered)
+                renamed[old] = self.rows.key(planned, rendered)
         return renamed
 
     def sent_keys(self, record: ProviderBatch) -> list[str]:
@@ -191,7 +181,7 @@ class _Batcher:
         """The calls rendered with their content keys, each rendered once per run (a call's
         slot always holds the same call: the plan's, or its APOCJudge confirmation)."""
         new = [p for p in calls if _slot_of(p) not in self._prepared]
-        self._prepared |= {_slot_of(p[0]): p for p in self.executor.prepare(new)}
+        self._prepared |= {_slot_of(p[0]): p for p in self.rows.prepare(new)}
         return [self._prepared[_slot_of(p)] for p in calls]
 
     def entry(self, prepared: Prepared) -> dict[str, Any]:
@@ -216,10 +206,10 @@ class _Batcher:
         keep = {slot for slot, call in stored.items() if call.ok or not retry_failed}
         own = {key for r in records if r.state != "collected" for key in self.sent_keys(r)}
         todo = [p for p in prepared if _slot_of(p[0]) not in keep and p[2] not in own]
-        rows, rest = self.executor.cached(todo)
+        rows, rest = self.rows.cached(todo)
         self._retry_failed(rows, stored)
         if rows:
-            self.executor.commit(rows)
+            self.rows.commit(rows)
             self.report.stored += len(rows)
             self.report.cache_hits += len(rows)
         carried = pending_batch_keys(session=self.session)
@@ -371,7 +361,7 @@ class _Batcher:
             if current is not None and (current.ok or current.created_at >= record.created_at):
                 continue  # stored before, by this collect or by an earlier one
             hit = (hits or {}).get(key)
-            row = None if hit is None else self.executor.from_cache(planned, rendered, key, hit)
+            row = None if hit is None else self.rows.from_cache(planned, rendered, key, hit)
             if row is None:
                 row = await self._row(planned, rendered, key, outcomes[key], paid=key not in paid)
                 paid.add(key)
@@ -383,7 +373,7 @@ class _Batcher:
             record, session=self.session, state="collected", collected_at=utc_now()
         )
         if rows:
-            self.executor.commit(rows)  # commits the record's new state with the rows
+            self.rows.commit(rows)  # commits the record's new state with the rows
         self.session.commit()
         self.report.stored += len(rows)
         self.report.failures += sum(not row["ok"] for row in rows)
@@ -399,7 +389,7 @@ class _Batcher:
     ) -> dict[str, Any]:
         """A call's row from its request's outcome; ``paid`` is False for a second call with
         the same content key in the batch (one request answered both: no tokens, no cost)."""
-        row = self.executor.base_row(planned, rendered, key)
+        row = self.rows.base(planned, rendered, key)
         reply = outcome.reply
         if reply is None:
             return row | failed_answer(outcome.error or "batch_error") | {"attempts": int(paid)}
@@ -408,7 +398,7 @@ class _Batcher:
         self.report.cost_usd += cost
         return (
             row
-            | await self.executor.answered(planned, rendered, reply)
+            | await self.rows.answered(planned, rendered, reply)
             | {
                 "input_tokens": tokens_in,
                 "output_tokens": tokens_out,
@@ -421,7 +411,7 @@ class _Batcher:
         """Have the rows that land on stored failed calls replace them (each failed answer
         kept as a ``retried`` replaced call)."""
         slots = [(row["item_id"], row["execution"], row["call_index"]) for row in rows]
-        self.executor.retry(stored[s] for s in slots if s in stored and not stored[s].ok)
+        self.rows.retry(stored[s] for s in slots if s in stored and not stored[s].ok)
 
     def lost_only(self) -> bool:
         """Whether the last collect left lost batches and nothing to wait for."""

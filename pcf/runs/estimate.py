@@ -15,8 +15,8 @@ from sqlmodel import Session
 
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.runs.adaptive import UNVERSIONED, executions_for, item_plans, item_state, policy_of
-from pcf.runs.engine import PlannedCall, content_key, plan
 from pcf.runs.manage import require_dataset, settings_conflict
+from pcf.runs.plan import PlannedCall, content_key, plan
 from pcf.runs.spec import RunSpec
 from pcf.stopping import STOPPING_VERSION
 from pcf.store.queries import (

@@ -19,7 +19,8 @@ from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Actor, Permissi
 from pcf.items import Item
 from pcf.judges import KEY_ENV, make_judge
 from pcf.prices import price_table
-from pcf.runs.engine import Progress, RunReport, execute
+from pcf.runs.engine import execute
+from pcf.runs.rows import Progress, RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store.engine import LostRaceError
 from pcf.store.models import Dataset, Run
