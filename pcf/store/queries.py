@@ -528,6 +528,34 @@ def run_states(runs: Iterable[Run], *, session: Session) -> dict[int, str]:
     return states
 
 
+def run_listing(*, session: Session, dataset_id: int | None = None) -> list[dict[str, Any]]:
+    """The runs (of one dataset, or all), oldest first, as listed by ``pcf runs`` and the Runs
+    page: name, dataset, settings, status to show (:func:`run_states`), calls, tokens, cost."""
+    runs = list_runs(session=session, dataset_id=dataset_id)
+    names = {d.id: d.name for d in list_datasets(session=session)}
+    states = run_states(runs, session=session)
+    return [
+        {
+            "name": r.name,
+            "dataset": names.get(r.dataset_id),
+            "protocol": r.protocol,
+            "backend": r.backend,
+            "model": r.model,
+            "k": r.k,
+            "schedule": r.schedule,
+            "executions": r.executions,
+            "status": states[r.id],
+            "calls": r.calls_made,
+            "cache_hits": r.cache_hits,
+            "failures": r.failures,
+            "input_tokens": r.input_tokens,
+            "output_tokens": r.output_tokens,
+            "cost_usd": r.cost_usd,
+        }
+        for r in runs
+    ]
+
+
 def delete_run(name: str, *, session: Session) -> dict[str, int]:
     """Delete the run ``name``, its calls and their replaced answers; never any adjudication
     (labels belong to items, not runs).
