@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -61,7 +61,7 @@ def _executions_of(spec: RunSpec, per_execution: int) -> int:
     return math.ceil(spec.max_calls / per_execution)
 
 
-def executions_for(spec: RunSpec, items: Sequence[Item]) -> RunSpec:
+def executions_for(spec: RunSpec, items: Iterable[Item]) -> RunSpec:
     """The spec whose plan holds every call an item may get (see :func:`_executions_of`)."""
     lengths = [schedule_length(spec.schedule, len(item.candidates), spec.k) for item in items]
     needed = max((_executions_of(spec, length) for length in lengths), default=spec.executions)

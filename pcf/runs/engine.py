@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from sqlmodel import Session
 
@@ -16,11 +16,17 @@ from pcf.prices import call_cost
 from pcf.processes import gc_frozen
 from pcf.prompts import Rendered
 from pcf.runs.adaptive import answer_in_waves, executions_for, kept_stops, record_stops
-from pcf.runs.plan import PlannedCall, confirmations, plan
+from pcf.runs.plan import PlannedCall, Slot, confirmations, in_chunks, plan
 from pcf.runs.rows import Progress, RunReport, RunRows, failed_answer
 from pcf.runs.spec import RunSpec
-from pcf.store.models import Run, RunStatus
-from pcf.store.queries import run_calls_by_slot, run_dataset, set_run_status, update_run_totals
+from pcf.stopping import Stop
+from pcf.store.models import Call, Run, RunStatus
+from pcf.store.queries import (
+    run_calls_by_slot,
+    run_dataset,
+    set_run_status,
+    update_run_totals,
+)
 
 MAX_BACKOFF_S = 60.0
 
@@ -118,12 +124,12 @@ class CallExecutor:
 
 async def execute(
     run: Run,
-    items: Sequence[Item],
+    items: Iterable[Item],
     judge: Judge,
     spec: RunSpec,
     *,
     session: Session,
-    db_ids: dict[str, int],
+    db_ids: Mapping[str, int],
     prices: dict[str, tuple[float, float]],
     progress: Progress | None = None,
     retry_failed: bool = False,
@@ -132,46 +138,86 @@ async def execute(
 ) -> RunReport:
     """Make every call of ``run`` that is not stored yet; each answer is committed at once.
 
-    Calls already stored for the run are never made again, so running a finished run makes no
-    judge call; with ``retry_failed``, failed calls are asked again, and each new answer
-    becomes its call's current answer while the failed one is kept as a ``retried``
+    ``items`` is gone through twice (to count the calls to make, then to make them), a chunk
+    of :data:`~pcf.store.queries.ITEM_CHUNK` items at a time: with
+    :class:`~pcf.store.queries.DatasetItems`, memory does not grow with the run. Calls already
+    stored for the run are never made again, so running a finished run makes no judge call;
+    with ``retry_failed``, failed calls are asked again, and each new answer becomes its call's
+    current answer while the failed one is kept as a ``retried``
     :class:`~pcf.store.models.ReplacedCall`. With ``budget_usd``, no call is sent once this
     invocation spent that much (the calls in flight finish and are stored); the run is then
     ``capped`` instead of ``finished``, and resumes like any run. An adaptive run keeps the
     stops it recorded (whatever policy version made them) unless ``recheck_stops`` asks the
     current policy again about those items. Returns what this invocation did.
+
+    Raises:
+        TypeError: ``items`` can be gone through only once (an iterator).
     """
+    if iter(items) is items:
+        raise TypeError("execute goes through its items twice: give a list or DatasetItems")
     rows = RunRows(run, spec, judge.backend, judge.model, session=session, progress=progress)
     executor = CallExecutor(rows, judge, prices=prices, budget_usd=budget_usd)
-    stored = run_calls_by_slot(run.id, session=session)
-    retried = 0
-    if retry_failed:
-        retried = rows.retry(call for call in stored.values() if not call.ok)
-        stored = {slot: call for slot, call in stored.items() if call.ok}
-    dataset_seed = run_dataset(run, session=session).seed
-    planned = plan(items, db_ids, executions_for(spec, items), dataset_seed=dataset_seed)
-    todo = [p for p in planned if (p.item_db_id, p.execution, p.call_index) not in stored]
-    executor.report.to_do = len(todo)
-    executor.report.planned = len(planned)
-    executor.report.already_done = len(planned) - len(todo)
-    executor.report.retried = retried
+    report = executor.report
+    chunk_plan = _ChunkPlan(run, executions_for(spec, items), db_ids, session=session)
+    for chunk in in_chunks(items):
+        planned, stored = chunk_plan.calls(chunk)
+        to_do = sum(_open(p, stored, retry_failed) for p in planned)
+        report.planned += len(planned)
+        report.to_do += to_do
+        report.already_done += len(planned) - to_do
     set_run_status(run, RunStatus.RUNNING, session=session)
     session.commit()
+    kept = kept_stops(run, recheck=recheck_stops)
+    stops: dict[str, Stop] = {}
     with gc_frozen():
-        if spec.adaptive == "off":
-            await executor.answer(todo)
-        else:
-            kept = kept_stops(run, recheck=recheck_stops)
-            stops = await answer_in_waves(executor, planned, run, spec, session=session, kept=kept)
-            record_stops(run, spec, kept, stops, session=session)
-        if spec.protocol == "apoc":
-            stored = run_calls_by_slot(run.id, session=session)
-            second = confirmations(planned, stored, spec)
-            executor.report.to_do += len(second)
-            await executor.answer(second)
+        for chunk in in_chunks(items):
+            planned, stored = chunk_plan.calls(chunk)
+            if retry_failed:
+                report.retried += rows.retry(call for call in stored.values() if not call.ok)
+            if spec.adaptive == "off":
+                await executor.answer([p for p in planned if _open(p, stored, retry_failed)])
+            else:
+                stops |= await answer_in_waves(
+                    executor, planned, run, spec, session=session, kept=kept
+                )
+            if spec.protocol == "apoc":
+                stored = chunk_plan.stored(chunk)
+                if retry_failed:  # a failed confirmation is asked again too
+                    stored = {slot: call for slot, call in stored.items() if call.ok}
+                second = confirmations(planned, stored, spec)
+                report.to_do += len(second)
+                await executor.answer(second)
+    if spec.adaptive != "off":
+        record_stops(run, spec, kept, stops, session=session)
     set_run_status(
         run, RunStatus.CAPPED if executor.capped else RunStatus.FINISHED, session=session
     )
     update_run_totals(run.id, session=session)
     session.commit()
-    return executor.report
+    return report
+
+
+class _ChunkPlan:
+    """The planned calls of a chunk of a run's items, and the chunk's stored calls."""
+
+    def __init__(
+        self, run: Run, spec: RunSpec, db_ids: Mapping[str, int], *, session: Session
+    ) -> None:
+        self.run, self.spec, self.db_ids, self.session = run, spec, db_ids, session
+        self.dataset_seed = run_dataset(run, session=session).seed
+
+    def calls(self, chunk: Sequence[Item]) -> tuple[list[PlannedCall], dict[Slot, Call]]:
+        """The chunk's planned calls (APOCJudge's confirmations aside) and stored calls."""
+        planned = plan(chunk, self.db_ids, self.spec, dataset_seed=self.dataset_seed)
+        return planned, self.stored(chunk)
+
+    def stored(self, chunk: Sequence[Item]) -> dict[Slot, Call]:
+        """The run's stored calls of the chunk's items, by slot."""
+        ids = [self.db_ids[item.item_id] for item in chunk]
+        return run_calls_by_slot(self.run.id, session=self.session, item_ids=ids)
+
+
+def _open(planned: PlannedCall, stored: Mapping[Slot, Call], retry_failed: bool) -> bool:
+    """Whether a planned call is still to be made: not stored, or failed and asked again."""
+    call = stored.get((planned.item_db_id, planned.execution, planned.call_index))
+    return call is None or (retry_failed and not call.ok)

@@ -25,6 +25,7 @@ from pcf.runs.spec import RunSpec
 from pcf.store.engine import LostRaceError
 from pcf.store.models import Dataset, Run
 from pcf.store.queries import (
+    DatasetItems,
     add_audit_event,
     create_run,
     get_dataset,
@@ -32,7 +33,6 @@ from pcf.store.queries import (
     get_run,
     import_items,
     item_db_ids,
-    load_items,
     release_run_lease,
     renew_run_lease,
     run_batches,
@@ -371,7 +371,7 @@ def judge_run(
     )
     name = spec.run_name
 
-    async def go(lease: Lease, run: Run, items: list[Item], db_ids: dict[str, int]) -> RunReport:
+    async def go(lease: Lease, run: Run, items: DatasetItems, db_ids: dict[str, int]) -> RunReport:
         try:
             async with lease.heartbeat():
                 return await execute(
@@ -413,7 +413,7 @@ def judge_run(
                 "them first (or `pcf batch cancel`, or `pcf batch forget` those the provider "
                 "lost), so that no request is paid twice"
             )
-        items = load_items(run.dataset_id, session=session)[: spec.limit]
+        items = DatasetItems(run.dataset_id, session=session, limit=spec.limit)
         db_ids = item_db_ids(run.dataset_id, session=session)
         return run, asyncio.run(go(lease, run, items, db_ids))
 

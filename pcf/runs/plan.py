@@ -1,13 +1,14 @@
 """The plan of a run: which calls it makes (an item under one ordering, with its slot keys),
-their prompts and their content keys. Nothing here reads or writes the database."""
+their prompts and their content keys, a chunk of items at a time."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from pcf.orderings import canonical_order, schedule
 from pcf.pairwise import is_ballpark_question, needs_confirmation
 from pcf.prompts import Rendered, neutral_keys, render_listwise, render_pairwise
 from pcf.runs.spec import RunSpec
+from pcf.store import queries
 from pcf.store.models import Call
 
 Slot = tuple[int, int, int]
@@ -47,8 +49,16 @@ Prepared = tuple[PlannedCall, Rendered, str]
 """A planned call with its rendered prompt and content key."""
 
 
+def in_chunks(items: Iterable[Item]) -> Iterator[list[Item]]:
+    """``items`` a chunk of :data:`~pcf.store.queries.ITEM_CHUNK` at a time (the last one
+    shorter)."""
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, queries.ITEM_CHUNK)):
+        yield chunk
+
+
 def plan(
-    items: Sequence[Item], db_ids: dict[str, int], spec: RunSpec, *, dataset_seed: int = 0
+    items: Iterable[Item], db_ids: Mapping[str, int], spec: RunSpec, *, dataset_seed: int = 0
 ) -> list[PlannedCall]:
     """Every call of the run except APOCJudge's confirmation calls, which depend on answers.
 
