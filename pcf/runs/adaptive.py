@@ -23,7 +23,7 @@ from sqlmodel import Session
 
 from pcf.items import Item
 from pcf.orderings import schedule_length
-from pcf.runs.plan import PlannedCall
+from pcf.runs.plan import PlannedCall, Slot
 from pcf.runs.spec import RunSpec
 from pcf.stopping import STOPPING_VERSION, ItemCalls, Stop, StoppingPolicy, current_winner, in_waves
 from pcf.store.models import Call, Run
@@ -172,27 +172,29 @@ def record_stops(
 
 
 def next_wave(
-    planned: Sequence,
-    run: Run,
+    planned: Sequence[PlannedCall],
+    stored: Mapping[Slot, Call],
     spec: RunSpec,
     *,
-    session: Session,
     kept: Mapping[str, Mapping[str, Any]],
-) -> tuple[list, dict[str, Stop]]:
+) -> tuple[list[PlannedCall], dict[str, Stop]]:
     """Every unsettled item's next call, and where the newly settled items stopped (batch
-    mode: each wave is one batch). Items with a kept stop get no call."""
+    mode: each wave is one batch), from the items' planned and stored calls. Items with a
+    kept stop get no call."""
     policy = policy_of(spec)
+    by_item: dict[int, list[Call]] = defaultdict(list)
+    for slot in sorted(stored):
+        by_item[slot[0]].append(stored[slot])
     wave, stops = [], {}
     for item_plan in item_plans(planned, spec):
         key = item_plan.calls[0].item.item_id
         if key in kept:
             continue
-        stored = item_calls(run.id, item_plan.calls[0].item_db_id, session=session)
-        call, stop = item_step(item_plan, stored, policy)
-        if stop is None:
-            wave.append(call)
-        else:
+        call, stop = item_step(item_plan, by_item[item_plan.calls[0].item_db_id], policy)
+        if stop is not None:
             stops[key] = stop
+        elif call is not None:
+            wave.append(call)
     return wave, stops
 
 

@@ -239,6 +239,12 @@ class DatasetItems:
             left = None if left is None else left - len(ids)
 
 
+def items_by_ids(item_db_ids: Iterable[int], *, session: Session) -> list[Item]:
+    """The items with these database ids (at most :data:`ITEM_CHUNK` of them), in file order;
+    each item's metadata holds its database id as ``"db_id"``."""
+    return _items_where(col(ItemRow.id).in_(list(item_db_ids)), session=session)
+
+
 def load_item(item_db_id: int, *, session: Session) -> Item | None:
     """One item by database id (``metadata["db_id"]`` set), or None."""
     found = _items_where(ItemRow.id == item_db_id, session=session)
