@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -35,21 +37,23 @@ from pcf.reports.charts import (
     outcome_bars,
     slot_share_bars,
 )
-from pcf.store import current_labels, database_url, get_run, list_runs, run_version
+from pcf.store import Run, current_labels, database_url, list_runs, run_version
 from pcf.store.queries import label_revision
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def triage_figures(database: str, name: str, version: tuple) -> tuple | None:
+def triage_figures(
+    database: str, name: str, version: tuple, _run: Run
+) -> tuple[pd.DataFrame, dict[str, Any]] | None:
     """The run's error-capture curves (review priority, calibrated) and figures against gold,
-    else human labels; None without labels. Kept while the calls and labels stay the same."""
+    else human labels; None without labels. Kept while the calls and labels stay the same;
+    ``_run``, the run called ``name``, is not hashed."""
+    has_gold = run_analysis(_run).table["gold"].notna().any()
+    against = "gold" if has_gold else "humans"
     with session() as s:
-        stored = get_run(name, session=s)
-        has_gold = run_analysis(stored).table["gold"].notna().any()
-        against = "gold" if has_gold else "humans"
         for orders in (["priority", "calibrated"], ["priority"]):
             try:
-                curves, wrong, _ = run_triage(stored, session=s, orders=orders, against=against)
+                curves, wrong, _ = run_triage(_run, session=s, orders=orders, against=against)
             except ValueError:
                 continue
             figures = summarize(curves, wrong) | {"against": against}
@@ -57,7 +61,7 @@ def triage_figures(database: str, name: str, version: tuple) -> tuple | None:
     return None
 
 
-def run_analysis_version(of_run) -> tuple:
+def run_analysis_version(of_run: Run) -> tuple:
     """What the triage figures depend on: the run's calls and the labels given."""
     with session() as s:
         return run_version(of_run, session=s), label_revision(of_run.dataset_id, session=s)
@@ -98,7 +102,7 @@ if run is not None:
     triage = (
         None
         if run.protocol == "apoc"
-        else triage_figures(database_url(), run.name, run_analysis_version(run))
+        else triage_figures(database_url(), run.name, run_analysis_version(run), run)
     )
     with st.container(border=True, key="overview_summary"):
         st.subheader(f"Run {escape_markdown(run.name)}")

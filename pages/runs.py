@@ -16,6 +16,7 @@ from pcf.judges.batch import BatchAPIError
 from pcf.reports.tables import runs_table
 from pcf.runs.background import background_runs, start_run
 from pcf.runs.batch import batch_overview, collect_runs
+from pcf.runs.engine import RunReport
 from pcf.runs.estimate import estimate_run
 from pcf.runs.manage import (
     APP_BACKENDS,
@@ -301,6 +302,35 @@ if st.button(
         st.session_state.setdefault(SHOWN_FINISHED_KEY, set()).discard(name)
 
 
+def show_outcome(name: str, report: RunReport) -> None:
+    """What a finished background run did, with the stored run's summary; a run deleted since
+    (``pcf runs delete``) has none."""
+    with session() as s:
+        run = get_run(name, session=s)
+        summary = None if run is None else run_summary(run, session=s)
+    if summary is None:
+        st.caption("Run deleted since: its summary is gone.")
+        return
+    done = summary["this_invocation"] = report.as_dict()
+    cols = st.columns(5)
+    cols[0].metric("Items", summary["items"])
+    cols[1].metric("Judge calls", done["calls_made"])
+    cols[2].metric("Cache hits", done["cache_hits"])
+    cols[3].metric("Failures", done["failures"])
+    cols[4].metric("Cost", f"${done['cost_usd']:.4f}")
+    if "accuracy" in summary:
+        accuracy = summary["accuracy"]
+        st.caption(
+            f"Against gold: direct {100 * accuracy['direct_accuracy']:.1f}%, "
+            f"consensus {100 * accuracy['method_accuracy']:.1f}% "
+            f"({accuracy['delta_points']:+.1f} pts)."
+        )
+    if summary.get("note"):
+        st.caption(summary["note"])
+    with st.expander("Summary"):
+        st.json(summary)
+
+
 @st.fragment(
     run_every=PROGRESS_INTERVAL_S if any(p.active for p in background_runs(engine())) else None
 )
@@ -316,30 +346,10 @@ def progress_panel() -> None:
                 progress.fraction,
                 text=f"{progress.done} / {progress.total} calls" if progress.total else None,
             )
-            if progress.status == "failed":
+            if progress.error is not None:  # set when the run failed
                 st.error(escape_markdown(progress.error))
             if progress.report is not None:
-                with session() as s:
-                    run = get_run(progress.name, session=s)
-                    summary = run_summary(run, session=s)
-                done = summary["this_invocation"] = progress.report.as_dict()
-                cols = st.columns(5)
-                cols[0].metric("Items", summary["items"])
-                cols[1].metric("Judge calls", done["calls_made"])
-                cols[2].metric("Cache hits", done["cache_hits"])
-                cols[3].metric("Failures", done["failures"])
-                cols[4].metric("Cost", f"${done['cost_usd']:.4f}")
-                if "accuracy" in summary:
-                    accuracy = summary["accuracy"]
-                    st.caption(
-                        f"Against gold: direct {100 * accuracy['direct_accuracy']:.1f}%, "
-                        f"consensus {100 * accuracy['method_accuracy']:.1f}% "
-                        f"({accuracy['delta_points']:+.1f} pts)."
-                    )
-                if summary.get("note"):
-                    st.caption(summary["note"])
-                with st.expander("Summary"):
-                    st.json(summary)
+                show_outcome(progress.name, progress.report)
     ended = {p.name for p in snapshots if not p.active}
     shown = st.session_state.setdefault(SHOWN_FINISHED_KEY, set(ended))
     if ended - shown:

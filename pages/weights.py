@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from pages.shared import (
@@ -24,7 +25,7 @@ from pcf.analysis.weights import (
 from pcf.analysis.whatif import budget_curve
 from pcf.reports.charts import budget_chart
 from pcf.reports.tables import weight_table
-from pcf.store import Run, database_url, get_run, list_runs, run_version
+from pcf.store import Run, database_url, list_runs, run_version
 from pcf.weights import PRESETS, Weights
 
 PRESET_KEY = "weights_preset"
@@ -42,17 +43,19 @@ WEIGHT_LABELS = (
 
 
 @st.cache_resource(max_entries=32, show_spinner="Loading the run's judgments…")
-def packed_run(database: str, name: str, version: tuple) -> PackedRun:
-    """A run's packed judgments, kept while its calls (``version``) stay the same."""
+def packed_run(database: str, name: str, version: tuple, _run: Run) -> PackedRun:
+    """A run's packed judgments, kept while its calls (``version``) stay the same; ``_run``,
+    the run called ``name``, is not hashed."""
     with session() as s:
-        return pack_run(get_run(name, session=s), session=s)
+        return pack_run(_run, session=s)
 
 
 @st.cache_data(max_entries=8, show_spinner="Replaying the stopping policies on the run…")
-def cached_budget_curve(database: str, name: str, version: tuple):
-    """:func:`budget_curve` of a run, kept while its calls (``version``) stay the same."""
+def cached_budget_curve(database: str, name: str, version: tuple, _run: Run) -> pd.DataFrame:
+    """:func:`budget_curve` of a run, kept while its calls (``version``) stay the same;
+    ``_run``, the run called ``name``, is not hashed."""
     with session() as s:
-        return budget_curve(get_run(name, session=s), session=s)
+        return budget_curve(_run, session=s)
 
 
 def apply_preset() -> None:
@@ -90,7 +93,7 @@ def packed(of_run: Run) -> PackedRun:
     """The cached packed judgments of a stored run, packed again when its calls change."""
     with session() as s:
         version = run_version(of_run, session=s)
-    return packed_run(database_url(), of_run.name, version)
+    return packed_run(database_url(), of_run.name, version, of_run)
 
 
 simulated_badge(run)
@@ -114,12 +117,13 @@ def show_accuracy(outcome: WeightOutcome) -> None:
     cols[3].metric("Regressed", outcome.regressed, help="Direct right, consensus wrong.")
 
 
-def adaptive_result(current: PackedRun) -> None:
-    """An adaptive run's accuracy under the weights it stopped on, over every call it made."""
+def adaptive_result(current: PackedRun, stop_on: Weights) -> None:
+    """An adaptive run's accuracy under the weights it stopped on (``stop_on``), over every
+    call it made."""
     label = stopping_label(run)
     st.subheader(f"Adaptive run: {escape_markdown(run.name)}")
     try:
-        outcome = evaluate_weights(current, current.stop_on)
+        outcome = evaluate_weights(current, stop_on)
     except ValueError as exc:
         st.info(f"{exc}: accuracy needs the dataset's gold ids.")
         return
@@ -187,7 +191,7 @@ def playground(current: PackedRun) -> None:
 if current.stop_on is None:
     playground(current)
 else:
-    adaptive_result(current)
+    adaptive_result(current, current.stop_on)
 
 st.subheader("Weight table")
 names = [r.name for r in full_runs]
@@ -251,7 +255,7 @@ if current.stop_on is not None:
 elif st.toggle("Show the curve (replays every item; a few seconds)", key=BUDGET_KEY):
     with session() as s:
         version = run_version(run, session=s)
-    curve = cached_budget_curve(database_url(), run.name, version)
+    curve = cached_budget_curve(database_url(), run.name, version, run)
     st.altair_chart(budget_chart(curve), width="stretch")
     st.dataframe(
         curve.pivot_table(index=["policy", "calls_per_item"], columns="measure", values="share")
