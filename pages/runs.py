@@ -27,7 +27,7 @@ from pcf.runs.manage import (
     own_key_needed,
 )
 from pcf.runs.spec import PROTOCOLS, RunSpec
-from pcf.store import get_run, list_runs, run_states
+from pcf.store import get_run, list_runs, run_listing
 
 BACKEND_KEY = "runs_backend"
 MODEL_KEY = "runs_model"
@@ -52,12 +52,12 @@ st.title("Runs")
 with session() as s:
     dataset = require_dataset(s)
     runs = list_runs(session=s, dataset_id=dataset.id)
-    states = run_states(runs, session=s)
+    listing = run_listing(session=s, dataset_id=dataset.id)
 
 st.caption(f"Runs of dataset **{escape_markdown(dataset.name)}** ({dataset.n_items} items).")
 if runs:
     st.dataframe(
-        runs_table(runs, states),
+        runs_table(listing),
         hide_index=True,
         width="stretch",
         column_config={
