@@ -35,15 +35,16 @@ from pcf.reports.charts import (
     outcome_bars,
     slot_share_bars,
 )
-from pcf.store import current_labels, database_url, get_run, list_runs, session_scope
+from pcf.store import Run, current_labels, database_url, list_runs, session_scope
 
 
 @st.cache_resource(max_entries=16, show_spinner="Measuring the run against the labels...")
-def overview_of(database: str, name: str, revision: str) -> RunOverview:
+def overview_of(database: str, name: str, revision: str, _run: Run) -> RunOverview:
     """The run's figures against labels (stored per revision of its calls and labels), kept
-    here for every session while ``revision`` stays the same; pages only read it."""
+    here for every session while ``revision`` stays the same; pages only read it. ``_run``,
+    the run called ``name``, is not hashed."""
     with session_scope(engine()) as s:
-        return run_overview(get_run(name, session=s), session=s)
+        return run_overview(_run, session=s)
 
 
 ensure_app_frame()
@@ -73,7 +74,7 @@ simulated_badge(run)
 if run is not None:
     analysis = run_analysis(run)
     table = analysis.table
-    figures = overview_of(database_url(), run.name, revision_of(run, labels=True))
+    figures = overview_of(database_url(), run.name, revision_of(run, labels=True), run)
     comparisons = figures.comparisons
     against, stats = next(((k, v) for k, v in comparisons.items() if v), ("", None))
     with st.container(border=True, key="overview_summary"):

@@ -17,6 +17,7 @@ from pcf.judges.batch import BatchAPIError
 from pcf.reports.tables import runs_table
 from pcf.runs.background import background_runs, start_run
 from pcf.runs.batch import batch_overview, collect_runs
+from pcf.runs.engine import RunReport
 from pcf.runs.estimate import estimate_run
 from pcf.runs.manage import (
     APP_BACKENDS,
@@ -27,7 +28,7 @@ from pcf.runs.manage import (
     own_key_needed,
 )
 from pcf.runs.spec import PROTOCOLS, RunSpec
-from pcf.store import get_run, list_runs, run_states, session_scope
+from pcf.store import get_run, list_runs, run_listing, session_scope
 
 BACKEND_KEY = "runs_backend"
 MODEL_KEY = "runs_model"
@@ -52,12 +53,12 @@ st.title("Runs")
 with session() as s:
     dataset = require_dataset(s)
     runs = list_runs(session=s, dataset_id=dataset.id)
-    states = run_states(runs, session=s)
+    listing = run_listing(session=s, dataset_id=dataset.id)
 
 st.caption(f"Runs of dataset **{escape_markdown(dataset.name)}** ({dataset.n_items} items).")
 if runs:
     st.dataframe(
-        runs_table(runs, states),
+        runs_table(listing),
         hide_index=True,
         width="stretch",
         column_config={
@@ -302,6 +303,37 @@ if st.button(
         st.session_state.setdefault(SHOWN_FINISHED_KEY, set()).discard(name)
 
 
+def show_outcome(name: str, report: RunReport) -> None:
+    """What a finished background run did, with the stored run's summary; a run deleted since
+    (``pcf runs delete``) has none."""
+    with session_scope(engine()) as s:  # what every page reads, stored for the run's revision
+        run = get_run(name, session=s)
+        if run is not None:
+            keep_results(run, session=s)
+        summary = None if run is None else run_summary(run, session=s)
+    if summary is None:
+        st.caption("Run deleted since: its summary is gone.")
+        return
+    done = summary["this_invocation"] = report.as_dict()
+    cols = st.columns(5)
+    cols[0].metric("Items", summary["items"])
+    cols[1].metric("Judge calls", done["calls_made"])
+    cols[2].metric("Cache hits", done["cache_hits"])
+    cols[3].metric("Failures", done["failures"])
+    cols[4].metric("Cost", f"${done['cost_usd']:.4f}")
+    if "accuracy" in summary:
+        accuracy = summary["accuracy"]
+        st.caption(
+            f"Against gold: direct {100 * accuracy['direct_accuracy']:.1f}%, "
+            f"consensus {100 * accuracy['method_accuracy']:.1f}% "
+            f"({accuracy['delta_points']:+.1f} pts)."
+        )
+    if summary.get("note"):
+        st.caption(summary["note"])
+    with st.expander("Summary"):
+        st.json(summary)
+
+
 @st.fragment(
     run_every=PROGRESS_INTERVAL_S if any(p.active for p in background_runs(engine())) else None
 )
@@ -317,31 +349,10 @@ def progress_panel() -> None:
                 progress.fraction,
                 text=f"{progress.done} / {progress.total} calls" if progress.total else None,
             )
-            if progress.status == "failed":
+            if progress.error is not None:  # set when the run failed
                 st.error(escape_markdown(progress.error))
             if progress.report is not None:
-                with session_scope(engine()) as s:  # what every page reads, stored
-                    run = get_run(progress.name, session=s)
-                    keep_results(run, session=s)
-                    summary = run_summary(run, session=s)
-                done = summary["this_invocation"] = progress.report.as_dict()
-                cols = st.columns(5)
-                cols[0].metric("Items", summary["items"])
-                cols[1].metric("Judge calls", done["calls_made"])
-                cols[2].metric("Cache hits", done["cache_hits"])
-                cols[3].metric("Failures", done["failures"])
-                cols[4].metric("Cost", f"${done['cost_usd']:.4f}")
-                if "accuracy" in summary:
-                    accuracy = summary["accuracy"]
-                    st.caption(
-                        f"Against gold: direct {100 * accuracy['direct_accuracy']:.1f}%, "
-                        f"consensus {100 * accuracy['method_accuracy']:.1f}% "
-                        f"({accuracy['delta_points']:+.1f} pts)."
-                    )
-                if summary.get("note"):
-                    st.caption(summary["note"])
-                with st.expander("Summary"):
-                    st.json(summary)
+                show_outcome(progress.name, progress.report)
     ended = {p.name for p in snapshots if not p.active}
     shown = st.session_state.setdefault(SHOWN_FINISHED_KEY, set(ended))
     if ended - shown:

@@ -22,7 +22,6 @@ from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, preset_records
 from pcf.evaluation import compare_paired
 from pcf.pairwise import bucket_order, bucket_scores
 from pcf.recordings import FIRST, SECOND, SWAP_RULES, recorded_outcome
-from pcf.store.models import Run
 from pcf.weights import PRESETS
 
 METHODS = {
@@ -510,32 +509,27 @@ def weight_table(records: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def runs_table(runs: Sequence[Run], states: Mapping[int, str] | None = None) -> pd.DataFrame:
-    """One row per run with its settings, status, calls, failures, tokens and cost.
-
-    ``judge`` is ``backend: model``; ``status`` is the run's entry in ``states`` when given
-    (:func:`pcf.store.queries.run_states`: ``interrupted`` for a run whose process stopped),
-    else its stored status.
-    """
-    states = states or {}
+def runs_table(listing: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per run of a listing (:func:`pcf.store.queries.run_listing`) with its
+    settings, status, calls, failures, tokens and cost; ``judge`` is ``backend: model``."""
     return pd.DataFrame(
         [
             (
-                r.name,
-                r.protocol,
-                f"{r.backend}: {r.model}",
-                r.k,
-                r.schedule,
-                r.executions,
-                states.get(r.id, r.status),
-                r.calls_made,
-                r.cache_hits,
-                r.failures,
-                r.input_tokens,
-                r.output_tokens,
-                r.cost_usd,
+                r["name"],
+                r["protocol"],
+                f"{r['backend']}: {r['model']}",
+                r["k"],
+                r["schedule"],
+                r["executions"],
+                r["status"],
+                r["calls"],
+                r["cache_hits"],
+                r["failures"],
+                r["input_tokens"],
+                r["output_tokens"],
+                r["cost_usd"],
             )
-            for r in runs
+            for r in listing
         ],
         columns=list(RUN_COLUMNS),
     )

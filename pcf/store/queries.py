@@ -167,6 +167,10 @@ def list_datasets(*, session: Session) -> list[Dataset]:
     return list(session.exec(select(Dataset).order_by(col(Dataset.id))).all())
 
 
+ITEM_CHUNK = 500
+"""Items read at once when a whole dataset is gone through (:class:`DatasetItems`)."""
+
+
 def _items_where(condition: Any, *, session: Session, texts: bool = True) -> list[Item]:
     """The items matching ``condition`` (on :class:`ItemRow`) in file order, candidates in
     listing order; each item's metadata also holds its database id as ``"db_id"``. Without
@@ -235,6 +239,36 @@ def items_named(
         condition = and_(col(ItemRow.dataset_id) == dataset_id, col(ItemRow.item_key).in_(keys))
         found += _items_where(condition, session=session, texts=texts)
     return sorted(found, key=lambda item: item.metadata["db_id"])
+
+
+class DatasetItems:
+    """A dataset's items in file order (its first ``limit`` only), read from the database
+    :data:`ITEM_CHUNK` at a time whenever they are gone through, so that work over a dataset
+    of any size holds one chunk of items in memory. Each item's metadata holds its database
+    id as ``"db_id"``, as with :func:`load_items`."""
+
+    def __init__(self, dataset_id: int, *, session: Session, limit: int | None = None) -> None:
+        self.dataset_id, self.session, self.limit = dataset_id, session, limit
+
+    def __iter__(self) -> Iterator[Item]:
+        for chunk in self.chunks():
+            yield from chunk
+
+    def chunks(self) -> Iterator[list[Item]]:
+        """The items, :data:`ITEM_CHUNK` at a time."""
+        size = self.session.exec(
+            select(func.count()).where(ItemRow.dataset_id == self.dataset_id)
+        ).one()
+        end = size if self.limit is None else min(size, self.limit)
+        for start in range(0, end, ITEM_CHUNK):
+            stop = min(start + ITEM_CHUNK, end)
+            yield items_at(self.dataset_id, start, stop, session=self.session)
+
+
+def items_by_ids(item_db_ids: Iterable[int], *, session: Session) -> list[Item]:
+    """The items with these database ids (at most :data:`ITEM_CHUNK` of them), in file order;
+    each item's metadata holds its database id as ``"db_id"``."""
+    return _items_where(col(ItemRow.id).in_(list(item_db_ids)), session=session)
 
 
 def load_item(item_db_id: int, *, session: Session) -> Item | None:
@@ -602,6 +636,34 @@ def run_states(runs: Iterable[Run], *, session: Session) -> dict[int, str]:
     return states
 
 
+def run_listing(*, session: Session, dataset_id: int | None = None) -> list[dict[str, Any]]:
+    """The runs (of one dataset, or all), oldest first, as listed by ``pcf runs`` and the Runs
+    page: name, dataset, settings, status to show (:func:`run_states`), calls, tokens, cost."""
+    runs = list_runs(session=session, dataset_id=dataset_id)
+    names = {d.id: d.name for d in list_datasets(session=session)}
+    states = run_states(runs, session=session)
+    return [
+        {
+            "name": r.name,
+            "dataset": names.get(r.dataset_id),
+            "protocol": r.protocol,
+            "backend": r.backend,
+            "model": r.model,
+            "k": r.k,
+            "schedule": r.schedule,
+            "executions": r.executions,
+            "status": states[r.id],
+            "calls": r.calls_made,
+            "cache_hits": r.cache_hits,
+            "failures": r.failures,
+            "input_tokens": r.input_tokens,
+            "output_tokens": r.output_tokens,
+            "cost_usd": r.cost_usd,
+        }
+        for r in runs
+    ]
+
+
 def delete_run(name: str, *, session: Session) -> dict[str, int]:
     """Delete the run ``name``, its calls and their replaced answers, and its stored results;
     never any adjudication (labels belong to items, not runs).
@@ -761,12 +823,15 @@ def pending_batch_keys(*, session: Session) -> set[str]:
     return {key for keys in session.exec(query).all() for key in keys}
 
 
-def run_calls_by_slot(run_id: int, *, session: Session) -> dict[tuple[int, int, int], Call]:
-    """The run's stored calls by ``(item database id, execution, call index)``."""
-    return {
-        (c.item_id, c.execution, c.call_index): c
-        for c in session.exec(select(Call).where(Call.run_id == run_id)).all()
-    }
+def run_calls_by_slot(
+    run_id: int, *, session: Session, item_ids: Iterable[int] | None = None
+) -> dict[tuple[int, int, int], Call]:
+    """The run's stored calls (of the items with these database ids only, when given) by
+    ``(item database id, execution, call index)``."""
+    query = select(Call).where(Call.run_id == run_id)
+    if item_ids is not None:
+        query = query.where(col(Call.item_id).in_(list(item_ids)))
+    return {(c.item_id, c.execution, c.call_index): c for c in session.exec(query).all()}
 
 
 def _at_positions(query: Any, start: int | None, stop: int | None) -> Any:

@@ -2,7 +2,7 @@
 labels) kept per revision of its calls, so that pages read them instead of recomputing them;
 and an index of the items by position, to read a large dataset a chunk at a time.
 
-Revision ID: 0007
+Revision ID: 0006
 Revises: 0005
 Create Date: 2026-12-04
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007"
+revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
