@@ -397,11 +397,6 @@ def get_run(name: str, *, session: Session) -> Run | None:
     return session.exec(select(Run).where(Run.name == name)).first()
 
 
-def get_run_by_id(run_id: int, *, session: Session) -> Run | None:
-    """The run with database id ``run_id``, or None."""
-    return session.get(Run, run_id)
-
-
 def get_dataset_by_id(dataset_id: int, *, session: Session) -> Dataset | None:
     """The dataset with database id ``dataset_id``, or None."""
     return session.get(Dataset, dataset_id)
