@@ -398,9 +398,15 @@ def existing_dataset(name: str, *, session: Session) -> Dataset:
 
 
 def summary(run: Run, report: RunReport, *, session: Session) -> dict:
-    """The run's summary (:func:`pcf.analysis.results.run_summary`) and what this command did."""
+    """The run's summary (:func:`pcf.analysis.results.run_summary`) and what this command did.
+
+    What the app's pages read of the run is stored too (:func:`pcf.analysis.precompute.
+    keep_results`), so the first page that shows the run reads it instead of computing it.
+    """
+    from pcf.analysis.precompute import keep_results
     from pcf.analysis.results import run_summary
 
+    keep_results(run, session=session)
     return run_summary(run, session=session) | {"this_invocation": report.as_dict()}
 
 

@@ -18,7 +18,7 @@ from pcf.analysis.triage import (
     item_scores,
     summarize,
 )
-from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights
+from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, preset_records
 from pcf.evaluation import compare_paired
 from pcf.pairwise import bucket_order, bucket_scores
 from pcf.recordings import FIRST, SECOND, SWAP_RULES, recorded_outcome
@@ -491,31 +491,14 @@ def override_table(pairs: pd.DataFrame) -> pd.DataFrame:
 
 
 def weight_records(runs: Sequence[PackedRun]) -> pd.DataFrame:
-    """The seed's weight table, one row per run and preset: the preset's weights, N, accuracy
-    (%) and the same preset on the canonical call (direct %), and Δ in points; execution 0's
-    calls (:func:`pcf.analysis.weights.evaluate_weights`)."""
-    rows = []
-    for packed in runs:
-        for name, weights in PRESETS.items():
-            outcome = evaluate_weights(packed, weights)
-            rows.append(
-                {
-                    "run": packed.name,
-                    "preset": name,
-                    **dict(zip(WEIGHT_NAMES, weights.as_tuple(), strict=True)),
-                    "N": outcome.n,
-                    "direct %": 100 * outcome.direct_accuracy,
-                    "accuracy %": 100 * outcome.accuracy,
-                    "Δ vs direct (points)": 100 * (outcome.accuracy - outcome.direct_accuracy),
-                }
-            )
-    return pd.DataFrame(rows)
+    """The seed's weight table, one row per run and preset
+    (:func:`pcf.analysis.weights.preset_records` of each run)."""
+    return pd.concat([preset_records(packed) for packed in runs], ignore_index=True)
 
 
-def weight_table(runs: Sequence[PackedRun]) -> pd.DataFrame:
-    """:func:`weight_records` side by side: one row per preset (the index), its weights, then
-    ``"<run> accuracy %"`` and ``"<run> Δ vs direct"`` per run."""
-    records = weight_records(runs)
+def weight_table(records: pd.DataFrame) -> pd.DataFrame:
+    """:func:`weight_records` rows side by side: one row per preset (the index), its weights,
+    then ``"<run> accuracy %"`` and ``"<run> Δ vs direct"`` per run."""
     table = pd.DataFrame(
         {name: weights.as_tuple() for name, weights in PRESETS.items()}, index=list(WEIGHT_NAMES)
     ).T.rename_axis("preset")

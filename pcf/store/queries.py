@@ -20,12 +20,14 @@ from sqlalchemy import (
     CursorResult,
     Result,
     Text,
+    and_,
     case,
     cast,
     delete,
     distinct,
     func,
     insert,
+    literal,
     or_,
     update,
 )
@@ -51,6 +53,7 @@ from pcf.store.models import (
     Resolution,
     Run,
     RunLease,
+    RunResult,
     RunStatus,
     utc_now,
 )
@@ -168,12 +171,14 @@ ITEM_CHUNK = 500
 """Items read at once when a whole dataset is gone through (:class:`DatasetItems`)."""
 
 
-def _items_where(condition: Any, *, session: Session) -> list[Item]:
+def _items_where(condition: Any, *, session: Session, texts: bool = True) -> list[Item]:
     """The items matching ``condition`` (on :class:`ItemRow`) in file order, candidates in
-    listing order; each item's metadata also holds its database id as ``"db_id"``."""
+    listing order; each item's metadata also holds its database id as ``"db_id"``. Without
+    ``texts`` the candidates' texts are not read (left empty)."""
     candidates: dict[int, list[Candidate]] = defaultdict(list)
+    text = CandidateRow.text if texts else literal("")
     candidate_rows = session.exec(
-        select(CandidateRow.item_id, CandidateRow.candidate_key, CandidateRow.text)
+        select(CandidateRow.item_id, CandidateRow.candidate_key, text)
         .join(ItemRow, col(ItemRow.id) == CandidateRow.item_id)
         .where(condition)
         .order_by(col(CandidateRow.item_id), col(CandidateRow.position))
@@ -206,6 +211,36 @@ def load_items(dataset_id: int, *, session: Session) -> list[Item]:
     return _items_where(ItemRow.dataset_id == dataset_id, session=session)
 
 
+def items_at(
+    dataset_id: int, start: int, stop: int, *, session: Session, texts: bool = True
+) -> list[Item]:
+    """The dataset's items at positions ``start`` (included) to ``stop`` (excluded), in file
+    order, for reading a large dataset a chunk at a time.
+
+    Each item's metadata also holds its database id as ``"db_id"``. Without ``texts`` the
+    candidates' texts are left empty (what decisions need is their ids).
+    """
+    condition = and_(
+        col(ItemRow.dataset_id) == dataset_id,
+        col(ItemRow.position) >= start,
+        col(ItemRow.position) < stop,
+    )
+    return _items_where(condition, session=session, texts=texts)
+
+
+def items_named(
+    dataset_id: int, item_keys: Iterable[str], *, session: Session, texts: bool = True
+) -> list[Item]:
+    """The dataset's items with these keys (for the few items a page shows), by database id:
+    file order, as :func:`import_items` stores them. Without ``texts`` the candidates' texts
+    are left empty."""
+    found: list[Item] = []
+    for keys in _chunks(item_keys):
+        condition = and_(col(ItemRow.dataset_id) == dataset_id, col(ItemRow.item_key).in_(keys))
+        found += _items_where(condition, session=session, texts=texts)
+    return sorted(found, key=lambda item: item.metadata["db_id"])
+
+
 class DatasetItems:
     """A dataset's items in file order (its first ``limit`` only), read from the database
     :data:`ITEM_CHUNK` at a time whenever they are gone through, so that work over a dataset
@@ -221,22 +256,13 @@ class DatasetItems:
 
     def chunks(self) -> Iterator[list[Item]]:
         """The items, :data:`ITEM_CHUNK` at a time."""
-        after, left = -1, self.limit
-        while left is None or left > 0:
-            wanted = ITEM_CHUNK if left is None else min(ITEM_CHUNK, left)
-            ids = self.session.exec(
-                select(ItemRow.id, ItemRow.position)
-                .where(ItemRow.dataset_id == self.dataset_id, col(ItemRow.position) > after)
-                .order_by(col(ItemRow.position))
-                .limit(wanted)
-            ).all()
-            if not ids:
-                return
-            yield _items_where(
-                col(ItemRow.id).in_([db_id for db_id, _ in ids]), session=self.session
-            )
-            after = ids[-1][1]
-            left = None if left is None else left - len(ids)
+        size = self.session.exec(
+            select(func.count()).where(ItemRow.dataset_id == self.dataset_id)
+        ).one()
+        end = size if self.limit is None else min(size, self.limit)
+        for start in range(0, end, ITEM_CHUNK):
+            stop = min(start + ITEM_CHUNK, end)
+            yield items_at(self.dataset_id, start, stop, session=self.session)
 
 
 def items_by_ids(item_db_ids: Iterable[int], *, session: Session) -> list[Item]:
@@ -371,11 +397,6 @@ def get_run(name: str, *, session: Session) -> Run | None:
     return session.exec(select(Run).where(Run.name == name)).first()
 
 
-def get_run_by_id(run_id: int, *, session: Session) -> Run | None:
-    """The run with database id ``run_id``, or None."""
-    return session.get(Run, run_id)
-
-
 def get_dataset_by_id(dataset_id: int, *, session: Session) -> Dataset | None:
     """The dataset with database id ``dataset_id``, or None."""
     return session.get(Dataset, dataset_id)
@@ -431,6 +452,45 @@ def run_version(run: Run, *, session: Session) -> tuple[str, int, int, int]:
         .where(Call.run_id == run.id)
     ).one()
     return run.status, int(count), int(newest), int(replaced)
+
+
+def result_revision(run: Run, *, session: Session, labels: bool = False) -> str:
+    """The revision a result of the run is kept for: its :func:`run_version` and, with
+    ``labels``, its dataset's :func:`label_revision`, as text."""
+    parts: list[Any] = [list(run_version(run, session=session))]
+    if labels:
+        parts.append(list(label_revision(run.dataset_id, session=session)))
+    return json.dumps(parts, default=str)
+
+
+def run_result(run_id: int, name: str, revision: str, *, session: Session) -> bytes | None:
+    """The stored result ``name`` of a run when it was computed at ``revision``, else None."""
+    return session.exec(
+        select(RunResult.data).where(
+            RunResult.run_id == run_id, RunResult.name == name, RunResult.revision == revision
+        )
+    ).first()
+
+
+def save_run_result(
+    run_id: int, name: str, revision: str, data: bytes, *, session: Session
+) -> None:
+    """Keep ``data`` as the run's result ``name`` computed at ``revision``, in place of the one
+    stored before. When another process stores the same result at once, its row stays."""
+    try:
+        with session.begin_nested():
+            session.execute(
+                delete(RunResult).where(
+                    col(RunResult.run_id) == run_id, col(RunResult.name) == name
+                )
+            )
+            session.execute(
+                insert(RunResult).values(
+                    run_id=run_id, name=name, revision=revision, computed_at=utc_now(), data=data
+                )
+            )
+    except IntegrityError:
+        pass  # the other writer's result, computed from the same calls, is kept
 
 
 def update_run_totals(run_id: int, *, session: Session) -> Run:
@@ -600,8 +660,8 @@ def run_listing(*, session: Session, dataset_id: int | None = None) -> list[dict
 
 
 def delete_run(name: str, *, session: Session) -> dict[str, int]:
-    """Delete the run ``name``, its calls and their replaced answers; never any adjudication
-    (labels belong to items, not runs).
+    """Delete the run ``name``, its calls and their replaced answers, and its stored results;
+    never any adjudication (labels belong to items, not runs).
 
     Returns:
         ``{"calls": n, "replaced_calls": m}``: the rows deleted with the run.
@@ -635,6 +695,7 @@ def delete_run(name: str, *, session: Session) -> dict[str, int]:
     deleted = session.execute(delete(Call).where(col(Call.run_id) == run.id))
     session.execute(delete(RunLease).where(col(RunLease.run_name) == name))
     session.execute(delete(ProviderBatch).where(col(ProviderBatch.run_id) == run.id))
+    session.execute(delete(RunResult).where(col(RunResult.run_id) == run.id))
     session.delete(run)
     session.flush()
     return {"calls": rows_changed(deleted), "replaced_calls": rows_changed(replaced)}
@@ -768,13 +829,27 @@ def run_calls_by_slot(
     return {(c.item_id, c.execution, c.call_index): c for c in session.exec(query).all()}
 
 
-def run_calls(run_id: int, *, session: Session) -> list[Call]:
-    """The run's calls, by item, execution and call index."""
+def _at_positions(query: Any, start: int | None, stop: int | None) -> Any:
+    """``query`` (joined with :class:`ItemRow`) kept to the items at positions ``start`` to
+    ``stop`` (excluded); None leaves that end open."""
+    if start is not None:
+        query = query.where(col(ItemRow.position) >= start)
+    if stop is not None:
+        query = query.where(col(ItemRow.position) < stop)
+    return query
+
+
+def run_calls(
+    run_id: int, *, session: Session, start: int | None = None, stop: int | None = None
+) -> list[Call]:
+    """The run's calls, by item, execution and call index; only those of the items at
+    positions ``start`` to ``stop`` (excluded) when given."""
+    query = select(Call).where(Call.run_id == run_id)
+    if start is not None or stop is not None:
+        query = _at_positions(query.join(ItemRow, col(ItemRow.id) == Call.item_id), start, stop)
     return list(
         session.exec(
-            select(Call)
-            .where(Call.run_id == run_id)
-            .order_by(col(Call.item_id), col(Call.execution), col(Call.call_index))
+            query.order_by(col(Call.item_id), col(Call.execution), col(Call.call_index))
         ).all()
     )
 
@@ -818,8 +893,11 @@ def stored_judgment(
     )
 
 
-def run_judgments(run_id: int, *, session: Session) -> list[Judgment]:
-    """Every call of the run as a judgment (failed calls with ``ok=False`` and their error).
+def run_judgments(
+    run_id: int, *, session: Session, start: int | None = None, stop: int | None = None
+) -> list[Judgment]:
+    """Every call of the run as a judgment (failed calls with ``ok=False`` and their error);
+    only the calls of the items at positions ``start`` to ``stop`` (excluded) when given.
 
     Ordered by item position, execution and call index; ``item_id`` is the item's key. For
     speed the JSON columns are read as text and decoded by a single ``json.loads``.
@@ -839,6 +917,7 @@ def run_judgments(run_id: int, *, session: Session) -> list[Judgment]:
         .where(Call.run_id == run_id)
         .order_by(col(ItemRow.position), col(Call.execution), col(Call.call_index))
     )
+    query = _at_positions(query, start, stop)
     with gc_paused():
         rows = session.exec(query).all()
         json_columns = ",".join(
