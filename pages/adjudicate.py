@@ -38,6 +38,7 @@ from pages.shared import (
     plain_text_toggle,
     require_dataset,
     require_permission,
+    revision_of,
     run_analysis,
     session,
     show_text,
@@ -57,10 +58,11 @@ from pcf.analysis.adjudications import (
     item_index,
     with_priority,
 )
-from pcf.analysis.gold import dataset_gold, needs_more_labels
+from pcf.analysis.gold import needs_more_labels
 from pcf.analysis.item_detail import describe_candidate
 from pcf.analysis.markdown import escape_markdown
-from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
+from pcf.analysis.overview import run_calibration
+from pcf.analysis.triage import likely_errors_caught
 from pcf.flags import FLAG_HELP, FLAGS
 from pcf.items import Item
 from pcf.labelling.labels import ItemFullError, LabelChangedError, save_label, visible_history
@@ -73,12 +75,10 @@ from pcf.store import (
     adjudicated_item_keys,
     current_labels,
     database_url,
-    run_version,
     session_scope,
     write_with_retry,
 )
 from pcf.store.errors import DatabaseMovedError, storage_problem
-from pcf.store.queries import label_revision
 
 ITEM_KEY = "adjudicate_item"  # an item opened on purpose: revisit, correction, ?label=
 SAVED_KEY = "adjudicate_saved"  # the last label saved: item, db_id, annotator, choice
@@ -131,17 +131,12 @@ document.querySelector('[data-testid="stMain"]')?.scrollTo({{top: 0}});  // afte
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def calibrated_order(database: str, name: str, version: tuple, _run: Run) -> pd.Series | None:
+def calibrated_order(database: str, name: str, revision: str, _run: Run) -> pd.Series | None:
     """Each item's calibrated chance that the judge is wrong (None without enough labels),
-    kept while the run's calls and the labels (``version``) stay the same; ``_run``, the run
-    called ``name``, is not hashed."""
-    table = run_analysis(_run).table
-    with session() as s:
-        answers = known_answers(table, dataset_gold(_run.dataset_id, session=s).gold)
-    try:
-        return calibrated_priority(table, answers)
-    except ValueError:
-        return None
+    stored per revision of the run's calls and the labels, and kept here while ``revision``
+    stays the same; ``_run``, the run called ``name``, is not hashed."""
+    with session_scope(engine()) as s:
+        return run_calibration(_run, session=s)
 
 
 def give_back_shown() -> None:
@@ -169,9 +164,7 @@ table = run_analysis(run).table if run else None
 def calibrated_chances(of_run: Run) -> pd.Series | None:
     """:func:`calibrated_order` for the run and the labels as they are now (refitted after each
     label, so the page asks for it first only in the calibrated order)."""
-    with session() as s:
-        version = (run_version(of_run, session=s), label_revision(dataset.id, session=s))
-    return calibrated_order(database_url(), of_run.name, version, of_run)
+    return calibrated_order(database_url(), of_run.name, revision_of(of_run, labels=True), of_run)
 
 
 p_wrong = None

@@ -19,7 +19,8 @@ from pcf.analysis.agreement import table_human_comparison
 from pcf.analysis.gold import dataset_gold, rule_text
 from pcf.analysis.item_detail import candidate_titles
 from pcf.analysis.markdown import escape_markdown
-from pcf.store import adjudication_records, current_labels, load_items
+from pcf.store import adjudication_records, current_labels
+from pcf.store.queries import items_named
 
 MAX_LISTED = 100
 STATISTIC_NAMES = {
@@ -128,11 +129,8 @@ else:
     mark = {True: "✓", False: "✗"}
     listed = disagreements.head(MAX_LISTED)
     with session() as s:
-        titles = {
-            item.item_id: candidate_titles(item)
-            for item in load_items(dataset.id, session=s)
-            if item.item_id in set(listed["item_id"])
-        }
+        shown = items_named(dataset.id, listed["item_id"], session=s)
+    titles = {item.item_id: candidate_titles(item) for item in shown}
 
     def named(item_id: str, choice: str | None, none: str) -> str:
         """A candidate as its letter and differing words, a choice's name, or ``none``."""

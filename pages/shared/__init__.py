@@ -28,10 +28,10 @@ from pcf.analysis.results import (
     ADAPTIVE_NOTE,
     SIMULATED_NOTE,
     RunAnalysis,
-    analyse_run,
     is_simulated,
     simulates_strong_bias,
     stopping_label,
+    stored_analysis,
 )
 from pcf.items import Item
 from pcf.labelling.members import (
@@ -54,10 +54,10 @@ from pcf.store import (
     list_runs,
     load_item,
     matching_item_keys,
-    run_version,
     session_scope,
     storage_problem,
 )
+from pcf.store.queries import result_revision
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 _IN_APP: ContextVar[bool] = ContextVar("pcf_page_in_app", default=False)
@@ -293,21 +293,27 @@ def open_dataset(name: str) -> None:
     st.session_state.pop(RUN_KEY, None)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Computing the run's decisions...")
-def _run_analysis(url: str | None, run_id: int, version: tuple, _run: Run) -> RunAnalysis:
+@st.cache_resource(max_entries=16, show_spinner="Reading the run's decisions...")
+def _run_analysis(url: str | None, run_id: int, revision: str, _run: Run) -> RunAnalysis:
     """Shared by every session and never copied: pages read it and must not change it.
 
-    ``_run``, the run of ``run_id``, is not hashed: the URL, the id and the version key it.
+    ``_run``, the run of ``run_id``, is not hashed: the URL, the id and the revision key it.
     """
-    with session() as s:
-        return analyse_run(_run, session=s)
+    with session_scope(engine()) as s:
+        return stored_analysis(_run, session=s)
 
 
 def run_analysis(run: Run) -> RunAnalysis:
-    """The run's decisions, flags and slot bias, recomputed only when its calls change."""
+    """The run's decisions, flags and slot bias: stored in the database for the revision of its
+    calls (computed there once, after any change), and kept here while they stay the same."""
+    return _run_analysis(os.environ.get(DATABASE_URL_ENV), run.id, revision_of(run), run)
+
+
+def revision_of(run: Run, *, labels: bool = False) -> str:
+    """The revision of the run's calls (with ``labels``, and of its dataset's labels) that a
+    page's cache of the run's figures is kept for."""
     with session() as s:
-        version = run_version(run, session=s)
-    return _run_analysis(os.environ.get(DATABASE_URL_ENV), run.id, version, run)
+        return result_revision(run, session=s, labels=labels)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
-from pcf.analysis.weights import PackedRun, evaluate_weights, pack_run
+from pcf.analysis.weights import (
+    PackedRun,
+    evaluate_weights,
+    pack_run,
+    run_diagnostics,
+    stored_packed_run,
+)
 from pcf.consensus import pack
 from pcf.decisions import aggregate
 from pcf.reports.tables import weight_records, weight_table
@@ -62,7 +69,7 @@ def test_changed_items_are_those_whose_winner_left_direct(demo):
 
 def test_weight_table_has_a_row_per_preset_and_two_columns_per_run(demo):
     packed = [demo["packed"][n] for n in ("demo-direct", "demo-pcf")]
-    table = weight_table(packed)
+    table = weight_table(weight_records(packed))
     assert table.index.tolist() == list(PRESETS)
     assert table.loc["score-only", ["ws", "wB", "wv", "wu"]].tolist() == [1, 0, 0, 0]
     for preset, weights in PRESETS.items():
@@ -87,7 +94,7 @@ def test_diagnostics_use_execution_zero_only(demo):
 def test_weight_records_are_the_weight_table_in_long_form(demo):
     packed = [demo["packed"][n] for n in ("demo-pcf", "demo-repeated")]
     records = weight_records(packed)
-    table = weight_table(packed)
+    table = weight_table(records)
     assert len(records) == 2 * len(PRESETS)
     for row in records.to_dict("records"):
         method, direct = recomputed(demo, row["run"], PRESETS[row["preset"]])
@@ -132,3 +139,32 @@ def test_weights_decide_a_hand_made_item():
 def test_no_gold_no_accuracy():
     with pytest.raises(ValueError, match="no judged item with a gold id"):
         evaluate_weights(hand_packed(None), PRESETS["proposed"])
+
+
+@pytest.mark.parametrize("name", ["demo-pcf", "demo-direct"])
+def test_a_run_packed_in_chunks_and_stored_decides_as_it_packed_whole(db, new_session, name):
+    run = get_run(name, session=db)
+    whole = pack_run(run, session=db, chunk=10**9)
+    chunked = pack_run(run, session=db, chunk=5)
+    stored = stored_packed_run(run, session=db)  # computed and stored
+    db.commit()
+    with new_session() as s:
+        read = stored_packed_run(get_run(name, session=s), session=s)
+    assert len(chunked.groups) == 11
+    for packed in (chunked, stored, read):
+        assert (packed.item_order, packed.gold, packed.k) == (
+            whole.item_order,
+            whole.gold,
+            whole.k,
+        )
+        for k in range(1, whole.k + 1):
+            for weights in PRESETS.values():
+                found, expected = (evaluate_weights(p, weights, k=k) for p in (packed, whole))
+                assert (found.n, found.accuracy, found.direct_accuracy) == (
+                    expected.n,
+                    expected.accuracy,
+                    expected.direct_accuracy,
+                )
+                pd.testing.assert_frame_equal(found.changed, expected.changed)
+    diagnostics = run_diagnostics(get_run(name, session=db), session=db)
+    pd.testing.assert_frame_equal(diagnostics.presets, weight_records([whole]))

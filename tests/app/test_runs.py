@@ -90,6 +90,26 @@ def test_the_estimate_counts_items_times_k_times_executions_less_the_cache(at):
     assert shown(at)["Estimated cost"] == "$0.0000"
 
 
+def test_a_large_run_is_estimated_when_asked_and_its_estimate_follows_the_form(at):
+    """Over 20,000 planned calls the page renders no prompt until asked; the estimate shown is
+    that of the form's settings, and a change asks again."""
+    configure(at, model="sim-new", k=400)
+    assert "Planned calls" not in shown(at)
+    at.button(key="runs_estimate").click().run()
+    assert shown(at)["Planned calls"] == str(52 * 400)
+    assert shown(at)["Calls to send"] == str(52 * 400)
+    configure(at, seed=1)  # another run: its estimate is asked for again
+    assert "Planned calls" not in shown(at)
+    configure(at, seed=0)
+    assert shown(at)["Planned calls"] == str(52 * 400)
+
+
+def test_a_run_of_that_name_with_other_settings_cannot_start(at):
+    configure(at, name="demo-pcf", k=5)
+    assert any("exists with other settings" in e.value for e in at.error)
+    assert at.button(key="runs_start").disabled
+
+
 def test_a_priced_provider_model_is_estimated_and_an_unknown_one_is_unpriced(at):
     configure(at, backend="openai")
     assert at.text_input(key="runs_model").value == "gpt-4o-mini"

@@ -18,14 +18,16 @@ from pcf.access import operator
 from pcf.analysis.results import run_decisions
 from pcf.cli import app
 from pcf.items import Candidate, Item
-from pcf.judges.base import JudgeReply, JudgeRequest
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
 from pcf.judges.simulated import SimulatedJudge
 from pcf.judgments import read_judgments, write_judgments
 from pcf.orderings import canonical_order, schedule
 from pcf.pairwise import apoc_decide, is_ballpark_question, needs_confirmation
 from pcf.prompts import NEUTRAL_PREFIX
-from pcf.runs.engine import RunReport, execute, plan
+from pcf.runs.engine import execute
 from pcf.runs.manage import judge_run
+from pcf.runs.plan import plan
+from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store import (
     Call,
@@ -37,6 +39,7 @@ from pcf.store import (
     item_db_ids,
     run_judgments,
 )
+from pcf.store.queries import DatasetItems, delete_run
 from tests.factories import make_item, stored_run
 
 cli = CliRunner()
@@ -522,3 +525,91 @@ def test_importing_a_malformed_file_leaves_the_database_unchanged(tmp_path: Path
     assert taken.exit_code == 1
     assert "nothing imported: a dataset named 'ds' already exists" in taken.stderr
     assert _row_counts(new_session) == before
+
+
+# ---------------------------------------------------------------- chunks of items
+
+
+class FlakyJudge(CountingJudge):
+    """A counting judge that fails (for good) every call whose prompt hashes to 0 mod 3."""
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        if sum(request.user.encode()) % 3 == 0:
+            raise JudgeError("server_error", "down for this prompt", retryable=False)
+        return await super().complete(request)
+
+
+def _fingerprint(session: Session, run: Run) -> dict:
+    """What a run stored: each call's key, ordering, slot keys, answer and how it was made."""
+    keys = {db_id: key for key, db_id in item_db_ids(run.dataset_id, session=session).items()}
+    return {
+        (keys[c.item_id], c.execution, c.call_index): (
+            c.content_key,
+            c.order,
+            c.keys,
+            c.ok,
+            c.judgment,
+            c.attempts,
+        )
+        for c in _calls(session, run)
+    }
+
+
+@pytest.mark.parametrize(
+    ("pairs", "spec"),
+    [
+        (False, RunSpec("ds", "r", k=3, executions=2)),
+        (False, RunSpec("ds", "r", protocol="repeated", k=3)),
+        (False, RunSpec("ds", "r", k=4, adaptive="confident", risk=0.05, max_calls=6)),
+        (True, RunSpec("ds", "r", protocol="apoc")),
+    ],
+    ids=["pcf", "repeated", "adaptive", "apoc"],
+)
+def test_a_run_made_a_few_items_at_a_time_stores_what_a_whole_run_does(
+    session, monkeypatch, pairs, spec
+):
+    """Items read from the database in chunks of 3 (chunk boundaries everywhere), failed calls
+    asked again in a second invocation: the same calls, answers, stops and report."""
+    items = _items(20, n=2 if pairs else 4)
+    if pairs:
+        items[4] = Item("q4", "Roughly how many people live in Paris?", items[4].candidates, "c0")
+    dataset = _dataset(session, items)
+
+    def made(chunk: int) -> tuple[dict, list, dict]:
+        monkeypatch.setattr("pcf.store.queries.ITEM_CHUNK", chunk)
+        run = stored_run(
+            session,
+            dataset.id,
+            protocol=spec.protocol,
+            model="sim-test",
+            k=spec.k,
+            schedule=spec.schedule,
+            executions=spec.executions,
+        )
+        reports = []
+        for judge, retry in ((FlakyJudge(), False), (CountingJudge(), True)):
+            report = asyncio.run(
+                execute(
+                    run,
+                    DatasetItems(dataset.id, session=session),
+                    judge,
+                    spec,
+                    session=session,
+                    db_ids=item_db_ids(dataset.id, session=session),
+                    prices={},
+                    retry_failed=retry,
+                )
+            )
+            reports.append(report.as_dict() | {"to_do": report.to_do, "requests": judge.requests})
+        stored = _fingerprint(session, run), reports, run.settings.get("stops", {})
+        delete_run("r", session=session)
+        session.commit()
+        return stored
+
+    whole = made(500)
+    assert made(3) == whole
+    calls, reports, _ = whole
+    assert reports[0]["failures"] > 0  # the second invocation had failed calls to ask again
+    assert reports[1]["retried_failed"] == reports[0]["failures"]
+    if spec.adaptive == "off":  # an adaptive run counts a failed call as made
+        assert all(ok for _, _, _, ok, _, _ in calls.values())

@@ -22,8 +22,9 @@ from pcf.access import operator
 from pcf.judges import BASE_URL_ENV
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.openai_judge import OpenAIJudge
-from pcf.runs.engine import RunReport, content_key, plan
 from pcf.runs.manage import judge_run
+from pcf.runs.plan import content_key, plan
+from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store import Call, import_items, item_db_ids
 from tests.factories import make_item
