@@ -15,29 +15,21 @@ from pcf.analysis.weights import (
 from pcf.consensus import pack
 from pcf.decisions import aggregate
 from pcf.reports.tables import weight_records, weight_table
-from pcf.store import (
-    create_run,
-    get_dataset,
-    get_run,
-    load_items,
-    run_judgments,
-    session_scope,
-)
+from pcf.store import get_dataset, get_run, load_items, run_judgments
 from pcf.weights import PRESETS, Weights
-from tests.factories import judgment, make_item
+from tests.factories import judgment, make_item, stored_run
 
 
 @pytest.fixture
-def demo(demo_engine):
+def demo(db):
     """Packed demo runs plus what `aggregate` needs to recompute them independently."""
-    with session_scope(demo_engine) as s:
-        runs = {n: get_run(n, session=s) for n in ("demo-direct", "demo-pcf", "demo-repeated")}
-        items = load_items(runs["demo-pcf"].dataset_id, session=s)
-        return {
-            "packed": {n: pack_run(r, session=s) for n, r in runs.items()},
-            "judgments": {n: run_judgments(r.id, session=s) for n, r in runs.items()},
-            "items": items,
-        }
+    runs = {n: get_run(n, session=db) for n in ("demo-direct", "demo-pcf", "demo-repeated")}
+    items = load_items(runs["demo-pcf"].dataset_id, session=db)
+    return {
+        "packed": {n: pack_run(r, session=db) for n, r in runs.items()},
+        "judgments": {n: run_judgments(r.id, session=db) for n, r in runs.items()},
+        "items": items,
+    }
 
 
 def execution_zero(demo, run: str) -> list:
@@ -119,21 +111,11 @@ def test_packed_run_knows_its_k_and_that_it_is_simulated(demo):
     assert demo["packed"]["demo-direct"].k == 1
 
 
-def test_apoc_runs_have_no_weights(demo_engine):
-    with session_scope(demo_engine) as s:
-        dataset = get_dataset("demo", session=s)
-        run = create_run(
-            "pairs",
-            session=s,
-            dataset_id=dataset.id,
-            protocol="apoc",
-            backend="simulated",
-            model="sim",
-            k=3,
-            schedule="apoc",
-        )
-        with pytest.raises(ValueError, match="APOCJudge"):
-            pack_run(run, session=s)
+def test_apoc_runs_have_no_weights(db):
+    dataset = get_dataset("demo", session=db)
+    run = stored_run(db, dataset.id, name="pairs", protocol="apoc", schedule="apoc")
+    with pytest.raises(ValueError, match="APOCJudge"):
+        pack_run(run, session=db)
 
 
 def hand_packed(gold: str | None) -> PackedRun:
@@ -160,13 +142,13 @@ def test_no_gold_no_accuracy():
 
 
 @pytest.mark.parametrize("name", ["demo-pcf", "demo-direct"])
-def test_a_run_packed_in_chunks_and_stored_decides_as_it_packed_whole(demo_engine, name):
-    with session_scope(demo_engine) as s:
-        run = get_run(name, session=s)
-        whole = pack_run(run, session=s, chunk=10**9)
-        chunked = pack_run(run, session=s, chunk=5)
-        stored = stored_packed_run(run, session=s)  # computed and stored
-    with session_scope(demo_engine) as s:
+def test_a_run_packed_in_chunks_and_stored_decides_as_it_packed_whole(db, new_session, name):
+    run = get_run(name, session=db)
+    whole = pack_run(run, session=db, chunk=10**9)
+    chunked = pack_run(run, session=db, chunk=5)
+    stored = stored_packed_run(run, session=db)  # computed and stored
+    db.commit()
+    with new_session() as s:
         read = stored_packed_run(get_run(name, session=s), session=s)
     assert len(chunked.groups) == 11
     for packed in (chunked, stored, read):
@@ -184,6 +166,5 @@ def test_a_run_packed_in_chunks_and_stored_decides_as_it_packed_whole(demo_engin
                     expected.direct_accuracy,
                 )
                 pd.testing.assert_frame_equal(found.changed, expected.changed)
-    with session_scope(demo_engine) as s:
-        diagnostics = run_diagnostics(get_run(name, session=s), session=s)
+    diagnostics = run_diagnostics(get_run(name, session=db), session=db)
     pd.testing.assert_frame_equal(diagnostics.presets, weight_records([whole]))

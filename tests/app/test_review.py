@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
 from pcf.access import operator
@@ -23,7 +22,6 @@ from pcf.store import (
     import_items,
     item_db_ids,
     load_items,
-    session_scope,
 )
 from tests.app import markdown_texts, open_page
 
@@ -148,7 +146,7 @@ def test_the_heatmap_switches_to_factuality(app):
     assert at.segmented_control(key="review_heatmap_value").value == "factuality"
 
 
-def test_filters_narrow_the_list(app, demo_engine: Engine, db: Session):
+def test_filters_narrow_the_list(app, db: Session):
     summary = run_summary(get_run("demo-pcf", session=db), session=db)
     at = open_page(app, "review")
     at.multiselect(key="flags").set_value(["near_tie"]).run()
@@ -170,9 +168,9 @@ def test_filters_narrow_the_list(app, demo_engine: Engine, db: Session):
     assert listed(at)
     assert all(b == "plain-error" for b in frame_with(at, "PCF winner")["bucket"])
 
-    with session_scope(demo_engine) as s:
-        ids = item_db_ids(get_run("demo-pcf", session=db).dataset_id, session=s)
-        add_adjudication(ids["demo-003"], session=s, annotator="ann", choice="cannot_tell")
+    ids = item_db_ids(get_run("demo-pcf", session=db).dataset_id, session=db)
+    add_adjudication(ids["demo-003"], session=db, annotator="ann", choice="cannot_tell")
+    db.commit()
     at.multiselect(key="bucket").set_value([]).run()
     at.selectbox(key="adjudicated").set_value("adjudicated").run()
     assert listed(at) == ["demo-003"]
@@ -215,7 +213,7 @@ def test_a_candidate_from_the_demo_renders_as_inert_text(app):
 
 
 @pytest.fixture
-def hostile_run(demo_engine: Engine) -> None:
+def hostile_run(db: Session) -> None:
     """A one-item dataset whose candidate holds a script, an HTML image and a Markdown image,
     judged by the simulated judge."""
     item = Item(
@@ -225,10 +223,9 @@ def hostile_run(demo_engine: Engine) -> None:
         "ok",
         "hostile",
     )
-    with session_scope(demo_engine) as s:
-        import_items([item], session=s, name="hostile", fmt="jsonl")
-        s.commit()
-        judge_run(RunSpec("hostile", "hostile-pcf", k=2), session=s, actor=operator())
+    import_items([item], session=db, name="hostile", fmt="jsonl")
+    db.commit()
+    judge_run(RunSpec("hostile", "hostile-pcf", k=2), session=db, actor=operator())
 
 
 def test_script_html_and_markdown_images_in_texts_stay_inert(hostile_run, app):

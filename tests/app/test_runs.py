@@ -10,7 +10,7 @@ from sqlmodel import Session, func, select
 from streamlit.testing.v1 import AppTest
 
 from pcf.runs.study import DEMO_RUNS
-from pcf.store import Call, get_run, session_scope
+from pcf.store import Call, get_run
 from pcf.store.queries import delete_run
 from tests.app import open_page
 from tests.wire_server import WireServer, fixed_json
@@ -156,14 +156,14 @@ def test_a_run_started_from_the_page_finishes_and_stores_its_calls(at, db):
     assert shown(at)["Calls to send"] == "0"
 
 
-def test_a_run_deleted_after_it_finished_is_said_gone(at, demo_engine):
+def test_a_run_deleted_after_it_finished_is_said_gone(at, db):
     """The progress of a run started from the page stays while the server runs; once the run
     is deleted (``pcf runs delete``) the page says so instead of failing on its summary."""
     configure(at, name="gone-run", model="sim-gone", k=2, limit=2)
     at.button(key="runs_start").click().run()
     finished(at, "gone-run")
-    with session_scope(demo_engine) as session:
-        delete_run("gone-run", session=session)
+    delete_run("gone-run", session=db)
+    db.commit()
     at.run()
     assert not at.exception, [e.message for e in at.exception]
     assert "**gone\\-run** — finished" in [m.value for m in at.markdown]

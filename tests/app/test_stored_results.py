@@ -3,13 +3,12 @@ failed call asked again, a corrected label, and the page shows the new figures a
 
 from __future__ import annotations
 
-from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 from streamlit.testing.v1 import AppTest
 
 from pcf.analysis.results import analyse_run, flag_counts
 from pcf.analysis.weights import pack_run, preset_records
-from pcf.store import Call, add_adjudication, get_run, item_db_ids, load_items, session_scope
+from pcf.store import Call, add_adjudication, get_run, item_db_ids, load_items
 from pcf.store.models import RunResult
 from pcf.store.queries import replace_calls
 from tests.app import open_page
@@ -26,57 +25,56 @@ def flags_shown(at: AppTest) -> dict[str, int]:
     return dict(zip(frame["flag"], frame["items"], strict=True))
 
 
-def fail_first_item(engine: Engine, name: str) -> dict[int, dict]:
+def fail_first_item(db: Session, name: str) -> dict[int, dict]:
     """Store every call of the run's first item as failed; returns its answers, to give back."""
-    with session_scope(engine) as s:
-        run = get_run(name, session=s)
-        first = s.exec(select(Call.item_id).where(Call.run_id == run.id)).first()
-        calls = s.exec(select(Call).where(Call.run_id == run.id, Call.item_id == first)).all()
-        answers = {c.id: {"ok": c.ok, "error": c.error, "judgment": c.judgment} for c in calls}
-        replace_calls(dict.fromkeys(answers, FAILED), session=s)
+    run = get_run(name, session=db)
+    first = db.exec(select(Call.item_id).where(Call.run_id == run.id)).first()
+    calls = db.exec(select(Call).where(Call.run_id == run.id, Call.item_id == first)).all()
+    answers = {c.id: {"ok": c.ok, "error": c.error, "judgment": c.judgment} for c in calls}
+    replace_calls(dict.fromkeys(answers, FAILED), session=db)
+    db.commit()
     return answers
 
 
-def expected_flags(engine: Engine, name: str) -> dict[str, int]:
-    with Session(engine) as s:
-        table = analyse_run(get_run(name, session=s), session=s).table
+def expected_flags(db: Session, name: str) -> dict[str, int]:
+    table = analyse_run(get_run(name, session=db), session=db).table
     counts = flag_counts(table)
     return dict(zip(counts["flag"], counts["items"], strict=True))
 
 
-def test_overview_shows_a_failed_call_and_its_retry_at_once(app: AppTest, demo_engine: Engine):
+def test_overview_shows_a_failed_call_and_its_retry_at_once(app: AppTest, db: Session):
     at = open_page(app, "overview")
     name = shown_run(at)
     before = flags_shown(at)
-    with Session(demo_engine) as s:
-        stored = s.exec(select(RunResult.name).where(col(RunResult.run_id).is_not(None))).all()
+    stored = db.exec(select(RunResult.name).where(col(RunResult.run_id).is_not(None))).all()
     assert {"analysis", "overview"} <= set(stored)
 
-    answers = fail_first_item(demo_engine, name)
+    answers = fail_first_item(db, name)
     at = open_page(at, "overview")
     failed = flags_shown(at)
-    assert failed == expected_flags(demo_engine, name)
+    assert failed == expected_flags(db, name)
     assert failed["incomplete"] == before["incomplete"] + 1
 
-    with session_scope(demo_engine) as s:
-        replace_calls(answers, session=s)  # the failed calls asked again, answered as before
+    replace_calls(answers, session=db)  # the failed calls asked again, answered as before
+    db.commit()
     at = open_page(at, "overview")
     assert flags_shown(at) == before
 
 
-def test_overview_shows_a_corrected_label_at_once(app: AppTest, demo_engine: Engine):
-    with session_scope(demo_engine) as s:
-        items = load_items(1, session=s)[:4]
-        ids = item_db_ids(1, session=s)
-        for item in items:
-            add_adjudication(ids[item.item_id], session=s, annotator="ann", choice=item.gold)
+def test_overview_shows_a_corrected_label_at_once(app: AppTest, db: Session):
+    items = load_items(1, session=db)[:4]
+    ids = item_db_ids(1, session=db)
+    for item in items:
+        add_adjudication(ids[item.item_id], session=db, annotator="ann", choice=item.gold)
+    db.commit()
     at = open_page(app, "overview")
     assert any(m.value.startswith("**Against human labels** (4 items)") for m in at.markdown)
     direct = [m.value for m in at.metric if m.label == "Direct accuracy"]
 
-    with session_scope(demo_engine) as s:  # a correction: the first item's label is now wrong
-        wrong = next(c for c in items[0].candidate_ids if c != items[0].gold)
-        add_adjudication(ids[items[0].item_id], session=s, annotator="ann", choice=wrong)
+    wrong = next(c for c in items[0].candidate_ids if c != items[0].gold)
+    # a correction: the first item's label is now wrong
+    add_adjudication(ids[items[0].item_id], session=db, annotator="ann", choice=wrong)
+    db.commit()
     at = open_page(at, "overview")
     corrected = [m.value for m in at.metric if m.label == "Direct accuracy"]
     assert corrected[0] == direct[0]  # against gold: unchanged
@@ -88,13 +86,12 @@ def weight_rows(at: AppTest, name: str) -> list[float]:
     return list(frame[f"{name} accuracy %"])
 
 
-def test_weights_shows_a_failed_call_at_once(app: AppTest, demo_engine: Engine):
+def test_weights_shows_a_failed_call_at_once(app: AppTest, db: Session):
     at = open_page(app, "weights")
     name = "demo-pcf"
     before = weight_rows(at, name)
-    fail_first_item(demo_engine, name)
+    fail_first_item(db, name)
     at = open_page(at, "weights")
-    with Session(demo_engine) as s:
-        expected = preset_records(pack_run(get_run(name, session=s), session=s))
+    expected = preset_records(pack_run(get_run(name, session=db), session=db))
     assert weight_rows(at, name) == list(expected["accuracy %"])
     assert weight_rows(at, name) != before
