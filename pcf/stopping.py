@@ -261,11 +261,15 @@ def slot_basis(n: int) -> np.ndarray:
     return basis
 
 
+def slots(order: Sequence[str], candidate_ids: Sequence[str]) -> list[int]:
+    """The slot each candidate (in listing order) is shown in by a call of ``order``."""
+    return [order.index(cid) for cid in candidate_ids]
+
+
 def slot_design(order: Sequence[str], candidate_ids: Sequence[str]) -> np.ndarray:
     """The slot effects' columns of one call, a row per candidate in listing order: the row of
     :func:`slot_basis` of the slot the candidate is shown in."""
-    basis = slot_basis(len(candidate_ids))
-    return basis[[order.index(cid) for cid in candidate_ids]]
+    return slot_basis(len(candidate_ids))[slots(order, candidate_ids)]
 
 
 def slot_prior_precision(n: int) -> float:
@@ -322,12 +326,13 @@ class ScoreModel:
         spread: a square root of their posterior covariance over ``sigma^2`` (``L @ L.T``).
         residual: the penalized residual sum of squares.
         dof: its degrees of freedom (scores less the flat parameters).
-        risks: the ok calls' hallucination risks (m, n), and each one's execution place (m,).
+        risks: per execution place, its ok calls' hallucination risks (E, most calls, n; the
+            places with fewer calls padded with zeros), and how many calls it has (E,).
         failures: calls so far that failed, and that were ok.
         counts: per execution, its ok calls so far.
         totals: per execution, their summed ``x`` (E, n).
-        upcoming: per call still to come, its execution place (U,) and its slot columns
-            (U, n, n - 1; :func:`slot_design`).
+        upcoming: per call still to come, its execution place (U,) and the slot of each
+            candidate (U, n; :func:`slots`).
         weights: the Eq. 5 weights.
     """
 
@@ -381,16 +386,13 @@ class ScoreModel:
             spread=np.linalg.cholesky(covariance),
             residual=float(errors @ errors + theta @ (penalty * theta)),
             dof=len(ok) * n - values - len(shifted),
-            risks=(
-                np.array([[j.hallucination_risk[c] for c in ids] for j in ok], dtype=float),
-                np.array([place[j.execution] for j in ok]),
-            ),
+            risks=_risks_by_place(ok, ids, place),
             failures=(sum(not j.ok for j in calls.judgments), len(ok)),
             counts=np.array([sums[e][0] for e in executions], dtype=float),
             totals=np.array([sums[e][1] for e in executions]),
             upcoming=(
                 np.array([place[e] for e, _ in calls.remaining], dtype=int),
-                np.array([slot_design(order, ids) for _, order in calls.remaining]),
+                np.array([slots(order, ids) for _, order in calls.remaining], dtype=int),
             ),
             weights=weights,
         )
@@ -398,15 +400,16 @@ class ScoreModel:
     def changed(self, winner: int, rng: np.random.Generator, draws: int) -> np.ndarray:
         """For ``draws`` completions of the calls still to come: whether ``winner`` is no longer
         the sole leader of the full run."""
-        places, positions = self.upcoming
+        places, slots_of = self.upcoming
         executions, n = self.totals.shape
         scale = PRIOR_DOF * PRIOR_SD**2 + self.residual
         sd = np.sqrt(scale / rng.chisquare(PRIOR_DOF + self.dof, draws))[:, None, None]
         drawn = self.center + (rng.standard_normal((draws, len(self.center))) @ self.spread.T)
         drawn *= sd[:, :, 0]
-        values = drawn[:, : executions * n].reshape(draws, executions, n)
-        slot_effect = drawn[:, executions * n :]
-        risks, risk_places = self.risks
+        values = drawn[:, : executions * n]  # a block of n per execution
+        by_slot = np.einsum("du,su->ds", drawn[:, executions * n :], slot_basis(n))
+        risks, risk_counts = self.risks
+        candidates = np.arange(n)
         failed, ok = self.failures
         failing = rng.beta(FAILURE_PRIOR + failed, FAILURE_PRIOR + ok, draws)[:, None]
         noise = rng.choice(np.array(RANK_NOISE), size=draws, p=self.rank_noise)[:, None, None]
@@ -417,37 +420,63 @@ class ScoreModel:
         for start in range(0, len(places), CHUNK):
             chunk = slice(start, start + CHUNK)
             place, calls = places[chunk], len(places[chunk])
-            mean = values[:, place] + np.einsum("du,cnu->dcn", slot_effect, positions[chunk])
-            score = np.clip(mean + rng.standard_normal((draws, calls, n)) * sd, 0.0, 10.0)
+            # In place where it can be: fewer large arrays to make.
+            score = np.take(values, place[:, None] * n + candidates, axis=1)
+            score += np.take(by_slot, slots_of[chunk], axis=1)
+            wobble = rng.standard_normal((draws, calls, n))
+            wobble *= sd
+            score += wobble
+            np.clip(score, 0.0, 10.0, out=score)
             gumbel = rng.gumbel(size=score.shape)
-            ranked_by = np.where(at_random, gumbel, score + noise * gumbel)
-            ranked_by += 1e-9 * rng.random(score.shape)  # equal scores: a random order
-            rank = np.empty((draws, calls, n), dtype=np.int64)  # 1 = best: the order inverted
-            ranks = np.broadcast_to(np.arange(1, n + 1), rank.shape)
-            np.put_along_axis(rank, np.argsort(-ranked_by, axis=2), ranks, axis=2)
-            risk = risks[self._risk_rows(rng, place, risk_places, draws, n), np.arange(n)]
+            ranked_by = noise * gumbel
+            ranked_by += score
+            np.copyto(ranked_by, gumbel, where=at_random)
+            jitter = rng.random(score.shape)  # equal scores: a random order
+            jitter *= 1e-9
+            ranked_by += jitter
+            # Each risk from one ok call of the same execution, uniformly.
+            pick = rng.random((draws, calls, n))
+            pick *= risk_counts[place][:, None]
+            row = pick.astype(np.intp)
+            row *= n
+            row += (place[:, None] * risks.shape[1]) * n + candidates
+            risk = np.take(risks, row)
             answered = rng.random((draws, calls)) >= failing
-            terms = call_terms(score, rank, risk, self.weights) * answered[..., None]
-            into = np.eye(executions)[place]  # (calls, executions)
-            totals += np.einsum("dcn,ce->den", terms, into)
-            counts += answered.astype(float) @ into
+            terms = call_terms(score, ranks(ranked_by), risk, self.weights)
+            terms *= answered[..., None]
+            for execution in range(executions):
+                totals[:, execution] += terms[:, place == execution].sum(axis=1)
+            counts += answered.astype(float) @ np.eye(executions)[place]
         final = (totals / counts[..., None]).mean(axis=1)
         leaders = final >= final.max(axis=1, keepdims=True) - TIE_TOLERANCE
         return ~leaders[:, winner] | (leaders.sum(axis=1) > 1)
 
-    @staticmethod
-    def _risk_rows(
-        rng: np.random.Generator, place: np.ndarray, risk_places: np.ndarray, draws: int, n: int
-    ) -> np.ndarray:
-        """For each draw, upcoming call and candidate, one ok call of the same execution (a row
-        of the risks), uniformly: (draws, calls, n)."""
-        rows_of = [np.flatnonzero(risk_places == p) for p in range(int(risk_places.max()) + 1)]
-        lengths = np.array([len(rows) for rows in rows_of])
-        table = np.zeros((len(rows_of), lengths.max()), dtype=int)
-        for p, rows in enumerate(rows_of):
-            table[p, : len(rows)] = rows
-        pick = (rng.random((draws, len(place), n)) * lengths[place][:, None]).astype(int)
-        return table[place[:, None], pick]
+
+def _risks_by_place(
+    ok: Sequence[Judgment], candidate_ids: Sequence[str], place: dict[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:attr:`ScoreModel.risks` of the ok calls, their executions at ``place``."""
+    by_place: list[list[list[float]]] = [[] for _ in place]
+    for j in ok:
+        by_place[place[j.execution]].append([j.hallucination_risk[c] for c in candidate_ids])
+    counts = np.array([len(rows) for rows in by_place])
+    table = np.zeros((len(by_place), counts.max(), len(candidate_ids)))
+    for p, rows in enumerate(by_place):
+        table[p, : len(rows)] = rows
+    return table, counts
+
+
+def ranks(values: np.ndarray) -> np.ndarray:
+    """Each candidate's rank (1 = the largest value) on the last axis, equal values in listing
+    order (a stable sort): one comparison per pair of candidates, each a whole array."""
+    by_candidate = np.moveaxis(values, -1, 0).copy()
+    rank = np.ones(by_candidate.shape, dtype=np.int16)  # small: quick to turn into floats
+    for j in range(len(by_candidate)):
+        for k in range(j + 1, len(by_candidate)):
+            ahead = by_candidate[j] >= by_candidate[k]
+            rank[k] += ahead
+            rank[j] += ~ahead
+    return np.moveaxis(rank, 0, -1)
 
 
 @dataclass(frozen=True)

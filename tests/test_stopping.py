@@ -23,6 +23,7 @@ from pcf.stopping import (
     in_waves,
     is_certain,
     ranking_log_likelihood,
+    ranks,
     replay,
     replay_all,
     slot_basis,
@@ -228,6 +229,16 @@ def test_an_execution_that_has_not_answered_leaves_the_item_open():
     assert change_probability(ItemCalls("i", ("a", "b"), made, upcoming(1, execution=1))) == 1.0
     failed = (*made, judgment("i", 0, ("a", "b"), {}, execution=1, ok=False))
     assert change_probability(ItemCalls("i", ("a", "b"), failed, upcoming(1, execution=1))) == 1
+
+
+def test_ranks_are_a_stable_descending_sort():
+    """Rank 1 for the largest value, equal values in listing order, on every row."""
+    values = np.random.default_rng(3).integers(0, 4, size=(200, 3, 5)).astype(float)
+    expected = np.empty(values.shape, dtype=int)
+    order = np.argsort(-values, axis=-1, kind="stable")
+    np.put_along_axis(expected, order, np.arange(1, 6) + np.zeros_like(order), axis=-1)
+    assert np.array_equal(ranks(values), expected)
+    assert ranks(np.array([2.0, 7.0, 2.0, 9.0])).tolist() == [3, 2, 4, 1]
 
 
 def test_the_ranking_likelihood_by_hand():
