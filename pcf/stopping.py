@@ -413,6 +413,7 @@ class ScoreModel:
         failed, ok = self.failures
         failing = rng.beta(FAILURE_PRIOR + failed, FAILURE_PRIOR + ok, draws)[:, None]
         noise = rng.choice(np.array(RANK_NOISE), size=draws, p=self.rank_noise)[:, None, None]
+        noisy = noise[:, 0, 0] > 0  # the draws whose rankings read the Gumbel noise
         at_random = np.isinf(noise)
         noise = np.where(at_random, 0.0, noise)
         totals = np.broadcast_to(self.totals, (draws, executions, n)).copy()
@@ -427,7 +428,7 @@ class ScoreModel:
             wobble *= sd
             score += wobble
             np.clip(score, 0.0, 10.0, out=score)
-            gumbel = rng.gumbel(size=score.shape)
+            gumbel = gumbel_rows(rng, score.shape, noisy)
             ranked_by = noise * gumbel
             ranked_by += score
             np.copyto(ranked_by, gumbel, where=at_random)
@@ -464,6 +465,38 @@ def _risks_by_place(
     for p, rows in enumerate(by_place):
         table[p, : len(rows)] = rows
     return table, counts
+
+
+def gumbel_rows(rng: np.random.Generator, shape: tuple[int, ...], rows: np.ndarray) -> np.ndarray:
+    """``rng.gumbel(size=shape)`` on the ``rows`` (a mask of the first axis), 0 on the others,
+    ``rng`` left where that call leaves it: the same values, bit for bit, at a uniform draw for
+    each value of the other rows instead of two logarithms.
+
+    Raises:
+        TypeError: ``rng`` is not PCG64 (:func:`pcf.orderings.seeded_rng`'s), whose every value
+            takes one step that ``advance`` can skip.
+    """
+    bits = rng.bit_generator
+    if not isinstance(bits, np.random.PCG64):
+        raise TypeError(f"gumbel_rows needs a PCG64 generator, not {type(bits).__name__}")
+    start = bits.state
+    uniform = rng.random(shape)  # the draws rng.gumbel would take, one a value...
+    if not uniform.all():  # ...but after a 0 it takes another: draw them all then
+        bits.state = start
+        gumbel = rng.gumbel(size=shape)
+        gumbel[~rows] = 0.0
+        return gumbel
+    end = bits.state
+    gumbel = np.zeros(shape)
+    edges = np.flatnonzero(np.diff(rows.astype(np.int8), prepend=0, append=0))
+    bits.state = start
+    done = 0
+    for first, stop in zip(edges[::2], edges[1::2], strict=True):  # each run of rows
+        bits.advance(int(first - done) * uniform[0].size)
+        gumbel[first:stop] = rng.gumbel(size=(stop - first, *shape[1:]))
+        done = stop
+    bits.state = end
+    return gumbel
 
 
 def ranks(values: np.ndarray) -> np.ndarray:

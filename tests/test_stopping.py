@@ -20,6 +20,7 @@ from pcf.stopping import (
     StoppingPolicy,
     change_probability,
     current_winner,
+    gumbel_rows,
     in_waves,
     is_certain,
     ranking_log_likelihood,
@@ -239,6 +240,40 @@ def test_ranks_are_a_stable_descending_sort():
     np.put_along_axis(expected, order, np.arange(1, 6) + np.zeros_like(order), axis=-1)
     assert np.array_equal(ranks(values), expected)
     assert ranks(np.array([2.0, 7.0, 2.0, 9.0])).tolist() == [3, 2, 4, 1]
+
+
+def _same_gumbels(rng: np.random.Generator, shape: tuple[int, int], rows: np.ndarray) -> None:
+    """gumbel_rows on ``rows`` is rng.gumbel there, and leaves rng where rng.gumbel does."""
+    copy = np.random.Generator(np.random.PCG64())
+    copy.bit_generator.state = rng.bit_generator.state
+    got, expected = gumbel_rows(rng, shape, rows), copy.gumbel(size=shape)
+    assert np.array_equal(got[rows], expected[rows])
+    assert not got[~rows].any()
+    assert rng.random() == copy.random()
+
+
+@pytest.mark.parametrize(
+    "rows", [[1, 1, 1, 1, 1], [0, 0, 0, 0, 0], [1, 0, 0, 1, 1], [0, 1, 1, 0, 1], [0, 0, 1, 0, 0]]
+)
+def test_gumbel_rows_are_the_generators_gumbels(rows):
+    _same_gumbels(np.random.default_rng(11), (5, 6), np.array(rows, dtype=bool))
+
+
+def test_gumbel_rows_after_a_uniform_of_zero():
+    """PCG64 outputs 0 from a state whose halves are equal: rng.gumbel draws again there."""
+    multiplier, inc, half = 0x2360ED051FC65DA44385DF649FCCF645, 0x1F, 0x0123456789ABCDEF
+    state = (((half << 64 | half) - inc) * pow(multiplier, -1, 1 << 128)) % (1 << 128)
+    rng = np.random.Generator(np.random.PCG64())
+    rng.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": state, "inc": inc},
+        "has_uint32": 0,
+        "uinteger": 0,
+    }
+    copy = np.random.Generator(np.random.PCG64())
+    copy.bit_generator.state = rng.bit_generator.state
+    assert copy.random() == 0.0
+    _same_gumbels(rng, (3, 4), np.array([False, True, False]))
 
 
 def test_the_ranking_likelihood_by_hand():
