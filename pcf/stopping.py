@@ -428,10 +428,11 @@ class ScoreModel:
             wobble *= sd
             score += wobble
             np.clip(score, 0.0, 10.0, out=score)
+            ranked_by = score.copy()
             gumbel = gumbel_rows(rng, score.shape, noisy)
-            ranked_by = noise * gumbel
-            ranked_by += score
-            np.copyto(ranked_by, gumbel, where=at_random)
+            ranked_by[noisy] = np.where(
+                at_random[noisy], gumbel, score[noisy] + noise[noisy] * gumbel
+            )
             jitter = rng.random(score.shape)  # equal scores: a random order
             jitter *= 1e-9
             ranked_by += jitter
@@ -468,9 +469,9 @@ def _risks_by_place(
 
 
 def gumbel_rows(rng: np.random.Generator, shape: tuple[int, ...], rows: np.ndarray) -> np.ndarray:
-    """``rng.gumbel(size=shape)`` on the ``rows`` (a mask of the first axis), 0 on the others,
-    ``rng`` left where that call leaves it: the same values, bit for bit, at a uniform draw for
-    each value of the other rows instead of two logarithms.
+    """``rng.gumbel(size=shape)[rows]`` (``rows`` a mask of the first axis), ``rng`` left where
+    that call leaves it: the same values, bit for bit, at a uniform draw for each value of the
+    other rows instead of two logarithms.
 
     Raises:
         TypeError: ``rng`` is not PCG64 (:func:`pcf.orderings.seeded_rng`'s), whose every value
@@ -480,21 +481,20 @@ def gumbel_rows(rng: np.random.Generator, shape: tuple[int, ...], rows: np.ndarr
     if not isinstance(bits, np.random.PCG64):
         raise TypeError(f"gumbel_rows needs a PCG64 generator, not {type(bits).__name__}")
     start = bits.state
-    uniform = rng.random(shape)  # the draws rng.gumbel would take, one a value...
-    if not uniform.all():  # ...but after a 0 it takes another: draw them all then
+    row_steps = math.prod(shape[1:])
+    # The draws rng.gumbel would take, one a value; but after a 0 it takes another.
+    if not rng.random(shape).all():
         bits.state = start
-        gumbel = rng.gumbel(size=shape)
-        gumbel[~rows] = 0.0
-        return gumbel
+        return rng.gumbel(size=shape)[rows]
     end = bits.state
-    gumbel = np.zeros(shape)
+    gumbel = np.empty((int(rows.sum()), *shape[1:]))
     edges = np.flatnonzero(np.diff(rows.astype(np.int8), prepend=0, append=0))
     bits.state = start
-    done = 0
+    done = filled = 0
     for first, stop in zip(edges[::2], edges[1::2], strict=True):  # each run of rows
-        bits.advance(int(first - done) * uniform[0].size)
-        gumbel[first:stop] = rng.gumbel(size=(stop - first, *shape[1:]))
-        done = stop
+        bits.advance(int(first - done) * row_steps)
+        gumbel[filled : filled + stop - first] = rng.gumbel(size=(stop - first, *shape[1:]))
+        done, filled = stop, filled + stop - first
     bits.state = end
     return gumbel
 

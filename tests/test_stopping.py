@@ -246,9 +246,7 @@ def _same_gumbels(rng: np.random.Generator, shape: tuple[int, int], rows: np.nda
     """gumbel_rows on ``rows`` is rng.gumbel there, and leaves rng where rng.gumbel does."""
     copy = np.random.Generator(np.random.PCG64())
     copy.bit_generator.state = rng.bit_generator.state
-    got, expected = gumbel_rows(rng, shape, rows), copy.gumbel(size=shape)
-    assert np.array_equal(got[rows], expected[rows])
-    assert not got[~rows].any()
+    assert np.array_equal(gumbel_rows(rng, shape, rows), copy.gumbel(size=shape)[rows])
     assert rng.random() == copy.random()
 
 
