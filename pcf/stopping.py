@@ -284,17 +284,24 @@ def ranking_log_likelihood(score: np.ndarray, ranking: np.ndarray, noise: float)
     scale ``noise`` (Plackett-Luce with temperature ``noise``): at 0, 0 when the ranking follows
     the scores (equal scores in any order, each order as likely) and minus infinity otherwise;
     at infinity, every ranking alike."""
-    n = len(score)
+    return float(ranking_log_likelihoods(score[None], ranking[None], noise)[0])
+
+
+def ranking_log_likelihoods(scores: np.ndarray, rankings: np.ndarray, noise: float) -> np.ndarray:
+    """:func:`ranking_log_likelihood` of many calls, one a row."""
+    n = scores.shape[1]
     if math.isinf(noise):
-        return -math.lgamma(n + 1)
-    ordered = score[ranking]
+        return np.full(len(scores), -math.lgamma(n + 1))
+    ordered = np.take_along_axis(scores, rankings, axis=1)
     if noise == 0:
-        if np.any(np.diff(ordered) > 0):
-            return -math.inf
-        return -sum(math.lgamma(c + 1) for c in Counter(ordered.tolist()).values())
+        steps = np.diff(ordered, axis=1)
+        out = np.where((steps > 0).any(axis=1), -math.inf, -0.0)
+        for row in np.flatnonzero(np.isfinite(out) & (steps == 0).any(axis=1)):  # equal scores
+            out[row] = -sum(math.lgamma(c + 1) for c in Counter(ordered[row].tolist()).values())
+        return out
     utility = ordered / noise
-    tails = np.logaddexp.accumulate(utility[::-1])[::-1]
-    return float(np.sum(utility[:-1] - tails[:-1]))
+    tails = np.logaddexp.accumulate(utility[:, ::-1], axis=1)[:, ::-1]
+    return np.sum(utility[:, :-1] - tails[:, :-1], axis=1)
 
 
 def rank_noise_posterior(ok: Sequence[Judgment], candidate_ids: Sequence[str]) -> np.ndarray:
@@ -302,11 +309,16 @@ def rank_noise_posterior(ok: Sequence[Judgment], candidate_ids: Sequence[str]) -
     prior = np.full(len(RANK_NOISE), (1 - RANK_NOISE_PRIOR) / (len(RANK_NOISE) - 1))
     prior[0] = RANK_NOISE_PRIOR
     column = {cid: c for c, cid in enumerate(candidate_ids)}
+    shape = (len(ok), len(candidate_ids))
+    scores = np.array([[j.factuality[c] for c in candidate_ids] for j in ok], dtype=float)
+    rankings = np.array([[column[c] for c in j.ranking] for j in ok], dtype=int)
+    by_noise = [
+        ranking_log_likelihoods(scores.reshape(shape), rankings.reshape(shape), noise)
+        for noise in RANK_NOISE
+    ]
     log_post = np.log(prior)
-    for j in ok:
-        score = np.array([j.factuality[c] for c in candidate_ids], dtype=float)
-        ranking = np.array([column[c] for c in j.ranking])
-        log_post += [ranking_log_likelihood(score, ranking, noise) for noise in RANK_NOISE]
+    for likelihoods in np.column_stack(by_noise):  # call by call
+        log_post += likelihoods
     weights = np.exp(log_post - log_post.max())
     return weights / weights.sum()
 
