@@ -512,16 +512,25 @@ def gumbel_rows(rng: np.random.Generator, shape: tuple[int, ...], rows: np.ndarr
 
 
 def ranks(values: np.ndarray) -> np.ndarray:
-    """Each candidate's rank (1 = the largest value) on the last axis, equal values in listing
-    order (a stable sort): one comparison per pair of candidates, each a whole array."""
+    """Each candidate's rank (1 = the largest value) on the last axis, in the order
+    ``np.argsort(-values)`` puts them: found by comparing each pair of candidates, a whole array
+    at a time, except in the rows with equal values, which argsort orders (its own way)."""
     by_candidate = np.moveaxis(values, -1, 0).copy()
     rank = np.ones(by_candidate.shape, dtype=np.int16)  # small: quick to turn into floats
+    tied = np.zeros(by_candidate.shape[1:], dtype=bool)
     for j in range(len(by_candidate)):
         for k in range(j + 1, len(by_candidate)):
             ahead = by_candidate[j] >= by_candidate[k]
             rank[k] += ahead
             rank[j] += ~ahead
-    return np.moveaxis(rank, 0, -1)
+            tied |= by_candidate[j] == by_candidate[k]
+    rank = np.ascontiguousarray(np.moveaxis(rank, 0, -1))
+    if tied.any():
+        order = np.argsort(-values[tied], axis=-1)
+        in_order = np.empty(order.shape, dtype=rank.dtype)
+        np.put_along_axis(in_order, order, np.arange(1, len(by_candidate) + 1), axis=-1)
+        rank[tied] = in_order
+    return rank
 
 
 @dataclass(frozen=True)
