@@ -420,50 +420,77 @@ class ScoreModel:
         drawn *= sd[:, :, 0]
         values = drawn[:, : executions * n]  # a block of n per execution
         by_slot = np.einsum("du,su->ds", drawn[:, executions * n :], slot_basis(n))
-        risks, risk_counts = self.risks
-        candidates = np.arange(n)
         failed, ok = self.failures
         failing = rng.beta(FAILURE_PRIOR + failed, FAILURE_PRIOR + ok, draws)[:, None]
-        noise = rng.choice(np.array(RANK_NOISE), size=draws, p=self.rank_noise)[:, None, None]
-        noisy = noise[:, 0, 0] > 0  # the draws whose rankings read the Gumbel noise
-        at_random = np.isinf(noise)
-        noise = np.where(at_random, 0.0, noise)
+        noise = rng.choice(np.array(RANK_NOISE), size=draws, p=self.rank_noise)
         totals = np.broadcast_to(self.totals, (draws, executions, n)).copy()
         counts = np.broadcast_to(self.counts, (draws, executions)).copy()
         for start in range(0, len(places), CHUNK):
             chunk = slice(start, start + CHUNK)
             place, calls = places[chunk], len(places[chunk])
             # In place where it can be: fewer large arrays to make.
-            score = np.take(values, place[:, None] * n + candidates, axis=1)
+            score = np.take(values, place[:, None] * n + np.arange(n), axis=1)
             score += np.take(by_slot, slots_of[chunk], axis=1)
             wobble = rng.standard_normal((draws, calls, n))
             wobble *= sd
             score += wobble
             np.clip(score, 0.0, 10.0, out=score)
-            ranked_by = score.copy()
-            gumbel = gumbel_rows(rng, score.shape, noisy)
-            ranked_by[noisy] = np.where(
-                at_random[noisy], gumbel, score[noisy] + noise[noisy] * gumbel
-            )
-            jitter = rng.random(score.shape)  # equal scores: a random order
-            jitter *= 1e-9
-            ranked_by += jitter
-            # Each risk from one ok call of the same execution, uniformly.
-            pick = rng.random((draws, calls, n))
-            pick *= risk_counts[place][:, None]
-            row = pick.astype(np.intp)
-            row *= n
-            row += (place[:, None] * risks.shape[1]) * n + candidates
-            risk = np.take(risks, row)
+            ranked_by = _ranking_keys(score, noise, rng)
+            risk = self._risk_draws(rng, place, draws)
             answered = rng.random((draws, calls)) >= failing
             terms = call_terms(score, ranks(ranked_by), risk, self.weights)
-            terms *= answered[..., None]
-            for execution in range(executions):
-                totals[:, execution] += terms[:, place == execution].sum(axis=1)
+            terms[~answered] = 0.0
+            totals += _sums_by_execution(terms, place, executions)
             counts += answered.astype(float) @ np.eye(executions)[place]
-        final = (totals / counts[..., None]).mean(axis=1)
+        final = _mean_over_executions(totals / counts[..., None])
         leaders = final >= final.max(axis=1, keepdims=True) - TIE_TOLERANCE
         return ~leaders[:, winner] | (leaders.sum(axis=1) > 1)
+
+    def _risk_draws(self, rng: np.random.Generator, place: np.ndarray, draws: int) -> np.ndarray:
+        """For each draw, call to come (of the execution at ``place``) and candidate, the risk
+        of one ok call of that execution, uniformly: (draws, calls, n)."""
+        risks, counts = self.risks
+        n = risks.shape[2]
+        pick = rng.random((draws, len(place), n))
+        pick *= counts[place][:, None]
+        row = pick.astype(np.intp)
+        row *= n
+        row += (place[:, None] * risks.shape[1]) * n + np.arange(n)
+        return np.take(risks, row)
+
+
+def _ranking_keys(score: np.ndarray, noise: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """What the calls of each draw rank their candidates by (draws, calls, n): their scores
+    plus Gumbel noise of the draw's scale in ``noise`` (only the noise at infinity), plus a
+    billionth of a uniform draw (equal scores: a random order)."""
+    keys = score.copy()
+    noisy = noise > 0
+    gumbel = gumbel_rows(rng, score.shape, noisy)
+    at_random = np.isinf(noise[noisy])[:, None, None]
+    scale = np.where(at_random, 0.0, noise[noisy][:, None, None])
+    keys[noisy] = np.where(at_random, gumbel, score[noisy] + scale * gumbel)
+    jitter = rng.random(score.shape)
+    jitter *= 1e-9
+    keys += jitter
+    return keys
+
+
+def _sums_by_execution(terms: np.ndarray, place: np.ndarray, executions: int) -> np.ndarray:
+    """The calls' ``terms`` (draws, calls, n) summed per execution, call by call: (draws,
+    executions, n)."""
+    sums = np.zeros((executions, *terms[:, 0].shape))
+    for call, execution in enumerate(place):
+        sums[execution] += terms[:, call]
+    return sums.transpose(1, 0, 2)
+
+
+def _mean_over_executions(means: np.ndarray) -> np.ndarray:
+    """The mean of ``means`` (draws, executions, n) over the executions, added in turn."""
+    total = means[:, 0].copy()
+    for execution in range(1, means.shape[1]):
+        total += means[:, execution]
+    total /= means.shape[1]
+    return total
 
 
 def _risks_by_place(
