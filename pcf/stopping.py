@@ -338,8 +338,9 @@ class ScoreModel:
         spread: a square root of their posterior covariance over ``sigma^2`` (``L @ L.T``).
         residual: the penalized residual sum of squares.
         dof: its degrees of freedom (scores less the flat parameters).
-        risks: per execution place, its ok calls' hallucination risks (E, most calls, n; the
-            places with fewer calls padded with zeros), and how many calls it has (E,).
+        risks: per execution place and candidate, the hallucination risks of the execution's
+            ok calls (E, n, most calls; padded with zeros), and how many ok calls each place
+            has (E; floats, to scale uniform draws by).
         failures: calls so far that failed, and that were ok.
         counts: per execution, its ok calls so far.
         totals: per execution, their summed ``x`` (E, n).
@@ -431,12 +432,12 @@ class ScoreModel:
             # In place where it can be: fewer large arrays to make.
             score = np.take(values, place[:, None] * n + np.arange(n), axis=1)
             score += np.take(by_slot, slots_of[chunk], axis=1)
-            wobble = rng.standard_normal((draws, calls, n))
-            wobble *= sd
-            score += wobble
+            scratch = rng.standard_normal((draws, calls, n))  # the scores' noise, then reused
+            scratch *= sd
+            score += scratch
             np.clip(score, 0.0, 10.0, out=score)
-            ranked_by = _ranking_keys(score, noise, rng)
-            risk = self._risk_draws(rng, place, draws)
+            ranked_by = _ranking_keys(score, noise, rng, scratch)
+            risk = self._risk_draws(rng, place, scratch)
             answered = rng.random((draws, calls)) >= failing
             terms = call_terms(score, ranks(ranked_by), risk, self.weights)
             terms[~answered] = 0.0
@@ -446,30 +447,35 @@ class ScoreModel:
         leaders = final >= final.max(axis=1, keepdims=True) - TIE_TOLERANCE
         return ~leaders[:, winner] | (leaders.sum(axis=1) > 1)
 
-    def _risk_draws(self, rng: np.random.Generator, place: np.ndarray, draws: int) -> np.ndarray:
+    def _risk_draws(
+        self, rng: np.random.Generator, place: np.ndarray, scratch: np.ndarray
+    ) -> np.ndarray:
         """For each draw, call to come (of the execution at ``place``) and candidate, the risk
-        of one ok call of that execution, uniformly: (draws, calls, n)."""
+        of one ok call of that execution, uniformly: (draws, calls, n), drawn into ``scratch``
+        (of that shape) first."""
         risks, counts = self.risks
-        n = risks.shape[2]
-        pick = rng.random((draws, len(place), n))
+        n, most = risks.shape[1:]
+        pick = rng.random(out=scratch)
         pick *= counts[place][:, None]
-        row = pick.astype(np.intp)
-        row *= n
-        row += (place[:, None] * risks.shape[1]) * n + np.arange(n)
-        return np.take(risks, row)
+        at = pick.astype(np.intp)
+        at += (place[:, None] * n + np.arange(n)) * most
+        return np.take(risks, at)
 
 
-def _ranking_keys(score: np.ndarray, noise: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _ranking_keys(
+    score: np.ndarray, noise: np.ndarray, rng: np.random.Generator, scratch: np.ndarray
+) -> np.ndarray:
     """What the calls of each draw rank their candidates by (draws, calls, n): their scores
     plus Gumbel noise of the draw's scale in ``noise`` (only the noise at infinity), plus a
-    billionth of a uniform draw (equal scores: a random order)."""
+    billionth of a uniform draw (equal scores: a random order). ``scratch``, of that shape,
+    takes the uniform draws."""
     keys = score.copy()
     noisy = noise > 0
-    gumbel = gumbel_rows(rng, score.shape, noisy)
+    gumbel = gumbel_rows(rng, noisy, scratch)
     at_random = np.isinf(noise[noisy])[:, None, None]
     scale = np.where(at_random, 0.0, noise[noisy][:, None, None])
     keys[noisy] = np.where(at_random, gumbel, score[noisy] + scale * gumbel)
-    jitter = rng.random(score.shape)
+    jitter = rng.random(out=scratch)
     jitter *= 1e-9
     keys += jitter
     return keys
@@ -500,17 +506,18 @@ def _risks_by_place(
     by_place: list[list[list[float]]] = [[] for _ in place]
     for j in ok:
         by_place[place[j.execution]].append([j.hallucination_risk[c] for c in candidate_ids])
-    counts = np.array([len(rows) for rows in by_place])
-    table = np.zeros((len(by_place), counts.max(), len(candidate_ids)))
+    counts = np.array([len(rows) for rows in by_place], dtype=float)
+    table = np.zeros((len(by_place), len(candidate_ids), int(counts.max())))
     for p, rows in enumerate(by_place):
-        table[p, : len(rows)] = rows
+        table[p, :, : len(rows)] = np.transpose(rows)
     return table, counts
 
 
-def gumbel_rows(rng: np.random.Generator, shape: tuple[int, ...], rows: np.ndarray) -> np.ndarray:
-    """``rng.gumbel(size=shape)[rows]`` (``rows`` a mask of the first axis), ``rng`` left where
-    that call leaves it: the same values, bit for bit, at a uniform draw for each value of the
-    other rows instead of two logarithms.
+def gumbel_rows(rng: np.random.Generator, rows: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """``rng.gumbel(size=scratch.shape)[rows]`` (``rows`` a mask of the first axis), ``rng``
+    left where that call leaves it: the same values, bit for bit, at a uniform draw (into
+    ``scratch``, whose values are lost) for each value of the other rows instead of two
+    logarithms.
 
     Raises:
         TypeError: ``rng`` is not PCG64 (:func:`pcf.orderings.seeded_rng`'s), whose every value
@@ -520,9 +527,10 @@ def gumbel_rows(rng: np.random.Generator, shape: tuple[int, ...], rows: np.ndarr
     if not isinstance(bits, np.random.PCG64):
         raise TypeError(f"gumbel_rows needs a PCG64 generator, not {type(bits).__name__}")
     start = bits.state
+    shape = scratch.shape
     row_steps = math.prod(shape[1:])
     # The draws rng.gumbel would take, one a value; but after a 0 it takes another.
-    if not rng.random(shape).all():
+    if not rng.random(out=scratch).all():
         bits.state = start
         return rng.gumbel(size=shape)[rows]
     end = bits.state
