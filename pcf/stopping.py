@@ -233,12 +233,12 @@ def change_probability(
     ``threshold``, drawing stops once the estimate is sure to exceed it (the changes seen
     already are more than ``threshold`` of all the draws).
     """
-    winner = current_winner(calls, weights)
     if not calls.remaining:
         return 0.0
     answered = {j.execution for j in calls.judgments if j.ok}
-    if winner < 0 or not set(calls.left()) <= answered:
+    if not set(calls.left()) <= answered:  # without an ok call, there is no winner either
         return 1.0
+    winner = current_winner(calls, weights)
     model = ScoreModel.fit(calls, weights)
     rng = seeded_rng("confident", calls.item_id, len(calls.judgments), len(calls.remaining))
     changes = drawn = 0
