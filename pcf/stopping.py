@@ -295,7 +295,7 @@ def ranking_log_likelihoods(scores: np.ndarray, rankings: np.ndarray, noise: flo
     ordered = np.take_along_axis(scores, rankings, axis=1)
     if noise == 0:
         steps = np.diff(ordered, axis=1)
-        out = np.where((steps > 0).any(axis=1), -math.inf, -0.0)
+        out = np.where((steps > 0).any(axis=1), -math.inf, -0.0)  # -0.0: minus lgamma(2)s
         for row in np.flatnonzero(np.isfinite(out) & (steps == 0).any(axis=1)):  # equal scores
             out[row] = -sum(math.lgamma(c + 1) for c in Counter(ordered[row].tolist()).values())
         return out
@@ -466,9 +466,9 @@ def _ranking_keys(
     score: np.ndarray, noise: np.ndarray, rng: np.random.Generator, scratch: np.ndarray
 ) -> np.ndarray:
     """What the calls of each draw rank their candidates by (draws, calls, n): their scores
-    plus Gumbel noise of the draw's scale in ``noise`` (only the noise at infinity), plus a
-    billionth of a uniform draw (equal scores: a random order). ``scratch``, of that shape,
-    takes the uniform draws."""
+    plus Gumbel noise of the draw's scale in ``noise`` (at infinity the Gumbel noise alone),
+    plus a billionth of a uniform draw (equal scores: a random order). ``scratch``, of that
+    shape, takes the uniform draws."""
     keys = score.copy()
     noisy = noise > 0
     gumbel = gumbel_rows(rng, noisy, scratch)
