@@ -534,16 +534,16 @@ def gumbel_rows(rng: np.random.Generator, rows: np.ndarray, scratch: np.ndarray)
         bits.state = start
         return rng.gumbel(size=shape)[rows]
     end = bits.state
-    gumbel = np.empty((int(rows.sum()), *shape[1:]))
-    edges = np.flatnonzero(np.diff(rows.astype(np.int8), prepend=0, append=0))
+    edges = np.flatnonzero(np.diff(rows.astype(np.int8), prepend=0, append=0)).tolist()
     bits.state = start
-    done = filled = 0
+    runs = []
+    done = 0
     for first, stop in zip(edges[::2], edges[1::2], strict=True):  # each run of rows
-        bits.advance(int(first - done) * row_steps)
-        gumbel[filled : filled + stop - first] = rng.gumbel(size=(stop - first, *shape[1:]))
-        done, filled = stop, filled + stop - first
+        bits.advance((first - done) * row_steps)
+        runs.append(rng.gumbel(size=(stop - first, *shape[1:])))
+        done = stop
     bits.state = end
-    return gumbel
+    return np.concatenate(runs) if runs else np.empty((0, *shape[1:]))
 
 
 def ranks(values: np.ndarray) -> np.ndarray:
