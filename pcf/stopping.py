@@ -233,12 +233,12 @@ def change_probability(
     ``threshold``, drawing stops once the estimate is sure to exceed it (the changes seen
     already are more than ``threshold`` of all the draws).
     """
-    winner = current_winner(calls, weights)
     if not calls.remaining:
         return 0.0
     answered = {j.execution for j in calls.judgments if j.ok}
-    if winner < 0 or not set(calls.left()) <= answered:
+    if not set(calls.left()) <= answered:  # without an ok call, there is no winner either
         return 1.0
+    winner = current_winner(calls, weights)
     model = ScoreModel.fit(calls, weights)
     rng = seeded_rng("confident", calls.item_id, len(calls.judgments), len(calls.remaining))
     changes = drawn = 0
@@ -261,11 +261,15 @@ def slot_basis(n: int) -> np.ndarray:
     return basis
 
 
+def slots(order: Sequence[str], candidate_ids: Sequence[str]) -> list[int]:
+    """The slot each candidate (in listing order) is shown in by a call of ``order``."""
+    return [order.index(cid) for cid in candidate_ids]
+
+
 def slot_design(order: Sequence[str], candidate_ids: Sequence[str]) -> np.ndarray:
     """The slot effects' columns of one call, a row per candidate in listing order: the row of
     :func:`slot_basis` of the slot the candidate is shown in."""
-    basis = slot_basis(len(candidate_ids))
-    return basis[[order.index(cid) for cid in candidate_ids]]
+    return slot_basis(len(candidate_ids))[slots(order, candidate_ids)]
 
 
 def slot_prior_precision(n: int) -> float:
@@ -280,17 +284,24 @@ def ranking_log_likelihood(score: np.ndarray, ranking: np.ndarray, noise: float)
     scale ``noise`` (Plackett-Luce with temperature ``noise``): at 0, 0 when the ranking follows
     the scores (equal scores in any order, each order as likely) and minus infinity otherwise;
     at infinity, every ranking alike."""
-    n = len(score)
+    return float(ranking_log_likelihoods(score[None], ranking[None], noise)[0])
+
+
+def ranking_log_likelihoods(scores: np.ndarray, rankings: np.ndarray, noise: float) -> np.ndarray:
+    """:func:`ranking_log_likelihood` of many calls, one a row."""
+    n = scores.shape[1]
     if math.isinf(noise):
-        return -math.lgamma(n + 1)
-    ordered = score[ranking]
+        return np.full(len(scores), -math.lgamma(n + 1))
+    ordered = np.take_along_axis(scores, rankings, axis=1)
     if noise == 0:
-        if np.any(np.diff(ordered) > 0):
-            return -math.inf
-        return -sum(math.lgamma(c + 1) for c in Counter(ordered.tolist()).values())
+        steps = np.diff(ordered, axis=1)
+        out = np.where((steps > 0).any(axis=1), -math.inf, -0.0)  # -0.0: minus lgamma(2)s
+        for row in np.flatnonzero(np.isfinite(out) & (steps == 0).any(axis=1)):  # equal scores
+            out[row] = -sum(math.lgamma(c + 1) for c in Counter(ordered[row].tolist()).values())
+        return out
     utility = ordered / noise
-    tails = np.logaddexp.accumulate(utility[::-1])[::-1]
-    return float(np.sum(utility[:-1] - tails[:-1]))
+    tails = np.logaddexp.accumulate(utility[:, ::-1], axis=1)[:, ::-1]
+    return np.sum(utility[:, :-1] - tails[:, :-1], axis=1)
 
 
 def rank_noise_posterior(ok: Sequence[Judgment], candidate_ids: Sequence[str]) -> np.ndarray:
@@ -298,11 +309,16 @@ def rank_noise_posterior(ok: Sequence[Judgment], candidate_ids: Sequence[str]) -
     prior = np.full(len(RANK_NOISE), (1 - RANK_NOISE_PRIOR) / (len(RANK_NOISE) - 1))
     prior[0] = RANK_NOISE_PRIOR
     column = {cid: c for c, cid in enumerate(candidate_ids)}
+    shape = (len(ok), len(candidate_ids))
+    scores = np.array([[j.factuality[c] for c in candidate_ids] for j in ok], dtype=float)
+    rankings = np.array([[column[c] for c in j.ranking] for j in ok], dtype=int)
+    by_noise = [
+        ranking_log_likelihoods(scores.reshape(shape), rankings.reshape(shape), noise)
+        for noise in RANK_NOISE
+    ]
     log_post = np.log(prior)
-    for j in ok:
-        score = np.array([j.factuality[c] for c in candidate_ids], dtype=float)
-        ranking = np.array([column[c] for c in j.ranking])
-        log_post += [ranking_log_likelihood(score, ranking, noise) for noise in RANK_NOISE]
+    for likelihoods in np.column_stack(by_noise):  # call by call
+        log_post += likelihoods
     weights = np.exp(log_post - log_post.max())
     return weights / weights.sum()
 
@@ -322,12 +338,14 @@ class ScoreModel:
         spread: a square root of their posterior covariance over ``sigma^2`` (``L @ L.T``).
         residual: the penalized residual sum of squares.
         dof: its degrees of freedom (scores less the flat parameters).
-        risks: the ok calls' hallucination risks (m, n), and each one's execution place (m,).
+        risks: per execution place and candidate, the hallucination risks of the execution's
+            ok calls (E, n, most calls; padded with zeros), and how many ok calls each place
+            has (E; floats, to scale uniform draws by).
         failures: calls so far that failed, and that were ok.
         counts: per execution, its ok calls so far.
         totals: per execution, their summed ``x`` (E, n).
-        upcoming: per call still to come, its execution place (U,) and its slot columns
-            (U, n, n - 1; :func:`slot_design`).
+        upcoming: per call still to come, its execution place (U,) and the slot of each
+            candidate (U, n; :func:`slots`).
         weights: the Eq. 5 weights.
     """
 
@@ -381,16 +399,13 @@ class ScoreModel:
             spread=np.linalg.cholesky(covariance),
             residual=float(errors @ errors + theta @ (penalty * theta)),
             dof=len(ok) * n - values - len(shifted),
-            risks=(
-                np.array([[j.hallucination_risk[c] for c in ids] for j in ok], dtype=float),
-                np.array([place[j.execution] for j in ok]),
-            ),
+            risks=_risks_by_place(ok, ids, place),
             failures=(sum(not j.ok for j in calls.judgments), len(ok)),
             counts=np.array([sums[e][0] for e in executions], dtype=float),
             totals=np.array([sums[e][1] for e in executions]),
             upcoming=(
                 np.array([place[e] for e, _ in calls.remaining], dtype=int),
-                np.array([slot_design(order, ids) for _, order in calls.remaining]),
+                np.array([slots(order, ids) for _, order in calls.remaining], dtype=int),
             ),
             weights=weights,
         )
@@ -398,56 +413,159 @@ class ScoreModel:
     def changed(self, winner: int, rng: np.random.Generator, draws: int) -> np.ndarray:
         """For ``draws`` completions of the calls still to come: whether ``winner`` is no longer
         the sole leader of the full run."""
-        places, positions = self.upcoming
+        places, slots_of = self.upcoming
         executions, n = self.totals.shape
         scale = PRIOR_DOF * PRIOR_SD**2 + self.residual
         sd = np.sqrt(scale / rng.chisquare(PRIOR_DOF + self.dof, draws))[:, None, None]
         drawn = self.center + (rng.standard_normal((draws, len(self.center))) @ self.spread.T)
         drawn *= sd[:, :, 0]
-        values = drawn[:, : executions * n].reshape(draws, executions, n)
-        slot_effect = drawn[:, executions * n :]
-        risks, risk_places = self.risks
+        values = drawn[:, : executions * n]  # a block of n per execution
+        by_slot = np.einsum("du,su->ds", drawn[:, executions * n :], slot_basis(n))
         failed, ok = self.failures
         failing = rng.beta(FAILURE_PRIOR + failed, FAILURE_PRIOR + ok, draws)[:, None]
-        noise = rng.choice(np.array(RANK_NOISE), size=draws, p=self.rank_noise)[:, None, None]
-        at_random = np.isinf(noise)
-        noise = np.where(at_random, 0.0, noise)
+        noise = rng.choice(np.array(RANK_NOISE), size=draws, p=self.rank_noise)
         totals = np.broadcast_to(self.totals, (draws, executions, n)).copy()
         counts = np.broadcast_to(self.counts, (draws, executions)).copy()
         for start in range(0, len(places), CHUNK):
             chunk = slice(start, start + CHUNK)
             place, calls = places[chunk], len(places[chunk])
-            mean = values[:, place] + np.einsum("du,cnu->dcn", slot_effect, positions[chunk])
-            score = np.clip(mean + rng.standard_normal((draws, calls, n)) * sd, 0.0, 10.0)
-            gumbel = rng.gumbel(size=score.shape)
-            ranked_by = np.where(at_random, gumbel, score + noise * gumbel)
-            ranked_by += 1e-9 * rng.random(score.shape)  # equal scores: a random order
-            rank = np.empty((draws, calls, n), dtype=np.int64)  # 1 = best: the order inverted
-            ranks = np.broadcast_to(np.arange(1, n + 1), rank.shape)
-            np.put_along_axis(rank, np.argsort(-ranked_by, axis=2), ranks, axis=2)
-            risk = risks[self._risk_rows(rng, place, risk_places, draws, n), np.arange(n)]
+            # In place where it can be: fewer large arrays to make.
+            score = np.take(values, place[:, None] * n + np.arange(n), axis=1)
+            score += np.take(by_slot, slots_of[chunk], axis=1)
+            scratch = rng.standard_normal((draws, calls, n))  # the scores' noise, then reused
+            scratch *= sd
+            score += scratch
+            np.clip(score, 0.0, 10.0, out=score)
+            ranked_by = _ranking_keys(score, noise, rng, scratch)
+            risk = self._risk_draws(rng, place, scratch)
             answered = rng.random((draws, calls)) >= failing
-            terms = call_terms(score, rank, risk, self.weights) * answered[..., None]
-            into = np.eye(executions)[place]  # (calls, executions)
-            totals += np.einsum("dcn,ce->den", terms, into)
-            counts += answered.astype(float) @ into
-        final = (totals / counts[..., None]).mean(axis=1)
+            terms = call_terms(score, ranks(ranked_by), risk, self.weights)
+            terms[~answered] = 0.0
+            totals += _sums_by_execution(terms, place, executions)
+            counts += answered.astype(float) @ np.eye(executions)[place]
+        final = _mean_over_executions(totals / counts[..., None])
         leaders = final >= final.max(axis=1, keepdims=True) - TIE_TOLERANCE
         return ~leaders[:, winner] | (leaders.sum(axis=1) > 1)
 
-    @staticmethod
-    def _risk_rows(
-        rng: np.random.Generator, place: np.ndarray, risk_places: np.ndarray, draws: int, n: int
+    def _risk_draws(
+        self, rng: np.random.Generator, place: np.ndarray, scratch: np.ndarray
     ) -> np.ndarray:
-        """For each draw, upcoming call and candidate, one ok call of the same execution (a row
-        of the risks), uniformly: (draws, calls, n)."""
-        rows_of = [np.flatnonzero(risk_places == p) for p in range(int(risk_places.max()) + 1)]
-        lengths = np.array([len(rows) for rows in rows_of])
-        table = np.zeros((len(rows_of), lengths.max()), dtype=int)
-        for p, rows in enumerate(rows_of):
-            table[p, : len(rows)] = rows
-        pick = (rng.random((draws, len(place), n)) * lengths[place][:, None]).astype(int)
-        return table[place[:, None], pick]
+        """For each draw, call to come (of the execution at ``place``) and candidate, the risk
+        of one ok call of that execution, uniformly: (draws, calls, n), drawn into ``scratch``
+        (of that shape) first."""
+        risks, counts = self.risks
+        n, most = risks.shape[1:]
+        pick = rng.random(out=scratch)
+        pick *= counts[place][:, None]
+        at = pick.astype(np.intp)
+        at += (place[:, None] * n + np.arange(n)) * most
+        return np.take(risks, at)
+
+
+def _ranking_keys(
+    score: np.ndarray, noise: np.ndarray, rng: np.random.Generator, scratch: np.ndarray
+) -> np.ndarray:
+    """What the calls of each draw rank their candidates by (draws, calls, n): their scores
+    plus Gumbel noise of the draw's scale in ``noise`` (at infinity the Gumbel noise alone),
+    plus a billionth of a uniform draw (equal scores: a random order). ``scratch``, of that
+    shape, takes the uniform draws."""
+    keys = score.copy()
+    noisy = noise > 0
+    gumbel = gumbel_rows(rng, noisy, scratch)
+    at_random = np.isinf(noise[noisy])[:, None, None]
+    scale = np.where(at_random, 0.0, noise[noisy][:, None, None])
+    keys[noisy] = np.where(at_random, gumbel, score[noisy] + scale * gumbel)
+    jitter = rng.random(out=scratch)
+    jitter *= 1e-9
+    keys += jitter
+    return keys
+
+
+def _sums_by_execution(terms: np.ndarray, place: np.ndarray, executions: int) -> np.ndarray:
+    """The calls' ``terms`` (draws, calls, n) summed per execution, call by call: (draws,
+    executions, n)."""
+    sums = np.zeros((executions, *terms[:, 0].shape))
+    for call, execution in enumerate(place):
+        sums[execution] += terms[:, call]
+    return sums.transpose(1, 0, 2)
+
+
+def _mean_over_executions(means: np.ndarray) -> np.ndarray:
+    """The mean of ``means`` (draws, executions, n) over the executions, added in turn."""
+    total = means[:, 0].copy()
+    for execution in range(1, means.shape[1]):
+        total += means[:, execution]
+    total /= means.shape[1]
+    return total
+
+
+def _risks_by_place(
+    ok: Sequence[Judgment], candidate_ids: Sequence[str], place: dict[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:attr:`ScoreModel.risks` of the ok calls, their executions at ``place``."""
+    by_place: list[list[list[float]]] = [[] for _ in place]
+    for j in ok:
+        by_place[place[j.execution]].append([j.hallucination_risk[c] for c in candidate_ids])
+    counts = np.array([len(rows) for rows in by_place], dtype=float)
+    table = np.zeros((len(by_place), len(candidate_ids), int(counts.max())))
+    for p, rows in enumerate(by_place):
+        table[p, :, : len(rows)] = np.transpose(rows)
+    return table, counts
+
+
+def gumbel_rows(rng: np.random.Generator, rows: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """``rng.gumbel(size=scratch.shape)[rows]`` (``rows`` a mask of the first axis), ``rng``
+    left where that call leaves it: the same values, bit for bit, at a uniform draw (into
+    ``scratch``, whose values are lost) for each value of the other rows instead of two
+    logarithms.
+
+    Raises:
+        TypeError: ``rng`` is not PCG64 (:func:`pcf.orderings.seeded_rng`'s), whose every value
+            takes one step that ``advance`` can skip.
+    """
+    bits = rng.bit_generator
+    if not isinstance(bits, np.random.PCG64):
+        raise TypeError(f"gumbel_rows needs a PCG64 generator, not {type(bits).__name__}")
+    start = bits.state
+    shape = scratch.shape
+    row_steps = math.prod(shape[1:])
+    # The draws rng.gumbel would take, one a value; but after a 0 it takes another.
+    if not rng.random(out=scratch).all():
+        bits.state = start
+        return rng.gumbel(size=shape)[rows]
+    end = bits.state
+    edges = np.flatnonzero(np.diff(rows.astype(np.int8), prepend=0, append=0)).tolist()
+    bits.state = start
+    runs = []
+    done = 0
+    for first, stop in zip(edges[::2], edges[1::2], strict=True):  # each run of rows
+        bits.advance((first - done) * row_steps)
+        runs.append(rng.gumbel(size=(stop - first, *shape[1:])))
+        done = stop
+    bits.state = end
+    return np.concatenate(runs) if runs else np.empty((0, *shape[1:]))
+
+
+def ranks(values: np.ndarray) -> np.ndarray:
+    """Each candidate's rank (1 = the largest value) on the last axis, in the order
+    ``np.argsort(-values)`` puts them: found by comparing each pair of candidates, a whole array
+    at a time, except in the rows with equal values, which argsort orders (its own way)."""
+    by_candidate = np.moveaxis(values, -1, 0).copy()
+    rank = np.ones(by_candidate.shape, dtype=np.int16)  # small: quick to turn into floats
+    tied = np.zeros(by_candidate.shape[1:], dtype=bool)
+    for j in range(len(by_candidate)):
+        for k in range(j + 1, len(by_candidate)):
+            ahead = by_candidate[j] >= by_candidate[k]
+            rank[k] += ahead
+            rank[j] += ~ahead
+            tied |= by_candidate[j] == by_candidate[k]
+    rank = np.ascontiguousarray(np.moveaxis(rank, 0, -1))
+    if tied.any():
+        order = np.argsort(-values[tied], axis=-1)
+        in_order = np.empty(order.shape, dtype=rank.dtype)
+        np.put_along_axis(in_order, order, np.arange(1, len(by_candidate) + 1), axis=-1)
+        rank[tied] = in_order
+    return rank
 
 
 @dataclass(frozen=True)

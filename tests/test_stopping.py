@@ -20,9 +20,11 @@ from pcf.stopping import (
     StoppingPolicy,
     change_probability,
     current_winner,
+    gumbel_rows,
     in_waves,
     is_certain,
     ranking_log_likelihood,
+    ranks,
     replay,
     replay_all,
     slot_basis,
@@ -228,6 +230,49 @@ def test_an_execution_that_has_not_answered_leaves_the_item_open():
     assert change_probability(ItemCalls("i", ("a", "b"), made, upcoming(1, execution=1))) == 1.0
     failed = (*made, judgment("i", 0, ("a", "b"), {}, execution=1, ok=False))
     assert change_probability(ItemCalls("i", ("a", "b"), failed, upcoming(1, execution=1))) == 1
+
+
+def test_ranks_follow_argsort_ties_included():
+    """Rank 1 for the largest value; equal values (at the clip, say) in argsort's own order."""
+    values = np.random.default_rng(3).integers(0, 4, size=(300, 3, 5)).astype(float)
+    values[:100] += np.random.default_rng(4).random((100, 3, 5))  # rows without ties too
+    expected = np.empty(values.shape, dtype=int)
+    order = np.argsort(-values, axis=-1)
+    np.put_along_axis(expected, order, np.arange(1, 6) + np.zeros_like(order), axis=-1)
+    assert np.array_equal(ranks(values), expected)
+    assert ranks(np.array([2.0, 7.0, 0.5, 9.0])).tolist() == [3, 2, 4, 1]
+
+
+def _same_gumbels(rng: np.random.Generator, shape: tuple[int, int], rows: np.ndarray) -> None:
+    """gumbel_rows on ``rows`` is rng.gumbel there, and leaves rng where rng.gumbel does."""
+    copy = np.random.Generator(np.random.PCG64())
+    copy.bit_generator.state = rng.bit_generator.state
+    assert np.array_equal(gumbel_rows(rng, rows, np.empty(shape)), copy.gumbel(size=shape)[rows])
+    assert rng.random() == copy.random()
+
+
+@pytest.mark.parametrize(
+    "rows", [[1, 1, 1, 1, 1], [0, 0, 0, 0, 0], [1, 0, 0, 1, 1], [0, 1, 1, 0, 1], [0, 0, 1, 0, 0]]
+)
+def test_gumbel_rows_are_the_generators_gumbels(rows):
+    _same_gumbels(np.random.default_rng(11), (5, 6), np.array(rows, dtype=bool))
+
+
+def test_gumbel_rows_after_a_uniform_of_zero():
+    """PCG64 outputs 0 from a state whose halves are equal: rng.gumbel draws again there."""
+    multiplier, inc, half = 0x2360ED051FC65DA44385DF649FCCF645, 0x1F, 0x0123456789ABCDEF
+    state = (((half << 64 | half) - inc) * pow(multiplier, -1, 1 << 128)) % (1 << 128)
+    rng = np.random.Generator(np.random.PCG64())
+    rng.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": state, "inc": inc},
+        "has_uint32": 0,
+        "uinteger": 0,
+    }
+    copy = np.random.Generator(np.random.PCG64())
+    copy.bit_generator.state = rng.bit_generator.state
+    assert copy.random() == 0.0
+    _same_gumbels(rng, (3, 4), np.array([False, True, False]))
 
 
 def test_the_ranking_likelihood_by_hand():
