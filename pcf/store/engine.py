@@ -22,6 +22,7 @@ SQLITE_PRAGMAS = {
     "busy_timeout": "5000",
     "foreign_keys": "ON",
     "synchronous": "NORMAL",
+    "journal_size_limit": str(64 * 1024 * 1024),  # the WAL file shrinks back after a checkpoint
 }
 
 WRITE_ATTEMPTS = 50

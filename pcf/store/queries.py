@@ -120,41 +120,56 @@ def import_items(
     session.add(dataset)
     session.flush()
     try:
-        session.execute(
-            insert(ItemRow),
-            [
-                {
-                    "dataset_id": dataset.id,
-                    "item_key": item.item_id,
-                    "position": position,
-                    "prompt": item.prompt,
-                    "gold": item.gold,
-                    "bucket": item.bucket,
-                    "item_metadata": item.metadata,
-                }
-                for position, item in enumerate(items)
-            ],
-        )
-        db_ids = item_db_ids(dataset.id, session=session)
-        session.execute(
-            insert(CandidateRow),
-            [
-                {
-                    "item_id": db_ids[item.item_id],
-                    "candidate_key": candidate.id,
-                    "position": position,
-                    "text": candidate.text,
-                }
-                for item in items
-                for position, candidate in enumerate(item.candidates)
-            ],
-        )
+        for start in range(0, len(items), ITEM_CHUNK):
+            _insert_items(dataset.id, start, items[start : start + ITEM_CHUNK], session=session)
     except IntegrityError as exc:
         raise ValueError(
             f"cannot import dataset {name!r}: item ids must be unique, and candidate ids unique "
             f"within each item ({exc.orig})"
         ) from exc
     return dataset
+
+
+def _insert_items(dataset_id: int, start: int, items: list[Item], *, session: Session) -> None:
+    """Insert ``items``, the dataset's items from position ``start`` on, and their candidates
+    (a chunk at a time: the rows of a whole large dataset at once would take gigabytes)."""
+    session.execute(
+        insert(ItemRow),
+        [
+            {
+                "dataset_id": dataset_id,
+                "item_key": item.item_id,
+                "position": start + offset,
+                "prompt": item.prompt,
+                "gold": item.gold,
+                "bucket": item.bucket,
+                "item_metadata": item.metadata,
+            }
+            for offset, item in enumerate(items)
+        ],
+    )
+    db_ids = dict(
+        session.exec(
+            select(ItemRow.item_key, ItemRow.id).where(
+                ItemRow.dataset_id == dataset_id,
+                col(ItemRow.position) >= start,
+                col(ItemRow.position) < start + len(items),
+            )
+        ).all()
+    )
+    session.execute(
+        insert(CandidateRow),
+        [
+            {
+                "item_id": db_ids[item.item_id],
+                "candidate_key": candidate.id,
+                "position": position,
+                "text": candidate.text,
+            }
+            for item in items
+            for position, candidate in enumerate(item.candidates)
+        ],
+    )
 
 
 def get_dataset(name: str, *, session: Session) -> Dataset | None:

@@ -20,7 +20,7 @@ from tests.factories import call_row
 
 @pytest.mark.sqlite_only("the pragmas are SQLite's")
 def test_sqlite_pragmas_are_set_on_every_connection(engine: Engine) -> None:
-    names = ("journal_mode", "busy_timeout", "foreign_keys", "synchronous")
+    names = ("journal_mode", "busy_timeout", "foreign_keys", "synchronous", "journal_size_limit")
     with engine.connect() as first, engine.connect() as second:
         for connection in (first, second):
             pragmas = {name: connection.execute(text(f"PRAGMA {name}")).scalar() for name in names}
@@ -29,6 +29,7 @@ def test_sqlite_pragmas_are_set_on_every_connection(engine: Engine) -> None:
                 "busy_timeout": 5000,
                 "foreign_keys": 1,
                 "synchronous": 1,  # NORMAL
+                "journal_size_limit": 64 * 1024 * 1024,
             }
 
 

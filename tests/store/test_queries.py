@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from sqlalchemy import Engine, func
 from sqlalchemy.exc import IntegrityError, StatementError
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from pcf.items import Candidate, Item
 from pcf.judges.base import MAX_CALL_TOKENS
@@ -103,10 +103,10 @@ def test_items_round_trip_in_file_and_listing_order(
     assert loaded[1].metadata == {"db_id": ids["a-first"]}
 
 
-def import_in_scope(engine: Engine, items: list[Item]) -> None:
+def import_in_scope(engine: Engine, items: list[Item], name: str = "demo") -> None:
     """An import in its own transaction, as the commands and the app make one."""
     with session_scope(engine) as scope:
-        import_items(items, session=scope, name="demo", fmt="jsonl")
+        import_items(items, session=scope, name=name, fmt="jsonl")
 
 
 def test_duplicate_dataset_name_raises_and_changes_nothing(
@@ -125,6 +125,23 @@ def test_import_failing_midway_leaves_nothing(engine: Engine, session: Session) 
     with pytest.raises(ValueError, match="candidate ids unique"):
         import_in_scope(engine, items)
     assert row_counts(session) == {"Dataset": 0, "ItemRow": 0, "CandidateRow": 0}
+
+
+def test_an_import_in_chunks_stores_every_item_in_order_and_fails_whole(
+    engine: Engine, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks of 3 items: 10 items come back as they went; an id seen in an earlier chunk
+    fails the import with nothing stored."""
+    monkeypatch.setattr("pcf.store.queries.ITEM_CHUNK", 3)
+    items = make_items(10)
+    dataset = import_demo(session, items)
+    assert load_items(dataset.id, session=session) == items
+    positions = session.exec(select(ItemRow.position).order_by(col(ItemRow.id))).all()
+    assert positions == list(range(10))
+    again = [*make_items(4), Item("item-1", "p", (Candidate("a", "x"), Candidate("b", "y")))]
+    with pytest.raises(ValueError, match="item ids must be unique"):
+        import_in_scope(engine, again, name="other")
+    assert row_counts(session)["ItemRow"] == 10
 
 
 def import_then_fail(engine: Engine) -> None:
