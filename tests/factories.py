@@ -114,6 +114,18 @@ def decision_rows(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(full)
 
 
+REQUEST = {
+    "backend": "simulated",
+    "model": "sim-primacy",
+    "system": "Judge the candidates.",
+    "user": "judge these",
+    "schema": {"type": "object"},
+    "temperature": 0.0,
+    "max_tokens": 256,
+}
+"""A judge request as the engine stores it with a call (the user message kept whole)."""
+
+
 def call_row(run_id: int, item_db_id: int, call_index: int, **fields: object) -> dict:
     """The column values of one stored call."""
     order = ["c1", "c0"]
@@ -124,7 +136,7 @@ def call_row(run_id: int, item_db_id: int, call_index: int, **fields: object) ->
         "order": order,
         "keys": ["A", "B"],
         "content_key": f"key-{item_db_id}-{call_index}",
-        "request": {"user": "judge these"},
+        "request": REQUEST,
         "response_text": "{}",
         "ok": True,
         "judgment": {

@@ -19,6 +19,7 @@ from pcf.runs.spec import RunSpec
 from pcf.store import (
     Call,
     add_adjudication,
+    call_request,
     get_run,
     import_items,
     item_db_ids,
@@ -138,7 +139,7 @@ def test_the_item_shows_winners_gold_flags_and_raw_calls(app, db: Session):
         at.selectbox(key="review_raw_call").set_value(calls.index(call)).run()
         codes = [c.value for c in at.code]
         assert call.response_text in codes
-        assert call.request["user"] in codes
+        assert call_request(call, session=db)["user"] in codes
 
 
 def test_the_heatmap_switches_to_factuality(app):

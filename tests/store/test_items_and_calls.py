@@ -19,7 +19,7 @@ from pcf.store import (
     session_scope,
 )
 from pcf.store.queries import add_resolution, label_revision, replace_calls, run_calls
-from tests.factories import demo_item
+from tests.factories import REQUEST, demo_item
 
 
 def test_the_run_version_changes_with_its_calls(demo_engine: Engine, db: Session):
@@ -37,7 +37,7 @@ def test_the_run_version_changes_with_its_calls(demo_engine: Engine, db: Session
                     "call_index": 1,
                     "order": [],
                     "keys": [],
-                    "request": {},
+                    "request": REQUEST,
                     "repaired": [],
                     "content_key": "extra",
                     "ok": False,

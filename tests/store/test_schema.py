@@ -17,9 +17,14 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import (
+    JSON,
     BigInteger,
+    Column,
     Connection,
     Engine,
+    MetaData,
+    String,
+    Table,
     create_engine,
     inspect,
     make_url,
@@ -28,14 +33,39 @@ from sqlalchemy import (
 )
 from sqlalchemy.pool import NullPool
 from sqlalchemy.schema import CreateIndex
+from sqlmodel import Session, col
 from typer.testing import CliRunner
 
 from pcf.cli import app
-from pcf.store import SchemaError, get_engine, get_run, session_scope
+from pcf.store import (
+    SchemaError,
+    call_request,
+    get_engine,
+    get_run,
+    session_scope,
+)
 from pcf.store.engine import unchecked_engine
-from pcf.store.models import ADJUDICATION_CHAIN, Adjudication, SQLModel
-from pcf.store.queries import add_adjudication, get_dataset, item_db_ids
-from pcf.store.schema import ADVISORY_LOCK, UNVERSIONED_TABLES, current, head, history, upgrade
+from pcf.store.models import (
+    ADJUDICATION_CHAIN,
+    Adjudication,
+    Call,
+    ReplacedCall,
+    SQLModel,
+)
+from pcf.store.queries import (
+    add_adjudication,
+    get_dataset,
+    item_db_ids,
+)
+from pcf.store.requests import request_digest
+from pcf.store.schema import (
+    ADVISORY_LOCK,
+    UNVERSIONED_TABLES,
+    current,
+    head,
+    history,
+    upgrade,
+)
 from pcf.store.schema import revisions as schema_revisions
 from tests.demo_database import copy_demo, drop_database, new_database, on_postgres
 from tests.store.legacy import release_decisions, restore
@@ -48,8 +78,31 @@ def plain_engine(url: str) -> Engine:
     return create_engine(url, poolclass=NullPool)
 
 
+CHANGED_BY_0006 = {"call", "replaced_call", "request_template"}
+"""Tables revision 0006 made or changed: :func:`rows` reads calls as they were before it."""
+CALL_BEFORE_0006 = Table(
+    "call",
+    MetaData(),
+    *(
+        Column(
+            {"template_id": "request"}.get(column.name, column.name),
+            {
+                "template_id": JSON(),
+                "response_text": String(),
+                "response_raw": JSON(none_as_null=True),
+            }.get(column.name, column.type),
+            primary_key=column.primary_key,
+        )
+        for column in Call.__table__.columns
+        if column.name != "request_digest"
+    ),
+)
+"""The call table before revision 0006: its ``request`` in place of the template's id."""
+
+
 def rows(url: str) -> dict[str, list[tuple]]:
-    """Every row of every table of the models that the database has, in primary-key order."""
+    """Every row of every table of the models that the database has, in primary-key order;
+    calls and replaced calls as they were stored before revision 0006 (:func:`calls`)."""
     engine = plain_engine(url)
     with engine.connect() as connection:
         present = set(inspect(connection).get_table_names())
@@ -61,10 +114,56 @@ def rows(url: str) -> dict[str, list[tuple]]:
                 ).all()
             ]
             for name, table in SQLModel.metadata.tables.items()
-            if name in present
+            if name in present and name not in CHANGED_BY_0006
         }
     engine.dispose()
+    found["call"], found["replaced_call"] = calls(url)
     return found
+
+
+def calls(url: str) -> tuple[list[tuple], list[tuple]]:
+    """The database's calls and replaced calls in the shape they had before revision 0006:
+    from 0006 on each request is rebuilt (:func:`~pcf.store.call_request`, checked against
+    its digest) and each answer read back as it was written."""
+    engine = plain_engine(url)
+    with Session(engine) as session:
+        if not inspect(session.connection()).has_table("request_template"):
+            found = session.execute(select(CALL_BEFORE_0006).order_by(CALL_BEFORE_0006.c.id))
+            replaced = session.execute(select(ReplacedCall).order_by(col(ReplacedCall.id)))
+            before = (
+                [tuple(row) for row in found],
+                [(r.id, r.call_id, r.reason, r.replaced_at, r.values) for r in replaced.scalars()],
+            )
+            engine.dispose()
+            return before
+        stored = []
+        for call in session.scalars(select(Call).order_by(col(Call.id))):
+            request = call_request(call, session=session)
+            assert call.sent(request), call.id
+            values = call.model_dump() | {"request": request}
+            stored.append(tuple(values[column.name] for column in CALL_BEFORE_0006.columns))
+        replaced = [
+            (r.id, r.call_id, r.reason, r.replaced_at, values_before_0006(r.values, session))
+            for r in session.scalars(select(ReplacedCall).order_by(col(ReplacedCall.id)))
+        ]
+    engine.dispose()
+    return stored, replaced
+
+
+def values_before_0006(values: dict, session: Session) -> dict:
+    """A replaced call's kept values with its request rebuilt in place of its template's id."""
+    if "template_id" not in values:
+        return values
+    stand_in = Call(
+        item_id=values["item_id"], order=values["order"], template_id=values["template_id"]
+    )
+    request = call_request(stand_in, session=session)
+    assert request_digest(request) == values["request_digest"]
+    return {
+        ("request" if key == "template_id" else key): request if key == "template_id" else value
+        for key, value in values.items()
+        if key != "request_digest"
+    }
 
 
 def kept(before: dict[str, list[tuple]], after: dict[str, list[tuple]]) -> bool:
@@ -223,10 +322,16 @@ def fill_at(url: str, revision: str, folder: Path, *, fork: bool = True) -> dict
     engine = unchecked_engine(url)
     upgrade(engine, to=revision)
     reader = plain_engine(source)
+    old_calls, old_replaced = calls(source)
     with reader.connect() as read, engine.begin() as write:
         for name in LEGACY_TABLES:
             table = SQLModel.metadata.tables[name]
             found = [dict(row._mapping) for row in read.execute(select(table))]
+            if name == "call":
+                table = CALL_BEFORE_0006
+                found = [dict(zip(table.columns.keys(), row, strict=True)) for row in old_calls]
+            if name == "replaced_call":
+                found = [dict(zip(table.columns.keys(), row, strict=True)) for row in old_replaced]
             if found:
                 write.execute(table.insert(), found)
             if write.dialect.name == "postgresql" and "id" in table.columns:
