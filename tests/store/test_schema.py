@@ -11,10 +11,13 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import (
     JSON,
@@ -36,12 +39,17 @@ from sqlalchemy.schema import CreateIndex
 from sqlmodel import Session, col
 from typer.testing import CliRunner
 
+from pcf.access import operator
 from pcf.cli import app
+from pcf.runs.manage import judge_run
+from pcf.runs.spec import RunSpec
 from pcf.store import (
     SchemaError,
     call_request,
     get_engine,
     get_run,
+    import_items,
+    run_calls,
     session_scope,
 )
 from pcf.store.engine import unchecked_engine
@@ -50,16 +58,20 @@ from pcf.store.models import (
     Adjudication,
     Call,
     ReplacedCall,
+    RequestTemplate,
     SQLModel,
 )
 from pcf.store.queries import (
     add_adjudication,
     get_dataset,
     item_db_ids,
+    keep_duplicate_answers,
+    replace_calls,
 )
 from pcf.store.requests import request_digest
 from pcf.store.schema import (
     ADVISORY_LOCK,
+    SCRIPT_LOCATION,
     UNVERSIONED_TABLES,
     current,
     head,
@@ -68,6 +80,7 @@ from pcf.store.schema import (
 )
 from pcf.store.schema import revisions as schema_revisions
 from tests.demo_database import copy_demo, drop_database, new_database, on_postgres
+from tests.factories import template_hostile_items
 from tests.store.legacy import release_decisions, restore
 
 runner = CliRunner()
@@ -312,13 +325,23 @@ LEGACY_TABLES = sorted(UNVERSIONED_TABLES, key=list(SQLModel.metadata.tables).in
 """The tables every revision has, in an order that inserts parents first."""
 
 
-def fill_at(url: str, revision: str, folder: Path, *, fork: bool = True) -> dict[str, list[tuple]]:
-    """A database at ``revision`` holding the demo (built at head and copied row by row into
-    the tables that revision has) and a label history, forked by two racing saves as before
-    the chain index existed unless ``fork`` is false; its rows."""
+def fill_at(
+    url: str,
+    revision: str,
+    folder: Path,
+    *,
+    fork: bool = True,
+    add: Callable[[str], None] | None = None,
+) -> dict[str, list[tuple]]:
+    """A database at ``revision`` holding the demo (built at head, with what ``add(url)``
+    adds, and copied row by row into the tables that revision has) and a label history,
+    forked by two racing saves as before the chain index existed unless ``fork`` is false;
+    its rows."""
     folder.mkdir()
     source = new_database(folder)
     copy_demo(source)
+    if add is not None:
+        add(source)
     engine = unchecked_engine(url)
     upgrade(engine, to=revision)
     reader = plain_engine(source)
@@ -379,6 +402,91 @@ def test_each_older_revision_upgrades_keeping_every_row(isolated_database, revis
         run.input_tokens = 3 * 2**31
     with session_scope(engine) as session:
         assert get_run("demo-pcf", session=session).input_tokens == 3 * 2**31
+
+
+def test_revision_0006_keeps_every_request_and_answer_of_the_release_byte_for_byte(
+    isolated_database,
+):
+    """Each request rebuilt from its template is the old one's JSON text, each answer the old
+    text, and the release's runs need one template per judge and number of candidates."""
+    restore(isolated_database)
+    engine = plain_engine(isolated_database)
+    with engine.connect() as connection:
+        old = {
+            call_id: stored
+            for call_id, *stored in connection.execute(
+                text(
+                    "SELECT id, CAST(request AS TEXT), response_text, CAST(response_raw AS TEXT) "
+                    "FROM call"
+                )
+            )
+        }
+    cli("db", "upgrade")
+    with Session(engine) as session:
+        calls = session.scalars(select(Call)).all()
+        assert len(calls) == len(old) > 2000
+        shapes = set()
+        for call in calls:
+            request = call_request(call, session=session)
+            old_request, old_text, old_raw = old[call.id]
+            assert json.dumps(request) == old_request, call.id
+            assert call.sent(request)
+            assert call.response_text == old_text
+            assert old_raw is None if call.response_raw is None else json.dumps(call.response_raw)
+            shapes.add((request["model"], len(call.order)))
+        templates = session.scalars(select(RequestTemplate)).all()
+    engine.dispose()
+    assert len(templates) == len(shapes)
+
+
+def hostile_run_with_replaced_answers(url: str) -> None:
+    """Add a run of the items hostile to request templates to the database at ``url`` (at
+    head), with one answer retried and a second writer's duplicate of another."""
+    engine = get_engine(url)
+    with session_scope(engine) as session:
+        import_items(template_hostile_items(), session=session, name="hostile", fmt="jsonl")
+        judge_run(RunSpec("hostile", "hostile-pcf", k=4), session=session, actor=operator())
+    with session_scope(engine) as session:
+        first, second = run_calls(get_run("hostile-pcf", session=session).id, session=session)[:2]
+        replace_calls({first.id: {"ok": False, "error": "retried: again"}}, session=session)
+        duplicate = second.model_dump(exclude={"id", "template_id", "request_digest", "created_at"})
+        request = call_request(second, session=session) | {"temperature": 0.5}
+        keep_duplicate_answers([duplicate | {"request": request}], session=session)
+    engine.dispose()
+
+
+def downgrade(url: str, revision: str) -> None:
+    """Run the revisions' downgrades down to ``revision`` (the product offers none)."""
+    engine = plain_engine(url)  # on SQLite, foreign keys stay off while tables are rebuilt
+    with engine.connect() as connection:
+        config = Config()
+        config.set_main_option("script_location", SCRIPT_LOCATION)
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)
+        if connection.in_transaction():
+            connection.commit()
+    engine.dispose()
+
+
+def test_revision_0006_converts_hostile_texts_and_replaced_answers_and_back(
+    isolated_database, tmp_path
+):
+    """Calls of texts the prompt escaped or that hide in its wording, and the requests kept
+    with replaced answers, come back whole after the upgrade, and again after its downgrade."""
+    before = fill_at(
+        isolated_database,
+        "0005",
+        tmp_path / "source",
+        fork=False,
+        add=hostile_run_with_replaced_answers,
+    )
+    assert [row[2] for row in before["replaced_call"]] == ["retried", "duplicate"]
+    assert cli("db", "upgrade")["before"] == "0005"
+    assert kept(before, rows(isolated_database))
+    assert differences(isolated_database) == []
+    downgrade(isolated_database, "0005")
+    assert revision_of(isolated_database) == "0005"
+    assert kept(before, rows(isolated_database))
 
 
 def test_a_release_with_the_chain_index_but_32_bit_totals_is_recognised(
