@@ -305,6 +305,8 @@ def test_an_old_sqlite_file_is_upgraded_at_start_after_a_backup(isolated_databas
     (backup,) = tmp_path.glob("pcf.db.backup-*")
     assert rows(f"sqlite:///{backup}") == before
     assert kept(before, rows(isolated_database))
+    upgraded = Path(make_url(isolated_database).database).stat().st_size
+    assert upgraded < backup.stat().st_size / 2  # compacted: requests stored once per content
 
 
 @pytest.mark.skipif(not on_postgres(), reason="PostgreSQL databases are upgraded on purpose")
