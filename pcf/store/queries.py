@@ -58,7 +58,7 @@ from pcf.store.models import (
     RunStatus,
     utc_now,
 )
-from pcf.store.requests import rebuilt_request, request_digest, template_values
+from pcf.store.requests import rebuilt_request, stored_request
 
 LABEL_COLUMNS = (
     "item_key",
@@ -629,8 +629,8 @@ def _forget_new_template_ids(session: OrmSession, _transaction: Any) -> None:
 
 
 def request_template_id(values: Mapping[str, Any], *, session: Session) -> int:
-    """The id of the template with these column values (from :func:`template_values`),
-    stored first if no row has its digest.
+    """The id of the template with these column values (see
+    :func:`~pcf.store.requests.stored_request`), stored first if no row has its digest.
 
     ``INSERT ... ON CONFLICT DO NOTHING`` then a select, so that two writers storing the same
     template at once both get the one row (on PostgreSQL the second insert waits for the
@@ -658,11 +658,9 @@ def stored_call(row: Mapping[str, Any], *, session: Session) -> dict[str, Any]:
     values = dict(row)
     if "request" not in values:
         return values
-    request = values.pop("request")
-    texts = values.pop("request_texts", None)
-    template = template_values(request, texts)
+    template, digest = stored_request(values.pop("request"), values.pop("request_texts", None))
     values["template_id"] = request_template_id(template, session=session)
-    values["request_digest"] = request_digest(request)
+    values["request_digest"] = digest
     return values
 
 

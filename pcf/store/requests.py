@@ -26,15 +26,21 @@ if TYPE_CHECKING:
 
 Frame = list[str | dict[str, Any]]
 PROMPT = {"prompt": True}
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+"""``json.dumps(value, separators=(",", ":"))``, without making an encoder per call."""
 
 
 def request_digest(request: Mapping[str, Any]) -> str:
     """The SHA-256 (hex) of a request dict's JSON, keys in their order."""
-    return _sha256(request)
+    return _hex_sha256(_json(request))
 
 
-def _sha256(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, separators=(",", ":")).encode("utf-8")).hexdigest()
+def _json(value: Any) -> str:
+    return _COMPACT.encode(value)
+
+
+def _hex_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def user_frame(user: str, prompt: str, slot_texts: Sequence[str]) -> Frame:
@@ -69,14 +75,19 @@ def filled(frame: Frame, prompt: str, slot_texts: Sequence[str]) -> str:
     )
 
 
-def template_values(
+def stored_request(
     request: Mapping[str, Any], texts: tuple[str, Sequence[str]] | None
-) -> dict[str, Any]:
-    """The :class:`~pcf.store.models.RequestTemplate` columns of a request, digest included.
+) -> tuple[dict[str, Any], str]:
+    """A request as stored: its :class:`~pcf.store.models.RequestTemplate` columns (digest
+    included) and its own digest (:func:`request_digest`).
+
+    Each part of the request is written as JSON once for both digests, whose texts are those
+    of ``json.dumps`` (compact) of the template's column values as a list and of the request:
+    this runs once per answer in the run engine's event loop.
 
     Args:
         request: the request as sent (``backend``, ``model``, ``system``, ``user``, ``schema``,
-            ``temperature``, ``max_tokens``).
+            ``temperature``, ``max_tokens``, in this order).
         texts: the item's prompt and the candidate texts in slot order; None keeps the user
             message whole in the template.
     """
@@ -89,7 +100,12 @@ def template_values(
         "sampling": {"temperature": request["temperature"], "max_tokens": request["max_tokens"]},
         "user_frame": frame,
     }
-    return {"digest": _sha256(list(values.values())), **values}
+    part = {key: _json(value) for key, value in request.items()}
+    sampling = f'{{"temperature":{part["temperature"]},"max_tokens":{part["max_tokens"]}}}'
+    shared = [part["backend"], part["model"], part["system"], part["schema"], sampling]
+    template_json = "[" + ",".join([*shared, _json(frame)]) + "]"
+    request_json = "{" + ",".join(f"{_json(key)}:{text}" for key, text in part.items()) + "}"
+    return {"digest": _hex_sha256(template_json), **values}, _hex_sha256(request_json)
 
 
 def rebuilt_request(

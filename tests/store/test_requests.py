@@ -3,6 +3,8 @@ whatever the texts, and the requests of a run share a handful of templates."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from itertools import permutations
 
 from hypothesis import given
@@ -15,7 +17,7 @@ from pcf.store.requests import (
     filled,
     rebuilt_request,
     request_digest,
-    template_values,
+    stored_request,
     user_frame,
 )
 from tests.factories import make_item, template_hostile_items
@@ -40,12 +42,18 @@ def texts_of(item: Item, order: tuple[str, ...]) -> tuple[str, list[str]]:
     return item.prompt, [item.text_of(cid) for cid in order]
 
 
+def sha256_of_json(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, separators=(",", ":")).encode()).hexdigest()
+
+
 def stored_and_rebuilt(item: Item, order: tuple[str, ...], rendered: Rendered) -> dict:
     """The request rebuilt from the template stored for it, checked to be the one sent."""
     request = request_of(rendered)
-    values = template_values(request, texts_of(item, order))
+    values, digest = stored_request(request, texts_of(item, order))
     rebuilt = rebuilt_request(RequestTemplate(**values), *texts_of(item, order))
-    assert request_digest(rebuilt) == request_digest(request)
+    assert digest == request_digest(rebuilt) == sha256_of_json(request)
+    columns = [v for key, v in values.items() if key != "digest"]
+    assert values["digest"] == sha256_of_json(columns)  # as revision 0006 computes it
     return rebuilt
 
 
@@ -54,7 +62,7 @@ def test_plain_items_share_one_template_for_every_ordering():
     for item in (make_item("q1"), make_item("q2")):
         for order in permutations(item.candidate_ids):
             rendered = render_listwise(item, order)
-            values = template_values(request_of(rendered), texts_of(item, order))
+            values, _ = stored_request(request_of(rendered), texts_of(item, order))
             assert filled(values["user_frame"], *texts_of(item, order)) == rendered.user
             assert stored_and_rebuilt(item, order, rendered) == request_of(rendered)
             digests.add(values["digest"])
@@ -109,7 +117,7 @@ def test_pairwise_requests_with_neutral_keys_come_back_exactly():
 def test_without_the_items_texts_the_user_message_is_kept_whole():
     item = make_item("q1")
     rendered = render_listwise(item, item.candidate_ids)
-    values = template_values(request_of(rendered), None)
+    values, _ = stored_request(request_of(rendered), None)
     assert values["user_frame"] == [rendered.user]
     assert rebuilt_request(RequestTemplate(**values), "", []) == request_of(rendered)
 
