@@ -114,7 +114,11 @@ def serve(script: Path, url: str) -> Iterator[str]:
         yield base
     finally:
         server.terminate()
-        server.wait()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a script run still busy (a page load timed out)
+            server.kill()
+            server.wait()
 
 
 def pcf(url: str, *args: str) -> None:

@@ -38,10 +38,12 @@ from pages.shared import (
     plain_text_toggle,
     require_dataset,
     require_permission,
+    revision_of,
     run_analysis,
     session,
     show_text,
     simulated_badge,
+    stored_item,
 )
 from pcf.access import Permission
 from pcf.analysis.adjudications import (
@@ -56,28 +58,27 @@ from pcf.analysis.adjudications import (
     item_index,
     with_priority,
 )
-from pcf.analysis.gold import dataset_gold, needs_more_labels
+from pcf.analysis.gold import needs_more_labels
 from pcf.analysis.item_detail import describe_candidate
 from pcf.analysis.markdown import escape_markdown
-from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
+from pcf.analysis.overview import run_calibration
+from pcf.analysis.triage import likely_errors_caught
 from pcf.flags import FLAG_HELP, FLAGS
 from pcf.items import Item
 from pcf.labelling.labels import ItemFullError, LabelChangedError, save_label, visible_history
 from pcf.labelling.plan import labelling_plan
 from pcf.labelling.queue import claim_next, labels_wanted, release
 from pcf.store import (
+    Adjudication,
     LostRaceError,
+    Run,
     adjudicated_item_keys,
     current_labels,
     database_url,
-    get_run,
-    load_item,
-    run_version,
     session_scope,
     write_with_retry,
 )
 from pcf.store.errors import DatabaseMovedError, storage_problem
-from pcf.store.queries import label_revision
 
 ITEM_KEY = "adjudicate_item"  # an item opened on purpose: revisit, correction, ?label=
 SAVED_KEY = "adjudicate_saved"  # the last label saved: item, db_id, annotator, choice
@@ -130,17 +131,12 @@ document.querySelector('[data-testid="stMain"]')?.scrollTo({{top: 0}});  // afte
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def calibrated_order(database: str, name: str, version: tuple) -> pd.Series | None:
+def calibrated_order(database: str, name: str, revision: str, _run: Run) -> pd.Series | None:
     """Each item's calibrated chance that the judge is wrong (None without enough labels),
-    kept while the run's calls and the labels (``version``) stay the same."""
-    with session() as s:
-        stored = get_run(name, session=s)
-        table = run_analysis(stored).table
-        answers = known_answers(table, dataset_gold(stored.dataset_id, session=s).gold)
-    try:
-        return calibrated_priority(table, answers)
-    except ValueError:
-        return None
+    stored per revision of the run's calls and the labels, and kept here while ``revision``
+    stays the same; ``_run``, the run called ``name``, is not hashed."""
+    with session_scope(engine()) as s:
+        return run_calibration(_run, session=s)
 
 
 def give_back_shown() -> None:
@@ -165,19 +161,17 @@ with session() as s:
 table = run_analysis(run).table if run else None
 
 
-def calibrated_chances() -> pd.Series | None:
+def calibrated_chances(of_run: Run) -> pd.Series | None:
     """:func:`calibrated_order` for the run and the labels as they are now (refitted after each
     label, so the page asks for it first only in the calibrated order)."""
-    with session() as s:
-        version = (run_version(run, session=s), label_revision(dataset.id, session=s))
-    return calibrated_order(database_url(), run.name, version)
+    return calibrated_order(database_url(), of_run.name, revision_of(of_run, labels=True), of_run)
 
 
 p_wrong = None
-if table is not None:
+if run is not None:
     items = with_priority(items, table)
     if st.session_state.get(ORDER_KEY) == "calibrated":
-        p_wrong = calibrated_chances()
+        p_wrong = calibrated_chances(run)
         if p_wrong is not None:
             items = items.assign(priority=items["item_id"].map(p_wrong))
 decisions = table.set_index("item_id") if table is not None else None
@@ -201,17 +195,19 @@ def describe_history(item: Item, names: dict[str, str], place: str) -> None:
 def describe_decisions(item: Item, names: dict[str, str], place: str) -> None:
     """The judge's winners, the flags, the gold label and every label of one item (for those
     who may see results)."""
-    known = decisions is not None and item.item_id in decisions.index
-    row = decisions.loc[item.item_id] if known else None
-    columns = st.columns(3)
-    columns[0].metric("PCF winner", describe_candidate(row["winner"] if known else None, names))
-    columns[1].metric(
-        "Direct winner", describe_candidate(row["direct_winner"] if known else None, names)
+    row = (
+        decisions.loc[item.item_id]
+        if decisions is not None and item.item_id in decisions.index
+        else None
     )
+    winner, direct_winner = (None, None) if row is None else (row["winner"], row["direct_winner"])
+    raised = [] if row is None else [flag for flag in FLAGS if row[flag]]
+    columns = st.columns(3)
+    columns[0].metric("PCF winner", describe_candidate(winner, names))
+    columns[1].metric("Direct winner", describe_candidate(direct_winner, names))
     columns[2].metric("Gold", describe_candidate(item.gold, names))
-    for flag in FLAGS if known else ():
-        if row[flag]:
-            st.markdown(f":orange-badge[{flag}] {FLAG_HELP[flag]}")
+    for flag in raised:
+        st.markdown(f":orange-badge[{flag}] {FLAG_HELP[flag]}")
     describe_history(item, names, place)
 
 
@@ -331,10 +327,12 @@ current = st.session_state.get(ITEM_KEY)
 if current not in db_ids:
     current = claim.item_key if claim else None
     st.session_state[SHOWN_KEY] = claim.item_db_id if claim else None
-item, mine, shown = None, [], ()
+item: Item | None = None
+mine: list[Adjudication] = []
+shown: tuple[str, ...] = ()
 if current is not None:
     with session() as s:
-        item = load_item(int(db_ids[current]), session=s)
+        item = stored_item(int(db_ids[current]), s)
         mine = [
             a
             for a in visible_history(int(db_ids[current]), session=s, actor=actor)
@@ -360,7 +358,7 @@ with notices:
     saved = st.session_state.get(SAVED_KEY)
     if saved and saved["annotator"] == who:
         with session() as s:
-            saved_item = load_item(saved["db_id"], session=s)
+            saved_item = stored_item(saved["db_id"], s)
         saved_names = display_labels(display_order(saved_item, who))
         choice = choice_label(saved["choice"], saved_names)
         line, correct, details = st.columns([5, 2, 3], vertical_alignment="center")
@@ -415,8 +413,9 @@ prompt_label, toggle = st.columns([4, 1], vertical_alignment="bottom")
 prompt_label.markdown("##### Prompt")
 with toggle:
     plain = plain_text_toggle()
-prompt_height = "content" if len(item.prompt) < 400 else PROMPT_HEIGHT
-with st.container(border=True, height=prompt_height, key=PROMPT_KEY):
+with st.container(
+    border=True, height="content" if len(item.prompt) < 400 else PROMPT_HEIGHT, key=PROMPT_KEY
+):
     show_text(item.prompt, plain, f"{item.metadata['db_id']}:prompt")
 
 box_height = answer_height([c.text for c in item.candidates], CANDIDATE_HEIGHT)
@@ -464,8 +463,8 @@ others[2].button(
     args=(current,),
     width="stretch",
 )
-details = st.columns([2, 3, 3])
-details[0].select_slider(
+label_details = st.columns([2, 3, 3])
+label_details[0].select_slider(
     "Confidence",
     options=list(CONFIDENCE_SCALE),
     value=0.5,
@@ -474,14 +473,14 @@ details[0].select_slider(
     help="A share from 0 (a guess) to 1 (certain): the same number the history and the "
     "exports show.",
 )
-details[1].multiselect(
+label_details[1].multiselect(
     "Tags",
     PATTERN_TAGS,
     accept_new_options=True,
     placeholder="pattern tags from the method, or type your own",
     key=f"adjudicate_tags_{current}",
 )
-details[2].text_area(
+label_details[2].text_area(
     "Notes", key=f"adjudicate_notes_{current}", placeholder="why (optional)", height=68
 )
 if plan.guidelines:
@@ -496,8 +495,8 @@ st.caption(
     + (", more only where labels disagree or the item is flagged" if plan.adaptive else "")
     + ". The item shown is held for you for 10 minutes."
 )
-if table is not None:
-    p_wrong = p_wrong if p_wrong is not None else calibrated_chances()
+if run is not None:
+    p_wrong = p_wrong if p_wrong is not None else calibrated_chances(run)
     st.radio(
         "Queue order",
         ("review priority", "calibrated"),

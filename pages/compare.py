@@ -19,7 +19,8 @@ from pcf.analysis.agreement import table_human_comparison
 from pcf.analysis.gold import dataset_gold, rule_text
 from pcf.analysis.item_detail import candidate_titles
 from pcf.analysis.markdown import escape_markdown
-from pcf.store import adjudication_records, current_labels, load_items
+from pcf.store import adjudication_records, current_labels
+from pcf.store.queries import items_named
 
 MAX_LISTED = 100
 STATISTIC_NAMES = {
@@ -67,12 +68,12 @@ def number(value: float | None) -> str:
 
 
 paired = comparison.paired
-cols = st.columns(4)
-cols[0].metric("Adjudicated items", comparison.adjudicated)
-cols[1].metric("With a human label", len(comparison.rows))
-cols[2].metric("Unresolved", len(comparison.unresolved), help="Ties or no candidate chosen.")
+counts = st.columns(4)
+counts[0].metric("Adjudicated items", comparison.adjudicated)
+counts[1].metric("With a human label", len(comparison.rows))
+counts[2].metric("Unresolved", len(comparison.unresolved), help="Ties or no candidate chosen.")
 agree, compared = comparison.gold_agreement
-cols[3].metric(
+counts[3].metric(
     "Humans agree with gold",
     f"{agree} / {compared}" if compared else "—",
     help="Human labels equal to the dataset's gold id, where both exist.",
@@ -82,15 +83,15 @@ st.subheader("Judge against humans")
 if paired is None:
     st.info("No adjudicated item has a human label yet (see the rule above).")
 else:
-    cols = st.columns(4)
-    cols[0].metric("Direct accuracy", percent(paired["direct_accuracy"]))
-    cols[1].metric(
+    versus_humans = st.columns(4)
+    versus_humans[0].metric("Direct accuracy", percent(paired["direct_accuracy"]))
+    versus_humans[1].metric(
         "PCF accuracy",
         percent(paired["method_accuracy"]),
         **change_in_points(paired["delta_points"], "pts"),
     )
-    cols[2].metric("Cohen's kappa, direct vs human", number(comparison.kappa_direct))
-    cols[3].metric("Cohen's kappa, PCF vs human", number(comparison.kappa_pcf))
+    versus_humans[2].metric("Cohen's kappa, direct vs human", number(comparison.kappa_direct))
+    versus_humans[3].metric("Cohen's kappa, PCF vs human", number(comparison.kappa_pcf))
     low, high = paired["ci_points"]
     st.caption(
         f"On {paired['n']} items: PCF improved {paired['improved']}, regressed "
@@ -101,10 +102,12 @@ else:
 
 st.subheader("Agreement between annotators")
 agreement = comparison.agreement
-cols = st.columns(3)
-cols[0].metric("Annotators", agreement.annotators)
-cols[1].metric("Items labelled by two or more", agreement.items)
-cols[2].metric(STATISTIC_NAMES.get(agreement.statistic or "", "Agreement"), number(agreement.value))
+between_annotators = st.columns(3)
+between_annotators[0].metric("Annotators", agreement.annotators)
+between_annotators[1].metric("Items labelled by two or more", agreement.items)
+between_annotators[2].metric(
+    STATISTIC_NAMES.get(agreement.statistic or "", "Agreement"), number(agreement.value)
+)
 st.caption(
     "Cohen's kappa for two annotators, Krippendorff's alpha (nominal) for more; every current "
     "label is a category ('none_correct' included), 'cannot_tell' counts as no label."
@@ -126,11 +129,8 @@ else:
     mark = {True: "✓", False: "✗"}
     listed = disagreements.head(MAX_LISTED)
     with session() as s:
-        titles = {
-            item.item_id: candidate_titles(item)
-            for item in load_items(dataset.id, session=s)
-            if item.item_id in set(listed["item_id"])
-        }
+        shown = items_named(dataset.id, listed["item_id"], session=s)
+    titles = {item.item_id: candidate_titles(item) for item in shown}
 
     def named(item_id: str, choice: str | None, none: str) -> str:
         """A candidate as its letter and differing words, a choice's name, or ``none``."""
@@ -163,15 +163,15 @@ st.subheader("Export adjudications")
 st.caption(
     f"All {len(records)} adjudication rows of the dataset, corrections included, oldest first."
 )
-cols = st.columns([1, 1, 3])
-cols[0].download_button(
+downloads = st.columns([1, 1, 3])
+downloads[0].download_button(
     "Download CSV",
     data=adjudications_csv(records),
     file_name=f"{dataset.name}-adjudications.csv",
     mime="text/csv",
     icon=":material/download:",
 )
-cols[1].download_button(
+downloads[1].download_button(
     "Download JSONL",
     data=adjudications_jsonl(records),
     file_name=f"{dataset.name}-adjudications.jsonl",

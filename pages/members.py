@@ -47,7 +47,8 @@ add, remove = st.columns(2, gap="large")
 with add, st.form("members_add", clear_on_submit=True):
     st.markdown("**Add a member or change a role**")
     email = st.text_input("Email", placeholder="carol@example.com")
-    role = st.selectbox("Role", list(Role), index=list(Role).index(Role.ANNOTATOR))
+    roles = list(Role)  # named: written inline, mypy takes selectbox's overload for no options
+    role = st.selectbox("Role", roles, index=roles.index(Role.ANNOTATOR))
     if st.form_submit_button("Save", type="primary"):
         try:
             with session_scope(engine()) as s:

@@ -9,25 +9,25 @@ from pages.shared import (
     RUN_KEY,
     change_in_points,
     current_run,
+    engine,
     ensure_app_frame,
     page_link,
     require_dataset,
+    revision_of,
     run_analysis,
     session,
     simulated_badge,
 )
 from pcf.analysis.gold import dataset_gold, rule_text
 from pcf.analysis.markdown import escape_markdown
+from pcf.analysis.overview import RunOverview, run_overview
 from pcf.analysis.results import (
-    accuracy_against,
     flag_counts,
-    gold_answers,
     is_simulated,
     outcome_frame,
     stopping_label,
 )
 from pcf.analysis.summary import summary_in_words
-from pcf.analysis.triage import curve_frame, run_triage, summarize
 from pcf.reports.charts import (
     capture_chart,
     flag_bars,
@@ -35,32 +35,16 @@ from pcf.reports.charts import (
     outcome_bars,
     slot_share_bars,
 )
-from pcf.store import current_labels, database_url, get_run, list_runs, run_version
-from pcf.store.queries import label_revision
+from pcf.store import Run, current_labels, database_url, list_runs, session_scope
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def triage_figures(database: str, name: str, version: tuple) -> tuple | None:
-    """The run's error-capture curves (review priority, calibrated) and figures against gold,
-    else human labels; None without labels. Kept while the calls and labels stay the same."""
-    with session() as s:
-        stored = get_run(name, session=s)
-        has_gold = run_analysis(stored).table["gold"].notna().any()
-        against = "gold" if has_gold else "humans"
-        for orders in (["priority", "calibrated"], ["priority"]):
-            try:
-                curves, wrong, _ = run_triage(stored, session=s, orders=orders, against=against)
-            except ValueError:
-                continue
-            figures = summarize(curves, wrong) | {"against": against}
-            return curve_frame(curves, wrong), figures
-    return None
-
-
-def run_analysis_version(of_run) -> tuple:
-    """What the triage figures depend on: the run's calls and the labels given."""
-    with session() as s:
-        return run_version(of_run, session=s), label_revision(of_run.dataset_id, session=s)
+@st.cache_resource(max_entries=16, show_spinner="Measuring the run against the labels...")
+def overview_of(database: str, name: str, revision: str, _run: Run) -> RunOverview:
+    """The run's figures against labels (stored per revision of its calls and labels), kept
+    here for every session while ``revision`` stays the same; pages only read it. ``_run``,
+    the run called ``name``, is not hashed."""
+    with session_scope(engine()) as s:
+        return run_overview(_run, session=s)
 
 
 ensure_app_frame()
@@ -90,19 +74,12 @@ simulated_badge(run)
 if run is not None:
     analysis = run_analysis(run)
     table = analysis.table
-    comparisons = {
-        "gold labels": accuracy_against(table, gold_answers(table)),
-        "human labels": accuracy_against(table, human.known()),
-    }
+    figures = overview_of(database_url(), run.name, revision_of(run, labels=True), run)
+    comparisons = figures.comparisons
     against, stats = next(((k, v) for k, v in comparisons.items() if v), ("", None))
-    triage = (
-        None
-        if run.protocol == "apoc"
-        else triage_figures(database_url(), run.name, run_analysis_version(run))
-    )
     with st.container(border=True, key="overview_summary"):
         st.subheader(f"Run {escape_markdown(run.name)}")
-        for sentence in summary_in_words(table, stats, against, triage and triage[1]):
+        for sentence in summary_in_words(table, stats, against, figures.triage):
             st.markdown(sentence)
         page_link(
             "pages/review.py", label="Review the most doubtful items", icon=":material/search:"
@@ -242,12 +219,12 @@ for test in analysis.slot_tests.itertuples():
 st.markdown("#### Does reviewing the most doubtful first pay off?")
 if run.protocol == "apoc":
     st.caption("Pairwise runs: see `pcf replay ... --triage` for recorded judges.")
-elif triage is None:
+elif figures.triage is None or figures.curves is None:
     st.caption("No gold or human labels yet: nothing to count the judge's errors against.")
 else:
-    curves, figures = triage
-    st.altair_chart(capture_chart(curves), height=300)
-    orders = figures["orders"]
+    triage = figures.triage
+    st.altair_chart(capture_chart(figures.curves), height=300)
+    orders = triage["orders"]
     cols = st.columns(len(orders) + 1)
     for col, (name, shown) in zip(cols, orders.items(), strict=False):
         col.metric(
@@ -255,10 +232,10 @@ else:
             f"{100 * shown['caught_at']['20%']:.0f}%",
             help=f"Area under the curve {shown['capture_auc']:.2f}",
         )
-    cols[-1].metric("random order: at 20%", f"{100 * figures['random']['caught_at']['20%']:.0f}%")
+    cols[-1].metric("random order: at 20%", f"{100 * triage['random']['caught_at']['20%']:.0f}%")
     st.caption(
-        f"{figures['errors']} of {figures['items']} items have a wrong or no winner against "
-        f"{figures['against']} labels. Reviewing them most doubtful first (review priority, "
+        f"{triage['errors']} of {triage['items']} items have a wrong or no winner against "
+        f"{triage['against']} labels. Reviewing them most doubtful first (review priority, "
         "or the calibrated chance that the judge is wrong, learned out of fold) finds them "
         "sooner than a random order; the grey band holds 90% of random orders."
     )

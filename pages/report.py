@@ -20,7 +20,7 @@ from pcf.reports.document import (
     report_title,
 )
 from pcf.reports.render import REPORT_FILES, SIMULATED_TAG, display_frame, report_file
-from pcf.store import database_url, get_run, list_runs, run_version
+from pcf.store import Run, database_url, list_runs, run_version
 
 RUNS_KEY = "report_runs"
 SEED = 0
@@ -28,11 +28,12 @@ DOWNLOAD_HELP = {"json": "Every table as records, for scripts (what `pcf report 
 
 
 @st.cache_resource(max_entries=8, show_spinner="Reading the runs' judgments…")
-def build(database: str, names: tuple[str, ...], versions: tuple) -> Report:
+def build(database: str, names: tuple[str, ...], versions: tuple, _runs: list[Run]) -> Report:
     """The report of the chosen runs, rebuilt only when a run's calls change (``versions``);
-    shared by every session, which only read it."""
+    shared by every session, which only read it. ``_runs``, the runs ``names`` names, are not
+    hashed."""
     with session() as s:
-        data = collect_report([get_run(name, session=s) for name in names], session=s)
+        data = collect_report(_runs, session=s)
     return build_report(data, title=report_title(names), seed=SEED)
 
 
@@ -75,9 +76,10 @@ with session() as s:
     if not chosen:
         st.info("Choose at least one run.")
         st.stop()
-    versions = tuple(run_version(r, session=s) for r in runs if r.name in chosen)
+    picked = [r for r in runs if r.name in chosen]
+    versions = tuple(run_version(r, session=s) for r in picked)
 
-report = build(database_url(), chosen, versions)
+report = build(database_url(), chosen, versions, picked)
 for column, (kind, mime) in zip(st.columns(3), REPORT_FILES.items(), strict=True):
     column.download_button(
         f"Download report.{kind}",

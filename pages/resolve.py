@@ -15,6 +15,7 @@ from pages.shared import (
     run_analysis,
     session,
     show_text,
+    stored_item,
 )
 from pcf.access import Permission
 from pcf.analysis.adjudications import choice_label, confidence_label
@@ -22,7 +23,7 @@ from pcf.analysis.gold import NONE_CORRECT, disagreements
 from pcf.analysis.item_detail import candidate_titles, describe_candidate
 from pcf.analysis.markdown import escape_markdown
 from pcf.labelling.gold import resolve
-from pcf.store import current_labels, item_db_ids, load_item, session_scope
+from pcf.store import current_labels, item_db_ids, session_scope
 from pcf.store.queries import resolutions
 
 PICK_KEY = "resolve_item"
@@ -53,7 +54,7 @@ picked = st.selectbox(
     f"{len(queue)} disagreement(s) to resolve", queue, key=PICK_KEY, help="In item order."
 )
 with session() as s:
-    item = load_item(db_ids[picked], session=s)
+    item = stored_item(db_ids[picked], s)
 titles = candidate_titles(item)
 mine = labels[labels["item_key"] == picked]
 

@@ -24,6 +24,7 @@ from pages.shared import (
     show_code,
     show_text,
     simulated_badge,
+    stored_item,
 )
 from pcf.analysis.adjudications import history_frame
 from pcf.analysis.item_detail import (
@@ -43,13 +44,7 @@ from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import run_weights
 from pcf.flags import FLAG_HELP, FLAGS
 from pcf.reports.charts import HEATMAP_VALUES, ordering_heatmap
-from pcf.store import (
-    adjudication_history,
-    call_request,
-    item_calls,
-    labelled_item_counts,
-    load_item,
-)
+from pcf.store import adjudication_history, call_request, item_calls, labelled_item_counts
 
 ITEM_KEY = "item"  # the item picker's key and query parameter (kept in step by hand: a bound
 # widget leaves its default out of the address, and the first item of the list is the default)
@@ -106,7 +101,7 @@ rows = filter_items(
     labelled=labelled.keys(),
     matching=search_items(dataset, search) if search else None,
 )
-keys = list(rows["item_id"])
+keys: list[str] = list(rows["item_id"])
 with filters:
     st.dataframe(
         list_view(rows.head(LISTED), labelled), hide_index=True, height=220, key="review_list"
@@ -119,7 +114,8 @@ if (requested := st.query_params.get(ITEM_KEY)) in known:
     st.session_state[ITEM_KEY] = requested  # the address wins: a shared link, a reload
 elif requested:
     item_link_problem(requested, dataset)
-outside = [key for key in [st.session_state.get(ITEM_KEY)] if key in known and key not in matched]
+opened = st.session_state.get(ITEM_KEY)  # the item open so far stays, even if filtered out
+outside = [opened] if isinstance(opened, str) and opened in known - matched else []
 options = outside + keys
 if not options:
     st.info("No item matches these filters.")
@@ -170,7 +166,7 @@ if current in outside:
     st.caption("This item is outside the filters; Next goes to the first item that matches.")
 row = facts.loc[current]
 with session() as s:
-    item = load_item(int(row["db_id"]), session=s)
+    item = stored_item(int(row["db_id"]), s)
     calls = item_calls(run.id, int(row["db_id"]), session=s)
     history = adjudication_history(int(row["db_id"]), session=s)
 labels = candidate_labels(item)
@@ -214,7 +210,7 @@ with heatmap_column:
         value = st.segmented_control(
             "Every ordering the judge saw, coloured by",
             list(HEATMAP_VALUES),
-            format_func=HEATMAP_VALUES.get,
+            format_func=lambda key: HEATMAP_VALUES[key],
             default="rank",
             required=True,
             key="review_heatmap_value",

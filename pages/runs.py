@@ -9,6 +9,7 @@ import streamlit as st
 from pages.shared import current_actor, engine, ensure_app_frame, require_dataset, session
 from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Permission
 from pcf.analysis.markdown import escape_markdown
+from pcf.analysis.precompute import keep_results
 from pcf.analysis.results import SIMULATED_NOTE, run_summary
 from pcf.choices import SCHEDULES
 from pcf.judges import KEY_ENV
@@ -16,7 +17,8 @@ from pcf.judges.batch import BatchAPIError
 from pcf.reports.tables import runs_table
 from pcf.runs.background import background_runs, start_run
 from pcf.runs.batch import batch_overview, collect_runs
-from pcf.runs.estimate import estimate_run
+from pcf.runs.engine import RunReport
+from pcf.runs.estimate import CostEstimate, estimate_run
 from pcf.runs.manage import (
     APP_BACKENDS,
     DEFAULT_MODELS,
@@ -24,10 +26,15 @@ from pcf.runs.manage import (
     backend_availability,
     default_cost_cap,
     own_key_needed,
+    settings_conflict,
 )
 from pcf.runs.spec import PROTOCOLS, RunSpec
-from pcf.store import get_run, list_runs, run_states
+from pcf.store import get_run, list_runs, run_listing, session_scope
 
+ESTIMATE_AT_ONCE_CALLS = 20_000
+"""Runs of at most this many planned calls are estimated as the form changes; larger ones on
+demand (the estimate renders every planned prompt)."""
+ESTIMATE_KEY = "runs_estimate_of"  # (spec, estimate) of the last estimate asked for
 BACKEND_KEY = "runs_backend"
 MODEL_KEY = "runs_model"
 BASE_URL_KEY = "runs_base_url"
@@ -51,12 +58,12 @@ st.title("Runs")
 with session() as s:
     dataset = require_dataset(s)
     runs = list_runs(session=s, dataset_id=dataset.id)
-    states = run_states(runs, session=s)
+    listing = run_listing(session=s, dataset_id=dataset.id)
 
 st.caption(f"Runs of dataset **{escape_markdown(dataset.name)}** ({dataset.n_items} items).")
 if runs:
     st.dataframe(
-        runs_table(runs, states),
+        runs_table(listing),
         hide_index=True,
         width="stretch",
         column_config={
@@ -243,48 +250,74 @@ name = st.text_input("Run name", key=NAME_KEY, placeholder=suggested).strip() or
 spec = replace(spec, name=name, model=model)
 st.caption("An existing run of the same name and settings resumes where it stopped.")
 
-with session() as s:
-    try:
-        estimate = estimate_run(spec, session=s)
-    except ValueError as exc:
-        st.error(str(exc))
-        st.stop()
+
+def show_estimate(estimate: CostEstimate) -> None:
+    """The calls, tokens and cost the run would take."""
+    cols = st.columns(6)
+    cols[0].metric("Planned calls", estimate.planned, help="Items x K x executions.")
+    cols[1].metric("Already stored", estimate.stored, help="Calls of this run made before.")
+    cols[2].metric("From cache", estimate.cached, help="Same prompt and settings answered before.")
+    cols[3].metric("Calls to send", estimate.to_call)
+    cols[4].metric(
+        "Tokens (in / out)",
+        f"{estimate.input_tokens:,} / {estimate.output_tokens:,}",
+        help="Prompt characters / 4, and an assumed answer length per candidate.",
+    )
+    cols[5].metric(
+        "Estimated cost",
+        "unpriced" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}",
+        help="From the price table (pcf.prices; extend it with PCF_PRICES).",
+    )
+    if estimate.batch_cost_usd is not None:
+        st.caption(
+            f"Sent as provider batches (`pcf judge ... --batch`, results within 24 h): "
+            f"${estimate.batch_cost_usd:.4f} at the batch price."
+        )
+    if estimate.confirmations_max:
+        st.caption(f"Plus up to {estimate.confirmations_max} APOCJudge confirmation calls.")
+
+
+def estimated(spec: RunSpec) -> CostEstimate:
+    """:func:`estimate_run` of ``spec``; a spec the dataset cannot run stops the page."""
+    with session() as s:
+        try:
+            return estimate_run(spec, session=s)
+        except ValueError as exc:
+            st.error(escape_markdown(str(exc)))
+            st.stop()
+
 
 st.markdown("**Estimate**")
-cols = st.columns(6)
-cols[0].metric("Planned calls", estimate.planned, help="Items x K x executions.")
-cols[1].metric("Already stored", estimate.stored, help="Calls of this run made before.")
-cols[2].metric("From cache", estimate.cached, help="Same prompt and settings answered before.")
-cols[3].metric("Calls to send", estimate.to_call)
-cols[4].metric(
-    "Tokens (in / out)",
-    f"{estimate.input_tokens:,} / {estimate.output_tokens:,}",
-    help="Prompt characters / 4, and an assumed answer length per candidate.",
-)
-cols[5].metric(
-    "Estimated cost",
-    "unpriced" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}",
-    help="From the price table (pcf.prices; extend it with PCF_PRICES).",
-)
-if estimate.batch_cost_usd is not None:
-    st.caption(
-        f"Sent as provider batches (`pcf judge ... --batch`, results within 24 h): "
-        f"${estimate.batch_cost_usd:.4f} at the batch price."
-    )
-if estimate.confirmations_max:
-    st.caption(f"Plus up to {estimate.confirmations_max} APOCJudge confirmation calls.")
+per_item = {"direct": 1, "apoc": 2}.get(protocol, int(k) * int(executions))
+planned = (limit_items or dataset.n_items) * per_item
+if planned <= ESTIMATE_AT_ONCE_CALLS:
+    show_estimate(estimated(spec))
+elif st.session_state.get(ESTIMATE_KEY, (None,))[0] == spec:
+    show_estimate(st.session_state[ESTIMATE_KEY][1])
+elif st.button(
+    f"Estimate the {planned:,} planned calls",
+    icon=":material/calculate:",
+    key="runs_estimate",
+    help="Renders every planned prompt to find what the cache answers and to count tokens: "
+    "seconds per hundred thousand calls. A run under a cost cap checks its estimate itself.",
+):
+    st.session_state[ESTIMATE_KEY] = (spec, estimated(spec))
+    show_estimate(st.session_state[ESTIMATE_KEY][1])
 if backend == "simulated":
     st.caption(f"Simulated judge: free and offline; {SIMULATED_NOTE}.")
 
+with session() as s:
+    existing = get_run(spec.run_name, session=s)
+    conflict = None if existing is None else settings_conflict(existing, spec, session=s)
 needs_key = own_key_needed(actor, backend, base_url) and not own_key
 problem = (
     ("give a key for this run" if needs_key else None)
     or (None if own_key else availability[backend])
-    or estimate.conflict
+    or conflict
     or (None if model else "give a model name")
 )
-if estimate.conflict:
-    st.error(f"{estimate.conflict}: use the same settings to resume it, or another run name.")
+if conflict:
+    st.error(f"{conflict}: use the same settings to resume it, or another run name.")
 if st.button(
     "Start run",
     type="primary",
@@ -299,6 +332,37 @@ if st.button(
         st.error(escape_markdown(str(exc)))
     else:
         st.session_state.setdefault(SHOWN_FINISHED_KEY, set()).discard(name)
+
+
+def show_outcome(name: str, report: RunReport) -> None:
+    """What a finished background run did, with the stored run's summary; a run deleted since
+    (``pcf runs delete``) has none."""
+    with session_scope(engine()) as s:  # what every page reads, stored for the run's revision
+        run = get_run(name, session=s)
+        if run is not None:
+            keep_results(run, session=s)
+        summary = None if run is None else run_summary(run, session=s)
+    if summary is None:
+        st.caption("Run deleted since: its summary is gone.")
+        return
+    done = summary["this_invocation"] = report.as_dict()
+    cols = st.columns(5)
+    cols[0].metric("Items", summary["items"])
+    cols[1].metric("Judge calls", done["calls_made"])
+    cols[2].metric("Cache hits", done["cache_hits"])
+    cols[3].metric("Failures", done["failures"])
+    cols[4].metric("Cost", f"${done['cost_usd']:.4f}")
+    if "accuracy" in summary:
+        accuracy = summary["accuracy"]
+        st.caption(
+            f"Against gold: direct {100 * accuracy['direct_accuracy']:.1f}%, "
+            f"consensus {100 * accuracy['method_accuracy']:.1f}% "
+            f"({accuracy['delta_points']:+.1f} pts)."
+        )
+    if summary.get("note"):
+        st.caption(summary["note"])
+    with st.expander("Summary"):
+        st.json(summary)
 
 
 @st.fragment(
@@ -316,30 +380,10 @@ def progress_panel() -> None:
                 progress.fraction,
                 text=f"{progress.done} / {progress.total} calls" if progress.total else None,
             )
-            if progress.status == "failed":
+            if progress.error is not None:  # set when the run failed
                 st.error(escape_markdown(progress.error))
             if progress.report is not None:
-                with session() as s:
-                    run = get_run(progress.name, session=s)
-                    summary = run_summary(run, session=s)
-                done = summary["this_invocation"] = progress.report.as_dict()
-                cols = st.columns(5)
-                cols[0].metric("Items", summary["items"])
-                cols[1].metric("Judge calls", done["calls_made"])
-                cols[2].metric("Cache hits", done["cache_hits"])
-                cols[3].metric("Failures", done["failures"])
-                cols[4].metric("Cost", f"${done['cost_usd']:.4f}")
-                if "accuracy" in summary:
-                    accuracy = summary["accuracy"]
-                    st.caption(
-                        f"Against gold: direct {100 * accuracy['direct_accuracy']:.1f}%, "
-                        f"consensus {100 * accuracy['method_accuracy']:.1f}% "
-                        f"({accuracy['delta_points']:+.1f} pts)."
-                    )
-                if summary.get("note"):
-                    st.caption(summary["note"])
-                with st.expander("Summary"):
-                    st.json(summary)
+                show_outcome(progress.name, progress.report)
     ended = {p.name for p in snapshots if not p.active}
     shown = st.session_state.setdefault(SHOWN_FINISHED_KEY, set(ended))
     if ended - shown:

@@ -24,9 +24,9 @@ from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.team import alpha_by_bucket, completion, kappa_matrix, people
 from pcf.labelling.plan import GOLD_RULES, MAX_LABELS_PER_ITEM, labelling_plan, set_plan
 from pcf.labelling.queue import labels_wanted, queue_left
-from pcf.store import adjudication_records, current_labels, load_items, session_scope
+from pcf.store import adjudication_records, current_labels, item_positions, session_scope
 from pcf.store.models import utc_now
-from pcf.store.queries import holders_by_item, labellers_by_item
+from pcf.store.queries import holders_by_item, items_named, labellers_by_item
 
 ensure_app_frame()
 actor = require_permission(Permission.SEE_RESULTS)
@@ -36,11 +36,11 @@ with session() as s:
     dataset = require_dataset(s)
     run = current_run(s)
     plan = labelling_plan(dataset.id, session=s)
-    items = load_items(dataset.id, session=s)
+    order = [(key, db_id) for key, db_id, _ in item_positions(dataset.id, session=s)]
     labels = current_labels(dataset.id, session=s)
+    labelled = items_named(dataset.id, labels["item_key"].unique(), session=s, texts=False)
     history = pd.DataFrame(adjudication_records(dataset.id, session=s))
     human = dataset_gold(dataset.id, session=s)
-    order = [(i.item_id, i.metadata["db_id"]) for i in items]
     table = run_analysis(run).table if run is not None else None
     keys = [key for key, _ in order]
     wanted = labels_wanted(plan, keys, needs_more_labels(table, labels) if plan.adaptive else keys)
@@ -155,7 +155,7 @@ st.dataframe(
     hide_index=True,
     column_config={"kappa": st.column_config.NumberColumn("Cohen's kappa", format="%.3f")},
 )
-buckets = {i.item_id: i.bucket for i in items}
+buckets = {i.item_id: i.bucket for i in labelled}
 st.dataframe(
     alpha_by_bucket(labels, buckets),
     hide_index=True,

@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from pages.shared import (
     change_in_points,
+    engine,
     ensure_app_frame,
     require_dataset,
     require_run,
+    revision_of,
     session,
     simulated_badge,
 )
 from pcf.analysis.markdown import escape_markdown
-from pcf.analysis.results import SIMULATED_NOTE, is_adaptive, stopping_label
+from pcf.analysis.results import SIMULATED_NOTE, is_adaptive, is_simulated, stopping_label
 from pcf.analysis.weights import (
     WEIGHT_NAMES,
     PackedRun,
     WeightOutcome,
     evaluate_weights,
-    pack_run,
+    run_diagnostics,
+    stored_packed_run,
 )
 from pcf.analysis.whatif import budget_curve
 from pcf.reports.charts import budget_chart
 from pcf.reports.tables import weight_table
-from pcf.store import Run, database_url, get_run, list_runs, run_version
+from pcf.store import Run, database_url, list_runs, session_scope
 from pcf.weights import PRESETS, Weights
 
 PRESET_KEY = "weights_preset"
@@ -41,18 +45,28 @@ WEIGHT_LABELS = (
 )
 
 
-@st.cache_resource(max_entries=32, show_spinner="Loading the run's judgments…")
-def packed_run(database: str, name: str, version: tuple) -> PackedRun:
-    """A run's packed judgments, kept while its calls (``version``) stay the same."""
-    with session() as s:
-        return pack_run(get_run(name, session=s), session=s)
+@st.cache_resource(max_entries=8, show_spinner="Loading the run's judgments…")
+def packed_run(database: str, name: str, revision: str, _run: Run) -> PackedRun:
+    """A run's packed judgments (stored per revision of its calls), kept here for every session
+    while ``revision`` stays the same; ``_run``, the run called ``name``, is not hashed."""
+    with session_scope(engine()) as s:
+        return stored_packed_run(_run, session=s)
+
+
+@st.cache_data(max_entries=32, show_spinner="Deciding the run under every preset…")
+def preset_rows(database: str, name: str, revision: str, _run: Run) -> pd.DataFrame:
+    """A full run's rows of the weight table (stored per revision of its calls); ``_run``, the
+    run called ``name``, is not hashed."""
+    with session_scope(engine()) as s:
+        return run_diagnostics(_run, session=s).presets
 
 
 @st.cache_data(max_entries=8, show_spinner="Replaying the stopping policies on the run…")
-def cached_budget_curve(database: str, name: str, version: tuple):
-    """:func:`budget_curve` of a run, kept while its calls (``version``) stay the same."""
+def cached_budget_curve(database: str, name: str, revision: str, _run: Run) -> pd.DataFrame:
+    """:func:`budget_curve` of a run, kept while its calls (``revision``) stay the same;
+    ``_run``, the run called ``name``, is not hashed."""
     with session() as s:
-        return budget_curve(get_run(name, session=s), session=s)
+        return budget_curve(_run, session=s)
 
 
 def apply_preset() -> None:
@@ -87,10 +101,8 @@ full_runs = [r for r in listwise_runs if not is_adaptive(r)]
 
 
 def packed(of_run: Run) -> PackedRun:
-    """The cached packed judgments of a stored run, packed again when its calls change."""
-    with session() as s:
-        version = run_version(of_run, session=s)
-    return packed_run(database_url(), of_run.name, version)
+    """The packed judgments of a stored run, packed again when its calls change."""
+    return packed_run(database_url(), of_run.name, revision_of(of_run), of_run)
 
 
 simulated_badge(run)
@@ -114,12 +126,13 @@ def show_accuracy(outcome: WeightOutcome) -> None:
     cols[3].metric("Regressed", outcome.regressed, help="Direct right, consensus wrong.")
 
 
-def adaptive_result(current: PackedRun) -> None:
-    """An adaptive run's accuracy under the weights it stopped on, over every call it made."""
+def adaptive_result(current: PackedRun, stop_on: Weights) -> None:
+    """An adaptive run's accuracy under the weights it stopped on (``stop_on``), over every
+    call it made."""
     label = stopping_label(run)
     st.subheader(f"Adaptive run: {escape_markdown(run.name)}")
     try:
-        outcome = evaluate_weights(current, current.stop_on)
+        outcome = evaluate_weights(current, stop_on)
     except ValueError as exc:
         st.info(f"{exc}: accuracy needs the dataset's gold ids.")
         return
@@ -187,7 +200,7 @@ def playground(current: PackedRun) -> None:
 if current.stop_on is None:
     playground(current)
 else:
-    adaptive_result(current)
+    adaptive_result(current, current.stop_on)
 
 st.subheader("Weight table")
 names = [r.name for r in full_runs]
@@ -196,15 +209,16 @@ if st.session_state.get(TABLE_RUNS_KEY) is None or not set(st.session_state[TABL
 ):
     st.session_state[TABLE_RUNS_KEY] = names
 st.multiselect("Runs", names, key=TABLE_RUNS_KEY)
-table_runs = [packed(r) for r in full_runs if r.name in st.session_state[TABLE_RUNS_KEY]]
+table_runs = [r for r in full_runs if r.name in st.session_state[TABLE_RUNS_KEY]]
 if not table_runs:
     st.info("Choose at least one run.")
     st.stop()
 try:
-    table = weight_table(table_runs)
+    rows = [preset_rows(database_url(), r.name, revision_of(r), r) for r in table_runs]
 except ValueError as exc:
     st.info(f"{exc}: the weight table needs the dataset's gold ids.")
     st.stop()
+table = weight_table(pd.concat(rows, ignore_index=True))
 st.dataframe(
     table,
     width="stretch",
@@ -234,7 +248,7 @@ st.caption(
     )
     + (
         f" Simulated runs included: {SIMULATED_NOTE}."
-        if any(p.simulated for p in table_runs)
+        if any(is_simulated(r) for r in table_runs)
         else ""
     )
 )
@@ -249,9 +263,7 @@ st.caption(
 if current.stop_on is not None:
     st.caption("This run is adaptive: it holds no full run to replay. Pick a full run.")
 elif st.toggle("Show the curve (replays every item; a few seconds)", key=BUDGET_KEY):
-    with session() as s:
-        version = run_version(run, session=s)
-    curve = cached_budget_curve(database_url(), run.name, version)
+    curve = cached_budget_curve(database_url(), run.name, revision_of(run), run)
     st.altair_chart(budget_chart(curve), width="stretch")
     st.dataframe(
         curve.pivot_table(index=["policy", "calls_per_item"], columns="measure", values="share")

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
     from sqlmodel import Session
 
-    from pcf.runs.engine import Progress, RunReport
     from pcf.runs.estimate import ReopenEstimate
+    from pcf.runs.rows import Progress, RunReport
     from pcf.runs.spec import RunSpec
     from pcf.store.models import Dataset, Run
     from pcf.weights import Weights
@@ -398,9 +398,15 @@ def existing_dataset(name: str, *, session: Session) -> Dataset:
 
 
 def summary(run: Run, report: RunReport, *, session: Session) -> dict:
-    """The run's summary (:func:`pcf.analysis.results.run_summary`) and what this command did."""
+    """The run's summary (:func:`pcf.analysis.results.run_summary`) and what this command did.
+
+    What the app's pages read of the run is stored too (:func:`pcf.analysis.precompute.
+    keep_results`), so the first page that shows the run reads it instead of computing it.
+    """
+    from pcf.analysis.precompute import keep_results
     from pcf.analysis.results import run_summary
 
+    keep_results(run, session=session)
     return run_summary(run, session=session) | {"this_invocation": report.as_dict()}
 
 
@@ -678,12 +684,9 @@ def runs(context: typer.Context) -> None:
     if context.invoked_subcommand is not None:
         return
     from pcf.store.engine import database_url
-    from pcf.store.queries import list_datasets, list_runs, run_states
+    from pcf.store.queries import list_datasets, run_listing
 
     with database() as session:
-        names = {d.id: d.name for d in list_datasets(session=session)}
-        all_runs = list_runs(session=session)
-        states = run_states(all_runs, session=session)
         emit(
             {
                 "database": database_url(),
@@ -691,24 +694,7 @@ def runs(context: typer.Context) -> None:
                     {"name": d.name, "items": d.n_items, "format": d.format}
                     for d in list_datasets(session=session)
                 ],
-                "runs": [
-                    {
-                        "name": r.name,
-                        "dataset": names.get(r.dataset_id),
-                        "protocol": r.protocol,
-                        "backend": r.backend,
-                        "model": r.model,
-                        "k": r.k,
-                        "schedule": r.schedule,
-                        "executions": r.executions,
-                        "status": states[r.id],
-                        "calls": r.calls_made,
-                        "cache_hits": r.cache_hits,
-                        "failures": r.failures,
-                        "cost_usd": r.cost_usd,
-                    }
-                    for r in all_runs
-                ],
+                "runs": run_listing(session=session),
             }
         )
 

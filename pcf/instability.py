@@ -118,18 +118,61 @@ class SlotBias:
     gold_recall: np.ndarray  # (n,) when gold sat in slot s, share of calls that picked it
 
 
-def slot_bias(arrays: JudgmentArrays, gold: list[str | None] | None = None) -> SlotBias:
-    """Share of top picks per slot with a chi-square test against uniform, and the gold
-    answer's top-1 recall per slot (NaN where gold never sat in a slot or is unknown)."""
+@dataclass(frozen=True)
+class SlotCounts:
+    """The counts behind :class:`SlotBias`, which add up over groups of the same ``n``: so a
+    large run is counted a chunk of items at a time.
+
+    Attributes:
+        n: candidates per item.
+        top_counts: (n,) ok calls whose top pick was shown in each slot.
+        gold_shown: (n,) ok calls that showed the gold answer in each slot.
+        gold_top: (n,) of those, the calls that ranked it first.
+    """
+
+    n: int
+    top_counts: np.ndarray
+    gold_shown: np.ndarray
+    gold_top: np.ndarray
+
+    def __add__(self, other: SlotCounts) -> SlotCounts:
+        if other.n != self.n:
+            raise ValueError(f"cannot add slot counts of {self.n} and {other.n} candidates")
+        return SlotCounts(
+            self.n,
+            self.top_counts + other.top_counts,
+            self.gold_shown + other.gold_shown,
+            self.gold_top + other.gold_top,
+        )
+
+    def bias(self) -> SlotBias:
+        """Shares, the chi-square test against uniform and the gold recall of these counts."""
+        counts = self.top_counts
+        total = counts.sum()
+        if total:
+            chi2, p_value = stats.chisquare(counts)
+        else:
+            chi2, p_value = float("nan"), float("nan")
+        shown = self.gold_shown > 0
+        recall = np.full(self.n, np.nan)
+        recall[shown] = self.gold_top[shown] / self.gold_shown[shown]
+        return SlotBias(
+            self.n,
+            counts / total if total else counts.astype(float),
+            counts,
+            float(chi2),
+            float(p_value),
+            recall,
+        )
+
+
+def slot_counts(arrays: JudgmentArrays, gold: list[str | None] | None = None) -> SlotCounts:
+    """Top picks per slot, and where the gold answer was shown and picked (:class:`SlotCounts`)."""
     n = arrays.n
     slot_of_top, ok = top_slots(arrays)
     counts = np.array([((slot_of_top == s) & ok).sum() for s in range(n)])
-    total = counts.sum()
-    if total:
-        chi2, p_value = stats.chisquare(counts)
-    else:
-        chi2, p_value = float("nan"), float("nan")
-    recall = np.full(n, np.nan)
+    gold_shown = np.zeros(n, dtype=int)
+    gold_top = np.zeros(n, dtype=int)
     if gold is not None:
         rank, slot, ok_flat, _ = _flat(arrays)
         col = np.array(
@@ -141,17 +184,16 @@ def slot_bias(arrays: JudgmentArrays, gold: list[str | None] | None = None) -> S
         known = col >= 0
         c = np.maximum(col, 0)[:, None, None]
         gold_slot = np.take_along_axis(slot, c, axis=2)[..., 0]
-        gold_top = np.take_along_axis(rank, c, axis=2)[..., 0] == 1
+        gold_is_top = np.take_along_axis(rank, c, axis=2)[..., 0] == 1
         usable = ok_flat & known[:, None]
         for s in range(n):
             shown = usable & (gold_slot == s)
-            if shown.any():
-                recall[s] = (gold_top & shown).sum() / shown.sum()
-    return SlotBias(
-        n,
-        counts / total if total else counts.astype(float),
-        counts,
-        float(chi2),
-        float(p_value),
-        recall,
-    )
+            gold_shown[s] = shown.sum()
+            gold_top[s] = (gold_is_top & shown).sum()
+    return SlotCounts(n, counts, gold_shown, gold_top)
+
+
+def slot_bias(arrays: JudgmentArrays, gold: list[str | None] | None = None) -> SlotBias:
+    """Share of top picks per slot with a chi-square test against uniform, and the gold
+    answer's top-1 recall per slot (NaN where gold never sat in a slot or is unknown)."""
+    return slot_counts(arrays, gold).bias()

@@ -1,11 +1,19 @@
 """Shared fixtures. Every test gets its own database, so no test touches the user's: a SQLite
 file, or with ``PCF_TEST_DATABASE_URL`` a database of its own on that PostgreSQL server
 (``tests/demo_database.py``). ``engine``/``session`` are that empty database,
-``demo_engine``/``db`` a copy of the demo. Tests of SQLite alone are marked ``sqlite_only``."""
+``demo_engine``/``db`` a copy of the demo. Tests of SQLite alone are marked ``sqlite_only``.
+
+One database style: a test reads and writes through ``session`` or ``db`` (helpers take the
+session, not an engine) and calls ``.commit()`` where code with sessions of its own (the app, a
+command, another process) must see its writes; the engines are for code that takes an engine.
+A test about sessions (two at once; a fresh one per Hypothesis example, or to read back what was
+committed or what another process wrote meanwhile), or whose database is ready only later (an
+upgrade), opens each other session with ``new_session()``. ``session_scope`` is called only
+where it is what is tested. Runs built by hand come from ``tests.factories.stored_run``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from sqlalchemy import Engine
@@ -67,6 +75,13 @@ def session(engine: Engine) -> Iterator[Session]:
     """A session on the test's empty database (objects stay readable after commits)."""
     with Session(engine, expire_on_commit=False) as s:
         yield s
+
+
+@pytest.fixture
+def new_session(isolated_database: str) -> Callable[[], Session]:
+    """Opens another session on the test's database, empty or demo: ``with new_session() as s``
+    (objects stay readable after commits; nothing is committed unless the test does)."""
+    return lambda: Session(get_engine(isolated_database), expire_on_commit=False)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 from sqlmodel import Session
@@ -11,7 +12,7 @@ from sqlmodel import Session
 from pcf.flags import FLAGS
 from pcf.items import Candidate, Item
 from pcf.judgments import Judgment
-from pcf.store import load_items
+from pcf.store import Run, create_run, load_items
 
 METHOD_PRESETS = {
     "proposed": (0.50, 0.25, 0.20, 0.05),
@@ -166,6 +167,36 @@ REQUEST = {
     "max_tokens": 256,
 }
 """A judge request as the engine stores it with a call (the user message kept whole)."""
+
+
+def stored_run(
+    session: Session,
+    dataset_id: int,
+    *,
+    name: str = "r",
+    protocol: str = "pcf",
+    backend: str = "simulated",
+    model: str = "sim",
+    k: int = 3,
+    schedule: str = "balanced",
+    **options: Any,
+) -> Run:
+    """A pending run of dataset ``dataset_id``, stored and committed; ``options`` are
+    :func:`pcf.store.create_run`'s others (``seed``, ``executions``, ``weights``, ``settings``,
+    ``base_url``)."""
+    run = create_run(
+        name,
+        session=session,
+        dataset_id=dataset_id,
+        protocol=protocol,
+        backend=backend,
+        model=model,
+        k=k,
+        schedule=schedule,
+        **options,
+    )
+    session.commit()
+    return run
 
 
 def call_row(run_id: int, item_db_id: int, call_index: int, **fields: object) -> dict:

@@ -21,9 +21,11 @@ from pcf.judges._provider import ProviderJudge
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
 from pcf.judges.openai_judge import OpenAIJudge
-from pcf.runs.engine import RunReport, execute
+from pcf.runs.engine import execute
+from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
-from pcf.store import Run, create_run
+from pcf.store import Run
+from tests.factories import stored_run
 from tests.wire_server import Responder, WireServer
 
 SECRET = "sk-test-SECRET"
@@ -171,17 +173,7 @@ def run_at_server(
 ) -> ServedRun:
     """Create run ``name`` (PCF, K=4, balanced) and make its calls with ``backend``'s judge
     (``new_judge(backend, server)``) at a wire server answering with ``respond``."""
-    run = create_run(
-        name,
-        session=session,
-        dataset_id=dataset_id,
-        protocol="pcf",
-        backend=backend,
-        model="m",
-        k=4,
-        schedule="balanced",
-    )
-    session.commit()
+    run = stored_run(session, dataset_id, name=name, backend=backend, model="m", k=4)
     with WireServer(respond) as server:
         judge = new_judge(backend, server)
 

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sqlmodel import Session
 
 from pcf.files import DATA_FILE, MB, InputFileError, Limit, read_input
 from pcf.store import get_run
@@ -92,7 +91,7 @@ PRICE_FILES: dict[str, tuple[Callable[[Path], Path], str]] = {
 
 
 @pytest.mark.parametrize("kind", PRICE_FILES)
-def test_pcf_prices_that_is_no_price_file_stops_judge_with_one_line(tmp_path, kind, demo_engine):
+def test_pcf_prices_that_is_no_price_file_stops_judge_with_one_line(tmp_path, kind, db):
     """Before, ``/dev/zero`` grew to 19.9 GB until the out-of-memory killer came, and a FIFO
     hung for ever."""
     make, reason = PRICE_FILES[kind]
@@ -103,8 +102,7 @@ def test_pcf_prices_that_is_no_price_file_stops_judge_with_one_line(tmp_path, ki
         f"error: PCF_PRICES={path}: {reason}; PCF_PRICES names a JSON file "
         "{model: [input, output]} in USD per million tokens"
     ]
-    with Session(demo_engine) as s:
-        assert get_run("priced", session=s) is None  # nothing was started
+    assert get_run("priced", session=db) is None  # nothing was started
 
 
 @pytest.mark.parametrize("kind", ["dev_zero", "fifo", "folder"])

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
-from sqlmodel import Session, SQLModel
+from sqlmodel import SQLModel
 from typer.testing import CliRunner
 
 from pcf.cli import app
@@ -476,12 +476,12 @@ def load_or_problems(fmt: str, path: Path) -> tuple[list, list]:
 )
 @given(file=HOSTILE_FILES)
 def test_any_bytes_give_items_or_problems_with_lines_and_import_all_or_nothing(
-    tmp_path, engine, file
+    tmp_path, new_session, file
 ):
     fmt, data = file
     path = tmp_path / f"fuzz.{'csv' if fmt == 'csv' else 'jsonl'}"
     path.write_bytes(data)
-    with Session(engine) as session:
+    with new_session() as session:  # one per example
         before = table_counts(session)
         items, problems = load_or_problems(fmt, path)
         assert all(p.file == str(path) and p.line and p.line >= 1 for p in problems)

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import streamlit as st
 from sqlalchemy import Engine
@@ -28,11 +28,12 @@ from pcf.analysis.results import (
     ADAPTIVE_NOTE,
     SIMULATED_NOTE,
     RunAnalysis,
-    analyse_run,
     is_simulated,
     simulates_strong_bias,
     stopping_label,
+    stored_analysis,
 )
+from pcf.items import Item
 from pcf.labelling.members import (
     admin_contacts,
     identify,
@@ -49,14 +50,14 @@ from pcf.store import (
     get_dataset,
     get_engine,
     get_run,
-    get_run_by_id,
     list_datasets,
     list_runs,
+    load_item,
     matching_item_keys,
-    run_version,
     session_scope,
     storage_problem,
 )
+from pcf.store.queries import result_revision
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 _IN_APP: ContextVar[bool] = ContextVar("pcf_page_in_app", default=False)
@@ -204,20 +205,21 @@ def sidebar(actor: Actor) -> None:
         if auth_configured():
             st.button("Sign out", icon=":material/logout:", on_click=st.logout, key="sign_out")
         with session() as s:
-            datasets = [d.name for d in list_datasets(session=s)]
+            datasets = {d.name: d for d in list_datasets(session=s)}
             if not datasets:
                 st.warning("The database is empty. Run `pcf demo` or `pcf import`.")
                 return
             follow_item_link(s)
-            dataset = st.selectbox(
+            names = list(datasets)
+            picked = st.selectbox(
                 "Dataset",
-                datasets,
-                index=datasets.index("demo") if "demo" in datasets else 0,
+                names,
+                index=names.index("demo") if "demo" in datasets else 0,
                 key=DATASET_KEY,
                 bind="query-params",
                 on_change=forget_item_link,
             )
-            runs = list_runs(session=s, dataset_id=get_dataset(dataset, session=s).id)
+            runs = list_runs(session=s, dataset_id=datasets[picked].id)
             if runs:
                 st.selectbox(
                     "Run",
@@ -291,18 +293,27 @@ def open_dataset(name: str) -> None:
     st.session_state.pop(RUN_KEY, None)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Computing the run's decisions...")
-def _run_analysis(url: str | None, run_id: int, version: tuple) -> RunAnalysis:
-    """Shared by every session and never copied: pages read it and must not change it."""
-    with session() as s:
-        return analyse_run(get_run_by_id(run_id, session=s), session=s)
+@st.cache_resource(max_entries=16, show_spinner="Reading the run's decisions...")
+def _run_analysis(url: str | None, run_id: int, revision: str, _run: Run) -> RunAnalysis:
+    """Shared by every session and never copied: pages read it and must not change it.
+
+    ``_run``, the run of ``run_id``, is not hashed: the URL, the id and the revision key it.
+    """
+    with session_scope(engine()) as s:
+        return stored_analysis(_run, session=s)
 
 
 def run_analysis(run: Run) -> RunAnalysis:
-    """The run's decisions, flags and slot bias, recomputed only when its calls change."""
+    """The run's decisions, flags and slot bias: stored in the database for the revision of its
+    calls (computed there once, after any change), and kept here while they stay the same."""
+    return _run_analysis(os.environ.get(DATABASE_URL_ENV), run.id, revision_of(run), run)
+
+
+def revision_of(run: Run, *, labels: bool = False) -> str:
+    """The revision of the run's calls (with ``labels``, and of its dataset's labels) that a
+    page's cache of the run's figures is kept for."""
     with session() as s:
-        version = run_version(run, session=s)
-    return _run_analysis(os.environ.get(DATABASE_URL_ENV), run.id, version)
+        return result_revision(run, session=s, labels=labels)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -314,6 +325,15 @@ def _search(url: str | None, dataset_id: int, text: str) -> set[str]:
 def search_items(dataset: Dataset, text: str) -> set[str]:
     """Keys of the dataset's items whose id, prompt or a candidate contains ``text``."""
     return _search(os.environ.get(DATABASE_URL_ENV), dataset.id, text)
+
+
+def stored_item(item_db_id: int, s: Session) -> Item:
+    """The item with this database id, which the page read from the database: items are never
+    deleted, so it is there."""
+    item = load_item(item_db_id, session=s)
+    if item is None:
+        raise LookupError(f"no item with database id {item_db_id}")
+    return item
 
 
 def current_dataset(s: Session) -> Dataset | None:
@@ -439,7 +459,7 @@ def change_in_points(points: float, unit: str = "points") -> dict[str, Any]:
     return {"delta": f"{points:+.1f} {unit}"}
 
 
-def answer_height(texts: list[str], height: int) -> int | str:
+def answer_height(texts: list[str], height: int) -> int | Literal["content"]:
     """Height of the boxes that show answers side by side: ``height`` (scrolling) when one of
     them is long, else just their content."""
     return height if max(map(len, texts), default=0) > LONG_ANSWER else "content"

@@ -27,7 +27,7 @@ from sqlmodel import Session
 from pcf.analysis.item_list import letter_labels
 from pcf.flags import FLAGS
 from pcf.items import RESERVED_CANDIDATE_IDS
-from pcf.store.queries import current_labels, get_plan, load_items, resolutions
+from pcf.store.queries import current_labels, get_plan, items_named, resolutions
 
 CANNOT_TELL = "cannot_tell"
 NONE_CORRECT = "none_correct"
@@ -178,14 +178,15 @@ def dataset_gold(dataset_id: int, *, session: Session) -> HumanGold:
     """:func:`human_gold` of a stored dataset under its plan's rule."""
     plan = get_plan(dataset_id, session=session)
     rule = plan.gold_rule if plan is not None else "unanimous"
+    labels = current_labels(dataset_id, session=session)
     positions = None
     if rule == "dawid_skene":
-        positions = {
-            item.item_id: letter_labels(item.candidate_ids)
-            for item in load_items(dataset_id, session=session)
-        }
+        labelled = items_named(
+            dataset_id, labels["item_key"].unique(), session=session, texts=False
+        )
+        positions = {item.item_id: letter_labels(item.candidate_ids) for item in labelled}
     return human_gold(
-        current_labels(dataset_id, session=session),
+        labels,
         resolutions(dataset_id, session=session),
         rule=rule,
         positions=positions,

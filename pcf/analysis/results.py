@@ -1,5 +1,6 @@
 """A stored run's results: decisions of every item, flags and slot bias, accuracy against gold
-or human labels, and the run's summary, all recomputed from its calls (never stored)."""
+or human labels, and the run's summary, all computed from its calls; the decision table is also
+kept in the database per revision of the calls (:func:`stored_analysis`), for the pages."""
 
 from __future__ import annotations
 
@@ -12,16 +13,24 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
+from pcf.analysis.stored import kept
 from pcf.consensus import pack
 from pcf.decisions import aggregate, decide
 from pcf.evaluation import compare_paired
 from pcf.flags import FLAG_HELP, FLAGS
-from pcf.instability import slot_bias
+from pcf.instability import SlotCounts, slot_counts
 from pcf.items import Item
 from pcf.judges.simulated import MODEL_SLOT_BIAS
 from pcf.pairwise import TIE, apoc_decide, bucket_scores, is_ballpark_question, official_outcome
 from pcf.store.models import Call, Run
-from pcf.store.queries import item_db_ids, load_items, run_calls, run_judgments
+from pcf.store.queries import (
+    item_db_ids,
+    items_at,
+    load_items,
+    run_calls,
+    run_dataset,
+    run_judgments,
+)
 from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
 
 SIMULATED_NOTE = "results illustrate the tool, not the method's accuracy"
@@ -124,7 +133,7 @@ def run_decisions(
     """
     items = list(items) if items is not None else load_items(run.dataset_id, session=session)
     if run.protocol == "apoc":
-        return _apoc_decisions(run, items, session=session)
+        return _apoc_decisions(run, items, run_calls(run.id, session=session))
     return aggregate(
         run_judgments(run.id, session=session),
         items=items,
@@ -159,15 +168,15 @@ def judgment_records(run: Run, *, session: Session) -> list[dict[str, Any]]:
     ]
 
 
-def _apoc_decisions(run: Run, items: list[Item], *, session: Session) -> list[dict[str, Any]]:
-    db_ids = item_db_ids(run.dataset_id, session=session)
+def _apoc_decisions(run: Run, items: Sequence[Item], calls: Sequence[Call]) -> list[dict[str, Any]]:
+    """APOCJudge records of ``items`` (with their ``db_id``) from their ``calls``."""
     guard = bool(run.settings.get("ballpark_guard", True))
     by_item: dict[int, dict[int, Call]] = {}
-    for c in run_calls(run.id, session=session):
+    for c in calls:
         by_item.setdefault(c.item_id, {})[c.call_index] = c
     out = []
     for item in items:
-        mine = by_item.get(db_ids[item.item_id], {})
+        mine = by_item.get(item.metadata["db_id"], {})
         if not mine:
             continue
         direct, swapped, confirmed = (mine[i].verdict() if i in mine else None for i in range(3))
@@ -304,33 +313,61 @@ class RunAnalysis:
     slot_tests: pd.DataFrame
 
 
-def analyse_run(run: Run, *, session: Session) -> RunAnalysis:
+ANALYSIS_CHUNK = 5_000
+"""Items read and decided at a time by :func:`analyse_run`: memory stays bounded on any run."""
+
+
+def analyse_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> RunAnalysis:
     """Decisions, flags and slot bias of every item of a run, from its stored calls.
 
-    The judgments are read and packed once; decisions use the run's weights
-    (:func:`run_weights`), as :func:`run_decisions` does. APOCJudge runs have no slot-bias rows.
+    The items are read (without their candidates' texts) and decided ``chunk`` at a time, in
+    dataset order; each item's decision depends on its own calls alone, and the slot counts
+    add up over the chunks. Decisions use the run's weights (:func:`run_weights`), as
+    :func:`run_decisions` does. APOCJudge runs have no slot-bias rows.
     """
-    items = load_items(run.dataset_id, session=session)
-    if run.protocol == "apoc":
-        apoc_records = run_decisions(run, session=session, items=items)
-        return RunAnalysis(
-            decision_table(apoc_records, items), _slot_frame([]), _slot_tests_frame([])
+    size = run_dataset(run, session=session).n_items
+    rows: list[tuple[Any, ...]] = []
+    counts: dict[int, SlotCounts] = {}
+    for start in range(0, size, chunk):
+        stop = start + chunk
+        items = items_at(run.dataset_id, start, stop, session=session, texts=False)
+        if run.protocol == "apoc":
+            calls = run_calls(run.id, session=session, start=start, stop=stop)
+            rows += table_rows(_apoc_decisions(run, items, calls), items, start)
+            continue
+        by_id = {item.item_id: item for item in items}
+        records: dict[str, dict[str, Any]] = {}
+        judgments = run_judgments(run.id, session=session, start=start, stop=stop)
+        for group in pack(judgments, {item.item_id: item.candidate_ids for item in items}):
+            for record in decide(group, weights=run_weights(run)).records():
+                records[record["item_id"]] = record
+            found = slot_counts(group, [by_id[i].gold for i in group.item_ids])
+            counts[group.n] = counts[group.n] + found if group.n in counts else found
+        rows += table_rows(
+            [records[i.item_id] for i in items if i.item_id in records], items, start
         )
-    by_id = {item.item_id: item for item in items}
-    groups = pack(
-        run_judgments(run.id, session=session),
-        {item.item_id: item.candidate_ids for item in items},
+    biases = [counts[n].bias() for n in sorted(counts)]
+    return RunAnalysis(table_frame(rows), _slot_frame(biases), _slot_tests_frame(biases))
+
+
+def stored_analysis(run: Run, *, session: Session) -> RunAnalysis:
+    """:func:`analyse_run`, kept in the database for the revision of the run's calls: computed
+    once (and again after any call changes), then read (:func:`pcf.analysis.stored.kept`).
+    Flushes what it stores; the caller commits."""
+
+    def compute() -> dict[str, pd.DataFrame]:
+        analysis = analyse_run(run, session=session)
+        return {
+            "table": analysis.table,
+            "slot_bias": analysis.slot_bias,
+            "slot_tests": analysis.slot_tests,
+        }
+
+    parts = kept(run, "analysis", compute, session=session)
+    table = parts["table"].assign(
+        candidate_ids=lambda t: [tuple(ids) for ids in t["candidate_ids"]]
     )
-    records: dict[str, dict[str, Any]] = {}
-    biases = []
-    for group in groups:
-        for record in decide(group, weights=run_weights(run)).records():
-            records[record["item_id"]] = record
-        biases.append(slot_bias(group, [by_id[i].gold for i in group.item_ids]))
-    ordered = [records[i.item_id] for i in items if i.item_id in records]
-    return RunAnalysis(
-        decision_table(ordered, items), _slot_frame(biases), _slot_tests_frame(biases)
-    )
+    return RunAnalysis(table, parts["slot_bias"], parts["slot_tests"])
 
 
 def decision_table(records: Sequence[Mapping[str, Any]], items: Sequence[Item]) -> pd.DataFrame:
@@ -339,32 +376,45 @@ def decision_table(records: Sequence[Mapping[str, Any]], items: Sequence[Item]) 
     Flags are a comma-separated ``flags`` text plus one boolean column per flag; metrics an
     APOCJudge record lacks are NaN.
     """
-    by_id = {item.item_id: (position, item) for position, item in enumerate(items)}
+    return table_frame(table_rows(records, items))
+
+
+def table_rows(
+    records: Sequence[Mapping[str, Any]], items: Sequence[Item], start: int = 0
+) -> list[tuple[Any, ...]]:
+    """The rows of :func:`decision_table` (:data:`TABLE_COLUMNS`) for ``items``, the dataset's
+    items from position ``start`` on."""
+    by_id = {item.item_id: (start + offset, item) for offset, item in enumerate(items)}
     rows = []
     for record in records:
         position, item = by_id[record["item_id"]]
         metrics = record["metrics"]
         rows.append(
-            {
-                "item_id": item.item_id,
-                "db_id": item.metadata.get("db_id"),
-                "position": position,
-                "bucket": item.bucket,
-                "gold": item.gold,
-                "candidate_ids": item.candidate_ids,
-                "winner": record["winner"],
-                "direct_winner": metrics.get("direct_winner"),
-                **{
-                    name: number_or_nan(metrics.get(name))
+            (
+                item.item_id,
+                item.metadata.get("db_id"),
+                position,
+                item.bucket,
+                item.gold,
+                item.candidate_ids,
+                record["winner"],
+                metrics.get("direct_winner"),
+                *(
+                    number_or_nan(metrics.get(name))
                     for name in ("priority", "top_agreement", "top_entropy", "kendall_w", "margin")
-                },
-                "n_ok": metrics.get("n_ok", 0),
-                "n_calls": metrics.get("n_calls", 0),
-                "flags": ", ".join(record["flags"]),
-                **{flag: flag in record["flags"] for flag in FLAGS},
-            }
+                ),
+                metrics.get("n_ok", 0),
+                metrics.get("n_calls", 0),
+                ", ".join(record["flags"]),
+                *(flag in record["flags"] for flag in FLAGS),
+            )
         )
-    frame = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    return rows
+
+
+def table_frame(rows: Sequence[tuple[Any, ...]]) -> pd.DataFrame:
+    """The decision table of :func:`table_rows`' rows."""
+    frame = pd.DataFrame(list(rows), columns=list(TABLE_COLUMNS))
     return frame.astype(dict.fromkeys(FLAGS, bool) | {"n_ok": int, "n_calls": int})
 
 

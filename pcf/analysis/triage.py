@@ -149,16 +149,27 @@ def random_orders(n: int, *, seed: int = 0, draws: int = RANDOM_DRAWS) -> list[l
 def random_baseline(
     wrong: Sequence[bool], *, seed: int = 0, draws: int = RANDOM_DRAWS
 ) -> dict[str, Any]:
-    """The random order's curves: the mean and the 5th-95th percentile band over ``draws``."""
-    orders = random_orders(len(wrong), seed=seed, draws=draws)
-    curves = [curve("random", wrong, order) for order in orders]
-    captured = np.array([c.captured for c in curves])
+    """The random order's curves: the mean and the 5th-95th percentile band over ``draws``
+    (the orders of :func:`random_orders`, drawn as arrays: no list of a large run's items)."""
+    wrong_array = np.asarray(wrong, dtype=bool)
+    n = len(wrong_array)
+    if n == 0:
+        raise ValueError("a review order must list every item once")
+    rng = np.random.default_rng(seed)
+    errors = int(wrong_array.sum())
+    reviewed = np.arange(n + 1) / n
+    captured = np.ones((draws, n + 1))
+    for draw in range(draws):
+        caught = np.concatenate([[0], np.cumsum(wrong_array[rng.permutation(n)])])
+        if errors:
+            captured[draw] = caught / errors
+    curves = [Curve("random", reviewed, row, reviewed) for row in captured]
     return {
         "captured_mean": captured.mean(axis=0),
         "captured_low": np.percentile(captured, 5, axis=0),
         "captured_high": np.percentile(captured, 95, axis=0),
         "capture_auc": float(np.mean([c.capture_auc for c in curves])),
-        "reviewed": curves[0].reviewed,
+        "reviewed": reviewed,
         "at": {share: float(np.mean([c.at(share) for c in curves])) for share in REPORTED_SHARES},
         "band_at": {
             share: tuple(float(np.percentile([c.at(share) for c in curves], q)) for q in (5, 95))
@@ -320,9 +331,16 @@ def reliability(probabilities: Sequence[float] | np.ndarray, wrong: Sequence[boo
     )
 
 
-def summarize(curves: Sequence[Curve], wrong: Sequence[bool], *, seed: int = 0) -> dict[str, Any]:
-    """The figures of some review orders beside the random baseline, as JSON-ready values."""
-    baseline = random_baseline(wrong, seed=seed)
+def summarize(
+    curves: Sequence[Curve],
+    wrong: Sequence[bool],
+    *,
+    seed: int = 0,
+    baseline: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The figures of some review orders beside the random baseline (``baseline``, else
+    :func:`random_baseline` of ``seed``), as JSON-ready values."""
+    baseline = baseline or random_baseline(wrong, seed=seed)
     return {
         "items": len(wrong),
         "errors": int(sum(wrong)),
@@ -347,11 +365,18 @@ def summarize(curves: Sequence[Curve], wrong: Sequence[bool], *, seed: int = 0) 
     }
 
 
-def curve_frame(curves: Sequence[Curve], wrong: Sequence[bool], *, seed: int = 0) -> pd.DataFrame:
-    """Long frame of the error-capture curves with the random mean and band, for a chart:
-    ``order``, ``reviewed``, ``captured``, ``low``, ``high`` (the band, random rows only); at
-    most :data:`CHART_POINTS` + 1 evenly spaced points per curve, both ends included."""
-    baseline = random_baseline(wrong, seed=seed)
+def curve_frame(
+    curves: Sequence[Curve],
+    wrong: Sequence[bool],
+    *,
+    seed: int = 0,
+    baseline: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """Long frame of the error-capture curves with the random mean and band (``baseline``, else
+    :func:`random_baseline` of ``seed``), for a chart: ``order``, ``reviewed``, ``captured``,
+    ``low``, ``high`` (the band, random rows only); at most :data:`CHART_POINTS` + 1 evenly
+    spaced points per curve, both ends included."""
+    baseline = baseline or random_baseline(wrong, seed=seed)
     shown = np.unique(np.linspace(0, len(wrong), min(len(wrong), CHART_POINTS) + 1).round())
     shown = shown.astype(int)
     rows = [
@@ -404,9 +429,27 @@ def run_triage(
         answers = dict(zip(table["item_id"], table["gold"], strict=True))
     else:
         answers = dataset_gold(run.dataset_id, session=session).gold
+    if all(value is None or pd.isna(value) for value in answers.values()):
+        raise ValueError(f"run {run.name!r} has no item with {against} labels to check against")
+    return table_triage(table, answers, orders=orders, seed=seed)
+
+
+def table_triage(
+    table: pd.DataFrame,
+    answers: Mapping[str, Any],
+    *,
+    orders: Sequence[str] = ("priority",),
+    seed: int = 0,
+) -> tuple[list[Curve], list[bool], pd.DataFrame]:
+    """:func:`run_triage` of a decision table against ``answers`` (an item's correct
+    candidate; None or NaN where unknown).
+
+    Raises:
+        ValueError: an unknown order, or no item has an answer.
+    """
     known = answers_of(table, {k: (None if pd.isna(v) else v) for k, v in answers.items()})
     if known.empty:
-        raise ValueError(f"run {run.name!r} has no item with {against} labels to check against")
+        raise ValueError("no item has an answer to check against")
     wrong = list(known["wrong"])
     curves = []
     for order in orders:

@@ -14,18 +14,28 @@ could show winners its full run would not.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.results import is_adaptive, is_simulated, run_weights
+from pcf.analysis.results import (
+    ANALYSIS_CHUNK,
+    is_adaptive,
+    is_simulated,
+    run_weights,
+    value_or_none,
+)
+from pcf.analysis.stored import kept
 from pcf.consensus import JudgmentArrays, pack
 from pcf.decisions import decide
 from pcf.evaluation import accuracy, paired_outcomes
 from pcf.store.models import Run
-from pcf.store.queries import load_items, run_judgments
-from pcf.weights import Weights, weights_label
+from pcf.store.queries import items_at, run_dataset, run_judgments
+from pcf.weights import DEFAULT_WEIGHTS, PRESETS, Weights, weights_label
 
 CHANGED_COLUMNS = ("item_id", "gold", "direct", "winner", "outcome")
 WEIGHT_NAMES = ("ws", "wB", "wv", "wu")
@@ -57,27 +67,82 @@ class PackedRun:
     stop_on: Weights | None = None
 
 
-def pack_run(run: Run, *, session: Session) -> PackedRun:
-    """Load and pack a (listwise) run's judgments, candidates in the items' listing order.
+def pack_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> PackedRun:
+    """Load and pack a (listwise) run's judgments, candidates in the items' listing order, a
+    chunk of items at a time (one group per chunk and candidate count).
 
     Raises:
         ValueError: the run is an APOCJudge run (pairwise verdicts have no weights).
     """
     if run.protocol == "apoc":
         raise ValueError(f"run {run.name!r} is an APOCJudge run: pairwise verdicts have no weights")
-    items = load_items(run.dataset_id, session=session)
-    groups = tuple(
-        pack(run_judgments(run.id, session=session), {i.item_id: i.candidate_ids for i in items})
-    )
+    groups: list[JudgmentArrays] = []
+    order: list[str] = []
+    gold: dict[str, str | None] = {}
+    size = run_dataset(run, session=session).n_items
+    for start in range(0, size, chunk):
+        stop = start + chunk
+        items = items_at(run.dataset_id, start, stop, session=session, texts=False)
+        judgments = run_judgments(run.id, session=session, start=start, stop=stop)
+        groups += pack(judgments, {i.item_id: i.candidate_ids for i in items})
+        order += [i.item_id for i in items]
+        gold |= {i.item_id: i.gold for i in items}
+    return packed_of(run, groups, order, gold)
+
+
+def packed_of(
+    run: Run,
+    groups: Sequence[JudgmentArrays],
+    item_order: Sequence[str],
+    gold: dict[str, str | None],
+) -> PackedRun:
+    """The :class:`PackedRun` of ``run`` from its packed groups and its items."""
     return PackedRun(
         name=run.name,
-        groups=groups,
-        item_order=tuple(i.item_id for i in items),
-        gold={i.item_id: i.gold for i in items},
+        groups=tuple(groups),
+        item_order=tuple(item_order),
+        gold=gold,
         k=max((g.ok.shape[2] for g in groups), default=0),
         simulated=is_simulated(run),
         stop_on=run_weights(run) if is_adaptive(run) else None,
     )
+
+
+ARRAYS = ("factuality", "risk", "rank", "slot", "ok", "present")
+
+
+def stored_packed_run(run: Run, *, session: Session) -> PackedRun:
+    """:func:`pack_run`, kept in the database as arrays for the revision of the run's calls
+    (computed and stored first when missing or stale; the caller commits)."""
+
+    def compute() -> dict[str, Any]:
+        packed = pack_run(run, session=session)
+        parts: dict[str, Any] = {
+            "items": pd.DataFrame(
+                {"item_id": packed.item_order, "gold": [packed.gold[i] for i in packed.item_order]}
+            )
+        }
+        for g, group in enumerate(packed.groups):
+            parts[f"{g}.item_ids"] = np.array(group.item_ids, dtype=str)
+            parts[f"{g}.candidate_ids"] = np.array(group.candidate_ids, dtype=str)
+            parts[f"{g}.executions"] = np.array(group.executions, dtype=int)
+            parts |= {f"{g}.{name}": getattr(group, name) for name in ARRAYS}
+        return parts
+
+    parts = kept(run, "packed", compute, session=session)
+    items = parts["items"]
+    groups = []
+    for g in range(sum(name.endswith(".item_ids") for name in parts)):
+        groups.append(
+            JudgmentArrays(
+                [str(i) for i in parts[f"{g}.item_ids"]],
+                [tuple(str(c) for c in ids) for ids in parts[f"{g}.candidate_ids"]],
+                [int(e) for e in parts[f"{g}.executions"]],
+                *(parts[f"{g}.{name}"] for name in ARRAYS),
+            )
+        )
+    gold = {key: value_or_none(g) for key, g in zip(items["item_id"], items["gold"], strict=True)}
+    return packed_of(run, groups, list(items["item_id"]), gold)
 
 
 @dataclass(frozen=True)
@@ -152,3 +217,102 @@ def evaluate_weights(packed: PackedRun, weights: Weights, *, k: int | None = Non
         regressed=counts["regressed"],
         changed=pd.DataFrame(changed, columns=list(CHANGED_COLUMNS), dtype=object),
     )
+
+
+K_VALUES = (3, 5, 7)
+K_COLUMNS = ("run", "K", "n", "accuracy", "direct_accuracy", "improved", "regressed")
+PRESET_COLUMNS = (
+    "run",
+    "preset",
+    *WEIGHT_NAMES,
+    "N",
+    "direct %",
+    "accuracy %",
+    "Δ vs direct (points)",
+)
+
+
+def k_values(stored_k: int) -> list[int]:
+    """The K prefixes reported for a run that stored ``stored_k`` calls per execution."""
+    return sorted({k for k in K_VALUES if k < stored_k} | {stored_k})
+
+
+def preset_records(packed: PackedRun) -> pd.DataFrame:
+    """A run's rows of the seed's weight table, one per preset (:data:`PRESET_COLUMNS`): the
+    preset's weights, N, accuracy (%) and the same preset on the canonical call (direct %), and
+    Δ in points; execution 0's calls (:func:`evaluate_weights`).
+
+    Raises:
+        ValueError: no judged item has a gold id.
+    """
+    rows = []
+    for name, weights in PRESETS.items():
+        outcome = evaluate_weights(packed, weights)
+        rows.append(
+            (
+                packed.name,
+                name,
+                *weights.as_tuple(),
+                outcome.n,
+                100 * outcome.direct_accuracy,
+                100 * outcome.accuracy,
+                100 * (outcome.accuracy - outcome.direct_accuracy),
+            )
+        )
+    return pd.DataFrame(rows, columns=list(PRESET_COLUMNS))
+
+
+def k_records(packed: PackedRun) -> pd.DataFrame:
+    """A run's rows of the K table (:data:`K_COLUMNS`): the proposed weights on execution 0's
+    first K calls, for each of :func:`k_values`.
+
+    Raises:
+        ValueError: no judged item has a gold id.
+    """
+    rows = []
+    for k in k_values(packed.k):
+        outcome = evaluate_weights(packed, DEFAULT_WEIGHTS, k=k)
+        rows.append(
+            (
+                packed.name,
+                k,
+                outcome.n,
+                outcome.accuracy,
+                outcome.direct_accuracy,
+                outcome.improved,
+                outcome.regressed,
+            )
+        )
+    return pd.DataFrame(rows, columns=list(K_COLUMNS))
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """A full listwise run's matched single-run diagnostics against gold (execution 0).
+
+    Attributes:
+        presets: :func:`preset_records`.
+        k_prefixes: :func:`k_records`.
+    """
+
+    presets: pd.DataFrame
+    k_prefixes: pd.DataFrame
+
+
+def run_diagnostics(run: Run, *, session: Session) -> Diagnostics:
+    """A full (not adaptive) listwise run's weight and K diagnostics, kept in the database for
+    the revision of its calls (computed from :func:`stored_packed_run` and stored first when
+    missing or stale; the caller commits).
+
+    Raises:
+        ValueError: an APOCJudge or adaptive run, or no judged item has a gold id.
+    """
+    if is_adaptive(run):
+        raise ValueError(f"run {run.name!r} is adaptive: it settled its winners on one weighting")
+
+    def compute() -> dict[str, Any]:
+        packed = stored_packed_run(run, session=session)
+        return {"presets": preset_records(packed), "k_prefixes": k_records(packed)}
+
+    parts = kept(run, "diagnostics", compute, session=session)
+    return Diagnostics(parts["presets"], parts["k_prefixes"])

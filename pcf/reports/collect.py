@@ -15,22 +15,20 @@ import pandas as pd
 from sqlmodel import Session
 
 from pcf.analysis.results import (
-    analyse_run,
     is_adaptive,
     is_simulated,
     run_decisions,
     stopping_label,
+    stored_analysis,
 )
-from pcf.analysis.weights import evaluate_weights, pack_run
+from pcf.analysis.weights import K_COLUMNS, run_diagnostics
 from pcf.pairwise import TIE
 from pcf.prices import price_table
 from pcf.recordings import FIRST, SECOND, RecordedPair
-from pcf.reports.tables import METHODS, weight_records
+from pcf.reports.tables import METHODS
 from pcf.store.models import Run
 from pcf.store.queries import list_datasets, load_items, run_judgments
-from pcf.weights import DEFAULT_WEIGHTS
 
-K_VALUES = (3, 5, 7)
 PAIR_COLUMNS = ("pair_id", "bucket", "label", "d1", "d2", "apoc", "reason")
 
 
@@ -44,7 +42,7 @@ class ReportData:
         k_prefixes: per labelled full (not adaptive) PCF or repeated run and K, on execution
             0's first K calls: ``run``, ``K``, ``n``, ``accuracy``, ``direct_accuracy``
             (shares), ``improved``, ``regressed``.
-        weights: :func:`pcf.reports.tables.weight_records` of the same runs (execution 0).
+        weights: :func:`pcf.analysis.weights.preset_records` of the same runs (execution 0).
         slots: per listwise run, candidate count ``n`` and slot: ``run``, ``n``, ``slot``,
             ``top_share``, ``top_count``, ``gold_recall``.
         slot_tests: per listwise run and ``n``: ``run``, ``n``, ``calls``, ``chi2``, ``p_value``.
@@ -60,13 +58,9 @@ class ReportData:
     pairs: pd.DataFrame
 
 
-def k_values(stored_k: int) -> list[int]:
-    """The K prefixes reported for a run that stored ``stored_k`` calls per execution."""
-    return sorted({k for k in K_VALUES if k < stored_k} | {stored_k})
-
-
 def collect_report(runs: Sequence[Run], *, session: Session) -> ReportData:
-    """Read and decide the runs' stored judgments; no judge is called.
+    """Read the runs' decisions and diagnostics as stored for the revision of their calls
+    (decided from their stored judgments first when missing or stale); no judge is called.
 
     Decisions use each run's weights (the proposed ones, or those an adaptive run stopped on)
     and every execution (as :func:`pcf.analysis.results.run_decisions`); the K table and the
@@ -75,9 +69,9 @@ def collect_report(runs: Sequence[Run], *, session: Session) -> ReportData:
     """
     datasets = {d.id: d.name for d in list_datasets(session=session)}
     prices = price_table()
-    run_rows, decisions, k_rows, slots, tests, pairs, packed = [], [], [], [], [], [], []
+    run_rows, decisions, slots, tests, pairs, k_rows, presets = [], [], [], [], [], [], []
     for run in runs:
-        analysis = analyse_run(run, session=session)
+        analysis = stored_analysis(run, session=session)
         table = analysis.table.assign(run=run.name)
         labelled = int(table["gold"].notna().sum())
         decisions.append(table)
@@ -89,29 +83,14 @@ def collect_report(runs: Sequence[Run], *, session: Session) -> ReportData:
         slots.append(analysis.slot_bias.assign(run=run.name))
         tests.append(analysis.slot_tests.assign(run=run.name))
         if run.protocol in ("pcf", "repeated") and labelled and not is_adaptive(run):
-            runs_packed = pack_run(run, session=session)
-            packed.append(runs_packed)
-            for k in k_values(runs_packed.k):
-                outcome = evaluate_weights(runs_packed, DEFAULT_WEIGHTS, k=k)
-                k_rows.append(
-                    {
-                        "run": run.name,
-                        "K": k,
-                        "n": outcome.n,
-                        "accuracy": outcome.accuracy,
-                        "direct_accuracy": outcome.direct_accuracy,
-                        "improved": outcome.improved,
-                        "regressed": outcome.regressed,
-                    }
-                )
+            diagnostics = run_diagnostics(run, session=session)
+            k_rows.append(diagnostics.k_prefixes)
+            presets.append(diagnostics.presets)
     return ReportData(
         runs=pd.DataFrame(run_rows),
         decisions=_concat(decisions),
-        k_prefixes=pd.DataFrame(
-            k_rows,
-            columns=["run", "K", "n", "accuracy", "direct_accuracy", "improved", "regressed"],
-        ),
-        weights=weight_records(packed) if packed else pd.DataFrame(),
+        k_prefixes=_concat(k_rows) if k_rows else pd.DataFrame(columns=list(K_COLUMNS)),
+        weights=_concat(presets),
         slots=_concat(slots),
         slot_tests=_concat(tests),
         pairs=_concat(pairs),

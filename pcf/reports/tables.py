@@ -18,11 +18,10 @@ from pcf.analysis.triage import (
     item_scores,
     summarize,
 )
-from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, evaluate_weights
+from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, preset_records
 from pcf.evaluation import compare_paired
 from pcf.pairwise import bucket_order, bucket_scores
 from pcf.recordings import FIRST, SECOND, SWAP_RULES, recorded_outcome
-from pcf.store.models import Run
 from pcf.weights import PRESETS
 
 METHODS = {
@@ -492,31 +491,14 @@ def override_table(pairs: pd.DataFrame) -> pd.DataFrame:
 
 
 def weight_records(runs: Sequence[PackedRun]) -> pd.DataFrame:
-    """The seed's weight table, one row per run and preset: the preset's weights, N, accuracy
-    (%) and the same preset on the canonical call (direct %), and Δ in points; execution 0's
-    calls (:func:`pcf.analysis.weights.evaluate_weights`)."""
-    rows = []
-    for packed in runs:
-        for name, weights in PRESETS.items():
-            outcome = evaluate_weights(packed, weights)
-            rows.append(
-                {
-                    "run": packed.name,
-                    "preset": name,
-                    **dict(zip(WEIGHT_NAMES, weights.as_tuple(), strict=True)),
-                    "N": outcome.n,
-                    "direct %": 100 * outcome.direct_accuracy,
-                    "accuracy %": 100 * outcome.accuracy,
-                    "Δ vs direct (points)": 100 * (outcome.accuracy - outcome.direct_accuracy),
-                }
-            )
-    return pd.DataFrame(rows)
+    """The seed's weight table, one row per run and preset
+    (:func:`pcf.analysis.weights.preset_records` of each run)."""
+    return pd.concat([preset_records(packed) for packed in runs], ignore_index=True)
 
 
-def weight_table(runs: Sequence[PackedRun]) -> pd.DataFrame:
-    """:func:`weight_records` side by side: one row per preset (the index), its weights, then
-    ``"<run> accuracy %"`` and ``"<run> Δ vs direct"`` per run."""
-    records = weight_records(runs)
+def weight_table(records: pd.DataFrame) -> pd.DataFrame:
+    """:func:`weight_records` rows side by side: one row per preset (the index), its weights,
+    then ``"<run> accuracy %"`` and ``"<run> Δ vs direct"`` per run."""
     table = pd.DataFrame(
         {name: weights.as_tuple() for name, weights in PRESETS.items()}, index=list(WEIGHT_NAMES)
     ).T.rename_axis("preset")
@@ -527,32 +509,27 @@ def weight_table(runs: Sequence[PackedRun]) -> pd.DataFrame:
     return table
 
 
-def runs_table(runs: Sequence[Run], states: Mapping[int, str] | None = None) -> pd.DataFrame:
-    """One row per run with its settings, status, calls, failures, tokens and cost.
-
-    ``judge`` is ``backend: model``; ``status`` is the run's entry in ``states`` when given
-    (:func:`pcf.store.queries.run_states`: ``interrupted`` for a run whose process stopped),
-    else its stored status.
-    """
-    states = states or {}
+def runs_table(listing: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per run of a listing (:func:`pcf.store.queries.run_listing`) with its
+    settings, status, calls, failures, tokens and cost; ``judge`` is ``backend: model``."""
     return pd.DataFrame(
         [
             (
-                r.name,
-                r.protocol,
-                f"{r.backend}: {r.model}",
-                r.k,
-                r.schedule,
-                r.executions,
-                states.get(r.id, r.status),
-                r.calls_made,
-                r.cache_hits,
-                r.failures,
-                r.input_tokens,
-                r.output_tokens,
-                r.cost_usd,
+                r["name"],
+                r["protocol"],
+                f"{r['backend']}: {r['model']}",
+                r["k"],
+                r["schedule"],
+                r["executions"],
+                r["status"],
+                r["calls"],
+                r["cache_hits"],
+                r["failures"],
+                r["input_tokens"],
+                r["output_tokens"],
+                r["cost_usd"],
             )
-            for r in runs
+            for r in listing
         ],
         columns=list(RUN_COLUMNS),
     )

@@ -15,21 +15,19 @@ import asyncio
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from sqlmodel import Session
 
 from pcf.items import Item
 from pcf.orderings import schedule_length
+from pcf.runs.plan import PlannedCall, Slot
 from pcf.runs.spec import RunSpec
 from pcf.stopping import STOPPING_VERSION, ItemCalls, Stop, StoppingPolicy, current_winner, in_waves
 from pcf.store.models import Call, Run
 from pcf.store.queries import item_calls, record_item_stops, set_run_setting, stored_judgment
-
-if TYPE_CHECKING:
-    from pcf.runs.engine import PlannedCall
 
 STOPPING_SETTING = "stopping"
 """The run setting that records the policy a finished adaptive run was finished with."""
@@ -38,7 +36,7 @@ UNVERSIONED = 1
 
 
 class Answerer(Protocol):
-    """What an adaptive run needs of the engine (:class:`pcf.runs.engine.CallExecutor`)."""
+    """What an adaptive run needs of live execution (:class:`pcf.runs.engine.CallExecutor`)."""
 
     @property
     def capped(self) -> bool:
@@ -63,7 +61,7 @@ def _executions_of(spec: RunSpec, per_execution: int) -> int:
     return math.ceil(spec.max_calls / per_execution)
 
 
-def executions_for(spec: RunSpec, items: Sequence[Item]) -> RunSpec:
+def executions_for(spec: RunSpec, items: Iterable[Item]) -> RunSpec:
     """The spec whose plan holds every call an item may get (see :func:`_executions_of`)."""
     lengths = [schedule_length(spec.schedule, len(item.candidates), spec.k) for item in items]
     needed = max((_executions_of(spec, length) for length in lengths), default=spec.executions)
@@ -174,27 +172,29 @@ def record_stops(
 
 
 def next_wave(
-    planned: Sequence,
-    run: Run,
+    planned: Sequence[PlannedCall],
+    stored: Mapping[Slot, Call],
     spec: RunSpec,
     *,
-    session: Session,
     kept: Mapping[str, Mapping[str, Any]],
-) -> tuple[list, dict[str, Stop]]:
+) -> tuple[list[PlannedCall], dict[str, Stop]]:
     """Every unsettled item's next call, and where the newly settled items stopped (batch
-    mode: each wave is one batch). Items with a kept stop get no call."""
+    mode: each wave is one batch), from the items' planned and stored calls. Items with a
+    kept stop get no call."""
     policy = policy_of(spec)
+    by_item: dict[int, list[Call]] = defaultdict(list)
+    for slot in sorted(stored):
+        by_item[slot[0]].append(stored[slot])
     wave, stops = [], {}
     for item_plan in item_plans(planned, spec):
         key = item_plan.calls[0].item.item_id
         if key in kept:
             continue
-        stored = item_calls(run.id, item_plan.calls[0].item_db_id, session=session)
-        call, stop = item_step(item_plan, stored, policy)
-        if stop is None:
-            wave.append(call)
-        else:
+        call, stop = item_step(item_plan, by_item[item_plan.calls[0].item_db_id], policy)
+        if stop is not None:
             stops[key] = stop
+        elif call is not None:
+            wave.append(call)
     return wave, stops
 
 

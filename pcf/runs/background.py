@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import Engine
 
 from pcf.access import Actor
-from pcf.runs.engine import RunReport
 from pcf.runs.manage import CostCapError, RunBusyError, RunConflictError, check_start, judge_run
+from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store.engine import session_scope
 from pcf.store.errors import storage_problem

@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import json
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
@@ -33,28 +34,30 @@ from pcf.judges.batch import BatchClient, BatchLostError, BatchResult, BatchStat
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.prompts import Rendered
 from pcf.runs.adaptive import executions_for, kept_stops, next_wave, record_stops
-from pcf.runs.engine import (
-    CallExecutor,
+from pcf.runs.manage import Lease, check_start, leased, open_run, require_dataset
+from pcf.runs.plan import (
     PlannedCall,
     Prepared,
     Slot,
     confirmations,
     content_key,
-    failed_answer,
+    in_chunks,
     plan,
 )
-from pcf.runs.manage import Lease, check_start, leased, open_run, require_dataset
+from pcf.runs.rows import RunRows, failed_answer
 from pcf.runs.spec import LIMIT_SETTING, RunSpec
 from pcf.stopping import Stop
+from pcf.store import queries
 from pcf.store.models import Call, ProviderBatch, Run, RunStatus, utc_now
 from pcf.store.queries import (
+    DatasetItems,
     add_audit_event,
     add_provider_batch,
     cached_calls,
     claimed_batch_ids,
     get_run,
     item_db_ids,
-    load_items,
+    items_by_ids,
     pending_batch_keys,
     run_batches,
     run_calls_by_slot,
@@ -121,26 +124,103 @@ def spec_of(run: Run, *, session: Session) -> RunSpec:
     return RunSpec.from_run(run, run_dataset(run, session=session).name)
 
 
+@dataclass(frozen=True)
+class _Chunk:
+    """A chunk of a run's items now: its planned calls, the calls it makes now (the plan with
+    APOCJudge's confirmations due; for an adaptive run the calls made and the next wave) and
+    its stored calls, by slot."""
+
+    planned: list[PlannedCall]
+    calls: list[PlannedCall]
+    stored: dict[Slot, Call]
+
+
+@dataclass
+class _Ended:
+    """A batch record whose requests have their outcomes, to store as calls."""
+
+    record: ProviderBatch
+    outcomes: dict[str, BatchResult]
+    hits: dict[str, Call] = field(default_factory=dict)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    paid: set[str] = field(default_factory=set)
+
+
+class _Sender:
+    """Sends requests in batches of at most ``max_requests`` requests and ``max_bytes`` of
+    JSON, each recorded before the provider is asked."""
+
+    def __init__(self, batcher: _Batcher, max_requests: int, max_bytes: int) -> None:
+        self.batcher, self.max_requests, self.max_bytes = batcher, max_requests, max_bytes
+        self.keys: list[str] = []
+        self.entries: list[dict[str, Any]] = []
+        self.size = 0
+
+    async def add(self, prepared: Prepared) -> None:
+        """Queue one request; a full batch is sent first."""
+        entry = self.batcher.entry(prepared)
+        length = len(json.dumps(entry).encode()) + 1
+        if length > self.max_bytes:
+            raise ValueError(
+                f"one request is {length} bytes, over the batch limit of {self.max_bytes}"
+            )
+        if self.keys and (
+            len(self.keys) >= self.max_requests or self.size + length > self.max_bytes
+        ):
+            await self.flush()
+        self.keys.append(prepared[2])
+        self.entries.append(entry)
+        self.size += length
+
+    async def flush(self) -> None:
+        """Send the queued requests as one batch."""
+        if not self.keys:
+            return
+        batcher = self.batcher
+        record = add_provider_batch(
+            batcher.run.id, uuid.uuid4().hex, self.keys, session=batcher.session
+        )
+        batcher.session.commit()
+        await batcher.send(record, self.entries)
+        batcher.report.submitted += len(self.keys)
+        self.keys, self.entries, self.size = [], [], 0
+
+
 class _Batcher:
-    """One run's batch work in one session: plan, submit, collect."""
+    """One run's batch work in one session: submit and collect, going through the run a chunk
+    of items at a time (:func:`~pcf.runs.plan.in_chunks`), so memory does not grow with it."""
 
     def __init__(self, run: Run, spec: RunSpec, client: BatchClient, *, session: Session) -> None:
         self.run, self.spec, self.client, self.session = run, spec, client, session
         self.prices = batch_prices(price_table())
-        self.executor = CallExecutor(
-            run, client.judge, spec, session=session, prices=self.prices, progress=None
-        )
+        self.rows = RunRows(run, spec, client.judge.backend, client.judge.model, session=session)
         self.report = BatchReport()
-        dataset = run_dataset(run, session=session)
-        self.items = load_items(run.dataset_id, session=session)[: spec.limit]
+        self.dataset_seed = run_dataset(run, session=session).seed
+        self.items = DatasetItems(run.dataset_id, session=session, limit=spec.limit)
         self.db_ids = item_db_ids(run.dataset_id, session=session)
-        self.planned = plan(
-            self.items, self.db_ids, executions_for(spec, self.items), dataset_seed=dataset.seed
-        )
+        self.plan_spec = executions_for(spec, self.items)
         self.kept = kept_stops(run, recheck=False)
         self.stops: dict[str, Stop] = {}
-        self._prepared: dict[Slot, Prepared] = {}
         self.renamed = self._renamed_keys()
+        self._slots: dict[str, list[Slot]] | None = None
+
+    def chunks(self) -> Iterator[_Chunk]:
+        """The run now, a chunk of items at a time."""
+        for items in in_chunks(self.items):
+            planned = plan(items, self.db_ids, self.plan_spec, dataset_seed=self.dataset_seed)
+            ids = [self.db_ids[item.item_id] for item in items]
+            stored = run_calls_by_slot(self.run.id, session=self.session, item_ids=ids)
+            yield _Chunk(planned, self._calls(planned, stored), stored)
+
+    def _calls(self, planned: list[PlannedCall], stored: dict[Slot, Call]) -> list[PlannedCall]:
+        """A chunk's calls now (see :class:`_Chunk`); an adaptive run's new stops are kept."""
+        if self.spec.adaptive != "off":
+            wave, stops = next_wave(planned, stored, self.spec, kept=self.kept)
+            self.stops |= stops
+            return [p for p in planned if _slot_of(p) in stored] + wave
+        if self.spec.protocol != "apoc":
+            return planned
+        return planned + confirmations(planned, stored, self.spec)
 
     def _renamed_keys(self) -> dict[str, str]:
         """``{custom id: content key}`` for the requests the run's uncollected batches sent
@@ -152,47 +232,25 @@ class _Batcher:
         sent = {key for r in records if r.state != "collected" for key in r.custom_ids}
         if not sent:
             return {}
-        calls = self.planned
-        if self.spec.protocol == "apoc":
-            stored = run_calls_by_slot(self.run.id, session=self.session)
-            calls = calls + confirmations(self.planned, stored, self.spec)
         renamed = {}
-        for planned in calls:
-            rendered = planned.render()
-            old = content_key(
-                self.spec.backend,
-                self.spec.model,
-                rendered,
-                self.spec,
-                planned.repeat_index,
-                server=False,
-            )
-            if old in sent:
-                renamed[old] = self.executor.call_key(planned, rendered)
+        for chunk in self.chunks():
+            for planned in chunk.calls:
+                rendered = planned.render()
+                old = content_key(
+                    self.spec.backend,
+                    self.spec.model,
+                    rendered,
+                    self.spec,
+                    planned.repeat_index,
+                    server=False,
+                )
+                if old in sent:
+                    renamed[old] = self.rows.key(planned, rendered)
         return renamed
 
     def sent_keys(self, record: ProviderBatch) -> list[str]:
         """The content keys of the calls a batch record carries."""
         return [self.renamed.get(key, key) for key in record.custom_ids]
-
-    def calls(self, stored: dict[Slot, Call]) -> list[PlannedCall]:
-        """The run's calls now: APOCJudge's confirmations once their first answers are in; for
-        an adaptive run, the calls made and the next wave (each unsettled item's next call)."""
-        if self.spec.adaptive != "off":
-            wave, self.stops = next_wave(
-                self.planned, self.run, self.spec, session=self.session, kept=self.kept
-            )
-            return [p for p in self.planned if _slot_of(p) in stored] + wave
-        if self.spec.protocol != "apoc":
-            return self.planned
-        return self.planned + confirmations(self.planned, stored, self.spec)
-
-    def prepare(self, calls: Sequence[PlannedCall]) -> list[Prepared]:
-        """The calls rendered with their content keys, each rendered once per run (a call's
-        slot always holds the same call: the plan's, or its APOCJudge confirmation)."""
-        new = [p for p in calls if _slot_of(p) not in self._prepared]
-        self._prepared |= {_slot_of(p[0]): p for p in self.executor.prepare(new)}
-        return [self._prepared[_slot_of(p)] for p in calls]
 
     def entry(self, prepared: Prepared) -> dict[str, Any]:
         _, rendered, key = prepared
@@ -204,29 +262,37 @@ class _Batcher:
         self, *, retry_failed: bool, max_requests: int | None, max_bytes: int | None
     ) -> None:
         """Finish killed submissions, store cache hits, send the rest in new batches."""
-        stored = run_calls_by_slot(self.run.id, session=self.session)
-        prepared = self.prepare(self.calls(stored))
-        self.report.planned = len(prepared)
         records = run_batches(self.run.id, session=self.session)
         killed = [record for record in records if record.state == "submitting"]
         if killed:
-            by_key = {p[2]: p for p in self.prepare(self.planned) + prepared}
-            for record in killed:
-                await self._finish(record, [by_key[key] for key in self.sent_keys(record)])
-        keep = {slot for slot, call in stored.items() if call.ok or not retry_failed}
+            await self._finish_killed(killed)
         own = {key for r in records if r.state != "collected" for key in self.sent_keys(r)}
-        todo = [p for p in prepared if _slot_of(p[0]) not in keep and p[2] not in own]
-        rows, rest = self.executor.cached(todo)
-        self._retry_failed(rows, stored)
-        if rows:
-            self.executor.commit(rows)
-            self.report.stored += len(rows)
-            self.report.cache_hits += len(rows)
         carried = pending_batch_keys(session=self.session)
-        unique: dict[str, Prepared] = {}
-        for p in rest:
-            unique.setdefault(p[2], p)
-        deferred = [key for key in unique if key in carried]
+        sender = _Sender(
+            self, max_requests or self.client.max_requests, max_bytes or self.client.max_bytes
+        )
+        seen: set[str] = set()
+        deferred: list[str] = []
+        self.report.planned = 0
+        for chunk in self.chunks():
+            prepared = self.rows.prepare(chunk.calls)
+            self.report.planned += len(prepared)
+            keep = {slot for slot, call in chunk.stored.items() if call.ok or not retry_failed}
+            todo = [p for p in prepared if _slot_of(p[0]) not in keep and p[2] not in own]
+            rows, rest = self.rows.cached(todo)
+            self._retry_failed(rows, chunk.stored)
+            if rows:
+                self.rows.commit(rows)
+                self.report.stored += len(rows)
+                self.report.cache_hits += len(rows)
+            for p in rest:
+                if p[2] in seen:
+                    continue
+                seen.add(p[2])
+                if p[2] in carried:
+                    deferred.append(p[2])
+                else:
+                    await sender.add(p)
         if deferred:
             record = add_provider_batch(
                 self.run.id, uuid.uuid4().hex, deferred, session=self.session
@@ -234,19 +300,23 @@ class _Batcher:
             update_provider_batch(record, session=self.session, state="deferred")
             self.session.commit()
             self.report.deferred = len(deferred)
-        sending = [p for key, p in unique.items() if key not in carried]
-        for chunk in _chunks(
-            [(p, self.entry(p)) for p in sending],
-            max_requests or self.client.max_requests,
-            max_bytes or self.client.max_bytes,
-        ):
-            keys = [p[2] for p, _ in chunk]
-            record = add_provider_batch(self.run.id, uuid.uuid4().hex, keys, session=self.session)
-            self.session.commit()
-            await self._send(record, [entry for _, entry in chunk])
-            self.report.submitted += len(keys)
+        await sender.flush()
 
-    async def _send(self, record: ProviderBatch, entries: list[dict[str, Any]]) -> None:
+    async def _finish_killed(self, killed: list[ProviderBatch]) -> None:
+        """Submissions a killed submit left: find each one's batch, or send it now."""
+        wanted = {key for record in killed for key in self.sent_keys(record)}
+        by_key: dict[str, Prepared] = {}
+        for chunk in self.chunks():
+            calls = chunk.planned + [p for p in chunk.calls if p not in chunk.planned]
+            for p in self.rows.prepare(calls):
+                if p[2] in wanted:
+                    by_key.setdefault(p[2], p)
+        for record in killed:
+            await self._finish(record, [by_key[key] for key in self.sent_keys(record)])
+
+    async def send(self, record: ProviderBatch, entries: list[dict[str, Any]]) -> None:
+        """Send a recorded submission's requests and record its batch id."""
+
         def on_file(file_id: str) -> None:
             update_provider_batch(record, session=self.session, file_id=file_id)
             self.session.commit()
@@ -278,32 +348,37 @@ class _Batcher:
         if found is not None:
             self._submitted(record, found)
         else:
-            await self._send(record, [self.entry(p) for p in prepared])
+            await self.send(record, [self.entry(p) for p in prepared])
             self.report.submitted += len(prepared)
 
     # ------------------------------------------------------------------ collect
 
     async def collect(self, *, forget_lost: bool = False) -> None:
         """Store the results of every ended batch of the run, and deferred calls answered;
-        with ``forget_lost``, a batch the provider answers 404 for as failed calls."""
+        with ``forget_lost``, a batch the provider answers 404 for as failed calls. Each
+        record is stored as soon as its outcomes are known."""
         self.report.pending = self.report.requests = self.report.finished = 0
         self.report.lost = []
+        self._slots = None
         for record in run_batches(self.run.id, session=self.session):
             self.report.requests += len(record.custom_ids)
+            ended: _Ended | None = None
             if record.state == "submitted":
                 try:
-                    await self._collect_batch(record)
+                    ended = await self._ended_batch(record)
                 except BatchLostError as lost:
-                    await self._lost(record, lost, forget=forget_lost)
+                    ended = self._lost(record, lost, forget=forget_lost)
             elif record.state == "deferred":
-                await self._store_deferred(record)
+                ended = self._ended_deferred(record)
             elif record.state == "submitting":
                 self.report.pending += 1
+            if ended is not None:
+                await self._store(ended)
             if record.state == "collected":
                 self.report.finished += len(record.custom_ids)
 
-    async def _collect_batch(self, record: ProviderBatch) -> None:
-        """Store a submitted batch's results once it ended.
+    async def _ended_batch(self, record: ProviderBatch) -> _Ended | None:
+        """A submitted batch's outcomes once it ended, else None.
 
         Raises:
             BatchLostError: the provider answers 404 for the batch or its results.
@@ -314,34 +389,36 @@ class _Batcher:
         if not status.ended:
             self.report.pending += 1
             self.report.finished += status.finished
-            return
+            return None
         results = [] if status.error else await self.client.results(status.batch_id)
-        await self._store(record, self._outcomes(record, results, status))
         self.report.batches.append(status.batch_id)
+        return _Ended(record, self._outcomes(record, results, status))
 
-    async def _lost(self, record: ProviderBatch, lost: BatchLostError, *, forget: bool) -> None:
-        """Mark a batch the provider answers 404 for; with ``forget``, store its calls not
-        stored yet as failed calls that ``--retry-failed`` asks again (and mark it collected)."""
+    def _lost(self, record: ProviderBatch, lost: BatchLostError, *, forget: bool) -> _Ended | None:
+        """Mark a batch the provider answers 404 for; with ``forget``, its calls not stored yet
+        are to be stored as failed calls that ``--retry-failed`` asks again."""
         update_provider_batch(record, session=self.session, provider_status=LOST_STATUS)
         self.session.commit()
         if not forget:
             self.report.lost.append(lost.batch_id)
-            return
+            return None
+        self.report.forgotten.append(lost.batch_id)
         error = f"batch_lost: {lost}; --retry-failed asks it again"
-        await self._store(
+        return _Ended(
             record, {key: BatchResult(key, error=error) for key in self.sent_keys(record)}
         )
-        self.report.forgotten.append(lost.batch_id)
 
-    async def _store_deferred(self, record: ProviderBatch) -> None:
+    def _ended_deferred(self, record: ProviderBatch) -> _Ended | None:
+        """A deferred record's calls once the batches carrying them were collected: the cache's
+        answers, else failed calls."""
         carried = pending_batch_keys(session=self.session)
         if any(key in carried for key in record.custom_ids):
             self.report.pending += 1
-            return
+            return None
         keys = self.sent_keys(record)
         hits = cached_calls(keys, session=self.session)
         gone = "batch_deferred: the other run's batch gave no usable answer; judge again"
-        await self._store(record, {key: BatchResult(key, error=gone) for key in keys}, hits)
+        return _Ended(record, {key: BatchResult(key, error=gone) for key in keys}, hits)
 
     def _outcomes(
         self, record: ProviderBatch, results: list[BatchResult], status: BatchStatus
@@ -354,52 +431,70 @@ class _Batcher:
             ]
         return _outcomes(self.sent_keys(record), results, status)
 
-    async def _store(
-        self,
-        record: ProviderBatch,
-        outcomes: dict[str, BatchResult],
-        hits: dict[str, Call] | None = None,
-    ) -> None:
-        """Store the outcomes of a record's keys, and mark it collected, in one transaction."""
-        stored = run_calls_by_slot(self.run.id, session=self.session)
-        wanted = set(self.sent_keys(record))
-        rows, paid = [], set()
-        for planned, rendered, key in self.prepare(self.calls(stored)):
-            if key not in wanted:
-                continue
-            current = stored.get(_slot_of(planned))
-            if current is not None and (current.ok or current.created_at >= record.created_at):
-                continue  # stored before, by this collect or by an earlier one
-            hit = (hits or {}).get(key)
-            row = None if hit is None else self.executor.from_cache(planned, rendered, key, hit)
-            if row is None:
-                row = await self._row(planned, rendered, key, outcomes[key], paid=key not in paid)
-                paid.add(key)
-            else:
-                self.report.cache_hits += 1
-            rows.append(row)
-        self._retry_failed(rows, stored)
+    def slots_sent(self) -> dict[str, list[Slot]]:
+        """Where the calls of the run's uncollected batch records sit, by content key: the run
+        is gone through (and its prompts rendered) once per collect, however many batches
+        end."""
+        if self._slots is None:
+            records = run_batches(self.run.id, session=self.session)
+            sent = {key for r in records if r.state != "collected" for key in self.sent_keys(r)}
+            self._slots = defaultdict(list)
+            for chunk in self.chunks():
+                for planned, _, key in self.rows.prepare(chunk.calls):
+                    if key in sent:
+                        self._slots[key].append(_slot_of(planned))
+        return self._slots
+
+    async def _store(self, ended: _Ended) -> None:
+        """Store an ended record's outcomes as calls and mark it collected, in one
+        transaction. A call stored before (by this collect or an earlier one) is left as it
+        is; a failed one is replaced."""
+        slots = {slot for key in ended.outcomes for slot in self.slots_sent().get(key, ())}
+        item_ids = sorted({slot[0] for slot in slots})
+        replaced: list[Call] = []
+        for start in range(0, len(item_ids), queries.ITEM_CHUNK):
+            ids = item_ids[start : start + queries.ITEM_CHUNK]
+            items = items_by_ids(ids, session=self.session)
+            planned = plan(items, self.db_ids, self.plan_spec, dataset_seed=self.dataset_seed)
+            stored = run_calls_by_slot(self.run.id, session=self.session, item_ids=ids)
+            calls = [p for p in self._calls(planned, stored) if _slot_of(p) in slots]
+            for planned_call, rendered, key in self.rows.prepare(calls):
+                current = stored.get(_slot_of(planned_call))
+                if key not in ended.outcomes or (
+                    current is not None
+                    and (current.ok or current.created_at >= ended.record.created_at)
+                ):
+                    continue  # stored before, by this collect or by an earlier one
+                ended.rows.append(await self._row(ended, planned_call, rendered, key))
+                if current is not None:
+                    replaced.append(current)
+        self.rows.retry(replaced)
         update_provider_batch(
-            record, session=self.session, state="collected", collected_at=utc_now()
+            ended.record, session=self.session, state="collected", collected_at=utc_now()
         )
-        if rows:
-            self.executor.commit(rows)  # commits the record's new state with the rows
+        if ended.rows:
+            self.rows.commit(ended.rows)  # commits the record's new state with the rows
         self.session.commit()
-        self.report.stored += len(rows)
-        self.report.failures += sum(not row["ok"] for row in rows)
+        self.report.stored += len(ended.rows)
+        self.report.failures += sum(not row["ok"] for row in ended.rows)
 
     async def _row(
-        self,
-        planned: PlannedCall,
-        rendered: Rendered,
-        key: str,
-        outcome: BatchResult,
-        *,
-        paid: bool,
+        self, one: _Ended, planned: PlannedCall, rendered: Rendered, key: str
     ) -> dict[str, Any]:
-        """A call's row from its request's outcome; ``paid`` is False for a second call with
-        the same content key in the batch (one request answered both: no tokens, no cost)."""
-        row = self.executor.base_row(planned, rendered, key)
+        """A call's row: the cache's answer (a deferred record), else its request's outcome.
+
+        Only the first call with a content key in a record is paid: one request answered
+        every call with that key (the others get no tokens and no cost).
+        """
+        hit = one.hits.get(key)
+        row = None if hit is None else self.rows.from_cache(planned, rendered, key, hit)
+        if row is not None:
+            self.report.cache_hits += 1
+            return row
+        paid = key not in one.paid
+        one.paid.add(key)
+        row = self.rows.base(planned, rendered, key)
+        outcome = one.outcomes[key]
         reply = outcome.reply
         if reply is None:
             return row | failed_answer(outcome.error or "batch_error") | {"attempts": int(paid)}
@@ -408,7 +503,7 @@ class _Batcher:
         self.report.cost_usd += cost
         return (
             row
-            | await self.executor.answered(planned, rendered, reply)
+            | await self.rows.answered(planned, rendered, reply)
             | {
                 "input_tokens": tokens_in,
                 "output_tokens": tokens_out,
@@ -421,7 +516,7 @@ class _Batcher:
         """Have the rows that land on stored failed calls replace them (each failed answer
         kept as a ``retried`` replaced call)."""
         slots = [(row["item_id"], row["execution"], row["call_index"]) for row in rows]
-        self.executor.retry(stored[s] for s in slots if s in stored and not stored[s].ok)
+        self.rows.retry(stored[s] for s in slots if s in stored and not stored[s].ok)
 
     def lost_only(self) -> bool:
         """Whether the last collect left lost batches and nothing to wait for."""
@@ -430,34 +525,13 @@ class _Batcher:
     def done(self) -> bool:
         """Whether every batch of the run is collected and every call is stored."""
         records = run_batches(self.run.id, session=self.session)
-        stored = run_calls_by_slot(self.run.id, session=self.session)
-        calls = self.calls(stored)
-        return all(r.state == "collected" for r in records) and all(
-            _slot_of(p) in stored for p in calls
-        )
+        if any(r.state != "collected" for r in records):
+            return False
+        return all(_slot_of(p) in chunk.stored for chunk in self.chunks() for p in chunk.calls)
 
 
 def _slot_of(planned: PlannedCall) -> Slot:
     return planned.item_db_id, planned.execution, planned.call_index
-
-
-def _chunks(
-    entries: list[tuple[Prepared, dict[str, Any]]], max_requests: int, max_bytes: int
-) -> Iterator[list[tuple[Prepared, dict[str, Any]]]]:
-    """``entries`` in batches of at most ``max_requests`` requests and ``max_bytes`` of JSON."""
-    chunk: list[tuple[Prepared, dict[str, Any]]] = []
-    size = 0
-    for prepared, entry in entries:
-        length = len(json.dumps(entry).encode()) + 1
-        if length > max_bytes:
-            raise ValueError(f"one request is {length} bytes, over the batch limit of {max_bytes}")
-        if chunk and (len(chunk) >= max_requests or size + length > max_bytes):
-            yield chunk
-            chunk, size = [], 0
-        chunk.append((prepared, entry))
-        size += length
-    if chunk:
-        yield chunk
 
 
 def _outcomes(

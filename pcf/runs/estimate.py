@@ -15,16 +15,16 @@ from sqlmodel import Session
 
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.runs.adaptive import UNVERSIONED, executions_for, item_plans, item_state, policy_of
-from pcf.runs.engine import PlannedCall, content_key, plan
 from pcf.runs.manage import require_dataset, settings_conflict
+from pcf.runs.plan import PlannedCall, content_key, in_chunks, plan
 from pcf.runs.spec import RunSpec
 from pcf.stopping import STOPPING_VERSION
 from pcf.store.queries import (
+    DatasetItems,
     answered_keys,
     get_run,
     item_calls,
     item_db_ids,
-    load_items,
     run_calls_by_slot,
     run_dataset,
 )
@@ -80,20 +80,26 @@ def estimate_run(
             APOCJudge on non-pairs).
     """
     dataset = require_dataset(spec, session=session)
-    items = load_items(dataset.id, session=session)[: spec.limit]
-    calls = plan(items, item_db_ids(dataset.id, session=session), spec, dataset_seed=dataset.seed)
+    db_ids = item_db_ids(dataset.id, session=session)
     run = get_run(spec.run_name, session=session)
-    stored = {} if run is None else run_calls_by_slot(run.id, session=session)
     conflict = None if run is None else settings_conflict(run, spec, session=session)
-    todo = [c for c in calls if (c.item_db_id, c.execution, c.call_index) not in stored]
-    priced = _priced(spec, todo, session=session, prices=prices or price_table())
+    prices = prices or price_table()
+    items = planned = to_do = 0
+    priced = _priced(spec, [], session=session, prices=prices)
+    for chunk in in_chunks(DatasetItems(dataset.id, session=session, limit=spec.limit)):
+        calls = plan(chunk, db_ids, spec, dataset_seed=dataset.seed)
+        ids = [db_ids[item.item_id] for item in chunk]
+        stored = {} if run is None else run_calls_by_slot(run.id, session=session, item_ids=ids)
+        todo = [c for c in calls if (c.item_db_id, c.execution, c.call_index) not in stored]
+        priced += _priced(spec, todo, session=session, prices=prices)
+        items, planned, to_do = items + len(chunk), planned + len(calls), to_do + len(todo)
     return CostEstimate(
-        items=len(items),
-        planned=len(calls),
-        stored=len(calls) - len(todo),
-        cached=len(todo) - priced.to_call,
+        items=items,
+        planned=planned,
+        stored=planned - to_do,
+        cached=to_do - priced.to_call,
         to_call=priced.to_call,
-        confirmations_max=len(items) if spec.protocol == "apoc" else 0,
+        confirmations_max=items if spec.protocol == "apoc" else 0,
         input_tokens=priced.input_tokens,
         output_tokens=priced.output_tokens,
         cost_usd=priced.cost_usd,
@@ -110,6 +116,20 @@ class _Priced:
     output_tokens: int
     cost_usd: float | None
     batch_cost_usd: float | None
+
+    def __add__(self, other: _Priced) -> _Priced:
+        """Both estimates together; a cost unknown in either is unknown."""
+        return _Priced(
+            self.to_call + other.to_call,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            _sum_or_none(self.cost_usd, other.cost_usd),
+            _sum_or_none(self.batch_cost_usd, other.batch_cost_usd),
+        )
+
+
+def _sum_or_none(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
 
 
 def _priced(
@@ -197,29 +217,32 @@ def reopen_estimate(
     if not older:
         return None
     dataset = run_dataset(run, session=session)
-    items = load_items(run.dataset_id, session=session)[: spec.limit]
+    items = DatasetItems(run.dataset_id, session=session, limit=spec.limit)
     db_ids = item_db_ids(run.dataset_id, session=session)
-    planned = plan(items, db_ids, executions_for(spec, items), dataset_seed=dataset.seed)
+    spec_plan = executions_for(spec, items)
     policy = policy_of(spec)
-    reopened: list[list[PlannedCall]] = []
-    for item_plan in item_plans(planned, spec):
-        first = item_plan.calls[0]
-        if first.item.item_id not in older:
-            continue
-        state, left = item_state(item_plan, item_calls(run.id, first.item_db_id, session=session))
-        if left and not (state.judgments and policy.settled(state)):
-            reopened.append(left)
-    priced = _priced(
-        spec,
-        [c for left in reopened for c in left],
-        session=session,
-        prices=prices or price_table(),
-    )
+    prices = prices or price_table()
+    reopened = max_calls = 0
+    priced = _priced(spec, [], session=session, prices=prices)
+    for chunk in in_chunks(items):
+        planned = plan(chunk, db_ids, spec_plan, dataset_seed=dataset.seed)
+        left_calls: list[PlannedCall] = []
+        for item_plan in item_plans(planned, spec):
+            first = item_plan.calls[0]
+            if first.item.item_id not in older:
+                continue
+            stored = item_calls(run.id, first.item_db_id, session=session)
+            state, left = item_state(item_plan, stored)
+            if left and not (state.judgments and policy.settled(state)):
+                reopened += 1
+                left_calls += left
+        max_calls += len(left_calls)
+        priced += _priced(spec, left_calls, session=session, prices=prices)
     return ReopenEstimate(
         versions=(sorted(set(versions.values())), STOPPING_VERSION),
         items=len(older),
-        reopened=len(reopened),
-        min_calls=len(reopened),
-        max_calls=sum(len(left) for left in reopened),
+        reopened=reopened,
+        min_calls=reopened,
+        max_calls=max_calls,
         max_cost_usd=priced.cost_usd,
     )

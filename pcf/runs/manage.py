@@ -19,11 +19,13 @@ from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Actor, Permissi
 from pcf.items import Item
 from pcf.judges import KEY_ENV, make_judge
 from pcf.prices import price_table
-from pcf.runs.engine import Progress, RunReport, execute
+from pcf.runs.engine import execute
+from pcf.runs.rows import Progress, RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store.engine import LostRaceError
 from pcf.store.models import Dataset, Run
 from pcf.store.queries import (
+    DatasetItems,
     add_audit_event,
     create_run,
     get_dataset,
@@ -31,7 +33,6 @@ from pcf.store.queries import (
     get_run,
     import_items,
     item_db_ids,
-    load_items,
     release_run_lease,
     renew_run_lease,
     run_batches,
@@ -370,7 +371,7 @@ def judge_run(
     )
     name = spec.run_name
 
-    async def go(lease: Lease, run: Run, items: list[Item], db_ids: dict[str, int]) -> RunReport:
+    async def go(lease: Lease, run: Run, items: DatasetItems, db_ids: dict[str, int]) -> RunReport:
         try:
             async with lease.heartbeat():
                 return await execute(
@@ -412,7 +413,7 @@ def judge_run(
                 "them first (or `pcf batch cancel`, or `pcf batch forget` those the provider "
                 "lost), so that no request is paid twice"
             )
-        items = load_items(run.dataset_id, session=session)[: spec.limit]
+        items = DatasetItems(run.dataset_id, session=session, limit=spec.limit)
         db_ids = item_db_ids(run.dataset_id, session=session)
         return run, asyncio.run(go(lease, run, items, db_ids))
 

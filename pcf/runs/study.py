@@ -14,8 +14,8 @@ from sqlmodel import Session
 
 from pcf.access import Actor
 from pcf.items import load_dataset
-from pcf.runs.engine import RunReport
 from pcf.runs.manage import import_dataset, judge_run, require_dataset
+from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store.models import Run
 from pcf.store.queries import get_dataset, list_runs, load_items

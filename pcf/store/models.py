@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint, column, func
+from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, UniqueConstraint, column, func
 from sqlmodel import Field, SQLModel, UTCDateTime
 
 from pcf.store.compressed import CompressedJSON, CompressedText
@@ -69,7 +69,10 @@ class ItemRow(SQLModel, table=True):
     """
 
     __tablename__ = "item"
-    __table_args__ = (UniqueConstraint("dataset_id", "item_key"),)
+    __table_args__ = (
+        UniqueConstraint("dataset_id", "item_key"),
+        Index("ix_item_dataset_position", "dataset_id", "position"),
+    )
 
     id: int = Field(default=None, primary_key=True)
     dataset_id: int = Field(foreign_key="dataset.id")
@@ -213,6 +216,25 @@ class ReplacedCall(SQLModel, table=True):
     reason: str
     replaced_at: datetime = _created_at()
     values: dict[str, Any] = _json(dict)
+
+
+class RunResult(SQLModel, table=True):
+    """A result derived from a run (its decision table, packed judgments, figures against
+    labels...), kept for the ``revision`` it was computed at: the run's calls (and, for
+    figures against labels, the labels) as they were then. A result whose revision is not the
+    current one is stale, and is computed again before it is shown.
+
+    ``name`` says which result; ``data`` holds it in the form its reader knows (Parquet for a
+    table, NumPy's ``.npz`` for arrays, JSON for figures).
+    """
+
+    __tablename__ = "run_result"
+
+    run_id: int = Field(foreign_key="run.id", primary_key=True)
+    name: str = Field(primary_key=True)
+    revision: str
+    computed_at: datetime = _created_at()
+    data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
 
 
 class RunLease(SQLModel, table=True):

@@ -20,6 +20,7 @@ from sqlalchemy import (
     CursorResult,
     Result,
     Text,
+    and_,
     case,
     cast,
     delete,
@@ -27,6 +28,7 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    literal,
     or_,
     update,
 )
@@ -55,6 +57,7 @@ from pcf.store.models import (
     Resolution,
     Run,
     RunLease,
+    RunResult,
     RunStatus,
     utc_now,
 )
@@ -169,12 +172,18 @@ def list_datasets(*, session: Session) -> list[Dataset]:
     return list(session.exec(select(Dataset).order_by(col(Dataset.id))).all())
 
 
-def _items_where(condition: Any, *, session: Session) -> list[Item]:
+ITEM_CHUNK = 500
+"""Items read at once when a whole dataset is gone through (:class:`DatasetItems`)."""
+
+
+def _items_where(condition: Any, *, session: Session, texts: bool = True) -> list[Item]:
     """The items matching ``condition`` (on :class:`ItemRow`) in file order, candidates in
-    listing order; each item's metadata also holds its database id as ``"db_id"``."""
+    listing order; each item's metadata also holds its database id as ``"db_id"``. Without
+    ``texts`` the candidates' texts are not read (left empty)."""
     candidates: dict[int, list[Candidate]] = defaultdict(list)
+    text = CandidateRow.text if texts else literal("")
     candidate_rows = session.exec(
-        select(CandidateRow.item_id, CandidateRow.candidate_key, CandidateRow.text)
+        select(CandidateRow.item_id, CandidateRow.candidate_key, text)
         .join(ItemRow, col(ItemRow.id) == CandidateRow.item_id)
         .where(condition)
         .order_by(col(CandidateRow.item_id), col(CandidateRow.position))
@@ -205,6 +214,66 @@ def load_items(dataset_id: int, *, session: Session) -> list[Item]:
     Each item's metadata also holds its database id as ``"db_id"``.
     """
     return _items_where(ItemRow.dataset_id == dataset_id, session=session)
+
+
+def items_at(
+    dataset_id: int, start: int, stop: int, *, session: Session, texts: bool = True
+) -> list[Item]:
+    """The dataset's items at positions ``start`` (included) to ``stop`` (excluded), in file
+    order, for reading a large dataset a chunk at a time.
+
+    Each item's metadata also holds its database id as ``"db_id"``. Without ``texts`` the
+    candidates' texts are left empty (what decisions need is their ids).
+    """
+    condition = and_(
+        col(ItemRow.dataset_id) == dataset_id,
+        col(ItemRow.position) >= start,
+        col(ItemRow.position) < stop,
+    )
+    return _items_where(condition, session=session, texts=texts)
+
+
+def items_named(
+    dataset_id: int, item_keys: Iterable[str], *, session: Session, texts: bool = True
+) -> list[Item]:
+    """The dataset's items with these keys (for the few items a page shows), by database id:
+    file order, as :func:`import_items` stores them. Without ``texts`` the candidates' texts
+    are left empty."""
+    found: list[Item] = []
+    for keys in _chunks(item_keys):
+        condition = and_(col(ItemRow.dataset_id) == dataset_id, col(ItemRow.item_key).in_(keys))
+        found += _items_where(condition, session=session, texts=texts)
+    return sorted(found, key=lambda item: item.metadata["db_id"])
+
+
+class DatasetItems:
+    """A dataset's items in file order (its first ``limit`` only), read from the database
+    :data:`ITEM_CHUNK` at a time whenever they are gone through, so that work over a dataset
+    of any size holds one chunk of items in memory. Each item's metadata holds its database
+    id as ``"db_id"``, as with :func:`load_items`."""
+
+    def __init__(self, dataset_id: int, *, session: Session, limit: int | None = None) -> None:
+        self.dataset_id, self.session, self.limit = dataset_id, session, limit
+
+    def __iter__(self) -> Iterator[Item]:
+        for chunk in self.chunks():
+            yield from chunk
+
+    def chunks(self) -> Iterator[list[Item]]:
+        """The items, :data:`ITEM_CHUNK` at a time."""
+        size = self.session.exec(
+            select(func.count()).where(ItemRow.dataset_id == self.dataset_id)
+        ).one()
+        end = size if self.limit is None else min(size, self.limit)
+        for start in range(0, end, ITEM_CHUNK):
+            stop = min(start + ITEM_CHUNK, end)
+            yield items_at(self.dataset_id, start, stop, session=self.session)
+
+
+def items_by_ids(item_db_ids: Iterable[int], *, session: Session) -> list[Item]:
+    """The items with these database ids (at most :data:`ITEM_CHUNK` of them), in file order;
+    each item's metadata holds its database id as ``"db_id"``."""
+    return _items_where(col(ItemRow.id).in_(list(item_db_ids)), session=session)
 
 
 def load_item(item_db_id: int, *, session: Session) -> Item | None:
@@ -333,11 +402,6 @@ def get_run(name: str, *, session: Session) -> Run | None:
     return session.exec(select(Run).where(Run.name == name)).first()
 
 
-def get_run_by_id(run_id: int, *, session: Session) -> Run | None:
-    """The run with database id ``run_id``, or None."""
-    return session.get(Run, run_id)
-
-
 def get_dataset_by_id(dataset_id: int, *, session: Session) -> Dataset | None:
     """The dataset with database id ``dataset_id``, or None."""
     return session.get(Dataset, dataset_id)
@@ -393,6 +457,45 @@ def run_version(run: Run, *, session: Session) -> tuple[str, int, int, int]:
         .where(Call.run_id == run.id)
     ).one()
     return run.status, int(count), int(newest), int(replaced)
+
+
+def result_revision(run: Run, *, session: Session, labels: bool = False) -> str:
+    """The revision a result of the run is kept for: its :func:`run_version` and, with
+    ``labels``, its dataset's :func:`label_revision`, as text."""
+    parts: list[Any] = [list(run_version(run, session=session))]
+    if labels:
+        parts.append(list(label_revision(run.dataset_id, session=session)))
+    return json.dumps(parts, default=str)
+
+
+def run_result(run_id: int, name: str, revision: str, *, session: Session) -> bytes | None:
+    """The stored result ``name`` of a run when it was computed at ``revision``, else None."""
+    return session.exec(
+        select(RunResult.data).where(
+            RunResult.run_id == run_id, RunResult.name == name, RunResult.revision == revision
+        )
+    ).first()
+
+
+def save_run_result(
+    run_id: int, name: str, revision: str, data: bytes, *, session: Session
+) -> None:
+    """Keep ``data`` as the run's result ``name`` computed at ``revision``, in place of the one
+    stored before. When another process stores the same result at once, its row stays."""
+    try:
+        with session.begin_nested():
+            session.execute(
+                delete(RunResult).where(
+                    col(RunResult.run_id) == run_id, col(RunResult.name) == name
+                )
+            )
+            session.execute(
+                insert(RunResult).values(
+                    run_id=run_id, name=name, revision=revision, computed_at=utc_now(), data=data
+                )
+            )
+    except IntegrityError:
+        pass  # the other writer's result, computed from the same calls, is kept
 
 
 def update_run_totals(run_id: int, *, session: Session) -> Run:
@@ -533,9 +636,37 @@ def run_states(runs: Iterable[Run], *, session: Session) -> dict[int, str]:
     return states
 
 
+def run_listing(*, session: Session, dataset_id: int | None = None) -> list[dict[str, Any]]:
+    """The runs (of one dataset, or all), oldest first, as listed by ``pcf runs`` and the Runs
+    page: name, dataset, settings, status to show (:func:`run_states`), calls, tokens, cost."""
+    runs = list_runs(session=session, dataset_id=dataset_id)
+    names = {d.id: d.name for d in list_datasets(session=session)}
+    states = run_states(runs, session=session)
+    return [
+        {
+            "name": r.name,
+            "dataset": names.get(r.dataset_id),
+            "protocol": r.protocol,
+            "backend": r.backend,
+            "model": r.model,
+            "k": r.k,
+            "schedule": r.schedule,
+            "executions": r.executions,
+            "status": states[r.id],
+            "calls": r.calls_made,
+            "cache_hits": r.cache_hits,
+            "failures": r.failures,
+            "input_tokens": r.input_tokens,
+            "output_tokens": r.output_tokens,
+            "cost_usd": r.cost_usd,
+        }
+        for r in runs
+    ]
+
+
 def delete_run(name: str, *, session: Session) -> dict[str, int]:
-    """Delete the run ``name``, its calls and their replaced answers; never any adjudication
-    (labels belong to items, not runs).
+    """Delete the run ``name``, its calls and their replaced answers, and its stored results;
+    never any adjudication (labels belong to items, not runs).
 
     Returns:
         ``{"calls": n, "replaced_calls": m}``: the rows deleted with the run.
@@ -569,6 +700,7 @@ def delete_run(name: str, *, session: Session) -> dict[str, int]:
     deleted = session.execute(delete(Call).where(col(Call.run_id) == run.id))
     session.execute(delete(RunLease).where(col(RunLease.run_name) == name))
     session.execute(delete(ProviderBatch).where(col(ProviderBatch.run_id) == run.id))
+    session.execute(delete(RunResult).where(col(RunResult.run_id) == run.id))
     session.delete(run)
     session.flush()
     return {"calls": rows_changed(deleted), "replaced_calls": rows_changed(replaced)}
@@ -770,21 +902,38 @@ def pending_batch_keys(*, session: Session) -> set[str]:
     return {key for keys in session.exec(query).all() for key in keys}
 
 
-def run_calls_by_slot(run_id: int, *, session: Session) -> dict[tuple[int, int, int], Call]:
-    """The run's stored calls by ``(item database id, execution, call index)``."""
-    return {
-        (c.item_id, c.execution, c.call_index): c
-        for c in session.exec(select(Call).where(Call.run_id == run_id)).all()
-    }
+def run_calls_by_slot(
+    run_id: int, *, session: Session, item_ids: Iterable[int] | None = None
+) -> dict[tuple[int, int, int], Call]:
+    """The run's stored calls (of the items with these database ids only, when given) by
+    ``(item database id, execution, call index)``."""
+    query = select(Call).where(Call.run_id == run_id)
+    if item_ids is not None:
+        query = query.where(col(Call.item_id).in_(list(item_ids)))
+    return {(c.item_id, c.execution, c.call_index): c for c in session.exec(query).all()}
 
 
-def run_calls(run_id: int, *, session: Session) -> list[Call]:
-    """The run's calls, by item, execution and call index."""
+def _at_positions(query: Any, start: int | None, stop: int | None) -> Any:
+    """``query`` (joined with :class:`ItemRow`) kept to the items at positions ``start`` to
+    ``stop`` (excluded); None leaves that end open."""
+    if start is not None:
+        query = query.where(col(ItemRow.position) >= start)
+    if stop is not None:
+        query = query.where(col(ItemRow.position) < stop)
+    return query
+
+
+def run_calls(
+    run_id: int, *, session: Session, start: int | None = None, stop: int | None = None
+) -> list[Call]:
+    """The run's calls, by item, execution and call index; only those of the items at
+    positions ``start`` to ``stop`` (excluded) when given."""
+    query = select(Call).where(Call.run_id == run_id)
+    if start is not None or stop is not None:
+        query = _at_positions(query.join(ItemRow, col(ItemRow.id) == Call.item_id), start, stop)
     return list(
         session.exec(
-            select(Call)
-            .where(Call.run_id == run_id)
-            .order_by(col(Call.item_id), col(Call.execution), col(Call.call_index))
+            query.order_by(col(Call.item_id), col(Call.execution), col(Call.call_index))
         ).all()
     )
 
@@ -828,8 +977,11 @@ def stored_judgment(
     )
 
 
-def run_judgments(run_id: int, *, session: Session) -> list[Judgment]:
-    """Every call of the run as a judgment (failed calls with ``ok=False`` and their error).
+def run_judgments(
+    run_id: int, *, session: Session, start: int | None = None, stop: int | None = None
+) -> list[Judgment]:
+    """Every call of the run as a judgment (failed calls with ``ok=False`` and their error);
+    only the calls of the items at positions ``start`` to ``stop`` (excluded) when given.
 
     Ordered by item position, execution and call index; ``item_id`` is the item's key. For
     speed the JSON columns are read as text and decoded by a single ``json.loads``.
@@ -849,6 +1001,7 @@ def run_judgments(run_id: int, *, session: Session) -> list[Judgment]:
         .where(Call.run_id == run_id)
         .order_by(col(ItemRow.position), col(Call.execution), col(Call.call_index))
     )
+    query = _at_positions(query, start, stop)
     with gc_paused():
         rows = session.exec(query).all()
         json_columns = ",".join(

@@ -7,7 +7,6 @@ import io
 import math
 
 import pytest
-from sqlalchemy import Engine
 from sqlmodel import Session
 
 from pcf.analysis.adjudications import (
@@ -31,7 +30,6 @@ from pcf.store import (
     get_run,
     item_db_ids,
     load_items,
-    session_scope,
 )
 from tests.factories import decision_rows, demo_item
 
@@ -95,14 +93,13 @@ def test_the_scale_is_a_share_in_zero_to_one():
     assert list(CONFIDENCE_SCALE) == [0.0, 0.25, 0.5, 0.75, 1.0]
 
 
-def test_the_history_frame_names_choices_for_the_annotator(demo_engine: Engine, db: Session):
+def test_the_history_frame_names_choices_for_the_annotator(db: Session):
     item_id = item_db_ids(1, session=db)["demo-003"]
     item = demo_item(db, "demo-003")
-    with session_scope(demo_engine) as s:
-        add_adjudication(item_id, session=s, annotator="ann", choice=item.candidate_ids[0])
-        add_adjudication(
-            item_id, session=s, annotator="ann", choice="none_correct", tags=["near-tie", "x"]
-        )
+    add_adjudication(item_id, session=db, annotator="ann", choice=item.candidate_ids[0])
+    add_adjudication(
+        item_id, session=db, annotator="ann", choice="none_correct", tags=["near-tie", "x"]
+    )
     history = adjudication_history(item_id, session=db)
     labels = display_labels(tuple(reversed(item.candidate_ids)))
     frame = history_frame(history, labels)

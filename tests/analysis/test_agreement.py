@@ -26,7 +26,6 @@ from pcf.store import (
     get_dataset,
     get_run,
     load_items,
-    session_scope,
 )
 
 
@@ -140,24 +139,21 @@ def test_compare_without_any_human_label_has_no_figures():
     assert result.rows.empty
 
 
-def test_a_stored_run_against_current_labels_uses_each_annotators_newest_label(demo_engine):
-    with session_scope(demo_engine) as s:
-        dataset = get_dataset("demo", session=s)
-        items = load_items(dataset.id, session=s)[:6]
-        for item in items:
-            add_adjudication(
-                item.metadata["db_id"], session=s, annotator="ann", choice="cannot_tell"
-            )
-            add_adjudication(item.metadata["db_id"], session=s, annotator="ann", choice=item.gold)
-            add_adjudication(item.metadata["db_id"], session=s, annotator="bob", choice=item.gold)
-        run = get_run("demo-pcf", session=s)
-        result = run_human_comparison(run, session=s)
-        decisions = {d["item_id"]: d for d in run_decisions(run, session=s)}
-        from_table = table_human_comparison(
-            analyse_run(run, session=s).table,
-            current_labels(dataset.id, session=s),
-            dataset_gold(dataset.id, session=s).gold,
-        )
+def test_a_stored_run_against_current_labels_uses_each_annotators_newest_label(db):
+    dataset = get_dataset("demo", session=db)
+    items = load_items(dataset.id, session=db)[:6]
+    for item in items:
+        add_adjudication(item.metadata["db_id"], session=db, annotator="ann", choice="cannot_tell")
+        add_adjudication(item.metadata["db_id"], session=db, annotator="ann", choice=item.gold)
+        add_adjudication(item.metadata["db_id"], session=db, annotator="bob", choice=item.gold)
+    run = get_run("demo-pcf", session=db)
+    result = run_human_comparison(run, session=db)
+    decisions = {d["item_id"]: d for d in run_decisions(run, session=db)}
+    from_table = table_human_comparison(
+        analyse_run(run, session=db).table,
+        current_labels(dataset.id, session=db),
+        dataset_gold(dataset.id, session=db).gold,
+    )
     assert result.adjudicated == 6
     assert result.rows["human"].tolist() == [i.gold for i in items]
     expected = sum(decisions[i.item_id]["winner"] == i.gold for i in items) / 6
@@ -173,15 +169,14 @@ def test_a_stored_run_against_current_labels_uses_each_annotators_newest_label(d
     assert (from_table.adjudicated, from_table.gold_agreement) == (6, (6, 6))
 
 
-def test_exports_hold_every_adjudication_row(demo_engine):
-    with session_scope(demo_engine) as s:
-        dataset = get_dataset("demo", session=s)
-        item = load_items(dataset.id, session=s)[0]
-        db_id = item.metadata["db_id"]
-        add_adjudication(db_id, session=s, annotator="ann", choice=item.gold, tags=["x", "y"])
-        add_adjudication(db_id, session=s, annotator="ann", choice="none_correct", notes='a, "b"')
-        records = adjudication_records(dataset.id, session=s)
-        assert len(current_labels(dataset.id, session=s)) == 1
+def test_exports_hold_every_adjudication_row(db):
+    dataset = get_dataset("demo", session=db)
+    item = load_items(dataset.id, session=db)[0]
+    db_id = item.metadata["db_id"]
+    add_adjudication(db_id, session=db, annotator="ann", choice=item.gold, tags=["x", "y"])
+    add_adjudication(db_id, session=db, annotator="ann", choice="none_correct", notes='a, "b"')
+    records = adjudication_records(dataset.id, session=db)
+    assert len(current_labels(dataset.id, session=db)) == 1
     lines = [json.loads(line) for line in adjudications_jsonl(records).splitlines()]
     assert lines == records
     reader = csv.DictReader(io.StringIO(adjudications_csv(records)))

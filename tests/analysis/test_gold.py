@@ -9,7 +9,7 @@ from pcf.access import AccessDeniedError, Actor, Role
 from pcf.analysis.gold import dataset_gold, disagreements, human_gold, rule_gold
 from pcf.labelling.gold import resolve
 from pcf.labelling.plan import set_plan
-from pcf.store import add_adjudication, get_dataset, load_items, session_scope
+from pcf.store import add_adjudication, get_dataset, load_items
 
 RITA = Actor("rita@example.com", Role.REVIEWER)
 ADAM = Actor("adam@example.com", Role.ADMIN)
@@ -90,20 +90,19 @@ def test_dawid_skene_trusts_the_annotator_who_agrees_with_the_others():
     assert gold.source["q10"] == "dawid_skene"
 
 
-def test_a_reviewer_resolves_and_the_dataset_gold_follows(demo_engine):
-    with session_scope(demo_engine) as s:
-        demo = get_dataset("demo", session=s)
-        item = load_items(demo.id, session=s)[0]
-        db_id, (first, second, *_) = item.metadata["db_id"], item.candidate_ids
-        add_adjudication(db_id, session=s, annotator="ann", choice=first)
-        add_adjudication(db_id, session=s, annotator="bob", choice=second)
-        assert dataset_gold(demo.id, session=s).gold[item.item_id] is None
-        with pytest.raises(AccessDeniedError):
-            resolve(db_id, session=s, actor=Actor("a@example.com", Role.ANNOTATOR), choice=first)
-        with pytest.raises(ValueError, match="is not one of"):
-            resolve(db_id, session=s, actor=RITA, choice="cannot_tell")
-        resolve(db_id, session=s, actor=RITA, choice=second, reason="the source says so")
-        gold = dataset_gold(demo.id, session=s)
-        assert (gold.gold[item.item_id], gold.source[item.item_id]) == (second, "resolution")
-        set_plan(demo.id, session=s, actor=ADAM, gold_rule="majority")
-        assert dataset_gold(demo.id, session=s).rule == "majority"
+def test_a_reviewer_resolves_and_the_dataset_gold_follows(db):
+    demo = get_dataset("demo", session=db)
+    item = load_items(demo.id, session=db)[0]
+    db_id, (first, second, *_) = item.metadata["db_id"], item.candidate_ids
+    add_adjudication(db_id, session=db, annotator="ann", choice=first)
+    add_adjudication(db_id, session=db, annotator="bob", choice=second)
+    assert dataset_gold(demo.id, session=db).gold[item.item_id] is None
+    with pytest.raises(AccessDeniedError):
+        resolve(db_id, session=db, actor=Actor("a@example.com", Role.ANNOTATOR), choice=first)
+    with pytest.raises(ValueError, match="is not one of"):
+        resolve(db_id, session=db, actor=RITA, choice="cannot_tell")
+    resolve(db_id, session=db, actor=RITA, choice=second, reason="the source says so")
+    gold = dataset_gold(demo.id, session=db)
+    assert (gold.gold[item.item_id], gold.source[item.item_id]) == (second, "resolution")
+    set_plan(demo.id, session=db, actor=ADAM, gold_rule="majority")
+    assert dataset_gold(demo.id, session=db).rule == "majority"

@@ -21,34 +21,33 @@ from pcf.analysis.team_exports import (
 from pcf.cli import app
 from pcf.items import Candidate, Item
 from pcf.labelling.gold import resolve
-from pcf.store import add_adjudication, import_items, load_items, session_scope
+from pcf.store import add_adjudication, import_items, load_items
 from tests.factories import make_item
 
 HARD = '=HYPERLINK("http://x") "quoted", comma, new\nline, 日本語, tab\there'
 
 
 @pytest.fixture
-def labelled(engine):
+def labelled(session):
     """A dataset of two items: both labelled by two people (one correction), one resolved."""
-    with session_scope(engine) as s:
-        found = import_items(
-            [make_item("q1"), make_item("q2")], session=s, name="team", fmt="jsonl"
-        )
-        first, second = (i.metadata["db_id"] for i in load_items(found.id, session=s))
-        add_adjudication(first, session=s, annotator="ann", choice="c0", notes=HARD)
-        add_adjudication(first, session=s, annotator="ann", choice="c1", tags=["near-tie", "x"])
-        add_adjudication(first, session=s, annotator="bob", choice="c2", confidence=0.75)
-        add_adjudication(second, session=s, annotator="ann", choice="none_correct")
-        add_adjudication(second, session=s, annotator="bob", choice="none_correct")
-        resolve(
-            first, session=s, actor=Actor("rita@x.org", Role.REVIEWER), choice="c1", reason=HARD
-        )
-        return found.id
+    found = import_items(
+        [make_item("q1"), make_item("q2")], session=session, name="team", fmt="jsonl"
+    )
+    first, second = (i.metadata["db_id"] for i in load_items(found.id, session=session))
+    add_adjudication(first, session=session, annotator="ann", choice="c0", notes=HARD)
+    add_adjudication(first, session=session, annotator="ann", choice="c1", tags=["near-tie", "x"])
+    add_adjudication(first, session=session, annotator="bob", choice="c2", confidence=0.75)
+    add_adjudication(second, session=session, annotator="ann", choice="none_correct")
+    add_adjudication(second, session=session, annotator="bob", choice="none_correct")
+    resolve(
+        first, session=session, actor=Actor("rita@x.org", Role.REVIEWER), choice="c1", reason=HARD
+    )
+    session.commit()
+    return found.id
 
 
-def test_every_format_round_trips_every_field(engine, labelled, tmp_path):
-    with session_scope(engine) as s:
-        labels, gold = label_records(labelled, session=s), gold_records(labelled, session=s)
+def test_every_format_round_trips_every_field(session, labelled, tmp_path):
+    labels, gold = label_records(labelled, session=session), gold_records(labelled, session=session)
     assert [r["choice"] for r in labels] == ["c0", "c1", "c2", "none_correct", "none_correct"]
     assert [(g["item_id"], g["human_gold"], g["source"]) for g in gold] == [
         ("q1", "c1", "resolution"),
@@ -76,7 +75,7 @@ def test_every_format_round_trips_every_field(engine, labelled, tmp_path):
     assert first["notes"] == "'" + HARD  # a spreadsheet opens it as text, not a formula
 
 
-def test_the_commands_write_the_files(engine, labelled, tmp_path):
+def test_the_commands_write_the_files(labelled, tmp_path):
     runner = CliRunner()
     out = tmp_path / "out" / "gold.parquet"
     done = runner.invoke(app, ["gold", "export", "team", "--out", str(out), "--format", "parquet"])
@@ -90,7 +89,7 @@ def test_the_commands_write_the_files(engine, labelled, tmp_path):
     assert "no dataset 'nope'" in refused.output
 
 
-def test_exports_name_each_choice_by_where_its_answer_differs(engine):
+def test_exports_name_each_choice_by_where_its_answer_differs(session):
     start = "Here is the list of years from 2000 to 2010 that were leap years in the calendar: "
     item = Item(
         "q1",
@@ -98,13 +97,12 @@ def test_exports_name_each_choice_by_where_its_answer_differs(engine):
         (Candidate("c0", start + "2000, 2004 and 2008."), Candidate("c1", start + "2004 only.")),
         "c0",
     )
-    with session_scope(engine) as s:
-        found = import_items([item], session=s, name="alike", fmt="jsonl")
-        db_id = load_items(found.id, session=s)[0].metadata["db_id"]
-        add_adjudication(db_id, session=s, annotator="ann", choice="c1")
-        add_adjudication(db_id, session=s, annotator="bob", choice="c1")
-        add_adjudication(db_id, session=s, annotator="cat", choice="cannot_tell")
-        labels, gold = label_records(found.id, session=s), gold_records(found.id, session=s)
+    found = import_items([item], session=session, name="alike", fmt="jsonl")
+    db_id = load_items(found.id, session=session)[0].metadata["db_id"]
+    add_adjudication(db_id, session=session, annotator="ann", choice="c1")
+    add_adjudication(db_id, session=session, annotator="bob", choice="c1")
+    add_adjudication(db_id, session=session, annotator="cat", choice="cannot_tell")
+    labels, gold = label_records(found.id, session=session), gold_records(found.id, session=session)
     titles = [label["choice_title"] for label in labels]
     assert titles[0] == titles[1]
     assert titles[0].startswith("B · ")

@@ -2,35 +2,34 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
-from pcf.analysis.weights import PackedRun, evaluate_weights, pack_run
+from pcf.analysis.weights import (
+    PackedRun,
+    evaluate_weights,
+    pack_run,
+    run_diagnostics,
+    stored_packed_run,
+)
 from pcf.consensus import pack
 from pcf.decisions import aggregate
 from pcf.reports.tables import weight_records, weight_table
-from pcf.store import (
-    create_run,
-    get_dataset,
-    get_run,
-    load_items,
-    run_judgments,
-    session_scope,
-)
+from pcf.store import get_dataset, get_run, load_items, run_judgments
 from pcf.weights import PRESETS, Weights
-from tests.factories import judgment, make_item
+from tests.factories import judgment, make_item, stored_run
 
 
 @pytest.fixture
-def demo(demo_engine):
+def demo(db):
     """Packed demo runs plus what `aggregate` needs to recompute them independently."""
-    with session_scope(demo_engine) as s:
-        runs = {n: get_run(n, session=s) for n in ("demo-direct", "demo-pcf", "demo-repeated")}
-        items = load_items(runs["demo-pcf"].dataset_id, session=s)
-        return {
-            "packed": {n: pack_run(r, session=s) for n, r in runs.items()},
-            "judgments": {n: run_judgments(r.id, session=s) for n, r in runs.items()},
-            "items": items,
-        }
+    runs = {n: get_run(n, session=db) for n in ("demo-direct", "demo-pcf", "demo-repeated")}
+    items = load_items(runs["demo-pcf"].dataset_id, session=db)
+    return {
+        "packed": {n: pack_run(r, session=db) for n, r in runs.items()},
+        "judgments": {n: run_judgments(r.id, session=db) for n, r in runs.items()},
+        "items": items,
+    }
 
 
 def execution_zero(demo, run: str) -> list:
@@ -70,7 +69,7 @@ def test_changed_items_are_those_whose_winner_left_direct(demo):
 
 def test_weight_table_has_a_row_per_preset_and_two_columns_per_run(demo):
     packed = [demo["packed"][n] for n in ("demo-direct", "demo-pcf")]
-    table = weight_table(packed)
+    table = weight_table(weight_records(packed))
     assert table.index.tolist() == list(PRESETS)
     assert table.loc["score-only", ["ws", "wB", "wv", "wu"]].tolist() == [1, 0, 0, 0]
     for preset, weights in PRESETS.items():
@@ -95,7 +94,7 @@ def test_diagnostics_use_execution_zero_only(demo):
 def test_weight_records_are_the_weight_table_in_long_form(demo):
     packed = [demo["packed"][n] for n in ("demo-pcf", "demo-repeated")]
     records = weight_records(packed)
-    table = weight_table(packed)
+    table = weight_table(records)
     assert len(records) == 2 * len(PRESETS)
     for row in records.to_dict("records"):
         method, direct = recomputed(demo, row["run"], PRESETS[row["preset"]])
@@ -112,21 +111,11 @@ def test_packed_run_knows_its_k_and_that_it_is_simulated(demo):
     assert demo["packed"]["demo-direct"].k == 1
 
 
-def test_apoc_runs_have_no_weights(demo_engine):
-    with session_scope(demo_engine) as s:
-        dataset = get_dataset("demo", session=s)
-        run = create_run(
-            "pairs",
-            session=s,
-            dataset_id=dataset.id,
-            protocol="apoc",
-            backend="simulated",
-            model="sim",
-            k=3,
-            schedule="apoc",
-        )
-        with pytest.raises(ValueError, match="APOCJudge"):
-            pack_run(run, session=s)
+def test_apoc_runs_have_no_weights(db):
+    dataset = get_dataset("demo", session=db)
+    run = stored_run(db, dataset.id, name="pairs", protocol="apoc", schedule="apoc")
+    with pytest.raises(ValueError, match="APOCJudge"):
+        pack_run(run, session=db)
 
 
 def hand_packed(gold: str | None) -> PackedRun:
@@ -150,3 +139,32 @@ def test_weights_decide_a_hand_made_item():
 def test_no_gold_no_accuracy():
     with pytest.raises(ValueError, match="no judged item with a gold id"):
         evaluate_weights(hand_packed(None), PRESETS["proposed"])
+
+
+@pytest.mark.parametrize("name", ["demo-pcf", "demo-direct"])
+def test_a_run_packed_in_chunks_and_stored_decides_as_it_packed_whole(db, new_session, name):
+    run = get_run(name, session=db)
+    whole = pack_run(run, session=db, chunk=10**9)
+    chunked = pack_run(run, session=db, chunk=5)
+    stored = stored_packed_run(run, session=db)  # computed and stored
+    db.commit()
+    with new_session() as s:
+        read = stored_packed_run(get_run(name, session=s), session=s)
+    assert len(chunked.groups) == 11
+    for packed in (chunked, stored, read):
+        assert (packed.item_order, packed.gold, packed.k) == (
+            whole.item_order,
+            whole.gold,
+            whole.k,
+        )
+        for k in range(1, whole.k + 1):
+            for weights in PRESETS.values():
+                found, expected = (evaluate_weights(p, weights, k=k) for p in (packed, whole))
+                assert (found.n, found.accuracy, found.direct_accuracy) == (
+                    expected.n,
+                    expected.accuracy,
+                    expected.direct_accuracy,
+                )
+                pd.testing.assert_frame_equal(found.changed, expected.changed)
+    diagnostics = run_diagnostics(get_run(name, session=db), session=db)
+    pd.testing.assert_frame_equal(diagnostics.presets, weight_records([whole]))

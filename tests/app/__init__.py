@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import Engine
+from sqlmodel import Session
 from streamlit.testing.v1 import AppTest
 
 from pcf.labelling.members import set_local_name
-from pcf.store import session_scope
 from pcf.store.queries import save_member
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
@@ -36,11 +35,11 @@ def markdown_texts(at: AppTest) -> list[str]:
     return [m.value for m in at.markdown] + [c.value for c in at.caption]
 
 
-def local_app(engine: Engine) -> AppTest:
+def local_app(session: Session) -> AppTest:
     """The app in local mode after its first run, the local person (:data:`LOCAL_NAME`, an
     admin) named in the database as the name dialog would."""
-    with session_scope(engine) as session:
-        set_local_name(LOCAL_NAME, session=session)
+    set_local_name(LOCAL_NAME, session=session)
+    session.commit()
     return on_demo_pcf(AppTest.from_file(str(APP), default_timeout=30)).run()
 
 
@@ -51,12 +50,12 @@ def on_demo_pcf(at: AppTest) -> AppTest:
     return at
 
 
-def signed_in_app(engine: Engine, email: str, role: str | None = None) -> AppTest:
+def signed_in_app(session: Session, email: str, role: str | None = None) -> AppTest:
     """The app with sign-in configured, after its first run for ``email`` (signed in at the
     provider), who is made a member with ``role`` first unless ``role`` is None."""
     if role is not None:
-        with session_scope(engine) as session:
-            save_member(email, role, session=session, added_by="test")
+        save_member(email, role, session=session, added_by="test")
+        session.commit()
     at = AppTest.from_file(str(APP), default_timeout=30)
     at.secrets["auth"] = AUTH
     at.user = {"is_logged_in": True, "email": email}

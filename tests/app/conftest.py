@@ -4,19 +4,18 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import Engine
+from sqlmodel import Session
 from streamlit.testing.v1 import AppTest
 
 from pcf.access import operator
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
-from pcf.store import session_scope
 from pcf.weights import PRESETS
 from tests.app import local_app
 
 
 @pytest.fixture
-def app(demo_engine: Engine) -> AppTest:
+def app(db: Session) -> AppTest:
     """The app after its first run (the Overview page), on this test's demo database, in local
     mode: the local person (an admin) is named.
 
@@ -24,11 +23,11 @@ def app(demo_engine: Engine) -> AppTest:
     ``switch_page`` first runs alone; it hands over to app.py (``pages.shared.ensure_app_frame``),
     as on a new server.
     """
-    return local_app(demo_engine)
+    return local_app(db)
 
 
 @pytest.fixture
-def adaptive_run(demo_engine: Engine) -> str:
+def adaptive_run(db: Session) -> str:
     """An adaptive run of the demo (the demo-pcf run's calls, from the cache) that settled its
     winners on the rank-only weights; ask for it before the page, so the sidebar lists it."""
     spec = RunSpec(
@@ -40,6 +39,5 @@ def adaptive_run(demo_engine: Engine) -> str:
         risk=0.05,
         stop_on=PRESETS["rank-only"],
     )
-    with session_scope(demo_engine) as session:
-        judge_run(spec, session=session, actor=operator())
+    judge_run(spec, session=db, actor=operator())
     return spec.run_name

@@ -13,7 +13,7 @@ from pcf.analysis.markdown import inert_markdown
 from pcf.analysis.results import analyse_run, run_decisions
 from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
 from pcf.labelling.plan import set_plan
-from pcf.store import Adjudication, ItemRow, get_run, load_items, session_scope
+from pcf.store import Adjudication, ItemRow, get_run, load_items
 from tests.app import LOCAL_NAME, markdown_texts, open_page, signed_in_app
 
 ANNOTATOR = LOCAL_NAME
@@ -26,9 +26,9 @@ def labelling(app, **query_params: str):
     return open_page(app, "adjudicate", **query_params)
 
 
-def grace(demo_engine, role: str = "annotator", email: str = GRACE):
+def grace(db: Session, role: str = "annotator", email: str = GRACE):
     """The Adjudicate page for Grace (or ``email``), signed in as an annotator."""
-    return open_page(signed_in_app(demo_engine, email, role), "adjudicate")
+    return open_page(signed_in_app(db, email, role), "adjudicate")
 
 
 def expected_queue(db: Session) -> list[str]:
@@ -86,8 +86,8 @@ def test_no_name_is_typed_and_the_address_names_nobody(app, db: Session):
     assert [a.annotator for a in labels_in_db(db, "demo-040")] == [ANNOTATOR]
 
 
-def test_a_viewer_has_no_adjudicate_page(demo_engine):
-    at = signed_in_app(demo_engine, "vera@example.com", "viewer")
+def test_a_viewer_has_no_adjudicate_page(db):
+    at = signed_in_app(db, "vera@example.com", "viewer")
     assert not at.exception
     with pytest.raises(ValueError, match="navigation page"):
         open_page(at, "adjudicate")
@@ -167,23 +167,23 @@ def test_a_saved_label_is_a_row_and_the_queue_moves_on(app, db: Session):
     assert item_on_screen(at) == queue[2]
 
 
-def two_labels_per_item(engine) -> None:
-    with session_scope(engine) as s:
-        set_plan(1, session=s, actor=ADMIN, labels_per_item=2)
+def two_labels_per_item(db: Session) -> None:
+    set_plan(1, session=db, actor=ADMIN, labels_per_item=2)
+    db.commit()
 
 
-def test_an_item_stays_in_the_others_queues_until_it_has_its_labels(app, demo_engine, db):
+def test_an_item_stays_in_the_others_queues_until_it_has_its_labels(app, db):
     queue = expected_queue(db)
     at = labelling(app)
     choose(at, "cannot_tell")
     assert item_on_screen(at) == queue[1]
-    assert item_on_screen(grace(demo_engine)) == queue[2]  # one label per item by default
-    two_labels_per_item(demo_engine)
-    assert item_on_screen(grace(demo_engine, email="gus@example.com")) == queue[0]
+    assert item_on_screen(grace(db)) == queue[2]  # one label per item by default
+    two_labels_per_item(db)
+    assert item_on_screen(grace(db, email="gus@example.com")) == queue[0]
 
 
-def test_an_annotator_stays_blind_after_saving(demo_engine, db: Session):
-    at = grace(demo_engine)
+def test_an_annotator_stays_blind_after_saving(db: Session):
+    at = grace(db)
     revealing = ("PCF winner", "Direct winner", "Gold")
     assert not [t for t in at.toggle if t.key == "adjudicate_unblind"]
     choose(at, "1")
@@ -208,12 +208,12 @@ def test_a_correction_is_a_new_row_and_the_history_stays_visible(app, db: Sessio
     assert list(history["corrects label"].fillna(0)) == [0, first.id]
 
 
-def test_others_labels_show_to_admins_and_never_to_annotators(app, demo_engine, db: Session):
+def test_others_labels_show_to_admins_and_never_to_annotators(app, db: Session):
     queue = expected_queue(db)
-    two_labels_per_item(demo_engine)
+    two_labels_per_item(db)
     at = labelling(app)
     choose(at, "1")
-    at = grace(demo_engine)
+    at = grace(db)
     assert item_on_screen(at) == queue[0]
     assert not [d for d in at.dataframe if "annotator" in d.value.columns]
     choose(at, "1")
@@ -225,9 +225,9 @@ def test_others_labels_show_to_admins_and_never_to_annotators(app, demo_engine, 
     assert list(history["annotator"]) == [ANNOTATOR, GRACE]
 
 
-def test_a_second_tab_saving_the_same_item_is_told_and_loses_nothing(demo_engine, db):
+def test_a_second_tab_saving_the_same_item_is_told_and_loses_nothing(db):
     first, second = (
-        open_page(signed_in_app(demo_engine, GRACE, role), "adjudicate", label="demo-040")
+        open_page(signed_in_app(db, GRACE, role), "adjudicate", label="demo-040")
         for role in ("annotator", None)
     )
     item = next(i for i in load_items(1, session=db) if i.item_id == "demo-040")

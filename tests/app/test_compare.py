@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from sqlmodel import Session
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
 
@@ -11,7 +12,7 @@ from pcf.analysis.item_detail import candidate_titles
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import run_decisions
 from pcf.evaluation import cohen_kappa, krippendorff_alpha
-from pcf.store import add_adjudication, get_dataset, get_engine, get_run, load_items, session_scope
+from pcf.store import add_adjudication, get_dataset, get_run, load_items
 from tests.app import markdown_texts, open_page
 
 
@@ -25,35 +26,32 @@ def metrics(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
-def label_items(choices: dict[str, list[str]], count: int = 24) -> list:
+def label_items(db: Session, choices: dict[str, list[str]], count: int = 24) -> list:
     """Each annotator labels the first ``count`` demo items from a cycle of choice rules.
 
     A rule is ``gold``, ``first`` (the first listed candidate), ``second``, or a literal choice.
     Returns the labelled items.
     """
-    with session_scope(get_engine()) as s:
-        items = load_items(get_dataset("demo", session=s).id, session=s)[:count]
-        for annotator, rules in choices.items():
-            for n, item in enumerate(items):
-                rule = rules[n % len(rules)]
-                choice = {
-                    "gold": item.gold,
-                    "first": item.candidate_ids[0],
-                    "second": item.candidate_ids[1],
-                }.get(rule, rule)
-                add_adjudication(
-                    item.metadata["db_id"], session=s, annotator=annotator, choice=choice
-                )
+    items = load_items(get_dataset("demo", session=db).id, session=db)[:count]
+    for annotator, rules in choices.items():
+        for n, item in enumerate(items):
+            rule = rules[n % len(rules)]
+            choice = {
+                "gold": item.gold,
+                "first": item.candidate_ids[0],
+                "second": item.candidate_ids[1],
+            }.get(rule, rule)
+            add_adjudication(item.metadata["db_id"], session=db, annotator=annotator, choice=choice)
+    db.commit()
     return items
 
 
-def expected_figures(items, by_annotator: dict[str, list[str]]) -> dict:
+def expected_figures(db: Session, items, by_annotator: dict[str, list[str]]) -> dict:
     """Accuracy and kappa recomputed here against the unanimous human gold (the default plan):
     every vote but 'cannot tell' the same candidate."""
-    with session_scope(get_engine()) as s:
-        decisions = {
-            d["item_id"]: d for d in run_decisions(get_run("demo-pcf", session=s), session=s)
-        }
+    decisions = {
+        d["item_id"]: d for d in run_decisions(get_run("demo-pcf", session=db), session=db)
+    }
     human, direct, pcf = [], [], []
     for n, item in enumerate(items):
         votes = {labels[n] for labels in by_annotator.values()} - {"cannot_tell"}
@@ -93,14 +91,14 @@ def test_without_adjudications_the_page_points_to_adjudicate(app):
     assert [link.proto.page for link in at.page_link] == ["adjudicate"]
 
 
-def test_two_annotators_accuracy_kappa_and_disagreement_links(app):
+def test_two_annotators_accuracy_kappa_and_disagreement_links(app, db):
     choices = {
         "ann": ["gold", "gold", "gold", "first", "none_correct"],
         "bob": ["gold", "second", "gold", "first", "gold", "cannot_tell"],
     }
-    items = label_items(choices)
+    items = label_items(db, choices)
     by_annotator = resolved(items, choices)
-    expected = expected_figures(items, by_annotator)
+    expected = expected_figures(db, items, by_annotator)
     at = compare(app)
     shown = metrics(at)
     assert shown["Adjudicated items"] == "24"
@@ -131,13 +129,13 @@ def test_two_annotators_accuracy_kappa_and_disagreement_links(app):
     assert not [m for m in markdown_texts(at) if m.startswith(escape_markdown(first.gold))]
 
 
-def test_three_annotators_agree_by_krippendorffs_alpha(app):
+def test_three_annotators_agree_by_krippendorffs_alpha(app, db):
     choices = {
         "ann": ["gold", "first"],
         "bob": ["gold", "gold", "second"],
         "cat": ["gold", "first", "cannot_tell", "none_correct"],
     }
-    items = label_items(choices, count=12)
+    items = label_items(db, choices, count=12)
     by_annotator = resolved(items, choices)
     expected = krippendorff_alpha(
         [
@@ -150,9 +148,9 @@ def test_three_annotators_agree_by_krippendorffs_alpha(app):
     assert shown["Krippendorff's alpha (nominal)"] == f"{expected:.3f}"
 
 
-def test_downloads_hold_every_adjudication_row(app, monkeypatch):
-    items = label_items({"ann": ["gold"], "bob": ["first", "none_correct"]}, count=5)
-    label_items({"ann": ["second"]}, count=2)  # two corrections: new rows, not overwrites
+def test_downloads_hold_every_adjudication_row(app, db, monkeypatch):
+    items = label_items(db, {"ann": ["gold"], "bob": ["first", "none_correct"]}, count=5)
+    label_items(db, {"ann": ["second"]}, count=2)  # two corrections: new rows, not overwrites
     downloads = {}
     original = DeltaGenerator.download_button
 

@@ -8,8 +8,8 @@ from pcf.labelling.members import identify
 from tests.app import open_page, signed_in_app
 
 
-def test_an_admin_adds_changes_and_removes_a_member(demo_engine, db: Session):
-    at = open_page(signed_in_app(demo_engine, "adam@example.com", "admin"), "members")
+def test_an_admin_adds_changes_and_removes_a_member(db: Session):
+    at = open_page(signed_in_app(db, "adam@example.com", "admin"), "members")
     assert not at.exception
     at.text_input[0].set_value("Carol@Example.com")
     at.button[0].click().run()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine
 from sqlmodel import Session
 from streamlit.testing.v1 import AppTest
 
@@ -19,7 +18,6 @@ from pcf.store import (
     item_db_ids,
     load_items,
     run_judgments,
-    session_scope,
 )
 from tests.app import APP, markdown_texts, open_page
 
@@ -78,13 +76,13 @@ def test_the_direct_run_says_it_is_the_baseline(app):
     assert metrics(at)["Improved / regressed / same"] == "0 / 0 / 52"
 
 
-def test_human_labels_get_their_own_accuracy(app, demo_engine: Engine, db: Session):
+def test_human_labels_get_their_own_accuracy(app, db: Session):
     dataset_id = get_run("demo-pcf", session=db).dataset_id
     items = load_items(dataset_id, session=db)[:3]
     ids = item_db_ids(dataset_id, session=db)
-    with session_scope(demo_engine) as s:
-        for item in items:
-            add_adjudication(ids[item.item_id], session=s, annotator="ann", choice=item.gold)
+    for item in items:
+        add_adjudication(ids[item.item_id], session=db, annotator="ann", choice=item.gold)
+    db.commit()
     at = open_page(app, "overview")
     assert not at.exception
     assert any(m.startswith("**Against human labels** (3 items):") for m in markdown_texts(at))
@@ -115,9 +113,9 @@ def test_an_adaptive_run_says_so_and_how_it_stopped(adaptive_run, app):
     assert "K and weight tables leave it out" in notes[0]
 
 
-def test_the_demo_opens_on_its_strong_bias_run_told_in_words(demo_engine: Engine, db: Session):
-    with session_scope(demo_engine) as s:
-        set_local_name("Ada", session=s)
+def test_the_demo_opens_on_its_strong_bias_run_told_in_words(db: Session):
+    set_local_name("Ada", session=db)
+    db.commit()
     at = AppTest.from_file(str(APP), default_timeout=30).run()  # no run picked: the default
     assert not at.exception
     assert at.sidebar.selectbox(key="run").value == "demo-strong-bias-pcf"

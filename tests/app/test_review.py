@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 from streamlit.testing.v1 import AppTest
 
@@ -26,7 +25,6 @@ from pcf.store import (
     import_items,
     item_db_ids,
     load_items,
-    session_scope,
 )
 from tests.app import APP, LOCAL_NAME, markdown_texts, open_page
 from tests.factories import template_hostile_items
@@ -155,7 +153,7 @@ def test_the_heatmap_switches_to_factuality(app):
     assert at.segmented_control(key="review_heatmap_value").value == "factuality"
 
 
-def test_filters_narrow_the_list(app, demo_engine: Engine, db: Session):
+def test_filters_narrow_the_list(app, db: Session):
     summary = run_summary(get_run("demo-pcf", session=db), session=db)
     at = open_page(app, "review")
     at.multiselect(key="flags").set_value(["near_tie"]).run()
@@ -177,9 +175,9 @@ def test_filters_narrow_the_list(app, demo_engine: Engine, db: Session):
     assert listed(at)
     assert all(b == "plain-error" for b in frame_with(at, "PCF winner")["bucket"])
 
-    with session_scope(demo_engine) as s:
-        ids = item_db_ids(get_run("demo-pcf", session=db).dataset_id, session=s)
-        add_adjudication(ids["demo-003"], session=s, annotator="ann", choice="cannot_tell")
+    ids = item_db_ids(get_run("demo-pcf", session=db).dataset_id, session=db)
+    add_adjudication(ids["demo-003"], session=db, annotator="ann", choice="cannot_tell")
+    db.commit()
     at.multiselect(key="bucket").set_value([]).run()
     at.selectbox(key="adjudicated").set_value("adjudicated").run()
     assert listed(at) == ["demo-003"]
@@ -222,7 +220,7 @@ def test_a_candidate_from_the_demo_renders_as_inert_text(app):
 
 
 @pytest.fixture
-def hostile_run(demo_engine: Engine) -> None:
+def hostile_run(db: Session) -> None:
     """A one-item dataset whose candidate holds a script, an HTML image and a Markdown image,
     judged by the simulated judge."""
     item = Item(
@@ -232,10 +230,9 @@ def hostile_run(demo_engine: Engine) -> None:
         "ok",
         "hostile",
     )
-    with session_scope(demo_engine) as s:
-        import_items([item], session=s, name="hostile", fmt="jsonl")
-        s.commit()
-        judge_run(RunSpec("hostile", "hostile-pcf", k=2), session=s, actor=operator())
+    import_items([item], session=db, name="hostile", fmt="jsonl")
+    db.commit()
+    judge_run(RunSpec("hostile", "hostile-pcf", k=2), session=db, actor=operator())
 
 
 def test_script_html_and_markdown_images_in_texts_stay_inert(hostile_run, app):
@@ -254,21 +251,21 @@ def test_script_html_and_markdown_images_in_texts_stay_inert(hostile_run, app):
 
 
 def test_the_audit_shows_the_request_the_server_received_and_its_answer(
-    engine: Engine, monkeypatch
+    session: Session, monkeypatch
 ):
     """A run through the real OpenAI SDK at the wire server, on items whose texts the prompt
     escapes or that hide in its wording: for every call of such an item, the audit expander
     shows the system and user messages the server received, byte for byte, and the answer
     the server gave to that very request."""
     use_environment(monkeypatch, OPENAI)
-    with session_scope(engine) as s:
-        import_items(template_hostile_items(), session=s, name="hostile", fmt="jsonl")
-        set_local_name(LOCAL_NAME, session=s)
+    import_items(template_hostile_items(), session=session, name="hostile", fmt="jsonl")
+    set_local_name(LOCAL_NAME, session=session)
+    session.commit()
 
     def answer(request: WireRequest) -> Scripted:
         return Scripted.answer(listwise_text(request.last_user_text))
 
-    with WireServer(answer) as server, session_scope(engine) as s:
+    with WireServer(answer) as server:
         spec = RunSpec(
             "hostile",
             "served",
@@ -277,7 +274,7 @@ def test_the_audit_shows_the_request_the_server_received_and_its_answer(
             base_url=server.openai_base_url,
             k=4,
         )
-        judge_run(spec, session=s, actor=operator())
+        judge_run(spec, session=session, actor=operator())
         received = {r.last_user_text: r.system_text for r in server.received}
 
     at = AppTest.from_file(str(APP), default_timeout=30)
@@ -286,8 +283,7 @@ def test_the_audit_shows_the_request_the_server_received_and_its_answer(
     shown = set()
     for item in ("fences", "letters", "wording"):
         at = open_page(at, "review", item=item)
-        with Session(engine) as s:
-            calls = stored_calls(s, "served", item)
+        calls = stored_calls(session, "served", item)
         for index in range(len(calls)):
             at.selectbox(key="review_raw_call").set_value(index).run()
             system, user, response = (code.value for code in at.code)

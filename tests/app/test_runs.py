@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from pcf.runs.study import DEMO_RUNS
 from pcf.store import Call, get_run
+from pcf.store.queries import delete_run
 from tests.app import open_page
 from tests.wire_server import WireServer, fixed_json
 
@@ -89,6 +90,26 @@ def test_the_estimate_counts_items_times_k_times_executions_less_the_cache(at):
     assert shown(at)["Estimated cost"] == "$0.0000"
 
 
+def test_a_large_run_is_estimated_when_asked_and_its_estimate_follows_the_form(at):
+    """Over 20,000 planned calls the page renders no prompt until asked; the estimate shown is
+    that of the form's settings, and a change asks again."""
+    configure(at, model="sim-new", k=400)
+    assert "Planned calls" not in shown(at)
+    at.button(key="runs_estimate").click().run()
+    assert shown(at)["Planned calls"] == str(52 * 400)
+    assert shown(at)["Calls to send"] == str(52 * 400)
+    configure(at, seed=1)  # another run: its estimate is asked for again
+    assert "Planned calls" not in shown(at)
+    configure(at, seed=0)
+    assert shown(at)["Planned calls"] == str(52 * 400)
+
+
+def test_a_run_of_that_name_with_other_settings_cannot_start(at):
+    configure(at, name="demo-pcf", k=5)
+    assert any("exists with other settings" in e.value for e in at.error)
+    assert at.button(key="runs_start").disabled
+
+
 def test_a_priced_provider_model_is_estimated_and_an_unknown_one_is_unpriced(at):
     configure(at, backend="openai")
     assert at.text_input(key="runs_model").value == "gpt-4o-mini"
@@ -133,6 +154,21 @@ def test_a_run_started_from_the_page_finishes_and_stores_its_calls(at, db):
     # Starting it again resumes: nothing left to call.
     assert shown(at)["Already stored"] == "15"
     assert shown(at)["Calls to send"] == "0"
+
+
+def test_a_run_deleted_after_it_finished_is_said_gone(at, db):
+    """The progress of a run started from the page stays while the server runs; once the run
+    is deleted (``pcf runs delete``) the page says so instead of failing on its summary."""
+    configure(at, name="gone-run", model="sim-gone", k=2, limit=2)
+    at.button(key="runs_start").click().run()
+    finished(at, "gone-run")
+    delete_run("gone-run", session=db)
+    db.commit()
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "**gone\\-run** — finished" in [m.value for m in at.markdown]
+    assert "Run deleted since: its summary is gone." in [c.value for c in at.caption]
+    assert "Judge calls" not in shown(at)
 
 
 SERVER_KEY = "sk-server-key-that-must-stay-home-0003"

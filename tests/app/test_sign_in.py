@@ -32,9 +32,9 @@ def test_nobody_signed_in_sees_only_the_sign_in_buttons_of_the_example_providers
     assert not at.sidebar.selectbox
 
 
-def test_a_stranger_sees_whom_to_ask_and_no_data(demo_engine):
-    signed_in_app(demo_engine, "adam@example.com", "admin")
-    at = signed_in_app(demo_engine, "mallory@example.com")
+def test_a_stranger_sees_whom_to_ask_and_no_data(db):
+    signed_in_app(db, "adam@example.com", "admin")
+    at = signed_in_app(db, "mallory@example.com")
     assert not at.exception
     assert page_titles(at) == ["No access yet"]
     assert any("adam@example.com" in m.value for m in at.markdown)
@@ -46,8 +46,8 @@ def test_a_stranger_sees_whom_to_ask_and_no_data(demo_engine):
     ("role", "first_page", "members_page"),
     [("admin", "Overview", True), ("reviewer", "Overview", False), ("viewer", "Overview", False)],
 )
-def test_each_role_opens_on_its_first_page(demo_engine, role, first_page, members_page):
-    at = signed_in_app(demo_engine, f"{role}@example.com", role)
+def test_each_role_opens_on_its_first_page(db, role, first_page, members_page):
+    at = signed_in_app(db, f"{role}@example.com", role)
     assert not at.exception
     assert page_titles(at)[0] == first_page
     assert any(f"{role}@example.com" in m.value and role in m.value for m in at.sidebar.markdown)
@@ -56,8 +56,8 @@ def test_each_role_opens_on_its_first_page(demo_engine, role, first_page, member
             at.switch_page("pages/members.py").run()
 
 
-def test_an_annotator_lands_on_adjudicate(demo_engine):
-    at = signed_in_app(demo_engine, "alice@example.com", "annotator")
+def test_an_annotator_lands_on_adjudicate(db):
+    at = signed_in_app(db, "alice@example.com", "annotator")
     assert not at.exception
     assert page_titles(at) == ["Adjudicate"]
     for page in ("overview", "review", "compare", "runs", "weights", "report", "members"):

@@ -8,28 +8,26 @@ from sqlmodel import Session
 from pcf.analysis.gold import dataset_gold
 from pcf.evaluation import cohen_kappa
 from pcf.labelling.plan import labelling_plan
-from pcf.store import add_adjudication, load_items, session_scope
+from pcf.store import add_adjudication, load_items
 from tests.app import open_page, signed_in_app
 
 
 @pytest.fixture
-def two_people(demo_engine):
+def two_people(db: Session):
     """Ann and Bob labelled the demo's first six items; they disagree on the odd ones."""
-    with session_scope(demo_engine) as s:
-        items = load_items(1, session=s)[:6]
-        for i, item in enumerate(items):
-            ids = item.candidate_ids
-            add_adjudication(
-                item.metadata["db_id"], session=s, annotator="ann@x.org", choice=ids[0]
-            )
-            add_adjudication(
-                item.metadata["db_id"], session=s, annotator="bob@x.org", choice=ids[i % 2]
-            )
+    items = load_items(1, session=db)[:6]
+    for i, item in enumerate(items):
+        ids = item.candidate_ids
+        add_adjudication(item.metadata["db_id"], session=db, annotator="ann@x.org", choice=ids[0])
+        add_adjudication(
+            item.metadata["db_id"], session=db, annotator="bob@x.org", choice=ids[i % 2]
+        )
+    db.commit()
     return [i.item_id for i in items]
 
 
-def test_team_shows_each_persons_progress_and_their_kappa(demo_engine, two_people, db: Session):
-    at = open_page(signed_in_app(demo_engine, "rita@x.org", "reviewer"), "team")
+def test_team_shows_each_persons_progress_and_their_kappa(two_people, db: Session):
+    at = open_page(signed_in_app(db, "rita@x.org", "reviewer"), "team")
     assert not at.exception
     progress = next(d.value for d in at.dataframe if "annotator" in d.value.columns)
     assert list(progress["annotator"]) == ["ann@x.org", "bob@x.org"]
@@ -46,8 +44,8 @@ def test_team_shows_each_persons_progress_and_their_kappa(demo_engine, two_peopl
     assert not [b for b in at.button if b.label == "Save the plan"]  # reviewers do not plan
 
 
-def test_an_admin_sets_the_plan_on_the_team_page(demo_engine, db: Session):
-    at = open_page(signed_in_app(demo_engine, "adam@x.org", "admin"), "team")
+def test_an_admin_sets_the_plan_on_the_team_page(db: Session):
+    at = open_page(signed_in_app(db, "adam@x.org", "admin"), "team")
     at.number_input[0].set_value(2)
     next(s for s in at.selectbox if s.label == "Gold rule").set_value("majority")
     next(b for b in at.button if b.label == "Save the plan").click().run()
@@ -56,8 +54,8 @@ def test_an_admin_sets_the_plan_on_the_team_page(demo_engine, db: Session):
     assert (plan.labels_per_item, plan.gold_rule) == (2, "majority")
 
 
-def test_a_reviewer_resolves_a_disagreement_and_it_leaves_the_queue(demo_engine, two_people, db):
-    at = open_page(signed_in_app(demo_engine, "rita@x.org", "reviewer"), "resolve")
+def test_a_reviewer_resolves_a_disagreement_and_it_leaves_the_queue(two_people, db):
+    at = open_page(signed_in_app(db, "rita@x.org", "reviewer"), "resolve")
     assert not at.exception
     first = two_people[1]
     assert at.selectbox[0].value == first
@@ -72,7 +70,7 @@ def test_a_reviewer_resolves_a_disagreement_and_it_leaves_the_queue(demo_engine,
     assert (gold.gold[first], gold.source[first]) == (item.candidate_ids[1], "resolution")
 
 
-def test_annotators_have_no_resolve_page(demo_engine):
-    at = signed_in_app(demo_engine, "ann@x.org", "annotator")
+def test_annotators_have_no_resolve_page(db):
+    at = signed_in_app(db, "ann@x.org", "annotator")
     with pytest.raises(ValueError, match="navigation page"):
         open_page(at, "resolve")

@@ -4,10 +4,10 @@ a database of the release before migrations: upgraded (SQLite) or refused in one
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import Engine
+from sqlmodel import Session
 from streamlit.testing.v1 import AppTest
 
-from pcf.store import get_engine, import_items, session_scope
+from pcf.store import import_items
 from tests.app import APP, local_app
 from tests.demo_database import on_postgres
 from tests.factories import make_item
@@ -17,24 +17,24 @@ PAGES = ["overview", "review", "adjudicate", "compare", "runs", "weights", "repo
 NEEDS_A_RUN = {"review", "compare", "weights"}
 
 
-def open_page(engine: Engine, page: str) -> AppTest:
-    app = local_app(engine)
+def open_page(session: Session, page: str) -> AppTest:
+    app = local_app(session)
     app.switch_page(f"pages/{page}.py").run()
     assert not app.exception, app.exception
     return app
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_an_empty_database_says_how_to_add_a_dataset(engine: Engine, page: str) -> None:
-    infos = [info.value for info in open_page(engine, page).info]
+def test_an_empty_database_says_how_to_add_a_dataset(session: Session, page: str) -> None:
+    infos = [info.value for info in open_page(session, page).info]
     assert any("no dataset yet: run `pcf demo` or `pcf import`" in text for text in infos), infos
 
 
 @pytest.mark.parametrize("page", sorted(NEEDS_A_RUN))
-def test_a_dataset_without_runs_says_how_to_start_one(engine: Engine, page: str) -> None:
-    with session_scope(engine) as session:
-        import_items([make_item("q1")], session=session, name="fresh", fmt="jsonl")
-    infos = [info.value for info in open_page(engine, page).info]
+def test_a_dataset_without_runs_says_how_to_start_one(session: Session, page: str) -> None:
+    import_items([make_item("q1")], session=session, name="fresh", fmt="jsonl")
+    session.commit()
+    infos = [info.value for info in open_page(session, page).info]
     assert any("no run yet: start one on the Runs page" in text for text in infos), infos
 
 
@@ -49,10 +49,11 @@ def test_an_out_of_date_postgres_database_is_refused_with_one_line(isolated_data
 
 
 @pytest.mark.sqlite_only(reason="an old SQLite file is upgraded at start")
-def test_an_old_sqlite_file_opens_upgraded(isolated_database) -> None:
+def test_an_old_sqlite_file_opens_upgraded(isolated_database, new_session) -> None:
     restore(isolated_database)
     app = AppTest.from_file(str(APP), default_timeout=30).run()
     assert not app.exception, app.exception
     assert not app.error
-    app = local_app(get_engine(isolated_database))
+    with new_session() as session:  # the database is ready only now
+        app = local_app(session)
     assert "demo-pcf" in app.sidebar.selectbox(key="run").options

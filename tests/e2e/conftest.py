@@ -1,4 +1,6 @@
 """Browser fixtures: the demo database, ``streamlit run app.py`` on a free port, and Chromium.
+A served app's database lives as long as its server, so tests set it up and check what the app
+wrote through :func:`served_session`, not the per-test fixtures of ``tests/conftest.py``.
 
 Without Debian's Chromium the tests skip, except where the ``CI`` variable is set: there a
 missing browser is an error, as CI (``.ci/run``) installs it. The fixtures live as long as this
@@ -21,10 +23,10 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
-from sqlalchemy import Engine
+from sqlmodel import Session
 
 from pcf.labelling.members import set_local_name
-from pcf.store import get_engine, session_scope
+from pcf.store import get_engine
 from tests.demo_database import drop_database, new_database
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,18 +100,23 @@ def pcf(url: str, *args: str) -> None:
         pytest.fail(f"pcf {' '.join(args)} failed with {done.returncode}:\n{done.stderr}")
 
 
+@contextmanager
+def served_session(url: str) -> Iterator[Session]:
+    """A session on the database at ``url``, which a served app uses: to set it up or check what
+    the app wrote. No connection of this process stays open on it afterwards."""
+    engine = get_engine(url)
+    try:
+        with Session(engine, expire_on_commit=False) as session:
+            yield session
+    finally:
+        engine.dispose()
+
+
 def name_local_person(url: str) -> None:
     """Give the database's local person the name :data:`LOCAL_NAME`."""
-    engine = get_engine(url)
-    with session_scope(engine) as session:
+    with served_session(url) as session:
         set_local_name(LOCAL_NAME, session=session)
-    engine.dispose()
-
-
-@pytest.fixture(scope="package")
-def demo_db(demo_url: str) -> Engine:
-    """An engine on the database the served app uses, to check what it wrote."""
-    return get_engine(demo_url)
+        session.commit()
 
 
 def free_port() -> int:

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Locator, Page, expect
-from sqlalchemy import Engine
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
 from pcf.analysis.adjudications import display_order
 from pcf.store import Adjudication, ItemRow, load_item
 from tests.e2e import EXCEPTION, settle
-from tests.e2e.conftest import LOCAL_NAME
+from tests.e2e.conftest import LOCAL_NAME, served_session
 
 Screenshot = Callable[[Page, str], Path]
 
@@ -114,9 +113,9 @@ def test_candidate_markup_stays_inert_text(page: Page, screenshot: Screenshot, d
     assert dialogs == []
 
 
-def saved_labels(engine: Engine, annotator: str) -> list[tuple[str, str, str]]:
+def saved_labels(url: str, annotator: str) -> list[tuple[str, str, str]]:
     """``(item key, choice, notes)`` of the annotator's labels, oldest first."""
-    with Session(engine) as s:
+    with served_session(url) as s:
         rows = s.exec(
             select(ItemRow.item_key, Adjudication.choice, Adjudication.notes)
             .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
@@ -126,7 +125,7 @@ def saved_labels(engine: Engine, annotator: str) -> list[tuple[str, str, str]]:
         return [tuple(row) for row in rows]
 
 
-def test_an_item_is_labelled_with_the_keyboard(page: Page, screenshot: Screenshot, demo_db: Engine):
+def test_an_item_is_labelled_with_the_keyboard(page: Page, screenshot: Screenshot, demo_url: str):
     annotator = LOCAL_NAME
     open_url(page, "/adjudicate", "Adjudicate")
     heading = main(page).get_by_role("heading", name=re.compile(r"^Item demo-\d+"))
@@ -138,14 +137,14 @@ def test_an_item_is_labelled_with_the_keyboard(page: Page, screenshot: Screensho
     main(page).get_by_role("heading", name="Prompt").click()  # out of the text field
     settle(page)
     expect(heading).to_have_text(f"Item {item_key}")
-    assert saved_labels(demo_db, annotator) == []
+    assert saved_labels(demo_url, annotator) == []
     page.keyboard.press("1")  # one key: saved, and the next item opens
 
     expect(main(page).get_by_text(f"Saved your label for item {item_key}")).to_be_visible()
-    with Session(demo_db) as s:
+    with served_session(demo_url) as s:
         db_id = s.exec(select(ItemRow.id).where(ItemRow.item_key == item_key)).one()
         first_shown = display_order(load_item(db_id, session=s), annotator)[0]
-    assert saved_labels(demo_db, annotator) == [(item_key, first_shown, "checked 2 sources")]
+    assert saved_labels(demo_url, annotator) == [(item_key, first_shown, "checked 2 sources")]
     expect(heading).not_to_have_text(f"Item {item_key}")
     settle(page)
     assert_no_exception(page)

@@ -18,10 +18,18 @@ from playwright.sync_api import Browser, Locator, Page, expect
 
 from pcf.analysis.item_list import by_priority
 from pcf.analysis.results import analyse_run
-from pcf.store import current_labels, get_dataset, get_engine, get_run, session_scope
+from pcf.store import current_labels, get_dataset, get_run
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, settle
-from tests.e2e.conftest import LOCAL_NAME, ROOT, name_local_person, open_tab, pcf, serve_app
+from tests.e2e.conftest import (
+    LOCAL_NAME,
+    ROOT,
+    name_local_person,
+    open_tab,
+    pcf,
+    serve_app,
+    served_session,
+)
 
 REWARDBENCH2 = Path("/work/shared/data/rewardbench2/factuality-first120.jsonl")
 PAGE_TITLES = [
@@ -53,10 +61,8 @@ def second(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
         pcf(url, "import", "jsonl", str(ROOT / "data" / "demo" / "items.jsonl"), "--name", name)
     pcf(url, "judge", name, "--protocol", "pcf", "--k", "7", "--name", f"{name}-pcf")
     name_local_person(url)
-    engine = get_engine(url)
-    with session_scope(engine) as s:
+    with served_session(url) as s:
         table = analyse_run(get_run(f"{name}-pcf", session=s), session=s).table
-    engine.dispose()
     yield url, name, str(by_priority(table)["item_id"].iloc[0])
     drop_database(url)
 
@@ -150,10 +156,8 @@ def test_the_local_name_is_asked_once_and_no_key_or_address_changes_it(
         expect(main(tab).get_by_role("heading", name="Overview", exact=True)).to_be_visible()
         expect(tab.get_by_role("dialog")).to_have_count(0)
         expect(sidebar(tab).get_by_text("Ana · admin")).to_be_visible()
-    engine = get_engine(url)
-    with session_scope(engine) as s:
+    with served_session(url) as s:
         labels = current_labels(get_dataset("demo", session=s).id, session=s)
-    engine.dispose()
     drop_database(url)
     assert list(zip(labels["item_key"], labels["annotator"], strict=True)) == [(item, "Ana")]
 

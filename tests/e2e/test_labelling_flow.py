@@ -9,13 +9,20 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from sqlalchemy import Engine
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
-from pcf.store import Adjudication, ItemRow, get_engine
+from pcf.store import Adjudication, ItemRow
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, FIRST_LOAD_MS, settle
-from tests.e2e.conftest import LOCAL_NAME, VIEWPORT, name_local_person, open_tab, pcf, serve_app
+from tests.e2e.conftest import (
+    LOCAL_NAME,
+    VIEWPORT,
+    name_local_person,
+    open_tab,
+    pcf,
+    serve_app,
+    served_session,
+)
 from tests.shared_data import RB2
 
 pytestmark = pytest.mark.skipif(not RB2.exists(), reason=f"{RB2} is missing")
@@ -88,14 +95,6 @@ def tab(browser: Browser, rb2_app: str) -> Iterator[Page]:
         yield page
 
 
-@pytest.fixture(scope="module")
-def rb2_db(rb2_url: str) -> Iterator[Engine]:
-    """An engine on the served database, to check what the app wrote."""
-    engine = get_engine(rb2_url)
-    yield engine
-    engine.dispose()
-
-
 def main(page: Page):
     return page.get_by_test_id("stMain")
 
@@ -108,9 +107,9 @@ def wait_drawn(page: Page, before: str) -> str | None:
         return None
 
 
-def labels_of(engine: Engine, annotator: str) -> list[str]:
+def labels_of(url: str, annotator: str) -> list[str]:
     """Keys of the items the annotator labelled, oldest label first."""
-    with Session(engine) as s:
+    with served_session(url) as s:
         return list(
             s.exec(
                 select(ItemRow.item_key)
@@ -132,8 +131,8 @@ def open_labelling(page: Page) -> str:
     return wait_drawn(page, "")
 
 
-def test_no_key_is_lost_over_30_labels(tab: Page, rb2_db: Engine):
-    earlier = labels_of(rb2_db, LOCAL_NAME)
+def test_no_key_is_lost_over_30_labels(tab: Page, rb2_url: str):
+    earlier = labels_of(rb2_url, LOCAL_NAME)
     heading = open_labelling(tab)
     shown, lost = [], 0
     for n in range(LABELS):
@@ -147,7 +146,7 @@ def test_no_key_is_lost_over_30_labels(tab: Page, rb2_db: Engine):
     settle(tab)
     assert lost == 0
     assert (
-        labels_of(rb2_db, LOCAL_NAME) == earlier + shown
+        labels_of(rb2_url, LOCAL_NAME) == earlier + shown
     )  # one label per key, for the item on screen
     expect(tab.locator(EXCEPTION)).to_have_count(0)
 

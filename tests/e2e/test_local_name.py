@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, expect
-from sqlmodel import Session, select
+from sqlmodel import select
 
-from pcf.store import Adjudication, get_engine
+from pcf.store import Adjudication
 from pcf.store.queries import local_member
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, FIRST_LOAD_MS, settle
-from tests.e2e.conftest import ROOT, open_tab, pcf, serve_app
+from tests.e2e.conftest import ROOT, open_tab, pcf, serve_app, served_session
 
 DEMO_ITEMS = ROOT / "data" / "demo" / "items.jsonl"
 
@@ -62,11 +62,9 @@ def test_the_local_name_is_kept_whatever_is_typed_after_it(browser: Browser, unn
             tab.keyboard.press(key)
             expect(tab.get_by_text(f"Saved your label for item {item}")).to_be_visible()
 
-    engine = get_engine(url)
-    with Session(engine) as session:
+    with served_session(url) as session:
         member = local_member(session=session)
         annotators = set(session.exec(select(Adjudication.annotator)).all())
-    engine.dispose()
     assert member is not None
     assert member.email == "annie"
     assert annotators == {"annie"}  # the labels typed after it were saved, all as annie

@@ -8,8 +8,6 @@ from html import escape
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
-from sqlalchemy import Engine
-from sqlmodel import Session
 
 from pcf.analysis.results import SIMULATED_NOTE
 from pcf.reports.collect import collect_report
@@ -18,6 +16,7 @@ from pcf.reports.render import REPORT_FILES, report_file
 from pcf.runs.study import DEMO_RUNS
 from pcf.store import get_run
 from tests.e2e import settle
+from tests.e2e.conftest import served_session
 from tests.e2e.test_app_browser import assert_no_exception, main, open_url
 from tests.html_tables import html_tables
 
@@ -36,7 +35,7 @@ def download(page: Page, kind: str, folder: Path) -> str:
 
 
 def test_the_downloads_are_the_report_files_of_the_runs_shown(
-    page: Page, demo_db: Engine, tmp_path: Path
+    page: Page, demo_url: str, tmp_path: Path
 ):
     open_url(page, "/report", "Report")
     expect(main(page).get_by_role("button", name="Download report.md")).to_be_visible()
@@ -48,7 +47,7 @@ def test_the_downloads_are_the_report_files_of_the_runs_shown(
     assert markdown.startswith(TITLE)
     names = markdown.splitlines()[0].removeprefix(TITLE).split(", ")
     assert names == [spec.run_name for spec in DEMO_RUNS]
-    with Session(demo_db) as s:
+    with served_session(demo_url) as s:
         report_data = collect_report([get_run(name, session=s) for name in names], session=s)
     report = build_report(report_data, title=report_title(names), seed=0)
     assert files == {kind: report_file(report, kind) for kind in REPORT_FILES}

@@ -24,12 +24,12 @@ import httpx
 import oidc_provider_mock
 import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
-from pcf.store import Adjudication, get_engine
+from pcf.store import Adjudication
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, settle
-from tests.e2e.conftest import free_port, open_tab, pcf, serve_app
+from tests.e2e.conftest import free_port, open_tab, pcf, serve_app, served_session
 from tests.factories import make_item
 
 DOMAIN = "example.com"
@@ -122,10 +122,8 @@ def page_links(tab: Page) -> list[str]:
 
 def annotators(url: str) -> list[str]:
     """The annotator of every label in the database, oldest first."""
-    engine = get_engine(url)
-    with Session(engine) as s:
+    with served_session(url) as s:
         found = list(s.exec(select(Adjudication.annotator).order_by(col(Adjudication.id))).all())
-    engine.dispose()
     return found
 
 

@@ -3,59 +3,53 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import Engine
+from sqlmodel import Session
 
 from pcf.access import AccessDeniedError, Actor, Role
 from pcf.labelling.labels import LabelChangedError, save_label, visible_history
-from pcf.store import get_dataset, item_db_ids, load_item, session_scope
+from pcf.store import get_dataset, item_db_ids, load_item
 
 ALICE = Actor("alice@example.com", Role.ANNOTATOR)
 BOB = Actor("bob@example.com", Role.ANNOTATOR)
 RITA = Actor("rita@example.com", Role.REVIEWER)
 
 
-def demo_item(engine: Engine) -> tuple[int, list[str]]:
-    with session_scope(engine) as session:
-        db_id = item_db_ids(get_dataset("demo", session=session).id, session=session)["demo-001"]
-        return db_id, load_item(db_id, session=session).candidate_ids
+def demo_item(db: Session) -> tuple[int, list[str]]:
+    db_id = item_db_ids(get_dataset("demo", session=db).id, session=db)["demo-001"]
+    return db_id, load_item(db_id, session=db).candidate_ids
 
 
-def test_a_label_carries_the_actors_identity(demo_engine):
-    db_id, candidates = demo_item(demo_engine)
-    with session_scope(demo_engine) as session:
-        label = save_label(db_id, session=session, actor=ALICE, choice=candidates[0], seen=None)
+def test_a_label_carries_the_actors_identity(db):
+    db_id, candidates = demo_item(db)
+    label = save_label(db_id, session=db, actor=ALICE, choice=candidates[0], seen=None)
     assert label.annotator == ALICE.identity
 
 
-def test_a_viewer_may_not_label(demo_engine):
-    db_id, candidates = demo_item(demo_engine)
+def test_a_viewer_may_not_label(db):
+    db_id, candidates = demo_item(db)
     viewer = Actor("vera@example.com", Role.VIEWER)
-    with session_scope(demo_engine) as session, pytest.raises(AccessDeniedError):
-        save_label(db_id, session=session, actor=viewer, choice=candidates[0], seen=None)
+    with pytest.raises(AccessDeniedError):
+        save_label(db_id, session=db, actor=viewer, choice=candidates[0], seen=None)
 
 
-def test_a_save_from_a_stale_page_is_refused_with_the_stored_label(demo_engine):
-    db_id, candidates = demo_item(demo_engine)
-    with session_scope(demo_engine) as session:
-        first = save_label(db_id, session=session, actor=ALICE, choice=candidates[0], seen=None)
-    with session_scope(demo_engine) as session, pytest.raises(LabelChangedError) as refused:
-        save_label(db_id, session=session, actor=ALICE, choice=candidates[1], seen=None)
+def test_a_save_from_a_stale_page_is_refused_with_the_stored_label(db):
+    db_id, candidates = demo_item(db)
+    first = save_label(db_id, session=db, actor=ALICE, choice=candidates[0], seen=None)
+    with pytest.raises(LabelChangedError) as refused:
+        save_label(db_id, session=db, actor=ALICE, choice=candidates[1], seen=None)
     assert (refused.value.label_id, refused.value.choice) == (first.id, candidates[0])
-    with session_scope(demo_engine) as session:
-        fixed = save_label(db_id, session=session, actor=ALICE, choice=candidates[1], seen=first.id)
+    fixed = save_label(db_id, session=db, actor=ALICE, choice=candidates[1], seen=first.id)
     assert fixed.supersedes == first.id
 
 
-def test_annotators_see_only_their_own_labels(demo_engine):
-    db_id, candidates = demo_item(demo_engine)
-    with session_scope(demo_engine) as session:
-        save_label(db_id, session=session, actor=ALICE, choice=candidates[0], seen=None)
-        save_label(db_id, session=session, actor=BOB, choice=candidates[1], seen=None)
-    with session_scope(demo_engine) as session:
-        assert [a.annotator for a in visible_history(db_id, session=session, actor=ALICE)] == [
-            ALICE.identity
-        ]
-        assert {a.annotator for a in visible_history(db_id, session=session, actor=RITA)} == {
-            ALICE.identity,
-            BOB.identity,
-        }
+def test_annotators_see_only_their_own_labels(db):
+    db_id, candidates = demo_item(db)
+    save_label(db_id, session=db, actor=ALICE, choice=candidates[0], seen=None)
+    save_label(db_id, session=db, actor=BOB, choice=candidates[1], seen=None)
+    assert [a.annotator for a in visible_history(db_id, session=db, actor=ALICE)] == [
+        ALICE.identity
+    ]
+    assert {a.annotator for a in visible_history(db_id, session=db, actor=RITA)} == {
+        ALICE.identity,
+        BOB.identity,
+    }

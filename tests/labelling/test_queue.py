@@ -10,7 +10,7 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import Engine
+from sqlmodel import Session
 
 from pcf.access import AccessDeniedError, Actor, Role
 from pcf.labelling.labels import ItemFullError, save_label
@@ -22,7 +22,6 @@ from pcf.store import (
     get_dataset,
     import_items,
     load_items,
-    session_scope,
 )
 from pcf.store.models import utc_now
 from tests.factories import make_item
@@ -30,79 +29,72 @@ from tests.factories import make_item
 ALICE, BOB, CAROL = (Actor(f"{n}@example.com", Role.ANNOTATOR) for n in ("alice", "bob", "carol"))
 
 
-def dataset(engine: Engine, n: int) -> tuple[int, list[tuple[str, int]]]:
-    with session_scope(engine) as session:
-        found = import_items(
-            [make_item(f"q{i:02d}") for i in range(n)], session=session, name="team", fmt="jsonl"
-        )
-        items = load_items(found.id, session=session)
-        return found.id, [(i.item_id, i.metadata["db_id"]) for i in items]
+def dataset(session: Session, n: int) -> tuple[int, list[tuple[str, int]]]:
+    found = import_items(
+        [make_item(f"q{i:02d}") for i in range(n)], session=session, name="team", fmt="jsonl"
+    )
+    session.commit()
+    items = load_items(found.id, session=session)
+    return found.id, [(i.item_id, i.metadata["db_id"]) for i in items]
 
 
-def claim(engine, dataset_id, order, actor, wanted, **kw):
-    with session_scope(engine) as session:
-        return claim_next(dataset_id, order, session=session, actor=actor, wanted=wanted, **kw)
+def claim(session, dataset_id, order, actor, wanted, **kw):
+    return claim_next(dataset_id, order, session=session, actor=actor, wanted=wanted, **kw)
 
 
-def label(engine, claimed, actor, wanted=None):
-    with session_scope(engine) as session:
-        return save_label(
-            claimed.item_db_id, session=session, actor=actor, choice="c0", seen=None, wanted=wanted
-        )
+def label(session, claimed, actor, wanted=None):
+    return save_label(
+        claimed.item_db_id, session=session, actor=actor, choice="c0", seen=None, wanted=wanted
+    )
 
 
-def test_people_labelling_at_once_get_different_items_until_each_has_n(engine):
-    dataset_id, order = dataset(engine, 3)
+def test_people_labelling_at_once_get_different_items_until_each_has_n(session):
+    dataset_id, order = dataset(session, 3)
     wanted = dict.fromkeys((k for k, _ in order), 2)
-    first = claim(engine, dataset_id, order, ALICE, wanted)
-    again = claim(engine, dataset_id, order, ALICE, wanted)
+    first = claim(session, dataset_id, order, ALICE, wanted)
+    again = claim(session, dataset_id, order, ALICE, wanted)
     assert first.item_key == again.item_key == "q00"  # a hold stays its holder's item
-    assert claim(engine, dataset_id, order, BOB, wanted).item_key == "q00"  # N=2: room for two
-    assert claim(engine, dataset_id, order, CAROL, wanted).item_key == "q01"
-    label(engine, first, ALICE, wanted=2)
-    assert claim(engine, dataset_id, order, ALICE, wanted).item_key == "q01"
+    assert claim(session, dataset_id, order, BOB, wanted).item_key == "q00"  # N=2: room for two
+    assert claim(session, dataset_id, order, CAROL, wanted).item_key == "q01"
+    label(session, first, ALICE, wanted=2)
+    assert claim(session, dataset_id, order, ALICE, wanted).item_key == "q01"
 
 
-def test_a_lapsed_hold_returns_the_item(engine):
-    dataset_id, order = dataset(engine, 2)
+def test_a_lapsed_hold_returns_the_item(session):
+    dataset_id, order = dataset(session, 2)
     wanted = dict.fromkeys((k for k, _ in order), 1)
-    held = claim(engine, dataset_id, order, ALICE, wanted)
-    assert claim(engine, dataset_id, order, BOB, wanted).item_key == "q01"
+    held = claim(session, dataset_id, order, ALICE, wanted)
+    assert claim(session, dataset_id, order, BOB, wanted).item_key == "q01"
     later = utc_now() + RESERVATION + timedelta(seconds=1)
-    assert claim(engine, dataset_id, order, CAROL, wanted, now=later).item_key == held.item_key
+    assert claim(session, dataset_id, order, CAROL, wanted, now=later).item_key == held.item_key
 
 
-def test_a_skipped_item_goes_back_to_the_others(engine):
-    dataset_id, order = dataset(engine, 2)
+def test_a_skipped_item_goes_back_to_the_others(session):
+    dataset_id, order = dataset(session, 2)
     wanted = dict.fromkeys((k for k, _ in order), 1)
-    held = claim(engine, dataset_id, order, ALICE, wanted)
-    with session_scope(engine) as session:
-        release(held.item_db_id, session=session, actor=ALICE)
-    assert claim(engine, dataset_id, order, BOB, wanted).item_key == held.item_key
-    assert claim(engine, dataset_id, order, ALICE, wanted, skip={"q00"}).item_key == "q01"
+    held = claim(session, dataset_id, order, ALICE, wanted)
+    release(held.item_db_id, session=session, actor=ALICE)
+    assert claim(session, dataset_id, order, BOB, wanted).item_key == held.item_key
+    assert claim(session, dataset_id, order, ALICE, wanted, skip={"q00"}).item_key == "q01"
 
 
-def test_a_save_beyond_the_labels_wanted_is_refused_and_a_correction_is_not(engine):
-    dataset_id, order = dataset(engine, 1)
+def test_a_save_beyond_the_labels_wanted_is_refused_and_a_correction_is_not(session):
+    dataset_id, order = dataset(session, 1)
     wanted = {"q00": 1}
-    held = claim(engine, dataset_id, order, ALICE, wanted)
-    first = label(engine, held, ALICE, wanted=1)
+    held = claim(session, dataset_id, order, ALICE, wanted)
+    first = label(session, held, ALICE, wanted=1)
     with pytest.raises(ItemFullError):
-        label(engine, held, BOB, wanted=1)
-    with session_scope(engine) as session:
-        save_label(
-            held.item_db_id, session=session, actor=ALICE, choice="c1", seen=first.id, wanted=1
-        )
-    assert claim(engine, dataset_id, order, BOB, wanted) is None
-    with session_scope(engine) as session:
-        labels = current_labels(dataset_id, session=session)
+        label(session, held, BOB, wanted=1)
+    save_label(held.item_db_id, session=session, actor=ALICE, choice="c1", seen=first.id, wanted=1)
+    assert claim(session, dataset_id, order, BOB, wanted) is None
+    labels = current_labels(dataset_id, session=session)
     assert list(labels["annotator"]) == [ALICE.identity]
 
 
-def test_viewers_have_no_queue(engine):
-    dataset_id, order = dataset(engine, 1)
+def test_viewers_have_no_queue(session):
+    dataset_id, order = dataset(session, 1)
     with pytest.raises(AccessDeniedError):
-        claim(engine, dataset_id, order, Actor("v@example.com", Role.VIEWER), {"q00": 1})
+        claim(session, dataset_id, order, Actor("v@example.com", Role.VIEWER), {"q00": 1})
 
 
 def test_the_adaptive_plan_wants_n_labels_only_where_doubtful():
@@ -115,10 +107,10 @@ WORKER = (sys.executable, "-m", "tests.labelling.worker")
 
 
 def test_three_annotators_at_once_give_every_item_exactly_two_labels(
-    engine, isolated_database, tmp_path
+    session, isolated_database, tmp_path
 ):
     """Three processes label 30 items with N=2 through the functions the page uses."""
-    dataset(engine, 30)
+    dataset(session, 30)
     env = {**os.environ, "PCF_DATABASE_URL": isolated_database}
     start = tmp_path / "start"
     workers = [
@@ -137,12 +129,11 @@ def test_three_annotators_at_once_give_every_item_exactly_two_labels(
     assert ready == ["ready"] * 3, [err for _, err in outputs]
     assert [w.returncode for w in workers] == [0, 0, 0], [err for _, err in outputs]
     done = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
-    with session_scope(engine) as session:
-        team = get_dataset("team", session=session)
-        rows = current_labels(team.id, session=session)
-        history = Counter(
-            (a["item_id"], a["annotator"]) for a in adjudication_records(team.id, session=session)
-        )
+    team = get_dataset("team", session=session)
+    rows = current_labels(team.id, session=session)
+    history = Counter(
+        (a["item_id"], a["annotator"]) for a in adjudication_records(team.id, session=session)
+    )
     per_item = rows.groupby("item_key")["annotator"].nunique()
     assert len(per_item) == 30
     assert set(per_item) == {2}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pcf.reports.tables import RUN_COLUMNS, runs_table
 from pcf.runs.study import DEMO_RUNS
-from pcf.store import list_runs
+from pcf.store import run_listing
 
 
 def test_runs_table_has_one_row_per_run(db):
-    table = runs_table(list_runs(session=db))
+    table = runs_table(run_listing(session=db))
     assert tuple(table.columns) == RUN_COLUMNS
     assert table["run"].tolist() == [spec.run_name for spec in DEMO_RUNS]
     pcf = table.set_index("run").loc["demo-pcf"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from sqlmodel import Session, func, select
+from sqlmodel import func, select
 
 from pcf.access import operator
 from pcf.runs.background import background_runs, start_run
@@ -27,7 +27,7 @@ def wait_until_done(engine, name: str):
     raise AssertionError(f"run {name} did not finish in {TIMEOUT_S} s")
 
 
-def test_a_background_run_stores_its_calls_and_reports_progress(demo_engine):
+def test_a_background_run_stores_its_calls_and_reports_progress(demo_engine, db):
     started = start_run(
         demo_engine, RunSpec("demo", "bg", model="sim-bg", k=3, limit=4), actor=operator()
     )
@@ -36,24 +36,22 @@ def test_a_background_run_stores_its_calls_and_reports_progress(demo_engine):
     assert progress.status == "finished", progress.error
     assert (progress.done, progress.total, progress.fraction) == (12, 12, 1.0)
     assert progress.report.calls_made == 12
-    with Session(demo_engine) as s:
-        run = get_run("bg", session=s)
-        calls = s.exec(select(func.count()).select_from(Call).where(Call.run_id == run.id)).one()
-        assert (run.status, calls) == ("finished", 12)
+    run = get_run("bg", session=db)
+    calls = db.exec(select(func.count()).select_from(Call).where(Call.run_id == run.id)).one()
+    assert (run.status, calls) == ("finished", 12)
     assert [p.name for p in background_runs(demo_engine, "demo")] == ["bg"]
     assert background_runs(demo_engine, "other") == []
 
 
-def test_a_run_that_cannot_resume_fails_with_the_reason(demo_engine):
+def test_a_run_that_cannot_resume_fails_with_the_reason(demo_engine, db):
     start_run(demo_engine, RunSpec("demo", "demo-pcf", k=3), actor=operator())
     progress = wait_until_done(demo_engine, "demo-pcf")
     assert progress.status == "failed"
     assert "exists with other settings" in progress.error
-    with Session(demo_engine) as s:
-        assert get_run("demo-pcf", session=s).status == "finished"
+    assert get_run("demo-pcf", session=db).status == "finished"
 
 
-def test_a_provider_without_a_key_fails_and_leaves_no_run_behind(demo_engine, monkeypatch):
+def test_a_provider_without_a_key_fails_and_leaves_no_run_behind(demo_engine, db, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     start_run(
         demo_engine,
@@ -63,9 +61,8 @@ def test_a_provider_without_a_key_fails_and_leaves_no_run_behind(demo_engine, mo
     progress = wait_until_done(demo_engine, "nokey")
     assert progress.status == "failed"
     assert "ANTHROPIC_API_KEY" in progress.error
-    with Session(demo_engine) as s:
-        assert get_run("nokey", session=s) is None  # no empty pending run for the pages
-        assert {r.name for r in list_runs(session=s)} == {d.run_name for d in DEMO_RUNS}
+    assert get_run("nokey", session=db) is None  # no empty pending run for the pages
+    assert {r.name for r in list_runs(session=db)} == {d.run_name for d in DEMO_RUNS}
 
 
 def test_the_same_run_cannot_start_twice_at_once(demo_engine):

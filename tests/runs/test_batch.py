@@ -23,9 +23,9 @@ from pcf.judges import make_judge
 from pcf.judges.batch import batch_client
 from pcf.prices import batch_prices
 from pcf.runs.batch import batch_overview, batch_status, cancel_runs, collect_runs, submit_run
-from pcf.runs.engine import content_key, plan
 from pcf.runs.estimate import estimate_run
 from pcf.runs.manage import judge_run, open_run
+from pcf.runs.plan import content_key, plan
 from pcf.runs.spec import RunSpec
 from pcf.runs.study import study_specs
 from pcf.store import (
@@ -284,11 +284,17 @@ def test_a_cancelled_batch_leaves_failed_calls_and_a_key_in_an_error_is_masked(
     assert session.exec(select(ProviderBatch)).all() == []
 
 
+ITEM_CHUNKS = pytest.mark.parametrize("item_chunk", [500, 1], ids=["whole", "item_by_item"])
+"""The run gone through whole, or one item at a time (``pcf.store.queries.ITEM_CHUNK``)."""
+
+
 @with_provider()
+@ITEM_CHUNKS
 def test_calls_are_split_by_the_request_limit_and_collect_waits_for_every_batch(
-    provider_env, session
+    provider_env, session, monkeypatch, item_chunk
 ):
     provider = provider_env
+    monkeypatch.setattr("pcf.store.queries.ITEM_CHUNK", item_chunk)
     with WireServer(answer, batch_polls=3) as server:
         import_ds(session, 3)
         spec = base_spec(provider, server, name="r", executions=1)
@@ -333,8 +339,9 @@ def steady_answer(request: WireRequest) -> Scripted:
 
 
 @with_provider()
+@ITEM_CHUNKS
 def test_an_adaptive_run_sends_each_wave_as_a_batch_and_stops_where_call_by_call_stops(
-    provider_env, tmp_path, session
+    provider_env, tmp_path, session, monkeypatch, item_chunk
 ):
     """--adaptive certain, K=4 x 2 over 4 items: each wave (every unsettled item's next call)
     is one batch, submitted by collect when the previous one is stored; the calls made and the
@@ -348,6 +355,7 @@ def test_an_adaptive_run_sends_each_wave_as_a_batch_and_stops_where_call_by_call
             judge_run(spec, session=by_call, actor=operator())
             expected = judgments(by_call, "a")
             stops = by_call.exec(select(Run)).one().settings["stops"]
+        monkeypatch.setattr("pcf.store.queries.ITEM_CHUNK", item_chunk)
         with WireServer(steady_answer, batch_polls=1) as server:
             import_ds(session)
             spec = base_spec(provider, server, name="a", adaptive="certain")
@@ -387,7 +395,10 @@ def pairwise_answer(request: WireRequest) -> Scripted:
 
 
 @with_provider()
-def test_apocjudge_confirmations_are_a_second_batch_wave(provider_env, tmp_path, session):
+@ITEM_CHUNKS
+def test_apocjudge_confirmations_are_a_second_batch_wave(
+    provider_env, tmp_path, session, monkeypatch, item_chunk
+):
     """Both orders of 3 pairs in a first batch; collect then submits the 3 confirmation calls
     in a second batch and, with --wait, stores them: the run made call by call, at half price."""
     provider = provider_env
@@ -401,6 +412,7 @@ def test_apocjudge_confirmations_are_a_second_batch_wave(provider_env, tmp_path,
             judge_run(spec, session=by_call, actor=operator())
             expected = judgments(by_call, "a")
             cost_by_call = by_call.exec(select(Run)).one().cost_usd
+        monkeypatch.setattr("pcf.store.queries.ITEM_CHUNK", item_chunk)
         with WireServer(pairwise_answer, batch_polls=1) as server:
             import_items(pairs, session=session, name="ds", fmt="jsonl")
             session.commit()

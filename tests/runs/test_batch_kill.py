@@ -7,11 +7,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import pytest
 from sqlmodel import Session, col, select
 
-from pcf.store import Call, get_engine
+from pcf.store import Call
 from pcf.store.models import ProviderBatch, ReplacedCall
 from tests.runs.processes import environment, import_dataset
 from tests.runs.test_batch import answer
@@ -65,20 +66,22 @@ def kill_when_stalled(command: list[str], server: WireServer) -> None:
     server.stall = {}
 
 
-def stored_calls() -> list[Call]:
-    with Session(get_engine()) as session:
+def stored_calls(new_session: Callable[[], Session]) -> list[Call]:
+    with new_session() as session:
         return list(session.exec(select(Call)).all())
 
 
-def assert_each_request_paid_once_and_stored_once(server: WireServer) -> None:
+def assert_each_request_paid_once_and_stored_once(
+    server: WireServer, new_session: Callable[[], Session]
+) -> None:
     counts = server.counts
     assert sum(counts.values()) == PLANNED  # every request run once by the server
     assert set(counts.values()) == {1}
-    calls = stored_calls()
+    calls = stored_calls(new_session)
     assert len(calls) == PLANNED
     assert all(c.ok for c in calls)
     assert len({(c.item_id, c.execution, c.call_index) for c in calls}) == PLANNED
-    with Session(get_engine()) as session:
+    with new_session() as session:
         assert session.exec(select(ReplacedCall)).all() == []
 
 
@@ -92,11 +95,13 @@ def assert_each_request_paid_once_and_stored_once(server: WireServer) -> None:
         ("anthropic", "batches.create"),
     ],
 )
-def test_a_submit_killed_at_any_step_is_finished_by_the_next_and_paid_once(dataset, backend, stall):
+def test_a_submit_killed_at_any_step_is_finished_by_the_next_and_paid_once(
+    dataset, new_session, backend, stall
+):
     with WireServer(answer, batch_polls=1) as server:
         server.stall = {stall: 0}
         kill_when_stalled(submit(server, backend), server)
-        with Session(get_engine()) as session:
+        with new_session() as session:
             left = session.exec(select(ProviderBatch)).one()
         assert left.state == "submitting"
         assert left.batch_id is None
@@ -105,26 +110,28 @@ def test_a_submit_killed_at_any_step_is_finished_by_the_next_and_paid_once(datas
         run(pcf("batch", "collect", "r", "--wait", "--poll", "0.01"))
         created = server.batches.created
         uploads = len(server.batches.files)
-        assert_each_request_paid_once_and_stored_once(server)
+        assert_each_request_paid_once_and_stored_once(server, new_session)
     assert created == 1
     if backend == "openai":
         assert uploads == 2  # the input file (uploaded once) and the output file
 
 
 @pytest.mark.parametrize("backend", ["openai", "anthropic"])
-def test_a_collect_killed_midway_stores_each_answer_exactly_once_when_run_again(dataset, backend):
+def test_a_collect_killed_midway_stores_each_answer_exactly_once_when_run_again(
+    dataset, new_session, backend
+):
     """Five batches of at most 4 requests; the collect is killed while downloading the third
     batch's results, after the first two are stored; the next collect stores the rest."""
     with WireServer(answer) as server:
         run(submit(server, backend, "--batch-size", "4"))
         server.stall = {"results": 2}
         kill_when_stalled(pcf("batch", "collect", "r"), server)
-        with Session(get_engine()) as session:
+        with new_session() as session:
             states = session.exec(select(ProviderBatch.state).order_by(col(ProviderBatch.id))).all()
         assert states == ["collected"] * 2 + ["submitted"] * 3
-        assert len(stored_calls()) == 8
+        assert len(stored_calls(new_session)) == 8
         done = run(pcf("batch", "collect", "r"))
-        assert_each_request_paid_once_and_stored_once(server)
+        assert_each_request_paid_once_and_stored_once(server, new_session)
         again = run(pcf("batch", "collect", "r"))
     assert '"stored": 10' in done.stdout
     assert f"] {PLANNED}/{PLANNED} requests, 10 calls stored, 0 batches running" in done.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,14 +18,16 @@ from pcf.access import operator
 from pcf.analysis.results import run_decisions
 from pcf.cli import app
 from pcf.items import Candidate, Item
-from pcf.judges.base import JudgeReply, JudgeRequest
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
 from pcf.judges.simulated import SimulatedJudge
 from pcf.judgments import read_judgments, write_judgments
 from pcf.orderings import canonical_order, schedule
 from pcf.pairwise import apoc_decide, is_ballpark_question, needs_confirmation
 from pcf.prompts import NEUTRAL_PREFIX
-from pcf.runs.engine import RunReport, execute, plan
+from pcf.runs.engine import execute
 from pcf.runs.manage import judge_run
+from pcf.runs.plan import plan
+from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store import (
     Call,
@@ -32,13 +35,12 @@ from pcf.store import (
     Dataset,
     ItemRow,
     Run,
-    create_run,
-    get_engine,
     import_items,
     item_db_ids,
     run_judgments,
 )
-from tests.factories import make_item
+from pcf.store.queries import DatasetItems, delete_run
+from tests.factories import make_item, stored_run
 
 cli = CliRunner()
 
@@ -78,20 +80,18 @@ def _run(
     run: Run | None = None,
 ) -> tuple[Run, RunReport]:
     """Create the run (or take ``run``) and execute it; returns the run and the report."""
-    fixed = config
     if run is None:
-        run = create_run(
-            name or fixed.protocol,
-            session=session,
-            dataset_id=dataset.id,
-            protocol=fixed.protocol,
+        run = stored_run(
+            session,
+            dataset.id,
+            name=name or config.protocol,
+            protocol=config.protocol,
             backend=judge.backend,
             model=judge.model,
-            k=fixed.k,
-            schedule=fixed.schedule,
-            executions=fixed.executions,
+            k=config.k,
+            schedule=config.schedule,
+            executions=config.executions,
         )
-        session.commit()
     db_ids = item_db_ids(dataset.id, session=session)
     report = asyncio.run(
         execute(run, items, judge, config, session=session, db_ids=db_ids, prices={})
@@ -104,9 +104,9 @@ def _calls(session: Session, run: Run) -> list[Call]:
     return list(session.exec(query.order_by(col(Call.item_id), col(Call.execution))).all())
 
 
-def _row_counts() -> dict[str, int]:
+def _row_counts(new_session: Callable[[], Session]) -> dict[str, int]:
     """Rows per table, read in a fresh session."""
-    with Session(get_engine()) as s:
+    with new_session() as s:
         tables = (Dataset, ItemRow, CandidateRow, Run, Call)
         return {t.__name__: s.exec(select(func.count()).select_from(t)).one() for t in tables}
 
@@ -364,7 +364,7 @@ def test_a_cached_answer_is_mapped_to_the_items_own_candidate_ids(session):
 # ---------------------------------------------------------------- resumption
 
 
-def test_running_a_finished_run_again_makes_no_judge_call(session):
+def test_running_a_finished_run_again_makes_no_judge_call(session, new_session):
     """Every stored call, answered or failed, is skipped on the next invocation."""
     items = _items(4)
     dataset = _dataset(session, items)
@@ -373,13 +373,13 @@ def test_running_a_finished_run_again_makes_no_judge_call(session):
         session, dataset, items, RunSpec("ds", protocol="pcf", k=5), CountingJudge(flaky)
     )
     assert first.failures > 0
-    before = _row_counts()
+    before = _row_counts(new_session)
     judge = CountingJudge(flaky)
     run, again = _run(session, dataset, items, RunSpec("ds", protocol="pcf", k=5), judge, run=run)
     assert judge.requests == 0
     assert (again.planned, again.already_done, again.calls_made) == (20, 20, 0)
     assert (again.cache_hits, again.failures) == (0, 0)
-    assert _row_counts() == before
+    assert _row_counts(new_session) == before
     assert run.status == "finished"
     assert run.failures == first.failures
 
@@ -394,7 +394,7 @@ def test_a_run_that_grows_asks_only_for_the_new_items(session):
     assert (report.already_done, judge.requests, len(_calls(session, run))) == (6, 9, 15)
 
 
-def test_resuming_with_other_settings_is_refused_by_the_cli(tmp_path: Path):
+def test_resuming_with_other_settings_is_refused_by_the_cli(tmp_path: Path, new_session):
     """`pcf judge` with the name of a run made with another K stops with exit code 2."""
     path = tmp_path / "items.jsonl"
     path.write_text("".join(json.dumps(i.to_dict()) + "\n" for i in _items(3)), encoding="utf-8")
@@ -407,7 +407,7 @@ def test_resuming_with_other_settings_is_refused_by_the_cli(tmp_path: Path):
     assert refused.exit_code == 2
     assert "'r' exists with other settings" in refused.stderr
     assert "k: 3 -> 5" in refused.stderr
-    assert _row_counts()["Call"] == 9
+    assert _row_counts(new_session)["Call"] == 9
 
     again = cli.invoke(app, ["judge", "ds", "--name", "r", "--k", "3"])
     assert again.exit_code == 0, again.output
@@ -499,12 +499,12 @@ def test_apoc_asks_for_a_keyed_confirmation_only_where_it_can_change_the_verdict
 # ---------------------------------------------------------------- imports are all or nothing
 
 
-def test_importing_a_malformed_file_leaves_the_database_unchanged(tmp_path: Path, session):
+def test_importing_a_malformed_file_leaves_the_database_unchanged(tmp_path: Path, new_session):
     """Every problem is reported with file, line and field; no row is written."""
     good = tmp_path / "good.jsonl"
     good.write_text("".join(json.dumps(i.to_dict()) + "\n" for i in _items(2)), encoding="utf-8")
     assert cli.invoke(app, ["import", "jsonl", str(good), "--name", "ds"]).exit_code == 0
-    before = _row_counts()
+    before = _row_counts(new_session)
     assert before["Dataset"] == 1
     assert before["ItemRow"] == 2
 
@@ -519,9 +519,97 @@ def test_importing_a_malformed_file_leaves_the_database_unchanged(tmp_path: Path
     assert f"{bad}:2: prompt: missing" in result.stderr
     assert f"{bad}:3: gold: 'c9' is not one of the candidate ids" in result.stderr
     assert f"{bad}:5: invalid JSON" in result.stderr
-    assert _row_counts() == before
+    assert _row_counts(new_session) == before
 
     taken = cli.invoke(app, ["import", "jsonl", str(good), "--name", "ds"])
     assert taken.exit_code == 1
     assert "nothing imported: a dataset named 'ds' already exists" in taken.stderr
-    assert _row_counts() == before
+    assert _row_counts(new_session) == before
+
+
+# ---------------------------------------------------------------- chunks of items
+
+
+class FlakyJudge(CountingJudge):
+    """A counting judge that fails (for good) every call whose prompt hashes to 0 mod 3."""
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        if sum(request.user.encode()) % 3 == 0:
+            raise JudgeError("server_error", "down for this prompt", retryable=False)
+        return await super().complete(request)
+
+
+def _fingerprint(session: Session, run: Run) -> dict:
+    """What a run stored: each call's key, ordering, slot keys, answer and how it was made."""
+    keys = {db_id: key for key, db_id in item_db_ids(run.dataset_id, session=session).items()}
+    return {
+        (keys[c.item_id], c.execution, c.call_index): (
+            c.content_key,
+            c.order,
+            c.keys,
+            c.ok,
+            c.judgment,
+            c.attempts,
+        )
+        for c in _calls(session, run)
+    }
+
+
+@pytest.mark.parametrize(
+    ("pairs", "spec"),
+    [
+        (False, RunSpec("ds", "r", k=3, executions=2)),
+        (False, RunSpec("ds", "r", protocol="repeated", k=3)),
+        (False, RunSpec("ds", "r", k=4, adaptive="confident", risk=0.05, max_calls=6)),
+        (True, RunSpec("ds", "r", protocol="apoc")),
+    ],
+    ids=["pcf", "repeated", "adaptive", "apoc"],
+)
+def test_a_run_made_a_few_items_at_a_time_stores_what_a_whole_run_does(
+    session, monkeypatch, pairs, spec
+):
+    """Items read from the database in chunks of 3 (chunk boundaries everywhere), failed calls
+    asked again in a second invocation: the same calls, answers, stops and report."""
+    items = _items(20, n=2 if pairs else 4)
+    if pairs:
+        items[4] = Item("q4", "Roughly how many people live in Paris?", items[4].candidates, "c0")
+    dataset = _dataset(session, items)
+
+    def made(chunk: int) -> tuple[dict, list, dict]:
+        monkeypatch.setattr("pcf.store.queries.ITEM_CHUNK", chunk)
+        run = stored_run(
+            session,
+            dataset.id,
+            protocol=spec.protocol,
+            model="sim-test",
+            k=spec.k,
+            schedule=spec.schedule,
+            executions=spec.executions,
+        )
+        reports = []
+        for judge, retry in ((FlakyJudge(), False), (CountingJudge(), True)):
+            report = asyncio.run(
+                execute(
+                    run,
+                    DatasetItems(dataset.id, session=session),
+                    judge,
+                    spec,
+                    session=session,
+                    db_ids=item_db_ids(dataset.id, session=session),
+                    prices={},
+                    retry_failed=retry,
+                )
+            )
+            reports.append(report.as_dict() | {"to_do": report.to_do, "requests": judge.requests})
+        stored = _fingerprint(session, run), reports, run.settings.get("stops", {})
+        delete_run("r", session=session)
+        session.commit()
+        return stored
+
+    whole = made(500)
+    assert made(3) == whole
+    calls, reports, _ = whole
+    assert reports[0]["failures"] > 0  # the second invocation had failed calls to ask again
+    assert reports[1]["retried_failed"] == reports[0]["failures"]
+    if spec.adaptive == "off":  # an adaptive run counts a failed call as made
+        assert all(ok for _, _, _, ok, _, _ in calls.values())

@@ -16,16 +16,17 @@ import time
 from collections import Counter, defaultdict
 
 import pytest
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
 from pcf.access import operator
 from pcf.judges import BASE_URL_ENV
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.openai_judge import OpenAIJudge
-from pcf.runs.engine import RunReport, content_key, plan
 from pcf.runs.manage import judge_run
+from pcf.runs.plan import content_key, plan
+from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
-from pcf.store import Call, call_request, get_engine, import_items, item_db_ids
+from pcf.store import Call, call_request, import_items, item_db_ids
 from tests.factories import make_item, template_hostile_items
 from tests.judge_providers import PROVIDERS, run_at_server, use_environment
 from tests.wire_server import Scripted, WireRequest, WireServer, message_key
@@ -120,33 +121,32 @@ def _judge(backend: str, server: WireServer) -> OpenAIJudge | AnthropicJudge:
 
 
 @pytest.mark.parametrize("backend", ["openai", "anthropic"])
-def test_a_run_survives_every_provider_failure_and_counts_add_up(backend: str):
+def test_a_run_survives_every_provider_failure_and_counts_add_up(backend: str, session):
     """4 items x K=4 at concurrency 4 through the real SDK; every failure mode once."""
     items = [make_item(f"q{i}") for i in range(4)]
-    with Session(get_engine(), expire_on_commit=False) as session:
-        dataset = import_items(items, session=session, name="ds", fmt="jsonl")
-        db_ids = item_db_ids(dataset.id, session=session)
-        planned = plan(items, db_ids, CONFIG)
-        assert len(planned) == 16
-        keys = [message_key(p.render().user) for p in planned]
-        assert len(set(keys)) == 16
-        script = Script({key: SCRIPTS.get(i, PLAIN)[0] for i, key in enumerate(keys)})
-        served = run_at_server(
-            backend,
-            script,
-            _judge,
-            name="r",
-            items=items,
-            spec=CONFIG,
-            session=session,
-            dataset_id=dataset.id,
-            db_ids=db_ids,
-            prices={},
-        )
-        run, report = served.run, served.report
-        rows = session.exec(select(Call).where(Call.run_id == run.id).order_by(col(Call.id))).all()
-        backends = {call_request(c, session=session)["backend"] for c in rows}
-        session.refresh(run)
+    dataset = import_items(items, session=session, name="ds", fmt="jsonl")
+    db_ids = item_db_ids(dataset.id, session=session)
+    planned = plan(items, db_ids, CONFIG)
+    assert len(planned) == 16
+    keys = [message_key(p.render().user) for p in planned]
+    assert len(set(keys)) == 16
+    script = Script({key: SCRIPTS.get(i, PLAIN)[0] for i, key in enumerate(keys)})
+    served = run_at_server(
+        backend,
+        script,
+        _judge,
+        name="r",
+        items=items,
+        spec=CONFIG,
+        session=session,
+        dataset_id=dataset.id,
+        db_ids=db_ids,
+        prices={},
+    )
+    run, report = served.run, served.report
+    rows = session.exec(select(Call).where(Call.run_id == run.id).order_by(col(Call.id))).all()
+    backends = {call_request(c, session=session)["backend"] for c in rows}
+    session.refresh(run)
 
     assert run.status == "finished"
     by_call = {(c.item_id, c.execution, c.call_index): c for c in rows}

@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 
 from sqlmodel import Session, col, func, select
 from typer.testing import CliRunner
@@ -17,15 +18,7 @@ from typer.testing import CliRunner
 from pcf.cli import app
 from pcf.runs.engine import plan
 from pcf.runs.spec import RunSpec
-from pcf.store import (
-    Call,
-    call_request,
-    get_dataset,
-    get_engine,
-    get_run,
-    item_db_ids,
-    load_items,
-)
+from pcf.store import Call, call_request, get_dataset, get_run, item_db_ids, load_items
 from tests.runs.processes import environment, import_dataset, judge_command
 from tests.runs.test_engine_providers import listwise_text
 from tests.wire_server import Scripted, WireRequest, WireServer, message_key
@@ -42,9 +35,9 @@ def _answer(request: WireRequest) -> Scripted:
     return Scripted.answer(listwise_text(request.last_user_text), delay_s=LATENCY_S)
 
 
-def _stored_rows() -> int:
+def _stored_rows(new_session: Callable[[], Session]) -> int:
     """Call rows committed so far, read through a connection of this process."""
-    with Session(get_engine()) as session:
+    with new_session() as session:
         return session.exec(select(func.count(col(Call.id)))).one()
 
 
@@ -57,7 +50,7 @@ def _settled_count(server: WireServer) -> int:
     return count
 
 
-def test_a_killed_run_resumes_and_answers_every_call_once(tmp_path, isolated_database):
+def test_a_killed_run_resumes_and_answers_every_call_once(tmp_path, isolated_database, new_session):
     """SIGKILL mid-run, run again: one row per planned call, only unrecorded calls re-asked."""
     import_dataset(tmp_path, ITEMS)
     env = environment() | {"PCF_DATABASE_URL": isolated_database}
@@ -68,21 +61,21 @@ def test_a_killed_run_resumes_and_answers_every_call_once(tmp_path, isolated_dat
             command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         deadline = time.monotonic() + HANG_S
-        while _stored_rows() < KILL_AFTER_ROWS:
+        while _stored_rows(new_session) < KILL_AFTER_ROWS:
             assert first.poll() is None, first.stderr.read().decode() if first.stderr else ""
             assert time.monotonic() < deadline, "the first invocation committed too few calls"
             time.sleep(0.01)
         first.send_signal(signal.SIGKILL)
         assert first.wait(timeout=10) == -signal.SIGKILL
         first.stderr.close()
-        committed = _stored_rows()
+        committed = _stored_rows(new_session)
         asked_first = _settled_count(server)
         assert KILL_AFTER_ROWS <= committed < PLANNED
         # answers in flight at the kill reached the server but were never recorded
         in_flight = asked_first - committed
         assert 0 <= in_flight <= CONCURRENCY
 
-        with Session(get_engine()) as session:
+        with new_session() as session:
             assert get_run("r", session=session).status == "running"
         # its lease names a process that is gone: listed as interrupted, and resumable now
         listed = CliRunner().invoke(app, ["runs"])
@@ -100,7 +93,7 @@ def test_a_killed_run_resumes_and_answers_every_call_once(tmp_path, isolated_dat
     assert summary["calls_made"] == asked_second == PLANNED - committed
     assert summary["failures"] == summary["cache_hits"] == 0
 
-    with Session(get_engine()) as session:
+    with new_session() as session:
         run = get_run("r", session=session)
         dataset = get_dataset("ds", session=session)
         items = load_items(dataset.id, session=session)

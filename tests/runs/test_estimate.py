@@ -67,3 +67,17 @@ def test_the_estimate_plans_with_the_dataset_seed_as_the_engine_does(session):
     assert (estimate.planned, estimate.cached, estimate.to_call) == (12, 12, 0)
     other_seed = estimate_run(RunSpec("seeded", "third", k=3, seed=8), session=session)
     assert other_seed.cached == 0  # the simulated judge of another seed is another judge
+
+
+@pytest.mark.parametrize("model", ["sim-primacy", "gpt-x", "gpt-unpriced"])
+def test_an_estimate_made_a_few_items_at_a_time_is_the_same(db, monkeypatch, model):
+    """Chunks of 7 items (the limit of 30 falls inside one), a run half stored: the same."""
+    backend = "simulated" if model.startswith("sim") else "openai"
+    spec = RunSpec("demo", "half", backend=backend, model=model, k=3, limit=30)
+    judge_run(RunSpec("demo", "half", k=3, limit=12), session=db, actor=operator())
+    if backend != "simulated":
+        spec = RunSpec("demo", "other", backend=backend, model=model, k=3, limit=30)
+    whole = estimate_run(spec, session=db, prices={"gpt-x": (1.0, 2.0)})
+    monkeypatch.setattr("pcf.store.queries.ITEM_CHUNK", 7)
+    assert estimate_run(spec, session=db, prices={"gpt-x": (1.0, 2.0)}) == whole
+    assert whole.items == 30

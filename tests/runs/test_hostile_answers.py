@@ -15,14 +15,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import select
 from sqlmodel import Session, SQLModel, col
 
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.base import MAX_CALL_TOKENS
 from pcf.judges.openai_judge import OpenAIJudge
 from pcf.parsing import MAX_ANSWER_CHARS
-from pcf.runs.engine import NUL_REPAIR, plan
+from pcf.runs.plan import plan
+from pcf.runs.rows import NUL_REPAIR
 from pcf.runs.spec import RunSpec
 from pcf.store import Call, import_items, item_db_ids
 from tests.factories import make_item
@@ -113,38 +114,37 @@ def new_judge(backend: str, server: WireServer) -> OpenAIJudge | AnthropicJudge:
 
 @pytest.mark.parametrize("backend", ["openai", "anthropic"])
 def test_a_run_of_hostile_answers_finishes_and_records_every_call(
-    backend: str, engine: Engine, monkeypatch: pytest.MonkeyPatch
+    backend: str, session: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     items = [make_item(f"q{i}") for i in range(4)]
-    with Session(engine, expire_on_commit=False) as session:
-        dataset = import_items(items, session=session, name="ds", fmt="jsonl")
-        db_ids = item_db_ids(dataset.id, session=session)
-        planned = plan(items, db_ids, SPEC)
-        keys = [message_key(p.render().user) for p in planned]
-        assert len(set(keys)) == len(planned) == len(HOSTILE)
-        behaviour = dict(zip(keys, HOSTILE, strict=True))
+    dataset = import_items(items, session=session, name="ds", fmt="jsonl")
+    db_ids = item_db_ids(dataset.id, session=session)
+    planned = plan(items, db_ids, SPEC)
+    keys = [message_key(p.render().user) for p in planned]
+    assert len(set(keys)) == len(planned) == len(HOSTILE)
+    behaviour = dict(zip(keys, HOSTILE, strict=True))
 
-        def respond(request: WireRequest) -> Scripted:
-            return behaviour[request.key][1](request.last_user_text)
+    def respond(request: WireRequest) -> Scripted:
+        return behaviour[request.key][1](request.last_user_text)
 
-        served = run_at_server(
-            backend,
-            respond,
-            new_judge,
-            name="hostile",
-            items=items,
-            spec=SPEC,
-            session=session,
-            dataset_id=dataset.id,
-            db_ids=db_ids,
-            prices=PRICES,
-        )
-        run, report = served.run, served.report
-        rows = session.exec(select(Call).where(col(Call.run_id) == run.id)).scalars().all()
-        session.refresh(run)
-        stored = everything_stored(session)
+    served = run_at_server(
+        backend,
+        respond,
+        new_judge,
+        name="hostile",
+        items=items,
+        spec=SPEC,
+        session=session,
+        dataset_id=dataset.id,
+        db_ids=db_ids,
+        prices=PRICES,
+    )
+    run, report = served.run, served.report
+    rows = session.exec(select(Call).where(col(Call.run_id) == run.id)).scalars().all()
+    session.refresh(run)
+    stored = everything_stored(session)
 
     assert run.status == "finished"
     by_slot = {(c.item_id, c.call_index): c for c in rows}

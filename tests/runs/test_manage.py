@@ -25,9 +25,9 @@ from pcf.runs.manage import (
     open_run,
 )
 from pcf.runs.spec import RunSpec
-from pcf.store import create_run, get_run, import_items, session_scope
+from pcf.store import get_run, import_items
 from pcf.store.queries import run_calls
-from tests.factories import make_item
+from tests.factories import make_item, stored_run
 from tests.wire_server import Scripted, WireServer
 
 
@@ -69,10 +69,10 @@ def test_a_run_stored_before_the_dataset_seed_rule_resumes_only_if_its_plan_is_t
     dataset = _dataset(session, seed=0)
     for name, seed in (("same", 0), ("other", 3)):
         spec = RunSpec("ds", name, protocol="direct", seed=seed)
-        create_run(
-            name,
-            session=session,
-            dataset_id=dataset.id,
+        stored_run(
+            session,
+            dataset.id,
+            name=name,
             protocol="direct",
             backend=spec.backend,
             model=spec.model,
@@ -81,7 +81,6 @@ def test_a_run_stored_before_the_dataset_seed_rule_resumes_only_if_its_plan_is_t
             seed=seed,
             settings={"identity": spec.identity()},
         )
-    session.commit()
     assert open_run(RunSpec("ds", "same", protocol="direct", seed=0), session=session)
     with pytest.raises(RunConflictError, match="canonical orders from its own seed 3"):
         open_run(RunSpec("ds", "other", protocol="direct", seed=3), session=session)
@@ -98,28 +97,26 @@ OWN_KEY = "sk-adams-own-key-for-one-run-0002"
 
 
 @pytest.mark.parametrize("actor", [ALICE, RITA, VERA], ids=lambda a: a.role.value)
-def test_only_admins_import_start_and_delete(engine, actor: Actor):
-    with session_scope(engine) as session:
-        with pytest.raises(AccessDeniedError, match="may not import"):
-            import_dataset([make_item("q1")], session=session, actor=actor, name="x", fmt="jsonl")
-        _dataset(session, seed=0)
-        with pytest.raises(AccessDeniedError, match="may not start"):
-            judge_run(RunSpec("ds", "r", protocol="direct"), session=session, actor=actor)
-        with pytest.raises(AccessDeniedError, match="may not start"):
-            start_run(engine, RunSpec("ds", "bg", protocol="direct"), actor=actor)
-        judge_run(RunSpec("ds", "r", protocol="direct"), session=session, actor=ADAM)
-        with pytest.raises(AccessDeniedError, match="may not delete"):
-            delete_run("r", session=session, actor=actor)
-        assert get_run("r", session=session) is not None
+def test_only_admins_import_start_and_delete(engine, session, actor: Actor):
+    with pytest.raises(AccessDeniedError, match="may not import"):
+        import_dataset([make_item("q1")], session=session, actor=actor, name="x", fmt="jsonl")
+    _dataset(session, seed=0)
+    with pytest.raises(AccessDeniedError, match="may not start"):
+        judge_run(RunSpec("ds", "r", protocol="direct"), session=session, actor=actor)
+    with pytest.raises(AccessDeniedError, match="may not start"):
+        start_run(engine, RunSpec("ds", "bg", protocol="direct"), actor=actor)
+    judge_run(RunSpec("ds", "r", protocol="direct"), session=session, actor=ADAM)
+    with pytest.raises(AccessDeniedError, match="may not delete"):
+        delete_run("r", session=session, actor=actor)
+    assert get_run("r", session=session) is not None
 
 
-def test_imports_runs_and_deletes_are_in_the_audit_log(engine):
-    with session_scope(engine) as session:
-        import_dataset([make_item("q1")], session=session, actor=ADAM, name="ds", fmt="jsonl")
-        judge_run(RunSpec("ds", "r", protocol="direct"), session=session, actor=ADAM)
-        judge_run(RunSpec("ds", "r", protocol="direct"), session=session, actor=ADAM)
-        delete_run("r", session=session, actor=ADAM)
-        log = audit_log(session=session, actor=ADAM)
+def test_imports_runs_and_deletes_are_in_the_audit_log(session):
+    import_dataset([make_item("q1")], session=session, actor=ADAM, name="ds", fmt="jsonl")
+    judge_run(RunSpec("ds", "r", protocol="direct"), session=session, actor=ADAM)
+    judge_run(RunSpec("ds", "r", protocol="direct"), session=session, actor=ADAM)
+    delete_run("r", session=session, actor=ADAM)
+    log = audit_log(session=session, actor=ADAM)
     assert [(e["action"], e["target"], e["actor"]) for e in log[::-1]] == [
         ("dataset_imported", "ds", ADAM.identity),
         ("run_started", "r", ADAM.identity),
@@ -145,13 +142,12 @@ def listwise(request) -> Scripted:
 
 
 @pytest.fixture
-def server(monkeypatch, engine):
+def server(monkeypatch, session):
     """The wire server answering every call, the server's OpenAI key set, dataset ``ds``."""
     monkeypatch.setenv("OPENAI_API_KEY", SERVER_KEY)
     for name in ("OPENAI_BASE_URL", ALLOWED_BASE_URLS_ENV, MAX_COST_ENV):
         monkeypatch.delenv(name, raising=False)
-    with session_scope(engine) as session:
-        _dataset(session, seed=0)
+    _dataset(session, seed=0)
     with WireServer(listwise) as wire:
         yield wire
 
@@ -166,38 +162,34 @@ def keys_sent(wire: WireServer) -> set[str]:
     return {r.headers.get("authorization", "") for r in wire.received}
 
 
-def test_the_servers_key_never_goes_to_a_server_the_operator_did_not_list(engine, server):
-    with session_scope(engine) as session:
-        with pytest.raises(AccessDeniedError, match="PCF_ALLOWED_BASE_URLS"):
-            judge_run(at(server, "unlisted"), session=session, actor=ADAM)
-        assert get_run("unlisted", session=session) is None
+def test_the_servers_key_never_goes_to_a_server_the_operator_did_not_list(session, server):
+    with pytest.raises(AccessDeniedError, match="PCF_ALLOWED_BASE_URLS"):
+        judge_run(at(server, "unlisted"), session=session, actor=ADAM)
+    assert get_run("unlisted", session=session) is None
     assert server.request_count == 0
-    with session_scope(engine) as session:
-        judge_run(at(server, "own-key"), session=session, actor=ADAM, api_key=OWN_KEY)
-        stored = json.dumps(
-            [
-                c.model_dump(mode="json")
-                for c in run_calls(get_run("own-key", session=session).id, session=session)
-            ]
-        )
-        events = json.dumps(audit_log(session=session, actor=ADAM))
+    judge_run(at(server, "own-key"), session=session, actor=ADAM, api_key=OWN_KEY)
+    stored = json.dumps(
+        [
+            c.model_dump(mode="json")
+            for c in run_calls(get_run("own-key", session=session).id, session=session)
+        ]
+    )
+    events = json.dumps(audit_log(session=session, actor=ADAM))
     assert keys_sent(server) == {f"Bearer {OWN_KEY}"}
     assert OWN_KEY not in stored
     assert OWN_KEY not in events
 
 
 def test_a_listed_server_gets_the_servers_key_and_the_operator_names_any(
-    engine, server, monkeypatch
+    session, server, monkeypatch
 ):
     monkeypatch.setenv(
         ALLOWED_BASE_URLS_ENV, f"http://example.invalid/v1 {server.openai_base_url}/"
     )
-    with session_scope(engine) as session:
-        judge_run(at(server, "listed"), session=session, actor=ADAM)
+    judge_run(at(server, "listed"), session=session, actor=ADAM)
     assert keys_sent(server) == {f"Bearer {SERVER_KEY}"}
     monkeypatch.delenv(ALLOWED_BASE_URLS_ENV)
-    with session_scope(engine) as session:
-        judge_run(at(server, "operator", seed=1), session=session, actor=operator())
+    judge_run(at(server, "operator", seed=1), session=session, actor=operator())
     assert keys_sent(server) == {f"Bearer {SERVER_KEY}"}
 
 
@@ -214,47 +206,39 @@ def priced(tmp_path, monkeypatch):
     monkeypatch.setenv(ALLOWED_BASE_URLS_ENV, "")
 
 
-def estimated(engine, spec: RunSpec) -> float:
-    with session_scope(engine) as session:
-        return estimate_run(spec, session=session).cost_usd
-
-
-def test_a_run_estimated_above_its_cap_is_refused_before_any_call(engine, server, priced):
+def test_a_run_estimated_above_its_cap_is_refused_before_any_call(session, server, priced):
     spec = at(server, "capped", concurrency=1)
-    cap = estimated(engine, spec) / 2
-    with session_scope(engine) as session, pytest.raises(CostCapError, match="cost cap"):
+    cap = estimate_run(spec, session=session).cost_usd / 2
+    with pytest.raises(CostCapError, match="cost cap"):
         judge_run(spec, session=session, actor=operator(), max_cost=cap)
     assert server.request_count == 0
 
 
 def test_a_run_stops_at_its_cap_with_its_calls_stored_and_resumes_under_a_higher_one(
-    engine, server, priced, monkeypatch
+    session, server, priced, monkeypatch
 ):
     """The estimate counts fewer tokens than the server reports, so a cap just above the
     estimate is reached before the last call: the run stops there, and a higher cap (here the
     operator's default) finishes it without asking a stored call again."""
     spec = at(server, "capped", concurrency=1)
     per_call = (1000 * PRICE[0] + 200 * PRICE[1]) / 1e6
-    cap = estimated(engine, spec) * 1.01
+    cap = estimate_run(spec, session=session).cost_usd * 1.01
     made = math.ceil(cap / per_call)  # calls go out while the spend is below the cap
     assert made < 6, "the server's answers must cost more than the estimate"
-    with session_scope(engine) as session:
-        run, report = judge_run(spec, session=session, actor=operator(), max_cost=cap)
-        assert run.status == "capped"
-        assert (report.calls_made, report.capped) == (made, 6 - made)
-        stored = len(run_calls(run.id, session=session))
-    assert stored == server.request_count == made
+    run, report = judge_run(spec, session=session, actor=operator(), max_cost=cap)
+    assert run.status == "capped"
+    assert (report.calls_made, report.capped) == (made, 6 - made)
+    assert len(run_calls(run.id, session=session)) == server.request_count == made
     assert run.cost_usd == pytest.approx(made * per_call)
     monkeypatch.setenv(MAX_COST_ENV, "1")
-    with session_scope(engine) as session:
-        run, report = judge_run(spec, session=session, actor=operator())
-        assert run.status == "finished"
-        assert len(run_calls(run.id, session=session)) == 6
+    run, report = judge_run(spec, session=session, actor=operator())
+    assert run.status == "finished"
+    assert len(run_calls(run.id, session=session)) == 6
     assert server.request_count == 6
     assert report.calls_made == 6 - made
 
 
-def test_a_bad_operator_cap_is_named(engine, server, priced, monkeypatch):
+def test_a_bad_operator_cap_is_named(session, server, priced, monkeypatch):
     monkeypatch.setenv(MAX_COST_ENV, "ten dollars")
-    with session_scope(engine) as session, pytest.raises(ValueError, match=MAX_COST_ENV):
+    with pytest.raises(ValueError, match=MAX_COST_ENV):
         judge_run(at(server, "r"), session=session, actor=operator())

@@ -17,15 +17,7 @@ from sqlmodel import Session, func, select
 from typer.testing import CliRunner
 
 from pcf.cli import app
-from pcf.store import (
-    Adjudication,
-    Call,
-    add_adjudication,
-    get_engine,
-    get_run,
-    session_scope,
-    utc_now,
-)
+from pcf.store import Adjudication, Call, add_adjudication, get_run, utc_now
 from pcf.store.models import ReplacedCall, RunLease
 from tests.runs.processes import environment, import_dataset
 from tests.runs.processes import judge_command as judge
@@ -49,16 +41,15 @@ def judge_command(server: WireServer, *extra: str) -> list[str]:
     return judge(server, *extra, k=K, concurrency=4)
 
 
-def count(model: type) -> int:
-    with Session(get_engine()) as s:
-        return s.exec(select(func.count()).select_from(model)).one()
+def count(session: Session, model: type) -> int:
+    return session.exec(select(func.count()).select_from(model)).one()
 
 
 def good_answer(request: WireRequest) -> Scripted:
     return Scripted.answer(listwise_text(request.last_user_text))
 
 
-def test_two_runs_racing_for_one_name_one_is_refused_and_no_answer_is_lost(dataset):
+def test_two_runs_racing_for_one_name_one_is_refused_and_no_answer_is_lost(dataset, session):
     """Both start at once; the one without the lease exits with one clear line and asks
     nothing, while the other's answers wait at the server; then every answer is stored."""
     gate = threading.Event()
@@ -94,12 +85,12 @@ def test_two_runs_racing_for_one_name_one_is_refused_and_no_answer_is_lost(datas
         asked = server.request_count
 
     assert json.loads(out)["this_invocation"]["calls_made"] == PLANNED
-    assert asked == count(Call) == PLANNED
-    assert count(ReplacedCall) == 0
-    assert count(RunLease) == 0  # given up when the run ended
+    assert asked == count(session, Call) == PLANNED
+    assert count(session, ReplacedCall) == 0
+    assert count(session, RunLease) == 0  # given up when the run ended
 
 
-def test_a_run_whose_calls_mostly_fail_exits_1_and_retry_failed_asks_them_again(dataset):
+def test_a_run_whose_calls_mostly_fail_exits_1_and_retry_failed_asks_them_again(dataset, session):
     """Refused requests: exit 1 with a one-line cause; then --retry-failed stores the new
     answers as the calls' answers and keeps each failed one as a replaced call."""
     answers = {"mode": "refuse"}
@@ -149,10 +140,9 @@ def test_a_run_whose_calls_mostly_fail_exits_1_and_retry_failed_asks_them_again(
     assert summary["retried_failed"] == summary["calls_made"] == PLANNED
     assert summary["failures"] == 0
     assert asked == 2 * PLANNED
-    with Session(get_engine()) as s:
-        calls = s.exec(select(Call)).all()
-        replaced = s.exec(select(ReplacedCall)).all()
-        run = get_run("r", session=s)
+    calls = session.exec(select(Call)).all()
+    replaced = session.exec(select(ReplacedCall)).all()
+    run = get_run("r", session=session)
     assert len(calls) == PLANNED
     assert all(c.ok for c in calls)
     assert (run.status, run.failures) == ("finished", 0)
@@ -164,40 +154,40 @@ def test_a_run_whose_calls_mostly_fail_exits_1_and_retry_failed_asks_them_again(
     )
 
 
-def test_runs_delete_asks_keeps_adjudications_and_refuses_a_live_run(dataset):
+def test_runs_delete_asks_keeps_adjudications_and_refuses_a_live_run(dataset, session):
     with WireServer(good_answer) as server:
         done = subprocess.run(
             judge_command(server), env=environment(), capture_output=True, text=True, check=False
         )
     assert done.returncode == 0, done.stderr
-    with session_scope(get_engine()) as s:
-        item_id = s.exec(select(Call.item_id)).first()
-        add_adjudication(item_id, session=s, annotator="ana", choice="c0")
+    item_id = session.exec(select(Call.item_id)).first()
+    add_adjudication(item_id, session=session, annotator="ana", choice="c0")
+    session.commit()
 
     kept = runner.invoke(app, ["runs", "delete", "r"], input="n\n")
     assert kept.exit_code == 1
     assert "nothing deleted" in kept.output
-    assert count(Call) == PLANNED
+    assert count(session, Call) == PLANNED
 
-    with session_scope(get_engine()) as s:  # a live process (this one) holds the lease
-        lease = RunLease(
-            run_name="r",
-            holder="another invocation",
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            expires_at=utc_now() + timedelta(hours=1),
-        )
-        s.add(lease)
+    lease = RunLease(  # a live process (this one) holds the lease
+        run_name="r",
+        holder="another invocation",
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        expires_at=utc_now() + timedelta(hours=1),
+    )
+    session.add(lease)
+    session.commit()
     busy = runner.invoke(app, ["runs", "delete", "r", "--yes"])
     assert busy.exit_code == 1
     assert "is being judged now" in busy.output
 
-    with session_scope(get_engine()) as s:
-        s.delete(s.get(RunLease, "r"))
+    session.delete(lease)
+    session.commit()
     deleted = runner.invoke(app, ["runs", "delete", "r", "--yes"])
     assert deleted.exit_code == 0, deleted.output
     assert json.loads(deleted.stdout) == {"deleted": "r", "calls": PLANNED, "replaced_calls": 0}
-    assert count(Call) == 0
-    assert count(Adjudication) == 1
+    assert count(session, Call) == 0
+    assert count(session, Adjudication) == 1
     listed = json.loads(runner.invoke(app, ["runs"]).stdout)
     assert listed["runs"] == []

@@ -5,41 +5,35 @@ happen): neither stops, each call is stored once, and every other paid answer is
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from sqlmodel import Session, select
 
 from pcf.judges.simulated import SimulatedJudge
 from pcf.runs.engine import execute
 from pcf.runs.spec import RunSpec
-from pcf.store import Call, create_run, import_items, item_db_ids, load_items
+from pcf.store import Call, import_items, item_db_ids, load_items
 from pcf.store.models import ReplacedCall
-from tests.factories import make_item
+from tests.factories import make_item, stored_run
 
 SPEC = RunSpec("ds", "r", k=3, concurrency=4)
 
 
-def test_two_writers_of_one_run_store_each_call_once_and_keep_every_answer(engine):
-    with Session(engine, expire_on_commit=False) as setup:
-        dataset = import_items(
-            [make_item(f"q{i}") for i in range(5)], session=setup, name="ds", fmt="jsonl"
-        )
-        run = create_run(
-            "r",
-            session=setup,
-            dataset_id=dataset.id,
-            protocol="pcf",
-            backend="simulated",
-            model="sim-primacy",
-            k=SPEC.k,
-            schedule=SPEC.schedule,
-        )
-        setup.commit()
-        items = load_items(dataset.id, session=setup)
-        db_ids = item_db_ids(dataset.id, session=setup)
+def test_two_writers_of_one_run_store_each_call_once_and_keep_every_answer(
+    session: Session, new_session: Callable[[], Session]
+):
+    dataset = import_items(
+        [make_item(f"q{i}") for i in range(5)], session=session, name="ds", fmt="jsonl"
+    )
+    run = stored_run(
+        session, dataset.id, name="r", model="sim-primacy", k=SPEC.k, schedule=SPEC.schedule
+    )
+    items = load_items(dataset.id, session=session)
+    db_ids = item_db_ids(dataset.id, session=session)
     planned = len(items) * SPEC.k
 
     async def both() -> list:
-        with Session(engine) as first, Session(engine) as second:
+        with new_session() as first, new_session() as second:
             return await asyncio.gather(
                 *(
                     execute(
@@ -57,9 +51,8 @@ def test_two_writers_of_one_run_store_each_call_once_and_keep_every_answer(engin
 
     reports = asyncio.run(both())
 
-    with Session(engine) as s:
-        calls = s.exec(select(Call)).all()
-        kept = s.exec(select(ReplacedCall)).all()
+    calls = session.exec(select(Call)).all()
+    kept = session.exec(select(ReplacedCall)).all()
     slots = {(c.item_id, c.execution, c.call_index) for c in calls}
     assert len(calls) == len(slots) == planned
     answered = sum(r.done for r in reports)

@@ -20,7 +20,6 @@ from pcf.store import (
     get_engine,
     import_items,
     load_items,
-    session_scope,
     write_with_retry,
 )
 from pcf.store.engine import is_transient
@@ -83,21 +82,20 @@ def assert_linear_histories(labels: list[Adjudication]) -> None:
 
 
 @pytest.fixture
-def item_ids(engine) -> list[int]:
+def item_ids(session: Session) -> list[int]:
     """Three items of candidates c0 and c1."""
     items = [make_item(f"q{i}", n=2) for i in range(3)]
-    with session_scope(engine) as s:
-        dataset = import_items(items, session=s, name="ds", fmt="jsonl")
-        return [item.metadata["db_id"] for item in load_items(dataset.id, session=s)]
+    dataset = import_items(items, session=session, name="ds", fmt="jsonl")
+    session.commit()
+    return [item.metadata["db_id"] for item in load_items(dataset.id, session=session)]
 
 
-def test_eight_processes_saving_500_labels_each_lose_none(isolated_database, engine, item_ids):
+def test_eight_processes_saving_500_labels_each_lose_none(isolated_database, session, item_ids):
     """8 x 500 saves; two processes share each annotator, and each annotator labels the same
     three items over and over, so saves of one history race all the time."""
     plans = [[(item, f"ann{worker % 4}") for item in item_ids] for worker in range(8)]
     run_workers(isolated_database, plans, saves=500)
-    with Session(engine) as s:
-        labels = list(s.exec(select(Adjudication)).all())
+    labels = list(session.exec(select(Adjudication)).all())
     assert len(labels) == 8 * 500
     assert sorted(label.notes for label in labels) == sorted(
         f"{worker}:{index}" for worker in range(8) for index in range(500)
@@ -106,20 +104,19 @@ def test_eight_processes_saving_500_labels_each_lose_none(isolated_database, eng
 
 
 def test_one_annotator_saving_one_item_from_two_processes_keeps_a_line(
-    isolated_database, engine, item_ids
+    isolated_database, session, item_ids
 ):
     plan = [(item_ids[0], "ana")]
     run_workers(isolated_database, [plan, plan], saves=300)
-    with Session(engine) as s:
-        labels = list(s.exec(select(Adjudication)).all())
+    labels = list(session.exec(select(Adjudication)).all())
     assert len(labels) == 600
     assert_linear_histories(labels)
 
 
-def test_a_second_first_label_loses_the_race_and_is_saved_on_top(engine, item_ids):
+def test_a_second_first_label_loses_the_race_and_is_saved_on_top(engine, new_session, item_ids):
     """Two sessions both see no label yet: the later save is refused by the chain index, and
     tried again it supersedes the first."""
-    with Session(engine) as first, Session(engine) as second:
+    with new_session() as first, new_session() as second:
         first_id = add_adjudication(item_ids[0], session=first, annotator="ana", choice="c0").id
         first.commit()
         # the second session read "no previous label" before the first committed

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session
 
 from pcf.store import (
     DATABASE_URL_ENV,
     database_url,
     get_engine,
     insert_calls,
-    session_scope,
 )
 from tests.factories import call_row
 
@@ -32,8 +32,8 @@ def test_sqlite_pragmas_are_set_on_every_connection(engine: Engine) -> None:
             }
 
 
-def test_foreign_keys_are_enforced(engine: Engine) -> None:
-    with pytest.raises(IntegrityError), session_scope(engine) as session:
+def test_foreign_keys_are_enforced(session: Session) -> None:
+    with pytest.raises(IntegrityError):
         insert_calls([call_row(run_id=99, item_db_id=99, call_index=0)], session=session)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine
 from sqlmodel import Session
 
 from pcf.store import (
@@ -16,66 +15,41 @@ from pcf.store import (
     load_items,
     matching_item_keys,
     run_version,
-    session_scope,
 )
 from pcf.store.queries import add_resolution, label_revision, replace_calls, run_calls
-from tests.factories import REQUEST, demo_item
+from tests.factories import call_row, demo_item
 
 
-def test_the_run_version_changes_with_its_calls(demo_engine: Engine, db: Session):
+def test_the_run_version_changes_with_its_calls(db: Session):
     run = get_run("demo-direct", session=db)
     before = run_version(run, session=db)
     assert before[:2] == ("finished", 52)
     assert run_version(run, session=db) == before
-    with session_scope(demo_engine) as s:
-        item_id = item_db_ids(run.dataset_id, session=s)["demo-001"]
-        insert_calls(
-            [
-                {
-                    "run_id": run.id,
-                    "item_id": item_id,
-                    "call_index": 1,
-                    "order": [],
-                    "keys": [],
-                    "request": REQUEST,
-                    "repaired": [],
-                    "content_key": "extra",
-                    "ok": False,
-                }
-            ],
-            session=s,
-        )
+    item_id = item_db_ids(run.dataset_id, session=db)["demo-001"]
+    insert_calls([call_row(run.id, item_id, 1, ok=False, judgment=None)], session=db)
     assert run_version(run, session=db) != before
 
 
-def test_the_run_version_changes_when_a_failed_call_gets_a_new_answer(
-    demo_engine: Engine, db: Session
-):
+def test_the_run_version_changes_when_a_failed_call_gets_a_new_answer(db: Session):
     """A retry replaces the failed answer in place: same call count, same newest id."""
     run = get_run("demo-direct", session=db)
     before = run_version(run, session=db)
-    with session_scope(demo_engine) as s:
-        (call, *_) = run_calls(run.id, session=s)
-        replace_calls({call.id: {"ok": False, "error": "retried: again"}}, session=s)
+    (call, *_) = run_calls(run.id, session=db)
+    replace_calls({call.id: {"ok": False, "error": "retried: again"}}, session=db)
     after = run_version(run, session=db)
     assert after[:3] == before[:3]
     assert after != before
 
 
-def test_the_label_revision_changes_with_a_correction_and_a_resolution(
-    demo_engine: Engine, db: Session
-):
+def test_the_label_revision_changes_with_a_correction_and_a_resolution(db: Session):
     """Corrections keep the number of labelled items: the revision still moves."""
     item_id = item_db_ids(1, session=db)["demo-001"]
     seen = [label_revision(1, session=db)]
-    with session_scope(demo_engine) as s:
-        add_adjudication(item_id, session=s, annotator="ann", choice="none_correct")
+    add_adjudication(item_id, session=db, annotator="ann", choice="none_correct")
     seen.append(label_revision(1, session=db))
-    with session_scope(demo_engine) as s:
-        add_adjudication(item_id, session=s, annotator="ann", choice="cannot_tell")
+    add_adjudication(item_id, session=db, annotator="ann", choice="cannot_tell")
     seen.append(label_revision(1, session=db))
-    with session_scope(demo_engine) as s:
-        add_resolution(item_id, session=s, choice="none_correct", reason="", resolved_by="r")
+    add_resolution(item_id, session=db, choice="none_correct", reason="", resolved_by="r")
     seen.append(label_revision(1, session=db))
     assert len(set(seen)) == 4
 
@@ -92,16 +66,15 @@ def test_search_matches_ids_prompts_and_candidates_in_any_case(db: Session):
         }
 
 
-def test_labelled_items_count_their_annotators(demo_engine: Engine, db: Session):
+def test_labelled_items_count_their_annotators(db: Session):
     ids = item_db_ids(1, session=db)
-    with session_scope(demo_engine) as s:
-        for who, choice in (
-            ("ann", "cannot_tell"),
-            ("ann", "none_correct"),
-            ("bob", "cannot_tell"),
-        ):
-            add_adjudication(ids["demo-002"], session=s, annotator=who, choice=choice)
-        add_adjudication(ids["demo-009"], session=s, annotator="bob", choice="cannot_tell")
+    for who, choice in (
+        ("ann", "cannot_tell"),
+        ("ann", "none_correct"),
+        ("bob", "cannot_tell"),
+    ):
+        add_adjudication(ids["demo-002"], session=db, annotator=who, choice=choice)
+    add_adjudication(ids["demo-009"], session=db, annotator="bob", choice="cannot_tell")
     assert labelled_item_counts(1, session=db) == {"demo-002": 2, "demo-009": 1}
 
 

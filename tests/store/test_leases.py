@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from sqlmodel import Session
 
-from pcf.store import create_run, import_items, run_states, session_scope, utc_now
+from pcf.store import import_items, run_states, utc_now
 from pcf.store.models import RunLease
 from pcf.store.queries import (
     lease_is_live,
@@ -21,7 +21,7 @@ from pcf.store.queries import (
     set_run_status,
     take_run_lease,
 )
-from tests.factories import make_item
+from tests.factories import make_item, stored_run
 
 TTL_S = 60.0
 
@@ -77,29 +77,17 @@ def test_a_live_lease_refuses_a_dead_one_is_taken_over(session: Session):
     assert session.get(RunLease, "r") is None
 
 
-def test_a_running_run_without_a_live_lease_is_interrupted(engine):
-    with session_scope(engine) as s:
-        dataset = import_items([make_item("q0")], session=s, name="ds", fmt="jsonl")
-        runs = [
-            create_run(
-                name,
-                session=s,
-                dataset_id=dataset.id,
-                protocol="pcf",
-                backend="simulated",
-                model="m",
-                k=1,
-                schedule="balanced",
-            )
-            for name in ("live", "killed", "expired", "done")
-        ]
-        for run in runs[:3]:
-            set_run_status(run, "running", session=s)
-        set_run_status(runs[3], "finished", session=s)
-        here = socket.gethostname()
-        s.add(lease(here, os.getpid(), TTL_S).sqlmodel_update({"run_name": "live"}))
-        s.add(lease(here, gone_pid(), TTL_S).sqlmodel_update({"run_name": "killed"}))
-        s.add(lease(here, os.getpid(), -1).sqlmodel_update({"run_name": "expired"}))
-    with Session(engine) as s:
-        states = run_states(runs, session=s)
+def test_a_running_run_without_a_live_lease_is_interrupted(session: Session):
+    dataset = import_items([make_item("q0")], session=session, name="ds", fmt="jsonl")
+    runs = [
+        stored_run(session, dataset.id, name=name) for name in ("live", "killed", "expired", "done")
+    ]
+    for run in runs[:3]:
+        set_run_status(run, "running", session=session)
+    set_run_status(runs[3], "finished", session=session)
+    here = socket.gethostname()
+    session.add(lease(here, os.getpid(), TTL_S).sqlmodel_update({"run_name": "live"}))
+    session.add(lease(here, gone_pid(), TTL_S).sqlmodel_update({"run_name": "killed"}))
+    session.add(lease(here, os.getpid(), -1).sqlmodel_update({"run_name": "expired"}))
+    states = run_states(runs, session=session)
     assert [states[r.id] for r in runs] == ["running", "interrupted", "interrupted", "finished"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -45,7 +46,7 @@ from pcf.store import (
 from pcf.store.models import ReplacedCall, RequestTemplate
 from pcf.store.queries import keep_duplicate_answers, replace_calls
 from pcf.store.requests import request_digest
-from tests.factories import REQUEST, call_row
+from tests.factories import REQUEST, call_row, stored_run
 
 MISSING_ITEM_ID = 12345
 
@@ -63,44 +64,25 @@ def make_items(count: int, candidates: int = 4) -> list[Item]:
     ]
 
 
-def import_demo(engine: Engine, items: list[Item], name: str = "demo") -> Dataset:
-    with session_scope(engine) as session:
-        return import_items(items, session=session, name=name, fmt="jsonl")
+def import_demo(session: Session, items: list[Item]) -> Dataset:
+    dataset = import_items(items, session=session, name="demo", fmt="jsonl")
+    session.commit()
+    return dataset
 
 
-def new_run(engine: Engine, dataset_id: int, name: str = "run-1") -> Run:
-    with session_scope(engine) as session:
-        return create_run(
-            name,
-            session=session,
-            dataset_id=dataset_id,
-            protocol="pcf",
-            backend="simulated",
-            model="sim-1",
-            k=7,
-            schedule="balanced",
-            weights={"ws": 0.5, "wB": 0.25, "wv": 0.2, "wu": 0.05},
-            settings={"temperature": 0.0, "keys": ["A", "B"]},
-        )
-
-
-def item_db_ids_of(engine: Engine, dataset_id: int) -> dict[str, int]:
-    with session_scope(engine) as session:
-        return item_db_ids(dataset_id, session=session)
-
-
-def row_counts(engine: Engine) -> dict[str, int]:
-    with session_scope(engine) as session:
-        return {
-            model.__name__: session.exec(select(func.count()).select_from(model)).one()
-            for model in (Dataset, ItemRow, CandidateRow)
-        }
+def row_counts(session: Session) -> dict[str, int]:
+    return {
+        model.__name__: session.exec(select(func.count()).select_from(model)).one()
+        for model in (Dataset, ItemRow, CandidateRow)
+    }
 
 
 # ---------------------------------------------------------------- datasets and items
 
 
-def test_items_round_trip_in_file_and_listing_order(engine: Engine) -> None:
+def test_items_round_trip_in_file_and_listing_order(
+    session: Session, new_session: Callable[[], Session]
+) -> None:
     items = [
         Item(
             "z-last-alphabetically",
@@ -112,12 +94,12 @@ def test_items_round_trip_in_file_and_listing_order(engine: Engine) -> None:
         ),
         Item("a-first", "Plain", (Candidate("x", "one"), Candidate("y", "two"))),
     ]
-    dataset = import_demo(engine, items)
-    with session_scope(engine) as session:
-        loaded = load_items(dataset.id, session=session)
-        ids = item_db_ids(dataset.id, session=session)
-        assert get_dataset("demo", session=session).n_items == 2
-        assert [d.name for d in list_datasets(session=session)] == ["demo"]
+    dataset = import_demo(session, items)
+    with new_session() as fresh:
+        loaded = load_items(dataset.id, session=fresh)
+        ids = item_db_ids(dataset.id, session=fresh)
+        assert get_dataset("demo", session=fresh).n_items == 2
+        assert [d.name for d in list_datasets(session=fresh)] == ["demo"]
     assert loaded == items
     assert [item.candidate_ids for item in loaded] == [("b", "a"), ("x", "y")]
     assert loaded[0].metadata == {
@@ -128,53 +110,61 @@ def test_items_round_trip_in_file_and_listing_order(engine: Engine) -> None:
     assert loaded[1].metadata == {"db_id": ids["a-first"]}
 
 
-def test_duplicate_dataset_name_raises_and_changes_nothing(engine: Engine) -> None:
-    import_demo(engine, make_items(3))
-    before = row_counts(engine)
+def import_in_scope(engine: Engine, items: list[Item]) -> None:
+    """An import in its own transaction, as the commands and the app make one."""
+    with session_scope(engine) as scope:
+        import_items(items, session=scope, name="demo", fmt="jsonl")
+
+
+def test_duplicate_dataset_name_raises_and_changes_nothing(
+    engine: Engine, session: Session
+) -> None:
+    import_demo(session, make_items(3))
+    before = row_counts(session)
     with pytest.raises(ValueError, match="choose another name"):
-        import_demo(engine, make_items(5))
-    assert row_counts(engine) == before
+        import_in_scope(engine, make_items(5))
+    assert row_counts(session) == before
 
 
-def test_import_failing_midway_leaves_nothing(engine: Engine) -> None:
+def test_import_failing_midway_leaves_nothing(engine: Engine, session: Session) -> None:
     twice = Candidate("c0", "same id twice")
     items = [*make_items(50), Item("bad", "p", (twice, twice))]
     with pytest.raises(ValueError, match="candidate ids unique"):
-        import_demo(engine, items)
-    assert row_counts(engine) == {"Dataset": 0, "ItemRow": 0, "CandidateRow": 0}
+        import_in_scope(engine, items)
+    assert row_counts(session) == {"Dataset": 0, "ItemRow": 0, "CandidateRow": 0}
 
 
 def import_then_fail(engine: Engine) -> None:
-    with session_scope(engine) as session:
-        import_items(make_items(10), session=session, name="demo", fmt="jsonl")
+    with session_scope(engine) as scope:
+        import_items(make_items(10), session=scope, name="demo", fmt="jsonl")
         raise RuntimeError("disk full")
 
 
-def test_error_after_import_inside_the_scope_rolls_it_back(engine: Engine) -> None:
+def test_error_after_import_inside_the_scope_rolls_it_back(
+    engine: Engine, session: Session
+) -> None:
     with pytest.raises(RuntimeError, match="disk full"):
         import_then_fail(engine)
-    assert row_counts(engine) == {"Dataset": 0, "ItemRow": 0, "CandidateRow": 0}
+    assert row_counts(session) == {"Dataset": 0, "ItemRow": 0, "CandidateRow": 0}
 
 
 # ---------------------------------------------------------------- runs and calls
 
 
-def test_run_judgments_round_trip_in_item_execution_call_order(engine: Engine) -> None:
+def test_run_judgments_round_trip_in_item_execution_call_order(session: Session) -> None:
     items = make_items(2, candidates=2)
-    dataset = import_demo(engine, items)
-    run = new_run(engine, dataset.id)
-    with session_scope(engine) as session:
-        ids = item_db_ids(dataset.id, session=session)
-        first, second = ids["item-0"], ids["item-1"]
-        for call in (
-            call_row(run.id, second, 0),
-            call_row(run.id, first, 1, ok=False, error="invalid JSON", judgment=None),
-            call_row(run.id, first, 0, execution=1, repaired=["lowercase_keys"]),
-            call_row(run.id, first, 0),
-        ):
-            insert_calls([call], session=session)
-    with session_scope(engine) as session:
-        judgments = run_judgments(run.id, session=session)
+    dataset = import_demo(session, items)
+    run = stored_run(session, dataset.id)
+    ids = item_db_ids(dataset.id, session=session)
+    first, second = ids["item-0"], ids["item-1"]
+    for call in (
+        call_row(run.id, second, 0),
+        call_row(run.id, first, 1, ok=False, error="invalid JSON", judgment=None),
+        call_row(run.id, first, 0, execution=1, repaired=["lowercase_keys"]),
+        call_row(run.id, first, 0),
+    ):
+        insert_calls([call], session=session)
+    judgments = run_judgments(run.id, session=session)
     good = {
         "order": ("c1", "c0"),
         "ok": True,
@@ -191,190 +181,195 @@ def test_run_judgments_round_trip_in_item_execution_call_order(engine: Engine) -
     ]
 
 
-def test_a_call_is_recorded_once_per_slot(engine: Engine) -> None:
-    dataset = import_demo(engine, make_items(1))
-    run = new_run(engine, dataset.id)
-    item_id = item_db_ids_of(engine, dataset.id)["item-0"]
-    with session_scope(engine) as session:
-        insert_calls([call_row(run.id, item_id, 0)], session=session)
-    with pytest.raises(IntegrityError), session_scope(engine) as session:
+def test_a_call_is_recorded_once_per_slot(session: Session) -> None:
+    dataset = import_demo(session, make_items(1))
+    run = stored_run(session, dataset.id)
+    item_id = item_db_ids(dataset.id, session=session)["item-0"]
+    insert_calls([call_row(run.id, item_id, 0)], session=session)
+    with pytest.raises(IntegrityError):
         insert_calls([call_row(run.id, item_id, 0)], session=session)
 
 
-def test_cache_returns_the_newest_ok_call_of_any_run(engine: Engine) -> None:
-    dataset = import_demo(engine, make_items(1))
-    old_run, new = new_run(engine, dataset.id, "old"), new_run(engine, dataset.id, "new")
-    item_id = item_db_ids_of(engine, dataset.id)["item-0"]
+def test_cache_returns_the_newest_ok_call_of_any_run(session: Session) -> None:
+    dataset = import_demo(session, make_items(1))
+    old_run = stored_run(session, dataset.id, name="old")
+    new = stored_run(session, dataset.id, name="new")
+    item_id = item_db_ids(dataset.id, session=session)["item-0"]
     start = datetime(2025, 1, 1, tzinfo=UTC)
-    with session_scope(engine) as session:
-        for run_id, index, ok, minutes in (
-            (old_run.id, 0, True, 0),
-            (old_run.id, 1, True, 5),
-            (new.id, 0, False, 9),
-        ):
-            call = call_row(
-                run_id,
-                item_id,
-                index,
-                ok=ok,
-                content_key="same-request",
-                created_at=start + timedelta(minutes=minutes),
-            )
-            insert_calls([call], session=session)
-    with session_scope(engine) as session:
-        hits = cached_calls(["same-request", "never-asked"], session=session)
-        assert list(hits) == ["same-request"]
-        hit = hits["same-request"]
-        assert (hit.run_id, hit.call_index, hit.ok) == (old_run.id, 1, True)
+    for run_id, index, ok, minutes in (
+        (old_run.id, 0, True, 0),
+        (old_run.id, 1, True, 5),
+        (new.id, 0, False, 9),
+    ):
+        call = call_row(
+            run_id,
+            item_id,
+            index,
+            ok=ok,
+            content_key="same-request",
+            created_at=start + timedelta(minutes=minutes),
+        )
+        insert_calls([call], session=session)
+    hits = cached_calls(["same-request", "never-asked"], session=session)
+    assert list(hits) == ["same-request"]
+    hit = hits["same-request"]
+    assert (hit.run_id, hit.call_index, hit.ok) == (old_run.id, 1, True)
 
 
-def requests_by_index(engine: Engine) -> dict[int, dict]:
+def requests_by_index(session: Session) -> dict[int, dict]:
     """Each stored call's request (rebuilt from its template), by call index."""
-    with Session(engine) as session:
-        calls = session.exec(select(Call)).all()
-        return {call.call_index: call_request(call, session=session) for call in calls}
+    calls = session.exec(select(Call)).all()
+    return {call.call_index: call_request(call, session=session) for call in calls}
 
 
-def test_a_template_stored_by_a_rolled_back_transaction_is_stored_again(engine: Engine) -> None:
+def test_a_template_stored_by_a_rolled_back_transaction_is_stored_again(
+    session: Session, new_session: Callable[[], Session]
+) -> None:
     """The session that stored a template remembers its id only once committed: after a
     rollback the id may name another template (or none)."""
-    dataset = import_demo(engine, make_items(1))
-    run = new_run(engine, dataset.id)
-    item_id = item_db_ids_of(engine, dataset.id)["item-0"]
+    dataset = import_demo(session, make_items(1))
+    run = stored_run(session, dataset.id)
+    item_id = item_db_ids(dataset.id, session=session)["item-0"]
     first, other = REQUEST | {"model": "first"}, REQUEST | {"model": "other"}
-    with Session(engine) as session:  # one session for the whole run, as the engine's
-        insert_calls([call_row(run.id, item_id, 0, request=first)], session=session)
-        session.rollback()
-        insert_calls([call_row(run.id, item_id, 1, request=other)], session=session)
-        insert_calls([call_row(run.id, item_id, 0, request=first)], session=session)
-        session.commit()
-        insert_calls([call_row(run.id, item_id, 2, request=first)], session=session)
-        session.commit()
-    assert requests_by_index(engine) == {0: first, 1: other, 2: first}
-    with Session(engine) as session:
-        assert len(session.exec(select(RequestTemplate)).all()) == 2
+    with new_session() as writer:  # one session for the whole run, as the engine's
+        insert_calls([call_row(run.id, item_id, 0, request=first)], session=writer)
+        writer.rollback()
+        insert_calls([call_row(run.id, item_id, 1, request=other)], session=writer)
+        insert_calls([call_row(run.id, item_id, 0, request=first)], session=writer)
+        writer.commit()
+        insert_calls([call_row(run.id, item_id, 2, request=first)], session=writer)
+        writer.commit()
+    assert requests_by_index(session) == {0: first, 1: other, 2: first}
+    assert len(session.exec(select(RequestTemplate)).all()) == 2
 
 
-def test_two_writers_storing_one_new_template_at_once_share_its_row(engine: Engine) -> None:
+def test_two_writers_storing_one_new_template_at_once_share_its_row(
+    session: Session, new_session: Callable[[], Session]
+) -> None:
     """The second writer's insert waits for the first's transaction (PostgreSQL: the
     conflicting row; SQLite: the write lock), then finds the template it committed."""
-    dataset = import_demo(engine, make_items(1))
-    runs = [new_run(engine, dataset.id, name) for name in ("first", "second")]
-    item_id = item_db_ids_of(engine, dataset.id)["item-0"]
+    dataset = import_demo(session, make_items(1))
+    runs = [stored_run(session, dataset.id, name=name) for name in ("first", "second")]
+    item_id = item_db_ids(dataset.id, session=session)["item-0"]
     new = REQUEST | {"system": "A system message no call used yet."}
     rows = [call_row(run.id, item_id, 0, request=new) for run in runs]
     stored: list[int] = []
 
     def second_writer() -> None:
-        with session_scope(engine) as session:
-            insert_calls([rows[1]], session=session)
+        with new_session() as writer:
+            insert_calls([rows[1]], session=writer)
+            writer.commit()
             stored.append(
-                session.exec(select(Call.template_id).where(Call.run_id == runs[1].id)).one()
+                writer.exec(select(Call.template_id).where(Call.run_id == runs[1].id)).one()
             )
 
-    with Session(engine) as first:
+    with new_session() as first:
         insert_calls([rows[0]], session=first)
-        writer = threading.Thread(target=second_writer)
-        writer.start()
+        thread = threading.Thread(target=second_writer)
+        thread.start()
         time.sleep(0.5)
-        assert writer.is_alive()  # waiting for the first writer
+        assert thread.is_alive()  # waiting for the first writer
         first.commit()
-        writer.join(timeout=30)
+        thread.join(timeout=30)
         template_id = first.exec(select(Call.template_id).where(Call.run_id == runs[0].id)).one()
     assert stored == [template_id]
-    with Session(engine) as session:
-        assert len(session.exec(select(RequestTemplate)).all()) == 1
-        for call in session.exec(select(Call)).all():
-            assert call_request(call, session=session) == new
+    assert len(session.exec(select(RequestTemplate)).all()) == 1
+    for call in session.exec(select(Call)).all():
+        assert call_request(call, session=session) == new
 
 
-def test_a_replaced_answer_keeps_the_request_it_was_asked_with(engine: Engine) -> None:
+def test_a_replaced_answer_keeps_the_request_it_was_asked_with(session: Session) -> None:
     """A retried answer's old values and a second writer's duplicate keep their request as
     a template id and digest, like a call's."""
-    dataset = import_demo(engine, make_items(1))
-    run = new_run(engine, dataset.id)
-    item_id = item_db_ids_of(engine, dataset.id)["item-0"]
+    dataset = import_demo(session, make_items(1))
+    run = stored_run(session, dataset.id)
+    item_id = item_db_ids(dataset.id, session=session)["item-0"]
     asked = {
         name: REQUEST | {"user": f"Question 0? ({name})"} for name in ("old", "new", "duplicate")
     }
     texts = ("Question 0?", [f"Answer {j} to question 0." for j in (1, 0)])
-    with session_scope(engine) as session:
-        insert_calls([call_row(run.id, item_id, 0, request=asked["old"])], session=session)
-        (call,) = session.exec(select(Call)).all()
-        retried = call_row(run.id, item_id, 0, request=asked["new"], request_texts=texts)
-        replace_calls({call.id: retried}, session=session)
-        duplicate = call_row(
-            run.id, item_id, 0, execution=0, request=asked["duplicate"], request_texts=texts
-        )
-        keep_duplicate_answers([duplicate], session=session)
-    with Session(engine) as session:
-        (call,) = session.exec(select(Call)).all()
-        assert call_request(call, session=session) == asked["new"]
-        kept = session.exec(select(ReplacedCall).order_by(col(ReplacedCall.id))).all()
-        assert [r.reason for r in kept] == ["retried", "duplicate"]
-        for replaced, name in zip(kept, ("old", "duplicate"), strict=True):
-            values = replaced.values
-            assert not {"request", "request_texts"} & values.keys()
-            stand_in = Call(
-                item_id=item_id, order=values["order"], template_id=values["template_id"]
-            )
-            request = call_request(stand_in, session=session)
-            assert request == asked[name]
-            assert request_digest(request) == values["request_digest"]
+    insert_calls([call_row(run.id, item_id, 0, request=asked["old"])], session=session)
+    (call,) = session.exec(select(Call)).all()
+    retried = call_row(run.id, item_id, 0, request=asked["new"], request_texts=texts)
+    replace_calls({call.id: retried}, session=session)
+    duplicate = call_row(
+        run.id, item_id, 0, execution=0, request=asked["duplicate"], request_texts=texts
+    )
+    keep_duplicate_answers([duplicate], session=session)
+    session.commit()
+    (call,) = session.exec(select(Call)).all()
+    assert call_request(call, session=session) == asked["new"]
+    kept = session.exec(select(ReplacedCall).order_by(col(ReplacedCall.id))).all()
+    assert [r.reason for r in kept] == ["retried", "duplicate"]
+    for replaced, name in zip(kept, ("old", "duplicate"), strict=True):
+        values = replaced.values
+        assert not {"request", "request_texts"} & values.keys()
+        stand_in = Call(item_id=item_id, order=values["order"], template_id=values["template_id"])
+        request = call_request(stand_in, session=session)
+        assert request == asked[name]
+        assert request_digest(request) == values["request_digest"]
 
 
-def test_run_totals_count_paid_calls_cache_hits_and_failures(engine: Engine) -> None:
-    dataset = import_demo(engine, make_items(1))
-    run = new_run(engine, dataset.id)
-    item_id = item_db_ids_of(engine, dataset.id)["item-0"]
-    with session_scope(engine) as session:
-        insert_calls([call_row(run.id, item_id, 0, attempts=2)], session=session)
-        paid = run_calls_by_slot(run.id, session=session)[(item_id, 0, 0)]
-        insert_calls(
-            [
-                call_row(run.id, item_id, 1, ok=False, judgment=None),
-                call_row(run.id, item_id, 2, cached_from=paid.id),
-            ],
-            session=session,
-        )
-        totals = update_run_totals(run.id, session=session)
+def test_run_totals_count_paid_calls_cache_hits_and_failures(
+    session: Session, new_session: Callable[[], Session]
+) -> None:
+    dataset = import_demo(session, make_items(1))
+    run = stored_run(session, dataset.id)
+    item_id = item_db_ids(dataset.id, session=session)["item-0"]
+    insert_calls([call_row(run.id, item_id, 0, attempts=2)], session=session)
+    paid = run_calls_by_slot(run.id, session=session)[(item_id, 0, 0)]
+    insert_calls(
+        [
+            call_row(run.id, item_id, 1, ok=False, judgment=None),
+            call_row(run.id, item_id, 2, cached_from=paid.id),
+        ],
+        session=session,
+    )
+    totals = update_run_totals(run.id, session=session)
+    session.commit()
     assert (totals.calls_made, totals.cache_hits, totals.failures) == (3, 1, 1)
     assert (totals.input_tokens, totals.output_tokens) == (200, 40)
     assert totals.cost_usd == pytest.approx(0.02)
-    with session_scope(engine) as session:
-        assert get_run("run-1", session=session).calls_made == 3
+    with new_session() as fresh:
+        assert get_run(run.name, session=fresh).calls_made == 3
 
 
-def test_run_totals_beyond_32_bits_are_stored(engine: Engine) -> None:
-    dataset = import_demo(engine, make_items(1))
-    run = new_run(engine, dataset.id)
-    item_id = item_db_ids_of(engine, dataset.id)["item-0"]
+def test_run_totals_beyond_32_bits_are_stored(
+    session: Session, new_session: Callable[[], Session]
+) -> None:
+    dataset = import_demo(session, make_items(1))
+    run = stored_run(session, dataset.id)
+    item_id = item_db_ids(dataset.id, session=session)["item-0"]
     most = MAX_CALL_TOKENS
     calls = [
         call_row(run.id, item_id, i, input_tokens=most, output_tokens=most) for i in range(300)
     ]
-    with session_scope(engine) as session:
-        insert_calls(calls, session=session)
-        update_run_totals(run.id, session=session)
-    with session_scope(engine) as session:
-        stored = get_run("run-1", session=session)
+    insert_calls(calls, session=session)
+    update_run_totals(run.id, session=session)
+    session.commit()
+    with new_session() as fresh:
+        stored = get_run(run.name, session=fresh)
         assert (stored.input_tokens, stored.output_tokens) == (300 * most, 300 * most)
         assert stored.input_tokens > 2**31
 
 
-def test_runs_are_listed_and_validated(engine: Engine) -> None:
-    dataset = import_demo(engine, make_items(1))
-    new_run(engine, dataset.id)
-    with pytest.raises(ValueError, match="choose another name"):
-        new_run(engine, dataset.id)
-    with session_scope(engine) as session:
-        assert [r.name for r in list_runs(session=session, dataset_id=dataset.id)] == ["run-1"]
-        assert list_runs(session=session, dataset_id=dataset.id + 1) == []
-        run = get_run("run-1", session=session)
+def test_runs_are_listed_and_validated(
+    session: Session, new_session: Callable[[], Session]
+) -> None:
+    dataset = import_demo(session, make_items(1))
+    stored_run(session, dataset.id, name="run-1", k=7, settings={"keys": ["A", "B"]})
+    with new_session() as fresh:
+        assert [r.name for r in list_runs(session=fresh, dataset_id=dataset.id)] == ["run-1"]
+        assert list_runs(session=fresh, dataset_id=dataset.id + 1) == []
+        run = get_run("run-1", session=fresh)
         assert (run.status, run.k, run.settings["keys"]) == ("pending", 7, ["A", "B"])
-        with pytest.raises(ValueError, match="keys come from the environment"):
+    for name, settings, refused in (
+        ("run-1", None, "choose another name"),
+        ("leaky", {"auth": {"OPENAI_API_KEY": "sk-x"}}, "keys come from the environment"),
+    ):
+        with pytest.raises(ValueError, match=refused):
             create_run(
-                "leaky",
+                name,
                 session=session,
                 dataset_id=dataset.id,
                 protocol="pcf",
@@ -382,72 +377,75 @@ def test_runs_are_listed_and_validated(engine: Engine) -> None:
                 model="m",
                 k=3,
                 schedule="balanced",
-                settings={"auth": {"OPENAI_API_KEY": "sk-x"}},
+                settings=settings,
             )
 
 
 # ---------------------------------------------------------------- datetimes
 
 
-def finish_run_at(engine: Engine, run_id: int, when: datetime) -> None:
-    with session_scope(engine) as session:
-        run = session.get(Run, run_id)
-        run.finished_at = when
-        session.add(run)
+def finish_run_at(session: Session, run: Run, when: datetime) -> None:
+    run.finished_at = when
+    session.add(run)
+    session.commit()
 
 
-def test_datetimes_are_timezone_aware_after_a_round_trip(engine: Engine) -> None:
-    dataset = import_demo(engine, make_items(1))
-    run = new_run(engine, dataset.id)
+def test_datetimes_are_timezone_aware_after_a_round_trip(
+    session: Session, new_session: Callable[[], Session]
+) -> None:
+    dataset = import_demo(session, make_items(1))
+    run = stored_run(session, dataset.id)
     paris_evening = datetime(2025, 6, 1, 20, 0, tzinfo=timezone(timedelta(hours=2)))
-    finish_run_at(engine, run.id, paris_evening)
-    with session_scope(engine) as session:
-        loaded = session.get(Run, run.id)
-        created = get_dataset("demo", session=session).created_at
+    finish_run_at(session, run, paris_evening)
+    with new_session() as fresh:
+        loaded = fresh.get(Run, run.id)
+        created = get_dataset("demo", session=fresh).created_at
     assert created.utcoffset() == timedelta(0)
     assert loaded.finished_at == paris_evening
     assert loaded.finished_at.tzinfo == UTC
 
 
-def test_naive_datetimes_are_refused(engine: Engine) -> None:
-    dataset = import_demo(engine, make_items(1))
-    run = new_run(engine, dataset.id)
+def test_naive_datetimes_are_refused(session: Session) -> None:
+    dataset = import_demo(session, make_items(1))
+    run = stored_run(session, dataset.id)
     with pytest.raises(StatementError, match="must have timezone information"):
-        finish_run_at(engine, run.id, datetime(2025, 6, 1, 20, 0))
+        finish_run_at(session, run, datetime(2025, 6, 1, 20, 0))
 
 
 # ---------------------------------------------------------------- adjudications
 
 
-def test_corrections_are_new_rows_and_the_newest_is_current(engine: Engine) -> None:
-    dataset = import_demo(engine, make_items(3))
-    ids = item_db_ids_of(engine, dataset.id)
-    with session_scope(engine) as session:
-        first = add_adjudication(
-            ids["item-0"],
-            session=session,
-            annotator="ana",
-            choice="c1",
-            confidence=0.4,
-            tags=["unsure"],
-        )
-        add_adjudication(ids["item-0"], session=session, annotator="ben", choice="cannot_tell")
-        add_adjudication(ids["item-2"], session=session, annotator="ana", choice="none_correct")
-    with session_scope(engine) as session:
-        correction = add_adjudication(
-            ids["item-0"],
-            session=session,
-            annotator="ana",
-            choice="c0",
-            confidence=0.9,
-            notes="checked the source",
-        )
+def test_corrections_are_new_rows_and_the_newest_is_current(
+    session: Session, new_session: Callable[[], Session]
+) -> None:
+    dataset = import_demo(session, make_items(3))
+    ids = item_db_ids(dataset.id, session=session)
+    first = add_adjudication(
+        ids["item-0"],
+        session=session,
+        annotator="ana",
+        choice="c1",
+        confidence=0.4,
+        tags=["unsure"],
+    )
+    add_adjudication(ids["item-0"], session=session, annotator="ben", choice="cannot_tell")
+    add_adjudication(ids["item-2"], session=session, annotator="ana", choice="none_correct")
+    session.commit()
+    correction = add_adjudication(
+        ids["item-0"],
+        session=session,
+        annotator="ana",
+        choice="c0",
+        confidence=0.9,
+        notes="checked the source",
+    )
+    session.commit()
     assert correction.supersedes == first.id
-    with session_scope(engine) as session:
-        history = adjudication_history(ids["item-0"], session=session)
-        labels = current_labels(dataset.id, session=session)
-        ana_done = adjudicated_item_keys(dataset.id, "ana", session=session)
-        total_rows = session.exec(select(func.count()).select_from(Adjudication)).one()
+    with new_session() as fresh:
+        history = adjudication_history(ids["item-0"], session=fresh)
+        labels = current_labels(dataset.id, session=fresh)
+        ana_done = adjudicated_item_keys(dataset.id, "ana", session=fresh)
+        total_rows = fresh.exec(select(func.count()).select_from(Adjudication)).one()
     assert total_rows == 4
     assert [(a.annotator, a.choice, a.supersedes) for a in history] == [
         ("ana", "c1", None),
@@ -467,10 +465,9 @@ def test_corrections_are_new_rows_and_the_newest_is_current(engine: Engine) -> N
     assert ana_done == {"item-0", "item-2"}
 
 
-def test_no_labels_give_an_empty_frame_with_the_columns(engine: Engine) -> None:
-    dataset = import_demo(engine, make_items(1))
-    with session_scope(engine) as session:
-        labels = current_labels(dataset.id, session=session)
+def test_no_labels_give_an_empty_frame_with_the_columns(session: Session) -> None:
+    dataset = import_demo(session, make_items(1))
+    labels = current_labels(dataset.id, session=session)
     assert labels.empty
     assert list(labels.columns) == list(LABEL_COLUMNS)
 
@@ -485,16 +482,16 @@ def test_no_labels_give_an_empty_frame_with_the_columns(engine: Engine) -> None:
     ],
 )
 def test_bad_adjudications_are_refused(
-    engine: Engine,
+    session: Session,
     item_key: str | None,
     annotator: str,
     choice: str,
     confidence: float | None,
     message: str,
 ) -> None:
-    dataset = import_demo(engine, make_items(1, candidates=2))
-    item_id = item_db_ids_of(engine, dataset.id).get(item_key, MISSING_ITEM_ID)
-    with pytest.raises(ValueError, match=message), session_scope(engine) as session:
+    dataset = import_demo(session, make_items(1, candidates=2))
+    item_id = item_db_ids(dataset.id, session=session).get(item_key, MISSING_ITEM_ID)
+    with pytest.raises(ValueError, match=message):
         add_adjudication(
             item_id, session=session, annotator=annotator, choice=choice, confidence=confidence
         )
@@ -509,17 +506,12 @@ def test_bad_adjudications_are_refused(
     ],
 )
 def test_a_nul_in_typed_text_is_refused_on_every_database(
-    engine: Engine, field: str, text: dict[str, object]
+    session: Session, field: str, text: dict[str, object]
 ) -> None:
-    dataset = import_demo(engine, make_items(1, candidates=2))
-    item_id = item_db_ids_of(engine, dataset.id)["item-0"]
+    dataset = import_demo(session, make_items(1, candidates=2))
+    item_id = item_db_ids(dataset.id, session=session)["item-0"]
     fields: dict[str, object] = {"annotator": "ana", **text}
-    with (
-        pytest.raises(ValueError, match=f"the {field} must not hold a NUL"),
-        session_scope(engine) as session,
-    ):
+    with pytest.raises(ValueError, match=f"the {field} must not hold a NUL"):
         add_adjudication(item_id, session=session, choice="c0", **fields)  # type: ignore[arg-type]
-    with session_scope(engine) as session:
-        add_adjudication(item_id, session=session, choice="c0", annotator="ana", notes="fine")
-    with session_scope(engine) as session:
-        assert [row.notes for row in adjudication_history(item_id, session=session)] == ["fine"]
+    add_adjudication(item_id, session=session, choice="c0", annotator="ana", notes="fine")
+    assert [row.notes for row in adjudication_history(item_id, session=session)] == ["fine"]

@@ -258,7 +258,9 @@ def test_a_new_database_from_the_models_equals_the_migrated_one(isolated_databas
     assert differences(isolated_database) == []
 
 
-def test_the_release_database_upgrades_keeping_every_row_and_decision(isolated_database, tmp_path):
+def test_the_release_database_upgrades_keeping_every_row_and_decision(
+    isolated_database, new_session, tmp_path
+):
     restore(isolated_database)
     before = rows(isolated_database)
     assert sum(map(len, before.values())) > 2000
@@ -285,12 +287,12 @@ def test_the_release_database_upgrades_keeping_every_row_and_decision(isolated_d
         app, ["judge", "imported", "--k", "2", "--seed", "7", "--name", "after-upgrade"]
     )
     assert judged.exit_code == 0, judged.output
-    engine = get_engine(isolated_database)
-    with session_scope(engine) as session:
+    with new_session() as session:
         assert get_run("after-upgrade", session=session).calls_made > 0
         dataset = get_dataset("imported", session=session)
         item = item_db_ids(dataset.id, session=session)["hard-text-4"]
         add_adjudication(item, session=session, annotator="carol", choice="eight")
+        session.commit()
     after = rows(isolated_database)
     assert len(after["adjudication"]) == len(before["adjudication"]) + 1
     assert after["call"][: len(before["call"])] == before["call"]
@@ -382,7 +384,9 @@ def fill_at(
 
 
 @pytest.mark.parametrize("revision", ["0001", "0002"])
-def test_each_older_revision_upgrades_keeping_every_row(isolated_database, revision, tmp_path):
+def test_each_older_revision_upgrades_keeping_every_row(
+    isolated_database, new_session, revision, tmp_path
+):
     before = fill_at(isolated_database, revision, tmp_path / "source")
     report = cli("db", "upgrade")
     assert (report["before"], report["after"]) == (revision, head())
@@ -398,15 +402,14 @@ def test_each_older_revision_upgrades_keeping_every_row(isolated_database, revis
     types = {c["name"]: c["type"] for c in inspect(engine).get_columns("run")}
     engine.dispose()
     assert isinstance(types["input_tokens"], BigInteger)
-    engine = get_engine(isolated_database)
-    with session_scope(engine) as session:
-        run = get_run("demo-pcf", session=session)
-        run.input_tokens = 3 * 2**31
-    with session_scope(engine) as session:
+    with new_session() as session:
+        get_run("demo-pcf", session=session).input_tokens = 3 * 2**31
+        session.commit()
+    with new_session() as session:
         assert get_run("demo-pcf", session=session).input_tokens == 3 * 2**31
 
 
-def test_revision_0006_keeps_every_request_and_answer_of_the_release_byte_for_byte(
+def test_revision_0007_keeps_every_request_and_answer_of_the_release_byte_for_byte(
     isolated_database,
 ):
     """Each request rebuilt from its template is the old one's JSON text, each answer the old
@@ -470,24 +473,24 @@ def downgrade(url: str, revision: str) -> None:
     engine.dispose()
 
 
-def test_revision_0006_converts_hostile_texts_and_replaced_answers_and_back(
+def test_revision_0007_converts_hostile_texts_and_replaced_answers_and_back(
     isolated_database, tmp_path
 ):
     """Calls of texts the prompt escaped or that hide in its wording, and the requests kept
     with replaced answers, come back whole after the upgrade, and again after its downgrade."""
     before = fill_at(
         isolated_database,
-        "0005",
+        "0006",
         tmp_path / "source",
         fork=False,
         add=hostile_run_with_replaced_answers,
     )
     assert [row[2] for row in before["replaced_call"]] == ["retried", "duplicate"]
-    assert cli("db", "upgrade")["before"] == "0005"
+    assert cli("db", "upgrade")["before"] == "0006"
     assert kept(before, rows(isolated_database))
     assert differences(isolated_database) == []
-    downgrade(isolated_database, "0005")
-    assert revision_of(isolated_database) == "0005"
+    downgrade(isolated_database, "0006")
+    assert revision_of(isolated_database) == "0006"
     assert kept(before, rows(isolated_database))
 
 

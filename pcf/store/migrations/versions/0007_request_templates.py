@@ -15,8 +15,8 @@ old one as JSON, or the upgrade stops with the call's id and the database stays 
 The frame, digest and packing code below is a frozen copy of ``pcf.store.requests`` and
 ``pcf.store.compressed`` as of this revision: this file must not change with them.
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-12-04
 """
 
@@ -32,8 +32,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
@@ -78,7 +78,7 @@ candidate = sa.table(
 )
 
 
-# ------------------------------------------------ frozen copy of the storage format (0006)
+# ------------------------------------------------ frozen copy of the storage format (0007)
 
 
 def _sha256(value: Any) -> str:

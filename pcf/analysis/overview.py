@@ -1,0 +1,97 @@
+"""A run measured against labels, as pages show it: the Overview's accuracy against gold and
+human labels (a paired bootstrap) and review triage curves (random orders beside the review
+orders), and the Adjudicate queue's calibrated chance that the judge is wrong. Each is kept in
+the database per revision of the run's calls and of the dataset's labels: seconds of computing
+on a large run, done once per change instead of on every visit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from sqlmodel import Session
+
+from pcf.analysis.gold import dataset_gold
+from pcf.analysis.results import accuracy_against, gold_answers, stored_analysis
+from pcf.analysis.stored import kept
+from pcf.analysis.triage import (
+    calibrated_priority,
+    curve_frame,
+    known_answers,
+    random_baseline,
+    summarize,
+    table_triage,
+)
+from pcf.store.models import Run
+
+COMPARED = ("gold labels", "human labels")
+TRIAGE_ORDERS = (("priority", "calibrated"), ("priority",))
+"""The review orders the triage shows, the calibrated one only where it can be fitted."""
+
+
+@dataclass(frozen=True)
+class RunOverview:
+    """A run's figures against labels.
+
+    Attributes:
+        comparisons: per :data:`COMPARED`, :func:`~pcf.analysis.results.accuracy_against`
+            on the items with such a label (None without any).
+        curves: the triage's :func:`~pcf.analysis.triage.curve_frame`, None without labels or
+            for an APOCJudge run.
+        triage: the triage's :func:`~pcf.analysis.triage.summarize` figures plus ``against``
+            (``gold`` or ``humans``); None when ``curves`` is.
+    """
+
+    comparisons: dict[str, dict[str, Any] | None]
+    curves: pd.DataFrame | None
+    triage: dict[str, Any] | None
+
+
+def run_overview(run: Run, *, session: Session) -> RunOverview:
+    """The run's figures against labels, as stored for the current revision of its calls and
+    labels (computed and stored first when missing or stale; the caller commits)."""
+
+    def compute() -> dict[str, Any]:
+        table = stored_analysis(run, session=session).table
+        human = dataset_gold(run.dataset_id, session=session)
+        answers = {"gold labels": gold_answers(table), "human labels": human.known()}
+        parts: dict[str, Any] = {
+            "comparisons": {name: accuracy_against(table, answers[name]) for name in COMPARED}
+        }
+        against = "gold" if answers["gold labels"] else "humans"
+        for orders in TRIAGE_ORDERS if run.protocol != "apoc" else ():
+            known = answers["gold labels"] or human.gold
+            try:
+                curves, wrong, _ = table_triage(table, known, orders=orders)
+            except ValueError:
+                continue
+            baseline = random_baseline(wrong)  # drawn once for both
+            parts["curves"] = curve_frame(curves, wrong, baseline=baseline)
+            parts["triage"] = summarize(curves, wrong, baseline=baseline) | {"against": against}
+            break
+        return parts
+
+    parts = kept(run, "overview", compute, session=session, labels=True)
+    return RunOverview(parts["comparisons"], parts.get("curves"), parts.get("triage"))
+
+
+def run_calibration(run: Run, *, session: Session) -> pd.Series | None:
+    """Each item's calibrated chance that the judge is wrong
+    (:func:`~pcf.analysis.triage.calibrated_priority` against gold, else human gold), as stored
+    for the current revision of the run's calls and labels; None without enough labels."""
+
+    def compute() -> dict[str, Any]:
+        table = stored_analysis(run, session=session).table
+        answers = known_answers(table, dataset_gold(run.dataset_id, session=session).gold)
+        try:
+            chances = calibrated_priority(table, answers)
+        except ValueError:
+            return {}
+        return {"p_wrong": pd.DataFrame({"item_id": chances.index, "p_wrong": chances.to_numpy()})}
+
+    parts = kept(run, "calibration", compute, session=session, labels=True)
+    if "p_wrong" not in parts:
+        return None
+    frame = parts["p_wrong"]
+    return pd.Series(frame["p_wrong"].to_numpy(), index=frame["item_id"].to_numpy(), name="p_wrong")

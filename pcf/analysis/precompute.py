@@ -1,0 +1,24 @@
+"""Everything the app's pages read of a run, computed and stored at once after the run's calls
+change (``pcf judge``, a background run that ends), so that no page visit computes it."""
+
+from __future__ import annotations
+
+from sqlmodel import Session
+
+from pcf.analysis.overview import run_calibration, run_overview
+from pcf.analysis.results import is_adaptive, stored_analysis
+from pcf.analysis.weights import run_diagnostics, stored_packed_run
+from pcf.store.models import Run
+
+
+def keep_results(run: Run, *, session: Session) -> None:
+    """Store the run's decisions, its figures against labels and, for a full listwise run, its
+    packed judgments and weight diagnostics, for the current revision (flushed; the caller
+    commits). Results already stored for that revision are left as they are."""
+    analysis = stored_analysis(run, session=session)
+    run_overview(run, session=session)
+    run_calibration(run, session=session)
+    if run.protocol != "apoc" and not is_adaptive(run):
+        stored_packed_run(run, session=session)
+        if analysis.table["gold"].notna().any():
+            run_diagnostics(run, session=session)

@@ -1,0 +1,184 @@
+"""The plan of a run: which calls it makes (an item under one ordering, with its slot keys),
+their prompts and their content keys, a chunk of items at a time."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pcf.files import DATA_FILE, InputFileError, open_input
+from pcf.items import Item
+from pcf.judges import judge_server
+from pcf.orderings import canonical_order, schedule
+from pcf.pairwise import is_ballpark_question, needs_confirmation
+from pcf.prompts import Rendered, neutral_keys, render_listwise, render_pairwise
+from pcf.runs.spec import RunSpec
+from pcf.store import queries
+from pcf.store.models import Call
+
+Slot = tuple[int, int, int]
+"""Where a call sits in a run: (item database id, execution, call index)."""
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """One call to make: an item under one ordering, with its slot keys."""
+
+    item: Item
+    item_db_id: int
+    execution: int
+    call_index: int
+    order: tuple[str, ...]
+    keys: tuple[str, ...] | None  # None: the default slot keys A, B, ...
+    repeat_index: int
+    pairwise: bool
+
+    def render(self) -> Rendered:
+        """The prompt of this call."""
+        render = render_pairwise if self.pairwise else render_listwise
+        return render(self.item, self.order, self.keys)
+
+
+Prepared = tuple[PlannedCall, Rendered, str]
+"""A planned call with its rendered prompt and content key."""
+
+
+def in_chunks(items: Iterable[Item]) -> Iterator[list[Item]]:
+    """``items`` a chunk of :data:`~pcf.store.queries.ITEM_CHUNK` at a time (the last one
+    shorter)."""
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, queries.ITEM_CHUNK)):
+        yield chunk
+
+
+def plan(
+    items: Iterable[Item], db_ids: Mapping[str, int], spec: RunSpec, *, dataset_seed: int = 0
+) -> list[PlannedCall]:
+    """Every call of the run except APOCJudge's confirmation calls, which depend on answers.
+
+    Canonical orders come from the dataset's seed (``pcf import --seed``, 0 by default) and the
+    item id, never from the run's seed, so every run of a dataset shares its canonical orders
+    and direct baseline; the run's seed drives the random draws of the schedule.
+    ``repeat_index`` counts earlier calls of the same item with the same ordering (and keys),
+    across executions, so identical prompts stay distinct calls in the cache.
+    """
+    out: list[PlannedCall] = []
+    for item in items:
+        seen: Counter[tuple[str, ...]] = Counter()
+        if spec.protocol == "apoc":
+            if len(item.candidates) != 2:
+                raise ValueError(
+                    f"item {item.item_id}: apoc needs pairs, got {len(item.candidates)}"
+                )
+            first = canonical_order(item.candidate_ids, dataset_seed, item.item_id)
+            orders = [first, first[::-1]]
+            executions = 1
+        else:
+            orders = schedule(
+                spec.schedule,
+                item.candidate_ids,
+                spec.k,
+                dataset_seed=dataset_seed,
+                item_id=item.item_id,
+                seed=spec.seed,
+            )
+            executions = spec.executions
+        for execution in range(executions):
+            for call_index, order in enumerate(orders):
+                out.append(
+                    PlannedCall(
+                        item,
+                        db_ids[item.item_id],
+                        execution,
+                        call_index,
+                        order,
+                        None,
+                        seen[order],
+                        spec.protocol == "apoc",
+                    )
+                )
+                seen[order] += 1
+    return out
+
+
+def content_key(
+    backend: str, model: str, rendered: Rendered, spec: RunSpec, repeat: int, *, server: bool = True
+) -> str:
+    """The cache key of a call: backend, model, prompt text, sampling settings, repeat index;
+    for the simulated judge also the run seed (its noise follows the seed), for a replay the
+    recording's bytes (another file is another judge), for a provider reached through another
+    server than its own that server (:func:`~pcf.judges.judge_server`), since another server
+    is another judge under the same model name. ``server=False`` gives the key as it was made
+    before servers were part of it (batches sent then carry it as their custom id)."""
+    payload = [
+        backend,
+        model,
+        rendered.system,
+        rendered.user,
+        rendered.schema,
+        spec.temperature,
+        spec.max_tokens,
+        repeat,
+    ]
+    if backend == "simulated":
+        payload.append(spec.seed)
+    elif backend == "replay" and spec.replay is not None:
+        payload.append(recording_digest(Path(spec.replay)))
+    elif server and (address := judge_server(backend, spec.base_url)) is not None:
+        payload.append(address)
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def recording_digest(path: Path) -> str:
+    """The SHA-256 of a replay recording, read once per version of the file.
+
+    Raises:
+        ValueError: the file cannot be read.
+    """
+    try:
+        stat = path.stat()
+        return _file_digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    except OSError as exc:
+        raise ValueError(f"replay recording {path}: {exc.strerror or exc}") from exc
+    except InputFileError as exc:  # not a regular file, or over the cap
+        raise ValueError(f"replay recording {exc}") from exc
+
+
+@functools.lru_cache(maxsize=8)
+def _file_digest(path: str, size: int, modified_ns: int) -> str:
+    """SHA-256 of a file's bytes; ``size`` and ``modified_ns`` key the cache to its version."""
+    digest = hashlib.sha256()
+    with open_input(path, DATA_FILE) as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _confirmation(planned_first: PlannedCall, spec: RunSpec) -> PlannedCall:
+    """APOCJudge call 3: the first order again, with seeded neutral keys."""
+    keys = neutral_keys(2, "apoc", spec.seed, planned_first.item.item_id)
+    return PlannedCall(
+        planned_first.item, planned_first.item_db_id, 0, 2, planned_first.order, keys, 0, True
+    )
+
+
+def confirmations(
+    planned: Sequence[PlannedCall], stored: dict[tuple[int, int, int], Call], spec: RunSpec
+) -> list[PlannedCall]:
+    """APOCJudge's confirmation calls not stored yet where the first two answers need one."""
+    out = []
+    for first in (p for p in planned if p.call_index == 0):
+        if (first.item_db_id, 0, 2) in stored:
+            continue
+        d1, d2 = (stored.get((first.item_db_id, 0, i)) for i in (0, 1))
+        verdicts = (None if c is None else c.verdict() for c in (d1, d2))
+        ballpark = is_ballpark_question(first.item.prompt)
+        if needs_confirmation(*verdicts, ballpark=ballpark, guard=spec.ballpark_guard):
+            out.append(_confirmation(first, spec))
+    return out

@@ -1,0 +1,363 @@
+"""The rows of a run's calls: how each row is made (a judge's answer, the cache's, a failure)
+and stored (a new call, the new answer of a retried failed call, a second writer's duplicate).
+One owner for all of it, used by live runs (:mod:`pcf.runs.engine`) and provider batches
+(:mod:`pcf.runs.batch`) alike; every stored row is committed at once."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session
+
+from pcf.judges.base import JudgeReply, configured_keys, redact
+from pcf.parsing import parse_listwise, parse_pairwise
+from pcf.prompts import Rendered
+from pcf.runs.plan import PlannedCall, Prepared, Slot, content_key
+from pcf.runs.spec import RunSpec
+from pcf.store.models import Call, Run
+from pcf.store.queries import cached_calls, insert_calls, keep_duplicate_answers, replace_calls
+
+INLINE_PARSE_CHARS = 65_536
+"""Longer answers are cleaned and parsed in a worker thread, off the event loop."""
+MAX_RAW_DEPTH = 64
+"""A raw response nested deeper is stored with ``[nested too deep]`` in place of the rest."""
+NUL_REPAIR = "nul_replaced"
+"""The repair recorded when NUL characters of an answer were stored as U+FFFD."""
+
+
+def stored_reply(reply: JudgeReply) -> tuple[str, dict[str, Any], list[str]]:
+    """A reply's text and raw response as they are stored, and the repair made, if any.
+
+    API keys are masked (:func:`~pcf.judges.base.redact`), NUL characters (which PostgreSQL's
+    text columns refuse) become U+FFFD and are recorded as the ``nul_replaced`` repair, numbers
+    JSON cannot hold (NaN, infinity) become strings, and nesting stops at
+    :data:`MAX_RAW_DEPTH`, so whatever a provider sends can be stored.
+    """
+    had_nul, keys = False, configured_keys()
+
+    def clean(text: str) -> str:
+        nonlocal had_nul
+        if "\x00" in text:
+            had_nul, text = True, text.replace("\x00", "\ufffd")
+        return redact(text, keys)
+
+    def storable(value: Any, depth: int) -> Any:
+        if isinstance(value, str):
+            return clean(value)
+        if isinstance(value, dict | list) and depth >= MAX_RAW_DEPTH:
+            return "[nested too deep]"
+        if isinstance(value, dict):
+            return {clean(str(k)): storable(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, list):
+            return [storable(v, depth + 1) for v in value]
+        if isinstance(value, float) and not math.isfinite(value):
+            return str(value)
+        return value
+
+    text, raw = clean(reply.text), storable(reply.raw, 0)
+    return text, raw, [NUL_REPAIR] if had_nul else []
+
+
+def failed_answer(error: str) -> dict[str, Any]:
+    """The answer fields of a call left without a usable reply: its ``reason: message`` error
+    stored like an answer (no key, no NUL, at most 500 characters)."""
+    return {
+        "ok": False,
+        "error": redact(error.replace("\x00", "\ufffd"))[:500],
+        "repaired": [],
+        "judgment": None,
+        "response_text": None,
+        "response_raw": None,
+        "latency_s": 0.0,
+    }
+
+
+@dataclass
+class RunReport:
+    """What one invocation of :func:`execute` did, updated as calls are answered.
+
+    ``to_do`` counts the calls this invocation has to answer and ``done`` those answered so
+    far (by the judge or the cache); ``first_error`` is the first failed call's error.
+    """
+
+    planned: int = 0
+    already_done: int = 0
+    retried: int = 0
+    to_do: int = 0
+    done: int = 0
+    calls_made: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+    duplicates: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced: bool = False
+    errors: Counter[str] = field(default_factory=Counter)
+    first_error: str | None = None
+    capped: int = 0
+
+    @property
+    def mostly_failed(self) -> bool:
+        """Whether most of the calls this invocation answered failed."""
+        return self.done > 0 and self.failures * 2 > self.done
+
+    def failure_cause(self) -> str:
+        """One line: how many calls failed, by reason, and the first error."""
+        reasons = ", ".join(f"{reason} x{n}" for reason, n in self.errors.most_common())
+        return f"{self.failures} of {self.done} calls failed ({reasons}); first: {self.first_error}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as a run summary's ``this_invocation``."""
+        return {
+            "planned": self.planned,
+            "already_stored": self.already_done,
+            "retried_failed": self.retried,
+            "calls_made": self.calls_made,
+            "cache_hits": self.cache_hits,
+            "failures": self.failures,
+            "errors": dict(self.errors),
+            "duplicate_answers": self.duplicates,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+            "unpriced_model": self.unpriced,
+            "not_made_over_cost_cap": self.capped,
+        }
+
+
+Progress = Callable[[RunReport], None]
+"""Called with the invocation's report after every answered call."""
+
+
+class RunRows:
+    """The rows of one run's calls in one session, and their storage.
+
+    Rows of calls whose slot holds a failed answer being asked again (:meth:`retry`) replace
+    that answer; the rest are new calls. ``report`` counts the rows stored and ``progress`` is
+    called after each.
+    """
+
+    def __init__(
+        self,
+        run: Run,
+        spec: RunSpec,
+        backend: str,
+        model: str,
+        *,
+        session: Session,
+        progress: Progress | None = None,
+    ) -> None:
+        self.run, self.spec, self.session, self.progress = run, spec, session, progress
+        self.backend, self.model = backend, model
+        self.report = RunReport()
+        self._replacing: dict[Slot, int] = {}
+        self.stopped = False
+
+    # ------------------------------------------------------------------ making rows
+
+    def key(self, planned: PlannedCall, rendered: Rendered) -> str:
+        """The call's content key (its cache key and batch custom id)."""
+        return content_key(self.backend, self.model, rendered, self.spec, planned.repeat_index)
+
+    def prepare(self, calls: Iterable[PlannedCall]) -> list[Prepared]:
+        """Each call with its rendered prompt and content key."""
+        out = []
+        for planned in calls:
+            rendered = planned.render()
+            out.append((planned, rendered, self.key(planned, rendered)))
+        return out
+
+    def base(self, planned: PlannedCall, rendered: Rendered, key: str) -> dict[str, Any]:
+        """The columns of the call's row that do not depend on the answer, with the request
+        as sent and the item's texts it was rendered from (the store keeps the request as a
+        template that refers to them)."""
+        item = planned.item
+        return {
+            "run_id": self.run.id,
+            "item_id": planned.item_db_id,
+            "execution": planned.execution,
+            "call_index": planned.call_index,
+            "repeat_index": planned.repeat_index,
+            "order": list(planned.order),
+            "keys": list(rendered.keys),
+            "content_key": key,
+            "request": {
+                "backend": self.backend,
+                "model": self.model,
+                "system": rendered.system,
+                "user": rendered.user,
+                "schema": rendered.schema,
+                "temperature": self.spec.temperature,
+                "max_tokens": self.spec.max_tokens,
+            },
+            "request_texts": (item.prompt, [item.text_of(cid) for cid in planned.order]),
+        }
+
+    def parse(self, planned: PlannedCall, rendered: Rendered, reply: JudgeReply) -> dict[str, Any]:
+        """Fields of the row that come from the answer: ok, error, repairs, judgment."""
+        if reply.refusal:
+            return {"ok": False, "error": "refusal", "repaired": [], "judgment": None}
+        if planned.pairwise:
+            pair = parse_pairwise(reply.text, rendered.key_to_id)
+            judgment: dict[str, Any] | None = None
+            if pair.ok:
+                judgment = {"verdict": pair.verdict, "confidence": pair.confidence}
+            return {
+                "ok": pair.ok,
+                "error": pair.error,
+                "repaired": list(pair.repaired),
+                "judgment": judgment,
+            }
+        parsed = parse_listwise(reply.text, rendered.key_to_id, planned.order)
+        judgment = None
+        if parsed.ok:
+            judgment = {
+                "factuality": parsed.factuality,
+                "hallucination_risk": parsed.hallucination_risk,
+                "ranking": list(parsed.ranking),
+                "confidence": parsed.confidence,
+            }
+        return {
+            "ok": parsed.ok,
+            "error": parsed.error,
+            "repaired": list(parsed.repaired),
+            "judgment": judgment,
+        }
+
+    async def answered(
+        self, planned: PlannedCall, rendered: Rendered, reply: JudgeReply
+    ) -> dict[str, Any]:
+        """Fields of the row that come from a judge's reply, as stored and as parsed.
+
+        A long answer is cleaned and parsed in a worker thread, so the event loop keeps serving
+        the calls in flight meanwhile.
+        """
+        if len(reply.text) < INLINE_PARSE_CHARS:
+            return self._answer_fields(planned, rendered, reply)
+        return await asyncio.to_thread(self._answer_fields, planned, rendered, reply)
+
+    def _answer_fields(
+        self, planned: PlannedCall, rendered: Rendered, reply: JudgeReply
+    ) -> dict[str, Any]:
+        text, raw, repairs = stored_reply(reply)
+        parsed = self.parse(planned, rendered, dataclasses.replace(reply, text=text))
+        return parsed | {
+            "repaired": repairs + parsed["repaired"],
+            "response_text": text,
+            "response_raw": raw,
+            "latency_s": reply.latency_s,
+        }
+
+    def from_cache(
+        self, planned: PlannedCall, rendered: Rendered, key: str, hit: Call
+    ) -> dict[str, Any] | None:
+        """The row of a call the content-keyed cache answers with ``hit``, or None.
+
+        The same prompt text may label other candidate ids (the same texts in another item or
+        dataset), so the stored answer is parsed again against this call's keys, as if the
+        judge had given it now; were that not ok, the judge is asked instead.
+        """
+        reused = self.parse(planned, rendered, JudgeReply(text=hit.response_text or ""))
+        if not reused["ok"]:
+            return None
+        self.report.cache_hits += 1
+        return (
+            self.base(planned, rendered, key)
+            | reused
+            | {
+                "response_text": hit.response_text,
+                "response_raw": hit.response_raw,
+                "attempts": 0,
+                "cached_from": hit.cached_from or hit.id,
+            }
+        )
+
+    def cached(
+        self, prepared: Sequence[Prepared], hits: dict[str, Call] | None = None
+    ) -> tuple[list[dict[str, Any]], list[Prepared]]:
+        """The rows of the calls the content-keyed cache answers, and the calls left for the
+        judge; the cache is looked up in a few queries unless its ``hits`` are given."""
+        if hits is None:
+            hits = cached_calls([key for *_, key in prepared], session=self.session)
+        rows: list[dict[str, Any]] = []
+        rest = []
+        for planned, rendered, key in prepared:
+            hit = hits.get(key)
+            row = None if hit is None else self.from_cache(planned, rendered, key, hit)
+            if row is None:
+                rest.append((planned, rendered, key))
+            else:
+                rows.append(row)
+        return rows, rest
+
+    # ------------------------------------------------------------------ storing rows
+
+    def retry(self, failed: Iterable[Call]) -> int:
+        """Store the next answers at these failed calls' slots as their replacements (each
+        failed answer is kept as a ``retried`` replaced call); returns how many."""
+        slots = {(call.item_id, call.execution, call.call_index): call.id for call in failed}
+        self._replacing |= slots
+        return len(slots)
+
+    def commit(self, rows: list[dict[str, Any]]) -> None:
+        """Store rows of calls in one transaction (a judge's answer alone, as it arrives).
+
+        A plain INSERT of the rows, without building ORM objects or a unit of work: this runs
+        in the event loop once per call, and every millisecond it takes is taken from the
+        judge's SDK (see ``benchmarks/runner_throughput.py``). A call that another writer
+        stored meanwhile does not stop the run: the answer is kept as a duplicate of it. Any
+        other error (a full disk...) stops it: no call is made after it.
+        """
+        try:
+            self._store(rows)
+        except IntegrityError:
+            self.session.rollback()
+            for row in rows:
+                self._commit_alone(row)
+        except Exception:
+            self.stopped = True
+            raise
+        for row in rows:
+            if not row["ok"]:
+                self.report.failures += 1
+                self.report.errors[(row["error"] or "failed").split(":")[0]] += 1
+                self.report.first_error = self.report.first_error or row["error"]
+            self.report.done += 1
+            if self.progress:
+                self.progress(self.report)
+
+    def _store(self, rows: list[dict[str, Any]]) -> None:
+        """Commit new calls, and new answers of retried failed calls (the failed answer is
+        kept as a replaced call)."""
+        new = [row for row in rows if slot_of(row) not in self._replacing]
+        if new:
+            insert_calls(new, session=self.session)
+        retried = {self._replacing[slot_of(r)]: r for r in rows if slot_of(r) in self._replacing}
+        if retried:
+            replace_calls(retried, session=self.session)
+        self.session.commit()
+        for row in rows:
+            self._replacing.pop(slot_of(row), None)
+
+    def _commit_alone(self, row: dict[str, Any]) -> None:
+        """Store one call, or keep it as a duplicate when its slot is taken."""
+        try:
+            self._store([row])
+        except IntegrityError:
+            self.session.rollback()
+            keep_duplicate_answers([row], session=self.session)
+            self.session.commit()
+            self.report.duplicates += 1
+
+
+def slot_of(row: dict[str, Any]) -> Slot:
+    """Where a row's call sits in its run."""
+    return row["item_id"], row["execution"], row["call_index"]
