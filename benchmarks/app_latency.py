@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import Browser, sync_playwright
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
 from benchmarks.label_latency import serve
@@ -44,11 +44,11 @@ from pcf.items import Candidate, Item
 from pcf.labelling.members import set_local_name
 from pcf.store import (
     DATABASE_URL_ENV,
-    Call,
     add_adjudication,
     create_run,
     get_engine,
     import_items,
+    insert_calls,
     item_db_ids,
     session_scope,
     update_run_totals,
@@ -144,7 +144,16 @@ def call_row(
         "order": order,
         "keys": list(KEYS),
         "content_key": hashlib.sha256(f"{user}|{call_index}".encode()).hexdigest(),
-        "request": {"system": SYSTEM, "user": user, "temperature": 0.0, "max_tokens": 1024},
+        "request": {
+            "backend": "simulated",
+            "model": "sim-bench",
+            "system": SYSTEM,
+            "user": user,
+            "schema": {},
+            "temperature": 0.0,
+            "max_tokens": 1024,
+        },
+        "request_texts": (item.prompt, [item.text_of(cid) for cid in order]),
         "response_text": json.dumps(response),
         "response_raw": {"backend": "simulated", "simulated": True},
         "ok": True,
@@ -185,7 +194,7 @@ def build_database(engine: Engine) -> tuple[list[Item], dict[str, int]]:
             for index in range(CALLS)
         ]
         for start in range(0, len(rows), INSERT_CHUNK):
-            s.execute(insert(Call), rows[start : start + INSERT_CHUNK])
+            insert_calls(rows[start : start + INSERT_CHUNK], session=s)
         run.status = "finished"
         update_run_totals(run.id, session=s)
     return items, db_ids

@@ -20,6 +20,15 @@ from pcf.store import (
 )
 
 ITEMS, CANDIDATES, CALLS_PER_ITEM = 10_000, 4, 7
+REQUEST = {
+    "backend": "simulated",
+    "model": "sim",
+    "system": "Judge the candidates.",
+    "user": "The candidates.",
+    "schema": {},
+    "temperature": 0.0,
+    "max_tokens": 2048,
+}
 
 
 def main() -> None:
@@ -64,7 +73,7 @@ def main() -> None:
                     "order": order,
                     "keys": ["A", "B", "C", "D"],
                     "content_key": f"{item_id}:{index}",
-                    "request": {},
+                    "request": REQUEST,
                     "ok": True,
                     "repaired": [],
                     "judgment": judgment,

@@ -90,6 +90,12 @@ SECTIONS: dict[str, tuple[str, str, str]] = {
         "Importing 10,000 items, and reading 70,000 stored calls back as judgments.",
         "-m benchmarks.store_throughput",
     ),
+    "storage": (
+        "Storage",
+        "Database bytes per stored call: `pcf demo`, and a simulated PCF K=3 run of 2,000 "
+        "synthetic items of 4 candidates of realistic length (target 2 KB per call).",
+        "-m benchmarks.storage",
+    ),
     "runner_throughput": (
         "Runner throughput",
         "300 items x 7 calls through the real OpenAI SDK against a local server answering "

@@ -44,7 +44,7 @@ from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import run_weights
 from pcf.flags import FLAG_HELP, FLAGS
 from pcf.reports.charts import HEATMAP_VALUES, ordering_heatmap
-from pcf.store import adjudication_history, item_calls, labelled_item_counts
+from pcf.store import adjudication_history, call_request, item_calls, labelled_item_counts
 
 ITEM_KEY = "item"  # the item picker's key and query parameter (kept in step by hand: a bound
 # widget leaves its default out of the address, and the first item of the list is the default)
@@ -263,15 +263,24 @@ with st.expander("Raw prompt and response of a call"):
     )
     call = calls[picked] if picked is not None else None
     if call is not None:
+        with session() as s:
+            request = call_request(call, session=s)
+        verified = call.sent(request)
         st.caption(
             f"{call.input_tokens} input and {call.output_tokens} output tokens, "
             f"{call.latency_s:.2f} s, {call.attempts} attempt(s)"
             + (f", answered from the cache (call {call.cached_from})" if call.cached_from else "")
             + ("" if call.ok else f"; failed: {escape_markdown(call.error or 'unknown')}")
+            + ("; request verified: it hashes to the digest of the one sent" if verified else "")
         )
+        if not verified:
+            st.warning(
+                "The request below does not hash to the digest stored when it was sent: "
+                "it may differ from what the judge received."
+            )
         shown = f"call {call.id}"
-        show_code(call.request.get("system", ""), f"{shown}:system")
-        show_code(call.request.get("user", ""), f"{shown}:user")
+        show_code(request["system"], f"{shown}:system")
+        show_code(request["user"], f"{shown}:user")
         show_code(call.response_text or "(no response)", f"{shown}:response", "json")
 if run.protocol != "apoc":
     with st.expander("Slot coverage and the heatmap's data"):

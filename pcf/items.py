@@ -49,7 +49,7 @@ PROMPT_CHARS = Limit("PCF_MAX_PROMPT_CHARS", 200_000, "characters")
 """The longest prompt an item may have (``PCF_MAX_PROMPT_CHARS`` changes it)."""
 CANDIDATE_CHARS = Limit("PCF_MAX_CANDIDATE_CHARS", 100_000, "characters")
 """The longest candidate answer (``PCF_MAX_CANDIDATE_CHARS`` changes it): every judge call
-quotes each candidate, and each is stored once per call."""
+quotes each candidate."""
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,17 @@ class WireRequest:
         """The text of the last user message in the body."""
         return last_user_text(self.body)
 
+    @property
+    def system_text(self) -> str:
+        """The system message of the body: Chat Completions' first system message, or the
+        Messages API's ``system``."""
+        if isinstance(system := self.body.get("system"), str):
+            return system
+        for message in self.body.get("messages") or []:
+            if isinstance(message, dict) and message.get("role") == "system":
+                return message.get("content") or ""
+        return ""
+
 
 Responder = Callable[[WireRequest], Scripted]
 

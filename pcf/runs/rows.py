@@ -176,7 +176,10 @@ class RunRows:
         return out
 
     def base(self, planned: PlannedCall, rendered: Rendered, key: str) -> dict[str, Any]:
-        """The columns of the call's row that do not depend on the answer."""
+        """The columns of the call's row that do not depend on the answer, with the request
+        as sent and the item's texts it was rendered from (the store keeps the request as a
+        template that refers to them)."""
+        item = planned.item
         return {
             "run_id": self.run.id,
             "item_id": planned.item_db_id,
@@ -195,6 +198,7 @@ class RunRows:
                 "temperature": self.spec.temperature,
                 "max_tokens": self.spec.max_tokens,
             },
+            "request_texts": (item.prompt, [item.text_of(cid) for cid in planned.order]),
         }
 
     def parse(self, planned: PlannedCall, rendered: Rendered, reply: JudgeReply) -> dict[str, Any]:

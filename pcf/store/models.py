@@ -15,6 +15,9 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, UniqueConstraint, column, func
 from sqlmodel import Field, SQLModel, UTCDateTime
 
+from pcf.store.compressed import CompressedJSON, CompressedText
+from pcf.store.requests import request_digest
+
 
 class RunStatus(StrEnum):
     """A run's stored status (``Run.status``)."""
@@ -125,9 +128,33 @@ class Run(SQLModel, table=True):
     failures: int = 0
 
 
+class RequestTemplate(SQLModel, table=True):
+    """What the requests of many calls share, stored once (see :mod:`pcf.store.requests`).
+
+    ``user_frame`` is the user message with references to the item's texts in place of
+    them; ``sampling`` holds ``temperature`` and ``max_tokens`` as sent (JSON keeps ``1`` and
+    ``1.0`` apart). ``digest`` is the SHA-256 of the rest: one row per content.
+    """
+
+    __tablename__ = "request_template"
+
+    id: int = Field(default=None, primary_key=True)
+    digest: str = Field(unique=True)
+    backend: str
+    model: str
+    system: str
+    output_schema: dict[str, Any] = _json(dict)
+    sampling: dict[str, Any] = _json(dict)
+    user_frame: list[Any] = _json(list)
+
+
 class Call(SQLModel, table=True):
     """One judge call of a run, kept whole for audit: request, raw response and judgment.
 
+    The request is its template filled with the item's texts
+    (:func:`~pcf.store.queries.call_request`); ``request_digest`` is the SHA-256 of the request
+    as it was sent. The answer's text and raw response are stored compressed
+    (:mod:`pcf.store.compressed`) and read back as they were.
     ``judgment`` is the parsed result (``factuality``, ``hallucination_risk``, ``ranking``,
     ``confidence``; for pairwise calls ``verdict``), with candidate ids, not slot keys.
     ``cached_from`` points at the call whose answer was reused when the content-keyed cache
@@ -148,9 +175,10 @@ class Call(SQLModel, table=True):
     order: list[str] = _json(list)
     keys: list[str] = _json(list)
     content_key: str
-    request: dict[str, Any] = _json(dict)
-    response_text: str | None = None
-    response_raw: dict[str, Any] | None = _optional_json()
+    template_id: int = Field(foreign_key="request_template.id")
+    request_digest: str
+    response_text: str | None = Field(default=None, sa_type=CompressedText)
+    response_raw: dict[str, Any] | None = Field(default=None, sa_type=CompressedJSON)
     ok: bool
     error: str | None = None
     repaired: list[str] = _json(list)
@@ -167,13 +195,18 @@ class Call(SQLModel, table=True):
         """The pairwise verdict of an ok call (a candidate id or ``tie``), else None."""
         return (self.judgment or {}).get("verdict") if self.ok else None
 
+    def sent(self, request: dict[str, Any]) -> bool:
+        """Whether ``request`` is the one this call sent: it hashes to ``request_digest``."""
+        return request_digest(request) == self.request_digest
+
 
 class ReplacedCall(SQLModel, table=True):
     """An answer that is not (or no longer) its call's current answer, kept whole for audit.
 
     ``reason`` is ``retried`` (a failed answer that ``pcf judge --retry-failed`` asked again:
     the call row now holds the new answer) or ``duplicate`` (a paid answer that arrived for a
-    call already stored, e.g. from a second writer). ``values`` are the call's column values.
+    call already stored, e.g. from a second writer). ``values`` are the call's column values
+    (its request as ``template_id`` and ``request_digest``, like the call's).
     """
 
     __tablename__ = "replaced_call"

@@ -25,13 +25,16 @@ from sqlalchemy import (
     cast,
     delete,
     distinct,
+    event,
     func,
     insert,
     literal,
     or_,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session, col, select
 
 from pcf.items import RESERVED_CANDIDATE_IDS, Candidate, Item
@@ -49,6 +52,7 @@ from pcf.store.models import (
     Member,
     ProviderBatch,
     ReplacedCall,
+    RequestTemplate,
     Reservation,
     Resolution,
     Run,
@@ -57,6 +61,7 @@ from pcf.store.models import (
     RunStatus,
     utc_now,
 )
+from pcf.store.requests import rebuilt_request, stored_request
 
 LABEL_COLUMNS = (
     "item_key",
@@ -752,15 +757,92 @@ def answered_keys(content_keys: Iterable[str], *, session: Session) -> set[str]:
     return found
 
 
+TEMPLATE_IDS = "pcf.request_template_ids"
+"""``session.info`` key: ``{template digest: id}`` of the templates committed, seen by it."""
+NEW_TEMPLATE_IDS = "pcf.new_request_template_ids"
+"""``session.info`` key: the same for the templates seen in its open transaction."""
+
+
+@event.listens_for(OrmSession, "after_commit")
+def _keep_template_ids(session: OrmSession) -> None:
+    """The templates a transaction saw exist for good once it commits."""
+    session.info.setdefault(TEMPLATE_IDS, {}).update(session.info.pop(NEW_TEMPLATE_IDS, {}))
+
+
+@event.listens_for(OrmSession, "after_transaction_end")
+def _forget_new_template_ids(session: OrmSession, _transaction: Any) -> None:
+    """A transaction that ends without a commit may have taken its new templates with it."""
+    session.info.pop(NEW_TEMPLATE_IDS, None)
+
+
+def request_template_id(values: Mapping[str, Any], *, session: Session) -> int:
+    """The id of the template with these column values (see
+    :func:`~pcf.store.requests.stored_request`), stored first if no row has its digest.
+
+    ``INSERT ... ON CONFLICT DO NOTHING`` then a select, so that two writers storing the same
+    template at once both get the one row (on PostgreSQL the second insert waits for the
+    first transaction). Ids are remembered per session, once committed.
+    """
+    digest = values["digest"]
+    for known in (TEMPLATE_IDS, NEW_TEMPLATE_IDS):
+        if (found := session.info.get(known, {}).get(digest)) is not None:
+            return found
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    session.execute(dialect.insert(RequestTemplate).values(**values).on_conflict_do_nothing())
+    found = session.exec(select(RequestTemplate.id).where(RequestTemplate.digest == digest)).one()
+    session.info.setdefault(NEW_TEMPLATE_IDS, {})[digest] = found
+    return found
+
+
+def stored_call(row: Mapping[str, Any], *, session: Session) -> dict[str, Any]:
+    """A call's column values as the table stores them: a ``request`` among them (with the
+    ``request_texts`` it was made from, if given) becomes ``template_id`` and
+    ``request_digest``.
+
+    ``request_texts`` is the item's prompt and the candidate texts in slot order: where they
+    occur in the user message, the template refers to them instead of holding them.
+    """
+    values = dict(row)
+    if "request" not in values:
+        return values
+    template, digest = stored_request(values.pop("request"), values.pop("request_texts", None))
+    values["template_id"] = request_template_id(template, session=session)
+    values["request_digest"] = digest
+    return values
+
+
 def insert_calls(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None:
-    """Store calls given as column values, stamped with the current time.
+    """Store calls given as column values with their ``request`` (see :func:`stored_call`),
+    stamped with the current time.
 
     A plain INSERT of the rows, without building ORM objects or a unit of work: the run engine
     stores every judge answer this way as it arrives, in the event loop, and every millisecond
     it takes is taken from the judge's SDK (see ``benchmarks/runner_throughput.py``).
     """
     now = utc_now()
-    session.execute(insert(Call), [{"created_at": now, **row} for row in rows])
+    values = [{"created_at": now, **stored_call(row, session=session)} for row in rows]
+    session.execute(insert(Call), values)
+
+
+def call_request(call: Call, *, session: Session) -> dict[str, Any]:
+    """The request ``call`` sent, as the judge got it: ``backend``, ``model``, ``system``,
+    ``user``, ``schema``, ``temperature``, ``max_tokens``.
+
+    Rebuilt from its template and the item's prompt and candidate texts;
+    ``call.sent(request)`` checks it against the digest stored when it was sent.
+    """
+    template = session.get(RequestTemplate, call.template_id)
+    if template is None:
+        raise LookupError(f"call {call.id} has no request template")
+    prompt = session.exec(select(ItemRow.prompt).where(ItemRow.id == call.item_id)).one()
+    texts = dict(
+        session.exec(
+            select(CandidateRow.candidate_key, CandidateRow.text).where(
+                CandidateRow.item_id == call.item_id
+            )
+        ).all()
+    )
+    return rebuilt_request(template, prompt, [texts[key] for key in call.order])
 
 
 def keep_duplicate_answers(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None:
@@ -775,12 +857,14 @@ def keep_duplicate_answers(rows: Iterable[Mapping[str, Any]], *, session: Sessio
                 Call.call_index == row["call_index"],
             )
         ).one()
-        session.add(ReplacedCall(call_id=stored, reason="duplicate", values=dict(row)))
+        values = stored_call(row, session=session)
+        session.add(ReplacedCall(call_id=stored, reason="duplicate", values=values))
     session.flush()
 
 
 def replace_calls(rows: Mapping[int, Mapping[str, Any]], *, session: Session) -> None:
-    """Give stored calls a new current answer: ``{call id: column values}``.
+    """Give stored calls a new current answer: ``{call id: column values}`` with the
+    ``request`` (see :func:`stored_call`).
 
     Each call's previous values are kept whole as a ``retried`` :class:`ReplacedCall` first.
     """
@@ -792,7 +876,7 @@ def replace_calls(rows: Mapping[int, Mapping[str, Any]], *, session: Session) ->
         session.add(
             ReplacedCall(call_id=call_id, reason="retried", values=old.model_dump(mode="json"))
         )
-        old.sqlmodel_update({**values, "created_at": now})
+        old.sqlmodel_update({**stored_call(values, session=session), "created_at": now})
         session.add(old)
     session.flush()
 

@@ -42,6 +42,7 @@ from sqlalchemy import (
     table,
     text,
 )
+from sqlalchemy.exc import OperationalError
 
 from pcf.store.models import SQLModel
 
@@ -247,8 +248,8 @@ def upgrade(engine: Engine, *, to: str = "head") -> UpgradeReport:
 
     A new database gets every table at once and the head stamp; one made before migrations
     existed is stamped with the revision its tables match, then upgraded. A SQLite file that
-    changes is first copied beside itself (:func:`backup_path`). Safe to run again: a
-    database already at ``to`` is left as it is.
+    changes is first copied beside itself (:func:`backup_path`), and compacted after
+    (:func:`_compact`). Safe to run again: a database already at ``to`` is left as it is.
 
     Raises:
         SchemaError: the database is newer than the code or its tables are not recognised,
@@ -277,7 +278,27 @@ def upgrade(engine: Engine, *, to: str = "head") -> UpgradeReport:
             if stamped is None:
                 _commit_step(connection, lambda: command.stamp(_config(connection), recognised))
             _commit_step(connection, lambda: command.upgrade(_config(connection), target))
-        return UpgradeReport(stamped, target, copy)
+    if copy is not None:
+        _compact(engine)
+    return UpgradeReport(stamped, target, copy)
+
+
+def _compact(engine: Engine) -> None:
+    """Give the pages an upgrade freed back to the file system (SQLite's ``VACUUM``, then a
+    checkpoint that moves the WAL into the file): a revision that rewrites a table leaves the
+    file as large as both copies. While another process reads the file the upgrade stays as
+    it is, uncompacted: run ``VACUUM`` later."""
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("VACUUM")
+            connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    except OperationalError as exc:
+        logger.warning(
+            "the upgraded database %s was not compacted (%s): run `sqlite3 %s VACUUM` later",
+            engine.url.database,
+            exc.orig,
+            engine.url.database,
+        )
 
 
 def _order(revision: str) -> int:

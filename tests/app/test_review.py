@@ -1,4 +1,4 @@
-"""The Review page on the demo database."""
+"""The Review page on the demo database, and its audit of a run made through a provider's SDK."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import re
 
 import pytest
 from sqlmodel import Session, col, select
+from streamlit.testing.v1 import AppTest
 
 from pcf.access import operator
 from pcf.analysis.item_detail import candidate_titles
@@ -13,17 +14,23 @@ from pcf.analysis.markdown import escape_markdown, inert_markdown
 from pcf.analysis.results import run_decisions, run_summary
 from pcf.flags import FLAG_HELP
 from pcf.items import Candidate, Item
+from pcf.labelling.members import set_local_name
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import (
     Call,
     add_adjudication,
+    call_request,
     get_run,
     import_items,
     item_db_ids,
     load_items,
 )
-from tests.app import markdown_texts, open_page
+from tests.app import APP, LOCAL_NAME, markdown_texts, open_page
+from tests.factories import template_hostile_items
+from tests.judge_providers import OPENAI, use_environment
+from tests.runs.test_engine_providers import listwise_text
+from tests.wire_server import Scripted, WireRequest, WireServer
 
 HOSTILE = (
     "Paris. <script>alert('x')</script> <img src=http://example.invalid/p.png onerror=alert(2)> "
@@ -136,7 +143,7 @@ def test_the_item_shows_winners_gold_flags_and_raw_calls(app, db: Session):
         at.selectbox(key="review_raw_call").set_value(calls.index(call)).run()
         codes = [c.value for c in at.code]
         assert call.response_text in codes
-        assert call.request["user"] in codes
+        assert call_request(call, session=db)["user"] in codes
 
 
 def test_the_heatmap_switches_to_factuality(app):
@@ -241,3 +248,47 @@ def test_script_html_and_markdown_images_in_texts_stay_inert(hostile_run, app):
 
     at.toggle(key="plain").set_value(True).run()
     assert {HOSTILE, prompt} <= {t.value for t in at.text}
+
+
+def test_the_audit_shows_the_request_the_server_received_and_its_answer(
+    session: Session, monkeypatch
+):
+    """A run through the real OpenAI SDK at the wire server, on items whose texts the prompt
+    escapes or that hide in its wording: for every call of such an item, the audit expander
+    shows the system and user messages the server received, byte for byte, and the answer
+    the server gave to that very request."""
+    use_environment(monkeypatch, OPENAI)
+    import_items(template_hostile_items(), session=session, name="hostile", fmt="jsonl")
+    set_local_name(LOCAL_NAME, session=session)
+    session.commit()
+
+    def answer(request: WireRequest) -> Scripted:
+        return Scripted.answer(listwise_text(request.last_user_text))
+
+    with WireServer(answer) as server:
+        spec = RunSpec(
+            "hostile",
+            "served",
+            backend="openai",
+            model=OPENAI.model,
+            base_url=server.openai_base_url,
+            k=4,
+        )
+        judge_run(spec, session=session, actor=operator())
+        received = {r.last_user_text: r.system_text for r in server.received}
+
+    at = AppTest.from_file(str(APP), default_timeout=30)
+    at.session_state["dataset"], at.session_state["run"] = "hostile", "served"
+    at.run()
+    shown = set()
+    for item in ("fences", "letters", "wording"):
+        at = open_page(at, "review", item=item)
+        calls = stored_calls(session, "served", item)
+        for index in range(len(calls)):
+            at.selectbox(key="review_raw_call").set_value(index).run()
+            system, user, response = (code.value for code in at.code)
+            assert received[user] == system
+            assert response == listwise_text(user)
+            assert any("request verified" in c.value for c in at.caption)
+            shown.add(user)
+    assert shown == set(received)

@@ -28,7 +28,15 @@ from pcf.runs.manage import judge_run, open_run
 from pcf.runs.plan import content_key, plan
 from pcf.runs.spec import RunSpec
 from pcf.runs.study import study_specs
-from pcf.store import Call, get_engine, get_run, import_items, item_db_ids, load_items
+from pcf.store import (
+    Call,
+    call_request,
+    get_engine,
+    get_run,
+    import_items,
+    item_db_ids,
+    load_items,
+)
 from pcf.store.models import ProviderBatch, ReplacedCall, Run
 from pcf.store.queries import add_provider_batch, delete_run, update_provider_batch
 from tests.demo_database import drop_database, new_database
@@ -98,7 +106,10 @@ def judgments(session: Session, run_name: str) -> dict:
     """Each call's outcome and request (its content key names the server, which differs)."""
     run = session.exec(select(Run).where(Run.name == run_name)).one()
     calls = session.exec(select(Call).where(Call.run_id == run.id)).all()
-    return {(c.item_id, c.execution, c.call_index): (c.ok, c.judgment, c.request) for c in calls}
+    return {
+        (c.item_id, c.execution, c.call_index): (c.ok, c.judgment, call_request(c, session=session))
+        for c in calls
+    }
 
 
 def batch_requests(server: WireServer) -> list[WireRequest]:

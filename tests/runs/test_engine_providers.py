@@ -26,8 +26,8 @@ from pcf.runs.manage import judge_run
 from pcf.runs.plan import content_key, plan
 from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
-from pcf.store import Call, import_items, item_db_ids
-from tests.factories import make_item
+from pcf.store import Call, call_request, import_items, item_db_ids
+from tests.factories import make_item, template_hostile_items
 from tests.judge_providers import PROVIDERS, run_at_server, use_environment
 from tests.wire_server import Scripted, WireRequest, WireServer, message_key
 
@@ -145,6 +145,7 @@ def test_a_run_survives_every_provider_failure_and_counts_add_up(backend: str, s
     )
     run, report = served.run, served.report
     rows = session.exec(select(Call).where(Call.run_id == run.id).order_by(col(Call.id))).all()
+    backends = {call_request(c, session=session)["backend"] for c in rows}
     session.refresh(run)
 
     assert run.status == "finished"
@@ -188,7 +189,7 @@ def test_a_run_survives_every_provider_failure_and_counts_add_up(backend: str, s
     assert run.input_tokens == report.input_tokens == sum(c.input_tokens for c in rows)
     assert run.output_tokens == report.output_tokens == sum(c.output_tokens for c in rows)
     assert run.cache_hits == report.cache_hits == 0
-    assert {c.request["backend"] for c in rows} == {backend}
+    assert backends == {backend}
 
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.backend)
@@ -275,3 +276,41 @@ def test_a_run_stored_before_servers_were_in_the_key_resumes_without_paying_agai
     assert len(calls) == 9
     assert all(c.ok for c in calls)
     assert {c.id: c.content_key for c in calls if c.id in old_keys} == old_keys
+
+
+@pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.backend)
+def test_each_stored_request_is_the_one_the_server_received(provider, monkeypatch, session):
+    """Rebuilt from its template and its item's texts (what the Review page's audit shows),
+    each call's system and user messages are those the provider's server received, byte for
+    byte, also for texts the prompt escaped or that hide in the prompt's own wording; the
+    calls of plain items share one template whatever their ordering."""
+    use_environment(monkeypatch, provider)
+    plain = [make_item(f"q{i}") for i in range(3)]
+    items = plain + template_hostile_items()
+    dataset = import_items(items, session=session, name="ds", fmt="jsonl")
+    session.commit()
+
+    def answers(request: WireRequest) -> Scripted:
+        return _with_tokens(Scripted.answer(listwise_text(request.last_user_text)))
+
+    with WireServer(answers) as server:
+        spec = dataclasses.replace(
+            CONFIG,
+            name="served",
+            backend=provider.backend,
+            model=provider.model,
+            base_url=provider.base_url(server),
+        )
+        _, report = judge_run(spec, session=session, actor=operator())
+        received = server.received
+
+    calls = session.exec(select(Call)).all()
+    assert report.failures == 0
+    assert len(calls) == len(received) == len(items) * CONFIG.k
+    requests = [call_request(call, session=session) for call in calls]
+    shown = sorted((request["system"], request["user"]) for request in requests)
+    assert shown == sorted((r.system_text, r.last_user_text) for r in received)
+    assert all(call.sent(request) for call, request in zip(calls, requests, strict=True))
+    db_ids = item_db_ids(dataset.id, session=session)
+    plain_ids = {db_ids[item.item_id] for item in plain}
+    assert len({call.template_id for call in calls if call.item_id in plain_ids}) == 1

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from pcf.cli import app
 from pcf.runs.engine import plan
 from pcf.runs.spec import RunSpec
-from pcf.store import Call, get_dataset, get_run, item_db_ids, load_items
+from pcf.store import Call, call_request, get_dataset, get_run, item_db_ids, load_items
 from tests.runs.processes import environment, import_dataset, judge_command
 from tests.runs.test_engine_providers import listwise_text
 from tests.wire_server import Scripted, WireRequest, WireServer, message_key
@@ -99,6 +99,7 @@ def test_a_killed_run_resumes_and_answers_every_call_once(tmp_path, isolated_dat
         items = load_items(dataset.id, session=session)
         planned = plan(items, item_db_ids(dataset.id, session=session), RunSpec("ds", k=K))
         rows = session.exec(select(Call).where(Call.run_id == run.id)).all()
+        users = {row.id: call_request(row, session=session)["user"] for row in rows}
     assert run.status == "finished"
     assert (run.calls_made, run.failures) == (PLANNED, 0)
     wanted = [(p.item_db_id, p.execution, p.call_index) for p in planned]
@@ -109,7 +110,7 @@ def test_a_killed_run_resumes_and_answers_every_call_once(tmp_path, isolated_dat
         assert row.ok
         assert row.attempts == 1
         assert row.judgment["ranking"] == row.order  # the answer to this call's own prompt
-        assert counts[message_key(row.request["user"])] >= 1
+        assert counts[message_key(users[row.id])] >= 1
     answered_twice = [key for key, n in counts.items() if n > 1]
     assert len(answered_twice) == in_flight <= CONCURRENCY
     assert all(n <= 2 for n in counts.values())

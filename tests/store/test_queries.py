@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -16,6 +18,7 @@ from pcf.judgments import Judgment
 from pcf.store import (
     LABEL_COLUMNS,
     Adjudication,
+    Call,
     CandidateRow,
     Dataset,
     ItemRow,
@@ -24,6 +27,7 @@ from pcf.store import (
     adjudicated_item_keys,
     adjudication_history,
     cached_calls,
+    call_request,
     create_run,
     current_labels,
     get_dataset,
@@ -39,7 +43,10 @@ from pcf.store import (
     session_scope,
     update_run_totals,
 )
-from tests.factories import call_row, stored_run
+from pcf.store.models import ReplacedCall, RequestTemplate
+from pcf.store.queries import keep_duplicate_answers, replace_calls
+from pcf.store.requests import request_digest
+from tests.factories import REQUEST, call_row, stored_run
 
 MISSING_ITEM_ID = 12345
 
@@ -224,6 +231,100 @@ def test_cache_returns_the_newest_ok_call_of_any_run(session: Session) -> None:
     assert list(hits) == ["same-request"]
     hit = hits["same-request"]
     assert (hit.run_id, hit.call_index, hit.ok) == (old_run.id, 1, True)
+
+
+def requests_by_index(session: Session) -> dict[int, dict]:
+    """Each stored call's request (rebuilt from its template), by call index."""
+    calls = session.exec(select(Call)).all()
+    return {call.call_index: call_request(call, session=session) for call in calls}
+
+
+def test_a_template_stored_by_a_rolled_back_transaction_is_stored_again(
+    session: Session, new_session: Callable[[], Session]
+) -> None:
+    """The session that stored a template remembers its id only once committed: after a
+    rollback the id may name another template (or none)."""
+    dataset = import_demo(session, make_items(1))
+    run = stored_run(session, dataset.id)
+    item_id = item_db_ids(dataset.id, session=session)["item-0"]
+    first, other = REQUEST | {"model": "first"}, REQUEST | {"model": "other"}
+    with new_session() as writer:  # one session for the whole run, as the engine's
+        insert_calls([call_row(run.id, item_id, 0, request=first)], session=writer)
+        writer.rollback()
+        insert_calls([call_row(run.id, item_id, 1, request=other)], session=writer)
+        insert_calls([call_row(run.id, item_id, 0, request=first)], session=writer)
+        writer.commit()
+        insert_calls([call_row(run.id, item_id, 2, request=first)], session=writer)
+        writer.commit()
+    assert requests_by_index(session) == {0: first, 1: other, 2: first}
+    assert len(session.exec(select(RequestTemplate)).all()) == 2
+
+
+def test_two_writers_storing_one_new_template_at_once_share_its_row(
+    session: Session, new_session: Callable[[], Session]
+) -> None:
+    """The second writer's insert waits for the first's transaction (PostgreSQL: the
+    conflicting row; SQLite: the write lock), then finds the template it committed."""
+    dataset = import_demo(session, make_items(1))
+    runs = [stored_run(session, dataset.id, name=name) for name in ("first", "second")]
+    item_id = item_db_ids(dataset.id, session=session)["item-0"]
+    new = REQUEST | {"system": "A system message no call used yet."}
+    rows = [call_row(run.id, item_id, 0, request=new) for run in runs]
+    stored: list[int] = []
+
+    def second_writer() -> None:
+        with new_session() as writer:
+            insert_calls([rows[1]], session=writer)
+            writer.commit()
+            stored.append(
+                writer.exec(select(Call.template_id).where(Call.run_id == runs[1].id)).one()
+            )
+
+    with new_session() as first:
+        insert_calls([rows[0]], session=first)
+        thread = threading.Thread(target=second_writer)
+        thread.start()
+        time.sleep(0.5)
+        assert thread.is_alive()  # waiting for the first writer
+        first.commit()
+        thread.join(timeout=30)
+        template_id = first.exec(select(Call.template_id).where(Call.run_id == runs[0].id)).one()
+    assert stored == [template_id]
+    assert len(session.exec(select(RequestTemplate)).all()) == 1
+    for call in session.exec(select(Call)).all():
+        assert call_request(call, session=session) == new
+
+
+def test_a_replaced_answer_keeps_the_request_it_was_asked_with(session: Session) -> None:
+    """A retried answer's old values and a second writer's duplicate keep their request as
+    a template id and digest, like a call's."""
+    dataset = import_demo(session, make_items(1))
+    run = stored_run(session, dataset.id)
+    item_id = item_db_ids(dataset.id, session=session)["item-0"]
+    asked = {
+        name: REQUEST | {"user": f"Question 0? ({name})"} for name in ("old", "new", "duplicate")
+    }
+    texts = ("Question 0?", [f"Answer {j} to question 0." for j in (1, 0)])
+    insert_calls([call_row(run.id, item_id, 0, request=asked["old"])], session=session)
+    (call,) = session.exec(select(Call)).all()
+    retried = call_row(run.id, item_id, 0, request=asked["new"], request_texts=texts)
+    replace_calls({call.id: retried}, session=session)
+    duplicate = call_row(
+        run.id, item_id, 0, execution=0, request=asked["duplicate"], request_texts=texts
+    )
+    keep_duplicate_answers([duplicate], session=session)
+    session.commit()
+    (call,) = session.exec(select(Call)).all()
+    assert call_request(call, session=session) == asked["new"]
+    kept = session.exec(select(ReplacedCall).order_by(col(ReplacedCall.id))).all()
+    assert [r.reason for r in kept] == ["retried", "duplicate"]
+    for replaced, name in zip(kept, ("old", "duplicate"), strict=True):
+        values = replaced.values
+        assert not {"request", "request_texts"} & values.keys()
+        stand_in = Call(item_id=item_id, order=values["order"], template_id=values["template_id"])
+        request = call_request(stand_in, session=session)
+        assert request == asked[name]
+        assert request_digest(request) == values["request_digest"]
 
 
 def test_run_totals_count_paid_calls_cache_hits_and_failures(

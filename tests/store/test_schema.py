@@ -11,15 +11,23 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import (
+    JSON,
     BigInteger,
+    Column,
     Connection,
     Engine,
+    MetaData,
+    String,
+    Table,
     create_engine,
     inspect,
     make_url,
@@ -28,16 +36,51 @@ from sqlalchemy import (
 )
 from sqlalchemy.pool import NullPool
 from sqlalchemy.schema import CreateIndex
+from sqlmodel import Session, col
 from typer.testing import CliRunner
 
+from pcf.access import operator
 from pcf.cli import app
-from pcf.store import SchemaError, get_engine, get_run, session_scope
+from pcf.runs.manage import judge_run
+from pcf.runs.spec import RunSpec
+from pcf.store import (
+    SchemaError,
+    call_request,
+    get_engine,
+    get_run,
+    import_items,
+    run_calls,
+    session_scope,
+)
 from pcf.store.engine import unchecked_engine
-from pcf.store.models import ADJUDICATION_CHAIN, Adjudication, SQLModel
-from pcf.store.queries import add_adjudication, get_dataset, item_db_ids
-from pcf.store.schema import ADVISORY_LOCK, UNVERSIONED_TABLES, current, head, history, upgrade
+from pcf.store.models import (
+    ADJUDICATION_CHAIN,
+    Adjudication,
+    Call,
+    ReplacedCall,
+    RequestTemplate,
+    SQLModel,
+)
+from pcf.store.queries import (
+    add_adjudication,
+    get_dataset,
+    item_db_ids,
+    keep_duplicate_answers,
+    replace_calls,
+)
+from pcf.store.requests import request_digest
+from pcf.store.schema import (
+    ADVISORY_LOCK,
+    SCRIPT_LOCATION,
+    UNVERSIONED_TABLES,
+    current,
+    head,
+    history,
+    upgrade,
+)
 from pcf.store.schema import revisions as schema_revisions
 from tests.demo_database import copy_demo, drop_database, new_database, on_postgres
+from tests.factories import template_hostile_items
 from tests.store.legacy import release_decisions, restore
 
 runner = CliRunner()
@@ -48,8 +91,31 @@ def plain_engine(url: str) -> Engine:
     return create_engine(url, poolclass=NullPool)
 
 
+CHANGED_BY_0006 = {"call", "replaced_call", "request_template"}
+"""Tables revision 0006 made or changed: :func:`rows` reads calls as they were before it."""
+CALL_BEFORE_0006 = Table(
+    "call",
+    MetaData(),
+    *(
+        Column(
+            {"template_id": "request"}.get(column.name, column.name),
+            {
+                "template_id": JSON(),
+                "response_text": String(),
+                "response_raw": JSON(none_as_null=True),
+            }.get(column.name, column.type),
+            primary_key=column.primary_key,
+        )
+        for column in Call.__table__.columns
+        if column.name != "request_digest"
+    ),
+)
+"""The call table before revision 0006: its ``request`` in place of the template's id."""
+
+
 def rows(url: str) -> dict[str, list[tuple]]:
-    """Every row of every table of the models that the database has, in primary-key order."""
+    """Every row of every table of the models that the database has, in primary-key order;
+    calls and replaced calls as they were stored before revision 0006 (:func:`calls`)."""
     engine = plain_engine(url)
     with engine.connect() as connection:
         present = set(inspect(connection).get_table_names())
@@ -61,10 +127,56 @@ def rows(url: str) -> dict[str, list[tuple]]:
                 ).all()
             ]
             for name, table in SQLModel.metadata.tables.items()
-            if name in present
+            if name in present and name not in CHANGED_BY_0006
         }
     engine.dispose()
+    found["call"], found["replaced_call"] = calls(url)
     return found
+
+
+def calls(url: str) -> tuple[list[tuple], list[tuple]]:
+    """The database's calls and replaced calls in the shape they had before revision 0006:
+    from 0006 on each request is rebuilt (:func:`~pcf.store.call_request`, checked against
+    its digest) and each answer read back as it was written."""
+    engine = plain_engine(url)
+    with Session(engine) as session:
+        if not inspect(session.connection()).has_table("request_template"):
+            found = session.execute(select(CALL_BEFORE_0006).order_by(CALL_BEFORE_0006.c.id))
+            replaced = session.execute(select(ReplacedCall).order_by(col(ReplacedCall.id)))
+            before = (
+                [tuple(row) for row in found],
+                [(r.id, r.call_id, r.reason, r.replaced_at, r.values) for r in replaced.scalars()],
+            )
+            engine.dispose()
+            return before
+        stored = []
+        for call in session.scalars(select(Call).order_by(col(Call.id))):
+            request = call_request(call, session=session)
+            assert call.sent(request), call.id
+            values = call.model_dump() | {"request": request}
+            stored.append(tuple(values[column.name] for column in CALL_BEFORE_0006.columns))
+        replaced = [
+            (r.id, r.call_id, r.reason, r.replaced_at, values_before_0006(r.values, session))
+            for r in session.scalars(select(ReplacedCall).order_by(col(ReplacedCall.id)))
+        ]
+    engine.dispose()
+    return stored, replaced
+
+
+def values_before_0006(values: dict, session: Session) -> dict:
+    """A replaced call's kept values with its request rebuilt in place of its template's id."""
+    if "template_id" not in values:
+        return values
+    stand_in = Call(
+        item_id=values["item_id"], order=values["order"], template_id=values["template_id"]
+    )
+    request = call_request(stand_in, session=session)
+    assert request_digest(request) == values["request_digest"]
+    return {
+        ("request" if key == "template_id" else key): request if key == "template_id" else value
+        for key, value in values.items()
+        if key != "request_digest"
+    }
 
 
 def kept(before: dict[str, list[tuple]], after: dict[str, list[tuple]]) -> bool:
@@ -195,6 +307,8 @@ def test_an_old_sqlite_file_is_upgraded_at_start_after_a_backup(isolated_databas
     (backup,) = tmp_path.glob("pcf.db.backup-*")
     assert rows(f"sqlite:///{backup}") == before
     assert kept(before, rows(isolated_database))
+    upgraded = Path(make_url(isolated_database).database).stat().st_size
+    assert upgraded < backup.stat().st_size / 2  # compacted: requests stored once per content
 
 
 @pytest.mark.skipif(not on_postgres(), reason="PostgreSQL databases are upgraded on purpose")
@@ -215,20 +329,36 @@ LEGACY_TABLES = sorted(UNVERSIONED_TABLES, key=list(SQLModel.metadata.tables).in
 """The tables every revision has, in an order that inserts parents first."""
 
 
-def fill_at(url: str, revision: str, folder: Path, *, fork: bool = True) -> dict[str, list[tuple]]:
-    """A database at ``revision`` holding the demo (built at head and copied row by row into
-    the tables that revision has) and a label history, forked by two racing saves as before
-    the chain index existed unless ``fork`` is false; its rows."""
+def fill_at(
+    url: str,
+    revision: str,
+    folder: Path,
+    *,
+    fork: bool = True,
+    add: Callable[[str], None] | None = None,
+) -> dict[str, list[tuple]]:
+    """A database at ``revision`` holding the demo (built at head, with what ``add(url)``
+    adds, and copied row by row into the tables that revision has) and a label history,
+    forked by two racing saves as before the chain index existed unless ``fork`` is false;
+    its rows."""
     folder.mkdir()
     source = new_database(folder)
     copy_demo(source)
+    if add is not None:
+        add(source)
     engine = unchecked_engine(url)
     upgrade(engine, to=revision)
     reader = plain_engine(source)
+    old_calls, old_replaced = calls(source)
     with reader.connect() as read, engine.begin() as write:
         for name in LEGACY_TABLES:
             table = SQLModel.metadata.tables[name]
             found = [dict(row._mapping) for row in read.execute(select(table))]
+            if name == "call":
+                table = CALL_BEFORE_0006
+                found = [dict(zip(table.columns.keys(), row, strict=True)) for row in old_calls]
+            if name == "replaced_call":
+                found = [dict(zip(table.columns.keys(), row, strict=True)) for row in old_replaced]
             if found:
                 write.execute(table.insert(), found)
             if write.dialect.name == "postgresql" and "id" in table.columns:
@@ -277,6 +407,91 @@ def test_each_older_revision_upgrades_keeping_every_row(
         session.commit()
     with new_session() as session:
         assert get_run("demo-pcf", session=session).input_tokens == 3 * 2**31
+
+
+def test_revision_0007_keeps_every_request_and_answer_of_the_release_byte_for_byte(
+    isolated_database,
+):
+    """Each request rebuilt from its template is the old one's JSON text, each answer the old
+    text, and the release's runs need one template per judge and number of candidates."""
+    restore(isolated_database)
+    engine = plain_engine(isolated_database)
+    with engine.connect() as connection:
+        old = {
+            call_id: stored
+            for call_id, *stored in connection.execute(
+                text(
+                    "SELECT id, CAST(request AS TEXT), response_text, CAST(response_raw AS TEXT) "
+                    "FROM call"
+                )
+            )
+        }
+    cli("db", "upgrade")
+    with Session(engine) as session:
+        calls = session.scalars(select(Call)).all()
+        assert len(calls) == len(old) > 2000
+        shapes = set()
+        for call in calls:
+            request = call_request(call, session=session)
+            old_request, old_text, old_raw = old[call.id]
+            assert json.dumps(request) == old_request, call.id
+            assert call.sent(request)
+            assert call.response_text == old_text
+            assert old_raw is None if call.response_raw is None else json.dumps(call.response_raw)
+            shapes.add((request["model"], len(call.order)))
+        templates = session.scalars(select(RequestTemplate)).all()
+    engine.dispose()
+    assert len(templates) == len(shapes)
+
+
+def hostile_run_with_replaced_answers(url: str) -> None:
+    """Add a run of the items hostile to request templates to the database at ``url`` (at
+    head), with one answer retried and a second writer's duplicate of another."""
+    engine = get_engine(url)
+    with session_scope(engine) as session:
+        import_items(template_hostile_items(), session=session, name="hostile", fmt="jsonl")
+        judge_run(RunSpec("hostile", "hostile-pcf", k=4), session=session, actor=operator())
+    with session_scope(engine) as session:
+        first, second = run_calls(get_run("hostile-pcf", session=session).id, session=session)[:2]
+        replace_calls({first.id: {"ok": False, "error": "retried: again"}}, session=session)
+        duplicate = second.model_dump(exclude={"id", "template_id", "request_digest", "created_at"})
+        request = call_request(second, session=session) | {"temperature": 0.5}
+        keep_duplicate_answers([duplicate | {"request": request}], session=session)
+    engine.dispose()
+
+
+def downgrade(url: str, revision: str) -> None:
+    """Run the revisions' downgrades down to ``revision`` (the product offers none)."""
+    engine = plain_engine(url)  # on SQLite, foreign keys stay off while tables are rebuilt
+    with engine.connect() as connection:
+        config = Config()
+        config.set_main_option("script_location", SCRIPT_LOCATION)
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)
+        if connection.in_transaction():
+            connection.commit()
+    engine.dispose()
+
+
+def test_revision_0007_converts_hostile_texts_and_replaced_answers_and_back(
+    isolated_database, tmp_path
+):
+    """Calls of texts the prompt escaped or that hide in its wording, and the requests kept
+    with replaced answers, come back whole after the upgrade, and again after its downgrade."""
+    before = fill_at(
+        isolated_database,
+        "0006",
+        tmp_path / "source",
+        fork=False,
+        add=hostile_run_with_replaced_answers,
+    )
+    assert [row[2] for row in before["replaced_call"]] == ["retried", "duplicate"]
+    assert cli("db", "upgrade")["before"] == "0006"
+    assert kept(before, rows(isolated_database))
+    assert differences(isolated_database) == []
+    downgrade(isolated_database, "0006")
+    assert revision_of(isolated_database) == "0006"
+    assert kept(before, rows(isolated_database))
 
 
 def test_a_release_with_the_chain_index_but_32_bit_totals_is_recognised(

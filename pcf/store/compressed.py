@@ -1,0 +1,77 @@
+"""Column types that store long text compressed, transparently for readers.
+
+A judge's answer (``response_text``) and the provider's raw response (``response_raw``) are
+hundreds of bytes to kilobytes of JSON-like text per call. SQLite compresses nothing, and
+PostgreSQL's TOAST only values over about 2 KB, so most answers would be stored as they are.
+These types store a one-byte header and the UTF-8 bytes: ``\\x00`` then the text as it is (short
+values, or where zlib saves nothing), ``\\x01`` then its zlib stream. Readers get back the same
+``str`` (or JSON value) they wrote.
+
+The same type serves both databases: one code path and one migration, and answers of a few
+hundred bytes, below TOAST's threshold, are compressed on PostgreSQL too. The cost is that
+plain SQL sees bytes there, not text (read them through :mod:`pcf.store`).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+from sqlalchemy import Dialect, LargeBinary
+from sqlalchemy.types import TypeDecorator
+
+PLAIN = b"\x00"
+ZLIB = b"\x01"
+COMPRESS_FROM = 64
+"""Texts shorter than this many bytes are stored plain: zlib would not make them smaller."""
+
+
+def pack(text: str) -> bytes:
+    """``text`` as stored: a header byte, then its UTF-8 bytes, compressed when that is smaller."""
+    data = text.encode("utf-8")
+    if len(data) >= COMPRESS_FROM:
+        compressed = zlib.compress(data)
+        if len(compressed) < len(data):
+            return ZLIB + compressed
+    return PLAIN + data
+
+
+def unpack(stored: bytes) -> str:
+    """The text :func:`pack` stored.
+
+    Raises:
+        ValueError: ``stored`` does not start with a header :func:`pack` writes.
+    """
+    header, body = stored[:1], stored[1:]
+    if header == ZLIB:
+        return zlib.decompress(body).decode("utf-8")
+    if header == PLAIN:
+        return body.decode("utf-8")
+    raise ValueError(f"not a packed text: header {header!r}")
+
+
+class CompressedText(TypeDecorator[str]):
+    """A text column stored as :func:`pack` bytes (a BLOB, or BYTEA on PostgreSQL)."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> bytes | None:
+        return None if value is None else pack(value)
+
+    def process_result_value(self, value: bytes | None, dialect: Dialect) -> str | None:
+        return None if value is None else unpack(bytes(value))
+
+
+class CompressedJSON(TypeDecorator[Any]):
+    """A JSON column stored as :func:`pack` bytes of its JSON text; None is SQL NULL."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> bytes | None:
+        return None if value is None else pack(json.dumps(value))
+
+    def process_result_value(self, value: bytes | None, dialect: Dialect) -> Any:
+        return None if value is None else json.loads(unpack(bytes(value)))
