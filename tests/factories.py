@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from sqlmodel import Session
+from typer.testing import CliRunner
 
+from pcf.cli import app
 from pcf.flags import FLAGS
 from pcf.items import Candidate, Item
 from pcf.judgments import Judgment
@@ -171,3 +175,64 @@ def call_row(run_id: int, item_db_id: int, call_index: int, **fields: object) ->
     }
     values.update(fields)
     return values
+
+
+MIXED_RUNS = ("mixed/pcf", "mixed/adaptive", "mixed/replay", "pairs/apoc")
+"""The runs :func:`make_mixed_runs` makes."""
+
+
+def make_mixed_runs(folder: Path) -> tuple[str, ...]:
+    """Runs of every shape, made with the real `pcf` in the database ``PCF_DATABASE_URL`` names.
+
+    ``mixed/pcf``: two executions of K=4 over items of 2 to 5 candidates, 3 of 23 items left
+    unjudged; ``mixed/adaptive``: items stopped after 5 to 7 calls; ``mixed/replay``: a replay
+    of ``mixed/pcf`` with failed calls (calls left out of the recording and recorded failures);
+    ``pairs/apoc``: APOCJudge over 30 pairs, some with a keyed confirmation.
+    """
+
+    def pcf(*args: str) -> str:
+        result = CliRunner().invoke(app, list(args))
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    def write(name: str, rows: Sequence[dict]) -> str:
+        path = folder / name
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        return str(path)
+
+    mixed = [
+        {
+            "item_id": f"m{i:02d}",
+            "prompt": f"Question {i}?",
+            "candidates": [
+                {"id": f"x{c}", "text": f"Answer {c} to {i}."} for c in range(2 + i % 4)
+            ],
+            "gold": f"x{i % 2}" if i % 3 else None,
+            "bucket": None,
+        }
+        for i in range(23)
+    ]
+    pairs = [
+        {
+            "item_id": f"p{i:02d}",
+            "prompt": f"Which answer to question {i} is right?",
+            "candidates": [{"id": "a", "text": f"{i * 7}."}, {"id": "b", "text": f"{i * 11}."}],
+            "gold": "ab"[i % 2],
+            "bucket": None,
+        }
+        for i in range(30)
+    ]
+    pcf("import", "jsonl", write("mixed.jsonl", mixed), "--name", "mixed")
+    pcf("import", "jsonl", write("pairs.jsonl", pairs), "--name", "pairs")
+    full = ("--k", "4", "--executions", "2", "--limit", "20")
+    pcf("judge", "mixed", *full, "--name", "mixed/pcf")
+    pcf("judge", "mixed", "--adaptive", "certain", "--name", "mixed/adaptive")
+    recorded = [
+        call if n % 5 else {**call, "ok": False, "error": "timeout"}
+        for n, line in enumerate(pcf("export", "mixed/pcf", "--what", "judgments").splitlines())
+        if n % 7 != 3 and (call := json.loads(line))
+    ]
+    replay = ("--backend", "replay", "--replay", write("recorded.jsonl", recorded))
+    pcf("judge", "mixed", *full, *replay, "--name", "mixed/replay")
+    pcf("judge", "pairs", "--protocol", "apoc", "--name", "pairs/apoc")
+    return MIXED_RUNS
