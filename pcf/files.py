@@ -1,4 +1,5 @@
-"""The files a user names, read with care: regular files only, each kind with a size cap.
+"""The files a user names, read with care (regular files only, each kind with a size cap) and
+written whole (:func:`replacing`).
 
 A device (``/dev/zero``), a FIFO or a folder is refused at once: opening does not wait for a
 writer, and nothing is read from it. A file over its kind's cap is refused before it is read,
@@ -20,11 +21,12 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TextIO
 
 from pcf.errors import DataError, Problem
 
@@ -157,6 +159,33 @@ def _kind(mode: int) -> str:
         (stat.S_ISSOCK, "a socket"),
     )
     return next((name for test, name in kinds if test(mode)), "not a file")
+
+
+@contextmanager
+def replacing(path: Path) -> Iterator[TextIO]:
+    """``path`` written as UTF-8 text through a temporary file in its folder, renamed onto it
+    once the block ends without an error: a write that fails midway (a full disk, an error
+    while the content is computed) leaves no partial file, and an existing file as it was.
+
+    The new file gets an existing file's permissions, else the usual ones (0o666 less the
+    umask); a symbolic link is followed, as opening the file for writing would.
+    """
+    target = Path(os.path.realpath(path))
+    if target.exists():
+        mode = stat.S_IMODE(target.stat().st_mode)
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            yield file
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        os.unlink(temporary)
+        raise
 
 
 # ---------------------------------------------------------------- data files: JSON and problems

@@ -10,8 +10,10 @@ import pytest
 from typer.main import get_command
 from typer.testing import CliRunner
 
+from pcf.analysis.results import judgment_records, run_decisions
 from pcf.cli import app
 from pcf.judgments import write_judgments
+from pcf.store import add_adjudication, adjudication_records, get_run, load_items
 from tests.shared_data import LLMBAR, O1_MINI
 from tests.startup import heavy_modules_imported
 
@@ -135,6 +137,34 @@ def test_aggregate_kemeny_beyond_six_candidates(tmp_path):
     [record] = (json.loads(line) for line in result.stdout.splitlines())
     assert record["ranking"] == ids[::-1]
     assert record["metrics"]["kemeny_search"] == "local"
+
+
+def json_lines(records: list[dict]) -> str:
+    """Records as ``pcf`` prints them, one JSON object a line."""
+    return "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+
+
+def test_export_prints_and_writes_the_whole_runs_records(mixed_runs, session, tmp_path):
+    dataset_id = get_run("mixed/pcf", session=session).dataset_id
+    first = load_items(dataset_id, session=session)[0]
+    add_adjudication(first.metadata["db_id"], session=session, annotator="ann", choice="x1")
+    session.commit()
+    for name in mixed_runs:
+        run = get_run(name, session=session)
+        for what, records in {
+            "items": [item.to_dict() for item in load_items(run.dataset_id, session=session)],
+            "judgments": judgment_records(run, session=session),
+            "decisions": run_decisions(run, session=session),
+            "adjudications": adjudication_records(run.dataset_id, session=session),
+        }.items():
+            printed = runner.invoke(app, ["export", name, "--what", what])
+            assert printed.exit_code == 0, printed.output
+            assert printed.stdout == json_lines(records), (name, what)
+            out = tmp_path / name / f"{what}.jsonl"
+            written = runner.invoke(app, ["export", name, "--what", what, "--out", str(out)])
+            assert written.stderr == f"wrote {len(records)} lines to {out}\n"
+            assert out.read_text(encoding="utf-8") == printed.stdout
+    assert len(adjudication_records(dataset_id, session=session)) == 1
 
 
 def test_validate_counts_and_errors(tmp_path):

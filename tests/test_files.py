@@ -1,10 +1,14 @@
 """Reading the files a user names (pcf/files.py): regular files only, each under its cap, and
-every refusal one line naming the file and the limit; through the CLI as a user meets it."""
+every refusal one line naming the file and the limit; through the CLI as a user meets it. And
+writing them whole: a write that fails leaves no partial file."""
 
 from __future__ import annotations
 
 import json
 import os
+import resource
+import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pcf.files import DATA_FILE, MB, InputFileError, Limit, read_input
+from pcf.files import DATA_FILE, MB, InputFileError, Limit, read_input, replacing
 from pcf.store import get_run
 from tests.shared_data import HAIKU, JUDGEBENCH_PAIRS, LLMBAR, O1_MINI, RB2, SHARED
 
@@ -164,3 +168,81 @@ def test_the_real_data_fits_every_cap():
         ran = pcf(*args)
         assert ran.returncode == 0, (args, ran.stderr)
         assert json.loads(ran.stdout)
+
+
+# ---------------------------------------------------------------- files written whole
+
+
+def test_a_file_written_whole_replaces_the_old_one_when_done(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_text("old\n")
+    path.chmod(0o640)
+    with replacing(path) as file:
+        file.write("new ü\n")
+        assert path.read_text() == "old\n"
+    assert path.read_text(encoding="utf-8") == "new ü\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # the old file's permissions
+    assert os.listdir(tmp_path) == ["out.jsonl"]
+
+
+def write_half(path: Path) -> None:
+    """Write half of ``path``, then fail."""
+    with replacing(path) as file:
+        file.write("half of it")
+        file.flush()
+        raise RuntimeError("stopped midway")
+
+
+def test_a_write_that_fails_midway_leaves_no_partial_file_and_the_old_one(tmp_path):
+    path = tmp_path / "out.jsonl"
+    for before in (None, "a good file\n"):
+        if before:
+            path.write_text(before)
+        with pytest.raises(RuntimeError, match="midway"):
+            write_half(path)
+        assert os.listdir(tmp_path) == ([path.name] if before else [])
+        if before:
+            assert path.read_text() == before
+
+
+def test_a_new_file_gets_the_usual_permissions_and_a_link_is_followed(tmp_path):
+    target, link = tmp_path / "target.jsonl", tmp_path / "link.jsonl"
+    with replacing(target) as file:
+        file.write("1\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask
+    link.symlink_to(target)
+    with replacing(link) as file:
+        file.write("2\n")
+    assert link.is_symlink()
+    assert target.read_text() == "2\n"
+
+
+def small_files() -> None:
+    """In a child process: a write past 64 KB fails with EFBIG (File too large)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+
+def test_an_export_that_fails_midway_leaves_the_file_it_would_replace(tmp_path, demo_engine):
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    out = folder / "judgments.jsonl"
+    out.write_text("a good export\n")
+    command = [sys.executable, "-m", "pcf", "export", "demo-pcf", "--what", "judgments"]
+    ran = subprocess.run(
+        [*command, "--out", str(out)],
+        preexec_fn=small_files,
+        capture_output=True,
+        text=True,
+        timeout=HANG_BOUND_S,
+        check=False,
+    )
+    assert ran.returncode == 1
+    assert ran.stderr == f"error: cannot write {out}: File too large\n"
+    assert os.listdir(folder) == [out.name]
+    assert out.read_text() == "a good export\n"
+    written = pcf(*command[3:], "--out", str(out))
+    assert written.returncode == 0, written.stderr
+    assert out.stat().st_size > 64 * 1024
