@@ -289,7 +289,7 @@ def read_json_lines(path: Path, check: FieldChecker) -> Iterator[tuple[int, dict
             if not isinstance(obj, dict):
                 check.add(number, None, f"expected a JSON object, got {type(obj).__name__}")
                 continue
-            if storable(obj, number, check):
+            if _plainly_storable(raw) or storable(obj, number, check):
                 yield number, obj
 
 
@@ -309,6 +309,16 @@ def read_json_document(path: Path, check: FieldChecker) -> Any:
     except RecursionError:
         check.add(None, None, "invalid JSON: nested too deep")
     check.raise_if_any()
+
+
+def _plainly_storable(raw: str) -> bool:
+    """Whether a line of valid JSON is storable on its face, without walking it (:func:`storable`).
+
+    Without a ``\\u`` escape it holds no NUL and no lone surrogate (valid JSON writes both only
+    as escapes, and UTF-8 text has no surrogates); with at most :data:`MAX_NESTING` brackets it
+    cannot nest deeper than that.
+    """
+    return "\\u" not in raw and raw.count("{") + raw.count("[") <= MAX_NESTING
 
 
 def storable(row: dict, line: int, check: FieldChecker) -> bool:

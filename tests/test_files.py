@@ -11,12 +11,25 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
-from pcf.files import DATA_FILE, MB, InputFileError, Limit, read_input, replacing
+from pcf.files import (
+    DATA_FILE,
+    MB,
+    FieldChecker,
+    InputFileError,
+    Limit,
+    read_input,
+    read_json_lines,
+    replacing,
+    storable,
+)
 from pcf.store import get_run
 from tests.shared_data import HAIKU, JUDGEBENCH_PAIRS, LLMBAR, O1_MINI, RB2, SHARED
 
@@ -63,6 +76,55 @@ def test_a_file_over_its_cap_is_refused_and_the_variable_raises_the_cap(tmp_path
     monkeypatch.setenv("PCF_TEST_MAX_MB", "2.5")
     with pytest.raises(ValueError, match=r"PCF_TEST_MAX_MB='2.5': expected a whole number of MB"):
         read_input(path, limit)
+
+
+TEXTS = st.text(st.sampled_from(["a", "ü", "\\", "u", "\x00", "\ud800", "\n", "{", "["]))
+ROWS = st.recursive(
+    st.none() | st.integers() | TEXTS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXTS, inner, max_size=3),
+    max_leaves=8,
+).map(lambda value: {"v": value})
+
+
+def nested(depth: int) -> dict:
+    """An object whose innermost value sits ``depth`` containers deep."""
+    value: object = 1
+    for _ in range(depth - 1):
+        value = [value]
+    return {"v": value}
+
+
+def lines_read(rows: list[dict], *, ensure_ascii: bool) -> tuple[list[dict], list[str]]:
+    """The objects read back from ``rows`` written as JSON lines, and the problems."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "rows.jsonl"
+        text = "".join(json.dumps(row, ensure_ascii=ensure_ascii) + "\n" for row in rows)
+        path.write_text(text, encoding="utf-8")
+        check = FieldChecker(path)
+        read = [obj for _, obj in read_json_lines(path, check)]
+        return read, [str(p).removeprefix(f"{path}") for p in check.problems]
+
+
+def walked(rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """The rows a full walk (:func:`pcf.files.storable`) finds storable, and the problems."""
+    check = FieldChecker(Path(""))
+    kept = [row for line, row in enumerate(rows, start=1) if storable(row, line, check)]
+    return kept, [str(p).removeprefix(".") for p in check.problems]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ROWS, max_size=4), st.booleans())
+def test_lines_are_read_as_a_full_walk_of_each_would_read_them(rows, ensure_ascii):
+    # A lone surrogate is only ever written escaped (UTF-8 text has none).
+    assume(ensure_ascii or "\ud800" not in json.dumps(rows, ensure_ascii=False))
+    assert lines_read(rows, ensure_ascii=ensure_ascii) == walked(rows)
+
+
+@pytest.mark.parametrize("depth", [63, 64, 65, 66])
+def test_lines_nested_near_the_limit_are_read_as_a_full_walk_would(depth):
+    rows = [nested(depth), {"many": [[]] * 70}, {"text": "[" * 70 + "\\u0000"}]
+    assert lines_read(rows, ensure_ascii=True) == walked(rows)
+    assert len(walked(rows)[0]) == (3 if depth <= 64 else 2)
 
 
 def test_character_limits_count_characters():
