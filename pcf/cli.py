@@ -167,10 +167,10 @@ def aggregate(
 
     Example: pcf aggregate judgments.jsonl --items items.jsonl --preset uniform --k 3
     """
-    from pcf.decisions import aggregate as aggregate_judgments
+    import shutil
+
+    from pcf.decisions import aggregate_file
     from pcf.errors import DataError
-    from pcf.items import load_dataset
-    from pcf.judgments import INVALID_JUDGMENT, read_judgments
 
     chosen = choose_weights(preset, weights)
     if k is not None and k < 1:
@@ -178,20 +178,16 @@ def aggregate(
     if rule not in RULES:
         fail(f"error: unknown rule {rule!r}; choose one of {', '.join(RULES)}", 2)
     try:
-        records = read_judgments(judgments)
-        listed = load_dataset("jsonl", items) if items else None
-        decisions = aggregate_judgments(
-            records, items=listed, weights=chosen, k=k, executions=executions, rule=rule
-        )
+        with aggregate_file(
+            judgments, items=items, weights=chosen, k=k, executions=executions, rule=rule
+        ) as (notes, decisions):
+            for note in notes:
+                typer.echo(f"note: read as a failed call: {note}", err=True)
+            shutil.copyfileobj(decisions, sys.stdout)
     except DataError as exc:
         fail(str(exc))
     except ValueError as exc:
         fail(f"error: {exc}")
-    for call in records:
-        if call.error and call.error.startswith(INVALID_JUDGMENT):
-            typer.echo(f"note: read as a failed call: {call.error}", err=True)
-    for record in decisions:
-        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 @app.command()

@@ -270,8 +270,17 @@ def decode_utf8(data: bytes, check: FieldChecker, line: int) -> str | None:
 
 def read_json_lines(path: Path, check: FieldChecker) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line; bad lines become problems."""
+    for number, _, obj in json_lines_at(path, check):
+        yield number, obj
+
+
+def json_lines_at(path: Path, check: FieldChecker) -> Iterator[tuple[int, int, dict]]:
+    """As :func:`read_json_lines`, with where each line starts in the file (its byte offset),
+    to read it again with :func:`json_line_at`."""
+    start = 0
     with open_data(path) as fh:
         for number, data in enumerate(capped_lines(fh, path, DATA_FILE), start=1):
+            at, start = start, start + len(data)
             raw = decode_utf8(data.removeprefix(BOM) if number == 1 else data, check, number)
             if raw is None or not raw.strip():
                 continue
@@ -290,7 +299,15 @@ def read_json_lines(path: Path, check: FieldChecker) -> Iterator[tuple[int, dict
                 check.add(number, None, f"expected a JSON object, got {type(obj).__name__}")
                 continue
             if _plainly_storable(raw) or storable(obj, number, check):
-                yield number, obj
+                yield number, at, obj
+
+
+def json_line_at(file: BinaryIO, start: int) -> dict:
+    """The object on the line that starts at byte ``start``: one :func:`json_lines_at` read
+    (and checked) before."""
+    file.seek(start)
+    data = file.readline()
+    return JSON_DECODER.decode((data.removeprefix(BOM) if start == 0 else data).decode("utf-8"))
 
 
 def read_json_document(path: Path, check: FieldChecker) -> Any:

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from pcf.cli import app
 from pcf.flags import FLAGS
 from pcf.items import Candidate, Item
-from pcf.judgments import Judgment
+from pcf.judgments import Judgment, write_judgments
 from pcf.store import Run, create_run, load_items
 
 METHOD_PRESETS = {
@@ -90,6 +90,29 @@ def random_judgments(
             rng.shuffle(ranking)
             out.append(judgment(item_id, c, order, scores, execution=e, risk=risk, ranking=ranking))
     return out
+
+
+def mixed_judgments(seed: int = 0, items: int = 40) -> list[Judgment]:
+    """Items of 2 to 6 candidates (and one of 8), 1 to 5 calls in 1 to 3 executions, a fifth
+    of the calls failed; integer scores, so exact ties fall to the listing order."""
+    rng = random.Random(seed)
+    calls = []
+    for i in range(items):
+        ids = [f"c{c}" for c in range(8 if i == 7 else 2 + i % 5)]
+        rng.shuffle(ids)
+        k, executions = rng.randint(1, 5), rng.randint(1, 3)
+        calls += random_judgments(rng, f"q{i}", ids, k, executions, fail_rate=0.2)
+    return calls
+
+
+def write_calls(path: Path, calls: list[Judgment], *, shuffle: bool = True) -> Path:
+    """The calls as a judgments file, shuffled unless told (an item's lines scattered)."""
+    if shuffle:
+        calls = calls[:]
+        random.Random(1).shuffle(calls)
+    with path.open("w", encoding="utf-8") as fh:
+        write_judgments(calls, fh)
+    return path
 
 
 def demo_item(db: Session, key: str) -> Item:

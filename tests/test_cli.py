@@ -12,12 +12,14 @@ from typer.testing import CliRunner
 
 from pcf.analysis.results import judgment_records, run_decisions
 from pcf.cli import app
-from pcf.judgments import write_judgments
+from pcf.decisions import aggregate
+from pcf.items import Candidate, Item, load_items_jsonl
+from pcf.judgments import read_judgments, write_judgments
 from pcf.store import add_adjudication, adjudication_records, get_run, load_items
 from tests.shared_data import LLMBAR, O1_MINI
 from tests.startup import heavy_modules_imported
 
-from .factories import judgment
+from .factories import judgment, mixed_judgments, write_calls
 
 runner = CliRunner()
 
@@ -142,6 +144,38 @@ def test_aggregate_kemeny_beyond_six_candidates(tmp_path):
 def json_lines(records: list[dict]) -> str:
     """Records as ``pcf`` prints them, one JSON object a line."""
     return "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+
+
+def test_aggregate_prints_what_the_library_decides_for_a_big_shuffled_file(tmp_path):
+    calls = mixed_judgments(items=1100)  # more items than the command decides at a time
+    path = write_calls(tmp_path / "j.jsonl", calls)
+    keys = list(dict.fromkeys(j.item_id for j in calls))[::-1][10:]
+    orders = {j.item_id: sorted(j.order) for j in calls}
+    items = tmp_path / "items.jsonl"
+    items.write_text(
+        json_lines(
+            [Item(key, "?", tuple(Candidate(c, c) for c in orders[key])).to_dict() for key in keys]
+        )
+    )
+    for options, library in [
+        ([], {}),
+        (["--items", str(items), "--k", "2", "--rule", "borda"], {"k": 2, "rule": "borda"}),
+    ]:
+        listed = load_items_jsonl(items) if options else None
+        result = runner.invoke(app, ["aggregate", str(path), *options])
+        assert result.exit_code == 0, result.output
+        assert result.stdout == json_lines(aggregate(read_judgments(path), items=listed, **library))
+
+
+def test_aggregate_stops_at_a_bad_line_far_into_the_file_and_prints_nothing(tmp_path):
+    lines = write_calls(tmp_path / "j.jsonl", mixed_judgments(items=300)).read_text().splitlines()
+    lines[949] = json.dumps(json.loads(lines[949]) | {"execution": -1})
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    result = runner.invoke(app, ["aggregate", str(path)])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == f"{path}:950: execution: must be an integer >= 0, got -1\n"
 
 
 def test_export_prints_and_writes_the_whole_runs_records(mixed_runs, session, tmp_path):
