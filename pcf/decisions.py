@@ -219,12 +219,11 @@ def aggregate_file(
             listing = item_listing(items)
         except DataError as exc:
             unreadable = exc
-    ids = judgments.item_ids
-    number = {item_id: x for x, item_id in enumerate(ids)}
+    number = judgments.items
     # Listed items in the items file's order (the records' order); the unlisted ones are read
     # for their problems alone (their records are left out).
-    decided = [number[i] for i in listing if i in number] if listing else list(range(len(ids)))
-    unlisted = [x for x, item_id in enumerate(ids) if item_id not in listing] if listing else []
+    decided = [number[i] for i in listing if i in number] if listing else list(number.values())
+    unlisted = [x for item_id, x in number.items() if item_id not in listing] if listing else []
     notes: list[tuple[int, str]] = []
     mismatch: tuple[tuple[int, int], ValueError] | None = None
     with tempfile.TemporaryFile("w+", encoding="utf-8") as out:

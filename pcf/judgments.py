@@ -242,28 +242,27 @@ class JudgmentLines:
     problem found so far, in line order, as :func:`read_judgments` would.
 
     Attributes:
-        item_ids: the items, in order of first appearance.
+        items: each item's number, in order of first appearance (0, 1, ...).
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path, self._check = open_checked(path)
-        numbers: dict[str, int] = {}
+        self.items: dict[str, int] = {}
         item_of, starts, line_numbers = array("q"), array("q"), array("q")
         for line, start, obj in json_lines_at(self.path, self._check):
             fields = _call(obj, line, self._check)
             if fields is not None:
-                item_of.append(numbers.setdefault(fields[0][0], len(numbers)))
+                item_of.append(self.items.setdefault(fields[0][0], len(self.items)))
                 starts.append(start)
                 line_numbers.append(line)
-        self.item_ids = list(numbers)
         items = np.frombuffer(item_of, dtype=np.int64)
         by_item = np.argsort(items, kind="stable")  # each item's lines together, in file order
-        self._bounds = np.searchsorted(items[by_item], np.arange(len(numbers) + 1))
+        self._bounds = np.searchsorted(items[by_item], np.arange(len(self.items) + 1))
         self._starts = np.frombuffer(starts, dtype=np.int64)[by_item]
         self._lines = np.frombuffer(line_numbers, dtype=np.int64)[by_item]
 
     def read(self, items: Iterable[int]) -> list[tuple[int, Judgment]]:
-        """The judgments of some items (indexes into :attr:`item_ids`), item after item, each
+        """The judgments of some items (their numbers in :attr:`items`), item after item, each
         item's in file order, with their lines; the problems found go to :meth:`raise_if_any`."""
         lines = []
         with open_data(self.path) as file:
