@@ -11,10 +11,10 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 
 import typer
 
@@ -167,10 +167,10 @@ def aggregate(
 
     Example: pcf aggregate judgments.jsonl --items items.jsonl --preset uniform --k 3
     """
-    from pcf.decisions import aggregate as aggregate_judgments
+    import shutil
+
+    from pcf.decisions import aggregate_file
     from pcf.errors import DataError
-    from pcf.items import load_dataset
-    from pcf.judgments import INVALID_JUDGMENT, read_judgments
 
     chosen = choose_weights(preset, weights)
     if k is not None and k < 1:
@@ -178,20 +178,16 @@ def aggregate(
     if rule not in RULES:
         fail(f"error: unknown rule {rule!r}; choose one of {', '.join(RULES)}", 2)
     try:
-        records = read_judgments(judgments)
-        listed = load_dataset("jsonl", items) if items else None
-        decisions = aggregate_judgments(
-            records, items=listed, weights=chosen, k=k, executions=executions, rule=rule
-        )
+        with aggregate_file(
+            judgments, items=items, weights=chosen, k=k, executions=executions, rule=rule
+        ) as (notes, decisions):
+            for note in notes:
+                typer.echo(f"note: read as a failed call: {note}", err=True)
+            shutil.copyfileobj(decisions, sys.stdout)
     except DataError as exc:
         fail(str(exc))
     except ValueError as exc:
         fail(f"error: {exc}")
-    for call in records:
-        if call.error and call.error.startswith(INVALID_JUDGMENT):
-            typer.echo(f"note: read as a failed call: {call.error}", err=True)
-    for record in decisions:
-        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 @app.command()
@@ -639,8 +635,9 @@ def export(
 
     Example: pcf export demo-pcf --what judgments --out judgments.jsonl
     """
-    from pcf.analysis.results import judgment_records, run_decisions
-    from pcf.store.queries import adjudication_records, load_items
+    from pcf.analysis.results import decision_chunks, judgment_chunks
+    from pcf.files import replacing
+    from pcf.store.queries import DatasetItems, adjudication_records
 
     kinds = ("items", "judgments", "decisions", "adjudications")
     if what not in kinds:
@@ -649,22 +646,33 @@ def export(
         fail(f"error: --out {out} is a folder; give a file name", 2)
     with database() as session:
         run = existing_run(run_name, session=session)
+        chunks: Iterable[list[dict]]
         if what == "items":
-            lines = [i.to_dict() for i in load_items(run.dataset_id, session=session)]
+            items = DatasetItems(run.dataset_id, session=session).chunks()
+            chunks = ([item.to_dict() for item in chunk] for chunk in items)
         elif what == "judgments":
-            lines = judgment_records(run, session=session)
+            chunks = judgment_chunks(run, session=session)
         elif what == "decisions":
-            lines = run_decisions(run, session=session)
+            chunks = decision_chunks(run, session=session)
         else:
-            lines = adjudication_records(run.dataset_id, session=session)
-    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
-    if out:
+            chunks = [adjudication_records(run.dataset_id, session=session)]
+        if out is None:
+            write_lines(chunks, sys.stdout)
+            return
         with writing(out):
             out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
-        typer.echo(f"wrote {len(lines)} lines to {out}", err=True)
-    else:
-        sys.stdout.write(text)
+            with replacing(out) as file:
+                count = write_lines(chunks, file)
+    typer.echo(f"wrote {count} lines to {out}", err=True)
+
+
+def write_lines(chunks: Iterable[list[dict]], file: TextIO) -> int:
+    """Write records as JSON Lines, a chunk at a time; returns how many."""
+    count = 0
+    for records in chunks:
+        file.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+        count += len(records)
+    return count
 
 
 runs_app = typer.Typer()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,7 +102,7 @@ class JudgmentArrays:
 
 
 def pack(
-    judgments: Iterable[Judgment], candidate_ids: dict[str, Sequence[str]] | None = None
+    judgments: Iterable[Judgment], candidate_ids: Mapping[str, Sequence[str]] | None = None
 ) -> list[JudgmentArrays]:
     """Pack judgments into arrays, one :class:`JudgmentArrays` per candidate count.
 
@@ -127,6 +127,16 @@ def pack(
     return [_pack_group(ids, by_item, listing) for _, ids in sorted(groups.items())]
 
 
+def listing_error(call: Judgment, ids: Sequence[str]) -> ValueError | None:
+    """The error of a call whose order shows other candidates than its item lists, or None."""
+    if set(call.order) == set(ids):
+        return None
+    return ValueError(
+        f"item {call.item_id!r}: call {call.execution}/{call.call_index} orders "
+        f"{list(call.order)}, but the item's candidates are {list(ids)}"
+    )
+
+
 def _pack_group(
     item_ids: list[str], by_item: dict[str, list[Judgment]], listing: dict[str, tuple[str, ...]]
 ) -> JudgmentArrays:
@@ -144,11 +154,8 @@ def _pack_group(
     for i, item_id in enumerate(item_ids):
         col = {cid: c for c, cid in enumerate(listing[item_id])}
         for j in by_item[item_id]:
-            if set(j.order) != set(col):
-                raise ValueError(
-                    f"item {item_id!r}: call {j.execution}/{j.call_index} orders {list(j.order)}, "
-                    f"but the item's candidates are {list(col)}"
-                )
+            if error := listing_error(j, listing[item_id]):
+                raise error
             at = (i, e_index[j.execution], j.call_index)
             present[at] = True
             slot[at] = [j.order.index(cid) for cid in listing[item_id]]

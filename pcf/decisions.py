@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -18,12 +22,17 @@ from pcf.consensus import (
     consensus,
     consensus_ranking,
     kemeny,
+    listing_error,
     pack,
 )
+from pcf.errors import DataError
 from pcf.instability import Instability, instability
-from pcf.items import Item
-from pcf.judgments import Judgment
+from pcf.items import Item, item_listing
+from pcf.judgments import INVALID_JUDGMENT, Judgment, JudgmentLines
 from pcf.weights import DEFAULT_WEIGHTS, Weights
+
+FILE_CHUNK = 1000
+"""Items decided at a time by :func:`aggregate_file`."""
 
 
 @dataclass(frozen=True)
@@ -153,17 +162,103 @@ def aggregate(
     Items come out in the items file's order when ``items`` is given (its listing order also
     breaks exact ties), else in order of first appearance in ``judgments``.
     """
-    judgments = list(judgments)
-    listing: dict[str, Sequence[str]] | None = (
-        {i.item_id: i.candidate_ids for i in items} if items else None
+    listing = {i.item_id: i.candidate_ids for i in items} if items else None
+    return _aggregate(
+        list(judgments), listing, weights=weights, k=k, executions=executions, rule=rule
     )
+
+
+def _aggregate(
+    judgments: list[Judgment],
+    listing: Mapping[str, Sequence[str]] | None,
+    **options: Any,
+) -> list[dict[str, Any]]:
+    """:func:`aggregate` with the items given as their candidate ids (``listing``)."""
     records: dict[str, dict[str, Any]] = {}
     for group in pack(judgments, listing):
-        for record in decide(
-            group, weights=weights, k=k, executions=executions, rule=rule
-        ).records():
+        for record in decide(group, **options).records():
             records[record["item_id"]] = record
-    order = (
-        [i.item_id for i in items] if items else list(dict.fromkeys(j.item_id for j in judgments))
-    )
+    order = list(listing) if listing else list(dict.fromkeys(j.item_id for j in judgments))
     return [records[i] for i in order if i in records]
+
+
+@contextmanager
+def aggregate_file(
+    path: str | Path,
+    *,
+    items: str | Path | None = None,
+    weights: Weights = DEFAULT_WEIGHTS,
+    k: int | None = None,
+    executions: int | None = None,
+    rule: str = "eq5",
+    size: int = FILE_CHUNK,
+) -> Iterator[tuple[list[str], TextIO]]:
+    """:func:`aggregate` of a ``judgments.jsonl`` (with an ``items.jsonl``), ``size`` items at
+    a time so that memory does not grow with the file: the same records, notes and errors as
+    ``aggregate(read_judgments(path), items=load_items_jsonl(items), ...)``.
+
+    The lines of an item need not be together (:class:`~pcf.judgments.JudgmentLines`). Every
+    line is checked before anything comes out: the records go to a temporary file first.
+
+    Yields:
+        The errors of the lines read as failed calls (``invalid_judgment: ...``) in line order,
+        and the temporary file of the records (JSON Lines), open at its start.
+
+    Raises:
+        DataError: the problems of ``path``, else those of ``items``.
+        ValueError: an item whose calls show other candidates than ``items`` lists (the first
+            one :func:`~pcf.consensus.pack` would meet: fewest candidates, then first in
+            ``path``).
+    """
+    options = {"weights": weights, "k": k, "executions": executions, "rule": rule}
+    judgments = JudgmentLines(path)
+    listing: dict[str, tuple[str, ...]] = {}
+    unreadable: DataError | None = None
+    if items is not None:
+        try:
+            listing = item_listing(items)
+        except DataError as exc:
+            unreadable = exc
+    number = judgments.items
+    # Listed items in the items file's order (the records' order); the unlisted ones are read
+    # for their problems alone (their records are left out).
+    decided = [number[i] for i in listing if i in number] if listing else list(number.values())
+    unlisted = [x for item_id, x in number.items() if item_id not in listing] if listing else []
+    notes: list[tuple[int, str]] = []
+    mismatch: tuple[tuple[int, int], ValueError] | None = None
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as out:
+        for part, decide_part in ((decided, True), (unlisted, False)):
+            for start in range(0, len(part), size):
+                read = judgments.read(part[start : start + size])
+                notes += [
+                    (line, j.error)
+                    for line, j in read
+                    if j.error and j.error.startswith(INVALID_JUDGMENT)
+                ]
+                if not decide_part:
+                    continue
+                calls = [j for _, j in read]
+                chunk = {j.item_id: listing[j.item_id] for j in calls} if listing else None
+                for first in _first_calls(calls) if chunk else ():
+                    at = (len(listing[first.item_id]), number[first.item_id])
+                    error = listing_error(first, listing[first.item_id])
+                    if error and (mismatch is None or at < mismatch[0]):
+                        mismatch = (at, error)
+                if mismatch is None:
+                    records = _aggregate(calls, chunk, **options)
+                    out.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        judgments.raise_if_any()
+        if unreadable:
+            raise unreadable
+        if mismatch:
+            raise mismatch[1]
+        out.seek(0)
+        yield [note for _, note in sorted(notes)], out
+
+
+def _first_calls(calls: Iterable[Judgment]) -> list[Judgment]:
+    """Each item's first call."""
+    first: dict[str, Judgment] = {}
+    for call in calls:
+        first.setdefault(call.item_id, call)
+    return list(first.values())

@@ -1,4 +1,5 @@
-"""The files a user names, read with care: regular files only, each kind with a size cap.
+"""The files a user names, read with care (regular files only, each kind with a size cap) and
+written whole (:func:`replacing`).
 
 A device (``/dev/zero``), a FIFO or a folder is refused at once: opening does not wait for a
 writer, and nothing is read from it. A file over its kind's cap is refused before it is read,
@@ -20,11 +21,12 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TextIO
 
 from pcf.errors import DataError, Problem
 
@@ -159,6 +161,33 @@ def _kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "not a file")
 
 
+@contextmanager
+def replacing(path: Path) -> Iterator[TextIO]:
+    """``path`` written as UTF-8 text through a temporary file in its folder, renamed onto it
+    once the block ends without an error: a write that fails midway (a full disk, an error
+    while the content is computed) leaves no partial file, and an existing file as it was.
+
+    The new file gets an existing file's permissions, else the usual ones (0o666 less the
+    umask); a symbolic link is followed, as opening the file for writing would.
+    """
+    target = Path(os.path.realpath(path))
+    if target.exists():
+        mode = stat.S_IMODE(target.stat().st_mode)
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            yield file
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
 # ---------------------------------------------------------------- data files: JSON and problems
 
 
@@ -241,8 +270,17 @@ def decode_utf8(data: bytes, check: FieldChecker, line: int) -> str | None:
 
 def read_json_lines(path: Path, check: FieldChecker) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line; bad lines become problems."""
+    for number, _, obj in json_lines_at(path, check):
+        yield number, obj
+
+
+def json_lines_at(path: Path, check: FieldChecker) -> Iterator[tuple[int, int, dict]]:
+    """As :func:`read_json_lines`, with where each line starts in the file (its byte offset),
+    to read it again with :func:`json_line_at`."""
+    start = 0
     with open_data(path) as fh:
         for number, data in enumerate(capped_lines(fh, path, DATA_FILE), start=1):
+            at, start = start, start + len(data)
             raw = decode_utf8(data.removeprefix(BOM) if number == 1 else data, check, number)
             if raw is None or not raw.strip():
                 continue
@@ -260,8 +298,16 @@ def read_json_lines(path: Path, check: FieldChecker) -> Iterator[tuple[int, dict
             if not isinstance(obj, dict):
                 check.add(number, None, f"expected a JSON object, got {type(obj).__name__}")
                 continue
-            if storable(obj, number, check):
-                yield number, obj
+            if _plainly_storable(raw) or storable(obj, number, check):
+                yield number, at, obj
+
+
+def json_line_at(file: BinaryIO, start: int) -> dict:
+    """The object on the line that starts at byte ``start``: one :func:`json_lines_at` read
+    (and checked) before."""
+    file.seek(start)
+    data = file.readline()
+    return JSON_DECODER.decode((data.removeprefix(BOM) if start == 0 else data).decode("utf-8"))
 
 
 def read_json_document(path: Path, check: FieldChecker) -> Any:
@@ -280,6 +326,16 @@ def read_json_document(path: Path, check: FieldChecker) -> Any:
     except RecursionError:
         check.add(None, None, "invalid JSON: nested too deep")
     check.raise_if_any()
+
+
+def _plainly_storable(raw: str) -> bool:
+    """Whether a line of valid JSON is storable on its face, without walking it (:func:`storable`).
+
+    Without a ``\\u`` escape it holds no NUL and no lone surrogate (valid JSON writes both only
+    as escapes, and UTF-8 text has no surrogates); with at most :data:`MAX_NESTING` brackets it
+    cannot nest deeper than that.
+    """
+    return "\\u" not in raw and raw.count("{") + raw.count("[") <= MAX_NESTING
 
 
 def storable(row: dict, line: int, check: FieldChecker) -> bool:

@@ -20,7 +20,7 @@ import csv
 import hashlib
 import io
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -179,7 +179,22 @@ def _bucket_filter(items: list[Item], subset: str | None) -> list[Item]:
 def load_items_jsonl(path: str | Path, *, subset: str | None = None) -> list[Item]:
     """Load METHOD.md's ``items.jsonl``; ``subset`` keeps one bucket."""
     path, check = open_checked(path)
-    items: list[Item] = []
+    items = list(_items_jsonl(path, check))
+    check.raise_if_any()
+    return _bucket_filter(items, subset)
+
+
+def item_listing(path: str | Path) -> dict[str, tuple[str, ...]]:
+    """Each item's candidate ids in listing order, in file order, from an ``items.jsonl``
+    checked as :func:`load_items_jsonl` checks it; the texts are not kept."""
+    path, check = open_checked(path)
+    listing = {item.item_id: item.candidate_ids for item in _items_jsonl(path, check)}
+    check.raise_if_any()
+    return listing
+
+
+def _items_jsonl(path: Path, check: FieldChecker) -> Iterator[Item]:
+    """The sound items of an ``items.jsonl``, the problems of the others recorded."""
     seen: dict[str, int] = {}
     for line, obj in read_json_lines(path, check):
         item_id = check.text(obj, "item_id", line)
@@ -190,9 +205,7 @@ def load_items_jsonl(path: str | Path, *, subset: str | None = None) -> list[Ite
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         item = _finish_item(check, line, seen, item_id, prompt, candidates, gold, bucket, meta)
         if item:
-            items.append(item)
-    check.raise_if_any()
-    return _bucket_filter(items, subset)
+            yield item
 
 
 def _candidates_field(

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from pcf.errors import DataError, Problem
-from pcf.files import open_checked, read_json_lines
+import numpy as np
 
+from pcf.errors import DataError, Problem
+from pcf.files import (
+    FieldChecker,
+    json_line_at,
+    json_lines_at,
+    open_checked,
+    open_data,
+    read_json_lines,
+)
+
+CallKey = tuple[str, int, int]
+"""A call's key: item id, execution, call index."""
 INVALID_JUDGMENT = "invalid_judgment"
 """The error of an ok line whose scores, ranking or confidence are unusable."""
 
@@ -143,33 +155,55 @@ def read_judgments(path: str | Path) -> list[Judgment]:
             (item_id, execution, call_index), calls of one item over different candidates).
     """
     path, check = open_checked(path)
+    out = [j for _, j in _checked(read_json_lines(path, check), check)]
+    check.raise_if_any()
+    return out
+
+
+def _call(
+    obj: dict, line: int, check: FieldChecker
+) -> tuple[CallKey, tuple[str, ...], bool] | None:
+    """A line's call (item_id, execution, call_index), order and ok, checked on their own;
+    None, with the problems recorded, when the line is unreadable."""
     file, problems = check.file, check.problems
-    out: list[Judgment] = []
-    seen: dict[tuple[str, int, int], int] = {}
+    item_id = check.text(obj, "item_id", line)
+    execution = _index(obj, "execution", line, problems, file)
+    call_index = _index(obj, "call_index", line, problems, file)
+    order = obj.get("order")
+    if not (
+        isinstance(order, list)
+        and len(order) >= 2
+        and all(isinstance(c, str) for c in order)
+        and len(set(order)) == len(order)
+    ):
+        problems.append(Problem(file, line, "order", "must list at least 2 distinct candidate ids"))
+        return None
+    ok = obj.get("ok")
+    if not isinstance(ok, bool):
+        problems.append(Problem(file, line, "ok", f"must be true or false, got {ok!r}"))
+        return None
+    if item_id is None or execution is None or call_index is None:
+        return None
+    return (item_id, execution, call_index), tuple(order), ok
+
+
+def _checked(
+    lines: Iterable[tuple[int, dict]], check: FieldChecker
+) -> Iterator[tuple[int, Judgment]]:
+    """The judgments of ``lines`` (line number, object), each with its line.
+
+    Each line is checked on its own (:func:`_call`), then against the lines before it of the
+    same item: no call twice, the same candidates in every call of an item. An unreadable
+    line is left out, with its problems recorded in ``check``.
+    """
+    file, problems = check.file, check.problems
+    seen: dict[CallKey, int] = {}
     item_ids: dict[str, tuple[frozenset[str], int]] = {}
-    for line, obj in read_json_lines(path, check):
-        item_id = check.text(obj, "item_id", line)
-        execution = _index(obj, "execution", line, problems, file)
-        call_index = _index(obj, "call_index", line, problems, file)
-        order = obj.get("order")
-        if not (
-            isinstance(order, list)
-            and len(order) >= 2
-            and all(isinstance(c, str) for c in order)
-            and len(set(order)) == len(order)
-        ):
-            problems.append(
-                Problem(file, line, "order", "must list at least 2 distinct candidate ids")
-            )
+    for line, obj in lines:
+        fields = _call(obj, line, check)
+        if fields is None:
             continue
-        order = tuple(order)
-        ok = obj.get("ok")
-        if not isinstance(ok, bool):
-            problems.append(Problem(file, line, "ok", f"must be true or false, got {ok!r}"))
-            continue
-        if item_id is None or execution is None or call_index is None:
-            continue
-        key = (item_id, execution, call_index)
+        key, order, ok = fields
         if key in seen:
             problems.append(
                 Problem(
@@ -178,6 +212,7 @@ def read_judgments(path: str | Path) -> list[Judgment]:
             )
             continue
         seen[key] = line
+        item_id = key[0]
         ids = frozenset(order)
         first = item_ids.setdefault(item_id, (ids, line))
         if first[0] != ids:
@@ -190,13 +225,58 @@ def read_judgments(path: str | Path) -> list[Judgment]:
                 )
             )
             continue
-        error = obj.get("error")
         if not ok:
-            out.append(
-                Judgment(item_id, execution, call_index, order, False, str(error or "failed"))
-            )
+            error = obj.get("error")
+            yield line, Judgment(*key, order, False, str(error or "failed"))
             continue
-        out.append(_judgment(obj, (item_id, execution, call_index), order, line, file))
-    if problems:
-        raise DataError(problems)
-    return out
+        yield line, _judgment(obj, key, order, line, file)
+
+
+class JudgmentLines:
+    """A ``judgments.jsonl`` read back a few items at a time, whatever the order of its lines,
+    with the checks and problems of :func:`read_judgments`.
+
+    Opening it reads the file once, checking each line on its own and noting where each
+    item's lines start (a few bytes a line, plus the item ids). :meth:`read` then reads the
+    lines of some items and checks them against each other; :meth:`raise_if_any` raises every
+    problem found so far, in line order, as :func:`read_judgments` would.
+
+    Attributes:
+        items: each item's number, in order of first appearance (0, 1, ...).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path, self._check = open_checked(path)
+        self.items: dict[str, int] = {}
+        item_of, starts, line_numbers = array("q"), array("q"), array("q")
+        for line, start, obj in json_lines_at(self.path, self._check):
+            fields = _call(obj, line, self._check)
+            if fields is not None:
+                item_of.append(self.items.setdefault(fields[0][0], len(self.items)))
+                starts.append(start)
+                line_numbers.append(line)
+        items = np.frombuffer(item_of, dtype=np.int64)
+        by_item = np.argsort(items, kind="stable")  # each item's lines together, in file order
+        self._bounds = np.searchsorted(items[by_item], np.arange(len(self.items) + 1))
+        self._starts = np.frombuffer(starts, dtype=np.int64)[by_item]
+        self._lines = np.frombuffer(line_numbers, dtype=np.int64)[by_item]
+
+    def read(self, items: Iterable[int]) -> list[tuple[int, Judgment]]:
+        """The judgments of some items (their numbers in :attr:`items`), item after item, each
+        item's in file order, with their lines; the problems found go to :meth:`raise_if_any`."""
+        lines = []
+        with open_data(self.path) as file:
+            for item in items:
+                span = slice(int(self._bounds[item]), int(self._bounds[item + 1]))
+                lines += [
+                    (line, json_line_at(file, start))
+                    for line, start in zip(
+                        self._lines[span].tolist(), self._starts[span].tolist(), strict=True
+                    )
+                ]
+        return list(_checked(lines, self._check))
+
+    def raise_if_any(self) -> None:
+        """Raise :class:`DataError` with every problem found so far, in line order."""
+        if self._check.problems:
+            raise DataError(sorted(self._check.problems, key=lambda p: p.line or 0))

@@ -21,6 +21,7 @@ from sqlmodel import Session
 
 from pcf.store import get_engine
 from tests.demo_database import copy_demo, drop_database, new_database, on_postgres
+from tests.factories import make_mixed_runs
 
 # Shared provider checks live in a helper module; let pytest explain their failed asserts.
 pytest.register_assert_rewrite("tests.judge_providers")
@@ -96,3 +97,10 @@ def db(demo_engine: Engine) -> Iterator[Session]:
     """A session on the test's demo database, for reading what the code under test wrote."""
     with Session(demo_engine) as s:
         yield s
+
+
+@pytest.fixture
+def mixed_runs(isolated_database: str, tmp_path) -> tuple[str, ...]:
+    """The runs of :func:`tests.factories.make_mixed_runs`, in the test's own database: several
+    candidate counts, executions, items stopped early, failed calls and an APOCJudge run."""
+    return make_mixed_runs(tmp_path)

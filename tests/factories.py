@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from sqlmodel import Session
+from typer.testing import CliRunner
 
+from pcf.cli import app
 from pcf.flags import FLAGS
 from pcf.items import Candidate, Item
-from pcf.judgments import Judgment
+from pcf.judgments import Judgment, write_judgments
 from pcf.store import Run, create_run, load_items
 
 METHOD_PRESETS = {
@@ -130,6 +134,29 @@ def random_judgments(
     return out
 
 
+def mixed_judgments(seed: int = 0, items: int = 40) -> list[Judgment]:
+    """Items of 2 to 6 candidates (and one of 8), 1 to 5 calls in 1 to 3 executions, a fifth
+    of the calls failed; integer scores, so exact ties fall to the listing order."""
+    rng = random.Random(seed)
+    calls = []
+    for i in range(items):
+        ids = [f"c{c}" for c in range(8 if i == 7 else 2 + i % 5)]
+        rng.shuffle(ids)
+        k, executions = rng.randint(1, 5), rng.randint(1, 3)
+        calls += random_judgments(rng, f"q{i}", ids, k, executions, fail_rate=0.2)
+    return calls
+
+
+def write_calls(path: Path, calls: list[Judgment], *, shuffle: bool = True) -> Path:
+    """The calls as a judgments file, shuffled unless told (an item's lines scattered)."""
+    if shuffle:
+        calls = calls[:]
+        random.Random(1).shuffle(calls)
+    with path.open("w", encoding="utf-8") as fh:
+        write_judgments(calls, fh)
+    return path
+
+
 def demo_item(db: Session, key: str) -> Item:
     """The demo dataset's item ``key``."""
     return next(i for i in load_items(1, session=db) if i.item_id == key)
@@ -225,3 +252,64 @@ def call_row(run_id: int, item_db_id: int, call_index: int, **fields: object) ->
     }
     values.update(fields)
     return values
+
+
+MIXED_RUNS = ("mixed/pcf", "mixed/adaptive", "mixed/replay", "pairs/apoc")
+"""The runs :func:`make_mixed_runs` makes."""
+
+
+def make_mixed_runs(folder: Path) -> tuple[str, ...]:
+    """Runs of every shape, made with the real `pcf` in the database ``PCF_DATABASE_URL`` names.
+
+    ``mixed/pcf``: two executions of K=4 over items of 2 to 5 candidates, 3 of 23 items left
+    unjudged; ``mixed/adaptive``: items stopped after 5 to 7 calls; ``mixed/replay``: a replay
+    of ``mixed/pcf`` with failed calls (calls left out of the recording and recorded failures);
+    ``pairs/apoc``: APOCJudge over 30 pairs, some with a keyed confirmation.
+    """
+
+    def pcf(*args: str) -> str:
+        result = CliRunner().invoke(app, list(args))
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    def write(name: str, rows: Sequence[dict]) -> str:
+        path = folder / name
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        return str(path)
+
+    mixed = [
+        {
+            "item_id": f"m{i:02d}",
+            "prompt": f"Question {i}?",
+            "candidates": [
+                {"id": f"x{c}", "text": f"Answer {c} to {i}."} for c in range(2 + i % 4)
+            ],
+            "gold": f"x{i % 2}" if i % 3 else None,
+            "bucket": None,
+        }
+        for i in range(23)
+    ]
+    pairs = [
+        {
+            "item_id": f"p{i:02d}",
+            "prompt": f"Which answer to question {i} is right?",
+            "candidates": [{"id": "a", "text": f"{i * 7}."}, {"id": "b", "text": f"{i * 11}."}],
+            "gold": "ab"[i % 2],
+            "bucket": None,
+        }
+        for i in range(30)
+    ]
+    pcf("import", "jsonl", write("mixed.jsonl", mixed), "--name", "mixed")
+    pcf("import", "jsonl", write("pairs.jsonl", pairs), "--name", "pairs")
+    full = ("--k", "4", "--executions", "2", "--limit", "20")
+    pcf("judge", "mixed", *full, "--name", "mixed/pcf")
+    pcf("judge", "mixed", "--adaptive", "certain", "--name", "mixed/adaptive")
+    recorded = [
+        call if n % 5 else {**call, "ok": False, "error": "timeout"}
+        for n, line in enumerate(pcf("export", "mixed/pcf", "--what", "judgments").splitlines())
+        if n % 7 != 3 and (call := json.loads(line))
+    ]
+    replay = ("--backend", "replay", "--replay", write("recorded.jsonl", recorded))
+    pcf("judge", "mixed", *full, *replay, "--name", "mixed/replay")
+    pcf("judge", "pairs", "--protocol", "apoc", "--name", "pairs/apoc")
+    return MIXED_RUNS

@@ -10,12 +10,16 @@ import pytest
 from typer.main import get_command
 from typer.testing import CliRunner
 
+from pcf.analysis.results import judgment_records, run_decisions
 from pcf.cli import app
-from pcf.judgments import write_judgments
+from pcf.decisions import aggregate
+from pcf.items import Candidate, Item, load_items_jsonl
+from pcf.judgments import read_judgments, write_judgments
+from pcf.store import add_adjudication, adjudication_records, get_run, load_items
 from tests.shared_data import LLMBAR, O1_MINI
 from tests.startup import heavy_modules_imported
 
-from .factories import judgment
+from .factories import judgment, mixed_judgments, write_calls
 
 runner = CliRunner()
 
@@ -135,6 +139,66 @@ def test_aggregate_kemeny_beyond_six_candidates(tmp_path):
     [record] = (json.loads(line) for line in result.stdout.splitlines())
     assert record["ranking"] == ids[::-1]
     assert record["metrics"]["kemeny_search"] == "local"
+
+
+def json_lines(records: list[dict]) -> str:
+    """Records as ``pcf`` prints them, one JSON object a line."""
+    return "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+
+
+def test_aggregate_prints_what_the_library_decides_for_a_big_shuffled_file(tmp_path):
+    calls = mixed_judgments(items=1100)  # more items than the command decides at a time
+    path = write_calls(tmp_path / "j.jsonl", calls)
+    keys = list(dict.fromkeys(j.item_id for j in calls))[::-1][10:]
+    orders = {j.item_id: sorted(j.order) for j in calls}
+    items = tmp_path / "items.jsonl"
+    items.write_text(
+        json_lines(
+            [Item(key, "?", tuple(Candidate(c, c) for c in orders[key])).to_dict() for key in keys]
+        )
+    )
+    for options, library in [
+        ([], {}),
+        (["--items", str(items), "--k", "2", "--rule", "borda"], {"k": 2, "rule": "borda"}),
+    ]:
+        listed = load_items_jsonl(items) if options else None
+        result = runner.invoke(app, ["aggregate", str(path), *options])
+        assert result.exit_code == 0, result.output
+        assert result.stdout == json_lines(aggregate(read_judgments(path), items=listed, **library))
+
+
+def test_aggregate_stops_at_a_bad_line_far_into_the_file_and_prints_nothing(tmp_path):
+    lines = write_calls(tmp_path / "j.jsonl", mixed_judgments(items=300)).read_text().splitlines()
+    lines[949] = json.dumps(json.loads(lines[949]) | {"execution": -1})
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    result = runner.invoke(app, ["aggregate", str(path)])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == f"{path}:950: execution: must be an integer >= 0, got -1\n"
+
+
+def test_export_prints_and_writes_the_whole_runs_records(mixed_runs, session, tmp_path):
+    dataset_id = get_run("mixed/pcf", session=session).dataset_id
+    first = load_items(dataset_id, session=session)[0]
+    add_adjudication(first.metadata["db_id"], session=session, annotator="ann", choice="x1")
+    session.commit()
+    for name in mixed_runs:
+        run = get_run(name, session=session)
+        for what, records in {
+            "items": [item.to_dict() for item in load_items(run.dataset_id, session=session)],
+            "judgments": judgment_records(run, session=session),
+            "decisions": run_decisions(run, session=session),
+            "adjudications": adjudication_records(run.dataset_id, session=session),
+        }.items():
+            printed = runner.invoke(app, ["export", name, "--what", what])
+            assert printed.exit_code == 0, printed.output
+            assert printed.stdout == json_lines(records), (name, what)
+            out = tmp_path / name / f"{what}.jsonl"
+            written = runner.invoke(app, ["export", name, "--what", what, "--out", str(out)])
+            assert written.stderr == f"wrote {len(records)} lines to {out}\n"
+            assert out.read_text(encoding="utf-8") == printed.stdout
+    assert len(adjudication_records(dataset_id, session=session)) == 1
 
 
 def test_validate_counts_and_errors(tmp_path):

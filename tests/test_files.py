@@ -1,18 +1,35 @@
 """Reading the files a user names (pcf/files.py): regular files only, each under its cap, and
-every refusal one line naming the file and the limit; through the CLI as a user meets it."""
+every refusal one line naming the file and the limit; through the CLI as a user meets it. And
+writing them whole: a write that fails leaves no partial file."""
 
 from __future__ import annotations
 
 import json
 import os
+import resource
+import signal
+import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
-from pcf.files import DATA_FILE, MB, InputFileError, Limit, read_input
+from pcf.files import (
+    DATA_FILE,
+    MB,
+    FieldChecker,
+    InputFileError,
+    Limit,
+    read_input,
+    read_json_lines,
+    replacing,
+    storable,
+)
 from pcf.store import get_run
 from tests.shared_data import HAIKU, JUDGEBENCH_PAIRS, LLMBAR, O1_MINI, RB2, SHARED
 
@@ -59,6 +76,55 @@ def test_a_file_over_its_cap_is_refused_and_the_variable_raises_the_cap(tmp_path
     monkeypatch.setenv("PCF_TEST_MAX_MB", "2.5")
     with pytest.raises(ValueError, match=r"PCF_TEST_MAX_MB='2.5': expected a whole number of MB"):
         read_input(path, limit)
+
+
+TEXTS = st.text(st.sampled_from(["a", "ü", "\\", "u", "\x00", "\ud800", "\n", "{", "["]))
+ROWS = st.recursive(
+    st.none() | st.integers() | TEXTS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXTS, inner, max_size=3),
+    max_leaves=8,
+).map(lambda value: {"v": value})
+
+
+def nested(depth: int) -> dict:
+    """An object whose innermost value sits ``depth`` containers deep."""
+    value: object = 1
+    for _ in range(depth - 1):
+        value = [value]
+    return {"v": value}
+
+
+def lines_read(rows: list[dict], *, ensure_ascii: bool) -> tuple[list[dict], list[str]]:
+    """The objects read back from ``rows`` written as JSON lines, and the problems."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "rows.jsonl"
+        text = "".join(json.dumps(row, ensure_ascii=ensure_ascii) + "\n" for row in rows)
+        path.write_text(text, encoding="utf-8")
+        check = FieldChecker(path)
+        read = [obj for _, obj in read_json_lines(path, check)]
+        return read, [str(p).removeprefix(f"{path}") for p in check.problems]
+
+
+def walked(rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """The rows a full walk (:func:`pcf.files.storable`) finds storable, and the problems."""
+    check = FieldChecker(Path(""))
+    kept = [row for line, row in enumerate(rows, start=1) if storable(row, line, check)]
+    return kept, [str(p).removeprefix(".") for p in check.problems]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ROWS, max_size=4), st.booleans())
+def test_lines_are_read_as_a_full_walk_of_each_would_read_them(rows, ensure_ascii):
+    # A lone surrogate is only ever written escaped (UTF-8 text has none).
+    assume(ensure_ascii or "\ud800" not in json.dumps(rows, ensure_ascii=False))
+    assert lines_read(rows, ensure_ascii=ensure_ascii) == walked(rows)
+
+
+@pytest.mark.parametrize("depth", [63, 64, 65, 66])
+def test_lines_nested_near_the_limit_are_read_as_a_full_walk_would(depth):
+    rows = [nested(depth), {"many": [[]] * 70}, {"text": "[" * 70 + "\\u0000"}]
+    assert lines_read(rows, ensure_ascii=True) == walked(rows)
+    assert len(walked(rows)[0]) == (3 if depth <= 64 else 2)
 
 
 def test_character_limits_count_characters():
@@ -164,3 +230,81 @@ def test_the_real_data_fits_every_cap():
         ran = pcf(*args)
         assert ran.returncode == 0, (args, ran.stderr)
         assert json.loads(ran.stdout)
+
+
+# ---------------------------------------------------------------- files written whole
+
+
+def test_a_file_written_whole_replaces_the_old_one_when_done(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_text("old\n")
+    path.chmod(0o640)
+    with replacing(path) as file:
+        file.write("new ü\n")
+        assert path.read_text() == "old\n"
+    assert path.read_text(encoding="utf-8") == "new ü\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # the old file's permissions
+    assert os.listdir(tmp_path) == ["out.jsonl"]
+
+
+def write_half(path: Path) -> None:
+    """Write half of ``path``, then fail."""
+    with replacing(path) as file:
+        file.write("half of it")
+        file.flush()
+        raise RuntimeError("stopped midway")
+
+
+def test_a_write_that_fails_midway_leaves_no_partial_file_and_the_old_one(tmp_path):
+    path = tmp_path / "out.jsonl"
+    for before in (None, "a good file\n"):
+        if before:
+            path.write_text(before)
+        with pytest.raises(RuntimeError, match="midway"):
+            write_half(path)
+        assert os.listdir(tmp_path) == ([path.name] if before else [])
+        if before:
+            assert path.read_text() == before
+
+
+def test_a_new_file_gets_the_usual_permissions_and_a_link_is_followed(tmp_path):
+    target, link = tmp_path / "target.jsonl", tmp_path / "link.jsonl"
+    with replacing(target) as file:
+        file.write("1\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask
+    link.symlink_to(target)
+    with replacing(link) as file:
+        file.write("2\n")
+    assert link.is_symlink()
+    assert target.read_text() == "2\n"
+
+
+def small_files() -> None:
+    """In a child process: a write past 64 KB fails with EFBIG (File too large)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+
+def test_an_export_that_fails_midway_leaves_the_file_it_would_replace(tmp_path, demo_engine):
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    out = folder / "judgments.jsonl"
+    out.write_text("a good export\n")
+    command = [sys.executable, "-m", "pcf", "export", "demo-pcf", "--what", "judgments"]
+    ran = subprocess.run(
+        [*command, "--out", str(out)],
+        preexec_fn=small_files,
+        capture_output=True,
+        text=True,
+        timeout=HANG_BOUND_S,
+        check=False,
+    )
+    assert ran.returncode == 1
+    assert ran.stderr == f"error: cannot write {out}: File too large\n"
+    assert os.listdir(folder) == [out.name]
+    assert out.read_text() == "a good export\n"
+    written = pcf(*command[3:], "--out", str(out))
+    assert written.returncode == 0, written.stderr
+    assert out.stat().st_size > 64 * 1024

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from pcf.judges.simulated import MODEL_SLOT_BIAS
 from pcf.pairwise import TIE, apoc_decide, bucket_scores, is_ballpark_question, official_outcome
 from pcf.store.models import Call, Run
 from pcf.store.queries import (
+    ITEM_CHUNK,
     item_db_ids,
     items_at,
     load_items,
@@ -132,10 +133,45 @@ def run_decisions(
     ``metrics`` holds the direct verdict, the APOC reason and JudgeBench's official outcome.
     """
     items = list(items) if items is not None else load_items(run.dataset_id, session=session)
+    return _decisions(
+        run, items, session=session, weights=weights, k=k, executions=executions, rule=rule
+    )
+
+
+def decision_chunks(
+    run: Run, *, session: Session, size: int = ITEM_CHUNK
+) -> Iterator[list[dict[str, Any]]]:
+    """:func:`run_decisions`, ``size`` items at a time: the same records in the same order.
+
+    Each chunk of items (read without their candidates' texts) is decided from its own calls
+    (an item's decision depends on its calls alone), so memory holds one chunk, whatever the
+    run's size.
+    """
+    for start in range(0, run_dataset(run, session=session).n_items, size):
+        stop = start + size
+        items = items_at(run.dataset_id, start, stop, session=session, texts=False)
+        yield _decisions(run, items, session=session, start=start, stop=stop)
+
+
+def _decisions(
+    run: Run,
+    items: Sequence[Item],
+    *,
+    session: Session,
+    start: int | None = None,
+    stop: int | None = None,
+    weights: Weights | None = None,
+    k: int | None = None,
+    executions: int | None = None,
+    rule: str = "eq5",
+) -> list[dict[str, Any]]:
+    """Decision records of ``items`` from the run's calls (of the items at positions ``start``
+    to ``stop`` alone, when given)."""
     if run.protocol == "apoc":
-        return _apoc_decisions(run, items, run_calls(run.id, session=session))
+        calls = run_calls(run.id, session=session, start=start, stop=stop)
+        return _apoc_decisions(run, items, calls)
     return aggregate(
-        run_judgments(run.id, session=session),
+        run_judgments(run.id, session=session, start=start, stop=stop),
         items=items,
         weights=weights or run_weights(run),
         k=k,
@@ -144,14 +180,24 @@ def run_decisions(
     )
 
 
-def judgment_records(run: Run, *, session: Session) -> list[dict[str, Any]]:
-    """A run's calls as ``judgments.jsonl`` records, in item order. An APOCJudge call has no
-    scores or ranking: its record carries the call's pairwise verdict instead (a candidate id,
-    ``tie``, or null for a failed call), its confidence and its slot keys, so both orders'
-    verdicts (calls 0 and 1) and the keyed confirmation (call 2) are in the export."""
+def judgment_records(
+    run: Run, *, session: Session, start: int | None = None, stop: int | None = None
+) -> list[dict[str, Any]]:
+    """A run's calls as ``judgments.jsonl`` records, in item order; only those of the items at
+    positions ``start`` to ``stop`` (excluded) when given.
+
+    An APOCJudge call has no scores or ranking: its record carries the call's pairwise verdict
+    instead (a candidate id, ``tie``, or null for a failed call), its confidence and its slot
+    keys, so both orders' verdicts (calls 0 and 1) and the keyed confirmation (call 2) are in
+    the export."""
     if run.protocol != "apoc":
-        return [j.to_dict() for j in run_judgments(run.id, session=session)]
-    key_of = {db_id: key for key, db_id in item_db_ids(run.dataset_id, session=session).items()}
+        judgments = run_judgments(run.id, session=session, start=start, stop=stop)
+        return [j.to_dict() for j in judgments]
+    if start is None or stop is None:
+        key_of = {db_id: key for key, db_id in item_db_ids(run.dataset_id, session=session).items()}
+    else:
+        items = items_at(run.dataset_id, start, stop, session=session, texts=False)
+        key_of = {item.metadata["db_id"]: item.item_id for item in items}
     return [
         {
             "item_id": key_of[call.item_id],
@@ -164,8 +210,17 @@ def judgment_records(run: Run, *, session: Session) -> list[dict[str, Any]]:
             "verdict": call.verdict(),
             "confidence": (call.judgment or {}).get("confidence") if call.ok else None,
         }
-        for call in run_calls(run.id, session=session)
+        for call in run_calls(run.id, session=session, start=start, stop=stop)
     ]
+
+
+def judgment_chunks(
+    run: Run, *, session: Session, size: int = ITEM_CHUNK
+) -> Iterator[list[dict[str, Any]]]:
+    """:func:`judgment_records` of the whole run, ``size`` items at a time (the same records in
+    the same order; memory holds one chunk)."""
+    for start in range(0, run_dataset(run, session=session).n_items, size):
+        yield judgment_records(run, session=session, start=start, stop=start + size)
 
 
 def _apoc_decisions(run: Run, items: Sequence[Item], calls: Sequence[Call]) -> list[dict[str, Any]]:

@@ -928,9 +928,18 @@ def run_calls_by_slot(
     return {(c.item_id, c.execution, c.call_index): c for c in session.exec(query).all()}
 
 
-def _at_positions(query: Any, start: int | None, stop: int | None) -> Any:
-    """``query`` (joined with :class:`ItemRow`) kept to the items at positions ``start`` to
-    ``stop`` (excluded); None leaves that end open."""
+def _at_positions(query: Any, run_id: int, start: int | None, stop: int | None) -> Any:
+    """``query`` (of the run's calls, joined with :class:`ItemRow`) kept to the items at
+    positions ``start`` to ``stop`` (excluded); None leaves that end open.
+
+    The run's dataset is named too, so that the database finds those items by position (its
+    index) and then their calls, instead of going through every call of the run for each
+    chunk of items.
+    """
+    if start is None and stop is None:
+        return query
+    dataset = select(Run.dataset_id).where(Run.id == run_id).scalar_subquery()
+    query = query.where(col(ItemRow.dataset_id) == dataset)
     if start is not None:
         query = query.where(col(ItemRow.position) >= start)
     if stop is not None:
@@ -945,7 +954,8 @@ def run_calls(
     positions ``start`` to ``stop`` (excluded) when given."""
     query = select(Call).where(Call.run_id == run_id)
     if start is not None or stop is not None:
-        query = _at_positions(query.join(ItemRow, col(ItemRow.id) == Call.item_id), start, stop)
+        joined = query.join(ItemRow, col(ItemRow.id) == Call.item_id)
+        query = _at_positions(joined, run_id, start, stop)
     return list(
         session.exec(
             query.order_by(col(Call.item_id), col(Call.execution), col(Call.call_index))
@@ -1016,7 +1026,7 @@ def run_judgments(
         .where(Call.run_id == run_id)
         .order_by(col(ItemRow.position), col(Call.execution), col(Call.call_index))
     )
-    query = _at_positions(query, start, stop)
+    query = _at_positions(query, run_id, start, stop)
     with gc_paused():
         rows = session.exec(query).all()
         json_columns = ",".join(

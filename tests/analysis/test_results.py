@@ -10,9 +10,12 @@ from pcf.analysis.results import (
     TABLE_COLUMNS,
     accuracy_against,
     analyse_run,
+    decision_chunks,
     decision_table,
     flag_counts,
     gold_answers,
+    judgment_chunks,
+    judgment_records,
     outcome_frame,
     run_decisions,
     run_summary,
@@ -28,6 +31,8 @@ from pcf.store import (
     run_judgments,
 )
 from tests.factories import decision_rows
+
+DEMO_RUNS = ("demo-direct", "demo-pcf", "demo-repeated", "demo-strong-bias-pcf")
 
 
 @pytest.mark.parametrize("run_name", ["demo-pcf", "demo-direct", "demo-repeated"])
@@ -117,3 +122,43 @@ def test_the_strong_bias_demo_run_shows_the_consensus_recovering_from_slot_one(d
     accuracy = run_summary(run, session=db)["accuracy"]
     assert accuracy["method_accuracy"] > accuracy["direct_accuracy"] + 0.1
     assert accuracy["improved"] > accuracy["regressed"]
+
+
+# ---------------------------------------------------------------- a chunk of items at a time
+
+
+def joined(chunks) -> list:
+    """The records of every chunk, in order."""
+    return [record for chunk in chunks for record in chunk]
+
+
+@pytest.mark.parametrize("run_name", DEMO_RUNS)
+def test_a_demo_run_read_in_chunks_gives_the_whole_runs_records(db: Session, run_name: str):
+    run = get_run(run_name, session=db)
+    decisions = run_decisions(run, session=db)
+    assert joined(decision_chunks(run, session=db, size=3)) == decisions
+    assert joined(judgment_chunks(run, session=db, size=3)) == judgment_records(run, session=db)
+    assert len(decisions) == 52
+
+
+def test_runs_of_every_shape_read_in_chunks_give_the_whole_runs_records(mixed_runs, session):
+    shapes = set()
+    for name in mixed_runs:
+        run = get_run(name, session=session)
+        decisions = run_decisions(run, session=session)
+        judgments = judgment_records(run, session=session)
+        for size in (1, 3, 7):
+            assert joined(decision_chunks(run, session=session, size=size)) == decisions, name
+            assert joined(judgment_chunks(run, session=session, size=size)) == judgments, name
+        metrics = [d["metrics"] for d in decisions]
+        shapes |= {("calls", m["n_calls"]) for m in metrics}
+        shapes |= {("candidates", len(d["consensus"])) for d in decisions}
+        shapes |= {("executions", j["execution"]) for j in judgments}
+        shapes |= {("failed", not j["ok"]) for j in judgments}
+        shapes |= {("reason", m["reason"]) for m in metrics if "reason" in m}
+    # What makes chunks worth testing: items of 2 to 5 candidates (one group each), 2 to 8
+    # calls an item, two executions, failed calls, and APOCJudge's confirmations.
+    assert {("candidates", n) for n in (2, 3, 4, 5)} <= shapes
+    assert {("calls", n) for n in (2, 3, 5, 6, 7, 8)} <= shapes
+    assert {("executions", 1), ("failed", True)} <= shapes
+    assert sum(kind == "reason" for kind, _ in shapes) > 1
