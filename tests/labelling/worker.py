@@ -1,5 +1,5 @@
 """One annotator labelling a dataset to the end of their queue, as the Adjudicate page does:
-claim the next item, save a label, again. Run as a process of its own by the queue tests:
+claim the next item, save a label, read a moment, again. Run as a process of its own by the queue tests:
 
     python -m tests.labelling.worker DATABASE_URL DATASET ANNOTATOR LABELS_PER_ITEM START_FILE
 
@@ -20,6 +20,10 @@ from pcf.labelling.labels import ItemFullError, save_label
 from pcf.labelling.queue import claim_next
 from pcf.store import get_dataset, get_engine, write_with_retry
 from pcf.store.queries import load_items
+
+READING_S = 0.05
+"""The pause after each label, an annotator reading the next item: on a loaded machine, two
+processes that never pause can label every item before the third is scheduled."""
 
 
 def main(url: str, dataset: str, annotator: str, labels_per_item: int, start: Path) -> None:
@@ -58,6 +62,7 @@ def main(url: str, dataset: str, annotator: str, labels_per_item: int, start: Pa
                 ),
             )
             labelled.append(claim.item_key)
+            time.sleep(READING_S)
         except ItemFullError:
             full += 1
     print(json.dumps({"annotator": annotator, "labelled": labelled, "full": full}))
