@@ -147,10 +147,18 @@ def decision_chunks(
     (an item's decision depends on its calls alone), so memory holds one chunk, whatever the
     run's size.
     """
+    for _, records in _decided_chunks(run, session=session, size=size):
+        yield records
+
+
+def _decided_chunks(
+    run: Run, *, session: Session, size: int = ITEM_CHUNK
+) -> Iterator[tuple[list[Item], list[dict[str, Any]]]]:
+    """Each chunk of ``size`` items (without their candidates' texts) and its decisions."""
     for start in range(0, run_dataset(run, session=session).n_items, size):
         stop = start + size
         items = items_at(run.dataset_id, start, stop, session=session, texts=False)
-        yield _decisions(run, items, session=session, start=start, stop=stop)
+        yield items, _decisions(run, items, session=session, start=start, stop=stop)
 
 
 def _decisions(
@@ -276,78 +284,86 @@ def _apoc_decisions(run: Run, items: Sequence[Item], calls: Sequence[Call]) -> l
     return out
 
 
-def per_item_budget(run: Run, decisions: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Calls and cost per item, beside the direct judge's one call per item.
+def per_item_budget(run: Run, items: int, stored_calls: int) -> dict[str, float]:
+    """Calls and cost per item over the run's ``items`` decided items and their
+    ``stored_calls``, beside the direct judge's one call per item.
 
     ``direct_cost_usd`` prices that one call at this run's mean cost per paid call (0 when the
     run paid for none: simulated, cached or unpriced).
     """
-    stored = sum(d["metrics"].get("n_calls", 0) for d in decisions)
-    paid = stored - run.cache_hits
+    paid = stored_calls - run.cache_hits
     return {
-        "calls": stored / len(decisions),
+        "calls": stored_calls / items,
         "direct_calls": 1.0,
-        "cost_usd": run.cost_usd / len(decisions),
+        "cost_usd": run.cost_usd / items,
         "direct_cost_usd": run.cost_usd / paid if paid > 0 else 0.0,
     }
 
 
-def run_summary(run: Run, *, session: Session, seed: int = 0) -> dict[str, Any]:
-    """Counts and, where gold labels exist, accuracy of a run against its direct baseline."""
-    items = load_items(run.dataset_id, session=session)
-    decisions = run_decisions(run, session=session, items=items)
-    gold = {i.item_id: i.gold for i in items}
+def run_summary(
+    run: Run, *, session: Session, seed: int = 0, size: int = ITEM_CHUNK
+) -> dict[str, Any]:
+    """Counts and, where gold labels exist, accuracy of a run against its direct baseline.
+
+    The run is decided ``size`` items at a time (as :func:`decision_chunks` does): memory
+    holds one chunk's records, and per labelled item its gold, winners, bucket and JudgeBench
+    outcome.
+    """
+    decided = stored_calls = 0
+    flagged = dict.fromkeys(FLAGS, 0)
+    overrides = {"proposed": 0, "accepted": 0}
+    gold: list[str] = []
+    direct: list[str | None] = []
+    winners: list[str | None] = []
+    outcomes: list[Any] = []
+    buckets: list[str] = []
+    for items, records in _decided_chunks(run, session=session, size=size):
+        by_id = {item.item_id: item for item in items}
+        for record in records:
+            metrics = record["metrics"]
+            decided += 1
+            stored_calls += metrics.get("n_calls", 0)
+            for flag in record["flags"]:
+                flagged[flag] += 1
+            if run.protocol == "apoc":
+                overrides["proposed"] += metrics["override_proposed"]
+                overrides["accepted"] += metrics["override_accepted"]
+            item = by_id[record["item_id"]]
+            if item.gold is None:
+                continue
+            gold.append(item.gold)
+            direct.append(metrics["direct_winner"])
+            winners.append(record["winner"])
+            if run.protocol == "apoc":
+                outcomes.append(metrics["official_outcome"])
+                buckets.append(item.bucket or "all")
     summary: dict[str, Any] = {
         "run": run.name,
         "protocol": run.protocol,
         "backend": run.backend,
         "model": run.model,
         "simulated": is_simulated(run),
-        "items": len(decisions),
+        "items": decided,
         "calls_made": run.calls_made,
         "cache_hits": run.cache_hits,
         "failures": run.failures,
         "input_tokens": run.input_tokens,
         "output_tokens": run.output_tokens,
         "cost_usd": round(run.cost_usd, 6),
-        "flagged": {
-            flag: sum(flag in d["flags"] for d in decisions)
-            for flag in (
-                "order_unstable",
-                "overrides_direct",
-                "near_tie",
-                "position_driven",
-                "incomplete",
-            )
-        },
+        "flagged": flagged,
     }
-    if decisions:
-        summary["per_item"] = per_item_budget(run, decisions)
+    if decided:
+        summary["per_item"] = per_item_budget(run, decided, stored_calls)
     if stopping := stopping_summary(run):
         summary["stopping"] = stopping
     if is_simulated(run):
         summary["note"] = SIMULATED_LABEL
-    truth = {d["item_id"]: g for d in decisions if (g := gold.get(d["item_id"])) is not None}
-    labelled = [d for d in decisions if d["item_id"] in truth]
-    if labelled:
-        stats = compare_paired(
-            [truth[d["item_id"]] for d in labelled],
-            [d["metrics"]["direct_winner"] for d in labelled],
-            [d["winner"] for d in labelled],
-            seed=seed,
-        )
-        summary["accuracy"] = stats
+    if gold:
+        summary["accuracy"] = compare_paired(gold, direct, winners, seed=seed)
     if run.protocol == "apoc":
-        outcomes = [d["metrics"]["official_outcome"] for d in labelled]
-        buckets = [
-            next(i.bucket or "all" for i in items if i.item_id == d["item_id"]) for d in labelled
-        ]
         if outcomes:
             summary["judgebench_official"] = bucket_scores(outcomes, buckets)
-        summary["overrides"] = {
-            "proposed": sum(d["metrics"]["override_proposed"] for d in decisions),
-            "accepted": sum(d["metrics"]["override_accepted"] for d in decisions),
-        }
+        summary["overrides"] = overrides
     return summary
 
 

@@ -57,6 +57,8 @@ FEATURES = (
 """The instability metrics and flags the calibrated model reads."""
 REPORTED_SHARES = (0.1, 0.2, 0.3)
 RANDOM_DRAWS = 200
+BAND_BLOCK = 4096
+"""Review positions whose random band is computed at a time (:func:`random_baseline`)."""
 RANDOM_SERIES = "random (mean, 5-95% band)"  # the random baseline's name in a curve frame
 FOLDS = 5
 RIDGE = 0.01
@@ -150,7 +152,11 @@ def random_baseline(
     wrong: Sequence[bool], *, seed: int = 0, draws: int = RANDOM_DRAWS
 ) -> dict[str, Any]:
     """The random order's curves: the mean and the 5th-95th percentile band over ``draws``
-    (the orders of :func:`random_orders`, drawn as arrays: no list of a large run's items)."""
+    (the orders of :func:`random_orders`, drawn as arrays: no list of a large run's items).
+
+    The draws' errors caught are kept as 32-bit counts and the band is computed a block of
+    review positions at a time, so memory is ``draws`` times 4 bytes per item.
+    """
     wrong_array = np.asarray(wrong, dtype=bool)
     n = len(wrong_array)
     if n == 0:
@@ -158,22 +164,31 @@ def random_baseline(
     rng = np.random.default_rng(seed)
     errors = int(wrong_array.sum())
     reviewed = np.arange(n + 1) / n
-    captured = np.ones((draws, n + 1))
+    caught = np.zeros((draws, n + 1), dtype=np.int32)
+    auc, at = [], []
     for draw in range(draws):
-        caught = np.concatenate([[0], np.cumsum(wrong_array[rng.permutation(n)])])
-        if errors:
-            captured[draw] = caught / errors
-    curves = [Curve("random", reviewed, row, reviewed) for row in captured]
+        np.cumsum(wrong_array[rng.permutation(n)], out=caught[draw, 1:])
+        row = caught[draw] / errors if errors else np.ones(n + 1)
+        curve = Curve("random", reviewed, row, reviewed)
+        auc.append(curve.capture_auc)
+        at.append([curve.at(share) for share in REPORTED_SHARES])
+    mean, low, high = (np.empty(n + 1) for _ in range(3))
+    for start in range(0, n + 1, BAND_BLOCK):
+        block = slice(start, start + BAND_BLOCK)
+        captured = caught[:, block] / errors if errors else np.ones((draws, len(mean[block])))
+        mean[block] = captured.mean(axis=0)
+        low[block], high[block] = np.percentile(captured, (5, 95), axis=0)
+    shares = np.array(at)
     return {
-        "captured_mean": captured.mean(axis=0),
-        "captured_low": np.percentile(captured, 5, axis=0),
-        "captured_high": np.percentile(captured, 95, axis=0),
-        "capture_auc": float(np.mean([c.capture_auc for c in curves])),
+        "captured_mean": mean,
+        "captured_low": low,
+        "captured_high": high,
+        "capture_auc": float(np.mean(auc)),
         "reviewed": reviewed,
-        "at": {share: float(np.mean([c.at(share) for c in curves])) for share in REPORTED_SHARES},
+        "at": {share: float(np.mean(shares[:, i])) for i, share in enumerate(REPORTED_SHARES)},
         "band_at": {
-            share: tuple(float(np.percentile([c.at(share) for c in curves], q)) for q in (5, 95))
-            for share in REPORTED_SHARES
+            share: tuple(float(np.percentile(shares[:, i], q)) for q in (5, 95))
+            for i, share in enumerate(REPORTED_SHARES)
         },
     }
 

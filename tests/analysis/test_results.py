@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from statistics import mean
+
 import numpy as np
 import pytest
 from sqlmodel import Session
@@ -162,3 +164,21 @@ def test_runs_of_every_shape_read_in_chunks_give_the_whole_runs_records(mixed_ru
     assert {("calls", n) for n in (2, 3, 5, 6, 7, 8)} <= shapes
     assert {("executions", 1), ("failed", True)} <= shapes
     assert sum(kind == "reason" for kind, _ in shapes) > 1
+
+
+def test_the_summary_read_in_chunks_counts_every_item_of_the_whole_run(mixed_runs, session):
+    for name in mixed_runs:
+        run = get_run(name, session=session)
+        decisions = run_decisions(run, session=session)
+        gold = {item.item_id: item.gold for item in load_items(run.dataset_id, session=session)}
+        labelled = [d for d in decisions if gold[d["item_id"]] is not None]
+        summary = run_summary(run, session=session, size=100)
+        assert summary["items"] == len(decisions)
+        assert summary["flagged"] == {f: sum(f in d["flags"] for d in decisions) for f in FLAGS}
+        assert summary["per_item"]["calls"] == mean(d["metrics"]["n_calls"] for d in decisions)
+        accuracy = summary["accuracy"]
+        assert accuracy["n"] == len(labelled) > 0
+        right = sum(d["winner"] == gold[d["item_id"]] for d in labelled)
+        assert accuracy["method_accuracy"] == right / len(labelled)
+        for size in (1, 7):
+            assert run_summary(run, session=session, size=size) == summary, (name, size)

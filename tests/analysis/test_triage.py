@@ -12,6 +12,7 @@ import pytest
 from sqlmodel import Session
 from typer.testing import CliRunner
 
+from pcf.analysis import triage
 from pcf.analysis.results import run_decisions
 from pcf.analysis.triage import (
     CHART_POINTS,
@@ -69,6 +70,18 @@ def test_random_orders_average_to_the_diagonal():
     assert baseline["capture_auc"] == pytest.approx(0.5, abs=0.02)
     assert (baseline["captured_low"] <= baseline["captured_mean"]).all()
     assert (baseline["captured_mean"] <= baseline["captured_high"]).all()
+
+
+@pytest.mark.parametrize("errors", [0, 20])
+def test_the_random_band_a_block_at_a_time_is_the_band_of_all_positions(monkeypatch, errors):
+    wrong = [i < errors for i in range(60)]
+    monkeypatch.setattr(triage, "BAND_BLOCK", 10**9)
+    whole = random_baseline(wrong, seed=3)
+    monkeypatch.setattr(triage, "BAND_BLOCK", 7)
+    blocks = random_baseline(wrong, seed=3)
+    for name in ("captured_mean", "captured_low", "captured_high"):
+        assert blocks[name].tolist() == whole[name].tolist()
+    assert (blocks["at"], blocks["band_at"]) == (whole["at"], whole["band_at"])
 
 
 def test_equal_scores_are_reviewed_in_every_order_alike_and_unknown_last():

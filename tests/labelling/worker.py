@@ -1,5 +1,6 @@
 """One annotator labelling a dataset to the end of their queue, as the Adjudicate page does:
-claim the next item, save a label, read a moment, again. Run as a process of its own by the queue tests:
+claim the next item, save a label, read a moment, again. Run as a process of its own by the
+queue tests:
 
     python -m tests.labelling.worker DATABASE_URL DATASET ANNOTATOR LABELS_PER_ITEM START_FILE
 
