@@ -58,6 +58,11 @@ def _with_tokens(action: Scripted) -> Scripted:
     return dataclasses.replace(action, input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT)
 
 
+def answers(request: WireRequest) -> Scripted:
+    """A listwise answer to the request's own prompt, with token counts."""
+    return ACTIONS["ok"](request.last_user_text)
+
+
 ACTIONS = {
     "ok": lambda text: _with_tokens(Scripted.answer(listwise_text(text))),
     "rate_limited": lambda _: Scripted.error(
@@ -204,9 +209,6 @@ def test_two_servers_under_one_model_name_answer_for_themselves(provider, monkey
     session.commit()
     planned = 3 * 3
 
-    def answers(request: WireRequest) -> Scripted:
-        return _with_tokens(Scripted.answer(listwise_text(request.last_user_text)))
-
     def refuses(_request: WireRequest) -> Scripted:
         return Scripted.error(400, "this server refuses every call")
 
@@ -247,9 +249,6 @@ def test_a_run_stored_before_servers_were_in_the_key_resumes_without_paying_agai
     dataset = import_items(items, session=session, name="ds", fmt="jsonl")
     session.commit()
 
-    def answers(request: WireRequest) -> Scripted:
-        return _with_tokens(Scripted.answer(listwise_text(request.last_user_text)))
-
     with WireServer(answers) as server:
         spec = dataclasses.replace(
             CONFIG, name="old", backend="openai", base_url=server.openai_base_url, k=3
@@ -289,9 +288,6 @@ def test_each_stored_request_is_the_one_the_server_received(provider, monkeypatc
     items = plain + template_hostile_items()
     dataset = import_items(items, session=session, name="ds", fmt="jsonl")
     session.commit()
-
-    def answers(request: WireRequest) -> Scripted:
-        return _with_tokens(Scripted.answer(listwise_text(request.last_user_text)))
 
     with WireServer(answers) as server:
         spec = dataclasses.replace(

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session, select
 
-from pcf.store import Call, create_run, import_items, insert_calls, item_db_ids
+from pcf.store import Call, import_items, insert_calls, item_db_ids
 from pcf.store.compressed import PLAIN, ZLIB, pack, unpack
-from tests.factories import call_row, make_item
+from tests.factories import call_row, make_item, stored_run
 
 ANSWER = json.dumps(
     {
@@ -54,16 +54,7 @@ def test_stored_bytes_of_another_kind_are_refused():
 
 def test_calls_store_packed_bytes_and_read_back_what_was_written(session: Session):
     dataset = import_items([make_item("q1")], session=session, name="ds", fmt="jsonl")
-    run = create_run(
-        "r",
-        session=session,
-        dataset_id=dataset.id,
-        protocol="pcf",
-        backend="simulated",
-        model="sim",
-        k=2,
-        schedule="balanced",
-    )
+    run = stored_run(session, dataset.id, k=2)
     item_id = item_db_ids(dataset.id, session=session)["q1"]
     raw = {"id": "chatcmpl-1", "choices": [{"message": {"content": ANSWER}}], "nested": [None]}
     insert_calls(
