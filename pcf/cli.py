@@ -354,11 +354,11 @@ def database() -> Iterator[Session]:
     """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder).
 
     A database this code cannot use at its schema revision, or one that cannot be used at all
-    (a full disk, a read-only file, a file moved away: :func:`pcf.store.errors.storage_problem`),
+    (a full disk, a read-only file, a file moved away: :func:`pcf.store.problems.storage_problem`),
     stops the command with one line and exit code 1.
     """
     from pcf.store.engine import database_url, get_engine, session_scope
-    from pcf.store.errors import storage_problem
+    from pcf.store.problems import storage_problem
     from pcf.store.schema import SchemaError
 
     try:
@@ -595,7 +595,7 @@ def submit_batches(
     specs: list[RunSpec], *, retry_failed: bool = False, batch_size: int | None = None
 ) -> None:
     """Submit each run's calls as provider batches and print what was sent."""
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import batch_overview, submit_run
 
     out, lost = [], []
@@ -727,7 +727,7 @@ def batch_status_command(runs: RunsArgument) -> None:
 
     Example: pcf batch status demo-study/pcf
     """
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import LOST_STATUS, batch_status
 
     try:
@@ -760,7 +760,7 @@ def batch_collect_command(
 
     Example: pcf batch collect demo-study/direct demo-study/pcf --wait
     """
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import collect_runs
 
     terminal = sys.stderr.isatty()
@@ -804,7 +804,7 @@ def batch_cancel_command(runs: RunsArgument) -> None:
 
     Example: pcf batch cancel demo-study/pcf
     """
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import cancel_runs
 
     try:
@@ -829,7 +829,7 @@ def batch_forget_command(runs: RunsArgument) -> None:
 
     Example: pcf batch forget demo-study/pcf
     """
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import collect_runs
 
     try:
@@ -1105,7 +1105,7 @@ def members_add(
 
     Example: pcf members add alice@example.com --role annotator
     """
-    from pcf.labelling.members import add_member
+    from pcf.labelling.membership import add_member
 
     try:
         with database() as session:
@@ -1121,7 +1121,7 @@ def members_list() -> None:
 
     Example: pcf members list
     """
-    from pcf.labelling.members import members
+    from pcf.labelling.membership import members
 
     with database() as session:
         listed = members(session=session, actor=operator())
@@ -1144,7 +1144,7 @@ def members_remove(email: EmailArgument) -> None:
 
     Example: pcf members remove alice@example.com
     """
-    from pcf.labelling.members import remove_member
+    from pcf.labelling.membership import remove_member
 
     try:
         with database() as session:
@@ -1245,7 +1245,7 @@ ExportFormat = Annotated[str, typer.Option("--format", help="jsonl, csv or parqu
 
 def export_team(dataset_name: str, out: Path, fmt: str, what: str) -> None:
     """Write the dataset's labels or human gold to ``out``."""
-    from pcf.analysis.team_exports import (
+    from pcf.labelling.exports import (
         FORMATS,
         GOLD_SCHEMA,
         LABEL_SCHEMA,

@@ -16,7 +16,7 @@ from sqlmodel import Session, col, func, select
 from typer.testing import CliRunner
 
 from pcf.cli import app
-from pcf.runs.engine import plan
+from pcf.runs.live import plan
 from pcf.runs.spec import RunSpec
 from pcf.store import Call, call_request, get_dataset, get_run, item_db_ids, load_items
 from tests.runs.processes import environment, import_dataset, judge_command
