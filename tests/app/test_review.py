@@ -28,7 +28,7 @@ from pcf.store import (
 from tests.app import APP, LOCAL_NAME, markdown_texts, open_page
 from tests.factories import template_hostile_items
 from tests.judge_providers import OPENAI, use_environment
-from tests.runs.test_engine_providers import listwise_text
+from tests.runs.test_live_providers import listwise_text
 from tests.wire_server import Scripted, WireRequest, WireServer
 
 HOSTILE = (

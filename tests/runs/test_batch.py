@@ -43,7 +43,7 @@ from tests.demo_database import drop_database, new_database
 from tests.factories import make_item
 from tests.judge_providers import OPENAI, PROVIDERS, SECRET, ProviderSpec, use_environment
 from tests.runs.processes import import_dataset
-from tests.runs.test_engine_providers import CANDIDATE_KEY
+from tests.runs.test_live_providers import CANDIDATE_KEY
 from tests.wire_server import Scripted, WireRequest, WireServer
 
 TOKENS_IN, TOKENS_OUT = 1000, 200
