@@ -93,7 +93,8 @@ class HumanComparison:
     """Direct and PCF decisions of one run against the human labels.
 
     Attributes:
-        adjudicated: items with at least one current label.
+        adjudicated: items with human gold, or with the labels their plan asks for and no
+            gold from them (items still waiting for labels are not counted).
         unresolved: adjudicated items without a human label (ties, or no candidate chosen).
         rows: one row per item with a human label, columns :data:`COMPARISON_COLUMNS`
             (an abstaining judge is None).
@@ -144,7 +145,7 @@ def compare_with_humans(
             ``metrics["direct_winner"]`` the direct baseline of the same run).
         labels: current labels (:func:`pcf.store.current_labels`).
         human: each adjudicated item's human label, None where it has none
-            (:attr:`pcf.analysis.gold.HumanGold.gold`).
+            (:attr:`pcf.analysis.gold.HumanGold.gold`, without the items still waiting).
         gold: the dataset's gold id per item, shown beside the human label.
         seed: seed of the paired bootstrap.
     """
