@@ -117,9 +117,9 @@ def _fit_mace(
     chosen: np.ndarray,
     possible: np.ndarray,
     start: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """EM from the answer shares ``start`` (items x answers): the answers' posterior, each
-    person's chance of knowing the answer, and the data's log-likelihood."""
+) -> tuple[np.ndarray, float]:
+    """EM from the answer shares ``start`` (items x answers): the answers' posterior and the
+    data's log-likelihood."""
     workers = int(worker_of.max()) + 1
     given = np.bincount(worker_of, minlength=workers)
     posterior = start
@@ -153,7 +153,7 @@ def _fit_mace(
         previous, log_likelihood = log_likelihood, float((top + np.log(total)).sum())
         if log_likelihood - previous < 1e-9:
             break
-    return posterior, knows, log_likelihood
+    return posterior, log_likelihood
 
 
 def dawid_skene(
@@ -199,7 +199,7 @@ def dawid_skene(
         counted = worker_of != left_out
         np.add.at(start, (item_of[counted], chosen[counted]), 1.0)
         fits.append(_fit_mace(item_of, worker_of, chosen, possible, start / start.sum(1)[:, None]))
-    posterior, _, _ = max(fits, key=lambda fit: fit[2])
+    posterior, _ = max(fits, key=lambda fit: fit[1])
     best = posterior.argmax(axis=1)
     answers = {
         key: items[key].candidate_ids[best[i]] if best[i] != none else None
