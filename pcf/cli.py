@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 import typer
 
 from pcf.access import operator
-from pcf.choices import RULES, SCHEDULES
-from pcf.items import FORMATS
+from pcf.choices import FORMATS, RULES, SCHEDULES
 from pcf.judges import BACKENDS
 from pcf.runs.spec import PROTOCOLS
 from pcf.weights import PRESETS

@@ -13,7 +13,8 @@ spare and can be raised, each by its environment variable:
 
 Data files (datasets, recordings, judgments) are read as JSON lines or one JSON document
 through a :class:`FieldChecker` that collects each problem with its file, line and field and
-raises them together as one :class:`~pcf.errors.DataError`.
+raises them together as one :class:`~pcf.errors.DataError`. Their rows are pydantic models
+(:meth:`FieldChecker.validate`), their fields :data:`Text`, :func:`capped` or :func:`must`.
 """
 
 from __future__ import annotations
@@ -22,11 +23,21 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import Annotated, Any, BinaryIO, TextIO, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+)
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from pcf.errors import DataError, Problem
 
@@ -191,8 +202,11 @@ def replacing(path: Path) -> Iterator[TextIO]:
 # ---------------------------------------------------------------- data files: JSON and problems
 
 
+Row = TypeVar("Row", bound=BaseModel)
+
+
 class FieldChecker:
-    """Collects problems for one file."""
+    """Collects the problems of one file, and validates its rows with pydantic."""
 
     def __init__(self, path: Path) -> None:
         self.file = str(path)
@@ -201,50 +215,88 @@ class FieldChecker:
     def add(self, line: int | None, field_name: str | None, message: str) -> None:
         self.problems.append(Problem(self.file, line, field_name, message))
 
-    def text(
+    def validate(
         self,
-        obj: dict,
-        key: str,
+        model: type[Row],
+        obj: object,
         line: int,
         *,
-        name: str | None = None,
-        limit: Limit | None = None,
-        item: object = None,
-    ) -> str | None:
-        """A required non-empty string field, of at most ``limit`` characters if given (a longer
-        one is a problem that names ``item``)."""
-        name = name or key
-        if key not in obj or obj[key] is None:
-            self.add(line, name, "missing")
+        field: str = "",
+        note: str = "",
+        **context: Any,
+    ) -> Row | None:
+        """``obj`` as a ``model``, or None with a problem for each error pydantic finds, at
+        ``line`` and the field the error's location names (below ``field``), its message after
+        ``note``. ``context`` reaches the validators (``item`` names an item in a cap's message).
+        """
+        try:
+            return model.model_validate(obj, context=context)
+        except ValidationError as exc:
+            for error in exc.errors(include_url=False):
+                self.add(line, _field(field, error["loc"]) or None, note + _message(error))
             return None
-        value = obj[key]
-        if not isinstance(value, str):
-            self.add(line, name, f"must be a string, got {type(value).__name__}")
-            return None
-        if not value.strip():
-            self.add(line, name, "is empty")
-            return None
-        return value if limit is None else self.within(value, line, name, limit, item)
-
-    def within(self, value: str, line: int, name: str, limit: Limit, item: object) -> str | None:
-        """``value`` if it has at most ``limit`` characters, else None with the problem."""
-        if len(value) <= limit.value():
-            return value
-        self.add(line, name, f"item {item!r}: {limit.exceeded(len(value))}")
-        return None
-
-    def optional_text(self, obj: dict, key: str, line: int) -> str | None:
-        value = obj.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            self.add(line, key, "must be a non-empty string or null")
-            return None
-        return value
 
     def raise_if_any(self) -> None:
         if self.problems:
             raise DataError(self.problems)
+
+
+def _field(name: str, loc: tuple[int | str, ...]) -> str:
+    """A pydantic location as a field path: ``candidates[1].text``, ``results["swap = True"]``."""
+    for part in loc:
+        if isinstance(part, int):
+            name += f"[{part}]"
+        elif " " in part:
+            name += f'["{part}"]'
+        else:
+            name += f".{part}" if name else part
+    return name
+
+
+def _message(error: ErrorDetails) -> str:
+    """A pydantic error in this project's words (a check of :func:`must` is already)."""
+    value = error["input"]
+    if error["type"] == "missing" or value is None:
+        return "missing"
+    if error["type"] == "string_type":
+        return f"must be a string, got {type(value).__name__}"
+    return error["msg"]
+
+
+def must(test: Callable[[Any], object], message: str) -> BeforeValidator:
+    """A check of a field's raw value: a value that fails ``test`` is a problem, ``message``
+    with ``{got}`` replaced by the value (short) and ``{kind}`` by its type."""
+
+    def check(value: Any) -> Any:
+        if not test(value):
+            kind = type(value).__name__
+            got = repr(value)[:40] if isinstance(value, str | int | float) else kind
+            raise PydanticCustomError("pcf", message.replace("{got}", got).replace("{kind}", kind))
+        return value
+
+    return BeforeValidator(check)
+
+
+def capped(limit: Limit) -> AfterValidator:
+    """A check that a text has at most ``limit`` characters, naming the context's ``item``."""
+
+    def check(value: str, info: ValidationInfo) -> str:
+        if len(value) > limit.value():
+            item = (info.context or {}).get("item")
+            raise PydanticCustomError("pcf", f"item {item!r}: {limit.exceeded(len(value))}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise PydanticCustomError("pcf", "is empty")
+    return text
+
+
+Text = Annotated[StrictStr, AfterValidator(_not_blank)]
+"""A required string that is not blank (a null one is missing)."""
 
 
 def _json_int(digits: str) -> int:
