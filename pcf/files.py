@@ -33,6 +33,7 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
+    Field,
     StrictStr,
     ValidationError,
     ValidationInfo,
@@ -208,7 +209,7 @@ Row = TypeVar("Row", bound=BaseModel)
 class FieldChecker:
     """Collects the problems of one file, and validates its rows with pydantic."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str | Path) -> None:
         self.file = str(path)
         self.problems: list[Problem] = []
 
@@ -225,15 +226,18 @@ class FieldChecker:
         note: str = "",
         **context: Any,
     ) -> Row | None:
-        """``obj`` as a ``model``, or None with a problem for each error pydantic finds, at
-        ``line`` and the field the error's location names (below ``field``), its message after
-        ``note``. ``context`` reaches the validators (``item`` names an item in a cap's message).
-        """
+        """``obj`` as a ``model``, or None with a problem for each error pydantic finds: at
+        ``line``, the field its location names (below ``field``), its message (after ``note``)
+        from :func:`must`, :data:`Text`, or else the description of the model's field.
+        ``context`` reaches the validators (``item`` names an item in a cap's message)."""
         try:
             return model.model_validate(obj, context=context)
         except ValidationError as exc:
             for error in exc.errors(include_url=False):
-                self.add(line, _field(field, error["loc"]) or None, note + _message(error))
+                loc = error["loc"]
+                top = model.model_fields.get(str(loc[0])) if loc else None
+                message = _message(error, top.description if top else None)
+                self.add(line, _field(field, loc) or None, note + message)
             return None
 
     def raise_if_any(self) -> None:
@@ -246,32 +250,40 @@ def _field(name: str, loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             name += f"[{part}]"
-        elif " " in part:
-            name += f'["{part}"]'
         else:
-            name += f".{part}" if name else part
+            name += f'["{part}"]' if " " in part else f".{part}" if name else part
     return name
 
 
-def _message(error: ErrorDetails) -> str:
-    """A pydantic error in this project's words (a check of :func:`must` is already)."""
-    value = error["input"]
-    if error["type"] == "missing" or value is None:
+def _message(error: ErrorDetails, described: str | None) -> str:
+    """A pydantic error in this project's words; ``described`` says what the field must be."""
+    kind, value = error["type"], error["input"]
+    if kind == "missing" or value is None:
         return "missing"
-    if error["type"] == "string_type":
+    if kind == "string_type":
         return f"must be a string, got {type(value).__name__}"
+    if kind == "string_pattern_mismatch":  # the pattern of Text
+        return "is empty"
+    if kind != "pcf" and described:
+        return described.replace("{got}", _shown(value))
+    if kind == "model_type":
+        return f"expected an object, got {type(value).__name__}"
     return error["msg"]
+
+
+def _shown(value: Any) -> str:
+    """A value in a message: short, or only its type."""
+    return repr(value)[:40] if isinstance(value, str | int | float) else type(value).__name__
 
 
 def must(test: Callable[[Any], object], message: str) -> BeforeValidator:
     """A check of a field's raw value: a value that fails ``test`` is a problem, ``message``
-    with ``{got}`` replaced by the value (short) and ``{kind}`` by its type."""
+    with ``{got}`` replaced by the value (:func:`_shown`) and ``{kind}`` by its type."""
 
     def check(value: Any) -> Any:
         if not test(value):
-            kind = type(value).__name__
-            got = repr(value)[:40] if isinstance(value, str | int | float) else kind
-            raise PydanticCustomError("pcf", message.replace("{got}", got).replace("{kind}", kind))
+            said = message.replace("{got}", _shown(value))
+            raise PydanticCustomError("pcf", said.replace("{kind}", type(value).__name__))
         return value
 
     return BeforeValidator(check)
@@ -289,14 +301,9 @@ def capped(limit: Limit) -> AfterValidator:
     return AfterValidator(check)
 
 
-def _not_blank(text: str) -> str:
-    if not text.strip():
-        raise PydanticCustomError("pcf", "is empty")
-    return text
-
-
-Text = Annotated[StrictStr, AfterValidator(_not_blank)]
-"""A required string that is not blank (a null one is missing)."""
+Text = Annotated[StrictStr, Field(pattern=r"[^\s\x1c-\x1f]")]
+"""A required string that is not blank (null is missing): some character is not one that
+``str.strip`` strips."""
 
 
 def _json_int(digits: str) -> int:
