@@ -217,27 +217,20 @@ class FieldChecker:
         self.problems.append(Problem(self.file, line, field_name, message))
 
     def validate(
-        self,
-        model: type[Row],
-        obj: object,
-        line: int,
-        *,
-        field: str = "",
-        note: str = "",
-        **context: Any,
+        self, model: type[Row], obj: object, line: int, *, note: str = "", **context: Any
     ) -> Row | None:
         """``obj`` as a ``model``, or None with a problem for each error pydantic finds: at
-        ``line``, the field its location names (below ``field``), its message (after ``note``)
-        from :func:`must`, :data:`Text`, or else the description of the model's field.
-        ``context`` reaches the validators (``item`` names an item in a cap's message)."""
+        ``line``, the field its location names, its message (after ``note``) from :func:`must`,
+        :data:`Text`, or else the description of the model's field. ``context`` reaches the
+        validators (``item`` names an item in a cap's message)."""
         try:
             return model.model_validate(obj, context=context)
         except ValidationError as exc:
             for error in exc.errors(include_url=False):
                 loc = error["loc"]
                 top = model.model_fields.get(str(loc[0])) if loc else None
-                message = _message(error, top.description if top else None)
-                self.add(line, _field(field, loc) or None, note + message)
+                message = note + _message(error, top.description if top else None)
+                self.add(line, _field(loc) or None, message)
             return None
 
     def raise_if_any(self) -> None:
@@ -245,8 +238,9 @@ class FieldChecker:
             raise DataError(self.problems)
 
 
-def _field(name: str, loc: tuple[int | str, ...]) -> str:
+def _field(loc: tuple[int | str, ...]) -> str:
     """A pydantic location as a field path: ``candidates[1].text``, ``results["swap = True"]``."""
+    name = ""
     for part in loc:
         if isinstance(part, int):
             name += f"[{part}]"
@@ -256,7 +250,8 @@ def _field(name: str, loc: tuple[int | str, ...]) -> str:
 
 
 def _message(error: ErrorDetails, described: str | None) -> str:
-    """A pydantic error in this project's words; ``described`` says what the field must be."""
+    """A pydantic error in this project's words; ``described`` says what the field must be,
+    with ``{got}`` the value (or the length pydantic found)."""
     kind, value = error["type"], error["input"]
     if kind == "missing" or value is None:
         return "missing"
@@ -265,7 +260,8 @@ def _message(error: ErrorDetails, described: str | None) -> str:
     if kind == "string_pattern_mismatch":  # the pattern of Text
         return "is empty"
     if kind != "pcf" and described:
-        return described.replace("{got}", _shown(value))
+        got = error.get("ctx", {}).get("actual_length", _shown(value))
+        return described.replace("{got}", str(got))
     if kind == "model_type":
         return f"expected an object, got {type(value).__name__}"
     return error["msg"]
@@ -273,17 +269,17 @@ def _message(error: ErrorDetails, described: str | None) -> str:
 
 def _shown(value: Any) -> str:
     """A value in a message: short, or only its type."""
-    return repr(value)[:40] if isinstance(value, str | int | float) else type(value).__name__
+    plain = isinstance(value, str | int | float) and not isinstance(value, bool)
+    return repr(value)[:40] if plain else type(value).__name__
 
 
 def must(test: Callable[[Any], object], message: str) -> BeforeValidator:
     """A check of a field's raw value: a value that fails ``test`` is a problem, ``message``
-    with ``{got}`` replaced by the value (:func:`_shown`) and ``{kind}`` by its type."""
+    with ``{got}`` replaced by the value (:func:`_shown`)."""
 
     def check(value: Any) -> Any:
         if not test(value):
-            said = message.replace("{got}", _shown(value))
-            raise PydanticCustomError("pcf", said.replace("{kind}", type(value).__name__))
+            raise PydanticCustomError("pcf", message.replace("{got}", _shown(value)))
         return value
 
     return BeforeValidator(check)

@@ -247,20 +247,15 @@ def item_listing(path: str | Path) -> dict[str, tuple[str, ...]]:
     return listing
 
 
+def _is_object(value: object) -> bool:
+    return isinstance(value, dict)
+
+
 class _CandidateRow(BaseModel):
     """A candidate of a line of ``items.jsonl``."""
 
     id: Text
     text: Answer
-
-
-OptionalText = Annotated[
-    str | None,
-    must(
-        lambda v: v is None or (isinstance(v, str) and v.strip()),
-        "must be a non-empty string or null",
-    ),
-]
 
 
 class _ItemLine(BaseModel):
@@ -269,17 +264,12 @@ class _ItemLine(BaseModel):
     item_id: Text
     prompt: Prompt
     candidates: Annotated[
-        list[
-            Annotated[
-                _CandidateRow,
-                must(lambda v: isinstance(v, dict), "must be an object with id and text"),
-            ]
-        ],
+        list[Annotated[_CandidateRow, must(_is_object, "must be an object with id and text")]],
         must(lambda v: isinstance(v, list), "must be a list of {id, text} objects"),
     ]
-    gold: OptionalText = None
-    bucket: OptionalText = None
-    metadata: Annotated[dict, BeforeValidator(lambda v: v if isinstance(v, dict) else {})] = {}
+    gold: Text | None = None
+    bucket: Text | None = None
+    metadata: Annotated[dict, BeforeValidator(lambda v: v if _is_object(v) else {})] = {}
 
 
 def _items_jsonl(path: Path, check: FieldChecker) -> Iterator[Item]:
@@ -321,6 +311,7 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
     check.raise_if_any()
     reader = csv.DictReader(io.StringIO(content, newline=""))
     groups: dict[str, dict[str, Any]] = {}
+    broken = set()  # items with a row in error: their other rows are not checked together
     try:
         header = reader.fieldnames or []
         missing = [c for c in CSV_COLUMNS[:4] if c not in header]
@@ -333,16 +324,14 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
                 continue
             cells = check.validate(_CsvRow, row, line, item=row.get("item_id"))
             if cells is None:
+                broken.add(row.get("item_id"))
                 continue
             group = groups.setdefault(
                 cells.item_id,
                 {"line": line, "prompt": cells.prompt, "gold": None, "bucket": None, "cands": []},
             )
-            for key, value in (
-                ("prompt", cells.prompt),
-                ("gold", cells.gold),
-                ("bucket", cells.bucket),
-            ):
+            for key in ("prompt", "gold", "bucket"):
+                value = getattr(cells, key)
                 if value is not None and group[key] not in (None, value):
                     check.add(line, key, f"differs from earlier rows of item {cells.item_id!r}")
                 group[key] = group[key] or value
@@ -354,7 +343,7 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
     seen: dict[str, int] = {}
     for item_id, g in groups.items():
         item = Item(item_id, g["prompt"], tuple(g["cands"]), g["gold"], g["bucket"])
-        if _sound(check, g["line"], seen, item):
+        if item_id not in broken and _sound(check, g["line"], seen, item):
             items.append(item)
     check.raise_if_any()
     return _bucket_filter(items, subset)
@@ -390,14 +379,7 @@ def _plain(value: Any) -> Any:
 
 
 Answers = Annotated[
-    list[
-        Annotated[
-            str,
-            must(lambda v: isinstance(v, str) and v.strip(), "is empty or not a string"),
-            capped(CANDIDATE_CHARS),
-        ]
-    ],
-    must(lambda v: isinstance(v, list), "missing or not a list of strings"),
+    list[Answer], must(lambda v: isinstance(v, list), "missing or not a list of strings")
 ]
 """RewardBench 2's chosen or rejected answers."""
 
@@ -411,28 +393,18 @@ class _RewardBench2Row(BaseModel):
         must(lambda v: str(v).strip(), "missing"),
         must(
             lambda v: isinstance(v, str | int) and not isinstance(v, bool),
-            "must be a string or an integer, got {kind}",
+            "must be a string or an integer, got {got}",
         ),
     ]
     prompt: Prompt
-    chosen: Answers
-    rejected: Answers
+    chosen: Annotated[Answers, Field(min_length=1, max_length=1)] = Field(
+        description="must hold exactly 1 answer, got {got}"
+    )
+    rejected: Annotated[Answers, Field(min_length=1)] = Field(
+        description="must hold at least 1 answer"
+    )
     total_completions: Any = None
     models: Any = None
-
-    @field_validator("chosen")
-    @classmethod
-    def _one_chosen(cls, chosen: list[str]) -> list[str]:
-        if len(chosen) != 1:
-            raise PydanticCustomError("pcf", f"must hold exactly 1 answer, got {len(chosen)}")
-        return chosen
-
-    @field_validator("rejected")
-    @classmethod
-    def _some_rejected(cls, rejected: list[str]) -> list[str]:
-        if not rejected:
-            raise PydanticCustomError("pcf", "must hold at least 1 answer")
-        return rejected
 
     @field_validator("total_completions")
     @classmethod
