@@ -29,15 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO, TextIO, TypeVar
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    Field,
-    StrictStr,
-    ValidationError,
-    ValidationInfo,
-)
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError, ValidationInfo
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from pcf.errors import DataError, Problem
@@ -240,13 +232,8 @@ class FieldChecker:
 
 def _field(loc: tuple[int | str, ...]) -> str:
     """A pydantic location as a field path: ``candidates[1].text``, ``results["swap = True"]``."""
-    name = ""
-    for part in loc:
-        if isinstance(part, int):
-            name += f"[{part}]"
-        else:
-            name += f'["{part}"]' if " " in part else f".{part}" if name else part
-    return name
+    parts = (f"[{p}]" if isinstance(p, int) else f'["{p}"]' if " " in p else f".{p}" for p in loc)
+    return "".join(parts).removeprefix(".")
 
 
 def _message(error: ErrorDetails, described: str | None) -> str:
@@ -285,21 +272,20 @@ def must(test: Callable[[Any], object], message: str) -> BeforeValidator:
     return BeforeValidator(check)
 
 
-def capped(limit: Limit) -> AfterValidator:
+def capped(limit: Limit) -> BeforeValidator:
     """A check that a text has at most ``limit`` characters, naming the context's ``item``."""
 
-    def check(value: str, info: ValidationInfo) -> str:
-        if len(value) > limit.value():
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str) and len(value) > limit.value():
             item = (info.context or {}).get("item")
             raise PydanticCustomError("pcf", f"item {item!r}: {limit.exceeded(len(value))}")
         return value
 
-    return AfterValidator(check)
+    return BeforeValidator(check)
 
 
-Text = Annotated[StrictStr, Field(pattern=r"[^\s\x1c-\x1f]")]
-"""A required string that is not blank (null is missing): some character is not one that
-``str.strip`` strips."""
+Text = Annotated[str, Field(strict=True, pattern=r"[^\s\x1c-\x1f]")]
+"""A required string that is not blank (some character is not one ``str.strip`` strips)."""
 
 
 def _json_int(digits: str) -> int:

@@ -79,15 +79,6 @@ def write_judgments(judgments: Iterable[Judgment], out: TextIO) -> int:
     return count
 
 
-def _distinct_ids(order: Any) -> bool:
-    return (
-        isinstance(order, list)
-        and len(order) >= 2
-        and all(isinstance(c, str) for c in order)
-        and len(set(order)) == len(order)
-    )
-
-
 Index = Annotated[int, Field(strict=True, ge=0, description="must be an integer >= 0, got {got}")]
 
 
@@ -98,7 +89,15 @@ class _Call(BaseModel):
     execution: Index
     call_index: Index
     order: Annotated[
-        tuple[str, ...], must(_distinct_ids, "must list at least 2 distinct candidate ids")
+        tuple[str, ...],
+        must(
+            lambda v: (
+                isinstance(v, list)
+                and all(isinstance(c, str) for c in v)
+                and len(set(v)) == len(v) >= 2
+            ),
+            "must list at least 2 distinct candidate ids",
+        ),
     ]
     ok: bool = Field(strict=True, description="must be true or false, got {got}")
     error: Any = None
