@@ -211,10 +211,11 @@ class FieldChecker:
     def validate(
         self, model: type[Row], obj: object, line: int, *, note: str = "", **context: Any
     ) -> Row | None:
-        """``obj`` as a ``model``, or None with a problem for each error pydantic finds: at
-        ``line``, the field its location names, its message (after ``note``) from :func:`must`,
-        :data:`Text`, or else the description of the model's field. ``context`` reaches the
-        validators (``item`` names an item in a cap's message)."""
+        """``obj`` as a ``model``, or None with a problem for each error pydantic finds, at
+        ``line`` and the field its location names. The message (after ``note``) is ``missing``
+        for a null or absent value, a :func:`must` or :func:`capped` check's own, :data:`Text`'s,
+        else the description of the model's field holding the error (any depth), else pydantic's.
+        ``context`` reaches the validators (``item`` names an item in a cap's message)."""
         try:
             return model.model_validate(obj, context=context)
         except ValidationError as exc:

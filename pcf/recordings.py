@@ -260,7 +260,7 @@ def _read_llmbar_file(file: Path) -> list[RecordedPair]:
     pairs: list[RecordedPair] = []
     for record, row in enumerate(rows, start=1):
         fields = check.validate(_LLMBarRecord, row, record, note=f"record {record}: ")
-        if fields:
+        if fields is not None:
             swaps = fields.results[-1]
             winners = (_LLMBAR_WINNER[swap.winner] for swap in (swaps.original, swaps.swapped))
             label = _LLMBAR_LABEL[fields.label]
