@@ -22,7 +22,7 @@ from pcf.prices import price_table
 from pcf.runs.engine import execute
 from pcf.runs.rows import Progress, RunReport
 from pcf.runs.spec import RunSpec
-from pcf.store.engine import LostRaceError
+from pcf.store.engine import LostRaceError, commit_retrying
 from pcf.store.models import Dataset, Run
 from pcf.store.queries import (
     DatasetItems,
@@ -286,8 +286,12 @@ class Lease:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(HEARTBEAT_S)
-            renew_run_lease(self.name, session=self.session, holder=self.holder, ttl_s=LEASE_TTL_S)
-            self.session.commit()
+            commit_retrying(
+                self.session,
+                lambda: renew_run_lease(
+                    self.name, session=self.session, holder=self.holder, ttl_s=LEASE_TTL_S
+                ),
+            )
 
     @asynccontextmanager
     async def heartbeat(self) -> AsyncIterator[None]:
