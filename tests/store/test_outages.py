@@ -25,12 +25,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, func, select, text
+from sqlalchemy import Engine, create_engine, func, make_url, select, text
 from sqlalchemy.pool import NullPool
 from sqlmodel import Session, col
+from streamlit.testing.v1 import AppTest
 
 from pcf.access import Actor, Role
+from pcf.analysis.markdown import escape_markdown
 from pcf.labelling.labels import save_label
+from pcf.labelling.members import set_local_name
 from pcf.store import (
     Adjudication,
     Call,
@@ -41,6 +44,8 @@ from pcf.store import (
 )
 from pcf.store.models import ReplacedCall
 from pcf.store.queries import save_member
+from tests.app import APP, open_page
+from tests.app.test_adjudicate import item_on_screen
 from tests.factories import make_item
 from tests.runs.processes import environment, import_dataset, judge_command
 from tests.runs.test_engine_providers import listwise_text
@@ -328,18 +333,24 @@ def test_an_outage_longer_than_the_wait_ends_the_run_in_one_line_and_it_resumes_
     reader.dispose()
 
 
-def test_a_label_save_goes_on_through_a_postgres_restart(cluster, database):
-    """Saves through the labelling write function, across a restart between two saves (the
-    pooled connection is pinged) and in the middle of one (its transaction runs again): each
-    label is stored once."""
-    engine = get_engine(database)
+def three_items(engine: Engine) -> list[int]:
+    """Dataset ``ds`` of three items, and :data:`ANNOTATOR` a member; the items' ids."""
     with Session(engine) as session:
         dataset = import_items(
             [make_item(f"q{i}") for i in range(3)], session=session, name="ds", fmt="jsonl"
         )
         save_member(ANNOTATOR.identity, "annotator", session=session, added_by="test")
+        set_local_name("Ada", session=session)
         session.commit()
-        ids = sorted(item_db_ids(dataset.id, session=session).values())
+        return sorted(item_db_ids(dataset.id, session=session).values())
+
+
+def test_a_label_save_goes_on_through_a_postgres_restart(cluster, database):
+    """Saves through the labelling write function, across a restart between two saves (the
+    pooled connection is pinged) and in the middle of one (its transaction runs again): each
+    label is stored once."""
+    engine = get_engine(database)
+    ids = three_items(engine)
 
     def save(item_id: int, before: Callable[[Session], None] = lambda _s: None) -> None:
         def work(session: Session) -> Adjudication:
@@ -364,4 +375,44 @@ def test_a_label_save_goes_on_through_a_postgres_restart(cluster, database):
     with Session(engine) as session:
         labels = session.exec(select(Adjudication.item_id)).scalars().all()
     assert sorted(labels) == ids
+    engine.dispose()
+
+
+def test_the_app_tells_a_lost_database_in_one_line_and_a_label_not_saved_as_not_saved(
+    cluster, database, monkeypatch
+):
+    """The Adjudicate page while the server is down: a key press waits for it, then the page
+    shows one line, no exception; once it is back, the page says that the label was not saved,
+    and nothing was stored until the key is pressed again."""
+    monkeypatch.setenv("PCF_DATABASE_WAIT_S", "0.5")
+    engine = get_engine(database)
+    three_items(engine)
+    at = open_page(AppTest.from_file(str(APP), default_timeout=30).run(), "adjudicate")
+    assert not at.exception, [e.message for e in at.exception]
+
+    cluster.stop()
+    at = at.button(key=f"adjudicate_choose_1_{item_on_screen(at)}").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    problem = (
+        f"the database {cluster.shown(make_url(database).database or '')} cannot be reached "
+        "(Connection refused), not even after waiting 0.5 s for it, so the last change was not "
+        f"stored. Check that the server is up and reachable (or wait longer: "
+        f"PCF_DATABASE_WAIT_S), then {RESUMES}"
+    )
+    assert [e.value for e in at.error] == [
+        f"The database cannot be used: {escape_markdown(problem)}."
+    ]
+
+    cluster.start()
+    at = at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert [e.value for e in at.error] == [
+        f"Not saved: {escape_markdown(f'The label was not saved: {problem}. Press the key again.')}"
+    ]
+    with Session(engine) as session:
+        assert session.exec(select(func.count(col(Adjudication.id)))).scalar_one() == 0
+    at = at.button(key=f"adjudicate_choose_1_{item_on_screen(at)}").click().run()
+    assert not at.error
+    with Session(engine) as session:
+        assert session.exec(select(func.count(col(Adjudication.id)))).scalar_one() == 1
     engine.dispose()
