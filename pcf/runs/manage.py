@@ -301,6 +301,8 @@ class Lease:
             yield
         finally:
             task.cancel()
+            if task.done() and not task.cancelled():
+                task.exception()  # a renewal that failed (a lost database): the run's writes tell
 
 
 @contextmanager

@@ -321,8 +321,7 @@ class RunRows:
         """
         try:
             self._store(rows)
-        except IntegrityError:
-            self.session.rollback()
+        except IntegrityError:  # rolled back: store them one by one
             for row in rows:
                 self._commit_alone(row)
         except Exception:
@@ -358,7 +357,6 @@ class RunRows:
         try:
             self._store([row])
         except IntegrityError:
-            self.session.rollback()
             commit_retrying(
                 self.session, lambda: keep_duplicate_answers([row], session=self.session)
             )

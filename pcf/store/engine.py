@@ -243,7 +243,8 @@ def commit_retrying(
 ) -> T:
     """Run ``work()`` in ``session``'s transaction and commit it; a transaction cut by a lost
     connection is rolled back and run again (its new connection waits for the server), up to
-    ``attempts`` times. Any other error, or the last one, is raised, and the caller rolls back.
+    ``attempts`` times. Any other error, or the last one, is raised after a rollback, so that
+    the session can be used again.
 
     ``work`` must be safe to run again after a rollback (it writes through ``session``, and
     keeps nothing of an attempt that did not commit).
@@ -255,9 +256,9 @@ def commit_retrying(
             session.commit()
             return result
         except Exception as exc:
+            session.rollback()
             if attempt >= attempts or not is_disconnect(exc):
                 raise
-        session.rollback()
         attempt += 1
 
 

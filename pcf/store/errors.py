@@ -93,8 +93,9 @@ def _unreachable(url: str, exc: BaseException) -> str:
     reason = short_reason(exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc)
     return (
         f"the database {shown} cannot be reached ({reason}), not even after waiting "
-        f"{database_wait_s():g} s for it, so the last change was not stored. Check that the "
-        f"server is up and reachable (or wait longer: {DATABASE_WAIT_ENV}), then {RESUMES}"
+        f"{database_wait_s():g} s for it; what was stored is kept, a change under way was not. "
+        f"Check that the server is up and reachable (or wait longer: {DATABASE_WAIT_ENV}), "
+        f"then {RESUMES}"
     )
 
 

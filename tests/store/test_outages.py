@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, func, make_url, select, text
+from sqlalchemy import Engine, create_engine, func, select, text
 from sqlalchemy.pool import NullPool
 from sqlmodel import Session, col
 from streamlit.testing.v1 import AppTest
@@ -122,10 +122,6 @@ class Cluster:
 
     def url(self, database: str) -> str:
         return f"postgresql+psycopg://postgres:{PASSWORD}@127.0.0.1:{self.port}/{database}"
-
-    def shown(self, database: str) -> str:
-        """The URL as every message shows it: the password masked."""
-        return self.url(database).replace(PASSWORD, "***")
 
     def new_database(self, name: str) -> str:
         with self.admin.connect() as connection:
@@ -225,6 +221,11 @@ class Judging:
         return self.process.returncode, stdout, "\n".join(self.lines)
 
 
+def shown(url: str) -> str:
+    """The URL as every message shows it: the password masked."""
+    return url.replace(PASSWORD, "***")
+
+
 def wait_until(done: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + HANG_S
     while not done():
@@ -246,6 +247,16 @@ def stored_once(reader: Engine) -> None:
     assert len(calls) == len(slots) == PLANNED
     assert all(c.ok for c in calls)
     assert replaced == 0
+
+
+def unreachable(url: str) -> str:
+    """The line that tells the database at ``url`` gone for longer than the 0.5 s waited (its
+    password masked)."""
+    return (
+        f"the database {shown(url)} cannot be reached (Connection refused), not even after "
+        "waiting 0.5 s for it; what was stored is kept, a change under way was not. Check that "
+        f"the server is up and reachable (or wait longer: PCF_DATABASE_WAIT_S), then {RESUMES}"
+    )
 
 
 def summary(code: int, stdout: str, stderr: str) -> dict:
@@ -279,7 +290,7 @@ def test_a_run_goes_on_through_a_postgres_restart_and_an_outage(
             gate.allow(10**9)
         asked = server.counts
     done = summary(code, stdout, stderr)
-    assert notice.startswith(f"cannot reach the database {cluster.shown(database.rsplit('/')[-1])}")
+    assert notice.startswith(f"cannot reach the database {shown(database)} (")
     assert notice.endswith("; trying again for up to 30 s")
     assert PASSWORD not in stderr
     assert (done["calls_made"], done["failures"]) == (PLANNED, 0)
@@ -317,12 +328,10 @@ def test_an_outage_longer_than_the_wait_ends_the_run_in_one_line_and_it_resumes_
     assert "Traceback" not in stderr
     assert PASSWORD not in stderr
     errors = [line for line in stderr.splitlines() if not line.startswith("judging r: ")]
-    shown = cluster.shown(database.rsplit("/")[-1])
     assert errors == [
-        f"cannot reach the database {shown} (Connection refused); trying again for up to 0.5 s",
-        f"error: the database {shown} cannot be reached (Connection refused), not even after "
-        "waiting 0.5 s for it, so the last change was not stored. Check that the server is up "
-        f"and reachable (or wait longer: PCF_DATABASE_WAIT_S), then {RESUMES}",
+        f"cannot reach the database {shown(database)} (Connection refused); trying again for up "
+        "to 0.5 s",
+        f"error: {unreachable(database)}",
     ]
     assert stored == 30
     assert (again["already_stored"], again["calls_made"]) == (30, PLANNED - 30)
@@ -393,12 +402,7 @@ def test_the_app_tells_a_lost_database_in_one_line_and_a_label_not_saved_as_not_
     cluster.stop()
     at = at.button(key=f"adjudicate_choose_1_{item_on_screen(at)}").click().run()
     assert not at.exception, [e.message for e in at.exception]
-    problem = (
-        f"the database {cluster.shown(make_url(database).database or '')} cannot be reached "
-        "(Connection refused), not even after waiting 0.5 s for it, so the last change was not "
-        f"stored. Check that the server is up and reachable (or wait longer: "
-        f"PCF_DATABASE_WAIT_S), then {RESUMES}"
-    )
+    problem = unreachable(database)
     assert [e.value for e in at.error] == [
         f"The database cannot be used: {escape_markdown(problem)}."
     ]
