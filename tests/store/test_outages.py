@@ -42,6 +42,7 @@ from pcf.store import (
     item_db_ids,
     write_with_retry,
 )
+from pcf.store.engine import database_wait_s
 from pcf.store.models import ReplacedCall
 from pcf.store.queries import save_member
 from tests.app import APP, open_page
@@ -420,3 +421,12 @@ def test_the_app_tells_a_lost_database_in_one_line_and_a_label_not_saved_as_not_
     with Session(engine) as session:
         assert session.exec(select(func.count(col(Adjudication.id)))).scalar_one() == 1
     engine.dispose()
+
+
+def test_a_wait_that_is_not_a_number_of_seconds_is_refused_by_name(monkeypatch):
+    for value in ("soon", "-1", "nan"):
+        monkeypatch.setenv("PCF_DATABASE_WAIT_S", value)
+        with pytest.raises(ValueError, match=f"PCF_DATABASE_WAIT_S must be .* not '{value}'"):
+            database_wait_s()
+    monkeypatch.setenv("PCF_DATABASE_WAIT_S", " 2.5 ")
+    assert database_wait_s() == 2.5
