@@ -363,19 +363,25 @@ def check_failures(runs: list[tuple[str, RunReport]]) -> None:
 
 @contextmanager
 def database() -> Iterator[Session]:
-    """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder).
+    """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder); a
+    database that cannot be used stops the command in one line (:func:`storage_errors`)."""
+    from pcf.store.engine import get_engine, session_scope
 
-    A database this code cannot use at its schema revision, or one that cannot be used at all
-    (a full disk, a read-only file, a file moved away: :func:`pcf.store.problems.storage_problem`),
-    stops the command with one line and exit code 1.
-    """
-    from pcf.store.engine import database_url, get_engine, session_scope
+    with storage_errors(), session_scope(get_engine()) as session:
+        yield session
+
+
+@contextmanager
+def storage_errors() -> Iterator[None]:
+    """Stop the command with one line and exit code 1 on a database this code cannot use at its
+    schema revision, or one that cannot be used at all (a full disk, a read-only file, a file
+    moved away, a server that cannot be reached: :func:`pcf.store.problems.storage_problem`)."""
+    from pcf.store.engine import database_url
     from pcf.store.problems import storage_problem
     from pcf.store.schema import SchemaError
 
     try:
-        with session_scope(get_engine()) as session:
-            yield session
+        yield
     except SchemaError as exc:
         fail(f"error: {exc}")
     except Exception as exc:
@@ -1307,15 +1313,14 @@ app.add_typer(db_app, name="db")
 
 @contextmanager
 def schema_engine() -> Iterator[Engine]:
-    """The database's engine as it is (no revision check), with schema errors as one line."""
+    """The database's engine as it is (no revision check), its errors as one line
+    (:func:`storage_errors`)."""
     from pcf.store.engine import unchecked_engine
-    from pcf.store.schema import SchemaError
 
     engine = unchecked_engine()
     try:
-        yield engine
-    except SchemaError as exc:
-        fail(f"error: {exc}")
+        with storage_errors():
+            yield engine
     finally:
         engine.dispose()
 

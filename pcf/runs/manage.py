@@ -23,7 +23,7 @@ from pcf.runs.estimate import CANONICAL_SETTING, estimate_run, require_dataset, 
 from pcf.runs.live import execute
 from pcf.runs.rows import Progress, RunReport
 from pcf.runs.spec import RunSpec
-from pcf.store.engine import LostRaceError
+from pcf.store.engine import LostRaceError, commit_retrying
 from pcf.store.models import Dataset, Run
 from pcf.store.queries import (
     DatasetItems,
@@ -231,8 +231,12 @@ class Lease:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(HEARTBEAT_S)
-            renew_run_lease(self.name, session=self.session, holder=self.holder, ttl_s=LEASE_TTL_S)
-            self.session.commit()
+            commit_retrying(
+                self.session,
+                lambda: renew_run_lease(
+                    self.name, session=self.session, holder=self.holder, ttl_s=LEASE_TTL_S
+                ),
+            )
 
     @asynccontextmanager
     async def heartbeat(self) -> AsyncIterator[None]:
@@ -242,6 +246,8 @@ class Lease:
             yield
         finally:
             task.cancel()
+            if task.done() and not task.cancelled():
+                task.exception()  # a renewal that failed (a lost database): the run's writes tell
 
 
 @contextmanager
