@@ -31,9 +31,10 @@ from pcf.runs.manage import (
 from pcf.runs.spec import PROTOCOLS, RunSpec
 from pcf.store import get_run, list_runs, run_listing, session_scope
 
+# Runs of at most this many planned calls are estimated as the form changes; larger ones on
+# demand (the estimate renders every planned prompt). A page's module holds no bare string:
+# Streamlit's "magic" would print it to every visitor.
 ESTIMATE_AT_ONCE_CALLS = 20_000
-"""Runs of at most this many planned calls are estimated as the form changes; larger ones on
-demand (the estimate renders every planned prompt)."""
 ESTIMATE_KEY = "runs_estimate_of"  # (spec, estimate) of the last estimate asked for
 BACKEND_KEY = "runs_backend"
 MODEL_KEY = "runs_model"
