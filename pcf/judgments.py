@@ -6,7 +6,7 @@ import json
 import math
 from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -33,7 +33,9 @@ class Judgment:
     """One call's judgment, with keys already mapped back to candidate ids.
 
     A failed call has ``ok=False``, its ``error`` reason, and empty scores; it is kept so that
-    nothing is silently dropped, and it is left out of aggregation.
+    nothing is silently dropped, and it is left out of aggregation. ``backend`` and
+    ``simulated`` say what made it (a file's line records them; a replay of a simulated judge's
+    file stays simulated); they do not take part in comparisons.
     """
 
     item_id: str
@@ -47,6 +49,8 @@ class Judgment:
     ranking: tuple[str, ...] = ()
     confidence: float | None = None
     repaired: tuple[str, ...] = ()
+    backend: str | None = field(default=None, compare=False)
+    simulated: bool = field(default=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The judgment as one ``judgments.jsonl`` object."""
@@ -64,7 +68,24 @@ class Judgment:
         }
         if self.repaired:
             out["repaired"] = list(self.repaired)
+        if self.backend is not None:
+            out |= {"backend": self.backend, "simulated": self.simulated}
         return out
+
+
+RECORDED_SETTING = "recorded"
+"""A replay run's setting: :func:`recording_provenance` of the recording it answered from."""
+
+
+def recording_provenance(judgments: Iterable[Judgment]) -> dict[str, Any]:
+    """What made a recording: ``{"backends": [...], "simulated": bool}``, the backends its
+    lines name and whether any line came from the simulated judge."""
+    backends, simulated = set(), False
+    for judgment in judgments:
+        simulated |= judgment.simulated
+        if judgment.backend is not None:
+            backends.add(judgment.backend)
+    return {"backends": sorted(backends), "simulated": simulated}
 
 
 def write_judgments(judgments: Iterable[Judgment], out: TextIO) -> int:
@@ -225,11 +246,21 @@ def _checked(
                 )
             )
             continue
+        backend, simulated = obj.get("backend"), obj.get("simulated", False)
+        if not isinstance(backend, str | None):
+            problems.append(Problem(file, line, "backend", f"must be a name, got {backend!r}"))
+            continue
+        if not isinstance(simulated, bool):
+            problems.append(
+                Problem(file, line, "simulated", f"must be true or false, got {simulated!r}")
+            )
+            continue
         if not ok:
             error = obj.get("error")
-            yield line, Judgment(*key, order, False, str(error or "failed"))
-            continue
-        yield line, _judgment(obj, key, order, line, file)
+            judgment = Judgment(*key, order, False, str(error or "failed"))
+        else:
+            judgment = _judgment(obj, key, order, line, file)
+        yield line, replace(judgment, backend=backend, simulated=simulated)
 
 
 class JudgmentLines:

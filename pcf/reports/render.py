@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import altair as alt
 import pandas as pd
 
-from pcf.analysis.results import SIMULATED_LABEL
-from pcf.reports.document import Report, Table
+from pcf.analysis.results import SIMULATED_LABEL, SIMULATED_NOTE
+from pcf.reports.document import Figure, Report, Table
 
 MISSING = "–"
 COUNT_COLUMNS = frozenset(
@@ -192,16 +193,29 @@ def chart_png(chart: Any) -> bytes:
     return buffer.getvalue()
 
 
+def standalone_chart(figure: Figure) -> Any:
+    """The figure's chart as a file of its own shows it: a chart of the simulated judge says so
+    in its title, since an image travels without the report's note."""
+    if not figure.simulated:
+        return figure.chart
+    mark = alt.TitleParams(  # in the colour of the HTML report's banner
+        "Simulated judge", subtitle=SIMULATED_NOTE, anchor="start", color="#8a4b00"
+    )
+    return figure.chart.properties(title=mark)
+
+
 def render_charts(report: Report, *, png: bool = True) -> RenderedCharts:
-    """Render every figure; a failure is recorded with its reason, never raised."""
+    """Render every figure (:func:`standalone_chart`); a failure is recorded with its reason,
+    never raised."""
     svg: dict[str, str] = {}
     pngs: dict[str, bytes] = {}
     errors: dict[str, str] = {}
     for figure in report.figures():
         try:
-            svg[figure.name] = chart_svg(figure.chart)
+            chart = standalone_chart(figure)
+            svg[figure.name] = chart_svg(chart)
             if png:
-                pngs[figure.name] = chart_png(figure.chart)
+                pngs[figure.name] = chart_png(chart)
         except Exception as exc:  # any renderer failure: the report goes on without the chart
             svg.pop(figure.name, None)
             errors[figure.name] = (
