@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from scipy import stats
-from statsmodels.stats.contingency_tables import mcnemar
 from sqlmodel import Session
+from statsmodels.stats.contingency_tables import mcnemar
 from typer.testing import CliRunner
 
 from pcf.cli import app
