@@ -10,7 +10,7 @@ from pages.shared import current_actor, engine, ensure_app_frame, require_datase
 from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Permission
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.precompute import keep_results
-from pcf.analysis.results import SIMULATED_NOTE, run_summary
+from pcf.analysis.results import SIMULATED_NOTE, is_simulated, run_summary
 from pcf.choices import SCHEDULES
 from pcf.judges import KEY_ENV
 from pcf.judges.batch import BatchAPIError
@@ -81,8 +81,11 @@ if runs:
             "cost USD": st.column_config.NumberColumn("cost", format="$%.4f"),
         },
     )
-    if any(r.backend == "simulated" for r in runs):
-        st.caption(f"Backend `simulated`: {SIMULATED_NOTE}.")
+    if any(is_simulated(r) for r in runs):
+        st.caption(
+            "Simulated judge (backend `simulated`, or a replay of its judgments): "
+            f"{SIMULATED_NOTE}."
+        )
 else:
     st.info("No run on this dataset yet: start one below.")
 
