@@ -14,11 +14,11 @@ from pages.shared import (
     session,
     simulated_badge,
 )
-from pcf.analysis.adjudications import adjudications_csv, adjudications_jsonl, choice_label
 from pcf.analysis.agreement import table_human_comparison
-from pcf.analysis.gold import dataset_gold, rule_text
-from pcf.analysis.item_detail import candidate_titles
 from pcf.analysis.markdown import escape_markdown
+from pcf.items import candidate_titles
+from pcf.labelling.adjudications import adjudications_csv, adjudications_jsonl, choice_label
+from pcf.labelling.human_gold import dataset_gold, rule_text
 from pcf.store import adjudication_records, current_labels
 from pcf.store.queries import items_named
 

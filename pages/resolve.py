@@ -18,11 +18,12 @@ from pages.shared import (
     stored_item,
 )
 from pcf.access import Permission
-from pcf.analysis.adjudications import choice_label, confidence_label
-from pcf.analysis.gold import NONE_CORRECT, disagreements
-from pcf.analysis.item_detail import candidate_titles, describe_candidate
+from pcf.analysis.item_detail import describe_candidate
 from pcf.analysis.markdown import escape_markdown
-from pcf.labelling.gold import resolve
+from pcf.items import candidate_titles
+from pcf.labelling.adjudications import choice_label, confidence_label
+from pcf.labelling.human_gold import NONE_CORRECT, disagreements
+from pcf.labelling.resolutions import resolve
 from pcf.store import current_labels, item_db_ids, session_scope
 from pcf.store.queries import resolutions
 

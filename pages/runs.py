@@ -13,12 +13,12 @@ from pcf.analysis.precompute import keep_results
 from pcf.analysis.results import SIMULATED_NOTE, is_simulated, run_summary
 from pcf.choices import SCHEDULES
 from pcf.judges import KEY_ENV
-from pcf.judges.batch import BatchAPIError
+from pcf.judges.batch_api import BatchAPIError
 from pcf.reports.tables import runs_table
 from pcf.runs.background import background_runs, start_run
 from pcf.runs.batch import batch_overview, collect_runs
-from pcf.runs.engine import RunReport
-from pcf.runs.estimate import CostEstimate, estimate_run
+from pcf.runs.estimate import CostEstimate, estimate_run, settings_conflict
+from pcf.runs.live import RunReport
 from pcf.runs.manage import (
     APP_BACKENDS,
     DEFAULT_MODELS,
@@ -26,7 +26,6 @@ from pcf.runs.manage import (
     backend_availability,
     default_cost_cap,
     own_key_needed,
-    settings_conflict,
 )
 from pcf.runs.spec import PROTOCOLS, RunSpec
 from pcf.store import get_run, list_runs, run_listing, session_scope

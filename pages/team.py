@@ -19,11 +19,11 @@ from pages.shared import (
     show_text,
 )
 from pcf.access import Permission
-from pcf.analysis.gold import GOLD_RULE_TEXT, dataset_gold, needs_more_labels, rule_text
 from pcf.analysis.markdown import escape_markdown
-from pcf.analysis.team import alpha_by_bucket, completion, kappa_matrix, people
+from pcf.labelling.human_gold import GOLD_RULE_TEXT, dataset_gold, needs_more_labels, rule_text
 from pcf.labelling.plan import GOLD_RULES, MAX_LABELS_PER_ITEM, labelling_plan, set_plan
 from pcf.labelling.queue import labels_wanted, queue_left
+from pcf.labelling.team_figures import alpha_by_bucket, completion, kappa_matrix, people
 from pcf.store import adjudication_records, current_labels, item_positions, session_scope
 from pcf.store.models import utc_now
 from pcf.store.queries import holders_by_item, items_named, labellers_by_item

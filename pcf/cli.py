@@ -354,11 +354,11 @@ def database() -> Iterator[Session]:
     """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder).
 
     A database this code cannot use at its schema revision, or one that cannot be used at all
-    (a full disk, a read-only file, a file moved away: :func:`pcf.store.errors.storage_problem`),
+    (a full disk, a read-only file, a file moved away: :func:`pcf.store.problems.storage_problem`),
     stops the command with one line and exit code 1.
     """
     from pcf.store.engine import database_url, get_engine, session_scope
-    from pcf.store.errors import storage_problem
+    from pcf.store.problems import storage_problem
     from pcf.store.schema import SchemaError
 
     try:
@@ -595,7 +595,7 @@ def submit_batches(
     specs: list[RunSpec], *, retry_failed: bool = False, batch_size: int | None = None
 ) -> None:
     """Submit each run's calls as provider batches and print what was sent."""
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import batch_overview, submit_run
 
     out, lost = [], []
@@ -729,7 +729,7 @@ def batch_status_command(runs: RunsArgument) -> None:
 
     Example: pcf batch status demo-study/pcf
     """
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import LOST_STATUS, batch_status
 
     try:
@@ -762,7 +762,7 @@ def batch_collect_command(
 
     Example: pcf batch collect demo-study/direct demo-study/pcf --wait
     """
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import collect_runs
 
     terminal = sys.stderr.isatty()
@@ -806,7 +806,7 @@ def batch_cancel_command(runs: RunsArgument) -> None:
 
     Example: pcf batch cancel demo-study/pcf
     """
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import cancel_runs
 
     try:
@@ -831,7 +831,7 @@ def batch_forget_command(runs: RunsArgument) -> None:
 
     Example: pcf batch forget demo-study/pcf
     """
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import collect_runs
 
     try:
@@ -1107,7 +1107,7 @@ def members_add(
 
     Example: pcf members add alice@example.com --role annotator
     """
-    from pcf.labelling.members import add_member
+    from pcf.labelling.membership import add_member
 
     try:
         with database() as session:
@@ -1123,7 +1123,7 @@ def members_list() -> None:
 
     Example: pcf members list
     """
-    from pcf.labelling.members import members
+    from pcf.labelling.membership import members
 
     with database() as session:
         listed = members(session=session, actor=operator())
@@ -1146,7 +1146,7 @@ def members_remove(email: EmailArgument) -> None:
 
     Example: pcf members remove alice@example.com
     """
-    from pcf.labelling.members import remove_member
+    from pcf.labelling.membership import remove_member
 
     try:
         with database() as session:
@@ -1250,7 +1250,7 @@ ExportFormat = Annotated[
 
 def export_team(dataset_name: str, out: Path, fmt: str | None, what: str) -> None:
     """Write the dataset's labels or human gold to ``out`` (a valid file even when empty)."""
-    from pcf.analysis.team_exports import (
+    from pcf.labelling.exports import (
         GOLD_SCHEMA,
         LABEL_SCHEMA,
         export_format,

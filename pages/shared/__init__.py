@@ -34,7 +34,7 @@ from pcf.analysis.results import (
     stored_analysis,
 )
 from pcf.items import Item
-from pcf.labelling.members import (
+from pcf.labelling.membership import (
     admin_contacts,
     identify,
     local_actor,

@@ -1,7 +1,7 @@
 """Humans against the judge: accuracy and kappa of direct and PCF on adjudicated items, and
 agreement between annotators.
 
-The human label of an item is its human gold (:mod:`pcf.analysis.gold`: a reviewer's
+The human label of an item is its human gold (:mod:`pcf.labelling.human_gold`: a reviewer's
 resolution, else what the plan's rule makes of its labels); an item without one is adjudicated
 but left out of the accuracy and kappa figures.
 
@@ -19,9 +19,9 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.gold import CANNOT_TELL, dataset_gold
 from pcf.analysis.results import run_decisions, value_or_none
 from pcf.evaluation import cohen_kappa, compare_paired, krippendorff_alpha
+from pcf.labelling.human_gold import CANNOT_TELL, dataset_gold
 from pcf.store.models import Run
 from pcf.store.queries import current_labels, load_items
 
@@ -144,7 +144,7 @@ def compare_with_humans(
             ``metrics["direct_winner"]`` the direct baseline of the same run).
         labels: current labels (:func:`pcf.store.current_labels`).
         human: each adjudicated item's human label, None where it has none
-            (:attr:`pcf.analysis.gold.HumanGold.gold`).
+            (:attr:`pcf.labelling.human_gold.HumanGold.gold`).
         gold: the dataset's gold id per item, shown beside the human label.
         seed: seed of the paired bootstrap.
     """

@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.gold import dataset_gold
 from pcf.analysis.results import analyse_run
+from pcf.labelling.human_gold import dataset_gold
 from pcf.recordings import FIRST, SECOND, RecordedPair
 from pcf.store.models import Run
 
@@ -479,7 +479,7 @@ def table_triage(
 
 def known_answers(table: pd.DataFrame, human: Mapping[str, str | None]) -> dict[str, str | None]:
     """What the judge is checked against: the gold ids where the dataset has them, else the
-    human gold (:attr:`pcf.analysis.gold.HumanGold.gold`)."""
+    human gold (:attr:`pcf.labelling.human_gold.HumanGold.gold`)."""
     gold = {k: g for k, g in zip(table["item_id"], table["gold"], strict=True) if not pd.isna(g)}
     return gold or dict(human)
 

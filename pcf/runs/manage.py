@@ -22,7 +22,8 @@ from pcf.judges import KEY_ENV, make_judge
 from pcf.judges.replay import ReplayJudge
 from pcf.judgments import RECORDED_SETTING
 from pcf.prices import price_table
-from pcf.runs.engine import execute
+from pcf.runs.estimate import CANONICAL_SETTING, estimate_run, require_dataset, settings_conflict
+from pcf.runs.live import execute
 from pcf.runs.rows import Progress, RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store.engine import LostRaceError
@@ -31,8 +32,6 @@ from pcf.store.queries import (
     DatasetItems,
     add_audit_event,
     create_run,
-    get_dataset,
-    get_dataset_by_id,
     get_run,
     import_items,
     item_db_ids,
@@ -49,10 +48,6 @@ DEFAULT_MODELS = {
     "openai": "gpt-4o-mini",
     "anthropic": "claude-3-5-haiku-20241022",
 }
-
-
-CANONICAL_SETTING = "canonical_orders"
-"""Marks runs whose canonical orders come from the dataset seed (all runs created since)."""
 
 
 MAX_COST_ENV = "PCF_MAX_COST_USD"
@@ -119,8 +114,6 @@ def check_cost(spec: RunSpec, cap: float | None, *, session: Session) -> float:
         CostCapError: the spend so far plus the estimated cost of the calls to make exceeds
             ``cap`` (a model without a price is never refused: its cost is unknown).
     """
-    from pcf.runs.estimate import estimate_run  # noqa: PLC0415 - estimate imports this module
-
     stored = get_run(spec.run_name, session=session)
     spent = stored.cost_usd if stored is not None else 0.0
     if cap is None:
@@ -154,54 +147,6 @@ def backend_availability(
             hint = " or give an OpenAI-compatible base URL" if backend == "openai" else ""
             out[backend] = f"set {variable} in the server's environment{hint}"
     return out
-
-
-def require_dataset(spec: RunSpec, *, session: Session) -> Dataset:
-    """The dataset the run judges.
-
-    Raises:
-        ValueError: no dataset of that name.
-    """
-    dataset = get_dataset(spec.dataset, session=session)
-    if dataset is None:
-        raise ValueError(f"no dataset {spec.dataset!r}; import one with `pcf import`")
-    return dataset
-
-
-def settings_conflict(run: Run, spec: RunSpec, *, session: Session) -> str | None:
-    """Why ``run`` cannot be resumed as ``spec`` (what differs), or None when it can."""
-    theirs_dataset = get_dataset_by_id(run.dataset_id, session=session)
-    mine = {
-        "dataset": spec.dataset,
-        "backend": spec.backend,
-        "model": spec.model,
-        "base_url": spec.base_url,
-    } | spec.identity()
-    theirs = {
-        "dataset": theirs_dataset.name if theirs_dataset else None,
-        "backend": run.backend,
-        "model": run.model,
-        "base_url": run.base_url,
-    } | run.settings.get("identity", {})
-    changed = sorted(k for k in mine if mine[k] != theirs.get(k))
-    if not changed:
-        return _canonical_conflict(run, theirs_dataset)
-    detail = ", ".join(f"{k}: {theirs.get(k)!r} -> {mine[k]!r}" for k in changed)
-    return f"run {run.name!r} exists with other settings ({detail})"
-
-
-def _canonical_conflict(run: Run, dataset: Dataset | None) -> str | None:
-    """Why a run stored before canonical orders followed the dataset seed cannot resume.
-
-    Such a run seeded its canonical orders with its own seed; its plan is the same only when
-    that equals the dataset's seed.
-    """
-    if CANONICAL_SETTING in run.settings or dataset is None or run.seed == dataset.seed:
-        return None
-    return (
-        f"run {run.name!r} was planned with canonical orders from its own seed {run.seed}, "
-        f"but they now come from the dataset's seed {dataset.seed}"
-    )
 
 
 def open_run(spec: RunSpec, *, session: Session, recorded: Mapping[str, Any] | None = None) -> Run:
@@ -343,7 +288,7 @@ def judge_run(
     taken before the run is opened and given up when this returns or raises.
     ``progress(report)`` is called after every answered call. With ``retry_failed``, the
     run's failed calls are asked again; with ``recheck_stops``, an adaptive run asks the current
-    stopping policy again about the items it stopped (see :func:`~pcf.runs.engine.execute`).
+    stopping policy again about the items it stopped (see :func:`~pcf.runs.live.execute`).
 
     ``actor`` must be allowed to run, and the server's key to go where the run goes
     (:func:`check_start`); ``api_key`` is a key of the actor's own for this run only. The run

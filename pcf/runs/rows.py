@@ -1,6 +1,6 @@
 """The rows of a run's calls: how each row is made (a judge's answer, the cache's, a failure)
 and stored (a new call, the new answer of a retried failed call, a second writer's duplicate).
-One owner for all of it, used by live runs (:mod:`pcf.runs.engine`) and provider batches
+One owner for all of it, used by live runs (:mod:`pcf.runs.live`) and provider batches
 (:mod:`pcf.runs.batch`) alike; every stored row is committed at once."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sqlmodel import Session
 from pcf.judges.base import JudgeReply, configured_keys, redact
 from pcf.parsing import parse_listwise, parse_pairwise
 from pcf.prompts import Rendered
-from pcf.runs.plan import PlannedCall, Prepared, Slot, content_key
+from pcf.runs.call_plan import PlannedCall, Prepared, Slot, content_key
 from pcf.runs.spec import RunSpec
 from pcf.store.models import Call, Run
 from pcf.store.queries import cached_calls, insert_calls, keep_duplicate_answers, replace_calls

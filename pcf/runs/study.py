@@ -14,7 +14,8 @@ from sqlmodel import Session
 
 from pcf.access import Actor
 from pcf.items import load_dataset
-from pcf.runs.manage import import_dataset, judge_run, require_dataset
+from pcf.runs.estimate import require_dataset
+from pcf.runs.manage import import_dataset, judge_run
 from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store.models import Run

@@ -9,16 +9,16 @@ import json
 import pandas as pd
 import pytest
 
-from pcf.analysis.adjudications import EXPORT_COLUMNS, adjudications_csv, adjudications_jsonl
 from pcf.analysis.agreement import (
     annotator_agreement,
     compare_with_humans,
     run_human_comparison,
     table_human_comparison,
 )
-from pcf.analysis.gold import dataset_gold, human_gold
 from pcf.analysis.results import analyse_run, run_decisions
 from pcf.evaluation import cohen_kappa, krippendorff_alpha
+from pcf.labelling.adjudications import EXPORT_COLUMNS, adjudications_csv, adjudications_jsonl
+from pcf.labelling.human_gold import dataset_gold, human_gold
 from pcf.store import (
     add_adjudication,
     adjudication_records,

@@ -8,10 +8,10 @@ from sqlmodel import Session
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
 
-from pcf.analysis.item_detail import candidate_titles
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import run_decisions
 from pcf.evaluation import cohen_kappa, krippendorff_alpha
+from pcf.items import candidate_titles
 from pcf.store import add_adjudication, get_dataset, get_run, load_items
 from tests.app import markdown_texts, open_page
 

@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from pages.shared import PAGES
 from pcf.access import operator
 from pcf.items import Candidate, Item
-from pcf.labelling.members import set_local_name
+from pcf.labelling.membership import set_local_name
 from pcf.reports.collect import collect_report
 from pcf.reports.document import build_report
 from pcf.reports.render import render_charts, render_html, render_markdown

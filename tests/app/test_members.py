@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
-from pcf.labelling.members import identify
+from pcf.labelling.membership import identify
 from tests.app import open_page, signed_in_app
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlmodel import Session
 
-from pcf.analysis.gold import dataset_gold
 from pcf.evaluation import cohen_kappa
+from pcf.labelling.human_gold import dataset_gold
 from pcf.labelling.plan import labelling_plan
 from pcf.store import add_adjudication, load_items
 from tests.app import open_page, signed_in_app

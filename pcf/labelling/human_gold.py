@@ -24,9 +24,8 @@ from dataclasses import dataclass
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.item_list import letter_labels
 from pcf.flags import FLAGS
-from pcf.items import RESERVED_CANDIDATE_IDS
+from pcf.items import RESERVED_CANDIDATE_IDS, letter_labels
 from pcf.store.queries import current_labels, get_plan, items_named, resolutions
 
 CANNOT_TELL = "cannot_tell"

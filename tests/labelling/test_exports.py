@@ -11,16 +11,16 @@ import pytest
 from typer.testing import CliRunner
 
 from pcf.access import Actor, Role
-from pcf.analysis.team_exports import (
+from pcf.cli import app
+from pcf.items import Candidate, Item
+from pcf.labelling.exports import (
     GOLD_SCHEMA,
     LABEL_SCHEMA,
     gold_records,
     label_records,
     write_records,
 )
-from pcf.cli import app
-from pcf.items import Candidate, Item
-from pcf.labelling.gold import resolve
+from pcf.labelling.resolutions import resolve
 from pcf.store import add_adjudication, import_items, load_items
 from tests.factories import make_item
 

@@ -3,7 +3,8 @@ gold, with the item's prompt and candidate texts, as JSON Lines, CSV or Parquet.
 
 Parquet keeps nested fields as lists of structs (``datasets.load_dataset("parquet", ...)`` and
 pyarrow read them back as written); JSON Lines keeps them as JSON; CSV writes them as JSON text
-in one cell, with formula-looking cells made inert (:func:`~pcf.analysis.adjudications.inert_cell`).
+in one cell, with formula-looking cells made inert
+(:func:`~pcf.labelling.adjudications.inert_cell`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlmodel import Session
 
-from pcf.analysis.adjudications import inert_cell
-from pcf.analysis.gold import dataset_gold
-from pcf.analysis.item_detail import candidate_titles
+from pcf.items import candidate_titles
+from pcf.labelling.adjudications import inert_cell
+from pcf.labelling.human_gold import dataset_gold
 from pcf.store.queries import adjudication_records, load_items, resolutions
 
 FORMATS = ("jsonl", "csv", "parquet")

@@ -15,8 +15,8 @@ from itertools import combinations, pairwise
 import numpy as np
 import pandas as pd
 
-from pcf.analysis.gold import CANNOT_TELL
 from pcf.evaluation import cohen_kappa, krippendorff_alpha
+from pcf.labelling.human_gold import CANNOT_TELL
 
 BREAK = timedelta(minutes=10)
 """A gap between two of a person's labels longer than this is a pause, not labelling time."""

@@ -13,7 +13,6 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.item_list import by_priority
 from pcf.items import Item
 from pcf.orderings import seeded_rng
 from pcf.store.models import Adjudication
@@ -152,3 +151,10 @@ def inert_cell(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(FORMULA_STARTS):
         return "'" + value
     return value
+
+
+def by_priority(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows most doubtful first; equal priorities in item order, unknown priorities last."""
+    return table.sort_values(
+        ["priority", "position"], ascending=[False, True], na_position="last", kind="stable"
+    )

@@ -7,7 +7,7 @@ from sqlmodel import Session
 
 from pcf.access import AccessDeniedError, Actor, Role
 from pcf.labelling.audit import audit_log
-from pcf.labelling.members import (
+from pcf.labelling.membership import (
     add_member,
     admin_contacts,
     identify,

@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from pcf.analysis.team import (
+from pcf.evaluation import cohen_kappa, krippendorff_alpha
+from pcf.labelling.team_figures import (
     alpha,
     alpha_by_bucket,
     completion,
@@ -15,7 +16,6 @@ from pcf.analysis.team import (
     people,
     seconds_per_label,
 )
-from pcf.evaluation import cohen_kappa, krippendorff_alpha
 
 LABELS = pd.DataFrame(
     [

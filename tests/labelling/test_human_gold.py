@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from pcf.access import AccessDeniedError, Actor, Role
-from pcf.analysis.gold import dataset_gold, disagreements, human_gold, rule_gold
-from pcf.labelling.gold import resolve
+from pcf.labelling.human_gold import dataset_gold, disagreements, human_gold, rule_gold
 from pcf.labelling.plan import set_plan
+from pcf.labelling.resolutions import resolve
 from pcf.store import add_adjudication, get_dataset, load_items
 
 RITA = Actor("rita@example.com", Role.REVIEWER)
