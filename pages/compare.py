@@ -49,6 +49,16 @@ st.caption(
     + " Human gold from: "
     + (", ".join(f"{source} {n}" for source, n in human.source_counts().items()) or "none yet")
     + "."
+    + (
+        f" {len(human.single_label)} of the gold items rest on a single label."
+        if human.single_label
+        else ""
+    )
+    + (
+        f" {len(human.waiting)} labelled item(s) wait for the plan's labels and are not counted."
+        if human.waiting
+        else ""
+    )
 )
 
 if comparison.adjudicated == 0:

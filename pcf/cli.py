@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 import typer
 
 from pcf.access import operator
-from pcf.choices import RULES, SCHEDULES
-from pcf.items import FORMATS
+from pcf.choices import FORMATS, RULES, SCHEDULES
 from pcf.judges import BACKENDS
 from pcf.runs.spec import PROTOCOLS
 from pcf.weights import PRESETS
@@ -54,6 +53,13 @@ ReplayReportOption = Annotated[
 ]
 ReplayTriageOption = Annotated[
     bool, typer.Option("--triage", help="Also the error-capture curves of review orders.")
+]
+AbstentionsOption = Annotated[
+    str,
+    typer.Option(
+        help="With --triage, a single call's tie or no verdict: apart (counted, left out of "
+        "the curves) or errors (errors in the curves, reviewed first)."
+    ),
 ]
 BatchOption = Annotated[
     bool,
@@ -228,6 +234,7 @@ def replay_judgebench(
     path: Annotated[Path, typer.Argument(help="A JudgeBench outputs file (both orders).")],
     report: ReplayReportOption = None,
     triage: ReplayTriageOption = False,
+    abstentions: AbstentionsOption = "apart",
 ) -> None:
     """Score a JudgeBench judge's recorded decisions by the official rule, per bucket.
 
@@ -238,7 +245,9 @@ def replay_judgebench(
 
     try:
         pairs = read_judgebench_outputs(path)
-        emit({"file": str(path), **replay_summary(pairs), **pair_triage(pairs, triage)})
+        emit(
+            {"file": str(path), **replay_summary(pairs), **pair_triage(pairs, triage, abstentions)}
+        )
     except (DataError, ValueError) as exc:
         fail(str(exc))
     if report is not None:
@@ -256,6 +265,7 @@ def replay_llmbar(
     strategy: Annotated[str | None, typer.Option(help="Prompt folder, e.g. Vanilla.")] = None,
     report: ReplayReportOption = None,
     triage: ReplayTriageOption = False,
+    abstentions: AbstentionsOption = "apart",
 ) -> None:
     """Score an LLMBar judge's recorded decisions in both orders, per subset.
 
@@ -266,7 +276,9 @@ def replay_llmbar(
 
     try:
         pairs = read_llmbar_results(path, judge=judge, strategy=strategy)
-        emit({"path": str(path), **replay_summary(pairs), **pair_triage(pairs, triage)})
+        emit(
+            {"path": str(path), **replay_summary(pairs), **pair_triage(pairs, triage, abstentions)}
+        )
     except (DataError, ValueError) as exc:
         fail(str(exc))
     if report is not None:
@@ -275,13 +287,13 @@ def replay_llmbar(
         write_replay_report(pairs, report, title=title, source=source)
 
 
-def pair_triage(pairs: list, wanted: bool) -> dict:
+def pair_triage(pairs: list, wanted: bool, abstentions: str) -> dict:
     """``{"triage": ...}``: does swap disagreement find the single call's errors, or nothing."""
     if not wanted:
         return {}
     from pcf.analysis.triage import pair_triage as triage_pairs
 
-    return {"triage": triage_pairs(pairs)}
+    return {"triage": triage_pairs(pairs, abstentions=abstentions)}
 
 
 def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str, str]) -> None:

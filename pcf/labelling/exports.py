@@ -55,6 +55,7 @@ GOLD_SCHEMA = pa.schema(
         ("human_gold_text", pa.string()),
         ("human_gold_title", pa.string()),
         ("source", pa.string()),
+        ("single_label", pa.bool_()),
         ("dataset_gold", pa.string()),
         (
             "labels",
@@ -109,8 +110,10 @@ def label_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
 
 
 def gold_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
-    """One record per labelled or resolved item: its human gold, where it came from, its
-    labels (current) and resolutions, with the item's texts."""
+    """One record per item with a resolution or the labels its plan asks for (not items still
+    waiting for labels): its human gold, where it came from, whether it rests on a single
+    label (``single_label``, :class:`~pcf.labelling.human_gold.HumanGold`), its labels (current) and
+    resolutions, with the item's texts."""
     items = load_items(dataset_id, session=session)
     human = dataset_gold(dataset_id, session=session)
     labels: dict[str, list[dict[str, str]]] = {}
@@ -142,6 +145,7 @@ def gold_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
                 "human_gold_text": item.text_of(gold) if gold is not None else None,
                 "human_gold_title": candidate_titles(item)[gold] if gold is not None else None,
                 "source": human.source[item.item_id],
+                "single_label": item.item_id in human.single_label,
                 "dataset_gold": item.gold,
                 "labels": labels.get(item.item_id, []),
                 "resolutions": decided.get(item.item_id, []),

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pcf.access import Actor, Role
+from pcf.analysis.agreement import compare_with_humans
 from pcf.cli import app
 from pcf.items import Candidate, Item
 from pcf.labelling.exports import (
@@ -20,8 +21,9 @@ from pcf.labelling.exports import (
     label_records,
     write_records,
 )
+from pcf.labelling.human_gold import dataset_gold
 from pcf.labelling.resolutions import resolve
-from pcf.store import add_adjudication, import_items, load_items
+from pcf.store import add_adjudication, current_labels, import_items, load_items
 from tests.factories import make_item
 
 HARD = '=HYPERLINK("http://x") "quoted", comma, new\nline, 日本語, tab\there'
@@ -133,3 +135,42 @@ def test_exports_name_each_choice_by_where_its_answer_differs(session):
     assert "Here is the list" not in titles[0]
     assert titles[2] is None  # no candidate chosen
     assert gold[0]["human_gold_title"] == titles[0]
+
+
+def test_gold_waits_for_the_plans_labels_and_marks_single_label_gold(session, tmp_path):
+    """With two labels per item, an item with one label has no gold (no export record, not
+    counted on Compare); under the adaptive plan its one label is gold, marked single_label."""
+    found = import_items(
+        [make_item("q1"), make_item("q2"), make_item("q3")],
+        session=session,
+        name="two",
+        fmt="jsonl",
+    )
+    q1, q2, q3 = (i.metadata["db_id"] for i in load_items(found.id, session=session))
+    add_adjudication(q1, session=session, annotator="ann", choice="c0")
+    add_adjudication(q2, session=session, annotator="ann", choice="c1")
+    add_adjudication(q2, session=session, annotator="bob", choice="c1")
+    add_adjudication(q3, session=session, annotator="ann", choice="c2")
+    add_adjudication(q3, session=session, annotator="bob", choice="cannot_tell")
+    session.commit()
+    runner, out = CliRunner(), tmp_path / "gold.jsonl"
+
+    def exported(*plan: str) -> dict[str, tuple[str, bool]]:
+        done = runner.invoke(app, ["labelling", "set", "two", *plan])
+        assert done.exit_code == 0, done.output
+        done = runner.invoke(app, ["gold", "export", "two", "--out", str(out)])
+        assert done.exit_code == 0, done.output
+        records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+        return {r["item_id"]: (r["human_gold"], r["single_label"]) for r in records}
+
+    assert exported("--labels-per-item", "2") == {"q2": ("c1", False), "q3": ("c2", True)}
+    human = dataset_gold(found.id, session=session)
+    assert human.waiting == ("q1",)
+    decisions = [
+        {"item_id": q, "winner": "c0", "metrics": {"direct_winner": "c1"}}
+        for q in ("q1", "q2", "q3")
+    ]
+    compared = compare_with_humans(decisions, current_labels(found.id, session=session), human.gold)
+    assert compared.adjudicated == 2
+    assert list(compared.rows["item_id"]) == ["q2", "q3"]
+    assert exported("--adaptive") == {"q1": ("c0", True), "q2": ("c1", False), "q3": ("c2", True)}
