@@ -91,7 +91,7 @@ with st.form("resolve_form", clear_on_submit=True):
     choice = st.radio(
         "Gold",
         options,
-        format_func=lambda c: titles.get(c) or choice_label(c, titles),
+        format_func=lambda c: escape_markdown(titles.get(c) or choice_label(c, titles)),
         index=None,
     )
     reason = st.text_area("Reason", placeholder="why this answer (kept with the resolution)")

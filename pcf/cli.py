@@ -662,6 +662,8 @@ def export(
         fail(f"error: --what must be one of {', '.join(kinds)}", 2)
     if out is not None and out.is_dir():
         fail(f"error: --out {out} is a folder; give a file name", 2)
+    if out is not None and out.suffix.lower() in (".csv", ".parquet"):
+        fail(f"error: pcf export writes JSON Lines; --out {out.name} names another format", 2)
     with database() as session:
         run = existing_run(run_name, session=session)
         chunks: Iterable[list[dict]]
@@ -1258,22 +1260,27 @@ app.add_typer(labels_app, name="labels")
 gold_app = typer.Typer(help="A dataset's human gold, for other tools.", no_args_is_help=True)
 app.add_typer(gold_app, name="gold")
 ExportOut = Annotated[Path, typer.Option("--out", help="The file to write (its folder is made).")]
-ExportFormat = Annotated[str, typer.Option("--format", help="jsonl, csv or parquet.")]
+ExportFormat = Annotated[
+    str | None,
+    typer.Option("--format", help="jsonl, csv or parquet (default: the --out suffix's, or jsonl)."),
+]
 
 
-def export_team(dataset_name: str, out: Path, fmt: str, what: str) -> None:
-    """Write the dataset's labels or human gold to ``out``."""
+def export_team(dataset_name: str, out: Path, fmt: str | None, what: str) -> None:
+    """Write the dataset's labels or human gold to ``out`` (a valid file even when empty)."""
     from pcf.labelling.exports import (
-        FORMATS,
         GOLD_SCHEMA,
         LABEL_SCHEMA,
+        export_format,
         gold_records,
         label_records,
         write_records,
     )
 
-    if fmt not in FORMATS:
-        fail(f"error: --format must be one of {', '.join(FORMATS)}", 2)
+    try:
+        fmt = export_format(out, fmt)
+    except ValueError as exc:
+        fail(f"error: {exc}", 2)
     if out.is_dir():
         fail(f"error: --out {out} is a folder; give a file name", 2)
     with database() as session:
@@ -1286,9 +1293,7 @@ def export_team(dataset_name: str, out: Path, fmt: str, what: str) -> None:
 
 
 @labels_app.command("export")
-def labels_export(
-    dataset_name: DatasetArgument, out: ExportOut, fmt: ExportFormat = "jsonl"
-) -> None:
+def labels_export(dataset_name: DatasetArgument, out: ExportOut, fmt: ExportFormat = None) -> None:
     """Write every label of DATASET (corrections too) with the item's texts.
 
     Example: pcf labels export demo --out labels.parquet --format parquet
@@ -1297,7 +1302,7 @@ def labels_export(
 
 
 @gold_app.command("export")
-def gold_export(dataset_name: DatasetArgument, out: ExportOut, fmt: ExportFormat = "jsonl") -> None:
+def gold_export(dataset_name: DatasetArgument, out: ExportOut, fmt: ExportFormat = None) -> None:
     """Write DATASET's human gold per item: where it came from, the labels, the resolutions.
 
     Example: pcf gold export demo --out gold.csv --format csv

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, TextIO
 
@@ -36,7 +36,9 @@ class Judgment:
     """One call's judgment, with keys already mapped back to candidate ids.
 
     A failed call has ``ok=False``, its ``error`` reason, and empty scores; it is kept so that
-    nothing is silently dropped, and it is left out of aggregation.
+    nothing is silently dropped, and it is left out of aggregation. ``backend`` and
+    ``simulated`` say what made it (a file's line records them; a replay of a simulated judge's
+    file stays simulated); they do not take part in comparisons.
     """
 
     item_id: str
@@ -50,6 +52,8 @@ class Judgment:
     ranking: tuple[str, ...] = ()
     confidence: float | None = None
     repaired: tuple[str, ...] = ()
+    backend: str | None = field(default=None, compare=False)
+    simulated: bool = field(default=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The judgment as one ``judgments.jsonl`` object."""
@@ -67,7 +71,24 @@ class Judgment:
         }
         if self.repaired:
             out["repaired"] = list(self.repaired)
+        if self.backend is not None:
+            out |= {"backend": self.backend, "simulated": self.simulated}
         return out
+
+
+RECORDED_SETTING = "recorded"
+"""A replay run's setting: :func:`recording_provenance` of the recording it answered from."""
+
+
+def recording_provenance(judgments: Iterable[Judgment]) -> dict[str, Any]:
+    """What made a recording: ``{"backends": [...], "simulated": bool}``, the backends its
+    lines name and whether any line came from the simulated judge."""
+    backends, simulated = set(), False
+    for judgment in judgments:
+        simulated |= judgment.simulated
+        if judgment.backend is not None:
+            backends.add(judgment.backend)
+    return {"backends": sorted(backends), "simulated": simulated}
 
 
 def write_judgments(judgments: Iterable[Judgment], out: TextIO) -> int:
@@ -101,6 +122,8 @@ class _Call(BaseModel):
     ]
     ok: bool = Field(strict=True, description="must be true or false, got {got}")
     error: Any = None
+    backend: str | None = Field(None, strict=True)
+    simulated: bool = Field(False, strict=True, description="must be true or false, got {got}")
 
     @property
     def key(self) -> CallKey:
@@ -200,10 +223,12 @@ def _checked(
         if first[0] != ids:
             message = f"candidates differ from line {first[1]} of item {call.item_id!r}"
             check.add(line, "order", message)
-        elif not call.ok:
-            yield line, Judgment(*key, call.order, False, str(call.error or "failed"))
+            continue
+        if not call.ok:
+            judgment = Judgment(*key, call.order, False, str(call.error or "failed"))
         else:
-            yield line, _judgment(obj, call, line, check.file)
+            judgment = _judgment(obj, call, line, check.file)
+        yield line, replace(judgment, backend=call.backend, simulated=call.simulated)
 
 
 class JudgmentLines:

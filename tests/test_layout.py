@@ -162,3 +162,24 @@ def test_the_core_is_importable_with_its_public_api():
     import pcf
 
     assert all(hasattr(pcf, name) for name in pcf.__all__)
+
+
+def magic_writes(source: str) -> list[int]:
+    """Lines of ``source`` that Streamlit's "magic" would write to the page (a bare string or
+    value, e.g. a docstring placed after a constant)."""
+    from streamlit.runtime.scriptrunner.magic import add_magic
+
+    return [
+        node.lineno
+        for node in ast.walk(add_magic(source, "page.py"))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "transparent_write"
+    ]
+
+
+def test_no_page_prints_a_stray_string_to_its_visitors():
+    assert magic_writes('"""Docstring."""\nLIMIT = 1\n"""What LIMIT means."""\n') == [3]
+    scripts = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py"))]
+    found = {p.name: lines for p in scripts if (lines := magic_writes(p.read_text()))}
+    assert found == {}

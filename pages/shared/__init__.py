@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import streamlit as st
 from sqlalchemy import Engine
@@ -129,6 +129,21 @@ def pages_for(actor: Actor) -> list[st.Page]:
 
         pages.insert(0, st.Page(home, title="Home", default=True, visibility="hidden"))
     return pages
+
+
+def stop_for_stranger() -> NoReturn:
+    """Stop the run of a visitor not known yet (the name dialog, the sign-in screen), the
+    app's menu hidden: without a navigation of its own, a new server shows Streamlit's list of
+    the files in ``pages/`` ("app, adjudicate, compare..."). The pages are all listed, so that
+    the address a visitor opened is still theirs once they are known."""
+    st.navigation(
+        [
+            st.Page(path, title=title, icon=icon, default=path == "pages/overview.py")
+            for path, (title, icon, _) in PAGES.items()
+        ],
+        position="hidden",
+    )
+    st.stop()
 
 
 def page_link(path: str, *, where: Any = st, **options: Any) -> None:
@@ -514,14 +529,14 @@ def sign_in() -> Actor:
             f"on 127.0.0.1, or set `{ANONYMOUS_VIEWERS_ENV}=1` to let every visitor read as a "
             "viewer."
         )
-        st.stop()
+        stop_for_stranger()
     with session() as s:
         actor = local_actor(session=s)
     if actor is None:
         st.title("PCF Review")
         st.info("Local mode: one person, who is admin. Say who you are to begin.")
         ask_local_name()
-        st.stop()
+        stop_for_stranger()
     return actor
 
 
@@ -547,12 +562,12 @@ def _signed_in_member() -> Actor:
         for provider in sign_in_providers():
             label = "Sign in" if provider == "default" else f"Sign in with {provider}"
             st.button(label, on_click=st.login, args=(provider,), key=f"sign_in_{provider}")
-        st.stop()
+        stop_for_stranger()
     email = st.user.get("email")
     if not isinstance(email, str) or not email:
         st.error("Your sign-in provider sent no email address; ask an admin to configure it.")
         st.button("Sign out", on_click=st.logout)
-        st.stop()
+        stop_for_stranger()
     with session() as s:
         actor = identify(email, session=s)
         contacts = admin_contacts(session=s)
@@ -564,7 +579,7 @@ def _signed_in_member() -> Actor:
             f"PCF Review. Ask an admin to add you: {escape_markdown(ask)}."
         )
         st.button("Sign out", on_click=st.logout)
-        st.stop()
+        stop_for_stranger()
     if st.session_state.get(SIGNED_IN_KEY) != actor.identity:
         with session_scope(engine()) as s:
             record_sign_in(actor, session=s)

@@ -26,6 +26,8 @@ from pcf.labelling.human_gold import dataset_gold
 from pcf.store.queries import adjudication_records, load_items, resolutions
 
 FORMATS = ("jsonl", "csv", "parquet")
+SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+"""The format a file's suffix names."""
 CANDIDATES = pa.list_(pa.struct([("id", pa.string()), ("text", pa.string())]))
 LABEL_SCHEMA = pa.schema(
     [
@@ -150,6 +152,23 @@ def gold_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def export_format(path: Path, fmt: str | None) -> str:
+    """The format to write ``path`` in: ``fmt``, else the one its suffix names, else JSON Lines.
+
+    Raises:
+        ValueError: an unknown ``fmt``, or a suffix that names another format than ``fmt``
+            (``labels.parquet`` written as JSON Lines is a file no Parquet reader opens).
+    """
+    named = SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        return named or "jsonl"
+    if fmt not in FORMATS:
+        raise ValueError(f"--format must be one of {', '.join(FORMATS)}")
+    if named is not None and named != fmt:
+        raise ValueError(f"--out {path.name} names {named} but --format is {fmt}; make them agree")
+    return fmt
 
 
 def write_records(

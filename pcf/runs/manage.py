@@ -12,12 +12,15 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlmodel import Session
 
 from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Actor, Permission, key_may_go_to
 from pcf.items import Item
 from pcf.judges import KEY_ENV, make_judge
+from pcf.judges.replay import ReplayJudge
+from pcf.judgments import RECORDED_SETTING
 from pcf.prices import price_table
 from pcf.runs.estimate import CANONICAL_SETTING, estimate_run, require_dataset, settings_conflict
 from pcf.runs.live import execute
@@ -146,8 +149,11 @@ def backend_availability(
     return out
 
 
-def open_run(spec: RunSpec, *, session: Session) -> Run:
+def open_run(spec: RunSpec, *, session: Session, recorded: Mapping[str, Any] | None = None) -> Run:
     """The run ``spec`` names: created, or resumed when its settings are the same.
+
+    ``recorded``: what made the recording a replay run answers from (its provenance, which
+    decides whether the run is simulated), stored with a new run.
 
     Raises:
         ValueError: no dataset of that name.
@@ -173,7 +179,8 @@ def open_run(spec: RunSpec, *, session: Session) -> Run:
                 "identity": spec.identity(),
                 "ballpark_guard": spec.ballpark_guard,
                 CANONICAL_SETTING: "dataset_seed",
-            },
+            }
+            | ({RECORDED_SETTING: dict(recorded)} if recorded is not None else {}),
         )
     conflict = settings_conflict(run, spec, session=session)
     if conflict:
@@ -343,7 +350,8 @@ def judge_run(
                 await judge.aclose()
 
     with leased(name, session=session) as lease:
-        run = open_run(spec, session=session)
+        recorded = judge.recorded if isinstance(judge, ReplayJudge) else None
+        run = open_run(spec, session=session, recorded=recorded)
         add_audit_event(
             "run_resumed" if resumed else "run_started",
             session=session,

@@ -89,6 +89,29 @@ def test_the_commands_write_the_files(labelled, tmp_path):
     refused = runner.invoke(app, ["labels", "export", "nope", "--out", str(tmp_path / "x.csv")])
     assert refused.exit_code == 2
     assert "no dataset 'nope'" in refused.output
+    clash = ["labels", "export", "team", "--out", str(tmp_path / "x.parquet"), "--format", "csv"]
+    refused = runner.invoke(app, clash)
+    assert refused.exit_code == 2
+    assert "--out x.parquet names parquet but --format is csv" in refused.output
+    assert not (tmp_path / "x.parquet").exists()
+
+
+@pytest.mark.parametrize(("what", "schema"), [("labels", LABEL_SCHEMA), ("gold", GOLD_SCHEMA)])
+def test_an_export_of_nothing_is_a_valid_file_of_its_format(session, tmp_path, what, schema):
+    """No label yet: each format's file, its format taken from the name, opens with its
+    columns and no row (the Parquet file was 0 bytes of JSON Lines)."""
+    import_items([make_item("q1")], session=session, name="quiet", fmt="jsonl")
+    session.commit()
+    runner = CliRunner()
+    for name in ("x.parquet", "x.csv", "x.jsonl"):
+        done = runner.invoke(app, [what, "export", "quiet", "--out", str(tmp_path / name)])
+        assert done.exit_code == 0, done.output
+        assert f"wrote 0 {what} records" in done.output
+    table = pq.read_table(tmp_path / "x.parquet")
+    assert (table.num_rows, table.schema) == (0, schema)
+    with (tmp_path / "x.csv").open(encoding="utf-8", newline="") as handle:
+        assert list(csv.reader(handle)) == [schema.names]
+    assert (tmp_path / "x.jsonl").read_text() == ""
 
 
 def test_exports_name_each_choice_by_where_its_answer_differs(session):
