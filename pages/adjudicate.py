@@ -51,7 +51,7 @@ from pcf.analysis.item_detail import describe_candidate
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.triage import likely_errors_caught
 from pcf.flags import FLAG_HELP, FLAGS
-from pcf.items import Item
+from pcf.items import CANNOT_TELL, NONE_CORRECT, Item
 from pcf.labelling.adjudications import (
     CONFIDENCE_SCALE,
     PATTERN_TAGS,
@@ -447,7 +447,7 @@ st.caption(
     "confidence, tags or notes before the key."
 )
 others = st.columns(4)
-for cell, (choice, key) in zip(others, (("none_correct", "0"), ("cannot_tell", "X")), strict=False):
+for cell, (choice, key) in zip(others, ((NONE_CORRECT, "0"), (CANNOT_TELL, "X")), strict=False):
     cell.button(
         choice_label(choice, names),
         key=f"adjudicate_choose_{choice}_{current}",

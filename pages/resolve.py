@@ -20,9 +20,9 @@ from pages.shared import (
 from pcf.access import Permission
 from pcf.analysis.item_detail import describe_candidate
 from pcf.analysis.markdown import escape_markdown
-from pcf.items import candidate_titles
+from pcf.items import NONE_CORRECT, candidate_titles
 from pcf.labelling.adjudications import choice_label, confidence_label
-from pcf.labelling.human_gold import NONE_CORRECT, disagreements
+from pcf.labelling.human_gold import disagreements
 from pcf.labelling.resolutions import resolve
 from pcf.store import current_labels, item_db_ids, session_scope
 from pcf.store.queries import resolutions

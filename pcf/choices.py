@@ -15,3 +15,7 @@ POLICIES = ("off", "certain", "confident")
 """When an adaptive run stops calling for an item (``off``: never early)."""
 FORMATS = ("rewardbench2", "judgebench", "jsonl", "csv")
 """The dataset files :func:`pcf.items.load_dataset` reads."""
+SIMULATED_MODEL = "sim-primacy"
+"""The simulated judge's default model (see :mod:`pcf.judges.simulated`)."""
+STRONG_BIAS_MODEL = "sim-strong-primacy"
+"""The simulated judge with a strong position bias, for the demo's doubtful items."""

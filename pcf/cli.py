@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 import typer
 
 from pcf.access import operator
-from pcf.choices import FORMATS, RULES, SCHEDULES
+from pcf.choices import FORMATS, RULES, SCHEDULES, SIMULATED_MODEL
 from pcf.judges import BACKENDS
 from pcf.runs.spec import PROTOCOLS
 from pcf.weights import PRESETS
@@ -472,7 +472,7 @@ def judge(
     dataset_name: DatasetArgument,
     protocol: Annotated[str, typer.Option(help=f"One of: {', '.join(PROTOCOLS)}.")] = "pcf",
     backend: BackendOption = "simulated",
-    model: ModelOption = "sim-primacy",
+    model: ModelOption = SIMULATED_MODEL,
     base_url: BaseUrlOption = None,
     k: Annotated[int, typer.Option("--k", help="Orderings per item and execution.")] = 7,
     schedule_name: Annotated[
@@ -902,7 +902,7 @@ def study(
     dataset_name: DatasetArgument,
     name: Annotated[str, typer.Option(help="Study name; its runs are NAME/direct, NAME/pcf...")],
     backend: BackendOption = "simulated",
-    model: ModelOption = "sim-primacy",
+    model: ModelOption = SIMULATED_MODEL,
     base_url: BaseUrlOption = None,
     k: Annotated[int, typer.Option("--k", help="Orderings per item for PCF and repeated.")] = 7,
     executions: Annotated[int, typer.Option(help="Independent PCF executions.")] = 3,

@@ -51,7 +51,11 @@ CSV_COLUMNS = ("item_id", "prompt", "candidate_id", "text", "gold", "bucket")
 JUDGEBENCH_BUCKETS = ("mmlu-pro", "livebench-reasoning", "livebench-math", "livecodebench")
 MAX_CANDIDATES = 26
 """One default slot key (A to Z) per candidate: see :data:`pcf.prompts.DEFAULT_KEYS`."""
-RESERVED_CANDIDATE_IDS = ("none_correct", "cannot_tell")
+NONE_CORRECT = "none_correct"
+"""An annotator's or reviewer's choice: no candidate is correct."""
+CANNOT_TELL = "cannot_tell"
+"""An annotator's choice: they cannot tell which candidate is correct."""
+RESERVED_CANDIDATE_IDS = (NONE_CORRECT, CANNOT_TELL)
 """An annotator's choices besides the candidates, so no candidate may be called that."""
 PROMPT_CHARS = Limit("PCF_MAX_PROMPT_CHARS", 200_000, "characters")
 """The longest prompt an item may have (``PCF_MAX_PROMPT_CHARS`` changes it)."""

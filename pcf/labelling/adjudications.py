@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.items import Item
+from pcf.items import CANNOT_TELL, NONE_CORRECT, Item
 from pcf.orderings import seeded_rng
 from pcf.store.models import Adjudication
 from pcf.store.queries import item_positions
@@ -24,7 +24,7 @@ PATTERN_TAGS = (
     "near-tie",
     "transfer failure",
 )
-CHOICE_LABELS = {"none_correct": "None is correct", "cannot_tell": "Cannot tell"}
+CHOICE_LABELS = {NONE_CORRECT: "None is correct", CANNOT_TELL: "Cannot tell"}
 CONFIDENCE_SCALE = {
     0.0: "guess",
     0.25: "unsure",

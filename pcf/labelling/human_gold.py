@@ -31,11 +31,9 @@ import pandas as pd
 from sqlmodel import Session
 
 from pcf.flags import FLAGS
-from pcf.items import RESERVED_CANDIDATE_IDS, Item
+from pcf.items import CANNOT_TELL, RESERVED_CANDIDATE_IDS, Item
 from pcf.store.queries import current_labels, get_plan, items_named, resolutions
 
-CANNOT_TELL = "cannot_tell"
-NONE_CORRECT = "none_correct"
 SOURCES = ("resolution", "unanimous", "majority", "dawid_skene")
 GOLD_RULE_TEXT = {
     "unanimous": "every annotator's newest label is the same candidate",

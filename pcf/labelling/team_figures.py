@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from pcf.evaluation import cohen_kappa, krippendorff_alpha
-from pcf.items import Item
+from pcf.items import CANNOT_TELL, Item
 from pcf.labelling.adjudications import display_order
-from pcf.labelling.human_gold import CANNOT_TELL, dawid_skene
+from pcf.labelling.human_gold import dawid_skene
 
 BREAK = timedelta(minutes=10)
 """A gap between two of a person's labels longer than this is a pause, not labelling time."""

@@ -17,6 +17,7 @@ from typing import Any
 from sqlmodel import Session
 
 from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Actor, Permission, key_may_go_to
+from pcf.choices import SIMULATED_MODEL
 from pcf.items import Item
 from pcf.judges import KEY_ENV, make_judge
 from pcf.judges.replay import ReplayJudge
@@ -44,7 +45,7 @@ from pcf.store.queries import delete_run as delete_stored_run
 
 APP_BACKENDS = ("simulated", "openai", "anthropic")
 DEFAULT_MODELS = {
-    "simulated": "sim-primacy",
+    "simulated": SIMULATED_MODEL,
     "openai": "gpt-4o-mini",
     "anthropic": "claude-3-5-haiku-20241022",
 }
