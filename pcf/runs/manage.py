@@ -33,7 +33,9 @@ from pcf.store.queries import (
     get_run,
     import_items,
     item_db_ids,
+    release_keys,
     release_run_lease,
+    renew_key_claims,
     renew_run_lease,
     run_batches,
     take_run_lease,
@@ -287,6 +289,7 @@ class Lease:
         while True:
             await asyncio.sleep(HEARTBEAT_S)
             renew_run_lease(self.name, session=self.session, holder=self.holder, ttl_s=LEASE_TTL_S)
+            renew_key_claims(self.holder, session=self.session, ttl_s=LEASE_TTL_S)
             self.session.commit()
 
     @asynccontextmanager
@@ -302,7 +305,8 @@ class Lease:
 @contextmanager
 def leased(name: str, *, session: Session) -> Iterator[Lease]:
     """Hold run ``name``'s lease meanwhile (one process per run), and give it up at the end
-    whatever happened (work not committed is rolled back first).
+    with the holder's key claims, whatever happened (work not committed is rolled back
+    first).
 
     Raises:
         RunBusyError: a live process holds it.
@@ -314,6 +318,7 @@ def leased(name: str, *, session: Session) -> Iterator[Lease]:
     finally:
         session.rollback()
         release_run_lease(name, session=session, holder=holder)
+        release_keys(None, session=session, holder=holder)
         session.commit()
 
 
@@ -386,6 +391,7 @@ def judge_run(
                     retry_failed=retry_failed,
                     budget_usd=None if cap is None else cap - spent,
                     recheck_stops=recheck_stops,
+                    holder=lease.holder,
                 )
         finally:
             if hasattr(judge, "aclose"):

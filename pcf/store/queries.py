@@ -48,6 +48,7 @@ from pcf.store.models import (
     CandidateRow,
     Dataset,
     ItemRow,
+    KeyClaim,
     LabellingPlan,
     Member,
     ProviderBatch,
@@ -558,9 +559,9 @@ def update_run_totals(run_id: int, *, session: Session) -> Run:
 ACTIVE_RUN_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
 
 
-def lease_is_live(lease: RunLease, now: datetime | None = None) -> bool:
-    """Whether the lease's holder may still be judging: its time has not run out and, when it
-    was taken on this host, its process still exists."""
+def lease_is_live(lease: RunLease | KeyClaim, now: datetime | None = None) -> bool:
+    """Whether the lease's (or claim's) holder may still be working: its time has not run out
+    and, when it was taken on this host, its process still exists."""
     if lease.expires_at <= (now or utc_now()):
         return False
     return lease.host != socket.gethostname() or process_exists(lease.pid)
@@ -632,6 +633,85 @@ def release_run_lease(run_name: str, *, session: Session, holder: str) -> None:
     session.execute(
         delete(RunLease).where(col(RunLease.run_name) == run_name, col(RunLease.holder) == holder)
     )
+
+
+def claim_key(content_key: str, *, session: Session, holder: str, ttl_s: float) -> bool:
+    """Claim a request about to be sent for ``holder``, unless a live other holder claims it
+    (:class:`~pcf.store.models.KeyClaim`); a dead claim is taken over. The caller commits.
+
+    Returns:
+        Whether ``holder`` holds the claim now.
+    """
+    now = utc_now()
+    mine = {
+        "holder": holder,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "expires_at": now + timedelta(seconds=ttl_s),
+    }
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    session.execute(
+        dialect.insert(KeyClaim).values(content_key=content_key, **mine).on_conflict_do_nothing()
+    )
+    current = session.exec(
+        select(KeyClaim)
+        .where(KeyClaim.content_key == content_key)
+        .execution_options(populate_existing=True)
+    ).one()
+    if current.holder == holder:
+        return True
+    if lease_is_live(current, now):
+        return False
+    taken = session.execute(
+        update(KeyClaim)
+        .where(col(KeyClaim.content_key) == content_key, col(KeyClaim.holder) == current.holder)
+        .values(**mine)
+        .execution_options(synchronize_session=False)
+    )
+    return rows_changed(taken) == 1
+
+
+def live_claims(content_keys: Iterable[str], *, session: Session) -> set[str]:
+    """The content keys among ``content_keys`` that a live holder claims now."""
+    now, found = utc_now(), set()
+    for chunk in _chunks(content_keys):
+        claims = session.exec(
+            select(KeyClaim)
+            .where(col(KeyClaim.content_key).in_(chunk))
+            .execution_options(populate_existing=True)
+        )
+        found |= {claim.content_key for claim in claims if lease_is_live(claim, now)}
+    return found
+
+
+def release_keys(content_keys: Iterable[str] | None, *, session: Session, holder: str) -> None:
+    """Give up ``holder``'s claims on ``content_keys`` (all of them when None)."""
+    query = delete(KeyClaim).where(col(KeyClaim.holder) == holder)
+    if content_keys is None:
+        session.execute(query)
+        return
+    for chunk in _chunks(content_keys):
+        session.execute(query.where(col(KeyClaim.content_key).in_(chunk)))
+
+
+def renew_key_claims(holder: str, *, session: Session, ttl_s: float) -> None:
+    """Push the expiry of ``holder``'s claims ``ttl_s`` seconds ahead."""
+    session.execute(
+        update(KeyClaim)
+        .where(col(KeyClaim.holder) == holder)
+        .values(expires_at=utc_now() + timedelta(seconds=ttl_s))
+        .execution_options(synchronize_session=False)
+    )
+
+
+def usage_peaks(run_id: int, *, session: Session) -> tuple[int, int]:
+    """The most input and output tokens one stored call of the run was billed for."""
+    peaks = session.exec(
+        select(func.max(Call.input_tokens), func.max(Call.output_tokens)).where(
+            Call.run_id == run_id
+        )
+    ).one()
+    return peaks[0] or 0, peaks[1] or 0
 
 
 def run_states(runs: Iterable[Run], *, session: Session) -> dict[int, str]:
