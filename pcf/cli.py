@@ -71,7 +71,8 @@ MaxCostOption = Annotated[
     float | None,
     typer.Option(
         help="Cost cap of each run in USD (default: PCF_MAX_COST_USD): a run estimated above "
-        "it is refused, one that reaches it stops with its calls stored.",
+        "it is refused, a request whose upper-bound price would pass it is not sent (the run "
+        "stops 'capped' with its calls stored), and --batch sends nothing over it.",
     ),
 ]
 """Options that `pcf judge` and `pcf study` share."""

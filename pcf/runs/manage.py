@@ -346,8 +346,9 @@ def judge_run(
     ``actor`` must be allowed to run, and the server's key to go where the run goes
     (:func:`check_start`); ``api_key`` is a key of the actor's own for this run only. The run
     spends at most ``max_cost`` USD (by default the operator's ``PCF_MAX_COST_USD``): it is
-    refused when its estimate passes the cap, and stops making calls once its spend reaches
-    it (status ``capped``; the calls stored stay, and a higher cap resumes it).
+    refused when its estimate passes the cap, and sends no request whose reserved upper bound
+    would take its spend past it (:class:`~pcf.runs.budget.CostGuard`; status ``capped``, the
+    calls stored stay, and a higher cap resumes it).
 
     Returns:
         The run, and what this invocation did.
