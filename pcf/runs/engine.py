@@ -20,13 +20,13 @@ from pcf.processes import gc_frozen
 from pcf.prompts import Rendered
 from pcf.runs.adaptive import answer_in_waves, executions_for, kept_stops, record_stops
 from pcf.runs.budget import CostGuard
-from pcf.runs.plan import PlannedCall, Slot, confirmations, in_chunks, plan
+from pcf.runs.plan import PlannedCall, Prepared, Slot, confirmations, in_chunks, plan
 from pcf.runs.rows import Progress, RunReport, RunRows, failed_answer
 from pcf.runs.spec import RunSpec
 from pcf.stopping import Stop
 from pcf.store.models import Call, Run, RunStatus
 from pcf.store.queries import (
-    claim_key,
+    claim_keys,
     live_claims,
     release_keys,
     run_calls_by_slot,
@@ -57,20 +57,20 @@ class KeyClaims:
         self._waiting: dict[str, list[asyncio.Future[None]]] = {}
         self._poller: asyncio.Task[None] | None = None
 
-    def take(self, key: str) -> bool:
-        """Claim ``key`` (committed); False when another live run is asking it."""
+    def claim(self, keys: Iterable[str]) -> set[str]:
+        """Claim ``keys`` (committed); returns those held now (all of them when claiming is
+        off), the others being asked by another live run."""
         if self.holder is None:
-            return True
-        taken = claim_key(key, session=self.session, holder=self.holder, ttl_s=CLAIM_TTL_S)
+            return set(keys)
+        held = claim_keys(keys, session=self.session, holder=self.holder, ttl_s=CLAIM_TTL_S)
         self.session.commit()
-        return taken
+        return held
 
     def release(self, key: str) -> None:
-        """Give up the claim on ``key`` once its answer (or failure) is stored."""
-        if self.holder is None:
-            return
-        release_keys([key], session=self.session, holder=self.holder)
-        self.session.commit()
+        """Give up the claim on ``key`` in the open transaction: with the answer's (or
+        failure's) row, in the same commit."""
+        if self.holder is not None:
+            release_keys([key], session=self.session, holder=self.holder)
 
     async def freed(self, key: str) -> None:
         """Wait until no live run claims ``key``."""
@@ -106,24 +106,33 @@ class CallExecutor:
         """Whether the cost cap is reached: further calls wait for a higher one."""
         return self.report.capped > 0
 
-    async def call(self, planned: PlannedCall, rendered: Rendered, key: str) -> None:
-        """Answer one call: with the judge, or, when another run is asking the same request,
-        with that run's answer once it is stored (asking it here if that one failed)."""
-        while True:
-            async with self.semaphore:
-                if self.rows.stopped:  # an answer could not be stored: pay for no other
-                    return
-                if self.claims.take(key):
-                    try:
-                        await self._ask(planned, rendered, key)
-                    finally:
-                        self.claims.release(key)
-                    return
+    async def call(
+        self, planned: PlannedCall, rendered: Rendered, key: str, *, claimed: bool = True
+    ) -> None:
+        """Answer one call with the judge; a call another run is asking (not ``claimed``)
+        waits for that answer and takes it from the cache, or asks it here if it failed."""
+        while not claimed:
             await self.claims.freed(key)
-            rows, _ = self.rows.cached([(planned, rendered, key)])
-            if rows:
-                self.rows.commit(rows)
+            claimed = bool(self.claims.claim([key]))
+            if self._from_cache([(planned, rendered, key)]):
                 return
+        async with self.semaphore:
+            if self.rows.stopped:  # an answer could not be stored: pay for no other
+                return
+            await self._ask(planned, rendered, key)
+
+    def _from_cache(self, prepared: Sequence[Prepared]) -> list[Prepared]:
+        """Store the calls whose answers another run stored since this run looked (only
+        claimed requests can have one); returns them."""
+        if self.claims.holder is None:
+            return []
+        rows, _ = self.rows.cached(prepared)
+        if rows:
+            for row in rows:
+                self.claims.release(row["content_key"])
+            self.rows.commit(rows)
+        answered = {row["content_key"] for row in rows}
+        return [p for p in prepared if p[2] in answered]
 
     async def _ask(self, planned: PlannedCall, rendered: Rendered, key: str) -> None:
         """Ask the judge, retrying transport errors and unparseable answers, each request
@@ -143,6 +152,8 @@ class CallExecutor:
             if reservation is None:  # the cost cap is reached: the call waits for a higher one
                 self.report.capped += 1
                 if outcome is None:
+                    self.claims.release(key)
+                    self.rows.session.commit()
                     return
                 break  # keep the paid answer that did not parse
             attempts += 1
@@ -182,6 +193,7 @@ class CallExecutor:
                 "attempts": attempts,
             }
         )
+        self.claims.release(key)
         self.rows.commit([row])
 
     def _backoff(self, failures: int, retry_after: float | None) -> float:
@@ -192,13 +204,18 @@ class CallExecutor:
     async def answer(self, calls: Sequence[PlannedCall]) -> None:
         """Answer calls from the cache where possible, the rest concurrently.
 
-        The cache's answers are stored in one transaction before the first judge call; each
-        judge answer is committed alone.
+        The cache's answers are stored in one transaction before the first judge call; then
+        the requests left are claimed at once, and each judge answer is committed alone with
+        its claim given up.
         """
         hit_rows, pending = self.rows.cached(self.rows.prepare(calls))
         if hit_rows:
             self.rows.commit(hit_rows)
-        await asyncio.gather(*(self.call(*p) for p in pending))
+        claimed = self.claims.claim(key for *_, key in pending)
+        late = {p[2] for p in self._from_cache([p for p in pending if p[2] in claimed])}
+        await asyncio.gather(
+            *(self.call(*p, claimed=p[2] in claimed) for p in pending if p[2] not in late)
+        )
 
 
 async def execute(

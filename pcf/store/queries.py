@@ -21,6 +21,7 @@ from sqlalchemy import (
     Result,
     Text,
     and_,
+    bindparam,
     case,
     cast,
     delete,
@@ -635,12 +636,15 @@ def release_run_lease(run_name: str, *, session: Session, holder: str) -> None:
     )
 
 
-def claim_key(content_key: str, *, session: Session, holder: str, ttl_s: float) -> bool:
-    """Claim a request about to be sent for ``holder``, unless a live other holder claims it
-    (:class:`~pcf.store.models.KeyClaim`); a dead claim is taken over. The caller commits.
+def claim_keys(
+    content_keys: Iterable[str], *, session: Session, holder: str, ttl_s: float
+) -> set[str]:
+    """Claim requests about to be sent for ``holder``, except those a live other holder
+    claims (:class:`~pcf.store.models.KeyClaim`); dead claims are taken over. The caller
+    commits.
 
     Returns:
-        Whether ``holder`` holds the claim now.
+        The keys ``holder`` holds now.
     """
     now = utc_now()
     mine = {
@@ -650,25 +654,32 @@ def claim_key(content_key: str, *, session: Session, holder: str, ttl_s: float) 
         "expires_at": now + timedelta(seconds=ttl_s),
     }
     dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    session.execute(
-        dialect.insert(KeyClaim).values(content_key=content_key, **mine).on_conflict_do_nothing()
-    )
-    current = session.exec(
-        select(KeyClaim)
-        .where(KeyClaim.content_key == content_key)
-        .execution_options(populate_existing=True)
-    ).one()
-    if current.holder == holder:
-        return True
-    if lease_is_live(current, now):
-        return False
-    taken = session.execute(
-        update(KeyClaim)
-        .where(col(KeyClaim.content_key) == content_key, col(KeyClaim.holder) == current.holder)
-        .values(**mine)
-        .execution_options(synchronize_session=False)
-    )
-    return rows_changed(taken) == 1
+    held: set[str] = set()
+    for chunk in _chunks(content_keys):
+        values = [{"content_key": key, **mine} for key in chunk]
+        session.execute(dialect.insert(KeyClaim).values(values).on_conflict_do_nothing())
+        claims = session.exec(
+            select(KeyClaim)
+            .where(col(KeyClaim.content_key).in_(chunk))
+            .execution_options(populate_existing=True)
+        ).all()
+        for claim in claims:
+            if claim.holder != holder and not lease_is_live(claim, now):
+                taken = session.execute(
+                    update(KeyClaim)
+                    .where(
+                        col(KeyClaim.content_key) == claim.content_key,
+                        col(KeyClaim.holder) == claim.holder,
+                    )
+                    .values(**mine)
+                    .execution_options(synchronize_session=False)
+                )
+                if rows_changed(taken) != 1:
+                    continue
+            elif claim.holder != holder:
+                continue
+            held.add(claim.content_key)
+    return held
 
 
 def live_claims(content_keys: Iterable[str], *, session: Session) -> set[str]:
@@ -684,14 +695,20 @@ def live_claims(content_keys: Iterable[str], *, session: Session) -> set[str]:
     return found
 
 
+_RELEASE_KEY = delete(KeyClaim).where(
+    col(KeyClaim.content_key) == bindparam("key"), col(KeyClaim.holder) == bindparam("holder")
+)
+
+
 def release_keys(content_keys: Iterable[str] | None, *, session: Session, holder: str) -> None:
     """Give up ``holder``'s claims on ``content_keys`` (all of them when None)."""
-    query = delete(KeyClaim).where(col(KeyClaim.holder) == holder)
     if content_keys is None:
-        session.execute(query)
+        session.execute(delete(KeyClaim).where(col(KeyClaim.holder) == holder))
         return
-    for chunk in _chunks(content_keys):
-        session.execute(query.where(col(KeyClaim.content_key).in_(chunk)))
+    # One key per statement, found by the primary key; a statement built once, run on the
+    # connection: this runs once per answer.
+    for key in dict.fromkeys(content_keys):
+        session.connection().execute(_RELEASE_KEY, {"key": key, "holder": holder})
 
 
 def renew_key_claims(holder: str, *, session: Session, ttl_s: float) -> None:

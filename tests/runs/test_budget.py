@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
+import time
 
 import pytest
-from sqlmodel import select
+from sqlmodel import Session, select
 from typer.testing import CliRunner
 
 from pcf.cli import app
 from pcf.runs.manage import MAX_COST_ENV
-from pcf.store import Call, Run, get_run
+from pcf.store import Call, Run, get_engine, get_run
 from pcf.store.models import KeyClaim
 from tests.runs.processes import environment, import_dataset, judge_command
 from tests.runs.test_engine_providers import listwise_text
@@ -38,15 +38,13 @@ CALL_PRICE = (PROMPT_TOKENS * PRICE[0] + 100 * PRICE[1]) / 1e6
 
 @pytest.fixture
 def priced(tmp_path, monkeypatch, isolated_database) -> None:
-    """Model ``m`` at :data:`PRICE`, the server's OpenAI key set, dataset ``ds`` of 21 items
-    (84 calls at K=4)."""
+    """Model ``m`` at :data:`PRICE` and the server's OpenAI key set."""
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"m": list(PRICE)}), encoding="utf-8")
     for name, value in environment().items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("PCF_PRICES", str(prices))
     monkeypatch.delenv(MAX_COST_ENV, raising=False)
-    import_dataset(tmp_path, 21)
 
 
 def pcf_judge(server: WireServer, *extra: str, concurrency: int = 16) -> list[str]:
@@ -56,10 +54,11 @@ def pcf_judge(server: WireServer, *extra: str, concurrency: int = 16) -> list[st
 
 @pytest.mark.parametrize("concurrency", [16, 84])
 def test_the_live_cap_holds_at_any_concurrency_when_the_provider_bills_more_than_the_bound(
-    priced, session, concurrency
+    priced, session, tmp_path, concurrency
 ):
-    """The first request is reserved at its bytes' bound and billed 100,000 tokens; the guard
-    learns, and never lets the spend pass the cap by more than one call's price."""
+    """84 calls; the first request is reserved at its bytes' bound and billed 100,000 tokens;
+    the guard learns, and never lets the spend pass the cap by more than one call's price."""
+    import_dataset(tmp_path, 21)
     with WireServer(answer, prompt_tokens=PROMPT_TOKENS) as server:
         result = CliRunner().invoke(
             app, pcf_judge(server, "--max-cost", str(CAP), concurrency=concurrency)
@@ -75,9 +74,12 @@ def test_the_live_cap_holds_at_any_concurrency_when_the_provider_bills_more_than
     assert len(session.exec(select(Call)).all()) == sent  # every paid answer is stored
 
 
-def test_a_batch_over_its_cap_sends_nothing_and_one_under_it_is_sent(priced, session, monkeypatch):
+def test_a_batch_over_its_cap_sends_nothing_and_one_under_it_is_sent(
+    priced, session, tmp_path, monkeypatch
+):
     """The cap from --max-cost or PCF_MAX_COST_USD is checked against every request's upper
     bound (bytes and max_tokens, at the batch price) before any file is uploaded."""
+    import_dataset(tmp_path, 21)
     with WireServer(answer, prompt_tokens=PROMPT_TOKENS) as server:
         over = CliRunner().invoke(app, [*pcf_judge(server, "--max-cost", "0.01"), "--batch"])
         monkeypatch.setenv(MAX_COST_ENV, "0.01")
@@ -95,19 +97,24 @@ def test_a_batch_over_its_cap_sends_nothing_and_one_under_it_is_sent(priced, ses
     assert server.batches.created == 1
 
 
-def test_two_runs_started_at_once_send_each_request_once(priced, session):
+def test_two_runs_started_at_once_send_each_request_once(priced, session, tmp_path):
     """Two processes judge runs ``a`` and ``b`` of one dataset with the same settings. The
-    server holds every answer until both have sent a request (told apart by their keys): a
-    request the other run is asking is claimed, so it waits for that answer and stores it
-    from the cache."""
-    both_sent = threading.Event()
-    senders: set[str] = set()
+    server holds every answer until both runs are running and one of them has claimed its
+    requests: the other waits for those answers and stores them from the cache."""
+    import_dataset(tmp_path, 6)  # 24 requests
+    watcher = get_engine()
+
+    def both_running() -> bool:
+        with Session(watcher) as watch:
+            statuses = watch.exec(select(Run.status)).all()
+            claimed = watch.exec(select(KeyClaim)).first() is not None
+        return statuses == ["running", "running"] and claimed
 
     def held(request: WireRequest) -> Scripted:
-        senders.add(request.headers.get("authorization", ""))
-        if len(senders) == 2:
-            both_sent.set()
-        assert both_sent.wait(HANG_S)
+        deadline = time.monotonic() + HANG_S
+        while not both_running():
+            assert time.monotonic() < deadline, "the second run never started"
+            time.sleep(0.05)
         return answer(request)
 
     with WireServer(held) as server:
@@ -127,11 +134,10 @@ def test_two_runs_started_at_once_send_each_request_once(priced, session):
         counts = server.counts
     for process, (_, err) in zip(processes, outputs, strict=True):
         assert process.returncode == 0, err.decode()
-    assert len(senders) == 2
-    assert len(counts) == 84
+    assert len(counts) == 24
     assert set(counts.values()) == {1}
     made = [json.loads(out)["this_invocation"]["calls_made"] for out, _ in outputs]
-    assert sum(made) == 84
+    assert sum(made) == 24
     assert [r.status for r in session.exec(select(Run)).all()] == ["finished"] * 2
-    assert len(session.exec(select(Call)).all()) == 2 * 84
+    assert len(session.exec(select(Call)).all()) == 2 * 24
     assert session.exec(select(KeyClaim)).all() == []
