@@ -106,6 +106,8 @@ class CostGuard:
             The reservation to settle, or None when the request would take the spend past
             the cap: it is not sent.
         """
+        if self.cap is None:  # nothing to guard: no bound to find
+            return self._take(Reservation(0, 0, None))
         while (fits := self._fits(reservation := self.reservation(request))) is None:
             await self._changed.wait()  # the run's peaks may have risen meanwhile
         if not fits:

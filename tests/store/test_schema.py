@@ -66,7 +66,7 @@ from pcf.store.models import (
 )
 from pcf.store.queries import (
     add_adjudication,
-    claim_key,
+    claim_keys,
     get_dataset,
     item_db_ids,
     keep_duplicate_answers,
@@ -511,12 +511,12 @@ def test_revision_0008_adds_key_claims_to_a_database_at_0007(isolated_database, 
     assert differences(isolated_database) == []
     engine = unchecked_engine(isolated_database)
     with Session(engine) as session:
-        assert claim_key("k", session=session, holder="mine", ttl_s=60)
-        assert not claim_key("k", session=session, holder="other", ttl_s=60)
-        assert live_claims(["k", "free"], session=session) == {"k"}
+        assert claim_keys(["k"], session=session, holder="mine", ttl_s=60) == {"k"}
+        assert claim_keys(["k", "j"], session=session, holder="other", ttl_s=60) == {"j"}
+        assert live_claims(["k", "j", "free"], session=session) == {"k", "j"}
         session.get(KeyClaim, "k").expires_at = utc_now() - timedelta(seconds=1)
         session.commit()
-        assert claim_key("k", session=session, holder="other", ttl_s=60)
+        assert claim_keys(["k"], session=session, holder="other", ttl_s=60) == {"k"}
         session.commit()
     engine.dispose()
     downgrade(isolated_database, "0007")
