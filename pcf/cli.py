@@ -77,7 +77,8 @@ MaxCostOption = Annotated[
     float | None,
     typer.Option(
         help="Cost cap of each run in USD (default: PCF_MAX_COST_USD): a run estimated above "
-        "it is refused, one that reaches it stops with its calls stored.",
+        "it is refused, a request whose upper-bound price would pass it is not sent (the run "
+        "stops 'capped' with its calls stored), and --batch sends nothing over it.",
     ),
 ]
 """Options that `pcf judge` and `pcf study` share."""
@@ -566,7 +567,9 @@ def judge(
             stop_on=named_weights(stop_on),
         )
         if batch:
-            submit_batches([spec], retry_failed=retry_failed, batch_size=batch_size)
+            submit_batches(
+                [spec], retry_failed=retry_failed, batch_size=batch_size, max_cost=max_cost
+            )
             return
         with database() as session:
             reopening = reopen_estimate(spec, session=session)
@@ -610,9 +613,14 @@ def reopen_line(estimate: ReopenEstimate) -> str:
 
 
 def submit_batches(
-    specs: list[RunSpec], *, retry_failed: bool = False, batch_size: int | None = None
+    specs: list[RunSpec],
+    *,
+    retry_failed: bool = False,
+    batch_size: int | None = None,
+    max_cost: float | None = None,
 ) -> None:
-    """Submit each run's calls as provider batches and print what was sent."""
+    """Submit each run's calls as provider batches (none over its cost cap) and print what
+    was sent."""
     from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import batch_overview, submit_run
 
@@ -626,6 +634,7 @@ def submit_batches(
                     actor=operator(),
                     retry_failed=retry_failed,
                     max_requests=batch_size,
+                    max_cost=max_cost,
                 )
                 out.append({"run": run.name, "status": run.status, **report.as_dict()})
                 for row in batch_overview([run], session=session):
@@ -944,7 +953,7 @@ def study(
         if batch:
             with database() as session:
                 specs = study_specs(name, base, session=session)
-            submit_batches(specs, batch_size=batch_size)
+            submit_batches(specs, batch_size=batch_size, max_cost=max_cost)
             return
         with database() as session:
             summaries, reports = [], []

@@ -20,12 +20,15 @@ request to an endpoint after the first ``n`` until the server closes, for kill t
 created), ``batches.create`` (created, its id not sent), ``results`` (a download).
 ``server.batches.lose(batch_id)`` makes the server forget a batch, as a provider that lost
 or deleted it: its status, results and cancel answer 404 (``results_only``: its results).
+``prompt_tokens=N`` bills every answer N prompt tokens, whatever its request's size (a
+provider that bills more than a request's bytes).
 
 Nothing here reaches the network beyond 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -217,8 +220,10 @@ class WireServer:
         *,
         batch_polls: int = 0,
         fail_batch: Callable[[int], bool] | None = None,
+        prompt_tokens: int | None = None,
     ) -> None:
         self._responder = responder or fixed_json()
+        self.prompt_tokens = prompt_tokens
         self.batches = Batches(self, batch_polls, fail_batch or (lambda _index: False))
         self.stall: dict[str, int] = {}
         self.stalled: list[str] = []
@@ -284,7 +289,10 @@ class WireServer:
             request = WireRequest(protocol, path, body, len(self._received), key, headers)
             self._received.append(request)
             self._counts[key] += 1
-        return self._responder(request)
+        action = self._responder(request)
+        if self.prompt_tokens is not None and action.kind in ("answer", "refusal", "truncated"):
+            action = dataclasses.replace(action, input_tokens=self.prompt_tokens)
+        return action
 
 
 _OPENAI_ENDED = ("completed", "failed", "expired", "cancelled")

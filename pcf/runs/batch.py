@@ -34,6 +34,7 @@ from pcf.judges.batch_api import BatchClient, BatchLostError, BatchResult, Batch
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.prompts import Rendered
 from pcf.runs.adaptive import executions_for, kept_stops, next_wave, record_stops
+from pcf.runs.budget import CostGuard
 from pcf.runs.call_plan import (
     PlannedCall,
     Prepared,
@@ -44,7 +45,7 @@ from pcf.runs.call_plan import (
     plan,
 )
 from pcf.runs.estimate import require_dataset
-from pcf.runs.manage import Lease, check_start, leased, open_run
+from pcf.runs.manage import CostCapError, Lease, check_start, default_cost_cap, leased, open_run
 from pcf.runs.rows import RunRows, failed_answer
 from pcf.runs.spec import LIMIT_SETTING, RunSpec
 from pcf.stopping import Stop
@@ -67,6 +68,7 @@ from pcf.store.queries import (
     set_run_status,
     update_provider_batch,
     update_run_totals,
+    usage_peaks,
 )
 
 FIND_WINDOW = timedelta(minutes=10)
@@ -259,16 +261,75 @@ class _Batcher:
 
     # ------------------------------------------------------------------ submit
 
-    async def submit(
-        self, *, retry_failed: bool, max_requests: int | None, max_bytes: int | None
+    def _guard(
+        self, cap: float | None, *, retry_failed: bool, own: set[str], carried: set[str]
     ) -> None:
-        """Finish killed submissions, store cache hits, send the rest in new batches."""
+        """Refuse to send anything when the requests to send, with those of the run's batches
+        not collected yet, may take the run's spend past ``cap``: each request is reserved at
+        its upper bound (:class:`~pcf.runs.budget.CostGuard`, at the batch price).
+
+        Raises:
+            CostCapError: over the cap; the run is marked ``capped``.
+        """
+        if cap is None:
+            return
+        spent = self.run.cost_usd
+        guard = CostGuard(
+            cap - spent,
+            self.spec.model,
+            self.prices,
+            peaks=usage_peaks(self.run.id, session=self.session),
+        )
+        over = guard.reserve_all(
+            rendered.request(self.spec.temperature, self.spec.max_tokens)
+            for _, rendered, _ in self._unsent(retry_failed=retry_failed, own=own, carried=carried)
+        )
+        if over is None:
+            return
+        set_run_status(self.run, RunStatus.CAPPED, session=self.session)
+        self.session.commit()
+        count, bound = over
+        raise CostCapError(
+            f"run {self.run.name!r}: its {count} batch requests (with those of its batches not "
+            f"collected yet) may cost up to ${bound:.4f} at the batch price (each request's "
+            f"UTF-8 bytes and max_tokens) on top of ${spent:.4f} spent, over its cost cap of "
+            f"${cap:.4f}; nothing was sent: raise --max-cost or judge fewer items"
+        )
+
+    def _unsent(
+        self, *, retry_failed: bool, own: set[str], carried: set[str]
+    ) -> Iterator[Prepared]:
+        """Each request a submit would send now (one per content key) and each request the
+        run's batches not collected yet carry."""
+        seen, deferred = set(), carried - own
+        for chunk in self.chunks():
+            prepared = self.rows.prepare(chunk.calls)
+            keep = {slot for slot, call in chunk.stored.items() if call.ok or not retry_failed}
+            todo = [p for p in prepared if _slot_of(p[0]) not in keep and p[2] not in own]
+            _, rest = self.rows.cached(todo)
+            pending = [p for p in prepared if p[2] in own]
+            for p in [*rest, *pending]:
+                if p[2] not in seen and p[2] not in deferred:
+                    seen.add(p[2])
+                    yield p
+
+    async def submit(
+        self,
+        *,
+        retry_failed: bool,
+        max_requests: int | None,
+        max_bytes: int | None,
+        cap: float | None = None,
+    ) -> None:
+        """Finish killed submissions, store cache hits, and send the rest in new batches when
+        they fit under ``cap`` (see :meth:`_guard`)."""
         records = run_batches(self.run.id, session=self.session)
         killed = [record for record in records if record.state == "submitting"]
         if killed:
             await self._finish_killed(killed)
         own = {key for r in records if r.state != "collected" for key in self.sent_keys(r)}
         carried = pending_batch_keys(session=self.session)
+        self._guard(cap, retry_failed=retry_failed, own=own, carried=carried)
         sender = _Sender(
             self, max_requests or self.client.max_requests, max_bytes or self.client.max_bytes
         )
@@ -562,12 +623,15 @@ def submit_run(
     retry_failed: bool = False,
     max_requests: int | None = None,
     max_bytes: int | None = None,
+    max_cost: float | None = None,
 ) -> tuple[Run, BatchReport]:
     """Create or resume the run and send its missing calls as provider batches; returns at once.
 
     ``max_requests`` and ``max_bytes`` lower the provider's limits per batch. ``actor`` must be
     allowed to run, and the server's key to go where the batches go (see
-    :func:`~pcf.runs.manage.check_start`).
+    :func:`~pcf.runs.manage.check_start`). Nothing is sent when the requests' upper-bound
+    price would take the run's spend past ``max_cost`` (by default the operator's
+    ``PCF_MAX_COST_USD``); the run is then ``capped``.
 
     Raises:
         AccessDeniedError: the actor may not start the run.
@@ -575,9 +639,11 @@ def submit_run(
         RunConflictError: a run of that name exists with other settings.
         RunBusyError: another live process holds the run.
         BatchAPIError: the provider refused a request.
+        CostCapError: the requests may cost more than the cap allows.
     """
     check_start(spec, actor=actor)
     require_dataset(spec, session=session)
+    cap = max_cost if max_cost is not None else default_cost_cap()
     client = _client(spec)
     with leased(spec.run_name, session=session) as lease:
         resumed = get_run(spec.run_name, session=session) is not None
@@ -597,7 +663,10 @@ def submit_run(
             async with lease.heartbeat():
                 try:
                     await batcher.submit(
-                        retry_failed=retry_failed, max_requests=max_requests, max_bytes=max_bytes
+                        retry_failed=retry_failed,
+                        max_requests=max_requests,
+                        max_bytes=max_bytes,
+                        cap=cap,
                     )
                 finally:
                     await client.aclose()

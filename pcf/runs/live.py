@@ -5,7 +5,10 @@ arrives, so an interrupted run resumes where it stopped."""
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import socket
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 
 from sqlmodel import Session
@@ -16,34 +19,85 @@ from pcf.prices import call_cost
 from pcf.processes import gc_frozen
 from pcf.prompts import Rendered
 from pcf.runs.adaptive import answer_in_waves, executions_for, kept_stops, record_stops
-from pcf.runs.call_plan import PlannedCall, Slot, confirmations, in_chunks, plan
+from pcf.runs.budget import CostGuard
+from pcf.runs.call_plan import PlannedCall, Prepared, Slot, confirmations, in_chunks, plan
 from pcf.runs.rows import Progress, RunReport, RunRows, failed_answer
 from pcf.runs.spec import RunSpec
 from pcf.stopping import Stop
 from pcf.store.models import Call, Run, RunStatus
 from pcf.store.queries import (
+    claim_keys,
+    live_claims,
+    release_keys,
     run_calls_by_slot,
     run_dataset,
     set_run_status,
     update_run_totals,
+    usage_peaks,
 )
 
 MAX_BACKOFF_S = 60.0
 
 
-class CallExecutor:
-    """Asks one judge the calls of a run and stores their rows (:class:`RunRows`)."""
+CLAIM_TTL_S = 60.0
+"""How long a key claim outlives its holder's last sign of life (the run lease renews it)."""
+CLAIM_POLL_S = 0.2
+"""How often a run waiting for another run's answers looks whether they have come."""
+UNCLAIMED_BACKENDS = ("simulated", "replay")
+"""Backends whose answers cost nothing: their requests are not claimed."""
 
-    def __init__(
-        self,
-        rows: RunRows,
-        judge: Judge,
-        *,
-        prices: dict[str, tuple[float, float]],
-        budget_usd: float | None = None,
-    ) -> None:
+
+class KeyClaims:
+    """The content keys one run is asking now, claimed in the database
+    (:class:`~pcf.store.models.KeyClaim`), so that another run needing the same answer waits
+    for it instead of paying for it again; ``holder`` None claims nothing."""
+
+    def __init__(self, session: Session, holder: str | None) -> None:
+        self.session, self.holder = session, holder
+        self._waiting: dict[str, list[asyncio.Future[None]]] = {}
+        self._poller: asyncio.Task[None] | None = None
+
+    def claim(self, keys: Iterable[str]) -> set[str]:
+        """Claim ``keys`` (committed); returns those held now (all of them when claiming is
+        off), the others being asked by another live run."""
+        if self.holder is None:
+            return set(keys)
+        held = claim_keys(keys, session=self.session, holder=self.holder, ttl_s=CLAIM_TTL_S)
+        self.session.commit()
+        return held
+
+    def release(self, key: str) -> None:
+        """Give up the claim on ``key`` in the open transaction: with the answer's (or
+        failure's) row, in the same commit."""
+        if self.holder is not None:
+            release_keys([key], session=self.session, holder=self.holder)
+
+    async def freed(self, key: str) -> None:
+        """Wait until no live run claims ``key``."""
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(key, []).append(future)
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.create_task(self._poll())
+        await future
+
+    async def _poll(self) -> None:
+        while self._waiting:
+            await asyncio.sleep(CLAIM_POLL_S)
+            held = live_claims(list(self._waiting), session=self.session)
+            self.session.commit()
+            for key in [key for key in self._waiting if key not in held]:
+                for future in self._waiting.pop(key):
+                    if not future.done():
+                        future.set_result(None)
+
+
+class CallExecutor:
+    """Asks one judge the calls of a run and stores their rows (:class:`RunRows`), every
+    request through the run's cost guard and claimed against other runs."""
+
+    def __init__(self, rows: RunRows, judge: Judge, *, guard: CostGuard, claims: KeyClaims) -> None:
         self.rows, self.judge, self.spec = rows, judge, rows.spec
-        self.prices, self.budget_usd = prices, budget_usd
+        self.guard, self.claims = guard, claims
         self.report = rows.report
         self.semaphore = asyncio.Semaphore(self.spec.concurrency)
 
@@ -52,8 +106,37 @@ class CallExecutor:
         """Whether the cost cap is reached: further calls wait for a higher one."""
         return self.report.capped > 0
 
-    async def call(self, planned: PlannedCall, rendered: Rendered, key: str) -> None:
-        """Answer one call with the judge, retrying transport errors and unparseable answers."""
+    async def call(
+        self, planned: PlannedCall, rendered: Rendered, key: str, *, claimed: bool = True
+    ) -> None:
+        """Answer one call with the judge; a call another run is asking (not ``claimed``)
+        waits for that answer and takes it from the cache, or asks it here if it failed."""
+        while not claimed:
+            await self.claims.freed(key)
+            claimed = bool(self.claims.claim([key]))
+            if self._from_cache([(planned, rendered, key)]):
+                return
+        async with self.semaphore:
+            if self.rows.stopped:  # an answer could not be stored: pay for no other
+                return
+            await self._ask(planned, rendered, key)
+
+    def _from_cache(self, prepared: Sequence[Prepared]) -> list[Prepared]:
+        """Store the calls whose answers another run stored since this run looked (only
+        claimed requests can have one); returns them."""
+        if self.claims.holder is None:
+            return []
+        rows, _ = self.rows.cached(prepared)
+        if rows:
+            for row in rows:
+                self.claims.release(row["content_key"])
+            self.rows.commit(rows)
+        answered = {row["content_key"] for row in rows}
+        return [p for p in prepared if p[2] in answered]
+
+    async def _ask(self, planned: PlannedCall, rendered: Rendered, key: str) -> None:
+        """Ask the judge, retrying transport errors and unparseable answers, each request
+        reserved with the cost guard first; a request over the cap is not sent."""
         context = CallContext(
             planned.item,
             planned.order,
@@ -63,31 +146,38 @@ class CallExecutor:
         )
         request = rendered.request(self.spec.temperature, self.spec.max_tokens, context)
         tokens_in = tokens_out = attempts = transport_failures = parse_failures = 0
-        outcome: dict
-        async with self.semaphore:
-            if self.rows.stopped:  # an answer could not be stored: pay for no other
-                return
-            if self.budget_usd is not None and self.report.cost_usd >= self.budget_usd:
-                self.report.capped += 1  # the cost cap is reached: the call waits for a higher one
-                return
-            while True:
-                attempts += 1
-                try:
-                    reply = await self.judge.complete(request)
-                except JudgeError as exc:
-                    transport_failures += 1
-                    if exc.retryable and transport_failures < self.spec.max_attempts:
-                        await asyncio.sleep(self._backoff(transport_failures, exc.retry_after))
-                        continue
-                    outcome = failed_answer(str(exc))
-                    break
-                tokens_in += reply.input_tokens
-                tokens_out += reply.output_tokens
-                outcome = await self.rows.answered(planned, rendered, reply)
-                if outcome["ok"] or parse_failures >= self.spec.parse_retries:
-                    break
-                parse_failures += 1
-        cost = call_cost(self.judge.model, tokens_in, tokens_out, self.prices)
+        outcome: dict | None = None
+        while True:
+            reservation = await self.guard.reserve(request)
+            if reservation is None:  # the cost cap is reached: the call waits for a higher one
+                self.report.capped += 1
+                if outcome is None:
+                    self.claims.release(key)
+                    self.rows.session.commit()
+                    return
+                break  # keep the paid answer that did not parse
+            attempts += 1
+            try:
+                reply = await self.judge.complete(request)
+            except JudgeError as exc:
+                self.guard.settle(reservation, 0, 0)
+                transport_failures += 1
+                if exc.retryable and transport_failures < self.spec.max_attempts:
+                    await asyncio.sleep(self._backoff(transport_failures, exc.retry_after))
+                    continue
+                outcome = failed_answer(str(exc))
+                break
+            except BaseException:
+                self.guard.settle(reservation, 0, 0)
+                raise
+            self.guard.settle(reservation, reply.input_tokens, reply.output_tokens)
+            tokens_in += reply.input_tokens
+            tokens_out += reply.output_tokens
+            outcome = await self.rows.answered(planned, rendered, reply)
+            if outcome["ok"] or parse_failures >= self.spec.parse_retries:
+                break
+            parse_failures += 1
+        cost = call_cost(self.judge.model, tokens_in, tokens_out, self.guard.prices)
         self.report.unpriced |= cost is None and (tokens_in + tokens_out) > 0
         self.report.calls_made += attempts
         self.report.input_tokens += tokens_in
@@ -103,6 +193,7 @@ class CallExecutor:
                 "attempts": attempts,
             }
         )
+        self.claims.release(key)
         self.rows.commit([row])
 
     def _backoff(self, failures: int, retry_after: float | None) -> float:
@@ -113,13 +204,18 @@ class CallExecutor:
     async def answer(self, calls: Sequence[PlannedCall]) -> None:
         """Answer calls from the cache where possible, the rest concurrently.
 
-        The cache's answers are stored in one transaction before the first judge call; each
-        judge answer is committed alone.
+        The cache's answers are stored in one transaction before the first judge call; then
+        the requests left are claimed at once, and each judge answer is committed alone with
+        its claim given up.
         """
         hit_rows, pending = self.rows.cached(self.rows.prepare(calls))
         if hit_rows:
             self.rows.commit(hit_rows)
-        await asyncio.gather(*(self.call(*p) for p in pending))
+        claimed = self.claims.claim(key for *_, key in pending)
+        late = {p[2] for p in self._from_cache([p for p in pending if p[2] in claimed])}
+        await asyncio.gather(
+            *(self.call(*p, claimed=p[2] in claimed) for p in pending if p[2] not in late)
+        )
 
 
 async def execute(
@@ -135,6 +231,7 @@ async def execute(
     retry_failed: bool = False,
     budget_usd: float | None = None,
     recheck_stops: bool = False,
+    holder: str | None = None,
 ) -> RunReport:
     """Make every call of ``run`` that is not stored yet; each answer is committed at once.
 
@@ -144,9 +241,13 @@ async def execute(
     stored for the run are never made again, so running a finished run makes no judge call;
     with ``retry_failed``, failed calls are asked again, and each new answer becomes its call's
     current answer while the failed one is kept as a ``retried``
-    :class:`~pcf.store.models.ReplacedCall`. With ``budget_usd``, no call is sent once this
-    invocation spent that much (the calls in flight finish and are stored); the run is then
-    ``capped`` instead of ``finished``, and resumes like any run. An adaptive run keeps the
+    :class:`~pcf.store.models.ReplacedCall`. With ``budget_usd``, every request goes through
+    the run's cost guard (:class:`~pcf.runs.budget.CostGuard`): one that would take this
+    invocation's spend past ``budget_usd`` is not sent, and the run is then ``capped`` instead
+    of ``finished`` (it resumes like any run). Provider requests are claimed under
+    ``holder`` (the run's lease holder; by default one made for this invocation), so that
+    another run asking the same request at the same time waits for this answer. An adaptive
+    run keeps the
     stops it recorded (whatever policy version made them) unless ``recheck_stops`` asks the
     current policy again about those items. Returns what this invocation did.
 
@@ -156,7 +257,13 @@ async def execute(
     if iter(items) is items:
         raise TypeError("execute goes through its items twice: give a list or DatasetItems")
     rows = RunRows(run, spec, judge.backend, judge.model, session=session, progress=progress)
-    executor = CallExecutor(rows, judge, prices=prices, budget_usd=budget_usd)
+    peaks = usage_peaks(run.id, session=session)
+    guard = CostGuard(budget_usd, judge.model, prices, peaks=peaks)
+    if judge.backend in UNCLAIMED_BACKENDS:
+        holder = None
+    else:
+        holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+    executor = CallExecutor(rows, judge, guard=guard, claims=KeyClaims(session, holder))
     report = executor.report
     chunk_plan = _ChunkPlan(run, executions_for(spec, items), db_ids, session=session)
     for chunk in in_chunks(items):

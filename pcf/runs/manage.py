@@ -36,7 +36,9 @@ from pcf.store.queries import (
     get_run,
     import_items,
     item_db_ids,
+    release_keys,
     release_run_lease,
+    renew_key_claims,
     renew_run_lease,
     run_batches,
     take_run_lease,
@@ -236,15 +238,14 @@ class Lease:
     holder: str
     session: Session
 
+    def _renew_once(self) -> None:
+        renew_run_lease(self.name, session=self.session, holder=self.holder, ttl_s=LEASE_TTL_S)
+        renew_key_claims(self.holder, session=self.session, ttl_s=LEASE_TTL_S)
+
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(HEARTBEAT_S)
-            commit_retrying(
-                self.session,
-                lambda: renew_run_lease(
-                    self.name, session=self.session, holder=self.holder, ttl_s=LEASE_TTL_S
-                ),
-            )
+            commit_retrying(self.session, self._renew_once)
 
     @asynccontextmanager
     async def heartbeat(self) -> AsyncIterator[None]:
@@ -261,7 +262,8 @@ class Lease:
 @contextmanager
 def leased(name: str, *, session: Session) -> Iterator[Lease]:
     """Hold run ``name``'s lease meanwhile (one process per run), and give it up at the end
-    whatever happened (work not committed is rolled back first).
+    with the holder's key claims, whatever happened (work not committed is rolled back
+    first).
 
     Raises:
         RunBusyError: a live process holds it.
@@ -273,6 +275,7 @@ def leased(name: str, *, session: Session) -> Iterator[Lease]:
     finally:
         session.rollback()
         release_run_lease(name, session=session, holder=holder)
+        release_keys(None, session=session, holder=holder)
         session.commit()
 
 
@@ -300,8 +303,9 @@ def judge_run(
     ``actor`` must be allowed to run, and the server's key to go where the run goes
     (:func:`check_start`); ``api_key`` is a key of the actor's own for this run only. The run
     spends at most ``max_cost`` USD (by default the operator's ``PCF_MAX_COST_USD``): it is
-    refused when its estimate passes the cap, and stops making calls once its spend reaches
-    it (status ``capped``; the calls stored stay, and a higher cap resumes it).
+    refused when its estimate passes the cap, and sends no request whose reserved upper bound
+    would take its spend past it (:class:`~pcf.runs.budget.CostGuard`; status ``capped``, the
+    calls stored stay, and a higher cap resumes it).
 
     Returns:
         The run, and what this invocation did.
@@ -345,6 +349,7 @@ def judge_run(
                     retry_failed=retry_failed,
                     budget_usd=None if cap is None else cap - spent,
                     recheck_stops=recheck_stops,
+                    holder=lease.holder,
                 )
         finally:
             if hasattr(judge, "aclose"):

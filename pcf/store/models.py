@@ -254,6 +254,24 @@ class RunLease(SQLModel, table=True):
     expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
 
 
+class KeyClaim(SQLModel, table=True):
+    """A request being answered now: its content key and the process asking it (a run's lease
+    holder), so that another run needing the same answer waits for it instead of paying again.
+
+    The holder renews ``expires_at`` with its run's lease and deletes the row once the answer
+    (or its failure) is stored; a claim whose time ran out, or whose process is gone from this
+    host, is dead and may be taken over.
+    """
+
+    __tablename__ = "key_claim"
+
+    content_key: str = Field(primary_key=True)
+    holder: str = Field(index=True)
+    host: str
+    pid: int
+    expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+
+
 class ProviderBatch(SQLModel, table=True):
     """One submission of a run's calls to a provider's batch API.
 

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Result,
     Text,
     and_,
+    bindparam,
     case,
     cast,
     delete,
@@ -48,6 +49,7 @@ from pcf.store.models import (
     CandidateRow,
     Dataset,
     ItemRow,
+    KeyClaim,
     LabellingPlan,
     Member,
     ProviderBatch,
@@ -558,9 +560,9 @@ def update_run_totals(run_id: int, *, session: Session) -> Run:
 ACTIVE_RUN_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
 
 
-def lease_is_live(lease: RunLease, now: datetime | None = None) -> bool:
-    """Whether the lease's holder may still be judging: its time has not run out and, when it
-    was taken on this host, its process still exists."""
+def lease_is_live(lease: RunLease | KeyClaim, now: datetime | None = None) -> bool:
+    """Whether the lease's (or claim's) holder may still be working: its time has not run out
+    and, when it was taken on this host, its process still exists."""
     if lease.expires_at <= (now or utc_now()):
         return False
     return lease.host != socket.gethostname() or process_exists(lease.pid)
@@ -632,6 +634,101 @@ def release_run_lease(run_name: str, *, session: Session, holder: str) -> None:
     session.execute(
         delete(RunLease).where(col(RunLease.run_name) == run_name, col(RunLease.holder) == holder)
     )
+
+
+def claim_keys(
+    content_keys: Iterable[str], *, session: Session, holder: str, ttl_s: float
+) -> set[str]:
+    """Claim requests about to be sent for ``holder``, except those a live other holder
+    claims (:class:`~pcf.store.models.KeyClaim`); dead claims are taken over. The caller
+    commits.
+
+    Returns:
+        The keys ``holder`` holds now.
+    """
+    now = utc_now()
+    mine = {
+        "holder": holder,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "expires_at": now + timedelta(seconds=ttl_s),
+    }
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    held: set[str] = set()
+    for chunk in _chunks(content_keys):
+        values = [{"content_key": key, **mine} for key in chunk]
+        session.execute(dialect.insert(KeyClaim).values(values).on_conflict_do_nothing())
+        claims = session.exec(
+            select(KeyClaim)
+            .where(col(KeyClaim.content_key).in_(chunk))
+            .execution_options(populate_existing=True)
+        ).all()
+        for claim in claims:
+            if claim.holder != holder and not lease_is_live(claim, now):
+                taken = session.execute(
+                    update(KeyClaim)
+                    .where(
+                        col(KeyClaim.content_key) == claim.content_key,
+                        col(KeyClaim.holder) == claim.holder,
+                    )
+                    .values(**mine)
+                    .execution_options(synchronize_session=False)
+                )
+                if rows_changed(taken) != 1:
+                    continue
+            elif claim.holder != holder:
+                continue
+            held.add(claim.content_key)
+    return held
+
+
+def live_claims(content_keys: Iterable[str], *, session: Session) -> set[str]:
+    """The content keys among ``content_keys`` that a live holder claims now."""
+    now, found = utc_now(), set()
+    for chunk in _chunks(content_keys):
+        claims = session.exec(
+            select(KeyClaim)
+            .where(col(KeyClaim.content_key).in_(chunk))
+            .execution_options(populate_existing=True)
+        )
+        found |= {claim.content_key for claim in claims if lease_is_live(claim, now)}
+    return found
+
+
+_RELEASE_KEY = delete(KeyClaim).where(
+    col(KeyClaim.content_key) == bindparam("key"), col(KeyClaim.holder) == bindparam("holder")
+)
+
+
+def release_keys(content_keys: Iterable[str] | None, *, session: Session, holder: str) -> None:
+    """Give up ``holder``'s claims on ``content_keys`` (all of them when None)."""
+    if content_keys is None:
+        session.execute(delete(KeyClaim).where(col(KeyClaim.holder) == holder))
+        return
+    # One key per statement, found by the primary key; a statement built once, run on the
+    # connection: this runs once per answer.
+    for key in dict.fromkeys(content_keys):
+        session.connection().execute(_RELEASE_KEY, {"key": key, "holder": holder})
+
+
+def renew_key_claims(holder: str, *, session: Session, ttl_s: float) -> None:
+    """Push the expiry of ``holder``'s claims ``ttl_s`` seconds ahead."""
+    session.execute(
+        update(KeyClaim)
+        .where(col(KeyClaim.holder) == holder)
+        .values(expires_at=utc_now() + timedelta(seconds=ttl_s))
+        .execution_options(synchronize_session=False)
+    )
+
+
+def usage_peaks(run_id: int, *, session: Session) -> tuple[int, int]:
+    """The most input and output tokens one stored call of the run was billed for."""
+    peaks = session.exec(
+        select(func.max(Call.input_tokens), func.max(Call.output_tokens)).where(
+            Call.run_id == run_id
+        )
+    ).one()
+    return peaks[0] or 0, peaks[1] or 0
 
 
 def run_states(runs: Iterable[Run], *, session: Session) -> dict[int, str]:

@@ -4,7 +4,6 @@ run and delete, where the server's key may go, and cost caps."""
 from __future__ import annotations
 
 import json
-import math
 import re
 
 import pytest
@@ -216,19 +215,19 @@ def test_a_run_estimated_above_its_cap_is_refused_before_any_call(session, serve
 def test_a_run_stops_at_its_cap_with_its_calls_stored_and_resumes_under_a_higher_one(
     session, server, priced, monkeypatch
 ):
-    """The estimate counts fewer tokens than the server reports, so a cap just above the
-    estimate is reached before the last call: the run stops there, and a higher cap (here the
-    operator's default) finishes it without asking a stored call again."""
-    spec = at(server, "capped", concurrency=1)
-    per_call = (1000 * PRICE[0] + 200 * PRICE[1]) / 1e6
+    """A request goes out only when its reserved upper bound fits under the cap: the run stops
+    within its cap, and a higher cap (here the operator's default) finishes it without asking
+    a stored call again."""
+    spec = at(server, "capped", concurrency=1, max_tokens=200)
     cap = estimate_run(spec, session=session).cost_usd * 1.01
-    made = math.ceil(cap / per_call)  # calls go out while the spend is below the cap
-    assert made < 6, "the server's answers must cost more than the estimate"
     run, report = judge_run(spec, session=session, actor=operator(), max_cost=cap)
+    made = server.request_count
     assert run.status == "capped"
+    assert 0 < made < 6
     assert (report.calls_made, report.capped) == (made, 6 - made)
-    assert len(run_calls(run.id, session=session)) == server.request_count == made
-    assert run.cost_usd == pytest.approx(made * per_call)
+    assert len(run_calls(run.id, session=session)) == made
+    assert run.cost_usd == pytest.approx(made * (1000 * PRICE[0] + 200 * PRICE[1]) / 1e6)
+    assert run.cost_usd <= cap
     monkeypatch.setenv(MAX_COST_ENV, "1")
     run, report = judge_run(spec, session=session, actor=operator())
     assert run.status == "finished"

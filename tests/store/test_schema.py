@@ -12,6 +12,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -51,21 +52,25 @@ from pcf.store import (
     import_items,
     run_calls,
     session_scope,
+    utc_now,
 )
 from pcf.store.engine import unchecked_engine
 from pcf.store.models import (
     ADJUDICATION_CHAIN,
     Adjudication,
     Call,
+    KeyClaim,
     ReplacedCall,
     RequestTemplate,
     SQLModel,
 )
 from pcf.store.queries import (
     add_adjudication,
+    claim_keys,
     get_dataset,
     item_db_ids,
     keep_duplicate_answers,
+    live_claims,
     replace_calls,
 )
 from pcf.store.requests import request_digest
@@ -491,6 +496,31 @@ def test_revision_0007_converts_hostile_texts_and_replaced_answers_and_back(
     assert differences(isolated_database) == []
     downgrade(isolated_database, "0006")
     assert revision_of(isolated_database) == "0006"
+    assert kept(before, rows(isolated_database))
+
+
+def test_revision_0008_adds_key_claims_to_a_database_at_0007(isolated_database, tmp_path):
+    """A database at 0007 keeps every row, and its new claims table works: a claim of a live
+    holder is seen, another holder is refused it, and an expired claim is taken over."""
+    before = fill_at(isolated_database, "0006", tmp_path / "source", fork=False)
+    engine = unchecked_engine(isolated_database)
+    upgrade(engine, to="0007")
+    engine.dispose()
+    assert cli("db", "upgrade")["before"] == "0007"
+    assert kept(before, rows(isolated_database))
+    assert differences(isolated_database) == []
+    engine = unchecked_engine(isolated_database)
+    with Session(engine) as session:
+        assert claim_keys(["k"], session=session, holder="mine", ttl_s=60) == {"k"}
+        assert claim_keys(["k", "j"], session=session, holder="other", ttl_s=60) == {"j"}
+        assert live_claims(["k", "j", "free"], session=session) == {"k", "j"}
+        session.get(KeyClaim, "k").expires_at = utc_now() - timedelta(seconds=1)
+        session.commit()
+        assert claim_keys(["k"], session=session, holder="other", ttl_s=60) == {"k"}
+        session.commit()
+    engine.dispose()
+    downgrade(isolated_database, "0007")
+    assert revision_of(isolated_database) == "0007"
     assert kept(before, rows(isolated_database))
 
 

@@ -1,0 +1,153 @@
+"""The cost guard: one for every path that pays a provider (live calls, adaptive waves,
+retries, resumes, provider batches).
+
+Before a request leaves, the guard reserves an upper bound of its price and lets it go only
+when the spend settled so far plus every open reservation stays within the cap; the billed
+usage then settles the reservation. The bound needs no tokenizer: a byte-level BPE token
+holds at least one byte, so a request's UTF-8 bytes (system, user message and schema) plus
+:data:`FRAMING_TOKENS` bound its input tokens, and its ``max_tokens`` bounds the answer.
+
+A provider may still bill more than that bound (hidden instructions, a proxy that bills its
+own way), so the guard also learns: each side of its reservations is at least the most a
+settled call of the run was billed for, and while no settled call has confirmed the
+reservation it would make (a new run, or a call just billed above its reservation), only one
+request is in flight. One request in flight that goes over its reservation passes the cap by
+less than its own price; see docs/costs.md for the rule and its limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pcf.judges.base import JudgeRequest
+from pcf.prices import call_cost
+
+FRAMING_TOKENS = 512
+"""Tokens a provider may add around a request's text: message framing and the instructions
+that carry a structured-output schema."""
+
+
+def request_bound(request: JudgeRequest) -> tuple[int, int]:
+    """Upper bounds of the input and output tokens ``request`` is billed for, without a
+    tokenizer: its UTF-8 bytes plus :data:`FRAMING_TOKENS`, and its ``max_tokens``."""
+    schema = json.dumps(request.schema) if request.schema is not None else ""
+    text = request.system + request.user + schema
+    return len(text.encode("utf-8")) + FRAMING_TOKENS, request.max_tokens
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The tokens and price reserved for one request (``usd`` None: the model has no price)."""
+
+    input_tokens: int
+    output_tokens: int
+    usd: float | None
+
+
+class CostGuard:
+    """One run's spend against its cap (None: no cap), in USD at ``prices``.
+
+    Args:
+        cap: what this invocation may spend, or None.
+        model: the model the prices are looked up for.
+        prices: USD per million tokens (the batch prices for a provider batch).
+        peaks: the most input and output tokens a stored call of the run was billed for; a
+            run with such calls starts with its reservations confirmed.
+    """
+
+    def __init__(
+        self,
+        cap: float | None,
+        model: str,
+        prices: dict[str, tuple[float, float]],
+        *,
+        peaks: tuple[int, int] = (0, 0),
+    ) -> None:
+        self.cap, self.model, self.prices = cap, model, prices
+        self.peak_in, self.peak_out = peaks
+        self.confirmed = any(peaks)
+        self.spent = self.reserved = 0.0
+        self.in_flight = self.refused = 0
+        self._changed = asyncio.Event()
+
+    def reservation(self, request: JudgeRequest) -> Reservation:
+        """What the guard would reserve for ``request``: its bound, raised to the run's peaks."""
+        bound_in, bound_out = request_bound(request)
+        tokens_in, tokens_out = max(bound_in, self.peak_in), max(bound_out, self.peak_out)
+        return Reservation(
+            tokens_in, tokens_out, call_cost(self.model, tokens_in, tokens_out, self.prices)
+        )
+
+    def _fits(self, reservation: Reservation) -> bool | None:
+        """True: it may go now; False: it never fits; None: it fits once a call settles."""
+        if self.cap is None or reservation.usd is None:
+            return True  # no cap, or a model without a price: its cost is unknown
+        if self.spent + reservation.usd > self.cap:
+            return False
+        if (self.confirmed or self.in_flight == 0) and (
+            self.spent + self.reserved + reservation.usd <= self.cap
+        ):
+            return True
+        return None
+
+    def _take(self, reservation: Reservation) -> Reservation:
+        self.reserved += reservation.usd or 0.0
+        self.in_flight += 1
+        return reservation
+
+    async def reserve(self, request: JudgeRequest) -> Reservation | None:
+        """Reserve ``request``'s price before it is sent, waiting while it fits only once
+        calls in flight settle (or while an unconfirmed reservation is in flight).
+
+        Returns:
+            The reservation to settle, or None when the request would take the spend past
+            the cap: it is not sent.
+        """
+        if self.cap is None:  # nothing to guard: no bound to find
+            return self._take(Reservation(0, 0, None))
+        while (fits := self._fits(reservation := self.reservation(request))) is None:
+            await self._changed.wait()  # the run's peaks may have risen meanwhile
+        if not fits:
+            self.refused += 1
+            return None
+        return self._take(reservation)
+
+    def reserve_all(self, requests: Iterable[JudgeRequest]) -> tuple[int, float] | None:
+        """Reserve requests that leave together (a provider batch), when all of them fit.
+
+        Returns:
+            None when they were reserved, else how many they are and their reserved price,
+            which would take the spend past the cap.
+        """
+        count, total = 0, 0.0
+        for request in requests:
+            count, total = count + 1, total + (self.reservation(request).usd or 0.0)
+        if self.cap is not None and self.spent + self.reserved + total > self.cap:
+            self.refused += count
+            return count, total
+        self.reserved += total
+        self.in_flight += count
+        return None
+
+    def settle(self, reservation: Reservation, input_tokens: int, output_tokens: int) -> float:
+        """Replace a reservation with what the provider billed (0 tokens: nothing was billed);
+        returns its cost. Billing above the reservation raises the run's peaks and puts the
+        guard back to one request in flight until a call confirms its reservation."""
+        cost = call_cost(self.model, input_tokens, output_tokens, self.prices) or 0.0
+        self.reserved -= reservation.usd or 0.0
+        self.in_flight -= 1
+        self.spent += cost
+        if input_tokens > reservation.input_tokens or output_tokens > reservation.output_tokens:
+            self.confirmed = False
+        elif (input_tokens or output_tokens) and (
+            reservation.input_tokens >= self.peak_in and reservation.output_tokens >= self.peak_out
+        ):
+            self.confirmed = True  # billed within a reservation made at today's peaks
+        self.peak_in = max(self.peak_in, input_tokens)
+        self.peak_out = max(self.peak_out, output_tokens)
+        self._changed.set()
+        self._changed = asyncio.Event()
+        return cost

@@ -1,0 +1,143 @@
+"""The cost guard (pcf/runs/budget.py) and key claims, through `pcf judge` with the real OpenAI
+SDK against the wire server billing 100,000 prompt tokens per call, far more than any
+request's bytes: the live cap holds at any concurrency, a batch over its cap sends nothing,
+and two runs started at once pay each request once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+from sqlmodel import Session, select
+from typer.testing import CliRunner
+
+from pcf.cli import app
+from pcf.runs.manage import MAX_COST_ENV
+from pcf.store import Call, Run, get_engine, get_run
+from pcf.store.models import KeyClaim
+from tests.runs.processes import environment, import_dataset, judge_command
+from tests.runs.test_live_providers import listwise_text
+from tests.wire_server import Scripted, WireRequest, WireServer
+
+PROMPT_TOKENS = 100_000
+PRICE = (0.15, 0.60)  # gpt-4o-mini's list price, USD per million tokens
+CAP = 0.05
+HANG_S = 300
+"""Bounds only a hang: a loaded machine may take long to start and finish a process."""
+
+
+def answer(request: WireRequest) -> Scripted:
+    return Scripted.answer(listwise_text(request.last_user_text), output_tokens=100)
+
+
+CALL_PRICE = (PROMPT_TOKENS * PRICE[0] + 100 * PRICE[1]) / 1e6
+"""What the server bills each call: $0.01506."""
+
+
+@pytest.fixture
+def priced(tmp_path, monkeypatch, isolated_database) -> None:
+    """Model ``m`` at :data:`PRICE` and the server's OpenAI key set."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"m": list(PRICE)}), encoding="utf-8")
+    for name, value in environment().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PCF_PRICES", str(prices))
+    monkeypatch.delenv(MAX_COST_ENV, raising=False)
+
+
+def pcf_judge(server: WireServer, *extra: str, concurrency: int = 16) -> list[str]:
+    """`pcf judge ds --name r ...` at ``server``, as CLI arguments."""
+    return judge_command(server, *extra, k=4, concurrency=concurrency)[3:]
+
+
+@pytest.mark.parametrize("concurrency", [16, 84])
+def test_the_live_cap_holds_at_any_concurrency_when_the_provider_bills_more_than_the_bound(
+    priced, session, tmp_path, concurrency
+):
+    """84 calls; the first request is reserved at its bytes' bound and billed 100,000 tokens;
+    the guard learns, and never lets the spend pass the cap by more than one call's price."""
+    import_dataset(tmp_path, 21)
+    with WireServer(answer, prompt_tokens=PROMPT_TOKENS) as server:
+        result = CliRunner().invoke(
+            app, pcf_judge(server, "--max-cost", str(CAP), concurrency=concurrency)
+        )
+        sent = server.request_count
+    assert result.exit_code == 1, result.output
+    assert "stopped at its cost cap" in result.stderr
+    run = get_run("r", session=session)
+    print(f"concurrency {concurrency}: {sent} requests, ${run.cost_usd:.5f} spent, cap ${CAP}")
+    assert run.status == "capped"
+    assert run.cost_usd == pytest.approx(sent * CALL_PRICE)
+    assert run.cost_usd <= CAP + CALL_PRICE
+    assert len(session.exec(select(Call)).all()) == sent  # every paid answer is stored
+
+
+def test_a_batch_over_its_cap_sends_nothing_and_one_under_it_is_sent(
+    priced, session, tmp_path, monkeypatch
+):
+    """The cap from --max-cost or PCF_MAX_COST_USD is checked against every request's upper
+    bound (bytes and max_tokens, at the batch price) before any file is uploaded."""
+    import_dataset(tmp_path, 21)
+    with WireServer(answer, prompt_tokens=PROMPT_TOKENS) as server:
+        over = CliRunner().invoke(app, [*pcf_judge(server, "--max-cost", "0.01"), "--batch"])
+        monkeypatch.setenv(MAX_COST_ENV, "0.01")
+        over_env = CliRunner().invoke(app, [*pcf_judge(server), "--batch"])
+        received, files = server.request_count, len(server.batches.files)
+        assert get_run("r", session=session).status == "capped"
+        monkeypatch.setenv(MAX_COST_ENV, "1")
+        under = CliRunner().invoke(app, [*pcf_judge(server), "--batch"])
+    for refused in (over, over_env):
+        assert refused.exit_code == 2, refused.output
+        assert "over its cost cap of $0.0100; nothing was sent" in refused.stderr
+    assert (received, files) == (0, 0)
+    assert under.exit_code == 0, under.output
+    assert json.loads(under.stdout)["submitted"] == 84
+    assert server.batches.created == 1
+
+
+def test_two_runs_started_at_once_send_each_request_once(priced, session, tmp_path):
+    """Two processes judge runs ``a`` and ``b`` of one dataset with the same settings. The
+    server holds every answer until both runs are running and one of them has claimed its
+    requests: the other waits for those answers and stores them from the cache."""
+    import_dataset(tmp_path, 6)  # 24 requests
+    watcher = get_engine()
+
+    def both_running() -> bool:
+        with Session(watcher) as watch:
+            statuses = watch.exec(select(Run.status)).all()
+            claimed = watch.exec(select(KeyClaim)).first() is not None
+        return statuses == ["running", "running"] and claimed
+
+    def held(request: WireRequest) -> Scripted:
+        deadline = time.monotonic() + HANG_S
+        while not both_running():
+            assert time.monotonic() < deadline, "the second run never started"
+            time.sleep(0.05)
+        return answer(request)
+
+    with WireServer(held) as server:
+        processes = []
+        for name in ("a", "b"):
+            command = judge_command(server, k=4, concurrency=4)
+            command[command.index("--name") + 1] = name
+            processes.append(
+                subprocess.Popen(
+                    command,
+                    env=environment() | {"OPENAI_API_KEY": f"sk-{name}"},
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+            )
+        outputs = [p.communicate(timeout=HANG_S) for p in processes]
+        counts = server.counts
+    for process, (_, err) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, err.decode()
+    assert len(counts) == 24
+    assert set(counts.values()) == {1}
+    made = [json.loads(out)["this_invocation"]["calls_made"] for out, _ in outputs]
+    assert sum(made) == 24
+    assert [r.status for r in session.exec(select(Run)).all()] == ["finished"] * 2
+    assert len(session.exec(select(Call)).all()) == 2 * 24
+    assert session.exec(select(KeyClaim)).all() == []
