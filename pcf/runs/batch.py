@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from pcf.access import Actor, Permission
+from pcf.access import Actor, Permission, authorize
 from pcf.judges import judge_server, make_judge
 from pcf.judges.batch import BatchClient, BatchLostError, BatchResult, BatchStatus, batch_client
 from pcf.prices import batch_prices, call_cost, price_table
@@ -575,7 +575,7 @@ def submit_run(
         RunBusyError: another live process holds the run.
         BatchAPIError: the provider refused a request.
     """
-    check_start(spec, actor=actor)
+    check_start(spec, session=session, actor=actor)
     require_dataset(spec, session=session)
     client = _client(spec)
     with leased(spec.run_name, session=session) as lease:
@@ -671,7 +671,7 @@ def cancel_runs(names: Sequence[str], *, session: Session, actor: Actor) -> dict
         ``{"cancelled": [batch ids asked], "lost": {run: [batch ids]}}``, where lost batches
         are those the provider answers 404 for.
     """
-    actor.require(Permission.RUN)
+    actor = authorize(actor, Permission.RUN, session=session)
     runs = [_existing(name, session=session) for name in names]
     cancelled: list[str] = []
     lost: dict[str, list[str]] = {}
@@ -748,7 +748,7 @@ def collect_runs(
         RunBusyError: another live process holds one of the runs.
         BatchAPIError: the provider refused a request.
     """
-    actor.require(Permission.RUN)
+    actor = authorize(actor, Permission.RUN, session=session)
     runs = [_existing(name, session=session) for name in names]
     specs = [spec_of(run, session=session) for run in runs]
     with ExitStack() as stack:
