@@ -282,6 +282,17 @@ def test_only_the_verified_account_bound_first_signs_in_and_a_removed_member_sav
     assert annotators(database)[before:] == []
 
 
+def test_local_mode_refuses_a_request_a_proxy_forwarded(browser: Browser, app_url: str):
+    """The package's demo server in local mode: behind a proxy every visitor would be its admin."""
+    with open_tab(browser, app_url, headers={"X-Forwarded-For": "203.0.113.9"}) as tab:
+        tab.goto("/")
+        expect(main(tab)).to_contain_text("came through a proxy (its x-forwarded-for header)")
+        expect(tab.get_by_text("Dataset")).to_have_count(0)
+    with open_tab(browser, app_url) as tab:  # the same server, asked directly
+        tab.goto("/")
+        expect(sidebar(tab).get_by_text("· admin")).to_be_visible()
+
+
 @pytest.mark.parametrize("viewers", [False, True])
 def test_another_address_without_sign_in_is_refused_or_read_only(
     browser: Browser, database: str, tmp_path: Path, viewers: bool
