@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 from sqlmodel import Session
 
 from pcf.store.queries import get_member
@@ -15,6 +16,10 @@ def test_an_admin_adds_changes_and_removes_a_member(db: Session):
     at.button[0].click().run()
     assert [s.value for s in at.success] == ["`carol@example.com` is now annotator\\."]
     assert get_member("carol@example.com", session=db).role == "annotator"
+    table = next(d.value for d in at.dataframe if "signs in at" in d.value.columns)
+    bound = dict(zip(table["email"], table["signs in at"], strict=True))
+    assert bound["adam@example.com"] == "https://id.example"  # bound at his first sign-in
+    assert pd.isna(bound["carol@example.com"])  # until hers
 
     at.text_input[0].set_value("carol")
     at.button[0].click().run()
