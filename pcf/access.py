@@ -22,11 +22,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-
-from sqlmodel import Session
+from typing import TYPE_CHECKING
 
 from pcf.judges import judge_server
-from pcf.store.queries import get_member
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
 
 
 class Role(StrEnum):
@@ -97,6 +98,8 @@ def authorize(actor: Actor, permission: Permission, *, session: Session) -> Acto
     Raises:
         AccessDeniedError: the actor is no longer a member, or their role does not allow it.
     """
+    from pcf.store.queries import get_member  # noqa: PLC0415 - `pcf --help` stays light
+
     if not actor.operator:
         member = get_member(actor.identity, session=session, lock=True)
         if member is None:
