@@ -91,9 +91,9 @@ class Actor:
 def authorize(actor: Actor, permission: Permission, *, session: Session) -> Actor:
     """``actor`` with the role the database gives them now, when it allows ``permission``.
 
-    Every write calls it first, in its own transaction: the member's row is read (and on
-    PostgreSQL locked until the write commits), so a member removed or demoted since their
-    page was drawn saves nothing. The operator (the CLI) is no member and keeps their role.
+    Every write calls it first, in its own transaction: the member's row is read there, so a
+    member removed or demoted since their page was drawn saves nothing. The operator (the CLI)
+    is no member and keeps their role.
 
     Raises:
         AccessDeniedError: the actor is no longer a member, or their role does not allow it.
@@ -101,7 +101,7 @@ def authorize(actor: Actor, permission: Permission, *, session: Session) -> Acto
     from pcf.store.queries import get_member  # noqa: PLC0415 - `pcf --help` stays light
 
     if not actor.operator:
-        member = get_member(actor.identity, session=session, lock=True)
+        member = get_member(actor.identity, session=session)
         if member is None:
             raise AccessDeniedError(
                 f"{actor.identity} is no longer a member; nothing was saved: ask an admin"

@@ -1223,14 +1223,9 @@ def record_item_stops(
 # ---------------------------------------------------------------- members and the audit log
 
 
-def get_member(email: str, *, session: Session, lock: bool = False) -> Member | None:
-    """The member signed in as ``email`` (compared without case), or None.
-
-    With ``lock``, their row stays as read until the transaction ends (PostgreSQL: ``FOR
-    UPDATE``, so a removal or role change waits for it, or it for them; SQLite has one writer).
-    """
-    query = select(Member).where(func.lower(Member.email) == email.lower())
-    return session.exec(query.with_for_update() if lock else query).first()
+def get_member(email: str, *, session: Session) -> Member | None:
+    """The member signed in as ``email`` (compared without case), or None."""
+    return session.exec(select(Member).where(func.lower(Member.email) == email.lower())).first()
 
 
 def bind_member(email: str, issuer: str, subject: str, *, session: Session) -> bool:
