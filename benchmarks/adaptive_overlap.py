@@ -5,9 +5,9 @@ simulated judge too).
 Two simulated annotators pick the gold answer with probability ``--accuracy`` (else another
 candidate at random), seeded per annotator, item and seed. With a fixed plan both label every
 item; with the adaptive plan the second labels only where Adjudicate would ask for it
-(:func:`pcf.analysis.gold.needs_more_labels`: the first label disagrees with the PCF winner of
-``demo-pcf``, or the item carries an instability flag). Human gold is unanimous (the plan's
-default). Printed per seed and on average: labels given, the share saved, items with human
+(:func:`pcf.labelling.human_gold.needs_more_labels`: the first label disagrees with the PCF
+winner of ``demo-pcf``, or the item carries an instability flag). Human gold is unanimous (the
+plan's default). Printed per seed and on average: labels given, the share saved, items with human
 gold, the accuracy of that gold against the dataset's gold, and the items whose gold differs
 between the two plans. Last line: JSON.
 """
@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from pcf.access import operator
-from pcf.analysis.gold import human_gold, needs_more_labels
 from pcf.analysis.results import analyse_run
+from pcf.labelling.human_gold import human_gold, needs_more_labels
 from pcf.labelling.plan import Plan
 from pcf.labelling.queue import labels_wanted
 from pcf.orderings import seeded_rng

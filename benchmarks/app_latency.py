@@ -41,7 +41,7 @@ from streamlit.testing.v1 import AppTest
 
 from benchmarks.label_latency import serve
 from pcf.items import Candidate, Item
-from pcf.labelling.members import set_local_name
+from pcf.labelling.membership import set_local_name
 from pcf.store import (
     DATABASE_URL_ENV,
     add_adjudication,

@@ -36,7 +36,7 @@ from playwright.sync_api import Page, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from sqlmodel import Session, col, select
 
-from pcf.labelling.members import set_local_name
+from pcf.labelling.membership import set_local_name
 from pcf.store import DATABASE_URL_ENV, Adjudication, ItemRow, get_engine, session_scope
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,7 +26,7 @@ from pathlib import Path
 from playwright.sync_api import Page, expect, sync_playwright
 
 from benchmarks.label_latency import pcf, serve
-from pcf.labelling.members import set_local_name
+from pcf.labelling.membership import set_local_name
 from pcf.store import get_engine, session_scope
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -46,8 +46,8 @@ from sqlmodel import Session, func, select
 from pcf.items import Candidate, Item
 from pcf.judges.base import JudgeRequest
 from pcf.judges.openai_judge import OpenAIJudge
-from pcf.runs.engine import execute
-from pcf.runs.plan import plan
+from pcf.runs.call_plan import plan
+from pcf.runs.live import execute
 from pcf.runs.spec import RunSpec
 from pcf.store import Call, create_run, get_engine, import_items, item_db_ids
 from tests.wire_server import Scripted, WireRequest, WireServer

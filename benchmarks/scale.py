@@ -49,7 +49,7 @@ from playwright.sync_api import Browser, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from benchmarks.label_latency import serve
-from pcf.labelling.members import set_local_name
+from pcf.labelling.membership import set_local_name
 from pcf.store import DATABASE_URL_ENV, get_engine, session_scope
 
 ROOT = Path(__file__).resolve().parents[1]

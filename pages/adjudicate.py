@@ -46,7 +46,13 @@ from pages.shared import (
     stored_item,
 )
 from pcf.access import AccessDeniedError, Permission
-from pcf.analysis.adjudications import (
+from pcf.analysis.against_labels import run_calibration
+from pcf.analysis.item_detail import describe_candidate
+from pcf.analysis.markdown import escape_markdown
+from pcf.analysis.triage import likely_errors_caught
+from pcf.flags import FLAG_HELP, FLAGS
+from pcf.items import CANNOT_TELL, NONE_CORRECT, Item
+from pcf.labelling.adjudications import (
     CONFIDENCE_SCALE,
     PATTERN_TAGS,
     adjudication_queue,
@@ -58,13 +64,7 @@ from pcf.analysis.adjudications import (
     item_index,
     with_priority,
 )
-from pcf.analysis.gold import needs_more_labels
-from pcf.analysis.item_detail import describe_candidate
-from pcf.analysis.markdown import escape_markdown
-from pcf.analysis.overview import run_calibration
-from pcf.analysis.triage import likely_errors_caught
-from pcf.flags import FLAG_HELP, FLAGS
-from pcf.items import Item
+from pcf.labelling.human_gold import needs_more_labels
 from pcf.labelling.labels import ItemFullError, LabelChangedError, save_label, visible_history
 from pcf.labelling.plan import labelling_plan
 from pcf.labelling.queue import claim_next, labels_wanted, release
@@ -78,7 +78,7 @@ from pcf.store import (
     session_scope,
     write_with_retry,
 )
-from pcf.store.errors import DatabaseMovedError, storage_problem
+from pcf.store.problems import DatabaseMovedError, storage_problem
 
 ITEM_KEY = "adjudicate_item"  # an item opened on purpose: revisit, correction, ?label=
 SAVED_KEY = "adjudicate_saved"  # the last label saved: item, db_id, annotator, choice
@@ -447,7 +447,7 @@ st.caption(
     "confidence, tags or notes before the key."
 )
 others = st.columns(4)
-for cell, (choice, key) in zip(others, (("none_correct", "0"), ("cannot_tell", "X")), strict=False):
+for cell, (choice, key) in zip(others, ((NONE_CORRECT, "0"), (CANNOT_TELL, "X")), strict=False):
     cell.button(
         choice_label(choice, names),
         key=f"adjudicate_choose_{choice}_{current}",

@@ -14,11 +14,11 @@ from pages.shared import (
     session,
     simulated_badge,
 )
-from pcf.analysis.adjudications import adjudications_csv, adjudications_jsonl, choice_label
 from pcf.analysis.agreement import table_human_comparison
-from pcf.analysis.gold import dataset_gold, rule_text
-from pcf.analysis.item_detail import candidate_titles
 from pcf.analysis.markdown import escape_markdown
+from pcf.items import candidate_titles
+from pcf.labelling.adjudications import adjudications_csv, adjudications_jsonl, choice_label
+from pcf.labelling.human_gold import dataset_gold, rule_text
 from pcf.store import adjudication_records, current_labels
 from pcf.store.queries import items_named
 
@@ -49,6 +49,16 @@ st.caption(
     + " Human gold from: "
     + (", ".join(f"{source} {n}" for source, n in human.source_counts().items()) or "none yet")
     + "."
+    + (
+        f" {len(human.single_label)} of the gold items rest on a single label."
+        if human.single_label
+        else ""
+    )
+    + (
+        f" {len(human.waiting)} labelled item(s) wait for the plan's labels and are not counted."
+        if human.waiting
+        else ""
+    )
 )
 
 if comparison.adjudicated == 0:

@@ -11,7 +11,7 @@ from pages.shared import engine, ensure_app_frame, require_permission, session
 from pcf.access import Permission, Role
 from pcf.analysis.markdown import escape_markdown
 from pcf.labelling.audit import AUDIT_COLUMNS, audit_log
-from pcf.labelling.members import add_member, members, remove_member
+from pcf.labelling.membership import add_member, members, remove_member
 from pcf.store import session_scope
 
 NOTICE_KEY = "members_notice"  # what the last change did, shown after the rerun it causes

@@ -18,9 +18,8 @@ from pages.shared import (
     session,
     simulated_badge,
 )
-from pcf.analysis.gold import dataset_gold, rule_text
+from pcf.analysis.against_labels import RunOverview, run_overview
 from pcf.analysis.markdown import escape_markdown
-from pcf.analysis.overview import RunOverview, run_overview
 from pcf.analysis.results import (
     flag_counts,
     is_simulated,
@@ -28,6 +27,7 @@ from pcf.analysis.results import (
     stopping_label,
 )
 from pcf.analysis.summary import summary_in_words
+from pcf.labelling.human_gold import dataset_gold, rule_text
 from pcf.reports.charts import (
     capture_chart,
     flag_bars,

@@ -19,7 +19,7 @@ from pcf.reports.document import (
     default_report_runs,
     report_title,
 )
-from pcf.reports.render import REPORT_FILES, SIMULATED_TAG, display_frame, report_file
+from pcf.reports.render import REPORT_FILES, SIMULATED_TAG, page_frame, report_file
 from pcf.store import Run, database_url, list_runs, run_version
 
 RUNS_KEY = "report_runs"
@@ -40,15 +40,15 @@ def build(database: str, names: tuple[str, ...], versions: tuple, _runs: list[Ru
 def show(block: str | Table | Figure) -> None:
     """Draw one block of the report as the files print it."""
     if isinstance(block, str):
-        st.write(block)
+        st.markdown(escape_markdown(block))  # texts, titles, notes and cells hold run names
         return
-    st.markdown(f"**{escape_markdown(block.title)}**")  # titles hold run names
+    st.markdown(f"**{escape_markdown(block.title)}**")
     if isinstance(block, Table):
-        st.table(display_frame(block.frame), hide_index=True)  # wraps: no column cut off
+        st.table(page_frame(block.frame), hide_index=True)  # wraps: no column cut off
     else:
         st.altair_chart(block.chart)
     if block.note:
-        st.caption(block.note)
+        st.caption(escape_markdown(block.note))
     if block.simulated:
         st.caption(f":material/science: {SIMULATED_TAG}")
 

@@ -18,11 +18,12 @@ from pages.shared import (
     stored_item,
 )
 from pcf.access import Permission
-from pcf.analysis.adjudications import choice_label, confidence_label
-from pcf.analysis.gold import NONE_CORRECT, disagreements
-from pcf.analysis.item_detail import candidate_titles, describe_candidate
+from pcf.analysis.item_detail import describe_candidate
 from pcf.analysis.markdown import escape_markdown
-from pcf.labelling.gold import resolve
+from pcf.items import NONE_CORRECT, candidate_titles
+from pcf.labelling.adjudications import choice_label, confidence_label
+from pcf.labelling.human_gold import disagreements
+from pcf.labelling.resolutions import resolve
 from pcf.store import current_labels, item_db_ids, session_scope
 from pcf.store.queries import resolutions
 
@@ -90,7 +91,7 @@ with st.form("resolve_form", clear_on_submit=True):
     choice = st.radio(
         "Gold",
         options,
-        format_func=lambda c: titles.get(c) or choice_label(c, titles),
+        format_func=lambda c: escape_markdown(titles.get(c) or choice_label(c, titles)),
         index=None,
     )
     reason = st.text_area("Reason", placeholder="why this answer (kept with the resolution)")

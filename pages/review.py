@@ -26,12 +26,9 @@ from pages.shared import (
     simulated_badge,
     stored_item,
 )
-from pcf.analysis.adjudications import history_frame
 from pcf.analysis.item_detail import (
     calls_frame,
-    candidate_labels,
     candidate_roles,
-    candidate_titles,
     consensus_frame,
     coverage_frame,
     format_number,
@@ -43,6 +40,8 @@ from pcf.analysis.item_list import ADJUDICATED_FILTERS, filter_items, list_view,
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import run_weights
 from pcf.flags import FLAG_HELP, FLAGS
+from pcf.items import candidate_labels, candidate_titles
+from pcf.labelling.adjudications import history_frame
 from pcf.reports.charts import HEATMAP_VALUES, ordering_heatmap
 from pcf.store import adjudication_history, call_request, item_calls, labelled_item_counts
 

@@ -10,15 +10,15 @@ from pages.shared import current_actor, engine, ensure_app_frame, require_datase
 from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Permission
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.precompute import keep_results
-from pcf.analysis.results import SIMULATED_NOTE, run_summary
+from pcf.analysis.results import SIMULATED_NOTE, is_simulated, run_summary
 from pcf.choices import SCHEDULES
 from pcf.judges import KEY_ENV
-from pcf.judges.batch import BatchAPIError
+from pcf.judges.batch_api import BatchAPIError
 from pcf.reports.tables import runs_table
 from pcf.runs.background import background_runs, start_run
 from pcf.runs.batch import batch_overview, collect_runs
-from pcf.runs.engine import RunReport
-from pcf.runs.estimate import CostEstimate, estimate_run
+from pcf.runs.estimate import CostEstimate, estimate_run, settings_conflict
+from pcf.runs.live import RunReport
 from pcf.runs.manage import (
     APP_BACKENDS,
     DEFAULT_MODELS,
@@ -26,14 +26,14 @@ from pcf.runs.manage import (
     backend_availability,
     default_cost_cap,
     own_key_needed,
-    settings_conflict,
 )
 from pcf.runs.spec import PROTOCOLS, RunSpec
 from pcf.store import get_run, list_runs, run_listing, session_scope
 
+# Runs of at most this many planned calls are estimated as the form changes; larger ones on
+# demand (the estimate renders every planned prompt). A page's module holds no bare string:
+# Streamlit's "magic" would print it to every visitor.
 ESTIMATE_AT_ONCE_CALLS = 20_000
-"""Runs of at most this many planned calls are estimated as the form changes; larger ones on
-demand (the estimate renders every planned prompt)."""
 ESTIMATE_KEY = "runs_estimate_of"  # (spec, estimate) of the last estimate asked for
 BACKEND_KEY = "runs_backend"
 MODEL_KEY = "runs_model"
@@ -80,8 +80,11 @@ if runs:
             "cost USD": st.column_config.NumberColumn("cost", format="$%.4f"),
         },
     )
-    if any(r.backend == "simulated" for r in runs):
-        st.caption(f"Backend `simulated`: {SIMULATED_NOTE}.")
+    if any(is_simulated(r) for r in runs):
+        st.caption(
+            "Simulated judge (backend `simulated`, or a replay of its judgments): "
+            f"{SIMULATED_NOTE}."
+        )
 else:
     st.info("No run on this dataset yet: start one below.")
 

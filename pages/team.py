@@ -19,11 +19,17 @@ from pages.shared import (
     show_text,
 )
 from pcf.access import Permission
-from pcf.analysis.gold import GOLD_RULE_TEXT, dataset_gold, needs_more_labels, rule_text
 from pcf.analysis.markdown import escape_markdown
-from pcf.analysis.team import alpha_by_bucket, completion, kappa_matrix, people
+from pcf.labelling.human_gold import GOLD_RULE_TEXT, dataset_gold, needs_more_labels, rule_text
 from pcf.labelling.plan import GOLD_RULES, MAX_LABELS_PER_ITEM, labelling_plan, set_plan
 from pcf.labelling.queue import labels_wanted, queue_left
+from pcf.labelling.team_figures import (
+    alpha_by_bucket,
+    annotator_checks,
+    completion,
+    kappa_matrix,
+    people,
+)
 from pcf.store import adjudication_records, current_labels, item_positions, session_scope
 from pcf.store.models import utc_now
 from pcf.store.queries import holders_by_item, items_named, labellers_by_item
@@ -103,8 +109,8 @@ resolved = {k: v for k, v in human.gold.items() if human.source[k] == "resolutio
 progress = people(labels, history, resolved).assign(
     items_left=lambda t: t["annotator"].map(left).fillna(0).astype(int)
 )
-if human.skills:
-    progress["estimated_accuracy"] = progress["annotator"].map(human.skills)
+checks = annotator_checks(labels, {item.item_id: item for item in labelled})
+progress = progress.merge(checks, on="annotator", how="left")
 st.dataframe(
     progress,
     hide_index=True,
@@ -125,7 +131,19 @@ st.dataframe(
             "agrees with resolved gold", format="percent"
         ),
         "estimated_accuracy": st.column_config.NumberColumn(
-            "estimated accuracy", format="percent", help="Dawid-Skene (one coin), crowd-kit"
+            "estimated accuracy",
+            format="percent",
+            help="Spammer-aware Dawid-Skene (MACE): the expected share of their labels that "
+            "are right",
+        ),
+        "favourite_position_share": st.column_config.NumberColumn(
+            "favourite position",
+            format="percent",
+            help="Share of their choices at the position they choose most, as shown or listed",
+        ),
+        "flag": st.column_config.TextColumn(
+            help="'answers one position' (90% of 10+ choices) or 'disagrees with everyone' "
+            "(agrees with each other person no more than chance)"
         ),
         "items_left": st.column_config.NumberColumn("left in queue"),
     },

@@ -17,7 +17,7 @@ from pages.shared import (
 )
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import SIMULATED_NOTE, is_adaptive, is_simulated, stopping_label
-from pcf.analysis.weights import (
+from pcf.analysis.weight_playground import (
     WEIGHT_NAMES,
     PackedRun,
     WeightOutcome,

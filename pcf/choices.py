@@ -1,5 +1,5 @@
-"""The names a run's settings choose among, free of numpy so that ``pcf --help`` lists them
-and a run's spec is checked without loading it.
+"""The names a run's settings and a dataset's format choose among, free of numpy and pydantic so
+that ``pcf --help`` lists them and a run's spec is checked without loading it.
 
 Each name's meaning lives in its module: aggregation rules in :mod:`pcf.consensus`, ordering
 schedules in :mod:`pcf.orderings`, stopping policies in :mod:`pcf.stopping`.
@@ -13,3 +13,9 @@ SCHEDULES = ("balanced", "random", "exhaustive", "repeated")
 """How an item's calls order its candidates."""
 POLICIES = ("off", "certain", "confident")
 """When an adaptive run stops calling for an item (``off``: never early)."""
+FORMATS = ("rewardbench2", "judgebench", "jsonl", "csv")
+"""The dataset files :func:`pcf.items.load_dataset` reads."""
+SIMULATED_MODEL = "sim-primacy"
+"""The simulated judge's default model (see :mod:`pcf.judges.simulated`)."""
+STRONG_BIAS_MODEL = "sim-strong-primacy"
+"""The simulated judge with a strong position bias, for the demo's doubtful items."""

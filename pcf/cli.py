@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 import typer
 
 from pcf.access import operator
-from pcf.choices import RULES, SCHEDULES
-from pcf.items import FORMATS
+from pcf.choices import FORMATS, RULES, SCHEDULES, SIMULATED_MODEL
 from pcf.judges import BACKENDS
 from pcf.runs.spec import PROTOCOLS
 from pcf.weights import PRESETS
@@ -54,6 +53,13 @@ ReplayReportOption = Annotated[
 ]
 ReplayTriageOption = Annotated[
     bool, typer.Option("--triage", help="Also the error-capture curves of review orders.")
+]
+AbstentionsOption = Annotated[
+    str,
+    typer.Option(
+        help="With --triage, a single call's tie or no verdict: apart (counted, left out of "
+        "the curves) or errors (errors in the curves, reviewed first)."
+    ),
 ]
 BatchOption = Annotated[
     bool,
@@ -228,6 +234,7 @@ def replay_judgebench(
     path: Annotated[Path, typer.Argument(help="A JudgeBench outputs file (both orders).")],
     report: ReplayReportOption = None,
     triage: ReplayTriageOption = False,
+    abstentions: AbstentionsOption = "apart",
 ) -> None:
     """Score a JudgeBench judge's recorded decisions by the official rule, per bucket.
 
@@ -238,7 +245,9 @@ def replay_judgebench(
 
     try:
         pairs = read_judgebench_outputs(path)
-        emit({"file": str(path), **replay_summary(pairs), **pair_triage(pairs, triage)})
+        emit(
+            {"file": str(path), **replay_summary(pairs), **pair_triage(pairs, triage, abstentions)}
+        )
     except (DataError, ValueError) as exc:
         fail(str(exc))
     if report is not None:
@@ -256,6 +265,7 @@ def replay_llmbar(
     strategy: Annotated[str | None, typer.Option(help="Prompt folder, e.g. Vanilla.")] = None,
     report: ReplayReportOption = None,
     triage: ReplayTriageOption = False,
+    abstentions: AbstentionsOption = "apart",
 ) -> None:
     """Score an LLMBar judge's recorded decisions in both orders, per subset.
 
@@ -266,7 +276,9 @@ def replay_llmbar(
 
     try:
         pairs = read_llmbar_results(path, judge=judge, strategy=strategy)
-        emit({"path": str(path), **replay_summary(pairs), **pair_triage(pairs, triage)})
+        emit(
+            {"path": str(path), **replay_summary(pairs), **pair_triage(pairs, triage, abstentions)}
+        )
     except (DataError, ValueError) as exc:
         fail(str(exc))
     if report is not None:
@@ -275,13 +287,13 @@ def replay_llmbar(
         write_replay_report(pairs, report, title=title, source=source)
 
 
-def pair_triage(pairs: list, wanted: bool) -> dict:
+def pair_triage(pairs: list, wanted: bool, abstentions: str) -> dict:
     """``{"triage": ...}``: does swap disagreement find the single call's errors, or nothing."""
     if not wanted:
         return {}
     from pcf.analysis.triage import pair_triage as triage_pairs
 
-    return {"triage": triage_pairs(pairs)}
+    return {"triage": triage_pairs(pairs, abstentions=abstentions)}
 
 
 def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str, str]) -> None:
@@ -351,19 +363,25 @@ def check_failures(runs: list[tuple[str, RunReport]]) -> None:
 
 @contextmanager
 def database() -> Iterator[Session]:
-    """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder).
+    """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder); a
+    database that cannot be used stops the command in one line (:func:`storage_errors`)."""
+    from pcf.store.engine import get_engine, session_scope
 
-    A database this code cannot use at its schema revision, or one that cannot be used at all
-    (a full disk, a read-only file, a file moved away: :func:`pcf.store.errors.storage_problem`),
-    stops the command with one line and exit code 1.
-    """
-    from pcf.store.engine import database_url, get_engine, session_scope
-    from pcf.store.errors import storage_problem
+    with storage_errors(), session_scope(get_engine()) as session:
+        yield session
+
+
+@contextmanager
+def storage_errors() -> Iterator[None]:
+    """Stop the command with one line and exit code 1 on a database this code cannot use at its
+    schema revision, or one that cannot be used at all (a full disk, a read-only file, a file
+    moved away, a server that cannot be reached: :func:`pcf.store.problems.storage_problem`)."""
+    from pcf.store.engine import database_url
+    from pcf.store.problems import storage_problem
     from pcf.store.schema import SchemaError
 
     try:
-        with session_scope(get_engine()) as session:
-            yield session
+        yield
     except SchemaError as exc:
         fail(f"error: {exc}")
     except Exception as exc:
@@ -454,7 +472,7 @@ def judge(
     dataset_name: DatasetArgument,
     protocol: Annotated[str, typer.Option(help=f"One of: {', '.join(PROTOCOLS)}.")] = "pcf",
     backend: BackendOption = "simulated",
-    model: ModelOption = "sim-primacy",
+    model: ModelOption = SIMULATED_MODEL,
     base_url: BaseUrlOption = None,
     k: Annotated[int, typer.Option("--k", help="Orderings per item and execution.")] = 7,
     schedule_name: Annotated[
@@ -595,7 +613,7 @@ def submit_batches(
     specs: list[RunSpec], *, retry_failed: bool = False, batch_size: int | None = None
 ) -> None:
     """Submit each run's calls as provider batches and print what was sent."""
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import batch_overview, submit_run
 
     out, lost = [], []
@@ -644,6 +662,8 @@ def export(
         fail(f"error: --what must be one of {', '.join(kinds)}", 2)
     if out is not None and out.is_dir():
         fail(f"error: --out {out} is a folder; give a file name", 2)
+    if out is not None and out.suffix.lower() in (".csv", ".parquet"):
+        fail(f"error: pcf export writes JSON Lines; --out {out.name} names another format", 2)
     with database() as session:
         run = existing_run(run_name, session=session)
         chunks: Iterable[list[dict]]
@@ -727,7 +747,7 @@ def batch_status_command(runs: RunsArgument) -> None:
 
     Example: pcf batch status demo-study/pcf
     """
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import LOST_STATUS, batch_status
 
     try:
@@ -760,7 +780,7 @@ def batch_collect_command(
 
     Example: pcf batch collect demo-study/direct demo-study/pcf --wait
     """
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import collect_runs
 
     terminal = sys.stderr.isatty()
@@ -804,7 +824,7 @@ def batch_cancel_command(runs: RunsArgument) -> None:
 
     Example: pcf batch cancel demo-study/pcf
     """
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import cancel_runs
 
     try:
@@ -829,7 +849,7 @@ def batch_forget_command(runs: RunsArgument) -> None:
 
     Example: pcf batch forget demo-study/pcf
     """
-    from pcf.judges.batch import BatchAPIError
+    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import collect_runs
 
     try:
@@ -882,7 +902,7 @@ def study(
     dataset_name: DatasetArgument,
     name: Annotated[str, typer.Option(help="Study name; its runs are NAME/direct, NAME/pcf...")],
     backend: BackendOption = "simulated",
-    model: ModelOption = "sim-primacy",
+    model: ModelOption = SIMULATED_MODEL,
     base_url: BaseUrlOption = None,
     k: Annotated[int, typer.Option("--k", help="Orderings per item for PCF and repeated.")] = 7,
     executions: Annotated[int, typer.Option(help="Independent PCF executions.")] = 3,
@@ -1105,7 +1125,7 @@ def members_add(
 
     Example: pcf members add alice@example.com --role annotator
     """
-    from pcf.labelling.members import add_member
+    from pcf.labelling.membership import add_member
 
     try:
         with database() as session:
@@ -1121,7 +1141,7 @@ def members_list() -> None:
 
     Example: pcf members list
     """
-    from pcf.labelling.members import members
+    from pcf.labelling.membership import members
 
     with database() as session:
         listed = members(session=session, actor=operator())
@@ -1146,7 +1166,7 @@ def members_remove(email: EmailArgument) -> None:
 
     Example: pcf members remove alice@example.com
     """
-    from pcf.labelling.members import remove_member
+    from pcf.labelling.membership import remove_member
 
     try:
         with database() as session:
@@ -1242,22 +1262,27 @@ app.add_typer(labels_app, name="labels")
 gold_app = typer.Typer(help="A dataset's human gold, for other tools.", no_args_is_help=True)
 app.add_typer(gold_app, name="gold")
 ExportOut = Annotated[Path, typer.Option("--out", help="The file to write (its folder is made).")]
-ExportFormat = Annotated[str, typer.Option("--format", help="jsonl, csv or parquet.")]
+ExportFormat = Annotated[
+    str | None,
+    typer.Option("--format", help="jsonl, csv or parquet (default: the --out suffix's, or jsonl)."),
+]
 
 
-def export_team(dataset_name: str, out: Path, fmt: str, what: str) -> None:
-    """Write the dataset's labels or human gold to ``out``."""
-    from pcf.analysis.team_exports import (
-        FORMATS,
+def export_team(dataset_name: str, out: Path, fmt: str | None, what: str) -> None:
+    """Write the dataset's labels or human gold to ``out`` (a valid file even when empty)."""
+    from pcf.labelling.exports import (
         GOLD_SCHEMA,
         LABEL_SCHEMA,
+        export_format,
         gold_records,
         label_records,
         write_records,
     )
 
-    if fmt not in FORMATS:
-        fail(f"error: --format must be one of {', '.join(FORMATS)}", 2)
+    try:
+        fmt = export_format(out, fmt)
+    except ValueError as exc:
+        fail(f"error: {exc}", 2)
     if out.is_dir():
         fail(f"error: --out {out} is a folder; give a file name", 2)
     with database() as session:
@@ -1270,9 +1295,7 @@ def export_team(dataset_name: str, out: Path, fmt: str, what: str) -> None:
 
 
 @labels_app.command("export")
-def labels_export(
-    dataset_name: DatasetArgument, out: ExportOut, fmt: ExportFormat = "jsonl"
-) -> None:
+def labels_export(dataset_name: DatasetArgument, out: ExportOut, fmt: ExportFormat = None) -> None:
     """Write every label of DATASET (corrections too) with the item's texts.
 
     Example: pcf labels export demo --out labels.parquet --format parquet
@@ -1281,7 +1304,7 @@ def labels_export(
 
 
 @gold_app.command("export")
-def gold_export(dataset_name: DatasetArgument, out: ExportOut, fmt: ExportFormat = "jsonl") -> None:
+def gold_export(dataset_name: DatasetArgument, out: ExportOut, fmt: ExportFormat = None) -> None:
     """Write DATASET's human gold per item: where it came from, the labels, the resolutions.
 
     Example: pcf gold export demo --out gold.csv --format csv
@@ -1297,15 +1320,14 @@ app.add_typer(db_app, name="db")
 
 @contextmanager
 def schema_engine() -> Iterator[Engine]:
-    """The database's engine as it is (no revision check), with schema errors as one line."""
+    """The database's engine as it is (no revision check), its errors as one line
+    (:func:`storage_errors`)."""
     from pcf.store.engine import unchecked_engine
-    from pcf.store.schema import SchemaError
 
     engine = unchecked_engine()
     try:
-        yield engine
-    except SchemaError as exc:
-        fail(f"error: {exc}")
+        with storage_errors():
+            yield engine
     finally:
         engine.dispose()
 

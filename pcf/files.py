@@ -13,7 +13,8 @@ spare and can be raised, each by its environment variable:
 
 Data files (datasets, recordings, judgments) are read as JSON lines or one JSON document
 through a :class:`FieldChecker` that collects each problem with its file, line and field and
-raises them together as one :class:`~pcf.errors.DataError`.
+raises them together as one :class:`~pcf.errors.DataError`. Their rows are pydantic models
+(:meth:`FieldChecker.validate`), their fields :data:`Text`, :func:`capped` or :func:`must`.
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import Annotated, Any, BinaryIO, TextIO, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError, ValidationInfo
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from pcf.errors import DataError, Problem
 
@@ -191,60 +195,98 @@ def replacing(path: Path) -> Iterator[TextIO]:
 # ---------------------------------------------------------------- data files: JSON and problems
 
 
-class FieldChecker:
-    """Collects problems for one file."""
+Row = TypeVar("Row", bound=BaseModel)
 
-    def __init__(self, path: Path) -> None:
+
+class FieldChecker:
+    """Collects the problems of one file, and validates its rows with pydantic."""
+
+    def __init__(self, path: str | Path) -> None:
         self.file = str(path)
         self.problems: list[Problem] = []
 
     def add(self, line: int | None, field_name: str | None, message: str) -> None:
         self.problems.append(Problem(self.file, line, field_name, message))
 
-    def text(
-        self,
-        obj: dict,
-        key: str,
-        line: int,
-        *,
-        name: str | None = None,
-        limit: Limit | None = None,
-        item: object = None,
-    ) -> str | None:
-        """A required non-empty string field, of at most ``limit`` characters if given (a longer
-        one is a problem that names ``item``)."""
-        name = name or key
-        if key not in obj or obj[key] is None:
-            self.add(line, name, "missing")
+    def validate(
+        self, model: type[Row], obj: object, line: int, *, note: str = "", **context: Any
+    ) -> Row | None:
+        """``obj`` as a ``model``, or None with a problem for each error pydantic finds, at
+        ``line`` and the field its location names. The message (after ``note``) is ``missing``
+        for a null or absent value, a :func:`must` or :func:`capped` check's own, :data:`Text`'s,
+        else the description of the model's field holding the error (any depth), else pydantic's.
+        ``context`` reaches the validators (``item`` names an item in a cap's message)."""
+        try:
+            return model.model_validate(obj, context=context)
+        except ValidationError as exc:
+            for error in exc.errors(include_url=False):
+                loc = error["loc"]
+                top = model.model_fields.get(str(loc[0])) if loc else None
+                message = note + _message(error, top.description if top else None)
+                self.add(line, _field(loc) or None, message)
             return None
-        value = obj[key]
-        if not isinstance(value, str):
-            self.add(line, name, f"must be a string, got {type(value).__name__}")
-            return None
-        if not value.strip():
-            self.add(line, name, "is empty")
-            return None
-        return value if limit is None else self.within(value, line, name, limit, item)
-
-    def within(self, value: str, line: int, name: str, limit: Limit, item: object) -> str | None:
-        """``value`` if it has at most ``limit`` characters, else None with the problem."""
-        if len(value) <= limit.value():
-            return value
-        self.add(line, name, f"item {item!r}: {limit.exceeded(len(value))}")
-        return None
-
-    def optional_text(self, obj: dict, key: str, line: int) -> str | None:
-        value = obj.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            self.add(line, key, "must be a non-empty string or null")
-            return None
-        return value
 
     def raise_if_any(self) -> None:
         if self.problems:
             raise DataError(self.problems)
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    """A pydantic location as a field path: ``candidates[1].text``, ``results["swap = True"]``."""
+    parts = (f"[{p}]" if isinstance(p, int) else f'["{p}"]' if " " in p else f".{p}" for p in loc)
+    return "".join(parts).removeprefix(".")
+
+
+def _message(error: ErrorDetails, described: str | None) -> str:
+    """A pydantic error in this project's words; ``described`` says what the field must be,
+    with ``{got}`` the value (or the length pydantic found)."""
+    kind, value = error["type"], error["input"]
+    if kind == "missing" or value is None:
+        return "missing"
+    if kind == "string_type":
+        return f"must be a string, got {type(value).__name__}"
+    if kind == "string_pattern_mismatch":  # the pattern of Text
+        return "is empty"
+    if kind != "pcf" and described:
+        got = error.get("ctx", {}).get("actual_length", _shown(value))
+        return described.replace("{got}", str(got))
+    if kind == "model_type":
+        return f"expected an object, got {type(value).__name__}"
+    return error["msg"]
+
+
+def _shown(value: Any) -> str:
+    """A value in a message: short, or only its type."""
+    plain = isinstance(value, str | int | float) and not isinstance(value, bool)
+    return repr(value)[:40] if plain else type(value).__name__
+
+
+def must(test: Callable[[Any], object], message: str) -> BeforeValidator:
+    """A check of a field's raw value: a value that fails ``test`` is a problem, ``message``
+    with ``{got}`` replaced by the value (:func:`_shown`)."""
+
+    def check(value: Any) -> Any:
+        if not test(value):
+            raise PydanticCustomError("pcf", message.replace("{got}", _shown(value)))
+        return value
+
+    return BeforeValidator(check)
+
+
+def capped(limit: Limit) -> BeforeValidator:
+    """A check that a text has at most ``limit`` characters, naming the context's ``item``."""
+
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str) and len(value) > limit.value():
+            item = (info.context or {}).get("item")
+            raise PydanticCustomError("pcf", f"item {item!r}: {limit.exceeded(len(value))}")
+        return value
+
+    return BeforeValidator(check)
+
+
+Text = Annotated[str, Field(strict=True, pattern=r"[^\s\x1c-\x1f]")]
+"""A required string that is not blank (some character is not one ``str.strip`` strips)."""
 
 
 def _json_int(digits: str) -> int:

@@ -9,7 +9,8 @@ from pcf.consensus import TIE_TOLERANCE
 FLAGS = ("order_unstable", "overrides_direct", "near_tie", "position_driven", "incomplete")
 FLAG_HELP = {
     "order_unstable": "The judge's top pick changed with the order of the candidates.",
-    "overrides_direct": "The consensus winner differs from the direct (canonical-order) winner.",
+    "overrides_direct": "The consensus winner differs from the direct (canonical-order) winner, "
+    "or the direct call gave none.",
     "near_tie": "The consensus margin between winner and runner-up is below 0.05.",
     "position_driven": "Top picks followed one slot in >= 60% of calls while agreeing < 60%.",
     "incomplete": "Some calls failed and were left out of the consensus.",

@@ -19,18 +19,27 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import re
+import string
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from pcf.choices import FORMATS
 from pcf.files import (
     BOM,
     DATA_FILE,
     FieldChecker,
     Limit,
+    Text,
+    capped,
     decode_utf8,
+    must,
     open_checked,
     open_data,
     read_capped,
@@ -38,18 +47,30 @@ from pcf.files import (
     storable,
 )
 
-FORMATS = ("rewardbench2", "judgebench", "jsonl", "csv")
 CSV_COLUMNS = ("item_id", "prompt", "candidate_id", "text", "gold", "bucket")
 JUDGEBENCH_BUCKETS = ("mmlu-pro", "livebench-reasoning", "livebench-math", "livecodebench")
 MAX_CANDIDATES = 26
 """One default slot key (A to Z) per candidate: see :data:`pcf.prompts.DEFAULT_KEYS`."""
-RESERVED_CANDIDATE_IDS = ("none_correct", "cannot_tell")
+NONE_CORRECT = "none_correct"
+"""An annotator's or reviewer's choice: no candidate is correct."""
+CANNOT_TELL = "cannot_tell"
+"""An annotator's choice: they cannot tell which candidate is correct."""
+RESERVED_CANDIDATE_IDS = (NONE_CORRECT, CANNOT_TELL)
 """An annotator's choices besides the candidates, so no candidate may be called that."""
 PROMPT_CHARS = Limit("PCF_MAX_PROMPT_CHARS", 200_000, "characters")
 """The longest prompt an item may have (``PCF_MAX_PROMPT_CHARS`` changes it)."""
 CANDIDATE_CHARS = Limit("PCF_MAX_CANDIDATE_CHARS", 100_000, "characters")
 """The longest candidate answer (``PCF_MAX_CANDIDATE_CHARS`` changes it): every judge call
 quotes each candidate."""
+Prompt = Annotated[Text, capped(PROMPT_CHARS)]
+Answer = Annotated[Text, capped(CANDIDATE_CHARS)]
+JudgeBenchLabel = Annotated[
+    str, must(lambda v: v in ("A>B", "B>A"), "must be 'A>B' or 'B>A', got {got}")
+]
+"""JudgeBench's label: which response is correct."""
+
+
+PREVIEW_WORDS = 8
 
 
 @dataclass(frozen=True)
@@ -94,6 +115,65 @@ class Item:
         }
 
 
+def letter_labels(candidate_ids: Sequence[str]) -> dict[str, str]:
+    """``{candidate id: "A"}`` in listing order; ``#1``, ``#2``... beyond 26 candidates."""
+    letters = string.ascii_uppercase
+    many = len(candidate_ids) > len(letters)
+    return {cid: f"#{i + 1}" if many else letters[i] for i, cid in enumerate(candidate_ids)}
+
+
+def candidate_labels(item: Item) -> dict[str, str]:
+    """Short labels of the item's candidates in listing order: ``A``, ``B``, ... (``#27``...)."""
+    return letter_labels(item.candidate_ids)
+
+
+def candidate_titles(item: Item, words: int = PREVIEW_WORDS) -> dict[str, str]:
+    """``A · The first words of the answer…`` per candidate, from where the answers differ
+    (:func:`distinguishing_words`): a label a reader can tell apart."""
+    labels = candidate_labels(item)
+    shown = distinguishing_words({c.id: c.text for c in item.candidates}, words)
+    return {c.id: f"{labels[c.id]} · {shown[c.id]}" for c in item.candidates}
+
+
+def _words(text: str) -> list[str]:
+    """The words of ``text`` with Markdown marks dropped."""
+    return re.sub(r"[#>|\[\]]+", " ", re.sub(r"[*_`]+", "", text)).split()
+
+
+def first_words(text: str, words: int = PREVIEW_WORDS) -> str:
+    """The first ``words`` words of ``text`` on one line, with ``…`` when there is more."""
+    parts = _words(text)
+    return " ".join(parts[:words]) + ("…" if len(parts) > words else "")
+
+
+def distinguishing_words(texts: Mapping[str, str], words: int = PREVIEW_WORDS) -> dict[str, str]:
+    """A one-line preview of each text that tells it from the others: its first ``words`` words
+    when they already differ from every other text's, else ``words`` words from the last word
+    it shares with the text most like it (``…list of years from 2000 to 2010, then…``).
+
+    Args:
+        texts: ``{key: text}``, e.g. an item's candidates.
+        words: how many words each preview shows.
+    """
+    split = {key: _words(text) for key, text in texts.items()}
+    previews = {}
+    for key, mine in split.items():
+        shared = max((_shared_words(mine, split[k]) for k in split if k != key), default=0)
+        start = 0 if shared < words else min(shared, len(mine)) - 1
+        start = max(0, min(start, len(mine) - words))
+        shown = " ".join(mine[start : start + words])
+        previews[key] = ("…" if start else "") + shown + ("…" if start + words < len(mine) else "")
+    return previews
+
+
+def _shared_words(first: Sequence[str], second: Sequence[str]) -> int:
+    """How many words two word lists share from their start."""
+    return next(
+        (i for i, (a, b) in enumerate(zip(first, second, strict=False)) if a != b),
+        min(len(first), len(second)),
+    )
+
+
 def judgebench_bucket(source: str) -> str:
     """JudgeBench's reporting bucket for a row's ``source`` (all mmlu-pro-* share one)."""
     return "mmlu-pro" if source.startswith("mmlu-pro") else source
@@ -125,48 +205,26 @@ def load_dataset(
     return items if limit is None else items[:limit]
 
 
-def _finish_item(
-    check: FieldChecker,
-    line: int,
-    seen: dict[str, int],
-    item_id: str | None,
-    prompt: str | None,
-    candidates: list[Candidate] | None,
-    gold: str | None,
-    bucket: str | None,
-    metadata: dict[str, Any] | None = None,
-) -> Item | None:
-    """Cross-field checks shared by every format; returns the item when it is sound."""
-    ok = item_id is not None and prompt is not None and candidates is not None
-    if item_id is not None:
-        if item_id in seen:
-            check.add(line, "item_id", f"duplicate id {item_id!r} (first on line {seen[item_id]})")
-            ok = False
-        else:
-            seen[item_id] = line
-    if candidates is not None:
-        if len(candidates) < 2:
-            check.add(line, "candidates", f"needs at least 2 candidates, got {len(candidates)}")
-            ok = False
-        if len(candidates) > MAX_CANDIDATES:
-            message = (
-                f"at most {MAX_CANDIDATES} candidates (slot keys A to Z), got {len(candidates)}"
-            )
-            check.add(line, "candidates", message)
-            ok = False
-        ids = [c.id for c in candidates]
-        for dup in sorted(i for i, n in Counter(ids).items() if n > 1):
-            check.add(line, "candidates.id", f"duplicate candidate id {dup!r}")
-            ok = False
-        for reserved in sorted(set(ids) & set(RESERVED_CANDIDATE_IDS)):
-            check.add(line, "candidates.id", f"{reserved!r} is an annotator's choice, not an id")
-            ok = False
-        if gold is not None and gold not in ids:
-            check.add(line, "gold", f"{gold!r} is not one of the candidate ids {ids}")
-            ok = False
-    if not ok:
-        return None
-    return Item(item_id, prompt, tuple(candidates), gold, bucket, metadata or {})  # type: ignore[arg-type]
+def _sound(check: FieldChecker, line: int, seen: dict[str, int], item: Item) -> bool:
+    """Whether ``item`` passes the checks across its fields and against the items before it
+    (``seen``: their ids and lines), shared by every format; its problems are recorded."""
+    before, ids = len(check.problems), item.candidate_ids
+    if item.item_id in seen:
+        first = seen[item.item_id]
+        check.add(line, "item_id", f"duplicate id {item.item_id!r} (first on line {first})")
+    seen.setdefault(item.item_id, line)
+    if len(ids) < 2:
+        check.add(line, "candidates", f"needs at least 2 candidates, got {len(ids)}")
+    if len(ids) > MAX_CANDIDATES:
+        message = f"at most {MAX_CANDIDATES} candidates (slot keys A to Z), got {len(ids)}"
+        check.add(line, "candidates", message)
+    for dup in sorted(i for i, n in Counter(ids).items() if n > 1):
+        check.add(line, "candidates.id", f"duplicate candidate id {dup!r}")
+    for reserved in sorted(set(ids) & set(RESERVED_CANDIDATE_IDS)):
+        check.add(line, "candidates.id", f"{reserved!r} is an annotator's choice, not an id")
+    if item.gold is not None and item.gold not in ids:
+        check.add(line, "gold", f"{item.gold!r} is not one of the candidate ids {list(ids)}")
+    return len(check.problems) == before
 
 
 def _bucket_filter(items: list[Item], subset: str | None) -> list[Item]:
@@ -193,55 +251,56 @@ def item_listing(path: str | Path) -> dict[str, tuple[str, ...]]:
     return listing
 
 
+def _is_object(value: object) -> bool:
+    return isinstance(value, dict)
+
+
+class _CandidateRow(BaseModel):
+    """A candidate of a line of ``items.jsonl``."""
+
+    id: Text
+    text: Answer
+
+
+class _ItemLine(BaseModel):
+    """A line of ``items.jsonl``."""
+
+    item_id: Text
+    prompt: Prompt
+    candidates: Annotated[
+        list[Annotated[_CandidateRow, must(_is_object, "must be an object with id and text")]],
+        must(lambda v: isinstance(v, list), "must be a list of {id, text} objects"),
+    ]
+    gold: Text | None = None
+    bucket: Text | None = None
+    metadata: Annotated[dict, BeforeValidator(lambda v: v if _is_object(v) else {})] = {}
+
+
 def _items_jsonl(path: Path, check: FieldChecker) -> Iterator[Item]:
     """The sound items of an ``items.jsonl``, the problems of the others recorded."""
     seen: dict[str, int] = {}
     for line, obj in read_json_lines(path, check):
-        item_id = check.text(obj, "item_id", line)
-        prompt = check.text(obj, "prompt", line, limit=PROMPT_CHARS, item=item_id)
-        candidates = _candidates_field(obj, line, check, item_id)
-        gold = check.optional_text(obj, "gold", line)
-        bucket = check.optional_text(obj, "bucket", line)
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        item = _finish_item(check, line, seen, item_id, prompt, candidates, gold, bucket, meta)
-        if item:
+        row = check.validate(_ItemLine, obj, line, item=obj.get("item_id"))
+        if row is None:
+            continue
+        candidates = tuple(Candidate(c.id, c.text) for c in row.candidates)
+        item = Item(row.item_id, row.prompt, candidates, row.gold, row.bucket, row.metadata)
+        if _sound(check, line, seen, item):
             yield item
 
 
-def _candidates_field(
-    obj: dict, line: int, check: FieldChecker, item_id: str | None
-) -> list[Candidate] | None:
-    raw = obj.get("candidates")
-    if raw is None:
-        check.add(line, "candidates", "missing")
-        return None
-    if not isinstance(raw, list):
-        check.add(line, "candidates", "must be a list of {id, text} objects")
-        return None
-    out: list[Candidate] = []
-    sound = True
-    for index, cand in enumerate(raw):
-        if not isinstance(cand, dict):
-            check.add(line, f"candidates[{index}]", "must be an object with id and text")
-            sound = False
-            continue
-        cid = check.text(cand, "id", line, name=f"candidates[{index}].id")
-        text = check.text(
-            cand,
-            "text",
-            line,
-            name=f"candidates[{index}].text",
-            limit=CANDIDATE_CHARS,
-            item=item_id,
-        )
-        if cid is None or text is None:
-            sound = False
-            continue
-        out.append(Candidate(cid, text))
-    return out if sound else None
-
-
 # ---------------------------------------------------------------- CSV
+
+
+class _CsvRow(BaseModel):
+    """A row of a dataset CSV: one candidate of an item; gold and bucket may be blank."""
+
+    item_id: Text
+    prompt: Prompt
+    candidate_id: Text
+    text: Answer
+    gold: Annotated[str | None, BeforeValidator(lambda v: (v or "").strip() or None)] = None
+    bucket: Annotated[str | None, BeforeValidator(lambda v: (v or "").strip() or None)] = None
 
 
 def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]:
@@ -256,6 +315,7 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
     check.raise_if_any()
     reader = csv.DictReader(io.StringIO(content, newline=""))
     groups: dict[str, dict[str, Any]] = {}
+    broken = set()  # items with a row in error: their other rows are not checked together
     try:
         header = reader.fieldnames or []
         missing = [c for c in CSV_COLUMNS[:4] if c not in header]
@@ -266,35 +326,28 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
             line = reader.line_num
             if not storable(row, line, check):
                 continue
-            item_id = check.text(row, "item_id", line)
-            prompt = check.text(row, "prompt", line, limit=PROMPT_CHARS, item=item_id)
-            cid = check.text(row, "candidate_id", line)
-            text = check.text(row, "text", line, limit=CANDIDATE_CHARS, item=item_id)
-            if item_id is None:
+            cells = check.validate(_CsvRow, row, line, item=row.get("item_id"))
+            if cells is None:
+                broken.add(row.get("item_id"))
                 continue
             group = groups.setdefault(
-                item_id,
-                {"line": line, "prompt": prompt, "gold": None, "bucket": None, "cands": []},
+                cells.item_id,
+                {"line": line, "prompt": cells.prompt, "gold": None, "bucket": None, "cands": []},
             )
-            for key in ("gold", "bucket"):
-                value = (row.get(key) or "").strip() or None
+            for key in ("prompt", "gold", "bucket"):
+                value = getattr(cells, key)
                 if value is not None and group[key] not in (None, value):
-                    check.add(line, key, f"differs from earlier rows of item {item_id!r}")
+                    check.add(line, key, f"differs from earlier rows of item {cells.item_id!r}")
                 group[key] = group[key] or value
-            if prompt is not None and group["prompt"] not in (None, prompt):
-                check.add(line, "prompt", f"differs from earlier rows of item {item_id!r}")
-            if cid is not None and text is not None:
-                group["cands"].append(Candidate(cid, text))
+            group["cands"].append(Candidate(cells.candidate_id, cells.text))
     except csv.Error as exc:  # e.g. a field over the csv module's size limit
         check.add(reader.line_num + 1, None, f"unreadable CSV: {exc}")  # the record it began
         check.raise_if_any()
     items: list[Item] = []
     seen: dict[str, int] = {}
     for item_id, g in groups.items():
-        item = _finish_item(
-            check, g["line"], seen, item_id, g["prompt"], g["cands"], g["gold"], g["bucket"]
-        )
-        if item:
+        item = Item(item_id, g["prompt"], tuple(g["cands"]), g["gold"], g["bucket"])
+        if item_id not in broken and _sound(check, g["line"], seen, item):
             items.append(item)
     check.raise_if_any()
     return _bucket_filter(items, subset)
@@ -319,13 +372,51 @@ def _rows_of(path: Path, check: FieldChecker) -> Iterable[tuple[int, dict]]:
             check.add(None, None, f"not a readable Parquet file: {exc}")
             check.raise_if_any()
         records = enumerate(frame.to_dict(orient="records"), start=1)
-        return ((i, rec) for i, rec in records if storable(_plain_row(rec), i, check))
+        rows = ((i, {key: _plain(value) for key, value in rec.items()}) for i, rec in records)
+        return ((i, row) for i, row in rows if storable(row, i, check))
     return read_json_lines(path, check)
 
 
-def _plain_row(record: dict) -> dict:
-    """A Parquet record with its arrays as lists, for :func:`~pcf.files.storable`."""
-    return {key: _plain(value) for key, value in record.items()}
+def _plain(value: Any) -> Any:
+    """Parquet gives numpy arrays where JSON gives lists."""
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+Answers = Annotated[
+    list[Answer], must(lambda v: isinstance(v, list), "missing or not a list of strings")
+]
+"""RewardBench 2's chosen or rejected answers."""
+
+
+class _RewardBench2Row(BaseModel):
+    """A row of RewardBench 2: one chosen answer (the correct one) and the rejected ones."""
+
+    subset: Text
+    id: Annotated[
+        str | int,
+        must(lambda v: str(v).strip(), "missing"),
+        must(
+            lambda v: isinstance(v, str | int) and not isinstance(v, bool),
+            "must be a string or an integer, got {got}",
+        ),
+    ]
+    prompt: Prompt
+    chosen: Annotated[Answers, Field(min_length=1, max_length=1)] = Field(
+        description="must hold exactly 1 answer, got {got}"
+    )
+    rejected: Annotated[Answers, Field(min_length=1)] = Field(
+        description="must hold at least 1 answer"
+    )
+    total_completions: Any = None
+    models: Any = None
+
+    @field_validator("total_completions")
+    @classmethod
+    def _total(cls, total: Any, info: ValidationInfo) -> Any:
+        held = len(info.data.get("chosen", ())) + len(info.data.get("rejected", ()))
+        if isinstance(total, int) and {"chosen", "rejected"} <= info.data.keys() and total != held:
+            raise PydanticCustomError("pcf", f"says {total} but chosen+rejected hold {held}")
+        return total
 
 
 def load_rewardbench2(path: str | Path, *, subset: str | None = None) -> list[Item]:
@@ -334,84 +425,45 @@ def load_rewardbench2(path: str | Path, *, subset: str | None = None) -> list[It
     RewardBench 2 stores the correct answer first in every row, so candidate ids are hashes of
     the texts and candidates are listed sorted by id: neither the ids nor the listing order
     (which breaks exact consensus ties) carries the label. Item ids are ``subset:id`` because
-    ``id`` repeats across subsets. For Parquet files, "line" means row number.
+    ``id`` repeats across subsets. Ids hash the item id and the answer's place in the row, so
+    a row holding the same text twice still works. For Parquet files, "line" means row number.
     """
     path, check = open_checked(path)
     items: list[Item] = []
     seen: dict[str, int] = {}
     for line, row in _rows_of(path, check):
-        row_subset = check.text(row, "subset", line)
-        if subset is not None and row_subset != subset:
+        named = row.get("subset")
+        if subset is not None and isinstance(named, str) and named.strip() and named != subset:
             continue
-        raw_id = row.get("id")
-        if raw_id is None or str(raw_id).strip() == "":
-            check.add(line, "id", "missing")
-        elif not isinstance(raw_id, str | int) or isinstance(raw_id, bool):
-            check.add(line, "id", f"must be a string or an integer, got {type(raw_id).__name__}")
-            raw_id = None
-        key = f"{row_subset}:{raw_id}"
-        prompt = check.text(row, "prompt", line, limit=PROMPT_CHARS, item=key)
-        candidates = _rewardbench2_candidates(row, key, line, check)
-        gold = candidates[0].id if candidates else None
-        if candidates:
-            candidates = sorted(candidates, key=lambda c: c.id)
-        item_id = f"{row_subset}:{raw_id}" if raw_id is not None and row_subset else None
-        meta = {"models": _plain(row.get("models")), "subset": row_subset}
-        item = _finish_item(check, line, seen, item_id, prompt, candidates, gold, row_subset, meta)
-        if item:
+        key = f"{named}:{row.get('id')}"
+        fields = check.validate(_RewardBench2Row, row, line, item=key)
+        if fields is None:
+            continue
+        answers = [*fields.chosen, *fields.rejected]
+        candidates = [Candidate(_neutral_id(f"{key}:{i}"), text) for i, text in enumerate(answers)]
+        meta = {"models": fields.models, "subset": fields.subset}
+        gold, ordered = candidates[0].id, tuple(sorted(candidates, key=lambda c: c.id))
+        item = Item(key, fields.prompt, ordered, gold, fields.subset, meta)
+        if _sound(check, line, seen, item):
             items.append(item)
     check.raise_if_any()
     return items
 
 
-def _plain(value: Any) -> Any:
-    """Parquet gives numpy arrays where JSON gives lists."""
-    return value.tolist() if hasattr(value, "tolist") else value
-
-
-def _rewardbench2_candidates(
-    row: dict, key: str, line: int, check: FieldChecker
-) -> list[Candidate] | None:
-    """Chosen first, then rejected; None when the row is unusable (problems recorded).
-
-    Ids hash the row key and storage index, so rows holding the same text twice still work.
-    """
-    chosen, rejected = _plain(row.get("chosen")), _plain(row.get("rejected"))
-    sound = True
-    for name, value in (("chosen", chosen), ("rejected", rejected)):
-        if not isinstance(value, list):
-            check.add(line, name, "missing or not a list of strings")
-            sound = False
-    if not sound:
-        return None
-    if len(chosen) != 1:
-        check.add(line, "chosen", f"must hold exactly 1 answer, got {len(chosen)}")
-        sound = False
-    if not rejected:
-        check.add(line, "rejected", "must hold at least 1 answer")
-        sound = False
-    total = row.get("total_completions")
-    if isinstance(total, int) and total != len(chosen) + len(rejected):
-        check.add(
-            line,
-            "total_completions",
-            f"says {total} but chosen+rejected hold {len(chosen) + len(rejected)}",
-        )
-        sound = False
-    texts = [("chosen", i, t) for i, t in enumerate(chosen)]
-    texts += [("rejected", i, t) for i, t in enumerate(rejected)]
-    for name, index, text in texts:
-        if not isinstance(text, str) or not text.strip():
-            check.add(line, f"{name}[{index}]", "is empty or not a string")
-            sound = False
-        elif check.within(text, line, f"{name}[{index}]", CANDIDATE_CHARS, key) is None:
-            sound = False
-    if not sound:
-        return None
-    return [Candidate(_neutral_id(f"{key}:{i}"), t) for i, (_, _, t) in enumerate(texts)]
-
-
 # ---------------------------------------------------------------- JudgeBench
+
+
+class _JudgeBenchRow(BaseModel):
+    """A JudgeBench pair (data or outputs file)."""
+
+    pair_id: Text
+    question: Prompt
+    source: Text
+    response_a: Answer = Field(alias="response_A")
+    response_b: Answer = Field(alias="response_B")
+    label: JudgeBenchLabel
+    original_id: Any = None
+    response_model: Any = None
 
 
 def load_judgebench(path: str | Path, *, subset: str | None = None) -> list[Item]:
@@ -423,32 +475,15 @@ def load_judgebench(path: str | Path, *, subset: str | None = None) -> list[Item
     path, check = open_checked(path)
     items: list[Item] = []
     seen: dict[str, int] = {}
-    for line, row in read_json_lines(path, check):
-        item_id = check.text(row, "pair_id", line)
-        prompt = check.text(row, "question", line, limit=PROMPT_CHARS, item=item_id)
-        source = check.text(row, "source", line)
-        a = check.text(row, "response_A", line, limit=CANDIDATE_CHARS, item=item_id)
-        b = check.text(row, "response_B", line, limit=CANDIDATE_CHARS, item=item_id)
-        label = row.get("label")
-        gold = (
-            {"A>B": "response_A", "B>A": "response_B"}.get(label)
-            if isinstance(label, str)
-            else None
-        )
-        if label not in ("A>B", "B>A"):
-            shown = repr(label)[:40] if isinstance(label, str | None) else type(label).__name__
-            check.add(line, "label", f"must be 'A>B' or 'B>A', got {shown}")
-        candidates = None
-        if a is not None and b is not None:
-            candidates = [Candidate("response_A", a), Candidate("response_B", b)]
-        bucket = judgebench_bucket(source) if source else None
-        meta = {
-            "source": source,
-            "original_id": row.get("original_id"),
-            "response_model": row.get("response_model"),
-        }
-        item = _finish_item(check, line, seen, item_id, prompt, candidates, gold, bucket, meta)
-        if item:
+    for line, obj in read_json_lines(path, check):
+        row = check.validate(_JudgeBenchRow, obj, line, item=obj.get("pair_id"))
+        if row is None:
+            continue
+        a, b = Candidate("response_A", row.response_a), Candidate("response_B", row.response_b)
+        gold = a.id if row.label == "A>B" else b.id
+        meta = row.model_dump(include={"source", "original_id", "response_model"})
+        item = Item(row.pair_id, row.question, (a, b), gold, judgebench_bucket(row.source), meta)
+        if _sound(check, line, seen, item):
             items.append(item)
     check.raise_if_any()
     return _bucket_filter(items, subset)

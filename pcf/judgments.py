@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import json
-import math
 from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Annotated, Any, TextIO
 
 import numpy as np
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationInfo
+from pydantic_core import PydanticCustomError
 
-from pcf.errors import DataError, Problem
+from pcf.errors import DataError
 from pcf.files import (
     FieldChecker,
+    Text,
     json_line_at,
     json_lines_at,
+    must,
     open_checked,
     open_data,
     read_json_lines,
@@ -33,7 +36,9 @@ class Judgment:
     """One call's judgment, with keys already mapped back to candidate ids.
 
     A failed call has ``ok=False``, its ``error`` reason, and empty scores; it is kept so that
-    nothing is silently dropped, and it is left out of aggregation.
+    nothing is silently dropped, and it is left out of aggregation. ``backend`` and
+    ``simulated`` say what made it (a file's line records them; a replay of a simulated judge's
+    file stays simulated); they do not take part in comparisons.
     """
 
     item_id: str
@@ -47,6 +52,8 @@ class Judgment:
     ranking: tuple[str, ...] = ()
     confidence: float | None = None
     repaired: tuple[str, ...] = ()
+    backend: str | None = field(default=None, compare=False)
+    simulated: bool = field(default=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The judgment as one ``judgments.jsonl`` object."""
@@ -64,7 +71,24 @@ class Judgment:
         }
         if self.repaired:
             out["repaired"] = list(self.repaired)
+        if self.backend is not None:
+            out |= {"backend": self.backend, "simulated": self.simulated}
         return out
+
+
+RECORDED_SETTING = "recorded"
+"""A replay run's setting: :func:`recording_provenance` of the recording it answered from."""
+
+
+def recording_provenance(judgments: Iterable[Judgment]) -> dict[str, Any]:
+    """What made a recording: ``{"backends": [...], "simulated": bool}``, the backends its
+    lines name and whether any line came from the simulated judge."""
+    backends, simulated = set(), False
+    for judgment in judgments:
+        simulated |= judgment.simulated
+        if judgment.backend is not None:
+            backends.add(judgment.backend)
+    return {"backends": sorted(backends), "simulated": simulated}
 
 
 def write_judgments(judgments: Iterable[Judgment], out: TextIO) -> int:
@@ -76,70 +100,84 @@ def write_judgments(judgments: Iterable[Judgment], out: TextIO) -> int:
     return count
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+Index = Annotated[int, Field(strict=True, ge=0, description="must be an integer >= 0, got {got}")]
 
 
-def _index(obj: dict, key: str, line: int, problems: list[Problem], file: str) -> int | None:
-    value = obj.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        problems.append(Problem(file, line, key, f"must be an integer >= 0, got {value!r}"))
-        return None
-    return value
+class _Call(BaseModel):
+    """What makes a line readable: which call it is, over which candidates, whether it answered."""
+
+    item_id: Text
+    execution: Index
+    call_index: Index
+    order: Annotated[
+        tuple[str, ...],
+        must(
+            lambda v: (
+                isinstance(v, list)
+                and all(isinstance(c, str) for c in v)
+                and len(set(v)) == len(v) >= 2
+            ),
+            "must list at least 2 distinct candidate ids",
+        ),
+    ]
+    ok: bool = Field(strict=True, description="must be true or false, got {got}")
+    error: Any = None
+    backend: str | None = Field(None, strict=True)
+    simulated: bool = Field(False, strict=True, description="must be true or false, got {got}")
+
+    @property
+    def key(self) -> CallKey:
+        return self.item_id, self.execution, self.call_index
 
 
-def _scores(
-    obj: dict, key: str, order: tuple[str, ...], upper: float, line: int, file: str
-) -> tuple[dict[str, float], list[Problem]]:
-    raw = obj.get(key)
-    if not isinstance(raw, dict):
-        return {}, [Problem(file, line, key, "must be an object {candidate id: number}")]
-    problems = []
-    if set(raw) != set(order):
-        problems.append(
-            Problem(
-                file, line, key, f"keys {sorted(raw)} differ from the order's ids {sorted(order)}"
-            )
-        )
-    for cid, value in raw.items():
-        if not _number(value) or not 0 <= value <= upper:
-            problems.append(
-                Problem(file, line, f"{key}.{cid}", f"must be in [0, {upper}], got {value!r}")
-            )
-    return {k: float(v) for k, v in raw.items() if _number(v)}, problems
+def _same_ids(scores: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+    """``scores`` if they score the candidates of the line's order (the context's ``order``)."""
+    order = (info.context or {})["order"]
+    if set(scores) != set(order):
+        message = f"keys {sorted(scores)} differ from the order's ids {sorted(order)}"
+        raise PydanticCustomError("pcf", message)
+    return scores
 
 
-def _judgment(
-    obj: dict, call: tuple[str, int, int], order: tuple[str, ...], line: int, file: str
-) -> Judgment:
-    """An ok line's judgment, or a failed call naming what makes it unusable."""
-    factuality, p1 = _scores(obj, "factuality", order, 10.0, line, file)
-    risk, p2 = _scores(obj, "hallucination_risk", order, 1.0, line, file)
-    ranking = obj.get("ranking")
-    p3 = []
+def _ranks_order(ranking: Any, info: ValidationInfo) -> Any:
+    order = (info.context or {})["order"]
     if not isinstance(ranking, list) or sorted(map(str, ranking)) != sorted(order):
-        p3 = [Problem(file, line, "ranking", "must list every id of the order exactly once")]
-    confidence = obj.get("confidence")
-    if confidence is not None and not (_number(confidence) and 0 <= confidence <= 1):
-        p3.append(
-            Problem(file, line, "confidence", f"must be in [0, 1] or null, got {confidence!r}")
-        )
-    if p1 or p2 or p3:
-        # An unusable judgment is a failed call, as a run records one: kept with its reason.
-        reason = "; ".join(str(p) for p in p1 + p2 + p3)
-        return Judgment(*call, order, False, f"{INVALID_JUDGMENT}: {reason}")
-    assert isinstance(ranking, list)  # checked with the other fields above
-    return Judgment(
-        *call,
-        order,
-        True,
-        None,
-        factuality,
-        risk,
-        tuple(ranking),
-        None if confidence is None else float(confidence),
-        tuple(obj.get("repaired") or ()),
+        raise PydanticCustomError("pcf", "must list every id of the order exactly once")
+    return ranking
+
+
+Score = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+_SCORES = (
+    must(lambda v: isinstance(v, dict), "must be an object {candidate id: number}"),
+    AfterValidator(_same_ids),
+)
+
+
+class _Answer(BaseModel):
+    """An ok line's judgment, checked against its order (the context's ``order``)."""
+
+    factuality: Annotated[dict[str, Annotated[Score, Field(le=10)]], *_SCORES] = Field(
+        description="must be in [0, 10.0], got {got}"
     )
+    hallucination_risk: Annotated[dict[str, Annotated[Score, Field(le=1)]], *_SCORES] = Field(
+        description="must be in [0, 1.0], got {got}"
+    )
+    ranking: Annotated[tuple[Any, ...], BeforeValidator(_ranks_order)]
+    confidence: Annotated[float | None, Field(strict=True, ge=0, le=1, allow_inf_nan=False)] = (
+        Field(None, description="must be in [0, 1] or null, got {got}")
+    )
+    repaired: Annotated[tuple[str, ...], BeforeValidator(lambda v: v or ())] = ()
+
+
+def _judgment(obj: dict, call: _Call, line: int, file: str) -> Judgment:
+    """An ok line's judgment, or a failed call naming what makes it unusable."""
+    check = FieldChecker(file)
+    answer = check.validate(_Answer, obj, line, order=call.order)
+    if answer is None:
+        # An unusable judgment is a failed call, as a run records one: kept with its reason.
+        reason = "; ".join(map(str, check.problems))
+        return Judgment(*call.key, call.order, False, f"{INVALID_JUDGMENT}: {reason}")
+    return Judgment(*call.key, call.order, True, None, **vars(answer))
 
 
 def read_judgments(path: str | Path) -> list[Judgment]:
@@ -160,76 +198,37 @@ def read_judgments(path: str | Path) -> list[Judgment]:
     return out
 
 
-def _call(
-    obj: dict, line: int, check: FieldChecker
-) -> tuple[CallKey, tuple[str, ...], bool] | None:
-    """A line's call (item_id, execution, call_index), order and ok, checked on their own;
-    None, with the problems recorded, when the line is unreadable."""
-    file, problems = check.file, check.problems
-    item_id = check.text(obj, "item_id", line)
-    execution = _index(obj, "execution", line, problems, file)
-    call_index = _index(obj, "call_index", line, problems, file)
-    order = obj.get("order")
-    if not (
-        isinstance(order, list)
-        and len(order) >= 2
-        and all(isinstance(c, str) for c in order)
-        and len(set(order)) == len(order)
-    ):
-        problems.append(Problem(file, line, "order", "must list at least 2 distinct candidate ids"))
-        return None
-    ok = obj.get("ok")
-    if not isinstance(ok, bool):
-        problems.append(Problem(file, line, "ok", f"must be true or false, got {ok!r}"))
-        return None
-    if item_id is None or execution is None or call_index is None:
-        return None
-    return (item_id, execution, call_index), tuple(order), ok
-
-
 def _checked(
     lines: Iterable[tuple[int, dict]], check: FieldChecker
 ) -> Iterator[tuple[int, Judgment]]:
     """The judgments of ``lines`` (line number, object), each with its line.
 
-    Each line is checked on its own (:func:`_call`), then against the lines before it of the
+    Each line is checked on its own (:class:`_Call`), then against the lines before it of the
     same item: no call twice, the same candidates in every call of an item. An unreadable
     line is left out, with its problems recorded in ``check``.
     """
-    file, problems = check.file, check.problems
     seen: dict[CallKey, int] = {}
     item_ids: dict[str, tuple[frozenset[str], int]] = {}
     for line, obj in lines:
-        fields = _call(obj, line, check)
-        if fields is None:
+        call = check.validate(_Call, obj, line)
+        if call is None:
             continue
-        key, order, ok = fields
+        key = call.key
         if key in seen:
-            problems.append(
-                Problem(
-                    file, line, "call_index", f"duplicate call {key} (first on line {seen[key]})"
-                )
-            )
+            check.add(line, "call_index", f"duplicate call {key} (first on line {seen[key]})")
             continue
         seen[key] = line
-        item_id = key[0]
-        ids = frozenset(order)
-        first = item_ids.setdefault(item_id, (ids, line))
+        ids = frozenset(call.order)
+        first = item_ids.setdefault(call.item_id, (ids, line))
         if first[0] != ids:
-            problems.append(
-                Problem(
-                    file,
-                    line,
-                    "order",
-                    f"candidates differ from line {first[1]} of item {item_id!r}",
-                )
-            )
+            message = f"candidates differ from line {first[1]} of item {call.item_id!r}"
+            check.add(line, "order", message)
             continue
-        if not ok:
-            error = obj.get("error")
-            yield line, Judgment(*key, order, False, str(error or "failed"))
-            continue
-        yield line, _judgment(obj, key, order, line, file)
+        if not call.ok:
+            judgment = Judgment(*key, call.order, False, str(call.error or "failed"))
+        else:
+            judgment = _judgment(obj, call, line, check.file)
+        yield line, replace(judgment, backend=call.backend, simulated=call.simulated)
 
 
 class JudgmentLines:
@@ -250,9 +249,9 @@ class JudgmentLines:
         self.items: dict[str, int] = {}
         item_of, starts, line_numbers = array("q"), array("q"), array("q")
         for line, start, obj in json_lines_at(self.path, self._check):
-            fields = _call(obj, line, self._check)
-            if fields is not None:
-                item_of.append(self.items.setdefault(fields[0][0], len(self.items)))
+            call = self._check.validate(_Call, obj, line)
+            if call is not None:
+                item_of.append(self.items.setdefault(call.item_id, len(self.items)))
                 starts.append(start)
                 line_numbers.append(line)
         items = np.frombuffer(item_of, dtype=np.int64)

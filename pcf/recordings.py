@@ -12,10 +12,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, Field
 
 from pcf.errors import DataError, Problem
-from pcf.files import FieldChecker, open_checked, read_json_document, read_json_lines
-from pcf.items import judgebench_bucket
+from pcf.files import Text, must, open_checked, read_json_document, read_json_lines
+from pcf.items import JudgeBenchLabel, judgebench_bucket
 from pcf.pairwise import TIE, bucket_scores, official_outcome
 
 FIRST = "first"
@@ -26,8 +29,8 @@ _OTHER = {FIRST: SECOND, SECOND: FIRST}
 _JUDGEBENCH_ORDER1 = {"A>B": FIRST, "B>A": SECOND, "A=B": TIE, None: None}
 _JUDGEBENCH_ORDER2 = {"A>B": SECOND, "B>A": FIRST, "A=B": TIE, None: None}
 # LLMBar winners are already mapped back to the original output index.
-_LLMBAR_WINNER = {"1": FIRST, "2": SECOND, 1: FIRST, 2: SECOND, None: None}
-_LLMBAR_SWAPS = ("swap = False", "swap = True")
+_LLMBAR_LABEL = {"1": FIRST, "2": SECOND, 1: FIRST, 2: SECOND}
+_LLMBAR_WINNER: dict[object, str | None] = {**_LLMBAR_LABEL, None: None}
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,40 @@ def recorded_outcome(label: str, d1: str | None, d2: str | None) -> int:
     return official_outcome(label, _OTHER[label], d1, d2)
 
 
+class _Decision(BaseModel):
+    decision: Annotated[
+        str | None,
+        must(
+            lambda v: v in ("A>B", "B>A", "A=B", None),
+            "must be 'A>B', 'B>A', 'A=B' or null, got {got}",
+        ),
+    ]
+
+
+_OneOrder = Annotated[
+    _Decision | None,
+    must(
+        lambda v: v is None or (isinstance(v, dict) and "decision" in v),
+        "must be null or an object with 'decision'",
+    ),
+]
+
+
+class _JudgeBenchOutput(BaseModel):
+    """A line of a JudgeBench outputs file: a pair judged in order (A, B), then (B, A)."""
+
+    pair_id: Text
+    source: Text
+    label: JudgeBenchLabel
+    judgments: Annotated[
+        tuple[_OneOrder, _OneOrder],
+        must(
+            lambda v: isinstance(v, list) and len(v) == 2,
+            "must be a list of 2 judgments, order (A,B) then (B,A)",
+        ),
+    ]
+
+
 def read_judgebench_outputs(path: str | Path) -> list[RecordedPair]:
     """Read a JudgeBench ``outputs/*.jsonl`` file (a judge run over both orders).
 
@@ -71,58 +108,23 @@ def read_judgebench_outputs(path: str | Path) -> list[RecordedPair]:
     path, check = open_checked(path)
     pairs: list[RecordedPair] = []
     seen: dict[str, int] = {}
-    for line, row in read_json_lines(path, check):
-        pair_id = check.text(row, "pair_id", line)
-        source = check.text(row, "source", line)
-        label = _judgebench_label(row.get("label"), line, check)
-        decisions = _judgebench_decisions(row.get("judgments"), line, check)
-        if pair_id is not None:
-            if pair_id in seen:
-                check.add(
-                    line, "pair_id", f"duplicate id {pair_id!r} (first on line {seen[pair_id]})"
-                )
-                continue
-            seen[pair_id] = line
-        if pair_id is None or source is None or label is None or decisions is None:
+    for line, obj in read_json_lines(path, check):
+        row = check.validate(_JudgeBenchOutput, obj, line)
+        if row is None:
             continue
-        pairs.append(RecordedPair(pair_id, judgebench_bucket(source), label, *decisions))
+        if row.pair_id in seen:
+            first = seen[row.pair_id]
+            check.add(line, "pair_id", f"duplicate id {row.pair_id!r} (first on line {first})")
+            continue
+        seen[row.pair_id] = line
+        d1, d2 = (order.decision if order else None for order in row.judgments)
+        label = FIRST if row.label == "A>B" else SECOND
+        bucket = judgebench_bucket(row.source)
+        pairs.append(
+            RecordedPair(row.pair_id, bucket, label, _JUDGEBENCH_ORDER1[d1], _JUDGEBENCH_ORDER2[d2])
+        )
     check.raise_if_any()
     return pairs
-
-
-def _judgebench_label(label: object, line: int, check: FieldChecker) -> str | None:
-    if label not in ("A>B", "B>A"):
-        check.add(line, "label", f"must be 'A>B' or 'B>A', got {label!r}")
-        return None
-    return FIRST if label == "A>B" else SECOND
-
-
-def _judgebench_decisions(
-    judgments: object, line: int, check: FieldChecker
-) -> tuple[str | None, str | None] | None:
-    if not isinstance(judgments, list) or len(judgments) != 2:
-        check.add(line, "judgments", "must be a list of 2 judgments, order (A,B) then (B,A)")
-        return None
-    decisions: list[str | None] = []
-    for index, (judgment, frame) in enumerate(
-        zip(judgments, (_JUDGEBENCH_ORDER1, _JUDGEBENCH_ORDER2), strict=True)
-    ):
-        if judgment is None:
-            decisions.append(None)
-            continue
-        if not isinstance(judgment, dict) or "decision" not in judgment:
-            check.add(line, f"judgments[{index}]", "must be null or an object with 'decision'")
-            return None
-        decision = judgment["decision"]
-        if decision not in frame:
-            check.add(
-                line,
-                f"judgments[{index}].decision",
-                f"must be 'A>B', 'B>A', 'A=B' or null, got {decision!r}",
-            )
-            return None
-        decisions.append(frame[decision])
-    return decisions[0], decisions[1]
 
 
 # ---------------------------------------------------------------- LLMBar
@@ -212,7 +214,43 @@ def _llmbar_bucket(file: Path) -> str:
     return subset[-1] if subset else file.stem
 
 
+def _is_winner(value: object) -> bool:
+    """A value LLMBar uses for an output index: "1", "2", 1, 2 or None (bools excluded)."""
+    return type(value) in (str, int, type(None)) and value in _LLMBAR_WINNER
+
+
+class _Swap(BaseModel):
+    winner: Annotated[Any, must(_is_winner, "must be '1', '2' or null, got {got}")]
+
+
+_SwapEntry = Annotated[
+    _Swap, must(lambda v: isinstance(v, dict) and "winner" in v, "missing, or has no 'winner'")
+]
+
+
+class _Swaps(BaseModel):
+    original: _SwapEntry = Field(alias="swap = False")
+    swapped: _SwapEntry = Field(alias="swap = True")
+
+
+class _LLMBarRecord(BaseModel):
+    """A record of an LLMBar ``result.json``; its last result holds the winners of both orders."""
+
+    label: Annotated[
+        Any, must(lambda v: v is not None and _is_winner(v), "must be 1 or 2, got {got}")
+    ]
+    results: Annotated[
+        dict[int, _Swaps],  # the last result, keyed -1: its problems name results[-1]
+        BeforeValidator(lambda v: {-1: v[-1]}),
+        must(
+            lambda v: isinstance(v, list) and v and isinstance(v[-1], dict),
+            "must be a list whose last entry holds the two swap orders",
+        ),
+    ]
+
+
 def _read_llmbar_file(file: Path) -> list[RecordedPair]:
+    """The pairs of one ``result.json``; a record's problems name its number as the line."""
     path, check = open_checked(file)
     rows = read_json_document(path, check)
     if not isinstance(rows, list):
@@ -221,58 +259,14 @@ def _read_llmbar_file(file: Path) -> list[RecordedPair]:
     bucket = _llmbar_bucket(path)
     pairs: list[RecordedPair] = []
     for record, row in enumerate(rows, start=1):
-        pair = _llmbar_pair(row, record, bucket, check)
-        if pair is not None:
-            pairs.append(pair)
+        fields = check.validate(_LLMBarRecord, row, record, note=f"record {record}: ")
+        if fields is not None:
+            swaps = fields.results[-1]
+            winners = (_LLMBAR_WINNER[swap.winner] for swap in (swaps.original, swaps.swapped))
+            label = _LLMBAR_LABEL[fields.label]
+            pairs.append(RecordedPair(f"{bucket}#{record}", bucket, label, *winners))
     check.raise_if_any()
     return pairs
-
-
-def _llmbar_pair(row: object, record: int, bucket: str, check: FieldChecker) -> RecordedPair | None:
-    """One record as a pair; problems are recorded with the record number as the line."""
-
-    def problem(field_name: str | None, message: str) -> None:
-        check.add(record, field_name, f"record {record}: {message}")
-
-    if not isinstance(row, dict):
-        problem(None, f"expected an object, got {type(row).__name__}")
-        return None
-    sound = True
-    label = row.get("label")
-    if not _is_winner_value(label) or label is None:
-        problem("label", f"must be 1 or 2, got {label!r}")
-        sound = False
-    results = row.get("results")
-    if not isinstance(results, list) or not results or not isinstance(results[-1], dict):
-        problem("results", "must be a list whose last entry holds the two swap orders")
-        return None
-    winners: list[str | None] = []
-    for swap in _LLMBAR_SWAPS:
-        order = results[-1].get(swap)
-        if not isinstance(order, dict) or "winner" not in order:
-            problem(f'results[-1]["{swap}"]', "missing, or has no 'winner'")
-            sound = False
-        elif not _is_winner_value(order["winner"]):
-            winner = order["winner"]
-            problem(f'results[-1]["{swap}"].winner', f"must be '1', '2' or null, got {winner!r}")
-            sound = False
-        else:
-            winners.append(_LLMBAR_WINNER[order["winner"]])
-    if not sound:
-        return None
-    gold = _LLMBAR_WINNER[label]
-    if gold is None:  # refused above, with the label's problem
-        return None
-    return RecordedPair(f"{bucket}#{record}", bucket, gold, *winners)
-
-
-def _is_winner_value(value: object) -> bool:
-    """A value LLMBar uses for an output index: "1", "2", 1, 2 or None (bools excluded)."""
-    return (
-        not isinstance(value, bool)
-        and isinstance(value, str | int | None)
-        and (value in _LLMBAR_WINNER)
-    )
 
 
 # ---------------------------------------------------------------- summary

@@ -31,8 +31,9 @@ SLOW = (
     "tests/e2e/",  # a real Chromium over the whole app
     "tests/test_serving.py",  # the app served by `streamlit run`
     "tests/runs/test_batch_kill.py",  # processes killed in the middle of their work
-    "tests/runs/test_engine_resume.py",
+    "tests/runs/test_live_resume.py",
     "tests/runs/test_run_commands.py",  # `pcf` processes racing for one run
+    "tests/store/test_outages.py",  # a PostgreSQL server restarted and stopped under `pcf`
     "tests/labelling/test_queue.py::test_three_annotators_at_once",
     "tests/analysis/test_markdown.py::test_long_lines_render_in_linear_time",  # 1M characters
 )

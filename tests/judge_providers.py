@@ -21,7 +21,7 @@ from pcf.judges._provider import ProviderJudge
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
 from pcf.judges.openai_judge import OpenAIJudge
-from pcf.runs.engine import execute
+from pcf.runs.live import execute
 from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store import Run

@@ -273,6 +273,7 @@ def test_export_makes_the_out_folder_and_refuses_a_folder_in_one_line(demo_engin
     for target, code, message in [
         (tmp_path, 2, f"error: --out {tmp_path} is a folder; give a file name"),
         (out / "under-a-file.jsonl", 1, f"error: cannot write {out / 'under-a-file.jsonl'}: "),
+        (tmp_path / "d.parquet", 2, "error: pcf export writes JSON Lines; --out d.parquet names"),
     ]:
         result = runner.invoke(app, ["export", "demo-direct", "--out", str(target)])
         assert result.exit_code == code

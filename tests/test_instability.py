@@ -72,6 +72,18 @@ def test_margin_overrides_and_incomplete():
     assert (r["metrics"]["n_ok"], r["metrics"]["n_calls"]) == (3, 4)
 
 
+def test_overrides_direct_is_raised_when_the_direct_call_failed():
+    """No direct verdict while the consensus has a winner: PCF's answer is not the direct
+    baseline's, so the item is flagged as overriding it (and incomplete)."""
+    calls = [
+        judgment("x", 0, "ab", {}, ok=False),  # the direct call
+        judgment("x", 1, "ba", {"a": 9, "b": 2}),
+    ]
+    [r] = aggregate(calls)
+    assert (r["winner"], r["metrics"]["direct_winner"]) == ("a", None)
+    assert {"overrides_direct", "incomplete"} <= set(r["flags"])
+
+
 def test_priority_puts_doubtful_items_first():
     stable = [judgment("s", c, o, {"a": 9, "b": 1}) for c, o in enumerate(["ab", "ba", "ab"])]
     shaky = [

@@ -41,6 +41,8 @@ def test_round_trip(tmp_path):
         ({"execution": -1}, "execution: must be an integer >= 0"),
         ({"order": ["a"]}, "order: must list at least 2"),
         ({"ok": "yes"}, "ok: must be true or false"),
+        ({"simulated": "yes"}, "simulated: must be true or false, got 'yes'"),
+        ({"backend": 1}, "backend: must be a string"),
         ({"call_index": 0}, "call_index: duplicate call ('q1', 0, 0) (first on line 1)"),
         (
             {

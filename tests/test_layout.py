@@ -21,10 +21,16 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path) -> set[str]:
-    """Every module ``path`` imports, at any depth of the file."""
+def imports(path: Path, *, typing: bool = True) -> set[str]:
+    """Every module ``path`` imports, at any depth of the file (with ``typing=False``, not
+    those under ``if TYPE_CHECKING:``, which never run)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    if not typing:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+                node.body = []
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -45,12 +51,13 @@ def layer(module: str) -> str:
 ALLOWED = {
     "method": {"method"},
     "runs": {"method", "runs"},
-    "analysis": {"method", "analysis"},
-    "reports": {"method", "analysis", "reports"},
+    "analysis": {"method", "labelling", "analysis"},
+    "reports": {"method", "labelling", "analysis", "reports"},
     "labelling": {"method", "labelling"},
     "cli": {"method", *APPLICATION, "cli"},
 }
-"""Which layers each layer may import: pages and cli -> runs/analysis/reports -> the method."""
+"""Which layers each layer may import: pages and cli -> runs/analysis/reports -> labelling ->
+the method (flat modules, judges, store)."""
 
 
 def product_files() -> list[Path]:
@@ -73,9 +80,43 @@ def test_each_module_imports_only_the_layers_below_it(path: Path):
 
 
 def test_upward_and_sideways_imports_are_caught():
-    assert upward_imports("pcf.consensus", {"pcf.runs.engine"}) == {"pcf.runs.engine"}
+    assert upward_imports("pcf.consensus", {"pcf.runs.live"}) == {"pcf.runs.live"}
     assert upward_imports("pcf.runs.manage", {"pcf.analysis.results"}) == {"pcf.analysis.results"}
     assert upward_imports("pcf.reports.tables", {"pcf.analysis.results", "pcf.store"}) == set()
+    assert upward_imports("pcf.analysis.agreement", {"pcf.labelling.human_gold"}) == set()
+    assert upward_imports("pcf.labelling.exports", {"pcf.analysis.item_detail"}) == {
+        "pcf.analysis.item_detail"
+    }
+
+
+def test_no_two_modules_in_pcf_share_a_file_name():
+    """A module's name says what it holds: one ``gold.py``, not one per package."""
+    names = [p.name for p in PCF.rglob("*.py") if p.name != "__init__.py"]
+    assert sorted({name for name in names if names.count(name) > 1}) == []
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each cycle of ``graph`` (module -> the modules it imports), as the path that closes it."""
+    cycles, done = [], set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            cycles.append([*path[path.index(module) :], module])
+        elif module not in done:
+            for imported in sorted(graph.get(module, ())):
+                visit(imported, [*path, module])
+            done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    return cycles
+
+
+def test_no_import_cycle_joins_modules_of_pcf():
+    modules = {module_name(p): p for p in PCF.rglob("*.py")}
+    graph = {name: imports(path, typing=False) & modules.keys() for name, path in modules.items()}
+    assert import_cycles(graph) == []
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
 
 
 def test_no_module_in_pcf_imports_streamlit():
@@ -121,3 +162,24 @@ def test_the_core_is_importable_with_its_public_api():
     import pcf
 
     assert all(hasattr(pcf, name) for name in pcf.__all__)
+
+
+def magic_writes(source: str) -> list[int]:
+    """Lines of ``source`` that Streamlit's "magic" would write to the page (a bare string or
+    value, e.g. a docstring placed after a constant)."""
+    from streamlit.runtime.scriptrunner.magic import add_magic
+
+    return [
+        node.lineno
+        for node in ast.walk(add_magic(source, "page.py"))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "transparent_write"
+    ]
+
+
+def test_no_page_prints_a_stray_string_to_its_visitors():
+    assert magic_writes('"""Docstring."""\nLIMIT = 1\n"""What LIMIT means."""\n') == [3]
+    scripts = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py"))]
+    found = {p.name: lines for p in scripts if (lines := magic_writes(p.read_text()))}
+    assert found == {}

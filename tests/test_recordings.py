@@ -255,7 +255,9 @@ def test_judgebench_reader_reports_every_problem(tmp_path):
         _judgebench_row("p4", judgments=[{"decision": "A>>B"}, {"decision": "B>A"}]),
         _judgebench_row("p1"),
     ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{not json\n", encoding="utf-8")
+    unhashable = _judgebench_row("p6", judgments=[{"decision": ["A>B"]}, None])
+    lines = [*map(json.dumps, rows), "{not json", json.dumps(unhashable)]
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     with pytest.raises(DataError) as caught:
         read_judgebench_outputs(path)
     where = {(p.line, p.field) for p in caught.value.problems}
@@ -265,6 +267,7 @@ def test_judgebench_reader_reports_every_problem(tmp_path):
         (4, "judgments[0].decision"),
         (5, "pair_id"),
         (6, None),
+        (7, "judgments[0].decision"),  # a list, once a TypeError
     }
     assert all(p.file == str(path) for p in caught.value.problems)
 

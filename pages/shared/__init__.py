@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import streamlit as st
 from sqlalchemy import Engine
@@ -34,7 +34,7 @@ from pcf.analysis.results import (
     stored_analysis,
 )
 from pcf.items import Item
-from pcf.labelling.members import (
+from pcf.labelling.membership import (
     ProviderTrust,
     SignInRefusedError,
     identify,
@@ -131,6 +131,21 @@ def pages_for(actor: Actor) -> list[st.Page]:
 
         pages.insert(0, st.Page(home, title="Home", default=True, visibility="hidden"))
     return pages
+
+
+def stop_for_stranger() -> NoReturn:
+    """Stop the run of a visitor not known yet (the name dialog, the sign-in screen), the
+    app's menu hidden: without a navigation of its own, a new server shows Streamlit's list of
+    the files in ``pages/`` ("app, adjudicate, compare..."). The pages are all listed, so that
+    the address a visitor opened is still theirs once they are known."""
+    st.navigation(
+        [
+            st.Page(path, title=title, icon=icon, default=path == "pages/overview.py")
+            for path, (title, icon, _) in PAGES.items()
+        ],
+        position="hidden",
+    )
+    st.stop()
 
 
 def page_link(path: str, *, where: Any = st, **options: Any) -> None:
@@ -501,7 +516,7 @@ def sign_in() -> Actor:
     """Who uses the app now; until someone is known, the page shows why and stops.
 
     With sign-in configured: the member whose verified email and account the provider's ID
-    token shows (:func:`pcf.labelling.members.identify`; a stranger is told to ask an admin,
+    token shows (:func:`pcf.labelling.membership.identify`; a stranger is told to ask an admin,
     and sees nothing else). Without it (local mode): on the loopback address, the one local
     person, an admin, whose name is asked once, unless a reverse proxy forwarded the request
     (then every visitor would be that person); on any other address, nobody, unless the
@@ -518,21 +533,21 @@ def sign_in() -> Actor:
             f"on 127.0.0.1, or set `{ANONYMOUS_VIEWERS_ENV}=1` to let every visitor read as a "
             "viewer."
         )
-        st.stop()
+        stop_for_stranger()
     if proxy := forwarded_by(st.context.headers):
         st.error(
             f"This request came through a proxy (its `{proxy}` header). Local mode makes whoever "
             "reaches 127.0.0.1 the local admin, so it serves only the person at this machine: "
             "configure sign-in (`[auth]` in `.streamlit/secrets.toml`) to serve others."
         )
-        st.stop()
+        stop_for_stranger()
     with session() as s:
         actor = local_actor(session=s)
     if actor is None:
         st.title("PCF Review")
         st.info("Local mode: one person, who is admin. Say who you are to begin.")
         ask_local_name()
-        st.stop()
+        stop_for_stranger()
     return actor
 
 
@@ -563,7 +578,7 @@ def _trust_of(provider: str) -> ProviderTrust:
         )
     except ValueError as exc:
         st.error(f"The sign-in settings cannot be used: {escape_markdown(str(exc))}.")
-        st.stop()
+        stop_for_stranger()
 
 
 def _signed_in_member() -> Actor:
@@ -573,7 +588,7 @@ def _signed_in_member() -> Actor:
         for provider in sign_in_providers():
             label = "Sign in" if provider == "default" else f"Sign in with {provider}"
             st.button(label, on_click=st.login, args=(provider,), key=f"sign_in_{provider}")
-        st.stop()
+        stop_for_stranger()
     claims = st.user.to_dict()
     trust = _trust_of(str(claims.get("provider") or "default"))
     try:
@@ -583,7 +598,7 @@ def _signed_in_member() -> Actor:
         st.title("Sign-in refused")
         st.error(f"Not signed in: {escape_markdown(str(exc))}.")
         st.button("Sign out", on_click=st.logout)
-        st.stop()
+        stop_for_stranger()
     if actor is None:
         st.title("No access yet")
         st.write(
@@ -591,7 +606,7 @@ def _signed_in_member() -> Actor:
             "member of this PCF Review. Ask an admin of this server to add you."
         )
         st.button("Sign out", on_click=st.logout)
-        st.stop()
+        stop_for_stranger()
     if st.session_state.get(SIGNED_IN_KEY) != actor.identity:
         with session_scope(engine()) as s:
             record_sign_in(actor, session=s)

@@ -1,7 +1,7 @@
 """Humans against the judge: accuracy and kappa of direct and PCF on adjudicated items, and
 agreement between annotators.
 
-The human label of an item is its human gold (:mod:`pcf.analysis.gold`: a reviewer's
+The human label of an item is its human gold (:mod:`pcf.labelling.human_gold`: a reviewer's
 resolution, else what the plan's rule makes of its labels); an item without one is adjudicated
 but left out of the accuracy and kappa figures.
 
@@ -19,9 +19,10 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.gold import CANNOT_TELL, dataset_gold
 from pcf.analysis.results import run_decisions, value_or_none
 from pcf.evaluation import cohen_kappa, compare_paired, krippendorff_alpha
+from pcf.items import CANNOT_TELL
+from pcf.labelling.human_gold import dataset_gold
 from pcf.store.models import Run
 from pcf.store.queries import current_labels, load_items
 
@@ -93,14 +94,17 @@ class HumanComparison:
     """Direct and PCF decisions of one run against the human labels.
 
     Attributes:
-        adjudicated: items with at least one current label.
+        adjudicated: items with human gold, or with the labels their plan asks for and no
+            gold from them (items still waiting for labels are not counted).
         unresolved: adjudicated items without a human label (ties, or no candidate chosen).
         rows: one row per item with a human label, columns :data:`COMPARISON_COLUMNS`
             (an abstaining judge is None).
         paired: :func:`pcf.evaluation.compare_paired` of PCF against direct with the human
             labels as gold, or None when no item has a human label.
-        kappa_direct: Cohen's kappa of the direct winners against the human labels.
-        kappa_pcf: Cohen's kappa of the PCF winners against the human labels.
+        kappa_direct: Cohen's kappa of the direct winners against the human labels (an
+            abstention is a category of its own, so it counts against the judge as in
+            accuracy).
+        kappa_pcf: Cohen's kappa of the PCF winners against the human labels (likewise).
         agreement: agreement between the annotators.
         gold_agreement: ``(agree, compared)``: human labels equal to the dataset's gold, over
             the items that have both.
@@ -120,10 +124,16 @@ class HumanComparison:
         return self.rows[~(self.rows["direct_correct"] & self.rows["pcf_correct"])]
 
 
+ABSTAINED = "abstained"
+"""The judge's category in kappa where it gave no winner: a disagreement with the human label,
+as accuracy counts an abstention wrong (not an item left out)."""
+
+
 def _kappa(judge: Sequence[str | None], human: Sequence[str]) -> float | None:
-    """Cohen's kappa of judge winners against human labels; None when undefined."""
+    """Cohen's kappa of judge winners against human labels, an abstention as its own category
+    (:data:`ABSTAINED`); None when undefined."""
     try:
-        value = cohen_kappa(judge, human)
+        value = cohen_kappa([ABSTAINED if w is None else w for w in judge], human)
     except ValueError:
         return None
     return None if math.isnan(value) else value
@@ -144,7 +154,7 @@ def compare_with_humans(
             ``metrics["direct_winner"]`` the direct baseline of the same run).
         labels: current labels (:func:`pcf.store.current_labels`).
         human: each adjudicated item's human label, None where it has none
-            (:attr:`pcf.analysis.gold.HumanGold.gold`).
+            (:attr:`pcf.labelling.human_gold.HumanGold.gold`, without the items still waiting).
         gold: the dataset's gold id per item, shown beside the human label.
         seed: seed of the paired bootstrap.
     """

@@ -4,24 +4,20 @@ consensus and its components, and the labels the pages show for its candidates."
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
-from pcf.analysis.adjudications import choice_label
-from pcf.analysis.item_list import letter_labels
 from pcf.analysis.results import number_or_nan, value_or_none
 from pcf.consensus import pack
 from pcf.decisions import decide
-from pcf.items import Item
+from pcf.items import Item, candidate_labels
+from pcf.labelling.adjudications import choice_label
 from pcf.orderings import slot_coverage
 from pcf.store.models import Call
 from pcf.store.queries import stored_judgment
 from pcf.weights import DEFAULT_WEIGHTS, Weights
-
-PREVIEW_WORDS = 8
 
 
 def item_decision(
@@ -49,58 +45,6 @@ def item_decision(
     ]
     (group,) = pack(judgments, {item.item_id: item.candidate_ids})
     return decide(group, weights=weights).records()[0]
-
-
-def candidate_labels(item: Item) -> dict[str, str]:
-    """Short labels of the item's candidates in listing order: ``A``, ``B``, ... (``#27``...)."""
-    return letter_labels(item.candidate_ids)
-
-
-def candidate_titles(item: Item, words: int = PREVIEW_WORDS) -> dict[str, str]:
-    """``A · The first words of the answer…`` per candidate, from where the answers differ
-    (:func:`distinguishing_words`): a label a reader can tell apart."""
-    labels = candidate_labels(item)
-    shown = distinguishing_words({c.id: c.text for c in item.candidates}, words)
-    return {c.id: f"{labels[c.id]} · {shown[c.id]}" for c in item.candidates}
-
-
-def _words(text: str) -> list[str]:
-    """The words of ``text`` with Markdown marks dropped."""
-    return re.sub(r"[#>|\[\]]+", " ", re.sub(r"[*_`]+", "", text)).split()
-
-
-def first_words(text: str, words: int = PREVIEW_WORDS) -> str:
-    """The first ``words`` words of ``text`` on one line, with ``…`` when there is more."""
-    parts = _words(text)
-    return " ".join(parts[:words]) + ("…" if len(parts) > words else "")
-
-
-def distinguishing_words(texts: Mapping[str, str], words: int = PREVIEW_WORDS) -> dict[str, str]:
-    """A one-line preview of each text that tells it from the others: its first ``words`` words
-    when they already differ from every other text's, else ``words`` words from the last word
-    it shares with the text most like it (``…list of years from 2000 to 2010, then…``).
-
-    Args:
-        texts: ``{key: text}``, e.g. an item's candidates.
-        words: how many words each preview shows.
-    """
-    split = {key: _words(text) for key, text in texts.items()}
-    previews = {}
-    for key, mine in split.items():
-        shared = max((_shared_words(mine, split[k]) for k in split if k != key), default=0)
-        start = 0 if shared < words else min(shared, len(mine)) - 1
-        start = max(0, min(start, len(mine) - words))
-        shown = " ".join(mine[start : start + words])
-        previews[key] = ("…" if start else "") + shown + ("…" if start + words < len(mine) else "")
-    return previews
-
-
-def _shared_words(first: Sequence[str], second: Sequence[str]) -> int:
-    """How many words two word lists share from their start."""
-    return next(
-        (i for i, (a, b) in enumerate(zip(first, second, strict=False)) if a != b),
-        min(len(first), len(second)),
-    )
 
 
 def ordering_label(call: Call, labels: Mapping[str, str]) -> str:

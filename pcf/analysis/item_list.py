@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import string
 from collections.abc import Collection, Mapping, Sequence
 
 import pandas as pd
 from sqlmodel import Session
 
+from pcf.items import letter_labels
+from pcf.labelling.adjudications import by_priority
 from pcf.store.queries import item_db_ids, list_datasets
 
 ADJUDICATED_FILTERS = ("all", "adjudicated", "not adjudicated")
@@ -49,20 +50,6 @@ def filter_items(
     if matching is not None:
         keep &= table["item_id"].isin(list(matching))
     return by_priority(table[keep])
-
-
-def by_priority(table: pd.DataFrame) -> pd.DataFrame:
-    """Rows most doubtful first; equal priorities in item order, unknown priorities last."""
-    return table.sort_values(
-        ["priority", "position"], ascending=[False, True], na_position="last", kind="stable"
-    )
-
-
-def letter_labels(candidate_ids: Sequence[str]) -> dict[str, str]:
-    """``{candidate id: "A"}`` in listing order; ``#1``, ``#2``... beyond 26 candidates."""
-    letters = string.ascii_uppercase
-    many = len(candidate_ids) > len(letters)
-    return {cid: f"#{i + 1}" if many else letters[i] for i, cid in enumerate(candidate_ids)}
 
 
 def list_view(rows: pd.DataFrame, labelled: Mapping[str, int]) -> pd.DataFrame:

@@ -67,6 +67,8 @@ _PARSER = MarkdownIt("commonmark", {"html": True, "maxNesting": _MAX_NESTING}).e
     ["table", "strikethrough"]
 )
 _ESCAPED = str.maketrans({c: "\\" + c for c in string.punctuation})
+_MARKUP = str.maketrans({c: "\\" + c for c in "\\`*_~[]<>!&|$#"})
+"""What :func:`markdown_literal` escapes: the characters that open inline markup."""
 _SPACE = re.compile(r"(\s+)")
 _BACKTICKS = re.compile(r"`+")
 _SCHEME = string.ascii_letters + string.digits + "+.-"
@@ -118,9 +120,21 @@ def escape_markdown(text: str) -> str:
 # ---------------------------------------------------------------- text
 
 
-def _inert_text(run: str, *, in_table: bool = False) -> str:
+def markdown_literal(text: str, *, in_table: bool = False) -> str:
+    """``text`` as inert Markdown on one line, for a Markdown file that people also read raw
+    (``report.md``): like :func:`escape_markdown`, but only the characters that open inline
+    markup are escaped (backslash, backtick, ``*_~[]<>!&|$#``), so ``s/pcf (K=7)`` stays as it
+    is; ``in_table``: for a pipe table's cell.
+
+    Nothing it writes links or loads in a CommonMark or GFM renderer: brackets, ``<`` and
+    ``&`` are escaped, and a word holding an address is a code span.
+    """
+    return _inert_text(" ".join(text.splitlines()), in_table=in_table, escapes=_MARKUP)
+
+
+def _inert_text(run: str, *, in_table: bool = False, escapes: dict[int, str] = _ESCAPED) -> str:
     """One text run written inert (see :class:`_Inline`)."""
-    writer = _Inline(in_table=in_table)
+    writer = _Inline(in_table=in_table, escapes=escapes)
     writer.text(run)
     return writer.result()
 
@@ -194,8 +208,9 @@ class _Inline:
     into pieces; code that follows code is merged into one span, so that two fences never touch.
     """
 
-    def __init__(self, *, in_table: bool) -> None:
+    def __init__(self, *, in_table: bool, escapes: dict[int, str] = _ESCAPED) -> None:
         self.in_table = in_table
+        self.escapes = escapes
         self.parts: list[str] = []
         self.run: list[str] = []
         self.pending_code: list[str] = []
@@ -223,7 +238,7 @@ class _Inline:
                 self.pending_code.append(piece)
             elif piece:
                 self._end_code()
-                self.parts.append(piece.translate(_ESCAPED))
+                self.parts.append(piece.translate(self.escapes))
         self.run.clear()
 
     def _end_code(self) -> None:

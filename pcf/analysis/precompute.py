@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
-from pcf.analysis.overview import run_calibration, run_overview
+from pcf.analysis.against_labels import run_calibration, run_overview
 from pcf.analysis.results import is_adaptive, stored_analysis
-from pcf.analysis.weights import run_diagnostics, stored_packed_run
+from pcf.analysis.weight_playground import run_diagnostics, stored_packed_run
 from pcf.store.models import Run
 
 

@@ -21,6 +21,7 @@ from pcf.flags import FLAG_HELP, FLAGS
 from pcf.instability import SlotCounts, slot_counts
 from pcf.items import Item
 from pcf.judges.simulated import MODEL_SLOT_BIAS
+from pcf.judgments import RECORDED_SETTING
 from pcf.pairwise import TIE, apoc_decide, bucket_scores, is_ballpark_question, official_outcome
 from pcf.store.models import Call, Run
 from pcf.store.queries import (
@@ -66,8 +67,15 @@ ADAPTIVE_NOTE = (
 
 
 def is_simulated(run: Run) -> bool:
-    """Whether a run's answers came from the simulated backend."""
-    return run.backend == "simulated"
+    """Whether a run's answers came from the simulated judge: its backend, or the recording a
+    replay run answered from."""
+    recorded = run.settings.get(RECORDED_SETTING) or {}
+    return run.backend == "simulated" or bool(recorded.get("simulated"))
+
+
+def provenance(run: Run) -> dict[str, Any]:
+    """What made a run's judgments, for each line of its ``judgments.jsonl``."""
+    return {"backend": run.backend, "simulated": is_simulated(run)}
 
 
 def simulates_strong_bias(run: Run) -> bool:
@@ -191,16 +199,18 @@ def _decisions(
 def judgment_records(
     run: Run, *, session: Session, start: int | None = None, stop: int | None = None
 ) -> list[dict[str, Any]]:
-    """A run's calls as ``judgments.jsonl`` records, in item order; only those of the items at
-    positions ``start`` to ``stop`` (excluded) when given.
+    """A run's calls as ``judgments.jsonl`` records, in item order, each with what made it
+    (:func:`provenance`); only those of the items at positions ``start`` to ``stop`` (excluded)
+    when given.
 
     An APOCJudge call has no scores or ranking: its record carries the call's pairwise verdict
     instead (a candidate id, ``tie``, or null for a failed call), its confidence and its slot
     keys, so both orders' verdicts (calls 0 and 1) and the keyed confirmation (call 2) are in
     the export."""
+    made_by = provenance(run)
     if run.protocol != "apoc":
         judgments = run_judgments(run.id, session=session, start=start, stop=stop)
-        return [j.to_dict() for j in judgments]
+        return [j.to_dict() | made_by for j in judgments]
     if start is None or stop is None:
         key_of = {db_id: key for key, db_id in item_db_ids(run.dataset_id, session=session).items()}
     else:
@@ -218,6 +228,7 @@ def judgment_records(
             "verdict": call.verdict(),
             "confidence": (call.judgment or {}).get("confidence") if call.ok else None,
         }
+        | made_by
         for call in run_calls(run.id, session=session, start=start, stop=stop)
     ]
 

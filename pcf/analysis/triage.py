@@ -15,7 +15,9 @@ a run of equal scores, each item reviewed finds that run's share of errors.
 Recorded pairwise judges (:func:`pair_triage`) are checked as a single judge: the call with the
 pair in its first order. The question is "if my one call is wrong, does reviewing the pairs
 whose swapped call disagrees find it first?"; a single call that is a tie or gives no verdict is
-an abstention, found without any review, so it is counted apart and left out of the curves.
+an abstention. By default (``abstentions="apart"``) it is found without any review, so it is
+counted apart and left out of the curves; with ``abstentions="errors"`` it is an error in the
+curves, as it is in a run's curves, reviewed first (the judge said it could not decide).
 
 The calibrated priority (:func:`calibrated_scores`) learns "the judge is wrong" from the
 instability metrics with a ridge-penalised logistic regression (statsmodels' binomial GLM),
@@ -33,14 +35,17 @@ import numpy as np
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.gold import dataset_gold
 from pcf.analysis.results import analyse_run
+from pcf.labelling.human_gold import dataset_gold
 from pcf.recordings import FIRST, SECOND, RecordedPair
 from pcf.store.models import Run
 
 ORDERS = ("priority", "top_entropy", "margin", "kendall_w", "overrides", "calibrated", "random")
 """Orders of a run's items: the review priority, one instability metric, or the calibrated
 model (most doubtful first), or a seeded random order."""
+ABSTENTIONS = ("apart", "errors")
+"""How :func:`pair_triage` treats a single call's abstention: counted apart and left out of the
+curves, or an error in them (reviewed first)."""
 PAIR_TIERS = ("opposite verdict", "swapped call tie or none", "same verdict")
 """The review order of pairs whose single call picked a side, by what the swapped call said:
 first the pairs it contradicts, then those it leaves undecided, last those it confirms."""
@@ -224,29 +229,46 @@ def pair_tier(pair: RecordedPair) -> str:
     return PAIR_TIERS[0] if pair.d2 != pair.d1 else PAIR_TIERS[2]
 
 
-def pair_triage(pairs: Sequence[RecordedPair], *, seed: int = 0) -> dict[str, Any]:
+def pair_triage(
+    pairs: Sequence[RecordedPair], *, seed: int = 0, abstentions: str = "apart"
+) -> dict[str, Any]:
     """Does reviewing pairs by swap disagreement find the single call's errors first?
 
     The single judge is the call with the pair in its first order (``d1``); its error is a
-    verdict for the unlabelled member. A tie or no verdict is an abstention: reported apart,
-    not in the curves. The pairs with a verdict are reviewed in :data:`PAIR_TIERS` order,
-    randomly within a tier (averaged, :func:`doubt_curve`), beside the random baseline.
+    verdict for the unlabelled member. A tie or no verdict is an abstention (:data:`ABSTENTIONS`):
+    ``apart`` reports it apart, not in the curves; ``errors`` counts it as an error in the
+    curves, reviewed before every tier. The pairs with a verdict are reviewed in
+    :data:`PAIR_TIERS` order, randomly within a tier (averaged, :func:`doubt_curve`), beside
+    the random baseline.
 
     Raises:
-        ValueError: no pair has a single-call verdict.
+        ValueError: an unknown ``abstentions``, or no pair in the curves.
     """
+    if abstentions not in ABSTENTIONS:
+        raise ValueError(f"abstentions must be one of {', '.join(ABSTENTIONS)}")
     decided = [p for p in pairs if p.d1 in (FIRST, SECOND)]
-    if not decided:
+    abstained = [p for p in pairs if p.d1 not in (FIRST, SECOND)]
+    if not decided and (abstentions == "apart" or not abstained):
         raise ValueError("no pair has a verdict from its first-order call: nothing to triage")
     wrong = [p.d1 != p.label for p in decided]
     tiers = [pair_tier(p) for p in decided]
     doubt = [len(PAIR_TIERS) - PAIR_TIERS.index(t) for t in tiers]
-    figures = summarize([doubt_curve("swap_disagreement", wrong, doubt)], wrong, seed=seed)
+    counted = abstained if abstentions == "errors" else []
+    curve_wrong = wrong + [True] * len(counted)
+    curve_doubt = doubt + [len(PAIR_TIERS) + 1] * len(counted)
+    figures = summarize(
+        [doubt_curve("swap_disagreement", curve_wrong, curve_doubt)], curve_wrong, seed=seed
+    )
     return {
         "judge": "the first-order call alone (order 1)",
-        "abstentions": len(pairs) - len(decided),
-        "abstentions_note": "a tie or no verdict from that call: found without review, so "
-        "counted apart and left out of the curves",
+        "abstentions": len(abstained),
+        "abstentions_counted": abstentions,
+        "abstentions_note": "a tie or no verdict from that call: "
+        + (
+            "counted as errors in the curves, reviewed first"
+            if abstentions == "errors"
+            else "found without review, so counted apart and left out of the curves"
+        ),
         **figures,
         "tiers": [
             {
@@ -479,7 +501,7 @@ def table_triage(
 
 def known_answers(table: pd.DataFrame, human: Mapping[str, str | None]) -> dict[str, str | None]:
     """What the judge is checked against: the gold ids where the dataset has them, else the
-    human gold (:attr:`pcf.analysis.gold.HumanGold.gold`)."""
+    human gold (:attr:`pcf.labelling.human_gold.HumanGold.gold`)."""
     gold = {k: g for k, g in zip(table["item_id"], table["gold"], strict=True) if not pd.isna(g)}
     return gold or dict(human)
 

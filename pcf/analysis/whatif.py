@@ -15,10 +15,10 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.gold import dataset_gold
 from pcf.analysis.results import is_adaptive, is_simulated
 from pcf.items import Item
 from pcf.judgments import Judgment
+from pcf.labelling.human_gold import dataset_gold
 from pcf.stopping import ItemCalls, Stop, StoppingPolicy, current_winner, replay_all
 from pcf.store.models import Run
 from pcf.store.queries import load_items, run_judgments

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
-from pcf.judgments import Judgment, read_judgments
+from pcf.judgments import Judgment, read_judgments, recording_provenance
 
 REPLAY_RATIONALE = "Replayed from a recorded judgment."
 
@@ -30,6 +30,8 @@ class ReplayJudge:
     Attributes:
         backend: always ``"replay"``.
         model: a name for the replayed judge.
+        recorded: what made the recording (:func:`~pcf.judgments.recording_provenance`): a
+            replay of the simulated judge's judgments is simulated too.
     """
 
     backend = "replay"
@@ -51,6 +53,7 @@ class ReplayJudge:
         else:
             judgments = list(path_or_judgments)
         self.model = model
+        self.recorded = recording_provenance(judgments)
         self._calls: dict[tuple[str, tuple[str, ...]], list[Judgment]] = defaultdict(list)
         for judgment in sorted(judgments, key=lambda j: (j.execution, j.call_index)):
             self._calls[(judgment.item_id, tuple(judgment.order))].append(judgment)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from pcf.choices import SIMULATED_MODEL, STRONG_BIAS_MODEL
 from pcf.items import Item
 from pcf.judges.base import CallContext, JudgeReply, JudgeRequest
 from pcf.orderings import seeded_rng
@@ -27,7 +28,7 @@ DEFAULT_SLOT_BIAS: tuple[float, ...] = (0.8, 0.3, 0.0, -0.2)
 STRONG_SLOT_BIAS: tuple[float, ...] = (4.0, 1.5, 0.0, -1.0)
 """A strong primacy: slot 1 outweighs most latent leads (the demo's position-bias run)."""
 
-MODEL_SLOT_BIAS: dict[str, tuple[float, ...]] = {"sim-strong-primacy": STRONG_SLOT_BIAS}
+MODEL_SLOT_BIAS: dict[str, tuple[float, ...]] = {STRONG_BIAS_MODEL: STRONG_SLOT_BIAS}
 """Simulated model names that carry their own slot bias; every other name gets the default."""
 
 GOLD_FACTUALITY = 7.5
@@ -73,7 +74,7 @@ class SimulatedJudge:
 
     def __init__(
         self,
-        model: str = "sim-primacy",
+        model: str = SIMULATED_MODEL,
         *,
         seed: int = 0,
         noise: float = 1.0,

@@ -21,7 +21,7 @@ from pcf.analysis.results import (
     stopping_label,
     stored_analysis,
 )
-from pcf.analysis.weights import K_COLUMNS, run_diagnostics
+from pcf.analysis.weight_playground import K_COLUMNS, run_diagnostics
 from pcf.pairwise import TIE
 from pcf.prices import price_table
 from pcf.recordings import FIRST, SECOND, RecordedPair
@@ -42,7 +42,8 @@ class ReportData:
         k_prefixes: per labelled full (not adaptive) PCF or repeated run and K, on execution
             0's first K calls: ``run``, ``K``, ``n``, ``accuracy``, ``direct_accuracy``
             (shares), ``improved``, ``regressed``.
-        weights: :func:`pcf.analysis.weights.preset_records` of the same runs (execution 0).
+        weights: :func:`pcf.analysis.weight_playground.preset_records` of the same runs
+            (execution 0).
         slots: per listwise run, candidate count ``n`` and slot: ``run``, ``n``, ``slot``,
             ``top_share``, ``top_count``, ``gold_recall``.
         slot_tests: per listwise run and ``n``: ``run``, ``n``, ``calls``, ``chi2``, ``p_value``.

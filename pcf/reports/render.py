@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import altair as alt
 import pandas as pd
 
-from pcf.analysis.results import SIMULATED_LABEL
-from pcf.reports.document import Report, Table
+from pcf.analysis.markdown import escape_markdown, markdown_literal
+from pcf.analysis.results import SIMULATED_LABEL, SIMULATED_NOTE
+from pcf.reports.document import Figure, Report, Table
 
 MISSING = "–"
 COUNT_COLUMNS = frozenset(
@@ -85,11 +87,11 @@ def _numeric(frame: pd.DataFrame) -> set[str]:
 
 
 def _md_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return markdown_literal(text, in_table=True)
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
-    """A pipe table of the formatted frame (``|`` in cells escaped)."""
+    """A pipe table of the formatted frame, every cell inert (:func:`markdown_literal`)."""
     shown = display_frame(frame)
     numeric = _numeric(frame)
     header = "| " + " | ".join(_md_cell(c) for c in shown.columns) + " |"
@@ -98,6 +100,16 @@ def markdown_table(frame: pd.DataFrame) -> str:
         "| " + " | ".join(_md_cell(v) for v in row) + " |" for row in shown.itertuples(index=False)
     ]
     return "\n".join([header, rule, *body])
+
+
+def page_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as the app's page shows it (st.table renders Markdown in its cells): formatted
+    as the report prints it, the text cells inert (:func:`escape_markdown`)."""
+    shown, numeric = display_frame(frame), _numeric(frame)
+    for column in shown.columns:
+        if column not in numeric:
+            shown[column] = [escape_markdown(value) for value in shown[column]]
+    return shown
 
 
 FIELD_NAMES = {
@@ -192,16 +204,29 @@ def chart_png(chart: Any) -> bytes:
     return buffer.getvalue()
 
 
+def standalone_chart(figure: Figure) -> Any:
+    """The figure's chart as a file of its own shows it: a chart of the simulated judge says so
+    in its title, since an image travels without the report's note."""
+    if not figure.simulated:
+        return figure.chart
+    mark = alt.TitleParams(  # in the colour of the HTML report's banner
+        "Simulated judge", subtitle=SIMULATED_NOTE, anchor="start", color="#8a4b00"
+    )
+    return figure.chart.properties(title=mark)
+
+
 def render_charts(report: Report, *, png: bool = True) -> RenderedCharts:
-    """Render every figure; a failure is recorded with its reason, never raised."""
+    """Render every figure (:func:`standalone_chart`); a failure is recorded with its reason,
+    never raised."""
     svg: dict[str, str] = {}
     pngs: dict[str, bytes] = {}
     errors: dict[str, str] = {}
     for figure in report.figures():
         try:
-            svg[figure.name] = chart_svg(figure.chart)
+            chart = standalone_chart(figure)
+            svg[figure.name] = chart_svg(chart)
             if png:
-                pngs[figure.name] = chart_png(figure.chart)
+                pngs[figure.name] = chart_png(chart)
         except Exception as exc:  # any renderer failure: the report goes on without the chart
             svg.pop(figure.name, None)
             errors[figure.name] = (
@@ -221,29 +246,30 @@ def render_markdown(
         images: figure name -> relative path of its PNG file; figures without a file point to
             ``report.html``.
     """
-    images = images or {}
-    lines = [f"# {report.title}", ""]
+    images, md = images or {}, markdown_literal  # every text inert: names come from anyone
+    lines = [f"# {md(report.title)}", ""]
     if report.intro:
-        lines += [report.intro, ""]
+        lines += [md(report.intro), ""]
     if report.simulated:
-        lines += [f"> **{_simulated_note()}**", ""]
+        lines += [f"> **{md(_simulated_note())}**", ""]
     for section in report.sections:
-        lines += [f"## {section.title}", ""]
+        lines += [f"## {md(section.title)}", ""]
         for block in section.blocks:
             if isinstance(block, str):
-                lines += [block, ""]
+                lines += [md(block), ""]
                 continue
-            lines += [f"### {block.title}", ""]
+            lines += [f"### {md(block.title)}", ""]
             if isinstance(block, Table):
                 lines += [markdown_table(block.frame), ""]
             elif block.name in charts.errors:
-                lines += [f"*The chart could not be rendered ({charts.errors[block.name]}).*", ""]
+                reason = md(charts.errors[block.name])
+                lines += [f"*The chart could not be rendered ({reason}).*", ""]
             elif block.name in images:
-                lines += [f"![{block.title}]({images[block.name]})", ""]
+                lines += [f"![{md(block.title)}]({images[block.name]})", ""]
             else:
                 lines += ["*The chart is in report.html.*", ""]
             if block.note:
-                lines += [block.note, ""]
+                lines += [md(block.note), ""]
             if block.simulated:
                 lines += [f"*{SIMULATED_TAG}*", ""]
     return "\n".join(lines).rstrip() + "\n"

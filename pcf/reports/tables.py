@@ -18,7 +18,7 @@ from pcf.analysis.triage import (
     item_scores,
     summarize,
 )
-from pcf.analysis.weights import WEIGHT_NAMES, PackedRun, preset_records
+from pcf.analysis.weight_playground import WEIGHT_NAMES, PackedRun, preset_records
 from pcf.evaluation import compare_paired
 from pcf.pairwise import bucket_order, bucket_scores
 from pcf.recordings import FIRST, SECOND, SWAP_RULES, recorded_outcome
@@ -492,7 +492,7 @@ def override_table(pairs: pd.DataFrame) -> pd.DataFrame:
 
 def weight_records(runs: Sequence[PackedRun]) -> pd.DataFrame:
     """The seed's weight table, one row per run and preset
-    (:func:`pcf.analysis.weights.preset_records` of each run)."""
+    (:func:`pcf.analysis.weight_playground.preset_records` of each run)."""
     return pd.concat([preset_records(packed) for packed in runs], ignore_index=True)
 
 

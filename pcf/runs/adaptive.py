@@ -23,7 +23,7 @@ from sqlmodel import Session
 
 from pcf.items import Item
 from pcf.orderings import schedule_length
-from pcf.runs.plan import PlannedCall, Slot
+from pcf.runs.call_plan import PlannedCall, Slot
 from pcf.runs.spec import RunSpec
 from pcf.stopping import STOPPING_VERSION, ItemCalls, Stop, StoppingPolicy, current_winner, in_waves
 from pcf.store.models import Call, Run
@@ -36,7 +36,7 @@ UNVERSIONED = 1
 
 
 class Answerer(Protocol):
-    """What an adaptive run needs of live execution (:class:`pcf.runs.engine.CallExecutor`)."""
+    """What an adaptive run needs of live execution (:class:`pcf.runs.live.CallExecutor`)."""
 
     @property
     def capped(self) -> bool:

@@ -21,8 +21,8 @@ from pcf.runs.manage import CostCapError, RunBusyError, RunConflictError, check_
 from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store.engine import session_scope
-from pcf.store.errors import storage_problem
 from pcf.store.models import RunStatus, utc_now
+from pcf.store.problems import storage_problem
 from pcf.store.queries import ACTIVE_RUN_STATUSES, get_run, set_run_status
 
 ACTIVE_STATUSES = ("starting", "running")

@@ -30,12 +30,11 @@ from sqlmodel import Session
 
 from pcf.access import Actor, Permission, authorize
 from pcf.judges import judge_server, make_judge
-from pcf.judges.batch import BatchClient, BatchLostError, BatchResult, BatchStatus, batch_client
+from pcf.judges.batch_api import BatchClient, BatchLostError, BatchResult, BatchStatus, batch_client
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.prompts import Rendered
 from pcf.runs.adaptive import executions_for, kept_stops, next_wave, record_stops
-from pcf.runs.manage import Lease, check_start, leased, open_run, require_dataset
-from pcf.runs.plan import (
+from pcf.runs.call_plan import (
     PlannedCall,
     Prepared,
     Slot,
@@ -44,6 +43,8 @@ from pcf.runs.plan import (
     in_chunks,
     plan,
 )
+from pcf.runs.estimate import require_dataset
+from pcf.runs.manage import Lease, check_start, leased, open_run
 from pcf.runs.rows import RunRows, failed_answer
 from pcf.runs.spec import LIMIT_SETTING, RunSpec
 from pcf.stopping import Stop
@@ -188,7 +189,7 @@ class _Sender:
 
 class _Batcher:
     """One run's batch work in one session: submit and collect, going through the run a chunk
-    of items at a time (:func:`~pcf.runs.plan.in_chunks`), so memory does not grow with it."""
+    of items at a time (:func:`~pcf.runs.call_plan.in_chunks`), so memory does not grow with it."""
 
     def __init__(self, run: Run, spec: RunSpec, client: BatchClient, *, session: Session) -> None:
         self.run, self.spec, self.client, self.session = run, spec, client, session

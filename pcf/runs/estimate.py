@@ -4,6 +4,8 @@ The estimate plans the run's calls exactly as the engine does, leaves out the ca
 stored already and those the content-keyed cache would answer, and prices the rest: input tokens
 are the rendered prompt's characters / 4, output tokens an assumed answer length per candidate.
 APOCJudge's confirmation calls depend on answers, so they are counted as "up to" one per pair.
+It also holds what a run is checked against before it is planned: the dataset it judges and
+why a stored run of that name cannot be resumed with these settings.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from sqlmodel import Session
 
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.runs.adaptive import UNVERSIONED, executions_for, item_plans, item_state, policy_of
-from pcf.runs.manage import require_dataset, settings_conflict
-from pcf.runs.plan import PlannedCall, content_key, in_chunks, plan
+from pcf.runs.call_plan import PlannedCall, content_key, in_chunks, plan
 from pcf.runs.spec import RunSpec
 from pcf.stopping import STOPPING_VERSION
+from pcf.store.models import Dataset, Run
 from pcf.store.queries import (
     DatasetItems,
     answered_keys,
+    get_dataset,
+    get_dataset_by_id,
     get_run,
     item_calls,
     item_db_ids,
@@ -34,6 +38,8 @@ ANSWER_TOKENS_PER_CANDIDATE = 40
 """Assumed answer length: a score, a risk and a one- or two-sentence rationale per candidate."""
 PAIRWISE_ANSWER_TOKENS = 60
 BATCH_BACKENDS = ("openai", "anthropic")
+CANONICAL_SETTING = "canonical_orders"
+"""Marks runs whose canonical orders come from the dataset seed (all runs created since)."""
 
 
 @dataclass(frozen=True)
@@ -245,4 +251,52 @@ def reopen_estimate(
         min_calls=reopened,
         max_calls=max_calls,
         max_cost_usd=priced.cost_usd,
+    )
+
+
+def require_dataset(spec: RunSpec, *, session: Session) -> Dataset:
+    """The dataset the run judges.
+
+    Raises:
+        ValueError: no dataset of that name.
+    """
+    dataset = get_dataset(spec.dataset, session=session)
+    if dataset is None:
+        raise ValueError(f"no dataset {spec.dataset!r}; import one with `pcf import`")
+    return dataset
+
+
+def settings_conflict(run: Run, spec: RunSpec, *, session: Session) -> str | None:
+    """Why ``run`` cannot be resumed as ``spec`` (what differs), or None when it can."""
+    theirs_dataset = get_dataset_by_id(run.dataset_id, session=session)
+    mine = {
+        "dataset": spec.dataset,
+        "backend": spec.backend,
+        "model": spec.model,
+        "base_url": spec.base_url,
+    } | spec.identity()
+    theirs = {
+        "dataset": theirs_dataset.name if theirs_dataset else None,
+        "backend": run.backend,
+        "model": run.model,
+        "base_url": run.base_url,
+    } | run.settings.get("identity", {})
+    changed = sorted(k for k in mine if mine[k] != theirs.get(k))
+    if not changed:
+        return _canonical_conflict(run, theirs_dataset)
+    detail = ", ".join(f"{k}: {theirs.get(k)!r} -> {mine[k]!r}" for k in changed)
+    return f"run {run.name!r} exists with other settings ({detail})"
+
+
+def _canonical_conflict(run: Run, dataset: Dataset | None) -> str | None:
+    """Why a run stored before canonical orders followed the dataset seed cannot resume.
+
+    Such a run seeded its canonical orders with its own seed; its plan is the same only when
+    that equals the dataset's seed.
+    """
+    if CANONICAL_SETTING in run.settings or dataset is None or run.seed == dataset.seed:
+        return None
+    return (
+        f"run {run.name!r} was planned with canonical orders from its own seed {run.seed}, "
+        f"but they now come from the dataset's seed {dataset.seed}"
     )

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlmodel import Session
 
@@ -23,20 +24,22 @@ from pcf.access import (
     authorize,
     key_may_go_to,
 )
+from pcf.choices import SIMULATED_MODEL
 from pcf.items import Item
 from pcf.judges import KEY_ENV, make_judge
+from pcf.judges.replay import ReplayJudge
+from pcf.judgments import RECORDED_SETTING
 from pcf.prices import price_table
-from pcf.runs.engine import execute
+from pcf.runs.estimate import CANONICAL_SETTING, estimate_run, require_dataset, settings_conflict
+from pcf.runs.live import execute
 from pcf.runs.rows import Progress, RunReport
 from pcf.runs.spec import RunSpec
-from pcf.store.engine import LostRaceError
+from pcf.store.engine import LostRaceError, commit_retrying
 from pcf.store.models import Dataset, Run
 from pcf.store.queries import (
     DatasetItems,
     add_audit_event,
     create_run,
-    get_dataset,
-    get_dataset_by_id,
     get_run,
     import_items,
     item_db_ids,
@@ -49,14 +52,10 @@ from pcf.store.queries import delete_run as delete_stored_run
 
 APP_BACKENDS = ("simulated", "openai", "anthropic")
 DEFAULT_MODELS = {
-    "simulated": "sim-primacy",
+    "simulated": SIMULATED_MODEL,
     "openai": "gpt-4o-mini",
     "anthropic": "claude-3-5-haiku-20241022",
 }
-
-
-CANONICAL_SETTING = "canonical_orders"
-"""Marks runs whose canonical orders come from the dataset seed (all runs created since)."""
 
 
 MAX_COST_ENV = "PCF_MAX_COST_USD"
@@ -125,8 +124,6 @@ def check_cost(spec: RunSpec, cap: float | None, *, session: Session) -> float:
         CostCapError: the spend so far plus the estimated cost of the calls to make exceeds
             ``cap`` (a model without a price is never refused: its cost is unknown).
     """
-    from pcf.runs.estimate import estimate_run  # noqa: PLC0415 - estimate imports this module
-
     stored = get_run(spec.run_name, session=session)
     spent = stored.cost_usd if stored is not None else 0.0
     if cap is None:
@@ -162,56 +159,11 @@ def backend_availability(
     return out
 
 
-def require_dataset(spec: RunSpec, *, session: Session) -> Dataset:
-    """The dataset the run judges.
-
-    Raises:
-        ValueError: no dataset of that name.
-    """
-    dataset = get_dataset(spec.dataset, session=session)
-    if dataset is None:
-        raise ValueError(f"no dataset {spec.dataset!r}; import one with `pcf import`")
-    return dataset
-
-
-def settings_conflict(run: Run, spec: RunSpec, *, session: Session) -> str | None:
-    """Why ``run`` cannot be resumed as ``spec`` (what differs), or None when it can."""
-    theirs_dataset = get_dataset_by_id(run.dataset_id, session=session)
-    mine = {
-        "dataset": spec.dataset,
-        "backend": spec.backend,
-        "model": spec.model,
-        "base_url": spec.base_url,
-    } | spec.identity()
-    theirs = {
-        "dataset": theirs_dataset.name if theirs_dataset else None,
-        "backend": run.backend,
-        "model": run.model,
-        "base_url": run.base_url,
-    } | run.settings.get("identity", {})
-    changed = sorted(k for k in mine if mine[k] != theirs.get(k))
-    if not changed:
-        return _canonical_conflict(run, theirs_dataset)
-    detail = ", ".join(f"{k}: {theirs.get(k)!r} -> {mine[k]!r}" for k in changed)
-    return f"run {run.name!r} exists with other settings ({detail})"
-
-
-def _canonical_conflict(run: Run, dataset: Dataset | None) -> str | None:
-    """Why a run stored before canonical orders followed the dataset seed cannot resume.
-
-    Such a run seeded its canonical orders with its own seed; its plan is the same only when
-    that equals the dataset's seed.
-    """
-    if CANONICAL_SETTING in run.settings or dataset is None or run.seed == dataset.seed:
-        return None
-    return (
-        f"run {run.name!r} was planned with canonical orders from its own seed {run.seed}, "
-        f"but they now come from the dataset's seed {dataset.seed}"
-    )
-
-
-def open_run(spec: RunSpec, *, session: Session) -> Run:
+def open_run(spec: RunSpec, *, session: Session, recorded: Mapping[str, Any] | None = None) -> Run:
     """The run ``spec`` names: created, or resumed when its settings are the same.
+
+    ``recorded``: what made the recording a replay run answers from (its provenance, which
+    decides whether the run is simulated), stored with a new run.
 
     Raises:
         ValueError: no dataset of that name.
@@ -237,7 +189,8 @@ def open_run(spec: RunSpec, *, session: Session) -> Run:
                 "identity": spec.identity(),
                 "ballpark_guard": spec.ballpark_guard,
                 CANONICAL_SETTING: "dataset_seed",
-            },
+            }
+            | ({RECORDED_SETTING: dict(recorded)} if recorded is not None else {}),
         )
     conflict = settings_conflict(run, spec, session=session)
     if conflict:
@@ -295,8 +248,12 @@ class Lease:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(HEARTBEAT_S)
-            renew_run_lease(self.name, session=self.session, holder=self.holder, ttl_s=LEASE_TTL_S)
-            self.session.commit()
+            commit_retrying(
+                self.session,
+                lambda: renew_run_lease(
+                    self.name, session=self.session, holder=self.holder, ttl_s=LEASE_TTL_S
+                ),
+            )
 
     @asynccontextmanager
     async def heartbeat(self) -> AsyncIterator[None]:
@@ -306,6 +263,8 @@ class Lease:
             yield
         finally:
             task.cancel()
+            if task.done() and not task.cancelled():
+                task.exception()  # a renewal that failed (a lost database): the run's writes tell
 
 
 @contextmanager
@@ -345,7 +304,7 @@ def judge_run(
     taken before the run is opened and given up when this returns or raises.
     ``progress(report)`` is called after every answered call. With ``retry_failed``, the
     run's failed calls are asked again; with ``recheck_stops``, an adaptive run asks the current
-    stopping policy again about the items it stopped (see :func:`~pcf.runs.engine.execute`).
+    stopping policy again about the items it stopped (see :func:`~pcf.runs.live.execute`).
 
     ``actor`` must be allowed to run, and the server's key to go where the run goes
     (:func:`check_start`); ``api_key`` is a key of the actor's own for this run only. The run
@@ -401,7 +360,8 @@ def judge_run(
                 await judge.aclose()
 
     with leased(name, session=session) as lease:
-        run = open_run(spec, session=session)
+        recorded = judge.recorded if isinstance(judge, ReplayJudge) else None
+        run = open_run(spec, session=session, recorded=recorded)
         add_audit_event(
             "run_resumed" if resumed else "run_started",
             session=session,

@@ -1,6 +1,6 @@
 """The rows of a run's calls: how each row is made (a judge's answer, the cache's, a failure)
 and stored (a new call, the new answer of a retried failed call, a second writer's duplicate).
-One owner for all of it, used by live runs (:mod:`pcf.runs.engine`) and provider batches
+One owner for all of it, used by live runs (:mod:`pcf.runs.live`) and provider batches
 (:mod:`pcf.runs.batch`) alike; every stored row is committed at once."""
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from sqlmodel import Session
 from pcf.judges.base import JudgeReply, configured_keys, redact
 from pcf.parsing import parse_listwise, parse_pairwise
 from pcf.prompts import Rendered
-from pcf.runs.plan import PlannedCall, Prepared, Slot, content_key
+from pcf.runs.call_plan import PlannedCall, Prepared, Slot, content_key
 from pcf.runs.spec import RunSpec
+from pcf.store.engine import commit_retrying
 from pcf.store.models import Call, Run
 from pcf.store.queries import cached_calls, insert_calls, keep_duplicate_answers, replace_calls
 
@@ -313,13 +314,14 @@ class RunRows:
         A plain INSERT of the rows, without building ORM objects or a unit of work: this runs
         in the event loop once per call, and every millisecond it takes is taken from the
         judge's SDK (see ``benchmarks/runner_throughput.py``). A call that another writer
-        stored meanwhile does not stop the run: the answer is kept as a duplicate of it. Any
-        other error (a full disk...) stops it: no call is made after it.
+        stored meanwhile does not stop the run: the answer is kept as a duplicate of it. A lost
+        database connection is waited for and the transaction tried again
+        (:func:`~pcf.store.engine.commit_retrying`). Any other error (a full disk, a server
+        gone for too long) stops it: no call is made after it.
         """
         try:
             self._store(rows)
-        except IntegrityError:
-            self.session.rollback()
+        except IntegrityError:  # rolled back: store them one by one
             for row in rows:
                 self._commit_alone(row)
         except Exception:
@@ -338,12 +340,15 @@ class RunRows:
         """Commit new calls, and new answers of retried failed calls (the failed answer is
         kept as a replaced call)."""
         new = [row for row in rows if slot_of(row) not in self._replacing]
-        if new:
-            insert_calls(new, session=self.session)
         retried = {self._replacing[slot_of(r)]: r for r in rows if slot_of(r) in self._replacing}
-        if retried:
-            replace_calls(retried, session=self.session)
-        self.session.commit()
+
+        def write() -> None:
+            if new:
+                insert_calls(new, session=self.session)
+            if retried:
+                replace_calls(retried, session=self.session)
+
+        commit_retrying(self.session, write)
         for row in rows:
             self._replacing.pop(slot_of(row), None)
 
@@ -352,9 +357,9 @@ class RunRows:
         try:
             self._store([row])
         except IntegrityError:
-            self.session.rollback()
-            keep_duplicate_answers([row], session=self.session)
-            self.session.commit()
+            commit_retrying(
+                self.session, lambda: keep_duplicate_answers([row], session=self.session)
+            )
             self.report.duplicates += 1
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pcf.choices import POLICIES, SCHEDULES
+from pcf.choices import POLICIES, SCHEDULES, SIMULATED_MODEL
 from pcf.judges import BACKENDS
 from pcf.weights import DEFAULT_WEIGHTS, Weights
 
@@ -72,7 +72,7 @@ class RunSpec:
     dataset: str
     name: str | None = None
     backend: str = "simulated"
-    model: str = "sim-primacy"
+    model: str = SIMULATED_MODEL
     base_url: str | None = None
     replay: Path | None = None
     protocol: str = "pcf"

@@ -13,8 +13,10 @@ from pathlib import Path
 from sqlmodel import Session
 
 from pcf.access import Actor
+from pcf.choices import STRONG_BIAS_MODEL
 from pcf.items import load_dataset
-from pcf.runs.manage import import_dataset, judge_run, require_dataset
+from pcf.runs.estimate import require_dataset
+from pcf.runs.manage import import_dataset, judge_run
 from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store.models import Run
@@ -31,7 +33,7 @@ DEMO_RUNS = (
         protocol="pcf",
         k=7,
         executions=3,
-        model="sim-strong-primacy",
+        model=STRONG_BIAS_MODEL,
     ),
 )
 """The demo's simulated runs. The last one's judge (``sim-strong-primacy``) has a strong

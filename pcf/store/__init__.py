@@ -10,7 +10,6 @@ from pcf.store.engine import (
     session_scope,
     write_with_retry,
 )
-from pcf.store.errors import DatabaseMovedError, storage_problem
 from pcf.store.models import (
     Adjudication,
     Call,
@@ -21,6 +20,7 @@ from pcf.store.models import (
     RunStatus,
     utc_now,
 )
+from pcf.store.problems import DatabaseMovedError, storage_problem
 from pcf.store.queries import (
     LABEL_COLUMNS,
     add_adjudication,

@@ -1,9 +1,20 @@
-"""The one engine factory, the database location, and the transaction scope."""
+"""The one engine factory, the database location, the transaction scope, and the retries of
+a write that lost a race or its connection.
+
+A PostgreSQL server that goes away (a restart, a failover, a network cut) is waited for here
+and nowhere else: a pooled connection is pinged before use (``pool_pre_ping``), a new
+connection is tried again with backoff for up to ``PCF_DATABASE_WAIT_S`` seconds
+(:data:`DATABASE_WAIT_S` by default), and a transaction cut by a lost connection is run again
+(:func:`commit_retrying`). What still fails is told in one line by
+:func:`pcf.store.problems.storage_problem`.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import random
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -11,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, event, make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlmodel import Session, create_engine
 
 from pcf.store.schema import prepare
@@ -27,7 +38,28 @@ SQLITE_PRAGMAS = {
 
 WRITE_ATTEMPTS = 50
 """Tries of :func:`write_with_retry`: enough for a few processes saving the same thing at once."""
+DATABASE_WAIT_ENV = "PCF_DATABASE_WAIT_S"
+DATABASE_WAIT_S = 30.0
+"""How long a database server that cannot be reached is waited for, by default."""
+LOST_CONNECTION_ATTEMPTS = 3
+"""Tries of a transaction whose connection was lost (each new connection waits for the server)."""
+UNREACHABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03")
+"""PostgreSQL's connection exceptions (by prefix) and a server shutting down or starting up."""
+UNREACHABLE_WORDS = (
+    "connection refused",
+    "the database system is",  # starting up, shutting down, in recovery mode
+    "server closed the connection",
+    "terminating connection",
+    "connection reset",
+    "could not receive data",
+    "could not send data",
+    "no such file or directory",  # the server's Unix socket, gone while it restarts
+    "timeout expired",
+)
+"""Words of a driver's error that says the server cannot be reached now (a connection failure
+carries no SQLSTATE)."""
 
+logger = logging.getLogger(__name__)
 _engines: dict[str, Engine] = {}
 T = TypeVar("T")
 
@@ -98,10 +130,92 @@ def unchecked_engine(url: str | None = None) -> Engine:
     is_sqlite = parsed.get_backend_name() == "sqlite"
     if is_sqlite and parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(resolved)
     if is_sqlite:
+        engine = create_engine(resolved)
         event.listen(engine, "connect", _set_sqlite_pragmas)
+    else:
+        engine = create_engine(resolved, pool_pre_ping=True)
+        event.listen(engine, "do_connect", _PatientConnect(database_url(resolved)))
     return engine
+
+
+def database_wait_s() -> float:
+    """How long a server that cannot be reached is waited for: ``PCF_DATABASE_WAIT_S`` seconds,
+    by default :data:`DATABASE_WAIT_S`.
+
+    Raises:
+        ValueError: the variable is not a number of seconds.
+    """
+    value = os.environ.get(DATABASE_WAIT_ENV, "").strip()
+    try:
+        wait = float(value) if value else DATABASE_WAIT_S
+    except ValueError:
+        wait = -1.0
+    if not wait >= 0:
+        raise ValueError(f"{DATABASE_WAIT_ENV} must be a number of seconds (>= 0), not {value!r}")
+    return wait
+
+
+def _unreachable(error: BaseException) -> bool:
+    """Whether a driver's error says the server is gone or cannot be reached now."""
+    if isinstance(error, sqlite3.Error):
+        return False
+    if str(getattr(error, "sqlstate", None) or "").startswith(UNREACHABLE_SQLSTATES):
+        return True
+    return any(word in str(error).lower() for word in UNREACHABLE_WORDS)
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    """Whether ``exc`` is a lost or refused connection to a database server (a restart, a
+    failover, a network cut): worth waiting for, then trying again."""
+    if isinstance(exc, DBAPIError):
+        return exc.connection_invalidated or (exc.orig is not None and _unreachable(exc.orig))
+    return False
+
+
+class _PatientConnect:
+    """The ``do_connect`` hook of a server's engine: a connection the server refuses because it
+    is down or restarting is tried again with backoff, for up to :func:`database_wait_s`.
+
+    After a wait that ran out, the next connections fail at once (a command ends in one line,
+    not after one wait per connection) until one succeeds again.
+    """
+
+    def __init__(self, shown_url: str) -> None:
+        self.shown_url, self.gave_up = shown_url, False
+
+    def __call__(self, dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+        deadline, pause = None, 0.05
+        while True:
+            try:
+                connection = dialect.connect(*cargs, **cparams)
+            except dialect.loaded_dbapi.Error as exc:
+                if self.gave_up or not _unreachable(exc):
+                    raise
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + database_wait_s()
+                    logger.warning(
+                        "cannot reach the database %s (%s); trying again for up to %g s",
+                        self.shown_url,
+                        short_reason(exc),
+                        deadline - now,
+                    )
+                if now >= deadline:
+                    self.gave_up = True
+                    raise
+                time.sleep(min(pause, deadline - now))
+                pause = min(2 * pause, 2.0)
+            else:
+                self.gave_up = False
+                return connection
+
+
+def short_reason(error: BaseException) -> str:
+    """The last clause of an error's first line: ``Connection refused``, ``terminating
+    connection due to administrator command``."""
+    lines = str(error).strip().splitlines()
+    return lines[0].rsplit(": ", 1)[-1].strip() if lines else type(error).__name__
 
 
 class LostRaceError(Exception):
@@ -124,14 +238,40 @@ def is_transient(exc: BaseException) -> bool:
     return any(word in str(exc.orig).lower() for word in TRANSIENT_SQLITE_WORDS)
 
 
+def commit_retrying(
+    session: Session, work: Callable[[], T], *, attempts: int = LOST_CONNECTION_ATTEMPTS
+) -> T:
+    """Run ``work()`` in ``session``'s transaction and commit it; a transaction cut by a lost
+    connection is rolled back and run again (its new connection waits for the server), up to
+    ``attempts`` times. Any other error, or the last one, is raised after a rollback, so that
+    the session can be used again.
+
+    ``work`` must be safe to run again after a rollback (it writes through ``session``, and
+    keeps nothing of an attempt that did not commit).
+    """
+    attempt = 1
+    while True:
+        try:
+            result = work()
+            session.commit()
+            return result
+        except Exception as exc:
+            session.rollback()
+            if attempt >= attempts or not is_disconnect(exc):
+                raise
+        attempt += 1
+
+
 def write_with_retry(
     engine: Engine, work: Callable[[Session], T], *, attempts: int = WRITE_ATTEMPTS
 ) -> T:
-    """Run ``work(session)`` in a transaction, again in a new one when it loses a race.
+    """Run ``work(session)`` in a transaction, again in a new one when it loses a race or
+    its connection.
 
     A lock held too long (SQLite), a serialization failure or deadlock (PostgreSQL) or a
     :class:`LostRaceError` rolls the transaction back and tries again, up to ``attempts``
-    times with a short growing pause; any other error, or the last one, is raised.
+    times with a short growing pause; a lost connection, as :func:`commit_retrying`. Any other
+    error, or the last one, is raised.
 
     Example:
         >>> write_with_retry(engine, lambda s: add_adjudication(7, session=s, annotator="ana",
@@ -140,8 +280,8 @@ def write_with_retry(
     attempt = 1
     while True:
         try:
-            with session_scope(engine) as session:
-                return work(session)
+            with Session(engine, expire_on_commit=False) as session:
+                return commit_retrying(session, lambda: work(session))
         except Exception as exc:
             if attempt >= attempts or not is_transient(exc):
                 raise

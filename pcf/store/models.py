@@ -355,7 +355,7 @@ class LabellingPlan(SQLModel, table=True):
     labels. With ``adaptive`` the labels after the first are asked only where needed (the
     labels disagree with each other or with the PCF decision, or the item is flagged).
     ``gold_rule`` is ``unanimous``, ``majority`` or ``dawid_skene`` (see
-    :mod:`pcf.labelling.gold`).
+    :mod:`pcf.labelling.resolutions`).
     """
 
     __tablename__ = "labelling_plan"

@@ -9,16 +9,16 @@ import json
 import pandas as pd
 import pytest
 
-from pcf.analysis.adjudications import EXPORT_COLUMNS, adjudications_csv, adjudications_jsonl
 from pcf.analysis.agreement import (
     annotator_agreement,
     compare_with_humans,
     run_human_comparison,
     table_human_comparison,
 )
-from pcf.analysis.gold import dataset_gold, human_gold
 from pcf.analysis.results import analyse_run, run_decisions
 from pcf.evaluation import cohen_kappa, krippendorff_alpha
+from pcf.labelling.adjudications import EXPORT_COLUMNS, adjudications_csv, adjudications_jsonl
+from pcf.labelling.human_gold import dataset_gold, human_gold
 from pcf.store import (
     add_adjudication,
     adjudication_records,
@@ -100,7 +100,7 @@ def test_agreement_is_not_measured_without_shared_varied_labels(current, note):
     assert agreement.note == note
 
 
-def test_compare_counts_abstentions_as_wrong_and_lists_disagreements():
+def test_compare_counts_abstentions_as_wrong_in_accuracy_and_kappa_and_lists_disagreements():
     current = labels(
         ("i1", "ann", "a"),
         ("i2", "ann", "b"),
@@ -126,7 +126,9 @@ def test_compare_counts_abstentions_as_wrong_and_lists_disagreements():
     assert result.paired["method_abstentions"] == 1
     assert result.disagreements()["item_id"].tolist() == ["i2", "i3"]
     assert result.kappa_direct == pytest.approx(cohen_kappa(["a", "a", "c"], ["a", "b", "c"]))
-    assert result.kappa_pcf == pytest.approx(cohen_kappa(["a", "b"], ["a", "b"]))
+    # PCF abstained on i3: a disagreement in kappa as in accuracy, not an item left out.
+    assert result.kappa_pcf == pytest.approx(cohen_kappa(["a", "b", "abstained"], ["a", "b", "c"]))
+    assert result.kappa_pcf < 1
     assert result.gold_agreement == (2, 3)
 
 

@@ -7,17 +7,10 @@ import math
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.adjudications import (
-    choice_label,
-)
 from pcf.analysis.item_detail import (
     calls_frame,
-    candidate_labels,
-    candidate_titles,
     consensus_frame,
     describe_candidate,
-    distinguishing_words,
-    first_words,
     format_number,
     item_decision,
     ordering_frame,
@@ -26,7 +19,17 @@ from pcf.analysis.item_detail import (
 from pcf.analysis.results import (
     run_decisions,
 )
-from pcf.items import Candidate, Item
+from pcf.items import (
+    Candidate,
+    Item,
+    candidate_labels,
+    candidate_titles,
+    distinguishing_words,
+    first_words,
+)
+from pcf.labelling.adjudications import (
+    choice_label,
+)
 from pcf.store import (
     Call,
     get_run,

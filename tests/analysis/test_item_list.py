@@ -7,13 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from pcf.analysis.item_list import (
-    ADJUDICATED_FILTERS,
-    filter_items,
-    letter_labels,
-    list_view,
-    neighbours,
-)
+from pcf.analysis.item_list import ADJUDICATED_FILTERS, filter_items, list_view, neighbours
+from pcf.items import letter_labels
 from tests.factories import decision_rows
 
 

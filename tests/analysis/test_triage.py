@@ -125,6 +125,11 @@ def test_pairs_are_triaged_against_the_single_calls_errors():
     assert swap["caught_at"]["20%"] == pytest.approx(0.25)
     with pytest.raises(ValueError, match="no pair has a verdict"):
         pair_triage(pairs[5:])
+    # Counted as errors, the two abstentions join the curves and are reviewed first.
+    counted = pair_triage(pairs, abstentions="errors")
+    assert (counted["items"], counted["errors"], counted["abstentions"]) == (7, 4, 2)
+    assert counted["orders"]["swap_disagreement"]["caught_at"]["30%"] == pytest.approx(2 / 4)
+    assert pair_triage(pairs[5:], abstentions="errors")["errors"] == 2
 
 
 def test_a_runs_priority_curve_counts_the_judges_errors(db: Session):
@@ -186,6 +191,12 @@ def test_replay_triage_on_real_judges_against_their_single_calls():
     o1_mini = _replay_triage("judgebench", str(O1_MINI))
     # 350 pairs; 27 first-order calls are ties; 75 of the other 323 pick the wrong answer.
     assert (o1_mini["items"], o1_mini["errors"], o1_mini["abstentions"]) == (323, 75, 27)
+    counted = _replay_triage("judgebench", str(O1_MINI), "--abstentions", "errors")
+    assert (counted["items"], counted["errors"], counted["abstentions_counted"]) == (
+        350,
+        102,
+        "errors",
+    )
     # o1-mini: reviewing its swap-inconsistent pairs first finds its errors above chance.
     swap = o1_mini["orders"]["swap_disagreement"]["caught_at"]["20%"]
     assert swap > o1_mini["random"]["band_5_95"]["20%"][1]

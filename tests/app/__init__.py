@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlmodel import Session
 from streamlit.testing.v1 import AppTest
 
-from pcf.labelling.members import set_local_name
+from pcf.labelling.membership import set_local_name
 from pcf.store.queries import save_member
 
 APP = Path(__file__).resolve().parents[2] / "app.py"

@@ -7,11 +7,11 @@ import pytest
 from sqlmodel import Session, col, select
 
 from pcf.access import Actor, Role
-from pcf.analysis.adjudications import adjudication_queue, display_order, item_index, with_priority
-from pcf.analysis.gold import dataset_gold
 from pcf.analysis.markdown import inert_markdown
 from pcf.analysis.results import analyse_run, run_decisions
 from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
+from pcf.labelling.adjudications import adjudication_queue, display_order, item_index, with_priority
+from pcf.labelling.human_gold import dataset_gold
 from pcf.labelling.plan import set_plan
 from pcf.store import Adjudication, ItemRow, get_run, load_items
 from tests.app import LOCAL_NAME, markdown_texts, open_page, signed_in_app

@@ -8,10 +8,12 @@ from sqlmodel import Session
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
 
-from pcf.analysis.item_detail import candidate_titles
+from pcf.access import operator
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import run_decisions
 from pcf.evaluation import cohen_kappa, krippendorff_alpha
+from pcf.items import candidate_titles
+from pcf.labelling.plan import set_plan
 from pcf.store import add_adjudication, get_dataset, get_run, load_items
 from tests.app import markdown_texts, open_page
 
@@ -170,3 +172,21 @@ def test_downloads_hold_every_adjudication_row(app, db, monkeypatch):
     assert csv_lines[0].startswith("id,item_id,annotator,created_at,choice")
     assert len(csv_lines) == 13
     assert all(r["item_id"] in csv_lines[n + 1] for n, r in enumerate(rows))
+
+
+def test_compare_counts_no_item_waiting_for_labels_and_marks_single_label_gold(app, db):
+    """Two labels per item: of three items labelled, one has both; the fixed plan leaves the
+    other two out, the adaptive plan takes their one label as gold and says so."""
+    items = label_items(db, {"ann": ["gold"]}, count=3)
+    add_adjudication(items[0].metadata["db_id"], session=db, annotator="bob", choice=items[0].gold)
+    demo = get_dataset("demo", session=db).id
+    set_plan(demo, session=db, actor=operator(), labels_per_item=2)
+    db.commit()
+    at = compare(app)
+    assert metrics(at)["Adjudicated items"] == "1"
+    assert any("2 labelled item(s) wait for the plan's labels" in c.value for c in at.caption)
+    set_plan(demo, session=db, actor=operator(), adaptive=True)
+    db.commit()
+    at = compare(app)
+    assert metrics(at)["Adjudicated items"] == "3"
+    assert any("2 of the gold items rest on a single label" in c.value for c in at.caption)

@@ -10,7 +10,7 @@ from pcf.analysis.triage import run_triage
 from pcf.consensus import pack
 from pcf.flags import FLAGS
 from pcf.instability import slot_bias
-from pcf.labelling.members import set_local_name
+from pcf.labelling.membership import set_local_name
 from pcf.runs.study import DEMO_RUNS
 from pcf.store import (
     add_adjudication,

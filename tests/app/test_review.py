@@ -9,12 +9,11 @@ from sqlmodel import Session, col, select
 from streamlit.testing.v1 import AppTest
 
 from pcf.access import operator
-from pcf.analysis.item_detail import candidate_titles
 from pcf.analysis.markdown import escape_markdown, inert_markdown
 from pcf.analysis.results import run_decisions, run_summary
 from pcf.flags import FLAG_HELP
-from pcf.items import Candidate, Item
-from pcf.labelling.members import set_local_name
+from pcf.items import Candidate, Item, candidate_titles
+from pcf.labelling.membership import set_local_name
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import (
@@ -29,7 +28,7 @@ from pcf.store import (
 from tests.app import APP, LOCAL_NAME, markdown_texts, open_page
 from tests.factories import template_hostile_items
 from tests.judge_providers import OPENAI, use_environment
-from tests.runs.test_engine_providers import listwise_text
+from tests.runs.test_live_providers import listwise_text
 from tests.wire_server import Scripted, WireRequest, WireServer
 
 HOSTILE = (

@@ -7,7 +7,7 @@ from sqlmodel import Session, col, select
 from streamlit.testing.v1 import AppTest
 
 from pcf.analysis.results import analyse_run, flag_counts
-from pcf.analysis.weights import pack_run, preset_records
+from pcf.analysis.weight_playground import pack_run, preset_records
 from pcf.store import Call, add_adjudication, get_run, item_db_ids, load_items
 from pcf.store.models import RunResult
 from pcf.store.queries import replace_calls

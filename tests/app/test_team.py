@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlmodel import Session
 
-from pcf.analysis.gold import dataset_gold
 from pcf.evaluation import cohen_kappa
+from pcf.labelling.human_gold import dataset_gold
 from pcf.labelling.plan import labelling_plan
 from pcf.store import add_adjudication, load_items
 from tests.app import open_page, signed_in_app
@@ -33,6 +33,8 @@ def test_team_shows_each_persons_progress_and_their_kappa(two_people, db: Sessio
     assert list(progress["annotator"]) == ["ann@x.org", "bob@x.org"]
     assert list(progress["labels"]) == [6, 6]
     assert list(progress["agreement_with_others"]) == [0.5, 0.5]
+    assert progress["estimated_accuracy"].between(0, 1).all()
+    assert list(progress["flag"]) == ["", ""]  # six labels are too few to call a habit
     pairs = next(d.value for d in at.dataframe if "kappa" in d.value.columns)
     items = load_items(1, session=db)[:6]
     expected = cohen_kappa(

@@ -25,7 +25,7 @@ import pytest
 from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
 from sqlmodel import Session
 
-from pcf.labelling.members import set_local_name
+from pcf.labelling.membership import set_local_name
 from pcf.store import get_engine
 from tests.demo_database import drop_database, new_database
 

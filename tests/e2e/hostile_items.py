@@ -17,7 +17,7 @@ import sys
 
 from pcf.access import operator
 from pcf.items import Candidate, Item
-from pcf.labelling.members import set_local_name
+from pcf.labelling.membership import set_local_name
 from pcf.labelling.plan import set_plan
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 from sqlmodel import col, select
 
-from pcf.analysis.adjudications import display_order
+from pcf.labelling.adjudications import display_order
 from pcf.store import Adjudication, ItemRow, load_item
 from tests.e2e import EXCEPTION, settle
 from tests.e2e.conftest import LOCAL_NAME, served_session

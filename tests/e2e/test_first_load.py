@@ -16,8 +16,8 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 
-from pcf.analysis.item_list import by_priority
 from pcf.analysis.results import analyse_run
+from pcf.labelling.adjudications import by_priority
 from pcf.store import current_labels, get_dataset, get_run
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, settle

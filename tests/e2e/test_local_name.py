@@ -33,12 +33,18 @@ def unnamed_url(tmp_path: Path) -> Iterator[str]:
     drop_database(url)
 
 
-def test_the_local_name_is_kept_whatever_is_typed_after_it(browser: Browser, unnamed_url):
+def test_the_local_name_is_kept_whatever_is_typed_after_it(
+    browser: Browser, unnamed_url, screenshot
+):
     app, url = unnamed_url
     with open_tab(browser, app) as tab:
         tab.goto("/adjudicate")
         dialog = tab.get_by_role("dialog")
         expect(dialog.get_by_text("Who is working here?")).to_be_visible()
+        # No menu until the person is known: a new server showed Streamlit's list of the files
+        # in pages/ ("app, adjudicate, compare...") behind the dialog.
+        expect(tab.get_by_test_id("stSidebarNav")).to_have_count(0)
+        screenshot(tab, "local_name_dialog", first_screen=True)
         dialog.get_by_role("textbox", name="Your name").click()
         tab.keyboard.type("annie")
         tab.keyboard.press("Enter")
@@ -49,6 +55,9 @@ def test_the_local_name_is_kept_whatever_is_typed_after_it(browser: Browser, unn
         expect(tab.locator(EXCEPTION)).to_have_count(0)
         tab.reload()
         expect(tab.get_by_role("heading", name="Adjudicate")).to_be_visible()
+        menu = tab.get_by_test_id("stSidebarNav")
+        expect(menu.get_by_text("Adjudicate", exact=True)).to_be_visible()
+        expect(menu.get_by_text("app", exact=True)).to_have_count(0)
         expect(tab.get_by_role("dialog")).to_have_count(0)  # asked once, not again on reload
         settle(tab)
         tab.wait_for_timeout(FIRST_LOAD_MS)  # a new session's page may draw twice: the second

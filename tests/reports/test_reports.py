@@ -3,6 +3,7 @@ recomputation from the exported judgments (plain Python, not pcf.decisions)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from collections import Counter, defaultdict
@@ -11,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from scipy import stats
+from sqlmodel import Session
 from statsmodels.stats.contingency_tables import mcnemar
 from typer.testing import CliRunner
 
@@ -19,6 +21,8 @@ from pcf.evaluation import paired_bootstrap_ci
 from pcf.recordings import read_judgebench_outputs, read_llmbar_results, replay_summary
 from pcf.reports.document import Figure, Report, Section, Table
 from pcf.reports.render import write_report
+from pcf.store import get_engine
+from tests.app import local_app, open_page
 from tests.demo_database import copy_demo, new_database
 from tests.factories import METHOD_PRESETS
 from tests.html_tables import html_tables
@@ -727,3 +731,39 @@ def test_the_triage_table_counts_errors_found_most_doubtful_first(study, recompu
         assert rows["review priority"][f"found_at_{share}_pct"] == pytest.approx(found, abs=0.01)
     assert rows["random (mean)"]["capture_auc"] == pytest.approx(0.5, abs=0.03)
     assert "triage-s-pcf.png" in {p.name for p in (study["folder"] / "out1" / "charts").iterdir()}
+
+
+def test_a_replay_of_a_simulated_judge_stays_simulated_everywhere(isolated_database, tmp_path):
+    """Exported judgments say what made them; replayed under a real model's name, and that
+    replay replayed again, the run is simulated in `pcf judge`'s summary, in its report's
+    banner, in every standalone chart and on the app's pages."""
+    copy_demo(isolated_database)
+    source, made_by = "demo-pcf", "simulated"
+    for name in ("replayed", "replayed-again"):
+        recording = tmp_path / f"{name}.jsonl"
+        cli("export", source, "--what", "judgments", "--out", str(recording))
+        lines = jsonl(recording.read_text())
+        assert {(line["backend"], line["simulated"]) for line in lines} == {(made_by, True)}
+        replay = ("--backend", "replay", "--replay", str(recording), "--model", "gpt-4o-mini")
+        summary = json.loads(
+            cli("judge", "demo", "--k", "7", "--limit", "12", *replay, "--name", name)
+        )
+        assert summary["simulated"] is True
+        source, made_by = name, "replay"
+    cli("report", source, "--out", str(tmp_path / "out"))
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert SIMULATED_NOTE in md.split("## ")[0]
+    page = html_tables((tmp_path / "out" / "report.html").read_text())
+    charts = [
+        base64.b64decode(src.removeprefix("data:image/svg+xml;base64,")).decode()
+        for key, src in page.attrs
+        if key == "src"
+    ]
+    assert len(charts) == len(list((tmp_path / "out" / "charts").glob("*.png"))) >= 2
+    assert all(">Simulated judge</text>" in svg for svg in charts)
+
+    with Session(get_engine(isolated_database)) as session:
+        at = local_app(session)
+        at.session_state["run"] = source
+        at = open_page(at.run(), "overview")
+    assert any("Simulated judge" in w.value for w in at.warning)

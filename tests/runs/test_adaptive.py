@@ -22,7 +22,7 @@ from pcf.judges.base import JudgeReply, JudgeRequest
 from pcf.judges.simulated import SimulatedJudge
 from pcf.judgments import write_judgments
 from pcf.orderings import schedule
-from pcf.runs.engine import execute
+from pcf.runs.live import execute
 from pcf.runs.manage import judge_run, open_run
 from pcf.runs.spec import RunSpec
 from pcf.runs.study import DEMO_ITEMS

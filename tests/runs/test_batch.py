@@ -20,12 +20,12 @@ from typer.testing import CliRunner
 from pcf.access import operator
 from pcf.cli import app
 from pcf.judges import make_judge
-from pcf.judges.batch import batch_client
+from pcf.judges.batch_api import batch_client
 from pcf.prices import batch_prices
 from pcf.runs.batch import batch_overview, batch_status, cancel_runs, collect_runs, submit_run
+from pcf.runs.call_plan import content_key, plan
 from pcf.runs.estimate import estimate_run
 from pcf.runs.manage import judge_run, open_run
-from pcf.runs.plan import content_key, plan
 from pcf.runs.spec import RunSpec
 from pcf.runs.study import study_specs
 from pcf.store import (
@@ -43,7 +43,7 @@ from tests.demo_database import drop_database, new_database
 from tests.factories import make_item
 from tests.judge_providers import OPENAI, PROVIDERS, SECRET, ProviderSpec, use_environment
 from tests.runs.processes import import_dataset
-from tests.runs.test_engine_providers import CANDIDATE_KEY
+from tests.runs.test_live_providers import CANDIDATE_KEY
 from tests.wire_server import Scripted, WireRequest, WireServer
 
 TOKENS_IN, TOKENS_OUT = 1000, 200

@@ -22,7 +22,7 @@ from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.base import MAX_CALL_TOKENS
 from pcf.judges.openai_judge import OpenAIJudge
 from pcf.parsing import MAX_ANSWER_CHARS
-from pcf.runs.plan import plan
+from pcf.runs.call_plan import plan
 from pcf.runs.rows import NUL_REPAIR
 from pcf.runs.spec import RunSpec
 from pcf.store import Call, import_items, item_db_ids

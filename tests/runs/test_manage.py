@@ -12,9 +12,8 @@ import pytest
 from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Actor, Role, operator
 from pcf.labelling.audit import audit_log
 from pcf.runs.background import start_run
-from pcf.runs.estimate import estimate_run
+from pcf.runs.estimate import CANONICAL_SETTING, estimate_run
 from pcf.runs.manage import (
-    CANONICAL_SETTING,
     MAX_COST_ENV,
     CostCapError,
     RunConflictError,

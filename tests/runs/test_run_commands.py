@@ -21,7 +21,7 @@ from pcf.store import Adjudication, Call, add_adjudication, get_run, utc_now
 from pcf.store.models import ReplacedCall, RunLease
 from tests.runs.processes import environment, import_dataset
 from tests.runs.processes import judge_command as judge
-from tests.runs.test_engine_providers import listwise_text
+from tests.runs.test_live_providers import listwise_text
 from tests.wire_server import Scripted, WireRequest, WireServer
 
 ITEMS, K = 6, 3

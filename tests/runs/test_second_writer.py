@@ -10,7 +10,7 @@ from collections.abc import Callable
 from sqlmodel import Session, select
 
 from pcf.judges.simulated import SimulatedJudge
-from pcf.runs.engine import execute
+from pcf.runs.live import execute
 from pcf.runs.spec import RunSpec
 from pcf.store import Call, import_items, item_db_ids, load_items
 from pcf.store.models import ReplacedCall

@@ -42,7 +42,7 @@ from typer.testing import CliRunner
 
 from pcf.access import Actor, Role, operator
 from pcf.cli import app
-from pcf.labelling.members import SignInRefusedError, identify
+from pcf.labelling.membership import SignInRefusedError, identify
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import (

@@ -11,17 +11,19 @@ import pytest
 from typer.testing import CliRunner
 
 from pcf.access import Actor, Role
-from pcf.analysis.team_exports import (
+from pcf.analysis.agreement import compare_with_humans
+from pcf.cli import app
+from pcf.items import Candidate, Item
+from pcf.labelling.exports import (
     GOLD_SCHEMA,
     LABEL_SCHEMA,
     gold_records,
     label_records,
     write_records,
 )
-from pcf.cli import app
-from pcf.items import Candidate, Item
-from pcf.labelling.gold import resolve
-from pcf.store import add_adjudication, import_items, load_items
+from pcf.labelling.human_gold import dataset_gold
+from pcf.labelling.resolutions import resolve
+from pcf.store import add_adjudication, current_labels, import_items, load_items
 from tests.factories import enrol, make_item
 
 HARD = '=HYPERLINK("http://x") "quoted", comma, new\nline, 日本語, tab\there'
@@ -87,6 +89,29 @@ def test_the_commands_write_the_files(labelled, tmp_path):
     refused = runner.invoke(app, ["labels", "export", "nope", "--out", str(tmp_path / "x.csv")])
     assert refused.exit_code == 2
     assert "no dataset 'nope'" in refused.output
+    clash = ["labels", "export", "team", "--out", str(tmp_path / "x.parquet"), "--format", "csv"]
+    refused = runner.invoke(app, clash)
+    assert refused.exit_code == 2
+    assert "--out x.parquet names parquet but --format is csv" in refused.output
+    assert not (tmp_path / "x.parquet").exists()
+
+
+@pytest.mark.parametrize(("what", "schema"), [("labels", LABEL_SCHEMA), ("gold", GOLD_SCHEMA)])
+def test_an_export_of_nothing_is_a_valid_file_of_its_format(session, tmp_path, what, schema):
+    """No label yet: each format's file, its format taken from the name, opens with its
+    columns and no row (the Parquet file was 0 bytes of JSON Lines)."""
+    import_items([make_item("q1")], session=session, name="quiet", fmt="jsonl")
+    session.commit()
+    runner = CliRunner()
+    for name in ("x.parquet", "x.csv", "x.jsonl"):
+        done = runner.invoke(app, [what, "export", "quiet", "--out", str(tmp_path / name)])
+        assert done.exit_code == 0, done.output
+        assert f"wrote 0 {what} records" in done.output
+    table = pq.read_table(tmp_path / "x.parquet")
+    assert (table.num_rows, table.schema) == (0, schema)
+    with (tmp_path / "x.csv").open(encoding="utf-8", newline="") as handle:
+        assert list(csv.reader(handle)) == [schema.names]
+    assert (tmp_path / "x.jsonl").read_text() == ""
 
 
 def test_exports_name_each_choice_by_where_its_answer_differs(session):
@@ -110,3 +135,42 @@ def test_exports_name_each_choice_by_where_its_answer_differs(session):
     assert "Here is the list" not in titles[0]
     assert titles[2] is None  # no candidate chosen
     assert gold[0]["human_gold_title"] == titles[0]
+
+
+def test_gold_waits_for_the_plans_labels_and_marks_single_label_gold(session, tmp_path):
+    """With two labels per item, an item with one label has no gold (no export record, not
+    counted on Compare); under the adaptive plan its one label is gold, marked single_label."""
+    found = import_items(
+        [make_item("q1"), make_item("q2"), make_item("q3")],
+        session=session,
+        name="two",
+        fmt="jsonl",
+    )
+    q1, q2, q3 = (i.metadata["db_id"] for i in load_items(found.id, session=session))
+    add_adjudication(q1, session=session, annotator="ann", choice="c0")
+    add_adjudication(q2, session=session, annotator="ann", choice="c1")
+    add_adjudication(q2, session=session, annotator="bob", choice="c1")
+    add_adjudication(q3, session=session, annotator="ann", choice="c2")
+    add_adjudication(q3, session=session, annotator="bob", choice="cannot_tell")
+    session.commit()
+    runner, out = CliRunner(), tmp_path / "gold.jsonl"
+
+    def exported(*plan: str) -> dict[str, tuple[str, bool]]:
+        done = runner.invoke(app, ["labelling", "set", "two", *plan])
+        assert done.exit_code == 0, done.output
+        done = runner.invoke(app, ["gold", "export", "two", "--out", str(out)])
+        assert done.exit_code == 0, done.output
+        records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+        return {r["item_id"]: (r["human_gold"], r["single_label"]) for r in records}
+
+    assert exported("--labels-per-item", "2") == {"q2": ("c1", False), "q3": ("c2", True)}
+    human = dataset_gold(found.id, session=session)
+    assert human.waiting == ("q1",)
+    decisions = [
+        {"item_id": q, "winner": "c0", "metrics": {"direct_winner": "c1"}}
+        for q in ("q1", "q2", "q3")
+    ]
+    compared = compare_with_humans(decisions, current_labels(found.id, session=session), human.gold)
+    assert compared.adjudicated == 2
+    assert list(compared.rows["item_id"]) == ["q2", "q3"]
+    assert exported("--adaptive") == {"q1": ("c0", True), "q2": ("c1", False), "q3": ("c2", True)}

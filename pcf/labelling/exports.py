@@ -3,7 +3,8 @@ gold, with the item's prompt and candidate texts, as JSON Lines, CSV or Parquet.
 
 Parquet keeps nested fields as lists of structs (``datasets.load_dataset("parquet", ...)`` and
 pyarrow read them back as written); JSON Lines keeps them as JSON; CSV writes them as JSON text
-in one cell, with formula-looking cells made inert (:func:`~pcf.analysis.adjudications.inert_cell`).
+in one cell, with formula-looking cells made inert
+(:func:`~pcf.labelling.adjudications.inert_cell`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlmodel import Session
 
-from pcf.analysis.adjudications import inert_cell
-from pcf.analysis.gold import dataset_gold
-from pcf.analysis.item_detail import candidate_titles
+from pcf.items import candidate_titles
+from pcf.labelling.adjudications import inert_cell
+from pcf.labelling.human_gold import dataset_gold
 from pcf.store.queries import adjudication_records, load_items, resolutions
 
 FORMATS = ("jsonl", "csv", "parquet")
+SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+"""The format a file's suffix names."""
 CANDIDATES = pa.list_(pa.struct([("id", pa.string()), ("text", pa.string())]))
 LABEL_SCHEMA = pa.schema(
     [
@@ -52,6 +55,7 @@ GOLD_SCHEMA = pa.schema(
         ("human_gold_text", pa.string()),
         ("human_gold_title", pa.string()),
         ("source", pa.string()),
+        ("single_label", pa.bool_()),
         ("dataset_gold", pa.string()),
         (
             "labels",
@@ -106,8 +110,10 @@ def label_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
 
 
 def gold_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
-    """One record per labelled or resolved item: its human gold, where it came from, its
-    labels (current) and resolutions, with the item's texts."""
+    """One record per item with a resolution or the labels its plan asks for (not items still
+    waiting for labels): its human gold, where it came from, whether it rests on a single
+    label (``single_label``, :class:`~pcf.labelling.human_gold.HumanGold`), its labels (current) and
+    resolutions, with the item's texts."""
     items = load_items(dataset_id, session=session)
     human = dataset_gold(dataset_id, session=session)
     labels: dict[str, list[dict[str, str]]] = {}
@@ -139,12 +145,30 @@ def gold_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
                 "human_gold_text": item.text_of(gold) if gold is not None else None,
                 "human_gold_title": candidate_titles(item)[gold] if gold is not None else None,
                 "source": human.source[item.item_id],
+                "single_label": item.item_id in human.single_label,
                 "dataset_gold": item.gold,
                 "labels": labels.get(item.item_id, []),
                 "resolutions": decided.get(item.item_id, []),
             }
         )
     return out
+
+
+def export_format(path: Path, fmt: str | None) -> str:
+    """The format to write ``path`` in: ``fmt``, else the one its suffix names, else JSON Lines.
+
+    Raises:
+        ValueError: an unknown ``fmt``, or a suffix that names another format than ``fmt``
+            (``labels.parquet`` written as JSON Lines is a file no Parquet reader opens).
+    """
+    named = SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        return named or "jsonl"
+    if fmt not in FORMATS:
+        raise ValueError(f"--format must be one of {', '.join(FORMATS)}")
+    if named is not None and named != fmt:
+        raise ValueError(f"--out {path.name} names {named} but --format is {fmt}; make them agree")
+    return fmt
 
 
 def write_records(

@@ -7,15 +7,17 @@ import math
 import pandas as pd
 import pytest
 
-from pcf.analysis.team import (
+from pcf.evaluation import cohen_kappa, krippendorff_alpha
+from pcf.labelling.team_figures import (
     alpha,
     alpha_by_bucket,
+    annotator_checks,
     completion,
     kappa_matrix,
     people,
     seconds_per_label,
 )
-from pcf.evaluation import cohen_kappa, krippendorff_alpha
+from tests.factories import make_item
 
 LABELS = pd.DataFrame(
     [
@@ -83,3 +85,18 @@ def test_completion_counts_items_by_the_labels_they_want():
         held=["q3"],
     )
     assert counts == {"complete": 1, "in_progress": 2, "untouched": 1}
+
+
+def test_a_person_who_disagrees_with_everyone_is_flagged():
+    """Ann and Bob agree on twelve two-candidate items, the right one listed first or second in
+    turn; Cat always picks the other: agreement below chance, no favourite position."""
+    items = {f"q{i}": make_item(f"q{i}", n=2) for i in range(12)}
+    rows = []
+    for i, key in enumerate(items):
+        agreed, other = ("c0", "c1") if i % 2 else ("c1", "c0")
+        rows += [(key, "ann", agreed), (key, "bob", agreed), (key, "cat", other)]
+    current = pd.DataFrame(rows, columns=["item_key", "annotator", "choice"])
+    checks = annotator_checks(current, items).set_index("annotator")
+    assert checks["flag"].to_dict() == {"ann": "", "bob": "", "cat": "disagrees with everyone"}
+    assert checks.loc["cat", "estimated_accuracy"] < 0.1
+    assert checks.loc["ann", "estimated_accuracy"] > 0.9

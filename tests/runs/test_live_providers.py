@@ -22,8 +22,8 @@ from pcf.access import operator
 from pcf.judges import BASE_URL_ENV
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.openai_judge import OpenAIJudge
+from pcf.runs.call_plan import content_key, plan
 from pcf.runs.manage import judge_run
-from pcf.runs.plan import content_key, plan
 from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store import Call, call_request, import_items, item_db_ids

@@ -13,8 +13,7 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.item_list import by_priority
-from pcf.items import Item
+from pcf.items import CANNOT_TELL, NONE_CORRECT, Item
 from pcf.orderings import seeded_rng
 from pcf.store.models import Adjudication
 from pcf.store.queries import item_positions
@@ -25,7 +24,7 @@ PATTERN_TAGS = (
     "near-tie",
     "transfer failure",
 )
-CHOICE_LABELS = {"none_correct": "None is correct", "cannot_tell": "Cannot tell"}
+CHOICE_LABELS = {NONE_CORRECT: "None is correct", CANNOT_TELL: "Cannot tell"}
 CONFIDENCE_SCALE = {
     0.0: "guess",
     0.25: "unsure",
@@ -152,3 +151,10 @@ def inert_cell(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(FORMULA_STARTS):
         return "'" + value
     return value
+
+
+def by_priority(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows most doubtful first; equal priorities in item order, unknown priorities last."""
+    return table.sort_values(
+        ["priority", "position"], ascending=[False, True], na_position="last", kind="stable"
+    )

@@ -6,10 +6,10 @@ from __future__ import annotations
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission, authorize
+from pcf.items import NONE_CORRECT
 from pcf.store.models import Resolution
 from pcf.store.queries import add_resolution, load_item
 
-NONE_CORRECT = "none_correct"
 MAX_REASON_CHARS = 10_000
 
 

@@ -1,5 +1,6 @@
-"""A database that cannot be used (a full disk, a read-only file, a file that vanished) told in
-one line that says what happened and what to do, for the CLI and the app to show.
+"""A database that cannot be used (a full disk, a read-only file, a file that vanished, a
+server that cannot be reached after waiting for it) told in one line that says what happened
+and what to do, for the CLI and the app to show.
 
 SQLite in WAL mode does not notice that its file was moved or deleted while a connection is
 open: it goes on writing into the unlinked file, and what it writes is lost when the process
@@ -18,6 +19,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, event, make_url
 from sqlalchemy.exc import DBAPIError
+
+from pcf.store.engine import DATABASE_WAIT_ENV, database_wait_s, is_disconnect, short_reason
 
 FILE_INFO = "pcf_database_file"
 """The connection record's info entry: the SQLite file's path, device and inode."""
@@ -73,6 +76,8 @@ def storage_problem(exc: BaseException, url: str) -> str | None:
     """
     if isinstance(exc, DatabaseMovedError):
         return _moved(Path(exc.path))
+    if is_disconnect(exc):
+        return _unreachable(url, exc)
     orig = exc.orig if isinstance(exc, DBAPIError) else None
     if not isinstance(orig, sqlite3.Error):
         return None
@@ -81,6 +86,17 @@ def storage_problem(exc: BaseException, url: str) -> str | None:
         if orig.sqlite_errorname.startswith(prefix):
             return explain(path)
     return None
+
+
+def _unreachable(url: str, exc: BaseException) -> str:
+    shown = make_url(url).render_as_string(hide_password=True)
+    reason = short_reason(exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc)
+    return (
+        f"the database {shown} cannot be reached ({reason}), not even after waiting "
+        f"{database_wait_s():g} s for it; what was stored is kept, a change under way was not. "
+        f"Check that the server is up and reachable (or wait longer: {DATABASE_WAIT_ENV}), "
+        f"then {RESUMES}"
+    )
 
 
 def _full(path: Path) -> str:

@@ -24,9 +24,9 @@ from pcf.judgments import read_judgments, write_judgments
 from pcf.orderings import canonical_order, schedule
 from pcf.pairwise import apoc_decide, is_ballpark_question, needs_confirmation
 from pcf.prompts import NEUTRAL_PREFIX
-from pcf.runs.engine import execute
+from pcf.runs.call_plan import plan
+from pcf.runs.live import execute
 from pcf.runs.manage import judge_run
-from pcf.runs.plan import plan
 from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store import (

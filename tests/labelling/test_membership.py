@@ -8,7 +8,7 @@ from sqlmodel import Session
 
 from pcf.access import AccessDeniedError, Actor, Role, operator
 from pcf.labelling.audit import audit_log
-from pcf.labelling.members import (
+from pcf.labelling.membership import (
     ProviderTrust,
     SignInRefusedError,
     add_member,

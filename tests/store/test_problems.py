@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from streamlit.testing.v1 import AppTest
 
 from pcf.analysis.markdown import escape_markdown
-from pcf.labelling.members import set_local_name
+from pcf.labelling.membership import set_local_name
 from pcf.store import get_engine, session_scope, storage_problem
 from tests.app import APP, LOCAL_NAME, open_page
 from tests.demo_database import copy_demo

@@ -16,7 +16,7 @@ from pcf.prices import call_cost
 from pcf.processes import gc_frozen
 from pcf.prompts import Rendered
 from pcf.runs.adaptive import answer_in_waves, executions_for, kept_stops, record_stops
-from pcf.runs.plan import PlannedCall, Slot, confirmations, in_chunks, plan
+from pcf.runs.call_plan import PlannedCall, Slot, confirmations, in_chunks, plan
 from pcf.runs.rows import Progress, RunReport, RunRows, failed_answer
 from pcf.runs.spec import RunSpec
 from pcf.stopping import Stop

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pcf.analysis.weights import (
+from pcf.analysis.weight_playground import (
     PackedRun,
     evaluate_weights,
     pack_run,

@@ -16,11 +16,11 @@ from sqlmodel import Session, col, func, select
 from typer.testing import CliRunner
 
 from pcf.cli import app
-from pcf.runs.engine import plan
+from pcf.runs.call_plan import plan
 from pcf.runs.spec import RunSpec
 from pcf.store import Call, call_request, get_dataset, get_run, item_db_ids, load_items
 from tests.runs.processes import environment, import_dataset, judge_command
-from tests.runs.test_engine_providers import listwise_text
+from tests.runs.test_live_providers import listwise_text
 from tests.wire_server import Scripted, WireRequest, WireServer, message_key
 
 ITEMS, K, CONCURRENCY = 30, 7, 8

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from pcf.access import AccessDeniedError, Actor, Role
-from pcf.analysis.gold import dataset_gold, disagreements, human_gold, rule_gold
-from pcf.labelling.gold import resolve
+from pcf.labelling.adjudications import display_order
+from pcf.labelling.human_gold import dataset_gold, disagreements, human_gold, rule_gold
 from pcf.labelling.plan import set_plan
+from pcf.labelling.resolutions import resolve
+from pcf.labelling.team_figures import annotator_checks
 from pcf.store import add_adjudication, get_dataset, load_items
-from tests.factories import enrol
+from tests.factories import enrol, make_item
 
 RITA = Actor("rita@example.com", Role.REVIEWER)
 ADAM = Actor("adam@example.com", Role.ADMIN)
@@ -81,14 +84,52 @@ def test_dawid_skene_trusts_the_annotator_who_agrees_with_the_others():
     only Ann and Cat voted, and disagree: the model takes Ann's."""
     rows = []
     for i in range(10):
-        rows += [(f"q{i}", "ann", "a"), (f"q{i}", "bob", "a"), (f"q{i}", "cat", "b")]
-    rows += [("q10", "ann", "b"), ("q10", "cat", "a")]
-    positions = {f"q{i}": {"a": "A", "b": "B"} for i in range(11)}
-    gold = human_gold(labels(*rows), resolved(), rule="dawid_skene", positions=positions)
-    assert gold.gold["q10"] == "b"
+        agreed, other = ("c0", "c1") if i % 2 else ("c1", "c0")
+        rows += [(f"q{i}", "ann", agreed), (f"q{i}", "bob", agreed), (f"q{i}", "cat", other)]
+    rows += [("q10", "ann", "c1"), ("q10", "cat", "c0")]
+    items = {f"q{i}": make_item(f"q{i}", n=2) for i in range(11)}
+    gold = human_gold(labels(*rows), resolved(), rule="dawid_skene", items=items)
+    assert gold.gold["q10"] == "c1"
     assert gold.skills["ann"] > 0.9
     assert gold.skills["cat"] < 0.1
     assert gold.source["q10"] == "dawid_skene"
+
+
+def simulated_team(habit: str, seed: int = 0, n: int = 150, k: int = 4):
+    """Two annotators right 70% of the time (else another candidate at random) and one who
+    always answers the first candidate, as listed or as shown to them; and the true answers."""
+    rng = np.random.default_rng(seed)
+    items = {f"q{i}": make_item(f"q{i}", n=k) for i in range(n)}
+    rows, truth = [], {}
+    for key, item in items.items():
+        ids = item.candidate_ids
+        truth[key] = right = ids[rng.integers(k)]
+        for person in ("good1", "good2"):
+            wrong = rng.choice([c for c in ids if c != right])
+            rows.append((key, person, right if rng.random() < 0.7 else wrong))
+        first = ids[0] if habit == "listed" else display_order(item, "first")[0]
+        rows.append((key, "first", first))
+    return labels(*rows), items, truth
+
+
+@pytest.mark.parametrize("habit", ["listed", "shown"])
+def test_dawid_skene_is_not_fooled_by_an_annotator_who_always_answers_first(habit):
+    """One-coin Dawid-Skene took the always-first-listed annotator for the expert: 32 of 150
+    right where majority has 84 (of the 112 it decides); the spammer-aware model has 103
+    (listed first) and 105 (shown first). The always-first annotator is flagged."""
+    current, items, truth = simulated_team(habit)
+    model = human_gold(current, resolved(), rule="dawid_skene", items=items)
+    majority = human_gold(current, resolved(), rule="majority")
+    right = {
+        name: sum(gold.gold.get(key) == answer for key, answer in truth.items())
+        for name, gold in (("dawid_skene", model), ("majority", majority))
+    }
+    assert right["dawid_skene"] >= right["majority"]
+    assert model.skills["first"] < min(model.skills["good1"], model.skills["good2"])
+    checks = annotator_checks(current, items).set_index("annotator")
+    assert checks.loc["first", "flag"] == "answers one position"
+    assert list(checks.loc[["good1", "good2"], "flag"]) == ["", ""]
+    assert checks.loc["first", "favourite_position_share"] == 1.0
 
 
 def test_a_reviewer_resolves_and_the_dataset_gold_follows(db):

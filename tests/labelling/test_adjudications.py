@@ -1,4 +1,4 @@
-"""Adjudication: queue, display order, confidence and history (pcf/analysis/adjudications.py)."""
+"""Adjudication: queue, display order, confidence and history (pcf/labelling/adjudications.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ import math
 import pytest
 from sqlmodel import Session
 
-from pcf.analysis.adjudications import (
+from pcf.analysis.results import (
+    analyse_run,
+)
+from pcf.labelling.adjudications import (
     CONFIDENCE_SCALE,
     EXPORT_COLUMNS,
     adjudication_queue,
@@ -20,9 +23,6 @@ from pcf.analysis.adjudications import (
     history_frame,
     item_index,
     with_priority,
-)
-from pcf.analysis.results import (
-    analyse_run,
 )
 from pcf.store import (
     add_adjudication,

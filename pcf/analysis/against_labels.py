@@ -12,7 +12,6 @@ from typing import Any
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.gold import dataset_gold
 from pcf.analysis.results import accuracy_against, gold_answers, stored_analysis
 from pcf.analysis.stored import kept
 from pcf.analysis.triage import (
@@ -23,6 +22,7 @@ from pcf.analysis.triage import (
     summarize,
     table_triage,
 )
+from pcf.labelling.human_gold import dataset_gold
 from pcf.store.models import Run
 
 COMPARED = ("gold labels", "human labels")

@@ -15,8 +15,10 @@ from itertools import combinations, pairwise
 import numpy as np
 import pandas as pd
 
-from pcf.analysis.gold import CANNOT_TELL
 from pcf.evaluation import cohen_kappa, krippendorff_alpha
+from pcf.items import CANNOT_TELL, Item
+from pcf.labelling.adjudications import display_order
+from pcf.labelling.human_gold import dawid_skene
 
 BREAK = timedelta(minutes=10)
 """A gap between two of a person's labels longer than this is a pause, not labelling time."""
@@ -88,6 +90,79 @@ def people(
             }
         )
     return pd.DataFrame(rows, columns=list(PERSON_COLUMNS))
+
+
+HABIT_SHARE = 0.9
+HABIT_MIN_LABELS = 10
+CHECK_COLUMNS = ("annotator", "estimated_accuracy", "favourite_position_share", "flag")
+
+
+def annotator_checks(labels: pd.DataFrame, items: Mapping[str, Item]) -> pd.DataFrame:
+    """Each person's estimated accuracy and what looks wrong with their labels
+    (:data:`CHECK_COLUMNS`; ``flag`` is empty where nothing does).
+
+    ``estimated_accuracy`` is the spammer-aware Dawid-Skene estimate
+    (:func:`pcf.labelling.human_gold.dawid_skene`) whatever the plan's gold rule.
+    ``favourite_position_share`` is the share of their candidate choices at the position they
+    choose most: as shown to them (shuffled per person and item, so knowing the answers cannot
+    make it high) or as listed (where the others' choices are not as one-sided). ``flag`` says
+    ``answers one position`` when that share is at least :data:`HABIT_SHARE` over at least
+    :data:`HABIT_MIN_LABELS` choices, or ``disagrees with everyone`` when they agree with each
+    other person (over at least :data:`HABIT_MIN_LABELS` shared items) no more often than
+    chance (one over the number of candidates).
+    """
+    usable = _usable(labels)
+    usable = usable[usable["item_key"].isin(list(items))]
+    _, skills = dawid_skene(usable, items)
+    keys, names, choices = usable["item_key"], usable["annotator"], usable["choice"]
+    usable = usable.assign(
+        shown=[
+            display_order(items[k], a).index(c) if c in items[k].candidate_ids else None
+            for k, a, c in zip(keys, names, choices, strict=True)
+        ],
+        listed=[
+            items[k].candidate_ids.index(c) if c in items[k].candidate_ids else None
+            for k, c in zip(keys, choices, strict=True)
+        ],
+        chance=[1 / len(items[k].candidates) for k in keys],
+    )
+    pairs = usable.merge(usable[["item_key", "annotator", "choice", "listed"]], on="item_key")
+    pairs = pairs[pairs["annotator_x"] != pairs["annotator_y"]]
+    by_pair = (
+        pairs.assign(agree=pairs["choice_x"] == pairs["choice_y"])
+        .groupby(["annotator_x", "annotator_y"])
+        .agg(agree=("agree", "mean"), chance=("chance", "mean"), items=("agree", "size"))
+    )
+    by_pair = by_pair[by_pair["items"] >= HABIT_MIN_LABELS]
+    contrary = {
+        str(person)
+        for person, part in by_pair.groupby(level=0)
+        if (part["agree"] <= part["chance"]).all()
+    }
+    rows = []
+    for person in sorted(labels["annotator"].unique()):
+        mine = usable[usable["annotator"] == person].dropna(subset=["listed"])
+        share = math.nan
+        if len(mine):
+            share = float(mine["shown"].value_counts(normalize=True).max())
+            favourite = mine["listed"].value_counts(normalize=True)
+            theirs = pairs[pairs["annotator_x"] == person]["listed_y"]
+            if theirs.empty or (theirs == favourite.index[0]).mean() < HABIT_SHARE / 2:
+                share = max(share, float(favourite.iloc[0]))
+        flag = ""
+        if len(mine) >= HABIT_MIN_LABELS and share >= HABIT_SHARE:
+            flag = "answers one position"
+        elif person in contrary:
+            flag = "disagrees with everyone"
+        rows.append(
+            {
+                "annotator": person,
+                "estimated_accuracy": skills.get(person),
+                "favourite_position_share": share,
+                "flag": flag,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(CHECK_COLUMNS))
 
 
 def kappa_matrix(labels: pd.DataFrame) -> pd.DataFrame:
