@@ -45,7 +45,7 @@ from pages.shared import (
     simulated_badge,
     stored_item,
 )
-from pcf.access import Permission
+from pcf.access import AccessDeniedError, Permission
 from pcf.analysis.against_labels import run_calibration
 from pcf.analysis.item_detail import describe_candidate
 from pcf.analysis.markdown import escape_markdown
@@ -268,7 +268,7 @@ def save(item_key: str, item_db_id: int, choice: str, seen: int | None) -> None:
         st.session_state[CONFLICT_KEY] = {"item": item_key, "choice": exc.choice}
         st.session_state[ITEM_KEY] = item_key
         return
-    except ValueError as exc:
+    except (ValueError, AccessDeniedError) as exc:  # a bad field, or a role taken away
         st.session_state[ERROR_KEY] = str(exc)
         st.session_state[ITEM_KEY] = item_key
         return

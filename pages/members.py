@@ -22,7 +22,8 @@ st.title("Members")
 st.caption(
     "Who may sign in, and what each role may do: **admin** everything; **reviewer** sees "
     "everything and resolves disagreements; **annotator** labels, blind; **viewer** reads "
-    "results. A person signs in with the email their provider vouches for."
+    "results. A person signs in with the email their provider verified; their first sign-in "
+    "binds them to that account (issuer), and no other account signs in as them."
 )
 
 if notice := st.session_state.pop(NOTICE_KEY, None):
@@ -33,7 +34,13 @@ if everyone:
     st.dataframe(
         pd.DataFrame(
             [
-                {"email": m.email, "role": m.role, "added by": m.added_by, "added": m.added_at}
+                {
+                    "email": m.email,
+                    "role": m.role,
+                    "added by": m.added_by,
+                    "added": m.added_at,
+                    "signs in at": m.issuer,
+                }
                 for m in everyone
             ]
         ),

@@ -2,8 +2,10 @@
 
 Identity comes from sign-in (the app) or from having a shell on the server (the CLI acts as
 the local operator, an admin); it never comes from a typed name or an address parameter. The
-application functions that write take the acting :class:`Actor` and call :meth:`Actor.require`,
-so a page that forgot to hide a button still cannot do what the role does not allow.
+application functions that write take the acting :class:`Actor` and call :func:`authorize`,
+which reads the actor's role again from the database in the write's own transaction: a page
+that forgot to hide a button, or a member removed or demoted since their page was drawn, still
+cannot do what the role does not allow.
 
 | role | may |
 | --- | --- |
@@ -17,10 +19,15 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from pcf.judges import judge_server
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
 
 
 class Role(StrEnum):
@@ -79,6 +86,44 @@ class Actor:
                 f"{self.identity} is {self.role.value} and may not {permission.value}; "
                 "ask an admin for another role"
             )
+
+
+def authorize(actor: Actor, permission: Permission, *, session: Session) -> Actor:
+    """``actor`` with the role the database gives them now, when it allows ``permission``.
+
+    Every write calls it first, in its own transaction: the member's row is read there, so a
+    member removed or demoted since their page was drawn saves nothing. The operator (the CLI)
+    is no member and keeps their role.
+
+    Raises:
+        AccessDeniedError: the actor is no longer a member, or their role does not allow it.
+    """
+    from pcf.store.queries import get_member  # noqa: PLC0415 - `pcf --help` stays light
+
+    if not actor.operator:
+        member = get_member(actor.identity, session=session)
+        if member is None:
+            raise AccessDeniedError(
+                f"{actor.identity} is no longer a member; nothing was saved: ask an admin"
+            )
+        actor = Actor(actor.identity, Role(member.role))
+    actor.require(permission)
+    return actor
+
+
+FORWARDING_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip", "via")
+"""Headers a reverse proxy adds to the requests it passes on."""
+
+
+def forwarded_by(headers: Mapping[str, str]) -> str | None:
+    """The first header of ``headers`` that says a proxy passed the request on, or None.
+
+    Local mode trusts the loopback address to mean "the person at this machine"; a reverse
+    proxy on the same machine would make every visitor that person, so a forwarded request is
+    refused there.
+    """
+    names = {name.lower() for name in headers}
+    return next((name for name in FORWARDING_HEADERS if name in names), None)
 
 
 def operator() -> Actor:

@@ -1161,6 +1161,8 @@ def members_list() -> None:
                     "role": m.role,
                     "added_by": m.added_by,
                     "added_at": m.added_at.isoformat(),
+                    "issuer": m.issuer,
+                    "subject": m.subject,
                 }
                 for m in listed
             ]

@@ -12,11 +12,13 @@ import pandas as pd
 from sqlmodel import Session
 from typer.testing import CliRunner
 
+from pcf.access import Actor
 from pcf.cli import app
 from pcf.flags import FLAGS
 from pcf.items import Candidate, Item
 from pcf.judgments import Judgment, write_judgments
 from pcf.store import Run, create_run, load_items
+from pcf.store.queries import save_member
 
 METHOD_PRESETS = {
     "proposed": (0.50, 0.25, 0.20, 0.05),
@@ -313,3 +315,11 @@ def make_mixed_runs(folder: Path) -> tuple[str, ...]:
     pcf("judge", "mixed", *full, *replay, "--name", "mixed/replay")
     pcf("judge", "pairs", "--protocol", "apoc", "--name", "pairs/apoc")
     return MIXED_RUNS
+
+
+def enrol(session: Session, *actors: Actor) -> None:
+    """Make each of ``actors`` a member with their role, as an admin would (every write reads
+    the actor's role from the database), and commit."""
+    for actor in actors:
+        save_member(actor.identity, actor.role, session=session, added_by="test")
+    session.commit()

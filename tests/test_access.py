@@ -11,6 +11,7 @@ from pcf.access import (
     Actor,
     Permission,
     Role,
+    forwarded_by,
     key_may_go_to,
     operator,
 )
@@ -37,6 +38,21 @@ def test_the_operator_is_an_admin_named_by_their_login():
     assert actor.role is Role.ADMIN
     assert actor.operator
     assert actor.identity.startswith("operator:")
+
+
+@pytest.mark.parametrize(
+    ("headers", "proxy"),
+    [
+        ({"Host": "127.0.0.1:8501", "User-Agent": "x", "Origin": "http://127.0.0.1:8501"}, None),
+        ({"Host": "127.0.0.1:8501", "X-Forwarded-For": "203.0.113.9"}, "x-forwarded-for"),
+        ({"forwarded": "for=203.0.113.9;proto=https"}, "forwarded"),
+        ({"X-Real-IP": "203.0.113.9"}, "x-real-ip"),
+        ({"X-FORWARDED-HOST": "pcf.example.com"}, "x-forwarded-host"),
+        ({"Via": "1.1 proxy"}, "via"),
+    ],
+)
+def test_a_request_a_proxy_forwarded_is_recognised(headers, proxy):
+    assert forwarded_by(headers) == proxy
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 from streamlit.errors import StreamlitSecretNotFoundError
 
-from pcf.access import Actor, Permission, Role
+from pcf.access import Actor, Permission, Role, forwarded_by
 from pcf.analysis.item_list import datasets_holding
 from pcf.analysis.markdown import Preview, escape_markdown, inert_markdown, preview
 from pcf.analysis.results import (
@@ -35,9 +35,11 @@ from pcf.analysis.results import (
 )
 from pcf.items import Item
 from pcf.labelling.membership import (
-    admin_contacts,
+    ProviderTrust,
+    SignInRefusedError,
     identify,
     local_actor,
+    provider_trust,
     record_sign_in,
     set_local_name,
 )
@@ -513,10 +515,12 @@ def serves_loopback() -> bool:
 def sign_in() -> Actor:
     """Who uses the app now; until someone is known, the page shows why and stops.
 
-    With sign-in configured: the member whose email the provider vouches for (a stranger sees
-    whom to ask, and nothing else). Without it (local mode): on the loopback address, the one
-    local person, an admin, whose name is asked once; on any other address, nobody, unless
-    the operator set ``PCF_ANONYMOUS_VIEWERS=1``: then every visitor is a viewer.
+    With sign-in configured: the member whose verified email and account the provider's ID
+    token shows (:func:`pcf.labelling.membership.identify`; a stranger is told to ask an admin,
+    and sees nothing else). Without it (local mode): on the loopback address, the one local
+    person, an admin, whose name is asked once, unless a reverse proxy forwarded the request
+    (then every visitor would be that person); on any other address, nobody, unless the
+    operator set ``PCF_ANONYMOUS_VIEWERS=1``: then every visitor is a viewer.
     """
     if auth_configured():
         return _signed_in_member()
@@ -528,6 +532,13 @@ def sign_in() -> Actor:
             "without sign-in. Configure sign-in (`[auth]` in `.streamlit/secrets.toml`), serve "
             f"on 127.0.0.1, or set `{ANONYMOUS_VIEWERS_ENV}=1` to let every visitor read as a "
             "viewer."
+        )
+        stop_for_stranger()
+    if proxy := forwarded_by(st.context.headers):
+        st.error(
+            f"This request came through a proxy (its `{proxy}` header). Local mode makes whoever "
+            "reaches 127.0.0.1 the local admin, so it serves only the person at this machine: "
+            "configure sign-in (`[auth]` in `.streamlit/secrets.toml`) to serve others."
         )
         stop_for_stranger()
     with session() as s:
@@ -555,6 +566,21 @@ def ask_local_name() -> None:
                 st.rerun()
 
 
+def _trust_of(provider: str) -> ProviderTrust:
+    """The operator's settings for ``provider`` (its section of ``[auth]``; the section itself
+    for the one ``default`` provider); a bad one stops the page with the line that says so."""
+    section = st.secrets["auth"]
+    named = provider != "default" and isinstance(section.get(provider), Mapping)
+    try:
+        return provider_trust(
+            section[provider] if named else section,
+            f"[auth.{provider}]" if named else "[auth]",
+        )
+    except ValueError as exc:
+        st.error(f"The sign-in settings cannot be used: {escape_markdown(str(exc))}.")
+        stop_for_stranger()
+
+
 def _signed_in_member() -> Actor:
     if not st.user.is_logged_in:
         st.title("PCF Review")
@@ -563,20 +589,21 @@ def _signed_in_member() -> Actor:
             label = "Sign in" if provider == "default" else f"Sign in with {provider}"
             st.button(label, on_click=st.login, args=(provider,), key=f"sign_in_{provider}")
         stop_for_stranger()
-    email = st.user.get("email")
-    if not isinstance(email, str) or not email:
-        st.error("Your sign-in provider sent no email address; ask an admin to configure it.")
+    claims = st.user.to_dict()
+    trust = _trust_of(str(claims.get("provider") or "default"))
+    try:
+        with session_scope(engine()) as s:
+            actor = identify(claims, session=s, trust=trust)
+    except SignInRefusedError as exc:
+        st.title("Sign-in refused")
+        st.error(f"Not signed in: {escape_markdown(str(exc))}.")
         st.button("Sign out", on_click=st.logout)
         stop_for_stranger()
-    with session() as s:
-        actor = identify(email, session=s)
-        contacts = admin_contacts(session=s)
     if actor is None:
         st.title("No access yet")
-        ask = ", ".join(contacts) or "the person who runs this server"
         st.write(
-            f"You are signed in as **{escape_markdown(email)}**, who is not a member of this "
-            f"PCF Review. Ask an admin to add you: {escape_markdown(ask)}."
+            f"You are signed in as **{escape_markdown(str(claims['email']))}**, who is not a "
+            "member of this PCF Review. Ask an admin of this server to add you."
         )
         st.button("Sign out", on_click=st.logout)
         stop_for_stranger()

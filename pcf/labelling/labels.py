@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from sqlmodel import Session
 
-from pcf.access import Actor, Permission
+from pcf.access import Actor, Permission, authorize
 from pcf.store.models import Adjudication
 from pcf.store.queries import (
     add_adjudication,
@@ -70,7 +70,7 @@ def save_label(
         ValueError: a choice the item does not offer, or another bad field.
         LostRaceError: another save of the same person raced this one (try again).
     """
-    actor.require(Permission.LABEL)
+    actor = authorize(actor, Permission.LABEL, session=session)
     lock_item(item_db_id, session=session)
     current = latest_label(item_db_id, actor.identity, session=session)
     if current is None and seen is not None:

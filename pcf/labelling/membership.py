@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from sqlmodel import Session
 
-from pcf.access import Actor, Permission, Role
+from pcf.access import Actor, Permission, Role, authorize
 from pcf.store.models import Member
 from pcf.store.queries import (
     add_audit_event,
+    bind_member,
     delete_member,
     get_member,
     list_members,
@@ -17,7 +20,8 @@ from pcf.store.queries import (
     save_member,
 )
 
-EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+_PART = r"[^@\s\x00-\x1f\x7f]+"
+EMAIL = re.compile(rf"{_PART}@{_PART}\.{_PART}")
 LOCAL_NAME_MAX = 80
 
 
@@ -26,10 +30,87 @@ def actor_of(member: Member) -> Actor:
     return Actor(member.email, Role(member.role))
 
 
-def identify(email: str, *, session: Session) -> Actor | None:
-    """The actor signed in as ``email`` (the provider's email claim), or None for a stranger."""
+@dataclass(frozen=True)
+class ProviderTrust:
+    """What a sign-in provider's ID token must show, as the operator set it for the provider.
+
+    Attributes:
+        verified_claim: the claim that must be ``true`` for the email to count; by default the
+            standard ``email_verified``. For a provider known to verify addresses under another
+            name (Microsoft Entra's ``xms_edov``), name that claim.
+        allowed_issuers: the issuers (``iss``) accepted; empty: any. For a provider whose
+            accounts come from many tenants (Microsoft ``organizations``), list your tenants'
+            issuers, e.g. ``https://login.microsoftonline.com/<tenant id>/v2.0``.
+    """
+
+    verified_claim: str = "email_verified"
+    allowed_issuers: frozenset[str] = frozenset()
+
+
+def provider_trust(settings: Mapping[str, object], where: str) -> ProviderTrust:
+    """The :class:`ProviderTrust` of a provider's settings (``verified_claim``,
+    ``allowed_issuers``; other keys are not ours); ``where`` names them in errors.
+
+    Raises:
+        ValueError: a setting of the wrong type, naming ``where`` and the field.
+    """
+    claim = settings.get("verified_claim", ProviderTrust.verified_claim)
+    issuers = settings.get("allowed_issuers", [])
+    if not isinstance(claim, str) or not claim:
+        raise ValueError(f"{where}: verified_claim must be a claim's name, e.g. email_verified")
+    if not isinstance(issuers, list) or not all(isinstance(i, str) and i for i in issuers):
+        raise ValueError(f"{where}: allowed_issuers must be a list of issuer URLs")
+    return ProviderTrust(claim, frozenset(issuers))
+
+
+class SignInRefusedError(ValueError):
+    """A sign-in whose claims do not prove who the person is; the message says why."""
+
+
+def identify(
+    claims: Mapping[str, object], *, session: Session, trust: ProviderTrust = ProviderTrust()
+) -> Actor | None:
+    """The member a provider's ID token names, or None for a stranger.
+
+    The email claim counts only when the provider says it verified it (``trust``'s claim is
+    ``true``) and the issuer is one ``trust`` accepts. A member's first sign-in binds them to
+    that account (issuer and subject); only that account signs in as them afterwards. The
+    caller commits.
+
+    Raises:
+        SignInRefusedError: no usable email, issuer or subject; an issuer not accepted; an
+            email not verified; or another account than the member's.
+    """
+    email, issuer, subject = (claims.get(name) for name in ("email", "iss", "sub"))
+    if not isinstance(email, str) or not EMAIL.fullmatch(email):
+        raise SignInRefusedError("your sign-in provider sent no usable email address")
+    if not (isinstance(issuer, str) and isinstance(subject, str) and issuer and subject):
+        raise SignInRefusedError("your sign-in provider sent no issuer or subject")
+    if trust.allowed_issuers and issuer not in trust.allowed_issuers:
+        raise SignInRefusedError(f"accounts of {issuer} may not sign in here")
+    if claims.get(trust.verified_claim) is not True:
+        raise SignInRefusedError(
+            f"your sign-in provider has not verified {email} ({trust.verified_claim} is not "
+            "true): verify the address with your provider, then sign in again"
+        )
     member = get_member(email, session=session)
-    return actor_of(member) if member is not None and not member.local else None
+    if member is None or member.local:
+        return None
+    if member.issuer is None and bind_member(member.email, issuer, subject, session=session):
+        add_audit_event(
+            "member_bound",
+            session=session,
+            actor=member.email,
+            target=member.email,
+            details={"issuer": issuer, "subject": subject},
+        )
+        session.refresh(member)
+    if (member.issuer, member.subject) != (issuer, subject):
+        raise SignInRefusedError(
+            f"{member.email} signs in with another account than this one (of {issuer}); "
+            "ask an admin"
+        )
+    return actor_of(member)
 
 
 def local_actor(*, session: Session) -> Actor | None:
@@ -67,7 +148,7 @@ def add_member(email: str, role: str, *, session: Session, actor: Actor) -> Memb
         AccessDeniedError: ``actor`` may not manage members.
         ValueError: not an email address, an unknown role, or the last admin made another role.
     """
-    actor.require(Permission.MANAGE_MEMBERS)
+    actor = authorize(actor, Permission.MANAGE_MEMBERS, session=session)
     email = email.strip().lower()
     if not EMAIL.fullmatch(email):
         raise ValueError(f"{email!r} is not an email address")
@@ -90,7 +171,7 @@ def remove_member(email: str, *, session: Session, actor: Actor) -> None:
         AccessDeniedError: ``actor`` may not manage members.
         ValueError: no such member, or the last admin.
     """
-    actor.require(Permission.MANAGE_MEMBERS)
+    actor = authorize(actor, Permission.MANAGE_MEMBERS, session=session)
     member = get_member(email.strip(), session=session)
     if member is None or member.local:
         raise ValueError(f"{email!r} is not a member")
@@ -107,14 +188,10 @@ def remove_member(email: str, *, session: Session, actor: Actor) -> None:
 
 
 def _keep_an_admin(email: str, *, session: Session) -> None:
-    admins = [m.email for m in list_members(session=session) if m.role == Role.ADMIN]
-    if admins == [email]:
+    """Refuse to take the last signed-in admin away (the local person signs in with nothing)."""
+    admins = [m for m in list_members(session=session) if m.role == Role.ADMIN and not m.local]
+    if [m.email for m in admins] == [email]:
         raise ValueError(f"{email} is the only admin: make another member admin first")
-
-
-def admin_contacts(*, session: Session) -> list[str]:
-    """The admins' emails: whom a stranger asks for access."""
-    return [m.email for m in list_members(session=session) if m.role == Role.ADMIN and not m.local]
 
 
 def record_sign_in(actor: Actor, *, session: Session) -> None:

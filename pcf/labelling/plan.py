@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sqlmodel import Session
 
-from pcf.access import Actor, Permission
+from pcf.access import Actor, Permission, authorize
 from pcf.store.queries import add_audit_event, get_dataset_by_id, get_plan, save_plan
 
 GOLD_RULES = ("unanimous", "majority", "dawid_skene")
@@ -53,7 +53,7 @@ def set_plan(
         ValueError: no such dataset, a labels-per-item outside 1..10, an unknown gold rule,
             or guidelines too long or holding a NUL character.
     """
-    actor.require(Permission.PLAN_LABELLING)
+    actor = authorize(actor, Permission.PLAN_LABELLING, session=session)
     dataset = get_dataset_by_id(dataset_id, session=session)
     if dataset is None:
         raise ValueError(f"no dataset with id {dataset_id}")

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from sqlmodel import Session
 
-from pcf.access import Actor, Permission
+from pcf.access import Actor, Permission, authorize
 from pcf.labelling.plan import Plan
 from pcf.store.models import utc_now
 from pcf.store.queries import (
@@ -80,7 +80,7 @@ def claim_next(
     Raises:
         AccessDeniedError: ``actor`` may not label.
     """
-    actor.require(Permission.LABEL)
+    actor = authorize(actor, Permission.LABEL, session=session)
     now = now or utc_now()
     me = actor.identity
     labellers = labellers_by_item(dataset_id, session=session)

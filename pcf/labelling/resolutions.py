@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
-from pcf.access import Actor, Permission
+from pcf.access import Actor, Permission, authorize
 from pcf.items import NONE_CORRECT
 from pcf.store.models import Resolution
 from pcf.store.queries import add_resolution, load_item
@@ -22,7 +22,7 @@ def resolve(
         AccessDeniedError: ``actor`` may not resolve disagreements (reviewers and admins may).
         ValueError: no such item, a choice the item does not offer, or an overlong reason.
     """
-    actor.require(Permission.RESOLVE)
+    actor = authorize(actor, Permission.RESOLVE, session=session)
     item = load_item(item_db_id, session=session)
     if item is None:
         raise ValueError(f"no item with database id {item_db_id}")

@@ -114,7 +114,8 @@ def start_run(
         AccessDeniedError: the actor may not start it (:func:`~pcf.runs.manage.check_start`).
         ValueError: the same run is already going in this process.
     """
-    check_start(spec, actor=actor, api_key=api_key)
+    with session_scope(engine) as session:
+        check_start(spec, session=session, actor=actor, api_key=api_key)
     name = spec.run_name
     key = (_database(engine), name)
     with _registry_lock:

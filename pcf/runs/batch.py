@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from pcf.access import Actor, Permission
+from pcf.access import Actor, Permission, authorize
 from pcf.judges import judge_server, make_judge
 from pcf.judges.batch_api import BatchClient, BatchLostError, BatchResult, BatchStatus, batch_client
 from pcf.prices import batch_prices, call_cost, price_table
@@ -641,7 +641,7 @@ def submit_run(
         BatchAPIError: the provider refused a request.
         CostCapError: the requests may cost more than the cap allows.
     """
-    check_start(spec, actor=actor)
+    check_start(spec, session=session, actor=actor)
     require_dataset(spec, session=session)
     cap = max_cost if max_cost is not None else default_cost_cap()
     client = _client(spec)
@@ -741,7 +741,7 @@ def cancel_runs(names: Sequence[str], *, session: Session, actor: Actor) -> dict
         ``{"cancelled": [batch ids asked], "lost": {run: [batch ids]}}``, where lost batches
         are those the provider answers 404 for.
     """
-    actor.require(Permission.RUN)
+    actor = authorize(actor, Permission.RUN, session=session)
     runs = [_existing(name, session=session) for name in names]
     cancelled: list[str] = []
     lost: dict[str, list[str]] = {}
@@ -818,7 +818,7 @@ def collect_runs(
         RunBusyError: another live process holds one of the runs.
         BatchAPIError: the provider refused a request.
     """
-    actor.require(Permission.RUN)
+    actor = authorize(actor, Permission.RUN, session=session)
     runs = [_existing(name, session=session) for name in names]
     specs = [spec_of(run, session=session) for run in runs]
     with ExitStack() as stack:

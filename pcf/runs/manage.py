@@ -16,7 +16,14 @@ from typing import Any
 
 from sqlmodel import Session
 
-from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Actor, Permission, key_may_go_to
+from pcf.access import (
+    ALLOWED_BASE_URLS_ENV,
+    AccessDeniedError,
+    Actor,
+    Permission,
+    authorize,
+    key_may_go_to,
+)
 from pcf.choices import SIMULATED_MODEL
 from pcf.items import Item
 from pcf.judges import KEY_ENV, make_judge
@@ -90,7 +97,9 @@ def own_key_needed(actor: Actor, backend: str, base_url: str | None) -> bool:
     return has_key and not key_may_go_to(actor, backend, base_url)
 
 
-def check_start(spec: RunSpec, *, actor: Actor, api_key: str | None = None) -> None:
+def check_start(
+    spec: RunSpec, *, session: Session, actor: Actor, api_key: str | None = None
+) -> None:
     """Refuse a run ``actor`` may not start: their role, or where the server's key would go.
 
     The server's provider key goes only to the provider's own endpoint and to the base URLs the
@@ -100,7 +109,7 @@ def check_start(spec: RunSpec, *, actor: Actor, api_key: str | None = None) -> N
     Raises:
         AccessDeniedError: the role may not run, or the key may not go to ``spec.base_url``.
     """
-    actor.require(Permission.RUN)
+    actor = authorize(actor, Permission.RUN, session=session)
     if api_key is None and own_key_needed(actor, spec.backend, spec.base_url):
         raise AccessDeniedError(
             f"this server's {KEY_ENV[spec.backend]} is sent only to {spec.backend}'s own "
@@ -318,7 +327,7 @@ def judge_run(
         AccessDeniedError: the actor may not start the run (:func:`check_start`).
         CostCapError: the estimate passes the cost cap.
     """
-    check_start(spec, actor=actor, api_key=api_key)
+    check_start(spec, session=session, actor=actor, api_key=api_key)
     require_dataset(spec, session=session)
     prices = price_table()  # a price file that cannot be used stops here, before any run exists
     cap = max_cost if max_cost is not None else default_cost_cap()
@@ -399,7 +408,7 @@ def import_dataset(
         AccessDeniedError: the actor may not import.
         ValueError: a dataset of that name exists, or an item is refused.
     """
-    actor.require(Permission.IMPORT)
+    actor = authorize(actor, Permission.IMPORT, session=session)
     dataset = import_items(
         items, session=session, name=name, fmt=fmt, source_path=source_path, seed=seed
     )
@@ -420,7 +429,7 @@ def delete_run(name: str, *, session: Session, actor: Actor) -> dict[str, int]:
         AccessDeniedError: the actor may not delete runs.
         ValueError: see :func:`pcf.store.queries.delete_run`.
     """
-    actor.require(Permission.DELETE_RUN)
+    actor = authorize(actor, Permission.DELETE_RUN, session=session)
     deleted = delete_stored_run(name, session=session)
     add_audit_event(
         "run_deleted", session=session, actor=actor.identity, target=name, details=deleted

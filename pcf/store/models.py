@@ -334,8 +334,10 @@ class Member(SQLModel, table=True):
     """A person who may use the app, by the email their sign-in provider vouches for, and the
     role that says what they may do (:mod:`pcf.access`).
 
-    In local mode (no sign-in configured) the one local person is the member with ``local``
-    set: ``email`` then holds the name they gave, and they are admin.
+    ``issuer`` and ``subject`` are the provider account (the ID token's ``iss`` and ``sub``)
+    of the member's first sign-in: only that account signs in as them afterwards. In local mode
+    (no sign-in configured) the one local person is the member with ``local`` set: ``email``
+    then holds the name they gave, and they are admin.
     """
 
     email: str = Field(primary_key=True)
@@ -343,6 +345,8 @@ class Member(SQLModel, table=True):
     local: bool = False
     added_by: str
     added_at: datetime = _created_at()
+    issuer: str | None = None
+    subject: str | None = None
 
 
 class AuditEvent(SQLModel, table=True):

@@ -1325,6 +1325,19 @@ def get_member(email: str, *, session: Session) -> Member | None:
     return session.exec(select(Member).where(func.lower(Member.email) == email.lower())).first()
 
 
+def bind_member(email: str, issuer: str, subject: str, *, session: Session) -> bool:
+    """Bind the member to the provider account ``issuer``/``subject`` unless they are bound
+    already (one statement, so two first sign-ins at once bind one account); whether it did."""
+    bound = session.execute(
+        update(Member)
+        .where(func.lower(Member.email) == email.lower(), col(Member.issuer).is_(None))
+        .values(issuer=issuer, subject=subject)
+        .execution_options(synchronize_session="fetch")
+    )
+    session.flush()
+    return rows_changed(bound) == 1
+
+
 def local_member(*, session: Session) -> Member | None:
     """The local person of local mode (no sign-in configured), once they gave their name."""
     return session.exec(select(Member).where(col(Member.local))).first()

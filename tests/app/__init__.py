@@ -50,13 +50,20 @@ def on_demo_pcf(at: AppTest) -> AppTest:
     return at
 
 
+def id_token(email: str, **claims: object) -> dict[str, object]:
+    """``st.user`` of a person signed in at the provider as ``email``, verified; ``claims``
+    change or add claims."""
+    token = {"iss": "https://id.example", "sub": f"sub-{email}", "email": email}
+    return {"is_logged_in": True, **token, "email_verified": True, **claims}
+
+
 def signed_in_app(session: Session, email: str, role: str | None = None) -> AppTest:
     """The app with sign-in configured, after its first run for ``email`` (signed in at the
-    provider), who is made a member with ``role`` first unless ``role`` is None."""
+    provider, verified), who is made a member with ``role`` first unless ``role`` is None."""
     if role is not None:
         save_member(email, role, session=session, added_by="test")
         session.commit()
     at = AppTest.from_file(str(APP), default_timeout=30)
     at.secrets["auth"] = AUTH
-    at.user = {"is_logged_in": True, "email": email}
+    at.user = id_token(email)
     return on_demo_pcf(at).run()

@@ -8,7 +8,7 @@ from sqlmodel import Session
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
 
-from pcf.access import Actor, Role
+from pcf.access import operator
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import run_decisions
 from pcf.evaluation import cohen_kappa, krippendorff_alpha
@@ -180,12 +180,12 @@ def test_compare_counts_no_item_waiting_for_labels_and_marks_single_label_gold(a
     items = label_items(db, {"ann": ["gold"]}, count=3)
     add_adjudication(items[0].metadata["db_id"], session=db, annotator="bob", choice=items[0].gold)
     demo = get_dataset("demo", session=db).id
-    set_plan(demo, session=db, actor=Actor("adam@x.org", Role.ADMIN), labels_per_item=2)
+    set_plan(demo, session=db, actor=operator(), labels_per_item=2)
     db.commit()
     at = compare(app)
     assert metrics(at)["Adjudicated items"] == "1"
     assert any("2 labelled item(s) wait for the plan's labels" in c.value for c in at.caption)
-    set_plan(demo, session=db, actor=Actor("adam@x.org", Role.ADMIN), adaptive=True)
+    set_plan(demo, session=db, actor=operator(), adaptive=True)
     db.commit()
     at = compare(app)
     assert metrics(at)["Adjudicated items"] == "3"

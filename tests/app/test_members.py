@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pandas as pd
 from sqlmodel import Session
 
-from pcf.labelling.membership import identify
+from pcf.store.queries import get_member
 from tests.app import open_page, signed_in_app
 
 
@@ -14,7 +15,11 @@ def test_an_admin_adds_changes_and_removes_a_member(db: Session):
     at.text_input[0].set_value("Carol@Example.com")
     at.button[0].click().run()
     assert [s.value for s in at.success] == ["`carol@example.com` is now annotator\\."]
-    assert identify("carol@example.com", session=db).role == "annotator"
+    assert get_member("carol@example.com", session=db).role == "annotator"
+    table = next(d.value for d in at.dataframe if "signs in at" in d.value.columns)
+    bound = dict(zip(table["email"], table["signs in at"], strict=True))
+    assert bound["adam@example.com"] == "https://id.example"  # bound at his first sign-in
+    assert pd.isna(bound["carol@example.com"])  # until hers
 
     at.text_input[0].set_value("carol")
     at.button[0].click().run()
@@ -24,7 +29,7 @@ def test_an_admin_adds_changes_and_removes_a_member(db: Session):
     remove.set_value("carol@example.com")
     next(b for b in at.button if b.label == "Remove").click().run()
     db.expire_all()
-    assert identify("carol@example.com", session=db) is None
+    assert get_member("carol@example.com", session=db) is None
     log = next(d.value for d in at.dataframe if "action" in d.value.columns)
     assert list(log["action"])[:3] == ["member_removed", "member_added", "signed_in"]
     assert set(log["actor"][:2]) == {"adam@example.com"}

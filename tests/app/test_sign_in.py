@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app import APP, AUTH, signed_in_app
+from pcf.store.queries import get_member, save_member
+from tests.app import APP, AUTH, id_token, signed_in_app
 
 EXAMPLE = Path(__file__).resolve().parents[2] / ".streamlit" / "secrets.example.toml"
 
@@ -32,14 +33,41 @@ def test_nobody_signed_in_sees_only_the_sign_in_buttons_of_the_example_providers
     assert not at.sidebar.selectbox
 
 
-def test_a_stranger_sees_whom_to_ask_and_no_data(db):
+def test_a_stranger_is_told_to_ask_an_admin_and_sees_no_data_nor_the_admins(db):
     signed_in_app(db, "adam@example.com", "admin")
     at = signed_in_app(db, "mallory@example.com")
     assert not at.exception
     assert page_titles(at) == ["No access yet"]
-    assert any("adam@example.com" in m.value for m in at.markdown)
+    assert any("Ask an admin of this server" in m.value for m in at.markdown)
+    assert not any("adam@example.com" in m.value for m in at.markdown)
     assert not at.sidebar.selectbox
     assert [b.label for b in at.button] == ["Sign out"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "claims", "why"),
+    [
+        ({}, {"email_verified": False}, "has not verified"),
+        ({"allowed_issuers": ["https://id.example"]}, {"iss": "https://evil"}, "may not sign in"),
+        ({"verified_claim": "xms_edov"}, {}, "is not true"),
+        ({"allowed_issuers": "https://id.example"}, {}, "must be a list of issuer"),
+    ],
+    ids=["unverified", "other issuer", "claim named", "bad setting"],
+)
+def test_a_sign_in_the_provider_settings_do_not_accept_sees_why_and_no_data(
+    db, settings, claims, why
+):
+    save_member("adam@example.com", "admin", session=db, added_by="test")
+    db.commit()
+    at = AppTest.from_file(str(APP), default_timeout=30)
+    at.secrets["auth"] = AUTH | settings
+    at.user = id_token("adam@example.com", **claims)
+    at.run()
+    assert not at.exception
+    assert any(why in e.value for e in at.error)
+    assert not at.sidebar.selectbox
+    db.expire_all()
+    assert get_member("adam@example.com", session=db).issuer is None
 
 
 @pytest.mark.parametrize(
@@ -71,5 +99,5 @@ def test_a_provider_without_an_email_claim_gets_no_access(demo_engine):
     at.user = {"is_logged_in": True, "sub": "12345"}
     at.run()
     assert not at.exception
-    assert any("no email address" in e.value for e in at.error)
+    assert any("no usable email address" in e.value for e in at.error)
     assert not at.sidebar.selectbox

@@ -189,10 +189,16 @@ def app_url(demo_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 @contextmanager
-def open_tab(browser: Browser, base_url: str, dialogs: list[str] | None = None) -> Iterator[Page]:
-    """A tab in a fresh browser context (a new Streamlit session) on ``base_url``; JavaScript
-    dialogs are dismissed and their messages kept in ``dialogs``."""
-    context = browser.new_context(base_url=base_url, viewport=VIEWPORT)
+def open_tab(
+    browser: Browser,
+    base_url: str,
+    dialogs: list[str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Iterator[Page]:
+    """A tab in a fresh browser context (a new Streamlit session) on ``base_url``, sending
+    ``headers`` with every request; JavaScript dialogs are dismissed and their messages kept in
+    ``dialogs``."""
+    context = browser.new_context(base_url=base_url, viewport=VIEWPORT, extra_http_headers=headers)
     context.set_default_timeout(TIMEOUT_MS)
     tab = context.new_page()
 

@@ -2,14 +2,16 @@
 
 The provider is ``oidc-provider-mock``: a real OIDC server (discovery, authorization code flow,
 signed ID tokens, JWKS) with its own login form, in a thread on a free port; each person's
-claims (their email) are put to it by the test. It was picked over ``pytest-iam`` (Canaille, a
-whole identity server with LDAP/SQL back ends and SCIM) because it needs nothing but Python, and
-its form is where a person says who they are, as at Google or Keycloak. The app is
-``streamlit run app.py`` with an ``[auth]`` section naming that provider, so ``st.login`` and
-``st.user`` run as they do in production.
+claims (their email, verified) are put to it by the test. It was picked over ``pytest-iam``
+(Canaille, a whole identity server with LDAP/SQL back ends and SCIM) because it needs nothing
+but Python, and its form is where a person says who they are, as at Google or Keycloak. The app
+is ``streamlit run app.py`` with an ``[auth]`` section naming two such providers, ``work`` and
+``other`` (a second server: a second issuer), so ``st.login`` and ``st.user`` run as they do in
+production.
 
-People: alice and bob (annotators), rita (reviewer), adam (admin), carol (added by adam in the
-app), mallory (signed in at the provider, but no member).
+People: alice, bob and dora (annotators), rita (reviewer), adam (admin), carol (added by adam in
+the app), mallory (signed in at the provider, but no member), eve (an account at ``work`` whose
+email claim is adam's address, unverified).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -33,24 +36,48 @@ from tests.e2e.conftest import free_port, open_tab, pcf, serve_app, served_sessi
 from tests.factories import make_item
 
 DOMAIN = "example.com"
-MEMBERS = {"alice": "annotator", "bob": "annotator", "rita": "reviewer", "adam": "admin"}
+MEMBERS = {
+    "alice": "annotator",
+    "bob": "annotator",
+    "dora": "annotator",
+    "rita": "reviewer",
+    "adam": "admin",
+}
 
 
 def email(name: str) -> str:
     return f"{name}@{DOMAIN}"
 
 
-@pytest.fixture(scope="module")
-def provider() -> Iterator[str]:
-    """The OIDC provider's issuer URL, knowing every person's email claim."""
+def account(issuer: str, sub: str, claims: dict[str, object]) -> None:
+    """Create the provider account ``sub`` with these claims."""
+    response = httpx.put(f"{issuer}/users/{quote(sub)}", json=claims)
+    assert response.status_code == 204
+
+
+@contextmanager
+def provider_server(*names: str) -> Iterator[str]:
+    """An OIDC provider (its issuer URL) where each of ``names`` has an account, its subject
+    and verified email claim their address."""
     with oidc_provider_mock.run_server_in_thread() as server:
         issuer = f"http://localhost:{server.server_port}"
-        for name in (*MEMBERS, "carol", "mallory"):
-            response = httpx.put(
-                f"{issuer}/users/{quote(email(name))}",
-                json={"email": email(name), "name": name.title()},
-            )
-            assert response.status_code == 204
+        for name in names:
+            account(issuer, email(name), {"email": email(name), "email_verified": True})
+        yield issuer
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[str]:
+    """The ``work`` provider: every person, and eve, whose unverified email claim is adam's."""
+    with provider_server(*MEMBERS, "carol", "mallory") as issuer:
+        account(issuer, "eve", {"email": email("adam"), "email_verified": False})
+        yield issuer
+
+
+@pytest.fixture(scope="module")
+def other_provider() -> Iterator[str]:
+    """The ``other`` provider (a second issuer), where dora's address is verified too."""
+    with provider_server("dora") as issuer:
         yield issuer
 
 
@@ -66,8 +93,10 @@ def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def app(database: str, provider: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The app with sign-in configured for the provider: its base URL."""
+def app(
+    database: str, provider: str, other_provider: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The app with sign-in configured for both providers: its base URL."""
     folder = tmp_path_factory.mktemp("sign-in-app")
     port = free_port()
     secrets = folder / "secrets.toml"
@@ -75,9 +104,13 @@ def app(database: str, provider: str, tmp_path_factory: pytest.TempPathFactory) 
         "[auth]\n"
         f'redirect_uri = "http://127.0.0.1:{port}/oauth2callback"\n'
         'cookie_secret = "a long random secret for the test only"\n'
-        'client_id = "pcf-review"\n'
-        'client_secret = "any secret: the mock provider takes every client"\n'
-        f'server_metadata_url = "{provider}/.well-known/openid-configuration"\n',
+        + "".join(
+            f"[auth.{name}]\n"
+            'client_id = "pcf-review"\n'
+            'client_secret = "any secret: the mock provider takes every client"\n'
+            f'server_metadata_url = "{issuer}/.well-known/openid-configuration"\n'
+            for name, issuer in (("work", provider), ("other", other_provider))
+        ),
         encoding="utf-8",
     )
     options = ("--secrets.files", str(secrets))
@@ -93,16 +126,22 @@ def sidebar(tab: Page) -> Locator:
     return tab.get_by_test_id("stSidebar")
 
 
+def authorize(tab: Page, account: str, provider: str = "work") -> None:
+    """On the app's sign-in page, sign in at ``provider`` as its ``account`` (the provider's
+    own form)."""
+    main(tab).get_by_role("button", name=f"Sign in with {provider}").click()
+    tab.get_by_placeholder("sub").fill(account)
+    tab.get_by_role("button", name="Authorize").click()
+
+
 def sign_in(tab: Page, name: str, path: str = "/") -> None:
-    """Sign in as ``name`` through the provider's own form, then open ``path``.
+    """Sign in as ``name`` at ``work``, then open ``path``.
 
     Streamlit brings a person back to the app's home page after sign-in, so a link opened
     before signing in is opened again after.
     """
     tab.goto(path)
-    main(tab).get_by_role("button", name="Sign in").click()
-    tab.get_by_placeholder("sub").fill(email(name))
-    tab.get_by_role("button", name="Authorize").click()
+    authorize(tab, email(name))
     expect(sidebar(tab)).to_contain_text(email(name))
     settle(tab)
     if path != "/":
@@ -145,14 +184,12 @@ def test_a_stranger_signed_in_at_the_provider_sees_no_data(browser: Browser, app
     with open_tab(browser, app) as tab:
         tab.goto("/review?item=demo-013")
         expect(main(tab).get_by_text("demo-013")).to_have_count(0)
-        tab.get_by_role("button", name="Sign in").click()
-        tab.get_by_placeholder("sub").fill(email("mallory"))
-        tab.get_by_role("button", name="Authorize").click()
+        authorize(tab, email("mallory"))
         expect(main(tab).get_by_role("heading", name="No access yet")).to_be_visible()
         tab.goto("/review?item=demo-013")
         expect(main(tab).get_by_role("heading", name="No access yet")).to_be_visible()
-        expect(main(tab)).to_contain_text(f"Ask an admin to add you: {email('adam')}")
-        for hidden in ("Dataset", "demo-pcf", "demo-013", "Item "):
+        expect(main(tab)).to_contain_text("Ask an admin of this server to add you.")
+        for hidden in ("Dataset", "demo-pcf", "demo-013", "Item ", email("adam")):
             expect(tab.get_by_text(hidden)).to_have_count(0)
         expect(tab.locator(EXCEPTION)).to_have_count(0)
 
@@ -200,9 +237,7 @@ def test_a_reviewer_sees_everything_but_members_and_starts_no_run(browser: Brows
 def test_an_admin_adds_carol_who_can_then_label(browser: Browser, app: str, database: str):
     with open_tab(browser, app) as tab:
         tab.goto("/")
-        tab.get_by_role("button", name="Sign in").click()
-        tab.get_by_placeholder("sub").fill(email("carol"))
-        tab.get_by_role("button", name="Authorize").click()
+        authorize(tab, email("carol"))
         expect(main(tab).get_by_role("heading", name="No access yet")).to_be_visible()
     with open_tab(browser, app) as tab:
         sign_in(tab, "adam", "/members")
@@ -216,6 +251,46 @@ def test_an_admin_adds_carol_who_can_then_label(browser: Browser, app: str, data
         signed_in_as(tab, "carol", "annotator")
         label_one(tab)
     assert email("carol") in annotators(database)
+
+
+def test_only_the_verified_account_bound_first_signs_in_and_a_removed_member_saves_nothing(
+    browser: Browser, app: str, database: str
+):
+    with open_tab(browser, app) as tab:  # eve's email claim is adam's, unverified
+        tab.goto("/")
+        authorize(tab, "eve")
+        expect(main(tab).get_by_role("heading", name="Sign-in refused")).to_be_visible()
+        expect(main(tab)).to_contain_text(f"has not verified {email('adam')}")
+        expect(tab.get_by_text("Dataset")).to_have_count(0)
+    before = len(annotators(database))
+    with open_tab(browser, app) as dora:  # her first sign-in binds her work account
+        sign_in(dora, "dora", "/adjudicate")
+        heading = main(dora).get_by_role("heading", name=re.compile(r"^Item "))
+        expect(heading).to_be_visible()
+        with open_tab(browser, app) as tab:  # the same verified address at another issuer
+            tab.goto("/")
+            authorize(tab, email("dora"), provider="other")
+            expect(main(tab).get_by_role("heading", name="Sign-in refused")).to_be_visible()
+            expect(main(tab)).to_contain_text("signs in with another account than this one")
+            expect(tab.get_by_text("Dataset")).to_have_count(0)
+        pcf(database, "members", "remove", email("dora"))
+        settle(dora)
+        main(dora).get_by_role("heading", name="Adjudicate").click()
+        dora.keyboard.press("1")
+        expect(main(dora).get_by_role("heading", name="No access yet")).to_be_visible()
+        expect(dora.locator(EXCEPTION)).to_have_count(0)
+    assert annotators(database)[before:] == []
+
+
+def test_local_mode_refuses_a_request_a_proxy_forwarded(browser: Browser, app_url: str):
+    """The package's demo server in local mode: behind a proxy every visitor would be its admin."""
+    with open_tab(browser, app_url, headers={"X-Forwarded-For": "203.0.113.9"}) as tab:
+        tab.goto("/")
+        expect(main(tab)).to_contain_text("came through a proxy (its x-forwarded-for header)")
+        expect(tab.get_by_text("Dataset")).to_have_count(0)
+    with open_tab(browser, app_url) as tab:  # the same server, asked directly
+        tab.goto("/")
+        expect(sidebar(tab).get_by_text("· admin")).to_be_visible()
 
 
 @pytest.mark.parametrize("viewers", [False, True])

@@ -24,7 +24,7 @@ from pcf.labelling.exports import (
 from pcf.labelling.human_gold import dataset_gold
 from pcf.labelling.resolutions import resolve
 from pcf.store import add_adjudication, current_labels, import_items, load_items
-from tests.factories import make_item
+from tests.factories import enrol, make_item
 
 HARD = '=HYPERLINK("http://x") "quoted", comma, new\nline, 日本語, tab\there'
 
@@ -41,9 +41,9 @@ def labelled(session):
     add_adjudication(first, session=session, annotator="bob", choice="c2", confidence=0.75)
     add_adjudication(second, session=session, annotator="ann", choice="none_correct")
     add_adjudication(second, session=session, annotator="bob", choice="none_correct")
-    resolve(
-        first, session=session, actor=Actor("rita@x.org", Role.REVIEWER), choice="c1", reason=HARD
-    )
+    rita = Actor("rita@x.org", Role.REVIEWER)
+    enrol(session, rita)
+    resolve(first, session=session, actor=rita, choice="c1", reason=HARD)
     session.commit()
     return found.id
 

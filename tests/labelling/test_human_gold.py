@@ -13,7 +13,7 @@ from pcf.labelling.plan import set_plan
 from pcf.labelling.resolutions import resolve
 from pcf.labelling.team_figures import annotator_checks
 from pcf.store import add_adjudication, get_dataset, load_items
-from tests.factories import make_item
+from tests.factories import enrol, make_item
 
 RITA = Actor("rita@example.com", Role.REVIEWER)
 ADAM = Actor("adam@example.com", Role.ADMIN)
@@ -139,8 +139,10 @@ def test_a_reviewer_resolves_and_the_dataset_gold_follows(db):
     add_adjudication(db_id, session=db, annotator="ann", choice=first)
     add_adjudication(db_id, session=db, annotator="bob", choice=second)
     assert dataset_gold(demo.id, session=db).gold[item.item_id] is None
-    with pytest.raises(AccessDeniedError):
-        resolve(db_id, session=db, actor=Actor("a@example.com", Role.ANNOTATOR), choice=first)
+    annotator = Actor("a@example.com", Role.ANNOTATOR)
+    enrol(db, RITA, ADAM, annotator)
+    with pytest.raises(AccessDeniedError, match="is annotator"):
+        resolve(db_id, session=db, actor=annotator, choice=first)
     with pytest.raises(ValueError, match="is not one of"):
         resolve(db_id, session=db, actor=RITA, choice="cannot_tell")
     resolve(db_id, session=db, actor=RITA, choice=second, reason="the source says so")

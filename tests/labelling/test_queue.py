@@ -24,12 +24,13 @@ from pcf.store import (
     load_items,
 )
 from pcf.store.models import utc_now
-from tests.factories import make_item
+from tests.factories import enrol, make_item
 
 ALICE, BOB, CAROL = (Actor(f"{n}@example.com", Role.ANNOTATOR) for n in ("alice", "bob", "carol"))
 
 
 def dataset(session: Session, n: int) -> tuple[int, list[tuple[str, int]]]:
+    enrol(session, ALICE, BOB, CAROL)
     found = import_items(
         [make_item(f"q{i:02d}") for i in range(n)], session=session, name="team", fmt="jsonl"
     )

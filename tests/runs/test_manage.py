@@ -25,7 +25,7 @@ from pcf.runs.manage import (
 from pcf.runs.spec import RunSpec
 from pcf.store import get_run, import_items
 from pcf.store.queries import run_calls
-from tests.factories import make_item, stored_run
+from tests.factories import enrol, make_item, stored_run
 from tests.wire_server import Scripted, WireServer
 
 
@@ -96,6 +96,7 @@ OWN_KEY = "sk-adams-own-key-for-one-run-0002"
 
 @pytest.mark.parametrize("actor", [ALICE, RITA, VERA], ids=lambda a: a.role.value)
 def test_only_admins_import_start_and_delete(engine, session, actor: Actor):
+    enrol(session, actor, ADAM)
     with pytest.raises(AccessDeniedError, match="may not import"):
         import_dataset([make_item("q1")], session=session, actor=actor, name="x", fmt="jsonl")
     _dataset(session, seed=0)
@@ -110,6 +111,7 @@ def test_only_admins_import_start_and_delete(engine, session, actor: Actor):
 
 
 def test_imports_runs_and_deletes_are_in_the_audit_log(session):
+    enrol(session, ADAM)
     import_dataset([make_item("q1")], session=session, actor=ADAM, name="ds", fmt="jsonl")
     judge_run(RunSpec("ds", "r", protocol="direct"), session=session, actor=ADAM)
     judge_run(RunSpec("ds", "r", protocol="direct"), session=session, actor=ADAM)
@@ -141,7 +143,9 @@ def listwise(request) -> Scripted:
 
 @pytest.fixture
 def server(monkeypatch, session):
-    """The wire server answering every call, the server's OpenAI key set, dataset ``ds``."""
+    """The wire server answering every call, the server's OpenAI key set, dataset ``ds``;
+    adam is an admin."""
+    enrol(session, ADAM)
     monkeypatch.setenv("OPENAI_API_KEY", SERVER_KEY)
     for name in ("OPENAI_BASE_URL", ALLOWED_BASE_URLS_ENV, MAX_COST_ENV):
         monkeypatch.delenv(name, raising=False)

@@ -12,7 +12,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -40,8 +40,9 @@ from sqlalchemy.schema import CreateIndex
 from sqlmodel import Session, col
 from typer.testing import CliRunner
 
-from pcf.access import operator
+from pcf.access import Actor, Role, operator
 from pcf.cli import app
+from pcf.labelling.membership import SignInRefusedError, identify
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import (
@@ -68,6 +69,7 @@ from pcf.store.queries import (
     add_adjudication,
     claim_keys,
     get_dataset,
+    get_member,
     item_db_ids,
     keep_duplicate_answers,
     live_claims,
@@ -89,6 +91,7 @@ from tests.factories import template_hostile_items
 from tests.store.legacy import release_decisions, restore
 
 runner = CliRunner()
+ADAM = "adam@example.com"
 
 
 def plain_engine(url: str) -> Engine:
@@ -123,14 +126,18 @@ def rows(url: str) -> dict[str, list[tuple]]:
     calls and replaced calls as they were stored before revision 0006 (:func:`calls`)."""
     engine = plain_engine(url)
     with engine.connect() as connection:
-        present = set(inspect(connection).get_table_names())
+        inspector = inspect(connection)
+        present = set(inspector.get_table_names())
+
+        def stored(table: Table) -> list[tuple]:
+            """The table's rows, in the columns the database has (an older revision has fewer)."""
+            columns = {column["name"] for column in inspector.get_columns(table.name)}
+            shown = [column for column in table.columns if column.name in columns]
+            query = select(*shown).order_by(*table.primary_key.columns)
+            return [tuple(row) for row in connection.execute(query).all()]
+
         found = {
-            name: [
-                tuple(row)
-                for row in connection.execute(
-                    select(table).order_by(*table.primary_key.columns)
-                ).all()
-            ]
+            name: stored(table)
             for name, table in SQLModel.metadata.tables.items()
             if name in present and name not in CHANGED_BY_0006
         }
@@ -522,6 +529,41 @@ def test_revision_0008_adds_key_claims_to_a_database_at_0007(isolated_database, 
     downgrade(isolated_database, "0007")
     assert revision_of(isolated_database) == "0007"
     assert kept(before, rows(isolated_database))
+
+
+def test_revision_0009_keeps_the_members_who_bind_their_account_at_their_next_sign_in(
+    isolated_database, new_session
+):
+    engine = unchecked_engine(isolated_database)
+    upgrade(engine, to="0008")
+    member = SQLModel.metadata.tables["member"]
+    old_columns = [c for c in member.columns if c.name not in ("issuer", "subject")]
+    added = datetime(2026, 12, 3, 9, 30, tzinfo=UTC)
+    with engine.begin() as connection:
+        connection.execute(
+            member.insert(),
+            [
+                {"email": email, "role": "admin", "local": local, "added_by": by, "added_at": added}
+                for email, local, by in [("Ada", True, "local mode"), (ADAM, False, "operator:x")]
+            ],
+        )
+    engine.dispose()
+    reader = plain_engine(isolated_database)
+    with reader.connect() as connection:
+        before = connection.execute(select(*old_columns).order_by(member.c.email)).all()
+    reader.dispose()
+    assert cli("db", "upgrade")["before"] == "0008"
+    assert rows(isolated_database)["member"] == [(*row, None, None) for row in before]
+    assert differences(isolated_database) == []
+    token = {"iss": "https://id.example", "sub": "a1", "email": ADAM, "email_verified": True}
+    with new_session() as session:
+        assert identify(token, session=session) == Actor(ADAM, Role.ADMIN)
+        session.commit()
+    with new_session() as session:
+        bound = get_member(ADAM, session=session)
+        assert (bound.issuer, bound.subject) == ("https://id.example", "a1")
+        with pytest.raises(SignInRefusedError, match="another account"):
+            identify(token | {"sub": "a2"}, session=session)
 
 
 def test_a_release_with_the_chain_index_but_32_bit_totals_is_recognised(
