@@ -90,7 +90,7 @@ def _numeric(frame: pd.DataFrame) -> set[str]:
     return {str(c) for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])}
 
 
-def table_view(frame: pd.DataFrame) -> dict[str, list[Any]]:
+def _table_view(frame: pd.DataFrame) -> dict[str, list[Any]]:
     """The table as the report's template prints it: formatted (:func:`display_frame`) column
     names and rows, and which columns are numbers (aligned right)."""
     shown, numeric = display_frame(frame), _numeric(frame)
@@ -271,7 +271,7 @@ def _render(report: Report, charts: RenderedCharts, images: Mapping[str, str], k
     text = _template(kind).render(
         html=kind == "html",
         report=report,
-        tables=table_view,
+        tables=_table_view,
         svg=svg,
         errors=charts.errors,
         images=images,
