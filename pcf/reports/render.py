@@ -1,22 +1,26 @@
-"""Rendering a report: tables formatted as text, Markdown, one self-contained HTML page, and
-the charts as SVG and PNG (``vl-convert``); a chart that cannot be rendered is named in the
-report and the tables are written regardless."""
+"""Rendering a report: tables formatted as text; Markdown and one self-contained HTML page, both
+written by one template (``report.j2``); the charts as SVG and PNG (``vl-convert``). A chart that
+cannot be rendered is named in the report and the tables are written regardless."""
 
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import io
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import altair as alt
+import jinja2
 import pandas as pd
+from markupsafe import Markup
 
 from pcf.analysis.markdown import escape_markdown, markdown_literal
 from pcf.analysis.results import SIMULATED_LABEL, SIMULATED_NOTE
@@ -86,20 +90,15 @@ def _numeric(frame: pd.DataFrame) -> set[str]:
     return {str(c) for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])}
 
 
-def _md_cell(text: str) -> str:
-    return markdown_literal(text, in_table=True)
-
-
-def markdown_table(frame: pd.DataFrame) -> str:
-    """A pipe table of the formatted frame, every cell inert (:func:`markdown_literal`)."""
-    shown = display_frame(frame)
-    numeric = _numeric(frame)
-    header = "| " + " | ".join(_md_cell(c) for c in shown.columns) + " |"
-    rule = "|" + "|".join("---:" if c in numeric else "---" for c in shown.columns) + "|"
-    body = [
-        "| " + " | ".join(_md_cell(v) for v in row) + " |" for row in shown.itertuples(index=False)
-    ]
-    return "\n".join([header, rule, *body])
+def _table_view(frame: pd.DataFrame) -> dict[str, list[Any]]:
+    """The table as the report's template prints it: formatted (:func:`display_frame`) column
+    names and rows, and which columns are numbers (aligned right)."""
+    shown, numeric = display_frame(frame), _numeric(frame)
+    return {
+        "columns": list(shown.columns),
+        "numeric": [c in numeric for c in shown.columns],
+        "rows": shown.values.tolist(),
+    }
 
 
 def page_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -235,10 +234,57 @@ def render_charts(report: Report, *, png: bool = True) -> RenderedCharts:
     return RenderedCharts(svg, pngs, errors)
 
 
+ESCAPES: dict[str, Callable[[str], str]] = {"md": markdown_literal, "html": html.escape}
+"""How ``report.md`` and ``report.html`` print a text: inert Markdown, escaped HTML."""
+
+
+@functools.cache
+def _template(kind: str) -> jinja2.Template:
+    """``report.j2`` writing ``kind`` (``md`` or ``html``): every value it prints is escaped for
+    the format (:data:`ESCAPES`); only Markup, the template's own markup, is printed as is."""
+
+    def escaped(value: Any) -> Markup:
+        if isinstance(value, Markup):
+            return value
+        return Markup(ESCAPES[kind](str(value)))  # noqa: S704 (escaped for the format)
+
+    environment = jinja2.Environment(
+        autoescape=True,  # a macro's output is Markup: escaped once, not again where it is used
+        finalize=escaped,
+        undefined=jinja2.StrictUndefined,
+    )
+    environment.filters["cell"] = _markdown_cell
+    source = resources.files("pcf.reports").joinpath("report.j2").read_text(encoding="utf-8")
+    return environment.from_string(source)
+
+
+def _markdown_cell(text: str) -> Markup:
+    """A cell of a pipe table in ``report.md``, inert."""
+    return Markup(markdown_literal(text, in_table=True))  # noqa: S704 (inert Markdown)
+
+
+def _render(report: Report, charts: RenderedCharts, images: Mapping[str, str], kind: str) -> str:
+    svg = {
+        name: "data:image/svg+xml;base64," + base64.b64encode(text.encode("utf-8")).decode()
+        for name, text in charts.svg.items()
+    }
+    text = _template(kind).render(
+        html=kind == "html",
+        report=report,
+        tables=_table_view,
+        svg=svg,
+        errors=charts.errors,
+        images=images,
+        simulated_note=_simulated_note(),
+        simulated_tag=SIMULATED_TAG,
+    )
+    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"  # one blank line between blocks
+
+
 def render_markdown(
     report: Report, charts: RenderedCharts, images: Mapping[str, str] | None = None
 ) -> str:
-    """The report as Markdown with pipe tables.
+    """The report as Markdown with pipe tables (``report.j2``), every text inert.
 
     Args:
         report: the report.
@@ -246,120 +292,13 @@ def render_markdown(
         images: figure name -> relative path of its PNG file; figures without a file point to
             ``report.html``.
     """
-    images, md = images or {}, markdown_literal  # every text inert: names come from anyone
-    lines = [f"# {md(report.title)}", ""]
-    if report.intro:
-        lines += [md(report.intro), ""]
-    if report.simulated:
-        lines += [f"> **{md(_simulated_note())}**", ""]
-    for section in report.sections:
-        lines += [f"## {md(section.title)}", ""]
-        for block in section.blocks:
-            if isinstance(block, str):
-                lines += [md(block), ""]
-                continue
-            lines += [f"### {md(block.title)}", ""]
-            if isinstance(block, Table):
-                lines += [markdown_table(block.frame), ""]
-            elif block.name in charts.errors:
-                reason = md(charts.errors[block.name])
-                lines += [f"*The chart could not be rendered ({reason}).*", ""]
-            elif block.name in images:
-                lines += [f"![{md(block.title)}]({images[block.name]})", ""]
-            else:
-                lines += ["*The chart is in report.html.*", ""]
-            if block.note:
-                lines += [md(block.note), ""]
-            if block.simulated:
-                lines += [f"*{SIMULATED_TAG}*", ""]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-_CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0;
-  color: #1f2933; background: #fff; }
-main { max-width: 1160px; margin: 0 auto; padding: 24px 32px 64px; }
-h1 { font-size: 1.7rem; margin-bottom: .4rem; }
-h2 { font-size: 1.3rem; margin-top: 2.2rem; border-bottom: 1px solid #d9dee3;
-  padding-bottom: .3rem; }
-h3 { font-size: 1rem; margin: 1.4rem 0 .5rem; }
-.scroll { overflow-x: auto; }
-table { border-collapse: collapse; font-size: .86rem; }
-th, td { border: 1px solid #d9dee3; padding: 4px 8px; text-align: left; white-space: nowrap; }
-th { background: #f2f4f6; white-space: normal; vertical-align: bottom; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-tbody tr:nth-child(even) { background: #fafbfc; }
-p.note { color: #52606d; font-size: .85rem; margin: .4rem 0; max-width: 60rem; }
-p.simulated, div.banner { color: #8a4b00; background: #fff4e5; border-left: 4px solid #f0a030;
-  padding: 4px 10px; font-size: .85rem; }
-div.banner { font-size: .95rem; padding: 8px 12px; }
-p.error { color: #a61b1b; }
-img.chart { max-width: 100%; height: auto; }
-"""
-
-
-def html_table(frame: pd.DataFrame) -> str:
-    """An HTML table of the formatted frame, every cell escaped."""
-    shown = display_frame(frame)
-    numeric = _numeric(frame)
-
-    def cls(column: str) -> str:
-        return ' class="num"' if column in numeric else ""
-
-    head = "".join(f"<th{cls(c)}>{html.escape(c)}</th>" for c in shown.columns)
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f"<td{cls(c)}>{html.escape(v)}</td>" for c, v in zip(shown.columns, row, strict=True)
-        )
-        + "</tr>"
-        for row in shown.itertuples(index=False)
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return _render(report, charts, images or {}, "md")
 
 
 def render_html(report: Report, charts: RenderedCharts) -> str:
-    """The report as one self-contained HTML page: no script, no external resource; charts are
-    inline SVG images (data URIs)."""
-    esc = html.escape
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{esc(report.title)}</title><style>{_CSS}</style></head><body><main>",
-        f"<h1>{esc(report.title)}</h1>",
-    ]
-    if report.intro:
-        parts.append(f"<p>{esc(report.intro)}</p>")
-    if report.simulated:
-        parts.append(f'<div class="banner"><strong>{esc(_simulated_note())}</strong></div>')
-    for section in report.sections:
-        parts.append(f"<section><h2>{esc(section.title)}</h2>")
-        for block in section.blocks:
-            if isinstance(block, str):
-                parts.append(f"<p>{esc(block)}</p>")
-                continue
-            parts.append(f"<h3>{esc(block.title)}</h3>")
-            if isinstance(block, Table):
-                parts.append(f'<div class="scroll">{html_table(block.frame)}</div>')
-            elif block.name in charts.svg:
-                data = base64.b64encode(charts.svg[block.name].encode("utf-8")).decode("ascii")
-                parts.append(
-                    f'<figure><img class="chart" alt="{esc(block.title)}" '
-                    f'src="data:image/svg+xml;base64,{data}"></figure>'
-                )
-            else:
-                reason = charts.errors.get(block.name, "no renderer")
-                parts.append(
-                    f'<p class="error">The chart could not be rendered ({esc(reason)}).</p>'
-                )
-            if block.note:
-                parts.append(f'<p class="note">{esc(block.note)}</p>')
-            if block.simulated:
-                parts.append(f'<p class="simulated">{esc(SIMULATED_TAG)}</p>')
-        parts.append("</section>")
-    parts.append("</main></body></html>")
-    return "\n".join(parts) + "\n"
+    """The report as one self-contained HTML page (``report.j2``), every text escaped: no
+    script, no external resource; charts are inline SVG images (data URIs)."""
+    return _render(report, charts, {}, "html")
 
 
 def report_json_text(report: Report) -> str:
