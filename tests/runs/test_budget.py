@@ -97,6 +97,39 @@ def test_a_batch_over_its_cap_sends_nothing_and_one_under_it_is_sent(
     assert server.batches.created == 1
 
 
+def test_collect_holds_the_next_wave_to_the_cap_the_run_was_submitted_with(
+    priced, session, tmp_path
+):
+    """An adaptive run by batch: its first wave (3 canonical calls) is reserved at its bytes'
+    bound and billed 100,000 tokens each; collect, with no cap given, holds the next wave to
+    the stored cap at the run's peaks, sends nothing and leaves the run capped; a submit with
+    a higher cap sends that wave and collect finishes the run."""
+    import_dataset(tmp_path, 3)
+    batch_call = (PROMPT_TOKENS * PRICE[0] + 100 * PRICE[1]) / 2e6
+    with WireServer(answer, prompt_tokens=PROMPT_TOKENS) as server:
+        judge = [*pcf_judge(server), "--batch", "--adaptive", "certain"]
+        submitted = CliRunner().invoke(app, [*judge, "--max-cost", "0.03"])
+        capped = CliRunner().invoke(app, ["batch", "collect", "r", "--wait", "--poll", "0"])
+        created = server.batches.created
+        run = get_run("r", session=session)
+        status, spent = run.status, run.cost_usd
+        raised = CliRunner().invoke(app, [*judge, "--max-cost", "1"])
+        finished = CliRunner().invoke(app, ["batch", "collect", "r", "--wait", "--poll", "0"])
+    assert submitted.exit_code == 0, submitted.output
+    assert capped.exit_code == 1, capped.output
+    error = capped.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: run 'r': its 3 batch requests")
+    assert "over its cost cap of $0.0300; nothing was sent" in error
+    assert (created, status) == (1, "capped")
+    assert spent == pytest.approx(3 * batch_call)
+    assert spent <= 0.03
+    assert raised.exit_code == 0, raised.output
+    assert finished.exit_code == 0, finished.output
+    session.expire_all()
+    assert get_run("r", session=session).status == "finished"
+    assert server.batches.created > 1
+
+
 def test_two_runs_started_at_once_send_each_request_once(priced, session, tmp_path):
     """Two processes judge runs ``a`` and ``b`` of one dataset with the same settings. The
     server holds every answer until both runs are running and one of them has claimed its
