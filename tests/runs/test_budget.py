@@ -13,8 +13,10 @@ import pytest
 from sqlmodel import Session, select
 from typer.testing import CliRunner
 
+from pcf.access import operator
 from pcf.cli import app
-from pcf.runs.manage import MAX_COST_ENV
+from pcf.runs.manage import MAX_COST_ENV, judge_run
+from pcf.runs.spec import RunSpec
 from pcf.store import Call, Run, get_engine, get_run
 from pcf.store.models import KeyClaim
 from tests.runs.processes import environment, import_dataset, judge_command
@@ -72,6 +74,42 @@ def test_the_live_cap_holds_at_any_concurrency_when_the_provider_bills_more_than
     assert run.cost_usd == pytest.approx(sent * CALL_PRICE)
     assert run.cost_usd <= CAP + CALL_PRICE
     assert len(session.exec(select(Call)).all()) == sent  # every paid answer is stored
+
+
+def test_retried_requests_are_reserved_and_every_billed_attempt_is_spent(priced, session, tmp_path):
+    """Each call's first request gets a 503 (not billed) and its second an unparseable answer
+    (billed), so every answer takes two retries. Each attempt goes through the guard: the spend
+    is every billed attempt and stays within the cap plus one call's price."""
+
+    def flaky(request: WireRequest) -> Scripted:
+        attempt = server.counts[request.key]
+        if attempt == 1:
+            return Scripted.error(503)
+        if attempt == 2:
+            return Scripted.answer("no judgment here", output_tokens=100)
+        return answer(request)
+
+    import_dataset(tmp_path, 21)
+    with WireServer(flaky, prompt_tokens=PROMPT_TOKENS) as server:
+        spec = RunSpec(
+            "ds",
+            "r",
+            backend="openai",
+            model="m",
+            base_url=server.openai_base_url,
+            k=4,
+            backoff_s=0.001,
+        )
+        run, report = judge_run(spec, session=session, actor=operator(), max_cost=CAP)
+        counts = server.counts
+    billed = sum(n - 1 for n in counts.values())
+    print(f"{sum(counts.values())} requests, {billed} billed, ${run.cost_usd:.5f}, cap ${CAP}")
+    assert run.status == "capped"
+    assert report.capped > 0
+    # Only retries are billed; $0.05 holds three of them, not a fourth's reservation ($0.01623).
+    assert billed == 3
+    assert run.cost_usd == pytest.approx(billed * CALL_PRICE)
+    assert run.cost_usd <= CAP + CALL_PRICE
 
 
 def test_a_batch_over_its_cap_sends_nothing_and_one_under_it_is_sent(
