@@ -135,6 +135,8 @@ for row in batch_rows:
                 st.error(str(exc))
             else:
                 lost = len(collected.lost)
+                if collected.capped:
+                    st.error(collected.capped)
                 if collected.stored or not lost:
                     st.success(
                         f"{collected.stored} calls stored, {collected.failures} failed; "

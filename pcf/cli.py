@@ -785,7 +785,9 @@ def batch_collect_command(
 
     Failed, expired and cancelled requests are stored as failed calls with their reason;
     `pcf judge ... --retry-failed [--batch]` asks them again. An APOCJudge run's confirmation
-    calls are submitted once its first answers are stored.
+    calls (an adaptive run's next wave) are submitted once its first answers are stored,
+    unless they may pass the cost cap given to the run's last submit: the run is then capped
+    (exit 1).
 
     Example: pcf batch collect demo-study/direct demo-study/pcf --wait
     """
@@ -822,8 +824,9 @@ def batch_collect_command(
     except ValueError as exc:
         fail(f"error: {exc}", 2)
     lost = [lost_batch(name, b) for name, r in zip(runs, reports, strict=True) for b in r.lost]
-    if lost:
-        fail("error: " + "\nerror: ".join(lost))
+    stopped = lost + [r.capped for r in reports if r.capped]
+    if stopped:
+        fail("error: " + "\nerror: ".join(stopped))
 
 
 @batch_app.command("cancel")

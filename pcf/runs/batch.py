@@ -80,6 +80,9 @@ MISSING = {
 
 LOST_STATUS = "not_found"
 """The provider status recorded for a batch the provider answered 404 for."""
+MAX_COST_SETTING = "batch_max_cost_usd"
+"""The run setting that keeps the cost cap of the run's latest batch submit, which the waves
+that collect sends (APOCJudge confirmations, adaptive waves) are held to."""
 
 
 @dataclass
@@ -101,6 +104,8 @@ class BatchReport:
         lost: batches the provider answered 404 for, left as they are (collect).
         forgotten: lost batches whose requests were stored as failed calls (collect with
             ``forget_lost``).
+        capped: why the run's next wave was not sent (over its cost cap), else empty
+            (collect); the run is then ``capped``.
     """
 
     planned: int = 0
@@ -116,6 +121,7 @@ class BatchReport:
     cost_usd: float = 0.0
     lost: list[str] = field(default_factory=list)
     forgotten: list[str] = field(default_factory=list)
+    capped: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """The report as printed by the CLI."""
@@ -273,7 +279,7 @@ class _Batcher:
         """
         if cap is None:
             return
-        spent = self.run.cost_usd
+        spent = update_run_totals(self.run.id, session=self.session).cost_usd
         guard = CostGuard(
             cap - spent,
             self.spec.model,
@@ -292,8 +298,10 @@ class _Batcher:
         raise CostCapError(
             f"run {self.run.name!r}: its {count} batch requests (with those of its batches not "
             f"collected yet) may cost up to ${bound:.4f} at the batch price (each request's "
-            f"UTF-8 bytes and max_tokens) on top of ${spent:.4f} spent, over its cost cap of "
-            f"${cap:.4f}; nothing was sent: raise --max-cost or judge fewer items"
+            "UTF-8 bytes and max_tokens, or the most a call of the run was billed) on top of "
+            f"${spent:.4f} spent, over its cost cap of ${cap:.4f}; nothing was sent: raise it "
+            "with `pcf judge ... --batch --max-cost USD` (collect keeps that cap) or judge "
+            "fewer items"
         )
 
     def _unsent(
@@ -631,7 +639,8 @@ def submit_run(
     allowed to run, and the server's key to go where the batches go (see
     :func:`~pcf.runs.manage.check_start`). Nothing is sent when the requests' upper-bound
     price would take the run's spend past ``max_cost`` (by default the operator's
-    ``PCF_MAX_COST_USD``); the run is then ``capped``.
+    ``PCF_MAX_COST_USD``); the run is then ``capped``. The cap is stored with the run, and
+    the waves that :func:`collect_runs` sends are held to it.
 
     Raises:
         AccessDeniedError: the actor may not start the run.
@@ -653,9 +662,15 @@ def submit_run(
             session=session,
             actor=actor.identity,
             target=spec.run_name,
-            details={"backend": spec.backend, "model": spec.model, "batch": True},
+            details={
+                "backend": spec.backend,
+                "model": spec.model,
+                "batch": True,
+                "max_cost_usd": cap,
+            },
         )
         set_run_setting(run, LIMIT_SETTING, spec.limit, session=session)
+        set_run_setting(run, MAX_COST_SETTING, cap, session=session)
         session.commit()
         batcher = _Batcher(run, spec, client, session=session)
 
@@ -810,7 +825,10 @@ def collect_runs(
     answers are stored, and waited for too with ``wait``. A batch the provider answers 404
     for (status or results) is listed in its report's ``lost`` and left as it is; with
     ``forget_lost`` its calls not stored yet are stored as failed calls ``batch_lost: ...``
-    instead (``--retry-failed`` asks them again) and it is listed in ``forgotten``.
+    instead (``--retry-failed`` asks them again) and it is listed in ``forgotten``. A wave
+    whose upper-bound price would take the run's spend past the cap of its latest submit (or,
+    without one, ``PCF_MAX_COST_USD``) is not sent: the run is ``capped``, with the reason in
+    its report's ``capped``.
 
     Raises:
         AccessDeniedError: ``actor`` may not run (collecting resumes the runs).
@@ -864,14 +882,24 @@ async def _collect_rounds(
     for, or once without ``wait``."""
     while True:
         for batcher in batchers:
+            if batcher.report.capped:
+                continue
             await batcher.collect(forget_lost=forget_lost)
             waves = batcher.spec.protocol == "apoc" or batcher.spec.adaptive != "off"
             if batcher.report.pending == 0 and waves:
-                await batcher.submit(retry_failed=False, max_requests=None, max_bytes=None)
+                stored = batcher.run.settings.get(MAX_COST_SETTING)
+                cap = stored if stored is not None else default_cost_cap()
+                try:
+                    await batcher.submit(
+                        retry_failed=False, max_requests=None, max_bytes=None, cap=cap
+                    )
+                except CostCapError as capped:  # the run is capped: nothing more to wait for
+                    batcher.report.capped = str(capped)
+                    continue
                 await batcher.collect(forget_lost=forget_lost)
             _finish_run(batcher)
         if progress:
             progress([b.report for b in batchers])
-        if not wait or all(b.done() or b.lost_only() for b in batchers):
+        if not wait or all(b.done() or b.lost_only() or b.report.capped for b in batchers):
             break
         await asyncio.sleep(poll_s)

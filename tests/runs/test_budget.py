@@ -13,8 +13,10 @@ import pytest
 from sqlmodel import Session, select
 from typer.testing import CliRunner
 
+from pcf.access import operator
 from pcf.cli import app
-from pcf.runs.manage import MAX_COST_ENV
+from pcf.runs.manage import MAX_COST_ENV, judge_run
+from pcf.runs.spec import RunSpec
 from pcf.store import Call, Run, get_engine, get_run
 from pcf.store.models import KeyClaim
 from tests.runs.processes import environment, import_dataset, judge_command
@@ -74,6 +76,42 @@ def test_the_live_cap_holds_at_any_concurrency_when_the_provider_bills_more_than
     assert len(session.exec(select(Call)).all()) == sent  # every paid answer is stored
 
 
+def test_retried_requests_are_reserved_and_every_billed_attempt_is_spent(priced, session, tmp_path):
+    """Each call's first request gets a 503 (not billed) and its second an unparseable answer
+    (billed), so every answer takes two retries. Each attempt goes through the guard: the spend
+    is every billed attempt and stays within the cap plus one call's price."""
+
+    def flaky(request: WireRequest) -> Scripted:
+        attempt = server.counts[request.key]
+        if attempt == 1:
+            return Scripted.error(503)
+        if attempt == 2:
+            return Scripted.answer("no judgment here", output_tokens=100)
+        return answer(request)
+
+    import_dataset(tmp_path, 21)
+    with WireServer(flaky, prompt_tokens=PROMPT_TOKENS) as server:
+        spec = RunSpec(
+            "ds",
+            "r",
+            backend="openai",
+            model="m",
+            base_url=server.openai_base_url,
+            k=4,
+            backoff_s=0.001,
+        )
+        run, report = judge_run(spec, session=session, actor=operator(), max_cost=CAP)
+        counts = server.counts
+    billed = sum(n - 1 for n in counts.values())
+    print(f"{sum(counts.values())} requests, {billed} billed, ${run.cost_usd:.5f}, cap ${CAP}")
+    assert run.status == "capped"
+    assert report.capped > 0
+    # Only retries are billed; $0.05 holds three of them, not a fourth's reservation ($0.01623).
+    assert billed == 3
+    assert run.cost_usd == pytest.approx(billed * CALL_PRICE)
+    assert run.cost_usd <= CAP + CALL_PRICE
+
+
 def test_a_batch_over_its_cap_sends_nothing_and_one_under_it_is_sent(
     priced, session, tmp_path, monkeypatch
 ):
@@ -95,6 +133,39 @@ def test_a_batch_over_its_cap_sends_nothing_and_one_under_it_is_sent(
     assert under.exit_code == 0, under.output
     assert json.loads(under.stdout)["submitted"] == 84
     assert server.batches.created == 1
+
+
+def test_collect_holds_the_next_wave_to_the_cap_the_run_was_submitted_with(
+    priced, session, tmp_path
+):
+    """An adaptive run by batch: its first wave (3 canonical calls) is reserved at its bytes'
+    bound and billed 100,000 tokens each; collect, with no cap given, holds the next wave to
+    the stored cap at the run's peaks, sends nothing and leaves the run capped; a submit with
+    a higher cap sends that wave and collect finishes the run."""
+    import_dataset(tmp_path, 3)
+    batch_call = (PROMPT_TOKENS * PRICE[0] + 100 * PRICE[1]) / 2e6
+    with WireServer(answer, prompt_tokens=PROMPT_TOKENS) as server:
+        judge = [*pcf_judge(server), "--batch", "--adaptive", "certain"]
+        submitted = CliRunner().invoke(app, [*judge, "--max-cost", "0.03"])
+        capped = CliRunner().invoke(app, ["batch", "collect", "r", "--wait", "--poll", "0"])
+        created = server.batches.created
+        run = get_run("r", session=session)
+        status, spent = run.status, run.cost_usd
+        raised = CliRunner().invoke(app, [*judge, "--max-cost", "1"])
+        finished = CliRunner().invoke(app, ["batch", "collect", "r", "--wait", "--poll", "0"])
+    assert submitted.exit_code == 0, submitted.output
+    assert capped.exit_code == 1, capped.output
+    error = capped.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: run 'r': its 3 batch requests")
+    assert "over its cost cap of $0.0300; nothing was sent" in error
+    assert (created, status) == (1, "capped")
+    assert spent == pytest.approx(3 * batch_call)
+    assert spent <= 0.03
+    assert raised.exit_code == 0, raised.output
+    assert finished.exit_code == 0, finished.output
+    session.expire_all()
+    assert get_run("r", session=session).status == "finished"
+    assert server.batches.created > 1
 
 
 def test_two_runs_started_at_once_send_each_request_once(priced, session, tmp_path):
