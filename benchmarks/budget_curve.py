@@ -15,8 +15,7 @@ from pathlib import Path
 from pcf.access import operator
 from pcf.analysis.whatif import budget_curve
 from pcf.runs.study import build_demo
-from pcf.store import get_engine, session_scope
-from pcf.store.queries import get_run
+from pcf.store import get_engine, get_run, session_scope
 
 RUNS = 3
 

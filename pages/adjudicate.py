@@ -70,15 +70,16 @@ from pcf.labelling.plan import labelling_plan
 from pcf.labelling.queue import claim_next, labels_wanted, release
 from pcf.store import (
     Adjudication,
+    DatabaseMovedError,
     LostRaceError,
     Run,
     adjudicated_item_keys,
     current_labels,
     database_url,
     session_scope,
+    storage_problem,
     write_with_retry,
 )
-from pcf.store.problems import DatabaseMovedError, storage_problem
 
 ITEM_KEY = "adjudicate_item"  # an item opened on purpose: revisit, correction, ?label=
 SAVED_KEY = "adjudicate_saved"  # the last label saved: item, db_id, annotator, choice

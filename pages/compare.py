@@ -19,8 +19,7 @@ from pcf.analysis.markdown import escape_markdown
 from pcf.items import candidate_titles
 from pcf.labelling.adjudications import adjudications_csv, adjudications_jsonl, choice_label
 from pcf.labelling.human_gold import dataset_gold, rule_text
-from pcf.store import adjudication_records, current_labels
-from pcf.store.queries import items_named
+from pcf.store import adjudication_records, current_labels, items_named
 
 MAX_LISTED = 100
 STATISTIC_NAMES = {

@@ -24,8 +24,7 @@ from pcf.items import NONE_CORRECT, candidate_titles
 from pcf.labelling.adjudications import choice_label, confidence_label
 from pcf.labelling.human_gold import disagreements
 from pcf.labelling.resolutions import resolve
-from pcf.store import current_labels, item_db_ids, session_scope
-from pcf.store.queries import resolutions
+from pcf.store import current_labels, item_db_ids, resolutions, session_scope
 
 PICK_KEY = "resolve_item"
 DONE_KEY = "resolve_done"  # the item just resolved, and its gold, for the notice

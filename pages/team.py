@@ -30,9 +30,16 @@ from pcf.labelling.team_figures import (
     kappa_matrix,
     people,
 )
-from pcf.store import adjudication_records, current_labels, item_positions, session_scope
-from pcf.store.models import utc_now
-from pcf.store.queries import holders_by_item, items_named, labellers_by_item
+from pcf.store import (
+    adjudication_records,
+    current_labels,
+    holders_by_item,
+    item_positions,
+    items_named,
+    labellers_by_item,
+    session_scope,
+    utc_now,
+)
 
 ensure_app_frame()
 actor = require_permission(Permission.SEE_RESULTS)

@@ -98,7 +98,7 @@ def authorize(actor: Actor, permission: Permission, *, session: Session) -> Acto
     Raises:
         AccessDeniedError: the actor is no longer a member, or their role does not allow it.
     """
-    from pcf.store.queries import get_member  # noqa: PLC0415 - `pcf --help` stays light
+    from pcf.store import get_member  # noqa: PLC0415 - `pcf --help` stays light
 
     if not actor.operator:
         member = get_member(actor.identity, session=session)

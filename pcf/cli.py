@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pcf.runs.estimate import ReopenEstimate
     from pcf.runs.rows import Progress, RunReport
     from pcf.runs.spec import RunSpec
-    from pcf.store.models import Dataset, Run
+    from pcf.store import Dataset, Run
     from pcf.weights import Weights
 
 DatasetArgument = Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")]
@@ -366,7 +366,7 @@ def check_failures(runs: list[tuple[str, RunReport]]) -> None:
 def database() -> Iterator[Session]:
     """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder); a
     database that cannot be used stops the command in one line (:func:`storage_errors`)."""
-    from pcf.store.engine import get_engine, session_scope
+    from pcf.store import get_engine, session_scope
 
     with storage_errors(), session_scope(get_engine()) as session:
         yield session
@@ -377,9 +377,7 @@ def storage_errors() -> Iterator[None]:
     """Stop the command with one line and exit code 1 on a database this code cannot use at its
     schema revision, or one that cannot be used at all (a full disk, a read-only file, a file
     moved away, a server that cannot be reached: :func:`pcf.store.problems.storage_problem`)."""
-    from pcf.store.engine import database_url
-    from pcf.store.problems import storage_problem
-    from pcf.store.schema import SchemaError
+    from pcf.store import SchemaError, database_url, storage_problem
 
     try:
         yield
@@ -394,7 +392,7 @@ def storage_errors() -> Iterator[None]:
 
 def existing_run(name: str, *, session: Session) -> Run:
     """The run ``name``; without one, stop with the line that says where runs are listed."""
-    from pcf.store.queries import get_run
+    from pcf.store import get_run
 
     run = get_run(name, session=session)
     if run is None:
@@ -404,7 +402,7 @@ def existing_run(name: str, *, session: Session) -> Run:
 
 def existing_dataset(name: str, *, session: Session) -> Dataset:
     """The dataset ``name``; without one, stop with the line that says where they are listed."""
-    from pcf.store.queries import get_dataset
+    from pcf.store import get_dataset
 
     dataset = get_dataset(name, session=session)
     if dataset is None:
@@ -443,7 +441,7 @@ def import_dataset(
     from pcf.errors import DataError
     from pcf.items import load_dataset
     from pcf.runs.manage import import_dataset
-    from pcf.store.engine import database_url
+    from pcf.store import database_url
 
     if fmt not in FORMATS:
         fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", 2)
@@ -664,7 +662,7 @@ def export(
     """
     from pcf.analysis.results import decision_chunks, judgment_chunks
     from pcf.files import replacing
-    from pcf.store.queries import DatasetItems, adjudication_records
+    from pcf.store import DatasetItems, adjudication_records
 
     kinds = ("items", "judgments", "decisions", "adjudications")
     if what not in kinds:
@@ -720,8 +718,7 @@ def runs(context: typer.Context) -> None:
     """
     if context.invoked_subcommand is not None:
         return
-    from pcf.store.engine import database_url
-    from pcf.store.queries import list_datasets, run_listing
+    from pcf.store import database_url, list_datasets, run_listing
 
     with database() as session:
         emit(
@@ -1078,7 +1075,7 @@ def report_command(
     from pcf.reports.document import build_report, report_title
     from pcf.reports.render import write_report
     from pcf.runs.study import study_runs
-    from pcf.store.queries import get_run
+    from pcf.store import get_run
 
     check_out_folder(out)
     with database() as session:
@@ -1109,8 +1106,7 @@ def demo(
     Example: pcf demo --if-missing
     """
     from pcf.runs.study import DEMO_RUNS, build_demo
-    from pcf.store.engine import database_url
-    from pcf.store.queries import get_run
+    from pcf.store import database_url, get_run
 
     with database() as session:
         if if_missing and all(get_run(s.run_name, session=session) for s in DEMO_RUNS):
@@ -1334,7 +1330,7 @@ app.add_typer(db_app, name="db")
 def schema_engine() -> Iterator[Engine]:
     """The database's engine as it is (no revision check), its errors as one line
     (:func:`storage_errors`)."""
-    from pcf.store.engine import unchecked_engine
+    from pcf.store import unchecked_engine
 
     engine = unchecked_engine()
     try:
@@ -1352,8 +1348,7 @@ def db_current() -> None:
 
     Example: pcf db current
     """
-    from pcf.store.engine import database_url
-    from pcf.store.schema import head, state
+    from pcf.store import database_url, head, state
 
     with schema_engine() as engine, engine.connect() as connection:
         stamped, recognised = state(connection)
@@ -1374,7 +1369,7 @@ def db_history() -> None:
 
     Example: pcf db history
     """
-    from pcf.store.schema import history
+    from pcf.store import history
 
     for revision in history():
         typer.echo(f"{revision.revision}  {revision.title}")
@@ -1394,8 +1389,7 @@ def db_upgrade(
 
     Example: pcf db upgrade
     """
-    from pcf.store.engine import database_url
-    from pcf.store.schema import upgrade
+    from pcf.store import database_url, upgrade
 
     with schema_engine() as engine:
         report = upgrade(engine, to=to)

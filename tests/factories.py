@@ -17,8 +17,7 @@ from pcf.cli import app
 from pcf.flags import FLAGS
 from pcf.items import Candidate, Item
 from pcf.judgments import Judgment, write_judgments
-from pcf.store import Run, create_run, load_items
-from pcf.store.queries import save_member
+from pcf.store import Run, create_run, load_items, save_member
 
 METHOD_PRESETS = {
     "proposed": (0.50, 0.25, 0.20, 0.05),

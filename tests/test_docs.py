@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from pcf.analysis.results import run_summary
 from pcf.cli import app
-from pcf.store.queries import get_run
+from pcf.store import get_run
 from tests.judge_providers import OPENAI, use_environment
 from tests.runs.test_batch import answer
 from tests.shared_data import LLMBAR, O1_MINI, RB2

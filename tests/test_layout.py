@@ -154,8 +154,27 @@ def test_every_sql_statement_lives_in_the_store():
 
 
 def test_the_sql_check_finds_the_stores_sql():
-    """The check above finds SQL where it is: in the store."""
-    assert sql_uses(PCF / "store" / "queries.py")
+    """The check above finds SQL where it is: in each module of the store's families."""
+    for family in ("datasets", "calls", "leases", "people", "stored_results"):
+        assert sql_uses(PCF / "store" / f"{family}.py"), family
+
+
+def door_bypasses(path: Path) -> list[str]:
+    """Imports of a module inside ``pcf.store`` from outside it (the one door is ``pcf.store``)."""
+    return sorted(m for m in imports(path, typing=True) if m.startswith("pcf.store."))
+
+
+def test_the_store_is_reached_through_its_one_door():
+    outside = [
+        p
+        for p in [
+            *product_files(),
+            *(ROOT / "tests").rglob("*.py"),
+            *(ROOT / "benchmarks").glob("*.py"),
+        ]
+        if PCF / "store" not in p.parents
+    ]
+    assert {str(p.relative_to(ROOT)): door_bypasses(p) for p in outside if door_bypasses(p)} == {}
 
 
 def test_the_core_is_importable_with_its_public_api():

@@ -56,10 +56,10 @@ from pcf.store import (
     list_runs,
     load_item,
     matching_item_keys,
+    result_revision,
     session_scope,
     storage_problem,
 )
-from pcf.store.queries import result_revision
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 _IN_APP: ContextVar[bool] = ContextVar("pcf_page_in_app", default=False)

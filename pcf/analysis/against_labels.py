@@ -23,7 +23,7 @@ from pcf.analysis.triage import (
     table_triage,
 )
 from pcf.labelling.human_gold import dataset_gold
-from pcf.store.models import Run
+from pcf.store import Run
 
 COMPARED = ("gold labels", "human labels")
 TRIAGE_ORDERS = (("priority", "calibrated"), ("priority",))

@@ -23,8 +23,7 @@ from pcf.analysis.results import run_decisions, value_or_none
 from pcf.evaluation import cohen_kappa, compare_paired, krippendorff_alpha
 from pcf.items import CANNOT_TELL
 from pcf.labelling.human_gold import dataset_gold
-from pcf.store.models import Run
-from pcf.store.queries import current_labels, load_items
+from pcf.store import Run, current_labels, load_items
 
 COMPARISON_COLUMNS = (
     "item_id",

@@ -15,8 +15,7 @@ from pcf.decisions import decide
 from pcf.items import Item, candidate_labels
 from pcf.labelling.adjudications import choice_label
 from pcf.orderings import slot_coverage
-from pcf.store.models import Call
-from pcf.store.queries import stored_judgment
+from pcf.store import Call, stored_judgment
 from pcf.weights import DEFAULT_WEIGHTS, Weights
 
 

@@ -9,7 +9,7 @@ from sqlmodel import Session
 
 from pcf.items import letter_labels
 from pcf.labelling.adjudications import by_priority
-from pcf.store.queries import item_db_ids, list_datasets
+from pcf.store import item_db_ids, list_datasets
 
 ADJUDICATED_FILTERS = ("all", "adjudicated", "not adjudicated")
 

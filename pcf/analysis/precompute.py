@@ -8,7 +8,7 @@ from sqlmodel import Session
 from pcf.analysis.against_labels import run_calibration, run_overview
 from pcf.analysis.results import is_adaptive, stored_analysis
 from pcf.analysis.weight_playground import run_diagnostics, stored_packed_run
-from pcf.store.models import Run
+from pcf.store import Run
 
 
 def keep_results(run: Run, *, session: Session) -> None:

@@ -23,9 +23,10 @@ from pcf.items import Item
 from pcf.judges.simulated import MODEL_SLOT_BIAS
 from pcf.judgments import RECORDED_SETTING
 from pcf.pairwise import TIE, apoc_decide, bucket_scores, is_ballpark_question, official_outcome
-from pcf.store.models import Call, Run
-from pcf.store.queries import (
+from pcf.store import (
     ITEM_CHUNK,
+    Call,
+    Run,
     item_db_ids,
     items_at,
     load_items,

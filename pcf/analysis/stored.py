@@ -18,8 +18,7 @@ import numpy as np
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.store.models import Run
-from pcf.store.queries import result_revision, run_result, save_run_result
+from pcf.store import Run, result_revision, run_result, save_run_result
 
 Parts = dict[str, Any]
 """A result's parts by name: data frames, arrays, or JSON values."""

@@ -38,7 +38,7 @@ from sqlmodel import Session
 from pcf.analysis.results import analyse_run
 from pcf.labelling.human_gold import dataset_gold
 from pcf.recordings import FIRST, SECOND, RecordedPair
-from pcf.store.models import Run
+from pcf.store import Run
 
 ORDERS = ("priority", "top_entropy", "margin", "kendall_w", "overrides", "calibrated", "random")
 """Orders of a run's items: the review priority, one instability metric, or the calibrated

@@ -33,8 +33,7 @@ from pcf.analysis.stored import kept
 from pcf.consensus import JudgmentArrays, pack
 from pcf.decisions import decide
 from pcf.evaluation import accuracy, paired_outcomes
-from pcf.store.models import Run
-from pcf.store.queries import items_at, run_dataset, run_judgments
+from pcf.store import Run, items_at, run_dataset, run_judgments
 from pcf.weights import DEFAULT_WEIGHTS, PRESETS, Weights, weights_label
 
 CHANGED_COLUMNS = ("item_id", "gold", "direct", "winner", "outcome")

@@ -20,8 +20,7 @@ from pcf.items import Item
 from pcf.judgments import Judgment
 from pcf.labelling.human_gold import dataset_gold
 from pcf.stopping import ItemCalls, Stop, StoppingPolicy, current_winner, replay_all
-from pcf.store.models import Run
-from pcf.store.queries import load_items, run_judgments
+from pcf.store import Run, load_items, run_judgments
 from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
 
 CURVE_RISKS = (0.2, 0.1, 0.05, 0.02, 0.01)

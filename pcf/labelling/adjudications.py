@@ -15,8 +15,7 @@ from sqlmodel import Session
 
 from pcf.items import CANNOT_TELL, NONE_CORRECT, Item
 from pcf.orderings import seeded_rng
-from pcf.store.models import Adjudication
-from pcf.store.queries import item_positions
+from pcf.store import Adjudication, item_positions
 
 PATTERN_TAGS = (
     "unsupported specificity",

@@ -8,7 +8,7 @@ from typing import Any
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission
-from pcf.store.queries import audit_events
+from pcf.store import audit_events
 
 AUDIT_COLUMNS = ("at", "actor", "action", "target", "details")
 

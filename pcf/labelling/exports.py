@@ -23,7 +23,7 @@ from sqlmodel import Session
 from pcf.items import candidate_titles
 from pcf.labelling.adjudications import inert_cell
 from pcf.labelling.human_gold import dataset_gold
-from pcf.store.queries import adjudication_records, load_items, resolutions
+from pcf.store import adjudication_records, load_items, resolutions
 
 FORMATS = ("jsonl", "csv", "parquet")
 SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}

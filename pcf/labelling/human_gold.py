@@ -32,7 +32,7 @@ from sqlmodel import Session
 
 from pcf.flags import FLAGS
 from pcf.items import CANNOT_TELL, RESERVED_CANDIDATE_IDS, Item
-from pcf.store.queries import current_labels, get_plan, items_named, resolutions
+from pcf.store import current_labels, get_plan, items_named, resolutions
 
 SOURCES = ("resolution", "unanimous", "majority", "dawid_skene")
 GOLD_RULE_TEXT = {
@@ -221,7 +221,7 @@ def human_gold(
 
     Args:
         labels: current labels (:func:`pcf.store.current_labels`).
-        resolved: resolutions, oldest first (:func:`pcf.store.queries.resolutions`).
+        resolved: resolutions, oldest first (:func:`pcf.store.people.resolutions`).
         rule: ``unanimous``, ``majority`` or ``dawid_skene``.
         items: the labelled items (``dawid_skene`` only: their candidates and shown orders).
         labels_per_item: the plan's N: an item with fewer people's labels has no gold yet.

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission, authorize
-from pcf.store.models import Adjudication
-from pcf.store.queries import (
+from pcf.store import (
+    Adjudication,
     add_adjudication,
     adjudication_history,
     latest_label,

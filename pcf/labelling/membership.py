@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission, Role, authorize
-from pcf.store.models import Member
-from pcf.store.queries import (
+from pcf.store import (
+    Member,
     add_audit_event,
     bind_member,
     delete_member,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission, authorize
-from pcf.store.queries import add_audit_event, get_dataset_by_id, get_plan, save_plan
+from pcf.store import add_audit_event, get_dataset_by_id, get_plan, save_plan
 
 GOLD_RULES = ("unanimous", "majority", "dawid_skene")
 """How an item's labels become its human gold when no reviewer resolved it: every label the

@@ -21,13 +21,13 @@ from sqlmodel import Session
 
 from pcf.access import Actor, Permission, authorize
 from pcf.labelling.plan import Plan
-from pcf.store.models import utc_now
-from pcf.store.queries import (
+from pcf.store import (
     hold_item,
     holders_by_item,
     labellers_by_item,
     lock_item,
     release_item,
+    utc_now,
 )
 
 RESERVATION = timedelta(minutes=10)

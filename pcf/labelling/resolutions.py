@@ -7,8 +7,7 @@ from sqlmodel import Session
 
 from pcf.access import Actor, Permission, authorize
 from pcf.items import NONE_CORRECT
-from pcf.store.models import Resolution
-from pcf.store.queries import add_resolution, load_item
+from pcf.store import Resolution, add_resolution, load_item
 
 MAX_REASON_CHARS = 10_000
 

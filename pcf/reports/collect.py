@@ -26,8 +26,7 @@ from pcf.pairwise import TIE
 from pcf.prices import price_table
 from pcf.recordings import FIRST, SECOND, RecordedPair
 from pcf.reports.tables import METHODS
-from pcf.store.models import Run
-from pcf.store.queries import list_datasets, load_items, run_judgments
+from pcf.store import Run, list_datasets, load_items, run_judgments
 
 PAIR_COLUMNS = ("pair_id", "bucket", "label", "d1", "d2", "apoc", "reason")
 

@@ -510,7 +510,7 @@ def weight_table(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def runs_table(listing: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per run of a listing (:func:`pcf.store.queries.run_listing`) with its
+    """One row per run of a listing (:func:`pcf.store.calls.run_listing`) with its
     settings, status, calls, failures, tokens and cost; ``judge`` is ``backend: model``."""
     return pd.DataFrame(
         [

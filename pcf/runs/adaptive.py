@@ -26,8 +26,7 @@ from pcf.orderings import schedule_length
 from pcf.runs.call_plan import PlannedCall, Slot
 from pcf.runs.spec import RunSpec
 from pcf.stopping import STOPPING_VERSION, ItemCalls, Stop, StoppingPolicy, current_winner, in_waves
-from pcf.store.models import Call, Run
-from pcf.store.queries import item_calls, record_item_stops, set_run_setting, stored_judgment
+from pcf.store import Call, Run, item_calls, record_item_stops, set_run_setting, stored_judgment
 
 STOPPING_SETTING = "stopping"
 """The run setting that records the policy a finished adaptive run was finished with."""

@@ -20,10 +20,15 @@ from pcf.access import Actor
 from pcf.runs.manage import CostCapError, RunBusyError, RunConflictError, check_start, judge_run
 from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
-from pcf.store.engine import session_scope
-from pcf.store.models import RunStatus, utc_now
-from pcf.store.problems import storage_problem
-from pcf.store.queries import ACTIVE_RUN_STATUSES, get_run, set_run_status
+from pcf.store import (
+    ACTIVE_RUN_STATUSES,
+    RunStatus,
+    get_run,
+    session_scope,
+    set_run_status,
+    storage_problem,
+    utc_now,
+)
 
 ACTIVE_STATUSES = ("starting", "running")
 

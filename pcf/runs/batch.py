@@ -49,14 +49,17 @@ from pcf.runs.manage import CostCapError, Lease, check_start, default_cost_cap, 
 from pcf.runs.rows import RunRows, failed_answer
 from pcf.runs.spec import LIMIT_SETTING, RunSpec
 from pcf.stopping import Stop
-from pcf.store import queries
-from pcf.store.models import Call, ProviderBatch, Run, RunStatus, utc_now
-from pcf.store.queries import (
+from pcf.store import (
+    Call,
     DatasetItems,
+    ProviderBatch,
+    Run,
+    RunStatus,
     add_audit_event,
     add_provider_batch,
     cached_calls,
     claimed_batch_ids,
+    datasets,
     get_run,
     item_db_ids,
     items_by_ids,
@@ -69,6 +72,7 @@ from pcf.store.queries import (
     update_provider_batch,
     update_run_totals,
     usage_peaks,
+    utc_now,
 )
 
 FIND_WINDOW = timedelta(minutes=10)
@@ -522,8 +526,8 @@ class _Batcher:
         slots = {slot for key in ended.outcomes for slot in self.slots_sent().get(key, ())}
         item_ids = sorted({slot[0] for slot in slots})
         replaced: list[Call] = []
-        for start in range(0, len(item_ids), queries.ITEM_CHUNK):
-            ids = item_ids[start : start + queries.ITEM_CHUNK]
+        for start in range(0, len(item_ids), datasets.ITEM_CHUNK):
+            ids = item_ids[start : start + datasets.ITEM_CHUNK]
             items = items_by_ids(ids, session=self.session)
             planned = plan(items, self.db_ids, self.plan_spec, dataset_seed=self.dataset_seed)
             stored = run_calls_by_slot(self.run.id, session=self.session, item_ids=ids)

@@ -19,8 +19,7 @@ from pcf.orderings import canonical_order, schedule
 from pcf.pairwise import is_ballpark_question, needs_confirmation
 from pcf.prompts import Rendered, neutral_keys, render_listwise, render_pairwise
 from pcf.runs.spec import RunSpec
-from pcf.store import queries
-from pcf.store.models import Call
+from pcf.store import Call, datasets
 
 Slot = tuple[int, int, int]
 """Where a call sits in a run: (item database id, execution, call index)."""
@@ -50,10 +49,10 @@ Prepared = tuple[PlannedCall, Rendered, str]
 
 
 def in_chunks(items: Iterable[Item]) -> Iterator[list[Item]]:
-    """``items`` a chunk of :data:`~pcf.store.queries.ITEM_CHUNK` at a time (the last one
+    """``items`` a chunk of :data:`~pcf.store.datasets.ITEM_CHUNK` at a time (the last one
     shorter)."""
     iterator = iter(items)
-    while chunk := list(itertools.islice(iterator, queries.ITEM_CHUNK)):
+    while chunk := list(itertools.islice(iterator, datasets.ITEM_CHUNK)):
         yield chunk
 
 

@@ -20,9 +20,10 @@ from pcf.runs.adaptive import UNVERSIONED, executions_for, item_plans, item_stat
 from pcf.runs.call_plan import PlannedCall, content_key, in_chunks, plan
 from pcf.runs.spec import RunSpec
 from pcf.stopping import STOPPING_VERSION
-from pcf.store.models import Dataset, Run
-from pcf.store.queries import (
+from pcf.store import (
+    Dataset,
     DatasetItems,
+    Run,
     answered_keys,
     get_dataset,
     get_dataset_by_id,

@@ -24,8 +24,10 @@ from pcf.runs.call_plan import PlannedCall, Prepared, Slot, confirmations, in_ch
 from pcf.runs.rows import Progress, RunReport, RunRows, failed_answer
 from pcf.runs.spec import RunSpec
 from pcf.stopping import Stop
-from pcf.store.models import Call, Run, RunStatus
-from pcf.store.queries import (
+from pcf.store import (
+    Call,
+    Run,
+    RunStatus,
     claim_keys,
     live_claims,
     release_keys,
@@ -236,8 +238,8 @@ async def execute(
     """Make every call of ``run`` that is not stored yet; each answer is committed at once.
 
     ``items`` is gone through twice (to count the calls to make, then to make them), a chunk
-    of :data:`~pcf.store.queries.ITEM_CHUNK` items at a time: with
-    :class:`~pcf.store.queries.DatasetItems`, memory does not grow with the run. Calls already
+    of :data:`~pcf.store.datasets.ITEM_CHUNK` items at a time: with
+    :class:`~pcf.store.datasets.DatasetItems`, memory does not grow with the run. Calls already
     stored for the run are never made again, so running a finished run makes no judge call;
     with ``retry_failed``, failed calls are asked again, and each new answer becomes its call's
     current answer while the failed one is kept as a ``retried``

@@ -34,11 +34,13 @@ from pcf.runs.estimate import CANONICAL_SETTING, estimate_run, require_dataset, 
 from pcf.runs.live import execute
 from pcf.runs.rows import Progress, RunReport
 from pcf.runs.spec import RunSpec
-from pcf.store.engine import LostRaceError, commit_retrying
-from pcf.store.models import Dataset, Run
-from pcf.store.queries import (
+from pcf.store import (
+    Dataset,
     DatasetItems,
+    LostRaceError,
+    Run,
     add_audit_event,
+    commit_retrying,
     create_run,
     get_run,
     import_items,
@@ -50,7 +52,7 @@ from pcf.store.queries import (
     run_batches,
     take_run_lease,
 )
-from pcf.store.queries import delete_run as delete_stored_run
+from pcf.store import delete_run as delete_stored_run
 
 APP_BACKENDS = ("simulated", "openai", "anthropic")
 DEFAULT_MODELS = {
@@ -427,7 +429,7 @@ def delete_run(name: str, *, session: Session, actor: Actor) -> dict[str, int]:
 
     Raises:
         AccessDeniedError: the actor may not delete runs.
-        ValueError: see :func:`pcf.store.queries.delete_run`.
+        ValueError: see :func:`pcf.store.calls.delete_run`.
     """
     actor = authorize(actor, Permission.DELETE_RUN, session=session)
     deleted = delete_stored_run(name, session=session)

@@ -21,9 +21,15 @@ from pcf.parsing import parse_listwise, parse_pairwise
 from pcf.prompts import Rendered
 from pcf.runs.call_plan import PlannedCall, Prepared, Slot, content_key
 from pcf.runs.spec import RunSpec
-from pcf.store.engine import commit_retrying
-from pcf.store.models import Call, Run
-from pcf.store.queries import cached_calls, insert_calls, keep_duplicate_answers, replace_calls
+from pcf.store import (
+    Call,
+    Run,
+    cached_calls,
+    commit_retrying,
+    insert_calls,
+    keep_duplicate_answers,
+    replace_calls,
+)
 
 INLINE_PARSE_CHARS = 65_536
 """Longer answers are cleaned and parsed in a worker thread, off the event loop."""

@@ -16,7 +16,7 @@ from pcf.judges import BACKENDS
 from pcf.weights import DEFAULT_WEIGHTS, Weights
 
 if TYPE_CHECKING:
-    from pcf.store.models import Run
+    from pcf.store import Run
 
 PROTOCOLS = ("direct", "pcf", "repeated", "apoc")
 IDENTITY_FIELDS = (

@@ -19,8 +19,7 @@ from pcf.runs.estimate import require_dataset
 from pcf.runs.manage import import_dataset, judge_run
 from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
-from pcf.store.models import Run
-from pcf.store.queries import get_dataset, list_runs, load_items
+from pcf.store import Run, get_dataset, list_runs, load_items
 
 DEMO_ITEMS = Path(__file__).resolve().parents[2] / "data" / "demo" / "items.jsonl"
 DEMO_RUNS = (

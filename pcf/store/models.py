@@ -152,7 +152,7 @@ class Call(SQLModel, table=True):
     """One judge call of a run, kept whole for audit: request, raw response and judgment.
 
     The request is its template filled with the item's texts
-    (:func:`~pcf.store.queries.call_request`); ``request_digest`` is the SHA-256 of the request
+    (:func:`~pcf.store.calls.call_request`); ``request_digest`` is the SHA-256 of the request
     as it was sent. The answer's text and raw response are stored compressed
     (:mod:`pcf.store.compressed`) and read back as they were.
     ``judgment`` is the parsed result (``factuality``, ``hallucination_risk``, ``ranking``,

@@ -16,9 +16,17 @@ from typer.testing import CliRunner
 from pcf.analysis.results import RunAnalysis, analyse_run, stored_analysis
 from pcf.analysis.stored import decode, encode, kept
 from pcf.cli import app
-from pcf.store import Call, get_run, insert_calls, item_db_ids, list_runs
-from pcf.store.models import RunResult
-from pcf.store.queries import delete_run, replace_calls, result_revision
+from pcf.store import (
+    Call,
+    RunResult,
+    delete_run,
+    get_run,
+    insert_calls,
+    item_db_ids,
+    list_runs,
+    replace_calls,
+    result_revision,
+)
 
 runner = CliRunner()
 WHOLE = 10**9  # a chunk larger than any dataset: the run decided at once

@@ -9,7 +9,7 @@ from sqlmodel import Session
 from streamlit.testing.v1 import AppTest
 
 from pcf.labelling.membership import set_local_name
-from pcf.store.queries import save_member
+from pcf.store import save_member
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 LOCAL_NAME = "Ada"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.store.queries import get_member
+from pcf.store import get_member
 from tests.app import open_page, signed_in_app
 
 

@@ -10,8 +10,7 @@ from sqlmodel import Session, func, select
 from streamlit.testing.v1 import AppTest
 
 from pcf.runs.study import DEMO_RUNS
-from pcf.store import Call, get_run
-from pcf.store.queries import delete_run
+from pcf.store import Call, delete_run, get_run
 from tests.app import open_page
 from tests.wire_server import WireServer, fixed_json
 

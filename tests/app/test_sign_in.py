@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from pcf.store.queries import get_member, save_member
+from pcf.store import get_member, save_member
 from tests.app import APP, AUTH, id_token, signed_in_app
 
 EXAMPLE = Path(__file__).resolve().parents[2] / ".streamlit" / "secrets.example.toml"

@@ -8,9 +8,15 @@ from streamlit.testing.v1 import AppTest
 
 from pcf.analysis.results import analyse_run, flag_counts
 from pcf.analysis.weight_playground import pack_run, preset_records
-from pcf.store import Call, add_adjudication, get_run, item_db_ids, load_items
-from pcf.store.models import RunResult
-from pcf.store.queries import replace_calls
+from pcf.store import (
+    Call,
+    RunResult,
+    add_adjudication,
+    get_run,
+    item_db_ids,
+    load_items,
+    replace_calls,
+)
 from tests.app import open_page
 
 FAILED = {"ok": False, "error": "no_json", "judgment": None}

@@ -14,8 +14,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 from sqlmodel import select
 
-from pcf.store import Adjudication
-from pcf.store.queries import local_member
+from pcf.store import Adjudication, local_member
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, FIRST_LOAD_MS, settle
 from tests.e2e.conftest import ROOT, open_tab, pcf, serve_app, served_session

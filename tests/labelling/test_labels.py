@@ -7,8 +7,14 @@ from sqlmodel import Session
 
 from pcf.access import AccessDeniedError, Actor, Role
 from pcf.labelling.labels import LabelChangedError, save_label, visible_history
-from pcf.store import adjudication_history, get_dataset, item_db_ids, load_item
-from pcf.store.queries import delete_member, save_member
+from pcf.store import (
+    adjudication_history,
+    delete_member,
+    get_dataset,
+    item_db_ids,
+    load_item,
+    save_member,
+)
 from tests.factories import enrol
 
 ALICE = Actor("alice@example.com", Role.ANNOTATOR)

@@ -19,7 +19,7 @@ from pcf.labelling.membership import (
     remove_member,
     set_local_name,
 )
-from pcf.store.queries import get_member
+from pcf.store import get_member
 from tests.factories import enrol
 
 ADAM = Actor("adam@example.com", Role.ADMIN)

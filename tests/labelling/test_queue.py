@@ -22,8 +22,8 @@ from pcf.store import (
     get_dataset,
     import_items,
     load_items,
+    utc_now,
 )
-from pcf.store.models import utc_now
 from tests.factories import enrol, make_item
 
 ALICE, BOB, CAROL = (Actor(f"{n}@example.com", Role.ANNOTATOR) for n in ("alice", "bob", "carol"))

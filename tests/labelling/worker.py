@@ -19,8 +19,7 @@ from pathlib import Path
 from pcf.access import Actor, Role
 from pcf.labelling.labels import ItemFullError, save_label
 from pcf.labelling.queue import claim_next
-from pcf.store import get_dataset, get_engine, write_with_retry
-from pcf.store.queries import load_items
+from pcf.store import get_dataset, get_engine, load_items, write_with_retry
 
 READING_S = 0.05
 """The pause after each label, an annotator reading the next item: on a loaded machine, two

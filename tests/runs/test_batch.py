@@ -30,15 +30,19 @@ from pcf.runs.spec import RunSpec
 from pcf.runs.study import study_specs
 from pcf.store import (
     Call,
+    ProviderBatch,
+    ReplacedCall,
+    Run,
+    add_provider_batch,
     call_request,
+    delete_run,
     get_engine,
     get_run,
     import_items,
     item_db_ids,
     load_items,
+    update_provider_batch,
 )
-from pcf.store.models import ProviderBatch, ReplacedCall, Run
-from pcf.store.queries import add_provider_batch, delete_run, update_provider_batch
 from tests.demo_database import drop_database, new_database
 from tests.factories import make_item
 from tests.judge_providers import OPENAI, PROVIDERS, SECRET, ProviderSpec, use_environment
@@ -285,7 +289,7 @@ def test_a_cancelled_batch_leaves_failed_calls_and_a_key_in_an_error_is_masked(
 
 
 ITEM_CHUNKS = pytest.mark.parametrize("item_chunk", [500, 1], ids=["whole", "item_by_item"])
-"""The run gone through whole, or one item at a time (``pcf.store.queries.ITEM_CHUNK``)."""
+"""The run gone through whole, or one item at a time (``pcf.store.datasets.ITEM_CHUNK``)."""
 
 
 @with_provider()
@@ -294,7 +298,7 @@ def test_calls_are_split_by_the_request_limit_and_collect_waits_for_every_batch(
     provider_env, session, monkeypatch, item_chunk
 ):
     provider = provider_env
-    monkeypatch.setattr("pcf.store.queries.ITEM_CHUNK", item_chunk)
+    monkeypatch.setattr("pcf.store.datasets.ITEM_CHUNK", item_chunk)
     with WireServer(answer, batch_polls=3) as server:
         import_ds(session, 3)
         spec = base_spec(provider, server, name="r", executions=1)
@@ -355,7 +359,7 @@ def test_an_adaptive_run_sends_each_wave_as_a_batch_and_stops_where_call_by_call
             judge_run(spec, session=by_call, actor=operator())
             expected = judgments(by_call, "a")
             stops = by_call.exec(select(Run)).one().settings["stops"]
-        monkeypatch.setattr("pcf.store.queries.ITEM_CHUNK", item_chunk)
+        monkeypatch.setattr("pcf.store.datasets.ITEM_CHUNK", item_chunk)
         with WireServer(steady_answer, batch_polls=1) as server:
             import_ds(session)
             spec = base_spec(provider, server, name="a", adaptive="certain")
@@ -412,7 +416,7 @@ def test_apocjudge_confirmations_are_a_second_batch_wave(
             judge_run(spec, session=by_call, actor=operator())
             expected = judgments(by_call, "a")
             cost_by_call = by_call.exec(select(Run)).one().cost_usd
-        monkeypatch.setattr("pcf.store.queries.ITEM_CHUNK", item_chunk)
+        monkeypatch.setattr("pcf.store.datasets.ITEM_CHUNK", item_chunk)
         with WireServer(pairwise_answer, batch_polls=1) as server:
             import_items(pairs, session=session, name="ds", fmt="jsonl")
             session.commit()

@@ -12,8 +12,7 @@ from collections.abc import Callable
 import pytest
 from sqlmodel import Session, col, select
 
-from pcf.store import Call
-from pcf.store.models import ProviderBatch, ReplacedCall
+from pcf.store import Call, ProviderBatch, ReplacedCall
 from tests.runs.processes import environment, import_dataset
 from tests.runs.test_batch import answer
 from tests.wire_server import WireServer

@@ -17,8 +17,7 @@ from pcf.access import operator
 from pcf.cli import app
 from pcf.runs.manage import MAX_COST_ENV, judge_run
 from pcf.runs.spec import RunSpec
-from pcf.store import Call, Run, get_engine, get_run
-from pcf.store.models import KeyClaim
+from pcf.store import Call, KeyClaim, Run, get_engine, get_run
 from tests.runs.processes import environment, import_dataset, judge_command
 from tests.runs.test_live_providers import listwise_text
 from tests.wire_server import Scripted, WireRequest, WireServer

@@ -78,6 +78,6 @@ def test_an_estimate_made_a_few_items_at_a_time_is_the_same(db, monkeypatch, mod
     if backend != "simulated":
         spec = RunSpec("demo", "other", backend=backend, model=model, k=3, limit=30)
     whole = estimate_run(spec, session=db, prices={"gpt-x": (1.0, 2.0)})
-    monkeypatch.setattr("pcf.store.queries.ITEM_CHUNK", 7)
+    monkeypatch.setattr("pcf.store.datasets.ITEM_CHUNK", 7)
     assert estimate_run(spec, session=db, prices={"gpt-x": (1.0, 2.0)}) == whole
     assert whole.items == 30

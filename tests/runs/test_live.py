@@ -33,13 +33,14 @@ from pcf.store import (
     Call,
     CandidateRow,
     Dataset,
+    DatasetItems,
     ItemRow,
     Run,
+    delete_run,
     import_items,
     item_db_ids,
     run_judgments,
 )
-from pcf.store.queries import DatasetItems, delete_run
 from tests.factories import make_item, stored_run
 
 cli = CliRunner()
@@ -576,7 +577,7 @@ def test_a_run_made_a_few_items_at_a_time_stores_what_a_whole_run_does(
     dataset = _dataset(session, items)
 
     def made(chunk: int) -> tuple[dict, list, dict]:
-        monkeypatch.setattr("pcf.store.queries.ITEM_CHUNK", chunk)
+        monkeypatch.setattr("pcf.store.datasets.ITEM_CHUNK", chunk)
         run = stored_run(
             session,
             dataset.id,

@@ -23,8 +23,7 @@ from pcf.runs.manage import (
     open_run,
 )
 from pcf.runs.spec import RunSpec
-from pcf.store import get_run, import_items
-from pcf.store.queries import run_calls
+from pcf.store import get_run, import_items, run_calls
 from tests.factories import enrol, make_item, stored_run
 from tests.wire_server import Scripted, WireServer
 

@@ -17,8 +17,7 @@ from sqlmodel import Session, func, select
 from typer.testing import CliRunner
 
 from pcf.cli import app
-from pcf.store import Adjudication, Call, add_adjudication, get_run, utc_now
-from pcf.store.models import ReplacedCall, RunLease
+from pcf.store import Adjudication, Call, ReplacedCall, RunLease, add_adjudication, get_run, utc_now
 from tests.runs.processes import environment, import_dataset
 from tests.runs.processes import judge_command as judge
 from tests.runs.test_live_providers import listwise_text

@@ -12,8 +12,7 @@ from sqlmodel import Session, select
 from pcf.judges.simulated import SimulatedJudge
 from pcf.runs.live import execute
 from pcf.runs.spec import RunSpec
-from pcf.store import Call, import_items, item_db_ids, load_items
-from pcf.store.models import ReplacedCall
+from pcf.store import Call, ReplacedCall, import_items, item_db_ids, load_items
 from tests.factories import make_item, stored_run
 
 SPEC = RunSpec("ds", "r", k=3, concurrency=4)

@@ -11,8 +11,7 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session, select
 
-from pcf.store import Call, import_items, insert_calls, item_db_ids
-from pcf.store.compressed import PLAIN, ZLIB, pack, unpack
+from pcf.store import PLAIN, ZLIB, Call, import_items, insert_calls, item_db_ids, pack, unpack
 from tests.factories import call_row, make_item, stored_run
 
 ANSWER = json.dumps(

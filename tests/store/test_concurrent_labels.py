@@ -19,10 +19,10 @@ from pcf.store import (
     add_adjudication,
     get_engine,
     import_items,
+    is_transient,
     load_items,
     write_with_retry,
 )
-from pcf.store.engine import is_transient
 from tests.factories import make_item
 
 SPAWN = multiprocessing.get_context("spawn")

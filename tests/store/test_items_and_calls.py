@@ -6,17 +6,20 @@ from sqlmodel import Session
 
 from pcf.store import (
     add_adjudication,
+    add_resolution,
     get_run,
     insert_calls,
     item_calls,
     item_db_ids,
+    label_revision,
     labelled_item_counts,
     load_item,
     load_items,
     matching_item_keys,
+    replace_calls,
+    run_calls,
     run_version,
 )
-from pcf.store.queries import add_resolution, label_revision, replace_calls, run_calls
 from tests.factories import call_row, demo_item
 
 

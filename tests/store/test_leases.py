@@ -12,14 +12,16 @@ from datetime import timedelta
 
 from sqlmodel import Session
 
-from pcf.store import import_items, run_states, utc_now
-from pcf.store.models import RunLease
-from pcf.store.queries import (
+from pcf.store import (
+    RunLease,
+    import_items,
     lease_is_live,
     release_run_lease,
     renew_run_lease,
+    run_states,
     set_run_status,
     take_run_lease,
+    utc_now,
 )
 from tests.factories import make_item, stored_run
 

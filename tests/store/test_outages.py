@@ -37,14 +37,14 @@ from pcf.labelling.membership import set_local_name
 from pcf.store import (
     Adjudication,
     Call,
+    ReplacedCall,
+    database_wait_s,
     get_engine,
     import_items,
     item_db_ids,
+    save_member,
     write_with_retry,
 )
-from pcf.store.engine import database_wait_s
-from pcf.store.models import ReplacedCall
-from pcf.store.queries import save_member
 from tests.app import APP, open_page
 from tests.app.test_adjudicate import item_on_screen
 from tests.factories import make_item

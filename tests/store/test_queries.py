@@ -22,6 +22,8 @@ from pcf.store import (
     CandidateRow,
     Dataset,
     ItemRow,
+    ReplacedCall,
+    RequestTemplate,
     Run,
     add_adjudication,
     adjudicated_item_keys,
@@ -35,17 +37,17 @@ from pcf.store import (
     import_items,
     insert_calls,
     item_db_ids,
+    keep_duplicate_answers,
     list_datasets,
     list_runs,
     load_items,
+    replace_calls,
+    request_digest,
     run_calls_by_slot,
     run_judgments,
     session_scope,
     update_run_totals,
 )
-from pcf.store.models import ReplacedCall, RequestTemplate
-from pcf.store.queries import keep_duplicate_answers, replace_calls
-from pcf.store.requests import request_digest
 from tests.factories import REQUEST, call_row, stored_run
 
 MISSING_ITEM_ID = 12345
@@ -139,7 +141,7 @@ def test_an_import_in_chunks_stores_every_item_in_order_and_fails_whole(
 ) -> None:
     """Chunks of 3 items: 10 items come back as they went; an id seen in an earlier chunk
     fails the import with nothing stored."""
-    monkeypatch.setattr("pcf.store.queries.ITEM_CHUNK", 3)
+    monkeypatch.setattr("pcf.store.datasets.ITEM_CHUNK", 3)
     items = make_items(10)
     dataset = import_demo(session, items)
     assert load_items(dataset.id, session=session) == items

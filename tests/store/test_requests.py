@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from pcf.items import Candidate, Item
 from pcf.prompts import Rendered, neutral_keys, render_listwise, render_pairwise
-from pcf.store.models import RequestTemplate
-from pcf.store.requests import (
+from pcf.store import (
+    RequestTemplate,
     filled,
     rebuilt_request,
     request_digest,

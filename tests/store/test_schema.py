@@ -46,46 +46,40 @@ from pcf.labelling.membership import SignInRefusedError, identify
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import (
-    SchemaError,
-    call_request,
-    get_engine,
-    get_run,
-    import_items,
-    run_calls,
-    session_scope,
-    utc_now,
-)
-from pcf.store.engine import unchecked_engine
-from pcf.store.models import (
     ADJUDICATION_CHAIN,
+    ADVISORY_LOCK,
+    SCRIPT_LOCATION,
+    UNVERSIONED_TABLES,
     Adjudication,
     Call,
     KeyClaim,
     ReplacedCall,
     RequestTemplate,
+    SchemaError,
     SQLModel,
-)
-from pcf.store.queries import (
     add_adjudication,
+    call_request,
     claim_keys,
+    current,
     get_dataset,
+    get_engine,
     get_member,
+    get_run,
+    head,
+    history,
+    import_items,
     item_db_ids,
     keep_duplicate_answers,
     live_claims,
     replace_calls,
-)
-from pcf.store.requests import request_digest
-from pcf.store.schema import (
-    ADVISORY_LOCK,
-    SCRIPT_LOCATION,
-    UNVERSIONED_TABLES,
-    current,
-    head,
-    history,
+    request_digest,
+    run_calls,
+    session_scope,
+    unchecked_engine,
     upgrade,
+    utc_now,
 )
-from pcf.store.schema import revisions as schema_revisions
+from pcf.store import revisions as schema_revisions
 from tests.demo_database import copy_demo, drop_database, new_database, on_postgres
 from tests.factories import template_hostile_items
 from tests.store.legacy import release_decisions, restore

@@ -84,7 +84,7 @@ LABELS = [
 BUILD_LABELS = """
 import sys
 from pcf.store import add_adjudication, get_dataset, get_engine, item_db_ids, load_items
-from pcf.store.engine import write_with_retry
+from pcf.store import write_with_retry
 import json, pcf
 assert pcf.__file__.startswith(sys.argv[1]), pcf.__file__
 for dataset, item, annotator, choice, confidence, tags, notes in json.loads(sys.argv[2]):

@@ -1,0 +1,619 @@
+"""Runs and their calls: the run rows, the content-keyed cache, stored requests and answers,
+provider batches, and a run's judgments read back.
+
+Query functions take the session as a keyword argument; they flush but never commit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import (
+    Text,
+    case,
+    cast,
+    delete,
+    event,
+    func,
+    insert,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session as OrmSession
+from sqlmodel import Session, col, select
+
+from pcf.judgments import Judgment
+from pcf.processes import gc_paused
+from pcf.store.datasets import _chunks, list_datasets, rows_changed
+from pcf.store.leases import ACTIVE_RUN_STATUSES, _lease, lease_is_live
+from pcf.store.models import (
+    Call,
+    CandidateRow,
+    Dataset,
+    ItemRow,
+    ProviderBatch,
+    ReplacedCall,
+    RequestTemplate,
+    Run,
+    RunLease,
+    RunResult,
+    RunStatus,
+    utc_now,
+)
+from pcf.store.requests import rebuilt_request, stored_request
+
+SECRET_SETTING_WORDS = ("api_key", "apikey", "secret", "password", "authorization")
+
+
+def _secret_setting(settings: Mapping[str, Any]) -> str | None:
+    """The first key (at any depth) that looks like it holds a credential."""
+    for key, value in settings.items():
+        if any(word in str(key).lower() for word in SECRET_SETTING_WORDS):
+            return str(key)
+        if isinstance(value, Mapping) and (found := _secret_setting(value)):
+            return found
+    return None
+
+
+def create_run(
+    name: str,
+    *,
+    session: Session,
+    dataset_id: int,
+    protocol: str,
+    backend: str,
+    model: str,
+    k: int,
+    schedule: str,
+    seed: int = 0,
+    executions: int = 1,
+    weights: Mapping[str, float] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    base_url: str | None = None,
+) -> Run:
+    """Record a new pending run.
+
+    Args:
+        name: a name no other run has.
+        session: the open session; flushed, not committed.
+        dataset_id: the dataset judged.
+        protocol: one of :data:`pcf.runs.spec.PROTOCOLS`.
+        backend: the judge backend (``simulated``, ``openai``...).
+        model: the judge model.
+        k: orderings per item.
+        schedule: the ordering schedule.
+        seed: the run seed.
+        executions: independent passes over the dataset.
+        weights: the consensus weights.
+        settings: temperature, max_tokens, slot keys, prices...; never API keys.
+        base_url: the server of an OpenAI-compatible backend.
+
+    Raises:
+        ValueError: the name is taken, the dataset does not exist, an argument is out of range,
+            or ``settings`` holds what looks like a credential.
+    """
+    if k < 1 or executions < 1:
+        raise ValueError(f"k and executions must be at least 1, got k={k}, executions={executions}")
+    if (secret := _secret_setting(settings or {})) is not None:
+        raise ValueError(
+            f"run settings must not hold credentials ({secret!r}); keys come from the environment"
+        )
+    if session.get(Dataset, dataset_id) is None:
+        raise ValueError(f"no dataset with id {dataset_id}; import one first")
+    if get_run(name, session=session) is not None:
+        raise ValueError(f"a run named {name!r} already exists; choose another name")
+    run = Run(
+        name=name,
+        dataset_id=dataset_id,
+        protocol=protocol,
+        backend=backend,
+        model=model,
+        base_url=base_url,
+        k=k,
+        schedule=schedule,
+        seed=seed,
+        executions=executions,
+        weights=dict(weights or {}),
+        settings=dict(settings or {}),
+    )
+    session.add(run)
+    session.flush()
+    return run
+
+
+def get_run(name: str, *, session: Session) -> Run | None:
+    """The run called ``name``, or None."""
+    return session.exec(select(Run).where(Run.name == name)).first()
+
+
+def run_dataset(run: Run, *, session: Session) -> Dataset:
+    """The dataset ``run`` judges (every run has one: a foreign key)."""
+    dataset = session.get(Dataset, run.dataset_id)
+    if dataset is None:
+        raise LookupError(f"run {run.name!r} has no dataset")
+    return dataset
+
+
+def set_run_status(run: Run, status: RunStatus | str, *, session: Session) -> Run:
+    """Record the run's status (one of :class:`RunStatus`); ``finished`` also stamps
+    ``finished_at``."""
+    run.status = RunStatus(status).value
+    if run.status == RunStatus.FINISHED:
+        run.finished_at = utc_now()
+    session.add(run)
+    session.flush()
+    return run
+
+
+def set_run_setting(run: Run, key: str, value: Any, *, session: Session) -> Run:
+    """Store one of a run's settings (never a secret: see :func:`create_run`)."""
+    run.settings = {**run.settings, key: value}
+    session.add(run)
+    session.flush()
+    return run
+
+
+def list_runs(*, session: Session, dataset_id: int | None = None) -> list[Run]:
+    """Every run, oldest first; only the runs of ``dataset_id`` when given."""
+    query = select(Run).order_by(col(Run.id))
+    if dataset_id is not None:
+        query = query.where(Run.dataset_id == dataset_id)
+    return list(session.exec(query).all())
+
+
+def update_run_totals(run_id: int, *, session: Session) -> Run:
+    """Recompute a run's totals from its calls and store them on the run.
+
+    ``calls_made`` counts requests sent to the judge (the attempts of every call the cache did
+    not answer), ``cache_hits`` the calls the cache answered, ``failures`` the calls left
+    failed; tokens and cost add up the calls the cache did not answer.
+    """
+    run = session.get(Run, run_id)
+    if run is None:
+        raise ValueError(f"no run with id {run_id}")
+    paid = col(Call.cached_from).is_(None)
+
+    def paid_sum(column: Any) -> Any:
+        return func.coalesce(func.sum(case((paid, column), else_=0)), 0)
+
+    calls_made, cache_hits, failures, input_tokens, output_tokens, cost = session.exec(
+        select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
+            paid_sum(Call.attempts),
+            func.coalesce(func.sum(case((paid, 0), else_=1)), 0),
+            func.coalesce(func.sum(case((col(Call.ok), 0), else_=1)), 0),
+            paid_sum(Call.input_tokens),
+            paid_sum(Call.output_tokens),
+            paid_sum(Call.cost_usd),
+        ).where(Call.run_id == run_id)
+    ).one()
+    run.sqlmodel_update(
+        {
+            "calls_made": calls_made,
+            "cache_hits": cache_hits,
+            "failures": failures,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cost_usd": float(cost),
+        }
+    )
+    session.add(run)
+    session.flush()
+    return run
+
+
+def usage_peaks(run_id: int, *, session: Session) -> tuple[int, int]:
+    """The most input and output tokens one stored call of the run was billed for."""
+    peaks = session.exec(
+        select(func.max(Call.input_tokens), func.max(Call.output_tokens)).where(
+            Call.run_id == run_id
+        )
+    ).one()
+    return peaks[0] or 0, peaks[1] or 0
+
+
+def run_states(runs: Iterable[Run], *, session: Session) -> dict[int, str]:
+    """``{run id: status to show}``: the stored status, except that a pending or running run
+    with no live lease (:func:`lease_is_live`) is ``interrupted``: its process stopped early
+    (killed, crashed), and judging it again resumes it."""
+    fresh = select(RunLease).execution_options(populate_existing=True)
+    leases = {lease.run_name: lease for lease in session.exec(fresh).all()}
+    now = utc_now()
+    states = {}
+    for run in runs:
+        lease = leases.get(run.name)
+        stale = run.status in ACTIVE_RUN_STATUSES and (
+            lease is None or not lease_is_live(lease, now)
+        )
+        states[run.id] = "interrupted" if stale else run.status
+    return states
+
+
+def run_listing(*, session: Session, dataset_id: int | None = None) -> list[dict[str, Any]]:
+    """The runs (of one dataset, or all), oldest first, as listed by ``pcf runs`` and the Runs
+    page: name, dataset, settings, status to show (:func:`run_states`), calls, tokens, cost."""
+    runs = list_runs(session=session, dataset_id=dataset_id)
+    names = {d.id: d.name for d in list_datasets(session=session)}
+    states = run_states(runs, session=session)
+    return [
+        {
+            "name": r.name,
+            "dataset": names.get(r.dataset_id),
+            "protocol": r.protocol,
+            "backend": r.backend,
+            "model": r.model,
+            "k": r.k,
+            "schedule": r.schedule,
+            "executions": r.executions,
+            "status": states[r.id],
+            "calls": r.calls_made,
+            "cache_hits": r.cache_hits,
+            "failures": r.failures,
+            "input_tokens": r.input_tokens,
+            "output_tokens": r.output_tokens,
+            "cost_usd": r.cost_usd,
+        }
+        for r in runs
+    ]
+
+
+def delete_run(name: str, *, session: Session) -> dict[str, int]:
+    """Delete the run ``name``, its calls and their replaced answers, and its stored results;
+    never any adjudication (labels belong to items, not runs).
+
+    Returns:
+        ``{"calls": n, "replaced_calls": m}``: the rows deleted with the run.
+
+    Raises:
+        ValueError: no such run, a live process is judging it, or other runs reuse its answers
+            from the cache (delete those first).
+    """
+    run = get_run(name, session=session)
+    if run is None:
+        raise ValueError(f"no run {name!r}; `pcf runs` lists them")
+    lease = _lease(name, session=session)
+    if lease is not None and lease_is_live(lease):
+        raise ValueError(
+            f"run {name!r} is being judged now (process {lease.pid} on {lease.host}); "
+            "wait for it to finish"
+        )
+    calls = select(Call.id).where(Call.run_id == run.id)
+    reusers = session.exec(
+        select(Run.name)
+        .join(Call, col(Call.run_id) == Run.id)
+        .where(col(Call.cached_from).in_(calls), Call.run_id != run.id)
+        .distinct()
+    ).all()
+    if reusers:
+        raise ValueError(
+            f"runs {', '.join(sorted(reusers))} reuse answers of run {name!r} from the cache; "
+            "delete them first"
+        )
+    replaced = session.execute(delete(ReplacedCall).where(col(ReplacedCall.call_id).in_(calls)))
+    deleted = session.execute(delete(Call).where(col(Call.run_id) == run.id))
+    session.execute(delete(RunLease).where(col(RunLease.run_name) == name))
+    session.execute(delete(ProviderBatch).where(col(ProviderBatch.run_id) == run.id))
+    session.execute(delete(RunResult).where(col(RunResult.run_id) == run.id))
+    session.delete(run)
+    session.flush()
+    return {"calls": rows_changed(deleted), "replaced_calls": rows_changed(replaced)}
+
+
+def cached_calls(content_keys: Iterable[str], *, session: Session) -> dict[str, Call]:
+    """The answers to reuse: ``{content_key: the newest ok call with that key, in any run}``.
+
+    Keys no ok call answered are left out. Queried in chunks, so any number of keys works.
+    """
+    found: dict[str, Call] = {}
+    for chunk in _chunks(content_keys):
+        rows = session.exec(
+            select(Call)
+            .where(col(Call.content_key).in_(chunk), col(Call.ok))
+            .order_by(col(Call.created_at).desc(), col(Call.id).desc())
+        )
+        for call in rows:
+            found.setdefault(call.content_key, call)
+    return found
+
+
+def answered_keys(content_keys: Iterable[str], *, session: Session) -> set[str]:
+    """The content keys among ``content_keys`` that an ok call answered (the cache's hits)."""
+    found: set[str] = set()
+    for chunk in _chunks(content_keys):
+        found |= set(
+            session.exec(
+                select(Call.content_key).where(col(Call.content_key).in_(chunk), col(Call.ok))
+            ).all()
+        )
+    return found
+
+
+TEMPLATE_IDS = "pcf.request_template_ids"
+"""``session.info`` key: ``{template digest: id}`` of the templates committed, seen by it."""
+NEW_TEMPLATE_IDS = "pcf.new_request_template_ids"
+"""``session.info`` key: the same for the templates seen in its open transaction."""
+
+
+@event.listens_for(OrmSession, "after_commit")
+def _keep_template_ids(session: OrmSession) -> None:
+    """The templates a transaction saw exist for good once it commits."""
+    session.info.setdefault(TEMPLATE_IDS, {}).update(session.info.pop(NEW_TEMPLATE_IDS, {}))
+
+
+@event.listens_for(OrmSession, "after_transaction_end")
+def _forget_new_template_ids(session: OrmSession, _transaction: Any) -> None:
+    """A transaction that ends without a commit may have taken its new templates with it."""
+    session.info.pop(NEW_TEMPLATE_IDS, None)
+
+
+def request_template_id(values: Mapping[str, Any], *, session: Session) -> int:
+    """The id of the template with these column values (see
+    :func:`~pcf.store.requests.stored_request`), stored first if no row has its digest.
+
+    ``INSERT ... ON CONFLICT DO NOTHING`` then a select, so that two writers storing the same
+    template at once both get the one row (on PostgreSQL the second insert waits for the
+    first transaction). Ids are remembered per session, once committed.
+    """
+    digest = values["digest"]
+    for known in (TEMPLATE_IDS, NEW_TEMPLATE_IDS):
+        if (found := session.info.get(known, {}).get(digest)) is not None:
+            return found
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    session.execute(dialect.insert(RequestTemplate).values(**values).on_conflict_do_nothing())
+    found = session.exec(select(RequestTemplate.id).where(RequestTemplate.digest == digest)).one()
+    session.info.setdefault(NEW_TEMPLATE_IDS, {})[digest] = found
+    return found
+
+
+def stored_call(row: Mapping[str, Any], *, session: Session) -> dict[str, Any]:
+    """A call's column values as the table stores them: a ``request`` among them (with the
+    ``request_texts`` it was made from, if given) becomes ``template_id`` and
+    ``request_digest``.
+
+    ``request_texts`` is the item's prompt and the candidate texts in slot order: where they
+    occur in the user message, the template refers to them instead of holding them.
+    """
+    values = dict(row)
+    if "request" not in values:
+        return values
+    template, digest = stored_request(values.pop("request"), values.pop("request_texts", None))
+    values["template_id"] = request_template_id(template, session=session)
+    values["request_digest"] = digest
+    return values
+
+
+def insert_calls(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None:
+    """Store calls given as column values with their ``request`` (see :func:`stored_call`),
+    stamped with the current time.
+
+    A plain INSERT of the rows, without building ORM objects or a unit of work: the run engine
+    stores every judge answer this way as it arrives, in the event loop, and every millisecond
+    it takes is taken from the judge's SDK (see ``benchmarks/runner_throughput.py``).
+    """
+    now = utc_now()
+    values = [{"created_at": now, **stored_call(row, session=session)} for row in rows]
+    session.execute(insert(Call), values)
+
+
+def call_request(call: Call, *, session: Session) -> dict[str, Any]:
+    """The request ``call`` sent, as the judge got it: ``backend``, ``model``, ``system``,
+    ``user``, ``schema``, ``temperature``, ``max_tokens``.
+
+    Rebuilt from its template and the item's prompt and candidate texts;
+    ``call.sent(request)`` checks it against the digest stored when it was sent.
+    """
+    template = session.get(RequestTemplate, call.template_id)
+    if template is None:
+        raise LookupError(f"call {call.id} has no request template")
+    prompt = session.exec(select(ItemRow.prompt).where(ItemRow.id == call.item_id)).one()
+    texts = dict(
+        session.exec(
+            select(CandidateRow.candidate_key, CandidateRow.text).where(
+                CandidateRow.item_id == call.item_id
+            )
+        ).all()
+    )
+    return rebuilt_request(template, prompt, [texts[key] for key in call.order])
+
+
+def keep_duplicate_answers(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None:
+    """Keep answers for calls the run already stored (a second writer's) as ``duplicate``
+    replaced calls of the stored call, so that no paid answer is ever lost."""
+    for row in rows:
+        stored = session.exec(
+            select(Call.id).where(
+                Call.run_id == row["run_id"],
+                Call.item_id == row["item_id"],
+                Call.execution == row["execution"],
+                Call.call_index == row["call_index"],
+            )
+        ).one()
+        values = stored_call(row, session=session)
+        session.add(ReplacedCall(call_id=stored, reason="duplicate", values=values))
+    session.flush()
+
+
+def replace_calls(rows: Mapping[int, Mapping[str, Any]], *, session: Session) -> None:
+    """Give stored calls a new current answer: ``{call id: column values}`` with the
+    ``request`` (see :func:`stored_call`).
+
+    Each call's previous values are kept whole as a ``retried`` :class:`ReplacedCall` first.
+    """
+    now = utc_now()
+    for call_id, values in rows.items():
+        old = session.get(Call, call_id)
+        if old is None:
+            raise ValueError(f"no call with id {call_id}")
+        session.add(
+            ReplacedCall(call_id=call_id, reason="retried", values=old.model_dump(mode="json"))
+        )
+        old.sqlmodel_update({**stored_call(values, session=session), "created_at": now})
+        session.add(old)
+    session.flush()
+
+
+def add_provider_batch(
+    run_id: int, token: str, custom_ids: list[str], *, session: Session
+) -> ProviderBatch:
+    """Record a batch submission (state ``submitting``) before the provider is asked."""
+    batch = ProviderBatch(run_id=run_id, token=token, custom_ids=custom_ids)
+    session.add(batch)
+    session.flush()
+    return batch
+
+
+def update_provider_batch(batch: ProviderBatch, *, session: Session, **values: Any) -> None:
+    """Set fields of a batch record (``state``, ``file_id``, ``batch_id``...)."""
+    batch.sqlmodel_update(values)
+    session.add(batch)
+    session.flush()
+
+
+def run_batches(run_id: int, *, session: Session) -> list[ProviderBatch]:
+    """The run's batch submissions, oldest first."""
+    query = select(ProviderBatch).where(ProviderBatch.run_id == run_id)
+    return list(session.exec(query.order_by(col(ProviderBatch.id))).all())
+
+
+def claimed_batch_ids(*, session: Session) -> set[str]:
+    """Provider batch ids recorded by any run."""
+    query = select(ProviderBatch.batch_id).where(col(ProviderBatch.batch_id).is_not(None))
+    return {batch_id for batch_id in session.exec(query).all() if batch_id}
+
+
+def pending_batch_keys(*, session: Session) -> set[str]:
+    """Content keys sent in batches of any run whose results are not stored yet."""
+    carrying = col(ProviderBatch.state).in_(("submitting", "submitted"))
+    query = select(ProviderBatch.custom_ids).where(carrying)
+    return {key for keys in session.exec(query).all() for key in keys}
+
+
+def run_calls_by_slot(
+    run_id: int, *, session: Session, item_ids: Iterable[int] | None = None
+) -> dict[tuple[int, int, int], Call]:
+    """The run's stored calls (of the items with these database ids only, when given) by
+    ``(item database id, execution, call index)``."""
+    query = select(Call).where(Call.run_id == run_id)
+    if item_ids is not None:
+        query = query.where(col(Call.item_id).in_(list(item_ids)))
+    return {(c.item_id, c.execution, c.call_index): c for c in session.exec(query).all()}
+
+
+def _at_positions(query: Any, run_id: int, start: int | None, stop: int | None) -> Any:
+    """``query`` (of the run's calls, joined with :class:`ItemRow`) kept to the items at
+    positions ``start`` to ``stop`` (excluded); None leaves that end open.
+
+    The run's dataset is named too, so that the database finds those items by position (its
+    index) and then their calls, instead of going through every call of the run for each
+    chunk of items.
+    """
+    if start is None and stop is None:
+        return query
+    dataset = select(Run.dataset_id).where(Run.id == run_id).scalar_subquery()
+    query = query.where(col(ItemRow.dataset_id) == dataset)
+    if start is not None:
+        query = query.where(col(ItemRow.position) >= start)
+    if stop is not None:
+        query = query.where(col(ItemRow.position) < stop)
+    return query
+
+
+def run_calls(
+    run_id: int, *, session: Session, start: int | None = None, stop: int | None = None
+) -> list[Call]:
+    """The run's calls, by item, execution and call index; only those of the items at
+    positions ``start`` to ``stop`` (excluded) when given."""
+    query = select(Call).where(Call.run_id == run_id)
+    if start is not None or stop is not None:
+        joined = query.join(ItemRow, col(ItemRow.id) == Call.item_id)
+        query = _at_positions(joined, run_id, start, stop)
+    return list(
+        session.exec(
+            query.order_by(col(Call.item_id), col(Call.execution), col(Call.call_index))
+        ).all()
+    )
+
+
+def item_calls(run_id: int, item_db_id: int, *, session: Session) -> list[Call]:
+    """The run's calls of one item, by execution and call index."""
+    return list(
+        session.exec(
+            select(Call)
+            .where(Call.run_id == run_id, Call.item_id == item_db_id)
+            .order_by(col(Call.execution), col(Call.call_index))
+        ).all()
+    )
+
+
+def stored_judgment(
+    item_key: str,
+    execution: int,
+    call_index: int,
+    ok: bool,
+    error: str | None,
+    order: list[str],
+    parsed: dict[str, Any] | None,
+    repaired: list[str],
+) -> Judgment:
+    """A stored call as a judgment; a failed one keeps only its order and error."""
+    if not ok or parsed is None:
+        return Judgment(item_key, execution, call_index, tuple(order), False, error or "failed")
+    return Judgment(
+        item_key,
+        execution,
+        call_index,
+        tuple(order),
+        True,
+        None,
+        parsed.get("factuality", {}),
+        parsed.get("hallucination_risk", {}),
+        tuple(parsed.get("ranking", ())),
+        parsed.get("confidence"),
+        tuple(repaired),
+    )
+
+
+def run_judgments(
+    run_id: int, *, session: Session, start: int | None = None, stop: int | None = None
+) -> list[Judgment]:
+    """Every call of the run as a judgment (failed calls with ``ok=False`` and their error);
+    only the calls of the items at positions ``start`` to ``stop`` (excluded) when given.
+
+    Ordered by item position, execution and call index; ``item_id`` is the item's key. For
+    speed the JSON columns are read as text and decoded by a single ``json.loads``.
+    """
+    query = (
+        select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
+            ItemRow.item_key,
+            Call.execution,
+            Call.call_index,
+            Call.ok,
+            Call.error,
+            cast(Call.order, Text),
+            cast(Call.judgment, Text),
+            cast(Call.repaired, Text),
+        )
+        .join(ItemRow, col(ItemRow.id) == Call.item_id)
+        .where(Call.run_id == run_id)
+        .order_by(col(ItemRow.position), col(Call.execution), col(Call.call_index))
+    )
+    query = _at_positions(query, run_id, start, stop)
+    with gc_paused():
+        rows = session.exec(query).all()
+        json_columns = ",".join(
+            f"[{order},{parsed or 'null'},{repaired}]" for *_, order, parsed, repaired in rows
+        )
+        decoded = json.loads(f"[{json_columns}]")
+        return [
+            stored_judgment(*row[:5], *json_values)
+            for row, json_values in zip(rows, decoded, strict=True)
+        ]
+
+
+def record_item_stops(
+    run: Run, stops: Mapping[str, Mapping[str, Any]], *, session: Session
+) -> None:
+    """Record where an adaptive run stopped each item and why (``settings["stops"]``)."""
+    run.settings = {**run.settings, "stops": {key: dict(stop) for key, stop in stops.items()}}
+    session.add(run)
+    session.flush()

@@ -1,0 +1,296 @@
+"""Datasets and their items: imports, and items read a chunk at a time.
+
+Query functions take the session as a keyword argument; they flush but never commit.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    CursorResult,
+    Result,
+    and_,
+    func,
+    insert,
+    literal,
+    or_,
+)
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from pcf.items import Candidate, Item
+from pcf.store.models import (
+    CandidateRow,
+    Dataset,
+    ItemRow,
+)
+
+CACHE_QUERY_CHUNK = 500
+"""Content keys per query of :func:`cached_calls` (SQLite allows 32766 parameters)."""
+
+
+def rows_changed(result: Result[Any]) -> int:
+    """The rows an UPDATE or DELETE changed (its result is a cursor's)."""
+    assert isinstance(result, CursorResult)
+    return result.rowcount
+
+
+def import_items(
+    items: list[Item],
+    *,
+    session: Session,
+    name: str,
+    fmt: str,
+    source_path: str | Path | None = None,
+    seed: int = 0,
+) -> Dataset:
+    """Store a dataset and its items and candidates with bulk inserts, in the caller's transaction.
+
+    Args:
+        items: the items, in file order.
+        session: the open session; flushed, not committed.
+        name: a name no other dataset has.
+        fmt: the format the items were loaded from (``jsonl``, ``rewardbench2``...).
+        source_path: the file they came from.
+        seed: the dataset seed of the canonical orders.
+
+    Raises:
+        ValueError: the name is taken, there are no items, or two items share an id or an item
+            lists one candidate id twice.
+    """
+    if not items:
+        raise ValueError(f"no items to import into dataset {name!r}")
+    if get_dataset(name, session=session) is not None:
+        raise ValueError(f"a dataset named {name!r} already exists; choose another name")
+    dataset = Dataset(
+        name=name,
+        format=fmt,
+        source_path=None if source_path is None else str(source_path),
+        seed=seed,
+        n_items=len(items),
+    )
+    session.add(dataset)
+    session.flush()
+    try:
+        for start in range(0, len(items), ITEM_CHUNK):
+            _insert_items(dataset.id, start, items[start : start + ITEM_CHUNK], session=session)
+    except IntegrityError as exc:
+        raise ValueError(
+            f"cannot import dataset {name!r}: item ids must be unique, and candidate ids unique "
+            f"within each item ({exc.orig})"
+        ) from exc
+    return dataset
+
+
+def _insert_items(dataset_id: int, start: int, items: list[Item], *, session: Session) -> None:
+    """Insert ``items``, the dataset's items from position ``start`` on, and their candidates
+    (a chunk at a time: the rows of a whole large dataset at once would take gigabytes)."""
+    session.execute(
+        insert(ItemRow),
+        [
+            {
+                "dataset_id": dataset_id,
+                "item_key": item.item_id,
+                "position": start + offset,
+                "prompt": item.prompt,
+                "gold": item.gold,
+                "bucket": item.bucket,
+                "item_metadata": item.metadata,
+            }
+            for offset, item in enumerate(items)
+        ],
+    )
+    db_ids = dict(
+        session.exec(
+            select(ItemRow.item_key, ItemRow.id).where(
+                ItemRow.dataset_id == dataset_id,
+                col(ItemRow.position) >= start,
+                col(ItemRow.position) < start + len(items),
+            )
+        ).all()
+    )
+    session.execute(
+        insert(CandidateRow),
+        [
+            {
+                "item_id": db_ids[item.item_id],
+                "candidate_key": candidate.id,
+                "position": position,
+                "text": candidate.text,
+            }
+            for item in items
+            for position, candidate in enumerate(item.candidates)
+        ],
+    )
+
+
+def get_dataset(name: str, *, session: Session) -> Dataset | None:
+    """The dataset called ``name``, or None."""
+    return session.exec(select(Dataset).where(Dataset.name == name)).first()
+
+
+def list_datasets(*, session: Session) -> list[Dataset]:
+    """Every dataset, oldest first."""
+    return list(session.exec(select(Dataset).order_by(col(Dataset.id))).all())
+
+
+ITEM_CHUNK = 500
+"""Items read at once when a whole dataset is gone through (:class:`DatasetItems`)."""
+
+
+def _items_where(condition: Any, *, session: Session, texts: bool = True) -> list[Item]:
+    """The items matching ``condition`` (on :class:`ItemRow`) in file order, candidates in
+    listing order; each item's metadata also holds its database id as ``"db_id"``. Without
+    ``texts`` the candidates' texts are not read (left empty)."""
+    candidates: dict[int, list[Candidate]] = defaultdict(list)
+    text = CandidateRow.text if texts else literal("")
+    candidate_rows = session.exec(
+        select(CandidateRow.item_id, CandidateRow.candidate_key, text)
+        .join(ItemRow, col(ItemRow.id) == CandidateRow.item_id)
+        .where(condition)
+        .order_by(col(CandidateRow.item_id), col(CandidateRow.position))
+    )
+    for item_id, key, text in candidate_rows:
+        candidates[item_id].append(Candidate(key, text))
+    item_rows = session.exec(
+        select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
+            ItemRow.id,
+            ItemRow.item_key,
+            ItemRow.prompt,
+            ItemRow.gold,
+            ItemRow.bucket,
+            ItemRow.item_metadata,
+        )
+        .where(condition)
+        .order_by(col(ItemRow.position))
+    )
+    return [
+        Item(key, prompt, tuple(candidates[db_id]), gold, bucket, {**metadata, "db_id": db_id})
+        for db_id, key, prompt, gold, bucket, metadata in item_rows
+    ]
+
+
+def load_items(dataset_id: int, *, session: Session) -> list[Item]:
+    """The dataset's items in file order, candidates in listing order.
+
+    Each item's metadata also holds its database id as ``"db_id"``.
+    """
+    return _items_where(ItemRow.dataset_id == dataset_id, session=session)
+
+
+def items_at(
+    dataset_id: int, start: int, stop: int, *, session: Session, texts: bool = True
+) -> list[Item]:
+    """The dataset's items at positions ``start`` (included) to ``stop`` (excluded), in file
+    order, for reading a large dataset a chunk at a time.
+
+    Each item's metadata also holds its database id as ``"db_id"``. Without ``texts`` the
+    candidates' texts are left empty (what decisions need is their ids).
+    """
+    condition = and_(
+        col(ItemRow.dataset_id) == dataset_id,
+        col(ItemRow.position) >= start,
+        col(ItemRow.position) < stop,
+    )
+    return _items_where(condition, session=session, texts=texts)
+
+
+def items_named(
+    dataset_id: int, item_keys: Iterable[str], *, session: Session, texts: bool = True
+) -> list[Item]:
+    """The dataset's items with these keys (for the few items a page shows), by database id:
+    file order, as :func:`import_items` stores them. Without ``texts`` the candidates' texts
+    are left empty."""
+    found: list[Item] = []
+    for keys in _chunks(item_keys):
+        condition = and_(col(ItemRow.dataset_id) == dataset_id, col(ItemRow.item_key).in_(keys))
+        found += _items_where(condition, session=session, texts=texts)
+    return sorted(found, key=lambda item: item.metadata["db_id"])
+
+
+class DatasetItems:
+    """A dataset's items in file order (its first ``limit`` only), read from the database
+    :data:`ITEM_CHUNK` at a time whenever they are gone through, so that work over a dataset
+    of any size holds one chunk of items in memory. Each item's metadata holds its database
+    id as ``"db_id"``, as with :func:`load_items`."""
+
+    def __init__(self, dataset_id: int, *, session: Session, limit: int | None = None) -> None:
+        self.dataset_id, self.session, self.limit = dataset_id, session, limit
+
+    def __iter__(self) -> Iterator[Item]:
+        for chunk in self.chunks():
+            yield from chunk
+
+    def chunks(self) -> Iterator[list[Item]]:
+        """The items, :data:`ITEM_CHUNK` at a time."""
+        size = self.session.exec(
+            select(func.count()).where(ItemRow.dataset_id == self.dataset_id)
+        ).one()
+        end = size if self.limit is None else min(size, self.limit)
+        for start in range(0, end, ITEM_CHUNK):
+            stop = min(start + ITEM_CHUNK, end)
+            yield items_at(self.dataset_id, start, stop, session=self.session)
+
+
+def items_by_ids(item_db_ids: Iterable[int], *, session: Session) -> list[Item]:
+    """The items with these database ids (at most :data:`ITEM_CHUNK` of them), in file order;
+    each item's metadata holds its database id as ``"db_id"``."""
+    return _items_where(col(ItemRow.id).in_(list(item_db_ids)), session=session)
+
+
+def load_item(item_db_id: int, *, session: Session) -> Item | None:
+    """One item by database id (``metadata["db_id"]`` set), or None."""
+    found = _items_where(ItemRow.id == item_db_id, session=session)
+    return found[0] if found else None
+
+
+def item_positions(dataset_id: int, *, session: Session) -> list[tuple[str, int, int]]:
+    """``(item key, database id, position)`` of the dataset's items, in file order."""
+    rows = session.exec(
+        select(ItemRow.item_key, ItemRow.id, ItemRow.position)
+        .where(ItemRow.dataset_id == dataset_id)
+        .order_by(col(ItemRow.position))
+    ).all()
+    return [(key, db_id, position) for key, db_id, position in rows]
+
+
+def matching_item_keys(dataset_id: int, text: str, *, session: Session) -> set[str]:
+    """Keys of the items whose id, prompt or any candidate contains ``text`` (any case)."""
+    rows = session.exec(
+        select(ItemRow.item_key)
+        .join(CandidateRow, col(CandidateRow.item_id) == ItemRow.id)
+        .where(
+            ItemRow.dataset_id == dataset_id,
+            or_(
+                col(ItemRow.item_key).icontains(text, autoescape=True),
+                col(ItemRow.prompt).icontains(text, autoescape=True),
+                col(CandidateRow.text).icontains(text, autoescape=True),
+            ),
+        )
+        .distinct()
+    )
+    return set(rows.all())
+
+
+def item_db_ids(dataset_id: int, *, session: Session) -> dict[str, int]:
+    """``{item_key: database id}`` for the dataset's items."""
+    rows = session.exec(
+        select(ItemRow.item_key, ItemRow.id).where(ItemRow.dataset_id == dataset_id)
+    )
+    return dict(rows.all())
+
+
+def get_dataset_by_id(dataset_id: int, *, session: Session) -> Dataset | None:
+    """The dataset with database id ``dataset_id``, or None."""
+    return session.get(Dataset, dataset_id)
+
+
+def _chunks(keys: Iterable[str]) -> Iterator[list[str]]:
+    """Distinct keys in chunks of :data:`CACHE_QUERY_CHUNK`, for ``IN`` queries of any size."""
+    unique = list(dict.fromkeys(keys))
+    for start in range(0, len(unique), CACHE_QUERY_CHUNK):
+        yield unique[start : start + CACHE_QUERY_CHUNK]

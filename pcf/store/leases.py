@@ -1,0 +1,195 @@
+"""Leases and claims: one live process per run, runs taken over from dead holders, and the
+content keys being answered now.
+
+Query functions take the session as a keyword argument; they flush but never commit.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from sqlalchemy import (
+    bindparam,
+    delete,
+    insert,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from pcf.processes import process_exists
+from pcf.store.datasets import _chunks, rows_changed
+from pcf.store.engine import LostRaceError
+from pcf.store.models import (
+    KeyClaim,
+    RunLease,
+    RunStatus,
+    utc_now,
+)
+
+ACTIVE_RUN_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
+
+
+def lease_is_live(lease: RunLease | KeyClaim, now: datetime | None = None) -> bool:
+    """Whether the lease's (or claim's) holder may still be working: its time has not run out
+    and, when it was taken on this host, its process still exists."""
+    if lease.expires_at <= (now or utc_now()):
+        return False
+    return lease.host != socket.gethostname() or process_exists(lease.pid)
+
+
+def _lease(run_name: str, *, session: Session) -> RunLease | None:
+    """The run's lease as stored now (not as this session last saw it)."""
+    return session.exec(
+        select(RunLease)
+        .where(RunLease.run_name == run_name)
+        .execution_options(populate_existing=True)
+    ).first()
+
+
+def take_run_lease(
+    run_name: str, *, session: Session, holder: str, ttl_s: float
+) -> RunLease | None:
+    """Take the lease of ``run_name`` for ``holder``, unless a live holder has it.
+
+    A dead lease (:func:`lease_is_live`) is taken over. The caller commits.
+
+    Returns:
+        None when ``holder`` now holds the lease, else the live lease of another holder.
+
+    Raises:
+        LostRaceError: another process took or renewed the lease at the same time.
+    """
+    now = utc_now()
+    mine = {
+        "holder": holder,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "acquired_at": now,
+        "expires_at": now + timedelta(seconds=ttl_s),
+    }
+    current = _lease(run_name, session=session)
+    if current is None:
+        try:
+            session.execute(insert(RunLease), [{"run_name": run_name, **mine}])
+        except IntegrityError as exc:
+            raise LostRaceError(f"run {run_name!r} was taken at the same time") from exc
+        return None
+    if current.holder != holder and lease_is_live(current, now):
+        return current
+    taken = session.execute(
+        update(RunLease)
+        .where(col(RunLease.run_name) == run_name, col(RunLease.holder) == current.holder)
+        .values(**mine)
+        .execution_options(synchronize_session=False)
+    )
+    if rows_changed(taken) != 1:
+        raise LostRaceError(f"run {run_name!r} was taken at the same time")
+    return None
+
+
+def renew_run_lease(run_name: str, *, session: Session, holder: str, ttl_s: float) -> bool:
+    """Push the lease's expiry ``ttl_s`` seconds ahead; False when ``holder`` lost it."""
+    renewed = session.execute(
+        update(RunLease)
+        .where(col(RunLease.run_name) == run_name, col(RunLease.holder) == holder)
+        .values(expires_at=utc_now() + timedelta(seconds=ttl_s))
+        .execution_options(synchronize_session=False)
+    )
+    return rows_changed(renewed) == 1
+
+
+def release_run_lease(run_name: str, *, session: Session, holder: str) -> None:
+    """Give the lease up (nothing happens when ``holder`` no longer holds it)."""
+    session.execute(
+        delete(RunLease).where(col(RunLease.run_name) == run_name, col(RunLease.holder) == holder)
+    )
+
+
+def claim_keys(
+    content_keys: Iterable[str], *, session: Session, holder: str, ttl_s: float
+) -> set[str]:
+    """Claim requests about to be sent for ``holder``, except those a live other holder
+    claims (:class:`~pcf.store.models.KeyClaim`); dead claims are taken over. The caller
+    commits.
+
+    Returns:
+        The keys ``holder`` holds now.
+    """
+    now = utc_now()
+    mine = {
+        "holder": holder,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "expires_at": now + timedelta(seconds=ttl_s),
+    }
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    held: set[str] = set()
+    for chunk in _chunks(content_keys):
+        values = [{"content_key": key, **mine} for key in chunk]
+        session.execute(dialect.insert(KeyClaim).values(values).on_conflict_do_nothing())
+        claims = session.exec(
+            select(KeyClaim)
+            .where(col(KeyClaim.content_key).in_(chunk))
+            .execution_options(populate_existing=True)
+        ).all()
+        for claim in claims:
+            if claim.holder != holder and not lease_is_live(claim, now):
+                taken = session.execute(
+                    update(KeyClaim)
+                    .where(
+                        col(KeyClaim.content_key) == claim.content_key,
+                        col(KeyClaim.holder) == claim.holder,
+                    )
+                    .values(**mine)
+                    .execution_options(synchronize_session=False)
+                )
+                if rows_changed(taken) != 1:
+                    continue
+            elif claim.holder != holder:
+                continue
+            held.add(claim.content_key)
+    return held
+
+
+def live_claims(content_keys: Iterable[str], *, session: Session) -> set[str]:
+    """The content keys among ``content_keys`` that a live holder claims now."""
+    now, found = utc_now(), set()
+    for chunk in _chunks(content_keys):
+        claims = session.exec(
+            select(KeyClaim)
+            .where(col(KeyClaim.content_key).in_(chunk))
+            .execution_options(populate_existing=True)
+        )
+        found |= {claim.content_key for claim in claims if lease_is_live(claim, now)}
+    return found
+
+
+_RELEASE_KEY = delete(KeyClaim).where(
+    col(KeyClaim.content_key) == bindparam("key"), col(KeyClaim.holder) == bindparam("holder")
+)
+
+
+def release_keys(content_keys: Iterable[str] | None, *, session: Session, holder: str) -> None:
+    """Give up ``holder``'s claims on ``content_keys`` (all of them when None)."""
+    if content_keys is None:
+        session.execute(delete(KeyClaim).where(col(KeyClaim.holder) == holder))
+        return
+    # One key per statement, found by the primary key; a statement built once, run on the
+    # connection: this runs once per answer.
+    for key in dict.fromkeys(content_keys):
+        session.connection().execute(_RELEASE_KEY, {"key": key, "holder": holder})
+
+
+def renew_key_claims(holder: str, *, session: Session, ttl_s: float) -> None:
+    """Push the expiry of ``holder``'s claims ``ttl_s`` seconds ahead."""
+    session.execute(
+        update(KeyClaim)
+        .where(col(KeyClaim.holder) == holder)
+        .values(expires_at=utc_now() + timedelta(seconds=ttl_s))
+        .execution_options(synchronize_session=False)
+    )

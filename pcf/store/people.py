@@ -1,0 +1,430 @@
+"""The people side: labels (adjudications), members, the audit log, labelling plans, item
+reservations and resolutions.
+
+Query functions take the session as a keyword argument; they flush but never commit.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import (
+    delete,
+    distinct,
+    func,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from pcf.items import RESERVED_CANDIDATE_IDS
+from pcf.store.datasets import rows_changed
+from pcf.store.engine import LostRaceError
+from pcf.store.models import (
+    Adjudication,
+    AuditEvent,
+    CandidateRow,
+    ItemRow,
+    LabellingPlan,
+    Member,
+    Reservation,
+    Resolution,
+    utc_now,
+)
+
+LABEL_COLUMNS = (
+    "item_key",
+    "item_db_id",
+    "annotator",
+    "choice",
+    "confidence",
+    "tags",
+    "notes",
+    "created_at",
+    "adjudication_id",
+)
+
+
+def add_adjudication(
+    item_db_id: int,
+    *,
+    session: Session,
+    annotator: str,
+    choice: str,
+    confidence: float | None = None,
+    tags: Iterable[str] = (),
+    notes: str = "",
+) -> Adjudication:
+    """Record a human label as a new row; it supersedes the annotator's previous label.
+
+    Args:
+        item_db_id: the item's database id.
+        session: the open session; flushed, not committed.
+        annotator: who decided.
+        choice: a candidate id of the item, ``none_correct`` or ``cannot_tell``.
+        confidence: how sure the annotator is, in [0, 1].
+        tags: free labels (``ambiguous``, ``needs-source``...).
+        notes: the annotator's reasons.
+
+    Raises:
+        ValueError: unknown item, empty annotator, a choice the item does not offer, a
+            confidence outside [0, 1], or a NUL character in the annotator, tags or notes
+            (PostgreSQL cannot store one; SQLite gets the same rule).
+        LostRaceError: the annotator's label for the item was saved by another session at the
+            same time; in a new transaction this label supersedes that one (see
+            :func:`~pcf.store.engine.write_with_retry`), so the history stays a line.
+    """
+    keys = session.exec(
+        select(CandidateRow.candidate_key).where(CandidateRow.item_id == item_db_id)
+    ).all()
+    if not keys:
+        raise ValueError(f"no item with database id {item_db_id}")
+    if not annotator.strip():
+        raise ValueError("say who is annotating: the annotator name is empty")
+    if choice not in keys and choice not in RESERVED_CANDIDATE_IDS:
+        options = ", ".join([*keys, *RESERVED_CANDIDATE_IDS])
+        raise ValueError(f"choice {choice!r} is not one of: {options}")
+    if confidence is not None and not 0 <= confidence <= 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    tag_list = list(tags)
+    for field, text in (("annotator", annotator), ("notes", notes), ("tags", "".join(tag_list))):
+        if "\x00" in text:
+            raise ValueError(f"the {field} must not hold a NUL character (U+0000); remove it")
+    previous = latest_label(item_db_id, annotator, session=session)
+    adjudication = Adjudication(
+        item_id=item_db_id,
+        annotator=annotator,
+        choice=choice,
+        confidence=confidence,
+        tags=tag_list,
+        notes=notes,
+        supersedes=previous.id if previous is not None else None,
+    )
+    session.add(adjudication)
+    try:
+        session.flush()
+    except IntegrityError as exc:  # the chain index: another save took this place first
+        raise LostRaceError(
+            f"another label by {annotator!r} for item {item_db_id} was saved at the same time"
+        ) from exc
+    return adjudication
+
+
+def latest_label(item_db_id: int, annotator: str, *, session: Session) -> Adjudication | None:
+    """The annotator's current label of the item (their newest row), or None."""
+    return session.exec(
+        select(Adjudication)
+        .where(Adjudication.item_id == item_db_id, Adjudication.annotator == annotator)
+        .order_by(col(Adjudication.created_at).desc(), col(Adjudication.id).desc())
+        .limit(1)
+    ).first()
+
+
+def adjudication_history(item_db_id: int, *, session: Session) -> list[Adjudication]:
+    """Every label ever given to the item, by every annotator, oldest first."""
+    return list(
+        session.exec(
+            select(Adjudication)
+            .where(Adjudication.item_id == item_db_id)
+            .order_by(col(Adjudication.created_at), col(Adjudication.id))
+        ).all()
+    )
+
+
+def current_labels(dataset_id: int, *, session: Session) -> pd.DataFrame:
+    """The current label of every (item, annotator) of the dataset: their newest row.
+
+    Returns:
+        One row per (item_key, annotator), in item order, with the columns of
+        :data:`LABEL_COLUMNS`; ``created_at`` is when the current label was given.
+    """
+    newest_first = func.row_number().over(
+        partition_by=(col(Adjudication.item_id), col(Adjudication.annotator)),
+        order_by=(col(Adjudication.created_at).desc(), col(Adjudication.id).desc()),
+    )
+    ranked = (
+        select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
+            ItemRow.item_key,
+            Adjudication.item_id,
+            Adjudication.annotator,
+            Adjudication.choice,
+            Adjudication.confidence,
+            Adjudication.tags,
+            Adjudication.notes,
+            Adjudication.created_at,
+            Adjudication.id,
+            ItemRow.position,
+            newest_first.label("newness"),
+        )
+        .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
+        .where(ItemRow.dataset_id == dataset_id)
+        .subquery()
+    )
+    rows = session.exec(
+        select(*list(ranked.c)[: len(LABEL_COLUMNS)])
+        .where(ranked.c.newness == 1)
+        .order_by(ranked.c.position, ranked.c.annotator)
+    ).all()
+    return pd.DataFrame([tuple(row) for row in rows], columns=list(LABEL_COLUMNS))
+
+
+def adjudicated_item_keys(dataset_id: int, annotator: str, *, session: Session) -> set[str]:
+    """Keys of the dataset's items that ``annotator`` has labelled."""
+    rows = session.exec(
+        select(ItemRow.item_key)
+        .join(Adjudication, col(Adjudication.item_id) == ItemRow.id)
+        .where(ItemRow.dataset_id == dataset_id, Adjudication.annotator == annotator)
+        .distinct()
+    )
+    return set(rows.all())
+
+
+def labelled_item_counts(dataset_id: int, *, session: Session) -> dict[str, int]:
+    """``{item key: number of annotators who labelled it}`` for the labelled items."""
+    rows = session.exec(
+        select(ItemRow.item_key, func.count(distinct(col(Adjudication.annotator))))
+        .join(Adjudication, col(Adjudication.item_id) == ItemRow.id)
+        .where(ItemRow.dataset_id == dataset_id)
+        .group_by(ItemRow.item_key)
+    )
+    return dict(rows.all())
+
+
+def adjudication_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
+    """Every adjudication of the dataset, corrections included, oldest first, for export."""
+    rows = session.exec(
+        select(Adjudication, ItemRow.item_key)
+        .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
+        .where(ItemRow.dataset_id == dataset_id)
+        .order_by(col(Adjudication.created_at), col(Adjudication.id))
+    ).all()
+    return [
+        {
+            "id": adj.id,
+            "item_id": item_key,
+            "annotator": adj.annotator,
+            "created_at": adj.created_at.isoformat(),
+            "choice": adj.choice,
+            "confidence": adj.confidence,
+            "tags": adj.tags,
+            "notes": adj.notes,
+            "supersedes": adj.supersedes,
+        }
+        for adj, item_key in rows
+    ]
+
+
+def get_member(email: str, *, session: Session) -> Member | None:
+    """The member signed in as ``email`` (compared without case), or None."""
+    return session.exec(select(Member).where(func.lower(Member.email) == email.lower())).first()
+
+
+def bind_member(email: str, issuer: str, subject: str, *, session: Session) -> bool:
+    """Bind the member to the provider account ``issuer``/``subject`` unless they are bound
+    already (one statement, so two first sign-ins at once bind one account); whether it did."""
+    bound = session.execute(
+        update(Member)
+        .where(func.lower(Member.email) == email.lower(), col(Member.issuer).is_(None))
+        .values(issuer=issuer, subject=subject)
+        .execution_options(synchronize_session="fetch")
+    )
+    session.flush()
+    return rows_changed(bound) == 1
+
+
+def local_member(*, session: Session) -> Member | None:
+    """The local person of local mode (no sign-in configured), once they gave their name."""
+    return session.exec(select(Member).where(col(Member.local))).first()
+
+
+def list_members(*, session: Session) -> list[Member]:
+    """Every member, by email."""
+    return list(session.exec(select(Member).order_by(col(Member.email))).all())
+
+
+def save_member(
+    email: str, role: str, *, session: Session, added_by: str, local: bool = False
+) -> Member:
+    """Add a member, or give an existing one (same email, any case) another role."""
+    member = get_member(email, session=session)
+    if member is None:
+        member = Member(email=email, role=role, added_by=added_by, local=local)
+    else:
+        member.role = role
+    session.add(member)
+    session.flush()
+    return member
+
+
+def delete_member(email: str, *, session: Session) -> bool:
+    """Remove a member; whether there was one. Their labels stay (they belong to items)."""
+    member = get_member(email, session=session)
+    if member is None:
+        return False
+    session.delete(member)
+    session.flush()
+    return True
+
+
+def add_audit_event(
+    action: str,
+    *,
+    session: Session,
+    actor: str,
+    target: str = "",
+    details: Mapping[str, Any] | None = None,
+) -> AuditEvent:
+    """Record that ``actor`` did ``action`` to ``target`` now; audit rows are never changed."""
+    event = AuditEvent(actor=actor, action=action, target=target, details=dict(details or {}))
+    session.add(event)
+    session.flush()
+    return event
+
+
+def audit_events(*, session: Session, limit: int | None = None) -> list[AuditEvent]:
+    """The audit log, newest first (all of it, or the newest ``limit`` events)."""
+    query = select(AuditEvent).order_by(col(AuditEvent.at).desc(), col(AuditEvent.id).desc())
+    return list(session.exec(query.limit(limit) if limit else query).all())
+
+
+def get_plan(dataset_id: int, *, session: Session) -> LabellingPlan | None:
+    """The dataset's labelling plan, or None when none was set (one label per item)."""
+    return session.get(LabellingPlan, dataset_id)
+
+
+def save_plan(
+    dataset_id: int, *, session: Session, updated_by: str, **fields: Any
+) -> LabellingPlan:
+    """Set the dataset's labelling plan's ``fields`` (a new plan has defaults for the rest)."""
+    plan = session.get(LabellingPlan, dataset_id) or LabellingPlan(
+        dataset_id=dataset_id, updated_by=updated_by
+    )
+    for name, value in fields.items():
+        setattr(plan, name, value)
+    plan.updated_by, plan.updated_at = updated_by, utc_now()
+    session.add(plan)
+    session.flush()
+    return plan
+
+
+def labellers_by_item(
+    dataset_id: int, *, session: Session, item_db_id: int | None = None
+) -> dict[int, set[str]]:
+    """``{item db id: annotators who labelled it}`` for the dataset's labelled items (or the
+    one item ``item_db_id``)."""
+    query = (
+        select(Adjudication.item_id, Adjudication.annotator)
+        .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
+        .where(ItemRow.dataset_id == dataset_id)
+        .distinct()
+    )
+    if item_db_id is not None:
+        query = query.where(Adjudication.item_id == item_db_id)
+    return _people_by_item(session.exec(query))
+
+
+def holders_by_item(
+    dataset_id: int, *, session: Session, now: datetime, item_db_id: int | None = None
+) -> dict[int, set[str]]:
+    """``{item db id: annotators holding it}``: the dataset's reservations (or the one item's)
+    that have not lapsed at ``now``."""
+    query = (
+        select(Reservation.item_id, Reservation.annotator)
+        .join(ItemRow, col(ItemRow.id) == Reservation.item_id)
+        .where(ItemRow.dataset_id == dataset_id, Reservation.expires_at > now)
+    )
+    if item_db_id is not None:
+        query = query.where(Reservation.item_id == item_db_id)
+    return _people_by_item(session.exec(query))
+
+
+def _people_by_item(rows: Iterable[tuple[int, str]]) -> dict[int, set[str]]:
+    found: dict[int, set[str]] = defaultdict(set)
+    for item_id, annotator in rows:
+        found[item_id].add(annotator)
+    return dict(found)
+
+
+def lock_item(item_db_id: int, *, session: Session) -> None:
+    """Make the rest of the transaction the only one that claims or labels the item now, so
+    that what it reads next (labels, holds) stays true until it commits.
+
+    PostgreSQL locks the item's row (``FOR UPDATE``); SQLite takes its write lock at once
+    (``BEGIN IMMEDIATE``: Python's sqlite3 would open the transaction only at the first
+    write, after the reads).
+    """
+    connection = session.connection()
+    if connection.dialect.name == "sqlite":
+        driver = connection.connection.driver_connection
+        assert driver is not None  # a connection checked out of the pool has its driver's
+        if not driver.in_transaction:
+            driver.execute("BEGIN IMMEDIATE")
+        return
+    session.exec(select(ItemRow.id).where(ItemRow.id == item_db_id).with_for_update()).first()
+
+
+def hold_item(item_db_id: int, annotator: str, *, session: Session, until: datetime) -> None:
+    """Reserve the item for ``annotator`` until ``until`` (a new hold or a longer one)."""
+    held = session.get(Reservation, (item_db_id, annotator))
+    if held is None:
+        held = Reservation(item_id=item_db_id, annotator=annotator, expires_at=until)
+    held.expires_at = until
+    session.add(held)
+    session.flush()
+
+
+def release_item(item_db_id: int, annotator: str, *, session: Session) -> None:
+    """End ``annotator``'s hold on the item, if any."""
+    session.exec(
+        delete(Reservation).where(
+            col(Reservation.item_id) == item_db_id, col(Reservation.annotator) == annotator
+        )
+    )
+    session.flush()
+
+
+def add_resolution(
+    item_db_id: int, *, session: Session, choice: str, reason: str, resolved_by: str
+) -> Resolution:
+    """Record a reviewer's gold for the item as a new row (the newest row is its resolution)."""
+    resolution = Resolution(
+        item_id=item_db_id, choice=choice, reason=reason, resolved_by=resolved_by
+    )
+    session.add(resolution)
+    session.flush()
+    return resolution
+
+
+def resolutions(dataset_id: int, *, session: Session) -> pd.DataFrame:
+    """Every resolution of the dataset's items, oldest first: ``item_key``, ``item_db_id``,
+    ``choice``, ``reason``, ``resolved_by``, ``created_at``, ``resolution_id``."""
+    rows = session.exec(
+        select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
+            ItemRow.item_key,
+            Resolution.item_id,
+            Resolution.choice,
+            Resolution.reason,
+            Resolution.resolved_by,
+            Resolution.created_at,
+            Resolution.id,
+        )
+        .join(ItemRow, col(ItemRow.id) == Resolution.item_id)
+        .where(ItemRow.dataset_id == dataset_id)
+        .order_by(col(Resolution.created_at), col(Resolution.id))
+    ).all()
+    return pd.DataFrame(
+        [tuple(row) for row in rows],
+        columns=[
+            "item_key",
+            "item_db_id",
+            "choice",
+            "reason",
+            "resolved_by",
+            "created_at",
+            "resolution_id",
+        ],
+    )

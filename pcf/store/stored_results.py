@@ -1,0 +1,103 @@
+"""Results kept per revision of a run's calls (and labels): the revision and the stored bytes.
+
+Query functions take the session as a keyword argument; they flush but never commit.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import (
+    delete,
+    func,
+    insert,
+)
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from pcf.store.models import (
+    Adjudication,
+    Call,
+    ItemRow,
+    LabellingPlan,
+    ReplacedCall,
+    Resolution,
+    Run,
+    RunResult,
+    utc_now,
+)
+
+
+def run_version(run: Run, *, session: Session) -> tuple[str, int, int, int]:
+    """A key that changes whenever the run's calls change: status, call count, newest call id,
+    and the newest replaced answer (a retried failed call keeps its id and count, but its old
+    answer becomes a :class:`ReplacedCall`)."""
+    count, newest = session.exec(
+        select(func.count(col(Call.id)), func.coalesce(func.max(col(Call.id)), 0)).where(
+            Call.run_id == run.id
+        )
+    ).one()
+    replaced = session.exec(
+        select(func.coalesce(func.max(col(ReplacedCall.id)), 0))
+        .join(Call, col(Call.id) == ReplacedCall.call_id)
+        .where(Call.run_id == run.id)
+    ).one()
+    return run.status, int(count), int(newest), int(replaced)
+
+
+def result_revision(run: Run, *, session: Session, labels: bool = False) -> str:
+    """The revision a result of the run is kept for: its :func:`run_version` and, with
+    ``labels``, its dataset's :func:`label_revision`, as text."""
+    parts: list[Any] = [list(run_version(run, session=session))]
+    if labels:
+        parts.append(list(label_revision(run.dataset_id, session=session)))
+    return json.dumps(parts, default=str)
+
+
+def run_result(run_id: int, name: str, revision: str, *, session: Session) -> bytes | None:
+    """The stored result ``name`` of a run when it was computed at ``revision``, else None."""
+    return session.exec(
+        select(RunResult.data).where(
+            RunResult.run_id == run_id, RunResult.name == name, RunResult.revision == revision
+        )
+    ).first()
+
+
+def save_run_result(
+    run_id: int, name: str, revision: str, data: bytes, *, session: Session
+) -> None:
+    """Keep ``data`` as the run's result ``name`` computed at ``revision``, in place of the one
+    stored before. When another process stores the same result at once, its row stays."""
+    try:
+        with session.begin_nested():
+            session.execute(
+                delete(RunResult).where(
+                    col(RunResult.run_id) == run_id, col(RunResult.name) == name
+                )
+            )
+            session.execute(
+                insert(RunResult).values(
+                    run_id=run_id, name=name, revision=revision, computed_at=utc_now(), data=data
+                )
+            )
+    except IntegrityError:
+        pass  # the other writer's result, computed from the same calls, is kept
+
+
+def label_revision(dataset_id: int, *, session: Session) -> tuple[Any, ...]:
+    """A value that changes whenever the dataset's human side does: a label saved (a
+    correction too), a resolution, a new labelling plan. For page caches of figures that
+    depend on labels."""
+    newest_label = session.exec(
+        select(func.max(Adjudication.id))
+        .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
+        .where(ItemRow.dataset_id == dataset_id)
+    ).one()
+    newest_resolution = session.exec(
+        select(func.max(Resolution.id))
+        .join(ItemRow, col(ItemRow.id) == Resolution.item_id)
+        .where(ItemRow.dataset_id == dataset_id)
+    ).one()
+    plan = session.get(LabellingPlan, dataset_id)
+    return newest_label, newest_resolution, plan.updated_at if plan is not None else None
