@@ -1,0 +1,249 @@
+"""The data a page reads: the engine and sessions, the sidebar's dataset and run, a run's
+analysis and item search cached for the session, and links to one item."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import streamlit as st
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from pages.shared.frame import DATASET_KEY, ITEM_LINK, RUN_KEY, auth_configured
+from pcf.access import Actor, Permission
+from pcf.analysis.item_list import datasets_holding
+from pcf.analysis.markdown import escape_markdown, inert_markdown
+from pcf.analysis.results import (
+    RunAnalysis,
+    simulates_strong_bias,
+    stored_analysis,
+)
+from pcf.items import Item
+from pcf.store import (
+    DATABASE_URL_ENV,
+    Dataset,
+    Run,
+    SchemaError,
+    database_url,
+    get_dataset,
+    get_engine,
+    get_run,
+    list_datasets,
+    list_runs,
+    load_item,
+    matching_item_keys,
+    result_revision,
+    session_scope,
+)
+
+
+@st.cache_resource
+def _engine(url: str | None) -> Engine:
+    return get_engine(url)
+
+
+def engine() -> Engine:
+    """The engine of ``PCF_DATABASE_URL`` (or the user data folder), one per URL and process.
+
+    A database this code cannot use at its schema revision stops the page with the one line
+    that says why (e.g. a PostgreSQL database to upgrade with ``pcf db upgrade``).
+    """
+    try:
+        return _engine(os.environ.get(DATABASE_URL_ENV))
+    except SchemaError as exc:
+        st.error(inert_markdown(str(exc)))
+        st.stop()
+
+
+@contextmanager
+def session() -> Iterator[Session]:
+    """A database session; commits are explicit in the `pcf` functions that write."""
+    with Session(engine(), expire_on_commit=False) as s:
+        yield s
+
+
+def preferred_run(runs: list[Run]) -> int:
+    """Index of the run the sidebar opens on: the first PCF run whose simulated judge has a
+    strong position bias (the demo's run that shows what the orderings change), else the first
+    PCF run, else the first run."""
+    pcf_runs = [i for i, r in enumerate(runs) if r.protocol == "pcf"]
+    showcase = [i for i in pcf_runs if simulates_strong_bias(runs[i])]
+    return (showcase or pcf_runs or [0])[0]
+
+
+def sidebar(actor: Actor) -> None:
+    """Who is signed in, which dataset and which run: shared by every page.
+
+    The dataset and the run live in the address (``?dataset=&run=``), so a reload or a shared
+    link restores them; a choice equal to its default is left out of the address. Who acts
+    never does: it comes from sign-in (:func:`sign_in`).
+    """
+    with st.sidebar:
+        st.markdown(f"**{escape_markdown(actor.identity)}** · {actor.role.value}")
+        if auth_configured():
+            st.button("Sign out", icon=":material/logout:", on_click=st.logout, key="sign_out")
+        with session() as s:
+            datasets = {d.name: d for d in list_datasets(session=s)}
+            if not datasets:
+                st.warning("The database is empty. Run `pcf demo` or `pcf import`.")
+                return
+            follow_item_link(s)
+            names = list(datasets)
+            picked = st.selectbox(
+                "Dataset",
+                names,
+                index=names.index("demo") if "demo" in datasets else 0,
+                key=DATASET_KEY,
+                bind="query-params",
+                on_change=forget_item_link,
+            )
+            runs = list_runs(session=s, dataset_id=datasets[picked].id)
+            if runs:
+                st.selectbox(
+                    "Run",
+                    [r.name for r in runs],
+                    index=preferred_run(runs),
+                    key=RUN_KEY,
+                    bind="query-params",
+                )
+            else:
+                st.info("No run on this dataset yet: start one on the Runs page.")
+        if actor.may(Permission.SEE_RESULTS):
+            st.caption(f"Database: `{database_url()}`")
+
+
+def follow_item_link(s: Session) -> None:
+    """Open the dataset of an item named in the address without one (``?item=ITEM_ID``).
+
+    The dataset chosen so far stays when it has the item; else the one dataset that has it is
+    chosen. When several or none have it the dataset stays, and the page that reads the item
+    says so (:func:`item_link_problem`).
+    """
+    item_key = st.query_params.get(ITEM_LINK)
+    if not item_key or DATASET_KEY in st.query_params:
+        return
+    holders = datasets_holding(item_key, session=s)
+    if st.session_state.get(DATASET_KEY) not in holders and len(holders) == 1:
+        st.session_state[DATASET_KEY] = st.query_params[DATASET_KEY] = holders[0]
+        st.session_state.pop(RUN_KEY, None)
+
+
+def forget_item_link() -> None:
+    """Drop the item from the address when another dataset is picked (it names the old one's)."""
+    st.query_params.pop(ITEM_LINK, None)
+
+
+def item_link_problem(item_key: str, dataset: Dataset) -> None:
+    """Say why the item the address names is not shown and offer the datasets that have it,
+    then stop the page (it never shows another item in its place)."""
+    with session() as s:
+        holders = datasets_holding(item_key, session=s)
+    name, named = escape_markdown(item_key), escape_markdown(dataset.name)
+    if not holders:
+        st.error(f"No dataset has an item **{name}**: the link is wrong or the item was removed.")
+    elif dataset.name in holders:
+        st.warning(f"The run chosen has no decision on item **{name}** of **{named}**.")
+        holders = []
+    elif len(holders) > 1:
+        st.warning(f"Item **{name}** is in {len(holders)} datasets. Which one do you mean?")
+    else:
+        st.warning(f"Dataset **{named}** has no item **{name}**; it is in:")
+    for holder in holders:
+        st.button(
+            f"{holder}: item {item_key}",
+            icon=":material/dataset:",
+            key=f"item_link_{holder}",
+            on_click=open_dataset,
+            args=(holder,),
+        )
+    st.button(
+        f"The items of {dataset.name}",
+        icon=":material/list:",
+        key="item_link_none",
+        on_click=forget_item_link,
+    )
+    st.stop()
+
+
+def open_dataset(name: str) -> None:
+    """Pick dataset ``name`` in the sidebar (its default run with it)."""
+    st.session_state[DATASET_KEY] = name
+    st.session_state.pop(RUN_KEY, None)
+
+
+@st.cache_resource(max_entries=16, show_spinner="Reading the run's decisions...")
+def _run_analysis(url: str | None, run_id: int, revision: str, _run: Run) -> RunAnalysis:
+    """Shared by every session and never copied: pages read it and must not change it.
+
+    ``_run``, the run of ``run_id``, is not hashed: the URL, the id and the revision key it.
+    """
+    with session_scope(engine()) as s:
+        return stored_analysis(_run, session=s)
+
+
+def run_analysis(run: Run) -> RunAnalysis:
+    """The run's decisions, flags and slot bias: stored in the database for the revision of its
+    calls (computed there once, after any change), and kept here while they stay the same."""
+    return _run_analysis(os.environ.get(DATABASE_URL_ENV), run.id, revision_of(run), run)
+
+
+def revision_of(run: Run, *, labels: bool = False) -> str:
+    """The revision of the run's calls (with ``labels``, and of its dataset's labels) that a
+    page's cache of the run's figures is kept for."""
+    with session() as s:
+        return result_revision(run, session=s, labels=labels)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _search(url: str | None, dataset_id: int, text: str) -> set[str]:
+    with session() as s:
+        return matching_item_keys(dataset_id, text, session=s)
+
+
+def search_items(dataset: Dataset, text: str) -> set[str]:
+    """Keys of the dataset's items whose id, prompt or a candidate contains ``text``."""
+    return _search(os.environ.get(DATABASE_URL_ENV), dataset.id, text)
+
+
+def stored_item(item_db_id: int, s: Session) -> Item:
+    """The item with this database id, which the page read from the database: items are never
+    deleted, so it is there."""
+    item = load_item(item_db_id, session=s)
+    if item is None:
+        raise LookupError(f"no item with database id {item_db_id}")
+    return item
+
+
+def current_dataset(s: Session) -> Dataset | None:
+    """The dataset chosen in the sidebar."""
+    name = st.session_state.get(DATASET_KEY)
+    return get_dataset(name, session=s) if name else None
+
+
+def current_run(s: Session) -> Run | None:
+    """The run chosen in the sidebar (None when the dataset has no run)."""
+    dataset = current_dataset(s)
+    name = st.session_state.get(RUN_KEY)
+    run = get_run(name, session=s) if name else None
+    return run if run is not None and dataset is not None and run.dataset_id == dataset.id else None
+
+
+def require_dataset(s: Session) -> Dataset:
+    """The dataset chosen in the sidebar; without one the page says how to add one and stops."""
+    dataset = current_dataset(s)
+    if dataset is None:
+        st.info("The database has no dataset yet: run `pcf demo` or `pcf import`, then reload.")
+        st.stop()
+    return dataset
+
+
+def require_run(s: Session) -> Run:
+    """The run chosen in the sidebar; without one the page says how to start one and stops."""
+    require_dataset(s)
+    run = current_run(s)
+    if run is None:
+        st.info("This dataset has no run yet: start one on the Runs page.")
+        st.stop()
+    return run

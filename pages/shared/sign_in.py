@@ -1,0 +1,147 @@
+"""Who is who: sign-in through the provider (a verified identity), local mode's one person, and
+visitors without sign-in."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import streamlit as st
+
+from pages.shared.data import engine, session
+from pages.shared.frame import auth_configured, stop_for_stranger
+from pcf.access import Actor, Role, forwarded_by
+from pcf.analysis.markdown import escape_markdown
+from pcf.labelling.membership import (
+    ProviderTrust,
+    SignInRefusedError,
+    identify,
+    local_actor,
+    provider_trust,
+    record_sign_in,
+    set_local_name,
+)
+from pcf.store import (
+    session_scope,
+)
+
+SIGNED_IN_KEY = "signed_in_as"  # the identity whose sign-in this browser session recorded
+ANONYMOUS_VIEWERS_ENV = "PCF_ANONYMOUS_VIEWERS"
+LOOPBACK = ("127.", "localhost", "::1")
+VISITOR = Actor("visitor", Role.VIEWER)
+
+
+def sign_in_providers() -> list[str]:
+    """The configured providers: the sections of ``[auth]`` (``[auth.google]``...), or
+    ``default`` when ``[auth]`` itself names one provider."""
+    section = st.secrets["auth"]
+    named = [name for name, value in section.items() if isinstance(value, Mapping)]
+    return named or ["default"]
+
+
+def serves_loopback() -> bool:
+    """Whether the server listens on this machine's loopback address only."""
+    address = st.get_option("server.address") or ""
+    return address.startswith(LOOPBACK)
+
+
+def sign_in() -> Actor:
+    """Who uses the app now; until someone is known, the page shows why and stops.
+
+    With sign-in configured: the member whose verified email and account the provider's ID
+    token shows (:func:`pcf.labelling.membership.identify`; a stranger is told to ask an admin,
+    and sees nothing else). Without it (local mode): on the loopback address, the one local
+    person, an admin, whose name is asked once, unless a reverse proxy forwarded the request
+    (then every visitor would be that person); on any other address, nobody, unless the
+    operator set ``PCF_ANONYMOUS_VIEWERS=1``: then every visitor is a viewer.
+    """
+    if auth_configured():
+        return _signed_in_member()
+    if not serves_loopback():
+        if os.environ.get(ANONYMOUS_VIEWERS_ENV) == "1":
+            return VISITOR
+        st.error(
+            f"This server listens on `{st.get_option('server.address') or 'every address'}` "
+            "without sign-in. Configure sign-in (`[auth]` in `.streamlit/secrets.toml`), serve "
+            f"on 127.0.0.1, or set `{ANONYMOUS_VIEWERS_ENV}=1` to let every visitor read as a "
+            "viewer."
+        )
+        stop_for_stranger()
+    if proxy := forwarded_by(st.context.headers):
+        st.error(
+            f"This request came through a proxy (its `{proxy}` header). Local mode makes whoever "
+            "reaches 127.0.0.1 the local admin, so it serves only the person at this machine: "
+            "configure sign-in (`[auth]` in `.streamlit/secrets.toml`) to serve others."
+        )
+        stop_for_stranger()
+    with session() as s:
+        actor = local_actor(session=s)
+    if actor is None:
+        st.title("PCF Review")
+        st.info("Local mode: one person, who is admin. Say who you are to begin.")
+        ask_local_name()
+        stop_for_stranger()
+    return actor
+
+
+@st.dialog("Who is working here?", dismissible=False)
+def ask_local_name() -> None:
+    """Ask the local person's name once; it is saved with every label they give."""
+    with st.form("local_name"):
+        name = st.text_input("Your name", max_chars=80, help="Saved with every label you give.")
+        if st.form_submit_button("Start", type="primary"):
+            try:
+                with session_scope(engine()) as s:
+                    set_local_name(name, session=s)
+            except ValueError as exc:
+                st.error(str(exc))
+            else:
+                st.rerun()
+
+
+def _trust_of(provider: str) -> ProviderTrust:
+    """The operator's settings for ``provider`` (its section of ``[auth]``; the section itself
+    for the one ``default`` provider); a bad one stops the page with the line that says so."""
+    section = st.secrets["auth"]
+    named = provider != "default" and isinstance(section.get(provider), Mapping)
+    try:
+        return provider_trust(
+            section[provider] if named else section,
+            f"[auth.{provider}]" if named else "[auth]",
+        )
+    except ValueError as exc:
+        st.error(f"The sign-in settings cannot be used: {escape_markdown(str(exc))}.")
+        stop_for_stranger()
+
+
+def _signed_in_member() -> Actor:
+    if not st.user.is_logged_in:
+        st.title("PCF Review")
+        st.write("Sign in to review, label or read results.")
+        for provider in sign_in_providers():
+            label = "Sign in" if provider == "default" else f"Sign in with {provider}"
+            st.button(label, on_click=st.login, args=(provider,), key=f"sign_in_{provider}")
+        stop_for_stranger()
+    claims = st.user.to_dict()
+    trust = _trust_of(str(claims.get("provider") or "default"))
+    try:
+        with session_scope(engine()) as s:
+            actor = identify(claims, session=s, trust=trust)
+    except SignInRefusedError as exc:
+        st.title("Sign-in refused")
+        st.error(f"Not signed in: {escape_markdown(str(exc))}.")
+        st.button("Sign out", on_click=st.logout)
+        stop_for_stranger()
+    if actor is None:
+        st.title("No access yet")
+        st.write(
+            f"You are signed in as **{escape_markdown(str(claims['email']))}**, who is not a "
+            "member of this PCF Review. Ask an admin of this server to add you."
+        )
+        st.button("Sign out", on_click=st.logout)
+        stop_for_stranger()
+    if st.session_state.get(SIGNED_IN_KEY) != actor.identity:
+        with session_scope(engine()) as s:
+            record_sign_in(actor, session=s)
+        st.session_state[SIGNED_IN_KEY] = actor.identity
+    return actor

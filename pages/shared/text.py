@@ -1,0 +1,101 @@
+"""How pages show text from the data: inert Markdown or plain text, long texts in part, code,
+the simulated badge, and figures' changes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import streamlit as st
+
+from pcf.analysis.markdown import Preview, inert_markdown, preview
+from pcf.analysis.results import (
+    ADAPTIVE_NOTE,
+    SIMULATED_NOTE,
+    is_simulated,
+    stopping_label,
+)
+from pcf.store import (
+    Run,
+)
+
+PLAIN_KEY = "plain"  # show prompts and answers as plain text instead of inert Markdown
+LONG_ANSWER = 500  # characters: longer answers scroll inside a box of fixed height
+
+
+def simulated_badge(run: Run | None) -> None:
+    """A clear badge on results that came from the simulated judge, and the note of an
+    adaptive run."""
+    if run is not None and is_simulated(run):
+        st.warning(f":material/science: **Simulated judge**: {SIMULATED_NOTE}.")
+    if run is not None and (label := stopping_label(run)):
+        st.info(f":material/timer: **Adaptive run** ({label}): {ADAPTIVE_NOTE}.")
+
+
+def plain_text_toggle() -> bool:
+    """The switch between inert Markdown and plain text for prompts and answers (per session)."""
+    return st.toggle(
+        "Plain text",
+        key=PLAIN_KEY,
+        persist_state="session",
+        help="Show the prompt and the answers exactly as stored, without Markdown formatting.",
+    )
+
+
+SHOWN_IN_FULL_KEY = "shown_in_full"  # keys of the long texts this session asked to see whole
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _inert(text: str) -> str:
+    return inert_markdown(text)
+
+
+def _part_shown(text: str, key: str) -> Preview:
+    """All of ``text`` once asked for, else its first :data:`~pcf.analysis.markdown.RENDER_LIMIT`
+    characters, with a button that asks for the rest."""
+    shown_in_full = st.session_state.setdefault(SHOWN_IN_FULL_KEY, set())
+    return Preview(text, 0) if key in shown_in_full else preview(text)
+
+
+def _show_all_button(part: Preview, key: str) -> None:
+    if part.hidden:
+        st.button(
+            f"Show all: {part.hidden:,} more characters",
+            key=f"show_all_{key}",
+            icon=":material/unfold_more:",
+            on_click=st.session_state[SHOWN_IN_FULL_KEY].add,
+            args=(key,),
+        )
+
+
+def show_text(text: str, plain: bool, key: str) -> None:
+    """A prompt or an answer: inert Markdown (no HTML, images or links), or exactly as stored.
+
+    A long text shows its start, and all of it on demand; ``key`` names the text in the page.
+    """
+    part = _part_shown(text, key)
+    if plain:
+        st.text(part.text)
+    else:
+        st.markdown(_inert(part.text))
+    _show_all_button(part, key)
+
+
+def show_code(text: str, key: str, language: str | None = None) -> None:
+    """A raw prompt or response as code: its start, and all of it on demand (see show_text)."""
+    part = _part_shown(text, key)
+    st.code(part.text, language=language, wrap_lines=True)
+    _show_all_button(part, key)
+
+
+def change_in_points(points: float, unit: str = "points") -> dict[str, Any]:
+    """``st.metric`` arguments for a change in points: green up, red down, and a grey
+    "no change" (not a green "+0.0") when it rounds to zero."""
+    if round(points, 1) == 0:
+        return {"delta": f"no change ({unit})", "delta_color": "off", "delta_arrow": "off"}
+    return {"delta": f"{points:+.1f} {unit}"}
+
+
+def answer_height(texts: list[str], height: int) -> int | Literal["content"]:
+    """Height of the boxes that show answers side by side: ``height`` (scrolling) when one of
+    them is long, else just their content."""
+    return height if max(map(len, texts), default=0) > LONG_ANSWER else "content"
