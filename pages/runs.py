@@ -16,7 +16,8 @@ from pcf.judges import KEY_ENV
 from pcf.judges.batch_api import BatchAPIError
 from pcf.reports.tables import runs_table
 from pcf.runs.background import background_runs, start_run
-from pcf.runs.batch import batch_overview, collect_runs
+from pcf.runs.batch import collect_runs
+from pcf.runs.batch_status import batch_overview
 from pcf.runs.estimate import CostEstimate, estimate_run, settings_conflict
 from pcf.runs.live import RunReport
 from pcf.runs.manage import (

@@ -620,7 +620,8 @@ def submit_batches(
     """Submit each run's calls as provider batches (none over its cost cap) and print what
     was sent."""
     from pcf.judges.batch_api import BatchAPIError
-    from pcf.runs.batch import batch_overview, submit_run
+    from pcf.runs.batch import submit_run
+    from pcf.runs.batch_status import batch_overview
 
     out, lost = [], []
     try:
@@ -754,7 +755,7 @@ def batch_status_command(runs: RunsArgument) -> None:
     Example: pcf batch status demo-study/pcf
     """
     from pcf.judges.batch_api import BatchAPIError
-    from pcf.runs.batch import LOST_STATUS, batch_status
+    from pcf.runs.batch_status import LOST_STATUS, batch_status
 
     try:
         with database() as session:
@@ -834,7 +835,7 @@ def batch_cancel_command(runs: RunsArgument) -> None:
     Example: pcf batch cancel demo-study/pcf
     """
     from pcf.judges.batch_api import BatchAPIError
-    from pcf.runs.batch import cancel_runs
+    from pcf.runs.batch_status import cancel_runs
 
     try:
         with database() as session:

@@ -622,7 +622,8 @@ def _outcomes(
     return {key: by_key.get(key) or BatchResult(key, error=missing) for key in keys}
 
 
-def _client(spec: RunSpec) -> BatchClient:
+def client_for(spec: RunSpec) -> BatchClient:
+    """The provider batch client of the run's judge."""
     judge = make_judge(spec.backend, spec.model, base_url=spec.base_url, seed=spec.seed)
     return batch_client(judge)
 
@@ -657,7 +658,7 @@ def submit_run(
     check_start(spec, session=session, actor=actor)
     require_dataset(spec, session=session)
     cap = max_cost if max_cost is not None else default_cost_cap()
-    client = _client(spec)
+    client = client_for(spec)
     with leased(spec.run_name, session=session) as lease:
         resumed = get_run(spec.run_name, session=session) is not None
         run = open_run(spec, session=session)
@@ -707,110 +708,12 @@ def _finish_run(batcher: _Batcher) -> None:
     batcher.session.commit()
 
 
-def _existing(name: str, *, session: Session) -> Run:
+def existing_run(name: str, *, session: Session) -> Run:
+    """The run ``name``, or a ValueError that says where runs are listed."""
     run = get_run(name, session=session)
     if run is None:
         raise ValueError(f"no run {name!r}; `pcf runs` lists them")
     return run
-
-
-def batch_status(name: str, *, session: Session) -> list[dict[str, Any]]:
-    """The run's batches with their progress as the provider reports it (collected ones as
-    stored); a batch the provider answers 404 for has provider status ``not_found``."""
-    run = _existing(name, session=session)
-    records = run_batches(run.id, session=session)
-    rows = []
-
-    async def read(client: BatchClient) -> None:
-        try:
-            for record in records:
-                row = {
-                    "batch_id": record.batch_id,
-                    "state": record.state,
-                    "requests": len(record.custom_ids),
-                }
-                if record.state == "submitted" and record.batch_id:
-                    try:
-                        status = await client.status(record.batch_id)
-                    except BatchLostError as lost:
-                        row |= {"provider_status": LOST_STATUS, "error": str(lost)}
-                    else:
-                        row |= {
-                            "provider_status": status.status,
-                            "finished": status.finished,
-                            "failed": status.failed,
-                            "error": status.error,
-                        }
-                rows.append(row)
-        finally:
-            await client.aclose()
-
-    asyncio.run(read(_client(spec_of(run, session=session))))
-    return rows
-
-
-def cancel_runs(names: Sequence[str], *, session: Session, actor: Actor) -> dict[str, Any]:
-    """Ask the provider to cancel the runs' batches not ended yet (``actor`` must be allowed
-    to run).
-
-    Collect then stores what each batch answered before it stopped, and the rest as failed
-    calls (``batch_cancelled``), which ``--retry-failed`` asks again.
-
-    Returns:
-        ``{"cancelled": [batch ids asked], "lost": {run: [batch ids]}}``, where lost batches
-        are those the provider answers 404 for.
-    """
-    actor = authorize(actor, Permission.RUN, session=session)
-    runs = [_existing(name, session=session) for name in names]
-    cancelled: list[str] = []
-    lost: dict[str, list[str]] = {}
-
-    async def cancel(run: Run) -> None:
-        client = _client(spec_of(run, session=session))
-        try:
-            for record in run_batches(run.id, session=session):
-                if record.state != "submitted" or not record.batch_id:
-                    continue
-                try:
-                    if not (await client.status(record.batch_id)).ended:
-                        await client.cancel(record.batch_id)
-                        cancelled.append(record.batch_id)
-                except BatchLostError:
-                    lost.setdefault(run.name, []).append(record.batch_id)
-        finally:
-            await client.aclose()
-
-    for run in runs:
-        asyncio.run(cancel(run))
-    return {"cancelled": cancelled, "lost": lost}
-
-
-def batch_overview(runs: Sequence[Run], *, session: Session) -> list[dict[str, Any]]:
-    """The runs that sent batches, as stored (no provider call): for each, its batches,
-    how many are collected, whether some are left to collect, and the ids of those the
-    provider answered 404 for when last asked (``lost``)."""
-    out = []
-    for run in runs:
-        records = run_batches(run.id, session=session)
-        if records:
-            collected = sum(r.state == "collected" for r in records)
-            lost = [
-                r.batch_id
-                for r in records
-                if r.state == "submitted" and r.provider_status == LOST_STATUS
-            ]
-            out.append(
-                {
-                    "run": run.name,
-                    "status": run.status,
-                    "batches": len(records),
-                    "collected": collected,
-                    "requests": sum(len(r.custom_ids) for r in records),
-                    "to_collect": collected < len(records),
-                    "lost": lost,
-                }
-            )
-    return out
 
 
 def collect_runs(
@@ -841,7 +744,7 @@ def collect_runs(
         BatchAPIError: the provider refused a request.
     """
     actor = authorize(actor, Permission.RUN, session=session)
-    runs = [_existing(name, session=session) for name in names]
+    runs = [existing_run(name, session=session) for name in names]
     specs = [spec_of(run, session=session) for run in runs]
     with ExitStack() as stack:
         leases = [stack.enter_context(leased(name, session=session)) for name in names]
@@ -861,7 +764,7 @@ async def _collect_all(
     forget_lost: bool,
 ) -> list[BatchReport]:
     batchers = [
-        _Batcher(run, spec, _client(spec), session=session)
+        _Batcher(run, spec, client_for(spec), session=session)
         for run, spec in zip(runs, specs, strict=True)
     ]
     try:

@@ -22,7 +22,8 @@ from pcf.cli import app
 from pcf.judges import make_judge
 from pcf.judges.batch_api import batch_client
 from pcf.prices import batch_prices
-from pcf.runs.batch import batch_overview, batch_status, cancel_runs, collect_runs, submit_run
+from pcf.runs.batch import collect_runs, submit_run
+from pcf.runs.batch_status import batch_overview, batch_status, cancel_runs
 from pcf.runs.call_plan import content_key, plan
 from pcf.runs.estimate import estimate_run
 from pcf.runs.manage import judge_run, open_run
