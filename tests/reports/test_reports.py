@@ -528,6 +528,7 @@ def test_pairwise_table_four_per_bucket_with_macro_delta(study, pairs_expected):
         assert {r["run"] for r in study["pairs_json"]["tables"][key]} == {"p/apoc"}
 
 
+@pytest.mark.db  # `pcf` commands on PCF_DATABASE_URL
 def test_several_models_add_a_micro_average_row(tmp_path):
     items = tmp_path / "items.jsonl"
     demo = (Path(__file__).resolve().parents[2] / "data" / "demo" / "items.jsonl").read_text()
@@ -553,6 +554,7 @@ def test_several_models_add_a_micro_average_row(tmp_path):
 # ---------------------------------------------------------------- more cases
 
 
+@pytest.mark.db  # `pcf` commands on PCF_DATABASE_URL
 def test_a_second_study_makes_no_judge_call(tmp_path):
     items = tmp_path / "items.jsonl"
     demo = (Path(__file__).resolve().parents[2] / "data" / "demo" / "items.jsonl").read_text()
@@ -565,6 +567,7 @@ def test_a_second_study_makes_no_judge_call(tmp_path):
     assert [r["calls_made"] for r in second["runs"]] == [r["calls_made"] for r in first["runs"]]
 
 
+@pytest.mark.db  # `pcf` commands on PCF_DATABASE_URL
 def test_without_gold_labels_the_report_says_so(tmp_path):
     items = tmp_path / "items.jsonl"
     rows = [{**p, "gold": None} for p in pair_items()[:4]]
@@ -581,6 +584,7 @@ def test_without_gold_labels_the_report_says_so(tmp_path):
     assert (row["N"], row["PCF %"]) == ("0", "–")
 
 
+@pytest.mark.db  # `pcf` commands on PCF_DATABASE_URL
 def test_an_adaptive_run_is_labelled_decided_on_its_weights_and_left_out_of_k_and_weights(
     tmp_path,
 ):
@@ -613,6 +617,7 @@ def test_an_adaptive_run_is_labelled_decided_on_its_weights_and_left_out_of_k_an
     assert "Adaptive runs (adaptive)" in md.split("## K ablation")[0]
 
 
+@pytest.mark.db  # `pcf` commands on PCF_DATABASE_URL
 def test_an_unknown_name_is_refused():
     result = runner.invoke(app, ["report", "nothing-here"])
     assert result.exit_code == 2
