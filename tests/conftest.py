@@ -8,7 +8,8 @@ a test that asks for it: through ``isolated_database`` (every database fixture a
 where it reaches the database only through ``PCF_DATABASE_URL`` (a ``pcf`` command), by the
 ``db`` marker. Tests that ask are marked ``db`` here, and the PostgreSQL pass runs ``-m db``. So
 that the markers cannot rot, on SQLite a test that made its database without the ``db`` marker
-fails.
+fails. A test on a database of a wider-scoped fixture (``new_database``) is marked by hand too;
+the browser tests are not, but for one journey.
 
 One database style: a test reads and writes through ``session`` or ``db`` (helpers take the
 session, not an engine) and calls ``.commit()`` where code with sessions of its own (the app, a

@@ -24,6 +24,9 @@ from tests.factories import METHOD_PRESETS
 from tests.html_tables import html_tables
 from tests.shared_data import LLMBAR, O1_MINI
 
+# Every test reports from a database: the module's study, or its own through PCF_DATABASE_URL.
+pytestmark = pytest.mark.db
+
 runner = CliRunner()
 BUCKETS = ("mmlu-pro", "livebench-math", "livecodebench")
 SIMULATED_NOTE = "Simulated judge: results illustrate the tool, not the method's accuracy."
@@ -528,7 +531,6 @@ def test_pairwise_table_four_per_bucket_with_macro_delta(study, pairs_expected):
         assert {r["run"] for r in study["pairs_json"]["tables"][key]} == {"p/apoc"}
 
 
-@pytest.mark.db  # `pcf` commands on PCF_DATABASE_URL
 def test_several_models_add_a_micro_average_row(tmp_path):
     items = tmp_path / "items.jsonl"
     demo = (Path(__file__).resolve().parents[2] / "data" / "demo" / "items.jsonl").read_text()
@@ -554,7 +556,6 @@ def test_several_models_add_a_micro_average_row(tmp_path):
 # ---------------------------------------------------------------- more cases
 
 
-@pytest.mark.db  # `pcf` commands on PCF_DATABASE_URL
 def test_a_second_study_makes_no_judge_call(tmp_path):
     items = tmp_path / "items.jsonl"
     demo = (Path(__file__).resolve().parents[2] / "data" / "demo" / "items.jsonl").read_text()
@@ -567,7 +568,6 @@ def test_a_second_study_makes_no_judge_call(tmp_path):
     assert [r["calls_made"] for r in second["runs"]] == [r["calls_made"] for r in first["runs"]]
 
 
-@pytest.mark.db  # `pcf` commands on PCF_DATABASE_URL
 def test_without_gold_labels_the_report_says_so(tmp_path):
     items = tmp_path / "items.jsonl"
     rows = [{**p, "gold": None} for p in pair_items()[:4]]
@@ -584,7 +584,6 @@ def test_without_gold_labels_the_report_says_so(tmp_path):
     assert (row["N"], row["PCF %"]) == ("0", "–")
 
 
-@pytest.mark.db  # `pcf` commands on PCF_DATABASE_URL
 def test_an_adaptive_run_is_labelled_decided_on_its_weights_and_left_out_of_k_and_weights(
     tmp_path,
 ):
@@ -617,7 +616,6 @@ def test_an_adaptive_run_is_labelled_decided_on_its_weights_and_left_out_of_k_an
     assert "Adaptive runs (adaptive)" in md.split("## K ablation")[0]
 
 
-@pytest.mark.db  # `pcf` commands on PCF_DATABASE_URL
 def test_an_unknown_name_is_refused():
     result = runner.invoke(app, ["report", "nothing-here"])
     assert result.exit_code == 2
