@@ -29,6 +29,7 @@ from sqlmodel import Session
 
 from pcf.store import get_engine
 from tests.demo_database import (
+    MADE,
     SQLITE_NAME,
     copy_demo,
     create_database,
@@ -88,6 +89,7 @@ def pcf_database_url(request: pytest.FixtureRequest, tmp_path, monkeypatch) -> I
     elif (
         not on_postgres()
         and request.node.get_closest_marker("sqlite_only") is None
+        and url not in MADE  # a browser test's served database, made on purpose
         and (tmp_path / SQLITE_NAME).exists()
     ):
         pytest.fail(

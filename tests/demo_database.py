@@ -26,6 +26,8 @@ from pcf.store import get_engine, session_scope
 
 TEST_DATABASE_URL_ENV = "PCF_TEST_DATABASE_URL"
 SQLITE_NAME = "pcf.db"
+MADE: set[str] = set()
+"""The URLs :func:`new_database` made: databases made on purpose, not by the code a test runs."""
 _numbers = itertools.count()
 
 
@@ -75,6 +77,7 @@ def new_database(folder: Path) -> str:
     """The URL of a new, empty database: a SQLite file in ``folder``, or one on the server."""
     url = database_url_in(folder)
     create_database(url)
+    MADE.add(url)
     return url
 
 
