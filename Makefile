@@ -8,7 +8,12 @@ STAMP := $(VENV)/.installed
 RENDERER := tests/markdown_renderer
 RENDERER_STAMP := $(RENDERER)/node_modules/.installed
 
-.PHONY: test test-quick run lint demo docs cli-docs figures clean
+.PHONY: test test-sqlite test-postgres test-quick run lint demo docs cli-docs figures clean
+
+# Tests run in parallel: one worker per core, each taking the next test when free (worksteal).
+# `make test PARALLEL=` runs them in one process; --durations lists what costs most.
+PARALLEL ?= -n auto --dist worksteal
+PYTEST := $(BIN)/python -m pytest -q $(PARALLEL) --durations=20
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,15 +45,20 @@ cli-docs: $(STAMP)
 figures: $(STAMP)
 	$(BIN)/python docs/figures.py
 
-# Two passes: SQLite, then PostgreSQL in a throwaway cluster (skipped with a message where
-# PostgreSQL is not installed, except under CI=true).
-test: lint docs $(RENDERER_STAMP)
-	$(BIN)/python -m pytest -q
-	bash .ci/with-postgres $(BIN)/python -m pytest -q
+# Two passes: every test on SQLite, then the tests that use a database (marked `db`, which
+# includes one browser journey) on PostgreSQL in a throwaway cluster (skipped with a message
+# where PostgreSQL is not installed, except under CI=true).
+test: lint docs test-sqlite test-postgres
+
+test-sqlite: $(STAMP) $(RENDERER_STAMP)
+	$(PYTEST)
+
+test-postgres: $(STAMP)
+	bash .ci/with-postgres $(PYTEST) -m db
 
 # The tests not marked slow (no browser, no killed processes), on SQLite only.
 test-quick: lint $(RENDERER_STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not slow"
 
 demo: $(STAMP)
 	$(BIN)/pcf demo --if-missing

@@ -3,6 +3,14 @@ file, or with ``PCF_TEST_DATABASE_URL`` a database of its own on that PostgreSQL
 (``tests/demo_database.py``). ``engine``/``session`` are that empty database,
 ``demo_engine``/``db`` a copy of the demo. Tests of SQLite alone are marked ``sqlite_only``.
 
+``PCF_DATABASE_URL`` names the test's database for every test, but the database is made only for
+a test that asks for it: through ``isolated_database`` (every database fixture asks for it) or,
+where it reaches the database only through ``PCF_DATABASE_URL`` (a ``pcf`` command), by the
+``db`` marker. Tests that ask are marked ``db`` here, and the PostgreSQL pass runs ``-m db``. So
+that the markers cannot rot, on SQLite a test that made its database without the ``db`` marker
+fails. A test on a database of a wider-scoped fixture (``new_database``) is marked by hand too;
+the browser tests are not, but for one journey.
+
 One database style: a test reads and writes through ``session`` or ``db`` (helpers take the
 session, not an engine) and calls ``.commit()`` where code with sessions of its own (the app, a
 command, another process) must see its writes; the engines are for code that takes an engine.
@@ -20,7 +28,15 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from pcf.store import get_engine
-from tests.demo_database import copy_demo, drop_database, new_database, on_postgres
+from tests.demo_database import (
+    MADE,
+    SQLITE_NAME,
+    copy_demo,
+    create_database,
+    database_url_in,
+    drop_database,
+    on_postgres,
+)
 from tests.factories import make_mixed_runs
 
 # Shared provider checks live in a helper module; let pytest explain their failed asserts.
@@ -47,6 +63,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         where = f"{item.path.relative_to(root).as_posix()}::{item.name}"
         if where.startswith(SLOW):
             item.add_marker(pytest.mark.slow)
+    for item in items:
+        if "isolated_database" in item.fixturenames:
+            item.add_marker(pytest.mark.db)
     if not on_postgres():
         return
     for item in items:
@@ -56,12 +75,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
-def isolated_database(tmp_path, monkeypatch) -> Iterator[str]:
-    """Point ``PCF_DATABASE_URL`` at a fresh database (a SQLite file in the test's folder)."""
-    url = new_database(tmp_path)
+def pcf_database_url(request: pytest.FixtureRequest, tmp_path, monkeypatch) -> Iterator[str]:
+    """Point ``PCF_DATABASE_URL`` at the test's own database (a SQLite file in the test's
+    folder), made only for a test marked ``db``; on SQLite, fail a test that made it without
+    the marker."""
+    url = database_url_in(tmp_path)
     monkeypatch.setenv("PCF_DATABASE_URL", url)
+    marked = request.node.get_closest_marker("db") is not None
+    if marked:
+        create_database(url)
     yield url
-    drop_database(url)
+    if marked:
+        drop_database(url)
+    elif (
+        not on_postgres()
+        and request.node.get_closest_marker("sqlite_only") is None
+        and url not in MADE  # a browser test's served database, made on purpose
+        and (tmp_path / SQLITE_NAME).exists()
+    ):
+        pytest.fail(
+            f"{request.node.nodeid} made its database ({SQLITE_NAME}, through PCF_DATABASE_URL) "
+            "without the db marker: mark it @pytest.mark.db, so that the PostgreSQL pass runs it",
+            pytrace=False,
+        )
+
+
+@pytest.fixture
+def isolated_database(pcf_database_url: str) -> str:
+    """The test's own fresh, empty database, where ``PCF_DATABASE_URL`` points: its URL (asking
+    for it marks the test ``db``)."""
+    return pcf_database_url
 
 
 @pytest.fixture

@@ -25,6 +25,9 @@ from pcf.runs.study import build_demo
 from pcf.store import get_engine, session_scope
 
 TEST_DATABASE_URL_ENV = "PCF_TEST_DATABASE_URL"
+SQLITE_NAME = "pcf.db"
+MADE: set[str] = set()
+"""The URLs :func:`new_database` made: databases made on purpose, not by the code a test runs."""
 _numbers = itertools.count()
 
 
@@ -48,14 +51,34 @@ def _admin() -> Engine:
 def _create(name: str, template: str = "template0") -> str:
     with _admin().connect() as connection:
         connection.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    return _url(name)
+
+
+def _url(name: str) -> str:
     return postgres_server().set(database=name).render_as_string(hide_password=False)
+
+
+def database_url_in(folder: Path) -> str:
+    """The URL of a database not made yet: a SQLite file in ``folder`` (which the first
+    connection makes), or a new name on the server (see :func:`create_database`)."""
+    if not on_postgres():
+        return f"sqlite:///{folder / SQLITE_NAME}"
+    return _url(f"pcf_test_{os.getpid()}_{next(_numbers)}")
+
+
+def create_database(url: str) -> None:
+    """Make the empty database at ``url`` (from :func:`database_url_in`) on the server; a SQLite
+    file is made by its first connection."""
+    if on_postgres():
+        _create(make_url(url).database)
 
 
 def new_database(folder: Path) -> str:
     """The URL of a new, empty database: a SQLite file in ``folder``, or one on the server."""
-    if not on_postgres():
-        return f"sqlite:///{folder / 'pcf.db'}"
-    return _create(f"pcf_test_{os.getpid()}_{next(_numbers)}")
+    url = database_url_in(folder)
+    create_database(url)
+    MADE.add(url)
+    return url
 
 
 def drop_database(url: str) -> None:

@@ -252,7 +252,8 @@ def test_concurrent_requests_are_served_at_once_and_counted_exactly_once_each() 
 
 
 def test_close_does_not_wait_for_pending_delayed_answers() -> None:
-    server = WireServer(lambda _r: Scripted.answer("late", delay_s=30)).start()
+    # An answer 10 minutes away; closing must not wait for it (the bound is for a hang).
+    server = WireServer(lambda _r: Scripted.answer("late", delay_s=600)).start()
     outcome: list[str] = []
 
     def call() -> None:
@@ -267,6 +268,6 @@ def test_close_does_not_wait_for_pending_delayed_answers() -> None:
         time.sleep(0.01)
     start = time.perf_counter()
     server.close()
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 60
     client.join()
     assert outcome  # the client saw the connection close instead of an answer

@@ -125,6 +125,7 @@ def saved_labels(url: str, annotator: str) -> list[tuple[str, str, str]]:
         return [tuple(row) for row in rows]
 
 
+@pytest.mark.db  # the browser journey of the PostgreSQL pass: a label saved through the app
 def test_an_item_is_labelled_with_the_keyboard(page: Page, screenshot: Screenshot, demo_url: str):
     annotator = LOCAL_NAME
     open_url(page, "/adjudicate", "Adjudicate")

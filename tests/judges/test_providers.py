@@ -120,9 +120,11 @@ def test_5xx_is_a_retryable_server_error(provider: ProviderSpec, status: int) ->
 
 
 def test_slow_answer_times_out(provider: ProviderSpec) -> None:
+    # The answer would come after 10 minutes (the server drops it when it closes): the judge
+    # gives up after its 0.3 s timeout. The bound is for a hang, far from any speed.
     start = time.perf_counter()
-    error, _ = failure(provider, lambda _r: Scripted.answer("late", delay_s=3.0), timeout=0.3)
-    assert time.perf_counter() - start < 2.0
+    error, _ = failure(provider, lambda _r: Scripted.answer("late", delay_s=600), timeout=0.3)
+    assert time.perf_counter() - start < 60
     assert error.reason == "timeout"
     assert error.retryable
 

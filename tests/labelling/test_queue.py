@@ -114,15 +114,16 @@ def test_three_annotators_at_once_give_every_item_exactly_two_labels(
     dataset(session, 30)
     env = {**os.environ, "PCF_DATABASE_URL": isolated_database}
     start = tmp_path / "start"
+    annotators = ("alice@example.com", "bob@example.com", "carol@example.com")
     workers = [
         subprocess.Popen(
-            [*WORKER, isolated_database, "team", who, "2", str(start)],
+            [*WORKER, isolated_database, "team", who, "2", str(start), str(len(annotators))],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for who in ("alice@example.com", "bob@example.com", "carol@example.com")
+        for who in annotators
     ]
     ready = [w.stdout.readline().strip() for w in workers]  # a slow start must not idle one
     start.touch()

@@ -1,12 +1,13 @@
 """One annotator labelling a dataset to the end of their queue, as the Adjudicate page does:
-claim the next item, save a label, read a moment, again. Run as a process of its own by the
-queue tests:
+claim the next item, save a label, again. Run as a process of its own by the queue tests:
 
-    python -m tests.labelling.worker DATABASE_URL DATASET ANNOTATOR LABELS_PER_ITEM START_FILE
+    python -m tests.labelling.worker URL DATASET ANNOTATOR LABELS_PER_ITEM START_FILE WORKERS
 
 Once ready (connected, its queue read) it prints ``ready`` and waits until START_FILE exists, so
-that the test starts every annotator at once; then it prints one JSON line: the items it
-labelled and the saves refused as full.
+that the test starts every annotator at once. After its first label it waits until each of the
+WORKERS annotators has saved one (a file ``first-ANNOTATOR`` beside START_FILE): on a loaded
+machine two processes could otherwise label every item before the third is scheduled. Then it
+prints one JSON line: the items it labelled and the saves refused as full.
 """
 
 from __future__ import annotations
@@ -21,12 +22,10 @@ from pcf.labelling.labels import ItemFullError, save_label
 from pcf.labelling.queue import claim_next
 from pcf.store import get_dataset, get_engine, load_items, write_with_retry
 
-READING_S = 0.05
-"""The pause after each label, an annotator reading the next item: on a loaded machine, two
-processes that never pause can label every item before the third is scheduled."""
 
-
-def main(url: str, dataset: str, annotator: str, labels_per_item: int, start: Path) -> None:
+def main(
+    url: str, dataset: str, annotator: str, labels_per_item: int, start: Path, workers: int
+) -> None:
     engine = get_engine(url)
     actor = Actor(annotator, Role.ANNOTATOR)
 
@@ -62,11 +61,16 @@ def main(url: str, dataset: str, annotator: str, labels_per_item: int, start: Pa
                 ),
             )
             labelled.append(claim.item_key)
-            time.sleep(READING_S)
+            if len(labelled) == 1:
+                (start.parent / f"first-{annotator}").touch()
+                while len(list(start.parent.glob("first-*"))) < workers:
+                    time.sleep(0.01)
         except ItemFullError:
             full += 1
     print(json.dumps({"annotator": annotator, "labelled": labelled, "full": full}))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), Path(sys.argv[5]))
+    main(
+        sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), Path(sys.argv[5]), int(sys.argv[6])
+    )

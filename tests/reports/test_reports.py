@@ -28,6 +28,9 @@ from tests.factories import METHOD_PRESETS
 from tests.html_tables import html_tables
 from tests.shared_data import LLMBAR, O1_MINI
 
+# Every test reports from a database: the module's study, or its own through PCF_DATABASE_URL.
+pytestmark = pytest.mark.db
+
 runner = CliRunner()
 BUCKETS = ("mmlu-pro", "livebench-math", "livecodebench")
 SIMULATED_NOTE = "Simulated judge: results illustrate the tool, not the method's accuracy."

@@ -437,6 +437,7 @@ def test_apocjudge_confirmations_are_a_second_batch_wave(
     assert run.cost_usd == pytest.approx(cost_by_call / 2)
 
 
+@pytest.mark.db  # `pcf` commands on PCF_DATABASE_URL
 def test_the_commands_submit_a_study_collect_it_and_show_its_batches(monkeypatch, tmp_path):
     """`pcf study --batch`, `pcf batch status`, `pcf batch collect --wait` as a user runs them."""
     use_environment(monkeypatch, OPENAI)
@@ -614,6 +615,7 @@ def test_a_lost_batch_is_forgotten_into_failed_calls_that_retry_failed_asks_agai
     assert get_run("r", session=session).status == "finished"
 
 
+@pytest.mark.db  # `pcf` commands on PCF_DATABASE_URL
 def test_the_commands_say_which_batch_is_lost_and_forget_gets_the_run_out(monkeypatch, tmp_path):
     """`pcf batch collect`, `status` and `cancel` name the batch the provider answers 404 for
     and the way out, in one line each; `pcf batch forget` takes it, and `pcf judge

@@ -6,9 +6,10 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, func
+from sqlalchemy import Engine, func, text
 from sqlalchemy.exc import IntegrityError, StatementError
 from sqlmodel import Session, col, select
 
@@ -48,6 +49,7 @@ from pcf.store import (
     session_scope,
     update_run_totals,
 )
+from tests.demo_database import on_postgres
 from tests.factories import REQUEST, call_row, stored_run
 
 MISSING_ITEM_ID = 12345
@@ -262,6 +264,23 @@ def test_a_template_stored_by_a_rolled_back_transaction_is_stored_again(
     assert len(session.exec(select(RequestTemplate)).all()) == 2
 
 
+def waits_for_a_lock(watcher: Session, thread_id: int) -> bool:
+    """Whether a writer waits for another's lock: on PostgreSQL a lock not granted, on SQLite
+    the writer's thread sleeping in SQLite's busy handler (Linux's /proc)."""
+    if on_postgres():
+        query = text("SELECT count(*) FROM pg_locks WHERE NOT granted")
+        return watcher.connection().execute(query).scalar_one() > 0
+    return "nanosleep" in Path(f"/proc/self/task/{thread_id}/wchan").read_text()
+
+
+def wait_until(condition: Callable[[], bool], hang_s: float = 300) -> None:
+    """Poll ``condition`` until true; a hang bound, not a speed test."""
+    deadline = time.monotonic() + hang_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
 def test_two_writers_storing_one_new_template_at_once_share_its_row(
     session: Session, new_session: Callable[[], Session]
 ) -> None:
@@ -273,8 +292,10 @@ def test_two_writers_storing_one_new_template_at_once_share_its_row(
     new = REQUEST | {"system": "A system message no call used yet."}
     rows = [call_row(run.id, item_id, 0, request=new) for run in runs]
     stored: list[int] = []
+    thread_ids: list[int] = []
 
     def second_writer() -> None:
+        thread_ids.append(threading.get_native_id())
         with new_session() as writer:
             insert_calls([rows[1]], session=writer)
             writer.commit()
@@ -286,8 +307,9 @@ def test_two_writers_storing_one_new_template_at_once_share_its_row(
         insert_calls([rows[0]], session=first)
         thread = threading.Thread(target=second_writer)
         thread.start()
-        time.sleep(0.5)
-        assert thread.is_alive()  # waiting for the first writer
+        with new_session() as watcher:  # the second writer waits for the first: the event
+            wait_until(lambda: thread_ids and waits_for_a_lock(watcher, thread_ids[0]))
+        assert thread.is_alive()
         first.commit()
         thread.join(timeout=30)
         template_id = first.exec(select(Call.template_id).where(Call.run_id == runs[0].id)).one()

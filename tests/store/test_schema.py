@@ -637,6 +637,18 @@ def waiting_on_locks(admin: Engine, kind: str) -> int:
         ).scalar_one()
 
 
+def queued_on_sqlite_lock(process: subprocess.Popen, database: str) -> bool:
+    """Whether ``process`` has the SQLite file open and sleeps in SQLite's busy handler, which
+    retries the lock (Linux's /proc: the open files and where the process waits)."""
+    assert process.poll() is None, process.communicate()
+    folder = Path(f"/proc/{process.pid}")
+    try:
+        opened = any(os.path.realpath(fd) == database for fd in (folder / "fd").iterdir())
+        return opened and "nanosleep" in (folder / "wchan").read_text()
+    except OSError:  # a file closed or the process ended while looking
+        return False
+
+
 def test_two_upgrades_at_once_migrate_once(isolated_database, tmp_path):
     before = fill_at(isolated_database, "0001", tmp_path / "source")
     holder = plain_engine(isolated_database)
@@ -650,7 +662,10 @@ def test_two_upgrades_at_once_migrate_once(isolated_database, tmp_path):
         if on_postgres():
             wait_until(lambda: waiting_on_locks(holder, "advisory") == 2, "both to queue")
         else:
-            time.sleep(3)
+            database = os.path.realpath(make_url(isolated_database).database)
+            wait_until(
+                lambda: all(queued_on_sqlite_lock(p, database) for p in processes), "both to queue"
+            )
         if on_postgres():
             connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY_LOCK})
         else:
