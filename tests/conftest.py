@@ -37,7 +37,9 @@ from tests.demo_database import (
     drop_database,
     on_postgres,
 )
+from tests.e2e.conftest import in_ci
 from tests.factories import make_mixed_runs
+from tests.markdown_renderer import StreamlitRenderer, missing
 
 # Shared provider checks live in a helper module; let pytest explain their failed asserts.
 pytest.register_assert_rewrite("tests.judge_providers")
@@ -148,3 +150,15 @@ def mixed_runs(isolated_database: str, tmp_path) -> tuple[str, ...]:
     """The runs of :func:`tests.factories.make_mixed_runs`, in the test's own database: several
     candidate counts, executions, items stopped early, failed calls and an APOCJudge run."""
     return make_mixed_runs(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def streamlit() -> Iterator[StreamlitRenderer]:
+    """Streamlit's Markdown pipeline in a Node.js process, for the whole module."""
+    if (why := missing()) is not None:
+        if in_ci():
+            pytest.fail(f"{why}; CI is set, so the renderer tests must run", pytrace=False)
+        pytest.skip(why)
+    renderer = StreamlitRenderer()
+    yield renderer
+    renderer.close()

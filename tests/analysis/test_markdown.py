@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from html import unescape
 
 import pytest
@@ -17,25 +16,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pcf.analysis.markdown import RENDER_LIMIT, escape_markdown, inert_markdown, preview
-from tests.e2e.conftest import in_ci
 from tests.hostile_markdown import BYPASSES, PIECES
-from tests.markdown_renderer import StreamlitRenderer, missing
+from tests.markdown_renderer import StreamlitRenderer
 
 LOADS_OR_LINKS = re.compile(r"<(a|img|input|iframe|video|audio|source|object|embed|h[1-6])\b")
 """Elements of the rendered HTML that load a URL or link somewhere (Streamlit gives headings an
 anchor link; a task list item is an input)."""
-
-
-@pytest.fixture(scope="module")
-def streamlit() -> Iterator[StreamlitRenderer]:
-    """Streamlit's Markdown pipeline in a Node.js process, for the whole module."""
-    if (why := missing()) is not None:
-        if in_ci():
-            pytest.fail(f"{why}; CI is set, so the renderer tests must run", pytrace=False)
-        pytest.skip(why)
-    renderer = StreamlitRenderer()
-    yield renderer
-    renderer.close()
 
 
 def active_parts(streamlit: StreamlitRenderer, markdown: str) -> list[str]:

@@ -28,9 +28,8 @@ from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import add_adjudication, get_run, import_items, load_items
 from tests.app import APP, LOCAL_NAME, open_page
-from tests.e2e.conftest import in_ci
 from tests.html_tables import html_tables
-from tests.markdown_renderer import StreamlitRenderer, missing
+from tests.markdown_renderer import StreamlitRenderer
 
 HOST = "127.0.0.1:9"  # a beacon's address: nothing may link to it or load from it
 HOSTILE = f"![x](http://{HOST}/beacon) [l](http://{HOST}/link) <img src=http://{HOST}/h>"
@@ -40,18 +39,6 @@ ANNOTATOR = f"ann {HOSTILE}"
 CANDIDATE = f"See http://{HOST}/candidate and www.example.invalid for the answer."
 LIVE = {"link", "image", "linkReference", "imageReference", "definition", "html"}
 """Nodes of the rendered Markdown that link, load or are raw HTML."""
-
-
-@pytest.fixture(scope="module")
-def streamlit() -> Iterator[StreamlitRenderer]:
-    """Streamlit's Markdown pipeline in a Node.js process, for the whole module."""
-    if (why := missing()) is not None:
-        if in_ci():
-            pytest.fail(f"{why}; CI is set, so the renderer tests must run", pytrace=False)
-        pytest.skip(why)
-    renderer = StreamlitRenderer()
-    yield renderer
-    renderer.close()
 
 
 @pytest.fixture
