@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -235,5 +235,18 @@ async def answer_in_waves(
             await executor.answer([call])
 
     plans = [p for p in item_plans(planned, spec) if p.calls[0].item.item_id not in kept]
-    await asyncio.gather(*(one(item_plan) for item_plan in plans))
+    await gather_or_cancel(one(item_plan) for item_plan in plans)
     return stops
+
+
+async def gather_or_cancel(coroutines: Iterable[Coroutine[Any, Any, Any]]) -> None:
+    """Run ``coroutines`` at once; when one raises, cancel the others and wait for them before
+    raising its error, so that no call goes on (or opens a connection) after the run stopped."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

@@ -18,7 +18,13 @@ from pcf.judges.base import CallContext, Judge, JudgeError
 from pcf.prices import call_cost
 from pcf.processes import gc_frozen
 from pcf.prompts import Rendered
-from pcf.runs.adaptive import answer_in_waves, executions_for, kept_stops, record_stops
+from pcf.runs.adaptive import (
+    answer_in_waves,
+    executions_for,
+    gather_or_cancel,
+    kept_stops,
+    record_stops,
+)
 from pcf.runs.budget import CostGuard
 from pcf.runs.call_plan import PlannedCall, Prepared, Slot, confirmations, in_chunks, plan
 from pcf.runs.rows import Progress, RunReport, RunRows, failed_answer
@@ -195,8 +201,12 @@ class CallExecutor:
                 "attempts": attempts,
             }
         )
-        self.claims.release(key)
-        self.rows.commit([row])
+        try:
+            self.claims.release(key)
+            self.rows.commit([row])
+        except BaseException:
+            self.rows.stopped = True  # the answer could not be stored: pay for no other
+            raise
 
     def _backoff(self, failures: int, retry_after: float | None) -> float:
         """Exponential backoff with jitter, at least what the provider asked for."""
@@ -215,8 +225,8 @@ class CallExecutor:
             self.rows.commit(hit_rows)
         claimed = self.claims.claim(key for *_, key in pending)
         late = {p[2] for p in self._from_cache([p for p in pending if p[2] in claimed])}
-        await asyncio.gather(
-            *(self.call(*p, claimed=p[2] in claimed) for p in pending if p[2] not in late)
+        await gather_or_cancel(
+            self.call(*p, claimed=p[2] in claimed) for p in pending if p[2] not in late
         )
 
 

@@ -81,7 +81,13 @@ def build(url: str, host: str) -> None:
         judge_run(RunSpec(named["dataset"], named["run"], k=2), session=s, actor=operator())
         judge_run(RunSpec("huge", "huge-pcf", k=2), session=s, actor=operator())
         guidelines = "\n\n".join(payloads(host))
-        set_plan(hostile.id, session=s, actor=admin, labels_per_item=3, guidelines=guidelines)
+        set_plan(
+            hostile.id,
+            session=s,
+            actor=admin,
+            labels_per_item=len(ANNOTATORS),
+            guidelines=guidelines,
+        )
         for item in hostile_items(host):
             db_id = item_db_ids(hostile.id, session=s)[item.item_id]
             for annotator in ANNOTATORS:
