@@ -85,12 +85,14 @@ def build(url: str, host: str) -> None:
             hostile.id,
             session=s,
             actor=admin,
-            labels_per_item=len(ANNOTATORS),
+            labels_per_item=len(ANNOTATORS) + 1,
             guidelines=guidelines,
         )
-        for item in hostile_items(host):
+        # The local person gives the first item its last label (so it has gold, for Compare)
+        # and has the other item still to label (for Adjudicate).
+        for n, item in enumerate(hostile_items(host)):
             db_id = item_db_ids(hostile.id, session=s)[item.item_id]
-            for annotator in ANNOTATORS:
+            for annotator in (*ANNOTATORS, admin.identity)[: len(ANNOTATORS) + (n == 0)]:
                 add_adjudication(
                     db_id,
                     session=s,
