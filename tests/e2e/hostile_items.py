@@ -92,7 +92,8 @@ def build(url: str, host: str) -> None:
         # and has the other item still to label (for Adjudicate).
         for n, item in enumerate(hostile_items(host)):
             db_id = item_db_ids(hostile.id, session=s)[item.item_id]
-            for annotator in (*ANNOTATORS, admin.identity)[: len(ANNOTATORS) + (n == 0)]:
+            last = (admin.identity,) if n == 0 else ()
+            for annotator in (*ANNOTATORS, *last):
                 add_adjudication(
                     db_id,
                     session=s,
