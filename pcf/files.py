@@ -19,6 +19,7 @@ raises them together as one :class:`~pcf.errors.DataError`. Their rows are pydan
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
@@ -27,12 +28,15 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, TextIO, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, TextIO, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError, ValidationInfo
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from pcf.errors import DataError, Problem
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MB = 1 << 20
 MAX_NESTING = 64
@@ -132,6 +136,18 @@ def read_input(path: str | Path, limit: Limit) -> bytes:
     """The bytes of a regular file of at most ``limit`` (see :func:`open_input`)."""
     with open_input(path, limit) as file:
         return read_capped(file, path, limit)
+
+
+def read_parquet_bytes(data: bytes) -> pd.DataFrame:
+    """A Parquet file's table, read on this thread alone.
+
+    pyarrow's default read prefetches on its I/O threads, and the last of them may release the
+    bytes after the interpreter has begun to exit: it then aborts the process ("terminate called
+    without an active exception", exit -6) after its work is done.
+    """
+    import pandas as pd  # noqa: PLC0415 - only Parquet needs it
+
+    return pd.read_parquet(io.BytesIO(data), use_threads=False, pre_buffer=False)
 
 
 def read_capped(file: BinaryIO, path: str | Path, limit: Limit) -> bytes:

@@ -44,6 +44,7 @@ from pcf.files import (
     open_data,
     read_capped,
     read_json_lines,
+    read_parquet_bytes,
     storable,
 )
 
@@ -363,11 +364,9 @@ def _neutral_id(key: str) -> str:
 
 def _rows_of(path: Path, check: FieldChecker) -> Iterable[tuple[int, dict]]:
     if path.suffix == ".parquet":
-        import pandas as pd  # noqa: PLC0415 - only Parquet needs it
-
         try:
             with open_data(path) as fh:
-                frame = pd.read_parquet(io.BytesIO(read_capped(fh, path, DATA_FILE)))
+                frame = read_parquet_bytes(read_capped(fh, path, DATA_FILE))
         except (OSError, ValueError) as exc:  # pyarrow's errors are among these
             check.add(None, None, f"not a readable Parquet file: {exc}")
             check.raise_if_any()

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from sqlmodel import Session
 
+from pcf.files import read_parquet_bytes
 from pcf.store import Run, result_revision, run_result, save_run_result
 
 Parts = dict[str, Any]
@@ -62,7 +63,7 @@ def decode(data: bytes) -> Parts:
             if f".{suffix}" not in SUFFIXES:
                 raise ValueError(f"a stored result holds an unknown part {member!r}")
             if suffix == "parquet":
-                parts[name] = pd.read_parquet(raw)
+                parts[name] = read_parquet_bytes(raw.getvalue())
             elif suffix == "npy":
                 parts[name] = np.load(raw, allow_pickle=False)
             else:
