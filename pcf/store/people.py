@@ -58,6 +58,8 @@ def add_adjudication(
     confidence: float | None = None,
     tags: Iterable[str] = (),
     notes: str = "",
+    source: str | None = None,
+    created_at: datetime | None = None,
 ) -> Adjudication:
     """Record a human label as a new row; it supersedes the annotator's previous label.
 
@@ -69,6 +71,8 @@ def add_adjudication(
         confidence: how sure the annotator is, in [0, 1].
         tags: free labels (``ambiguous``, ``needs-source``...).
         notes: the annotator's reasons.
+        source: where an imported label came from (None: saved in PCF).
+        created_at: when it was given (default: now).
 
     Raises:
         ValueError: unknown item, empty annotator, a choice the item does not offer, a
@@ -103,6 +107,8 @@ def add_adjudication(
         tags=tag_list,
         notes=notes,
         supersedes=previous.id if previous is not None else None,
+        source=source,
+        created_at=created_at or utc_now(),
     )
     session.add(adjudication)
     try:
@@ -213,6 +219,7 @@ def adjudication_records(dataset_id: int, *, session: Session) -> list[dict[str,
             "tags": adj.tags,
             "notes": adj.notes,
             "supersedes": adj.supersedes,
+            "source": adj.source,
         }
         for adj, item_key in rows
     ]
