@@ -9,7 +9,7 @@ cannot do what the role does not allow.
 
 | role | may |
 | --- | --- |
-| admin | everything: members, imports, runs (start, resume, collect, delete), labels, gold |
+| admin | everything: members, imports (datasets, labels), runs (start, resume, collect, delete), labels, gold |
 | reviewer | see everything, label, resolve disagreements into gold |
 | annotator | label, blind: no gold, no judge decisions, no other person's label first |
 | viewer | read results (Overview, Review, Compare, Weights, Report), nothing else |
@@ -43,7 +43,7 @@ class Permission(StrEnum):
     """Something a role may be allowed to do; the value reads in an error message."""
 
     MANAGE_MEMBERS = "manage members"
-    IMPORT = "import datasets"
+    IMPORT = "import datasets and labels"
     RUN = "start, resume or collect runs"
     DELETE_RUN = "delete runs"
     LABEL = "save labels"
