@@ -1325,7 +1325,7 @@ def labels_import(
     """Import labels given elsewhere, all or nothing: columns item_id, annotator, answer (a
     candidate id, none_correct or cannot_tell), and optional confidence, note, time.
 
-    Example: pcf labels import human_labels.csv --dataset rb2-fact --source label-studio
+    Example: pcf labels import labels.csv --dataset demo --source label-studio
     """
     from pcf.errors import DataError
     from pcf.labelling.imports import import_labels
