@@ -9,7 +9,7 @@ cannot do what the role does not allow.
 
 | role | may |
 | --- | --- |
-| admin | everything: members, imports (datasets, labels), runs (start, resume, collect, delete), labels, gold |
+| admin | everything: members, imports, runs (start, resume, collect, delete), labels, gold |
 | reviewer | see everything, label, resolve disagreements into gold |
 | annotator | label, blind: no gold, no judge decisions, no other person's label first |
 | viewer | read results (Overview, Review, Compare, Weights, Report), nothing else |

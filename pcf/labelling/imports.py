@@ -25,8 +25,8 @@ from pcf.files import Text, open_checked, read_rows
 from pcf.items import RESERVED_CANDIDATE_IDS
 from pcf.labelling.plan import labelling_plan
 from pcf.store import (
-    add_adjudication,
     add_audit_event,
+    add_first_labels,
     get_dataset_by_id,
     items_named,
     labellers_by_item,
@@ -96,8 +96,8 @@ def import_labels(
             dataset_id, {row.item_id for _, row in rows}, session=session, texts=False
         )
     }
-    for item in items.values():
-        lock_item(item.metadata["db_id"], session=session)
+    for db_id in sorted(found.metadata["db_id"] for found in items.values()):  # one lock order
+        lock_item(db_id, session=session)
     labelled = labellers_by_item(dataset_id, session=session)
     wanted = labelling_plan(dataset_id, session=session).labels_per_item
     for line, row in rows:
@@ -119,17 +119,19 @@ def import_labels(
         check.add(None, None, "holds no label")
     check.problems.sort(key=lambda problem: problem.line or 0)
     check.raise_if_any()
-    for _, row in rows:
-        add_adjudication(
-            items[row.item_id].metadata["db_id"],
-            session=session,
-            annotator=row.annotator,
-            choice=row.answer,
-            confidence=row.confidence,
-            notes=row.note,
-            source=source,
-            created_at=row.time,
-        )
+    labels = [
+        {
+            "item_id": items[row.item_id].metadata["db_id"],
+            "annotator": row.annotator,
+            "choice": row.answer,
+            "confidence": row.confidence,
+            "notes": row.note,
+            "source": source,
+            **({"created_at": row.time} if row.time else {}),
+        }
+        for _, row in rows
+    ]
+    add_first_labels(labels, session=session)
     details = {"labels": len(rows), "source": source, "file": str(path)}
     add_audit_event(
         "labels_imported",

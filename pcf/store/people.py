@@ -58,8 +58,6 @@ def add_adjudication(
     confidence: float | None = None,
     tags: Iterable[str] = (),
     notes: str = "",
-    source: str | None = None,
-    created_at: datetime | None = None,
 ) -> Adjudication:
     """Record a human label as a new row; it supersedes the annotator's previous label.
 
@@ -71,8 +69,6 @@ def add_adjudication(
         confidence: how sure the annotator is, in [0, 1].
         tags: free labels (``ambiguous``, ``needs-source``...).
         notes: the annotator's reasons.
-        source: where an imported label came from (None: saved in PCF).
-        created_at: when it was given (default: now).
 
     Raises:
         ValueError: unknown item, empty annotator, a choice the item does not offer, a
@@ -107,8 +103,6 @@ def add_adjudication(
         tags=tag_list,
         notes=notes,
         supersedes=previous.id if previous is not None else None,
-        source=source,
-        created_at=created_at or utc_now(),
     )
     session.add(adjudication)
     try:
@@ -118,6 +112,13 @@ def add_adjudication(
             f"another label by {annotator!r} for item {item_db_id} was saved at the same time"
         ) from exc
     return adjudication
+
+
+def add_first_labels(labels: Iterable[Mapping[str, Any]], *, session: Session) -> None:
+    """Store labels at once, each an :class:`Adjudication`'s fields: first labels, none of them
+    correcting another (an import, whose caller checked them)."""
+    session.add_all(Adjudication(**label) for label in labels)
+    session.flush()
 
 
 def latest_label(item_db_id: int, annotator: str, *, session: Session) -> Adjudication | None:
