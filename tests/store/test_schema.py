@@ -512,16 +512,23 @@ def test_revision_0007_converts_hostile_texts_and_replaced_answers_and_back(
     assert kept(before, rows(isolated_database))
 
 
+def upgraded_from(url: str, revision: str, folder: Path) -> dict[str, list[tuple]]:
+    """The rows of a database filled at 0006 (:func:`fill_at`) and taken to ``revision``, once
+    `pcf db upgrade` took it from there to head keeping them all, as the models say."""
+    before = fill_at(url, "0006", folder, fork=False)
+    engine = unchecked_engine(url)
+    upgrade(engine, to=revision)
+    engine.dispose()
+    assert cli("db", "upgrade")["before"] == revision
+    assert kept(before, rows(url))
+    assert differences(url) == []
+    return before
+
+
 def test_revision_0008_adds_key_claims_to_a_database_at_0007(isolated_database, tmp_path):
     """A database at 0007 keeps every row, and its new claims table works: a claim of a live
     holder is seen, another holder is refused it, and an expired claim is taken over."""
-    before = fill_at(isolated_database, "0006", tmp_path / "source", fork=False)
-    engine = unchecked_engine(isolated_database)
-    upgrade(engine, to="0007")
-    engine.dispose()
-    assert cli("db", "upgrade")["before"] == "0007"
-    assert kept(before, rows(isolated_database))
-    assert differences(isolated_database) == []
+    before = upgraded_from(isolated_database, "0007", tmp_path / "source")
     engine = unchecked_engine(isolated_database)
     with Session(engine) as session:
         assert claim_keys(["k"], session=session, holder="mine", ttl_s=60) == {"k"}
@@ -578,13 +585,7 @@ def test_revision_0010_keeps_every_label_and_then_the_source_of_the_imported_one
     """A database at 0009 keeps every row, its labels now saved in PCF (no source); a label
     imported after the upgrade keeps its source; the downgrade keeps the rest and the chain
     index."""
-    before = fill_at(isolated_database, "0006", tmp_path / "source", fork=False)
-    engine = unchecked_engine(isolated_database)
-    upgrade(engine, to="0009")
-    engine.dispose()
-    assert cli("db", "upgrade")["before"] == "0009"
-    assert kept(before, rows(isolated_database))
-    assert differences(isolated_database) == []
+    before = upgraded_from(isolated_database, "0009", tmp_path / "source")
     labels = tmp_path / "labels.jsonl"
     labels.write_text('{"item_id": "demo-002", "annotator": "ext", "answer": "cannot_tell"}\n')
     done = runner.invoke(app, ["labels", "import", str(labels), "--dataset", "demo"])
