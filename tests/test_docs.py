@@ -41,6 +41,7 @@ EXAMPLE_ORDER = (
     "pcf aggregate",
     "pcf judge",
     "pcf study",
+    "pcf check",
     "pcf batch status",
     "pcf batch collect",
     "pcf batch cancel",
