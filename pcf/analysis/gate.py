@@ -22,7 +22,6 @@ from pcf.store import Run, current_labels, get_engine, get_run, session_scope
 
 THRESHOLDS = ("max_order_unstable", "max_position_driven", "min_kappa", "min_accuracy")
 """Each threshold's name: its bound (``max`` or ``min``) and the figure it bounds."""
-HUMAN_FIGURES = ("kappa", "accuracy")
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ def check_run(run: Run, *, session: Session, **thresholds: float | None) -> list
     """
     if unknown := sorted(set(thresholds) - set(THRESHOLDS)):
         raise ValueError(f"unknown threshold {unknown[0]!r}; choose from {', '.join(THRESHOLDS)}")
-    wanted = {name: thresholds[name] for name in THRESHOLDS if thresholds.get(name) is not None}
+    wanted = {n: value for n in THRESHOLDS if (value := thresholds.get(n)) is not None}
     if not wanted:
         raise ValueError(f"give at least one threshold: {', '.join(THRESHOLDS)}")
     table = stored_analysis(run, session=session).table
@@ -65,7 +64,7 @@ def check_run(run: Run, *, session: Session, **thresholds: float | None) -> list
     values: dict[str, float | None] = {
         flag: float(table[flag].mean()) for flag in ("order_unstable", "position_driven")
     }
-    if any(name.split("_", 1)[1] in HUMAN_FIGURES for name in wanted):
+    if wanted.keys() & {"min_kappa", "min_accuracy"}:
         human = dataset_gold(run.dataset_id, session=session).gold
         labels = current_labels(run.dataset_id, session=session)
         comparison = table_human_comparison(table, labels, human)
