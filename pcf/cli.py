@@ -1007,6 +1007,54 @@ def study(
     check_failures(reports)
 
 
+@app.command("check")
+def check_command(
+    run_name: Annotated[str, typer.Argument(metavar="RUN", help="A stored run.")],
+    max_order_unstable: Annotated[
+        float | None, typer.Option(min=0, max=1, help="Most share of order_unstable items.")
+    ] = None,
+    max_position_driven: Annotated[
+        float | None, typer.Option(min=0, max=1, help="Most share of position_driven items.")
+    ] = None,
+    min_kappa: Annotated[
+        float | None,
+        typer.Option(min=-1, max=1, help="Least Cohen's kappa of PCF against human gold."),
+    ] = None,
+    min_accuracy: Annotated[
+        float | None, typer.Option(min=0, max=1, help="Least accuracy of PCF against human gold.")
+    ] = None,
+) -> None:
+    """Gate a build on a stored run: one line per threshold (figure, value, threshold, pass or
+    FAIL), then the same as JSON on the last line. Exits 0 when every threshold holds, 1 when
+    one fails, 2 on a usage error (no threshold; kappa or accuracy without human gold).
+
+    Example: pcf check demo-pcf --max-order-unstable 0.5 --max-position-driven 0.1
+    """
+    from dataclasses import asdict
+
+    from pcf.analysis.gate import check_run
+
+    with database() as session:
+        run = existing_run(run_name, session=session)
+        try:
+            checks = check_run(
+                run,
+                session=session,
+                max_order_unstable=max_order_unstable,
+                max_position_driven=max_position_driven,
+                min_kappa=min_kappa,
+                min_accuracy=min_accuracy,
+            )
+        except ValueError as exc:
+            fail(f"error: {exc}", 2)
+    passed = all(c.passed for c in checks)
+    for check in checks:
+        typer.echo(check.line())
+    typer.echo(json.dumps({"run": run_name, "passed": passed, "checks": list(map(asdict, checks))}))
+    if not passed:
+        raise typer.Exit(1)
+
+
 @app.command()
 def whatif(
     run_name: Annotated[str, typer.Argument(metavar="RUN", help="A stored listwise run.")],
