@@ -1,4 +1,5 @@
-"""Items, candidates and the dataset loaders (RewardBench 2, JudgeBench, items.jsonl, CSV).
+"""Items, candidates and the dataset loaders (RewardBench 2, JudgeBench, items.jsonl, CSV); rows
+read elsewhere (Hugging Face datasets: :mod:`pcf.hf_datasets`) pass :func:`items_from_rows`.
 
 Every loader reads the whole file, collects every problem (file, line, field) and raises one
 :class:`~pcf.errors.DataError` if there is any, so a bad file is never half used.
