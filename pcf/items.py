@@ -279,9 +279,16 @@ class _ItemLine(BaseModel):
 
 def _items_jsonl(path: Path, check: FieldChecker) -> Iterator[Item]:
     """The sound items of an ``items.jsonl``, the problems of the others recorded."""
+    return item_objects(read_json_lines(path, check), check)
+
+
+def item_objects(objects: Iterable[tuple[int, Any]], check: FieldChecker) -> Iterator[Item]:
+    """The sound items of ``(line, items.jsonl object)`` pairs, the problems of the others
+    recorded at their line."""
     seen: dict[str, int] = {}
-    for line, obj in read_json_lines(path, check):
-        row = check.validate(_ItemLine, obj, line, item=obj.get("item_id"))
+    for line, obj in objects:
+        item_id = obj.get("item_id") if _is_object(obj) else None
+        row = check.validate(_ItemLine, obj, line, item=item_id)
         if row is None:
             continue
         candidates = tuple(Candidate(c.id, c.text) for c in row.candidates)
