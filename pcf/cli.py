@@ -425,9 +425,18 @@ def summary(run: Run, report: RunReport, *, session: Session) -> dict:
 
 @app.command("import")
 def import_dataset(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=f"One of: {', '.join(FORMATS)}.")],
-    path: Annotated[Path, typer.Argument(help="The dataset file.")],
-    name: Annotated[str | None, typer.Option(help="Dataset name (default: file name).")] = None,
+    fmt: Annotated[
+        str,
+        typer.Argument(
+            metavar="FORMAT",
+            help=f"One of: {', '.join(FORMATS)}; or inspect, an eval log of the inspect_ai "
+            "task pcf/judge (its items as a dataset, its answers as a run).",
+        ),
+    ],
+    path: Annotated[Path, typer.Argument(help="The dataset file or eval log.")],
+    name: Annotated[
+        str | None, typer.Option(help="Dataset name (default: file name; a log's dataset).")
+    ] = None,
     subset: Annotated[str | None, typer.Option(help="Subset or bucket to keep.")] = None,
     limit: Annotated[int | None, typer.Option(help="Keep the first N items.")] = None,
     seed: Annotated[
@@ -443,9 +452,12 @@ def import_dataset(
     from pcf.runs.manage import import_dataset
     from pcf.store import database_url
 
-    if fmt not in FORMATS:
-        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", 2)
+    if fmt not in (*FORMATS, "inspect"):
+        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}, inspect", 2)
     try:
+        if fmt == "inspect":
+            import_inspect(path, name)
+            return
         items = load_dataset(fmt, path, subset=subset, limit=limit)
         if not items:
             fail(f"error: {path} has no items{' in subset ' + subset if subset else ''}")
@@ -464,6 +476,21 @@ def import_dataset(
         fail(f"nothing imported: {len(exc.problems)} problem(s):\n{exc}")
     except ValueError as exc:
         fail(f"nothing imported: {exc}")
+
+
+def import_inspect(path: Path, name: str | None) -> None:
+    """``pcf import inspect LOG``: store the log's items and answers, print the run's summary."""
+    try:
+        from pcf.runs.inspect_log import import_inspect_log
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "inspect_ai":
+            raise
+        fail("error: reading an inspect log needs inspect_ai: pip install 'pcf-review[inspect]'")
+    with database() as session:
+        run, report = import_inspect_log(
+            path, session=session, actor=operator(), name=name, progress=stderr_progress(path.name)
+        )
+        emit(summary(run, report, session=session))
 
 
 @app.command()

@@ -145,12 +145,12 @@ def judge_orderings(
 @metric
 def pcf_shares() -> Metric:
     """Top-1 accuracy on the items with gold (an abstention is wrong) and the share of items
-    raising each flag."""
+    raising each flag (over several epochs, inspect's reducer averages each item's first)."""
 
     def compute(scores: list[SampleScore]) -> Value:
-        values = [s.score.value for s in scores if isinstance(s.score.value, Mapping)]
-        graded = [bool(v["correct"]) for v in values if v["correct"] is not None]
-        shares = {f: sum(bool(v[f]) for v in values) / len(values) for f in FLAGS if values}
+        rows = [(s.score.as_dict(), (s.sample_metadata or {})[ITEM]["gold"]) for s in scores]
+        graded = [float(v["correct"] or 0) for v, gold in rows if gold is not None]
+        shares = {f: sum(float(v[f] or 0) for v, _ in rows) / len(rows) for f in FLAGS if rows}
         return ({"accuracy": sum(graded) / len(graded)} if graded else {}) | shares
 
     return compute
