@@ -456,6 +456,8 @@ def import_dataset(
         fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}, inspect", 2)
     try:
         if fmt == "inspect":
+            if subset or limit is not None or seed:
+                fail("error: --subset, --limit and --seed are the log's own: leave them out", 2)
             import_inspect(path, name)
             return
         items = load_dataset(fmt, path, subset=subset, limit=limit)

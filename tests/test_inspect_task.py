@@ -188,6 +188,11 @@ def test_a_log_that_is_not_the_tasks_imports_nothing_and_says_where(
     listed_runs = runner.invoke(app, ["runs"])
     assert json.loads(listed_runs.stdout)["datasets"] == []
 
+    seeded = runner.invoke(app, ["import", "inspect", str(path), "--seed", "3"])
+    assert (seeded.exit_code, seeded.stderr) == (
+        2,
+        "error: --subset, --limit and --seed are the log's own: leave them out\n",
+    )
     not_a_log = runner.invoke(app, ["import", "inspect", str(tmp_path / "missing.eval")])
     assert not_a_log.exit_code == 1
     assert not_a_log.stderr.startswith(f"nothing imported: {tmp_path / 'missing.eval'} is not")
