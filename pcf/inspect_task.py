@@ -55,21 +55,7 @@ def recorded_judgments(
     for index, call in enumerate(calls):
         order = tuple(call["order"])
         parsed = parse_listwise(call["answer"], render_listwise(item, order).key_to_id, order)
-        out.append(
-            Judgment(
-                item.item_id,
-                execution,
-                index,
-                order,
-                parsed.ok,
-                parsed.error,
-                parsed.factuality,
-                parsed.hallucination_risk,
-                parsed.ranking,
-                parsed.confidence,
-                parsed.repaired,
-            )
-        )
+        out.append(Judgment(item.item_id, execution, index, order, **vars(parsed)))
     return out
 
 
@@ -135,7 +121,6 @@ def judge_orderings(
                 ),
             )
             calls.append({"order": list(order), "answer": output.completion})
-            state.output = output
         state.metadata[CALLS] = calls
         return state
 
