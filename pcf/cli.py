@@ -428,13 +428,18 @@ def import_dataset(
     fmt: Annotated[
         str,
         typer.Argument(
-            metavar="FORMAT", help=f"One of: {', '.join(FORMATS)}, or hf (a Hugging Face dataset)."
+            metavar="FORMAT",
+            help=f"One of: {', '.join(FORMATS)}; hf, a Hugging Face dataset; or inspect, an eval "
+            "log of the inspect_ai task pcf/judge (its items as a dataset, its answers as a run).",
         ),
     ],
     path: Annotated[
-        Path, typer.Argument(help="The dataset file; with hf a hub id or a local folder.")
+        Path,
+        typer.Argument(help="The dataset file; with hf a hub id or a local folder; the eval log."),
     ],
-    name: Annotated[str | None, typer.Option(help="Dataset name (default: file name).")] = None,
+    name: Annotated[
+        str | None, typer.Option(help="Dataset name (default: file name; a log's dataset).")
+    ] = None,
     subset: Annotated[str | None, typer.Option(help="Subset or bucket to keep.")] = None,
     limit: Annotated[int | None, typer.Option(help="Keep the first N items.")] = None,
     seed: Annotated[
@@ -467,14 +472,19 @@ def import_dataset(
     from pcf.runs.manage import import_dataset
     from pcf.store import database_url
 
-    if fmt not in (*FORMATS, "hf"):
-        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}, hf", 2)
+    if fmt not in (*FORMATS, "hf", "inspect"):
+        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}, hf, inspect", 2)
     if fmt != "hf" and (config or split or revision or column_map):
         fail("error: --config, --split, --revision and --map are for hf", 2)
     pairs = [entry.partition("=") for entry in column_map or ()]
     if any(not field or not column for field, _, column in pairs):
         fail("error: --map takes FIELD=COLUMN, e.g. --map prompt=question", 2)
     try:
+        if fmt == "inspect":
+            if subset or limit is not None or seed:
+                fail("error: --subset, --limit and --seed are the log's own: leave them out", 2)
+            import_inspect(path, name)
+            return
         if fmt == "hf":
             columns = {field: column for field, _, column in pairs}
             hub = {"config": config, "split": split, "revision": revision, "subset": subset}
@@ -499,6 +509,21 @@ def import_dataset(
         fail(f"nothing imported: {len(exc.problems)} problem(s):\n{exc}")
     except ValueError as exc:
         fail(f"nothing imported: {exc}")
+
+
+def import_inspect(path: Path, name: str | None) -> None:
+    """``pcf import inspect LOG``: store the log's items and answers, print the run's summary."""
+    try:
+        from pcf.runs.inspect_log import import_inspect_log
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "inspect_ai":
+            raise
+        fail("error: reading an inspect log needs inspect_ai: pip install 'pcf-review[inspect]'")
+    with database() as session:
+        run, report = import_inspect_log(
+            path, session=session, actor=operator(), name=name, progress=stderr_progress(path.name)
+        )
+        emit(summary(run, report, session=session))
 
 
 @app.command()
