@@ -159,6 +159,8 @@ AZURE = dataclasses.replace(
     settings=(("OPENAI_API_VERSION", "2024-10-21"),),
 )
 PROVIDERS = (OPENAI, ANTHROPIC, GOOGLE, AZURE)
+BATCH_PROVIDERS = (OPENAI, ANTHROPIC)
+"""The providers whose batch API PCF uses."""
 
 
 def use_environment(monkeypatch: pytest.MonkeyPatch, spec: ProviderSpec) -> None:

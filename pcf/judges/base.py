@@ -23,7 +23,8 @@ KEY_ENV = {
 comes from)."""
 REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 8
-_KEY_SHAPED = re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")  # OpenAI sk-..., Anthropic sk-ant-...
+# OpenAI sk-..., Anthropic sk-ant-..., Google AIza... (Azure's keys have no shape of their own)
+_KEY_SHAPED = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{20,}|AIza[A-Za-z0-9_-]{35})")
 
 
 def usage_count(value: object) -> int:
@@ -55,11 +56,11 @@ def configured_keys() -> list[str]:
 
 def redact(text: str, secrets: Iterable[str | None] | None = None) -> str:
     """``text`` with API keys masked: ``secrets`` (by default :func:`configured_keys`) and
-    anything shaped like a provider's key (``sk-...``, so keys of other accounts too)."""
+    anything shaped like a provider's key (``sk-...``, ``AIza...``: keys of other accounts too)."""
     for secret in configured_keys() if secrets is None else secrets:
         if secret and secret in text:
             text = text.replace(secret, REDACTED)
-    return _KEY_SHAPED.sub(REDACTED, text) if "sk-" in text else text
+    return _KEY_SHAPED.sub(REDACTED, text) if "sk-" in text or "AIza" in text else text
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,13 @@ from pcf.store import (
 )
 from tests.demo_database import drop_database, new_database
 from tests.factories import make_item
-from tests.judge_providers import OPENAI, PROVIDERS, SECRET, ProviderSpec, use_environment
+from tests.judge_providers import (
+    BATCH_PROVIDERS,
+    OPENAI,
+    SECRET,
+    ProviderSpec,
+    use_environment,
+)
 from tests.runs.processes import import_dataset
 from tests.runs.test_live_providers import CANDIDATE_KEY
 from tests.wire_server import Scripted, WireRequest, WireServer
@@ -85,7 +91,7 @@ def provider_env(request, monkeypatch, tmp_path) -> ProviderSpec:
 
 def with_provider():
     return pytest.mark.parametrize(
-        "provider_env", PROVIDERS, indirect=True, ids=lambda p: p.backend
+        "provider_env", BATCH_PROVIDERS, indirect=True, ids=lambda p: p.backend
     )
 
 
