@@ -5,9 +5,9 @@ What it shares with the other provider judges is tested for all in ``test_provid
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
+
+import pytest
 
 from pcf.judges.base import JudgeRequest
 from pcf.judges.openai_judge import AzureJudge, OpenAIJudge

@@ -20,7 +20,7 @@ import warnings
 
 import pytest
 
-from pcf.judges import BASE_URL_ENV, judge_server
+from pcf.judges import BASE_URL_ENV, JudgeModel, judge_server, parse_model
 from pcf.judges._provider import PLACEHOLDER_KEY, retry_after_seconds
 from pcf.judges.base import MAX_CALL_TOKENS, JudgeError, JudgeReply, JudgeRequest
 from tests.judge_providers import (
@@ -310,3 +310,51 @@ def test_the_server_of_a_cache_key_is_normalised_and_holds_no_credential(monkeyp
     # an Azure endpoint is the operator's own resource: always part of the key
     monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://Team.openai.azure.com/")
     assert judge_server("azure", None) == "https://team.openai.azure.com"
+
+
+@pytest.mark.parametrize(
+    ("name", "backend", "base_url", "expected"),
+    [
+        ("openai/gpt-4o-mini", None, None, ("openai", "gpt-4o-mini", None)),
+        ("google/gemini-2.5-flash", None, None, ("google", "gemini-2.5-flash", None)),
+        (
+            "azure/my-deployment",
+            None,
+            "https://t.openai.azure.com",
+            ("azure", "my-deployment", "https://t.openai.azure.com"),
+        ),
+        ("ollama/llama3.1", None, None, ("openai", "llama3.1", "http://localhost:11434/v1")),
+        (
+            "vllm/org/model",
+            None,
+            "http://gpu:8000/v1",
+            ("openai", "org/model", "http://gpu:8000/v1"),
+        ),
+        (
+            "openai-compatible/openai/gpt-4o",
+            None,
+            "https://or.example/v1",
+            ("openai", "openai/gpt-4o", "https://or.example/v1"),
+        ),
+        ("simulated/sim-fresh", None, None, ("simulated", "sim-fresh", None)),
+        ("sim-fresh", None, None, ("simulated", "sim-fresh", None)),  # as before providers
+        ("openai/gpt-4o", "openai", None, ("openai", "openai/gpt-4o", None)),  # --backend: as is
+    ],
+)
+def test_a_model_is_named_provider_slash_name(name, backend, base_url, expected, monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert parse_model(name, backend=backend, base_url=base_url) == JudgeModel(*expected)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("mistral/large", "the provider one of simulated, openai, anthropic, google, azure"),
+        ("openai/", "name it provider/name"),
+        ("openai-compatible/qwen", "give the server's base URL"),
+    ],
+)
+def test_a_model_name_that_names_no_judge_says_what_to_write(name, message, monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ValueError, match=message):
+        parse_model(name)

@@ -329,7 +329,7 @@ def test_calls_are_split_by_the_request_limit_and_collect_waits_for_every_batch(
 
 def test_batch_needs_a_provider_backend(session):
     import_ds(session, 1)
-    with pytest.raises(ValueError, match="provider batches need the openai or anthropic backend"):
+    with pytest.raises(ValueError, match="are for openai/ and anthropic/ models; simulated/"):
         submit_run(RunSpec("ds", name="r"), session=session, actor=operator())
     assert session.exec(select(Run)).all() == []
 

@@ -13,10 +13,10 @@ from pcf.labelling.audit import audit_log
 from pcf.runs.background import start_run
 from pcf.runs.estimate import CANONICAL_SETTING, estimate_run
 from pcf.runs.manage import (
+    APP_BACKENDS,
     MAX_COST_ENV,
     CostCapError,
     RunConflictError,
-    APP_BACKENDS,
     backend_problem,
     delete_run,
     import_dataset,
