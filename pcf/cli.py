@@ -439,28 +439,63 @@ def summary(run: Run, report: RunReport, *, session: Session) -> dict:
 
 @app.command("import")
 def import_dataset(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=f"One of: {', '.join(FORMATS)}.")],
-    path: Annotated[Path, typer.Argument(help="The dataset file.")],
+    fmt: Annotated[
+        str,
+        typer.Argument(
+            metavar="FORMAT", help=f"One of: {', '.join(FORMATS)}, or hf (a Hugging Face dataset)."
+        ),
+    ],
+    path: Annotated[
+        Path, typer.Argument(help="The dataset file; with hf a hub id or a local folder.")
+    ],
     name: Annotated[str | None, typer.Option(help="Dataset name (default: file name).")] = None,
     subset: Annotated[str | None, typer.Option(help="Subset or bucket to keep.")] = None,
     limit: Annotated[int | None, typer.Option(help="Keep the first N items.")] = None,
     seed: Annotated[
         int, typer.Option(help="Dataset seed: the canonical orders every run of it shares.")
     ] = 0,
+    config: Annotated[str | None, typer.Option(help="hf: the dataset's configuration.")] = None,
+    split: Annotated[
+        str | None, typer.Option(help="hf: the split to read (needed if it has several).")
+    ] = None,
+    revision: Annotated[str | None, typer.Option(help="hf: a hub branch, tag or commit.")] = None,
+    column_map: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--map",
+            metavar="FIELD=COLUMN",
+            help="hf: read a layout's FIELD (e.g. prompt, item_id) from COLUMN; repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Import a dataset into the database, all or nothing.
+
+    With hf, rows in RewardBench 2's, JudgeBench's or items.jsonl's layout are known by
+    their columns; --map names the columns of another. Needs the hf extra.
 
     Example: pcf import rewardbench2 factuality.jsonl --name rb2-fact --subset Factuality
     """
     from pcf.errors import DataError
+    from pcf.hf_datasets import load_hf
     from pcf.items import load_dataset
     from pcf.runs.manage import import_dataset
     from pcf.store import database_url
 
-    if fmt not in FORMATS:
-        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", 2)
+    if fmt not in (*FORMATS, "hf"):
+        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}, hf", 2)
+    if fmt != "hf" and (config or split or revision or column_map):
+        fail("error: --config, --split, --revision and --map are for hf", 2)
+    pairs = [entry.partition("=") for entry in column_map or ()]
+    if any(not field or not column for field, _, column in pairs):
+        fail("error: --map takes FIELD=COLUMN, e.g. --map prompt=question", 2)
     try:
-        items = load_dataset(fmt, path, subset=subset, limit=limit)
+        if fmt == "hf":
+            columns = {field: column for field, _, column in pairs}
+            hub = {"config": config, "split": split, "revision": revision, "subset": subset}
+            items, fmt = load_hf(str(path), columns=columns, **hub)
+            items = items[:limit]
+        else:
+            items = load_dataset(fmt, path, subset=subset, limit=limit)
         if not items:
             fail(f"error: {path} has no items{' in subset ' + subset if subset else ''}")
         with database() as session:
@@ -982,6 +1017,54 @@ def study(
     check_failures(reports)
 
 
+@app.command("check")
+def check_command(
+    run_name: Annotated[str, typer.Argument(metavar="RUN", help="A stored run.")],
+    max_order_unstable: Annotated[
+        float | None, typer.Option(min=0, max=1, help="Most share of order_unstable items.")
+    ] = None,
+    max_position_driven: Annotated[
+        float | None, typer.Option(min=0, max=1, help="Most share of position_driven items.")
+    ] = None,
+    min_kappa: Annotated[
+        float | None,
+        typer.Option(min=-1, max=1, help="Least Cohen's kappa of PCF against human gold."),
+    ] = None,
+    min_accuracy: Annotated[
+        float | None, typer.Option(min=0, max=1, help="Least accuracy of PCF against human gold.")
+    ] = None,
+) -> None:
+    """Gate a build on a stored run: one line per threshold (figure, value, threshold, pass or
+    FAIL), then the same as JSON on the last line. Exits 0 when every threshold holds, 1 when
+    one fails, 2 on a usage error (no threshold; kappa or accuracy without human gold).
+
+    Example: pcf check demo-pcf --max-order-unstable 0.5 --max-position-driven 0.1
+    """
+    from dataclasses import asdict
+
+    from pcf.analysis.gate import check_run
+
+    with database() as session:
+        run = existing_run(run_name, session=session)
+        try:
+            checks = check_run(
+                run,
+                session=session,
+                max_order_unstable=max_order_unstable,
+                max_position_driven=max_position_driven,
+                min_kappa=min_kappa,
+                min_accuracy=min_accuracy,
+            )
+        except ValueError as exc:
+            fail(f"error: {exc}", 2)
+    passed = all(c.passed for c in checks)
+    for check in checks:
+        typer.echo(check.line())
+    typer.echo(json.dumps({"run": run_name, "passed": passed, "checks": list(map(asdict, checks))}))
+    if not passed:
+        raise typer.Exit(1)
+
+
 @app.command()
 def whatif(
     run_name: Annotated[str, typer.Argument(metavar="RUN", help="A stored listwise run.")],
@@ -1283,33 +1366,42 @@ app.add_typer(gold_app, name="gold")
 ExportOut = Annotated[Path, typer.Option("--out", help="The file to write (its folder is made).")]
 ExportFormat = Annotated[
     str | None,
-    typer.Option("--format", help="jsonl, csv or parquet (default: the --out suffix's, or jsonl)."),
+    typer.Option(
+        "--format",
+        help="jsonl, csv, parquet, or hf: a folder that datasets.load_dataset reads, with a "
+        "README.md card (default: the --out suffix's, or jsonl).",
+    ),
 ]
 
 
 def export_team(dataset_name: str, out: Path, fmt: str | None, what: str) -> None:
-    """Write the dataset's labels or human gold to ``out`` (a valid file even when empty)."""
+    """Write the dataset's labels or human gold to ``out`` (a valid file even when empty; a
+    folder with its dataset card for ``hf``)."""
     from pcf.labelling.exports import (
         GOLD_SCHEMA,
         LABEL_SCHEMA,
+        dataset_card,
         export_format,
         gold_records,
         label_records,
         write_records,
     )
+    from pcf.labelling.plan import labelling_plan
 
     try:
         fmt = export_format(out, fmt)
     except ValueError as exc:
         fail(f"error: {exc}", 2)
-    if out.is_dir():
+    if out.is_dir() and fmt != "hf":
         fail(f"error: --out {out} is a folder; give a file name", 2)
     with database() as session:
         found = existing_dataset(dataset_name, session=session)
         records = (label_records if what == "labels" else gold_records)(found.id, session=session)
+        plan = labelling_plan(found.id, session=session)
+    card = dataset_card(dataset_name, what, records, plan)
     with writing(out):
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_records(records, out, fmt, LABEL_SCHEMA if what == "labels" else GOLD_SCHEMA)
+        write_records(records, out, fmt, LABEL_SCHEMA if what == "labels" else GOLD_SCHEMA, card)
     typer.echo(f"wrote {len(records)} {what} records to {out}", err=True)
 
 

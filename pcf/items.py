@@ -1,4 +1,5 @@
-"""Items, candidates and the dataset loaders (RewardBench 2, JudgeBench, items.jsonl, CSV).
+"""Items, candidates and the dataset loaders (RewardBench 2, JudgeBench, items.jsonl, CSV); rows
+read elsewhere (Hugging Face datasets: :mod:`pcf.hf_datasets`) pass :func:`items_from_rows`.
 
 Every loader reads the whole file, collects every problem (file, line, field) and raises one
 :class:`~pcf.errors.DataError` if there is any, so a bad file is never half used.
@@ -238,16 +239,15 @@ def _bucket_filter(items: list[Item], subset: str | None) -> list[Item]:
 def load_items_jsonl(path: str | Path, *, subset: str | None = None) -> list[Item]:
     """Load METHOD.md's ``items.jsonl``; ``subset`` keeps one bucket."""
     path, check = open_checked(path)
-    items = list(_items_jsonl(path, check))
-    check.raise_if_any()
-    return _bucket_filter(items, subset)
+    return items_from_rows("jsonl", read_json_lines(path, check), check, subset=subset)
 
 
 def item_listing(path: str | Path) -> dict[str, tuple[str, ...]]:
     """Each item's candidate ids in listing order, in file order, from an ``items.jsonl``
     checked as :func:`load_items_jsonl` checks it; the texts are not kept."""
     path, check = open_checked(path)
-    listing = {item.item_id: item.candidate_ids for item in _items_jsonl(path, check)}
+    rows = read_json_lines(path, check)
+    listing = {item.item_id: item.candidate_ids for item in _sound_items("jsonl", rows, check)}
     check.raise_if_any()
     return listing
 
@@ -277,17 +277,13 @@ class _ItemLine(BaseModel):
     metadata: Annotated[dict, BeforeValidator(lambda v: v if _is_object(v) else {})] = {}
 
 
-def _items_jsonl(path: Path, check: FieldChecker) -> Iterator[Item]:
-    """The sound items of an ``items.jsonl``, the problems of the others recorded."""
-    seen: dict[str, int] = {}
-    for line, obj in read_json_lines(path, check):
-        row = check.validate(_ItemLine, obj, line, item=obj.get("item_id"))
-        if row is None:
-            continue
-        candidates = tuple(Candidate(c.id, c.text) for c in row.candidates)
-        item = Item(row.item_id, row.prompt, candidates, row.gold, row.bucket, row.metadata)
-        if _sound(check, line, seen, item):
-            yield item
+def _items_jsonl_item(obj: dict, line: int, check: FieldChecker) -> Item | None:
+    """A line of ``items.jsonl`` as an item, or None with its problems recorded."""
+    row = check.validate(_ItemLine, obj, line, item=obj.get("item_id"))
+    if row is None:
+        return None
+    candidates = tuple(Candidate(c.id, c.text) for c in row.candidates)
+    return Item(row.item_id, row.prompt, candidates, row.gold, row.bucket, row.metadata)
 
 
 # ---------------------------------------------------------------- CSV
@@ -428,25 +424,20 @@ def load_rewardbench2(path: str | Path, *, subset: str | None = None) -> list[It
     a row holding the same text twice still works. For Parquet files, "line" means row number.
     """
     path, check = open_checked(path)
-    items: list[Item] = []
-    seen: dict[str, int] = {}
-    for line, row in _rows_of(path, check):
-        named = row.get("subset")
-        if subset is not None and isinstance(named, str) and named.strip() and named != subset:
-            continue
-        key = f"{named}:{row.get('id')}"
-        fields = check.validate(_RewardBench2Row, row, line, item=key)
-        if fields is None:
-            continue
-        answers = [*fields.chosen, *fields.rejected]
-        candidates = [Candidate(_neutral_id(f"{key}:{i}"), text) for i, text in enumerate(answers)]
-        meta = {"models": fields.models, "subset": fields.subset}
-        gold, ordered = candidates[0].id, tuple(sorted(candidates, key=lambda c: c.id))
-        item = Item(key, fields.prompt, ordered, gold, fields.subset, meta)
-        if _sound(check, line, seen, item):
-            items.append(item)
-    check.raise_if_any()
-    return items
+    return items_from_rows("rewardbench2", _rows_of(path, check), check, subset=subset)
+
+
+def _rewardbench2_item(row: dict, line: int, check: FieldChecker) -> Item | None:
+    """A RewardBench 2 row as an item, or None with its problems recorded."""
+    key = f"{row.get('subset')}:{row.get('id')}"
+    fields = check.validate(_RewardBench2Row, row, line, item=key)
+    if fields is None:
+        return None
+    answers = [*fields.chosen, *fields.rejected]
+    candidates = [Candidate(_neutral_id(f"{key}:{i}"), text) for i, text in enumerate(answers)]
+    meta = {"models": fields.models, "subset": fields.subset}
+    gold, ordered = candidates[0].id, tuple(sorted(candidates, key=lambda c: c.id))
+    return Item(key, fields.prompt, ordered, gold, fields.subset, meta)
 
 
 # ---------------------------------------------------------------- JudgeBench
@@ -472,17 +463,73 @@ def load_judgebench(path: str | Path, *, subset: str | None = None) -> list[Item
     ``source``; ``subset`` keeps one bucket.
     """
     path, check = open_checked(path)
-    items: list[Item] = []
-    seen: dict[str, int] = {}
-    for line, obj in read_json_lines(path, check):
-        row = check.validate(_JudgeBenchRow, obj, line, item=obj.get("pair_id"))
-        if row is None:
-            continue
-        a, b = Candidate("response_A", row.response_a), Candidate("response_B", row.response_b)
-        gold = a.id if row.label == "A>B" else b.id
-        meta = row.model_dump(include={"source", "original_id", "response_model"})
-        item = Item(row.pair_id, row.question, (a, b), gold, judgebench_bucket(row.source), meta)
-        if _sound(check, line, seen, item):
-            items.append(item)
+    return items_from_rows("judgebench", read_json_lines(path, check), check, subset=subset)
+
+
+def _judgebench_item(obj: dict, line: int, check: FieldChecker) -> Item | None:
+    """A JudgeBench pair as an item, or None with its problems recorded."""
+    row = check.validate(_JudgeBenchRow, obj, line, item=obj.get("pair_id"))
+    if row is None:
+        return None
+    a, b = Candidate("response_A", row.response_a), Candidate("response_B", row.response_b)
+    gold = a.id if row.label == "A>B" else b.id
+    meta = row.model_dump(include={"source", "original_id", "response_model"})
+    return Item(row.pair_id, row.question, (a, b), gold, judgebench_bucket(row.source), meta)
+
+
+ROW_LAYOUTS = {
+    "rewardbench2": (_rewardbench2_item, ("chosen", "rejected")),
+    "judgebench": (_judgebench_item, ("pair_id", "response_A", "response_B")),
+    "jsonl": (_items_jsonl_item, ("item_id", "candidates")),
+}
+"""The layouts whose rows become items one row each: the reader of a row, and the columns that
+tell the layout (:func:`layout_of`)."""
+
+
+def layout_of(columns: Iterable[str]) -> str:
+    """The layout of :data:`ROW_LAYOUTS` whose telling columns ``columns`` hold.
+
+    Raises:
+        ValueError: none; the message lists the columns and what each layout needs.
+    """
+    held = set(columns)
+    found = next((name for name, (_, cols) in ROW_LAYOUTS.items() if held >= set(cols)), None)
+    if found is None:
+        needs = "; ".join(f"{name}: {', '.join(cols)}" for name, (_, cols) in ROW_LAYOUTS.items())
+        raise ValueError(f"columns {sorted(held)} are no known layout ({needs})")
+    return found
+
+
+def items_from_rows(
+    layout: str, rows: Iterable[tuple[int, dict]], check: FieldChecker, *, subset: str | None = None
+) -> list[Item]:
+    """The items of ``(line, row)`` pairs in a layout of :data:`ROW_LAYOUTS`, all or none.
+
+    ``subset`` keeps one bucket; RewardBench 2 rows of other subsets are not read at all (their
+    rows differ: Ties has several chosen answers).
+
+    Raises:
+        DataError: every problem, with ``check``'s file, the line and the field.
+    """
+    if layout == "rewardbench2" and subset is not None:
+        rows = ((line, row) for line, row in rows if _named_subset(row) in (None, subset))
+    items = list(_sound_items(layout, rows, check))
     check.raise_if_any()
     return _bucket_filter(items, subset)
+
+
+def _named_subset(row: dict) -> str | None:
+    named = row.get("subset")
+    return named if isinstance(named, str) and named.strip() else None
+
+
+def _sound_items(
+    layout: str, rows: Iterable[tuple[int, dict]], check: FieldChecker
+) -> Iterator[Item]:
+    """The sound items of ``rows``, the problems of the others recorded."""
+    read, _ = ROW_LAYOUTS[layout]
+    seen: dict[str, int] = {}
+    for line, row in rows:
+        item = read(row, line, check)
+        if item is not None and _sound(check, line, seen, item):
+            yield item
