@@ -1,4 +1,5 @@
-"""Judge backends behind one small protocol, and the factory that builds them by name."""
+"""Judge backends behind one small protocol, the factory that builds them by name, and the
+one parser of models named ``provider/name``."""
 
 from __future__ import annotations
 
