@@ -144,7 +144,8 @@ def allowed_base_urls() -> list[str]:
 def key_may_go_to(actor: Actor, backend: str, base_url: str | None) -> bool:
     """Whether the server's key for ``backend`` may be sent to ``base_url`` for ``actor``.
 
-    Always to the provider's own endpoint (no base URL, or the provider's own address) and for
+    Always to the provider's own endpoint (no base URL, or the provider's own address), to the
+    server of the SDK's variable (``OPENAI_BASE_URL``, ``AZURE_OPENAI_ENDPOINT``...) and for
     the operator, who names the servers; otherwise only to a server on the operator's list,
     compared as the cache compares servers (:func:`pcf.judges.judge_server`: scheme, host,
     port and path, never a credential or a query).
@@ -154,4 +155,4 @@ def key_may_go_to(actor: Actor, backend: str, base_url: str | None) -> bool:
     server = judge_server(backend, base_url)
     if server is None:
         return True
-    return server in {judge_server(backend, listed) for listed in allowed_base_urls()}
+    return server in {judge_server(backend, named) for named in [*allowed_base_urls(), None]}

@@ -20,7 +20,7 @@ import typer
 
 from pcf.access import operator
 from pcf.choices import FORMATS, RULES, SCHEDULES, SIMULATED_MODEL
-from pcf.judges import BACKENDS
+from pcf.judges import BACKENDS, PROVIDERS, parse_model
 from pcf.runs.spec import PROTOCOLS
 from pcf.weights import PRESETS
 
@@ -35,10 +35,24 @@ if TYPE_CHECKING:
     from pcf.weights import Weights
 
 DatasetArgument = Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")]
-BackendOption = Annotated[str, typer.Option(help=f"One of: {', '.join(BACKENDS)}.")]
-ModelOption = Annotated[str, typer.Option(help="Model name.")]
+BackendOption = Annotated[
+    str | None,
+    typer.Option(help=f"One of: {', '.join(BACKENDS)}; then --model is the model's own name."),
+]
+ModelOption = Annotated[
+    str,
+    typer.Option(
+        help=f"provider/name, the provider one of: {', '.join(PROVIDERS)} (openai/gpt-4o-mini, "
+        "google/gemini-2.5-flash, azure/DEPLOYMENT, ollama/llama3.1); a name without a "
+        "provider is the simulated judge's."
+    ),
+]
 BaseUrlOption = Annotated[
-    str | None, typer.Option(help="OpenAI-compatible server (vLLM, Ollama, ...).")
+    str | None,
+    typer.Option(
+        help="The model's server: OpenAI-compatible (vLLM, Ollama, ...), an Azure OpenAI "
+        "endpoint, or a provider's proxy."
+    ),
 ]
 ConcurrencyOption = Annotated[int, typer.Option(help="Calls in flight at once.")]
 LimitOption = Annotated[int | None, typer.Option(help="Judge the first N items only.")]
@@ -428,13 +442,18 @@ def import_dataset(
     fmt: Annotated[
         str,
         typer.Argument(
-            metavar="FORMAT", help=f"One of: {', '.join(FORMATS)}, or hf (a Hugging Face dataset)."
+            metavar="FORMAT",
+            help=f"One of: {', '.join(FORMATS)}; hf, a Hugging Face dataset; or inspect, an eval "
+            "log of the inspect_ai task pcf/judge (its items as a dataset, its answers as a run).",
         ),
     ],
     path: Annotated[
-        Path, typer.Argument(help="The dataset file; with hf a hub id or a local folder.")
+        Path,
+        typer.Argument(help="The dataset file; with hf a hub id or a local folder; the eval log."),
     ],
-    name: Annotated[str | None, typer.Option(help="Dataset name (default: file name).")] = None,
+    name: Annotated[
+        str | None, typer.Option(help="Dataset name (default: file name; a log's dataset).")
+    ] = None,
     subset: Annotated[str | None, typer.Option(help="Subset or bucket to keep.")] = None,
     limit: Annotated[int | None, typer.Option(help="Keep the first N items.")] = None,
     seed: Annotated[
@@ -467,14 +486,19 @@ def import_dataset(
     from pcf.runs.manage import import_dataset
     from pcf.store import database_url
 
-    if fmt not in (*FORMATS, "hf"):
-        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}, hf", 2)
+    if fmt not in (*FORMATS, "hf", "inspect"):
+        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}, hf, inspect", 2)
     if fmt != "hf" and (config or split or revision or column_map):
         fail("error: --config, --split, --revision and --map are for hf", 2)
     pairs = [entry.partition("=") for entry in column_map or ()]
     if any(not field or not column for field, _, column in pairs):
         fail("error: --map takes FIELD=COLUMN, e.g. --map prompt=question", 2)
     try:
+        if fmt == "inspect":
+            if subset or limit is not None or seed:
+                fail("error: --subset, --limit and --seed are the log's own: leave them out", 2)
+            import_inspect(path, name)
+            return
         if fmt == "hf":
             columns = {field: column for field, _, column in pairs}
             hub = {"config": config, "split": split, "revision": revision, "subset": subset}
@@ -501,11 +525,26 @@ def import_dataset(
         fail(f"nothing imported: {exc}")
 
 
+def import_inspect(path: Path, name: str | None) -> None:
+    """``pcf import inspect LOG``: store the log's items and answers, print the run's summary."""
+    try:
+        from pcf.runs.inspect_log import import_inspect_log
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "inspect_ai":
+            raise
+        fail("error: reading an inspect log needs inspect_ai: pip install 'pcf-review[inspect]'")
+    with database() as session:
+        run, report = import_inspect_log(
+            path, session=session, actor=operator(), name=name, progress=stderr_progress(path.name)
+        )
+        emit(summary(run, report, session=session))
+
+
 @app.command()
 def judge(
     dataset_name: DatasetArgument,
     protocol: Annotated[str, typer.Option(help=f"One of: {', '.join(PROTOCOLS)}.")] = "pcf",
-    backend: BackendOption = "simulated",
+    backend: BackendOption = None,
     model: ModelOption = SIMULATED_MODEL,
     base_url: BaseUrlOption = None,
     k: Annotated[int, typer.Option("--k", help="Orderings per item and execution.")] = 7,
@@ -559,12 +598,12 @@ def judge(
     """Judge a dataset: create a run, or resume the run of that name; prints a summary.
 
     Progress goes to stderr. Exits with 1 and the cause when most calls failed, and refuses a
-    run that another live process is judging. With --batch (openai, anthropic) the calls go
+    run that another live process is judging. With --batch (openai/, anthropic/) the calls go
     to the provider's batch API and the command returns; `pcf batch collect RUN` stores them.
     An adaptive run keeps the stops it recorded: judging it again makes no call for those
     items, whichever release stopped them, unless --recheck-stops.
 
-    Example: pcf judge demo --protocol pcf --backend openai --model gpt-4o-mini --k 7
+    Example: pcf judge demo --protocol pcf --model openai/gpt-4o-mini --k 7
     """
     check_prices()
     from pcf.errors import DataError
@@ -581,9 +620,7 @@ def judge(
         spec = RunSpec(
             dataset_name,
             name,
-            backend=backend,
-            model=model,
-            base_url=base_url,
+            **parse_model(model, backend=backend, base_url=base_url)._asdict(),
             replay=replay,
             protocol=protocol,
             k=k,
@@ -946,7 +983,7 @@ def delete_run_command(
 def study(
     dataset_name: DatasetArgument,
     name: Annotated[str, typer.Option(help="Study name; its runs are NAME/direct, NAME/pcf...")],
-    backend: BackendOption = "simulated",
+    backend: BackendOption = None,
     model: ModelOption = SIMULATED_MODEL,
     base_url: BaseUrlOption = None,
     k: Annotated[int, typer.Option("--k", help="Orderings per item for PCF and repeated.")] = 7,
@@ -964,7 +1001,7 @@ def study(
     APOCJudge for pairs. Cached calls are reused, so running it again costs nothing. With
     --batch every run is submitted as provider batches (a prompt two runs share is sent once).
 
-    Example: pcf study demo --name demo-study --backend openai --model gpt-4o-mini --batch
+    Example: pcf study demo --name demo-study --model openai/gpt-4o-mini --batch
     """
     check_prices()
     from pcf.errors import DataError
@@ -975,9 +1012,7 @@ def study(
     try:
         base = RunSpec(
             dataset_name,
-            backend=backend,
-            model=model,
-            base_url=base_url,
+            **parse_model(model, backend=backend, base_url=base_url)._asdict(),
             replay=replay,
             k=k,
             executions=executions,

@@ -239,7 +239,7 @@ def item_listing(path: str | Path) -> dict[str, tuple[str, ...]]:
     checked as :func:`load_items_jsonl` checks it; the texts are not kept."""
     path, check = open_checked(path)
     rows = read_json_lines(path, check)
-    listing = {item.item_id: item.candidate_ids for item in _sound_items("jsonl", rows, check)}
+    listing = {item.item_id: item.candidate_ids for item in sound_items("jsonl", rows, check)}
     check.raise_if_any()
     return listing
 
@@ -271,7 +271,8 @@ class _ItemLine(BaseModel):
 
 def _items_jsonl_item(obj: dict, line: int, check: FieldChecker) -> Item | None:
     """A line of ``items.jsonl`` as an item, or None with its problems recorded."""
-    row = check.validate(_ItemLine, obj, line, item=obj.get("item_id"))
+    item_id = obj.get("item_id") if _is_object(obj) else None
+    row = check.validate(_ItemLine, obj, line, item=item_id)
     if row is None:
         return None
     candidates = tuple(Candidate(c.id, c.text) for c in row.candidates)
@@ -470,7 +471,7 @@ def items_from_rows(
     """
     if layout == "rewardbench2" and subset is not None:
         rows = ((line, row) for line, row in rows if _named_subset(row) in (None, subset))
-    items = list(_sound_items(layout, rows, check))
+    items = list(sound_items(layout, rows, check))
     check.raise_if_any()
     return _bucket_filter(items, subset)
 
@@ -480,10 +481,11 @@ def _named_subset(row: dict) -> str | None:
     return named if isinstance(named, str) and named.strip() else None
 
 
-def _sound_items(
-    layout: str, rows: Iterable[tuple[int, dict]], check: FieldChecker
+def sound_items(
+    layout: str, rows: Iterable[tuple[int, Any]], check: FieldChecker
 ) -> Iterator[Item]:
-    """The sound items of ``rows``, the problems of the others recorded."""
+    """The sound items of ``(line, row)`` pairs in a layout of :data:`ROW_LAYOUTS`, the problems
+    of the others recorded at their line."""
     read, _ = ROW_LAYOUTS[layout]
     seen: dict[str, int] = {}
     for line, row in rows:

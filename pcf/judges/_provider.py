@@ -4,30 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import os
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
-from pcf.judges.base import JudgeError, configured_keys, redact
+from pcf.judges.base import JudgeError, configured_keys, env_key, key_names, redact
 
 PLACEHOLDER_KEY = "not-needed"
 """Sent to a self-hosted server (vLLM, Ollama...) that wants no key when none is set."""
 
 
-def resolve_key(api_key: str | None, env_var: str, base_url: str | None) -> str:
-    """The key to use: the explicit one, else ``env_var``, else a placeholder for a custom URL.
+def resolve_key(api_key: str | None, backend: str, base_url: str | None) -> str:
+    """The key to use: the explicit one, else the backend's variable (:func:`env_key`), else a
+    placeholder for a custom URL.
 
     Raises:
         ValueError: no key is set and the provider's own endpoint would be called.
     """
-    key = api_key or os.environ.get(env_var)
+    key = api_key or env_key(backend)
     if key:
         return key
     if base_url is not None:
         return PLACEHOLDER_KEY
-    raise ValueError(f"{env_var} is not set")
+    raise ValueError(f"{key_names(backend)} is not set")
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -77,7 +77,8 @@ def status_error(status: int, message: str, headers: Mapping[str, str], secret: 
 
 
 class AsyncClosable(Protocol):
-    """An SDK client: ``openai.AsyncOpenAI`` or ``anthropic.AsyncAnthropic``."""
+    """An SDK client: ``openai.AsyncOpenAI`` or ``anthropic.AsyncAnthropic`` (google-genai's
+    ``AsyncClient`` closes with ``aclose``)."""
 
     async def close(self) -> None:
         """Close the client's connection pool."""
@@ -111,22 +112,22 @@ class PerLoop(Generic[Client]):
         """Close the running loop's client, if there is one."""
         client, self._client = self._client, None
         if client is not None and self._loop is asyncio.get_running_loop():
-            await client.close()
+            await (client.aclose() if hasattr(client, "aclose") else client.close())
 
 
 class ProviderJudge:
-    """What the provider judges share: the key and one SDK client per event loop.
+    """What the provider judges share: the key, the seed and one SDK client per event loop.
 
-    Subclasses set ``backend`` and ``key_env`` and implement ``_new_client`` and ``complete``.
-    The key comes from ``api_key`` or the ``key_env`` environment variable; a placeholder is
-    used for a custom ``base_url`` when neither is set (self-hosted servers need none).
+    Subclasses set ``backend`` and implement ``_new_client`` and ``complete``. The key comes
+    from ``api_key`` or the backend's variables (:data:`~pcf.judges.base.KEY_ENV`); a
+    placeholder is used for a custom ``base_url`` when neither is set (self-hosted servers
+    need none). ``seed`` is sent where the provider takes one.
 
     Raises:
         ValueError: no key is set and no ``base_url`` is given.
     """
 
     backend: str
-    key_env: str
 
     def __init__(
         self,
@@ -135,9 +136,10 @@ class ProviderJudge:
         base_url: str | None = None,
         api_key: str | None = None,
         timeout: float = 60.0,
+        seed: int | None = None,
     ) -> None:
-        self.model = model
-        self._key = resolve_key(api_key, self.key_env, base_url)
+        self.model, self.seed = model, seed
+        self._key = resolve_key(api_key, self.backend, base_url)
         self._clients = PerLoop(partial(self._new_client, self._key, base_url, timeout))
 
     @staticmethod

@@ -10,7 +10,7 @@ import pydantic
 from anthropic.types import Message, TextBlock
 
 from pcf.judges._provider import ProviderJudge, status_error
-from pcf.judges.base import KEY_ENV, JudgeError, JudgeReply, JudgeRequest, usage_count
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
 
 
 class AnthropicJudge(ProviderJudge):
@@ -28,7 +28,6 @@ class AnthropicJudge(ProviderJudge):
     """
 
     backend = "anthropic"
-    key_env = KEY_ENV["anthropic"]
 
     @staticmethod
     def _new_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
