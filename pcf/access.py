@@ -43,7 +43,7 @@ class Permission(StrEnum):
     """Something a role may be allowed to do; the value reads in an error message."""
 
     MANAGE_MEMBERS = "manage members"
-    IMPORT = "import datasets"
+    IMPORT = "import datasets and labels"
     RUN = "start, resume or collect runs"
     DELETE_RUN = "delete runs"
     LABEL = "save labels"

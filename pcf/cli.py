@@ -1439,6 +1439,37 @@ def labels_export(dataset_name: DatasetArgument, out: ExportOut, fmt: ExportForm
     export_team(dataset_name, out, fmt, "labels")
 
 
+@labels_app.command("import")
+def labels_import(
+    path: Annotated[
+        Path, typer.Argument(help="JSON Lines, CSV or Parquet (by its suffix): one label a row.")
+    ],
+    dataset_name: Annotated[str, typer.Option("--dataset", help="An imported dataset.")],
+    source: Annotated[
+        str | None, typer.Option(help="Where the labels come from (default: the file's name).")
+    ] = None,
+) -> None:
+    """Import labels given elsewhere, all or nothing: columns item_id, annotator, answer (a
+    candidate id, none_correct or cannot_tell), and optional confidence, note, time.
+
+    Example: pcf labels import labels.csv --dataset demo --source label-studio
+    """
+    from pcf.errors import DataError
+    from pcf.labelling.imports import import_labels
+
+    with database() as session:
+        found = existing_dataset(dataset_name, session=session)
+        try:
+            count = import_labels(
+                path, found.id, session=session, actor=operator(), source=source or path.name
+            )
+        except DataError as exc:
+            fail(f"{len(exc.problems)} problem(s) in {path}; nothing imported:\n{exc}")
+        except ValueError as exc:
+            fail(f"error: {exc}", 2)
+    typer.echo(f"imported {count} labels into {dataset_name}", err=True)
+
+
 @gold_app.command("export")
 def gold_export(dataset_name: DatasetArgument, out: ExportOut, fmt: ExportFormat = None) -> None:
     """Write DATASET's human gold per item: where it came from, the labels, the resolutions.

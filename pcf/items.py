@@ -17,9 +17,7 @@ regular file of at most :data:`~pcf.files.DATA_FILE` (:mod:`pcf.files`).
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import re
 import string
 from collections import Counter
@@ -33,20 +31,14 @@ from pydantic_core import PydanticCustomError
 
 from pcf.choices import FORMATS
 from pcf.files import (
-    BOM,
-    DATA_FILE,
     FieldChecker,
     Limit,
     Text,
     capped,
-    decode_utf8,
     must,
     open_checked,
-    open_data,
-    read_capped,
     read_json_lines,
-    read_parquet_bytes,
-    storable,
+    read_rows,
 )
 
 CSV_COLUMNS = ("item_id", "prompt", "candidate_id", "text", "gold", "bucket")
@@ -308,39 +300,23 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
     ``gold`` means no gold label. Items keep the order of their first row.
     """
     path, check = open_checked(path)
-    with open_data(path) as fh:
-        content = decode_utf8(read_capped(fh, path, DATA_FILE).removeprefix(BOM), check, 1)
-    check.raise_if_any()
-    reader = csv.DictReader(io.StringIO(content, newline=""))
     groups: dict[str, dict[str, Any]] = {}
     broken = set()  # items with a row in error: their other rows are not checked together
-    try:
-        header = reader.fieldnames or []
-        missing = [c for c in CSV_COLUMNS[:4] if c not in header]
-        if missing:
-            check.add(1, ", ".join(missing), f"missing column(s); header is {header}")
-            check.raise_if_any()
-        for row in reader:
-            line = reader.line_num
-            if not storable(row, line, check):
-                continue
-            cells = check.validate(_CsvRow, row, line, item=row.get("item_id"))
-            if cells is None:
-                broken.add(row.get("item_id"))
-                continue
-            group = groups.setdefault(
-                cells.item_id,
-                {"line": line, "prompt": cells.prompt, "gold": None, "bucket": None, "cands": []},
-            )
-            for key in ("prompt", "gold", "bucket"):
-                value = getattr(cells, key)
-                if value is not None and group[key] not in (None, value):
-                    check.add(line, key, f"differs from earlier rows of item {cells.item_id!r}")
-                group[key] = group[key] or value
-            group["cands"].append(Candidate(cells.candidate_id, cells.text))
-    except csv.Error as exc:  # e.g. a field over the csv module's size limit
-        check.add(reader.line_num + 1, None, f"unreadable CSV: {exc}")  # the record it began
-        check.raise_if_any()
+    for line, row in read_rows(path, check, CSV_COLUMNS[:4]):
+        cells = check.validate(_CsvRow, row, line, item=row.get("item_id"))
+        if cells is None:
+            broken.add(row.get("item_id"))
+            continue
+        group = groups.setdefault(
+            cells.item_id,
+            {"line": line, "prompt": cells.prompt, "gold": None, "bucket": None, "cands": []},
+        )
+        for key in ("prompt", "gold", "bucket"):
+            value = getattr(cells, key)
+            if value is not None and group[key] not in (None, value):
+                check.add(line, key, f"differs from earlier rows of item {cells.item_id!r}")
+            group[key] = group[key] or value
+        group["cands"].append(Candidate(cells.candidate_id, cells.text))
     items: list[Item] = []
     seen: dict[str, int] = {}
     for item_id, g in groups.items():
@@ -357,25 +333,6 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
 def _neutral_id(key: str) -> str:
     """A short id hashed from ``key``, so ids and listing order reveal nothing."""
     return "c" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:7]
-
-
-def _rows_of(path: Path, check: FieldChecker) -> Iterable[tuple[int, dict]]:
-    if path.suffix == ".parquet":
-        try:
-            with open_data(path) as fh:
-                frame = read_parquet_bytes(read_capped(fh, path, DATA_FILE))
-        except (OSError, ValueError) as exc:  # pyarrow's errors are among these
-            check.add(None, None, f"not a readable Parquet file: {exc}")
-            check.raise_if_any()
-        records = enumerate(frame.to_dict(orient="records"), start=1)
-        rows = ((i, {key: _plain(value) for key, value in rec.items()}) for i, rec in records)
-        return ((i, row) for i, row in rows if storable(row, i, check))
-    return read_json_lines(path, check)
-
-
-def _plain(value: Any) -> Any:
-    """Parquet gives numpy arrays where JSON gives lists."""
-    return value.tolist() if hasattr(value, "tolist") else value
 
 
 Answers = Annotated[
@@ -425,7 +382,7 @@ def load_rewardbench2(path: str | Path, *, subset: str | None = None) -> list[It
     a row holding the same text twice still works. For Parquet files, "line" means row number.
     """
     path, check = open_checked(path)
-    return items_from_rows("rewardbench2", _rows_of(path, check), check, subset=subset)
+    return items_from_rows("rewardbench2", read_rows(path, check), check, subset=subset)
 
 
 def _rewardbench2_item(row: dict, line: int, check: FieldChecker) -> Item | None:

@@ -57,6 +57,7 @@ EXAMPLE_ORDER = (
     "pcf members list",
     "pcf members remove",
     "pcf labelling set",
+    "pcf labels import",
     "pcf labels export",
     "pcf gold export",
     "pcf audit",
@@ -123,6 +124,7 @@ def example_folder(tmp_path, monkeypatch, demo_engine) -> Path:
     (folder / "Dataset").mkdir()
     (folder / "Dataset" / "LLMBar").symlink_to(LLMBAR)
     (folder / "guidelines.md").write_text("Pick the most factual answer.\n", encoding="utf-8")
+    (folder / "labels.csv").write_text("item_id,annotator,answer\ndemo-001,rater-1,cannot_tell\n")
     monkeypatch.chdir(folder)
     return folder
 

@@ -49,6 +49,7 @@ LABEL_SCHEMA = pa.schema(
         ("notes", pa.string()),
         ("created_at", pa.string()),
         ("supersedes", pa.int64()),
+        ("source", pa.string()),
     ]
 )
 GOLD_SCHEMA = pa.schema(
@@ -109,6 +110,7 @@ def label_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
                 "notes": record["notes"],
                 "created_at": record["created_at"],
                 "supersedes": record["supersedes"],
+                "source": record["source"],
             }
         )
     return out
