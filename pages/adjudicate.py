@@ -116,13 +116,17 @@ if (!window.pcfLabelKeys) {
     const item = start.endsWith("_") && heading
       ? heading.innerText.slice(5).trim().replaceAll(/[^a-zA-Z0-9_-]/g, "-") : "";
     event.preventDefault();
-    const press = (tries) => {  // the item's buttons may still be on their way: wait up to 2 s
+    const shown = heading?.innerText;
+    // The item's buttons may still be on their way (a busy server draws them seconds after the
+    // heading): wait for them while the item stays on screen, up to a minute.
+    const press = (tries) => {
       const box = document.getElementsByClassName("st-key-" + start + item)[0];
       const button = box?.querySelector("button");
+      const onScreen = !heading || (heading.isConnected && heading.innerText === shown);
       if (button && !button.disabled) button.click();
-      else if (tries > 0) setTimeout(() => press(tries - 1), 50);
+      else if (tries > 0 && onScreen) setTimeout(() => press(tries - 1), 50);
     };
-    press(40);
+    press(1200);
   });
 }
 </script>""".replace("KEYS_JSON", json.dumps(KEYS))
