@@ -1228,12 +1228,11 @@ def demo(
     from pcf.store import database_url, get_run
 
     with database() as session:
-        if if_missing and all(get_run(s.run_name, session=session) for s in DEMO_RUNS):
-            typer.echo(f"demo database ready at {database_url()}", err=True)
-            return
-        built = build_demo(session=session, actor=operator())
-        summaries = [summary(run, report, session=session) for run, report in built]
-    emit({"database": database_url(), "runs": summaries})
+        if not (if_missing and all(get_run(s.run_name, session=session) for s in DEMO_RUNS)):
+            built = build_demo(session=session, actor=operator())
+            summaries = [summary(run, report, session=session) for run, report in built]
+            emit({"database": database_url(), "runs": summaries})
+    typer.echo(f"demo database ready at {database_url()}", err=True)
 
 
 members_app = typer.Typer(
