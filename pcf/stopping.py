@@ -745,14 +745,19 @@ def calibrate(
     when its changed winners bound the chance of a change by ``risk``
     (:func:`pcf.guarantees.fixed_sequence`)."""
     policies = [StoppingPolicy("confident", risk=t, weights=weights) for t in THRESHOLDS]
-    changed = [0] * len(THRESHOLDS)
-    for key, ids, calls in items:
+    changed = np.zeros((len(items), len(THRESHOLDS)), dtype=bool)
+    for row, (key, ids, calls) in enumerate(items):
         full = current_winner(ItemCalls(key, ids, tuple(calls)), weights)
-        for i, stop in enumerate(replay_all(policies, key, ids, calls)):
-            changed[i] += stop.winner != full
-    passed = fixed_sequence(((c, len(items)) for c in changed), risk, DELTA)
+        changed[row] = [stop.winner != full for stop in replay_all(policies, key, ids, calls)]
+    passed = thresholds_passed(risk, changed)
     if not passed:
         return Calibration(risk, len(items), None, 0, None)
-    errors = changed[passed - 1]
+    errors = int(changed[:, passed - 1].sum())
     bound = upper_bound(errors, len(items), DELTA)
     return Calibration(risk, len(items), THRESHOLDS[passed - 1], errors, bound)
+
+
+def thresholds_passed(risk: float, changed: np.ndarray) -> int:
+    """How many of :data:`THRESHOLDS` pass in turn, from whether each changes each calibration
+    item's winner (items x thresholds)."""
+    return fixed_sequence(((int(c), len(changed)) for c in changed.sum(axis=0)), risk, DELTA)

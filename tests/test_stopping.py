@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcf.guarantees import fixed_sequence
 from pcf.orderings import schedule
 from pcf.stopping import (
     DELTA,
@@ -34,6 +33,7 @@ from pcf.stopping import (
     replay_all,
     slot_basis,
     slot_prior_precision,
+    thresholds_passed,
 )
 from pcf.weights import DEFAULT_WEIGHTS, PRESETS
 from tests.factories import judgment, random_judgments
@@ -388,8 +388,7 @@ def test_calibrated_confident_keeps_its_risk_where_the_score_model_breaks(family
     rates = []
     for seed in range(splits):
         inside = np.isin(keys, list(calibration_sample(keys, risk, seed)))
-        counts = changed[inside, :-1].sum(axis=0)
-        passed = fixed_sequence(((int(c), int(inside.sum())) for c in counts), risk, DELTA)
+        passed = thresholds_passed(risk, changed[inside, :-1])
         rates.append(changed[~inside, passed - 1 if passed else -1].mean())
         if seed == 0:
             chosen = [(k, *item) for k, item, i in zip(keys, items, inside, strict=True) if i]

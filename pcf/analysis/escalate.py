@@ -79,10 +79,12 @@ def escalate(
     delta: float,
     signal: str = "top_agreement",
     labels: str = "gold",
+    seed: int | None = None,
 ) -> dict[str, Any]:
     """The run's items split into those the judge decides and those escalated to humans, for
     ``signal`` and for the direct call's confidence (the baseline); with ``gold`` labels, the
-    agreement on the decided items held out of the calibration.
+    agreement on the decided items held out of the calibration (a random half drawn by
+    ``seed``, by default the run's).
 
     Raises:
         ValueError: an unknown signal or labels, or too few calibration items for ``alpha``
@@ -94,7 +96,8 @@ def escalate(
     keys = list(table["item_id"])
     if labels == "gold":
         truth = {k: g for k, g in zip(keys, table["gold"], strict=True) if isinstance(g, str)}
-        sample = random_sample(list(truth), math.floor(GOLD_SHARE * len(truth)), run.seed)
+        seed = run.seed if seed is None else seed
+        sample = random_sample(list(truth), math.floor(GOLD_SHARE * len(truth)), seed)
     else:
         truth = {k: g for k, g in dataset_gold(run.dataset_id, session=session).gold.items() if g}
         sample = set(truth) & set(keys)
@@ -129,7 +132,7 @@ def escalate(
         "signal": signal,
         "alpha": alpha,
         "delta": delta,
-        "calibration": {"labels": labels, "items": len(sample), "seed": run.seed},
+        "calibration": {"labels": labels, "items": len(sample), "seed": seed},
         **figures,
         "guarantee": (
             f"agreement with {labels} on the decided items >= {1 - alpha:g} with probability "
