@@ -62,15 +62,21 @@ def replay_runs(
     judged = [
         (i.item_id, i.candidate_ids, by_item[i.item_id]) for i in items if i.item_id in by_item
     ]
-    samples, calibrations = [], []
+    samples, calibrations, applied = [], [], []
     for policy in policies:
         sample = set()
         if policy.name == "confident":
             sample = calibration_sample([key for key, *_ in judged], policy.risk, seed)
-        samples.append(sample)
         chosen = [row for row in judged if row[0] in sample]
-        calibrations.append(calibrate(policy.risk, policy.weights, chosen) if sample else None)
-    applied = [c.policy(p.weights) if c else p for p, c in zip(policies, calibrations, strict=True)]
+        calibration = None
+        if sample and len(chosen) < len(judged):  # else every item is judged in full
+            calibration = calibrate(policy.risk, policy.weights, chosen)
+        samples.append(sample)
+        calibrations.append(calibration)
+        certain = StoppingPolicy("certain", weights=policy.weights)  # cheap; unused when full
+        applied.append(
+            calibration.policy(policy.weights) if calibration else certain if sample else policy
+        )
     out: list[dict[str, tuple[Stop, Stop]]] = [{} for _ in policies]
     for key, ids, calls in judged:
         everything = ItemCalls(key, ids, tuple(calls))

@@ -55,6 +55,9 @@ def test_an_adaptive_run_makes_what_whatif_predicts(db: Session, policy: str, ri
     full = {d["item_id"]: d["winner"] for d in run_decisions(get_run(FULL, session=db), session=db)}
     same = sum(winners[key] == full[key] for key in full) / len(full)
     assert same == pytest.approx(predicted["same_winner"])
+    assert predicted.get("calibration") == run.settings["stopping"]["calibration"]
+    if policy == "confident":  # 45 of the 52 items calibrate the threshold for the other 7
+        assert predicted["calibration"]["items"] == 45
     if policy == "certain":
         assert winners == full
         assert predicted["calls_per_item"] < 0.8 * predicted["full_calls_per_item"]
