@@ -7,7 +7,9 @@ Calibrated stopping: ``--cases`` items of each judge that breaks the score model
 weights, each replayed once under every threshold and under ``certain``; then for R = 0.05 and
 0.2, the uncalibrated rule's change rate on all items, and over ``--splits`` random calibration
 samples (as a run draws them) the calibrated rule's change rate on the other items (mean, and
-the share of samples above R) and its calls per item against the full run's.
+the share of samples above R), the share of samples whose chosen threshold changes more than R
+of all the judge's items (its risk: the guarantee keeps this at most delta; the rate on the
+others adds their sampling error), and its calls per item against the full run's.
 
 Trust or escalate: the demo's simulated PCF run and, when ``../shared/data`` has it, a simulated
 K=7 run of RewardBench 2's 120 Factuality rows; for each signal and alpha (delta 0.1), over
@@ -65,11 +67,12 @@ def stopping_rows(cases: int, splits: int) -> list[dict]:
             calls.append([stop.calls for stop in stops] + [len(made)])
         changed_array, calls_array = np.array(changed), np.array(calls)
         for risk in RISKS:
-            rates, made = [], []
+            rates, risks, made = [], [], []
             for seed in range(splits):
                 inside = np.isin(keys, list(calibration_sample(keys, risk, seed)))
                 column = (thresholds_passed(risk, changed_array[inside, :-1]) or len(policies)) - 1
                 rates.append(changed_array[~inside, column].mean())
+                risks.append(changed_array[:, column].mean())
                 made.append(np.where(inside, calls_array[:, -1], calls_array[:, column]).mean())
             rows.append(
                 {
@@ -82,7 +85,8 @@ def stopping_rows(cases: int, splits: int) -> list[dict]:
                         changed_array[:, THRESHOLDS.index(risk)].mean(), 4
                     ),
                     "calibrated_change_rate": round(float(np.mean(rates)), 4),
-                    "samples_above_risk": round(float(np.mean(np.array(rates) > risk)), 3),
+                    "others_above_risk": round(float(np.mean(np.array(rates) > risk)), 3),
+                    "threshold_risk_above": round(float(np.mean(np.array(risks) > risk)), 3),
                     "calls_per_item": round(float(np.mean(made)), 2),
                     "full_calls_per_item": round(float(calls_array[:, -1].mean()), 2),
                 }
