@@ -254,11 +254,6 @@ def consensus(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Con
     return Consensus(c, s, b, v, u, pick_winner(c, v, b, s, has_ok=has_ok))
 
 
-def direct(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Consensus:
-    """The direct baseline: the rule on the canonical call alone (call_index 0 of execution 0)."""
-    return consensus(arrays.execution(0).prefix(k=1), weights)
-
-
 def consensus_ranking(result: Consensus) -> np.ndarray:
     """Every candidate by ``C``, best first, with the winner's tie rule at each place.
 

@@ -17,13 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from sqlmodel import Session
 
-from pcf.analysis.results import run_decisions, value_or_none
+from pcf.analysis.results import value_or_none
 from pcf.evaluation import cohen_kappa, compare_paired, krippendorff_alpha
 from pcf.items import CANNOT_TELL
-from pcf.labelling.human_gold import dataset_gold
-from pcf.store import Run, current_labels, load_items
 
 COMPARISON_COLUMNS = (
     "item_id",
@@ -202,24 +199,13 @@ def compare_with_humans(
     )
 
 
-def run_human_comparison(run: Run, *, session: Session) -> HumanComparison:
-    """:func:`compare_with_humans` for a stored run and its dataset's current labels."""
-    items = load_items(run.dataset_id, session=session)
-    return compare_with_humans(
-        run_decisions(run, session=session, items=items),
-        current_labels(run.dataset_id, session=session),
-        dataset_gold(run.dataset_id, session=session).gold,
-        gold={i.item_id: i.gold for i in items},
-    )
-
-
 def table_human_comparison(
     table: pd.DataFrame, labels: pd.DataFrame, human: Mapping[str, str | None]
 ) -> HumanComparison:
     """:func:`compare_with_humans` from a run's decision table (``RunAnalysis.table``).
 
-    The same result as :func:`run_human_comparison` without deciding the run again: the table
-    already holds each item's PCF winner, direct winner and gold id.
+    The table already holds each item's PCF winner, direct winner and gold id: the run is not
+    decided again.
     """
     decisions = [
         {

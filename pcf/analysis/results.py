@@ -453,20 +453,13 @@ def stored_analysis(run: Run, *, session: Session) -> RunAnalysis:
     return RunAnalysis(table, parts["slot_bias"], parts["slot_tests"])
 
 
-def decision_table(records: Sequence[Mapping[str, Any]], items: Sequence[Item]) -> pd.DataFrame:
-    """One row per decision record (``decisions.jsonl`` form), with its item's facts.
-
-    Flags are a comma-separated ``flags`` text plus one boolean column per flag; metrics an
-    APOCJudge record lacks are NaN.
-    """
-    return table_frame(table_rows(records, items))
-
-
 def table_rows(
     records: Sequence[Mapping[str, Any]], items: Sequence[Item], start: int = 0
 ) -> list[tuple[Any, ...]]:
-    """The rows of :func:`decision_table` (:data:`TABLE_COLUMNS`) for ``items``, the dataset's
-    items from position ``start`` on."""
+    """The decision table's rows (:data:`TABLE_COLUMNS`) of ``records`` (``decisions.jsonl``
+    form), with the facts of ``items``, the dataset's items from position ``start`` on: flags
+    as a comma-separated ``flags`` text plus one boolean column per flag; metrics an
+    APOCJudge record lacks are NaN."""
     by_id = {item.item_id: (start + offset, item) for offset, item in enumerate(items)}
     rows = []
     for record in records:

@@ -200,7 +200,7 @@ def random_baseline(
 
 def item_scores(table: pd.DataFrame, order: str) -> np.ndarray:
     """Each item's doubt under ``order`` (higher = reviewed first), from a decision table
-    (:func:`pcf.analysis.results.decision_table` with ``top_entropy`` when available)."""
+    (:attr:`pcf.analysis.results.RunAnalysis.table`)."""
     if order == "priority":
         return table["priority"].to_numpy(dtype=float)
     if order == "top_entropy":

@@ -29,18 +29,11 @@ SAME_WINNER = "same winner as the full run"
 ACCURACY = "accuracy against gold"
 
 
-def replay_run(
-    judgments: Sequence[Judgment], items: Sequence[Item], policy: StoppingPolicy
-) -> dict[str, tuple[Stop, Stop]]:
-    """Per judged item: where ``policy`` stops it, and the full run (every stored call)."""
-    return replay_runs(judgments, items, [policy])[0]
-
-
 def replay_runs(
     judgments: Sequence[Judgment], items: Sequence[Item], policies: Sequence[StoppingPolicy]
 ) -> list[dict[str, tuple[Stop, Stop]]]:
-    """:func:`replay_run` of each policy, the policies sharing their work
-    (:func:`pcf.stopping.replay_all`)."""
+    """Per policy and judged item: where the policy stops it, and the full run (every stored
+    call); the policies share their work (:func:`pcf.stopping.replay_all`)."""
     by_item: dict[str, list[Judgment]] = defaultdict(list)
     for judgment in judgments:
         by_item[judgment.item_id].append(judgment)

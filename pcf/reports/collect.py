@@ -37,7 +37,7 @@ class ReportData:
 
     Attributes:
         runs: one row per run: names, settings, counts, calls, tokens, cost, ``simulated``.
-        decisions: :func:`pcf.analysis.results.decision_table` rows of every run, plus ``run``.
+        decisions: :attr:`pcf.analysis.results.RunAnalysis.table` rows of every run, plus ``run``.
         k_prefixes: per labelled full (not adaptive) PCF or repeated run and K, on execution
             0's first K calls: ``run``, ``K``, ``n``, ``accuracy``, ``direct_accuracy``
             (shares), ``improved``, ``regressed``.

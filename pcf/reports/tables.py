@@ -18,7 +18,7 @@ from pcf.analysis.triage import (
     item_scores,
     summarize,
 )
-from pcf.analysis.weight_playground import WEIGHT_NAMES, PackedRun, preset_records
+from pcf.analysis.weight_playground import WEIGHT_NAMES
 from pcf.evaluation import compare_paired
 from pcf.pairwise import bucket_order, bucket_scores
 from pcf.recordings import FIRST, SECOND, SWAP_RULES, recorded_outcome
@@ -490,15 +490,10 @@ def override_table(pairs: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def weight_records(runs: Sequence[PackedRun]) -> pd.DataFrame:
-    """The seed's weight table, one row per run and preset
-    (:func:`pcf.analysis.weight_playground.preset_records` of each run)."""
-    return pd.concat([preset_records(packed) for packed in runs], ignore_index=True)
-
-
 def weight_table(records: pd.DataFrame) -> pd.DataFrame:
-    """:func:`weight_records` rows side by side: one row per preset (the index), its weights,
-    then ``"<run> accuracy %"`` and ``"<run> Δ vs direct"`` per run."""
+    """The :func:`~pcf.analysis.weight_playground.preset_records` of runs side by side: one row
+    per preset (the index), its weights, then ``"<run> accuracy %"`` and ``"<run> Δ vs direct"``
+    per run."""
     table = pd.DataFrame(
         {name: weights.as_tuple() for name, weights in PRESETS.items()}, index=list(WEIGHT_NAMES)
     ).T.rename_axis("preset")
