@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -67,38 +67,22 @@ class JudgmentArrays:
         Executions beyond an item's first ``executions`` are masked (no call there), so what
         one item keeps never depends on the executions of other items.
         """
-        c = slice(None, k)
-        ok, present = self.ok[:, :, c], self.present[:, :, c]
-        if executions is not None:
-            has_call = self.present.any(axis=2)
-            kept = has_call & (np.cumsum(has_call, axis=1) <= executions)
-            ok, present = ok & kept[..., None], present & kept[..., None]
-        return JudgmentArrays(
-            self.item_ids,
-            self.candidate_ids,
-            self.executions,
-            self.factuality[:, :, c],
-            self.risk[:, :, c],
-            self.rank[:, :, c],
-            self.slot[:, :, c],
-            ok,
-            present,
-        )
+        prefix = self._taken((slice(None), slice(None), slice(None, k)))
+        if executions is None:
+            return prefix
+        has_call = self.present.any(axis=2)
+        kept = (has_call & (np.cumsum(has_call, axis=1) <= executions))[..., None]
+        return replace(prefix, ok=prefix.ok & kept, present=prefix.present & kept)
 
     def execution(self, number: int) -> JudgmentArrays:
         """The calls of execution ``number`` alone (none when no item has that execution)."""
         e = [x for x, label in enumerate(self.executions) if label == number]
-        return JudgmentArrays(
-            self.item_ids,
-            self.candidate_ids,
-            [number] if e else [],
-            self.factuality[:, e],
-            self.risk[:, e],
-            self.rank[:, e],
-            self.slot[:, e],
-            self.ok[:, e],
-            self.present[:, e],
-        )
+        return replace(self._taken((slice(None), e)), executions=[number] if e else [])
+
+    def _taken(self, index: tuple) -> JudgmentArrays:
+        """Every array indexed by ``index`` (items first)."""
+        arrays = ("factuality", "risk", "rank", "slot", "ok", "present")
+        return replace(self, **{name: getattr(self, name)[index] for name in arrays})
 
 
 def pack(

@@ -126,25 +126,15 @@ def stopping_summary(run: Run) -> dict[str, Any] | None:
 
 
 def run_decisions(
-    run: Run,
-    *,
-    session: Session,
-    items: Sequence[Item] | None = None,
-    weights: Weights | None = None,
-    k: int | None = None,
-    executions: int | None = None,
-    rule: str = "eq5",
+    run: Run, *, session: Session, items: Sequence[Item] | None = None
 ) -> list[dict[str, Any]]:
-    """``decisions.jsonl`` records of a run, in item order, under ``weights`` (by default
-    :func:`run_weights`).
+    """``decisions.jsonl`` records of a run, in item order, under :func:`run_weights`.
 
     For APOCJudge runs, ``winner`` is the final verdict (null for a tie or no verdict) and
     ``metrics`` holds the direct verdict, the APOC reason and JudgeBench's official outcome.
     """
     items = list(items) if items is not None else load_items(run.dataset_id, session=session)
-    return _decisions(
-        run, items, session=session, weights=weights, k=k, executions=executions, rule=rule
-    )
+    return _decisions(run, items, session=session)
 
 
 def decision_chunks(
@@ -160,13 +150,19 @@ def decision_chunks(
         yield records
 
 
+def item_chunks(run: Run, *, session: Session, size: int) -> Iterator[tuple[int, int, list[Item]]]:
+    """The run's items ``size`` at a time, without their candidates' texts: each chunk's first
+    position, the position after its end, and its items."""
+    for start in range(0, run_dataset(run, session=session).n_items, size):
+        stop = start + size
+        yield start, stop, items_at(run.dataset_id, start, stop, session=session, texts=False)
+
+
 def _decided_chunks(
     run: Run, *, session: Session, size: int = ITEM_CHUNK
 ) -> Iterator[tuple[list[Item], list[dict[str, Any]]]]:
     """Each chunk of ``size`` items (without their candidates' texts) and its decisions."""
-    for start in range(0, run_dataset(run, session=session).n_items, size):
-        stop = start + size
-        items = items_at(run.dataset_id, start, stop, session=session, texts=False)
+    for start, stop, items in item_chunks(run, session=session, size=size):
         yield items, _decisions(run, items, session=session, start=start, stop=stop)
 
 
@@ -177,24 +173,14 @@ def _decisions(
     session: Session,
     start: int | None = None,
     stop: int | None = None,
-    weights: Weights | None = None,
-    k: int | None = None,
-    executions: int | None = None,
-    rule: str = "eq5",
 ) -> list[dict[str, Any]]:
     """Decision records of ``items`` from the run's calls (of the items at positions ``start``
     to ``stop`` alone, when given)."""
     if run.protocol == "apoc":
         calls = run_calls(run.id, session=session, start=start, stop=stop)
         return _apoc_decisions(run, items, calls)
-    return aggregate(
-        run_judgments(run.id, session=session, start=start, stop=stop),
-        items=items,
-        weights=weights or run_weights(run),
-        k=k,
-        executions=executions,
-        rule=rule,
-    )
+    judgments = run_judgments(run.id, session=session, start=start, stop=stop)
+    return aggregate(judgments, items=items, weights=run_weights(run))
 
 
 def judgment_records(
@@ -312,9 +298,7 @@ def per_item_budget(run: Run, items: int, stored_calls: int) -> dict[str, float]
     }
 
 
-def run_summary(
-    run: Run, *, session: Session, seed: int = 0, size: int = ITEM_CHUNK
-) -> dict[str, Any]:
+def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[str, Any]:
     """Counts and, where gold labels exist, accuracy of a run against its direct baseline.
 
     The run is decided ``size`` items at a time (as :func:`decision_chunks` does): memory
@@ -371,7 +355,7 @@ def run_summary(
     if is_simulated(run):
         summary["note"] = SIMULATED_LABEL
     if gold:
-        summary["accuracy"] = compare_paired(gold, direct, winners, seed=seed)
+        summary["accuracy"] = compare_paired(gold, direct, winners)
     if run.protocol == "apoc":
         if outcomes:
             summary["judgebench_official"] = bucket_scores(outcomes, buckets)
@@ -408,12 +392,9 @@ def analyse_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> R
     add up over the chunks. Decisions use the run's weights (:func:`run_weights`), as
     :func:`run_decisions` does. APOCJudge runs have no slot-bias rows.
     """
-    size = run_dataset(run, session=session).n_items
     rows: list[tuple[Any, ...]] = []
     counts: dict[int, SlotCounts] = {}
-    for start in range(0, size, chunk):
-        stop = start + chunk
-        items = items_at(run.dataset_id, start, stop, session=session, texts=False)
+    for start, stop, items in item_chunks(run, session=session, size=chunk):
         if run.protocol == "apoc":
             calls = run_calls(run.id, session=session, start=start, stop=stop)
             rows += table_rows(_apoc_decisions(run, items, calls), items, start)
@@ -437,16 +418,7 @@ def stored_analysis(run: Run, *, session: Session) -> RunAnalysis:
     """:func:`analyse_run`, kept in the database for the revision of the run's calls: computed
     once (and again after any call changes), then read (:func:`pcf.analysis.stored.kept`).
     Flushes what it stores; the caller commits."""
-
-    def compute() -> dict[str, pd.DataFrame]:
-        analysis = analyse_run(run, session=session)
-        return {
-            "table": analysis.table,
-            "slot_bias": analysis.slot_bias,
-            "slot_tests": analysis.slot_tests,
-        }
-
-    parts = kept(run, "analysis", compute, session=session)
+    parts = kept(run, "analysis", lambda: vars(analyse_run(run, session=session)), session=session)
     table = parts["table"].assign(
         candidate_ids=lambda t: [tuple(ids) for ids in t["candidate_ids"]]
     )
@@ -533,26 +505,20 @@ def flag_counts(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def accuracy_against(
-    table: pd.DataFrame, answers: Mapping[str, str], *, seed: int = 0
-) -> dict[str, Any] | None:
-    """The run's consensus against its direct baseline on the items with a known answer.
-
-    Args:
-        table: :attr:`RunAnalysis.table`.
-        answers: the correct candidate per item key (gold ids, or human labels).
-        seed: seed of the paired bootstrap.
-
-    Returns:
-        :func:`pcf.evaluation.compare_paired` on those items, or None when none has an answer.
-    """
+def accuracy_against(table: pd.DataFrame, answers: Mapping[str, str]) -> dict[str, Any] | None:
+    """:func:`paired_stats` of a run's decision table (:attr:`RunAnalysis.table`) on the items
+    with a known answer (``answers``: gold ids, or human labels), or None when none has one."""
     known = table[table["item_id"].isin(answers.keys())]
-    if known.empty:
-        return None
+    return None if known.empty else paired_stats(known, [answers[k] for k in known["item_id"]])
+
+
+def paired_stats(table: pd.DataFrame, answers: Sequence[str], *, seed: int = 0) -> dict[str, Any]:
+    """:func:`pcf.evaluation.compare_paired` of the consensus against the direct baseline on the
+    rows of a decision table, ``answers`` holding each row's correct candidate."""
     return compare_paired(
-        [answers[key] for key in known["item_id"]],
-        [value_or_none(w) for w in known["direct_winner"]],
-        [value_or_none(w) for w in known["winner"]],
+        list(answers),
+        [value_or_none(w) for w in table["direct_winner"]],
+        [value_or_none(w) for w in table["winner"]],
         seed=seed,
     )
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from pcf.analysis.results import value_or_none
+from pcf.analysis.results import paired_stats
 from pcf.analysis.triage import (
     Curve,
     answers_of,
@@ -19,7 +19,6 @@ from pcf.analysis.triage import (
     summarize,
 )
 from pcf.analysis.weight_playground import WEIGHT_NAMES
-from pcf.evaluation import compare_paired
 from pcf.pairwise import bucket_order, bucket_scores
 from pcf.recordings import FIRST, SECOND, SWAP_RULES, recorded_outcome
 from pcf.weights import PRESETS
@@ -42,21 +41,23 @@ AGREEMENT_BANDS = (
     ("0.6 to <0.8", 0.6, 0.8),
     ("below 0.6", -math.inf, 0.6),
 )
-RUN_COLUMNS = (
-    "run",
-    "protocol",
-    "judge",
-    "K",
-    "schedule",
-    "executions",
-    "status",
-    "calls",
-    "cache hits",
-    "failures",
-    "input tokens",
-    "output tokens",
-    "cost USD",
-)
+RUN_FIELDS = {
+    "name": "run",
+    "protocol": "protocol",
+    "judge": "judge",
+    "k": "K",
+    "schedule": "schedule",
+    "executions": "executions",
+    "status": "status",
+    "calls": "calls",
+    "cache_hits": "cache hits",
+    "failures": "failures",
+    "input_tokens": "input tokens",
+    "output_tokens": "output tokens",
+    "cost_usd": "cost USD",
+}
+"""The runs table's columns: the listing's fields, ``judge`` (``backend: model``) added."""
+RUN_COLUMNS = tuple(RUN_FIELDS.values())
 
 
 def adaptive_runs(runs: pd.DataFrame, protocols: Sequence[str] = ("pcf", "repeated")) -> list[str]:
@@ -121,19 +122,6 @@ def usage_table(runs: pd.DataFrame) -> pd.DataFrame:
 MICRO_AVERAGE = "micro average"
 
 
-def _paired_stats(decisions: pd.DataFrame, seed: int) -> dict[str, Any] | None:
-    """:func:`pcf.evaluation.compare_paired` on the labelled rows of decision tables."""
-    known = decisions[decisions["gold"].notna()]
-    if known.empty:
-        return None
-    return compare_paired(
-        list(known["gold"]),
-        [value_or_none(w) for w in known["direct_winner"]],
-        [value_or_none(w) for w in known["winner"]],
-        seed=seed,
-    )
-
-
 def main_table(
     runs: pd.DataFrame, decisions: pd.DataFrame, *, protocol: str = "pcf", seed: int = 0
 ) -> pd.DataFrame:
@@ -168,10 +156,11 @@ def main_table(
         parts.append((MICRO_AVERAGE, f"{len(parts)} runs", pooled))
     rows = []
     for model, run, table in parts:
-        stats = _paired_stats(table, seed)
-        if stats is None:
+        known = table[table["gold"].notna()]
+        if known.empty:
             rows.append({"model": model, "run": run, "N": 0})
             continue
+        stats = paired_stats(known, known["gold"], seed=seed)
         low, high = stats["ci_points"]
         rows.append(
             {
@@ -507,27 +496,8 @@ def weight_table(records: pd.DataFrame) -> pd.DataFrame:
 def runs_table(listing: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per run of a listing (:func:`pcf.store.calls.run_listing`) with its
     settings, status, calls, failures, tokens and cost; ``judge`` is ``backend: model``."""
-    return pd.DataFrame(
-        [
-            (
-                r["name"],
-                r["protocol"],
-                f"{r['backend']}: {r['model']}",
-                r["k"],
-                r["schedule"],
-                r["executions"],
-                r["status"],
-                r["calls"],
-                r["cache_hits"],
-                r["failures"],
-                r["input_tokens"],
-                r["output_tokens"],
-                r["cost_usd"],
-            )
-            for r in listing
-        ],
-        columns=list(RUN_COLUMNS),
-    )
+    rows = [{**r, "judge": f"{r['backend']}: {r['model']}"} for r in listing]
+    return pd.DataFrame(rows, columns=list(RUN_FIELDS)).rename(columns=RUN_FIELDS)
 
 
 def triage_curves(table: pd.DataFrame, *, seed: int = 0) -> tuple[list[Curve], list[bool]]:
