@@ -141,7 +141,6 @@ def compare_with_humans(
     human: Mapping[str, str | None],
     *,
     gold: Mapping[str, str | None] | None = None,
-    seed: int = 0,
 ) -> HumanComparison:
     """Compare a run's direct and PCF winners with the human labels.
 
@@ -152,7 +151,6 @@ def compare_with_humans(
         human: each adjudicated item's human label, None where it has none
             (:attr:`pcf.labelling.human_gold.HumanGold.gold`, without the items still waiting).
         gold: the dataset's gold id per item, shown beside the human label.
-        seed: seed of the paired bootstrap.
     """
     gold = gold or {}
     by_item = {d["item_id"]: d for d in decisions}
@@ -163,18 +161,8 @@ def compare_with_humans(
             continue
         decision = by_item[item_id]
         direct, pcf = decision["metrics"].get("direct_winner"), decision["winner"]
-        records.append(
-            (
-                item_id,
-                label,
-                direct,
-                pcf,
-                gold.get(item_id),
-                int(annotators[item_id]),
-                direct == label,
-                pcf == label,
-            )
-        )
+        row = (item_id, label, direct, pcf, gold.get(item_id), int(annotators[item_id]))
+        records.append((*row, direct == label, pcf == label))
     rows = pd.DataFrame(records, columns=list(COMPARISON_COLUMNS), dtype=object).astype(
         {"annotators": int, "direct_correct": bool, "pcf_correct": bool}
     )
@@ -183,7 +171,7 @@ def compare_with_humans(
         truth = [r[1] for r in records]
         direct = [r[2] for r in records]
         pcf = [r[3] for r in records]
-        paired = compare_paired(truth, direct, pcf, seed=seed)
+        paired = compare_paired(truth, direct, pcf)
         kappa_direct = _kappa(direct, truth)
         kappa_pcf = _kappa(pcf, truth)
     with_gold = [(h, gold[i]) for i, h in human.items() if h is not None and gold.get(i)]

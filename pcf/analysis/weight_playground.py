@@ -244,18 +244,9 @@ def preset_records(packed: PackedRun) -> pd.DataFrame:
     """
     rows = []
     for name, weights in PRESETS.items():
-        outcome = evaluate_weights(packed, weights)
-        rows.append(
-            (
-                packed.name,
-                name,
-                *weights.as_tuple(),
-                outcome.n,
-                100 * outcome.direct_accuracy,
-                100 * outcome.accuracy,
-                100 * (outcome.accuracy - outcome.direct_accuracy),
-            )
-        )
+        o = evaluate_weights(packed, weights)
+        shares = (100 * o.direct_accuracy, 100 * o.accuracy, 100 * (o.accuracy - o.direct_accuracy))
+        rows.append((packed.name, name, *weights.as_tuple(), o.n, *shares))
     return pd.DataFrame(rows, columns=list(PRESET_COLUMNS))
 
 
@@ -268,18 +259,8 @@ def k_records(packed: PackedRun) -> pd.DataFrame:
     """
     rows = []
     for k in k_values(packed.k):
-        outcome = evaluate_weights(packed, DEFAULT_WEIGHTS, k=k)
-        rows.append(
-            (
-                packed.name,
-                k,
-                outcome.n,
-                outcome.accuracy,
-                outcome.direct_accuracy,
-                outcome.improved,
-                outcome.regressed,
-            )
-        )
+        o = evaluate_weights(packed, DEFAULT_WEIGHTS, k=k)
+        rows.append((packed.name, k, o.n, o.accuracy, o.direct_accuracy, o.improved, o.regressed))
     return pd.DataFrame(rows, columns=list(K_COLUMNS))
 
 

@@ -4,9 +4,10 @@ collected data (:func:`build_report`) or from recorded pairwise judges (:func:`r
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ class Figure:
 
 
 Block = str | Table | Figure
+_Names = Callable[[str], str]
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,6 @@ class Report:
     title: str
     sections: tuple[Section, ...]
     simulated: bool = False
-    intro: str = ""
 
     def figures(self) -> list[Figure]:
         """Every figure, in order."""
@@ -99,24 +100,18 @@ class Report:
         return [b for s in self.sections for b in s.blocks if isinstance(b, Table)]
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "chart"
+def _namer() -> _Names:
+    """Unique figure file stems, from what the figures show."""
+    used: set[str] = set()
 
+    def name(text: str) -> str:
+        base = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "chart"
+        stems = itertools.chain([base], (f"{base}-{n}" for n in itertools.count(2)))
+        stem = next(s for s in stems if s not in used)
+        used.add(stem)
+        return stem
 
-@dataclass
-class _Names:
-    """Unique figure file stems."""
-
-    used: set[str] = field(default_factory=set)
-
-    def __call__(self, text: str) -> str:
-        base = name = _slug(text)
-        count = 1
-        while name in self.used:
-            count += 1
-            name = f"{base}-{count}"
-        self.used.add(name)
-        return name
+    return name
 
 
 def report_title(names: Sequence[str]) -> str:
@@ -133,7 +128,7 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
         title: the report's title.
         seed: seed of the paired bootstrap (the same seed gives the same intervals).
     """
-    runs, names = data.runs, _Names()
+    runs, names = data.runs, _namer()
     sections = [
         Section(
             "Runs",
