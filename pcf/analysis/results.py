@@ -282,22 +282,6 @@ def _apoc_decisions(run: Run, items: Sequence[Item], calls: Sequence[Call]) -> l
     return out
 
 
-def per_item_budget(run: Run, items: int, stored_calls: int) -> dict[str, float]:
-    """Calls and cost per item over the run's ``items`` decided items and their
-    ``stored_calls``, beside the direct judge's one call per item.
-
-    ``direct_cost_usd`` prices that one call at this run's mean cost per paid call (0 when the
-    run paid for none: simulated, cached or unpriced).
-    """
-    paid = stored_calls - run.cache_hits
-    return {
-        "calls": stored_calls / items,
-        "direct_calls": 1.0,
-        "cost_usd": run.cost_usd / items,
-        "direct_cost_usd": run.cost_usd / paid if paid > 0 else 0.0,
-    }
-
-
 def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[str, Any]:
     """Counts and, where gold labels exist, accuracy of a run against its direct baseline.
 
@@ -348,8 +332,14 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
         "cost_usd": round(run.cost_usd, 6),
         "flagged": flagged,
     }
-    if decided:
-        summary["per_item"] = per_item_budget(run, decided, stored_calls)
+    if decided:  # beside the direct judge's one call, priced at this run's mean paid call
+        paid = stored_calls - run.cache_hits  # none: simulated, cached or unpriced (cost 0)
+        summary["per_item"] = {
+            "calls": stored_calls / decided,
+            "direct_calls": 1.0,
+            "cost_usd": run.cost_usd / decided,
+            "direct_cost_usd": run.cost_usd / paid if paid > 0 else 0.0,
+        }
     if stopping := stopping_summary(run):
         summary["stopping"] = stopping
     if is_simulated(run):

@@ -77,24 +77,11 @@ def any_simulated(runs: pd.DataFrame, names: Sequence[str] | None = None) -> boo
 
 def settings_table(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs' settings: dataset, model, method, K, executions, schedule, seed..."""
-    return pd.DataFrame(
-        {
-            "run": runs["run"],
-            "dataset": runs["dataset"],
-            "model": runs["model"],
-            "method": runs["method"],
-            "K": runs["K"],
-            "executions": runs["executions"],
-            "schedule": runs["schedule"],
-            "stopping": runs["stopping"].map(
-                lambda label: f"adaptive: {label}" if isinstance(label, str) else "full run"
-            ),
-            "seed": runs["seed"],
-            "temperature": runs["temperature"],
-            "status": runs["status"],
-            "items": runs["items"],
-            "labelled": runs["labelled"],
-        }
+    columns = "run dataset model method K executions schedule stopping seed temperature status"
+    return runs[[*columns.split(), "items", "labelled"]].assign(
+        stopping=runs["stopping"].map(
+            lambda label: f"adaptive: {label}" if isinstance(label, str) else "full run"
+        )
     )
 
 
