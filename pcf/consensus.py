@@ -256,14 +256,6 @@ def consensus_ranking(result: Consensus) -> np.ndarray:
     return out
 
 
-def _permutations(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """All orderings of n candidates and, for each, which candidate precedes which."""
-    perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
-    position = np.argsort(perms, axis=1)  # position[p, c] = place of candidate c
-    before = position[:, :, None] < position[:, None, :]  # before[p, a, b]: a ranked above b
-    return perms, before
-
-
 def kemeny(arrays: JudgmentArrays) -> tuple[np.ndarray, bool]:
     """Kemeny consensus rankings over all ok judgments of all executions.
 
@@ -284,7 +276,9 @@ def kemeny(arrays: JudgmentArrays) -> tuple[np.ndarray, bool]:
     prefer = above.sum(axis=1)
     exact = n <= MAX_KEMENY_N
     if exact:
-        perms, before = _permutations(n)
+        perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
+        position = np.argsort(perms, axis=1)  # position[p, c] = place of candidate c
+        before = position[:, :, None] < position[:, None, :]  # before[p, a, b]: a above b
         # Disagreements of ordering p: pairs it puts a above b, weighted by judgments preferring b.
         cost = np.einsum("pab,iba->ip", before.astype(np.int64), prefer)
         rankings = perms[cost.argmin(axis=1)]

@@ -74,11 +74,6 @@ def is_simulated(run: Run) -> bool:
     return run.backend == "simulated" or bool(recorded.get("simulated"))
 
 
-def provenance(run: Run) -> dict[str, Any]:
-    """What made a run's judgments, for each line of its ``judgments.jsonl``."""
-    return {"backend": run.backend, "simulated": is_simulated(run)}
-
-
 def simulates_strong_bias(run: Run) -> bool:
     """Whether a run's simulated judge has a strong position bias (the demo's run where the
     orderings visibly change the verdicts)."""
@@ -187,14 +182,14 @@ def judgment_records(
     run: Run, *, session: Session, start: int | None = None, stop: int | None = None
 ) -> list[dict[str, Any]]:
     """A run's calls as ``judgments.jsonl`` records, in item order, each with what made it
-    (:func:`provenance`); only those of the items at positions ``start`` to ``stop`` (excluded)
-    when given.
+    (``backend`` and ``simulated``); only those of the items at positions ``start`` to
+    ``stop`` (excluded) when given.
 
     An APOCJudge call has no scores or ranking: its record carries the call's pairwise verdict
     instead (a candidate id, ``tie``, or null for a failed call), its confidence and its slot
     keys, so both orders' verdicts (calls 0 and 1) and the keyed confirmation (call 2) are in
     the export."""
-    made_by = provenance(run)
+    made_by = {"backend": run.backend, "simulated": is_simulated(run)}
     if run.protocol != "apoc":
         judgments = run_judgments(run.id, session=session, start=start, stop=stop)
         return [j.to_dict() | made_by for j in judgments]

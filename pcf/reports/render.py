@@ -22,7 +22,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from pcf.analysis.markdown import escape_markdown, markdown_literal
-from pcf.analysis.results import SIMULATED_LABEL, SIMULATED_NOTE, value_or_none
+from pcf.analysis.results import SIMULATED_NOTE, value_or_none
 from pcf.reports.document import Figure, Report, Table
 
 MISSING = "–"
@@ -166,10 +166,6 @@ SIMULATED_TAG = "Simulated judge: see the note at the top."
 """What a table or chart of simulated runs says; the note itself stands once, at the top."""
 
 
-def _simulated_note() -> str:
-    return f"Simulated judge: {SIMULATED_LABEL.removeprefix('simulated judge: ')}."
-
-
 @dataclass(frozen=True)
 class RenderedCharts:
     """Charts rendered for the files: SVG text and PNG bytes by figure name, and the reason
@@ -266,7 +262,7 @@ def _render(report: Report, charts: RenderedCharts, images: Mapping[str, str], k
         svg=svg,
         errors=charts.errors,
         images=images,
-        simulated_note=_simulated_note(),
+        simulated_note=f"Simulated judge: {SIMULATED_NOTE}.",
         simulated_tag=SIMULATED_TAG,
     )
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"  # one blank line between blocks
