@@ -4,6 +4,7 @@ collected data (:func:`build_report`) or from recorded pairwise judges (:func:`r
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -441,6 +442,7 @@ def pairwise_blocks(
     """
     labelled = labelled_pairs(pairs)
     blocks: list[Block] = []
+    table = functools.partial(Table, simulated=simulated, run=run)  # every table of the section
     if labelled.empty:
         blocks.append("No pair has a gold label: scores and accuracy cannot be computed.")
     else:
@@ -449,59 +451,49 @@ def pairwise_blocks(
                 f"{len(pairs) - len(labelled)} unlabelled pair(s) are left out of scores."
             )
         blocks += [
-            Table(
+            table(
                 "Official score (JudgeBench's rule)",
                 official_table(pairs),
                 "Both orders' decisions add +1 when they name the correct member and -1 when "
                 "they name the other; a positive sum is correct, zero a tie. Score = correct / "
                 "pairs; the macro average is the mean over buckets.",
-                simulated,
-                "official",
-                run,
+                key="official",
             ),
-            Table(
+            table(
                 "Accuracy per bucket, decision rules side by side",
                 pairwise_accuracy_table(pairs),
                 "Order 1: the pair as given (direct); order 2: swapped. Agree only: the shared "
                 "decision when both orders agree. Agree or decisive: also the one order that "
                 "picked a member when the other said tie or nothing (its accuracy equals the "
                 "official score). A tie or no decision counts as wrong.",
-                simulated,
-                "pairwise_rules",
-                run,
+                key="pairwise_rules",
             ),
         ]
     blocks.append(
-        Table(
+        table(
             "Swap consistency and position bias",
             position_table(pairs),
             "Consistent: both orders gave the same decision. Primacy: the member shown first "
             "won in both orders; recency: the member shown second won in both.",
-            simulated,
-            "position",
-            run,
+            key="position",
         )
     )
     blocks.append(
-        Table(
+        table(
             "Abstentions per decision rule (pairs)",
             abstention_table(pairs),
             "Pairs a rule decided as a tie or not at all; accuracy counts them as wrong.",
-            simulated,
-            "abstentions",
-            run,
+            key="abstentions",
         )
     )
     if has_apoc(pairs):
         blocks.append(
-            Table(
+            table(
                 "Overrides and keyed confirmation",
                 override_table(pairs),
                 "The swapped call proposes an override when it disagrees with the direct call; "
                 "a third call with neutral keys accepts it only if it agrees with the proposal.",
-                simulated,
-                "overrides",
-                run,
+                key="overrides",
             )
         )
     return tuple(blocks)
