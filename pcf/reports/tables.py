@@ -120,20 +120,8 @@ def main_table(
     runs cover several models, a last row (model ``micro average``) pools their labelled items.
     """
     method = f"{METHODS.get(protocol, protocol)} %"
-    columns = [
-        "model",
-        "run",
-        "N",
-        "direct %",
-        method,
-        "Δ points",
-        "improved",
-        "regressed",
-        "same",
-        "McNemar p",
-        "CI low",
-        "CI high",
-    ]
+    figures = ["direct %", method, "Δ points", "improved", "regressed", "same", "McNemar p"]
+    columns = ["model", "run", "N", *figures, "CI low", "CI high"]
     chosen = runs[runs["protocol"] == protocol] if not runs.empty else runs
     parts = [
         (run.model, run.run, decisions[decisions["run"] == run.run]) for run in chosen.itertuples()
@@ -185,18 +173,8 @@ def k_table(runs: pd.DataFrame, k_prefixes: pd.DataFrame) -> pd.DataFrame:
     ``method`` is ``repeated`` (repeated canonical) or ``pcf``; direct is each run's own
     canonical call; K prefixes of the stored runs cost no call.
     """
-    columns = [
-        "model",
-        "method",
-        "run",
-        "K",
-        "N",
-        "direct %",
-        "accuracy %",
-        "Δ vs direct (points)",
-        "improved",
-        "regressed",
-    ]
+    figures = ["direct %", "accuracy %", "Δ vs direct (points)", "improved", "regressed"]
+    columns = ["model", "method", "run", "K", "N", *figures]
     if k_prefixes.empty:
         return pd.DataFrame(columns=columns)
     merged = k_prefixes.merge(runs[["run", "model", "protocol"]], on="run")
