@@ -39,23 +39,10 @@ from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
 SIMULATED_NOTE = "results illustrate the tool, not the method's accuracy"
 SIMULATED_LABEL = f"simulated judge: {SIMULATED_NOTE}"
 TABLE_COLUMNS = (
-    "item_id",
-    "db_id",
-    "position",
-    "bucket",
-    "gold",
-    "candidate_ids",
-    "winner",
-    "direct_winner",
-    "priority",
-    "top_agreement",
-    "top_entropy",
-    "kendall_w",
-    "margin",
-    "n_ok",
-    "n_calls",
-    "flags",
-    *FLAGS,
+    *("item_id", "db_id", "position", "bucket", "gold", "candidate_ids"),  # the item
+    *("winner", "direct_winner"),
+    *("priority", "top_agreement", "top_entropy", "kendall_w", "margin"),  # NaN when unknown
+    *("n_ok", "n_calls", "flags", *FLAGS),
 )
 
 

@@ -50,14 +50,8 @@ PAIR_TIERS = ("opposite verdict", "swapped call tie or none", "same verdict")
 """The review order of pairs whose single call picked a side, by what the swapped call said:
 first the pairs it contradicts, then those it leaves undecided, last those it confirms."""
 FEATURES = (
-    "top_agreement",
-    "top_entropy",
-    "kendall_w",
-    "margin",
-    "overrides_direct",
-    "near_tie",
-    "position_driven",
-    "incomplete",
+    *("top_agreement", "top_entropy", "kendall_w", "margin"),
+    *("overrides_direct", "near_tie", "position_driven", "incomplete"),
 )
 """The instability metrics and flags the calibrated model reads."""
 REPORTED_SHARES = (0.1, 0.2, 0.3)

@@ -339,9 +339,7 @@ def pairwise_accuracy_table(pairs: pd.DataFrame) -> pd.DataFrame:
     )
     correct["bucket"] = labelled["bucket"]
     per_bucket = []
-    for bucket in official_table(pairs)["bucket"]:  # JudgeBench's bucket order
-        if bucket in ("all pairs", "macro average"):
-            continue
+    for bucket in bucket_order(list(labelled["bucket"])):  # JudgeBench's order, as the scores
         rows = correct[correct["bucket"] == bucket]
         per_bucket.append(
             {"bucket": bucket, "pairs": len(rows), **rows.drop(columns="bucket").mean()}
