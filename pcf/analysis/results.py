@@ -67,6 +67,12 @@ def simulates_strong_bias(run: Run) -> bool:
     return is_simulated(run) and run.model in MODEL_SLOT_BIAS
 
 
+def usage(run: Run) -> dict[str, int]:
+    """A run's calls made, cache hits, failures and tokens, as its summary and report name them."""
+    fields = ("calls_made", "cache_hits", "failures", "input_tokens", "output_tokens")
+    return {name: getattr(run, name) for name in fields}
+
+
 def is_adaptive(run: Run) -> bool:
     """Whether a run stopped its items adaptively (``pcf judge --adaptive``)."""
     return run.settings.get("identity", {}).get("adaptive", "off") != "off"
@@ -306,11 +312,7 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
         "model": run.model,
         "simulated": is_simulated(run),
         "items": decided,
-        "calls_made": run.calls_made,
-        "cache_hits": run.cache_hits,
-        "failures": run.failures,
-        "input_tokens": run.input_tokens,
-        "output_tokens": run.output_tokens,
+        **usage(run),
         "cost_usd": round(run.cost_usd, 6),
         "flagged": flagged,
     }

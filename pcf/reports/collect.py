@@ -20,6 +20,7 @@ from pcf.analysis.results import (
     run_decisions,
     stopping_label,
     stored_analysis,
+    usage,
 )
 from pcf.analysis.weight_playground import K_COLUMNS, run_diagnostics
 from pcf.pairwise import TIE
@@ -130,11 +131,7 @@ def _run_row(
         "items": items,
         "stored_calls": calls,
         "labelled": labelled,
-        "calls_made": run.calls_made,
-        "cache_hits": run.cache_hits,
-        "failures": run.failures,
-        "input_tokens": run.input_tokens,
-        "output_tokens": run.output_tokens,
+        **usage(run),
         "cost_usd": run.cost_usd,
         "priced": is_simulated(run) or run.model in prices or tokens == 0,
         "simulated": is_simulated(run),
