@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -67,38 +67,22 @@ class JudgmentArrays:
         Executions beyond an item's first ``executions`` are masked (no call there), so what
         one item keeps never depends on the executions of other items.
         """
-        c = slice(None, k)
-        ok, present = self.ok[:, :, c], self.present[:, :, c]
-        if executions is not None:
-            has_call = self.present.any(axis=2)
-            kept = has_call & (np.cumsum(has_call, axis=1) <= executions)
-            ok, present = ok & kept[..., None], present & kept[..., None]
-        return JudgmentArrays(
-            self.item_ids,
-            self.candidate_ids,
-            self.executions,
-            self.factuality[:, :, c],
-            self.risk[:, :, c],
-            self.rank[:, :, c],
-            self.slot[:, :, c],
-            ok,
-            present,
-        )
+        prefix = self._taken((slice(None), slice(None), slice(None, k)))
+        if executions is None:
+            return prefix
+        has_call = self.present.any(axis=2)
+        kept = (has_call & (np.cumsum(has_call, axis=1) <= executions))[..., None]
+        return replace(prefix, ok=prefix.ok & kept, present=prefix.present & kept)
 
     def execution(self, number: int) -> JudgmentArrays:
         """The calls of execution ``number`` alone (none when no item has that execution)."""
         e = [x for x, label in enumerate(self.executions) if label == number]
-        return JudgmentArrays(
-            self.item_ids,
-            self.candidate_ids,
-            [number] if e else [],
-            self.factuality[:, e],
-            self.risk[:, e],
-            self.rank[:, e],
-            self.slot[:, e],
-            self.ok[:, e],
-            self.present[:, e],
-        )
+        return replace(self._taken((slice(None), e)), executions=[number] if e else [])
+
+    def _taken(self, index: tuple) -> JudgmentArrays:
+        """Every array indexed by ``index`` (items first)."""
+        arrays = ("factuality", "risk", "rank", "slot", "ok", "present")
+        return replace(self, **{name: getattr(self, name)[index] for name in arrays})
 
 
 def pack(
@@ -254,11 +238,6 @@ def consensus(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Con
     return Consensus(c, s, b, v, u, pick_winner(c, v, b, s, has_ok=has_ok))
 
 
-def direct(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Consensus:
-    """The direct baseline: the rule on the canonical call alone (call_index 0 of execution 0)."""
-    return consensus(arrays.execution(0).prefix(k=1), weights)
-
-
 def consensus_ranking(result: Consensus) -> np.ndarray:
     """Every candidate by ``C``, best first, with the winner's tie rule at each place.
 
@@ -275,14 +254,6 @@ def consensus_ranking(result: Consensus) -> np.ndarray:
         out[:, place] = best
         left[rows, np.maximum(best, 0)] = False
     return out
-
-
-def _permutations(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """All orderings of n candidates and, for each, which candidate precedes which."""
-    perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
-    position = np.argsort(perms, axis=1)  # position[p, c] = place of candidate c
-    before = position[:, :, None] < position[:, None, :]  # before[p, a, b]: a ranked above b
-    return perms, before
 
 
 def kemeny(arrays: JudgmentArrays) -> tuple[np.ndarray, bool]:
@@ -305,7 +276,9 @@ def kemeny(arrays: JudgmentArrays) -> tuple[np.ndarray, bool]:
     prefer = above.sum(axis=1)
     exact = n <= MAX_KEMENY_N
     if exact:
-        perms, before = _permutations(n)
+        perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
+        position = np.argsort(perms, axis=1)  # position[p, c] = place of candidate c
+        before = position[:, :, None] < position[:, None, :]  # before[p, a, b]: a above b
         # Disagreements of ordering p: pairs it puts a above b, weighted by judgments preferring b.
         cost = np.einsum("pab,iba->ip", before.astype(np.int64), prefer)
         rankings = perms[cost.argmin(axis=1)]

@@ -239,7 +239,8 @@ def aggregate_file(
                     continue
                 calls = [j for _, j in read]
                 chunk = {j.item_id: listing[j.item_id] for j in calls} if listing else None
-                for first in _first_calls(calls) if chunk else ():
+                firsts = {j.item_id: j for j in reversed(calls)}.values()  # each item's first call
+                for first in firsts if chunk else ():
                     at = (len(listing[first.item_id]), number[first.item_id])
                     error = listing_error(first, listing[first.item_id])
                     if error and (mismatch is None or at < mismatch[0]):
@@ -254,11 +255,3 @@ def aggregate_file(
             raise mismatch[1]
         out.seek(0)
         yield [note for _, note in sorted(notes)], out
-
-
-def _first_calls(calls: Iterable[Judgment]) -> list[Judgment]:
-    """Each item's first call."""
-    first: dict[str, Judgment] = {}
-    for call in calls:
-        first.setdefault(call.item_id, call)
-    return list(first.values())

@@ -74,15 +74,9 @@ def paired_bootstrap_ci(
     (improved, regressed, same) with the observed shares. So each replicate is one multinomial
     draw: the same distribution as resampling item indices, in O(n_boot) memory.
 
-    Args:
-        direct_correct: per item, whether the direct baseline was right.
-        method_correct: per item, whether the method was right.
-        n_boot: bootstrap replicates.
-        seed: seed of the numpy generator; the same seed gives the same interval.
-        level: coverage of the interval.
-
     Returns:
-        (low, high) of the accuracy difference as a share (-1 to 1).
+        (low, high) of the accuracy difference as a share (-1 to 1), covering ``level`` over
+        ``n_boot`` replicates; the same ``seed`` gives the same interval.
     """
     if n_boot < 1:
         raise ValueError(f"n_boot must be at least 1, got {n_boot}")
@@ -152,13 +146,8 @@ def compare_paired(
     *,
     seed: int = 0,
 ) -> dict:
-    """A method against the direct baseline on the same items (METHOD.md, Evaluation).
-
-    Args:
-        gold: the gold id of each item (items without gold must be left out).
-        direct_winners: the direct baseline's winner per item (None = abstention).
-        method_winners: the method's winner per item (None = abstention).
-        seed: seed of the bootstrap.
+    """A method against the direct baseline on the same items (METHOD.md, Evaluation): each
+    item's gold id (items without gold left out) and both winners (None = abstention).
 
     Returns:
         ``n``, ``direct_accuracy`` and ``method_accuracy`` (shares), ``delta_points``

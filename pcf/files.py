@@ -153,16 +153,12 @@ def read_parquet_bytes(data: bytes) -> pd.DataFrame:
 
 def read_capped(file: BinaryIO, path: str | Path, limit: Limit) -> bytes:
     """The rest of an open file, stopping with :class:`InputFileError` past ``limit`` bytes."""
-    return b"".join(_capped(iter(lambda: file.read(MB), b""), path, limit))
+    return b"".join(capped_blocks(iter(lambda: file.read(MB), b""), path, limit))
 
 
-def capped_lines(file: BinaryIO, path: str | Path, limit: Limit) -> Iterator[bytes]:
-    """The lines of an open file, stopping with :class:`InputFileError` past ``limit`` bytes."""
-    return _capped(file, path, limit)
-
-
-def _capped(blocks: Iterable[bytes], path: str | Path, limit: Limit) -> Iterator[bytes]:
-    """``blocks`` read on, until they add up to more than ``limit`` (a file that grew)."""
+def capped_blocks(blocks: Iterable[bytes], path: str | Path, limit: Limit) -> Iterator[bytes]:
+    """``blocks`` (an open file's lines, or its blocks) read on, stopping with
+    :class:`InputFileError` once they add up to more than ``limit`` (a file that grew)."""
     total, cap = 0, limit.value()
     for block in blocks:
         total += len(block)
@@ -338,7 +334,7 @@ def json_lines_at(path: Path, check: FieldChecker) -> Iterator[tuple[int, int, d
     to read it again with :func:`json_line_at`."""
     start = 0
     with open_data(path) as fh:
-        for number, data in enumerate(capped_lines(fh, path, DATA_FILE), start=1):
+        for number, data in enumerate(capped_blocks(fh, path, DATA_FILE), start=1):
             at, start = start, start + len(data)
             raw = decode_utf8(data.removeprefix(BOM) if number == 1 else data, check, number)
             if raw is None or not raw.strip():

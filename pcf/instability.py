@@ -170,9 +170,8 @@ def slot_counts(arrays: JudgmentArrays, gold: list[str | None] | None = None) ->
     """Top picks per slot, and where the gold answer was shown and picked (:class:`SlotCounts`)."""
     n = arrays.n
     slot_of_top, ok = top_slots(arrays)
-    counts = np.array([((slot_of_top == s) & ok).sum() for s in range(n)])
-    gold_shown = np.zeros(n, dtype=int)
-    gold_top = np.zeros(n, dtype=int)
+    counts = np.bincount(slot_of_top[ok], minlength=n)
+    gold_shown = gold_top = np.zeros(n, dtype=int)
     if gold is not None:
         rank, slot, ok_flat, _ = _flat(arrays)
         col = np.array(
@@ -185,11 +184,9 @@ def slot_counts(arrays: JudgmentArrays, gold: list[str | None] | None = None) ->
         c = np.maximum(col, 0)[:, None, None]
         gold_slot = np.take_along_axis(slot, c, axis=2)[..., 0]
         gold_is_top = np.take_along_axis(rank, c, axis=2)[..., 0] == 1
-        usable = ok_flat & known[:, None]
-        for s in range(n):
-            shown = usable & (gold_slot == s)
-            gold_shown[s] = shown.sum()
-            gold_top[s] = (gold_is_top & shown).sum()
+        usable = ok_flat & known[:, None]  # an ok call shows every candidate in a slot
+        gold_shown = np.bincount(gold_slot[usable], minlength=n)
+        gold_top = np.bincount(gold_slot[usable & gold_is_top], minlength=n)
     return SlotCounts(n, counts, gold_shown, gold_top)
 
 

@@ -134,12 +134,6 @@ def _words(text: str) -> list[str]:
     return re.sub(r"[#>|\[\]]+", " ", re.sub(r"[*_`]+", "", text)).split()
 
 
-def first_words(text: str, words: int = PREVIEW_WORDS) -> str:
-    """The first ``words`` words of ``text`` on one line, with ``…`` when there is more."""
-    parts = _words(text)
-    return " ".join(parts[:words]) + ("…" if len(parts) > words else "")
-
-
 def distinguishing_words(texts: Mapping[str, str], words: int = PREVIEW_WORDS) -> dict[str, str]:
     """A one-line preview of each text that tells it from the others: its first ``words`` words
     when they already differ from every other text's, else ``words`` words from the last word

@@ -83,12 +83,9 @@ RECORDED_SETTING = "recorded"
 def recording_provenance(judgments: Iterable[Judgment]) -> dict[str, Any]:
     """What made a recording: ``{"backends": [...], "simulated": bool}``, the backends its
     lines name and whether any line came from the simulated judge."""
-    backends, simulated = set(), False
-    for judgment in judgments:
-        simulated |= judgment.simulated
-        if judgment.backend is not None:
-            backends.add(judgment.backend)
-    return {"backends": sorted(backends), "simulated": simulated}
+    made = [(j.backend, j.simulated) for j in judgments]
+    backends = sorted({backend for backend, _ in made if backend is not None})
+    return {"backends": backends, "simulated": any(simulated for _, simulated in made)}
 
 
 def write_judgments(judgments: Iterable[Judgment], out: TextIO) -> int:

@@ -142,10 +142,6 @@ def is_ballpark_question(prompt: str) -> bool:
 # ---------------------------------------------------------------- JudgeBench's official score
 
 
-def _sign(counter: int) -> int:
-    return (counter > 0) - (counter < 0)
-
-
 def official_outcome(gold: str, other: str, d1: str | None, d2: str | None) -> int:
     """JudgeBench's official rule in candidate-id space, for our own pairwise runs.
 
@@ -160,7 +156,8 @@ def official_outcome(gold: str, other: str, d1: str | None, d2: str | None) -> i
     """
     if gold == other:
         raise ValueError(f"gold and other must differ, both are {gold!r}")
-    return _sign(sum((d == gold) - (d == other) for d in (d1, d2)))
+    counter = sum((d == gold) - (d == other) for d in (d1, d2))
+    return (counter > 0) - (counter < 0)
 
 
 def bucket_order(buckets: Sequence[str]) -> list[str]:

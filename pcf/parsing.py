@@ -111,15 +111,8 @@ def failed(reason: str, repaired: Sequence[str] = ()) -> Parsed:
     return Parsed(ok=False, error=reason, repaired=tuple(repaired))
 
 
-class _Repairs:
-    """The repairs of one parse, each name once, in the order first applied."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def add(self, name: str) -> None:
-        if name not in self.names:
-            self.names.append(name)
+_Repairs = dict[str, None]
+"""The repairs of one parse: each name once (a key), in the order first applied."""
 
 
 def parse_listwise(text: str | None, key_to_id: Mapping[str, str], order: Sequence[str]) -> Parsed:
@@ -136,12 +129,12 @@ def parse_listwise(text: str | None, key_to_id: Mapping[str, str], order: Sequen
     """
     if set(key_to_id.values()) != set(order) or len(key_to_id) != len(order):
         raise ValueError(f"key_to_id {dict(key_to_id)} does not label the order {list(order)}")
-    repairs = _Repairs()
+    repairs: _Repairs = {}
     try:
         answer = _json_object(text, "candidates", repairs)
         return _listwise(answer, key_to_id, tuple(order), repairs)
     except _ParseError as failure:
-        return failed(failure.reason, repairs.names)
+        return failed(failure.reason, tuple(repairs))
 
 
 def parse_pairwise(text: str | None, key_to_id: Mapping[str, str]) -> PairParsed:
@@ -154,7 +147,7 @@ def parse_pairwise(text: str | None, key_to_id: Mapping[str, str]) -> PairParsed
     Returns:
         A :class:`PairParsed` whose verdict is a candidate id or ``tie`` (any case accepted).
     """
-    repairs = _Repairs()
+    repairs: _Repairs = {}
     try:
         answer = _json_object(text, "verdict", repairs)
         raw = answer.get("verdict")
@@ -162,14 +155,14 @@ def parse_pairwise(text: str | None, key_to_id: Mapping[str, str]) -> PairParsed
             raise _ParseError("refusal" if "refusal" in answer else "missing_verdict")
         if isinstance(raw, str) and normalize_key(raw) == TIE:
             if raw != TIE:
-                repairs.add("key_case")
+                repairs["key_case"] = None
             verdict = TIE
         else:
             verdict = key_to_id[_resolve_key(raw, key_to_id, repairs)]
         confidence = _confidence(answer, repairs)
     except _ParseError as failure:
-        return PairParsed(ok=False, error=failure.reason, repaired=tuple(repairs.names))
-    return PairParsed(True, None, tuple(repairs.names), verdict, confidence)
+        return PairParsed(ok=False, error=failure.reason, repaired=tuple(repairs))
+    return PairParsed(True, None, tuple(repairs), verdict, confidence)
 
 
 # ---------------------------------------------------------------- finding the JSON object
@@ -199,7 +192,7 @@ def _json_object(text: str | None, required: str, repairs: _Repairs) -> dict[str
     for block in _FENCED_BLOCK.findall(text):
         fenced = _loads_object(block.strip())
         if fenced is not None and required in fenced:
-            repairs.add("code_fence")
+            repairs["code_fence"] = None
             return fenced
     first, broken = None, False
     budget = SCAN_BUDGET * len(text)
@@ -217,14 +210,14 @@ def _json_object(text: str | None, required: str, repairs: _Repairs) -> dict[str
             continue
         budget -= DECODE_COST + end - at
         if required in found:
-            repairs.add("prose")
+            repairs["prose"] = None
             return found
         if first is None:
             first = found
         position = end
     broken = broken or "{" in text[position:]  # a brace left unsearched counts as broken
     if first is not None and not broken:
-        repairs.add("prose")
+        repairs["prose"] = None
         return first
     if _REFUSAL.match(text):
         raise _ParseError("refusal")
@@ -260,7 +253,7 @@ def _listwise(
             entry.get("factuality"), MAX_FACTUALITY, "factuality", key, repairs
         )
         if entry.get("hallucination_risk") is None:
-            repairs.add("risk_default")
+            repairs["risk_default"] = None
             risk[key] = DEFAULT_RISK
         else:
             risk[key] = _bounded(entry["hallucination_risk"], 1.0, "risk", key, repairs)
@@ -271,12 +264,12 @@ def _listwise(
             raise _ParseError(f"missing_key:{key}")
     ranking = _ranking(answer.get("ranking"), key_to_id, repairs)
     if ranking is None:
-        repairs.add("ranking_derived")
+        repairs["ranking_derived"] = None
         ranking = sorted(keys_in_slot_order, key=lambda k: (-factuality[k], slot_of_key[k]))
     confidence = _confidence(answer, repairs)
     return Parsed(
         ok=True,
-        repaired=tuple(repairs.names),
+        repaired=tuple(repairs),
         factuality={key_to_id[k]: v for k, v in factuality.items()},
         hallucination_risk={key_to_id[k]: v for k, v in risk.items()},
         ranking=tuple(key_to_id[k] for k in ranking),
@@ -291,7 +284,7 @@ def _resolve_key(raw: Any, key_to_id: Mapping[str, str], repairs: _Repairs) -> s
             return raw
         matches = [k for k in key_to_id if normalize_key(k) == normalize_key(raw)]
         if len(matches) == 1:
-            repairs.add("key_case")
+            repairs["key_case"] = None
             return matches[0]
     shown = " ".join(str(raw).split())[:SHOWN_KEY_CHARS]
     raise _ParseError(f"unknown_key:{shown}")
@@ -331,7 +324,7 @@ def _number(value: Any, repairs: _Repairs) -> float | None:
         except ValueError:
             return None
         if math.isfinite(number):
-            repairs.add("number_string")
+            repairs["number_string"] = None
             return number
     return None
 

@@ -244,6 +244,12 @@ def _rendered(
     )
 
 
+_RATIONALE = {
+    "type": "string",
+    "description": "One or two sentences naming the decisive facts or errors.",
+}
+
+
 def listwise_schema(keys: Sequence[str]) -> dict[str, Any]:
     """JSON schema of the listwise answer, with keys constrained to ``keys``.
 
@@ -265,10 +271,7 @@ def listwise_schema(keys: Sequence[str]) -> dict[str, Any]:
                 "description": "From 0 (no unsupported claims) to 1 (very likely contains "
                 "invented details).",
             },
-            "rationale": {
-                "type": "string",
-                "description": "One or two sentences naming the decisive facts or errors.",
-            },
+            "rationale": _RATIONALE,
         },
         "required": ["key", "factuality", "hallucination_risk", "rationale"],
         "additionalProperties": False,
@@ -311,10 +314,7 @@ def pairwise_schema(keys: Sequence[str]) -> dict[str, Any]:
                 "type": "number",
                 "description": "From 0 to 1: confidence that the verdict is right.",
             },
-            "rationale": {
-                "type": "string",
-                "description": "One or two sentences naming the decisive facts or errors.",
-            },
+            "rationale": _RATIONALE,
         },
         "required": ["verdict", "confidence", "rationale"],
         "additionalProperties": False,

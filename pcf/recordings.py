@@ -276,10 +276,6 @@ def _percent(count: int, total: int) -> float:
     return 100 * count / total
 
 
-def _agree_only(d1: str | None, d2: str | None) -> str | None:
-    return d1 if d1 == d2 else None
-
-
 def _agree_or_decisive(d1: str | None, d2: str | None) -> str | None:
     if d1 == d2:
         return d1
@@ -290,7 +286,7 @@ def _agree_or_decisive(d1: str | None, d2: str | None) -> str | None:
 SWAP_RULES: dict[str, Callable[[str | None, str | None], str | None]] = {
     "order1": lambda d1, d2: d1,
     "order2": lambda d1, d2: d2,
-    "agree_only": _agree_only,
+    "agree_only": lambda d1, d2: d1 if d1 == d2 else None,
     "agree_or_decisive": _agree_or_decisive,
 }
 """Swap-consensus rules, each mapping (d1, d2) to one decision (None = abstain):

@@ -294,17 +294,12 @@ def slot_prior_precision(n: int) -> float:
     return (1 - 1 / n) / SLOT_PRIOR**2
 
 
-def ranking_log_likelihood(score: np.ndarray, ranking: np.ndarray, noise: float) -> float:
-    """The log chance that a call with ``score`` (points per candidate) ranks its candidates as
-    ``ranking`` (their indices, best first) when it ranks by its scores plus Gumbel noise of
-    scale ``noise`` (Plackett-Luce with temperature ``noise``): at 0, 0 when the ranking follows
-    the scores (equal scores in any order, each order as likely) and minus infinity otherwise;
-    at infinity, every ranking alike."""
-    return float(ranking_log_likelihoods(score[None], ranking[None], noise)[0])
-
-
 def ranking_log_likelihoods(scores: np.ndarray, rankings: np.ndarray, noise: float) -> np.ndarray:
-    """:func:`ranking_log_likelihood` of many calls, one a row."""
+    """Per call (a row): the log chance that a call with ``scores`` (points per candidate) ranks
+    its candidates as ``rankings`` (their indices, best first) when it ranks by its scores plus
+    Gumbel noise of scale ``noise`` (Plackett-Luce with temperature ``noise``): at 0, 0 when the
+    ranking follows the scores (equal scores in any order, each order as likely) and minus
+    infinity otherwise; at infinity, every ranking alike."""
     n = scores.shape[1]
     if math.isinf(noise):
         return np.full(len(scores), -math.lgamma(n + 1))

@@ -27,7 +27,7 @@ from pcf.stopping import (
     gumbel_rows,
     in_waves,
     is_certain,
-    ranking_log_likelihood,
+    ranking_log_likelihoods,
     ranks,
     replay,
     replay_all,
@@ -278,6 +278,11 @@ def test_gumbel_rows_after_a_uniform_of_zero():
     copy.bit_generator.state = rng.bit_generator.state
     assert copy.random() == 0.0
     _same_gumbels(rng, (3, 4), np.array([False, True, False]))
+
+
+def ranking_log_likelihood(score: np.ndarray, ranking: np.ndarray, noise: float) -> float:
+    """The log likelihood of one call's ranking."""
+    return float(ranking_log_likelihoods(score[None], ranking[None], noise)[0])
 
 
 def test_the_ranking_likelihood_by_hand():

@@ -17,13 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from sqlmodel import Session
 
-from pcf.analysis.results import run_decisions, value_or_none
+from pcf.analysis.results import value_or_none
 from pcf.evaluation import cohen_kappa, compare_paired, krippendorff_alpha
 from pcf.items import CANNOT_TELL
-from pcf.labelling.human_gold import dataset_gold
-from pcf.store import Run, current_labels, load_items
 
 COMPARISON_COLUMNS = (
     "item_id",
@@ -144,7 +141,6 @@ def compare_with_humans(
     human: Mapping[str, str | None],
     *,
     gold: Mapping[str, str | None] | None = None,
-    seed: int = 0,
 ) -> HumanComparison:
     """Compare a run's direct and PCF winners with the human labels.
 
@@ -155,7 +151,6 @@ def compare_with_humans(
         human: each adjudicated item's human label, None where it has none
             (:attr:`pcf.labelling.human_gold.HumanGold.gold`, without the items still waiting).
         gold: the dataset's gold id per item, shown beside the human label.
-        seed: seed of the paired bootstrap.
     """
     gold = gold or {}
     by_item = {d["item_id"]: d for d in decisions}
@@ -166,18 +161,8 @@ def compare_with_humans(
             continue
         decision = by_item[item_id]
         direct, pcf = decision["metrics"].get("direct_winner"), decision["winner"]
-        records.append(
-            (
-                item_id,
-                label,
-                direct,
-                pcf,
-                gold.get(item_id),
-                int(annotators[item_id]),
-                direct == label,
-                pcf == label,
-            )
-        )
+        row = (item_id, label, direct, pcf, gold.get(item_id), int(annotators[item_id]))
+        records.append((*row, direct == label, pcf == label))
     rows = pd.DataFrame(records, columns=list(COMPARISON_COLUMNS), dtype=object).astype(
         {"annotators": int, "direct_correct": bool, "pcf_correct": bool}
     )
@@ -186,7 +171,7 @@ def compare_with_humans(
         truth = [r[1] for r in records]
         direct = [r[2] for r in records]
         pcf = [r[3] for r in records]
-        paired = compare_paired(truth, direct, pcf, seed=seed)
+        paired = compare_paired(truth, direct, pcf)
         kappa_direct = _kappa(direct, truth)
         kappa_pcf = _kappa(pcf, truth)
     with_gold = [(h, gold[i]) for i, h in human.items() if h is not None and gold.get(i)]
@@ -202,24 +187,13 @@ def compare_with_humans(
     )
 
 
-def run_human_comparison(run: Run, *, session: Session) -> HumanComparison:
-    """:func:`compare_with_humans` for a stored run and its dataset's current labels."""
-    items = load_items(run.dataset_id, session=session)
-    return compare_with_humans(
-        run_decisions(run, session=session, items=items),
-        current_labels(run.dataset_id, session=session),
-        dataset_gold(run.dataset_id, session=session).gold,
-        gold={i.item_id: i.gold for i in items},
-    )
-
-
 def table_human_comparison(
     table: pd.DataFrame, labels: pd.DataFrame, human: Mapping[str, str | None]
 ) -> HumanComparison:
     """:func:`compare_with_humans` from a run's decision table (``RunAnalysis.table``).
 
-    The same result as :func:`run_human_comparison` without deciding the run again: the table
-    already holds each item's PCF winner, direct winner and gold id.
+    The table already holds each item's PCF winner, direct winner and gold id: the run is not
+    decided again.
     """
     decisions = [
         {

@@ -17,7 +17,6 @@ import math
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from sqlmodel import Session
 
 from pcf.analysis.results import analyse_run, is_simulated
@@ -110,8 +109,7 @@ def escalate(
     answers = [truth.get(key) for key in keys]
 
     def wrong(column: str) -> np.ndarray:
-        winners = [None if pd.isna(w) else w for w in table[column]]
-        return np.array(judge_wrong(winners, answers))
+        return np.array(judge_wrong(table[column], answers))
 
     if signal == "calibrated":
         p_wrong = calibrated_priority(table, {key: truth[key] for key in sample})

@@ -39,23 +39,10 @@ from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
 SIMULATED_NOTE = "results illustrate the tool, not the method's accuracy"
 SIMULATED_LABEL = f"simulated judge: {SIMULATED_NOTE}"
 TABLE_COLUMNS = (
-    "item_id",
-    "db_id",
-    "position",
-    "bucket",
-    "gold",
-    "candidate_ids",
-    "winner",
-    "direct_winner",
-    "priority",
-    "top_agreement",
-    "top_entropy",
-    "kendall_w",
-    "margin",
-    "n_ok",
-    "n_calls",
-    "flags",
-    *FLAGS,
+    *("item_id", "db_id", "position", "bucket", "gold", "candidate_ids"),  # the item
+    *("winner", "direct_winner"),
+    *("priority", "top_agreement", "top_entropy", "kendall_w", "margin"),  # NaN when unknown
+    *("n_ok", "n_calls", "flags", *FLAGS),
 )
 
 
@@ -74,15 +61,16 @@ def is_simulated(run: Run) -> bool:
     return run.backend == "simulated" or bool(recorded.get("simulated"))
 
 
-def provenance(run: Run) -> dict[str, Any]:
-    """What made a run's judgments, for each line of its ``judgments.jsonl``."""
-    return {"backend": run.backend, "simulated": is_simulated(run)}
-
-
 def simulates_strong_bias(run: Run) -> bool:
     """Whether a run's simulated judge has a strong position bias (the demo's run where the
     orderings visibly change the verdicts)."""
     return is_simulated(run) and run.model in MODEL_SLOT_BIAS
+
+
+def usage(run: Run) -> dict[str, int]:
+    """A run's calls made, cache hits, failures and tokens, as its summary and report name them."""
+    fields = ("calls_made", "cache_hits", "failures", "input_tokens", "output_tokens")
+    return {name: getattr(run, name) for name in fields}
 
 
 def is_adaptive(run: Run) -> bool:
@@ -128,25 +116,15 @@ def stopping_summary(run: Run) -> dict[str, Any] | None:
 
 
 def run_decisions(
-    run: Run,
-    *,
-    session: Session,
-    items: Sequence[Item] | None = None,
-    weights: Weights | None = None,
-    k: int | None = None,
-    executions: int | None = None,
-    rule: str = "eq5",
+    run: Run, *, session: Session, items: Sequence[Item] | None = None
 ) -> list[dict[str, Any]]:
-    """``decisions.jsonl`` records of a run, in item order, under ``weights`` (by default
-    :func:`run_weights`).
+    """``decisions.jsonl`` records of a run, in item order, under :func:`run_weights`.
 
     For APOCJudge runs, ``winner`` is the final verdict (null for a tie or no verdict) and
     ``metrics`` holds the direct verdict, the APOC reason and JudgeBench's official outcome.
     """
     items = list(items) if items is not None else load_items(run.dataset_id, session=session)
-    return _decisions(
-        run, items, session=session, weights=weights, k=k, executions=executions, rule=rule
-    )
+    return _decisions(run, items, session=session)
 
 
 def decision_chunks(
@@ -162,13 +140,19 @@ def decision_chunks(
         yield records
 
 
+def item_chunks(run: Run, *, session: Session, size: int) -> Iterator[tuple[int, int, list[Item]]]:
+    """The run's items ``size`` at a time, without their candidates' texts: each chunk's first
+    position, the position after its end, and its items."""
+    for start in range(0, run_dataset(run, session=session).n_items, size):
+        stop = start + size
+        yield start, stop, items_at(run.dataset_id, start, stop, session=session, texts=False)
+
+
 def _decided_chunks(
     run: Run, *, session: Session, size: int = ITEM_CHUNK
 ) -> Iterator[tuple[list[Item], list[dict[str, Any]]]]:
     """Each chunk of ``size`` items (without their candidates' texts) and its decisions."""
-    for start in range(0, run_dataset(run, session=session).n_items, size):
-        stop = start + size
-        items = items_at(run.dataset_id, start, stop, session=session, texts=False)
+    for start, stop, items in item_chunks(run, session=session, size=size):
         yield items, _decisions(run, items, session=session, start=start, stop=stop)
 
 
@@ -179,38 +163,28 @@ def _decisions(
     session: Session,
     start: int | None = None,
     stop: int | None = None,
-    weights: Weights | None = None,
-    k: int | None = None,
-    executions: int | None = None,
-    rule: str = "eq5",
 ) -> list[dict[str, Any]]:
     """Decision records of ``items`` from the run's calls (of the items at positions ``start``
     to ``stop`` alone, when given)."""
     if run.protocol == "apoc":
         calls = run_calls(run.id, session=session, start=start, stop=stop)
         return _apoc_decisions(run, items, calls)
-    return aggregate(
-        run_judgments(run.id, session=session, start=start, stop=stop),
-        items=items,
-        weights=weights or run_weights(run),
-        k=k,
-        executions=executions,
-        rule=rule,
-    )
+    judgments = run_judgments(run.id, session=session, start=start, stop=stop)
+    return aggregate(judgments, items=items, weights=run_weights(run))
 
 
 def judgment_records(
     run: Run, *, session: Session, start: int | None = None, stop: int | None = None
 ) -> list[dict[str, Any]]:
     """A run's calls as ``judgments.jsonl`` records, in item order, each with what made it
-    (:func:`provenance`); only those of the items at positions ``start`` to ``stop`` (excluded)
-    when given.
+    (``backend`` and ``simulated``); only those of the items at positions ``start`` to
+    ``stop`` (excluded) when given.
 
     An APOCJudge call has no scores or ranking: its record carries the call's pairwise verdict
     instead (a candidate id, ``tie``, or null for a failed call), its confidence and its slot
     keys, so both orders' verdicts (calls 0 and 1) and the keyed confirmation (call 2) are in
     the export."""
-    made_by = provenance(run)
+    made_by = {"backend": run.backend, "simulated": is_simulated(run)}
     if run.protocol != "apoc":
         judgments = run_judgments(run.id, session=session, start=start, stop=stop)
         return [j.to_dict() | made_by for j in judgments]
@@ -298,25 +272,7 @@ def _apoc_decisions(run: Run, items: Sequence[Item], calls: Sequence[Call]) -> l
     return out
 
 
-def per_item_budget(run: Run, items: int, stored_calls: int) -> dict[str, float]:
-    """Calls and cost per item over the run's ``items`` decided items and their
-    ``stored_calls``, beside the direct judge's one call per item.
-
-    ``direct_cost_usd`` prices that one call at this run's mean cost per paid call (0 when the
-    run paid for none: simulated, cached or unpriced).
-    """
-    paid = stored_calls - run.cache_hits
-    return {
-        "calls": stored_calls / items,
-        "direct_calls": 1.0,
-        "cost_usd": run.cost_usd / items,
-        "direct_cost_usd": run.cost_usd / paid if paid > 0 else 0.0,
-    }
-
-
-def run_summary(
-    run: Run, *, session: Session, seed: int = 0, size: int = ITEM_CHUNK
-) -> dict[str, Any]:
+def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[str, Any]:
     """Counts and, where gold labels exist, accuracy of a run against its direct baseline.
 
     The run is decided ``size`` items at a time (as :func:`decision_chunks` does): memory
@@ -358,22 +314,24 @@ def run_summary(
         "model": run.model,
         "simulated": is_simulated(run),
         "items": decided,
-        "calls_made": run.calls_made,
-        "cache_hits": run.cache_hits,
-        "failures": run.failures,
-        "input_tokens": run.input_tokens,
-        "output_tokens": run.output_tokens,
+        **usage(run),
         "cost_usd": round(run.cost_usd, 6),
         "flagged": flagged,
     }
-    if decided:
-        summary["per_item"] = per_item_budget(run, decided, stored_calls)
+    if decided:  # beside the direct judge's one call, priced at this run's mean paid call
+        paid = stored_calls - run.cache_hits  # none: simulated, cached or unpriced (cost 0)
+        summary["per_item"] = {
+            "calls": stored_calls / decided,
+            "direct_calls": 1.0,
+            "cost_usd": run.cost_usd / decided,
+            "direct_cost_usd": run.cost_usd / paid if paid > 0 else 0.0,
+        }
     if stopping := stopping_summary(run):
         summary["stopping"] = stopping
     if is_simulated(run):
         summary["note"] = SIMULATED_LABEL
     if gold:
-        summary["accuracy"] = compare_paired(gold, direct, winners, seed=seed)
+        summary["accuracy"] = compare_paired(gold, direct, winners)
     if run.protocol == "apoc":
         if outcomes:
             summary["judgebench_official"] = bucket_scores(outcomes, buckets)
@@ -410,12 +368,9 @@ def analyse_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> R
     add up over the chunks. Decisions use the run's weights (:func:`run_weights`), as
     :func:`run_decisions` does. APOCJudge runs have no slot-bias rows.
     """
-    size = run_dataset(run, session=session).n_items
     rows: list[tuple[Any, ...]] = []
     counts: dict[int, SlotCounts] = {}
-    for start in range(0, size, chunk):
-        stop = start + chunk
-        items = items_at(run.dataset_id, start, stop, session=session, texts=False)
+    for start, stop, items in item_chunks(run, session=session, size=chunk):
         if run.protocol == "apoc":
             calls = run_calls(run.id, session=session, start=start, stop=stop)
             rows += table_rows(_apoc_decisions(run, items, calls), items, start)
@@ -439,36 +394,20 @@ def stored_analysis(run: Run, *, session: Session) -> RunAnalysis:
     """:func:`analyse_run`, kept in the database for the revision of the run's calls: computed
     once (and again after any call changes), then read (:func:`pcf.analysis.stored.kept`).
     Flushes what it stores; the caller commits."""
-
-    def compute() -> dict[str, pd.DataFrame]:
-        analysis = analyse_run(run, session=session)
-        return {
-            "table": analysis.table,
-            "slot_bias": analysis.slot_bias,
-            "slot_tests": analysis.slot_tests,
-        }
-
-    parts = kept(run, "analysis", compute, session=session)
+    parts = kept(run, "analysis", lambda: vars(analyse_run(run, session=session)), session=session)
     table = parts["table"].assign(
         candidate_ids=lambda t: [tuple(ids) for ids in t["candidate_ids"]]
     )
     return RunAnalysis(table, parts["slot_bias"], parts["slot_tests"])
 
 
-def decision_table(records: Sequence[Mapping[str, Any]], items: Sequence[Item]) -> pd.DataFrame:
-    """One row per decision record (``decisions.jsonl`` form), with its item's facts.
-
-    Flags are a comma-separated ``flags`` text plus one boolean column per flag; metrics an
-    APOCJudge record lacks are NaN.
-    """
-    return table_frame(table_rows(records, items))
-
-
 def table_rows(
     records: Sequence[Mapping[str, Any]], items: Sequence[Item], start: int = 0
 ) -> list[tuple[Any, ...]]:
-    """The rows of :func:`decision_table` (:data:`TABLE_COLUMNS`) for ``items``, the dataset's
-    items from position ``start`` on."""
+    """The decision table's rows (:data:`TABLE_COLUMNS`) of ``records`` (``decisions.jsonl``
+    form), with the facts of ``items``, the dataset's items from position ``start`` on: flags
+    as a comma-separated ``flags`` text plus one boolean column per flag; metrics an
+    APOCJudge record lacks are NaN."""
     by_id = {item.item_id: (start + offset, item) for offset, item in enumerate(items)}
     rows = []
     for record in records:
@@ -542,26 +481,20 @@ def flag_counts(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def accuracy_against(
-    table: pd.DataFrame, answers: Mapping[str, str], *, seed: int = 0
-) -> dict[str, Any] | None:
-    """The run's consensus against its direct baseline on the items with a known answer.
-
-    Args:
-        table: :attr:`RunAnalysis.table`.
-        answers: the correct candidate per item key (gold ids, or human labels).
-        seed: seed of the paired bootstrap.
-
-    Returns:
-        :func:`pcf.evaluation.compare_paired` on those items, or None when none has an answer.
-    """
+def accuracy_against(table: pd.DataFrame, answers: Mapping[str, str]) -> dict[str, Any] | None:
+    """:func:`paired_stats` of a run's decision table (:attr:`RunAnalysis.table`) on the items
+    with a known answer (``answers``: gold ids, or human labels), or None when none has one."""
     known = table[table["item_id"].isin(answers.keys())]
-    if known.empty:
-        return None
+    return None if known.empty else paired_stats(known, [answers[k] for k in known["item_id"]])
+
+
+def paired_stats(table: pd.DataFrame, answers: Sequence[str], *, seed: int = 0) -> dict[str, Any]:
+    """:func:`pcf.evaluation.compare_paired` of the consensus against the direct baseline on the
+    rows of a decision table, ``answers`` holding each row's correct candidate."""
     return compare_paired(
-        [answers[key] for key in known["item_id"]],
-        [value_or_none(w) for w in known["direct_winner"]],
-        [value_or_none(w) for w in known["winner"]],
+        list(answers),
+        [value_or_none(w) for w in table["direct_winner"]],
+        [value_or_none(w) for w in table["winner"]],
         seed=seed,
     )
 

@@ -27,7 +27,7 @@ fitted and scored out of fold (5 folds), so no item is scored by a model that sa
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,14 +50,8 @@ PAIR_TIERS = ("opposite verdict", "swapped call tie or none", "same verdict")
 """The review order of pairs whose single call picked a side, by what the swapped call said:
 first the pairs it contradicts, then those it leaves undecided, last those it confirms."""
 FEATURES = (
-    "top_agreement",
-    "top_entropy",
-    "kendall_w",
-    "margin",
-    "overrides_direct",
-    "near_tie",
-    "position_driven",
-    "incomplete",
+    *("top_agreement", "top_entropy", "kendall_w", "margin"),
+    *("overrides_direct", "near_tie", "position_driven", "incomplete"),
 )
 """The instability metrics and flags the calibrated model reads."""
 REPORTED_SHARES = (0.1, 0.2, 0.3)
@@ -110,15 +104,12 @@ def curve(order: str, wrong: Sequence[bool], ranking: Sequence[int]) -> Curve:
     Raises:
         ValueError: no items, or ``ranking`` is not a permutation of them.
     """
-    wrong_array = np.asarray(wrong, dtype=bool)
-    n = len(wrong_array)
+    n = len(wrong)
     if n == 0 or sorted(ranking) != list(range(n)):
         raise ValueError("a review order must list every item once")
-    caught = np.concatenate([[0], np.cumsum(wrong_array[list(ranking)])])
-    errors = int(wrong_array.sum())
-    captured = caught / errors if errors else np.ones(n + 1)
-    accuracy = (n - errors + caught) / n
-    return Curve(order, np.arange(n + 1) / n, captured, accuracy)
+    doubt = np.empty(n)
+    doubt[list(ranking)] = np.arange(n, 0, -1)  # the first reviewed the most doubtful
+    return doubt_curve(order, wrong, doubt)
 
 
 def doubt_curve(order: str, wrong: Sequence[bool], scores: Sequence[float] | np.ndarray) -> Curve:
@@ -147,17 +138,11 @@ def doubt_curve(order: str, wrong: Sequence[bool], scores: Sequence[float] | np.
     return Curve(order, np.arange(n + 1) / n, captured, (n - errors + caught) / n)
 
 
-def random_orders(n: int, *, seed: int = 0, draws: int = RANDOM_DRAWS) -> list[list[int]]:
-    """``draws`` seeded random review orders of ``n`` items."""
-    rng = np.random.default_rng(seed)
-    return [[int(i) for i in rng.permutation(n)] for _ in range(draws)]
-
-
 def random_baseline(
     wrong: Sequence[bool], *, seed: int = 0, draws: int = RANDOM_DRAWS
 ) -> dict[str, Any]:
     """The random order's curves: the mean and the 5th-95th percentile band over ``draws``
-    (the orders of :func:`random_orders`, drawn as arrays: no list of a large run's items).
+    seeded random orders (drawn as arrays: no list of a large run's items).
 
     The draws' errors caught are kept as 32-bit counts and the band is computed a block of
     review positions at a time, so memory is ``draws`` times 4 bytes per item.
@@ -200,33 +185,17 @@ def random_baseline(
 
 def item_scores(table: pd.DataFrame, order: str) -> np.ndarray:
     """Each item's doubt under ``order`` (higher = reviewed first), from a decision table
-    (:func:`pcf.analysis.results.decision_table` with ``top_entropy`` when available)."""
-    if order == "priority":
-        return table["priority"].to_numpy(dtype=float)
-    if order == "top_entropy":
-        return table["top_entropy"].to_numpy(dtype=float)
-    if order == "margin":
-        return -table["margin"].to_numpy(dtype=float)
-    if order == "kendall_w":
-        return -table["kendall_w"].to_numpy(dtype=float)
+    (:attr:`pcf.analysis.results.RunAnalysis.table`)."""
+    if order in ("priority", "top_entropy"):
+        return table[order].to_numpy(dtype=float)
+    if order in ("margin", "kendall_w"):  # agreement: the lowest first
+        return -table[order].to_numpy(dtype=float)
     if order == "overrides":
         return (
             table["overrides_direct"].astype(float).to_numpy()
             + table["priority"].to_numpy(dtype=float) / 10
         )
     raise ValueError(f"unknown order {order!r}; choose one of {', '.join(ORDERS)}")
-
-
-def judge_wrong(winners: Sequence[Any], answers: Sequence[Any]) -> list[bool]:
-    """Whether each winner misses its answer; an abstention (None) is an error."""
-    return [w is None or w != a for w, a in zip(winners, answers, strict=True)]
-
-
-def pair_tier(pair: RecordedPair) -> str:
-    """Which of :data:`PAIR_TIERS` a pair whose single call picked a side falls in."""
-    if pair.d2 not in (FIRST, SECOND):
-        return PAIR_TIERS[1]
-    return PAIR_TIERS[0] if pair.d2 != pair.d1 else PAIR_TIERS[2]
 
 
 def pair_triage(
@@ -251,7 +220,10 @@ def pair_triage(
     if not decided and (abstentions == "apart" or not abstained):
         raise ValueError("no pair has a verdict from its first-order call: nothing to triage")
     wrong = [p.d1 != p.label for p in decided]
-    tiers = [pair_tier(p) for p in decided]
+    tiers = [
+        PAIR_TIERS[1] if p.d2 not in (FIRST, SECOND) else PAIR_TIERS[0 if p.d2 != p.d1 else 2]
+        for p in decided
+    ]
     doubt = [len(PAIR_TIERS) - PAIR_TIERS.index(t) for t in tiers]
     counted = abstained if abstentions == "errors" else []
     curve_wrong = wrong + [True] * len(counted)
@@ -296,13 +268,6 @@ def _fit_predict(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarr
     return model.predict(fitted.params, design(test))
 
 
-def _checked_labels(wrong: Sequence[bool]) -> np.ndarray:
-    y = np.asarray(wrong, dtype=float)
-    if min(y.sum(), len(y) - y.sum()) < 2:
-        raise ValueError("the calibrated priority needs at least two right and two wrong items")
-    return y
-
-
 def calibrated_scores(
     features: pd.DataFrame, wrong: Sequence[bool], *, seed: int = 0, folds: int = FOLDS
 ) -> np.ndarray:
@@ -314,7 +279,9 @@ def calibrated_scores(
     Raises:
         ValueError: fewer than two labelled items of each kind (wrong and right).
     """
-    y = _checked_labels(wrong)
+    y = np.asarray(wrong, dtype=float)
+    if min(y.sum(), len(y) - y.sum()) < 2:
+        raise ValueError("the calibrated priority needs at least two right and two wrong items")
     x = features[list(FEATURES)].astype(float).to_numpy()
     known = ~np.isnan(x).any(axis=1)
     out = np.ones(len(y))
@@ -435,11 +402,14 @@ def curve_frame(
 def answers_of(table: pd.DataFrame, answers: Mapping[str, str | None]) -> pd.DataFrame:
     """The rows of a decision table with a known answer, with a ``wrong`` column."""
     known = table[table["item_id"].map(lambda key: answers.get(key) is not None)].copy()
-    known["wrong"] = judge_wrong(
-        [None if pd.isna(w) else w for w in known["winner"]],
-        [answers[key] for key in known["item_id"]],
-    )
+    # An abstention (no winner) is an error.
+    known["wrong"] = judge_wrong(known["winner"], [answers[key] for key in known["item_id"]])
     return known.reset_index(drop=True)
+
+
+def judge_wrong(winners: Iterable[Any], answers: Sequence[Any]) -> list[bool]:
+    """Whether each winner misses its answer; an abstention (None or NaN) is an error."""
+    return [bool(pd.isna(w)) or w != a for w, a in zip(winners, answers, strict=True)]
 
 
 def run_triage(
@@ -491,7 +461,8 @@ def table_triage(
     curves = []
     for order in orders:
         if order == "random":
-            curves.append(curve(order, wrong, random_orders(len(known), seed=seed, draws=1)[0]))
+            ranking = np.random.default_rng(seed).permutation(len(known)).tolist()
+            curves.append(curve(order, wrong, ranking))
         elif order == "calibrated":
             curves.append(doubt_curve(order, wrong, calibrated_scores(known, wrong, seed=seed)))
         else:

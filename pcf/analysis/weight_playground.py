@@ -26,6 +26,7 @@ from pcf.analysis.results import (
     ANALYSIS_CHUNK,
     is_adaptive,
     is_simulated,
+    item_chunks,
     run_weights,
     value_or_none,
 )
@@ -33,7 +34,7 @@ from pcf.analysis.stored import kept
 from pcf.consensus import JudgmentArrays, pack
 from pcf.decisions import decide
 from pcf.evaluation import accuracy, paired_outcomes
-from pcf.store import Run, items_at, run_dataset, run_judgments
+from pcf.store import Run, run_judgments
 from pcf.weights import DEFAULT_WEIGHTS, PRESETS, Weights, weights_label
 
 CHANGED_COLUMNS = ("item_id", "gold", "direct", "winner", "outcome")
@@ -78,10 +79,7 @@ def pack_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> Pack
     groups: list[JudgmentArrays] = []
     order: list[str] = []
     gold: dict[str, str | None] = {}
-    size = run_dataset(run, session=session).n_items
-    for start in range(0, size, chunk):
-        stop = start + chunk
-        items = items_at(run.dataset_id, start, stop, session=session, texts=False)
+    for start, stop, items in item_chunks(run, session=session, size=chunk):
         judgments = run_judgments(run.id, session=session, start=start, stop=stop)
         groups += pack(judgments, {i.item_id: i.candidate_ids for i in items})
         order += [i.item_id for i in items]
@@ -246,18 +244,9 @@ def preset_records(packed: PackedRun) -> pd.DataFrame:
     """
     rows = []
     for name, weights in PRESETS.items():
-        outcome = evaluate_weights(packed, weights)
-        rows.append(
-            (
-                packed.name,
-                name,
-                *weights.as_tuple(),
-                outcome.n,
-                100 * outcome.direct_accuracy,
-                100 * outcome.accuracy,
-                100 * (outcome.accuracy - outcome.direct_accuracy),
-            )
-        )
+        o = evaluate_weights(packed, weights)
+        shares = (100 * o.direct_accuracy, 100 * o.accuracy, 100 * (o.accuracy - o.direct_accuracy))
+        rows.append((packed.name, name, *weights.as_tuple(), o.n, *shares))
     return pd.DataFrame(rows, columns=list(PRESET_COLUMNS))
 
 
@@ -270,18 +259,8 @@ def k_records(packed: PackedRun) -> pd.DataFrame:
     """
     rows = []
     for k in k_values(packed.k):
-        outcome = evaluate_weights(packed, DEFAULT_WEIGHTS, k=k)
-        rows.append(
-            (
-                packed.name,
-                k,
-                outcome.n,
-                outcome.accuracy,
-                outcome.direct_accuracy,
-                outcome.improved,
-                outcome.regressed,
-            )
-        )
+        o = evaluate_weights(packed, DEFAULT_WEIGHTS, k=k)
+        rows.append((packed.name, k, o.n, o.accuracy, o.direct_accuracy, o.improved, o.regressed))
     return pd.DataFrame(rows, columns=list(K_COLUMNS))
 
 

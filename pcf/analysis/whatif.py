@@ -39,13 +39,6 @@ SAME_WINNER = "same winner as the full run"
 ACCURACY = "accuracy against gold"
 
 
-def replay_run(
-    judgments: Sequence[Judgment], items: Sequence[Item], policy: StoppingPolicy, *, seed: int = 0
-) -> dict[str, tuple[Stop, Stop]]:
-    """Per judged item: where ``policy`` stops it, and the full run (every stored call)."""
-    return replay_runs(judgments, items, [policy], seed=seed)[0][0]
-
-
 def replay_runs(
     judgments: Sequence[Judgment],
     items: Sequence[Item],
@@ -53,9 +46,10 @@ def replay_runs(
     *,
     seed: int = 0,
 ) -> list[tuple[dict[str, tuple[Stop, Stop]], Calibration | None]]:
-    """:func:`replay_run` of each policy, with a ``confident`` policy's calibration as a run of
-    seed ``seed`` makes it (its sample judged in full, the others stopped at its threshold);
-    the policies share their work (:func:`pcf.stopping.replay_all`)."""
+    """Per policy and judged item: where the policy stops it, and the full run (every stored
+    call); with a ``confident`` policy's calibration as a run of seed ``seed`` makes it (its
+    sample judged in full, the others stopped at its threshold). The policies share their work
+    (:func:`pcf.stopping.replay_all`)."""
     by_item: dict[str, list[Judgment]] = defaultdict(list)
     for judgment in judgments:
         by_item[judgment.item_id].append(judgment)

@@ -20,6 +20,7 @@ from pcf.analysis.results import (
     run_decisions,
     stopping_label,
     stored_analysis,
+    usage,
 )
 from pcf.analysis.weight_playground import K_COLUMNS, run_diagnostics
 from pcf.pairwise import TIE
@@ -37,7 +38,7 @@ class ReportData:
 
     Attributes:
         runs: one row per run: names, settings, counts, calls, tokens, cost, ``simulated``.
-        decisions: :func:`pcf.analysis.results.decision_table` rows of every run, plus ``run``.
+        decisions: :attr:`pcf.analysis.results.RunAnalysis.table` rows of every run, plus ``run``.
         k_prefixes: per labelled full (not adaptive) PCF or repeated run and K, on execution
             0's first K calls: ``run``, ``K``, ``n``, ``accuracy``, ``direct_accuracy``
             (shares), ``improved``, ``regressed``.
@@ -130,11 +131,7 @@ def _run_row(
         "items": items,
         "stored_calls": calls,
         "labelled": labelled,
-        "calls_made": run.calls_made,
-        "cache_hits": run.cache_hits,
-        "failures": run.failures,
-        "input_tokens": run.input_tokens,
-        "output_tokens": run.output_tokens,
+        **usage(run),
         "cost_usd": run.cost_usd,
         "priced": is_simulated(run) or run.model in prices or tokens == 0,
         "simulated": is_simulated(run),

@@ -4,9 +4,11 @@ collected data (:func:`build_report`) or from recorded pairwise judges (:func:`r
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,7 @@ class Figure:
 
 
 Block = str | Table | Figure
+_Names = Callable[[str], str]
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,6 @@ class Report:
     title: str
     sections: tuple[Section, ...]
     simulated: bool = False
-    intro: str = ""
 
     def figures(self) -> list[Figure]:
         """Every figure, in order."""
@@ -99,24 +101,18 @@ class Report:
         return [b for s in self.sections for b in s.blocks if isinstance(b, Table)]
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "chart"
+def _namer() -> _Names:
+    """Unique figure file stems, from what the figures show."""
+    used: set[str] = set()
 
+    def name(text: str) -> str:
+        base = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "chart"
+        stems = itertools.chain([base], (f"{base}-{n}" for n in itertools.count(2)))
+        stem = next(s for s in stems if s not in used)
+        used.add(stem)
+        return stem
 
-@dataclass
-class _Names:
-    """Unique figure file stems."""
-
-    used: set[str] = field(default_factory=set)
-
-    def __call__(self, text: str) -> str:
-        base = name = _slug(text)
-        count = 1
-        while name in self.used:
-            count += 1
-            name = f"{base}-{count}"
-        self.used.add(name)
-        return name
+    return name
 
 
 def report_title(names: Sequence[str]) -> str:
@@ -133,7 +129,7 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
         title: the report's title.
         seed: seed of the paired bootstrap (the same seed gives the same intervals).
     """
-    runs, names = data.runs, _Names()
+    runs, names = data.runs, _namer()
     sections = [
         Section(
             "Runs",
@@ -446,6 +442,7 @@ def pairwise_blocks(
     """
     labelled = labelled_pairs(pairs)
     blocks: list[Block] = []
+    table = functools.partial(Table, simulated=simulated, run=run)  # every table of the section
     if labelled.empty:
         blocks.append("No pair has a gold label: scores and accuracy cannot be computed.")
     else:
@@ -454,59 +451,49 @@ def pairwise_blocks(
                 f"{len(pairs) - len(labelled)} unlabelled pair(s) are left out of scores."
             )
         blocks += [
-            Table(
+            table(
                 "Official score (JudgeBench's rule)",
                 official_table(pairs),
                 "Both orders' decisions add +1 when they name the correct member and -1 when "
                 "they name the other; a positive sum is correct, zero a tie. Score = correct / "
                 "pairs; the macro average is the mean over buckets.",
-                simulated,
-                "official",
-                run,
+                key="official",
             ),
-            Table(
+            table(
                 "Accuracy per bucket, decision rules side by side",
                 pairwise_accuracy_table(pairs),
                 "Order 1: the pair as given (direct); order 2: swapped. Agree only: the shared "
                 "decision when both orders agree. Agree or decisive: also the one order that "
                 "picked a member when the other said tie or nothing (its accuracy equals the "
                 "official score). A tie or no decision counts as wrong.",
-                simulated,
-                "pairwise_rules",
-                run,
+                key="pairwise_rules",
             ),
         ]
     blocks.append(
-        Table(
+        table(
             "Swap consistency and position bias",
             position_table(pairs),
             "Consistent: both orders gave the same decision. Primacy: the member shown first "
             "won in both orders; recency: the member shown second won in both.",
-            simulated,
-            "position",
-            run,
+            key="position",
         )
     )
     blocks.append(
-        Table(
+        table(
             "Abstentions per decision rule (pairs)",
             abstention_table(pairs),
             "Pairs a rule decided as a tie or not at all; accuracy counts them as wrong.",
-            simulated,
-            "abstentions",
-            run,
+            key="abstentions",
         )
     )
     if has_apoc(pairs):
         blocks.append(
-            Table(
+            table(
                 "Overrides and keyed confirmation",
                 override_table(pairs),
                 "The swapped call proposes an override when it disagrees with the direct call; "
                 "a third call with neutral keys accepts it only if it agrees with the proposal.",
-                simulated,
-                "overrides",
-                run,
+                key="overrides",
             )
         )
     return tuple(blocks)

@@ -9,7 +9,6 @@ import functools
 import html
 import io
 import json
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from pcf.analysis.markdown import escape_markdown, markdown_literal
-from pcf.analysis.results import SIMULATED_LABEL, SIMULATED_NOTE
+from pcf.analysis.results import SIMULATED_NOTE, value_or_none
 from pcf.reports.document import Figure, Report, Table
 
 MISSING = "–"
@@ -59,7 +58,7 @@ def _number_format(column: str) -> str:
 
 def _cell(column: str, value: Any) -> str:
     """One cell as text: missing values as a dash, counts without decimals."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value_or_none(value) is None:
         return MISSING
     if isinstance(value, bool):
         return "yes" if value else "no"
@@ -140,20 +139,12 @@ def field_name(column: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text).strip("_")
 
 
-def _json_value(value: Any) -> Any:
-    """A cell as JSON: Python numbers and strings, None for a missing value."""
-    value = _plain(value)
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
 def table_records(table: Table) -> list[dict[str, Any]]:
     """The table's rows as records (``run`` first when the table is about one run)."""
     names = [field_name(str(c)) for c in table.frame.columns]
     context = {"run": table.run} if table.run is not None else {}
     return [
-        context | {name: _json_value(v) for name, v in zip(names, row, strict=True)}
+        context | {name: value_or_none(_plain(v)) for name, v in zip(names, row, strict=True)}
         for row in table.frame.itertuples(index=False)
     ]
 
@@ -173,10 +164,6 @@ def report_json(report: Report) -> dict[str, Any]:
 
 SIMULATED_TAG = "Simulated judge: see the note at the top."
 """What a table or chart of simulated runs says; the note itself stands once, at the top."""
-
-
-def _simulated_note() -> str:
-    return f"Simulated judge: {SIMULATED_LABEL.removeprefix('simulated judge: ')}."
 
 
 @dataclass(frozen=True)
@@ -275,7 +262,7 @@ def _render(report: Report, charts: RenderedCharts, images: Mapping[str, str], k
         svg=svg,
         errors=charts.errors,
         images=images,
-        simulated_note=_simulated_note(),
+        simulated_note=f"Simulated judge: {SIMULATED_NOTE}.",
         simulated_tag=SIMULATED_TAG,
     )
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"  # one blank line between blocks

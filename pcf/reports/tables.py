@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from pcf.analysis.results import value_or_none
+from pcf.analysis.results import paired_stats
 from pcf.analysis.triage import (
     Curve,
     answers_of,
@@ -18,8 +18,7 @@ from pcf.analysis.triage import (
     item_scores,
     summarize,
 )
-from pcf.analysis.weight_playground import WEIGHT_NAMES, PackedRun, preset_records
-from pcf.evaluation import compare_paired
+from pcf.analysis.weight_playground import WEIGHT_NAMES
 from pcf.pairwise import bucket_order, bucket_scores
 from pcf.recordings import FIRST, SECOND, SWAP_RULES, recorded_outcome
 from pcf.weights import PRESETS
@@ -42,21 +41,23 @@ AGREEMENT_BANDS = (
     ("0.6 to <0.8", 0.6, 0.8),
     ("below 0.6", -math.inf, 0.6),
 )
-RUN_COLUMNS = (
-    "run",
-    "protocol",
-    "judge",
-    "K",
-    "schedule",
-    "executions",
-    "status",
-    "calls",
-    "cache hits",
-    "failures",
-    "input tokens",
-    "output tokens",
-    "cost USD",
-)
+RUN_FIELDS = {
+    "name": "run",
+    "protocol": "protocol",
+    "judge": "judge",
+    "k": "K",
+    "schedule": "schedule",
+    "executions": "executions",
+    "status": "status",
+    "calls": "calls",
+    "cache_hits": "cache hits",
+    "failures": "failures",
+    "input_tokens": "input tokens",
+    "output_tokens": "output tokens",
+    "cost_usd": "cost USD",
+}
+"""The runs table's columns: the listing's fields, ``judge`` (``backend: model``) added."""
+RUN_COLUMNS = tuple(RUN_FIELDS.values())
 
 
 def adaptive_runs(runs: pd.DataFrame, protocols: Sequence[str] = ("pcf", "repeated")) -> list[str]:
@@ -76,24 +77,11 @@ def any_simulated(runs: pd.DataFrame, names: Sequence[str] | None = None) -> boo
 
 def settings_table(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs' settings: dataset, model, method, K, executions, schedule, seed..."""
-    return pd.DataFrame(
-        {
-            "run": runs["run"],
-            "dataset": runs["dataset"],
-            "model": runs["model"],
-            "method": runs["method"],
-            "K": runs["K"],
-            "executions": runs["executions"],
-            "schedule": runs["schedule"],
-            "stopping": runs["stopping"].map(
-                lambda label: f"adaptive: {label}" if isinstance(label, str) else "full run"
-            ),
-            "seed": runs["seed"],
-            "temperature": runs["temperature"],
-            "status": runs["status"],
-            "items": runs["items"],
-            "labelled": runs["labelled"],
-        }
+    columns = "run dataset model method K executions schedule stopping seed temperature status"
+    return runs[[*columns.split(), "items", "labelled"]].assign(
+        stopping=runs["stopping"].map(
+            lambda label: f"adaptive: {label}" if isinstance(label, str) else "full run"
+        )
     )
 
 
@@ -121,19 +109,6 @@ def usage_table(runs: pd.DataFrame) -> pd.DataFrame:
 MICRO_AVERAGE = "micro average"
 
 
-def _paired_stats(decisions: pd.DataFrame, seed: int) -> dict[str, Any] | None:
-    """:func:`pcf.evaluation.compare_paired` on the labelled rows of decision tables."""
-    known = decisions[decisions["gold"].notna()]
-    if known.empty:
-        return None
-    return compare_paired(
-        list(known["gold"]),
-        [value_or_none(w) for w in known["direct_winner"]],
-        [value_or_none(w) for w in known["winner"]],
-        seed=seed,
-    )
-
-
 def main_table(
     runs: pd.DataFrame, decisions: pd.DataFrame, *, protocol: str = "pcf", seed: int = 0
 ) -> pd.DataFrame:
@@ -145,20 +120,8 @@ def main_table(
     runs cover several models, a last row (model ``micro average``) pools their labelled items.
     """
     method = f"{METHODS.get(protocol, protocol)} %"
-    columns = [
-        "model",
-        "run",
-        "N",
-        "direct %",
-        method,
-        "Δ points",
-        "improved",
-        "regressed",
-        "same",
-        "McNemar p",
-        "CI low",
-        "CI high",
-    ]
+    figures = ["direct %", method, "Δ points", "improved", "regressed", "same", "McNemar p"]
+    columns = ["model", "run", "N", *figures, "CI low", "CI high"]
     chosen = runs[runs["protocol"] == protocol] if not runs.empty else runs
     parts = [
         (run.model, run.run, decisions[decisions["run"] == run.run]) for run in chosen.itertuples()
@@ -168,10 +131,11 @@ def main_table(
         parts.append((MICRO_AVERAGE, f"{len(parts)} runs", pooled))
     rows = []
     for model, run, table in parts:
-        stats = _paired_stats(table, seed)
-        if stats is None:
+        known = table[table["gold"].notna()]
+        if known.empty:
             rows.append({"model": model, "run": run, "N": 0})
             continue
+        stats = paired_stats(known, known["gold"], seed=seed)
         low, high = stats["ci_points"]
         rows.append(
             {
@@ -209,18 +173,8 @@ def k_table(runs: pd.DataFrame, k_prefixes: pd.DataFrame) -> pd.DataFrame:
     ``method`` is ``repeated`` (repeated canonical) or ``pcf``; direct is each run's own
     canonical call; K prefixes of the stored runs cost no call.
     """
-    columns = [
-        "model",
-        "method",
-        "run",
-        "K",
-        "N",
-        "direct %",
-        "accuracy %",
-        "Δ vs direct (points)",
-        "improved",
-        "regressed",
-    ]
+    figures = ["direct %", "accuracy %", "Δ vs direct (points)", "improved", "regressed"]
+    columns = ["model", "method", "run", "K", "N", *figures]
     if k_prefixes.empty:
         return pd.DataFrame(columns=columns)
     merged = k_prefixes.merge(runs[["run", "model", "protocol"]], on="run")
@@ -385,9 +339,7 @@ def pairwise_accuracy_table(pairs: pd.DataFrame) -> pd.DataFrame:
     )
     correct["bucket"] = labelled["bucket"]
     per_bucket = []
-    for bucket in official_table(pairs)["bucket"]:  # JudgeBench's bucket order
-        if bucket in ("all pairs", "macro average"):
-            continue
+    for bucket in bucket_order(list(labelled["bucket"])):  # JudgeBench's order, as the scores
         rows = correct[correct["bucket"] == bucket]
         per_bucket.append(
             {"bucket": bucket, "pairs": len(rows), **rows.drop(columns="bucket").mean()}
@@ -490,15 +442,10 @@ def override_table(pairs: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def weight_records(runs: Sequence[PackedRun]) -> pd.DataFrame:
-    """The seed's weight table, one row per run and preset
-    (:func:`pcf.analysis.weight_playground.preset_records` of each run)."""
-    return pd.concat([preset_records(packed) for packed in runs], ignore_index=True)
-
-
 def weight_table(records: pd.DataFrame) -> pd.DataFrame:
-    """:func:`weight_records` rows side by side: one row per preset (the index), its weights,
-    then ``"<run> accuracy %"`` and ``"<run> Δ vs direct"`` per run."""
+    """The :func:`~pcf.analysis.weight_playground.preset_records` of runs side by side: one row
+    per preset (the index), its weights, then ``"<run> accuracy %"`` and ``"<run> Δ vs direct"``
+    per run."""
     table = pd.DataFrame(
         {name: weights.as_tuple() for name, weights in PRESETS.items()}, index=list(WEIGHT_NAMES)
     ).T.rename_axis("preset")
@@ -512,27 +459,8 @@ def weight_table(records: pd.DataFrame) -> pd.DataFrame:
 def runs_table(listing: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per run of a listing (:func:`pcf.store.calls.run_listing`) with its
     settings, status, calls, failures, tokens and cost; ``judge`` is ``backend: model``."""
-    return pd.DataFrame(
-        [
-            (
-                r["name"],
-                r["protocol"],
-                f"{r['backend']}: {r['model']}",
-                r["k"],
-                r["schedule"],
-                r["executions"],
-                r["status"],
-                r["calls"],
-                r["cache_hits"],
-                r["failures"],
-                r["input_tokens"],
-                r["output_tokens"],
-                r["cost_usd"],
-            )
-            for r in listing
-        ],
-        columns=list(RUN_COLUMNS),
-    )
+    rows = [{**r, "judge": f"{r['backend']}: {r['model']}"} for r in listing]
+    return pd.DataFrame(rows, columns=list(RUN_FIELDS)).rename(columns=RUN_FIELDS)
 
 
 def triage_curves(table: pd.DataFrame, *, seed: int = 0) -> tuple[list[Curve], list[bool]]:

@@ -12,7 +12,6 @@ import pytest
 from pcf.analysis.agreement import (
     annotator_agreement,
     compare_with_humans,
-    run_human_comparison,
     table_human_comparison,
 )
 from pcf.analysis.results import analyse_run, run_decisions
@@ -149,7 +148,13 @@ def test_a_stored_run_against_current_labels_uses_each_annotators_newest_label(d
         add_adjudication(item.metadata["db_id"], session=db, annotator="ann", choice=item.gold)
         add_adjudication(item.metadata["db_id"], session=db, annotator="bob", choice=item.gold)
     run = get_run("demo-pcf", session=db)
-    result = run_human_comparison(run, session=db)
+    run_items = load_items(run.dataset_id, session=db)
+    result = compare_with_humans(  # the run decided again, from its calls
+        run_decisions(run, session=db, items=run_items),
+        current_labels(run.dataset_id, session=db),
+        dataset_gold(run.dataset_id, session=db).gold,
+        gold={i.item_id: i.gold for i in run_items},
+    )
     decisions = {d["item_id"]: d for d in run_decisions(run, session=db)}
     from_table = table_human_comparison(
         analyse_run(run, session=db).table,

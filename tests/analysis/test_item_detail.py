@@ -25,7 +25,6 @@ from pcf.items import (
     candidate_labels,
     candidate_titles,
     distinguishing_words,
-    first_words,
 )
 from pcf.labelling.adjudications import (
     choice_label,
@@ -164,7 +163,6 @@ def test_candidates_read_as_letter_and_first_words():
         (Candidate("x", "### The answer is **Paris**, of course; more"), Candidate("y", "No")),
     )
     assert candidate_titles(item, words=4) == {"x": "A · The answer is Paris,…", "y": "B · No"}
-    assert first_words("one two", 5) == "one two"
 
 
 SHARED = " ".join(f"w{n}" for n in range(40))  # a long opening both answers repeat

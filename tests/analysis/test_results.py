@@ -13,7 +13,6 @@ from pcf.analysis.results import (
     accuracy_against,
     analyse_run,
     decision_chunks,
-    decision_table,
     flag_counts,
     gold_answers,
     judgment_chunks,
@@ -21,6 +20,8 @@ from pcf.analysis.results import (
     outcome_frame,
     run_decisions,
     run_summary,
+    table_frame,
+    table_rows,
 )
 from pcf.consensus import pack
 from pcf.evaluation import compare_paired
@@ -104,7 +105,7 @@ def test_accuracy_uses_only_items_with_an_answer_and_counts_abstentions_wrong():
 
 
 def test_the_table_of_no_records_has_the_columns():
-    assert list(decision_table([], []).columns) == list(TABLE_COLUMNS)
+    assert list(table_frame(table_rows([], [])).columns) == list(TABLE_COLUMNS)
 
 
 @pytest.mark.parametrize(("run_name", "calls"), [("demo-direct", 1), ("demo-pcf", 21)])

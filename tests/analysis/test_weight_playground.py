@@ -9,12 +9,13 @@ from pcf.analysis.weight_playground import (
     PackedRun,
     evaluate_weights,
     pack_run,
+    preset_records,
     run_diagnostics,
     stored_packed_run,
 )
 from pcf.consensus import pack
 from pcf.decisions import aggregate
-from pcf.reports.tables import weight_records, weight_table
+from pcf.reports.tables import weight_table
 from pcf.store import get_dataset, get_run, load_items, run_judgments
 from pcf.weights import PRESETS, Weights
 from tests.factories import judgment, make_item, stored_run
@@ -30,6 +31,11 @@ def demo(db):
         "judgments": {n: run_judgments(r.id, session=db) for n, r in runs.items()},
         "items": items,
     }
+
+
+def weight_records(runs: list[PackedRun]) -> pd.DataFrame:
+    """The weight table in long form: each run's preset rows, as the report collects them."""
+    return pd.concat([preset_records(packed) for packed in runs], ignore_index=True)
 
 
 def execution_zero(demo, run: str) -> list:

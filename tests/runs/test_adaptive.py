@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from pcf.access import operator
 from pcf.analysis.results import run_decisions
-from pcf.analysis.whatif import replay_run, whatif
+from pcf.analysis.whatif import replay_runs, whatif
 from pcf.cli import app
 from pcf.items import load_dataset
 from pcf.judges.base import JudgeReply, JudgeRequest
@@ -198,7 +198,8 @@ def test_whatif_equals_a_real_adaptive_run_on_every_schedule(
         )
         # Every answer comes from the full run's cache; only recorded failures are asked again.
         assert report.calls_made == report.failures
-        predicted = replay_run(run_judgments(full.id, session=session), judged_items, stopping)
+        full_calls = run_judgments(full.id, session=session)
+        ((predicted, _),) = replay_runs(full_calls, judged_items, [stopping])
         made = calls_per_item(session, run.name)
         stops = run.settings["stops"]
         winners = {d["item_id"]: d["winner"] for d in run_decisions(run, session=session)}
