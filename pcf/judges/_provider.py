@@ -6,28 +6,14 @@ import asyncio
 import email.utils
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import partial
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any
 
-from pcf.judges.base import JudgeError, configured_keys, redact
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, configured_keys, redact
 
 PLACEHOLDER_KEY = "not-needed"
 """Sent to a self-hosted server (vLLM, Ollama...) that wants no key when none is set."""
-
-
-def resolve_key(api_key: str | None, env_var: str, base_url: str | None) -> str:
-    """The key to use: the explicit one, else ``env_var``, else a placeholder for a custom URL.
-
-    Raises:
-        ValueError: no key is set and the provider's own endpoint would be called.
-    """
-    key = api_key or os.environ.get(env_var)
-    if key:
-        return key
-    if base_url is not None:
-        return PLACEHOLDER_KEY
-    raise ValueError(f"{env_var} is not set")
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -76,50 +62,14 @@ def status_error(status: int, message: str, headers: Mapping[str, str], secret: 
     return JudgeError("client_error", text, retryable=False)
 
 
-class AsyncClosable(Protocol):
-    """An SDK client: ``openai.AsyncOpenAI`` or ``anthropic.AsyncAnthropic``."""
-
-    async def close(self) -> None:
-        """Close the client's connection pool."""
-        ...
-
-
-Client = TypeVar("Client", bound=AsyncClosable)
-
-
-class PerLoop(Generic[Client]):
-    """One SDK client per running event loop: a connection pool cannot move between loops.
-
-    A judge reused under a new ``asyncio.run`` gets a fresh client instead of failing with
-    "Event loop is closed".
-    """
-
-    def __init__(self, factory: Callable[[], Client]) -> None:
-        self._factory = factory
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: Client | None = None
-
-    def get(self) -> Client:
-        """The client for the running loop, built on first use in that loop."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = self._factory()
-            self._loop = loop
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the running loop's client, if there is one."""
-        client, self._client = self._client, None
-        if client is not None and self._loop is asyncio.get_running_loop():
-            await client.close()
-
-
 class ProviderJudge:
-    """What the provider judges share: the key and one SDK client per event loop.
+    """What the provider judges share: the key, one SDK client per event loop, and the
+    mapping of the SDK's errors (the two SDKs name them alike) to :class:`JudgeError`.
 
-    Subclasses set ``backend`` and ``key_env`` and implement ``_new_client`` and ``complete``.
-    The key comes from ``api_key`` or the ``key_env`` environment variable; a placeholder is
-    used for a custom ``base_url`` when neither is set (self-hosted servers need none).
+    Subclasses set ``backend``, ``key_env`` and ``sdk`` and implement ``_new_client``,
+    ``_send``, ``_reply`` and ``_status_message``. The key comes from ``api_key`` or the
+    ``key_env`` environment variable; a placeholder is used for a custom ``base_url`` when
+    neither is set (self-hosted servers need none).
 
     Raises:
         ValueError: no key is set and no ``base_url`` is given.
@@ -127,6 +77,7 @@ class ProviderJudge:
 
     backend: str
     key_env: str
+    sdk: Any
 
     def __init__(
         self,
@@ -137,16 +88,26 @@ class ProviderJudge:
         timeout: float = 60.0,
     ) -> None:
         self.model = model
-        self._key = resolve_key(api_key, self.key_env, base_url)
-        self._clients = PerLoop(partial(self._new_client, self._key, base_url, timeout))
+        key = api_key or os.environ.get(self.key_env)
+        if not key and base_url is None:
+            raise ValueError(f"{self.key_env} is not set")
+        self._key = key or PLACEHOLDER_KEY
+        self._new = partial(self._new_client, self._key, base_url, timeout)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Any = None
 
     @staticmethod
     def _new_client(api_key: str, base_url: str | None, timeout: float) -> Any:
         raise NotImplementedError
 
     def client(self) -> Any:
-        """The SDK client of the running event loop."""
-        return self._clients.get()
+        """The SDK client of the running event loop, built on first use in that loop: a
+        connection pool cannot move between loops, so a judge reused under a new
+        ``asyncio.run`` gets a fresh client instead of failing with "Event loop is closed"."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client, self._loop = self._new(), loop
+        return self._client
 
     @property
     def secret(self) -> str:
@@ -155,4 +116,53 @@ class ProviderJudge:
 
     async def aclose(self) -> None:
         """Close the HTTP connections opened in the running event loop."""
-        await self._clients.aclose()
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.close()
+
+    async def _send(self, request: JudgeRequest) -> object:
+        raise NotImplementedError
+
+    @staticmethod
+    def _reply(answer: object, latency: float) -> JudgeReply:
+        raise NotImplementedError
+
+    @staticmethod
+    def _status_message(err: Any) -> str:
+        raise NotImplementedError
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        """Answer one request or raise :class:`JudgeError`."""
+        sdk = self.sdk
+        start = time.perf_counter()
+        try:
+            answer = await self._send(request)
+        except sdk.APIStatusError as err:
+            raise status_error(
+                err.status_code, self._status_message(err), err.response.headers, self._key
+            ) from None  # the SDK error repeats the provider message, which may echo the key
+        except sdk.APITimeoutError as err:
+            if _refused(err):  # the aiohttp transport reports a refused connection as a timeout
+                raise JudgeError("connection_error", _cause(err), retryable=True) from err
+            raise JudgeError("timeout", "request timed out", retryable=True) from err
+        except sdk.APIConnectionError as err:
+            raise JudgeError("connection_error", _cause(err), retryable=True) from err
+        # ValueError: not JSON, or an integer past Python's 4,300 digits; RecursionError: too deep
+        except (sdk.APIResponseValidationError, ValueError, RecursionError) as err:
+            raise JudgeError("bad_response", "invalid response body", retryable=True) from err
+        return self._reply(answer, time.perf_counter() - start)
+
+
+def _refused(err: BaseException) -> bool:
+    """Whether a connection error (refused, reset) lies under ``err``."""
+    cause = err.__cause__ or err.__context__
+    while cause is not None:
+        if isinstance(cause, ConnectionError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _cause(err: BaseException) -> str:
+    cause = err.__cause__
+    return f"Connection error ({type(cause).__name__})" if cause else "Connection error"

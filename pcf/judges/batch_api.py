@@ -251,14 +251,7 @@ class AnthropicBatches:
         """One request of the batch."""
         return {"custom_id": custom_id, "params": self.judge.params(request)}
 
-    async def submit(
-        self,
-        token: str,
-        entries: Sequence[dict[str, Any]],
-        *,
-        file_id: str | None,
-        on_file: Callable[[str], None],
-    ) -> str:
+    async def submit(self, token: str, entries: Sequence[dict[str, Any]], **_: object) -> str:
         """Create the batch; its id (``token``, ``file_id`` and ``on_file`` are not used)."""
         create = self.judge.client().messages.batches.create(requests=list(entries))
         return (await _sdk_call(create, self.judge.secret)).id

@@ -163,8 +163,9 @@ class _Sender:
     """Sends requests in batches of at most ``max_requests`` requests and ``max_bytes`` of
     JSON, each recorded before the provider is asked."""
 
-    def __init__(self, batcher: _Batcher, max_requests: int, max_bytes: int) -> None:
-        self.batcher, self.max_requests, self.max_bytes = batcher, max_requests, max_bytes
+    def __init__(self, batcher: _Batcher, max_requests: int) -> None:
+        self.batcher, self.max_requests = batcher, max_requests
+        self.max_bytes = batcher.client.max_bytes
         self.keys: list[str] = []
         self.entries: list[dict[str, Any]] = []
         self.size = 0
@@ -330,7 +331,6 @@ class _Batcher:
         *,
         retry_failed: bool,
         max_requests: int | None,
-        max_bytes: int | None,
         cap: float | None = None,
     ) -> None:
         """Finish killed submissions, store cache hits, and send the rest in new batches when
@@ -342,9 +342,7 @@ class _Batcher:
         own = {key for r in records if r.state != "collected" for key in self.sent_keys(r)}
         carried = pending_batch_keys(session=self.session)
         self._guard(cap, retry_failed=retry_failed, own=own, carried=carried)
-        sender = _Sender(
-            self, max_requests or self.client.max_requests, max_bytes or self.client.max_bytes
-        )
+        sender = _Sender(self, max_requests or self.client.max_requests)
         seen: set[str] = set()
         deferred: list[str] = []
         self.report.planned = 0
@@ -635,12 +633,11 @@ def submit_run(
     actor: Actor,
     retry_failed: bool = False,
     max_requests: int | None = None,
-    max_bytes: int | None = None,
     max_cost: float | None = None,
 ) -> tuple[Run, BatchReport]:
     """Create or resume the run and send its missing calls as provider batches; returns at once.
 
-    ``max_requests`` and ``max_bytes`` lower the provider's limits per batch. ``actor`` must be
+    ``max_requests`` lowers the provider's limit of requests per batch. ``actor`` must be
     allowed to run, and the server's key to go where the batches go (see
     :func:`~pcf.runs.manage.check_start`). Nothing is sent when the requests' upper-bound
     price would take the run's spend past ``max_cost`` (by default the operator's
@@ -685,7 +682,6 @@ def submit_run(
                     await batcher.submit(
                         retry_failed=retry_failed,
                         max_requests=max_requests,
-                        max_bytes=max_bytes,
                         cap=cap,
                     )
                 finally:
@@ -797,9 +793,7 @@ async def _collect_rounds(
                 stored = batcher.run.settings.get(MAX_COST_SETTING)
                 cap = stored if stored is not None else default_cost_cap()
                 try:
-                    await batcher.submit(
-                        retry_failed=False, max_requests=None, max_bytes=None, cap=cap
-                    )
+                    await batcher.submit(retry_failed=False, max_requests=None, cap=cap)
                 except CostCapError as capped:  # the run is capped: nothing more to wait for
                     batcher.report.capped = str(capped)
                     continue
