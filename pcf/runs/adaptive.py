@@ -26,7 +26,7 @@ from pcf.orderings import schedule_length
 from pcf.runs.call_plan import PlannedCall, Slot
 from pcf.runs.spec import RunSpec
 from pcf.stopping import STOPPING_VERSION, ItemCalls, Stop, StoppingPolicy, current_winner, in_waves
-from pcf.store import Call, Run, item_calls, record_item_stops, set_run_setting, stored_judgment
+from pcf.store import Call, Run, item_calls, set_run_setting, stored_judgment
 
 STOPPING_SETTING = "stopping"
 """The run setting that records the policy a finished adaptive run was finished with."""
@@ -158,7 +158,7 @@ def record_stops(
     """Record where each item stopped (the kept stops and the new ones, each with its policy
     version) and the policy the run was finished with (run setting ``stopping``)."""
     recorded = {**kept, **{key: _recorded(stop) for key, stop in stops.items()}}
-    record_item_stops(run, recorded, session=session)
+    set_run_setting(run, "stops", recorded, session=session)
     versions = sorted({stop.get("version", UNVERSIONED) for stop in recorded.values()})
     finished_with = {
         "policy": spec.adaptive,

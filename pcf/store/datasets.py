@@ -23,11 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from pcf.items import Candidate, Item
-from pcf.store.models import (
-    CandidateRow,
-    Dataset,
-    ItemRow,
-)
+from pcf.store.models import CandidateRow, Dataset, ItemRow, saved
 
 CACHE_QUERY_CHUNK = 500
 """Content keys per query of :func:`cached_calls` (SQLite allows 32766 parameters)."""
@@ -73,8 +69,7 @@ def import_items(
         seed=seed,
         n_items=len(items),
     )
-    session.add(dataset)
-    session.flush()
+    saved(dataset, session=session)
     try:
         for start in range(0, len(items), ITEM_CHUNK):
             _insert_items(dataset.id, start, items[start : start + ITEM_CHUNK], session=session)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, UniqueConstraint, column, func
-from sqlmodel import Field, SQLModel, UTCDateTime
+from sqlmodel import Field, Session, SQLModel, UTCDateTime
 
 from pcf.store.compressed import CompressedJSON, CompressedText
 from pcf.store.requests import request_digest
+
+RowT = TypeVar("RowT", bound=SQLModel)
 
 
 class RunStatus(StrEnum):
@@ -35,6 +37,13 @@ class RunStatus(StrEnum):
 def utc_now() -> datetime:
     """The current time, timezone-aware in UTC."""
     return datetime.now(UTC)
+
+
+def saved(row: RowT, *, session: Session) -> RowT:
+    """``row`` added to the session and flushed (a new row gets its id)."""
+    session.add(row)
+    session.flush()
+    return row
 
 
 def _created_at() -> Any:
