@@ -143,10 +143,6 @@ def kept_stops(run: Run, *, recheck: bool) -> dict[str, dict[str, Any]]:
     return {} if recheck else dict(run.settings.get("stops", {}))
 
 
-def _recorded(stop: Stop) -> dict[str, Any]:
-    return dataclasses.asdict(stop) | {"version": STOPPING_VERSION}
-
-
 def record_stops(
     run: Run,
     spec: RunSpec,
@@ -157,7 +153,8 @@ def record_stops(
 ) -> None:
     """Record where each item stopped (the kept stops and the new ones, each with its policy
     version) and the policy the run was finished with (run setting ``stopping``)."""
-    recorded = {**kept, **{key: _recorded(stop) for key, stop in stops.items()}}
+    new = {key: dataclasses.asdict(s) | {"version": STOPPING_VERSION} for key, s in stops.items()}
+    recorded = {**kept, **new}
     set_run_setting(run, "stops", recorded, session=session)
     versions = sorted({stop.get("version", UNVERSIONED) for stop in recorded.values()})
     finished_with = {

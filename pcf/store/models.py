@@ -55,10 +55,6 @@ def _json(default_factory: type[list] | type[dict], *, name: str | None = None) 
     return Field(default_factory=default_factory, sa_column=column)
 
 
-def _optional_json() -> Any:
-    return Field(default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))
-
-
 class Dataset(SQLModel, table=True):
     """An imported set of items."""
 
@@ -191,7 +187,9 @@ class Call(SQLModel, table=True):
     ok: bool
     error: str | None = None
     repaired: list[str] = _json(list)
-    judgment: dict[str, Any] | None = _optional_json()
+    judgment: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JSON(none_as_null=True), nullable=True)
+    )
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
