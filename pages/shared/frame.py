@@ -71,11 +71,7 @@ def pages_for(actor: Actor) -> list[st.Page]:
     keeps its own address (``/adjudicate?label=...`` works for everyone who may label).
     """
     allowed = [path for path, (_, _, needs) in PAGES.items() if actor.may(needs)]
-    pages = [
-        st.Page(path, title=title, icon=icon, default=path == "pages/overview.py")
-        for path in allowed
-        for title, icon, _ in [PAGES[path]]
-    ]
+    pages = [_page(path) for path in allowed]
     if allowed and allowed[0] != "pages/overview.py":
 
         def home() -> None:
@@ -94,14 +90,13 @@ def stop_for_stranger() -> NoReturn:
     app's menu hidden: without a navigation of its own, a new server shows Streamlit's list of
     the files in ``pages/`` ("app, adjudicate, compare..."). The pages are all listed, so that
     the address a visitor opened is still theirs once they are known."""
-    st.navigation(
-        [
-            st.Page(path, title=title, icon=icon, default=path == "pages/overview.py")
-            for path, (title, icon, _) in PAGES.items()
-        ],
-        position="hidden",
-    )
+    st.navigation([_page(path) for path in PAGES], position="hidden")
     st.stop()
+
+
+def _page(path: str) -> st.Page:
+    title, icon, _ = PAGES[path]
+    return st.Page(path, title=title, icon=icon, default=path == "pages/overview.py")
 
 
 def page_link(path: str, *, where: Any = st, **options: Any) -> None:

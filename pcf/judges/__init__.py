@@ -56,7 +56,6 @@ def make_judge(
     *,
     base_url: str | None = None,
     replay_path: str | Path | None = None,
-    timeout: float = 60.0,
     seed: int = 0,
     api_key: str | None = None,
 ) -> Judge:
@@ -69,7 +68,6 @@ def make_judge(
         api_key: a key given for this judge only (a person's own, typed for one run): used
             instead of the environment's, never stored.
         replay_path: the ``judgments.jsonl`` a ``replay`` judge answers from.
-        timeout: seconds per request for real providers.
         seed: the simulated judge's seed.
     """
     if backend == "simulated":
@@ -79,11 +77,11 @@ def make_judge(
     if backend == "openai":
         from pcf.judges.openai_judge import OpenAIJudge  # noqa: PLC0415 - SDK import is slow
 
-        return OpenAIJudge(model, base_url=base_url, timeout=timeout, api_key=api_key)
+        return OpenAIJudge(model, base_url=base_url, api_key=api_key)
     if backend == "anthropic":
         from pcf.judges.anthropic_judge import AnthropicJudge  # noqa: PLC0415 - SDK import is slow
 
-        return AnthropicJudge(model, base_url=base_url, timeout=timeout, api_key=api_key)
+        return AnthropicJudge(model, base_url=base_url, api_key=api_key)
     if backend == "replay":
         if replay_path is None:
             raise ValueError("the replay backend needs a judgments.jsonl recording to answer from")

@@ -208,9 +208,6 @@ async def answer_in_waves(
     Args:
         executor: the engine's executor (it answers a list of planned calls).
         planned: every call an item may get, from the plan of :func:`executions_for`.
-        run: the run.
-        spec: the adaptive spec.
-        session: the run's session.
         kept: the recorded stops to keep (:func:`kept_stops`); their items get no call.
 
     Returns:

@@ -279,13 +279,10 @@ class RunRows:
             }
         )
 
-    def cached(
-        self, prepared: Sequence[Prepared], hits: dict[str, Call] | None = None
-    ) -> tuple[list[dict[str, Any]], list[Prepared]]:
-        """The rows of the calls the content-keyed cache answers, and the calls left for the
-        judge; the cache is looked up in a few queries unless its ``hits`` are given."""
-        if hits is None:
-            hits = cached_calls([key for *_, key in prepared], session=self.session)
+    def cached(self, prepared: Sequence[Prepared]) -> tuple[list[dict[str, Any]], list[Prepared]]:
+        """The rows of the calls the content-keyed cache answers (looked up in a few queries),
+        and the calls left for the judge."""
+        hits = cached_calls([key for *_, key in prepared], session=self.session)
         rows: list[dict[str, Any]] = []
         rest = []
         for planned, rendered, key in prepared:

@@ -65,22 +65,8 @@ def create_run(
     settings: Mapping[str, Any] | None = None,
     base_url: str | None = None,
 ) -> Run:
-    """Record a new pending run.
-
-    Args:
-        name: a name no other run has.
-        session: the open session; flushed, not committed.
-        dataset_id: the dataset judged.
-        protocol: one of :data:`pcf.runs.spec.PROTOCOLS`.
-        backend: the judge backend (``simulated``, ``openai``...).
-        model: the judge model.
-        k: orderings per item.
-        schedule: the ordering schedule.
-        seed: the run seed.
-        executions: independent passes over the dataset.
-        weights: the consensus weights.
-        settings: temperature, max_tokens, slot keys, prices...; never API keys.
-        base_url: the server of an OpenAI-compatible backend.
+    """Record a new pending run called ``name``; ``settings`` (temperature, max_tokens, slot
+    keys, prices...) never hold API keys.
 
     Raises:
         ValueError: the name is taken, the dataset does not exist, an argument is out of range,

@@ -36,15 +36,9 @@ def import_items(
     source_path: str | Path | None = None,
     seed: int = 0,
 ) -> Dataset:
-    """Store a dataset and its items and candidates with bulk inserts, in the caller's transaction.
-
-    Args:
-        items: the items, in file order.
-        session: the open session; flushed, not committed.
-        name: a name no other dataset has.
-        fmt: the format the items were loaded from (``jsonl``, ``rewardbench2``...).
-        source_path: the file they came from.
-        seed: the dataset seed of the canonical orders.
+    """Store dataset ``name`` (``items`` in file order, loaded from ``source_path`` in format
+    ``fmt``, with the dataset ``seed`` of the canonical orders) with bulk inserts, in the
+    caller's transaction.
 
     Raises:
         ValueError: the name is taken, there are no items, or two items share an id or an item
