@@ -334,13 +334,18 @@ def stderr_progress(name: str) -> Progress:
             f"judging {name}: {report.done}/{report.to_do} calls, {report.cache_hits} cache "
             f"hits, {report.failures} failed, ${report.cost_usd:.4f}"
         )
-        if terminal:
-            sys.stderr.write(f"\r{line}\033[K" + ("\n" if finished else ""))
-            sys.stderr.flush()
-        else:
-            typer.echo(line, err=True)
+        redraw(line, end="\n" if finished else "")
 
     return show
+
+
+def redraw(line: str, end: str = "") -> None:
+    """Redraw ``line`` (then ``end``) on a terminal's stderr, else print it as a line."""
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\r{line}\033[K{end}")
+        sys.stderr.flush()
+    else:
+        typer.echo(line, err=True)
 
 
 def check_runs(runs: list[tuple[str, RunReport]]) -> None:
@@ -803,11 +808,7 @@ def batch_collect_command(
             f"{sum(r.stored for r in reports)} calls stored, "
             f"{sum(r.pending for r in reports)} batches running"
         )
-        if terminal:
-            sys.stderr.write(f"\r{line}\033[K")
-            sys.stderr.flush()
-        else:
-            typer.echo(line, err=True)
+        redraw(line)
 
     with batch_errors(), database() as session:
         reports = collect_runs(
