@@ -759,6 +759,8 @@ async def _collect_all(
     progress: Callable[[list[BatchReport]], None] | None,
     forget_lost: bool,
 ) -> list[BatchReport]:
+    """Collect every run's ended batches (and send its next wave) until none is left to wait
+    for, or once without ``wait``, renewing the runs' leases meanwhile."""
     batchers = [
         _Batcher(run, spec, client_for(spec), session=session)
         for run, spec in zip(runs, specs, strict=True)
@@ -767,40 +769,32 @@ async def _collect_all(
         async with AsyncExitStack() as beats:
             for lease in leases:
                 await beats.enter_async_context(lease.heartbeat())
-            await _collect_rounds(batchers, wait, poll_s, progress, forget_lost)
+            while True:
+                for batcher in batchers:
+                    if not batcher.report.capped:
+                        await _collect_round(batcher, forget_lost)
+                if progress:
+                    progress([b.report for b in batchers])
+                if not wait or all(b.done() or b.lost_only() or b.report.capped for b in batchers):
+                    break
+                await asyncio.sleep(poll_s)
     finally:
         for batcher in batchers:
             await batcher.client.aclose()
     return [b.report for b in batchers]
 
 
-async def _collect_rounds(
-    batchers: list[_Batcher],
-    wait: bool,
-    poll_s: float,
-    progress: Callable[[list[BatchReport]], None] | None,
-    forget_lost: bool,
-) -> None:
-    """Collect every run's ended batches (and send its next wave) until none is left to wait
-    for, or once without ``wait``."""
-    while True:
-        for batcher in batchers:
-            if batcher.report.capped:
-                continue
-            await batcher.collect(forget_lost=forget_lost)
-            waves = batcher.spec.protocol == "apoc" or batcher.spec.adaptive != "off"
-            if batcher.report.pending == 0 and waves:
-                stored = batcher.run.settings.get(MAX_COST_SETTING)
-                cap = stored if stored is not None else default_cost_cap()
-                try:
-                    await batcher.submit(retry_failed=False, max_requests=None, cap=cap)
-                except CostCapError as capped:  # the run is capped: nothing more to wait for
-                    batcher.report.capped = str(capped)
-                    continue
-                await batcher.collect(forget_lost=forget_lost)
-            _finish_run(batcher)
-        if progress:
-            progress([b.report for b in batchers])
-        if not wait or all(b.done() or b.lost_only() or b.report.capped for b in batchers):
-            break
-        await asyncio.sleep(poll_s)
+async def _collect_round(batcher: _Batcher, forget_lost: bool) -> None:
+    """Collect a run's ended batches and, once none is pending, send its next wave."""
+    await batcher.collect(forget_lost=forget_lost)
+    waves = batcher.spec.protocol == "apoc" or batcher.spec.adaptive != "off"
+    if batcher.report.pending == 0 and waves:
+        stored = batcher.run.settings.get(MAX_COST_SETTING)
+        cap = stored if stored is not None else default_cost_cap()
+        try:
+            await batcher.submit(retry_failed=False, max_requests=None, cap=cap)
+        except CostCapError as capped:  # the run is capped: nothing more to wait for
+            batcher.report.capped = str(capped)
+            return
+        await batcher.collect(forget_lost=forget_lost)
+    _finish_run(batcher)
