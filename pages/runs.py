@@ -11,8 +11,8 @@ from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Permission
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.precompute import keep_results
 from pcf.analysis.results import SIMULATED_NOTE, is_simulated, run_summary
-from pcf.choices import SCHEDULES
-from pcf.judges import KEY_ENV
+from pcf.choices import SCHEDULES, SIMULATED_MODEL
+from pcf.judges import PROVIDERS, key_names, parse_model
 from pcf.judges.batch_api import BatchAPIError
 from pcf.reports.tables import runs_table
 from pcf.runs.background import background_runs, start_run
@@ -20,14 +20,7 @@ from pcf.runs.batch import collect_runs
 from pcf.runs.batch_status import batch_overview
 from pcf.runs.estimate import CostEstimate, estimate_run, settings_conflict
 from pcf.runs.live import RunReport
-from pcf.runs.manage import (
-    APP_BACKENDS,
-    DEFAULT_MODELS,
-    MAX_COST_ENV,
-    backend_availability,
-    default_cost_cap,
-    own_key_needed,
-)
+from pcf.runs.manage import MAX_COST_ENV, backend_problem, default_cost_cap, own_key_needed
 from pcf.runs.spec import PROTOCOLS, RunSpec
 from pcf.store import get_run, list_runs, run_listing, session_scope
 
@@ -36,7 +29,6 @@ from pcf.store import get_run, list_runs, run_listing, session_scope
 # Streamlit's "magic" would print it to every visitor.
 ESTIMATE_AT_ONCE_CALLS = 20_000
 ESTIMATE_KEY = "runs_estimate_of"  # (spec, estimate) of the last estimate asked for
-BACKEND_KEY = "runs_backend"
 MODEL_KEY = "runs_model"
 BASE_URL_KEY = "runs_base_url"
 KEY_KEY = "runs_own_key"  # a key typed for one run: kept in this session only, never stored
@@ -44,11 +36,6 @@ NAME_KEY = "runs_name"
 SHOWN_FINISHED_KEY = "runs_shown_finished"
 FORGOTTEN_KEY = "runs_forgotten"
 PROGRESS_INTERVAL_S = 1.0
-
-
-def reset_model() -> None:
-    """Suggest the chosen backend's default model."""
-    st.session_state[MODEL_KEY] = DEFAULT_MODELS[st.session_state[BACKEND_KEY]]
 
 
 ensure_app_frame()
@@ -169,43 +156,44 @@ if not runs_allowed:
     st.caption(f"Your role ({actor.role.value}) reads runs; an admin starts them.")
     st.stop()
 st.subheader("Start a run")
-if BACKEND_KEY not in st.session_state:
-    st.session_state[BACKEND_KEY] = "simulated"
-    reset_model()
 left, right = st.columns(2, gap="large")
 with left:
-    availability = backend_availability((st.session_state.get(BASE_URL_KEY) or "").strip())
-    backend = st.selectbox(
-        "Backend",
-        APP_BACKENDS,
-        key=BACKEND_KEY,
-        on_change=reset_model,
-        format_func=lambda b: b if availability[b] is None else f"{b} (not available)",
+    named = st.text_input(
+        "Model",
+        f"simulated/{SIMULATED_MODEL}",
+        key=MODEL_KEY,
+        help=f"provider/name, the provider one of {', '.join(PROVIDERS)}: openai/gpt-4o-mini, "
+        "google/gemini-2.5-flash, azure/DEPLOYMENT, ollama/llama3.1...",
+    ).strip()
+    base_url = (
+        st.text_input(
+            "Base URL (optional)",
+            key=BASE_URL_KEY,
+            placeholder="http://localhost:8000/v1",
+            help="An OpenAI-compatible server (vLLM, Ollama, llama.cpp...; yours needs no key), "
+            "an Azure OpenAI endpoint, or a provider's proxy.",
+        ).strip()
+        or None
     )
-    base_url = None
-    if backend == "openai":
-        base_url = (
-            st.text_input(
-                "OpenAI-compatible base URL (optional)",
-                key=BASE_URL_KEY,
-                placeholder="http://localhost:8000/v1",
-                help="vLLM, Ollama, llama.cpp... A server of your own needs no key.",
-            ).strip()
-            or None
-        )
-    model = st.text_input("Model", key=MODEL_KEY).strip()
+    try:
+        backend, model, base_url = parse_model(named, base_url=base_url)
+    except ValueError as exc:
+        st.error(escape_markdown(str(exc)))
+        st.stop()
+    unavailable = backend_problem(backend, base_url)
     own_key = None
     if own_key_needed(actor, backend, base_url):
         st.info(
-            f"This server's `{KEY_ENV[backend]}` goes only to {backend} and to the servers the "
-            f"operator lists (`{ALLOWED_BASE_URLS_ENV}`), so it is not sent to this base URL. "
-            "Give a key for this run only: it is used for this run and never stored or shown."
+            f"This server's `{key_names(backend)}` goes only to {backend} and to the servers "
+            f"the operator lists (`{ALLOWED_BASE_URLS_ENV}`), so it is not sent to this base "
+            "URL. Give a key for this run only: it is used for this run and never stored or "
+            "shown."
         )
         own_key = st.text_input("API key for this run", type="password", key=KEY_KEY) or None
-    elif availability[backend]:
-        st.warning(f"{backend} is not available: {availability[backend]}.")
-    elif backend in KEY_ENV:
-        st.caption(f"Using the key in `{KEY_ENV[backend]}` (never shown or stored).")
+    elif unavailable:
+        st.warning(f"{backend} is not available: {unavailable}.")
+    elif backend != "simulated":
+        st.caption(f"Using the key in `{key_names(backend)}` (never shown or stored).")
     protocol = st.selectbox(
         "Protocol", PROTOCOLS, index=PROTOCOLS.index("pcf"), key="runs_protocol"
     )
@@ -318,7 +306,7 @@ with session() as s:
 needs_key = own_key_needed(actor, backend, base_url) and not own_key
 problem = (
     ("give a key for this run" if needs_key else None)
-    or (None if own_key else availability[backend])
+    or (None if own_key else unavailable)
     or conflict
     or (None if model else "give a model name")
 )

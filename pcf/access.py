@@ -43,7 +43,7 @@ class Permission(StrEnum):
     """Something a role may be allowed to do; the value reads in an error message."""
 
     MANAGE_MEMBERS = "manage members"
-    IMPORT = "import datasets"
+    IMPORT = "import datasets and labels"
     RUN = "start, resume or collect runs"
     DELETE_RUN = "delete runs"
     LABEL = "save labels"
@@ -139,7 +139,8 @@ app, beyond the providers' own endpoints, e.g. ``http://gpu-box:8000/v1``."""
 def key_may_go_to(actor: Actor, backend: str, base_url: str | None) -> bool:
     """Whether the server's key for ``backend`` may be sent to ``base_url`` for ``actor``.
 
-    Always to the provider's own endpoint (no base URL, or the provider's own address) and for
+    Always to the provider's own endpoint (no base URL, or the provider's own address), to the
+    server of the SDK's variable (``OPENAI_BASE_URL``, ``AZURE_OPENAI_ENDPOINT``...) and for
     the operator, who names the servers; otherwise only to a server on the operator's list,
     compared as the cache compares servers (:func:`pcf.judges.judge_server`: scheme, host,
     port and path, never a credential or a query).
@@ -150,4 +151,4 @@ def key_may_go_to(actor: Actor, backend: str, base_url: str | None) -> bool:
     if server is None:
         return True
     listed = os.environ.get(ALLOWED_BASE_URLS_ENV, "").replace(",", " ").split()
-    return server in {judge_server(backend, url) for url in listed}
+    return server in {judge_server(backend, named) for named in [*listed, None]}

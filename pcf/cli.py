@@ -20,7 +20,7 @@ import typer
 
 from pcf.access import operator
 from pcf.choices import FORMATS, RULES, SCHEDULES, SIMULATED_MODEL
-from pcf.judges import BACKENDS
+from pcf.judges import BACKENDS, PROVIDERS, parse_model
 from pcf.runs.spec import PROTOCOLS
 from pcf.weights import PRESETS
 
@@ -35,10 +35,24 @@ if TYPE_CHECKING:
     from pcf.weights import Weights
 
 DatasetArgument = Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")]
-BackendOption = Annotated[str, typer.Option(help=f"One of: {', '.join(BACKENDS)}.")]
-ModelOption = Annotated[str, typer.Option(help="Model name.")]
+BackendOption = Annotated[
+    str | None,
+    typer.Option(help=f"One of: {', '.join(BACKENDS)}; then --model is the model's own name."),
+]
+ModelOption = Annotated[
+    str,
+    typer.Option(
+        help=f"provider/name, the provider one of: {', '.join(PROVIDERS)} (openai/gpt-4o-mini, "
+        "google/gemini-2.5-flash, azure/DEPLOYMENT, ollama/llama3.1); a name without a "
+        "provider is the simulated judge's."
+    ),
+]
 BaseUrlOption = Annotated[
-    str | None, typer.Option(help="OpenAI-compatible server (vLLM, Ollama, ...).")
+    str | None,
+    typer.Option(
+        help="The model's server: OpenAI-compatible (vLLM, Ollama, ...), an Azure OpenAI "
+        "endpoint, or a provider's proxy."
+    ),
 ]
 ConcurrencyOption = Annotated[int, typer.Option(help="Calls in flight at once.")]
 LimitOption = Annotated[int | None, typer.Option(help="Judge the first N items only.")]
@@ -442,28 +456,73 @@ def summary(run: Run, report: RunReport, *, session: Session) -> dict:
 
 @app.command("import")
 def import_dataset(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=f"One of: {', '.join(FORMATS)}.")],
-    path: Annotated[Path, typer.Argument(help="The dataset file.")],
-    name: Annotated[str | None, typer.Option(help="Dataset name (default: file name).")] = None,
+    fmt: Annotated[
+        str,
+        typer.Argument(
+            metavar="FORMAT",
+            help=f"One of: {', '.join(FORMATS)}; hf, a Hugging Face dataset; or inspect, an eval "
+            "log of the inspect_ai task pcf/judge (its items as a dataset, its answers as a run).",
+        ),
+    ],
+    path: Annotated[
+        Path,
+        typer.Argument(help="The dataset file; with hf a hub id or a local folder; the eval log."),
+    ],
+    name: Annotated[
+        str | None, typer.Option(help="Dataset name (default: file name; a log's dataset).")
+    ] = None,
     subset: Annotated[str | None, typer.Option(help="Subset or bucket to keep.")] = None,
     limit: Annotated[int | None, typer.Option(help="Keep the first N items.")] = None,
     seed: Annotated[
         int, typer.Option(help="Dataset seed: the canonical orders every run of it shares.")
     ] = 0,
+    config: Annotated[str | None, typer.Option(help="hf: the dataset's configuration.")] = None,
+    split: Annotated[
+        str | None, typer.Option(help="hf: the split to read (needed if it has several).")
+    ] = None,
+    revision: Annotated[str | None, typer.Option(help="hf: a hub branch, tag or commit.")] = None,
+    column_map: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--map",
+            metavar="FIELD=COLUMN",
+            help="hf: read a layout's FIELD (e.g. prompt, item_id) from COLUMN; repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Import a dataset into the database, all or nothing.
+
+    With hf, rows in RewardBench 2's, JudgeBench's or items.jsonl's layout are known by
+    their columns; --map names the columns of another. Needs the hf extra.
 
     Example: pcf import rewardbench2 factuality.jsonl --name rb2-fact --subset Factuality
     """
     from pcf.errors import DataError
+    from pcf.hf_datasets import load_hf
     from pcf.items import load_dataset
     from pcf.runs.manage import import_dataset
     from pcf.store import database_url
 
-    if fmt not in FORMATS:
-        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", 2)
+    if fmt not in (*FORMATS, "hf", "inspect"):
+        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}, hf, inspect", 2)
+    if fmt != "hf" and (config or split or revision or column_map):
+        fail("error: --config, --split, --revision and --map are for hf", 2)
+    pairs = [entry.partition("=") for entry in column_map or ()]
+    if any(not field or not column for field, _, column in pairs):
+        fail("error: --map takes FIELD=COLUMN, e.g. --map prompt=question", 2)
     try:
-        items = load_dataset(fmt, path, subset=subset, limit=limit)
+        if fmt == "inspect":
+            if subset or limit is not None or seed:
+                fail("error: --subset, --limit and --seed are the log's own: leave them out", 2)
+            import_inspect(path, name)
+            return
+        if fmt == "hf":
+            columns = {field: column for field, _, column in pairs}
+            hub = {"config": config, "split": split, "revision": revision, "subset": subset}
+            items, fmt = load_hf(str(path), columns=columns, **hub)
+            items = items[:limit]
+        else:
+            items = load_dataset(fmt, path, subset=subset, limit=limit)
         if not items:
             fail(f"error: {path} has no items{' in subset ' + subset if subset else ''}")
         with database() as session:
@@ -483,11 +542,26 @@ def import_dataset(
         fail(f"nothing imported: {exc}")
 
 
+def import_inspect(path: Path, name: str | None) -> None:
+    """``pcf import inspect LOG``: store the log's items and answers, print the run's summary."""
+    try:
+        from pcf.runs.inspect_log import import_inspect_log
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "inspect_ai":
+            raise
+        fail("error: reading an inspect log needs inspect_ai: pip install 'pcf-review[inspect]'")
+    with database() as session:
+        run, report = import_inspect_log(
+            path, session=session, actor=operator(), name=name, progress=stderr_progress(path.name)
+        )
+        emit(summary(run, report, session=session))
+
+
 @app.command()
 def judge(
     dataset_name: DatasetArgument,
     protocol: Annotated[str, typer.Option(help=f"One of: {', '.join(PROTOCOLS)}.")] = "pcf",
-    backend: BackendOption = "simulated",
+    backend: BackendOption = None,
     model: ModelOption = SIMULATED_MODEL,
     base_url: BaseUrlOption = None,
     k: Annotated[int, typer.Option("--k", help="Orderings per item and execution.")] = 7,
@@ -541,12 +615,12 @@ def judge(
     """Judge a dataset: create a run, or resume the run of that name; prints a summary.
 
     Progress goes to stderr. Exits with 1 and the cause when most calls failed, and refuses a
-    run that another live process is judging. With --batch (openai, anthropic) the calls go
+    run that another live process is judging. With --batch (openai/, anthropic/) the calls go
     to the provider's batch API and the command returns; `pcf batch collect RUN` stores them.
     An adaptive run keeps the stops it recorded: judging it again makes no call for those
     items, whichever release stopped them, unless --recheck-stops.
 
-    Example: pcf judge demo --protocol pcf --backend openai --model gpt-4o-mini --k 7
+    Example: pcf judge demo --protocol pcf --model openai/gpt-4o-mini --k 7
     """
     check_prices()
     from pcf.errors import DataError
@@ -563,9 +637,7 @@ def judge(
         spec = RunSpec(
             dataset_name,
             name,
-            backend=backend,
-            model=model,
-            base_url=base_url,
+            **parse_model(model, backend=backend, base_url=base_url)._asdict(),
             replay=replay,
             protocol=protocol,
             k=k,
@@ -891,7 +963,7 @@ def delete_run_command(
 def study(
     dataset_name: DatasetArgument,
     name: Annotated[str, typer.Option(help="Study name; its runs are NAME/direct, NAME/pcf...")],
-    backend: BackendOption = "simulated",
+    backend: BackendOption = None,
     model: ModelOption = SIMULATED_MODEL,
     base_url: BaseUrlOption = None,
     k: Annotated[int, typer.Option("--k", help="Orderings per item for PCF and repeated.")] = 7,
@@ -909,7 +981,7 @@ def study(
     APOCJudge for pairs. Cached calls are reused, so running it again costs nothing. With
     --batch every run is submitted as provider batches (a prompt two runs share is sent once).
 
-    Example: pcf study demo --name demo-study --backend openai --model gpt-4o-mini --batch
+    Example: pcf study demo --name demo-study --model openai/gpt-4o-mini --batch
     """
     check_prices()
     from pcf.errors import DataError
@@ -920,9 +992,7 @@ def study(
     try:
         base = RunSpec(
             dataset_name,
-            backend=backend,
-            model=model,
-            base_url=base_url,
+            **parse_model(model, backend=backend, base_url=base_url)._asdict(),
             replay=replay,
             k=k,
             executions=executions,
@@ -949,6 +1019,54 @@ def study(
     except (ValueError, DataError) as exc:
         fail(f"error: {exc}", 2)
     check_runs(reports)
+
+
+@app.command("check")
+def check_command(
+    run_name: Annotated[str, typer.Argument(metavar="RUN", help="A stored run.")],
+    max_order_unstable: Annotated[
+        float | None, typer.Option(min=0, max=1, help="Most share of order_unstable items.")
+    ] = None,
+    max_position_driven: Annotated[
+        float | None, typer.Option(min=0, max=1, help="Most share of position_driven items.")
+    ] = None,
+    min_kappa: Annotated[
+        float | None,
+        typer.Option(min=-1, max=1, help="Least Cohen's kappa of PCF against human gold."),
+    ] = None,
+    min_accuracy: Annotated[
+        float | None, typer.Option(min=0, max=1, help="Least accuracy of PCF against human gold.")
+    ] = None,
+) -> None:
+    """Gate a build on a stored run: one line per threshold (figure, value, threshold, pass or
+    FAIL), then the same as JSON on the last line. Exits 0 when every threshold holds, 1 when
+    one fails, 2 on a usage error (no threshold; kappa or accuracy without human gold).
+
+    Example: pcf check demo-pcf --max-order-unstable 0.5 --max-position-driven 0.1
+    """
+    from dataclasses import asdict
+
+    from pcf.analysis.gate import check_run
+
+    with database() as session:
+        run = existing_run(run_name, session=session)
+        try:
+            checks = check_run(
+                run,
+                session=session,
+                max_order_unstable=max_order_unstable,
+                max_position_driven=max_position_driven,
+                min_kappa=min_kappa,
+                min_accuracy=min_accuracy,
+            )
+        except ValueError as exc:
+            fail(f"error: {exc}", 2)
+    passed = all(c.passed for c in checks)
+    for check in checks:
+        typer.echo(check.line())
+    typer.echo(json.dumps({"run": run_name, "passed": passed, "checks": list(map(asdict, checks))}))
+    if not passed:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -1252,33 +1370,42 @@ app.add_typer(gold_app, name="gold")
 ExportOut = Annotated[Path, typer.Option("--out", help="The file to write (its folder is made).")]
 ExportFormat = Annotated[
     str | None,
-    typer.Option("--format", help="jsonl, csv or parquet (default: the --out suffix's, or jsonl)."),
+    typer.Option(
+        "--format",
+        help="jsonl, csv, parquet, or hf: a folder that datasets.load_dataset reads, with a "
+        "README.md card (default: the --out suffix's, or jsonl).",
+    ),
 ]
 
 
 def export_team(dataset_name: str, out: Path, fmt: str | None, what: str) -> None:
-    """Write the dataset's labels or human gold to ``out`` (a valid file even when empty)."""
+    """Write the dataset's labels or human gold to ``out`` (a valid file even when empty; a
+    folder with its dataset card for ``hf``)."""
     from pcf.labelling.exports import (
         GOLD_SCHEMA,
         LABEL_SCHEMA,
+        dataset_card,
         export_format,
         gold_records,
         label_records,
         write_records,
     )
+    from pcf.labelling.plan import labelling_plan
 
     try:
         fmt = export_format(out, fmt)
     except ValueError as exc:
         fail(f"error: {exc}", 2)
-    if out.is_dir():
+    if out.is_dir() and fmt != "hf":
         fail(f"error: --out {out} is a folder; give a file name", 2)
     with database() as session:
         found = existing_dataset(dataset_name, session=session)
         records = (label_records if what == "labels" else gold_records)(found.id, session=session)
+        plan = labelling_plan(found.id, session=session)
+    card = dataset_card(dataset_name, what, records, plan)
     with writing(out):
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_records(records, out, fmt, LABEL_SCHEMA if what == "labels" else GOLD_SCHEMA)
+        write_records(records, out, fmt, LABEL_SCHEMA if what == "labels" else GOLD_SCHEMA, card)
     typer.echo(f"wrote {len(records)} {what} records to {out}", err=True)
 
 
@@ -1289,6 +1416,37 @@ def labels_export(dataset_name: DatasetArgument, out: ExportOut, fmt: ExportForm
     Example: pcf labels export demo --out labels.parquet --format parquet
     """
     export_team(dataset_name, out, fmt, "labels")
+
+
+@labels_app.command("import")
+def labels_import(
+    path: Annotated[
+        Path, typer.Argument(help="JSON Lines, CSV or Parquet (by its suffix): one label a row.")
+    ],
+    dataset_name: Annotated[str, typer.Option("--dataset", help="An imported dataset.")],
+    source: Annotated[
+        str | None, typer.Option(help="Where the labels come from (default: the file's name).")
+    ] = None,
+) -> None:
+    """Import labels given elsewhere, all or nothing: columns item_id, annotator, answer (a
+    candidate id, none_correct or cannot_tell), and optional confidence, note, time.
+
+    Example: pcf labels import labels.csv --dataset demo --source label-studio
+    """
+    from pcf.errors import DataError
+    from pcf.labelling.imports import import_labels
+
+    with database() as session:
+        found = existing_dataset(dataset_name, session=session)
+        try:
+            count = import_labels(
+                path, found.id, session=session, actor=operator(), source=source or path.name
+            )
+        except DataError as exc:
+            fail(f"{len(exc.problems)} problem(s) in {path}; nothing imported:\n{exc}")
+        except ValueError as exc:
+            fail(f"error: {exc}", 2)
+    typer.echo(f"imported {count} labels into {dataset_name}", err=True)
 
 
 @gold_app.command("export")

@@ -19,12 +19,13 @@ raises them together as one :class:`~pcf.errors.DataError`. Their rows are pydan
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -434,6 +435,54 @@ def _string_problem(text: str) -> str | None:
         except UnicodeEncodeError as exc:
             return f"contains a lone surrogate (U+{ord(text[exc.start]):04X})"
     return None
+
+
+def read_rows(
+    path: Path, check: FieldChecker, required: Sequence[str] = ()
+) -> Iterator[tuple[int, dict]]:
+    """(line, row) of each storable row of a Parquet or CSV file (by the suffix; a Parquet
+    "line" is the row's number) or else JSON Lines; the other rows' problems are recorded.
+
+    Raises:
+        DataError: at once for a file that cannot be read as its kind, or a CSV header
+            without the ``required`` columns.
+    """
+    suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".csv"):
+        yield from read_json_lines(path, check)
+        return
+    with open_data(path) as fh:
+        data = read_capped(fh, path, DATA_FILE)
+    if suffix == ".parquet":
+        try:
+            frame = read_parquet_bytes(data)
+        except (OSError, ValueError) as exc:  # pyarrow's errors are among these
+            check.add(None, None, f"not a readable Parquet file: {exc}")
+            check.raise_if_any()
+        records = enumerate(frame.to_dict(orient="records"), start=1)
+        rows = ((i, {key: _plain(value) for key, value in rec.items()}) for i, rec in records)
+        yield from ((i, row) for i, row in rows if storable(row, i, check))
+        return
+    content = decode_utf8(data.removeprefix(BOM), check, 1)
+    check.raise_if_any()
+    reader = csv.DictReader(io.StringIO(content, newline=""))
+    try:
+        header = reader.fieldnames or []
+        missing = [column for column in required if column not in header]
+        if missing:
+            check.add(1, ", ".join(missing), f"missing column(s); header is {header}")
+            check.raise_if_any()
+        for row in reader:
+            if storable(row, reader.line_num, check):
+                yield reader.line_num, row
+    except csv.Error as exc:  # e.g. a field over the csv module's size limit
+        check.add(reader.line_num + 1, None, f"unreadable CSV: {exc}")  # the record it began
+        check.raise_if_any()
+
+
+def _plain(value: Any) -> Any:
+    """Parquet gives numpy arrays where JSON gives lists."""
+    return value.tolist() if hasattr(value, "tolist") else value
 
 
 def open_checked(path: str | Path) -> tuple[Path, FieldChecker]:

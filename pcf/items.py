@@ -1,4 +1,5 @@
-"""Items, candidates and the dataset loaders (RewardBench 2, JudgeBench, items.jsonl, CSV).
+"""Items, candidates and the dataset loaders (RewardBench 2, JudgeBench, items.jsonl, CSV); rows
+read elsewhere (Hugging Face datasets: :mod:`pcf.hf_datasets`) pass :func:`items_from_rows`.
 
 Every loader reads the whole file, collects every problem (file, line, field) and raises one
 :class:`~pcf.errors.DataError` if there is any, so a bad file is never half used.
@@ -16,9 +17,7 @@ regular file of at most :data:`~pcf.files.DATA_FILE` (:mod:`pcf.files`).
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import re
 import string
 from collections import Counter
@@ -32,20 +31,14 @@ from pydantic_core import PydanticCustomError
 
 from pcf.choices import FORMATS
 from pcf.files import (
-    BOM,
-    DATA_FILE,
     FieldChecker,
     Limit,
     Text,
     capped,
-    decode_utf8,
     must,
     open_checked,
-    open_data,
-    read_capped,
     read_json_lines,
-    read_parquet_bytes,
-    storable,
+    read_rows,
 )
 
 CSV_COLUMNS = ("item_id", "prompt", "candidate_id", "text", "gold", "bucket")
@@ -238,16 +231,15 @@ def _bucket_filter(items: list[Item], subset: str | None) -> list[Item]:
 def load_items_jsonl(path: str | Path, *, subset: str | None = None) -> list[Item]:
     """Load METHOD.md's ``items.jsonl``; ``subset`` keeps one bucket."""
     path, check = open_checked(path)
-    items = list(_items_jsonl(path, check))
-    check.raise_if_any()
-    return _bucket_filter(items, subset)
+    return items_from_rows("jsonl", read_json_lines(path, check), check, subset=subset)
 
 
 def item_listing(path: str | Path) -> dict[str, tuple[str, ...]]:
     """Each item's candidate ids in listing order, in file order, from an ``items.jsonl``
     checked as :func:`load_items_jsonl` checks it; the texts are not kept."""
     path, check = open_checked(path)
-    listing = {item.item_id: item.candidate_ids for item in _items_jsonl(path, check)}
+    rows = read_json_lines(path, check)
+    listing = {item.item_id: item.candidate_ids for item in sound_items("jsonl", rows, check)}
     check.raise_if_any()
     return listing
 
@@ -277,17 +269,14 @@ class _ItemLine(BaseModel):
     metadata: Annotated[dict, BeforeValidator(lambda v: v if _is_object(v) else {})] = {}
 
 
-def _items_jsonl(path: Path, check: FieldChecker) -> Iterator[Item]:
-    """The sound items of an ``items.jsonl``, the problems of the others recorded."""
-    seen: dict[str, int] = {}
-    for line, obj in read_json_lines(path, check):
-        row = check.validate(_ItemLine, obj, line, item=obj.get("item_id"))
-        if row is None:
-            continue
-        candidates = tuple(Candidate(c.id, c.text) for c in row.candidates)
-        item = Item(row.item_id, row.prompt, candidates, row.gold, row.bucket, row.metadata)
-        if _sound(check, line, seen, item):
-            yield item
+def _items_jsonl_item(obj: dict, line: int, check: FieldChecker) -> Item | None:
+    """A line of ``items.jsonl`` as an item, or None with its problems recorded."""
+    item_id = obj.get("item_id") if _is_object(obj) else None
+    row = check.validate(_ItemLine, obj, line, item=item_id)
+    if row is None:
+        return None
+    candidates = tuple(Candidate(c.id, c.text) for c in row.candidates)
+    return Item(row.item_id, row.prompt, candidates, row.gold, row.bucket, row.metadata)
 
 
 # ---------------------------------------------------------------- CSV
@@ -311,39 +300,23 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
     ``gold`` means no gold label. Items keep the order of their first row.
     """
     path, check = open_checked(path)
-    with open_data(path) as fh:
-        content = decode_utf8(read_capped(fh, path, DATA_FILE).removeprefix(BOM), check, 1)
-    check.raise_if_any()
-    reader = csv.DictReader(io.StringIO(content, newline=""))
     groups: dict[str, dict[str, Any]] = {}
     broken = set()  # items with a row in error: their other rows are not checked together
-    try:
-        header = reader.fieldnames or []
-        missing = [c for c in CSV_COLUMNS[:4] if c not in header]
-        if missing:
-            check.add(1, ", ".join(missing), f"missing column(s); header is {header}")
-            check.raise_if_any()
-        for row in reader:
-            line = reader.line_num
-            if not storable(row, line, check):
-                continue
-            cells = check.validate(_CsvRow, row, line, item=row.get("item_id"))
-            if cells is None:
-                broken.add(row.get("item_id"))
-                continue
-            group = groups.setdefault(
-                cells.item_id,
-                {"line": line, "prompt": cells.prompt, "gold": None, "bucket": None, "cands": []},
-            )
-            for key in ("prompt", "gold", "bucket"):
-                value = getattr(cells, key)
-                if value is not None and group[key] not in (None, value):
-                    check.add(line, key, f"differs from earlier rows of item {cells.item_id!r}")
-                group[key] = group[key] or value
-            group["cands"].append(Candidate(cells.candidate_id, cells.text))
-    except csv.Error as exc:  # e.g. a field over the csv module's size limit
-        check.add(reader.line_num + 1, None, f"unreadable CSV: {exc}")  # the record it began
-        check.raise_if_any()
+    for line, row in read_rows(path, check, CSV_COLUMNS[:4]):
+        cells = check.validate(_CsvRow, row, line, item=row.get("item_id"))
+        if cells is None:
+            broken.add(row.get("item_id"))
+            continue
+        group = groups.setdefault(
+            cells.item_id,
+            {"line": line, "prompt": cells.prompt, "gold": None, "bucket": None, "cands": []},
+        )
+        for key in ("prompt", "gold", "bucket"):
+            value = getattr(cells, key)
+            if value is not None and group[key] not in (None, value):
+                check.add(line, key, f"differs from earlier rows of item {cells.item_id!r}")
+            group[key] = group[key] or value
+        group["cands"].append(Candidate(cells.candidate_id, cells.text))
     items: list[Item] = []
     seen: dict[str, int] = {}
     for item_id, g in groups.items():
@@ -360,25 +333,6 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
 def _neutral_id(key: str) -> str:
     """A short id hashed from ``key``, so ids and listing order reveal nothing."""
     return "c" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:7]
-
-
-def _rows_of(path: Path, check: FieldChecker) -> Iterable[tuple[int, dict]]:
-    if path.suffix == ".parquet":
-        try:
-            with open_data(path) as fh:
-                frame = read_parquet_bytes(read_capped(fh, path, DATA_FILE))
-        except (OSError, ValueError) as exc:  # pyarrow's errors are among these
-            check.add(None, None, f"not a readable Parquet file: {exc}")
-            check.raise_if_any()
-        records = enumerate(frame.to_dict(orient="records"), start=1)
-        rows = ((i, {key: _plain(value) for key, value in rec.items()}) for i, rec in records)
-        return ((i, row) for i, row in rows if storable(row, i, check))
-    return read_json_lines(path, check)
-
-
-def _plain(value: Any) -> Any:
-    """Parquet gives numpy arrays where JSON gives lists."""
-    return value.tolist() if hasattr(value, "tolist") else value
 
 
 Answers = Annotated[
@@ -428,25 +382,20 @@ def load_rewardbench2(path: str | Path, *, subset: str | None = None) -> list[It
     a row holding the same text twice still works. For Parquet files, "line" means row number.
     """
     path, check = open_checked(path)
-    items: list[Item] = []
-    seen: dict[str, int] = {}
-    for line, row in _rows_of(path, check):
-        named = row.get("subset")
-        if subset is not None and isinstance(named, str) and named.strip() and named != subset:
-            continue
-        key = f"{named}:{row.get('id')}"
-        fields = check.validate(_RewardBench2Row, row, line, item=key)
-        if fields is None:
-            continue
-        answers = [*fields.chosen, *fields.rejected]
-        candidates = [Candidate(_neutral_id(f"{key}:{i}"), text) for i, text in enumerate(answers)]
-        meta = {"models": fields.models, "subset": fields.subset}
-        gold, ordered = candidates[0].id, tuple(sorted(candidates, key=lambda c: c.id))
-        item = Item(key, fields.prompt, ordered, gold, fields.subset, meta)
-        if _sound(check, line, seen, item):
-            items.append(item)
-    check.raise_if_any()
-    return items
+    return items_from_rows("rewardbench2", read_rows(path, check), check, subset=subset)
+
+
+def _rewardbench2_item(row: dict, line: int, check: FieldChecker) -> Item | None:
+    """A RewardBench 2 row as an item, or None with its problems recorded."""
+    key = f"{row.get('subset')}:{row.get('id')}"
+    fields = check.validate(_RewardBench2Row, row, line, item=key)
+    if fields is None:
+        return None
+    answers = [*fields.chosen, *fields.rejected]
+    candidates = [Candidate(_neutral_id(f"{key}:{i}"), text) for i, text in enumerate(answers)]
+    meta = {"models": fields.models, "subset": fields.subset}
+    gold, ordered = candidates[0].id, tuple(sorted(candidates, key=lambda c: c.id))
+    return Item(key, fields.prompt, ordered, gold, fields.subset, meta)
 
 
 # ---------------------------------------------------------------- JudgeBench
@@ -472,17 +421,74 @@ def load_judgebench(path: str | Path, *, subset: str | None = None) -> list[Item
     ``source``; ``subset`` keeps one bucket.
     """
     path, check = open_checked(path)
-    items: list[Item] = []
-    seen: dict[str, int] = {}
-    for line, obj in read_json_lines(path, check):
-        row = check.validate(_JudgeBenchRow, obj, line, item=obj.get("pair_id"))
-        if row is None:
-            continue
-        a, b = Candidate("response_A", row.response_a), Candidate("response_B", row.response_b)
-        gold = a.id if row.label == "A>B" else b.id
-        meta = row.model_dump(include={"source", "original_id", "response_model"})
-        item = Item(row.pair_id, row.question, (a, b), gold, judgebench_bucket(row.source), meta)
-        if _sound(check, line, seen, item):
-            items.append(item)
+    return items_from_rows("judgebench", read_json_lines(path, check), check, subset=subset)
+
+
+def _judgebench_item(obj: dict, line: int, check: FieldChecker) -> Item | None:
+    """A JudgeBench pair as an item, or None with its problems recorded."""
+    row = check.validate(_JudgeBenchRow, obj, line, item=obj.get("pair_id"))
+    if row is None:
+        return None
+    a, b = Candidate("response_A", row.response_a), Candidate("response_B", row.response_b)
+    gold = a.id if row.label == "A>B" else b.id
+    meta = row.model_dump(include={"source", "original_id", "response_model"})
+    return Item(row.pair_id, row.question, (a, b), gold, judgebench_bucket(row.source), meta)
+
+
+ROW_LAYOUTS = {
+    "rewardbench2": (_rewardbench2_item, ("chosen", "rejected")),
+    "judgebench": (_judgebench_item, ("pair_id", "response_A", "response_B")),
+    "jsonl": (_items_jsonl_item, ("item_id", "candidates")),
+}
+"""The layouts whose rows become items one row each: the reader of a row, and the columns that
+tell the layout (:func:`layout_of`)."""
+
+
+def layout_of(columns: Iterable[str]) -> str:
+    """The layout of :data:`ROW_LAYOUTS` whose telling columns ``columns`` hold.
+
+    Raises:
+        ValueError: none; the message lists the columns and what each layout needs.
+    """
+    held = set(columns)
+    found = next((name for name, (_, cols) in ROW_LAYOUTS.items() if held >= set(cols)), None)
+    if found is None:
+        needs = "; ".join(f"{name}: {', '.join(cols)}" for name, (_, cols) in ROW_LAYOUTS.items())
+        raise ValueError(f"columns {sorted(held)} are no known layout ({needs})")
+    return found
+
+
+def items_from_rows(
+    layout: str, rows: Iterable[tuple[int, dict]], check: FieldChecker, *, subset: str | None = None
+) -> list[Item]:
+    """The items of ``(line, row)`` pairs in a layout of :data:`ROW_LAYOUTS`, all or none.
+
+    ``subset`` keeps one bucket; RewardBench 2 rows of other subsets are not read at all (their
+    rows differ: Ties has several chosen answers).
+
+    Raises:
+        DataError: every problem, with ``check``'s file, the line and the field.
+    """
+    if layout == "rewardbench2" and subset is not None:
+        rows = ((line, row) for line, row in rows if _named_subset(row) in (None, subset))
+    items = list(sound_items(layout, rows, check))
     check.raise_if_any()
     return _bucket_filter(items, subset)
+
+
+def _named_subset(row: dict) -> str | None:
+    named = row.get("subset")
+    return named if isinstance(named, str) and named.strip() else None
+
+
+def sound_items(
+    layout: str, rows: Iterable[tuple[int, Any]], check: FieldChecker
+) -> Iterator[Item]:
+    """The sound items of ``(line, row)`` pairs in a layout of :data:`ROW_LAYOUTS`, the problems
+    of the others recorded at their line."""
+    read, _ = ROW_LAYOUTS[layout]
+    seen: dict[str, int] = {}
+    for line, row in rows:
+        item = read(row, line, check)
+        if item is not None and _sound(check, line, seen, item):
+            yield item

@@ -4,7 +4,8 @@ Prices are USD per million tokens ``(input, output)``. The built-in table holds 
 list prices and can be replaced or extended with a JSON file named by ``PCF_PRICES``:
 ``{"my-model": [0.5, 1.5], ...}``. Calls sent through a provider's batch API (OpenAI Batch,
 Anthropic Message Batches) cost :data:`BATCH_DISCOUNT` of the list price. A model missing
-from the table costs 0 and is reported as unpriced, never guessed. Prices are finite
+from the table costs 0 and is reported as unpriced, never guessed; under a cost cap a
+provider's unpriced model is refused (:func:`pcf.runs.manage.require_price`). Prices are finite
 and at least 0, so no cost is ever negative. The file must be a regular file of at most
 :data:`~pcf.files.PRICES_FILE` (1 MB; ``PCF_MAX_PRICES_MB`` raises it).
 """
@@ -24,6 +25,12 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "gpt-4.1-mini": (0.40, 1.60),
     "claude-sonnet-4-20250514": (3.00, 15.00),
     "claude-3-5-haiku-20241022": (0.80, 4.00),
+    # Gemini API, paid tier, prompts up to 200k tokens (thinking tokens bill as output):
+    # https://ai.google.dev/gemini-api/docs/pricing, list prices as of 2025-11
+    "gemini-2.5-pro": (1.25, 10.00),
+    "gemini-2.5-flash": (0.30, 2.50),
+    "gemini-2.5-flash-lite": (0.10, 0.40),
+    "gemini-2.0-flash": (0.10, 0.40),
 }
 BATCH_DISCOUNT = 0.5
 """Both providers bill batch requests at half the list price, input and output alike."""

@@ -21,6 +21,7 @@ where it is what is tested. Runs built by hand come from ``tests.factories.store
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -40,6 +41,9 @@ from tests.demo_database import (
 from tests.e2e.conftest import in_ci
 from tests.factories import make_mixed_runs
 from tests.markdown_renderer import StreamlitRenderer, missing
+
+# No test reaches the Hugging Face hub: `datasets` and `huggingface_hub` read these on import.
+os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 # Shared provider checks live in a helper module; let pytest explain their failed asserts.
 pytest.register_assert_rewrite("tests.judge_providers")

@@ -1,6 +1,7 @@
 """What the provider judge tests share: one spec per provider and the wire-server helpers.
 
-``tests/judges/test_providers.py`` runs the behaviour both judges share once per spec;
+``tests/judges/test_providers.py`` runs the behaviour the judges share once per spec (OpenAI,
+Anthropic, Gemini, Azure OpenAI);
 ``tests/judges/test_openai.py`` and ``tests/judges/test_anthropic.py`` keep what only one
 provider does; :func:`run_at_server` makes a whole run through a provider's SDK.
 """
@@ -8,6 +9,7 @@ provider does; :func:`run_at_server` makes a whole run through a provider's SDK.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +22,8 @@ from pcf.items import Item
 from pcf.judges._provider import ProviderJudge
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest
-from pcf.judges.openai_judge import OpenAIJudge
+from pcf.judges.google_judge import GoogleJudge
+from pcf.judges.openai_judge import AzureJudge, OpenAIJudge
 from pcf.runs.live import execute
 from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
@@ -70,6 +73,12 @@ class ProviderSpec:
     overloaded_status: int
     """The provider's own 5xx besides 500."""
     bad_request_message: str
+    sent_key: Callable[[dict[str, str]], str] = lambda h: h["authorization"].removeprefix("Bearer ")
+    """The key in a request's headers."""
+    sent_max_tokens: Callable[[dict[str, Any]], Any] = lambda body: body["max_tokens"]
+    """The answer token limit in a request's body."""
+    settings: tuple[tuple[str, str], ...] = ()
+    """Other environment variables the provider needs."""
 
     def base_url(self, server: WireServer) -> str:
         """The ``base_url`` that points this SDK at ``server``."""
@@ -112,7 +121,46 @@ ANTHROPIC = ProviderSpec(
     overloaded_status=529,
     bad_request_message="output_config.format: invalid schema",
 )
-PROVIDERS = (OPENAI, ANTHROPIC)
+GOOGLE = ProviderSpec(
+    backend="google",
+    judge=GoogleJudge,
+    model="gemini-test",
+    key_env="GOOGLE_API_KEY",
+    sdk_env=(
+        "GEMINI_API_KEY",
+        "GOOGLE_GEMINI_BASE_URL",
+        "GOOGLE_GENAI_USE_VERTEXAI",
+        "GOOGLE_GENAI_USE_ENTERPRISE",
+        "GOOGLE_CLOUD_PROJECT",
+        "GOOGLE_CLOUD_LOCATION",
+    ),
+    server_url_attr="base_url",
+    url_suffix="",
+    path="/v1/models/gemini-test:generateContent",
+    finish_reason=lambda raw: raw["candidates"][0]["finishReason"],
+    finished="STOP",
+    truncated="MAX_TOKENS",
+    not_a_reply='{"candidates": null}',
+    overloaded_status=503,
+    bad_request_message="Invalid JSON payload received. Unknown name",
+    sent_key=lambda headers: headers["x-goog-api-key"],
+    sent_max_tokens=lambda body: body["generationConfig"]["maxOutputTokens"],
+)
+AZURE = dataclasses.replace(
+    OPENAI,
+    backend="azure",
+    judge=AzureJudge,
+    key_env="AZURE_OPENAI_API_KEY",
+    sdk_env=("AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_AD_TOKEN", "OPENAI_BASE_URL"),
+    server_url_attr="base_url",
+    url_suffix="",
+    path="/openai/deployments/gpt-test/chat/completions",
+    sent_key=lambda headers: headers["api-key"],
+    settings=(("OPENAI_API_VERSION", "2024-10-21"),),
+)
+PROVIDERS = (OPENAI, ANTHROPIC, GOOGLE, AZURE)
+BATCH_PROVIDERS = (OPENAI, ANTHROPIC)
+"""The providers whose batch API PCF uses."""
 
 
 def use_environment(monkeypatch: pytest.MonkeyPatch, spec: ProviderSpec) -> None:
@@ -120,6 +168,8 @@ def use_environment(monkeypatch: pytest.MonkeyPatch, spec: ProviderSpec) -> None
     monkeypatch.setenv(spec.key_env, SECRET)
     for name in spec.sdk_env:
         monkeypatch.delenv(name, raising=False)
+    for name, value in spec.settings:
+        monkeypatch.setenv(name, value)
 
 
 async def call(judge: ProviderJudge, request: JudgeRequest) -> JudgeReply:

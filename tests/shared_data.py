@@ -10,6 +10,9 @@ RB2 = SHARED / "rewardbench2" / "factuality-first120.jsonl"
 JUDGEBENCH_PAIRS = (
     SHARED / "judgebench" / "data" / "dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl"
 )
+JUDGEBENCH_CLAUDE_PAIRS = JUDGEBENCH_PAIRS.with_name(
+    "dataset=judgebench,response_model=claude-3-5-sonnet-20240620.jsonl"
+)
 JUDGEBENCH_OUTPUTS = SHARED / "judgebench" / "outputs"
 O1_MINI = JUDGEBENCH_OUTPUTS / (
     "dataset=judgebench,response_model=gpt-4o-2024-05-13,judge_name=arena_hard,"

@@ -13,7 +13,6 @@ HEAVY_MODULES = (
     "scipy",
     "statsmodels",
     "krippendorff",
-    "crowdkit",
     "sqlalchemy",
     "sqlmodel",
     "alembic",

@@ -85,3 +85,19 @@ def test_no_list_means_only_the_providers_own_endpoint(monkeypatch):
     admin = Actor("adam@example.com", Role.ADMIN)
     assert not key_may_go_to(admin, "anthropic", "http://localhost:8000/v1")
     assert key_may_go_to(admin, "anthropic", None)
+
+
+def test_gemini_and_azure_keys_go_only_to_their_own_or_named_servers(monkeypatch):
+    """Gemini's key goes to Google's endpoint; an Azure key to the endpoint the operator set
+    (``AZURE_OPENAI_ENDPOINT``) or listed, never to another Azure resource a visitor types."""
+    monkeypatch.delenv(ALLOWED_BASE_URLS_ENV, raising=False)
+    monkeypatch.delenv("GOOGLE_GEMINI_BASE_URL", raising=False)
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://team.openai.azure.com/")
+    admin = Actor("adam@example.com", Role.ADMIN)
+    assert key_may_go_to(admin, "google", "https://generativelanguage.googleapis.com/")
+    assert not key_may_go_to(admin, "google", "http://proxy.example")
+    assert key_may_go_to(admin, "azure", None)
+    assert key_may_go_to(admin, "azure", "https://TEAM.openai.azure.com")
+    assert not key_may_go_to(admin, "azure", "https://other.openai.azure.com")
+    monkeypatch.setenv(ALLOWED_BASE_URLS_ENV, "https://other.openai.azure.com")
+    assert key_may_go_to(admin, "azure", "https://other.openai.azure.com/")

@@ -5,6 +5,7 @@ demo's figures in the pages are the demo's."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import shlex
 import shutil
@@ -14,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from pcf.analysis.results import run_summary
@@ -41,6 +43,7 @@ EXAMPLE_ORDER = (
     "pcf aggregate",
     "pcf judge",
     "pcf study",
+    "pcf check",
     "pcf batch status",
     "pcf batch collect",
     "pcf batch cancel",
@@ -54,6 +57,7 @@ EXAMPLE_ORDER = (
     "pcf members list",
     "pcf members remove",
     "pcf labelling set",
+    "pcf labels import",
     "pcf labels export",
     "pcf gold export",
     "pcf audit",
@@ -120,6 +124,7 @@ def example_folder(tmp_path, monkeypatch, demo_engine) -> Path:
     (folder / "Dataset").mkdir()
     (folder / "Dataset" / "LLMBar").symlink_to(LLMBAR)
     (folder / "guidelines.md").write_text("Pick the most factual answer.\n", encoding="utf-8")
+    (folder / "labels.csv").write_text("item_id,annotator,answer\ndemo-001,rater-1,cannot_tell\n")
     monkeypatch.chdir(folder)
     return folder
 
@@ -171,6 +176,26 @@ def test_demo_figures_on_getting_started_are_the_demo(db):
         f"{strong['improved']} improved, {strong['regressed']} regressed, McNemar p = "
         f"{strong['mcnemar_p']:.3f})." in page
     )
+
+
+def test_ci_page_workflow_passes_its_gate_and_its_test(isolated_database, monkeypatch):
+    """The CI page's workflow, its `pcf` steps on a fresh database: the gate passes with the
+    figures the page quotes, and the page's test passes on the run they stored."""
+    page = (DOCS / "ci.md").read_text(encoding="utf-8")
+    blocks = dict(re.findall(r"```(yaml|python)\n(.*?)```", page, flags=re.DOTALL))
+    steps = yaml.safe_load(blocks["yaml"])["jobs"]["gate"]["steps"]
+    lines = [step["run"] for step in steps if step.get("run", "").startswith("pcf ")]
+    assert [line.split()[1] for line in lines] == ["import", "study", "check"]
+    monkeypatch.chdir(ROOT)
+    for line in lines:
+        result = CliRunner().invoke(app, shlex.split(line)[1:])
+        assert result.exit_code == 0, f"{line}\n{result.output}"
+    unstable, driven = (c["value"] for c in json.loads(result.stdout.splitlines()[-1])["checks"])
+    quoted = f"{100 * unstable:.1f}% order-unstable and {100 * driven:.1f}% position-driven"
+    assert quoted in " ".join(page.split())
+    test: dict = {}
+    exec(blocks["python"], test)
+    test["test_the_judge_holds_its_gate"]()
 
 
 def api_example(page: str) -> tuple[str, str]:

@@ -71,6 +71,31 @@ def test_openai_answer_has_the_chat_completion_shape() -> None:
     assert body["usage"]["total_tokens"] == 15
 
 
+def test_gemini_and_azure_paths_speak_their_protocols() -> None:
+    """Gemini's generateContent (usageMetadata, its error JSON) and an Azure deployment's chat
+    completions, which Azure answers only with an ``api-version``."""
+    gemini = {"contents": [{"role": "user", "parts": [{"text": "Is water wet?"}]}]}
+    actions = iter([Scripted.answer("yes", input_tokens=9, output_tokens=2), Scripted.error(429)])
+    with WireServer(lambda _r: next(actions, Scripted.answer("{}"))) as s:
+        _, _, raw = _post(f"{s.base_url}/v1beta/models/gemini-x:generateContent", gemini)
+        limited, _, error = _post(f"{s.base_url}/v1/models/gemini-x:generateContent", gemini)
+        azure = f"{s.base_url}/openai/deployments/d/chat/completions"
+        unversioned, _, _ = _post(azure, _body())
+        versioned, _, _ = _post(f"{azure}?api-version=2024-10-21", _body())
+        received = s.received
+    answer = json.loads(raw)
+    assert answer["candidates"][0]["content"]["parts"] == [{"text": "yes"}]
+    assert answer["usageMetadata"] == {
+        "promptTokenCount": 9,
+        "candidatesTokenCount": 2,
+        "totalTokenCount": 11,
+    }
+    assert (limited, json.loads(error)["error"]["status"]) == (429, "RESOURCE_EXHAUSTED")
+    assert (unversioned, versioned) == (404, 200)
+    assert [r.protocol for r in received] == ["google", "google", "openai"]
+    assert received[0].last_user_text == "Is water wet?"
+
+
 def test_chat_completions_is_also_served_without_the_v1_prefix() -> None:
     with WireServer() as s:
         status, _, raw = _post(f"{s.base_url}/chat/completions", _body())

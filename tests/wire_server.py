@@ -1,9 +1,12 @@
-"""A local, scripted HTTP server that speaks the OpenAI and Anthropic wire protocols.
+"""A local, scripted HTTP server that speaks the OpenAI, Anthropic and Gemini wire protocols.
 
 Tests and benchmarks point the real SDKs at it: it answers ``POST /v1/chat/completions``
-(and ``/chat/completions``) like OpenAI's Chat Completions API and ``POST /v1/messages``
-like Anthropic's Messages API, with bodies, headers and error JSON shaped like the real
-ones. What it answers is scripted by a ``responder`` callable::
+(and ``/chat/completions``) like OpenAI's Chat Completions API, ``POST
+/openai/deployments/{deployment}/chat/completions?api-version=...`` like Azure OpenAI's (404
+without an API version, as Azure), ``POST /v1/messages`` like Anthropic's Messages API and
+``POST /v1beta/models/{model}:generateContent`` (or ``/v1/...``) like Gemini's API, with
+bodies, headers and error JSON shaped like the real ones. What it answers is scripted by a
+``responder`` callable::
 
     with WireServer(lambda req: Scripted.error(429, retry_after="2")) as server:
         judge = OpenAIJudge("gpt-test", base_url=server.openai_base_url)
@@ -43,7 +46,7 @@ from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-WireProtocol = Literal["openai", "anthropic"]
+WireProtocol = Literal["openai", "anthropic", "google"]
 Kind = Literal["answer", "refusal", "truncated", "error", "broken", "expired"]
 
 DEFAULT_JSON_TEXT = '{"ok": true}'
@@ -52,6 +55,18 @@ _ROUTES: dict[str, WireProtocol] = {
     "/v1/chat/completions": "openai",
     "/chat/completions": "openai",
     "/v1/messages": "anthropic",
+}
+_AZURE = re.compile(r"^/openai/deployments/[^/]+/chat/completions$")
+_GEMINI = re.compile(r"^/v1(beta)?/models/[^/:]+:generateContent$")
+_GOOGLE_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
 }
 
 _OPENAI_ERROR_TYPES = {
@@ -169,10 +184,12 @@ class WireRequest:
 
     @property
     def system_text(self) -> str:
-        """The system message of the body: Chat Completions' first system message, or the
-        Messages API's ``system``."""
+        """The system message of the body: Chat Completions' first system message, the
+        Messages API's ``system``, or Gemini's ``systemInstruction``."""
         if isinstance(system := self.body.get("system"), str):
             return system
+        if isinstance(instruction := self.body.get("systemInstruction"), dict):
+            return _text_of(instruction.get("parts"))
         for message in self.body.get("messages") or []:
             if isinstance(message, dict) and message.get("role") == "system":
                 return message.get("content") or ""
@@ -188,16 +205,24 @@ def message_key(text: str) -> str:
 
 
 def last_user_text(body: dict[str, Any]) -> str:
-    """The text of the last user message of a Chat Completions or Messages body."""
-    for message in reversed(body.get("messages") or []):
+    """The text of the last user message of a Chat Completions, Messages or Gemini body."""
+    for message in reversed(_messages(body)):
         if isinstance(message, dict) and message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, list):
-                return "".join(
-                    block.get("text", "") for block in content if isinstance(block, dict)
-                )
-            return content if isinstance(content, str) else ""
+            content = message.get("content", message.get("parts"))
+            return content if isinstance(content, str) else _text_of(content)
     return ""
+
+
+def _messages(body: dict[str, Any]) -> list[Any]:
+    """The messages of a Chat Completions or Messages body, or a Gemini body's ``contents``."""
+    return body.get("messages") or body.get("contents") or []
+
+
+def _text_of(blocks: object) -> str:
+    """The text of a list of content blocks (Messages) or parts (Gemini)."""
+    if not isinstance(blocks, list):
+        return ""
+    return "".join(block.get("text", "") for block in blocks if isinstance(block, dict))
 
 
 def fixed_json(text: str = DEFAULT_JSON_TEXT, *, delay_s: float = 0.0) -> Responder:
@@ -672,7 +697,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if self._batch_post(path, raw):
             return
-        protocol = _ROUTES.get(path)
+        protocol = _route(self.path)
         if protocol is None:
             self._send_json(404, _openai_error(404, f"Unknown path {path}"), {})
             return
@@ -709,6 +734,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(action.status, _error_body(protocol, action.status, message), headers)
         elif protocol == "openai":
             self._send_json(200, _openai_completion(body, action), headers)
+        elif protocol == "google":
+            self._send_json(200, _gemini_content(body, action), headers)
         else:
             self._send_json(200, _anthropic_message(body, action), headers)
 
@@ -735,6 +762,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the client gave up (e.g. it timed out)
 
 
+def _route(target: str) -> WireProtocol | None:
+    """The protocol a request target (path and query) speaks, or None: an unknown path, or an
+    Azure deployment's path without an ``api-version``."""
+    path, _, query = target.partition("?")
+    if _GEMINI.match(path):
+        return "google"
+    if _AZURE.match(path):
+        return "openai" if "api-version=" in query else None
+    return _ROUTES.get(path)
+
+
 def _dumps(payload: dict[str, Any]) -> str:
     """``payload`` as JSON text, with each :class:`JsonLiteral` written as is."""
     literals: list[str] = []
@@ -756,7 +794,7 @@ def _estimate_tokens(text: str) -> int:
 
 
 def _usage(body: dict[str, Any], action: Scripted) -> tuple[int | JsonLiteral, int | JsonLiteral]:
-    prompt = json.dumps(body.get("messages", [])) + str(body.get("system", ""))
+    prompt = json.dumps(_messages(body)) + str(body.get("system", ""))
     input_tokens = (
         action.input_tokens if action.input_tokens is not None else _estimate_tokens(prompt)
     )
@@ -836,9 +874,35 @@ def _anthropic_message(body: dict[str, Any], action: Scripted) -> dict[str, Any]
     }
 
 
+def _gemini_content(body: dict[str, Any], action: Scripted) -> dict[str, Any]:
+    prompt_tokens, output_tokens = _usage(body, action)
+    refused = action.kind == "refusal"
+    candidate: dict[str, Any] = {
+        "finishReason": {"refusal": "SAFETY", "truncated": "MAX_TOKENS"}.get(action.kind, "STOP"),
+        "index": 0,
+    }
+    if refused:
+        candidate["finishMessage"] = action.text
+    else:
+        candidate["content"] = {"parts": [{"text": action.text}], "role": "model"}
+    return {
+        "candidates": [candidate],
+        "usageMetadata": {
+            "promptTokenCount": prompt_tokens,
+            "candidatesTokenCount": output_tokens,
+            "totalTokenCount": _total(prompt_tokens, output_tokens),
+        },
+        "modelVersion": "gemini-wire-server",
+        "responseId": uuid.uuid4().hex[:22],
+    }
+
+
 def _error_body(protocol: WireProtocol, status: int, message: str) -> dict[str, Any]:
     if protocol == "openai":
         return _openai_error(status, message)
+    if protocol == "google":
+        code = _GOOGLE_STATUS.get(status, "UNKNOWN")
+        return {"error": {"code": status, "message": message, "status": code}}
     error_type = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
     return {
         "type": "error",

@@ -1,18 +1,42 @@
-"""Judge backends behind one small protocol, and the factory that builds them by name."""
+"""Judge backends behind one small protocol, the factory that builds them by name, and the
+one parser of models named ``provider/name``."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-from pcf.judges.base import KEY_ENV, CallContext, Judge, JudgeError, JudgeReply, JudgeRequest
+from pcf.judges.base import (
+    KEY_ENV,
+    CallContext,
+    Judge,
+    JudgeError,
+    JudgeReply,
+    JudgeRequest,
+    key_names,
+)
 
-BACKENDS = ("simulated", "openai", "anthropic", "replay")
-BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+BACKENDS = ("simulated", "openai", "anthropic", "google", "azure", "replay")
+BASE_URL_ENV = {
+    "openai": "OPENAI_BASE_URL",
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "google": "GOOGLE_GEMINI_BASE_URL",
+    "azure": "AZURE_OPENAI_ENDPOINT",
+}
 """The variables the providers' SDKs read for a server when no base URL is given."""
-OWN_SERVERS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+OWN_SERVERS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "google": "https://generativelanguage.googleapis.com",
+}
+"""The providers' own endpoints (an Azure endpoint is always the operator's resource)."""
 DEFAULT_PORTS = {"http": 80, "https": 443}
+LOCAL_SERVERS = {"ollama": "http://localhost:11434/v1", "vllm": "http://localhost:8000/v1"}
+"""OpenAI-compatible servers by name, at their default addresses."""
+PROVIDERS = (*BACKENDS, "openai-compatible", *LOCAL_SERVERS)
+"""What ``provider/name`` may name (:func:`parse_model`)."""
 
 __all__ = [
     "BACKENDS",
@@ -23,8 +47,47 @@ __all__ = [
     "JudgeReply",
     "JudgeRequest",
     "judge_server",
+    "key_names",
     "make_judge",
+    "parse_model",
 ]
+
+
+class JudgeModel(NamedTuple):
+    """A model named ``provider/name``: the backend that calls it, its name and its server."""
+
+    backend: str
+    model: str
+    base_url: str | None
+
+
+def parse_model(
+    name: str, *, backend: str | None = None, base_url: str | None = None
+) -> JudgeModel:
+    """The judge ``provider/name`` names, e.g. ``openai/gpt-4o-mini``, ``google/gemini-2.5-flash``,
+    ``azure/DEPLOYMENT``, ``ollama/llama3.1`` (see :data:`PROVIDERS`).
+
+    ``openai-compatible/``, ``ollama/`` and ``vllm/`` are the ``openai`` backend at
+    ``base_url`` (for the last two, by default their usual local address). With ``backend``
+    (the older ``--backend``) ``name`` is the model as it is, and a name with no ``/`` is the
+    simulated judge's, as before providers were named.
+
+    Raises:
+        ValueError: an unknown provider, no model name, or openai-compatible/ with no server.
+    """
+    provider, slash, model = name.partition("/")
+    if backend is not None or not slash:
+        return JudgeModel(backend or "simulated", name, base_url)
+    if provider not in PROVIDERS or not model:
+        raise ValueError(
+            f"model {name!r}: name it provider/name, the provider one of {', '.join(PROVIDERS)} "
+            "(e.g. openai/gpt-4o-mini)"
+        )
+    if provider == "openai-compatible" and not (base_url or os.environ.get(BASE_URL_ENV["openai"])):
+        raise ValueError(f"model {name!r}: give the server's base URL (--base-url)")
+    if provider in BACKENDS:
+        return JudgeModel(provider, model, base_url)
+    return JudgeModel("openai", model, base_url or LOCAL_SERVERS.get(provider))
 
 
 def judge_server(backend: str, base_url: str | None) -> str | None:
@@ -33,10 +96,11 @@ def judge_server(backend: str, base_url: str | None) -> str | None:
     The server is ``base_url``, else the SDK's variable (:data:`BASE_URL_ENV`), normalised:
     scheme and host in lower case, the scheme's default port left out, the path without a
     trailing slash, and no user, password, query or fragment (where a credential could hide).
-    None for the provider's own endpoint and for backends that call no server.
+    None for the provider's own endpoint and for backends that call no server; an Azure
+    endpoint is always the server.
     """
     url = base_url or os.environ.get(BASE_URL_ENV.get(backend, ""))
-    if backend not in OWN_SERVERS or not url:
+    if backend not in BASE_URL_ENV or not url:
         return None
     parts = urlsplit(url.strip())
     scheme, host = parts.scheme.lower(), parts.hostname or ""
@@ -47,7 +111,7 @@ def judge_server(backend: str, base_url: str | None) -> str | None:
     host = f"[{host}]" if ":" in host else host
     address = host if port in (None, DEFAULT_PORTS.get(scheme)) else f"{host}:{port}"
     server = f"{scheme}://{address}{parts.path.rstrip('/')}"
-    return None if server == OWN_SERVERS[backend] else server
+    return None if server == OWN_SERVERS.get(backend) else server
 
 
 def make_judge(
@@ -56,6 +120,7 @@ def make_judge(
     *,
     base_url: str | None = None,
     replay_path: str | Path | None = None,
+    timeout: float = 60.0,
     seed: int = 0,
     api_key: str | None = None,
 ) -> Judge:
@@ -64,24 +129,44 @@ def make_judge(
     Args:
         backend: one of :data:`BACKENDS`.
         model: the model name (for ``simulated``, a label that is part of its seed).
-        base_url: an OpenAI-compatible server (vLLM, Ollama, llama.cpp) or an Anthropic proxy.
+        base_url: an OpenAI-compatible server (vLLM, Ollama, llama.cpp), an Azure OpenAI
+            endpoint, or a proxy of Anthropic's or Gemini's API.
         api_key: a key given for this judge only (a person's own, typed for one run): used
             instead of the environment's, never stored.
         replay_path: the ``judgments.jsonl`` a ``replay`` judge answers from.
-        seed: the simulated judge's seed.
+        timeout: seconds per request for real providers.
+        seed: the simulated judge's seed, sent to the providers that take one (OpenAI, Azure,
+            Gemini).
+
+    Raises:
+        ValueError: an unknown backend, no key, or the ``google`` extra not installed.
     """
     if backend == "simulated":
         from pcf.judges.simulated import SimulatedJudge  # noqa: PLC0415 - light on purpose
 
         return SimulatedJudge(model, seed=seed)
-    if backend == "openai":
-        from pcf.judges.openai_judge import OpenAIJudge  # noqa: PLC0415 - SDK import is slow
+    options: dict[str, Any] = {
+        "base_url": base_url,
+        "timeout": timeout,
+        "api_key": api_key,
+        "seed": seed,
+    }
+    if backend in ("openai", "azure"):
+        from pcf.judges.openai_judge import AzureJudge, OpenAIJudge  # noqa: PLC0415 - slow import
 
-        return OpenAIJudge(model, base_url=base_url, api_key=api_key)
+        return (OpenAIJudge if backend == "openai" else AzureJudge)(model, **options)
     if backend == "anthropic":
         from pcf.judges.anthropic_judge import AnthropicJudge  # noqa: PLC0415 - SDK import is slow
 
-        return AnthropicJudge(model, base_url=base_url, api_key=api_key)
+        return AnthropicJudge(model, **options)
+    if backend == "google":
+        try:
+            from pcf.judges.google_judge import GoogleJudge  # noqa: PLC0415 - an optional extra
+        except ImportError as exc:
+            raise ValueError(
+                "google/ models need the google-genai SDK: pip install 'pcf-review[google]'"
+            ) from exc
+        return GoogleJudge(model, **options)
     if backend == "replay":
         if replay_path is None:
             raise ValueError("the replay backend needs a judgments.jsonl recording to answer from")

@@ -4,16 +4,38 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
-from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, configured_keys, redact
+from pcf.judges.base import (
+    JudgeError,
+    JudgeReply,
+    JudgeRequest,
+    configured_keys,
+    env_key,
+    key_names,
+    redact,
+)
 
 PLACEHOLDER_KEY = "not-needed"
 """Sent to a self-hosted server (vLLM, Ollama...) that wants no key when none is set."""
+
+
+def resolve_key(api_key: str | None, backend: str, base_url: str | None) -> str:
+    """The key to use: the explicit one, else the backend's variable (:func:`env_key`), else a
+    placeholder for a custom URL.
+
+    Raises:
+        ValueError: no key is set and the provider's own endpoint would be called.
+    """
+    key = api_key or env_key(backend)
+    if key:
+        return key
+    if base_url is not None:
+        return PLACEHOLDER_KEY
+    raise ValueError(f"{key_names(backend)} is not set")
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -62,21 +84,60 @@ def status_error(status: int, message: str, headers: Mapping[str, str], secret: 
     return JudgeError("client_error", text, retryable=False)
 
 
-class ProviderJudge:
-    """What the provider judges share: the key, one SDK client per event loop, and the
-    mapping of the SDK's errors (the two SDKs name them alike) to :class:`JudgeError`.
+class AsyncClosable(Protocol):
+    """An SDK client: ``openai.AsyncOpenAI`` or ``anthropic.AsyncAnthropic`` (google-genai's
+    ``AsyncClient`` closes with ``aclose``)."""
 
-    Subclasses set ``backend``, ``key_env`` and ``sdk`` and implement ``_new_client``,
-    ``_send``, ``_reply`` and ``_status_message``. The key comes from ``api_key`` or the
-    ``key_env`` environment variable; a placeholder is used for a custom ``base_url`` when
-    neither is set (self-hosted servers need none).
+    async def close(self) -> None:
+        """Close the client's connection pool."""
+        ...
+
+
+Client = TypeVar("Client", bound=AsyncClosable)
+
+
+class PerLoop(Generic[Client]):
+    """One SDK client per running event loop: a connection pool cannot move between loops.
+
+    A judge reused under a new ``asyncio.run`` gets a fresh client instead of failing with
+    "Event loop is closed".
+    """
+
+    def __init__(self, factory: Callable[[], Client]) -> None:
+        self._factory = factory
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Client | None = None
+
+    def get(self) -> Client:
+        """The client for the running loop, built on first use in that loop."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = self._factory()
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the running loop's client, if there is one."""
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await (client.aclose() if hasattr(client, "aclose") else client.close())
+
+
+class ProviderJudge:
+    """What the provider judges share: the key, the seed and one SDK client per event loop.
+
+    Subclasses set ``backend`` and implement ``_new_client`` and ``complete``, or set ``sdk``
+    (``openai`` or ``anthropic``: their error classes share names) and implement ``_send``,
+    ``_reply`` and ``_status_message`` for the ``complete`` here. The key comes
+    from ``api_key`` or the backend's variables (:data:`~pcf.judges.base.KEY_ENV`); a
+    placeholder is used for a custom ``base_url`` when neither is set (self-hosted servers
+    need none). ``seed`` is sent where the provider takes one.
 
     Raises:
         ValueError: no key is set and no ``base_url`` is given.
     """
 
     backend: str
-    key_env: str
     sdk: Any
 
     def __init__(
@@ -86,28 +147,19 @@ class ProviderJudge:
         base_url: str | None = None,
         api_key: str | None = None,
         timeout: float = 60.0,
+        seed: int | None = None,
     ) -> None:
-        self.model = model
-        key = api_key or os.environ.get(self.key_env)
-        if not key and base_url is None:
-            raise ValueError(f"{self.key_env} is not set")
-        self._key = key or PLACEHOLDER_KEY
-        self._new = partial(self._new_client, self._key, base_url, timeout)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: Any = None
+        self.model, self.seed = model, seed
+        self._key = resolve_key(api_key, self.backend, base_url)
+        self._clients = PerLoop(partial(self._new_client, self._key, base_url, timeout))
 
     @staticmethod
     def _new_client(api_key: str, base_url: str | None, timeout: float) -> Any:
         raise NotImplementedError
 
     def client(self) -> Any:
-        """The SDK client of the running event loop, built on first use in that loop: a
-        connection pool cannot move between loops, so a judge reused under a new
-        ``asyncio.run`` gets a fresh client instead of failing with "Event loop is closed"."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client, self._loop = self._new(), loop
-        return self._client
+        """The SDK client of the running event loop."""
+        return self._clients.get()
 
     @property
     def secret(self) -> str:
@@ -116,9 +168,7 @@ class ProviderJudge:
 
     async def aclose(self) -> None:
         """Close the HTTP connections opened in the running event loop."""
-        client, self._client = self._client, None
-        if client is not None and self._loop is asyncio.get_running_loop():
-            await client.close()
+        await self._clients.aclose()
 
     async def _send(self, request: JudgeRequest) -> object:
         raise NotImplementedError

@@ -9,7 +9,7 @@ import pydantic
 from anthropic.types import Message, TextBlock
 
 from pcf.judges._provider import ProviderJudge
-from pcf.judges.base import KEY_ENV, JudgeError, JudgeReply, JudgeRequest, usage_count
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
 
 
 class AnthropicJudge(ProviderJudge):
@@ -27,7 +27,6 @@ class AnthropicJudge(ProviderJudge):
     """
 
     backend = "anthropic"
-    key_env = KEY_ENV["anthropic"]
     sdk = anthropic
 
     @staticmethod

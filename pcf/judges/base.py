@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -13,11 +13,18 @@ if TYPE_CHECKING:
 
 MAX_CALL_TOKENS = 10_000_000
 """A usage count above this is the provider's nonsense (no model takes 10M tokens a call)."""
-KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-"""The variable each provider's key is read from (the only place a key comes from)."""
+KEY_ENV = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "google": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),  # google-genai's order
+    "azure": ("AZURE_OPENAI_API_KEY",),
+}
+"""The variables each provider's key is read from, first set first (the only place a key
+comes from)."""
 REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 8
-_KEY_SHAPED = re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")  # OpenAI sk-..., Anthropic sk-ant-...
+# OpenAI sk-..., Anthropic sk-ant-..., Google AIza... (Azure's keys have no shape of their own)
+_KEY_SHAPED = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{20,}|AIza[A-Za-z0-9_-]{35})")
 
 
 def usage_count(value: object) -> int:
@@ -27,22 +34,33 @@ def usage_count(value: object) -> int:
     return min(max(value, 0), MAX_CALL_TOKENS)
 
 
+def env_key(backend: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """``backend``'s key in the environment: the first of its :data:`KEY_ENV` set, or None."""
+    environ = os.environ if environ is None else environ
+    return next((environ[name] for name in KEY_ENV.get(backend, ()) if environ.get(name)), None)
+
+
+def key_names(backend: str) -> str:
+    """The variables ``backend``'s key is read from, for a message."""
+    return " or ".join(KEY_ENV[backend])
+
+
 def configured_keys() -> list[str]:
     """The API keys in the environment now: the values of :data:`KEY_ENV` worth masking.
 
     Values shorter than :data:`MIN_SECRET_CHARS` are left out (they would mask ordinary words).
     """
-    values = (os.environ.get(name) for name in KEY_ENV.values())
+    values = (os.environ.get(name) for names in KEY_ENV.values() for name in names)
     return [value for value in values if value and len(value) >= MIN_SECRET_CHARS]
 
 
 def redact(text: str, secrets: Iterable[str | None] | None = None) -> str:
     """``text`` with API keys masked: ``secrets`` (by default :func:`configured_keys`) and
-    anything shaped like a provider's key (``sk-...``, so keys of other accounts too)."""
+    anything shaped like a provider's key (``sk-...``, ``AIza...``: keys of other accounts too)."""
     for secret in configured_keys() if secrets is None else secrets:
         if secret and secret in text:
             text = text.replace(secret, REDACTED)
-    return _KEY_SHAPED.sub(REDACTED, text) if "sk-" in text else text
+    return _KEY_SHAPED.sub(REDACTED, text) if "sk-" in text or "AIza" in text else text
 
 
 @dataclass(frozen=True)

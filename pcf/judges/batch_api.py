@@ -335,9 +335,12 @@ def batch_client(judge: object) -> BatchClient:
     Raises:
         ValueError: the judge's backend has no batch API.
     """
-    if isinstance(judge, OpenAIJudge):
+    if isinstance(judge, OpenAIJudge) and judge.backend == "openai":
         return OpenAIBatches(judge)
     if isinstance(judge, AnthropicJudge):
         return AnthropicBatches(judge)
     backend = getattr(judge, "backend", type(judge).__name__)
-    raise ValueError(f"provider batches need the openai or anthropic backend, not {backend}")
+    raise ValueError(
+        f"provider batches (--batch) are for openai/ and anthropic/ models; {backend}/ models "
+        "are judged call by call: leave out --batch"
+    )

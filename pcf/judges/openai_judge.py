@@ -1,13 +1,15 @@
-"""A judge that calls an OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM, Ollama...)."""
+"""Judges that call a Chat Completions endpoint: OpenAI's, an OpenAI-compatible server's (vLLM,
+Ollama...) or an Azure OpenAI deployment's."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import openai
 
 from pcf.judges._provider import ProviderJudge
-from pcf.judges.base import KEY_ENV, JudgeError, JudgeReply, JudgeRequest, usage_count
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
 
 
 class OpenAIJudge(ProviderJudge):
@@ -23,7 +25,6 @@ class OpenAIJudge(ProviderJudge):
     """
 
     backend = "openai"
-    key_env = KEY_ENV["openai"]
     sdk = openai
 
     @staticmethod
@@ -51,6 +52,8 @@ class OpenAIJudge(ProviderJudge):
             "temperature": request.temperature,
             "max_tokens": request.max_tokens,
         }
+        if self.seed is not None:
+            body["seed"] = self.seed
         if request.schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -81,6 +84,35 @@ class OpenAIJudge(ProviderJudge):
         if isinstance(body, dict) and isinstance(body.get("message"), str):
             return body["message"]
         return err.message
+
+
+class AzureJudge(OpenAIJudge):
+    """An Azure OpenAI deployment (``model``) through ``openai.AsyncAzureOpenAI``, which reads
+    the endpoint (``AZURE_OPENAI_ENDPOINT``, unless ``base_url`` names it) and the API version
+    (``OPENAI_API_VERSION``) from the environment; the key is ``AZURE_OPENAI_API_KEY``.
+
+    Raises:
+        ValueError: no key, no endpoint or no API version.
+    """
+
+    backend = "azure"
+
+    def __init__(self, model: str, *, base_url: str | None = None, **options: Any) -> None:
+        super().__init__(model, base_url=base_url, **options)
+        for given, variable in ((base_url, "AZURE_OPENAI_ENDPOINT"), (None, "OPENAI_API_VERSION")):
+            if not (given or os.environ.get(variable)):
+                raise ValueError(f"azure/ models need {variable} set in the environment")
+
+    @staticmethod
+    def _new_client(api_key: str, base_url: str | None, timeout: float) -> openai.AsyncOpenAI:
+        # the deployment is the body's model: the SDK puts it in the path
+        return openai.AsyncAzureOpenAI(
+            api_key=api_key,
+            azure_endpoint=base_url or os.environ["AZURE_OPENAI_ENDPOINT"],
+            timeout=timeout,
+            max_retries=0,
+            http_client=openai.DefaultAioHttpClient(timeout=timeout),
+        )
 
 
 def chat_reply(completion: object, latency: float) -> JudgeReply:

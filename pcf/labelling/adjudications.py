@@ -44,6 +44,7 @@ EXPORT_COLUMNS = (
     "tags",
     "notes",
     "supersedes",
+    "source",
 )
 
 

@@ -1,5 +1,6 @@
 """A dataset's human side for other tools: every label, every resolution and each item's human
-gold, with the item's prompt and candidate texts, as JSON Lines, CSV or Parquet.
+gold, with the item's prompt and candidate texts, as JSON Lines, CSV, Parquet, or a folder that
+``datasets.load_dataset`` reads (``hf``: the Parquet file and a README.md dataset card).
 
 Parquet keeps nested fields as lists of structs (``datasets.load_dataset("parquet", ...)`` and
 pyarrow read them back as written); JSON Lines keeps them as JSON; CSV writes them as JSON text
@@ -12,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,12 +24,15 @@ from sqlmodel import Session
 
 from pcf.items import candidate_titles
 from pcf.labelling.adjudications import inert_cell
-from pcf.labelling.human_gold import dataset_gold
+from pcf.labelling.human_gold import dataset_gold, rule_text
+from pcf.labelling.plan import Plan
 from pcf.store import adjudication_records, load_items, resolutions
 
-FORMATS = ("jsonl", "csv", "parquet")
+FORMATS = ("jsonl", "csv", "parquet", "hf")
 SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 """The format a file's suffix names."""
+HF_DATA = Path("data") / "train-00000-of-00001.parquet"
+"""Where an ``hf`` folder keeps its rows: the hub's name for the one file of split ``train``."""
 CANDIDATES = pa.list_(pa.struct([("id", pa.string()), ("text", pa.string())]))
 LABEL_SCHEMA = pa.schema(
     [
@@ -44,6 +49,7 @@ LABEL_SCHEMA = pa.schema(
         ("notes", pa.string()),
         ("created_at", pa.string()),
         ("supersedes", pa.int64()),
+        ("source", pa.string()),
     ]
 )
 GOLD_SCHEMA = pa.schema(
@@ -104,6 +110,7 @@ def label_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
                 "notes": record["notes"],
                 "created_at": record["created_at"],
                 "supersedes": record["supersedes"],
+                "source": record["source"],
             }
         )
     return out
@@ -171,10 +178,34 @@ def export_format(path: Path, fmt: str | None) -> str:
     return fmt
 
 
+def dataset_card(name: str, what: str, records: Sequence[Mapping[str, Any]], plan: Plan) -> str:
+    """The README.md of an ``hf`` export of dataset ``name``'s ``labels`` or ``gold``: what it
+    holds, the labelling plan, the gold rule and the counts."""
+    items = len({r["item_id"] for r in records})
+    if what == "labels":
+        people = len({r["annotator"] for r in records})
+        counts = f"{len(records)} labels (corrections included) of {items} items by {people} people"
+    else:
+        sources = Counter(r["source"] or "labels that give none" for r in records)
+        counts = f"{items} items; gold from " + (
+            ", ".join(f"{k}: {n}" for k, n in sources.items()) or "none"
+        )
+    later = ", the later ones only where labels disagree or the item is flagged"
+    return (
+        f"# {name}: {what} from PCF Review\n\n"
+        f"Written by `pcf {what} export {name} --format hf`; "
+        "`datasets.load_dataset(FOLDER)` reads it as split `train`.\n\n"
+        f"- Plan: {plan.labels_per_item} label(s) per item{later if plan.adaptive else ''}.\n"
+        f"- Rule ({plan.gold_rule}): {rule_text(plan.gold_rule)}\n"
+        f"- Counts: {counts}.\n"
+    )
+
+
 def write_records(
-    records: Sequence[Mapping[str, Any]], path: Path, fmt: str, schema: pa.Schema
+    records: Sequence[Mapping[str, Any]], path: Path, fmt: str, schema: pa.Schema, card: str = ""
 ) -> None:
-    """Write ``records`` to ``path`` as ``fmt`` (:data:`FORMATS`); Parquet follows ``schema``.
+    """Write ``records`` to ``path`` as ``fmt`` (:data:`FORMATS`); Parquet follows ``schema``;
+    ``hf`` makes ``path`` a folder of the Parquet file (:data:`HF_DATA`) and ``card``.
 
     Raises:
         ValueError: an unknown format.
@@ -182,6 +213,11 @@ def write_records(
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt == "hf":
+        (path / HF_DATA).parent.mkdir(parents=True, exist_ok=True)
+        write_records(records, path / HF_DATA, "parquet", schema)
+        (path / "README.md").write_text(card, encoding="utf-8")
+        return
     if fmt == "parquet":
         pq.write_table(pa.Table.from_pylist(list(records), schema=schema), path)
         return

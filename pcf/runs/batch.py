@@ -45,7 +45,15 @@ from pcf.runs.call_plan import (
     plan,
 )
 from pcf.runs.estimate import require_dataset
-from pcf.runs.manage import CostCapError, Lease, check_start, default_cost_cap, leased, open_run
+from pcf.runs.manage import (
+    CostCapError,
+    Lease,
+    check_start,
+    default_cost_cap,
+    leased,
+    open_run,
+    require_price,
+)
 from pcf.runs.rows import RunRows, failed_answer
 from pcf.runs.spec import LIMIT_SETTING, RunSpec
 from pcf.stopping import Stop
@@ -650,11 +658,12 @@ def submit_run(
         RunConflictError: a run of that name exists with other settings.
         RunBusyError: another live process holds the run.
         BatchAPIError: the provider refused a request.
-        CostCapError: the requests may cost more than the cap allows.
+        CostCapError: the requests may cost more than the cap allows, or the model has no price.
     """
     check_start(spec, session=session, actor=actor)
     require_dataset(spec, session=session)
     cap = max_cost if max_cost is not None else default_cost_cap()
+    require_price(spec, cap, price_table())
     client = client_for(spec)
     with leased(spec.run_name, session=session) as lease:
         resumed = get_run(spec.run_name, session=session) is not None

@@ -24,9 +24,9 @@ from pcf.access import (
     authorize,
     key_may_go_to,
 )
-from pcf.choices import SIMULATED_MODEL
 from pcf.items import Item
-from pcf.judges import KEY_ENV, make_judge
+from pcf.judges import KEY_ENV, key_names, make_judge
+from pcf.judges.base import env_key
 from pcf.judges.replay import ReplayJudge
 from pcf.judgments import RECORDED_SETTING
 from pcf.prices import price_table
@@ -54,12 +54,7 @@ from pcf.store import (
 )
 from pcf.store import delete_run as delete_stored_run
 
-APP_BACKENDS = ("simulated", "openai", "anthropic")
-DEFAULT_MODELS = {
-    "simulated": SIMULATED_MODEL,
-    "openai": "gpt-4o-mini",
-    "anthropic": "claude-3-5-haiku-20241022",
-}
+APP_BACKENDS = ("simulated", "openai", "anthropic", "google", "azure")
 
 
 MAX_COST_ENV = "PCF_MAX_COST_USD"
@@ -95,7 +90,7 @@ def default_cost_cap() -> float | None:
 def own_key_needed(actor: Actor, backend: str, base_url: str | None) -> bool:
     """Whether a run to ``base_url`` needs a key of the actor's own: the server has a key for
     ``backend`` that may not go there (:func:`pcf.access.key_may_go_to`)."""
-    has_key = backend in KEY_ENV and bool(os.environ.get(KEY_ENV[backend]))
+    has_key = env_key(backend) is not None
     return has_key and not key_may_go_to(actor, backend, base_url)
 
 
@@ -114,10 +109,24 @@ def check_start(
     actor = authorize(actor, Permission.RUN, session=session)
     if api_key is None and own_key_needed(actor, spec.backend, spec.base_url):
         raise AccessDeniedError(
-            f"this server's {KEY_ENV[spec.backend]} is sent only to {spec.backend}'s own "
+            f"this server's {key_names(spec.backend)} is sent only to {spec.backend}'s own "
             f"endpoint and to the base URLs the operator lists in {ALLOWED_BASE_URLS_ENV}; "
             f"{spec.base_url} is not one of them. Give a key of your own for this run "
             "(used for it only, never stored), or ask the operator to list the server"
+        )
+
+
+def require_price(spec: RunSpec, cap: float | None, prices: Mapping[str, object]) -> None:
+    """Refuse a provider's model that has no price under a cost cap: no cap could hold it.
+
+    Raises:
+        CostCapError: a cap is set, the backend pays a provider, and the model has no price.
+    """
+    if cap is not None and spec.backend in KEY_ENV and spec.model not in prices:
+        raise CostCapError(
+            f"model {spec.model!r} has no price, so a cost cap (${cap:.4f}) cannot hold its "
+            f"run: give its price in the JSON file PCF_PRICES names, {{{spec.model!r}: [input, "
+            "output]}} in USD per million tokens ([0, 0] for a server of your own)"
         )
 
 
@@ -126,7 +135,7 @@ def check_cost(spec: RunSpec, cap: float | None, *, session: Session) -> float:
 
     Raises:
         CostCapError: the spend so far plus the estimated cost of the calls to make exceeds
-            ``cap`` (a model without a price is never refused: its cost is unknown).
+            ``cap``.
     """
     stored = get_run(spec.run_name, session=session)
     spent = stored.cost_usd if stored is not None else 0.0
@@ -142,25 +151,21 @@ def check_cost(spec: RunSpec, cap: float | None, *, session: Session) -> float:
     return spent
 
 
-def backend_availability(
-    base_url: str | None = None, environ: Mapping[str, str] | None = None
-) -> dict[str, str | None]:
-    """For each backend the app offers, None when it can be used, else what it needs.
+def backend_problem(
+    backend: str, base_url: str | None = None, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """None when the app can start runs of ``backend``, else what it needs.
 
     A provider is usable when its key variable (:data:`pcf.judges.KEY_ENV`) is set; ``openai``
     also when an OpenAI-compatible ``base_url`` is given (self-hosted servers need no key).
     Only the variable's presence is read, never shown.
     """
-    environ = os.environ if environ is None else environ
-    out: dict[str, str | None] = {}
-    for backend in APP_BACKENDS:
-        variable = KEY_ENV.get(backend)
-        if variable is None or environ.get(variable) or (backend == "openai" and base_url):
-            out[backend] = None
-        else:
-            hint = " or give an OpenAI-compatible base URL" if backend == "openai" else ""
-            out[backend] = f"set {variable} in the server's environment{hint}"
-    return out
+    if backend not in APP_BACKENDS:
+        return f"{backend} runs start from the command line (pcf judge)"
+    if backend not in KEY_ENV or env_key(backend, environ) or (backend == "openai" and base_url):
+        return None
+    hint = " or give an OpenAI-compatible base URL" if backend == "openai" else ""
+    return f"set {key_names(backend)} in the server's environment{hint}"
 
 
 def open_run(spec: RunSpec, *, session: Session, recorded: Mapping[str, Any] | None = None) -> Run:
@@ -327,12 +332,14 @@ def judge_run(
         RunConflictError: a run of that name exists with other settings.
         RunBusyError: another live process is judging the run.
         AccessDeniedError: the actor may not start the run (:func:`check_start`).
-        CostCapError: the estimate passes the cost cap.
+        CostCapError: the estimate passes the cost cap, or a provider's model has no price
+            under a cap (:func:`require_price`).
     """
     check_start(spec, session=session, actor=actor, api_key=api_key)
     require_dataset(spec, session=session)
     prices = price_table()  # a price file that cannot be used stops here, before any run exists
     cap = max_cost if max_cost is not None else default_cost_cap()
+    require_price(spec, cap, prices)
     spent = check_cost(spec, cap, session=session)
     resumed = get_run(spec.run_name, session=session) is not None
     judge = make_judge(

@@ -95,6 +95,7 @@ from pcf.store.people import (
     LABEL_COLUMNS,
     add_adjudication,
     add_audit_event,
+    add_first_labels,
     add_resolution,
     adjudicated_item_keys,
     adjudication_history,

@@ -318,7 +318,8 @@ class Adjudication(SQLModel, table=True):
     """A human label for an item. Never updated: a correction is a new row that ``supersedes``
     the annotator's previous one, and the newest row is the annotator's current label.
 
-    ``choice`` is a candidate key, ``none_correct`` or ``cannot_tell``.
+    ``choice`` is a candidate key, ``none_correct`` or ``cannot_tell``. ``source`` names the
+    file or tool an imported label came from (``pcf labels import``); None: saved in PCF.
     """
 
     __table_args__ = (
@@ -335,6 +336,7 @@ class Adjudication(SQLModel, table=True):
     tags: list[str] = _json(list)
     notes: str = ""
     supersedes: int | None = Field(default=None, foreign_key="adjudication.id")
+    source: str | None = None
 
 
 class Member(SQLModel, table=True):

@@ -110,6 +110,13 @@ def add_adjudication(
     return adjudication
 
 
+def add_first_labels(labels: Iterable[Mapping[str, Any]], *, session: Session) -> None:
+    """Store labels at once, each an :class:`Adjudication`'s fields: first labels, none of them
+    correcting another (an import, whose caller checked them)."""
+    session.add_all(Adjudication(**label) for label in labels)
+    session.flush()
+
+
 def latest_label(item_db_id: int, annotator: str, *, session: Session) -> Adjudication | None:
     """The annotator's current label of the item (their newest row), or None."""
     return session.exec(
@@ -209,6 +216,7 @@ def adjudication_records(dataset_id: int, *, session: Session) -> list[dict[str,
             "tags": adj.tags,
             "notes": adj.notes,
             "supersedes": adj.supersedes,
+            "source": adj.source,
         }
         for adj, item_key in rows
     ]

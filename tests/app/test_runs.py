@@ -110,24 +110,32 @@ def test_a_run_of_that_name_with_other_settings_cannot_start(at):
 
 
 def test_a_priced_provider_model_is_estimated_and_an_unknown_one_is_unpriced(at):
-    configure(at, backend="openai")
-    assert at.text_input(key="runs_model").value == "gpt-4o-mini"
+    configure(at, model="openai/gpt-4o-mini")
     assert at.button(key="runs_start").disabled
     configure(at, base_url="http://localhost:9/v1")
     assert not at.warning
     assert shown(at)["Estimated cost"].startswith("$")
     assert not at.button(key="runs_start").disabled
-    configure(at, model="my-local-model")
+    configure(at, model="openai/my-local-model")
     assert shown(at)["Estimated cost"] == "unpriced"
+    configure(at, model="google/gemini-2.5-flash", base_url="")
+    assert shown(at)["Estimated cost"].startswith("$")
 
 
-def test_providers_without_a_key_cannot_start(at):
-    configure(at, backend="anthropic")
-    assert any("ANTHROPIC_API_KEY" in w.value for w in at.warning)
-    assert at.button(key="runs_start").disabled
-    configure(at, backend="openai")
-    assert any("OPENAI_API_KEY" in w.value for w in at.warning)
-    assert at.button(key="runs_start").disabled
+def test_providers_without_a_key_cannot_start(at, monkeypatch):
+    for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for model, variable in [
+        ("anthropic/claude-3-5-haiku-20241022", "ANTHROPIC_API_KEY"),
+        ("openai/gpt-4o-mini", "OPENAI_API_KEY"),
+        ("google/gemini-2.5-flash", "GOOGLE_API_KEY or GEMINI_API_KEY"),
+        ("azure/my-deployment", "AZURE_OPENAI_API_KEY"),
+    ]:
+        configure(at, model=model)
+        assert any(variable in w.value for w in at.warning), model
+        assert at.button(key="runs_start").disabled
+    configure(at, model="mistral/large")
+    assert "name it provider" in at.error[0].value
 
 
 def test_a_name_taken_with_other_settings_cannot_start(at):
@@ -193,8 +201,7 @@ def test_the_servers_key_goes_only_to_listed_servers_from_the_page(app, monkeypa
     monkeypatch.delenv("PCF_ALLOWED_BASE_URLS", raising=False)
     with WireServer(fixed_json(LISTWISE)) as wire:
         at = open_page(app, "runs")
-        configure(at, backend="openai")
-        configure(at, base_url=wire.openai_base_url, model="m", k=2, limit=2)
+        configure(at, base_url=wire.openai_base_url, model="openai/m", k=2, limit=2)
         assert at.button(key="runs_start").disabled
         assert any("PCF_ALLOWED_BASE_URLS" in i.value for i in at.info)
         configure(at, name="typed", own_key=OWN_KEY)
@@ -203,10 +210,9 @@ def test_the_servers_key_goes_only_to_listed_servers_from_the_page(app, monkeypa
         assert {r.headers["authorization"] for r in wire.received} == {f"Bearer {OWN_KEY}"}
         monkeypatch.setenv("PCF_ALLOWED_BASE_URLS", wire.openai_base_url)
         at = open_page(app, "runs")
-        configure(at, backend="openai")
-        configure(at, base_url=wire.openai_base_url, model="m", k=2, limit=2)
+        configure(at, base_url=wire.openai_base_url, model="openai/m", k=2, limit=2)
         assert not [w for w in at.text_input if w.key == "runs_own_key"]
-        configure(at, name="listed", model="m2")  # another judge: the cache cannot answer
+        configure(at, name="listed", model="openai/m2")  # another judge: the cache cannot answer
         at.button(key="runs_start").click().run()
         finished(at, "listed")
         sent = [r.headers["authorization"] for r in wire.received]

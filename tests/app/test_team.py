@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlmodel import Session
+from typer.testing import CliRunner
 
+from pcf.cli import app
 from pcf.evaluation import cohen_kappa
 from pcf.labelling.human_gold import dataset_gold
 from pcf.labelling.plan import labelling_plan
@@ -76,3 +80,29 @@ def test_annotators_have_no_resolve_page(db):
     at = signed_in_app(db, "ann@x.org", "annotator")
     with pytest.raises(ValueError, match="navigation page"):
         open_page(at, "resolve")
+
+
+def test_labels_imported_from_a_file_show_on_team_and_compare(db: Session, tmp_path):
+    """Two benchmark raters, no members, gave the demo's first four items their gold: on Team
+    they are two people with four labels each, on Compare four items of human gold."""
+    items = load_items(1, session=db)[:4]
+    rows = [{"item_id": i.item_id, "answer": i.gold} for i in items]
+    path = tmp_path / "labels.jsonl"
+    path.write_text(
+        "".join(json.dumps(r | {"annotator": who}) + "\n" for who in ("b1", "b2") for r in rows)
+    )
+    for command in (
+        ["labelling", "set", "demo", "--labels-per-item", "2"],
+        ["labels", "import", str(path), "--dataset", "demo", "--source", "bench"],
+    ):
+        done = CliRunner().invoke(app, command)
+        assert done.exit_code == 0, done.output
+    at = open_page(signed_in_app(db, "rita@x.org", "reviewer"), "team")
+    assert not at.exception
+    progress = next(d.value for d in at.dataframe if "annotator" in d.value.columns)
+    assert (list(progress["annotator"]), list(progress["labels"])) == (["b1", "b2"], [4, 4])
+    assert {m.label: m.value for m in at.metric}["Items complete"] == "4"
+    at = open_page(at, "compare")
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Adjudicated items"], metrics["Humans agree with gold"]) == ("4", "4 / 4")

@@ -6,8 +6,6 @@ from playwright.sync_api import Page
 
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 EXCEPTION = "[data-testid='stException']"
-FIRST_LOAD_MS = 1500
-"""How long a newly opened page may take to draw its second run, which re-binds the keys."""
 
 
 def settle(page: Page) -> None:
@@ -17,3 +15,10 @@ def settle(page: Page) -> None:
     have started running yet.
     """
     page.locator(IDLE).wait_for(state="attached")
+
+
+def keys_ready(page: Page) -> None:
+    """Wait until Adjudicate's run has finished and its key listener is installed: from then on a
+    key labels the item on screen."""
+    settle(page)
+    page.wait_for_function("window.pcfLabelKeys === true")

@@ -13,7 +13,7 @@ from sqlmodel import col, select
 
 from pcf.store import Adjudication, ItemRow
 from tests.demo_database import drop_database, new_database
-from tests.e2e import EXCEPTION, FIRST_LOAD_MS, settle
+from tests.e2e import EXCEPTION, keys_ready, settle
 from tests.e2e.conftest import (
     LOCAL_NAME,
     VIEWPORT,
@@ -125,9 +125,7 @@ def open_labelling(page: Page) -> str:
     page.goto("/adjudicate?dataset=rb2")
     heading = wait_drawn(page, "")
     assert heading is not None
-    settle(page)
-    page.wait_for_timeout(FIRST_LOAD_MS)  # a new session's page may draw twice: the second
-    settle(page)  # run re-binds the keys, and a key pressed during it is dropped
+    keys_ready(page)
     return wait_drawn(page, "")
 
 

@@ -16,7 +16,7 @@ from sqlmodel import select
 
 from pcf.store import Adjudication, local_member
 from tests.demo_database import drop_database, new_database
-from tests.e2e import EXCEPTION, FIRST_LOAD_MS, settle
+from tests.e2e import EXCEPTION, keys_ready, settle
 from tests.e2e.conftest import ROOT, open_tab, pcf, serve_app, served_session
 
 DEMO_ITEMS = ROOT / "data" / "demo" / "items.jsonl"
@@ -58,9 +58,7 @@ def test_the_local_name_is_kept_whatever_is_typed_after_it(
         expect(menu.get_by_text("Adjudicate", exact=True)).to_be_visible()
         expect(menu.get_by_text("app", exact=True)).to_have_count(0)
         expect(tab.get_by_role("dialog")).to_have_count(0)  # asked once, not again on reload
-        settle(tab)
-        tab.wait_for_timeout(FIRST_LOAD_MS)  # a new session's page may draw twice: the second
-        settle(tab)  # run re-binds the keys, and a key pressed during it is dropped
+        keys_ready(tab)
         for key in "12":  # one key labels the item on screen and opens the next
             heading = tab.get_by_role("heading", name=re.compile(r"^Item demo-"))
             expect(heading).to_be_visible()

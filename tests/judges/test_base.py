@@ -47,15 +47,19 @@ def test_the_environments_keys_and_key_shaped_strings_are_redacted(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "local-openai-key-1")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "local-anthropic-key-2")
+    monkeypatch.setenv("GEMINI_API_KEY", "local-gemini-key-3")
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "0123456789abcdef0123456789abcdef")
+    google_shaped = "AIza" + "Sy0123456789abcdefghijklmnopqrstuvw"
     text = (
-        "keys: local-openai-key-1, local-anthropic-key-2; "
-        f"others: {OPENAI_SHAPED} and {ANTHROPIC_SHAPED}; given: my-own-secret."
+        "keys: local-openai-key-1, local-anthropic-key-2, local-gemini-key-3, "
+        "0123456789abcdef0123456789abcdef; "
+        f"others: {OPENAI_SHAPED}, {ANTHROPIC_SHAPED} and {google_shaped}; given: my-own-secret."
     )
-    assert redact(text) == (
-        f"keys: {REDACTED}, {REDACTED}; others: {REDACTED} and {REDACTED}; given: my-own-secret."
-    )
+    keys = f"keys: {REDACTED}, {REDACTED}, {REDACTED}, {REDACTED}"
+    others = f"others: {REDACTED}, {REDACTED} and {REDACTED}"
+    assert redact(text) == f"{keys}; {others}; given: my-own-secret."
     assert redact(text, [*configured_keys(), "my-own-secret"]) == (
-        f"keys: {REDACTED}, {REDACTED}; others: {REDACTED} and {REDACTED}; given: {REDACTED}."
+        f"{keys}; {others}; given: {REDACTED}."
     )
     assert redact(text, ["my-own-secret"]).startswith("keys: local-openai-key-1,")
 
@@ -64,7 +68,8 @@ def test_short_key_values_and_ordinary_text_are_left_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "abc")
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    for name in ("ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
     text = "abc: the task-list of sk-short and risk-averse answers"
     assert configured_keys() == []
     assert redact(text) == redact(text, ["", None]) == text

@@ -1,4 +1,5 @@
-"""What OpenAIJudge and AnthropicJudge share, run for each with its real SDK.
+"""What the provider judges (OpenAI, Anthropic, Gemini, Azure OpenAI) share, run for each with
+its real SDK.
 
 Every test takes the ``provider`` spec (see ``tests/judge_providers.py``) and runs once per
 provider against the local wire server; what only one provider does is tested in
@@ -19,7 +20,7 @@ import warnings
 
 import pytest
 
-from pcf.judges import BASE_URL_ENV, judge_server
+from pcf.judges import BASE_URL_ENV, JudgeModel, judge_server, parse_model
 from pcf.judges._provider import PLACEHOLDER_KEY, retry_after_seconds
 from pcf.judges.base import MAX_CALL_TOKENS, JudgeError, JudgeReply, JudgeRequest
 from tests.judge_providers import (
@@ -66,10 +67,10 @@ def test_success_maps_text_usage_latency_and_sends_the_request(provider: Provide
     assert SECRET not in json.dumps(reply.raw)
     [received] = server.received
     assert received.path == provider.path
-    # Anthropic's 2.x SDK sends its key this way too, not as x-api-key.
-    assert received.headers["authorization"] == f"Bearer {SECRET}"
-    assert received.body["model"] == provider.model
-    assert received.body["max_tokens"] == 256  # the rest: each provider's own tests
+    # Anthropic's 2.x SDK sends its key as a bearer token too, not as x-api-key.
+    assert provider.sent_key(received.headers) == SECRET
+    assert provider.model in received.path or received.body["model"] == provider.model
+    assert provider.sent_max_tokens(received.body) == 256  # the rest: each provider's own tests
 
 
 @pytest.mark.parametrize(
@@ -191,7 +192,7 @@ def test_custom_base_url_without_a_key_sends_a_placeholder(
     monkeypatch.delenv(provider.key_env)
     with WireServer() as server:
         complete(provider, server)
-    assert server.received[0].headers["authorization"] == f"Bearer {PLACEHOLDER_KEY}"
+    assert provider.sent_key(server.received[0].headers) == PLACEHOLDER_KEY
 
 
 def test_missing_key_for_the_real_endpoint_fails_early(
@@ -305,3 +306,55 @@ def test_the_server_of_a_cache_key_is_normalised_and_holds_no_credential(monkeyp
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://proxy.example/anthropic/")
     assert judge_server("anthropic", None) == "https://proxy.example/anthropic"
     assert judge_server("anthropic", "http://other") == "http://other"
+    assert judge_server("google", "https://generativelanguage.googleapis.com/") is None
+    # an Azure endpoint is the operator's own resource: always part of the key
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://Team.openai.azure.com/")
+    assert judge_server("azure", None) == "https://team.openai.azure.com"
+
+
+@pytest.mark.parametrize(
+    ("name", "backend", "base_url", "expected"),
+    [
+        ("openai/gpt-4o-mini", None, None, ("openai", "gpt-4o-mini", None)),
+        ("google/gemini-2.5-flash", None, None, ("google", "gemini-2.5-flash", None)),
+        (
+            "azure/my-deployment",
+            None,
+            "https://t.openai.azure.com",
+            ("azure", "my-deployment", "https://t.openai.azure.com"),
+        ),
+        ("ollama/llama3.1", None, None, ("openai", "llama3.1", "http://localhost:11434/v1")),
+        (
+            "vllm/org/model",
+            None,
+            "http://gpu:8000/v1",
+            ("openai", "org/model", "http://gpu:8000/v1"),
+        ),
+        (
+            "openai-compatible/openai/gpt-4o",
+            None,
+            "https://or.example/v1",
+            ("openai", "openai/gpt-4o", "https://or.example/v1"),
+        ),
+        ("simulated/sim-fresh", None, None, ("simulated", "sim-fresh", None)),
+        ("sim-fresh", None, None, ("simulated", "sim-fresh", None)),  # as before providers
+        ("openai/gpt-4o", "openai", None, ("openai", "openai/gpt-4o", None)),  # --backend: as is
+    ],
+)
+def test_a_model_is_named_provider_slash_name(name, backend, base_url, expected, monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert parse_model(name, backend=backend, base_url=base_url) == JudgeModel(*expected)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("mistral/large", "the provider one of simulated, openai, anthropic, google, azure"),
+        ("openai/", "name it provider/name"),
+        ("openai-compatible/qwen", "give the server's base URL"),
+    ],
+)
+def test_a_model_name_that_names_no_judge_says_what_to_write(name, message, monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ValueError, match=message):
+        parse_model(name)

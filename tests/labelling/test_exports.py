@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from pcf.access import Actor, Role
+from pcf.access import Actor, Role, operator
 from pcf.analysis.agreement import compare_with_humans
 from pcf.cli import app
 from pcf.items import Candidate, Item
@@ -21,7 +21,8 @@ from pcf.labelling.exports import (
     label_records,
     write_records,
 )
-from pcf.labelling.human_gold import dataset_gold
+from pcf.labelling.human_gold import dataset_gold, rule_text
+from pcf.labelling.plan import set_plan
 from pcf.labelling.resolutions import resolve
 from pcf.store import add_adjudication, current_labels, import_items, load_items
 from tests.factories import enrol, make_item
@@ -94,6 +95,29 @@ def test_the_commands_write_the_files(labelled, tmp_path):
     assert refused.exit_code == 2
     assert "--out x.parquet names parquet but --format is csv" in refused.output
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_an_hf_export_is_a_folder_datasets_loads_with_a_card_of_plan_rule_and_counts(
+    session, labelled, tmp_path, monkeypatch
+):
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+    set_plan(labelled, session=session, actor=operator(), labels_per_item=2, gold_rule="majority")
+    session.commit()
+    cards = {}
+    for what, records in (("labels", label_records), ("gold", gold_records)):
+        out = tmp_path / f"{what}-hf"
+        command = [what, "export", "team", "--out", str(out), "--format", "hf"]
+        done = CliRunner().invoke(app, command)
+        assert done.exit_code == 0, done.output
+        loaded = datasets.load_dataset(str(out), split="train")
+        assert loaded.to_list() == records(labelled, session=session)
+        cards[what] = (out / "README.md").read_text(encoding="utf-8")
+    for card in cards.values():
+        assert "- Plan: 2 label(s) per item.\n" in card
+        assert f"- Rule (majority): {rule_text('majority')}\n" in card
+    assert "- Counts: 5 labels (corrections included) of 2 items by 2 people." in cards["labels"]
+    assert "- Counts: 2 items; gold from resolution: 1, labels that give none: 1." in cards["gold"]
 
 
 @pytest.mark.parametrize(("what", "schema"), [("labels", LABEL_SCHEMA), ("gold", GOLD_SCHEMA)])

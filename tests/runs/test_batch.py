@@ -46,7 +46,13 @@ from pcf.store import (
 )
 from tests.demo_database import drop_database, new_database
 from tests.factories import make_item
-from tests.judge_providers import OPENAI, PROVIDERS, SECRET, ProviderSpec, use_environment
+from tests.judge_providers import (
+    BATCH_PROVIDERS,
+    OPENAI,
+    SECRET,
+    ProviderSpec,
+    use_environment,
+)
 from tests.runs.processes import import_dataset
 from tests.runs.test_live_providers import CANDIDATE_KEY
 from tests.wire_server import Scripted, WireRequest, WireServer
@@ -85,7 +91,7 @@ def provider_env(request, monkeypatch, tmp_path) -> ProviderSpec:
 
 def with_provider():
     return pytest.mark.parametrize(
-        "provider_env", PROVIDERS, indirect=True, ids=lambda p: p.backend
+        "provider_env", BATCH_PROVIDERS, indirect=True, ids=lambda p: p.backend
     )
 
 
@@ -323,7 +329,7 @@ def test_calls_are_split_by_the_request_limit_and_collect_waits_for_every_batch(
 
 def test_batch_needs_a_provider_backend(session):
     import_ds(session, 1)
-    with pytest.raises(ValueError, match="provider batches need the openai or anthropic backend"):
+    with pytest.raises(ValueError, match="are for openai/ and anthropic/ models; simulated/"):
         submit_run(RunSpec("ds", name="r"), session=session, actor=operator())
     assert session.exec(select(Run)).all() == []
 

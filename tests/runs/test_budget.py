@@ -1,7 +1,8 @@
 """The cost guard (pcf/runs/budget.py) and key claims, through `pcf judge` with the real OpenAI
-SDK against the wire server billing 100,000 prompt tokens per call, far more than any
-request's bytes: the live cap holds at any concurrency, a batch over its cap sends nothing,
-and two runs started at once pay each request once."""
+SDK (and google-genai and openai's Azure client) against the wire server billing 100,000
+prompt tokens per call, far more than any request's bytes: the live cap holds at any
+concurrency, a batch over its cap sends nothing, a model without a price is refused under a
+cap, and two runs started at once pay each request once."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pcf.cli import app
 from pcf.runs.manage import MAX_COST_ENV, judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import Call, KeyClaim, Run, get_engine, get_run
+from tests.judge_providers import AZURE, GOOGLE, OPENAI, use_environment
 from tests.runs.processes import environment, import_dataset, judge_command
 from tests.runs.test_live_providers import listwise_text
 from tests.wire_server import Scripted, WireRequest, WireServer
@@ -75,10 +77,15 @@ def test_the_live_cap_holds_at_any_concurrency_when_the_provider_bills_more_than
     assert len(session.exec(select(Call)).all()) == sent  # every paid answer is stored
 
 
-def test_retried_requests_are_reserved_and_every_billed_attempt_is_spent(priced, session, tmp_path):
+@pytest.mark.parametrize("provider", [OPENAI, GOOGLE, AZURE], ids=lambda p: p.backend)
+def test_retried_requests_are_reserved_and_every_billed_attempt_is_spent(
+    priced, session, tmp_path, monkeypatch, provider
+):
     """Each call's first request gets a 503 (not billed) and its second an unparseable answer
     (billed), so every answer takes two retries. Each attempt goes through the guard: the spend
-    is every billed attempt and stays within the cap plus one call's price."""
+    is every billed attempt and stays within the cap plus one call's price, with each
+    provider's SDK."""
+    use_environment(monkeypatch, provider)
 
     def flaky(request: WireRequest) -> Scripted:
         attempt = server.counts[request.key]
@@ -93,9 +100,9 @@ def test_retried_requests_are_reserved_and_every_billed_attempt_is_spent(priced,
         spec = RunSpec(
             "ds",
             "r",
-            backend="openai",
+            backend=provider.backend,
             model="m",
-            base_url=server.openai_base_url,
+            base_url=provider.base_url(server),
             k=4,
             backoff_s=0.001,
         )
@@ -211,3 +218,33 @@ def test_two_runs_started_at_once_send_each_request_once(priced, session, tmp_pa
     assert [r.status for r in session.exec(select(Run)).all()] == ["finished"] * 2
     assert len(session.exec(select(Call)).all()) == 2 * 24
     assert session.exec(select(KeyClaim)).all() == []
+
+
+def test_a_provider_model_without_a_price_is_refused_under_a_cap_until_it_has_one(
+    priced, session, tmp_path, monkeypatch
+):
+    """`pcf judge --model google/...` under PCF_MAX_COST_USD: an unpriced model is refused
+    before any request or run exists, live or by batch; Gemini has no batches here; once
+    PCF_PRICES gives the price the run is held to the cap; a simulated run pays nothing and
+    needs no price."""
+    use_environment(monkeypatch, GOOGLE)
+    monkeypatch.setenv(MAX_COST_ENV, str(CAP))
+    import_dataset(tmp_path, 21)
+    with WireServer(answer, prompt_tokens=PROMPT_TOKENS) as server:
+        judge = ["judge", "ds", "--name", "r", "--base-url", server.base_url, "--k", "4"]
+        unpriced = CliRunner().invoke(app, [*judge, "--model", "google/gemini-unpriced"])
+        batch = CliRunner().invoke(app, [*judge, "--model", "google/m", "--batch"])
+        sent_before, run_before = server.request_count, get_run("r", session=session)
+        priced_run = CliRunner().invoke(app, [*judge, "--model", "google/m"])
+        simulated = CliRunner().invoke(app, ["judge", "ds", "--name", "s", "--k", "2"])
+    assert unpriced.exit_code == 2, unpriced.output
+    assert "model 'gemini-unpriced' has no price" in unpriced.stderr
+    assert "PCF_PRICES" in unpriced.stderr
+    assert batch.exit_code == 2, batch.output
+    assert "google/ models are judged call by call: leave out --batch" in batch.stderr
+    assert (sent_before, run_before) == (0, None)
+    assert priced_run.exit_code == 1, priced_run.output
+    run = get_run("r", session=session)
+    assert (run.status, run.model) == ("capped", "m")
+    assert CALL_PRICE <= run.cost_usd <= CAP + CALL_PRICE
+    assert simulated.exit_code == 0, simulated.output

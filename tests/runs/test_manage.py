@@ -13,10 +13,11 @@ from pcf.labelling.audit import audit_log
 from pcf.runs.background import start_run
 from pcf.runs.estimate import CANONICAL_SETTING, estimate_run
 from pcf.runs.manage import (
+    APP_BACKENDS,
     MAX_COST_ENV,
     CostCapError,
     RunConflictError,
-    backend_availability,
+    backend_problem,
     delete_run,
     import_dataset,
     judge_run,
@@ -29,15 +30,19 @@ from tests.wire_server import Scripted, WireServer
 
 
 def test_providers_need_their_key_or_a_base_url():
-    assert backend_availability(environ={}) == {
+    assert {b: backend_problem(b, environ={}) for b in APP_BACKENDS} == {
         "simulated": None,
         "openai": "set OPENAI_API_KEY in the server's environment or give an OpenAI-compatible "
         "base URL",
         "anthropic": "set ANTHROPIC_API_KEY in the server's environment",
+        "google": "set GOOGLE_API_KEY or GEMINI_API_KEY in the server's environment",
+        "azure": "set AZURE_OPENAI_API_KEY in the server's environment",
     }
-    with_keys = backend_availability(environ={"OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k"})
-    assert set(with_keys.values()) == {None}
-    assert backend_availability("http://localhost:1/v1", environ={})["openai"] is None
+    keys = {"OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k", "GEMINI_API_KEY": "k"}
+    keys["AZURE_OPENAI_API_KEY"] = "k"
+    assert {backend_problem(b, environ=keys) for b in APP_BACKENDS} == {None}
+    assert backend_problem("openai", "http://localhost:1/v1", environ={}) is None
+    assert "command line" in backend_problem("replay", environ={})
 
 
 def _dataset(session, seed: int):

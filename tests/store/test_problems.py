@@ -199,8 +199,8 @@ def test_a_database_on_a_read_only_file_system_cannot_be_opened_and_says_why(
 def test_a_database_file_moved_away_mid_run_stops_it_in_one_line_and_it_resumes_there(
     monkeypatch, tmp_path
 ):
-    """SQLite alone goes on writing into the moved file, and the command ends well (exit 0)
-    with its answers where nobody looks; put back, the file holds every call stored."""
+    """SQLite alone would go on writing into the moved file, where nobody looks: the command
+    stops in one line instead; put back, the file holds every call stored and the run resumes."""
     database, moved = tmp_path / "pcf.db", tmp_path / "moved.db"
     imported(monkeypatch, database, tmp_path)
 

@@ -50,7 +50,6 @@ from pcf.store import (
     ADVISORY_LOCK,
     SCRIPT_LOCATION,
     UNVERSIONED_TABLES,
-    Adjudication,
     Call,
     KeyClaim,
     ReplacedCall,
@@ -58,6 +57,7 @@ from pcf.store import (
     SchemaError,
     SQLModel,
     add_adjudication,
+    adjudication_records,
     call_request,
     claim_keys,
     current,
@@ -115,9 +115,15 @@ CALL_BEFORE_0006 = Table(
 """The call table before revision 0006: its ``request`` in place of the template's id."""
 
 
+LATER_COLUMNS = {"adjudication": {"source"}}
+"""Columns that :func:`rows` leaves out: added after the revisions the other tests fill, they
+are read by their own revision's test."""
+
+
 def rows(url: str) -> dict[str, list[tuple]]:
-    """Every row of every table of the models that the database has, in primary-key order;
-    calls and replaced calls as they were stored before revision 0006 (:func:`calls`)."""
+    """Every row of every table of the models that the database has, in primary-key order,
+    without :data:`LATER_COLUMNS`; calls and replaced calls as they were stored before revision
+    0006 (:func:`calls`)."""
     engine = plain_engine(url)
     with engine.connect() as connection:
         inspector = inspect(connection)
@@ -126,6 +132,7 @@ def rows(url: str) -> dict[str, list[tuple]]:
         def stored(table: Table) -> list[tuple]:
             """The table's rows, in the columns the database has (an older revision has fewer)."""
             columns = {column["name"] for column in inspector.get_columns(table.name)}
+            columns -= LATER_COLUMNS.get(table.name, set())
             shown = [column for column in table.columns if column.name in columns]
             query = select(*shown).order_by(*table.primary_key.columns)
             return [tuple(row) for row in connection.execute(query).all()]
@@ -359,7 +366,11 @@ def fill_at(
     with reader.connect() as read, engine.begin() as write:
         for name in LEGACY_TABLES:
             table = SQLModel.metadata.tables[name]
-            found = [dict(row._mapping) for row in read.execute(select(table))]
+            older = {column["name"] for column in inspect(write).get_columns(name)}
+            found = [
+                {key: value for key, value in row._mapping.items() if key in older}
+                for row in read.execute(select(table))
+            ]
             if name == "call":
                 table = CALL_BEFORE_0006
                 found = [dict(zip(table.columns.keys(), row, strict=True)) for row in old_calls]
@@ -377,14 +388,15 @@ def fill_at(
     reader.dispose()
     drop_database(source)
     with session_scope(engine) as session:
-        dataset = get_dataset("demo", session=session)
-        item = item_db_ids(dataset.id, session=session)["demo-001"]
-        first = add_adjudication(item, session=session, annotator="ana", choice="none_correct")
+        item = item_db_ids(get_dataset("demo", session=session).id, session=session)["demo-001"]
+    label = {"item_id": item, "annotator": "ana", "tags": [], "notes": ""}  # the old columns
+    adjudication = SQLModel.metadata.tables["adjudication"]
+    with engine.begin() as write:
+        insert = adjudication.insert()
+        first = write.execute(insert, label | {"choice": "none_correct", "created_at": utc_now()})
         for choice in ("cannot_tell", "none_correct")[: 2 if fork else 0]:
-            session.add(
-                Adjudication(item_id=item, annotator="ana", choice=choice, supersedes=first.id)
-            )
-            session.flush()
+            forked = {"choice": choice, "created_at": utc_now()}
+            write.execute(insert, label | forked | {"supersedes": first.inserted_primary_key[0]})
     engine.dispose()
     return rows(url)
 
@@ -500,16 +512,23 @@ def test_revision_0007_converts_hostile_texts_and_replaced_answers_and_back(
     assert kept(before, rows(isolated_database))
 
 
+def upgraded_from(url: str, revision: str, folder: Path) -> dict[str, list[tuple]]:
+    """The rows of a database filled at 0006 (:func:`fill_at`) and taken to ``revision``, once
+    `pcf db upgrade` took it from there to head keeping them all, as the models say."""
+    before = fill_at(url, "0006", folder, fork=False)
+    engine = unchecked_engine(url)
+    upgrade(engine, to=revision)
+    engine.dispose()
+    assert cli("db", "upgrade")["before"] == revision
+    assert kept(before, rows(url))
+    assert differences(url) == []
+    return before
+
+
 def test_revision_0008_adds_key_claims_to_a_database_at_0007(isolated_database, tmp_path):
     """A database at 0007 keeps every row, and its new claims table works: a claim of a live
     holder is seen, another holder is refused it, and an expired claim is taken over."""
-    before = fill_at(isolated_database, "0006", tmp_path / "source", fork=False)
-    engine = unchecked_engine(isolated_database)
-    upgrade(engine, to="0007")
-    engine.dispose()
-    assert cli("db", "upgrade")["before"] == "0007"
-    assert kept(before, rows(isolated_database))
-    assert differences(isolated_database) == []
+    before = upgraded_from(isolated_database, "0007", tmp_path / "source")
     engine = unchecked_engine(isolated_database)
     with Session(engine) as session:
         assert claim_keys(["k"], session=session, holder="mine", ttl_s=60) == {"k"}
@@ -558,6 +577,34 @@ def test_revision_0009_keeps_the_members_who_bind_their_account_at_their_next_si
         assert (bound.issuer, bound.subject) == ("https://id.example", "a1")
         with pytest.raises(SignInRefusedError, match="another account"):
             identify(token | {"sub": "a2"}, session=session)
+
+
+def test_revision_0010_keeps_every_label_and_then_the_source_of_the_imported_ones(
+    isolated_database, new_session, tmp_path
+):
+    """A database at 0009 keeps every row, its labels now saved in PCF (no source); a label
+    imported after the upgrade keeps its source; the downgrade keeps the rest and the chain
+    index."""
+    before = upgraded_from(isolated_database, "0009", tmp_path / "source")
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"item_id": "demo-002", "annotator": "ext", "answer": "cannot_tell"}\n')
+    done = runner.invoke(app, ["labels", "import", str(labels), "--dataset", "demo"])
+    assert done.exit_code == 0, done.output
+    with new_session() as session:
+        found = adjudication_records(get_dataset("demo", session=session).id, session=session)
+    assert [(r["annotator"], r["source"]) for r in found] == [
+        ("ana", None),
+        ("ext", "labels.jsonl"),
+    ]
+    downgrade(isolated_database, "0009")
+    engine = plain_engine(isolated_database)
+    with engine.connect() as connection:
+        assert "source" not in {c["name"] for c in inspect(connection).get_columns("adjudication")}
+        assert "ux_adjudication_chain" in index_names(connection, "adjudication")
+    engine.dispose()
+    after = rows(isolated_database)
+    imported = {table: after[table][:-1] for table in ("adjudication", "audit_event")}
+    assert kept(before, after | imported)
 
 
 def test_a_release_with_the_chain_index_but_32_bit_totals_is_recognised(

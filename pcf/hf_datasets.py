@@ -1,0 +1,93 @@
+"""Items from Hugging Face datasets, read through the ``datasets`` library (the ``hf`` extra,
+imported only here): a dataset on the hub, or in its cache offline, a folder ``save_to_disk``
+wrote, or a folder of a hub dataset's Parquet or JSON files.
+
+The rows become the rows a file import reads (:func:`pcf.items.items_from_rows`), in a layout
+told by their columns (:func:`pcf.items.layout_of`), so they pass the same checks and caps and
+fail with ``SOURCE[split]:row: field: message`` (rows count from 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pcf.errors import DataError, Problem
+from pcf.files import DATA_FILE, FieldChecker, storable
+from pcf.items import Item, items_from_rows, layout_of
+
+SAVED = ("dataset_dict.json", "state.json")
+"""The files that make a folder one that ``save_to_disk`` wrote."""
+
+
+def load_hf(
+    source: str,
+    *,
+    config: str | None = None,
+    split: str | None = None,
+    revision: str | None = None,
+    columns: Mapping[str, str] | None = None,
+    subset: str | None = None,
+) -> tuple[list[Item], str]:
+    """The items of a Hugging Face dataset, all or none, and the layout of its rows.
+
+    Args:
+        source: a hub id (``allenai/reward-bench-2``) or a local folder.
+        config: the dataset's configuration (not for a ``save_to_disk`` folder).
+        split: the split to read; needed only when the dataset has several.
+        revision: a hub branch, tag or commit (not for a ``save_to_disk`` folder).
+        columns: ``{field: column}``, a layout's field read from another column.
+        subset: keep one bucket (of RewardBench 2: one subset).
+
+    Raises:
+        ValueError: the ``datasets`` library is missing, the dataset cannot be read (not
+            found, offline, no such split or column), or its columns are no known layout.
+        DataError: the dataset is over :data:`~pcf.files.DATA_FILE`, or its rows' problems.
+    """
+    columns = dict(columns or {})
+    dataset = _one_split(_open(source, config, revision), split, source)
+    name = f"{source}[{dataset.split}]" if dataset.split else source
+    if dataset.data.nbytes > DATA_FILE.value():
+        raise DataError([Problem(name, None, None, DATA_FILE.exceeded(dataset.data.nbytes))])
+    for field, column in columns.items():
+        if column not in dataset.column_names:
+            raise ValueError(f"--map {field}={column}: {name} has no column {column!r}")
+    layout = layout_of([*dataset.column_names, *columns])
+    check = FieldChecker(name)
+    rows = (
+        (i, {**row, **{field: row[column] for field, column in columns.items()}})
+        for i, row in enumerate(dataset, start=1)
+    )
+    sound = ((i, row) for i, row in rows if storable(row, i, check))
+    return items_from_rows(layout, sound, check, subset=subset), layout
+
+
+def _open(source: str, config: str | None, revision: str | None) -> Any:
+    """The dataset or its splits, from a ``save_to_disk`` folder or ``load_dataset``."""
+    try:
+        import datasets  # noqa: PLC0415 - an optional extra
+    except ImportError:
+        raise ValueError(
+            "Hugging Face datasets need the datasets library: pip install 'pcf-review[hf]'"
+        ) from None
+    try:
+        if any((Path(source) / saved).is_file() for saved in SAVED):
+            if config or revision:
+                raise ValueError("a save_to_disk folder has no --config or --revision")
+            return datasets.load_from_disk(source)
+        return datasets.load_dataset(source, config, revision=revision)
+    except (OSError, ValueError) as exc:  # not found, offline, no such config
+        raise ValueError(f"cannot read {source}: {exc}") from None
+
+
+def _one_split(loaded: Any, split: str | None, source: str) -> Any:
+    """The split to read of ``loaded`` (a dataset's splits are a dict)."""
+    if not isinstance(loaded, dict):
+        return loaded
+    if split is None and len(loaded) == 1:
+        split = next(iter(loaded))
+    if split not in loaded:
+        wrong = f", not {split!r}" if split else ": choose one with --split"
+        raise ValueError(f"{source} has splits {list(loaded)}{wrong}")
+    return loaded[split]

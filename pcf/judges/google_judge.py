@@ -1,0 +1,105 @@
+"""A judge that calls Google's Gemini API (``generateContent``) through the official
+``google-genai`` SDK, installed with the optional extra ``google``."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import aiohttp  # the SDK's transport when installed, as it is with openai[aiohttp]
+from google import genai
+from google.genai import errors, types
+
+from pcf.judges._provider import ProviderJudge, status_error
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
+
+REFUSED = ("SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION")
+"""Finish reasons of an answer the provider withheld."""
+
+
+class GoogleJudge(ProviderJudge):
+    """Gemini's ``generateContent`` through ``genai.Client(...).aio``, with SDK retries off.
+
+    The runner owns retries, so every failure is raised at once as a :class:`JudgeError`. The
+    answer's JSON is read as sent (the SDK's ``should_return_http_response``), like the OpenAI
+    judge's. A schema is sent as ``responseJsonSchema``; thinking tokens are billed as output.
+
+    Attributes:
+        backend: always ``"google"``.
+        model: the model name sent with every request.
+    """
+
+    backend = "google"
+
+    @staticmethod
+    def _new_client(api_key: str, base_url: str | None, timeout: float) -> genai.client.AsyncClient:
+        options = types.HttpOptions(
+            base_url=base_url,  # None: GOOGLE_GEMINI_BASE_URL, else Google's own endpoint
+            timeout=int(timeout * 1000),
+            retry_options=types.HttpRetryOptions(attempts=1),
+        )
+        return genai.Client(api_key=api_key, vertexai=False, http_options=options).aio
+
+    def config(self, request: JudgeRequest) -> types.GenerateContentConfig:
+        """The generation settings of ``request``."""
+        return types.GenerateContentConfig(
+            system_instruction=request.system,
+            temperature=request.temperature,
+            max_output_tokens=request.max_tokens,
+            seed=self.seed,
+            response_mime_type=None if request.schema is None else "application/json",
+            response_json_schema=request.schema,
+            should_return_http_response=True,
+        )
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        """Answer one request or raise :class:`JudgeError`."""
+        client = self._clients.get()
+        start = time.perf_counter()
+        try:
+            response = await client.models.generate_content(
+                model=self.model, contents=request.user, config=self.config(request)
+            )
+            body = json.loads(response.sdk_http_response.body or "")
+        except errors.APIError as err:
+            headers = getattr(err.response, "headers", None) or {}
+            raise status_error(err.code, str(err.message), headers, self._key) from None
+        except TimeoutError as err:
+            raise JudgeError("timeout", "request timed out", retryable=True) from err
+        except (aiohttp.ClientError, OSError) as err:
+            message = f"Connection error ({type(err).__name__})"
+            raise JudgeError("connection_error", message, retryable=True) from err
+        # ValueError: not JSON, or an integer past Python's 4,300 digits; RecursionError: too deep
+        except (ValueError, RecursionError) as err:
+            raise JudgeError("bad_response", "invalid response body", retryable=True) from err
+        return content_reply(body, time.perf_counter() - start)
+
+
+def content_reply(response: object, latency: float) -> JudgeReply:
+    """The reply in a ``generateContent`` answer's JSON, which is kept whole as ``raw``."""
+    try:
+        if not isinstance(response, dict):
+            raise TypeError("the response is not a JSON object")
+        blocked = (response.get("promptFeedback") or {}).get("blockReason")
+        candidates = response.get("candidates")
+        if not candidates and not blocked:
+            raise ValueError("no candidate and no block reason")
+        first = candidates[0] if candidates else {}
+        parts = (first.get("content") or {}).get("parts") or []
+        text = "".join(
+            p["text"] for p in parts if isinstance(p.get("text"), str) and not p.get("thought")
+        )
+        reason = first.get("finishReason")
+        refused = blocked or reason in REFUSED
+        usage = response.get("usageMetadata") or {}
+        return JudgeReply(
+            text=text,
+            input_tokens=usage_count(usage.get("promptTokenCount")),
+            output_tokens=usage_count(usage.get("candidatesTokenCount"))
+            + usage_count(usage.get("thoughtsTokenCount")),
+            latency_s=latency,
+            raw=response,
+            refusal=(first.get("finishMessage") or blocked or reason) if refused else None,
+        )
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as err:
+        raise JudgeError("bad_response", f"malformed answer: {err}", retryable=True) from err

@@ -1,0 +1,97 @@
+"""``pcf import inspect LOG``: an eval log of the inspect_ai task :func:`pcf.inspect_task.judge`
+stored as a dataset (the log's items) and a replay run of the model's recorded answers, which
+every page reviews like any other run."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+from sqlmodel import Session
+
+from pcf.access import Actor
+from pcf.files import FieldChecker
+from pcf.inspect_task import CALLS, ITEM, recorded_judgments
+from pcf.items import sound_items
+from pcf.judgments import Judgment, write_judgments
+from pcf.runs.manage import import_dataset, judge_run
+from pcf.runs.rows import Progress, RunReport
+from pcf.runs.spec import RunSpec
+from pcf.store import Run
+
+MOCK_PROVIDER = "mockllm/"
+"""inspect's deterministic test model: a run of its answers is marked simulated."""
+
+
+def import_inspect_log(
+    path: Path,
+    *,
+    session: Session,
+    actor: Actor,
+    name: str | None = None,
+    progress: Progress | None = None,
+) -> tuple[Run, RunReport]:
+    """Store the log's items as dataset ``name`` (the log's dataset name by default) with the
+    task's dataset seed, and its answers as a replay run with the task's K, schedule and seed
+    (each epoch an execution), so the run's orderings are the ones the model was shown.
+
+    Raises:
+        DataError: samples without a sound item or readable calls (the log, the sample's
+            position, the field).
+        ValueError: not an eval log, or a dataset of that name exists.
+        AccessDeniedError: the actor may not import or run.
+    """
+    from inspect_ai.log import read_eval_log  # noqa: PLC0415 - slow to import
+
+    try:
+        log = read_eval_log(str(path))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path} is not an inspect eval log: {exc}") from exc
+    args, check = log.eval.task_args, FieldChecker(path)
+    # Samples in the dataset's order (the log keeps them as they finished), each numbered by
+    # its position in the dataset.
+    position = {sample_id: n for n, sample_id in enumerate(log.eval.dataset.sample_ids or [], 1)}
+    samples = sorted(log.samples or [], key=lambda s: (s.epoch, position.get(s.id, 0)))
+    firsts = [(position.get(s.id, 0), s.metadata.get(ITEM)) for s in samples if s.epoch == 1]
+    items = {item.item_id: item for item in sound_items("jsonl", firsts, check)}
+    simulated = log.eval.model.startswith(MOCK_PROVIDER)
+    judgments: list[Judgment] = []
+    for sample in samples:
+        item = items.get(str(sample.id))
+        try:
+            calls = (
+                recorded_judgments(item, sample.metadata[CALLS], sample.epoch - 1) if item else []
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            message = f"not the pcf/judge task's calls ({exc!r})"
+            check.add(position.get(sample.id, 0), f"metadata.{CALLS}", message)
+            continue
+        judgments += [dataclasses.replace(j, backend="inspect", simulated=simulated) for j in calls]
+    if not samples:
+        check.add(None, None, "the log has no samples")
+    check.raise_if_any()
+    dataset = import_dataset(
+        list(items.values()),
+        session=session,
+        actor=actor,
+        name=name or log.eval.dataset.name or path.stem,
+        fmt="inspect",
+        source_path=path,
+        seed=int(args["dataset_seed"]),
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        recording = Path(folder) / "judgments.jsonl"
+        with recording.open("w", encoding="utf-8") as out:
+            write_judgments(judgments, out)
+        spec = RunSpec(
+            dataset.name,
+            backend="replay",
+            model=log.eval.model,
+            replay=recording,
+            k=int(args["k"]),
+            schedule=str(args["schedule"]),
+            executions=max(s.epoch for s in samples),
+            seed=int(args["seed"]),
+        )
+        return judge_run(spec, session=session, actor=actor, progress=progress)

@@ -1,0 +1,139 @@
+"""Labels from elsewhere: `pcf labels import` of JSON Lines, CSV or Parquet, all or nothing,
+under the plan's rules, each label keeping its source."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from pcf.access import AccessDeniedError, Actor, Role
+from pcf.cli import app
+from pcf.labelling.imports import import_labels
+from pcf.store import (
+    add_adjudication,
+    adjudication_records,
+    audit_events,
+    import_items,
+    item_db_ids,
+)
+from tests.factories import enrol, make_item
+
+runner = CliRunner()
+GOOD = [
+    {
+        "item_id": "q1",
+        "annotator": "rater-1",
+        "answer": "c0",
+        "confidence": 0.75,
+        "note": "=checked, twice",
+        "time": "2026-11-30T09:00:00+00:00",
+    },
+    {"item_id": "q1", "annotator": "rater-2", "answer": "c1", "confidence": None, "note": ""},
+    {"item_id": "q2", "annotator": "rater-1", "answer": "none_correct", "confidence": 0.5},
+]
+
+
+def write(rows: list[dict], path: Path) -> Path:
+    """``rows`` as the file ``path``'s suffix names; Parquet keeps times as timestamps."""
+    frame = pd.DataFrame(rows)
+    if "time" not in frame:
+        frame["time"] = None
+    if path.suffix == ".parquet":
+        frame.assign(time=pd.to_datetime(frame["time"], utc=True)).to_parquet(path)
+    elif path.suffix == ".csv":
+        frame.to_csv(path, index=False, quoting=csv.QUOTE_MINIMAL)
+    else:
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def team(session) -> int:
+    """Items q1 and q2 (candidates c0 to c3), two labels per item."""
+    found = import_items(
+        [make_item("q1"), make_item("q2")], session=session, name="team", fmt="jsonl"
+    )
+    session.commit()
+    done = runner.invoke(app, ["labelling", "set", "team", "--labels-per-item", "2"])
+    assert done.exit_code == 0, done.output
+    return found.id
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_one_bad_row_imports_nothing_and_a_good_file_round_trips(session, team, suffix, tmp_path):
+    bad = write(
+        [*GOOD, {**GOOD[2], "annotator": "rater-2", "answer": "c9"}], tmp_path / f"b{suffix}"
+    )
+    done = runner.invoke(app, ["labels", "import", str(bad), "--dataset", "team"])
+    assert done.exit_code == 1
+    line = 5 if suffix == ".csv" else 4  # a CSV's header is its line 1; Parquet counts rows
+    assert done.output.splitlines() == [
+        f"1 problem(s) in {bad}; nothing imported:",
+        f"{bad}:{line}: answer: 'c9' is not one of: c0, c1, c2, c3, none_correct, cannot_tell",
+    ]
+    assert adjudication_records(team, session=session) == []
+    good = write(GOOD, tmp_path / f"labels{suffix}")
+    done = runner.invoke(
+        app, ["labels", "import", str(good), "--dataset", "team", "--source", "bench"]
+    )
+    assert done.exit_code == 0, done.output
+    assert "imported 3 labels into team" in done.output
+    exported = tmp_path / "out.jsonl"
+    done = runner.invoke(app, ["labels", "export", "team", "--out", str(exported)])
+    assert done.exit_code == 0, done.output
+    records = [json.loads(line) for line in exported.read_text(encoding="utf-8").splitlines()]
+    named = {"answer": "choice", "note": "notes", "time": "created_at"}
+    for row, record in zip(GOOD, records, strict=True):
+        assert {key: record[named.get(key, key)] for key in row} == row
+    assert {r["source"] for r in records} == {"bench"}
+    assert {r["supersedes"] for r in records} == {None}
+    [event] = [e for e in audit_events(session=session) if e.action == "labels_imported"]
+    assert event.actor.startswith("operator:")
+    assert (event.target, event.details["labels"], event.details["source"]) == ("team", 3, "bench")
+
+
+def test_every_rule_is_checked_against_the_file_and_the_labels_already_given(
+    session, team, tmp_path
+):
+    """The plan asks two labels per item; ann labelled q2 in PCF already."""
+    q2 = item_db_ids(team, session=session)["q2"]
+    add_adjudication(q2, session=session, annotator="ann@x.org", choice="c0")
+    session.commit()
+    rows = [
+        {"item_id": "q1", "annotator": "rater-1", "answer": "c0"},  # 1: fine
+        {"item_id": "q9", "annotator": "rater-1", "answer": "c0"},
+        {"item_id": "q1", "annotator": "rater-1", "answer": "c1"},
+        {"item_id": "q1", "annotator": "rater-2", "answer": "c1"},  # 4: the second label
+        {"item_id": "q1", "annotator": "rater-3", "answer": "c1"},
+        {"item_id": "q2", "annotator": "ann@x.org", "answer": "c2"},
+        {"item_id": "q2", "annotator": "rater-1", "answer": "c2", "confidence": 1.5},
+        {"item_id": "q2", "annotator": "rater-1", "answer": "c2", "time": "2026-11-30T09:00:00"},
+        {"item_id": "q2", "answer": "c2"},
+    ]
+    path = write(rows, tmp_path / "labels.jsonl")
+    done = runner.invoke(app, ["labels", "import", str(path), "--dataset", "team"])
+    assert done.exit_code == 1
+    assert done.output.splitlines()[1:] == [
+        f"{path}:2: item_id: no item 'q9' in dataset 'team'",
+        f"{path}:3: annotator: 'rater-1' labelled 'q1' already",
+        f"{path}:5: item_id: item 'q1' has the 2 label(s) its plan asks for",
+        f"{path}:6: annotator: 'ann@x.org' labelled 'q2' already",
+        f"{path}:7: confidence: must be a number from 0 to 1, got 1.5",
+        f"{path}:8: time: must be a date and time with its time zone (2026-12-04T10:00:00Z)",
+        f"{path}:9: annotator: missing",
+    ]
+    assert [r["annotator"] for r in adjudication_records(team, session=session)] == ["ann@x.org"]
+
+
+def test_only_an_admin_imports_labels(session, team, tmp_path):
+    rita = Actor("rita@x.org", Role.REVIEWER)
+    enrol(session, rita)
+    path = write(GOOD, tmp_path / "labels.jsonl")
+    with pytest.raises(AccessDeniedError, match=r"rita@x\.org is reviewer and may not import"):
+        import_labels(path, team, session=session, actor=rita, source="bench")
+    assert adjudication_records(team, session=session) == []
