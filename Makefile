@@ -60,8 +60,9 @@ test-postgres: $(STAMP)
 test-quick: lint $(RENDERER_STAMP)
 	$(BIN)/python -m pytest -q $(PARALLEL) -m "not slow"
 
+# The demo's summary (JSON) is left out: `make run` ends with the app's address.
 demo: $(STAMP)
-	$(BIN)/pcf demo --if-missing
+	$(BIN)/pcf demo --if-missing >/dev/null
 
 # This machine only (127.0.0.1): without sign-in the app is one local person's. See the docs,
 # Team set-up, to serve a team.

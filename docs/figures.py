@@ -75,6 +75,14 @@ SECTIONS: dict[str, tuple[str, str, str]] = {
         "against adaptive overlap, over 5 seeds (a simulation).",
         "-m benchmarks.adaptive_overlap --seeds 5",
     ),
+    "guarantees": (
+        "Guarantees calibrated on data",
+        "Calibrated `confident` stopping on recorded judges that break its score model (Cauchy "
+        "score noise, 20% garbage answers; 200 items each), and `pcf escalate` on the demo and "
+        "RewardBench 2 simulated runs, each over 200 random calibration samples, delta 0.1 "
+        "(simulations: whether the promises hold, not how a real judge behaves).",
+        "-m benchmarks.guarantees --cases 200 --splits 200",
+    ),
     "cli_startup": (
         "CLI start-up",
         "`pcf --help` and `pcf validate` as fresh processes (targets 0.5 s and 1.0 s).",

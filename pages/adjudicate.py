@@ -116,13 +116,17 @@ if (!window.pcfLabelKeys) {
     const item = start.endsWith("_") && heading
       ? heading.innerText.slice(5).trim().replaceAll(/[^a-zA-Z0-9_-]/g, "-") : "";
     event.preventDefault();
-    const press = (tries) => {  // the item's buttons may still be on their way: wait up to 2 s
+    const shown = heading?.innerText;
+    // The item's buttons may still be on their way (a busy server draws them seconds after the
+    // heading): wait for them while the item stays on screen, up to a minute.
+    const press = (tries) => {
       const box = document.getElementsByClassName("st-key-" + start + item)[0];
       const button = box?.querySelector("button");
+      const onScreen = !heading || (heading.isConnected && heading.innerText === shown);
       if (button && !button.disabled) button.click();
-      else if (tries > 0) setTimeout(() => press(tries - 1), 50);
+      else if (tries > 0 && onScreen) setTimeout(() => press(tries - 1), 50);
     };
-    press(40);
+    press(1200);
   });
 }
 </script>""".replace("KEYS_JSON", json.dumps(KEYS))
@@ -255,7 +259,7 @@ def save(item_key: str, item_db_id: int, choice: str, seen: int | None) -> None:
                 choice=choice,
                 seen=seen,
                 wanted=wanted.get(item_key),
-                confidence=st.session_state.get(f"adjudicate_confidence_{item_key}", 0.5),
+                confidence=st.session_state.get(f"adjudicate_confidence_{item_key}"),
                 tags=st.session_state.get(f"adjudicate_tags_{item_key}", []),
                 notes=st.session_state.get(f"adjudicate_notes_{item_key}", "").strip(),
             ),
@@ -465,14 +469,14 @@ others[2].button(
     width="stretch",
 )
 label_details = st.columns([2, 3, 3])
-label_details[0].select_slider(
+label_details[0].radio(
     "Confidence",
     options=list(CONFIDENCE_SCALE),
-    value=0.5,
+    index=None,
     format_func=confidence_label,
     key=f"adjudicate_confidence_{current}",
-    help="A share from 0 (a guess) to 1 (certain): the same number the history and the "
-    "exports show.",
+    help="Optional: a share from 0 (a guess) to 1 (certain), the same number the history and "
+    "the exports show. Not chosen, none is saved.",
 )
 label_details[1].multiselect(
     "Tags",

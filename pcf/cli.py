@@ -1153,6 +1153,45 @@ def triage(
     emit(figures)
 
 
+@app.command()
+def escalate(
+    run_name: Annotated[str, typer.Argument(metavar="RUN", help="A stored listwise run.")],
+    alpha: Annotated[float, typer.Option(help="Accepted share of disagreements.")] = 0.1,
+    delta: Annotated[float, typer.Option(help="Accepted chance the guarantee fails.")] = 0.1,
+    signal: Annotated[
+        str, typer.Option(help="top_agreement, margin or calibrated.")
+    ] = "top_agreement",
+    calibration_labels: Annotated[
+        str,
+        typer.Option(help="gold (a random half of the dataset's gold) or humans (human gold)."),
+    ] = "gold",
+) -> None:
+    """Which items the judge may decide alone: the threshold on --signal chosen on calibration
+    items so that, with probability >= 1-delta, the judge agrees with the answers on >= 1-alpha
+    of the items it decides; the decided and escalated items, beside the direct call's
+    confidence on the same sample. JSON on stdout.
+
+    Example: pcf escalate demo-pcf --alpha 0.1 --delta 0.1 --signal margin
+    """
+    from pcf.analysis.escalate import escalate as split_items
+
+    with database() as session:
+        run = existing_run(run_name, session=session)
+        try:
+            emit(
+                split_items(
+                    run,
+                    session=session,
+                    alpha=alpha,
+                    delta=delta,
+                    signal=signal,
+                    labels=calibration_labels,
+                )
+            )
+        except ValueError as exc:
+            fail(f"error: {exc}", 2)
+
+
 @app.command("report")
 def report_command(
     names: Annotated[
@@ -1207,12 +1246,11 @@ def demo(
     from pcf.store import database_url, get_run
 
     with database() as session:
-        if if_missing and all(get_run(s.run_name, session=session) for s in DEMO_RUNS):
-            typer.echo(f"demo database ready at {database_url()}", err=True)
-            return
-        built = build_demo(session=session, actor=operator())
-        summaries = [summary(run, report, session=session) for run, report in built]
-    emit({"database": database_url(), "runs": summaries})
+        if not (if_missing and all(get_run(s.run_name, session=session) for s in DEMO_RUNS)):
+            built = build_demo(session=session, actor=operator())
+            summaries = [summary(run, report, session=session) for run, report in built]
+            emit({"database": database_url(), "runs": summaries})
+    typer.echo(f"demo database ready at {database_url()}", err=True)
 
 
 members_app = typer.Typer(

@@ -39,12 +39,19 @@ execution, averaged over the executions with an ok judgment), under the weights 
   candidate and slot within an execution, with Gaussian noise; ``pcf whatif`` on a full run of
   one's own judge shows whether that holds before trusting it.
 
+The score model is not trusted to keep ``risk``: a ``confident`` run first judges a random
+calibration sample in full (:func:`calibration_size`), then stops the other items once the
+model's estimate is at most the threshold :func:`calibrate` chose on that sample, so that the
+chance of a changed winner is at most ``risk`` with probability 1 - :data:`DELTA` on any judge
+(:mod:`pcf.guarantees`). When no threshold passes, the other items stop by ``certain``.
+
 A finished adaptive run records :data:`STOPPING_VERSION` with its stops, so that a rerun by a
 later release keeps them instead of asking a policy that may now decide otherwise.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections import Counter, defaultdict
@@ -56,12 +63,13 @@ import numpy as np
 
 from pcf.choices import POLICIES
 from pcf.consensus import TIE_TOLERANCE, consensus, pack
+from pcf.guarantees import fixed_sequence, random_sample, smallest_sample, upper_bound
 from pcf.judgments import Judgment
 from pcf.orderings import seeded_rng
 from pcf.weights import DEFAULT_WEIGHTS, Weights
 
-STOP_REASONS = ("certain", "confident", "planned_calls_made", "max_calls")
-STOPPING_VERSION = 2
+STOP_REASONS = ("certain", "confident", "planned_calls_made", "max_calls", "calibration")
+STOPPING_VERSION = 3
 """The version of the policies' decisions: raise it with every change that can stop an item
 elsewhere on the same calls. Version 1 is every release before versions were recorded."""
 MIN_SIMULATIONS = 2_000
@@ -87,6 +95,14 @@ RANK_NOISE_PRIOR = 0.5
 """The prior chance that the ranking follows the scores (noise 0); the rest is shared evenly."""
 MARGIN_EPSILON = 1e-12
 """Room for floating-point rounding on top of the tie tolerance in the ``certain`` bound."""
+CALIBRATION_SHARE = 0.2
+"""The share of a ``confident`` run's items judged in full to calibrate its threshold on (at
+least :func:`pcf.guarantees.smallest_sample` items)."""
+DELTA = 0.1
+"""The accepted chance that the calibrated threshold breaks its risk (1 - delta: confidence)."""
+THRESHOLDS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4)
+"""The thresholds on the score model's estimated chance of a change that calibration tests,
+safest first."""
 
 
 class _Slotted(Protocol):
@@ -677,3 +693,71 @@ def _all_settled(policies: Sequence[StoppingPolicy], calls: ItemCalls) -> list[b
             )
         out.append(estimates[key] <= policy.risk)
     return out
+
+
+def calibration_sample(keys: Sequence[str], risk: float, seed: int) -> set[str]:
+    """The items a ``confident`` run at ``risk`` judges in full first: :data:`CALIBRATION_SHARE`
+    of ``keys`` drawn at random (seeded by the run's seed), at least the fewest on which a
+    threshold can pass, and every item when there are no more."""
+    size = max(math.ceil(CALIBRATION_SHARE * len(keys)), smallest_sample(risk, DELTA))
+    return random_sample(keys, size, seed)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The threshold a ``confident`` run chose on its calibration items.
+
+    Attributes:
+        risk: the promised largest chance of a changed winner.
+        items: the calibration items (judged in full).
+        threshold: the largest :data:`THRESHOLDS` passed in turn, None when the first failed.
+        changed: winners the threshold changes on the calibration items.
+        bound: the upper bound (at confidence 1 - :data:`DELTA`) of its chance of a change.
+    """
+
+    risk: float
+    items: int
+    threshold: float | None
+    changed: int
+    bound: float | None
+
+    def policy(self, weights: Weights) -> StoppingPolicy:
+        """How the other items stop: ``confident`` at the threshold, else ``certain``."""
+        if self.threshold is None:
+            return StoppingPolicy("certain", weights=weights)
+        return StoppingPolicy("confident", risk=self.threshold, weights=weights)
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready, with delta and the guarantee in words."""
+        guarantee = (
+            f"P(winner changed) <= {self.risk:g} with probability >= {1 - DELTA:g}"
+            if self.threshold is not None
+            else "no threshold passed: the other items stop only when certain"
+        )
+        return dataclasses.asdict(self) | {"delta": DELTA, "guarantee": guarantee}
+
+
+def calibrate(
+    risk: float, weights: Weights, items: Sequence[tuple[str, tuple[str, ...], Sequence[Judgment]]]
+) -> Calibration:
+    """The threshold for ``confident`` at ``risk`` chosen on calibration items judged in full
+    (key, candidates, calls): each of :data:`THRESHOLDS` in turn is replayed on them and passes
+    when its changed winners bound the chance of a change by ``risk``
+    (:func:`pcf.guarantees.fixed_sequence`)."""
+    policies = [StoppingPolicy("confident", risk=t, weights=weights) for t in THRESHOLDS]
+    changed = np.zeros((len(items), len(THRESHOLDS)), dtype=bool)
+    for row, (key, ids, calls) in enumerate(items):
+        full = current_winner(ItemCalls(key, ids, tuple(calls)), weights)
+        changed[row] = [stop.winner != full for stop in replay_all(policies, key, ids, calls)]
+    passed = thresholds_passed(risk, changed)
+    if not passed:
+        return Calibration(risk, len(items), None, 0, None)
+    errors = int(changed[:, passed - 1].sum())
+    bound = upper_bound(errors, len(items), DELTA)
+    return Calibration(risk, len(items), THRESHOLDS[passed - 1], errors, bound)
+
+
+def thresholds_passed(risk: float, changed: np.ndarray) -> int:
+    """How many of :data:`THRESHOLDS` pass in turn, from whether each changes each calibration
+    item's winner (items x thresholds)."""
+    return fixed_sequence(((int(c), len(changed)) for c in changed.sum(axis=0)), risk, DELTA)

@@ -37,6 +37,10 @@ FAMILIES = (
 - ``failed_calls``: a third of the calls fail, and now and then a whole execution;
 - ``executions_disagree``: every execution after the first gives the item's values to other
   candidates (another day, sampling seed or model version), so it prefers another answer."""
+BREAKING = ("cauchy_noise", "garbage")
+"""Judges the issue's audit broke uncalibrated ``confident`` on (25% of winners changed at R=0.05):
+- ``cauchy_noise``: heavy-tailed (Cauchy) score noise, no variance to estimate;
+- ``garbage``: one call in five answers random scores, ranked by them."""
 SLOT_BIAS = 0.6
 """Points the first slot gains over the last, falling linearly between them."""
 
@@ -68,7 +72,7 @@ def record(
         executions: how many times the schedule is made.
         seed: seeds the item's values and every call's noise.
     """
-    if family not in FAMILIES:
+    if family not in FAMILIES + BREAKING:
         raise ValueError(f"unknown family {family!r}")
     rng = np.random.default_rng(seed)
     n = len(candidate_ids)
@@ -89,6 +93,10 @@ def record(
                 out.append(Judgment(item_id, execution, call_index, order, False, "no_json"))
                 continue
             score = values_e + slot_bias[slots] + rng.normal(0, 1.0, n)
+            if family == "cauchy_noise":
+                score = values_e + slot_bias[slots] + rng.standard_cauchy(n)
+            elif family == "garbage" and rng.random() < 0.2:
+                score = rng.uniform(0, 10, n)
             by = score
             if family == "integer_ties":
                 score = 2 * np.round(score / 2)

@@ -51,6 +51,7 @@ EXAMPLE_ORDER = (
     "pcf report",
     "pcf whatif",
     "pcf triage",
+    "pcf escalate",
     "pcf replay judgebench",
     "pcf replay llmbar",
     "pcf members add",

@@ -89,3 +89,6 @@ def test_make_run_listens_on_loopback_only(tmp_path: Path):
         output = server.communicate(timeout=60)[0]
     assert "Network URL" not in output
     assert f"http://127.0.0.1:{port}" in output
+    before_address = output[: output.index(f"http://127.0.0.1:{port}")]
+    assert "demo database ready at" in before_address
+    assert '"runs"' not in output  # the demo's JSON summary does not bury the address

@@ -14,10 +14,14 @@ from hypothesis import strategies as st
 
 from pcf.orderings import schedule
 from pcf.stopping import (
+    DELTA,
     SLOT_PRIOR,
+    THRESHOLDS,
     ItemCalls,
     ScoreModel,
     StoppingPolicy,
+    calibrate,
+    calibration_sample,
     change_probability,
     current_winner,
     gumbel_rows,
@@ -29,10 +33,11 @@ from pcf.stopping import (
     replay_all,
     slot_basis,
     slot_prior_precision,
+    thresholds_passed,
 )
 from pcf.weights import DEFAULT_WEIGHTS, PRESETS
 from tests.factories import judgment, random_judgments
-from tests.recorded_judges import FAMILIES, record, recorded_item
+from tests.recorded_judges import BREAKING, FAMILIES, record, recorded_item
 
 IDS = ("a", "b", "c", "d", "e")
 
@@ -357,3 +362,37 @@ def test_policies_replayed_together_stop_where_each_alone_does(family):
         ]
         alone = [replay(policy, planned[0].item_id, ids, planned) for policy in policies]
         assert replay_all(policies, planned[0].item_id, ids, planned) == alone, (family, number)
+
+
+@pytest.mark.parametrize("family", BREAKING)
+def test_calibrated_confident_keeps_its_risk_where_the_score_model_breaks(family):
+    """40 items of a judge the score model misreads (simulated), each replayed once under every
+    threshold and under `certain` (the fallback); then, for 200 random calibration samples, the
+    threshold chosen on the sample (as :func:`calibrate` chooses it, checked on one) changes at
+    most R of the other items' winners on average and more than R in about delta of the draws."""
+    risk, splits = 0.2, 200
+    items = [recorded_item(family, number)[:2] for number in range(40)]
+    keys = [calls[0].item_id for _, calls in items]
+    policies = [StoppingPolicy("confident", risk=t) for t in THRESHOLDS]
+    policies.append(StoppingPolicy("certain"))
+    changed = np.array(
+        [
+            [
+                stop.winner != full_winner(calls, DEFAULT_WEIGHTS)
+                for stop in replay_all(policies, key, ids, calls)
+            ]
+            for key, (ids, calls) in zip(keys, items, strict=True)
+        ]
+    )
+    assert not changed[:, -1].any()
+    rates = []
+    for seed in range(splits):
+        inside = np.isin(keys, list(calibration_sample(keys, risk, seed)))
+        passed = thresholds_passed(risk, changed[inside, :-1])
+        rates.append(changed[~inside, passed - 1 if passed else -1].mean())
+        if seed == 0:
+            chosen = [(k, *item) for k, item, i in zip(keys, items, inside, strict=True) if i]
+            expected = THRESHOLDS[passed - 1] if passed else None
+            assert calibrate(risk, DEFAULT_WEIGHTS, chosen).threshold == expected
+    assert np.mean(rates) <= risk
+    assert np.mean(np.array(rates) > risk) <= DELTA + 0.05

@@ -109,7 +109,8 @@ def stopping_label(run: Run) -> str | None:
 
 def stopping_summary(run: Run) -> dict[str, Any] | None:
     """An adaptive run's stopping: policy, risk, weights, max calls, the policy versions its
-    stops were made with, and how many items stopped for each reason; None for a full run."""
+    stops were made with, how many items stopped for each reason and a ``confident`` run's
+    calibration; None for a full run."""
     if not is_adaptive(run):
         return None
     identity = run.settings["identity"]
@@ -121,6 +122,7 @@ def stopping_summary(run: Run) -> dict[str, Any] | None:
         "max_calls": identity.get("max_calls"),
         "versions": run.settings.get("stopping", {}).get("versions", []),
         "stop_reasons": dict(Counter(stop["reason"] for stop in stops.values())),
+        "calibration": run.settings.get("stopping", {}).get("calibration"),
         "note": f"adaptive run: {ADAPTIVE_NOTE}",
     }
 

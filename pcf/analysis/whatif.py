@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -19,7 +20,16 @@ from pcf.analysis.results import is_adaptive, is_simulated
 from pcf.items import Item
 from pcf.judgments import Judgment
 from pcf.labelling.human_gold import dataset_gold
-from pcf.stopping import ItemCalls, Stop, StoppingPolicy, current_winner, replay_all
+from pcf.stopping import (
+    Calibration,
+    ItemCalls,
+    Stop,
+    StoppingPolicy,
+    calibrate,
+    calibration_sample,
+    current_winner,
+    replay_all,
+)
 from pcf.store import Run, load_items, run_judgments
 from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
 
@@ -30,32 +40,52 @@ ACCURACY = "accuracy against gold"
 
 
 def replay_run(
-    judgments: Sequence[Judgment], items: Sequence[Item], policy: StoppingPolicy
+    judgments: Sequence[Judgment], items: Sequence[Item], policy: StoppingPolicy, *, seed: int = 0
 ) -> dict[str, tuple[Stop, Stop]]:
     """Per judged item: where ``policy`` stops it, and the full run (every stored call)."""
-    return replay_runs(judgments, items, [policy])[0]
+    return replay_runs(judgments, items, [policy], seed=seed)[0][0]
 
 
 def replay_runs(
-    judgments: Sequence[Judgment], items: Sequence[Item], policies: Sequence[StoppingPolicy]
-) -> list[dict[str, tuple[Stop, Stop]]]:
-    """:func:`replay_run` of each policy, the policies sharing their work
-    (:func:`pcf.stopping.replay_all`)."""
+    judgments: Sequence[Judgment],
+    items: Sequence[Item],
+    policies: Sequence[StoppingPolicy],
+    *,
+    seed: int = 0,
+) -> list[tuple[dict[str, tuple[Stop, Stop]], Calibration | None]]:
+    """:func:`replay_run` of each policy, with a ``confident`` policy's calibration as a run of
+    seed ``seed`` makes it (its sample judged in full, the others stopped at its threshold);
+    the policies share their work (:func:`pcf.stopping.replay_all`)."""
     by_item: dict[str, list[Judgment]] = defaultdict(list)
     for judgment in judgments:
         by_item[judgment.item_id].append(judgment)
+    judged = [
+        (i.item_id, i.candidate_ids, by_item[i.item_id]) for i in items if i.item_id in by_item
+    ]
+    samples, calibrations, applied = [], [], []
+    for policy in policies:
+        sample = set()
+        if policy.name == "confident":
+            sample = calibration_sample([key for key, *_ in judged], policy.risk, seed)
+        chosen = [row for row in judged if row[0] in sample]
+        calibration = None
+        if sample and len(chosen) < len(judged):  # else every item is judged in full
+            calibration = calibrate(policy.risk, policy.weights, chosen)
+        samples.append(sample)
+        calibrations.append(calibration)
+        certain = StoppingPolicy("certain", weights=policy.weights)  # cheap; unused when full
+        applied.append(
+            calibration.policy(policy.weights) if calibration else certain if sample else policy
+        )
     out: list[dict[str, tuple[Stop, Stop]]] = [{} for _ in policies]
-    for item in items:
-        calls = by_item.get(item.item_id)
-        if not calls:
-            continue
-        everything = ItemCalls(item.item_id, item.candidate_ids, tuple(calls))
-        stops = replay_all(policies, item.item_id, item.candidate_ids, calls)
+    for key, ids, calls in judged:
+        everything = ItemCalls(key, ids, tuple(calls))
+        stops = replay_all(applied, key, ids, calls)
         winners = {w: current_winner(everything, w) for w in {p.weights for p in policies}}
-        for policy, stop, stops_of in zip(policies, stops, out, strict=True):
+        for policy, stop, sample, stops_of in zip(policies, stops, samples, out, strict=True):
             full = Stop(len(calls), "planned_calls_made", winners[policy.weights])
-            stops_of[item.item_id] = (stop, full)
-    return out
+            stops_of[key] = (replace(full, reason="calibration") if key in sample else stop, full)
+    return list(zip(out, calibrations, strict=True))
 
 
 def _accuracy(
@@ -103,12 +133,27 @@ def whatif_all(
             "to replay; replay a full run of the same settings"
         )
     items = load_items(run.dataset_id, session=session)
-    replays = replay_runs(run_judgments(run.id, session=session), items, policies)
+    judgments = run_judgments(run.id, session=session)
+    replays = replay_runs(judgments, items, policies, seed=run.seed)
     humans = dataset_gold(run.dataset_id, session=session).gold
     return [
-        _summary(run, policy, stops, items, humans)
-        for policy, stops in zip(policies, replays, strict=True)
+        _summary(run, policy, stops, items, humans) | _calibrated(calibration, stops)
+        for policy, (stops, calibration) in zip(policies, replays, strict=True)
     ]
+
+
+def _calibrated(
+    calibration: Calibration | None, stops: Mapping[str, tuple[Stop, Stop]]
+) -> dict[str, Any]:
+    """A calibrated replay's calibration, with the change rate on the other items."""
+    if calibration is None:
+        return {}
+    others = [(a, f) for a, f in stops.values() if a.reason != "calibration"]
+    changed = sum(a.winner != f.winner for a, f in others)
+    return {
+        "calibration": calibration.as_dict(),
+        "others_changed": changed / len(others) if others else None,
+    }
 
 
 def _summary(

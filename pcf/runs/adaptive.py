@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -25,7 +25,17 @@ from pcf.items import Item
 from pcf.orderings import schedule_length
 from pcf.runs.call_plan import PlannedCall, Slot
 from pcf.runs.spec import RunSpec
-from pcf.stopping import STOPPING_VERSION, ItemCalls, Stop, StoppingPolicy, current_winner, in_waves
+from pcf.stopping import (
+    STOPPING_VERSION,
+    Calibration,
+    ItemCalls,
+    Stop,
+    StoppingPolicy,
+    calibrate,
+    calibration_sample,
+    current_winner,
+    in_waves,
+)
 from pcf.store import Call, Run, item_calls, set_run_setting, stored_judgment
 
 STOPPING_SETTING = "stopping"
@@ -127,14 +137,37 @@ def item_state(item_plan: ItemPlan, stored: Sequence[Call]) -> tuple[ItemCalls, 
 
 
 def item_step(
-    item_plan: ItemPlan, stored: Sequence[Call], policy: StoppingPolicy
-) -> tuple[PlannedCall | None, Stop | None]:
-    """An item's next call, or where it stopped and why (exactly one of the two is None)."""
+    item_plan: ItemPlan, stored: Sequence[Call], policy: StoppingPolicy, *, full: bool = False
+) -> tuple[list[PlannedCall], Stop | None]:
+    """An item's next call (a ``full`` item's, a calibration item's, every call of its budget
+    still to come), or where it stopped and why (no call)."""
     state, left = item_state(item_plan, stored)
-    if left and not (state.judgments and policy.settled(state)):
-        return left[0], None
-    reason = item_plan.reason_when_done() if not left else policy.name
-    return None, Stop(len(stored), reason, current_winner(state, policy.weights))
+    if left and (full or not (state.judgments and policy.settled(state))):
+        return (left if full else left[:1]), None
+    reason = "calibration" if full else item_plan.reason_when_done() if not left else policy.name
+    return [], Stop(len(stored), reason, current_winner(state, policy.weights))
+
+
+def calibration_keys(spec: RunSpec, keys: Sequence[str]) -> set[str]:
+    """The items a ``confident`` run judges in full first (:func:`pcf.stopping.
+    calibration_sample`); none for ``certain``."""
+    if spec.adaptive != "confident":
+        return set()
+    return calibration_sample(keys, spec.risk, spec.seed)
+
+
+def calibration_calls(
+    planned: Sequence[PlannedCall], run: Run, spec: RunSpec, keys: set[str], *, session: Session
+) -> list[tuple[str, tuple[str, ...], list]]:
+    """The stored calls of the items of ``keys`` among ``planned`` (for
+    :func:`pcf.stopping.calibrate`)."""
+    out = []
+    for item_plan in item_plans(planned, spec):
+        item = item_plan.calls[0].item
+        if item.item_id in keys:
+            stored = item_calls(run.id, item_plan.calls[0].item_db_id, session=session)
+            out.append((item.item_id, item.candidate_ids, _judgments(item, stored)))
+    return out
 
 
 def kept_stops(run: Run, *, recheck: bool) -> dict[str, dict[str, Any]]:
@@ -150,9 +183,11 @@ def record_stops(
     stops: Mapping[str, Stop],
     *,
     session: Session,
+    calibration: Calibration | None = None,
 ) -> None:
     """Record where each item stopped (the kept stops and the new ones, each with its policy
-    version) and the policy the run was finished with (run setting ``stopping``)."""
+    version) and the policy the run was finished with (run setting ``stopping``), with its
+    calibration."""
     new = {key: dataclasses.asdict(s) | {"version": STOPPING_VERSION} for key, s in stops.items()}
     recorded = {**kept, **new}
     set_run_setting(run, "stops", recorded, session=session)
@@ -163,6 +198,7 @@ def record_stops(
         "stop_on": list(spec.stop_on.as_tuple()),
         "max_calls": spec.max_calls,
         "versions": versions,
+        "calibration": calibration and calibration.as_dict(),
     }
     set_run_setting(run, STOPPING_SETTING, finished_with, session=session)
 
@@ -173,24 +209,30 @@ def next_wave(
     spec: RunSpec,
     *,
     kept: Mapping[str, Mapping[str, Any]],
+    policy: StoppingPolicy | None,
+    calibration: set[str],
 ) -> tuple[list[PlannedCall], dict[str, Stop]]:
     """Every unsettled item's next call, and where the newly settled items stopped (batch
-    mode: each wave is one batch), from the items' planned and stored calls. Items with a
+    mode: each wave is one batch), from the items' planned and stored calls: the calibration
+    items' calls all at once, the others' only once their ``policy`` is known. Items with a
     kept stop get no call."""
-    policy = policy_of(spec)
     by_item: dict[int, list[Call]] = defaultdict(list)
     for slot in sorted(stored):
         by_item[slot[0]].append(stored[slot])
     wave, stops = [], {}
     for item_plan in item_plans(planned, spec):
         key = item_plan.calls[0].item.item_id
-        if key in kept:
+        if key in kept or (policy is None and key not in calibration):
             continue
-        call, stop = item_step(item_plan, by_item[item_plan.calls[0].item_db_id], policy)
+        calls, stop = item_step(
+            item_plan,
+            by_item[item_plan.calls[0].item_db_id],
+            policy or policy_of(spec),
+            full=key in calibration,
+        )
         if stop is not None:
             stops[key] = stop
-        elif call is not None:
-            wave.append(call)
+        wave += calls
     return wave, stops
 
 
@@ -202,35 +244,88 @@ async def answer_in_waves(
     *,
     session: Session,
     kept: Mapping[str, Mapping[str, Any]],
+    policy: StoppingPolicy,
+    calibration: set[str],
+    full: bool = False,
 ) -> dict[str, Stop]:
-    """Make each item's calls one wave at a time until its policy settles it.
+    """Make each item's calls one wave at a time until its policy settles it: with ``full``,
+    the calibration items' every call; else the other items'.
 
     Args:
         executor: the engine's executor (it answers a list of planned calls).
         planned: every call an item may get, from the plan of :func:`executions_for`.
         kept: the recorded stops to keep (:func:`kept_stops`); their items get no call.
+        policy: how the items stop (a ``confident`` run's calibrated one).
+        calibration: the calibration items (:func:`calibration_keys`).
+        full: make the calibration items' calls, not the others'.
 
     Returns:
-        Per item key not kept, where it stopped and why.
+        Per item key made, where it stopped and why.
     """
-    policy = policy_of(spec)
     stops: dict[str, Stop] = {}
 
     async def one(item_plan: ItemPlan) -> None:
         while True:
             stored = item_calls(run.id, item_plan.calls[0].item_db_id, session=session)
-            call, stop = item_step(item_plan, stored, policy)
+            calls, stop = item_step(item_plan, stored, policy, full=full)
             if stop is not None:
                 stops[item_plan.calls[0].item.item_id] = stop
                 return
-            assert call is not None  # item_step gives a call or a stop
             if executor.capped:  # the item waits unsettled
                 return
-            await executor.answer([call])
+            await executor.answer(calls)
 
-    plans = [p for p in item_plans(planned, spec) if p.calls[0].item.item_id not in kept]
+    plans = [
+        p
+        for p in item_plans(planned, spec)
+        if p.calls[0].item.item_id not in kept and (p.calls[0].item.item_id in calibration) == full
+    ]
     await gather_or_cancel(one(item_plan) for item_plan in plans)
     return stops
+
+
+async def answer_adaptive(
+    executor: Answerer,
+    chunks: Callable[[], Iterable[Sequence[PlannedCall]]],
+    keys: Sequence[str],
+    run: Run,
+    spec: RunSpec,
+    *,
+    session: Session,
+    kept: Mapping[str, Mapping[str, Any]],
+) -> tuple[dict[str, Stop], Calibration | None]:
+    """Every item's calls in waves (:func:`answer_in_waves`), a chunk of planned calls at a
+    time: a ``confident`` run's calibration items first, in full, then the other items, stopped
+    at the threshold chosen on them (they wait while the run is capped).
+
+    Returns:
+        Per item key made, where it stopped and why; the calibration (None without one).
+    """
+    sample = calibration_keys(spec, keys)
+    stops: dict[str, Stop] = {}
+    calibration, policy = None, policy_of(spec)
+    calibrated: list[tuple[str, tuple[str, ...], list]] = []
+    for full in (True, False) if sample else (False,):
+        if sample and not full:
+            if executor.capped:
+                break
+            calibration = calibrate(spec.risk, spec.stop_on, calibrated)
+            policy = calibration.policy(spec.stop_on)
+        for planned in chunks():
+            stops |= await answer_in_waves(
+                executor,
+                planned,
+                run,
+                spec,
+                session=session,
+                kept=kept,
+                policy=policy,
+                calibration=sample,
+                full=full,
+            )
+            if full:
+                calibrated += calibration_calls(planned, run, spec, sample, session=session)
+    return stops, calibration
 
 
 async def gather_or_cancel(coroutines: Iterable[Coroutine[Any, Any, Any]]) -> None:

@@ -33,7 +33,15 @@ from pcf.judges import judge_server, make_judge
 from pcf.judges.batch_api import BatchClient, BatchLostError, BatchResult, BatchStatus, batch_client
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.prompts import Rendered
-from pcf.runs.adaptive import executions_for, kept_stops, next_wave, record_stops
+from pcf.runs.adaptive import (
+    calibration_calls,
+    calibration_keys,
+    executions_for,
+    kept_stops,
+    next_wave,
+    policy_of,
+    record_stops,
+)
 from pcf.runs.budget import CostGuard
 from pcf.runs.call_plan import (
     PlannedCall,
@@ -56,7 +64,7 @@ from pcf.runs.manage import (
 )
 from pcf.runs.rows import RunRows, failed_answer
 from pcf.runs.spec import LIMIT_SETTING, RunSpec
-from pcf.stopping import Stop
+from pcf.stopping import Calibration, Stop, StoppingPolicy, calibrate
 from pcf.store import (
     Call,
     DatasetItems,
@@ -223,6 +231,8 @@ class _Batcher:
         self.plan_spec = executions_for(spec, self.items)
         self.kept = kept_stops(run, recheck=False)
         self.stops: dict[str, Stop] = {}
+        self.sample = calibration_keys(spec, [item.item_id for item in self.items])
+        self.calibration: Calibration | None = None
         self.renamed = self._renamed_keys()
         self._slots: dict[str, list[Slot]] | None = None
 
@@ -237,12 +247,30 @@ class _Batcher:
     def _calls(self, planned: list[PlannedCall], stored: dict[Slot, Call]) -> list[PlannedCall]:
         """A chunk's calls now (see :class:`_Chunk`); an adaptive run's new stops are kept."""
         if self.spec.adaptive != "off":
-            wave, stops = next_wave(planned, stored, self.spec, kept=self.kept)
+            policy = self._policy()
+            wave, stops = next_wave(
+                planned, stored, self.spec, kept=self.kept, policy=policy, calibration=self.sample
+            )
             self.stops |= stops
             return [p for p in planned if _slot_of(p) in stored] + wave
         if self.spec.protocol != "apoc":
             return planned
         return planned + confirmations(planned, stored, self.spec)
+
+    def _policy(self) -> StoppingPolicy | None:
+        """How the items outside the calibration sample stop; None until every calibration item
+        has stopped (its calls all stored)."""
+        if not self.sample:
+            return policy_of(self.spec)
+        if self.calibration is None and self.sample <= self.stops.keys() | self.kept.keys():
+            calls = []
+            for items in in_chunks(self.items):
+                planned = plan(items, self.db_ids, self.plan_spec, dataset_seed=self.dataset_seed)
+                calls += calibration_calls(
+                    planned, self.run, self.spec, self.sample, session=self.session
+                )
+            self.calibration = calibrate(self.spec.risk, self.spec.stop_on, calls)
+        return self.calibration.policy(self.spec.stop_on) if self.calibration else None
 
     def _renamed_keys(self) -> dict[str, str]:
         """``{custom id: content key}`` for the requests the run's uncollected batches sent
@@ -705,7 +733,12 @@ def _finish_run(batcher: _Batcher) -> None:
     done = batcher.done()
     if done and batcher.spec.adaptive != "off":
         record_stops(
-            batcher.run, batcher.spec, batcher.kept, batcher.stops, session=batcher.session
+            batcher.run,
+            batcher.spec,
+            batcher.kept,
+            batcher.stops,
+            session=batcher.session,
+            calibration=batcher.calibration,
         )
     status = RunStatus.FINISHED if done else RunStatus.BATCH
     set_run_status(batcher.run, status, session=batcher.session)

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from sqlmodel import Session
 
 from pcf.prices import batch_prices, call_cost, price_table
-from pcf.runs.adaptive import UNVERSIONED, executions_for, item_plans, item_state, policy_of
+from pcf.runs.adaptive import (
+    UNVERSIONED,
+    calibration_keys,
+    executions_for,
+    item_plans,
+    item_state,
+    policy_of,
+)
 from pcf.runs.call_plan import PlannedCall, content_key, in_chunks, plan
 from pcf.runs.spec import RunSpec
 from pcf.stopping import STOPPING_VERSION
@@ -208,7 +215,9 @@ class ReopenEstimate:
 def reopen_estimate(spec: RunSpec, *, session: Session) -> ReopenEstimate | None:
     """What ``pcf judge --recheck-stops`` would cost on the adaptive run ``spec`` names: which
     items stopped by another policy version today's policy would not keep stopped, and the
-    calls (and cost) continuing them takes at least and at most. No judge is called.
+    calls (and cost) continuing them takes at least and at most. No judge is called. A
+    calibration item goes on to every call; the others are asked of the uncalibrated policy
+    (the threshold is chosen once the calibration items are in).
 
     Returns:
         None when there is no such run, or every recorded stop is today's version's.
@@ -226,6 +235,7 @@ def reopen_estimate(spec: RunSpec, *, session: Session) -> ReopenEstimate | None
     db_ids = item_db_ids(run.dataset_id, session=session)
     spec_plan = executions_for(spec, items)
     policy = policy_of(spec)
+    sample = calibration_keys(spec, [item.item_id for item in items])
     prices = price_table()
     reopened = max_calls = 0
     priced = _priced(spec, [], session=session, prices=prices)
@@ -238,7 +248,8 @@ def reopen_estimate(spec: RunSpec, *, session: Session) -> ReopenEstimate | None
                 continue
             stored = item_calls(run.id, first.item_db_id, session=session)
             state, left = item_state(item_plan, stored)
-            if left and not (state.judgments and policy.settled(state)):
+            full = first.item.item_id in sample
+            if left and (full or not (state.judgments and policy.settled(state))):
                 reopened += 1
                 left_calls += left
         max_calls += len(left_calls)

@@ -19,7 +19,7 @@ from pcf.prices import call_cost
 from pcf.processes import gc_frozen
 from pcf.prompts import Rendered
 from pcf.runs.adaptive import (
-    answer_in_waves,
+    answer_adaptive,
     executions_for,
     gather_or_cancel,
     kept_stops,
@@ -29,7 +29,6 @@ from pcf.runs.budget import CostGuard
 from pcf.runs.call_plan import PlannedCall, Prepared, Slot, confirmations, in_chunks, plan
 from pcf.runs.rows import Progress, RunReport, RunRows, failed_answer
 from pcf.runs.spec import RunSpec
-from pcf.stopping import Stop
 from pcf.store import (
     Call,
     Run,
@@ -286,8 +285,6 @@ async def execute(
         report.already_done += len(planned) - to_do
     set_run_status(run, RunStatus.RUNNING, session=session)
     session.commit()
-    kept = kept_stops(run, recheck=recheck_stops)
-    stops: dict[str, Stop] = {}
     with gc_frozen():
         for chunk in in_chunks(items):
             planned, stored = chunk_plan.calls(chunk)
@@ -295,10 +292,6 @@ async def execute(
                 report.retried += rows.retry(call for call in stored.values() if not call.ok)
             if spec.adaptive == "off":
                 await executor.answer([p for p in planned if _open(p, stored, retry_failed)])
-            else:
-                stops |= await answer_in_waves(
-                    executor, planned, run, spec, session=session, kept=kept
-                )
             if spec.protocol == "apoc":
                 stored = chunk_plan.stored(chunk)
                 if retry_failed:  # a failed confirmation is asked again too
@@ -306,8 +299,18 @@ async def execute(
                 second = confirmations(planned, stored, spec)
                 report.to_do += len(second)
                 await executor.answer(second)
-    if spec.adaptive != "off":
-        record_stops(run, spec, kept, stops, session=session)
+        if spec.adaptive != "off":
+            kept = kept_stops(run, recheck=recheck_stops)
+            stops, calibration = await answer_adaptive(
+                executor,
+                lambda: (chunk_plan.calls(chunk)[0] for chunk in in_chunks(items)),
+                [item.item_id for item in items],
+                run,
+                spec,
+                session=session,
+                kept=kept,
+            )
+            record_stops(run, spec, kept, stops, session=session, calibration=calibration)
     set_run_status(
         run, RunStatus.CAPPED if executor.capped else RunStatus.FINISHED, session=session
     )

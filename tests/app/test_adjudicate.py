@@ -146,7 +146,7 @@ def test_a_saved_label_is_a_row_and_the_queue_moves_on(app, db: Session):
     at = labelling(app)
     item = next(i for i in load_items(1, session=db) if i.item_id == queue[0])
     shown = display_order(item, ANNOTATOR)
-    at.select_slider(key=f"adjudicate_confidence_{queue[0]}").set_value(1.0).run()
+    at.radio(key=f"adjudicate_confidence_{queue[0]}").set_value(1.0).run()
     at.multiselect(key=f"adjudicate_tags_{queue[0]}").set_value(["near-tie", "my own tag"]).run()
     at.text_area(key=f"adjudicate_notes_{queue[0]}").input("  close call  ").run()
     assert labels_in_db(db, queue[0]) == []  # details alone save nothing
@@ -162,8 +162,10 @@ def test_a_saved_label_is_a_row_and_the_queue_moves_on(app, db: Session):
     assert item_on_screen(at) == queue[1]
     assert at.progress[0].proto.text == "1 / 52 items labelled by Ada"
 
-    choose(at, "none_correct")
-    assert [a.choice for a in labels_in_db(db, queue[1])] == ["none_correct"]
+    choose(at, "none_correct")  # no confidence chosen: none saved, not an invented 0.5
+    assert [(a.choice, a.confidence) for a in labels_in_db(db, queue[1])] == [
+        ("none_correct", None)
+    ]
     assert item_on_screen(at) == queue[2]
 
 

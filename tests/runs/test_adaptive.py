@@ -12,7 +12,6 @@ import pytest
 from sqlmodel import Session
 from typer.testing import CliRunner
 
-from pcf import stopping
 from pcf.access import operator
 from pcf.analysis.results import run_decisions
 from pcf.analysis.whatif import replay_run, whatif
@@ -22,6 +21,7 @@ from pcf.judges.base import JudgeReply, JudgeRequest
 from pcf.judges.simulated import SimulatedJudge
 from pcf.judgments import write_judgments
 from pcf.orderings import schedule
+from pcf.runs import adaptive
 from pcf.runs.live import execute
 from pcf.runs.manage import judge_run, open_run
 from pcf.runs.spec import RunSpec
@@ -55,6 +55,9 @@ def test_an_adaptive_run_makes_what_whatif_predicts(db: Session, policy: str, ri
     full = {d["item_id"]: d["winner"] for d in run_decisions(get_run(FULL, session=db), session=db)}
     same = sum(winners[key] == full[key] for key in full) / len(full)
     assert same == pytest.approx(predicted["same_winner"])
+    assert predicted.get("calibration") == run.settings["stopping"]["calibration"]
+    if policy == "confident":  # 45 of the 52 items calibrate the threshold for the other 7
+        assert predicted["calibration"]["items"] == 45
     if policy == "certain":
         assert winners == full
         assert predicted["calls_per_item"] < 0.8 * predicted["full_calls_per_item"]
@@ -110,13 +113,13 @@ def test_max_calls_bounds_every_item_and_may_exceed_the_plan(db: Session):
     planned = RunSpec("demo", "capped", k=3, executions=1, adaptive="confident", risk=0.001)
     judge_run(planned, session=db, actor=operator())
     assert max(calls_per_item(db, "capped").values()) <= 3
-    more = RunSpec("demo", "more", k=3, executions=1, adaptive="confident", risk=0.001, max_calls=8)
+    more = RunSpec("demo", "more", k=3, executions=1, adaptive="confident", risk=0.2, max_calls=8)
     run, _ = judge_run(more, session=db, actor=operator())
     made = calls_per_item(db, "more")
-    assert max(made.values()) <= 8
-    assert max(made.values()) > 3  # unsettled items went on past the plan
+    assert sorted(made.values())[-11:] == [8] * 11  # calibration items make every allowed call
     reasons = Counter(stop["reason"] for stop in run.settings["stops"].values())
-    assert set(reasons) <= {"confident", "max_calls"}
+    assert reasons["calibration"] == run.settings["stopping"]["calibration"]["items"] == 11
+    assert set(reasons) <= {"calibration", "confident", "certain", "max_calls"}
 
 
 def test_adaptive_settings_are_part_of_the_runs_identity(db: Session):
@@ -243,10 +246,10 @@ def test_a_finished_adaptive_run_stays_as_it_was_across_a_policy_change(db: Sess
     same stops and winners, and a note of what continuing would cost; continuing is the
     explicit --recheck-stops, which says the cost first and records today's version.
 
-    The earlier release is today's code with a narrower prior on the judge's wobble (it trusts
-    a lead sooner), and its records as releases before versions left them: no version."""
+    The earlier release is today's code without calibration (it trusts the score model), and
+    its records as releases before versions left them: no version."""
     with monkeypatch.context() as earlier:
-        earlier.setattr(stopping, "PRIOR_SD", 0.2)
+        earlier.setattr(adaptive, "calibration_keys", lambda spec, keys: set())
         result = runner.invoke(app, FINISHED)
         assert result.exit_code == 0, result.output
     db.expire_all()

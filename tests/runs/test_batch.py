@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import re
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -384,6 +385,39 @@ def test_an_adaptive_run_sends_each_wave_as_a_batch_and_stops_where_call_by_call
     assert run.settings["stops"] == stops
     assert sum(waves) == paid == len(expected)
     assert len(waves) == max(stop["calls"] for stop in stops.values())
+
+
+@with_provider()
+def test_a_confident_batch_run_calibrates_before_it_stops_the_other_items(
+    provider_env, tmp_path, session, monkeypatch
+):
+    """--adaptive confident --risk 0.5 by batch, 12 items read 5 at a time: the first batch is
+    the 4 calibration items' every call, the others wait for it; calls, stops and calibration
+    are those of the same run made call by call."""
+    provider = provider_env
+    calls_url = new_database(tmp_path / "calls")
+    settings = {"name": "c", "adaptive": "confident", "risk": 0.5}
+    try:
+        with WireServer(steady_answer) as server, Session(get_engine(calls_url)) as by_call:
+            import_ds(by_call, 12)
+            judge_run(base_spec(provider, server, **settings), session=by_call, actor=operator())
+            expected = judgments(by_call, "c")
+            made = by_call.exec(select(Run)).one().settings
+        monkeypatch.setattr("pcf.store.datasets.ITEM_CHUNK", 5)
+        with WireServer(steady_answer, batch_polls=1) as server:
+            import_ds(session, 12)
+            first = submit_run(
+                base_spec(provider, server, **settings), session=session, actor=operator()
+            )[1]
+            collect_runs(["c"], session=session, wait=True, poll_s=0.01, actor=operator())
+    finally:
+        drop_database(calls_url)
+    assert first.submitted == 4 * 8
+    assert judgments(session, "c") == expected
+    run = session.exec(select(Run)).one()
+    assert run.settings["stops"] == made["stops"]
+    assert run.settings["stopping"]["calibration"] == made["stopping"]["calibration"]
+    assert Counter(s["reason"] for s in made["stops"].values())["calibration"] == 4
 
 
 def test_the_estimate_shows_both_modes_and_batch_prices_are_half(session):

@@ -1,0 +1,150 @@
+"""Trust or escalate (after Jung et al., 2024): which items a run's judge may decide alone.
+
+On a random calibration sample with known answers, thresholds on a confidence signal are tested
+from high to low (:func:`pcf.guarantees.fixed_sequence`) at the signal of every m-th surest
+calibration item, m the fewest items a test can pass on (so one early error does not end the
+testing); the lowest threshold reached before the first failure decides. The judge decides the
+other items at or above it, the rest go to humans: with probability at least 1 - delta, it
+agrees with the answers on at least 1 - alpha of the items it decides (an abstention counts as
+a disagreement). PCF's signals are its top agreement, margin and calibrated chance of being
+right; the direct call's own stated confidence (deciding by the direct winner) is the baseline,
+on the same sample.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlmodel import Session
+
+from pcf.analysis.results import analyse_run, is_simulated
+from pcf.analysis.triage import calibrated_priority, judge_wrong
+from pcf.guarantees import fixed_sequence, random_sample, smallest_sample, upper_bound
+from pcf.labelling.human_gold import dataset_gold
+from pcf.store import Run, run_judgments
+
+SIGNALS = ("top_agreement", "margin", "calibrated")
+LABELS = ("gold", "humans")
+"""Calibration answers: a random :data:`GOLD_SHARE` of the items with a dataset gold field (the
+others held out, to check), or every item with human gold (which must be a random sample)."""
+GOLD_SHARE = 0.5
+
+
+def threshold(
+    signal: np.ndarray, wrong: np.ndarray, alpha: float, delta: float
+) -> tuple[float | None, int, int]:
+    """The lowest threshold on ``signal`` (higher = surer) that passes on these calibration
+    items, with the items at or above it and the errors among them; ``(None, 0, 0)`` if none."""
+    fewest = smallest_sample(alpha, delta)
+    levels = np.unique(np.sort(signal)[::-1][fewest - 1 :: fewest])[::-1]
+    tests = [(int(wrong[signal >= t].sum()), int((signal >= t).sum())) for t in levels]
+    passed = fixed_sequence(tests, alpha, delta)
+    return (float(levels[passed - 1]), *tests[passed - 1][::-1]) if passed else (None, 0, 0)
+
+
+def _split(
+    signal: np.ndarray, wrong: np.ndarray, calibration: np.ndarray, alpha: float, delta: float
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """The items one signal lets the judge decide (none of the calibration items), and its
+    figures: the threshold, the calibration items at or above it, their errors and bound."""
+    level, items, errors = threshold(signal[calibration], wrong[calibration], alpha, delta)
+    decided = ~calibration & (signal >= (np.inf if level is None else level))
+    return decided, {
+        "threshold": level,
+        "calibration_items_above": items,
+        "calibration_errors_above": errors,
+        "error_bound": upper_bound(errors, items, delta) if items else None,
+        "decided_share": float(decided.sum() / max(1, (~calibration).sum())),
+    }
+
+
+def _direct_confidence(run: Run, keys: list[str], *, session: Session) -> np.ndarray:
+    """The direct call's stated confidence per item (-inf without one)."""
+    stated = {
+        j.item_id: j.confidence
+        for j in run_judgments(run.id, session=session)
+        if (j.execution, j.call_index) == (0, 0) and j.ok and j.confidence is not None
+    }
+    return np.array([stated.get(key, -np.inf) for key in keys], dtype=float)
+
+
+def escalate(
+    run: Run,
+    *,
+    session: Session,
+    alpha: float,
+    delta: float,
+    signal: str = "top_agreement",
+    labels: str = "gold",
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """The run's items split into those the judge decides and those escalated to humans, for
+    ``signal`` and for the direct call's confidence (the baseline); with ``gold`` labels, the
+    agreement on the decided items held out of the calibration (a random half drawn by
+    ``seed``, by default the run's).
+
+    Raises:
+        ValueError: an unknown signal or labels, or too few calibration items for ``alpha``
+            and ``delta``.
+    """
+    if signal not in SIGNALS or labels not in LABELS:
+        raise ValueError(f"choose a signal of {', '.join(SIGNALS)}, labels of {', '.join(LABELS)}")
+    table = analyse_run(run, session=session).table
+    keys = list(table["item_id"])
+    if labels == "gold":
+        truth = {k: g for k, g in zip(keys, table["gold"], strict=True) if isinstance(g, str)}
+        seed = run.seed if seed is None else seed
+        sample = random_sample(list(truth), math.floor(GOLD_SHARE * len(truth)), seed)
+    else:
+        truth = {k: g for k, g in dataset_gold(run.dataset_id, session=session).gold.items() if g}
+        sample = set(truth) & set(keys)
+    if len(sample) < smallest_sample(alpha, delta):
+        raise ValueError(
+            f"{len(sample)} calibration items with {labels} answers: alpha={alpha:g} and "
+            f"delta={delta:g} need at least {smallest_sample(alpha, delta)}"
+        )
+    calibration = table["item_id"].isin(list(sample)).to_numpy()
+    answers = [truth.get(key) for key in keys]
+
+    def wrong(column: str) -> np.ndarray:
+        winners = [None if pd.isna(w) else w for w in table[column]]
+        return np.array(judge_wrong(winners, answers))
+
+    if signal == "calibrated":
+        p_wrong = calibrated_priority(table, {key: truth[key] for key in sample})
+        values = 1 - p_wrong.to_numpy()
+    else:
+        values = np.nan_to_num(table[signal].to_numpy(dtype=float), nan=-np.inf)
+    decided, figures = _split(values, wrong("winner"), calibration, alpha, delta)
+    direct = _split(
+        _direct_confidence(run, keys, session=session),
+        wrong("direct_winner"),
+        calibration,
+        alpha,
+        delta,
+    )[1]
+    checked = decided & table["item_id"].isin(list(truth)).to_numpy()
+    out = {
+        "run": run.name,
+        "signal": signal,
+        "alpha": alpha,
+        "delta": delta,
+        "calibration": {"labels": labels, "items": len(sample), "seed": seed},
+        **figures,
+        "guarantee": (
+            f"agreement with {labels} on the decided items >= {1 - alpha:g} with probability "
+            f">= {1 - delta:g}, if the calibration items are a random sample"
+            if figures["threshold"] is not None
+            else "no threshold passed: every item goes to humans"
+        ),
+        "held_out_agreement": 1 - wrong("winner")[checked].mean() if checked.any() else None,
+        "baseline": {"signal": "the direct call's stated confidence", **direct},
+        "decided": [key for key, d in zip(keys, decided, strict=True) if d],
+        "escalated": [
+            key for key, d, c in zip(keys, decided, calibration, strict=True) if not d | c
+        ],
+    }
+    return out | ({"simulated": True} if is_simulated(run) else {})
