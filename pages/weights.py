@@ -99,18 +99,12 @@ with session() as s:
     listwise_runs = [r for r in list_runs(session=s, dataset_id=dataset.id) if r.protocol != "apoc"]
 full_runs = [r for r in listwise_runs if not is_adaptive(r)]
 
-
-def packed(of_run: Run) -> PackedRun:
-    """The packed judgments of a stored run, packed again when its calls change."""
-    return packed_run(database_url(), of_run.name, revision_of(of_run), of_run)
-
-
 simulated_badge(run)
 if run.protocol == "apoc":
     name = escape_markdown(run.name)
     st.info(f"Run **{name}** is an APOCJudge run: pairwise verdicts have no weights.")
     st.stop()
-current = packed(run)
+current = packed_run(database_url(), run.name, revision_of(run), run)
 
 
 def show_accuracy(outcome: WeightOutcome) -> None:

@@ -136,11 +136,6 @@ ALLOWED_BASE_URLS_ENV = "PCF_ALLOWED_BASE_URLS"
 app, beyond the providers' own endpoints, e.g. ``http://gpu-box:8000/v1``."""
 
 
-def allowed_base_urls() -> list[str]:
-    """The operator's list of base URLs (``PCF_ALLOWED_BASE_URLS``)."""
-    return [u for u in os.environ.get(ALLOWED_BASE_URLS_ENV, "").replace(",", " ").split() if u]
-
-
 def key_may_go_to(actor: Actor, backend: str, base_url: str | None) -> bool:
     """Whether the server's key for ``backend`` may be sent to ``base_url`` for ``actor``.
 
@@ -155,4 +150,5 @@ def key_may_go_to(actor: Actor, backend: str, base_url: str | None) -> bool:
     server = judge_server(backend, base_url)
     if server is None:
         return True
-    return server in {judge_server(backend, named) for named in [*allowed_base_urls(), None]}
+    listed = os.environ.get(ALLOWED_BASE_URLS_ENV, "").replace(",", " ").split()
+    return server in {judge_server(backend, named) for named in [*listed, None]}

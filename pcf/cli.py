@@ -348,32 +348,49 @@ def stderr_progress(name: str) -> Progress:
             f"judging {name}: {report.done}/{report.to_do} calls, {report.cache_hits} cache "
             f"hits, {report.failures} failed, ${report.cost_usd:.4f}"
         )
-        if terminal:
-            sys.stderr.write(f"\r{line}\033[K" + ("\n" if finished else ""))
-            sys.stderr.flush()
-        else:
-            typer.echo(line, err=True)
+        redraw(line, end="\n" if finished else "")
 
     return show
 
 
-def check_capped(runs: list[tuple[str, RunReport]]) -> None:
-    """Exit with 1 and one line per run that stopped at its cost cap."""
-    capped = [
+def redraw(line: str, end: str = "") -> None:
+    """Redraw ``line`` (then ``end``) on a terminal's stderr, else print it as a line."""
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\r{line}\033[K{end}")
+        sys.stderr.flush()
+    else:
+        typer.echo(line, err=True)
+
+
+def check_runs(runs: list[tuple[str, RunReport]]) -> None:
+    """Exit with 1 and one line per run that stopped at its cost cap, else one line per run
+    whose calls mostly failed."""
+    fail_lines(
         f"run {name}: stopped at its cost cap (${r.cost_usd:.4f} spent now); {r.capped} calls "
         "not made: raise --max-cost and run the same command to resume"
         for name, r in runs
         if r.capped
-    ]
-    if capped:
-        fail("error: " + "\nerror: ".join(capped))
+    )
+    fail_lines(f"run {name}: {r.failure_cause()}" for name, r in runs if r.mostly_failed)
 
 
-def check_failures(runs: list[tuple[str, RunReport]]) -> None:
-    """Exit with 1 and one line per run when most calls of a run failed."""
-    causes = [f"run {name}: {r.failure_cause()}" for name, r in runs if r.mostly_failed]
-    if causes:
-        fail("error: " + "\nerror: ".join(causes))
+def fail_lines(lines: Iterable[str]) -> None:
+    """Exit with 1 and each of ``lines`` as an error line, when there are any."""
+    if lines := list(lines):
+        fail("error: " + "\nerror: ".join(lines))
+
+
+@contextmanager
+def batch_errors() -> Iterator[None]:
+    """Stop with one line: exit 1 when the batch API refused, 2 on a ValueError."""
+    from pcf.judges.batch_api import BatchAPIError
+
+    try:
+        yield
+    except BatchAPIError as exc:
+        fail(f"error: the batch API refused: {exc}")
+    except ValueError as exc:
+        fail(f"error: {exc}", 2)
 
 
 @contextmanager
@@ -665,8 +682,7 @@ def judge(
             emit(out)
     except (ValueError, DataError) as exc:
         fail(f"error: {exc}", 2)
-    check_capped([(spec.run_name, report)])
-    check_failures([(spec.run_name, report)])
+    check_runs([(spec.run_name, report)])
 
 
 def reopen_line(estimate: ReopenEstimate) -> str:
@@ -691,27 +707,23 @@ def submit_batches(
 ) -> None:
     """Submit each run's calls as provider batches (none over its cost cap) and print what
     was sent."""
-    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import submit_run
     from pcf.runs.batch_status import batch_overview
 
     out, lost = [], []
-    try:
-        with database() as session:
-            for spec in specs:
-                run, report = submit_run(
-                    spec,
-                    session=session,
-                    actor=operator(),
-                    retry_failed=retry_failed,
-                    max_requests=batch_size,
-                    max_cost=max_cost,
-                )
-                out.append({"run": run.name, "status": run.status, **report.as_dict()})
-                for row in batch_overview([run], session=session):
-                    lost += [lost_batch(run.name, batch_id) for batch_id in row["lost"]]
-    except BatchAPIError as exc:
-        fail(f"error: the batch API refused: {exc}")
+    with batch_errors(), database() as session:
+        for spec in specs:
+            run, report = submit_run(
+                spec,
+                session=session,
+                actor=operator(),
+                retry_failed=retry_failed,
+                max_requests=batch_size,
+                max_cost=max_cost,
+            )
+            out.append({"run": run.name, "status": run.status, **report.as_dict()})
+            for row in batch_overview([run], session=session):
+                lost += [lost_batch(run.name, batch_id) for batch_id in row["lost"]]
     for line in lost:
         typer.echo(f"note: {line}", err=True)
     names = " ".join(repr(item["run"]) for item in out)
@@ -826,16 +838,10 @@ def batch_status_command(runs: RunsArgument) -> None:
 
     Example: pcf batch status demo-study/pcf
     """
-    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch_status import LOST_STATUS, batch_status
 
-    try:
-        with database() as session:
-            rows = {name: batch_status(name, session=session) for name in runs}
-    except BatchAPIError as exc:
-        fail(f"error: the batch API refused: {exc}")
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
+    with batch_errors(), database() as session:
+        rows = {name: batch_status(name, session=session) for name in runs}
     emit(rows)
     for name, batches in rows.items():
         for row in batches:
@@ -861,7 +867,6 @@ def batch_collect_command(
 
     Example: pcf batch collect demo-study/direct demo-study/pcf --wait
     """
-    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import collect_runs
 
     terminal = sys.stderr.isatty()
@@ -875,28 +880,17 @@ def batch_collect_command(
             f"{sum(r.stored for r in reports)} calls stored, "
             f"{sum(r.pending for r in reports)} batches running"
         )
-        if terminal:
-            sys.stderr.write(f"\r{line}\033[K")
-            sys.stderr.flush()
-        else:
-            typer.echo(line, err=True)
+        redraw(line)
 
-    try:
-        with database() as session:
-            reports = collect_runs(
-                runs, session=session, actor=operator(), wait=wait, poll_s=poll, progress=show
-            )
-            if terminal:
-                sys.stderr.write("\n")
-            emit({name: r.as_dict() for name, r in zip(runs, reports, strict=True)})
-    except BatchAPIError as exc:
-        fail(f"error: the batch API refused: {exc}")
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
+    with batch_errors(), database() as session:
+        reports = collect_runs(
+            runs, session=session, actor=operator(), wait=wait, poll_s=poll, progress=show
+        )
+        if terminal:
+            sys.stderr.write("\n")
+        emit({name: r.as_dict() for name, r in zip(runs, reports, strict=True)})
     lost = [lost_batch(name, b) for name, r in zip(runs, reports, strict=True) for b in r.lost]
-    stopped = lost + [r.capped for r in reports if r.capped]
-    if stopped:
-        fail("error: " + "\nerror: ".join(stopped))
+    fail_lines(lost + [r.capped for r in reports if r.capped])
 
 
 @batch_app.command("cancel")
@@ -906,20 +900,12 @@ def batch_cancel_command(runs: RunsArgument) -> None:
 
     Example: pcf batch cancel demo-study/pcf
     """
-    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch_status import cancel_runs
 
-    try:
-        with database() as session:
-            asked = cancel_runs(runs, session=session, actor=operator())
-    except BatchAPIError as exc:
-        fail(f"error: the batch API refused: {exc}")
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
+    with batch_errors(), database() as session:
+        asked = cancel_runs(runs, session=session, actor=operator())
     emit(asked)
-    lost = [lost_batch(name, b) for name, batches in asked["lost"].items() for b in batches]
-    if lost:
-        fail("error: " + "\nerror: ".join(lost))
+    fail_lines(lost_batch(name, b) for name, batches in asked["lost"].items() for b in batches)
 
 
 @batch_app.command("forget")
@@ -931,16 +917,10 @@ def batch_forget_command(runs: RunsArgument) -> None:
 
     Example: pcf batch forget demo-study/pcf
     """
-    from pcf.judges.batch_api import BatchAPIError
     from pcf.runs.batch import collect_runs
 
-    try:
-        with database() as session:
-            reports = collect_runs(runs, session=session, actor=operator(), forget_lost=True)
-    except BatchAPIError as exc:
-        fail(f"error: the batch API refused: {exc}")
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
+    with batch_errors(), database() as session:
+        reports = collect_runs(runs, session=session, actor=operator(), forget_lost=True)
     emit({name: r.as_dict() for name, r in zip(runs, reports, strict=True)})
     for name, report in zip(runs, reports, strict=True):
         forgotten = len(report.forgotten)
@@ -1038,8 +1018,7 @@ def study(
         emit({"study": name, "runs": summaries})
     except (ValueError, DataError) as exc:
         fail(f"error: {exc}", 2)
-    check_capped(reports)
-    check_failures(reports)
+    check_runs(reports)
 
 
 @app.command("check")

@@ -31,9 +31,7 @@ from pages.shared.frame import (
     require_permission,
     storage_errors,
 )
-from pages.shared.sign_in import (
-    sign_in,
-)
+from pages.shared.sign_in import sign_in
 from pages.shared.text import (
     answer_height,
     change_in_points,
@@ -42,33 +40,3 @@ from pages.shared.text import (
     show_text,
     simulated_badge,
 )
-
-__all__ = [
-    "PAGES",
-    "RUN_KEY",
-    "answer_height",
-    "app_frame",
-    "change_in_points",
-    "current_actor",
-    "current_run",
-    "engine",
-    "ensure_app_frame",
-    "item_link_problem",
-    "page_link",
-    "pages_for",
-    "plain_text_toggle",
-    "require_dataset",
-    "require_permission",
-    "require_run",
-    "revision_of",
-    "run_analysis",
-    "search_items",
-    "session",
-    "show_code",
-    "show_text",
-    "sidebar",
-    "sign_in",
-    "simulated_badge",
-    "storage_errors",
-    "stored_item",
-]

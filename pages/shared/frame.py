@@ -15,10 +15,7 @@ from streamlit.errors import StreamlitSecretNotFoundError
 
 from pcf.access import Actor, Permission
 from pcf.analysis.markdown import escape_markdown
-from pcf.store import (
-    database_url,
-    storage_problem,
-)
+from pcf.store import database_url, storage_problem
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 _IN_APP: ContextVar[bool] = ContextVar("pcf_page_in_app", default=False)
@@ -74,11 +71,7 @@ def pages_for(actor: Actor) -> list[st.Page]:
     keeps its own address (``/adjudicate?label=...`` works for everyone who may label).
     """
     allowed = [path for path, (_, _, needs) in PAGES.items() if actor.may(needs)]
-    pages = [
-        st.Page(path, title=title, icon=icon, default=path == "pages/overview.py")
-        for path in allowed
-        for title, icon, _ in [PAGES[path]]
-    ]
+    pages = [_page(path) for path in allowed]
     if allowed and allowed[0] != "pages/overview.py":
 
         def home() -> None:
@@ -97,14 +90,13 @@ def stop_for_stranger() -> NoReturn:
     app's menu hidden: without a navigation of its own, a new server shows Streamlit's list of
     the files in ``pages/`` ("app, adjudicate, compare..."). The pages are all listed, so that
     the address a visitor opened is still theirs once they are known."""
-    st.navigation(
-        [
-            st.Page(path, title=title, icon=icon, default=path == "pages/overview.py")
-            for path, (title, icon, _) in PAGES.items()
-        ],
-        position="hidden",
-    )
+    st.navigation([_page(path) for path in PAGES], position="hidden")
     st.stop()
+
+
+def _page(path: str) -> st.Page:
+    title, icon, _ = PAGES[path]
+    return st.Page(path, title=title, icon=icon, default=path == "pages/overview.py")
 
 
 def page_link(path: str, *, where: Any = st, **options: Any) -> None:

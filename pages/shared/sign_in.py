@@ -21,9 +21,7 @@ from pcf.labelling.membership import (
     record_sign_in,
     set_local_name,
 )
-from pcf.store import (
-    session_scope,
-)
+from pcf.store import session_scope
 
 SIGNED_IN_KEY = "signed_in_as"  # the identity whose sign-in this browser session recorded
 ANONYMOUS_VIEWERS_ENV = "PCF_ANONYMOUS_VIEWERS"
@@ -39,12 +37,6 @@ def sign_in_providers() -> list[str]:
     return named or ["default"]
 
 
-def serves_loopback() -> bool:
-    """Whether the server listens on this machine's loopback address only."""
-    address = st.get_option("server.address") or ""
-    return address.startswith(LOOPBACK)
-
-
 def sign_in() -> Actor:
     """Who uses the app now; until someone is known, the page shows why and stops.
 
@@ -57,11 +49,12 @@ def sign_in() -> Actor:
     """
     if auth_configured():
         return _signed_in_member()
-    if not serves_loopback():
+    address = st.get_option("server.address") or ""
+    if not address.startswith(LOOPBACK):  # not this machine's loopback address only
         if os.environ.get(ANONYMOUS_VIEWERS_ENV) == "1":
             return VISITOR
         st.error(
-            f"This server listens on `{st.get_option('server.address') or 'every address'}` "
+            f"This server listens on `{address or 'every address'}` "
             "without sign-in. Configure sign-in (`[auth]` in `.streamlit/secrets.toml`), serve "
             f"on 127.0.0.1, or set `{ANONYMOUS_VIEWERS_ENV}=1` to let every visitor read as a "
             "viewer."

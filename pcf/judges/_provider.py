@@ -9,7 +9,15 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
-from pcf.judges.base import JudgeError, configured_keys, env_key, key_names, redact
+from pcf.judges.base import (
+    JudgeError,
+    JudgeReply,
+    JudgeRequest,
+    configured_keys,
+    env_key,
+    key_names,
+    redact,
+)
 
 PLACEHOLDER_KEY = "not-needed"
 """Sent to a self-hosted server (vLLM, Ollama...) that wants no key when none is set."""
@@ -118,7 +126,9 @@ class PerLoop(Generic[Client]):
 class ProviderJudge:
     """What the provider judges share: the key, the seed and one SDK client per event loop.
 
-    Subclasses set ``backend`` and implement ``_new_client`` and ``complete``. The key comes
+    Subclasses set ``backend`` and implement ``_new_client`` and ``complete``, or set ``sdk``
+    (``openai`` or ``anthropic``: their error classes share names) and implement ``_send``,
+    ``_reply`` and ``_status_message`` for the ``complete`` here. The key comes
     from ``api_key`` or the backend's variables (:data:`~pcf.judges.base.KEY_ENV`); a
     placeholder is used for a custom ``base_url`` when neither is set (self-hosted servers
     need none). ``seed`` is sent where the provider takes one.
@@ -128,6 +138,7 @@ class ProviderJudge:
     """
 
     backend: str
+    sdk: Any
 
     def __init__(
         self,
@@ -158,3 +169,50 @@ class ProviderJudge:
     async def aclose(self) -> None:
         """Close the HTTP connections opened in the running event loop."""
         await self._clients.aclose()
+
+    async def _send(self, request: JudgeRequest) -> object:
+        raise NotImplementedError
+
+    @staticmethod
+    def _reply(answer: object, latency: float) -> JudgeReply:
+        raise NotImplementedError
+
+    @staticmethod
+    def _status_message(err: Any) -> str:
+        raise NotImplementedError
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        """Answer one request or raise :class:`JudgeError`."""
+        sdk = self.sdk
+        start = time.perf_counter()
+        try:
+            answer = await self._send(request)
+        except sdk.APIStatusError as err:
+            raise status_error(
+                err.status_code, self._status_message(err), err.response.headers, self._key
+            ) from None  # the SDK error repeats the provider message, which may echo the key
+        except sdk.APITimeoutError as err:
+            if _refused(err):  # the aiohttp transport reports a refused connection as a timeout
+                raise JudgeError("connection_error", _cause(err), retryable=True) from err
+            raise JudgeError("timeout", "request timed out", retryable=True) from err
+        except sdk.APIConnectionError as err:
+            raise JudgeError("connection_error", _cause(err), retryable=True) from err
+        # ValueError: not JSON, or an integer past Python's 4,300 digits; RecursionError: too deep
+        except (sdk.APIResponseValidationError, ValueError, RecursionError) as err:
+            raise JudgeError("bad_response", "invalid response body", retryable=True) from err
+        return self._reply(answer, time.perf_counter() - start)
+
+
+def _refused(err: BaseException) -> bool:
+    """Whether a connection error (refused, reset) lies under ``err``."""
+    cause = err.__cause__ or err.__context__
+    while cause is not None:
+        if isinstance(cause, ConnectionError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _cause(err: BaseException) -> str:
+    cause = err.__cause__
+    return f"Connection error ({type(cause).__name__})" if cause else "Connection error"

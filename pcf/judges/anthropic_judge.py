@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import anthropic
 import pydantic
 from anthropic.types import Message, TextBlock
 
-from pcf.judges._provider import ProviderJudge, status_error
+from pcf.judges._provider import ProviderJudge
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
 
 
@@ -28,6 +27,7 @@ class AnthropicJudge(ProviderJudge):
     """
 
     backend = "anthropic"
+    sdk = anthropic
 
     @staticmethod
     def _new_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
@@ -53,26 +53,16 @@ class AnthropicJudge(ProviderJudge):
             params["output_config"] = {"format": {"type": "json_schema", "schema": request.schema}}
         return params
 
-    async def complete(self, request: JudgeRequest) -> JudgeReply:
-        """Answer one request or raise :class:`JudgeError`."""
-        client = self._clients.get()
-        start = time.perf_counter()
-        try:
-            message = await client.messages.create(**self.params(request))
-        except anthropic.APIStatusError as err:
-            message_text = err.api_message or err.message
-            raise status_error(
-                err.status_code, message_text, err.response.headers, self._key
-            ) from None  # the SDK error repeats the provider message, which may echo the key
-        except anthropic.APITimeoutError as err:
-            raise JudgeError("timeout", "request timed out", retryable=True) from err
-        except anthropic.APIConnectionError as err:
-            raise JudgeError("connection_error", _cause(err), retryable=True) from err
-        # ValueError: not JSON, or an integer past Python's 4,300 digits; RecursionError: too deep
-        except (anthropic.APIResponseValidationError, ValueError, RecursionError) as err:
-            raise JudgeError("bad_response", "invalid response body", retryable=True) from err
-        latency = time.perf_counter() - start
-        return message_reply(message, latency)
+    async def _send(self, request: JudgeRequest) -> object:
+        return await self.client().messages.create(**self.params(request))
+
+    @staticmethod
+    def _reply(answer: object, latency: float) -> JudgeReply:
+        return message_reply(answer, latency)
+
+    @staticmethod
+    def _status_message(err: anthropic.APIStatusError) -> str:
+        return err.api_message or err.message
 
 
 def message_reply(message: object, latency: float) -> JudgeReply:
@@ -99,8 +89,3 @@ def message_reply(message: object, latency: float) -> JudgeReply:
         )
     except (AttributeError, TypeError, pydantic.ValidationError) as err:
         raise JudgeError("bad_response", f"malformed message: {err}", retryable=True) from err
-
-
-def _cause(err: anthropic.APIConnectionError) -> str:
-    cause = err.__cause__
-    return f"Connection error ({type(cause).__name__})" if cause else "Connection error"

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anthropic
 import openai
@@ -29,6 +29,7 @@ TOKEN_FIELD = "pcf_submission"  # noqa: S105 (a metadata key, not a secret)
 OPENAI_ENDED = ("completed", "failed", "expired", "cancelled")
 
 T = TypeVar("T")
+J = TypeVar("J", OpenAIJudge, AnthropicJudge)
 
 
 class BatchAPIError(RuntimeError):
@@ -98,7 +99,18 @@ def _reply_or_error(custom_id: str, parse: Callable[[], JudgeReply]) -> BatchRes
         return BatchResult(custom_id, error=str(err))
 
 
-class OpenAIBatches:
+class _Batches(Generic[J]):
+    """A batch client over a provider judge: its key, base URL and SDK client."""
+
+    def __init__(self, judge: J) -> None:
+        self.judge: J = judge
+
+    async def aclose(self) -> None:
+        """Close the judge's connections."""
+        await self.judge.aclose()
+
+
+class OpenAIBatches(_Batches[OpenAIJudge]):
     """OpenAI's Batch API (and compatible servers): upload a JSONL file, create the batch.
 
     Limits: at most 50,000 requests and 200 MB of file per batch.
@@ -106,9 +118,6 @@ class OpenAIBatches:
 
     max_requests = 50_000
     max_bytes = 200_000_000
-
-    def __init__(self, judge: OpenAIJudge) -> None:
-        self.judge = judge
 
     def entry(self, custom_id: str, request: JudgeRequest) -> dict[str, Any]:
         """One line of the batch's input file."""
@@ -229,12 +238,8 @@ class OpenAIBatches:
             return BatchResult(custom_id, error=str(error))
         return _reply_or_error(custom_id, lambda: chat_reply(body, 0.0))
 
-    async def aclose(self) -> None:
-        """Close the judge's connections."""
-        await self.judge.aclose()
 
-
-class AnthropicBatches:
+class AnthropicBatches(_Batches[AnthropicJudge]):
     """Anthropic's Message Batches: requests are sent inline.
 
     Limits: at most 100,000 requests and 256 MB per batch. Anthropic's batches carry no
@@ -244,21 +249,11 @@ class AnthropicBatches:
     max_requests = 100_000
     max_bytes = 256_000_000
 
-    def __init__(self, judge: AnthropicJudge) -> None:
-        self.judge = judge
-
     def entry(self, custom_id: str, request: JudgeRequest) -> dict[str, Any]:
         """One request of the batch."""
         return {"custom_id": custom_id, "params": self.judge.params(request)}
 
-    async def submit(
-        self,
-        token: str,
-        entries: Sequence[dict[str, Any]],
-        *,
-        file_id: str | None,
-        on_file: Callable[[str], None],
-    ) -> str:
+    async def submit(self, token: str, entries: Sequence[dict[str, Any]], **_: object) -> str:
         """Create the batch; its id (``token``, ``file_id`` and ``on_file`` are not used)."""
         create = self.judge.client().messages.batches.create(requests=list(entries))
         return (await _sdk_call(create, self.judge.secret)).id
@@ -329,10 +324,6 @@ class AnthropicBatches:
             return out
 
         return await _sdk_call(read(), key, batch_id)
-
-    async def aclose(self) -> None:
-        """Close the judge's connections."""
-        await self.judge.aclose()
 
 
 BatchClient = OpenAIBatches | AnthropicBatches

@@ -4,12 +4,11 @@ Ollama...) or an Azure OpenAI deployment's."""
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 import openai
 
-from pcf.judges._provider import ProviderJudge, status_error
+from pcf.judges._provider import ProviderJudge
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
 
 
@@ -26,6 +25,7 @@ class OpenAIJudge(ProviderJudge):
     """
 
     backend = "openai"
+    sdk = openai
 
     @staticmethod
     def _new_client(api_key: str, base_url: str | None, timeout: float) -> openai.AsyncOpenAI:
@@ -65,33 +65,25 @@ class OpenAIJudge(ProviderJudge):
             }
         return body
 
-    async def complete(self, request: JudgeRequest) -> JudgeReply:
-        """Answer one request or raise :class:`JudgeError`."""
-        body = self.body(request)
-        client = self._clients.get()
-        start = time.perf_counter()
-        try:
-            # The SDK's documented request method with a plain JSON body and a plain JSON
-            # answer: the typed ``chat.completions.create`` walks every message and the nested
-            # schema through its TypedDict transforms, and builds response models, on each
-            # call: the largest CPU costs of a call at high concurrency, where the event loop
-            # is the bottleneck (benchmarks/runner_throughput.py). Same endpoint, same bytes.
-            completion = await client.post("/chat/completions", body=body, cast_to=dict)
-        except openai.APIStatusError as err:
-            raise status_error(
-                err.status_code, _provider_message(err), err.response.headers, self._key
-            ) from None  # the SDK error repeats the provider message, which may echo the key
-        except openai.APITimeoutError as err:
-            if _refused(err):  # the aiohttp transport reports a refused connection as a timeout
-                raise JudgeError("connection_error", _cause(err), retryable=True) from err
-            raise JudgeError("timeout", "request timed out", retryable=True) from err
-        except openai.APIConnectionError as err:
-            raise JudgeError("connection_error", _cause(err), retryable=True) from err
-        # ValueError: not JSON, or an integer past Python's 4,300 digits; RecursionError: too deep
-        except (openai.APIResponseValidationError, ValueError, RecursionError) as err:
-            raise JudgeError("bad_response", "invalid response body", retryable=True) from err
-        latency = time.perf_counter() - start
-        return chat_reply(completion, latency)
+    async def _send(self, request: JudgeRequest) -> object:
+        # The SDK's documented request method with a plain JSON body and a plain JSON
+        # answer: the typed ``chat.completions.create`` walks every message and the nested
+        # schema through its TypedDict transforms, and builds response models, on each
+        # call: the largest CPU costs of a call at high concurrency, where the event loop
+        # is the bottleneck (benchmarks/runner_throughput.py). Same endpoint, same bytes.
+        return await self.client().post("/chat/completions", body=self.body(request), cast_to=dict)
+
+    @staticmethod
+    def _reply(answer: object, latency: float) -> JudgeReply:
+        return chat_reply(answer, latency)
+
+    @staticmethod
+    def _status_message(err: openai.APIStatusError) -> str:
+        """The provider's own error message (the SDK keeps the ``error`` object as ``body``)."""
+        body = err.body
+        if isinstance(body, dict) and isinstance(body.get("message"), str):
+            return body["message"]
+        return err.message
 
 
 class AzureJudge(OpenAIJudge):
@@ -145,26 +137,3 @@ def chat_reply(completion: object, latency: float) -> JudgeReply:
         raise JudgeError(
             "bad_response", f"malformed chat completion: {err}", retryable=True
         ) from err
-
-
-def _provider_message(err: openai.APIStatusError) -> str:
-    """The provider's own error message (the SDK keeps the ``error`` object as ``body``)."""
-    body = err.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return body["message"]
-    return err.message
-
-
-def _refused(err: BaseException) -> bool:
-    """Whether a connection error (refused, reset) lies under ``err``."""
-    cause = err.__cause__ or err.__context__
-    while cause is not None:
-        if isinstance(cause, ConnectionError):
-            return True
-        cause = cause.__cause__ or cause.__context__
-    return False
-
-
-def _cause(err: openai.APIConnectionError) -> str:
-    cause = err.__cause__
-    return f"Connection error ({type(cause).__name__})" if cause else "Connection error"

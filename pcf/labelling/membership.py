@@ -25,11 +25,6 @@ EMAIL = re.compile(rf"{_PART}@{_PART}\.{_PART}")
 LOCAL_NAME_MAX = 80
 
 
-def actor_of(member: Member) -> Actor:
-    """The actor a member acts as."""
-    return Actor(member.email, Role(member.role))
-
-
 @dataclass(frozen=True)
 class ProviderTrust:
     """What a sign-in provider's ID token must show, as the operator set it for the provider.
@@ -110,7 +105,7 @@ def identify(
             f"{member.email} signs in with another account than this one (of {issuer}); "
             "ask an admin"
         )
-    return actor_of(member)
+    return Actor(member.email, Role(member.role))
 
 
 def local_actor(*, session: Session) -> Actor | None:

@@ -117,11 +117,10 @@ def queue_left(
     session: Session,
     people: Collection[str],
     wanted: Mapping[str, int],
-    now: datetime | None = None,
 ) -> dict[str, int]:
     """How many items each of ``people`` still has in their queue (as :func:`claim_next`
     counts them)."""
-    now = now or utc_now()
+    now = utc_now()
     labellers = labellers_by_item(dataset_id, session=session)
     holders = holders_by_item(dataset_id, session=session, now=now)
     return {

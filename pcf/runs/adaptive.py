@@ -36,7 +36,7 @@ from pcf.stopping import (
     current_winner,
     in_waves,
 )
-from pcf.store import Call, Run, item_calls, record_item_stops, set_run_setting, stored_judgment
+from pcf.store import Call, Run, item_calls, set_run_setting, stored_judgment
 
 STOPPING_SETTING = "stopping"
 """The run setting that records the policy a finished adaptive run was finished with."""
@@ -176,10 +176,6 @@ def kept_stops(run: Run, *, recheck: bool) -> dict[str, dict[str, Any]]:
     return {} if recheck else dict(run.settings.get("stops", {}))
 
 
-def _recorded(stop: Stop) -> dict[str, Any]:
-    return dataclasses.asdict(stop) | {"version": STOPPING_VERSION}
-
-
 def record_stops(
     run: Run,
     spec: RunSpec,
@@ -192,8 +188,9 @@ def record_stops(
     """Record where each item stopped (the kept stops and the new ones, each with its policy
     version) and the policy the run was finished with (run setting ``stopping``), with its
     calibration."""
-    recorded = {**kept, **{key: _recorded(stop) for key, stop in stops.items()}}
-    record_item_stops(run, recorded, session=session)
+    new = {key: dataclasses.asdict(s) | {"version": STOPPING_VERSION} for key, s in stops.items()}
+    recorded = {**kept, **new}
+    set_run_setting(run, "stops", recorded, session=session)
     versions = sorted({stop.get("version", UNVERSIONED) for stop in recorded.values()})
     finished_with = {
         "policy": spec.adaptive,
@@ -257,9 +254,6 @@ async def answer_in_waves(
     Args:
         executor: the engine's executor (it answers a list of planned calls).
         planned: every call an item may get, from the plan of :func:`executions_for`.
-        run: the run.
-        spec: the adaptive spec.
-        session: the run's session.
         kept: the recorded stops to keep (:func:`kept_stops`); their items get no call.
         policy: how the items stop (a ``confident`` run's calibrated one).
         calibration: the calibration items (:func:`calibration_keys`).

@@ -179,8 +179,9 @@ class _Sender:
     """Sends requests in batches of at most ``max_requests`` requests and ``max_bytes`` of
     JSON, each recorded before the provider is asked."""
 
-    def __init__(self, batcher: _Batcher, max_requests: int, max_bytes: int) -> None:
-        self.batcher, self.max_requests, self.max_bytes = batcher, max_requests, max_bytes
+    def __init__(self, batcher: _Batcher, max_requests: int) -> None:
+        self.batcher, self.max_requests = batcher, max_requests
+        self.max_bytes = batcher.client.max_bytes
         self.keys: list[str] = []
         self.entries: list[dict[str, Any]] = []
         self.size = 0
@@ -366,7 +367,6 @@ class _Batcher:
         *,
         retry_failed: bool,
         max_requests: int | None,
-        max_bytes: int | None,
         cap: float | None = None,
     ) -> None:
         """Finish killed submissions, store cache hits, and send the rest in new batches when
@@ -378,9 +378,7 @@ class _Batcher:
         own = {key for r in records if r.state != "collected" for key in self.sent_keys(r)}
         carried = pending_batch_keys(session=self.session)
         self._guard(cap, retry_failed=retry_failed, own=own, carried=carried)
-        sender = _Sender(
-            self, max_requests or self.client.max_requests, max_bytes or self.client.max_bytes
-        )
+        sender = _Sender(self, max_requests or self.client.max_requests)
         seen: set[str] = set()
         deferred: list[str] = []
         self.report.planned = 0
@@ -671,12 +669,11 @@ def submit_run(
     actor: Actor,
     retry_failed: bool = False,
     max_requests: int | None = None,
-    max_bytes: int | None = None,
     max_cost: float | None = None,
 ) -> tuple[Run, BatchReport]:
     """Create or resume the run and send its missing calls as provider batches; returns at once.
 
-    ``max_requests`` and ``max_bytes`` lower the provider's limits per batch. ``actor`` must be
+    ``max_requests`` lowers the provider's limit of requests per batch. ``actor`` must be
     allowed to run, and the server's key to go where the batches go (see
     :func:`~pcf.runs.manage.check_start`). Nothing is sent when the requests' upper-bound
     price would take the run's spend past ``max_cost`` (by default the operator's
@@ -722,7 +719,6 @@ def submit_run(
                     await batcher.submit(
                         retry_failed=retry_failed,
                         max_requests=max_requests,
-                        max_bytes=max_bytes,
                         cap=cap,
                     )
                 finally:
@@ -805,6 +801,8 @@ async def _collect_all(
     progress: Callable[[list[BatchReport]], None] | None,
     forget_lost: bool,
 ) -> list[BatchReport]:
+    """Collect every run's ended batches (and send its next wave) until none is left to wait
+    for, or once without ``wait``, renewing the runs' leases meanwhile."""
     batchers = [
         _Batcher(run, spec, client_for(spec), session=session)
         for run, spec in zip(runs, specs, strict=True)
@@ -813,42 +811,32 @@ async def _collect_all(
         async with AsyncExitStack() as beats:
             for lease in leases:
                 await beats.enter_async_context(lease.heartbeat())
-            await _collect_rounds(batchers, wait, poll_s, progress, forget_lost)
+            while True:
+                for batcher in batchers:
+                    if not batcher.report.capped:
+                        await _collect_round(batcher, forget_lost)
+                if progress:
+                    progress([b.report for b in batchers])
+                if not wait or all(b.done() or b.lost_only() or b.report.capped for b in batchers):
+                    break
+                await asyncio.sleep(poll_s)
     finally:
         for batcher in batchers:
             await batcher.client.aclose()
     return [b.report for b in batchers]
 
 
-async def _collect_rounds(
-    batchers: list[_Batcher],
-    wait: bool,
-    poll_s: float,
-    progress: Callable[[list[BatchReport]], None] | None,
-    forget_lost: bool,
-) -> None:
-    """Collect every run's ended batches (and send its next wave) until none is left to wait
-    for, or once without ``wait``."""
-    while True:
-        for batcher in batchers:
-            if batcher.report.capped:
-                continue
-            await batcher.collect(forget_lost=forget_lost)
-            waves = batcher.spec.protocol == "apoc" or batcher.spec.adaptive != "off"
-            if batcher.report.pending == 0 and waves:
-                stored = batcher.run.settings.get(MAX_COST_SETTING)
-                cap = stored if stored is not None else default_cost_cap()
-                try:
-                    await batcher.submit(
-                        retry_failed=False, max_requests=None, max_bytes=None, cap=cap
-                    )
-                except CostCapError as capped:  # the run is capped: nothing more to wait for
-                    batcher.report.capped = str(capped)
-                    continue
-                await batcher.collect(forget_lost=forget_lost)
-            _finish_run(batcher)
-        if progress:
-            progress([b.report for b in batchers])
-        if not wait or all(b.done() or b.lost_only() or b.report.capped for b in batchers):
-            break
-        await asyncio.sleep(poll_s)
+async def _collect_round(batcher: _Batcher, forget_lost: bool) -> None:
+    """Collect a run's ended batches and, once none is pending, send its next wave."""
+    await batcher.collect(forget_lost=forget_lost)
+    waves = batcher.spec.protocol == "apoc" or batcher.spec.adaptive != "off"
+    if batcher.report.pending == 0 and waves:
+        stored = batcher.run.settings.get(MAX_COST_SETTING)
+        cap = stored if stored is not None else default_cost_cap()
+        try:
+            await batcher.submit(retry_failed=False, max_requests=None, cap=cap)
+        except CostCapError as capped:  # the run is capped: nothing more to wait for
+            batcher.report.capped = str(capped)
+            return
+        await batcher.collect(forget_lost=forget_lost)
+    _finish_run(batcher)

@@ -212,9 +212,7 @@ class ReopenEstimate:
         }
 
 
-def reopen_estimate(
-    spec: RunSpec, *, session: Session, prices: dict[str, tuple[float, float]] | None = None
-) -> ReopenEstimate | None:
+def reopen_estimate(spec: RunSpec, *, session: Session) -> ReopenEstimate | None:
     """What ``pcf judge --recheck-stops`` would cost on the adaptive run ``spec`` names: which
     items stopped by another policy version today's policy would not keep stopped, and the
     calls (and cost) continuing them takes at least and at most. No judge is called. A
@@ -238,7 +236,7 @@ def reopen_estimate(
     spec_plan = executions_for(spec, items)
     policy = policy_of(spec)
     sample = calibration_keys(spec, [item.item_id for item in items])
-    prices = prices or price_table()
+    prices = price_table()
     reopened = max_calls = 0
     priced = _priced(spec, [], session=session, prices=prices)
     for chunk in in_chunks(items):

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from pcf.judges.base import JudgeReply, configured_keys, redact
-from pcf.parsing import parse_listwise, parse_pairwise
+from pcf.parsing import PairParsed, Parsed, parse_listwise, parse_pairwise
 from pcf.prompts import Rendered
 from pcf.runs.call_plan import PlannedCall, Prepared, Slot, content_key
 from pcf.runs.spec import RunSpec
@@ -212,20 +212,12 @@ class RunRows:
         """Fields of the row that come from the answer: ok, error, repairs, judgment."""
         if reply.refusal:
             return {"ok": False, "error": "refusal", "repaired": [], "judgment": None}
+        parsed: Parsed | PairParsed
         if planned.pairwise:
-            pair = parse_pairwise(reply.text, rendered.key_to_id)
-            judgment: dict[str, Any] | None = None
-            if pair.ok:
-                judgment = {"verdict": pair.verdict, "confidence": pair.confidence}
-            return {
-                "ok": pair.ok,
-                "error": pair.error,
-                "repaired": list(pair.repaired),
-                "judgment": judgment,
-            }
-        parsed = parse_listwise(reply.text, rendered.key_to_id, planned.order)
-        judgment = None
-        if parsed.ok:
+            parsed = parse_pairwise(reply.text, rendered.key_to_id)
+            judgment: dict[str, Any] = {"verdict": parsed.verdict, "confidence": parsed.confidence}
+        else:
+            parsed = parse_listwise(reply.text, rendered.key_to_id, planned.order)
             judgment = {
                 "factuality": parsed.factuality,
                 "hallucination_risk": parsed.hallucination_risk,
@@ -236,7 +228,7 @@ class RunRows:
             "ok": parsed.ok,
             "error": parsed.error,
             "repaired": list(parsed.repaired),
-            "judgment": judgment,
+            "judgment": judgment if parsed.ok else None,
         }
 
     async def answered(
@@ -287,13 +279,10 @@ class RunRows:
             }
         )
 
-    def cached(
-        self, prepared: Sequence[Prepared], hits: dict[str, Call] | None = None
-    ) -> tuple[list[dict[str, Any]], list[Prepared]]:
-        """The rows of the calls the content-keyed cache answers, and the calls left for the
-        judge; the cache is looked up in a few queries unless its ``hits`` are given."""
-        if hits is None:
-            hits = cached_calls([key for *_, key in prepared], session=self.session)
+    def cached(self, prepared: Sequence[Prepared]) -> tuple[list[dict[str, Any]], list[Prepared]]:
+        """The rows of the calls the content-keyed cache answers (looked up in a few queries),
+        and the calls left for the judge."""
+        hits = cached_calls([key for *_, key in prepared], session=self.session)
         rows: list[dict[str, Any]] = []
         rest = []
         for planned, rendered, key in prepared:

@@ -10,15 +10,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import (
-    Text,
-    case,
-    cast,
-    delete,
-    event,
-    func,
-    insert,
-)
+from sqlalchemy import Text, case, cast, delete, event, func, insert
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session, col, select
@@ -39,6 +31,7 @@ from pcf.store.models import (
     RunLease,
     RunResult,
     RunStatus,
+    saved,
     utc_now,
 )
 from pcf.store.requests import rebuilt_request, stored_request
@@ -72,22 +65,8 @@ def create_run(
     settings: Mapping[str, Any] | None = None,
     base_url: str | None = None,
 ) -> Run:
-    """Record a new pending run.
-
-    Args:
-        name: a name no other run has.
-        session: the open session; flushed, not committed.
-        dataset_id: the dataset judged.
-        protocol: one of :data:`pcf.runs.spec.PROTOCOLS`.
-        backend: the judge backend (``simulated``, ``openai``...).
-        model: the judge model.
-        k: orderings per item.
-        schedule: the ordering schedule.
-        seed: the run seed.
-        executions: independent passes over the dataset.
-        weights: the consensus weights.
-        settings: temperature, max_tokens, slot keys, prices...; never API keys.
-        base_url: the server of an OpenAI-compatible backend.
+    """Record a new pending run called ``name``; ``settings`` (temperature, max_tokens, slot
+    keys, prices...) never hold API keys.
 
     Raises:
         ValueError: the name is taken, the dataset does not exist, an argument is out of range,
@@ -117,9 +96,7 @@ def create_run(
         weights=dict(weights or {}),
         settings=dict(settings or {}),
     )
-    session.add(run)
-    session.flush()
-    return run
+    return saved(run, session=session)
 
 
 def get_run(name: str, *, session: Session) -> Run | None:
@@ -141,17 +118,13 @@ def set_run_status(run: Run, status: RunStatus | str, *, session: Session) -> Ru
     run.status = RunStatus(status).value
     if run.status == RunStatus.FINISHED:
         run.finished_at = utc_now()
-    session.add(run)
-    session.flush()
-    return run
+    return saved(run, session=session)
 
 
 def set_run_setting(run: Run, key: str, value: Any, *, session: Session) -> Run:
     """Store one of a run's settings (never a secret: see :func:`create_run`)."""
     run.settings = {**run.settings, key: value}
-    session.add(run)
-    session.flush()
-    return run
+    return saved(run, session=session)
 
 
 def list_runs(*, session: Session, dataset_id: int | None = None) -> list[Run]:
@@ -197,9 +170,7 @@ def update_run_totals(run_id: int, *, session: Session) -> Run:
             "cost_usd": float(cost),
         }
     )
-    session.add(run)
-    session.flush()
-    return run
+    return saved(run, session=session)
 
 
 def usage_peaks(run_id: int, *, session: Session) -> tuple[int, int]:
@@ -456,17 +427,13 @@ def add_provider_batch(
     run_id: int, token: str, custom_ids: list[str], *, session: Session
 ) -> ProviderBatch:
     """Record a batch submission (state ``submitting``) before the provider is asked."""
-    batch = ProviderBatch(run_id=run_id, token=token, custom_ids=custom_ids)
-    session.add(batch)
-    session.flush()
-    return batch
+    return saved(ProviderBatch(run_id=run_id, token=token, custom_ids=custom_ids), session=session)
 
 
 def update_provider_batch(batch: ProviderBatch, *, session: Session, **values: Any) -> None:
     """Set fields of a batch record (``state``, ``file_id``, ``batch_id``...)."""
     batch.sqlmodel_update(values)
-    session.add(batch)
-    session.flush()
+    saved(batch, session=session)
 
 
 def run_batches(run_id: int, *, session: Session) -> list[ProviderBatch]:
@@ -608,12 +575,3 @@ def run_judgments(
             stored_judgment(*row[:5], *json_values)
             for row, json_values in zip(rows, decoded, strict=True)
         ]
-
-
-def record_item_stops(
-    run: Run, stops: Mapping[str, Mapping[str, Any]], *, session: Session
-) -> None:
-    """Record where an adaptive run stopped each item and why (``settings["stops"]``)."""
-    run.settings = {**run.settings, "stops": {key: dict(stop) for key, stop in stops.items()}}
-    session.add(run)
-    session.flush()

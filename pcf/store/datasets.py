@@ -10,24 +10,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (
-    CursorResult,
-    Result,
-    and_,
-    func,
-    insert,
-    literal,
-    or_,
-)
+from sqlalchemy import CursorResult, Result, and_, func, insert, literal, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from pcf.items import Candidate, Item
-from pcf.store.models import (
-    CandidateRow,
-    Dataset,
-    ItemRow,
-)
+from pcf.store.models import CandidateRow, Dataset, ItemRow, saved
 
 CACHE_QUERY_CHUNK = 500
 """Content keys per query of :func:`cached_calls` (SQLite allows 32766 parameters)."""
@@ -48,15 +36,9 @@ def import_items(
     source_path: str | Path | None = None,
     seed: int = 0,
 ) -> Dataset:
-    """Store a dataset and its items and candidates with bulk inserts, in the caller's transaction.
-
-    Args:
-        items: the items, in file order.
-        session: the open session; flushed, not committed.
-        name: a name no other dataset has.
-        fmt: the format the items were loaded from (``jsonl``, ``rewardbench2``...).
-        source_path: the file they came from.
-        seed: the dataset seed of the canonical orders.
+    """Store dataset ``name`` (``items`` in file order, loaded from ``source_path`` in format
+    ``fmt``, with the dataset ``seed`` of the canonical orders) with bulk inserts, in the
+    caller's transaction.
 
     Raises:
         ValueError: the name is taken, there are no items, or two items share an id or an item
@@ -73,8 +55,7 @@ def import_items(
         seed=seed,
         n_items=len(items),
     )
-    session.add(dataset)
-    session.flush()
+    saved(dataset, session=session)
     try:
         for start in range(0, len(items), ITEM_CHUNK):
             _insert_items(dataset.id, start, items[start : start + ITEM_CHUNK], session=session)

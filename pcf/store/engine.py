@@ -238,13 +238,11 @@ def is_transient(exc: BaseException) -> bool:
     return any(word in str(exc.orig).lower() for word in TRANSIENT_SQLITE_WORDS)
 
 
-def commit_retrying(
-    session: Session, work: Callable[[], T], *, attempts: int = LOST_CONNECTION_ATTEMPTS
-) -> T:
+def commit_retrying(session: Session, work: Callable[[], T]) -> T:
     """Run ``work()`` in ``session``'s transaction and commit it; a transaction cut by a lost
     connection is rolled back and run again (its new connection waits for the server), up to
-    ``attempts`` times. Any other error, or the last one, is raised after a rollback, so that
-    the session can be used again.
+    :data:`LOST_CONNECTION_ATTEMPTS` times. Any other error, or the last one, is raised after a
+    rollback, so that the session can be used again.
 
     ``work`` must be safe to run again after a rollback (it writes through ``session``, and
     keeps nothing of an attempt that did not commit).
@@ -257,19 +255,17 @@ def commit_retrying(
             return result
         except Exception as exc:
             session.rollback()
-            if attempt >= attempts or not is_disconnect(exc):
+            if attempt >= LOST_CONNECTION_ATTEMPTS or not is_disconnect(exc):
                 raise
         attempt += 1
 
 
-def write_with_retry(
-    engine: Engine, work: Callable[[Session], T], *, attempts: int = WRITE_ATTEMPTS
-) -> T:
+def write_with_retry(engine: Engine, work: Callable[[Session], T]) -> T:
     """Run ``work(session)`` in a transaction, again in a new one when it loses a race or
     its connection.
 
     A lock held too long (SQLite), a serialization failure or deadlock (PostgreSQL) or a
-    :class:`LostRaceError` rolls the transaction back and tries again, up to ``attempts``
+    :class:`LostRaceError` rolls the transaction back and tries again, up to :data:`WRITE_ATTEMPTS`
     times with a short growing pause; a lost connection, as :func:`commit_retrying`. Any other
     error, or the last one, is raised.
 
@@ -283,7 +279,7 @@ def write_with_retry(
             with Session(engine, expire_on_commit=False) as session:
                 return commit_retrying(session, lambda: work(session))
         except Exception as exc:
-            if attempt >= attempts or not is_transient(exc):
+            if attempt >= WRITE_ATTEMPTS or not is_transient(exc):
                 raise
         time.sleep(min(0.5, 0.01 * attempt) * (0.5 + random.random()))
         attempt += 1

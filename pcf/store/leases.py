@@ -10,13 +10,9 @@ import os
 import socket
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import (
-    bindparam,
-    delete,
-    insert,
-    update,
-)
+from sqlalchemy import bindparam, delete, insert, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -24,12 +20,7 @@ from sqlmodel import Session, col, select
 from pcf.processes import process_exists
 from pcf.store.datasets import _chunks, rows_changed
 from pcf.store.engine import LostRaceError
-from pcf.store.models import (
-    KeyClaim,
-    RunLease,
-    RunStatus,
-    utc_now,
-)
+from pcf.store.models import KeyClaim, RunLease, RunStatus, utc_now
 
 ACTIVE_RUN_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
 
@@ -40,6 +31,12 @@ def lease_is_live(lease: RunLease | KeyClaim, now: datetime | None = None) -> bo
     if lease.expires_at <= (now or utc_now()):
         return False
     return lease.host != socket.gethostname() or process_exists(lease.pid)
+
+
+def _taken_by(holder: str, now: datetime, ttl_s: float) -> dict[str, Any]:
+    """The columns of a lease or claim that ``holder`` (this process) takes at ``now``."""
+    pid, expires_at = os.getpid(), now + timedelta(seconds=ttl_s)
+    return {"holder": holder, "host": socket.gethostname(), "pid": pid, "expires_at": expires_at}
 
 
 def _lease(run_name: str, *, session: Session) -> RunLease | None:
@@ -65,13 +62,7 @@ def take_run_lease(
         LostRaceError: another process took or renewed the lease at the same time.
     """
     now = utc_now()
-    mine = {
-        "holder": holder,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "acquired_at": now,
-        "expires_at": now + timedelta(seconds=ttl_s),
-    }
+    mine = _taken_by(holder, now, ttl_s) | {"acquired_at": now}
     current = _lease(run_name, session=session)
     if current is None:
         try:
@@ -121,12 +112,7 @@ def claim_keys(
         The keys ``holder`` holds now.
     """
     now = utc_now()
-    mine = {
-        "holder": holder,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "expires_at": now + timedelta(seconds=ttl_s),
-    }
+    mine = _taken_by(holder, now, ttl_s)
     dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     held: set[str] = set()
     for chunk in _chunks(content_keys):

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, UniqueConstraint, column, func
-from sqlmodel import Field, SQLModel, UTCDateTime
+from sqlmodel import Field, Session, SQLModel, UTCDateTime
 
 from pcf.store.compressed import CompressedJSON, CompressedText
 from pcf.store.requests import request_digest
+
+RowT = TypeVar("RowT", bound=SQLModel)
 
 
 class RunStatus(StrEnum):
@@ -37,6 +39,13 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def saved(row: RowT, *, session: Session) -> RowT:
+    """``row`` added to the session and flushed (a new row gets its id)."""
+    session.add(row)
+    session.flush()
+    return row
+
+
 def _created_at() -> Any:
     return Field(default_factory=utc_now, sa_type=UTCDateTime, nullable=False)
 
@@ -44,10 +53,6 @@ def _created_at() -> Any:
 def _json(default_factory: type[list] | type[dict], *, name: str | None = None) -> Any:
     column = Column(JSON, nullable=False) if name is None else Column(name, JSON, nullable=False)
     return Field(default_factory=default_factory, sa_column=column)
-
-
-def _optional_json() -> Any:
-    return Field(default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))
 
 
 class Dataset(SQLModel, table=True):
@@ -182,7 +187,9 @@ class Call(SQLModel, table=True):
     ok: bool
     error: str | None = None
     repaired: list[str] = _json(list)
-    judgment: dict[str, Any] | None = _optional_json()
+    judgment: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JSON(none_as_null=True), nullable=True)
+    )
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0

@@ -12,12 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import (
-    delete,
-    distinct,
-    func,
-    update,
-)
+from sqlalchemy import delete, distinct, func, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -33,6 +28,7 @@ from pcf.store.models import (
     Member,
     Reservation,
     Resolution,
+    saved,
     utc_now,
 )
 
@@ -263,9 +259,7 @@ def save_member(
         member = Member(email=email, role=role, added_by=added_by, local=local)
     else:
         member.role = role
-    session.add(member)
-    session.flush()
-    return member
+    return saved(member, session=session)
 
 
 def delete_member(email: str, *, session: Session) -> bool:
@@ -288,9 +282,7 @@ def add_audit_event(
 ) -> AuditEvent:
     """Record that ``actor`` did ``action`` to ``target`` now; audit rows are never changed."""
     event = AuditEvent(actor=actor, action=action, target=target, details=dict(details or {}))
-    session.add(event)
-    session.flush()
-    return event
+    return saved(event, session=session)
 
 
 def audit_events(*, session: Session, limit: int | None = None) -> list[AuditEvent]:
@@ -314,9 +306,7 @@ def save_plan(
     for name, value in fields.items():
         setattr(plan, name, value)
     plan.updated_by, plan.updated_at = updated_by, utc_now()
-    session.add(plan)
-    session.flush()
-    return plan
+    return saved(plan, session=session)
 
 
 def labellers_by_item(
@@ -381,8 +371,7 @@ def hold_item(item_db_id: int, annotator: str, *, session: Session, until: datet
     if held is None:
         held = Reservation(item_id=item_db_id, annotator=annotator, expires_at=until)
     held.expires_at = until
-    session.add(held)
-    session.flush()
+    saved(held, session=session)
 
 
 def release_item(item_db_id: int, annotator: str, *, session: Session) -> None:
@@ -402,9 +391,7 @@ def add_resolution(
     resolution = Resolution(
         item_id=item_db_id, choice=choice, reason=reason, resolved_by=resolved_by
     )
-    session.add(resolution)
-    session.flush()
-    return resolution
+    return saved(resolution, session=session)
 
 
 def resolutions(dataset_id: int, *, session: Session) -> pd.DataFrame:
