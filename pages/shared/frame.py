@@ -15,7 +15,10 @@ from streamlit.errors import StreamlitSecretNotFoundError
 
 from pcf.access import Actor, Permission
 from pcf.analysis.markdown import escape_markdown
-from pcf.store import database_url, storage_problem
+from pcf.store import (
+    database_url,
+    storage_problem,
+)
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 _IN_APP: ContextVar[bool] = ContextVar("pcf_page_in_app", default=False)

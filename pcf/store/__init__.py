@@ -30,7 +30,12 @@ from pcf.store.calls import (
     update_run_totals,
     usage_peaks,
 )
-from pcf.store.compressed import PLAIN, ZLIB, pack, unpack
+from pcf.store.compressed import (
+    PLAIN,
+    ZLIB,
+    pack,
+    unpack,
+)
 from pcf.store.datasets import (
     ITEM_CHUNK,
     DatasetItems,
@@ -119,8 +124,17 @@ from pcf.store.people import (
     save_member,
     save_plan,
 )
-from pcf.store.problems import DatabaseMovedError, storage_problem
-from pcf.store.requests import filled, rebuilt_request, request_digest, stored_request, user_frame
+from pcf.store.problems import (
+    DatabaseMovedError,
+    storage_problem,
+)
+from pcf.store.requests import (
+    filled,
+    rebuilt_request,
+    request_digest,
+    stored_request,
+    user_frame,
+)
 from pcf.store.schema import (
     ADVISORY_LOCK,
     SCRIPT_LOCATION,
