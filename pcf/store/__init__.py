@@ -188,6 +188,7 @@ __all__ = [
     "SchemaError",
     "add_adjudication",
     "add_audit_event",
+    "add_first_labels",
     "add_provider_batch",
     "add_resolution",
     "adjudicated_item_keys",
