@@ -129,9 +129,16 @@ def candidate_titles(item: Item, words: int = PREVIEW_WORDS) -> dict[str, str]:
     return {c.id: f"{labels[c.id]} · {shown[c.id]}" for c in item.candidates}
 
 
+_BLOCK_MARK = re.compile(r"^(?:#+|>+|\|)$")
+_EMPHASIS_AROUND = re.compile(r"^[*_`]+|[*_`]+(?=\W*$)")
+
+
 def _words(text: str) -> list[str]:
-    """The words of ``text`` with Markdown marks dropped."""
-    return re.sub(r"[#>|\[\]]+", " ", re.sub(r"[*_`]+", "", text)).split()
+    """The words of ``text`` as written, but for Markdown's heading and quote marks and the
+    emphasis marks around a word (``**Paris**,`` reads ``Paris,``; ``deadline_exceeded`` and
+    ``[ERROR]:`` stay as they are)."""
+    words = (_EMPHASIS_AROUND.sub("", word) for word in text.split() if not _BLOCK_MARK.match(word))
+    return [word for word in words if word]
 
 
 def distinguishing_words(texts: Mapping[str, str], words: int = PREVIEW_WORDS) -> dict[str, str]:

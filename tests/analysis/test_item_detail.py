@@ -165,6 +165,14 @@ def test_candidates_read_as_letter_and_first_words():
     assert candidate_titles(item, words=4) == {"x": "A · The answer is Paris,…", "y": "B · No"}
 
 
+def test_previews_keep_the_text_as_written():
+    texts = {"a": "[ERROR]: [deadline_exceeded] after 30 s", "b": "> use snake_case `names`"}
+    assert distinguishing_words(texts, words=5) == {
+        "a": "[ERROR]: [deadline_exceeded] after 30 s",
+        "b": "use snake_case names",
+    }
+
+
 SHARED = " ".join(f"w{n}" for n in range(40))  # a long opening both answers repeat
 
 
