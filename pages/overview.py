@@ -244,7 +244,7 @@ else:
 if run.protocol != "apoc":
     st.markdown("#### Which items may the judge decide alone?")
     with session() as s:
-        st.markdown(escape_markdown(escalation_in_words(run, session=s)))
+        st.markdown(escalation_in_words(run, session=s))
     st.caption(
         "`pcf escalate RUN --calibration-labels humans --queue` sends the rest to labelling."
     )
