@@ -43,6 +43,7 @@ from typer.testing import CliRunner
 from pcf.access import Actor, Role, operator
 from pcf.cli import app
 from pcf.labelling.membership import SignInRefusedError, identify
+from pcf.labelling.plan import Plan, labelling_plan
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import (
@@ -115,7 +116,7 @@ CALL_BEFORE_0006 = Table(
 """The call table before revision 0006: its ``request`` in place of the template's id."""
 
 
-LATER_COLUMNS = {"adjudication": {"source"}}
+LATER_COLUMNS = {"adjudication": {"source"}, "labelling_plan": {"calibration_share", "escalated"}}
 """Columns that :func:`rows` leaves out: added after the revisions the other tests fill, they
 are read by their own revision's test."""
 
@@ -605,6 +606,38 @@ def test_revision_0010_keeps_every_label_and_then_the_source_of_the_imported_one
     after = rows(isolated_database)
     imported = {table: after[table][:-1] for table in ("adjudication", "audit_event")}
     assert kept(before, after | imported)
+
+
+def test_revision_0011_gives_a_stored_plan_no_calibration_share_and_no_escalated_items(
+    isolated_database, new_session
+):
+    engine = unchecked_engine(isolated_database)
+    upgrade(engine, to="0010")
+    tables = SQLModel.metadata.tables
+    added = datetime(2026, 12, 4, 9, 30, tzinfo=UTC)
+    old = {"labels_per_item": 2, "adaptive": True, "gold_rule": "majority", "guidelines": "read"}
+    with engine.begin() as connection:
+        connection.execute(tables["dataset"].insert(), [{"id": 1, "name": "d", "format": "jsonl"}])
+        connection.execute(
+            text(
+                "INSERT INTO labelling_plan VALUES "
+                "(1, :labels_per_item, :adaptive, :gold_rule, :guidelines, 'ada', :at)"
+            ),
+            old | {"at": added},
+        )
+    engine.dispose()
+    assert cli("db", "upgrade")["before"] == "0010"
+    assert differences(isolated_database) == []
+    with new_session() as session:
+        assert labelling_plan(1, session=session) == Plan(*old.values(), 0.0, ())
+    downgrade(isolated_database, "0010")
+    reader = plain_engine(isolated_database)
+    with reader.connect() as connection:
+        kept_plan = connection.execute(select(tables["labelling_plan"].c.gold_rule)).all()
+        columns = {c["name"] for c in inspect(connection).get_columns("labelling_plan")}
+    reader.dispose()
+    assert kept_plan == [("majority",)]
+    assert not columns & {"calibration_share", "escalated"}
 
 
 def test_a_release_with_the_chain_index_but_32_bit_totals_is_recognised(
