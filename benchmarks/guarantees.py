@@ -2,14 +2,16 @@
 (simulations: recorded judges of our own making and the simulated judge; they show whether
 the promises hold, not how any real judge behaves).
 
-Calibrated stopping: ``--cases`` items of each judge that breaks the score model
-(``tests/recorded_judges.py``: Cauchy score noise, 20% garbage answers), decided on the proposed
-weights, each replayed once under every threshold and under ``certain``; then for R = 0.05 and
-0.2, the uncalibrated rule's change rate on all items, and over ``--splits`` random calibration
-samples (as a run draws them) the calibrated rule's change rate on the other items (mean, and
-the share of samples above R), the share of samples whose chosen threshold changes more than R
-of all the judge's items (its risk: the guarantee keeps this at most delta; the rate on the
-others adds their sampling error), and its calls per item against the full run's.
+Calibrated stopping: ``--cases`` items of every recorded judge made to break the score model
+(``tests/recorded_judges.py``: integer ties, rankings against the scores, slot outliers, failed
+calls, executions that disagree, Cauchy score noise, 20% garbage answers), decided on the
+proposed weights, each replayed once under every threshold and under ``certain``; then for
+R = 0.05 and 0.2, the uncalibrated rule's change rate on all items, and over ``--splits`` random
+calibration samples (as a run draws them) the calibrated rule's change rate on the other items
+(mean; ``standard_error`` is one run's binomial sampling error on that many other items at that
+rate; and the share of samples above R), the share of samples whose chosen threshold changes
+more than R of all the judge's items (its risk: the guarantee keeps this at most delta), and
+its calls per item against the full run's.
 
 Trust or escalate: the demo's simulated PCF run and, when ``../shared/data`` has it, a simulated
 K=7 run of RewardBench 2's 120 Factuality rows; for each signal and alpha (delta 0.1), over
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import tempfile
 from pathlib import Path
 
@@ -44,7 +47,7 @@ from pcf.stopping import (
     thresholds_passed,
 )
 from pcf.store import get_engine, get_run, import_items, session_scope
-from tests.recorded_judges import BREAKING, recorded_item
+from tests.recorded_judges import BREAKING, FAMILIES, recorded_item
 
 ROOT = Path(__file__).resolve().parents[1]
 RB2 = ROOT.parent / "shared" / "data" / "rewardbench2" / "factuality-first120.jsonl"
@@ -56,7 +59,7 @@ def stopping_rows(cases: int, splits: int) -> list[dict]:
     policies = [StoppingPolicy("confident", risk=t) for t in THRESHOLDS]
     policies.append(StoppingPolicy("certain"))
     rows = []
-    for family in BREAKING:
+    for family in FAMILIES + BREAKING:
         items = [recorded_item(family, number)[:2] for number in range(cases)]
         keys = [calls[0].item_id for _, calls in items]
         changed, calls = [], []
@@ -74,17 +77,22 @@ def stopping_rows(cases: int, splits: int) -> list[dict]:
                 rates.append(changed_array[~inside, column].mean())
                 risks.append(changed_array[:, column].mean())
                 made.append(np.where(inside, calls_array[:, -1], calls_array[:, column]).mean())
+            calibration_items = len(calibration_sample(keys, risk, 0))
+            mean = float(np.mean(rates))
             rows.append(
                 {
                     "family": family,
                     "risk": risk,
                     "delta": DELTA,
                     "items": cases,
-                    "calibration_items": len(calibration_sample(keys, risk, 0)),
+                    "calibration_items": calibration_items,
                     "uncalibrated_change_rate": round(
                         changed_array[:, THRESHOLDS.index(risk)].mean(), 4
                     ),
-                    "calibrated_change_rate": round(float(np.mean(rates)), 4),
+                    "calibrated_change_rate": round(mean, 4),
+                    "standard_error": round(
+                        math.sqrt(mean * (1 - mean) / (cases - calibration_items)), 4
+                    ),
                     "others_above_risk": round(float(np.mean(np.array(rates) > risk)), 3),
                     "threshold_risk_above": round(float(np.mean(np.array(risks) > risk)), 3),
                     "calls_per_item": round(float(np.mean(made)), 2),

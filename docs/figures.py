@@ -77,8 +77,10 @@ SECTIONS: dict[str, tuple[str, str, str]] = {
     ),
     "guarantees": (
         "Guarantees calibrated on data",
-        "Calibrated `confident` stopping on recorded judges that break its score model (Cauchy "
-        "score noise, 20% garbage answers; 200 items each), and `pcf escalate` on the demo and "
+        "Calibrated `confident` stopping on every recorded judge made to break its score model "
+        "(integer ties, rankings against the scores, slot outliers, failed calls, executions "
+        "that disagree, Cauchy score noise, 20% garbage answers; 200 items each), and "
+        "`pcf escalate` on the demo and "
         "RewardBench 2 simulated runs, each over 200 random calibration samples, delta 0.1 "
         "(simulations: whether the promises hold, not how a real judge behaves).",
         "-m benchmarks.guarantees --cases 200 --splits 200",

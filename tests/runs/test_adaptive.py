@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter
+import math
+from collections import Counter, defaultdict
 from dataclasses import replace
 
 import pytest
@@ -26,7 +27,7 @@ from pcf.runs.live import execute
 from pcf.runs.manage import judge_run, open_run
 from pcf.runs.spec import RunSpec
 from pcf.runs.study import DEMO_ITEMS
-from pcf.stopping import STOPPING_VERSION, StoppingPolicy
+from pcf.stopping import STOPPING_VERSION, StoppingPolicy, replay
 from pcf.store import get_run, import_items, item_db_ids, load_items, run_calls, run_judgments
 from pcf.weights import PRESETS
 from tests.factories import make_item
@@ -151,14 +152,17 @@ def _recorded_dataset(session: Session) -> list:
     return items
 
 
-def _recording(items: list, kind: str, k: int, executions: int, folder) -> object:
-    """The judgments.jsonl a replay judge answers every planned call of ``kind`` from."""
+def _recording(
+    items: list, kind: str, k: int, executions: int, folder, families: tuple = FAMILIES
+) -> object:
+    """The judgments.jsonl a replay judge answers every planned call of ``kind`` from, item
+    ``n`` by the recorded judge ``families[n % len(families)]``."""
     path = folder / f"{kind}.jsonl"
     with path.open("w", encoding="utf-8") as out:
         for number, item in enumerate(items):
             ids = item.candidate_ids
             orders = schedule(kind, ids, k, dataset_seed=0, item_id=item.item_id)
-            family = FAMILIES[number % len(FAMILIES)]
+            family = families[number % len(families)]
             write_judgments(record(family, item.item_id, ids, orders, executions, number), out)
     return path
 
@@ -212,6 +216,49 @@ def test_whatif_equals_a_real_adaptive_run_on_every_schedule(
                 assert stop.winner == whole.winner
         figures = whatif(full, stopping, session=session)
         assert figures["calls_per_item"] == pytest.approx(sum(made.values()) / judged)
+
+
+def test_calibrated_confident_keeps_its_risk_on_a_recorded_judge_through_the_cli(
+    session: Session, tmp_path
+):
+    """A judge with Cauchy score noise (uncalibrated `confident` at R=0.2 changes about 23% of
+    its winners, docs/figures.md), recorded for 60 items and replayed by `pcf judge --backend
+    replay`: the run records its calibration (12 items judged in full, a threshold whose bound
+    is at most R), and changes at most R of the other 48 items' winners against the full
+    replay, plus two binomial standard errors at R (sqrt(0.2 * 0.8 / 48) = 0.058), where the
+    score model's own rule at R, uncalibrated, changes more."""
+    risk = 0.2
+    items = [make_item(f"c{n}", 2 + n % 3) for n in range(60)]
+    import_items(items, session=session, name="cauchy", fmt="jsonl")
+    session.commit()
+    path = _recording(items, "balanced", 5, 1, tmp_path, families=("cauchy_noise",))
+    replayed = ["judge", "cauchy", "--backend", "replay", "--replay", str(path), "--k", "5"]
+    calibrated = ["--name", "calibrated", "--adaptive", "confident", "--risk", str(risk)]
+    for extra in (["--name", "full"], calibrated):
+        result = runner.invoke(app, [*replayed, *extra])
+        assert result.exit_code == 0, result.output
+    run = get_run("calibrated", session=session)
+    calibration = run.settings["stopping"]["calibration"]
+    assert (calibration["risk"], calibration["items"], calibration["delta"]) == (risk, 12, 0.1)
+    assert calibration["threshold"] is None or calibration["bound"] <= risk
+    reasons = {key: stop["reason"] for key, stop in run.settings["stops"].items()}
+    others = [key for key, reason in reasons.items() if reason != "calibration"]
+    assert len(others) == 48
+    winners = {d["item_id"]: d["winner"] for d in run_decisions(run, session=session)}
+    full_run = get_run("full", session=session)
+    full = {d["item_id"]: d["winner"] for d in run_decisions(full_run, session=session)}
+    changed = sum(winners[key] != full[key] for key in others)
+    allowed = risk + 2 * math.sqrt(risk * (1 - risk) / len(others))
+    assert changed / len(others) <= allowed
+    by_item = defaultdict(list)
+    for call in run_judgments(full_run.id, session=session):
+        by_item[call.item_id].append(call)
+    ids = {item.item_id: item.candidate_ids for item in items}
+    trusted = StoppingPolicy("confident", risk=risk)
+    uncalibrated = sum(
+        ids[key][replay(trusted, key, ids[key], by_item[key]).winner] != full[key] for key in others
+    )
+    assert uncalibrated / len(others) > allowed
 
 
 def test_an_exhaustive_run_uses_every_planned_ordering(session: Session, tmp_path):
