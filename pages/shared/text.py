@@ -99,3 +99,9 @@ def answer_height(texts: list[str], height: int) -> int | Literal["content"]:
     """Height of the boxes that show answers side by side: ``height`` (scrolling) when one of
     them is long, else just their content."""
     return height if max(map(len, texts), default=0) > LONG_ANSWER else "content"
+
+
+def show_marked(marked_html: str) -> None:
+    """A text from :func:`~pcf.analysis.markdown.marked_difference` (escaped, with marks), in
+    full and with its line breaks."""
+    st.html(f'<div style="white-space: pre-wrap">{marked_html}</div>')
