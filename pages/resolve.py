@@ -19,13 +19,13 @@ from pages.shared import (
     require_permission,
     run_analysis,
     session,
-    show_marked,
+    show_difference,
     show_text,
     stored_item,
 )
 from pcf.access import Permission
 from pcf.analysis.item_detail import describe_candidate
-from pcf.analysis.markdown import escape_markdown, marked_difference
+from pcf.analysis.markdown import escape_markdown
 from pcf.items import NONE_CORRECT, candidate_titles
 from pcf.labelling.adjudications import (
     by_priority,
@@ -107,15 +107,13 @@ def show_vote(vote: Any, choice: str = "") -> None:
 
 
 shown = contested(votes["choice"])
-pair = [texts[c] for c in shown]
-marked = marked_difference(pair[0], pair[-1]) if pair else ()
-st.caption("Words one candidate says and the other does not are marked.")
-for column, candidate, text in zip(st.columns(2), shown, marked, strict=False):
-    with column.container(border=True):
-        st.markdown(f"**{escape_markdown(titles[candidate])}**")
-        for vote in votes[votes["choice"] == candidate].itertuples(index=False):
-            show_vote(vote)
-        show_marked(text)
+if shown:
+    st.caption("Words one candidate says and the other does not are marked.")
+    slots = show_difference([(f"**{escape_markdown(titles[c])}**", texts[c]) for c in shown])
+    for slot, cid in zip(slots, shown, strict=True):
+        with slot:
+            for vote in votes[votes["choice"] == cid].itertuples(index=False):
+                show_vote(vote)
 for vote in votes[~votes["choice"].isin(shown)].itertuples(index=False):
     show_vote(vote, f": {choice_label(vote.choice, titles)}")
 for candidate in item.candidates:

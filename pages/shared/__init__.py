@@ -40,7 +40,7 @@ from pages.shared.text import (
     change_in_points,
     plain_text_toggle,
     show_code,
-    show_marked,
+    show_difference,
     show_text,
     simulated_badge,
 )
@@ -68,7 +68,7 @@ __all__ = [
     "search_items",
     "session",
     "show_code",
-    "show_marked",
+    "show_difference",
     "show_text",
     "sidebar",
     "sign_in",
