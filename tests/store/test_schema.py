@@ -43,6 +43,7 @@ from typer.testing import CliRunner
 from pcf.access import Actor, Role, operator
 from pcf.cli import app
 from pcf.labelling.membership import SignInRefusedError, identify
+from pcf.labelling.resolutions import comment, thread
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import (
@@ -51,6 +52,7 @@ from pcf.store import (
     SCRIPT_LOCATION,
     UNVERSIONED_TABLES,
     Call,
+    ItemRow,
     KeyClaim,
     ReplacedCall,
     RequestTemplate,
@@ -605,6 +607,23 @@ def test_revision_0010_keeps_every_label_and_then_the_source_of_the_imported_one
     after = rows(isolated_database)
     imported = {table: after[table][:-1] for table in ("adjudication", "audit_event")}
     assert kept(before, after | imported)
+
+
+def test_revision_0011_keeps_every_row_and_then_holds_an_items_comments(
+    isolated_database, new_session, tmp_path
+):
+    """A database at 0010 keeps every row; a comment added after the upgrade is the item's
+    thread; the downgrade keeps the rest."""
+    before = upgraded_from(isolated_database, "0010", tmp_path / "source")
+    with new_session() as session:
+        item_db_id = session.scalar(select(ItemRow.id).limit(1))
+        comment(item_db_id, session=session, actor=operator(), text="B drops the year")
+        session.commit()
+        said = thread(item_db_id, session=session, actor=operator())
+    assert [(c.author, c.text) for c in said] == [(operator().identity, "B drops the year")]
+    downgrade(isolated_database, "0010")
+    assert "comment" not in rows(isolated_database)
+    assert kept(before, rows(isolated_database))
 
 
 def test_a_release_with_the_chain_index_but_32_bit_totals_is_recognised(
