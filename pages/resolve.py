@@ -98,8 +98,9 @@ if run is not None and table is not None and picked in set(table["item_id"]):
 
 
 def show_vote(vote: Any, choice: str = "") -> None:
-    """One person's current label: who, the choice when not shown above, confidence, note."""
-    note = f" · {escape_markdown(vote.notes)}" if vote.notes else ""
+    """One person's current label: who, the choice when not shown above, confidence, tags and
+    note."""
+    note = "".join(f" · {escape_markdown(t)}" for t in (", ".join(vote.tags), vote.notes) if t)
     st.caption(
         f"{escape_markdown(vote.annotator)}{escape_markdown(choice)} · confidence "
         f"{confidence_label(vote.confidence)}{note}"
