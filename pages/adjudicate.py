@@ -32,6 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from pages.shared import (
     answer_height,
+    comment_thread,
     current_run,
     engine,
     ensure_app_frame,
@@ -382,13 +383,16 @@ with notices:
             width="stretch",
         )
         with details.popover(
-            "What the judge decided, every label" if sees_results else "Your labels of it",
+            "What the judge decided, every label, comments"
+            if sees_results
+            else "Your labels of it, comments",
             width="stretch",
         ):
             if sees_results:
                 describe_decisions(saved_item, saved_names, "saved")
             else:
                 describe_history(saved_item, saved_names, "saved")
+            comment_thread(saved["db_id"], actor, "adjudicate")
         if saved["item"] != st.session_state.get(SCROLLED_KEY):
             st.session_state[SCROLLED_KEY] = saved["item"]
             scroll_to_top(saved["item"])

@@ -1,12 +1,17 @@
-"""Resolve: a reviewer's queue of items whose labels disagree; each person's choice side by
-side with the candidates' text, and "Set gold", which records a resolution (who, when, choice,
-reason) and never changes a vote."""
+"""Resolve: a reviewer's queue of items whose labels disagree, most doubtful first; the two
+most-voted candidates in full side by side with their difference marked, each vote under its
+candidate, the item's comments, and "Set gold", which records a resolution (who, when, choice,
+reason) and never changes a vote. Resolved items are listed too, with their resolutions, and
+a new resolution revises the last one."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import streamlit as st
 
 from pages.shared import (
+    comment_thread,
     current_run,
     engine,
     ensure_app_frame,
@@ -14,6 +19,7 @@ from pages.shared import (
     require_permission,
     run_analysis,
     session,
+    show_difference,
     show_text,
     stored_item,
 )
@@ -21,10 +27,16 @@ from pcf.access import Permission
 from pcf.analysis.item_detail import describe_candidate
 from pcf.analysis.markdown import escape_markdown
 from pcf.items import NONE_CORRECT, candidate_titles
-from pcf.labelling.adjudications import choice_label, confidence_label
+from pcf.labelling.adjudications import (
+    by_priority,
+    choice_label,
+    confidence_label,
+    item_index,
+    with_priority,
+)
 from pcf.labelling.human_gold import disagreements
-from pcf.labelling.resolutions import resolve
-from pcf.store import current_labels, item_db_ids, resolutions, session_scope
+from pcf.labelling.resolutions import contested, resolve
+from pcf.store import current_labels, resolutions, session_scope
 
 PICK_KEY = "resolve_item"
 DONE_KEY = "resolve_done"  # the item just resolved, and its gold, for the notice
@@ -33,57 +45,96 @@ ensure_app_frame()
 actor = require_permission(Permission.RESOLVE)
 st.title("Resolve")
 st.caption(
-    "Items whose annotators disagree, and no reviewer has resolved yet. Setting gold adds a "
-    "resolution; the annotators' labels stay as they are."
+    "Items whose annotators disagree, most doubtful first (the run's review priority, then "
+    "item order). Setting gold adds a resolution; the annotators' labels stay as they are."
 )
 
 with session() as s:
     dataset = require_dataset(s)
     run = current_run(s)
     labels = current_labels(dataset.id, session=s)
-    queue = disagreements(labels, resolutions(dataset.id, session=s))
-    db_ids = item_db_ids(dataset.id, session=s)
+    resolved = resolutions(dataset.id, session=s)
+    items = item_index(dataset.id, session=s)
+table = run_analysis(run).table if run is not None else None
+if table is not None:
+    items = with_priority(items, table)
+db_ids = dict(zip(items["item_id"], items["db_id"], strict=True))
 
 if done := st.session_state.pop(DONE_KEY, None):
     st.success(f"Gold set for item {escape_markdown(done)}.")
+show_resolved = st.toggle("Resolved items", help="Items with a resolution, to read or revise.")
+wanted = set(resolved["item_key"] if show_resolved else disagreements(labels, resolved))
+queue = [key for key in by_priority(items)["item_id"] if key in wanted]
 if not queue:
-    st.info("No disagreement waits for a reviewer on this dataset.")
+    st.info(
+        "No item of this dataset is resolved yet."
+        if show_resolved
+        else "No disagreement waits for a reviewer on this dataset."
+    )
     st.stop()
 
 picked = st.selectbox(
-    f"{len(queue)} disagreement(s) to resolve", queue, key=PICK_KEY, help="In item order."
+    f"{len(queue)} {'resolved item(s)' if show_resolved else 'disagreement(s) to resolve'}",
+    queue,
+    key=PICK_KEY,
+    help="Most doubtful first.",
 )
 with session() as s:
     item = stored_item(db_ids[picked], s)
 titles = candidate_titles(item)
-mine = labels[labels["item_key"] == picked]
+texts = {c.id: c.text for c in item.candidates}
+votes = labels[labels["item_key"] == picked]
 
 st.subheader(f"Item {escape_markdown(item.item_id)}")
 with st.container(border=True):
     show_text(item.prompt, plain=False, key=f"{db_ids[picked]}:prompt")
-votes = st.columns(max(len(mine), 1))
-for column, row in zip(votes, mine.itertuples(index=False), strict=False):
-    with column.container(border=True):
-        st.markdown(f"**{escape_markdown(row.annotator)}**")
-        st.markdown(escape_markdown(choice_label(row.choice, titles)))
-        st.caption(f"confidence {confidence_label(row.confidence)}")
-        if row.tags:
-            st.caption("tags: " + escape_markdown(", ".join(row.tags)))
-        if row.notes:
-            show_text(row.notes, plain=False, key=f"{db_ids[picked]}:notes:{row.annotator}")
-if run is not None:
-    table = run_analysis(run).table.set_index("item_id")
-    if picked in table.index:
-        decided = table.loc[picked]
-        st.caption(
-            f"Run {escape_markdown(run.name)}: PCF winner "
-            f"{escape_markdown(describe_candidate(decided['winner'], titles))}, direct "
-            f"{escape_markdown(describe_candidate(decided['direct_winner'], titles))}."
-        )
+if run is not None and table is not None and picked in set(table["item_id"]):
+    decided = table.set_index("item_id").loc[picked]
+    st.caption(
+        f"Run {escape_markdown(run.name)}: PCF winner "
+        f"{escape_markdown(describe_candidate(decided['winner'], titles))}, direct "
+        f"{escape_markdown(describe_candidate(decided['direct_winner'], titles))}."
+    )
 
+
+def show_vote(vote: Any, choice: str = "") -> None:
+    """One person's current label: who, the choice when not shown above, confidence, tags and
+    note."""
+    note = "".join(f" · {escape_markdown(t)}" for t in (", ".join(vote.tags), vote.notes) if t)
+    st.caption(
+        f"{escape_markdown(vote.annotator)}{escape_markdown(choice)} · confidence "
+        f"{confidence_label(vote.confidence)}{note}"
+    )
+
+
+shown = contested(votes["choice"])
+if shown:
+    st.caption("Words one candidate says and the other does not are marked.")
+    slots = show_difference([(f"**{escape_markdown(titles[c])}**", texts[c]) for c in shown])
+    for slot, cid in zip(slots, shown, strict=True):
+        with slot:
+            for vote in votes[votes["choice"] == cid].itertuples(index=False):
+                show_vote(vote)
+for vote in votes[~votes["choice"].isin(shown)].itertuples(index=False):
+    show_vote(vote, f": {choice_label(vote.choice, titles)}")
 for candidate in item.candidates:
-    with st.expander(escape_markdown(titles[candidate.id])):
-        show_text(candidate.text, plain=False, key=f"{db_ids[picked]}:{candidate.id}")
+    if candidate.id not in shown:
+        with st.expander(escape_markdown(titles[candidate.id])):
+            show_text(candidate.text, plain=False, key=f"{db_ids[picked]}:{candidate.id}")
+
+comment_thread(db_ids[picked], actor, "resolve")
+
+history = resolved[resolved["item_key"] == picked]
+if not history.empty:
+    st.markdown("##### Resolutions, oldest first")
+    st.dataframe(
+        history.assign(
+            choice=history["choice"].map(lambda c: choice_label(c, titles)),
+            created_at=history["created_at"].dt.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        )[["created_at", "resolved_by", "choice", "reason"]],
+        hide_index=True,
+        column_config={"created_at": "when", "resolved_by": "by"},
+    )
 
 with st.form("resolve_form", clear_on_submit=True):
     options = [*item.candidate_ids, NONE_CORRECT]
@@ -94,7 +145,7 @@ with st.form("resolve_form", clear_on_submit=True):
         index=None,
     )
     reason = st.text_area("Reason", placeholder="why this answer (kept with the resolution)")
-    if st.form_submit_button("Set gold", type="primary"):
+    if st.form_submit_button("Revise gold" if len(history) else "Set gold", type="primary"):
         if choice is None:
             st.error("Pick the gold answer first.")
         else:

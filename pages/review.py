@@ -22,6 +22,7 @@ from pages.shared import (
     search_items,
     session,
     show_code,
+    show_difference,
     show_text,
     simulated_badge,
     stored_item,
@@ -218,6 +219,17 @@ with heatmap_column:
         heatmap = ordering_frame(item, calls)
         st.altair_chart(ordering_heatmap(heatmap, value))
 
+winners = [row["winner"], row["direct_winner"]]
+if winners[0] != winners[1] and all(w in titles for w in winners):
+    st.markdown("##### The two winners")
+    st.caption("Words one winner says and the other does not are marked.")
+    texts = {c.id: c.text for c in item.candidates}
+    show_difference(
+        [
+            (f"**{who}**: {title_of(w)}", texts[w])
+            for who, w in zip(("PCF", "Direct"), winners, strict=True)
+        ]
+    )
 heading, toggle = st.columns([4, 1], vertical_alignment="bottom")
 heading.markdown("##### Prompt")
 with toggle:

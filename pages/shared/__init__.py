@@ -8,6 +8,7 @@ Streamlit.
 """
 
 from pages.shared.data import (
+    comment_thread,
     current_run,
     engine,
     item_link_problem,
@@ -39,6 +40,7 @@ from pages.shared.text import (
     change_in_points,
     plain_text_toggle,
     show_code,
+    show_difference,
     show_text,
     simulated_badge,
 )
@@ -49,6 +51,7 @@ __all__ = [
     "answer_height",
     "app_frame",
     "change_in_points",
+    "comment_thread",
     "current_actor",
     "current_run",
     "engine",
@@ -65,6 +68,7 @@ __all__ = [
     "search_items",
     "session",
     "show_code",
+    "show_difference",
     "show_text",
     "sidebar",
     "sign_in",

@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from pages.shared.frame import DATASET_KEY, ITEM_LINK, RUN_KEY, auth_configured
-from pcf.access import Actor, Permission
+from pcf.access import AccessDeniedError, Actor, Permission
 from pcf.analysis.item_list import datasets_holding
 from pcf.analysis.markdown import escape_markdown, inert_markdown
 from pcf.analysis.results import (
@@ -21,6 +21,7 @@ from pcf.analysis.results import (
     stored_analysis,
 )
 from pcf.items import Item
+from pcf.labelling.resolutions import comment, thread
 from pcf.store import (
     DATABASE_URL_ENV,
     Dataset,
@@ -247,3 +248,26 @@ def require_run(s: Session) -> Run:
         st.info("This dataset has no run yet: start one on the Runs page.")
         st.stop()
     return run
+
+
+def comment_thread(item_db_id: int, actor: Actor, key: str) -> None:
+    """The item's comments and a box to add one, for those who may see them (reviewers; an
+    annotator once their own label of it is saved); nothing for others."""
+    with session() as s:
+        comments = thread(item_db_id, session=s, actor=actor)
+    if comments is None:
+        return
+    st.markdown("##### Comments")
+    for said in comments:
+        st.caption(f"{escape_markdown(said.author)} · {said.created_at:%Y-%m-%d %H:%M UTC}")
+        st.markdown(inert_markdown(said.text))
+    with st.form(f"{key}_comment", clear_on_submit=True):
+        text = st.text_area("Your comment", placeholder="what you see in this item, and why")
+        if st.form_submit_button("Add comment"):
+            try:
+                with session_scope(engine()) as s:
+                    comment(item_db_id, session=s, actor=actor, text=text)
+            except (AccessDeniedError, ValueError) as exc:
+                st.error(escape_markdown(str(exc)))
+            else:
+                st.rerun()

@@ -3,11 +3,13 @@ the simulated badge, and figures' changes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
-from pcf.analysis.markdown import Preview, inert_markdown, preview
+from pcf.analysis.markdown import Preview, inert_markdown, marked_difference, preview
 from pcf.analysis.results import (
     ADAPTIVE_NOTE,
     SIMULATED_NOTE,
@@ -99,3 +101,19 @@ def answer_height(texts: list[str], height: int) -> int | Literal["content"]:
     """Height of the boxes that show answers side by side: ``height`` (scrolling) when one of
     them is long, else just their content."""
     return height if max(map(len, texts), default=0) > LONG_ANSWER else "content"
+
+
+def show_difference(titled: Sequence[tuple[str, str]]) -> list[DeltaGenerator]:
+    """One or two texts side by side and in full, each under its title (inert Markdown), the
+    words the other does not say marked (:func:`~pcf.analysis.markdown.marked_difference`).
+
+    Returns a container under each title, for what a page adds there.
+    """
+    marked = marked_difference(titled[0][1], titled[-1][1])
+    slots = []
+    for column, (title, _), text in zip(st.columns(2), titled, marked, strict=False):
+        with column.container(border=True):
+            st.markdown(title)
+            slots.append(st.container())
+            st.html(f'<div style="white-space: pre-wrap">{text}</div>')
+    return slots

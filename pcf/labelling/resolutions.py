@@ -1,13 +1,25 @@
 """Reviewers turn disagreeing labels into gold: a resolution is a new record (who, when,
-choice, reason) that never overwrites a vote."""
+choice, reason) that never overwrites a vote, and a revision is one more. Each item has a
+thread of comments, where the people who disagreed and the reviewers discuss it."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
+
 from sqlmodel import Session
 
-from pcf.access import Actor, Permission, authorize
-from pcf.items import NONE_CORRECT
-from pcf.store import Resolution, add_resolution, load_item
+from pcf.access import AccessDeniedError, Actor, Permission, authorize
+from pcf.items import NONE_CORRECT, RESERVED_CANDIDATE_IDS
+from pcf.store import (
+    Comment,
+    Resolution,
+    add_comment,
+    add_resolution,
+    item_comments,
+    latest_label,
+    load_item,
+)
 
 MAX_REASON_CHARS = 10_000
 
@@ -29,9 +41,58 @@ def resolve(
         raise ValueError(
             f"choice {choice!r} is not one of: {', '.join([*item.candidate_ids, NONE_CORRECT])}"
         )
-    reason = reason.strip()
-    if len(reason) > MAX_REASON_CHARS or "\x00" in reason:
-        raise ValueError(f"the reason must be at most {MAX_REASON_CHARS:,} characters, no NUL")
     return add_resolution(
-        item_db_id, session=session, choice=choice, reason=reason, resolved_by=actor.identity
+        item_db_id,
+        session=session,
+        choice=choice,
+        reason=checked_text(reason, "reason"),
+        resolved_by=actor.identity,
     )
+
+
+def checked_text(text: str, what: str) -> str:
+    """``text`` stripped; a ValueError naming ``what`` when it is overlong or holds a NUL."""
+    text = text.strip()
+    if len(text) > MAX_REASON_CHARS or "\x00" in text:
+        raise ValueError(f"the {what} must be at most {MAX_REASON_CHARS:,} characters, no NUL")
+    return text
+
+
+def contested(choices: Iterable[str]) -> list[str]:
+    """The two most-voted candidates of an item's current votes, most votes first (ties in
+    the votes' order); 'none correct' and 'cannot tell' are no candidate."""
+    counted = Counter(c for c in choices if c not in RESERVED_CANDIDATE_IDS)
+    return [choice for choice, _ in counted.most_common(2)]
+
+
+def sees_thread(item_db_id: int, *, session: Session, actor: Actor) -> bool:
+    """Whether ``actor`` may read and add to the item's thread: those who resolve always,
+    annotators once they have saved their own label of it (so no comment sways their label)."""
+    return actor.may(Permission.RESOLVE) or (
+        actor.may(Permission.LABEL)
+        and latest_label(item_db_id, actor.identity, session=session) is not None
+    )
+
+
+def thread(item_db_id: int, *, session: Session, actor: Actor) -> list[Comment] | None:
+    """The item's comments, oldest first; None for one who may not see them yet."""
+    if not sees_thread(item_db_id, session=session, actor=actor):
+        return None
+    return item_comments(item_db_id, session=session)
+
+
+def comment(item_db_id: int, *, session: Session, actor: Actor, text: str) -> Comment:
+    """Add ``text`` to the item's thread as ``actor``.
+
+    Raises:
+        AccessDeniedError: ``actor`` may neither resolve nor has labelled the item yet.
+        ValueError: an empty or overlong comment.
+    """
+    actor = authorize(actor, Permission.LABEL, session=session)
+    if not sees_thread(item_db_id, session=session, actor=actor):
+        raise AccessDeniedError(
+            f"{actor.identity} may comment on an item only after saving their own label of it"
+        )
+    if not (text := checked_text(text, "comment")):
+        raise ValueError("the comment is empty")
+    return add_comment(item_db_id, session=session, author=actor.identity, text=text)

@@ -421,3 +421,14 @@ class Resolution(SQLModel, table=True):
     reason: str = ""
     resolved_by: str
     created_at: datetime = _created_at()
+
+
+class Comment(SQLModel, table=True):
+    """One message in an item's thread, where the people who labelled or resolve it discuss
+    it (see :mod:`pcf.labelling.resolutions`). Never updated."""
+
+    id: int = Field(default=None, primary_key=True)
+    item_id: int = Field(foreign_key="item.id", index=True)
+    author: str
+    text: str
+    created_at: datetime = _created_at()

@@ -28,6 +28,7 @@ from pcf.store.models import (
     Adjudication,
     AuditEvent,
     CandidateRow,
+    Comment,
     ItemRow,
     LabellingPlan,
     Member,
@@ -397,6 +398,22 @@ def add_resolution(
         item_id=item_db_id, choice=choice, reason=reason, resolved_by=resolved_by
     )
     return saved(resolution, session=session)
+
+
+def add_comment(item_db_id: int, *, session: Session, author: str, text: str) -> Comment:
+    """Add a message to the item's thread."""
+    return saved(Comment(item_id=item_db_id, author=author, text=text), session=session)
+
+
+def item_comments(item_db_id: int, *, session: Session) -> list[Comment]:
+    """The item's thread, oldest first."""
+    return list(
+        session.exec(
+            select(Comment)
+            .where(Comment.item_id == item_db_id)
+            .order_by(col(Comment.created_at), col(Comment.id))
+        ).all()
+    )
 
 
 def resolutions(dataset_id: int, *, session: Session) -> pd.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from html import unescape
 
 import pytest
 from sqlmodel import Session, col, select
@@ -132,6 +133,7 @@ def test_the_item_shows_winners_gold_flags_and_raw_calls(app, db: Session):
     assert any(
         f"Review priority {record['metrics']['priority']:.2f}" in c.value for c in at.caption
     )
+    assert not at.get("html")  # one winner: no pair of texts to compare
     texts = markdown_texts(at)
     for flag in record["flags"]:
         assert f":orange-badge[{flag}] {FLAG_HELP[flag]}" in texts
@@ -143,6 +145,28 @@ def test_the_item_shows_winners_gold_flags_and_raw_calls(app, db: Session):
         codes = [c.value for c in at.code]
         assert call.response_text in codes
         assert call_request(call, session=db)["user"] in codes
+
+
+def test_where_the_winners_differ_their_texts_show_with_the_difference_marked(app, db):
+    run = get_run("demo-pcf", session=db)
+    record = next(
+        d
+        for d in run_decisions(run, session=db)
+        if d["metrics"]["direct_winner"] not in (None, d["winner"])
+    )
+    at = open_page(app, "review", item=record["item_id"])
+    item = next(i for i in load_items(run.dataset_id, session=db) if i.item_id == record["item_id"])
+    texts = {c.id: c.text for c in item.candidates}
+    marked = [unescape(e.proto.body) for e in at.get("html")]
+    assert len(marked) == 2
+    for body, winner in zip(
+        marked, (record["winner"], record["metrics"]["direct_winner"]), strict=True
+    ):
+        assert "<mark>" in body
+        assert (
+            re.sub("</?mark>", "", body)
+            == f'<div style="white-space: pre-wrap">{texts[winner]}</div>'
+        )
 
 
 def test_the_heatmap_switches_to_factuality(app):

@@ -29,7 +29,10 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 from sqlmodel import col, select
 
-from pcf.store import Adjudication
+from pcf.analysis.results import run_decisions
+from pcf.items import Item, candidate_labels
+from pcf.labelling.adjudications import display_order
+from pcf.store import Adjudication, get_dataset, get_run, items_named
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, settle
 from tests.e2e.conftest import free_port, open_tab, pcf, serve_app, served_session
@@ -338,32 +341,86 @@ def metric(tab: Page, label: str) -> Locator:
     )
 
 
-def test_two_annotators_disagree_a_reviewer_sets_gold_and_compare_follows(
-    browser: Browser, app: str, team: str, screenshot: Callable[..., Path]
+def team_item(database: str, key: str) -> Item:
+    with served_session(database) as s:
+        return items_named(get_dataset("team", session=s).id, [key], session=s)[0]
+
+
+def label_and_comment(tab: Page, database: str, name: str, picks: dict[str, str]) -> str:
+    """Label the team's three items as ``name``, each with one key: the first candidate shown
+    that alice did not pick (candidate 1 for alice), kept in ``picks`` as ``name:item``. A
+    comment on the first item, once its label is saved. The first item's key."""
+    first = ""
+    for _ in range(3):
+        heading = main(tab).get_by_role("heading", name=re.compile(r"^Item t\d"))
+        expect(heading).to_be_visible()
+        settle(tab)
+        key = heading.inner_text().removeprefix("Item ")
+        shown = display_order(team_item(database, key), email(name))
+        alices = picks.get(f"alice:{key}")
+        index = next(i for i, c in enumerate(shown) if c != alices)
+        picks[f"{name}:{key}"] = shown[index]
+        main(tab).get_by_role("heading", name="Adjudicate").click()
+        tab.keyboard.press(str(index + 1))  # one key: saved, and the next item opens
+        expect(main(tab).get_by_text(f"Saved your label for item {key}")).to_be_visible()
+        if not first:
+            first = key
+            settle(tab)
+            main(tab).get_by_role("button", name="Your labels of it, comments").click()
+            thread = tab.get_by_test_id("stPopoverBody")
+            thread.get_by_role("textbox", name="Your comment").fill(f"{name} on {key}")
+            thread.get_by_role("button", name="Add comment").click()
+            expect(thread.get_by_text(f"{name} on {key}")).to_be_visible()
+            tab.keyboard.press("Escape")
+    expect(main(tab).get_by_text("Your queue of team is empty")).to_be_visible()
+    return first
+
+
+def test_two_annotators_disagree_and_comment_a_reviewer_resolves_and_revises(
+    browser: Browser, app: str, database: str, team: str, screenshot: Callable[..., Path]
 ):
-    for name, key in (("alice", "1"), ("bob", "0")):  # 0: bob finds no candidate correct
+    picks: dict[str, str] = {}
+    for name in ("alice", "bob"):
         with open_tab(browser, app) as tab:
             sign_in(tab, name, f"/adjudicate?dataset={team}")
-            for _ in range(3):
-                heading = main(tab).get_by_role("heading", name=re.compile(r"^Item t\d"))
-                expect(heading).to_be_visible()
-                settle(tab)
-                item = heading.inner_text().removeprefix("Item ")
-                main(tab).get_by_role("heading", name="Adjudicate").click()
-                tab.keyboard.press(key)  # one key: saved, and the next item opens
-                expect(main(tab).get_by_text(f"Saved your label for item {item}")).to_be_visible()
-            expect(main(tab).get_by_text("Your queue of team is empty")).to_be_visible()
+            label_and_comment(tab, database, name, picks)
+    with served_session(database) as s:
+        decisions = run_decisions(get_run("team-pcf", session=s), session=s)
+    first = max(decisions, key=lambda d: d["metrics"]["priority"])["item_id"]
+    item = team_item(database, first)
     with open_tab(browser, app) as tab:
         sign_in(tab, "rita", f"/compare?dataset={team}&run=team-pcf")
         expect(metric(tab, "With a human label")).to_have_text("0")
         tab.goto(f"/resolve?dataset={team}")
         expect(main(tab).get_by_text("3 disagreement(s) to resolve")).to_be_visible()
+        expect(main(tab).get_by_role("heading", name=f"Item {first}")).to_be_visible()
         settle(tab)
+        for name in ("alice", "bob"):
+            expect(main(tab).get_by_text(f"{name} on {first}")).to_be_visible()
+            expect(main(tab).get_by_text(f"{email(name)} · confidence —")).to_be_visible()
+        texts = {c.id: c.text for c in item.candidates}
+        sides = main(tab).get_by_test_id("stHtml")
+        expect(sides).to_have_count(2)
+        contested = {texts[picks[f"{name}:{first}"]] for name in ("alice", "bob")}
+        assert {side.inner_text() for side in sides.all()} == contested  # each in full
+        expect(main(tab).locator("mark").first).to_be_visible()
         print(screenshot(tab, "resolve-team"))
+        letters = candidate_labels(item)
         main(tab).get_by_role("radiogroup").get_by_text(re.compile(r"^A · ")).click()
         main(tab).get_by_role("textbox", name="Reason").fill("A says it right")
         main(tab).get_by_role("button", name="Set gold").click()
         expect(main(tab).get_by_text("2 disagreement(s) to resolve")).to_be_visible()
+        main(tab).get_by_text("Resolved items").click()
+        expect(main(tab).get_by_text("1 resolved item(s)")).to_be_visible()
+        settle(tab)
+        other = next(c for c in item.candidate_ids if letters[c] != "A")
+        radio = main(tab).get_by_role("radiogroup")
+        radio.get_by_text(re.compile(rf"^{letters[other]} · ")).click()
+        main(tab).get_by_role("textbox", name="Reason").fill("on second reading")
+        main(tab).get_by_role("button", name="Revise gold").click()
+        expect(main(tab).get_by_text(f"Gold set for item {first}")).to_be_visible()
+        for reason in ("A says it right", "on second reading"):
+            expect(main(tab).locator("[role=gridcell]", has_text=reason).first).to_be_attached()
         tab.goto(f"/compare?dataset={team}&run=team-pcf")
         expect(metric(tab, "With a human label")).to_have_text("1")
         expect(main(tab)).to_contain_text("Human gold from: resolution 1")

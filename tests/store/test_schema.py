@@ -44,6 +44,7 @@ from pcf.access import Actor, Role, operator
 from pcf.cli import app
 from pcf.labelling.membership import SignInRefusedError, identify
 from pcf.labelling.plan import Plan, labelling_plan
+from pcf.labelling.resolutions import comment, thread
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import (
@@ -52,6 +53,7 @@ from pcf.store import (
     SCRIPT_LOCATION,
     UNVERSIONED_TABLES,
     Call,
+    ItemRow,
     KeyClaim,
     ReplacedCall,
     RequestTemplate,
@@ -638,6 +640,23 @@ def test_revision_0011_gives_a_stored_plan_no_calibration_share_and_no_escalated
     reader.dispose()
     assert kept_plan == [("majority",)]
     assert not columns & {"calibration_share", "escalated"}
+
+
+def test_revision_0012_keeps_every_row_and_then_holds_an_items_comments(
+    isolated_database, new_session, tmp_path
+):
+    """A database at 0011 keeps every row; a comment added after the upgrade is the item's
+    thread; the downgrade keeps the rest."""
+    before = upgraded_from(isolated_database, "0011", tmp_path / "source")
+    with new_session() as session:
+        item_db_id = session.scalar(select(ItemRow.id).limit(1))
+        comment(item_db_id, session=session, actor=operator(), text="B drops the year")
+        session.commit()
+        said = thread(item_db_id, session=session, actor=operator())
+    assert [(c.author, c.text) for c in said] == [(operator().identity, "B drops the year")]
+    downgrade(isolated_database, "0011")
+    assert "comment" not in rows(isolated_database)
+    assert kept(before, rows(isolated_database))
 
 
 def test_a_release_with_the_chain_index_but_32_bit_totals_is_recognised(
