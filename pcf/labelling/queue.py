@@ -44,11 +44,12 @@ RESERVATION = timedelta(minutes=10)
 
 @dataclass(frozen=True)
 class Claim:
-    """The item held for the annotator, and how many items are left in their queue."""
+    """The item held for the annotator, and the items left in their queue, in the order
+    they are served."""
 
     item_key: str
     item_db_id: int
-    left: int
+    queue: tuple[str, ...]
 
 
 def labels_wanted(
@@ -115,7 +116,8 @@ def claim_next(
     first = [*held, *(entry for entry in given if entry not in held)]
     rest = [entry for entry in open_items if entry not in first and entry[0] not in skip]
     later = [entry for entry in open_items if entry not in first and entry[0] in skip]
-    for key, db_id in [*first, *rest, *later]:
+    served = [*first, *rest, *later]
+    for key, db_id in served:
         lock_item(db_id, session=session)
         fresh_labellers = labellers_by_item(dataset_id, session=session, item_db_id=db_id)
         fresh_holders = holders_by_item(dataset_id, session=session, now=now, item_db_id=db_id)
@@ -127,7 +129,7 @@ def claim_next(
             assignees.get(db_id),
         ):
             hold_item(db_id, me, session=session, until=now + RESERVATION)
-            return Claim(key, db_id, len(open_items))
+            return Claim(key, db_id, tuple(k for k, _ in served))
     return None
 
 
