@@ -13,6 +13,7 @@ from pages.shared import (
     require_dataset,
     require_permission,
     run_analysis,
+    search_items,
     session,
     show_text,
     stored_item,
@@ -49,6 +50,14 @@ if done := st.session_state.pop(DONE_KEY, None):
 if not queue:
     st.info("No disagreement waits for a reviewer on this dataset.")
     st.stop()
+if search := st.text_input(
+    "Find an item", placeholder="an item id or words of its prompt or answers", key="resolve_find"
+):
+    found = search_items(dataset, search)
+    queue = [key for key in queue if key in found]
+    if not queue:
+        st.info(f"No disagreement to resolve holds {escape_markdown(repr(search))}.")
+        st.stop()
 
 picked = st.selectbox(
     f"{len(queue)} disagreement(s) to resolve", queue, key=PICK_KEY, help="In item order."
