@@ -1507,7 +1507,7 @@ def labels_assign(
     """Assign items of DATASET to one annotator: her queue serves them first, and nobody
     else's until she labels them.
 
-    Example: pcf labels assign --dataset demo --to ana@example.com --first 10
+    Example: pcf labels assign --dataset demo --to alice@example.com --first 10
     """
     from pcf.labelling.queue import assign, unassign
     from pcf.store import item_positions

@@ -405,11 +405,13 @@ def assign_items(
 
 
 def assignees_by_item(dataset_id: int, *, session: Session) -> dict[int, str]:
-    """``{item db id: its assignee}`` for the dataset's assigned items."""
+    """``{item db id: its assignee}`` for the dataset's items assigned to a member who may
+    still label (a member removed, or made a viewer, holds no item)."""
     rows = session.exec(
         select(Assignment.item_id, Assignment.annotator)
         .join(ItemRow, col(ItemRow.id) == Assignment.item_id)
-        .where(ItemRow.dataset_id == dataset_id)
+        .join(Member, func.lower(Member.email) == func.lower(Assignment.annotator))
+        .where(ItemRow.dataset_id == dataset_id, Member.role != "viewer")
     )
     return dict(rows.all())
 

@@ -28,6 +28,7 @@ from pcf.store import (
     adjudication_records,
     audit_events,
     current_labels,
+    delete_member,
     get_dataset,
     import_items,
     load_items,
@@ -133,6 +134,16 @@ def test_ten_assigned_items_go_to_their_assignee_first_and_to_nobody_else_until_
     assert claim(session, dataset_id, order, ALICE, wanted).item_key == "q00"
     assert claim(session, dataset_id, order, BOB, wanted).item_key == "q05"  # labelled: N=2
     assert assignment_progress(dataset_id, session=session) == {ALICE.identity: (10, 10)}
+
+
+def test_items_of_an_assignee_who_left_go_back_to_everyone(session):
+    dataset_id, order = dataset(session, 2)
+    wanted = dict.fromkeys((k for k, _ in order), 1)
+    assign(dataset_id, order, session=session, actor=REVIEWER, to=ALICE.identity, first=1)
+    assert claim(session, dataset_id, order, BOB, wanted).item_key == "q01"
+    delete_member(ALICE.identity, session=session)
+    assert claim(session, dataset_id, order, CAROL, wanted).item_key == "q00"
+    assert assignment_progress(dataset_id, session=session) == {}
 
 
 def test_assigning_a_share_takes_free_items_and_unassigning_returns_them(session):
