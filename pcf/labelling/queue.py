@@ -63,11 +63,21 @@ def labels_wanted(
 
 
 def _free(
-    me: str, wanted: int, labellers: set[str], holders: set[str], assignee: str | None
+    me: str,
+    wanted: int,
+    db_id: int,
+    labellers: Mapping[int, set[str]],
+    holders: Mapping[int, set[str]],
+    assignees: Mapping[int, str],
 ) -> bool:
-    if assignee not in (None, me) and assignee not in labellers:
-        return False  # held for its assignee until she labels it
-    return me not in labellers and len((labellers | holders) - {me}) < wanted
+    done, held, assignee = (
+        labellers.get(db_id, set()),
+        holders.get(db_id, set()),
+        assignees.get(db_id),
+    )
+    if assignee not in (None, me) and assignee not in done:
+        return False  # kept for its assignee until she labels it
+    return me not in done and len((done | held) - {me}) < wanted
 
 
 def claim_next(
@@ -103,13 +113,7 @@ def claim_next(
     open_items = [
         (key, db_id)
         for key, db_id in order
-        if _free(
-            me,
-            wanted[key],
-            labellers.get(db_id, set()),
-            holders.get(db_id, set()),
-            assignees.get(db_id),
-        )
+        if _free(me, wanted[key], db_id, labellers, holders, assignees)
     ]
     held = [entry for entry in open_items if me in holders.get(entry[1], set())]
     given = [entry for entry in open_items if assignees.get(entry[1]) == me]
@@ -121,13 +125,7 @@ def claim_next(
         lock_item(db_id, session=session)
         fresh_labellers = labellers_by_item(dataset_id, session=session, item_db_id=db_id)
         fresh_holders = holders_by_item(dataset_id, session=session, now=now, item_db_id=db_id)
-        if _free(
-            me,
-            wanted[key],
-            fresh_labellers.get(db_id, set()),
-            fresh_holders.get(db_id, set()),
-            assignees.get(db_id),
-        ):
+        if _free(me, wanted[key], db_id, fresh_labellers, fresh_holders, assignees):
             hold_item(db_id, me, session=session, until=now + RESERVATION)
             return Claim(key, db_id, tuple(k for k, _ in served))
     return None
@@ -154,14 +152,7 @@ def queue_left(
     assignees = assignees_by_item(dataset_id, session=session)
     return {
         person: sum(
-            _free(
-                person,
-                wanted[key],
-                labellers.get(db_id, set()),
-                holders.get(db_id, set()),
-                assignees.get(db_id),
-            )
-            for key, db_id in order
+            _free(person, wanted[key], db_id, labellers, holders, assignees) for key, db_id in order
         )
         for person in people
     }
