@@ -70,14 +70,10 @@ def _free(
     holders: Mapping[int, set[str]],
     assignees: Mapping[int, str],
 ) -> bool:
-    done, held, assignee = (
-        labellers.get(db_id, set()),
-        holders.get(db_id, set()),
-        assignees.get(db_id),
-    )
+    done, assignee = labellers.get(db_id, set()), assignees.get(db_id)
     if assignee not in (None, me) and assignee not in done:
         return False  # kept for its assignee until she labels it
-    return me not in done and len((done | held) - {me}) < wanted
+    return me not in done and len((done | holders.get(db_id, set())) - {me}) < wanted
 
 
 def claim_next(
