@@ -191,6 +191,7 @@ def assign(
     member = get_member(to, session=session)
     if member is None or not Actor(to, Role(member.role)).may(Permission.LABEL):
         raise ValueError(f"{to} is no member who may label; add them on Members first")
+    to = member.email
     if not 0 <= share <= 1:
         raise ValueError(f"the share must be between 0 and 1, got {share}")
     db_ids = dict(order)
@@ -201,7 +202,8 @@ def assign(
         labelled = labellers_by_item(dataset_id, session=session)
         n = first or round(share * len(order))
         items = [k for k, i in order if i not in taken and i not in labelled][:n]
-    chosen = [key for key in db_ids if key in set(items)]
+    picked = set(items)
+    chosen = [key for key in db_ids if key in picked]
     assign_items([db_ids[k] for k in chosen], to, session=session, assigned_by=actor.identity)
     _audit("items_assigned", dataset_id, session=session, actor=actor, to=to, items=chosen)
     return chosen
@@ -210,7 +212,8 @@ def assign(
 def unassign(dataset_id: int, person: str, *, session: Session, actor: Actor) -> int:
     """Take every item of the dataset assigned to ``person`` back; how many there were."""
     actor = authorize(actor, Permission.ASSIGN, session=session)
-    ids = [i for i, p in assignees_by_item(dataset_id, session=session).items() if p == person]
+    assigned = assignees_by_item(dataset_id, session=session).items()
+    ids = [i for i, p in assigned if p.lower() == person.lower()]
     assign_items(ids, None, session=session, assigned_by=actor.identity)
     _audit("assignments_removed", dataset_id, session=session, actor=actor, to=person, items=ids)
     return len(ids)
