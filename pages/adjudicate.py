@@ -164,7 +164,7 @@ with session() as s:
     items = item_index(dataset.id, session=s)
     plan = labelling_plan(dataset.id, session=s)
     labels = current_labels(dataset.id, session=s) if plan.adaptive else None
-    share = assignment_progress(dataset.id, session=s).get(who)
+    assigned = assignment_progress(dataset.id, session=s).get(who)
 table = run_analysis(run).table if run else None
 
 
@@ -364,10 +364,10 @@ st.title("Adjudicate")
 st.html(LABEL_KEYS, unsafe_allow_javascript=True, width="content")
 heading, status = st.columns([3, 2], vertical_alignment="bottom")
 heading.subheader(f"Item {escape_markdown(current)}" if current else "Nothing to label")
-labelled, total = share or (len(done), len(items))
+labelled, total = assigned or (len(done), len(items))
 status.progress(
     labelled / max(total, 1),
-    text=f"{labelled} of {total} {'assigned ' if share else ''}items labelled by "
+    text=f"{labelled} of {total} {'assigned ' if assigned else ''}items labelled by "
     f"{escape_markdown(who)}",
 )
 
