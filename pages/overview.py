@@ -19,6 +19,7 @@ from pages.shared import (
     simulated_badge,
 )
 from pcf.analysis.against_labels import RunOverview, run_overview
+from pcf.analysis.escalate import escalation_in_words
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import (
     flag_counts,
@@ -238,6 +239,14 @@ else:
         f"{triage['against']} labels. Reviewing them most doubtful first (review priority, "
         "or the calibrated chance that the judge is wrong, learned out of fold) finds them "
         "sooner than a random order; the grey band holds 90% of random orders."
+    )
+
+if run.protocol != "apoc":
+    st.markdown("#### Which items may the judge decide alone?")
+    with session() as s:
+        st.markdown(escalation_in_words(run, session=s))
+    st.caption(
+        "`pcf escalate RUN --calibration-labels humans --queue` sends the rest to labelling."
     )
 
 page_link("pages/review.py", label="Review the most doubtful items", icon=":material/search:")

@@ -72,7 +72,9 @@ with session() as s:
 st.markdown(
     f"**Plan of {escape_markdown(dataset.name)}**: {plan.labels_per_item} label(s) per item"
     + (", more only where labels disagree or the item is flagged" if plan.adaptive else "")
-    + f"; gold: {GOLD_RULE_TEXT[plan.gold_rule]}."
+    + f"; gold: {GOLD_RULE_TEXT[plan.gold_rule]}"
+    + (f"; a random {plan.calibration_share:.0%} first" if plan.calibration_share else "")
+    + "."
 )
 if current_actor().may(Permission.PLAN_LABELLING):
     with st.expander("Change the plan", icon=":material/edit:"), st.form("team_plan"):
@@ -84,6 +86,14 @@ if current_actor().may(Permission.PLAN_LABELLING):
             "or the item carries an instability flag.",
         )
         rule = st.selectbox("Gold rule", GOLD_RULES, index=GOLD_RULES.index(plan.gold_rule))
+        share = st.number_input(
+            "Random calibration share",
+            0.0,
+            1.0,
+            plan.calibration_share,
+            help="Labelled first, regardless of doubt: the random sample `pcf escalate` "
+            "calibrates on.",
+        )
         guidelines = st.text_area("Guidelines (Markdown)", plan.guidelines, height=200)
         if st.form_submit_button("Save the plan", type="primary"):
             try:
@@ -96,6 +106,7 @@ if current_actor().may(Permission.PLAN_LABELLING):
                         adaptive=adaptive,
                         gold_rule=rule,
                         guidelines=guidelines,
+                        calibration_share=share,
                     )
             except ValueError as exc:
                 st.error(escape_markdown(str(exc)))

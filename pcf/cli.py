@@ -1163,33 +1163,41 @@ def escalate(
     ] = "top_agreement",
     calibration_labels: Annotated[
         str,
-        typer.Option(help="gold (a random half of the dataset's gold) or humans (human gold)."),
+        typer.Option(
+            help="gold (a random half of the dataset's gold) or humans (the human gold of the "
+            "labelling plan's random calibration share)."
+        ),
     ] = "gold",
+    queue: Annotated[
+        bool, typer.Option(help="Send the escalated items to the labelling queue, served next.")
+    ] = False,
 ) -> None:
     """Which items the judge may decide alone: the threshold on --signal chosen on calibration
     items so that, with probability >= 1-delta, the judge agrees with the answers on >= 1-alpha
     of the items it decides; the decided and escalated items, beside the direct call's
     confidence on the same sample. JSON on stdout.
 
-    Example: pcf escalate demo-pcf --alpha 0.1 --delta 0.1 --signal margin
+    Example: pcf escalate demo-pcf --alpha 0.1 --delta 0.1 --signal margin --queue
     """
     from pcf.analysis.escalate import escalate as split_items
+    from pcf.labelling.plan import queue_escalated
 
     with database() as session:
         run = existing_run(run_name, session=session)
         try:
-            emit(
-                split_items(
-                    run,
-                    session=session,
-                    alpha=alpha,
-                    delta=delta,
-                    signal=signal,
-                    labels=calibration_labels,
-                )
+            figures = split_items(
+                run,
+                session=session,
+                alpha=alpha,
+                delta=delta,
+                signal=signal,
+                labels=calibration_labels,
             )
         except ValueError as exc:
             fail(f"error: {exc}", 2)
+        if queue:
+            queue_escalated(run, figures["escalated"], session=session, actor=operator())
+        emit(figures)
 
 
 @app.command("report")
@@ -1360,6 +1368,14 @@ def labelling_set(
     gold_rule: Annotated[
         str | None, typer.Option(help="unanimous, majority or dawid_skene.")
     ] = None,
+    calibration_share: Annotated[
+        float | None,
+        typer.Option(
+            help="A random share of the items (0 to 1, drawn by the dataset's seed) labelled "
+            "first, regardless of doubt: the calibration sample of `pcf escalate "
+            "--calibration-labels humans`."
+        ),
+    ] = None,
 ) -> None:
     """Set how DATASET is labelled; what is not given stays as it is.
 
@@ -1387,6 +1403,7 @@ def labelling_set(
                 adaptive=adaptive,
                 gold_rule=gold_rule,
                 guidelines=text,
+                calibration_share=calibration_share,
             )
         except ValueError as exc:
             fail(f"error: {exc}", 2)
@@ -1396,6 +1413,7 @@ def labelling_set(
                 "labels_per_item": plan.labels_per_item,
                 "adaptive": plan.adaptive,
                 "gold_rule": plan.gold_rule,
+                "calibration_share": plan.calibration_share,
                 "guidelines_chars": len(plan.guidelines),
             }
         )

@@ -19,16 +19,18 @@ from typing import Any
 import numpy as np
 from sqlmodel import Session
 
-from pcf.analysis.results import analyse_run, is_simulated
+from pcf.analysis.results import is_simulated, stored_analysis
 from pcf.analysis.triage import calibrated_priority, judge_wrong
 from pcf.guarantees import fixed_sequence, random_sample, smallest_sample, upper_bound
 from pcf.labelling.human_gold import dataset_gold
+from pcf.labelling.plan import calibration_items
 from pcf.store import Run, run_judgments
 
 SIGNALS = ("top_agreement", "margin", "calibrated")
 LABELS = ("gold", "humans")
 """Calibration answers: a random :data:`GOLD_SHARE` of the items with a dataset gold field (the
-others held out, to check), or every item with human gold (which must be a random sample)."""
+others held out, to check), or the human gold of the labelling plan's random calibration share
+(:func:`pcf.labelling.plan.calibration_items`; other human gold is not a random sample)."""
 GOLD_SHARE = 0.5
 
 
@@ -86,23 +88,32 @@ def escalate(
     ``seed``, by default the run's).
 
     Raises:
-        ValueError: an unknown signal or labels, or too few calibration items for ``alpha``
-            and ``delta``.
+        ValueError: an unknown signal or labels, no random calibration share in the labelling
+            plan (``humans``), or too few calibration items for ``alpha`` and ``delta``.
     """
     if signal not in SIGNALS or labels not in LABELS:
         raise ValueError(f"choose a signal of {', '.join(SIGNALS)}, labels of {', '.join(LABELS)}")
-    table = analyse_run(run, session=session).table
+    table = stored_analysis(run, session=session).table
     keys = list(table["item_id"])
     if labels == "gold":
         truth = {k: g for k, g in zip(keys, table["gold"], strict=True) if isinstance(g, str)}
         seed = run.seed if seed is None else seed
         sample = random_sample(list(truth), math.floor(GOLD_SHARE * len(truth)), seed)
+        source = "gold answers"
     else:
+        reserved = calibration_items(run.dataset_id, session=session)
+        if not reserved:
+            raise ValueError(
+                "the labelling plan reserves no random calibration share, and human gold "
+                "labelled most doubtful first is not a random sample: set one with "
+                "`pcf labelling set DATASET --calibration-share 0.2`"
+            )
         truth = {k: g for k, g in dataset_gold(run.dataset_id, session=session).gold.items() if g}
-        sample = set(truth) & set(keys)
+        sample = set(truth) & reserved & set(keys)
+        source = f"human gold of the {len(reserved)} in the random calibration share"
     if len(sample) < smallest_sample(alpha, delta):
         raise ValueError(
-            f"{len(sample)} calibration items with {labels} answers: alpha={alpha:g} and "
+            f"{len(sample)} calibration items with {source}: alpha={alpha:g} and "
             f"delta={delta:g} need at least {smallest_sample(alpha, delta)}"
         )
     calibration = table["item_id"].isin(list(sample)).to_numpy()
@@ -146,3 +157,21 @@ def escalate(
         ],
     }
     return out | ({"simulated": True} if is_simulated(run) else {})
+
+
+def escalation_in_words(
+    run: Run, *, session: Session, alpha: float = 0.1, delta: float = 0.1
+) -> str:
+    """The run's split on the human gold of the plan's random calibration share, in a sentence
+    (the Overview page's), or why there is none yet."""
+    try:
+        found = escalate(run, session=session, alpha=alpha, delta=delta, labels="humans")
+    except ValueError as exc:
+        return f"Not yet: {exc}."
+    return (
+        f"{'Simulated judge: ' if found.get('simulated') else ''}"
+        f"the judge may decide {found['decided_share']:.0%} of the items outside the "
+        f"calibration alone and {len(found['escalated'])} go to humans "
+        f"({found['calibration']['items']} random human gold items, alpha {alpha:g}, delta "
+        f"{delta:g}): {found['guarantee']}."
+    )

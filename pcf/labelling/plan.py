@@ -1,5 +1,6 @@
 """A dataset's labelling plan: how many people label each item, whether the later labels are
-asked only where needed, how the labels become gold, and the guidelines annotators read."""
+asked only where needed, how the labels become gold, the guidelines annotators read, the random
+calibration share labelled first regardless of doubt, and the escalated items sent next."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from dataclasses import dataclass
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission, authorize
-from pcf.store import add_audit_event, get_dataset_by_id, get_plan, save_plan
+from pcf.guarantees import random_sample
+from pcf.store import (
+    Run,
+    add_audit_event,
+    get_dataset_by_id,
+    get_plan,
+    item_positions,
+    save_plan,
+)
 
 GOLD_RULES = ("unanimous", "majority", "dawid_skene")
 """How an item's labels become its human gold when no reviewer resolved it: every label the
@@ -26,6 +35,8 @@ class Plan:
     adaptive: bool = False
     gold_rule: str = "unanimous"
     guidelines: str = ""
+    calibration_share: float = 0.0
+    escalated: tuple[str, ...] = ()
 
 
 def labelling_plan(dataset_id: int, *, session: Session) -> Plan:
@@ -33,7 +44,25 @@ def labelling_plan(dataset_id: int, *, session: Session) -> Plan:
     stored = get_plan(dataset_id, session=session)
     if stored is None:
         return Plan()
-    return Plan(stored.labels_per_item, stored.adaptive, stored.gold_rule, stored.guidelines)
+    return Plan(
+        stored.labels_per_item,
+        stored.adaptive,
+        stored.gold_rule,
+        stored.guidelines,
+        stored.calibration_share,
+        tuple(stored.escalated),
+    )
+
+
+def calibration_items(dataset_id: int, *, session: Session) -> set[str]:
+    """The plan's random calibration share of the dataset's items, drawn by the dataset's seed
+    (the same share and seed, the same items)."""
+    share = labelling_plan(dataset_id, session=session).calibration_share
+    dataset = get_dataset_by_id(dataset_id, session=session)
+    if not share or dataset is None:
+        return set()
+    keys = [key for key, _, _ in item_positions(dataset_id, session=session)]
+    return random_sample(keys, round(share * len(keys)), "labelling", dataset.seed)
 
 
 def set_plan(
@@ -45,13 +74,15 @@ def set_plan(
     adaptive: bool | None = None,
     gold_rule: str | None = None,
     guidelines: str | None = None,
+    calibration_share: float | None = None,
 ) -> Plan:
     """Change the dataset's plan (what is None stays as it is).
 
     Raises:
         AccessDeniedError: ``actor`` may not set labelling plans.
         ValueError: no such dataset, a labels-per-item outside 1..10, an unknown gold rule,
-            or guidelines too long or holding a NUL character.
+            guidelines too long or holding a NUL character, or a calibration share outside
+            0 to 1.
     """
     actor = authorize(actor, Permission.PLAN_LABELLING, session=session)
     dataset = get_dataset_by_id(dataset_id, session=session)
@@ -76,6 +107,10 @@ def set_plan(
                 f"guidelines must be at most {MAX_GUIDELINES_CHARS:,} characters, without NUL"
             )
         changes["guidelines"] = guidelines
+    if calibration_share is not None:
+        if not 0 <= calibration_share <= 1:
+            raise ValueError("the calibration share must be 0 to 1")
+        changes["calibration_share"] = calibration_share
     save_plan(dataset_id, session=session, updated_by=actor.identity, **changes)
     details = {k: v for k, v in changes.items() if k != "guidelines"}
     if "guidelines" in changes:
@@ -88,3 +123,21 @@ def set_plan(
         details=details,
     )
     return labelling_plan(dataset_id, session=session)
+
+
+def queue_escalated(run: Run, item_keys: list[str], *, session: Session, actor: Actor) -> None:
+    """Serve ``item_keys`` (the items of ``run`` that ``pcf escalate`` left to humans) before the
+    others but after the calibration share; they replace the items sent before.
+
+    Raises:
+        AccessDeniedError: ``actor`` may not resolve (only admins and reviewers may).
+    """
+    actor = authorize(actor, Permission.RESOLVE, session=session)
+    save_plan(run.dataset_id, session=session, updated_by=actor.identity, escalated=item_keys)
+    add_audit_event(
+        "escalated_queued",
+        session=session,
+        actor=actor.identity,
+        target=run.name,
+        details={"items": len(item_keys)},
+    )

@@ -1,8 +1,10 @@
 """Who labels what next: queues that split the work, and reservations that keep people who
 label at once from giving an item more labels than its plan asks.
 
-An annotator's next item is the first, in the order given (most doubtful first), that has
-fewer people's labels and holds than it wants and none of theirs. Showing it holds it for them
+An annotator's next item is the first, in the order given (most doubtful first) after the plan's
+random calibration share (served regardless of doubt, so that its gold is a random sample) and
+then the escalated items, that has fewer people's labels and holds than it wants and none of
+theirs. Showing it holds it for them
 for :data:`RESERVATION` (renewed each time their page shows it again). Ten minutes: long enough
 to read a prompt and a few long answers and decide (a label takes seconds to a few minutes),
 short enough that an item left on a closed tab goes back to the others soon. A lapsed hold
@@ -24,7 +26,7 @@ from datetime import datetime, timedelta
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission, Role, authorize
-from pcf.labelling.plan import Plan
+from pcf.labelling.plan import Plan, calibration_items, labelling_plan
 from pcf.store import (
     add_audit_event,
     assign_items,
@@ -60,6 +62,15 @@ def labels_wanted(
     or an instability flag) and one for the rest."""
     n = plan.labels_per_item
     return {key: n if not plan.adaptive or key in doubtful else 1 for key in item_keys}
+
+
+def _served_first(
+    dataset_id: int, order: Sequence[tuple[str, int]], *, session: Session
+) -> list[tuple[str, int]]:
+    """``order`` with the plan's calibration share first, then its escalated items."""
+    reserved = calibration_items(dataset_id, session=session)
+    escalated = set(labelling_plan(dataset_id, session=session).escalated)
+    return sorted(order, key=lambda entry: (entry[0] not in reserved, entry[0] not in escalated))
 
 
 def _free(
@@ -108,7 +119,7 @@ def claim_next(
     assignees = assignees_by_item(dataset_id, session=session)
     open_items = [
         (key, db_id)
-        for key, db_id in order
+        for key, db_id in _served_first(dataset_id, order, session=session)
         if _free(me, wanted[key], db_id, labellers, holders, assignees)
     ]
     held = [entry for entry in open_items if me in holders.get(entry[1], set())]

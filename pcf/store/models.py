@@ -382,7 +382,8 @@ class LabellingPlan(SQLModel, table=True):
     labels. With ``adaptive`` the labels after the first are asked only where needed (the
     labels disagree with each other or with the PCF decision, or the item is flagged).
     ``gold_rule`` is ``unanimous``, ``majority`` or ``dawid_skene`` (see
-    :mod:`pcf.labelling.resolutions`).
+    :mod:`pcf.labelling.resolutions`). ``calibration_share`` is the random share of items served
+    first, regardless of doubt; ``escalated`` the item keys ``pcf escalate --queue`` sent next.
     """
 
     __tablename__ = "labelling_plan"
@@ -392,6 +393,8 @@ class LabellingPlan(SQLModel, table=True):
     adaptive: bool = False
     gold_rule: str = "unanimous"
     guidelines: str = ""
+    calibration_share: float = 0.0
+    escalated: list[str] = _json(list)
     updated_by: str
     updated_at: datetime = _created_at()
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 from sqlmodel import Session
 from streamlit.testing.v1 import AppTest
 
+from pcf.access import operator
 from pcf.analysis.results import accuracy_against, analyse_run, gold_answers, run_summary
 from pcf.analysis.triage import run_triage
 from pcf.consensus import pack
 from pcf.flags import FLAGS
 from pcf.instability import slot_bias
 from pcf.labelling.membership import set_local_name
+from pcf.labelling.plan import set_plan
 from pcf.runs.study import DEMO_RUNS
 from pcf.store import (
     add_adjudication,
@@ -139,3 +141,22 @@ def test_the_demo_opens_on_its_strong_bias_run_told_in_words(db: Session):
     assert at.button(key="overview_run_demo-strong-bias-pcf").label.startswith(
         "demo-strong-bias-pcf (simulated, "
     )
+
+
+def test_overview_shows_the_escalate_split_once_a_random_share_has_human_gold(app, db: Session):
+    at = open_page(app, "overview")
+    assert any(
+        "Not yet: the labelling plan reserves no random calibration share" in m
+        for m in markdown_texts(at)
+    )
+    dataset_id = get_run("demo-pcf", session=db).dataset_id
+    set_plan(dataset_id, session=db, actor=operator(), calibration_share=0.5)
+    ids = item_db_ids(dataset_id, session=db)
+    for item in load_items(dataset_id, session=db):
+        add_adjudication(ids[item.item_id], session=db, annotator="ann", choice=item.gold)
+    db.commit()
+    at = open_page(app, "overview")
+    assert not at.exception
+    (split,) = [m for m in markdown_texts(at) if "random human gold items" in m]
+    assert split.startswith("Simulated judge: the judge may decide ")
+    assert "(26 random human gold items, alpha 0.1, delta 0.1)" in split

@@ -64,10 +64,12 @@ def test_an_admin_sets_the_plan_on_the_team_page(db: Session):
     at = open_page(signed_in_app(db, "adam@x.org", "admin"), "team")
     at.number_input[0].set_value(2)
     next(s for s in at.selectbox if s.label == "Gold rule").set_value("majority")
+    next(n for n in at.number_input if n.label == "Random calibration share").set_value(0.2)
     next(b for b in at.button if b.label == "Save the plan").click().run()
     assert not at.exception
     plan = labelling_plan(1, session=db)
-    assert (plan.labels_per_item, plan.gold_rule) == (2, "majority")
+    assert (plan.labels_per_item, plan.gold_rule, plan.calibration_share) == (2, "majority", 0.2)
+    assert any("a random 20% first" in m for m in markdown_texts(at))
 
 
 def test_a_reviewer_resolves_a_disagreement_and_it_leaves_the_queue(two_people, db):

@@ -12,9 +12,9 @@ from datetime import timedelta
 import pytest
 from sqlmodel import Session
 
-from pcf.access import AccessDeniedError, Actor, Role
+from pcf.access import AccessDeniedError, Actor, Role, operator
 from pcf.labelling.labels import ItemFullError, save_label
-from pcf.labelling.plan import Plan
+from pcf.labelling.plan import Plan, calibration_items, set_plan
 from pcf.labelling.queue import (
     RESERVATION,
     assign,
@@ -30,6 +30,7 @@ from pcf.store import (
     current_labels,
     delete_member,
     get_dataset,
+    get_dataset_by_id,
     import_items,
     load_items,
     utc_now,
@@ -70,6 +71,24 @@ def test_people_labelling_at_once_get_different_items_until_each_has_n(session):
     assert claim(session, dataset_id, order, CAROL, wanted).item_key == "q01"
     label(session, first, ALICE, wanted=2)
     assert claim(session, dataset_id, order, ALICE, wanted).item_key == "q01"
+
+
+def test_the_plans_seeded_random_calibration_share_is_served_first(session):
+    dataset_id, order = dataset(session, 20)
+    set_plan(dataset_id, session=session, actor=operator(), calibration_share=0.25)
+    reserved = calibration_items(dataset_id, session=session)
+    assert len(reserved) == 5
+    assert reserved != {key for key, _ in order[:5]}  # a random share, not the first items
+    assert calibration_items(dataset_id, session=session) == reserved  # the same seed
+    wanted = dict.fromkeys((k for k, _ in order), 1)
+    served = []
+    for _ in range(5):
+        claimed = claim(session, dataset_id, order, ALICE, wanted)
+        label(session, claimed, ALICE)
+        served.append(claimed.item_key)
+    assert served == [key for key, _ in order if key in reserved]
+    get_dataset_by_id(dataset_id, session=session).seed = 1
+    assert calibration_items(dataset_id, session=session) != reserved
 
 
 def test_a_lapsed_hold_returns_the_item(session):

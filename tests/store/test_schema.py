@@ -43,6 +43,7 @@ from typer.testing import CliRunner
 from pcf.access import Actor, Role, operator
 from pcf.cli import app
 from pcf.labelling.membership import SignInRefusedError, identify
+from pcf.labelling.plan import Plan, labelling_plan
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import (
@@ -117,7 +118,7 @@ CALL_BEFORE_0006 = Table(
 """The call table before revision 0006: its ``request`` in place of the template's id."""
 
 
-LATER_COLUMNS = {"adjudication": {"source"}}
+LATER_COLUMNS = {"adjudication": {"source"}, "labelling_plan": {"calibration_share", "escalated"}}
 """Columns that :func:`rows` leaves out: added after the revisions the other tests fill, they
 are read by their own revision's test."""
 
@@ -609,12 +610,44 @@ def test_revision_0010_keeps_every_label_and_then_the_source_of_the_imported_one
     assert kept(before, after | imported)
 
 
-def test_revision_0011_keeps_every_row_and_then_assigns_items(
+def test_revision_0011_gives_a_stored_plan_no_calibration_share_and_no_escalated_items(
+    isolated_database, new_session
+):
+    engine = unchecked_engine(isolated_database)
+    upgrade(engine, to="0010")
+    tables = SQLModel.metadata.tables
+    added = datetime(2026, 12, 4, 9, 30, tzinfo=UTC)
+    old = {"labels_per_item": 2, "adaptive": True, "gold_rule": "majority", "guidelines": "read"}
+    with engine.begin() as connection:
+        connection.execute(tables["dataset"].insert(), [{"id": 1, "name": "d", "format": "jsonl"}])
+        connection.execute(
+            text(
+                "INSERT INTO labelling_plan VALUES "
+                "(1, :labels_per_item, :adaptive, :gold_rule, :guidelines, 'ada', :at)"
+            ),
+            old | {"at": added},
+        )
+    engine.dispose()
+    assert cli("db", "upgrade")["before"] == "0010"
+    assert differences(isolated_database) == []
+    with new_session() as session:
+        assert labelling_plan(1, session=session) == Plan(*old.values(), 0.0, ())
+    downgrade(isolated_database, "0010")
+    reader = plain_engine(isolated_database)
+    with reader.connect() as connection:
+        kept_plan = connection.execute(select(tables["labelling_plan"].c.gold_rule)).all()
+        columns = {c["name"] for c in inspect(connection).get_columns("labelling_plan")}
+    reader.dispose()
+    assert kept_plan == [("majority",)]
+    assert not columns & {"calibration_share", "escalated"}
+
+
+def test_revision_0012_keeps_every_row_and_then_assigns_items(
     isolated_database, new_session, tmp_path
 ):
-    """A database at 0010 keeps every row and takes assignments (`pcf labels assign`); the
+    """A database at 0011 keeps every row and takes assignments (`pcf labels assign`); the
     downgrade drops them and keeps the rest."""
-    before = upgraded_from(isolated_database, "0010", tmp_path / "source")
+    before = upgraded_from(isolated_database, "0011", tmp_path / "source")
     with new_session() as session:
         save_member(ADAM, "annotator", session=session, added_by="test")
         session.commit()
@@ -627,7 +660,7 @@ def test_revision_0011_keeps_every_row_and_then_assigns_items(
         ids = item_db_ids(demo, session=session)
         assigned = assignees_by_item(demo, session=session)
     assert assigned == {ids["demo-002"]: ADAM, ids["demo-003"]: ADAM}  # demo-001 is labelled
-    downgrade(isolated_database, "0010")
+    downgrade(isolated_database, "0011")
     after = rows(isolated_database)
     assert "assignment" not in after
     added = {"member": after["member"][:-1], "audit_event": after["audit_event"][:-1]}
