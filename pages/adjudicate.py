@@ -41,6 +41,7 @@ from pages.shared import (
     require_permission,
     revision_of,
     run_analysis,
+    search_items,
     session,
     show_text,
     simulated_badge,
@@ -68,7 +69,7 @@ from pcf.labelling.adjudications import (
 from pcf.labelling.human_gold import needs_more_labels
 from pcf.labelling.labels import ItemFullError, LabelChangedError, save_label, visible_history
 from pcf.labelling.plan import labelling_plan
-from pcf.labelling.queue import claim_next, labels_wanted, release
+from pcf.labelling.queue import assignment_progress, claim_next, labels_wanted, release
 from pcf.store import (
     Adjudication,
     DatabaseMovedError,
@@ -164,6 +165,7 @@ with session() as s:
     items = item_index(dataset.id, session=s)
     plan = labelling_plan(dataset.id, session=s)
     labels = current_labels(dataset.id, session=s) if plan.adaptive else None
+    assigned = assignment_progress(dataset.id, session=s).get(who)
 table = run_analysis(run).table if run else None
 
 
@@ -322,6 +324,17 @@ def revisit() -> None:
         open_item(picked)
 
 
+def find(mine: list[str]) -> None:
+    """Open the first item of ``mine`` (the queue, then the items labelled) whose id or text
+    holds the text searched."""
+    if text := st.session_state.get("adjudicate_find", "").strip():
+        found = search_items(dataset, text)
+        if match := next((key for key in mine if key in found), None):
+            open_item(match)
+        else:
+            st.toast(f"No item in your queue or your labels holds {text!r}.")
+
+
 # Which item this run shows: the one opened on purpose, else the queue's next (held for me).
 skipped = st.session_state.get(SKIPPED_KEY, [])
 order = [(key, int(db_ids[key])) for key in adjudication_queue(items, (), skipped)]
@@ -352,9 +365,11 @@ st.title("Adjudicate")
 st.html(LABEL_KEYS, unsafe_allow_javascript=True, width="content")
 heading, status = st.columns([3, 2], vertical_alignment="bottom")
 heading.subheader(f"Item {escape_markdown(current)}" if current else "Nothing to label")
+labelled, total = assigned or (len(done), len(items))
 status.progress(
-    len(done) / max(len(items), 1),
-    text=f"{len(done)} / {len(items)} items labelled by {escape_markdown(who)}",
+    labelled / max(total, 1),
+    text=f"{labelled} of {total} {'assigned ' if assigned else ''}items labelled by "
+    f"{escape_markdown(who)}",
 )
 
 notices = st.container()  # the same place in the page whatever it holds, so keys stay bound
@@ -499,7 +514,8 @@ if plan.guidelines:
 st.divider()
 simulated_badge(run)
 st.caption(
-    f"{claim.left if claim else 0} item(s) left in your queue, most doubtful first; "
+    f"{len(claim.queue) if claim else 0} item(s) left in your queue, your assigned items "
+    "first, then the most doubtful; "
     f"{plan.labels_per_item} label(s) per item"
     + (", more only where labels disagree or the item is flagged" if plan.adaptive else "")
     + ". The item shown is held for you for 10 minutes."
@@ -526,6 +542,13 @@ else:
         f"Your labels so far likely cover {caught:.1f} of the judge's ~{expected:.1f} errors "
         f"({100 * caught / max(expected, 1e-9):.0f}%), by the calibrated chance of each item."
     )
+st.text_input(
+    "Find an item in your queue or your labels",
+    key="adjudicate_find",
+    placeholder="an item id or words of its prompt or answers",
+    on_change=find,
+    args=([*(claim.queue if claim else ()), *sorted(done)],),
+)
 if done:
     st.selectbox(
         "Revisit an item you labelled",

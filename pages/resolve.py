@@ -18,6 +18,7 @@ from pages.shared import (
     require_dataset,
     require_permission,
     run_analysis,
+    search_items,
     session,
     show_difference,
     show_text,
@@ -72,6 +73,14 @@ if not queue:
         else "No disagreement waits for a reviewer on this dataset."
     )
     st.stop()
+if search := st.text_input(
+    "Find an item", placeholder="an item id or words of its prompt or answers", key="resolve_find"
+):
+    found = search_items(dataset, search)
+    queue = [key for key in queue if key in found]
+    if not queue:
+        st.info(f"No disagreement to resolve holds {escape_markdown(repr(search))}.")
+        st.stop()
 
 picked = st.selectbox(
     f"{len(queue)} {'resolved item(s)' if show_resolved else 'disagreement(s) to resolve'}",

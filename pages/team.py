@@ -18,11 +18,12 @@ from pages.shared import (
     session,
     show_text,
 )
-from pcf.access import Permission
+from pcf.access import Permission, Role
 from pcf.analysis.markdown import escape_markdown
+from pcf.labelling.adjudications import adjudication_queue, item_index, with_priority
 from pcf.labelling.human_gold import GOLD_RULE_TEXT, dataset_gold, needs_more_labels, rule_text
 from pcf.labelling.plan import GOLD_RULES, MAX_LABELS_PER_ITEM, labelling_plan, set_plan
-from pcf.labelling.queue import labels_wanted, queue_left
+from pcf.labelling.queue import assign, assignment_progress, labels_wanted, queue_left, unassign
 from pcf.labelling.team_figures import (
     alpha_by_bucket,
     annotator_checks,
@@ -37,6 +38,7 @@ from pcf.store import (
     item_positions,
     items_named,
     labellers_by_item,
+    list_members,
     session_scope,
     utc_now,
 )
@@ -63,6 +65,9 @@ with session() as s:
     by_db_id = {db_id: key for key, db_id in order}
     counts = {by_db_id[i]: len(p) for i, p in labellers_by_item(dataset.id, session=s).items()}
     held = [by_db_id[i] for i in holders_by_item(dataset.id, session=s, now=utc_now())]
+    shares = assignment_progress(dataset.id, session=s)
+    index = item_index(dataset.id, session=s)
+    labellers = [m.email for m in list_members(session=s) if m.role != Role.VIEWER]
 
 st.markdown(
     f"**Plan of {escape_markdown(dataset.name)}**: {plan.labels_per_item} label(s) per item"
@@ -107,6 +112,43 @@ if current_actor().may(Permission.PLAN_LABELLING):
                 st.error(escape_markdown(str(exc)))
             else:
                 st.rerun()
+if current_actor().may(Permission.ASSIGN):
+    with st.expander("Assign items", icon=":material/assignment_ind:"), st.form("team_assign"):
+        to = st.selectbox("To", labellers)
+        first = st.number_input(
+            "The most doubtful free items, how many", 0, len(keys), min(10, len(keys))
+        )
+        named = st.text_input("Or these item ids", placeholder="comma-separated")
+        given, taken = st.columns(2)
+        if given.form_submit_button("Assign", type="primary") and to:
+            ranked = with_priority(index, table) if table is not None else index
+            ids = dict(order)
+            doubtful_first = [(k, ids[k]) for k in adjudication_queue(ranked, ())]
+            chosen = [k.strip() for k in named.split(",") if k.strip()]
+            try:
+                with session_scope(engine()) as s:
+                    assign(
+                        dataset.id,
+                        doubtful_first,
+                        session=s,
+                        actor=actor,
+                        to=to,
+                        items=chosen,
+                        first=int(first),
+                    )
+            except ValueError as exc:
+                st.error(escape_markdown(str(exc)))
+            else:
+                st.rerun()
+        if taken.form_submit_button("Take back their items") and to:
+            with session_scope(engine()) as s:
+                unassign(dataset.id, to, session=s, actor=actor)
+            st.rerun()
+if shares:
+    st.markdown(
+        "**Assigned**: "
+        + ", ".join(f"{escape_markdown(p)} {x} of {n}" for p, (x, n) in sorted(shares.items()))
+    )
 if plan.guidelines:
     with st.expander("Guidelines", icon=":material/menu_book:"):
         show_text(plan.guidelines, plain=False, key=f"guidelines:{dataset.id}")

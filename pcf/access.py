@@ -10,7 +10,7 @@ cannot do what the role does not allow.
 | role | may |
 | --- | --- |
 | admin | everything: members, imports, runs (start, resume, collect, delete), labels, gold |
-| reviewer | see everything, label, resolve disagreements into gold |
+| reviewer | see everything, label, resolve disagreements into gold, assign items |
 | annotator | label, blind: no gold, no judge decisions, no other person's label first |
 | viewer | read results (Overview, Review, Compare, Weights, Report), nothing else |
 """
@@ -51,11 +51,14 @@ class Permission(StrEnum):
     SEE_RESULTS = "see gold labels, judge decisions and other people's labels"
     READ_AUDIT = "read the audit log"
     PLAN_LABELLING = "set a dataset's labelling plan"
+    ASSIGN = "assign items to annotators"
 
 
 GRANTS: dict[Role, frozenset[Permission]] = {
     Role.ADMIN: frozenset(Permission),
-    Role.REVIEWER: frozenset({Permission.LABEL, Permission.RESOLVE, Permission.SEE_RESULTS}),
+    Role.REVIEWER: frozenset(
+        {Permission.LABEL, Permission.RESOLVE, Permission.SEE_RESULTS, Permission.ASSIGN}
+    ),
     Role.ANNOTATOR: frozenset({Permission.LABEL}),
     Role.VIEWER: frozenset({Permission.SEE_RESULTS}),
 }

@@ -1505,6 +1505,57 @@ def labels_import(
     typer.echo(f"imported {count} labels into {dataset_name}", err=True)
 
 
+@labels_app.command("assign")
+def labels_assign(
+    dataset_name: Annotated[str, typer.Option("--dataset", help="An imported dataset.")],
+    to: Annotated[str, typer.Option(help="The member (email) who gets the items.")],
+    items: Annotated[
+        str | None, typer.Option(help="Item ids, comma-separated (taken from any other).")
+    ] = None,
+    first: Annotated[
+        int, typer.Option(help="The first N items in file order nobody has or labelled.")
+    ] = 0,
+    share: Annotated[
+        float, typer.Option(help="As --first, for this share of the items (0 to 1).")
+    ] = 0.0,
+    remove: Annotated[
+        bool, typer.Option("--remove", help="Take back every item assigned to --to.")
+    ] = False,
+) -> None:
+    """Assign items of DATASET to one annotator: her queue serves them first, and nobody
+    else's until she labels them.
+
+    Example: pcf labels assign --dataset demo --to alice@example.com --first 10
+    """
+    from pcf.labelling.queue import assign, unassign
+    from pcf.store import item_positions
+
+    with database() as session:
+        found = existing_dataset(dataset_name, session=session)
+        order = [(key, db_id) for key, db_id, _ in item_positions(found.id, session=session)]
+        try:
+            if remove:
+                count = unassign(found.id, to, session=session, actor=operator())
+            else:
+                keys = [key.strip() for key in (items or "").split(",") if key.strip()]
+                count = len(
+                    assign(
+                        found.id,
+                        order,
+                        session=session,
+                        actor=operator(),
+                        to=to,
+                        items=keys,
+                        first=first,
+                        share=share,
+                    )
+                )
+        except ValueError as exc:
+            fail(f"error: {exc}", 2)
+    done = f"took back {count} items from" if remove else f"assigned {count} items to"
+    typer.echo(f"{done} {to} in {dataset_name}", err=True)
+
+
 @gold_app.command("export")
 def gold_export(dataset_name: DatasetArgument, out: ExportOut, fmt: ExportFormat = None) -> None:
     """Write DATASET's human gold per item: where it came from, the labels, the resolutions.

@@ -19,7 +19,12 @@ from pcf.access import (
 
 def test_each_role_may_do_what_the_table_says():
     assert GRANTS[Role.ADMIN] == set(Permission)
-    assert GRANTS[Role.REVIEWER] == {Permission.LABEL, Permission.RESOLVE, Permission.SEE_RESULTS}
+    assert GRANTS[Role.REVIEWER] == {
+        Permission.LABEL,
+        Permission.RESOLVE,
+        Permission.SEE_RESULTS,
+        Permission.ASSIGN,
+    }
     assert GRANTS[Role.ANNOTATOR] == {Permission.LABEL}
     assert GRANTS[Role.VIEWER] == {Permission.SEE_RESULTS}
 

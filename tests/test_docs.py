@@ -56,6 +56,7 @@ EXAMPLE_ORDER = (
     "pcf replay llmbar",
     "pcf members add",
     "pcf members list",
+    "pcf labels assign",
     "pcf members remove",
     "pcf labelling set",
     "pcf labels import",

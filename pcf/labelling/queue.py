@@ -11,19 +11,28 @@ short enough that an item left on a closed tab goes back to the others soon. A l
 returns the item to every queue; the label itself is checked again when saved
 (:func:`pcf.labelling.labels.save_label` with ``wanted``), so a late save never makes an item
 one label too many.
+
+An admin or reviewer may :func:`assign` items to one annotator: they come first in her queue,
+and nobody else is served them until she labels them (then the plan decides, as for any item)
+or the assignment is removed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlmodel import Session
 
-from pcf.access import Actor, Permission, authorize
+from pcf.access import Actor, Permission, Role, authorize
 from pcf.labelling.plan import Plan, calibration_items, labelling_plan
 from pcf.store import (
+    add_audit_event,
+    assign_items,
+    assignees_by_item,
+    get_dataset_by_id,
+    get_member,
     hold_item,
     holders_by_item,
     labellers_by_item,
@@ -37,11 +46,12 @@ RESERVATION = timedelta(minutes=10)
 
 @dataclass(frozen=True)
 class Claim:
-    """The item held for the annotator, and how many items are left in their queue."""
+    """The item held for the annotator, and the items left in their queue, in the order
+    they are served."""
 
     item_key: str
     item_db_id: int
-    left: int
+    queue: tuple[str, ...]
 
 
 def labels_wanted(
@@ -63,8 +73,18 @@ def _served_first(
     return sorted(order, key=lambda entry: (entry[0] not in reserved, entry[0] not in escalated))
 
 
-def _free(me: str, wanted: int, labellers: set[str], holders: set[str]) -> bool:
-    return me not in labellers and len((labellers | holders) - {me}) < wanted
+def _free(
+    me: str,
+    wanted: int,
+    db_id: int,
+    labellers: Mapping[int, set[str]],
+    holders: Mapping[int, set[str]],
+    assignees: Mapping[int, str],
+) -> bool:
+    done, assignee = labellers.get(db_id, set()), assignees.get(db_id)
+    if assignee not in (None, me) and assignee not in done:
+        return False  # kept for its assignee until she labels it
+    return me not in done and len((done | holders.get(db_id, set())) - {me}) < wanted
 
 
 def claim_next(
@@ -96,23 +116,25 @@ def claim_next(
     me = actor.identity
     labellers = labellers_by_item(dataset_id, session=session)
     holders = holders_by_item(dataset_id, session=session, now=now)
+    assignees = assignees_by_item(dataset_id, session=session)
     open_items = [
         (key, db_id)
         for key, db_id in _served_first(dataset_id, order, session=session)
-        if _free(me, wanted[key], labellers.get(db_id, set()), holders.get(db_id, set()))
+        if _free(me, wanted[key], db_id, labellers, holders, assignees)
     ]
-    mine = [entry for entry in open_items if me in holders.get(entry[1], set())]
-    rest = [entry for entry in open_items if entry not in mine and entry[0] not in skip]
-    later = [entry for entry in open_items if entry not in mine and entry[0] in skip]
-    for key, db_id in [*mine, *rest, *later]:
+    held = [entry for entry in open_items if me in holders.get(entry[1], set())]
+    given = [entry for entry in open_items if assignees.get(entry[1]) == me]
+    first = [*held, *(entry for entry in given if entry not in held)]
+    rest = [entry for entry in open_items if entry not in first and entry[0] not in skip]
+    later = [entry for entry in open_items if entry not in first and entry[0] in skip]
+    served = [*first, *rest, *later]
+    for key, db_id in served:
         lock_item(db_id, session=session)
         fresh_labellers = labellers_by_item(dataset_id, session=session, item_db_id=db_id)
         fresh_holders = holders_by_item(dataset_id, session=session, now=now, item_db_id=db_id)
-        if _free(
-            me, wanted[key], fresh_labellers.get(db_id, set()), fresh_holders.get(db_id, set())
-        ):
+        if _free(me, wanted[key], db_id, fresh_labellers, fresh_holders, assignees):
             hold_item(db_id, me, session=session, until=now + RESERVATION)
-            return Claim(key, db_id, len(open_items))
+            return Claim(key, db_id, tuple(k for k, _ in served))
     return None
 
 
@@ -134,10 +156,94 @@ def queue_left(
     now = utc_now()
     labellers = labellers_by_item(dataset_id, session=session)
     holders = holders_by_item(dataset_id, session=session, now=now)
+    assignees = assignees_by_item(dataset_id, session=session)
     return {
         person: sum(
-            _free(person, wanted[key], labellers.get(db_id, set()), holders.get(db_id, set()))
-            for key, db_id in order
+            _free(person, wanted[key], db_id, labellers, holders, assignees) for key, db_id in order
         )
         for person in people
     }
+
+
+def assign(
+    dataset_id: int,
+    order: Sequence[tuple[str, int]],
+    *,
+    session: Session,
+    actor: Actor,
+    to: str,
+    items: Collection[str] = (),
+    first: int = 0,
+    share: float = 0.0,
+) -> list[str]:
+    """Give the member ``to`` the ``items`` named, or else the first ``first`` (or the
+    ``share`` of the dataset's) items of ``order`` that nobody is assigned and nobody labelled.
+    The caller commits.
+
+    Args:
+        dataset_id: the dataset.
+        order: ``(item key, item db id)``, most doubtful first.
+        session: the open session; flushed.
+        actor: who assigns (an admin or a reviewer).
+        to: the member's email.
+        items: item keys (an item assigned to someone else is given to ``to`` instead).
+        first: how many free items.
+        share: the share of the dataset's items, between 0 and 1.
+
+    Returns:
+        The keys of the items given, in ``order``.
+
+    Raises:
+        AccessDeniedError: ``actor`` may not assign.
+        ValueError: ``to`` is no member who may label, an unknown item key, or a share
+            outside 0..1.
+    """
+    actor = authorize(actor, Permission.ASSIGN, session=session)
+    member = get_member(to, session=session)
+    if member is None or not Actor(to, Role(member.role)).may(Permission.LABEL):
+        raise ValueError(f"{to} is no member who may label; add them on Members first")
+    to = member.email
+    if not 0 <= share <= 1:
+        raise ValueError(f"the share must be between 0 and 1, got {share}")
+    db_ids = dict(order)
+    if unknown := sorted(set(items) - db_ids.keys()):
+        raise ValueError(f"no item {', '.join(unknown[:5])} in this dataset")
+    if not items:
+        taken = assignees_by_item(dataset_id, session=session)
+        labelled = labellers_by_item(dataset_id, session=session)
+        n = first or round(share * len(order))
+        items = [k for k, i in order if i not in taken and i not in labelled][:n]
+    picked = set(items)
+    chosen = [key for key in db_ids if key in picked]
+    assign_items([db_ids[k] for k in chosen], to, session=session, assigned_by=actor.identity)
+    _audit("items_assigned", dataset_id, session=session, actor=actor, to=to, items=chosen)
+    return chosen
+
+
+def unassign(dataset_id: int, person: str, *, session: Session, actor: Actor) -> int:
+    """Take every item of the dataset assigned to ``person`` back; how many there were."""
+    actor = authorize(actor, Permission.ASSIGN, session=session)
+    assigned = assignees_by_item(dataset_id, session=session).items()
+    ids = [i for i, p in assigned if p.lower() == person.lower()]
+    assign_items(ids, None, session=session, assigned_by=actor.identity)
+    _audit("assignments_removed", dataset_id, session=session, actor=actor, to=person, items=ids)
+    return len(ids)
+
+
+def _audit(
+    action: str, dataset_id: int, *, session: Session, actor: Actor, to: str, items: Sized
+) -> None:
+    dataset = get_dataset_by_id(dataset_id, session=session)
+    target = dataset.name if dataset is not None else str(dataset_id)
+    details = {"to": to, "items": len(items)}
+    add_audit_event(action, session=session, actor=actor.identity, target=target, details=details)
+
+
+def assignment_progress(dataset_id: int, *, session: Session) -> dict[str, tuple[int, int]]:
+    """``{person: (assigned items she labelled, items assigned to her)}``."""
+    labellers = labellers_by_item(dataset_id, session=session)
+    progress: dict[str, tuple[int, int]] = {}
+    for db_id, person in assignees_by_item(dataset_id, session=session).items():
+        done, total = progress.get(person, (0, 0))
+        progress[person] = (done + (person in labellers.get(db_id, set())), total + 1)
+    return progress

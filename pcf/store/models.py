@@ -408,6 +408,16 @@ class Reservation(SQLModel, table=True):
     expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
 
 
+class Assignment(SQLModel, table=True):
+    """An item given to one annotator: it is served to them first, and to nobody else until
+    they label it or the assignment is removed (:mod:`pcf.labelling.queue`)."""
+
+    item_id: int = Field(foreign_key="item.id", primary_key=True)
+    annotator: str = Field(index=True)
+    assigned_by: str
+    assigned_at: datetime = _created_at()
+
+
 class Resolution(SQLModel, table=True):
     """A reviewer's decision of an item's gold where its labels disagree. Never updated and
     never a vote: a new decision is a new row, and the newest is the item's resolution.

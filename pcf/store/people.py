@@ -26,6 +26,7 @@ from pcf.store.datasets import rows_changed
 from pcf.store.engine import LostRaceError
 from pcf.store.models import (
     Adjudication,
+    Assignment,
     AuditEvent,
     CandidateRow,
     Comment,
@@ -388,6 +389,32 @@ def release_item(item_db_id: int, annotator: str, *, session: Session) -> None:
         )
     )
     session.flush()
+
+
+def assign_items(
+    item_db_ids: Iterable[int], annotator: str | None, *, session: Session, assigned_by: str
+) -> None:
+    """Give the items to ``annotator`` (replacing any other assignee), or, with None, take
+    their assignments away."""
+    ids = list(item_db_ids)
+    session.exec(delete(Assignment).where(col(Assignment.item_id).in_(ids)))
+    if annotator is not None:
+        session.add_all(
+            Assignment(item_id=i, annotator=annotator, assigned_by=assigned_by) for i in ids
+        )
+    session.flush()
+
+
+def assignees_by_item(dataset_id: int, *, session: Session) -> dict[int, str]:
+    """``{item db id: its assignee}`` for the dataset's items assigned to a member who may
+    still label (a member removed, or made a viewer, holds no item)."""
+    rows = session.exec(
+        select(Assignment.item_id, Assignment.annotator)
+        .join(ItemRow, col(ItemRow.id) == Assignment.item_id)
+        .join(Member, func.lower(Member.email) == func.lower(Assignment.annotator))
+        .where(ItemRow.dataset_id == dataset_id, Member.role != "viewer")
+    )
+    return dict(rows.all())
 
 
 def add_resolution(

@@ -7,13 +7,14 @@ import pytest
 from sqlmodel import Session, col, select
 
 from pcf.access import Actor, Role
-from pcf.analysis.markdown import inert_markdown
+from pcf.analysis.markdown import escape_markdown, inert_markdown
 from pcf.analysis.results import analyse_run, run_decisions
 from pcf.analysis.triage import calibrated_priority, known_answers, likely_errors_caught
 from pcf.labelling.adjudications import adjudication_queue, display_order, item_index, with_priority
 from pcf.labelling.human_gold import dataset_gold
 from pcf.labelling.plan import set_plan
-from pcf.store import Adjudication, ItemRow, get_run, load_items
+from pcf.labelling.queue import assign
+from pcf.store import Adjudication, ItemRow, get_run, item_db_ids, load_items, save_member
 from tests.app import LOCAL_NAME, markdown_texts, open_page, signed_in_app
 
 ANNOTATOR = LOCAL_NAME
@@ -107,7 +108,7 @@ def test_the_queue_starts_with_the_most_doubtful_item_in_a_seeded_order(app, db:
     ]
     at.toggle(key="plain").set_value(True).run()
     assert [t.value for t in at.text] == [item.prompt, *(item.text_of(cid) for cid in order)]
-    assert at.progress[0].proto.text == "0 / 52 items labelled by Ada"
+    assert at.progress[0].proto.text == "0 of 52 items labelled by Ada"
 
 
 def test_blind_mode_hides_decisions_until_the_label_is_saved(app, db: Session):
@@ -160,7 +161,7 @@ def test_a_saved_label_is_a_row_and_the_queue_moves_on(app, db: Session):
         None,
     )
     assert item_on_screen(at) == queue[1]
-    assert at.progress[0].proto.text == "1 / 52 items labelled by Ada"
+    assert at.progress[0].proto.text == "1 of 52 items labelled by Ada"
 
     choose(at, "none_correct")  # no confidence chosen: none saved, not an invented 0.5
     assert [(a.choice, a.confidence) for a in labels_in_db(db, queue[1])] == [
@@ -275,3 +276,26 @@ def test_the_calibrated_order_puts_the_likeliest_judge_error_first(app, db: Sess
         f"likely cover {caught:.1f} of the judge's ~{expected:.1f} errors" in c.value
         for c in at.caption
     )
+
+
+def test_an_annotator_with_ten_assigned_items_gets_them_first_and_reads_x_of_10(app, db):
+    queue = expected_queue(db)
+    save_member(GRACE, "annotator", session=db, added_by="test")
+    order = list(item_db_ids(1, session=db).items())
+    given = assign(1, order, session=db, actor=ADMIN, to=GRACE, items=queue[-10:])
+    db.commit()
+    at = grace(db, role=None)
+    assert (
+        at.progress[0].proto.text == f"0 of 10 assigned items labelled by {escape_markdown(GRACE)}"
+    )
+    assert item_on_screen(at) == queue[-10]  # hers first, most doubtful of them first
+    choose(at, "1")
+    assert (
+        at.progress[0].proto.text == f"1 of 10 assigned items labelled by {escape_markdown(GRACE)}"
+    )
+    assert item_on_screen(at) in given
+    mine = labelling(app)
+    mine.text_input(key="adjudicate_find").input(queue[-1]).run()  # Grace's: not in my queue
+    assert item_on_screen(mine) == queue[0]
+    mine.text_input(key="adjudicate_find").input(queue[5].upper()).run()
+    assert item_on_screen(mine) == queue[5]

@@ -8,11 +8,21 @@ import pytest
 from sqlmodel import Session
 from typer.testing import CliRunner
 
+from pcf.analysis.markdown import escape_markdown
+from pcf.analysis.results import analyse_run
 from pcf.cli import app
 from pcf.evaluation import cohen_kappa
+from pcf.labelling.adjudications import adjudication_queue, item_index, with_priority
 from pcf.labelling.human_gold import dataset_gold
 from pcf.labelling.plan import labelling_plan
-from pcf.store import add_adjudication, load_items
+from pcf.store import (
+    add_adjudication,
+    assignees_by_item,
+    get_run,
+    item_db_ids,
+    load_items,
+    save_member,
+)
 from tests.app import markdown_texts, open_page, signed_in_app
 
 
@@ -76,6 +86,27 @@ def test_a_reviewer_resolves_a_disagreement_and_it_leaves_the_queue(two_people, 
     assert at.selectbox[0].value == two_people[3]
     gold = dataset_gold(1, session=db)
     assert (gold.gold[first], gold.source[first]) == (item.candidate_ids[1], "resolution")
+    at.text_input(key="resolve_find").input(two_people[5].upper()).run()
+    assert at.selectbox[0].options == [two_people[5]]
+
+
+def test_a_reviewer_assigns_the_most_doubtful_items_and_team_reads_x_of_n(two_people, db):
+    save_member("cat@x.org", "annotator", session=db, added_by="test")
+    db.commit()
+    at = open_page(signed_in_app(db, "rita@x.org", "reviewer"), "team")
+    form = next(s for s in at.selectbox if s.label == "To")
+    assert {"rita@x.org", "cat@x.org"} <= set(form.options)
+    form.set_value("cat@x.org")
+    next(n for n in at.number_input if n.label.startswith("The most doubtful")).set_value(3)
+    next(b for b in at.button if b.label == "Assign").click().run()
+    assert not at.exception
+    assigned = f"**Assigned**: {escape_markdown('cat@x.org')} 0 of 3"
+    assert assigned in markdown_texts(at)
+    run = get_run("demo-pcf", session=db)
+    ranked = with_priority(item_index(1, session=db), analyse_run(run, session=db).table)
+    free = [k for k in adjudication_queue(ranked, ()) if k not in two_people]
+    ids = item_db_ids(1, session=db)
+    assert assignees_by_item(1, session=db) == {ids[k]: "cat@x.org" for k in free[:3]}
 
 
 def test_annotators_have_no_resolve_page(db):

@@ -15,10 +15,20 @@ from sqlmodel import Session
 from pcf.access import AccessDeniedError, Actor, Role, operator
 from pcf.labelling.labels import ItemFullError, save_label
 from pcf.labelling.plan import Plan, calibration_items, set_plan
-from pcf.labelling.queue import RESERVATION, claim_next, labels_wanted, release
+from pcf.labelling.queue import (
+    RESERVATION,
+    assign,
+    assignment_progress,
+    claim_next,
+    labels_wanted,
+    release,
+    unassign,
+)
 from pcf.store import (
     adjudication_records,
+    audit_events,
     current_labels,
+    delete_member,
     get_dataset,
     get_dataset_by_id,
     import_items,
@@ -28,10 +38,11 @@ from pcf.store import (
 from tests.factories import enrol, make_item
 
 ALICE, BOB, CAROL = (Actor(f"{n}@example.com", Role.ANNOTATOR) for n in ("alice", "bob", "carol"))
+REVIEWER = Actor("rita@example.com", Role.REVIEWER)
 
 
 def dataset(session: Session, n: int) -> tuple[int, list[tuple[str, int]]]:
-    enrol(session, ALICE, BOB, CAROL)
+    enrol(session, ALICE, BOB, CAROL, REVIEWER)
     found = import_items(
         [make_item(f"q{i:02d}") for i in range(n)], session=session, name="team", fmt="jsonl"
     )
@@ -109,6 +120,71 @@ def test_a_save_beyond_the_labels_wanted_is_refused_and_a_correction_is_not(sess
     assert claim(session, dataset_id, order, BOB, wanted) is None
     labels = current_labels(dataset_id, session=session)
     assert list(labels["annotator"]) == [ALICE.identity]
+
+
+def test_ten_assigned_items_go_to_their_assignee_first_and_to_nobody_else_until_labelled(
+    session,
+):
+    dataset_id, order = dataset(session, 15)
+    wanted = dict.fromkeys((k for k, _ in order), 2)
+    given = assign(
+        dataset_id,
+        order,
+        session=session,
+        actor=REVIEWER,
+        to=ALICE.identity,
+        items=[f"q{i:02d}" for i in range(14, 4, -1)],
+    )
+    assert given == [f"q{i:02d}" for i in range(5, 15)]  # in queue order
+    assert assignment_progress(dataset_id, session=session) == {ALICE.identity: (0, 10)}
+    bob_got = []
+    while held := claim(session, dataset_id, order, BOB, wanted):
+        bob_got.append(held.item_key)
+        label(session, held, BOB, wanted=2)
+    assert bob_got == [f"q{i:02d}" for i in range(5)]  # none of hers while she holds them
+    alice_got = []
+    for _ in range(10):
+        held = claim(session, dataset_id, order, ALICE, wanted)
+        alice_got.append(held.item_key)
+        label(session, held, ALICE, wanted=2)
+        if len(alice_got) == 3:
+            assert assignment_progress(dataset_id, session=session) == {ALICE.identity: (3, 10)}
+    assert alice_got == given  # hers first, though q00-q04 still want a second label
+    assert claim(session, dataset_id, order, ALICE, wanted).item_key == "q00"
+    assert claim(session, dataset_id, order, BOB, wanted).item_key == "q05"  # labelled: N=2
+    assert assignment_progress(dataset_id, session=session) == {ALICE.identity: (10, 10)}
+
+
+def test_items_of_an_assignee_who_left_go_back_to_everyone(session):
+    dataset_id, order = dataset(session, 2)
+    wanted = dict.fromkeys((k for k, _ in order), 1)
+    assign(dataset_id, order, session=session, actor=REVIEWER, to=ALICE.identity, first=1)
+    assert claim(session, dataset_id, order, BOB, wanted).item_key == "q01"
+    delete_member(ALICE.identity, session=session)
+    assert claim(session, dataset_id, order, CAROL, wanted).item_key == "q00"
+    assert assignment_progress(dataset_id, session=session) == {}
+
+
+def test_assigning_a_share_takes_free_items_and_unassigning_returns_them(session):
+    dataset_id, order = dataset(session, 10)
+    wanted = dict.fromkeys((k for k, _ in order), 1)
+    label(session, claim(session, dataset_id, order, CAROL, wanted), CAROL, wanted=1)
+    with pytest.raises(AccessDeniedError):
+        assign(dataset_id, order, session=session, actor=BOB, to=BOB.identity, first=1)
+    with pytest.raises(ValueError, match="no member who may label"):
+        assign(dataset_id, order, session=session, actor=REVIEWER, to="nobody@example.com")
+    mine = assign(dataset_id, order, session=session, actor=REVIEWER, to=ALICE.identity, share=0.3)
+    assert mine == ["q01", "q02", "q03"]  # q00 is labelled
+    bobs = assign(dataset_id, order, session=session, actor=REVIEWER, to=BOB.identity, first=2)
+    assert bobs == ["q04", "q05"]
+    assert claim(session, dataset_id, order, CAROL, wanted).item_key == "q06"
+    assert unassign(dataset_id, ALICE.identity, session=session, actor=REVIEWER) == 3
+    assert claim(session, dataset_id, order, BOB, wanted).item_key == "q04"  # his first
+    assert claim(session, dataset_id, order, CAROL, wanted).item_key == "q06"  # her hold
+    release(order[6][1], session=session, actor=CAROL)
+    assert claim(session, dataset_id, order, CAROL, wanted).item_key == "q01"
+    events = [e.action for e in audit_events(session=session)]
+    assert events[:3] == ["assignments_removed", "items_assigned", "items_assigned"]
 
 
 def test_viewers_have_no_queue(session):

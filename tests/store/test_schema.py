@@ -61,6 +61,7 @@ from pcf.store import (
     SQLModel,
     add_adjudication,
     adjudication_records,
+    assignees_by_item,
     call_request,
     claim_keys,
     current,
@@ -77,6 +78,7 @@ from pcf.store import (
     replace_calls,
     request_digest,
     run_calls,
+    save_member,
     session_scope,
     unchecked_engine,
     upgrade,
@@ -657,6 +659,31 @@ def test_revision_0012_keeps_every_row_and_then_holds_an_items_comments(
     downgrade(isolated_database, "0011")
     assert "comment" not in rows(isolated_database)
     assert kept(before, rows(isolated_database))
+
+
+def test_revision_0013_keeps_every_row_and_then_assigns_items(
+    isolated_database, new_session, tmp_path
+):
+    """A database at 0012 keeps every row and takes assignments (`pcf labels assign`); the
+    downgrade drops them and keeps the rest."""
+    before = upgraded_from(isolated_database, "0012", tmp_path / "source")
+    with new_session() as session:
+        save_member(ADAM, "annotator", session=session, added_by="test")
+        session.commit()
+    done = runner.invoke(
+        app, ["labels", "assign", "--dataset", "demo", "--to", ADAM, "--first", "2"]
+    )
+    assert done.exit_code == 0, done.output
+    with new_session() as session:
+        demo = get_dataset("demo", session=session).id
+        ids = item_db_ids(demo, session=session)
+        assigned = assignees_by_item(demo, session=session)
+    assert assigned == {ids["demo-002"]: ADAM, ids["demo-003"]: ADAM}  # demo-001 is labelled
+    downgrade(isolated_database, "0012")
+    after = rows(isolated_database)
+    assert "assignment" not in after
+    added = {"member": after["member"][:-1], "audit_event": after["audit_event"][:-1]}
+    assert kept(before, after | added)
 
 
 def test_a_release_with_the_chain_index_but_32_bit_totals_is_recognised(
