@@ -65,7 +65,9 @@ with upload_tab, st.form("imports_file"):
             )
         )
 with hub_tab, st.form("imports_hub"):
-    source = st.text_input("Hugging Face dataset", placeholder="allenai/reward-bench-2")
+    source = st.text_input(
+        "Hugging Face dataset", key="imports_hub_source", placeholder="allenai/reward-bench-2"
+    )
     split = st.text_input("Split", placeholder="needed when it has several")
     hub_name = st.text_input("Dataset name", key="imports_hub_name", placeholder="its id")
     if st.form_submit_button("Import", type="primary") and source:

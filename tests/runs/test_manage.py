@@ -145,7 +145,8 @@ def test_an_upload_imports_what_pcf_import_does_and_a_bad_row_imports_nothing(se
         RB2.read_bytes(), RB2.name, session=session, actor=ADAM, name="app", fmt="rewardbench2"
     )
     cli = get_dataset("cli", session=session)
-    assert cli is not None and upload.n_items == cli.n_items == 120
+    assert cli is not None
+    assert upload.n_items == cli.n_items == 120
     assert load_items(upload.id, session=session) == load_items(cli.id, session=session)
 
     rows = [json.loads(line) for line in RB2.read_text(encoding="utf-8").splitlines()]
