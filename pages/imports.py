@@ -69,7 +69,7 @@ with hub_tab, st.form("imports_hub"):
         "Hugging Face dataset", key="imports_hub_source", placeholder="allenai/reward-bench-2"
     )
     split = st.text_input("Split", placeholder="needed when it has several")
-    hub_name = st.text_input("Dataset name", key="imports_hub_name", placeholder="its id")
+    hub_name = st.text_input("Dataset name", key="imports_hub_name", placeholder="its id's")
     if st.form_submit_button("Import", type="primary") and source:
 
         def from_hub(s: Session) -> Dataset:
@@ -78,7 +78,7 @@ with hub_tab, st.form("imports_hub"):
                 items,
                 session=s,
                 actor=actor,
-                name=hub_name or source,
+                name=hub_name or Path(source).stem,
                 fmt=layout,
                 source_path=source,
             )
