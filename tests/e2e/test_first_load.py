@@ -42,6 +42,7 @@ PAGE_TITLES = [
     "Runs",
     "Weights",
     "Report",
+    "Import",
     "Members",
 ]
 Screenshot = Callable[..., Path]
