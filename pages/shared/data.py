@@ -11,7 +11,7 @@ import streamlit as st
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from pages.shared.frame import DATASET_KEY, ITEM_LINK, RUN_KEY, auth_configured
+from pages.shared.frame import DATASET_KEY, ITEM_LINK, RUN_KEY, auth_configured, page_link
 from pcf.access import AccessDeniedError, Actor, Permission
 from pcf.analysis.item_list import datasets_holding
 from pcf.analysis.markdown import escape_markdown, inert_markdown
@@ -236,6 +236,7 @@ def require_dataset(s: Session) -> Dataset:
     dataset = current_dataset(s)
     if dataset is None:
         st.info("The database has no dataset yet: run `pcf demo` or `pcf import`, then reload.")
+        page_link("pages/imports.py", label="Import a dataset", icon=":material/upload_file:")
         st.stop()
     return dataset
 

@@ -62,6 +62,7 @@ PAGES = {
     "pages/runs.py": ("Runs", ":material/play_circle:", Permission.SEE_RESULTS),
     "pages/weights.py": ("Weights", ":material/tune:", Permission.SEE_RESULTS),
     "pages/report.py": ("Report", ":material/summarize:", Permission.SEE_RESULTS),
+    "pages/imports.py": ("Import", ":material/upload_file:", Permission.IMPORT),
     "pages/members.py": ("Members", ":material/group:", Permission.MANAGE_MEMBERS),
 }
 """The app's pages, in menu order; a role sees those it may open, the first as ``/``."""

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ from pcf.access import (
     authorize,
     key_may_go_to,
 )
-from pcf.items import Item
+from pcf.errors import DataError
+from pcf.items import Item, load_dataset
 from pcf.judges import KEY_ENV, key_names, make_judge
 from pcf.judges.base import env_key
 from pcf.judges.replay import ReplayJudge
@@ -429,6 +431,32 @@ def import_dataset(
         details={"items": dataset.n_items, "format": fmt, "source": str(source_path or "")},
     )
     return dataset
+
+
+def import_upload(
+    data: bytes, filename: str, *, session: Session, actor: Actor, name: str, fmt: str | None = None
+) -> Dataset:
+    """Import an uploaded file as ``pcf import`` does (:func:`import_dataset`); ``fmt``, one of
+    :data:`~pcf.choices.FORMATS`, is by default the suffix's: CSV, Parquet (RewardBench 2's
+    rows) or else items.jsonl.
+
+    Raises:
+        AccessDeniedError: the actor may not import.
+        DataError: the file's problems, each naming ``filename``, the line and the field.
+        ValueError: the name is taken, or the file holds no item.
+    """
+    upload = Path(filename)
+    fmt = fmt or {".csv": "csv", ".parquet": "rewardbench2"}.get(upload.suffix.lower(), "jsonl")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"upload{upload.suffix.lower()}"  # the loaders read the suffix
+        path.write_bytes(data)
+        try:
+            items = load_dataset(fmt, path)
+        except DataError as exc:
+            raise DataError([replace(p, file=upload.name) for p in exc.problems]) from None
+    return import_dataset(
+        items, session=session, actor=actor, name=name, fmt=fmt, source_path=upload.name
+    )
 
 
 def delete_run(name: str, *, session: Session, actor: Actor) -> dict[str, int]:

@@ -79,16 +79,26 @@ def test_each_role_opens_on_its_first_page(db, role, first_page, members_page):
     assert not at.exception
     assert page_titles(at)[0] == first_page
     assert any(f"{role}@example.com" in m.value and role in m.value for m in at.sidebar.markdown)
-    if not members_page:
-        with pytest.raises(ValueError, match="navigation page"):
-            at.switch_page("pages/members.py").run()
+    if not members_page:  # nor the Import page, an admin's too
+        for page in ("members", "imports"):
+            with pytest.raises(ValueError, match="navigation page"):
+                at.switch_page(f"pages/{page}.py").run()
 
 
 def test_an_annotator_lands_on_adjudicate(db):
     at = signed_in_app(db, "alice@example.com", "annotator")
     assert not at.exception
     assert page_titles(at) == ["Adjudicate"]
-    for page in ("overview", "review", "compare", "runs", "weights", "report", "members"):
+    for page in (
+        "overview",
+        "review",
+        "compare",
+        "runs",
+        "weights",
+        "report",
+        "members",
+        "imports",
+    ):
         with pytest.raises(ValueError, match="navigation page"):
             at.switch_page(f"pages/{page}.py").run()
 

@@ -26,8 +26,10 @@ def open_page(session: Session, page: str) -> AppTest:
 
 @pytest.mark.parametrize("page", PAGES)
 def test_an_empty_database_says_how_to_add_a_dataset(session: Session, page: str) -> None:
-    infos = [info.value for info in open_page(session, page).info]
+    app = open_page(session, page)
+    infos = [info.value for info in app.info]
     assert any("no dataset yet: run `pcf demo` or `pcf import`" in text for text in infos), infos
+    assert [link.proto.page for link in app.get("page_link")] == ["imports"]  # an admin's
 
 
 @pytest.mark.parametrize("page", sorted(NEEDS_A_RUN))

@@ -42,6 +42,7 @@ PAGE_TITLES = [
     "Runs",
     "Weights",
     "Report",
+    "Import",
     "Members",
 ]
 Screenshot = Callable[..., Path]
@@ -208,7 +209,8 @@ def test_review_and_adjudicate_show_why_in_the_first_screen(
         tab.goto(f"/adjudicate?dataset={dataset}&label={item}")
         expect(main(tab).get_by_role("heading", name=f"Item {item}", exact=True)).to_be_visible()
         settle(tab)
-        expect(main(tab).get_by_role("slider")).to_be_visible()  # lazily drawn widgets are in
+        # lazily drawn widgets are in
+        expect(main(tab).get_by_role("radiogroup", name="Confidence")).to_be_visible()
         expect(main(tab).get_by_text("Plain text", exact=True)).to_be_visible()
         print(screenshot(tab, f"adjudicate-{dataset}-first-screen", first_screen=True))
         expect(main(tab).get_by_role("heading", name="Prompt")).to_be_in_viewport()

@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 import re
 
+import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
 from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Actor, Role, operator
+from pcf.cli import app
+from pcf.errors import DataError
 from pcf.labelling.audit import audit_log
 from pcf.runs.background import start_run
 from pcf.runs.estimate import CANONICAL_SETTING, estimate_run
@@ -20,12 +24,14 @@ from pcf.runs.manage import (
     backend_problem,
     delete_run,
     import_dataset,
+    import_upload,
     judge_run,
     open_run,
 )
 from pcf.runs.spec import RunSpec
-from pcf.store import get_run, import_items, run_calls
+from pcf.store import get_dataset, get_run, import_items, load_items, run_calls
 from tests.factories import enrol, make_item, stored_run
+from tests.shared_data import RB2
 from tests.wire_server import Scripted, WireServer
 
 
@@ -127,6 +133,35 @@ def test_imports_runs_and_deletes_are_in_the_audit_log(session):
         ("run_resumed", "r", ADAM.identity),
         ("run_deleted", "r", ADAM.identity),
     ]
+
+
+@pytest.mark.skipif(not RB2.exists(), reason="../shared/data is absent")
+def test_an_upload_imports_what_pcf_import_does_and_a_bad_row_imports_nothing(session, tmp_path):
+    enrol(session, ADAM)
+    session.commit()
+    done = CliRunner().invoke(app, ["import", "rewardbench2", str(RB2), "--name", "cli"])
+    assert done.exit_code == 0, done.output
+    upload = import_upload(
+        RB2.read_bytes(), RB2.name, session=session, actor=ADAM, name="app", fmt="rewardbench2"
+    )
+    cli = get_dataset("cli", session=session)
+    assert cli is not None
+    assert upload.n_items == cli.n_items == 120
+    assert load_items(upload.id, session=session) == load_items(cli.id, session=session)
+
+    rows = [json.loads(line) for line in RB2.read_text(encoding="utf-8").splitlines()]
+    del rows[56]["prompt"]  # the 57th row; a Parquet file is RewardBench 2's by its suffix
+    parquet = tmp_path / "rb2.parquet"
+    pd.DataFrame(rows).to_parquet(parquet)
+    with pytest.raises(DataError) as raised:
+        import_upload(
+            parquet.read_bytes(), "Factuality.parquet", session=session, actor=ADAM, name="bad"
+        )
+    assert [str(p) for p in raised.value.problems] == [
+        "Factuality.parquet:57: prompt: must be a string, got float"
+    ]
+    assert get_dataset("bad", session=session) is None
+    assert [e["target"] for e in audit_log(session=session, actor=ADAM)] == ["app", "cli"]
 
 
 def listwise(request) -> Scripted:
