@@ -5,6 +5,7 @@ person's role allows (:mod:`pcf.access`) and is written to the audit log."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import tempfile
@@ -127,8 +128,8 @@ def require_price(spec: RunSpec, cap: float | None, prices: Mapping[str, object]
     if cap is not None and spec.backend in KEY_ENV and spec.model not in prices:
         raise CostCapError(
             f"model {spec.model!r} has no price, so a cost cap (${cap:.4f}) cannot hold its "
-            f"run: give its price in the JSON file PCF_PRICES names, {{{spec.model!r}: [input, "
-            "output]}} in USD per million tokens ([0, 0] for a server of your own)"
+            f"run: give its price in the JSON file PCF_PRICES names, {{{json.dumps(spec.model)}: "
+            "[input, output]} in USD per million tokens ([0, 0] for a server of your own)"
         )
 
 

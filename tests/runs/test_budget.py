@@ -239,6 +239,7 @@ def test_a_provider_model_without_a_price_is_refused_under_a_cap_until_it_has_on
         simulated = CliRunner().invoke(app, ["judge", "ds", "--name", "s", "--k", "2"])
     assert unpriced.exit_code == 2, unpriced.output
     assert "model 'gemini-unpriced' has no price" in unpriced.stderr
+    assert '{"gemini-unpriced": [input, output]} in USD' in unpriced.stderr
     assert "PCF_PRICES" in unpriced.stderr
     assert batch.exit_code == 2, batch.output
     assert "google/ models are judged call by call: leave out --batch" in batch.stderr
