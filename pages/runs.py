@@ -50,21 +50,26 @@ with session() as s:
 
 st.caption(f"Runs of dataset **{escape_markdown(dataset.name)}** ({dataset.n_items} items).")
 if runs:
+    # Settings, then calls and cost: one table of all thirteen columns is cut on a laptop.
+    table = runs_table(listing)
     st.dataframe(
-        runs_table(listing),
+        table[table.columns[:7]],
+        hide_index=True,
+        width="stretch",
+        column_config={"executions": st.column_config.NumberColumn("exec.", help="Executions")},
+    )
+    st.dataframe(
+        table[["run", *table.columns[7:]]],
         hide_index=True,
         width="stretch",
         column_config={
-            "run": st.column_config.TextColumn(width="medium"),
-            "K": st.column_config.NumberColumn(width="small"),
             "calls": st.column_config.NumberColumn(
-                help="Requests sent to the judge, retries included"
+                help="Requests sent to the judge, retries included", format="localized"
             ),
-            "executions": st.column_config.NumberColumn("exec.", help="Executions"),
             "cache hits": st.column_config.NumberColumn("cached", help="Calls the cache answered"),
             "failures": st.column_config.NumberColumn("failed", help="Calls left failed"),
-            "input tokens": st.column_config.NumberColumn("tokens in"),
-            "output tokens": st.column_config.NumberColumn("tokens out"),
+            "input tokens": st.column_config.NumberColumn("tokens in", format="localized"),
+            "output tokens": st.column_config.NumberColumn("tokens out", format="localized"),
             "cost USD": st.column_config.NumberColumn("cost", format="$%.4f"),
         },
     )

@@ -59,10 +59,10 @@ def configure(at: AppTest, **values) -> AppTest:
     return at.run()
 
 
-def test_the_table_lists_the_datasets_runs_with_their_totals(at, db):
-    table = at.dataframe[0].value
-    assert table["run"].tolist() == [spec.run_name for spec in DEMO_RUNS]
-    pcf = table.set_index("run").loc["demo-pcf"]
+def test_the_tables_list_the_datasets_runs_with_their_settings_and_totals(at, db):
+    settings, usage = (frame.value for frame in at.dataframe[:2])
+    assert settings["run"].tolist() == usage["run"].tolist() == [s.run_name for s in DEMO_RUNS]
+    pcf = settings.merge(usage, on="run").set_index("run").loc["demo-pcf"]
     stored = get_run("demo-pcf", session=db)
     assert (pcf["protocol"], pcf["K"], pcf["schedule"], pcf["executions"]) == (
         "pcf",
