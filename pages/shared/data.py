@@ -102,12 +102,18 @@ def sidebar(actor: Actor) -> None:
             )
             runs = list_runs(session=s, dataset_id=datasets[picked].id)
             if runs:
-                st.selectbox(
+                shown = st.selectbox(
                     "Run",
                     [r.name for r in runs],
                     index=preferred_run(runs),
                     key=RUN_KEY,
                     bind="query-params",
+                )
+                # The box cuts a long name: the caption wraps it in full, with what the run is.
+                run = next(r for r in runs if r.name == shown)
+                st.caption(
+                    f"{escape_markdown(run.name)}: {run.protocol}, K={run.k}, "
+                    f"{escape_markdown(f'{run.backend}/{run.model}')}"
                 )
             else:
                 st.info("No run on this dataset yet: start one on the Runs page.")

@@ -121,6 +121,9 @@ def test_the_demo_opens_on_its_strong_bias_run_told_in_words(db: Session):
     at = AppTest.from_file(str(APP), default_timeout=30).run()  # no run picked: the default
     assert not at.exception
     assert at.sidebar.selectbox(key="run").value == "demo-strong-bias-pcf"
+    # The box cuts a long name; the caption under it says it in full, with what the run is.
+    described = at.sidebar.caption[0].value.replace("\\", "")
+    assert described == "demo-strong-bias-pcf: pcf, K=7, simulated/sim-strong-primacy"
     table = analyse_run(get_run("demo-strong-bias-pcf", session=db), session=db).table
     stats = accuracy_against(table, gold_answers(table))
     changed = int(table["overrides_direct"].sum())
@@ -137,6 +140,7 @@ def test_the_demo_opens_on_its_strong_bias_run_told_in_words(db: Session):
     assert other.label == "demo-pcf (simulated, sim-primacy)"
     other.click().run()
     assert at.sidebar.selectbox(key="run").value == "demo-pcf"
+    assert at.sidebar.caption[0].value.replace("\\", "").startswith("demo-pcf: pcf, K=7,")
     assert any(h.value.replace("\\", "") == "Run demo-pcf" for h in at.subheader)
     assert at.button(key="overview_run_demo-strong-bias-pcf").label.startswith(
         "demo-strong-bias-pcf (simulated, "
