@@ -3,8 +3,10 @@ at its top, no key is lost, and a link to an item opens it in its dataset or say
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
@@ -129,7 +131,7 @@ def open_labelling(page: Page) -> str:
     return wait_drawn(page, "")
 
 
-def test_no_key_is_lost_over_30_labels(tab: Page, rb2_url: str):
+def test_no_key_is_lost_over_30_labels(tab: Page, rb2_url: str, tmp_path: Path):
     earlier = labels_of(rb2_url, LOCAL_NAME)
     heading = open_labelling(tab)
     shown, lost = [], 0
@@ -147,6 +149,13 @@ def test_no_key_is_lost_over_30_labels(tab: Page, rb2_url: str):
         labels_of(rb2_url, LOCAL_NAME) == earlier + shown
     )  # one label per key, for the item on screen
     expect(tab.locator(EXCEPTION)).to_have_count(0)
+
+    # A key sets no confidence: the export says it was not given, not a default value.
+    pcf(rb2_url, "labels", "export", "rb2", "--out", str(tmp_path / "labels.jsonl"))
+    exported = [json.loads(line) for line in (tmp_path / "labels.jsonl").read_text().splitlines()]
+    keyed = [r for r in exported if r["annotator"] == LOCAL_NAME and r["item_id"] in shown]
+    assert len(keyed) == LABELS
+    assert [r["confidence"] for r in keyed] == [None] * LABELS
 
 
 def test_after_a_save_the_prompt_and_every_candidate_start_in_view(tab: Page, screenshot):
