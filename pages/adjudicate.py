@@ -223,7 +223,8 @@ def scroll_to_top(after_item: str) -> None:
     """Open the page at its top: the next item's prompt and the confirmation in view.
 
     Streamlit keeps the scroll position across reruns; this fixed script (no data in it but the
-    item key, escaped) and :data:`LABEL_KEYS` are the only JavaScript the app runs.
+    item key, escaped), :data:`LABEL_KEYS` and sign-in's link scripts are the only JavaScript
+    the app runs.
     """
     st.html(
         SCROLL_TO_TOP.format(item=escape_html(after_item)),

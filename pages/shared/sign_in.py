@@ -29,6 +29,20 @@ SIGNED_IN_KEY = "signed_in_as"  # the identity whose sign-in this browser sessio
 ANONYMOUS_VIEWERS_ENV = "PCF_ANONYMOUS_VIEWERS"
 LOOPBACK = ("127.", "localhost", "::1")
 VISITOR = Actor("visitor", Role.VIEWER)
+# The provider sends a person back to the app's home page: the sign-in page keeps the link they
+# followed in the tab's sessionStorage, and the first page after sign-in opens it again (on
+# this origin only).
+REMEMBER_LINK = """<script>
+sessionStorage.setItem("pcf-link", location.pathname + location.search);
+</script>"""
+FOLLOW_LINK = """<script>
+const link = sessionStorage.getItem("pcf-link");
+sessionStorage.removeItem("pcf-link");
+const target = link && new URL(link, location.origin);
+if (target && target.origin === location.origin && target.href !== location.href) {
+  location.replace(target.href);
+}
+</script>"""
 
 
 def sign_in_providers() -> list[str]:
@@ -116,6 +130,7 @@ def _signed_in_member() -> Actor:
         for provider in sign_in_providers():
             label = "Sign in" if provider == "default" else f"Sign in with {provider}"
             st.button(label, on_click=st.login, args=(provider,), key=f"sign_in_{provider}")
+        st.html(REMEMBER_LINK, unsafe_allow_javascript=True, width="content")
         stop_for_stranger()
     claims = st.user.to_dict()
     trust = _trust_of(str(claims.get("provider") or "default"))
@@ -139,4 +154,6 @@ def _signed_in_member() -> Actor:
         with session_scope(engine()) as s:
             record_sign_in(actor, session=s)
         st.session_state[SIGNED_IN_KEY] = actor.identity
+        with st.sidebar:
+            st.html(FOLLOW_LINK, unsafe_allow_javascript=True, width="content")
     return actor

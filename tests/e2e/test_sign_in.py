@@ -138,18 +138,13 @@ def authorize(tab: Page, account: str, provider: str = "work") -> None:
 
 
 def sign_in(tab: Page, name: str, path: str = "/") -> None:
-    """Sign in as ``name`` at ``work``, then open ``path``.
-
-    Streamlit brings a person back to the app's home page after sign-in, so a link opened
-    before signing in is opened again after.
-    """
+    """Open the link ``path``, sign in as ``name`` at ``work``: the app opens that link again
+    (the provider returns to the home page), dataset and item included."""
     tab.goto(path)
     authorize(tab, email(name))
+    expect(tab).to_have_url(re.compile(re.escape(path) + "$"))
     expect(sidebar(tab)).to_contain_text(email(name))
     settle(tab)
-    if path != "/":
-        tab.goto(path)
-        settle(tab)
 
 
 def signed_in_as(tab: Page, name: str, role: str) -> None:
