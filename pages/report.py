@@ -23,6 +23,7 @@ from pcf.reports.render import REPORT_FILES, SIMULATED_TAG, page_frame, report_f
 from pcf.store import Run, database_url, list_runs, run_version
 
 RUNS_KEY = "report_runs"
+SECTION_KEY = "section"
 SEED = 0
 DOWNLOAD_HELP = {"json": "Every table as records, for scripts (what `pcf report --out` writes)."}
 
@@ -93,7 +94,14 @@ for column, (kind, mime) in zip(st.columns(3), REPORT_FILES.items(), strict=True
 
 if report.simulated:
     st.warning(f":material/science: **Simulated judge**: {SIMULATED_NOTE}.")
-for section in report.sections:
-    st.subheader(escape_markdown(section.title))
-    for block in section.blocks:
-        show(block)
+# One section at a time, in the address (?section=): only the open tab is drawn.
+tabs = st.tabs(
+    [escape_markdown(section.title) for section in report.sections],
+    key=SECTION_KEY,
+    bind="query-params",
+)
+for tab, section in zip(tabs, report.sections, strict=True):
+    if tab.open:
+        with tab:
+            for block in section.blocks:
+                show(block)
