@@ -20,6 +20,7 @@ import typer
 
 from pcf.access import operator
 from pcf.choices import FORMATS, RULES, SCHEDULES, SIMULATED_MODEL
+from pcf.errors import DataError
 from pcf.judges import BACKENDS, PROVIDERS, parse_model
 from pcf.runs.spec import PROTOCOLS
 from pcf.weights import PRESETS
@@ -133,6 +134,15 @@ def check_out_folder(out: Path, option: str = "--out") -> None:
 
 
 @contextmanager
+def refusing(prefix: str = "error: ", code: int = 2) -> Iterator[None]:
+    """Stop with ``prefix`` and the message of a ValueError (a DataError too) in one line."""
+    try:
+        yield
+    except ValueError as exc:
+        fail(f"{prefix}{exc}", code)
+
+
+@contextmanager
 def writing(out: Path) -> Iterator[None]:
     """Stop with a one-line error when writing ``out`` fails (no permission, disk full...)."""
     try:
@@ -153,10 +163,8 @@ def choose_weights(preset: str | None, weights: str | None) -> Weights:
     if weights:
         from pcf.weights import Weights
 
-        try:
+        with refusing("error: --weights: "):
             return Weights.parse(weights)
-        except ValueError as exc:
-            fail(f"error: --weights: {exc}", 2)
     name = preset or "proposed"
     if name not in PRESETS:
         fail(f"error: unknown preset {name!r}; choose one of {', '.join(PRESETS)}", 2)
@@ -191,7 +199,6 @@ def aggregate(
     import shutil
 
     from pcf.decisions import aggregate_file
-    from pcf.errors import DataError
 
     chosen = choose_weights(preset, weights)
     if k is not None and k < 1:
@@ -223,7 +230,6 @@ def validate(
 
     Example: pcf validate rewardbench2 factuality.jsonl --subset Factuality
     """
-    from pcf.errors import DataError
     from pcf.items import load_dataset
 
     if fmt not in FORMATS:
@@ -255,16 +261,13 @@ def replay_judgebench(
 
     Example: pcf replay judgebench "outputs/judge_model=o1-mini-2024-09-12.jsonl" --triage
     """
-    from pcf.errors import DataError
     from pcf.recordings import read_judgebench_outputs, replay_summary
 
-    try:
+    with refusing("", 1):
         pairs = read_judgebench_outputs(path)
         emit(
             {"file": str(path), **replay_summary(pairs), **pair_triage(pairs, triage, abstentions)}
         )
-    except (DataError, ValueError) as exc:
-        fail(str(exc))
     if report is not None:
         from pcf.reports.document import judgebench_source
 
@@ -286,16 +289,13 @@ def replay_llmbar(
 
     Example: pcf replay llmbar Dataset/LLMBar --judge GPT-4 --strategy Vanilla --report out/
     """
-    from pcf.errors import DataError
     from pcf.recordings import read_llmbar_results, replay_summary
 
-    try:
+    with refusing("", 1):
         pairs = read_llmbar_results(path, judge=judge, strategy=strategy)
         emit(
             {"path": str(path), **replay_summary(pairs), **pair_triage(pairs, triage, abstentions)}
         )
-    except (DataError, ValueError) as exc:
-        fail(str(exc))
     if report is not None:
         source = {"path": str(path), "judge": judge or "any", "strategy": strategy or "any"}
         title = f"Replay: LLMBar {path.name}, judge {judge or 'any'}"
@@ -497,7 +497,6 @@ def import_dataset(
 
     Example: pcf import rewardbench2 factuality.jsonl --name rb2-fact --subset Factuality
     """
-    from pcf.errors import DataError
     from pcf.hf_datasets import load_hf
     from pcf.items import load_dataset
     from pcf.runs.manage import import_dataset
@@ -623,13 +622,12 @@ def judge(
     Example: pcf judge demo --protocol pcf --model openai/gpt-4o-mini --k 7
     """
     check_prices()
-    from pcf.errors import DataError
     from pcf.runs.estimate import reopen_estimate
     from pcf.runs.manage import judge_run
     from pcf.runs.spec import RunSpec
     from pcf.weights import DEFAULT_WEIGHTS, named_weights
 
-    try:
+    with refusing():
         if recheck_stops and batch:
             fail("error: --recheck-stops works call by call, not with --batch", 2)
         if adaptive == "off" and named_weights(stop_on) != DEFAULT_WEIGHTS:
@@ -680,8 +678,6 @@ def judge(
                 )
                 out["stopping"]["recheck"] = reopening.as_dict()
             emit(out)
-    except (ValueError, DataError) as exc:
-        fail(f"error: {exc}", 2)
     check_runs([(spec.run_name, report)])
 
 
@@ -952,10 +948,8 @@ def delete_run_command(
         question = f"Delete run {name!r} and its calls (adjudications stay)?"
         if not yes and not typer.confirm(question, err=True):
             fail("nothing deleted")
-        try:
+        with refusing(code=1):
             deleted = delete_run(name, session=session, actor=operator())
-        except ValueError as exc:
-            fail(f"error: {exc}")
     emit({"deleted": name, **deleted})
 
 
@@ -984,12 +978,11 @@ def study(
     Example: pcf study demo --name demo-study --model openai/gpt-4o-mini --batch
     """
     check_prices()
-    from pcf.errors import DataError
     from pcf.runs.manage import judge_run
     from pcf.runs.spec import RunSpec
     from pcf.runs.study import study_specs
 
-    try:
+    with refusing():
         base = RunSpec(
             dataset_name,
             **parse_model(model, backend=backend, base_url=base_url)._asdict(),
@@ -1016,8 +1009,6 @@ def study(
                 summaries.append(summary(run, report, session=session))
                 reports.append((spec.run_name, report))
         emit({"study": name, "runs": summaries})
-    except (ValueError, DataError) as exc:
-        fail(f"error: {exc}", 2)
     check_runs(reports)
 
 
@@ -1050,7 +1041,7 @@ def check_command(
 
     with database() as session:
         run = existing_run(run_name, session=session)
-        try:
+        with refusing():
             checks = check_run(
                 run,
                 session=session,
@@ -1059,8 +1050,6 @@ def check_command(
                 min_kappa=min_kappa,
                 min_accuracy=min_accuracy,
             )
-        except ValueError as exc:
-            fail(f"error: {exc}", 2)
     passed = all(c.passed for c in checks)
     for check in checks:
         typer.echo(check.line())
@@ -1090,13 +1079,11 @@ def whatif(
     from pcf.stopping import StoppingPolicy
     from pcf.weights import named_weights
 
-    try:
+    with refusing():
         policy = StoppingPolicy(adaptive, risk=risk, weights=named_weights(stop_on))
         with database() as session:
             run = existing_run(run_name, session=session)
             emit(replay_policy(run, policy, session=session))
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
 
 
 @app.command()
@@ -1129,12 +1116,10 @@ def triage(
         fail(f"error: unknown order {unknown[0]!r}; choose from {', '.join(ORDERS)}", 2)
     with database() as session:
         run = existing_run(run_name, session=session)
-        try:
+        with refusing():
             curves, wrong, table = run_triage(
                 run, session=session, orders=orders, against=against, seed=seed
             )
-        except ValueError as exc:
-            fail(f"error: {exc}", 2)
     figures = {"run": run_name, "against": against, **summarize_triage(curves, wrong, seed=seed)}
     if out is not None:
         from pcf.reports.charts import capture_chart, reliability_chart
@@ -1184,7 +1169,7 @@ def escalate(
 
     with database() as session:
         run = existing_run(run_name, session=session)
-        try:
+        with refusing():
             figures = split_items(
                 run,
                 session=session,
@@ -1193,8 +1178,6 @@ def escalate(
                 signal=signal,
                 labels=calibration_labels,
             )
-        except ValueError as exc:
-            fail(f"error: {exc}", 2)
         if queue:
             queue_escalated(run, figures["escalated"], session=session, actor=operator())
         emit(figures)
@@ -1231,10 +1214,8 @@ def report_command(
             if not found:
                 fail(f"error: no run or study {name!r}; `pcf runs` lists them", 2)
             chosen |= {r.id: r for r in found}
-        try:
+        with refusing(code=1):
             data = collect_report(list(chosen.values()), session=session)
-        except ValueError as exc:
-            fail(f"error: {exc}")
     with writing(out):
         written = write_report(build_report(data, title=report_title(names), seed=seed), out)
     emit(written)
@@ -1279,12 +1260,9 @@ def members_add(
     """
     from pcf.labelling.membership import add_member
 
-    try:
-        with database() as session:
-            member = add_member(email, role, session=session, actor=operator())
-            emit({"email": member.email, "role": member.role})
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
+    with refusing(), database() as session:
+        member = add_member(email, role, session=session, actor=operator())
+        emit({"email": member.email, "role": member.role})
 
 
 @members_app.command("list")
@@ -1320,11 +1298,8 @@ def members_remove(email: EmailArgument) -> None:
     """
     from pcf.labelling.membership import remove_member
 
-    try:
-        with database() as session:
-            remove_member(email, session=session, actor=operator())
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
+    with refusing(), database() as session:
+        remove_member(email, session=session, actor=operator())
     typer.echo(f"removed {email}", err=True)
 
 
@@ -1394,7 +1369,7 @@ def labelling_set(
             fail(f"error: --guidelines {guidelines}: not UTF-8 text ({exc.reason})", 2)
     with database() as session:
         found = existing_dataset(dataset_name, session=session)
-        try:
+        with refusing():
             plan = set_plan(
                 found.id,
                 session=session,
@@ -1405,8 +1380,6 @@ def labelling_set(
                 guidelines=text,
                 calibration_share=calibration_share,
             )
-        except ValueError as exc:
-            fail(f"error: {exc}", 2)
         emit(
             {
                 "dataset": dataset_name,
@@ -1448,10 +1421,8 @@ def export_team(dataset_name: str, out: Path, fmt: str | None, what: str) -> Non
     )
     from pcf.labelling.plan import labelling_plan
 
-    try:
+    with refusing():
         fmt = export_format(out, fmt)
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
     if out.is_dir() and fmt != "hf":
         fail(f"error: --out {out} is a folder; give a file name", 2)
     with database() as session:
@@ -1489,7 +1460,6 @@ def labels_import(
 
     Example: pcf labels import labels.csv --dataset demo --source label-studio
     """
-    from pcf.errors import DataError
     from pcf.labelling.imports import import_labels
 
     with database() as session:
@@ -1533,7 +1503,7 @@ def labels_assign(
     with database() as session:
         found = existing_dataset(dataset_name, session=session)
         order = [(key, db_id) for key, db_id, _ in item_positions(found.id, session=session)]
-        try:
+        with refusing():
             if remove:
                 count = unassign(found.id, to, session=session, actor=operator())
             else:
@@ -1550,8 +1520,6 @@ def labels_assign(
                         share=share,
                     )
                 )
-        except ValueError as exc:
-            fail(f"error: {exc}", 2)
     done = f"took back {count} items from" if remove else f"assigned {count} items to"
     typer.echo(f"{done} {to} in {dataset_name}", err=True)
 
