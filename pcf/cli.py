@@ -117,8 +117,7 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def check_prices() -> None:
-    """Stop with a one-line error, before the heavy imports, when ``PCF_PRICES`` names no
-    usable price table (not a regular file, over its cap, not a price table)."""
+    """Stop with a one-line error, before the heavy imports, when ``PCF_PRICES`` is unusable."""
     from pcf.prices import price_table
 
     try:
@@ -331,9 +330,8 @@ PLAIN_PROGRESS_S = 5.0
 
 
 def stderr_progress(name: str) -> Progress:
-    """Live progress of run ``name`` on stderr: calls done of those to do, cache hits,
-    failures and cost so far; one line redrawn on a terminal, else a plain line every
-    :data:`PLAIN_PROGRESS_S` seconds and when the calls are done."""
+    """Live progress of run ``name`` on stderr: one line redrawn on a terminal, else a line
+    every :data:`PLAIN_PROGRESS_S` seconds and when the calls are done."""
     terminal = sys.stderr.isatty()
     interval = 0.2 if terminal else PLAIN_PROGRESS_S
     last = -interval
@@ -363,8 +361,7 @@ def redraw(line: str, end: str = "") -> None:
 
 
 def check_runs(runs: list[tuple[str, RunReport]]) -> None:
-    """Exit with 1 and one line per run that stopped at its cost cap, else one line per run
-    whose calls mostly failed."""
+    """Exit with 1 and a line per run stopped at its cost cap, else per run mostly failed."""
     fail_lines(
         f"run {name}: stopped at its cost cap (${r.cost_usd:.4f} spent now); {r.capped} calls "
         "not made: raise --max-cost and run the same command to resume"
@@ -395,8 +392,7 @@ def batch_errors() -> Iterator[None]:
 
 @contextmanager
 def database() -> Iterator[Session]:
-    """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder); a
-    database that cannot be used stops the command in one line (:func:`storage_errors`)."""
+    """A session on the database of ``PCF_DATABASE_URL``, errors as :func:`storage_errors`."""
     from pcf.store import get_engine, session_scope
 
     with storage_errors(), session_scope(get_engine()) as session:
@@ -405,9 +401,8 @@ def database() -> Iterator[Session]:
 
 @contextmanager
 def storage_errors() -> Iterator[None]:
-    """Stop the command with one line and exit code 1 on a database this code cannot use at its
-    schema revision, or one that cannot be used at all (a full disk, a read-only file, a file
-    moved away, a server that cannot be reached: :func:`pcf.store.problems.storage_problem`)."""
+    """Stop with one line and exit code 1 on a database at a schema revision this code cannot
+    use, or one that cannot be used at all (:func:`pcf.store.problems.storage_problem`)."""
     from pcf.store import SchemaError, database_url, storage_problem
 
     try:
@@ -442,11 +437,8 @@ def existing_dataset(name: str, *, session: Session) -> Dataset:
 
 
 def summary(run: Run, report: RunReport, *, session: Session) -> dict:
-    """The run's summary (:func:`pcf.analysis.results.run_summary`) and what this command did.
-
-    What the app's pages read of the run is stored too (:func:`pcf.analysis.precompute.
-    keep_results`), so the first page that shows the run reads it instead of computing it.
-    """
+    """The run's summary and what this command did; stores what the app's pages read of the
+    run (:func:`pcf.analysis.precompute.keep_results`), so no page has to compute it."""
     from pcf.analysis.precompute import keep_results
     from pcf.analysis.results import run_summary
 
@@ -682,8 +674,7 @@ def judge(
 
 
 def reopen_line(estimate: ReopenEstimate) -> str:
-    """One line: which stopping versions stopped a run's items and what continuing them under
-    today's policy costs (a :class:`pcf.runs.estimate.ReopenEstimate`)."""
+    """One line: which policy versions stopped a run's items, and what continuing them costs."""
     recorded, today = estimate.versions
     cost = "" if estimate.max_cost_usd is None else f", at most ${estimate.max_cost_usd:.4f}"
     return (
@@ -701,8 +692,7 @@ def submit_batches(
     batch_size: int | None = None,
     max_cost: float | None = None,
 ) -> None:
-    """Submit each run's calls as provider batches (none over its cost cap) and print what
-    was sent."""
+    """Submit each run's calls as provider batches (none over its cost cap); print what."""
     from pcf.runs.batch import submit_run
     from pcf.runs.batch_status import batch_overview
 
@@ -1408,8 +1398,8 @@ ExportFormat = Annotated[
 
 
 def export_team(dataset_name: str, out: Path, fmt: str | None, what: str) -> None:
-    """Write the dataset's labels or human gold to ``out`` (a valid file even when empty; a
-    folder with its dataset card for ``hf``)."""
+    """Write the dataset's labels or human gold to ``out`` (a file even when empty; for
+    ``hf`` a folder with its dataset card)."""
     from pcf.labelling.exports import (
         GOLD_SCHEMA,
         LABEL_SCHEMA,
@@ -1541,8 +1531,7 @@ app.add_typer(db_app, name="db")
 
 @contextmanager
 def schema_engine() -> Iterator[Engine]:
-    """The database's engine as it is (no revision check), its errors as one line
-    (:func:`storage_errors`)."""
+    """The database's engine without a revision check, errors as :func:`storage_errors`."""
     from pcf.store import unchecked_engine
 
     engine = unchecked_engine()
