@@ -32,9 +32,7 @@ from pages.shared.frame import (
     require_permission,
     storage_errors,
 )
-from pages.shared.sign_in import (
-    sign_in,
-)
+from pages.shared.sign_in import sign_in
 from pages.shared.text import (
     answer_height,
     change_in_points,

@@ -15,11 +15,7 @@ from pages.shared.frame import DATASET_KEY, ITEM_LINK, RUN_KEY, auth_configured,
 from pcf.access import AccessDeniedError, Actor, Permission
 from pcf.analysis.item_list import datasets_holding
 from pcf.analysis.markdown import escape_markdown, inert_markdown
-from pcf.analysis.results import (
-    RunAnalysis,
-    simulates_strong_bias,
-    stored_analysis,
-)
+from pcf.analysis.results import RunAnalysis, simulates_strong_bias, stored_analysis
 from pcf.items import Item
 from pcf.labelling.resolutions import comment, thread
 from pcf.store import (

@@ -10,15 +10,8 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from pcf.analysis.markdown import Preview, inert_markdown, marked_difference, preview
-from pcf.analysis.results import (
-    ADAPTIVE_NOTE,
-    SIMULATED_NOTE,
-    is_simulated,
-    stopping_label,
-)
-from pcf.store import (
-    Run,
-)
+from pcf.analysis.results import ADAPTIVE_NOTE, SIMULATED_NOTE, is_simulated, stopping_label
+from pcf.store import Run
 
 PLAIN_KEY = "plain"  # show prompts and answers as plain text instead of inert Markdown
 LONG_ANSWER = 500  # characters: longer answers scroll inside a box of fixed height
