@@ -97,11 +97,8 @@ def answer_height(texts: list[str], height: int) -> int | Literal["content"]:
 
 
 def show_difference(titled: Sequence[tuple[str, str]]) -> list[DeltaGenerator]:
-    """One or two texts side by side and in full, each under its title (inert Markdown), the
-    words the other does not say marked (:func:`~pcf.analysis.markdown.marked_difference`).
-
-    Returns a container under each title, for what a page adds there.
-    """
+    """One or two texts side by side in full under their titles, the words the other does not
+    say marked; returns a container under each title for what a page adds there."""
     marked = marked_difference(titled[0][1], titled[-1][1])
     slots = []
     for column, (title, _), text in zip(st.columns(2), titled, marked, strict=False):
