@@ -8,11 +8,13 @@ database are slow to import), so that `pcf --help` and light commands start at o
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 
@@ -195,8 +197,6 @@ def aggregate(
 
     Example: pcf aggregate judgments.jsonl --items items.jsonl --preset uniform --k 3
     """
-    import shutil
-
     from pcf.decisions import aggregate_file
 
     chosen = choose_weights(preset, weights)
@@ -1025,8 +1025,6 @@ def check_command(
 
     Example: pcf check demo-pcf --max-order-unstable 0.5 --max-position-driven 0.1
     """
-    from dataclasses import asdict
-
     from pcf.analysis.gate import check_run
 
     with database() as session:
@@ -1305,8 +1303,7 @@ def audit(
 
     with database() as session:
         events = audit_log(session=session, actor=operator(), limit=limit)
-    for event in events:
-        sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
+    write_lines([events], sys.stdout)
 
 
 labelling_app = typer.Typer(help="A dataset's labelling plan.", no_args_is_help=True)
