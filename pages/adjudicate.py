@@ -234,27 +234,20 @@ def scroll_to_top(after_item: str) -> None:
 
 
 def label(item_key: str, item_db_id: int, choice: str) -> None:
-    """Save ``choice`` for the item whose buttons were pressed.
+    """Save ``choice`` for the item whose buttons were pressed, as the signed-in person, then
+    move on to the next item.
 
     A press on an item this tab already labelled or skipped saves nothing (its buttons may
     linger, still bound to keys, while the next item is drawn) unless the item was opened on
-    purpose, to correct its label.
+    purpose, to correct its label. When another tab saved a label since this tab showed the
+    item (``seen``), nothing is saved and the page says so with the label now stored.
     """
     passed = {*st.session_state.get(LABELLED_KEY, ()), *st.session_state.get(SKIPPED_KEY, ())}
     if item_key in passed and st.session_state.get(ITEM_KEY) != item_key:
         return
-    save(item_key, item_db_id, choice, st.session_state.get(SEEN_KEY, {}).get(item_key))
-
-
-def save(item_key: str, item_db_id: int, choice: str, seen: int | None) -> None:
-    """Store the label at once as the signed-in person, then move on to the next item.
-
-    ``seen`` is the person's label of the item that this tab showed when it opened the item:
-    when another tab saved since, nothing is saved and the page says so with the label now
-    stored.
-    """
+    seen = st.session_state.get(SEEN_KEY, {}).get(item_key)
     try:
-        label = write_with_retry(
+        stored = write_with_retry(
             engine(),
             lambda s: save_label(
                 item_db_id,
@@ -289,12 +282,12 @@ def save(item_key: str, item_db_id: int, choice: str, seen: int | None) -> None:
         st.session_state[ERROR_KEY] = f"The label was not saved: {why}. Press the key again."
         st.session_state[ITEM_KEY] = item_key
         return
-    st.session_state.setdefault(SEEN_KEY, {})[item_key] = label.id
+    st.session_state.setdefault(SEEN_KEY, {})[item_key] = stored.id
     st.session_state[SAVED_KEY] = {
         "item": item_key,
         "db_id": item_db_id,
-        "annotator": label.annotator,
-        "choice": label.choice,
+        "annotator": stored.annotator,
+        "choice": stored.choice,
     }
     st.session_state[LABELLED_KEY] = {*st.session_state.get(LABELLED_KEY, ()), item_key}
     st.session_state[SKIPPED_KEY] = [

@@ -172,18 +172,15 @@ st.subheader("Export adjudications")
 st.caption(
     f"All {len(records)} adjudication rows of the dataset, corrections included, oldest first."
 )
-downloads = st.columns([1, 1, 3])
-downloads[0].download_button(
-    "Download CSV",
-    data=adjudications_csv(records),
-    file_name=f"{dataset.name}-adjudications.csv",
-    mime="text/csv",
-    icon=":material/download:",
+downloads = (
+    ("csv", adjudications_csv, "text/csv"),
+    ("jsonl", adjudications_jsonl, "application/jsonl"),
 )
-downloads[1].download_button(
-    "Download JSONL",
-    data=adjudications_jsonl(records),
-    file_name=f"{dataset.name}-adjudications.jsonl",
-    mime="application/jsonl",
-    icon=":material/download:",
-)
+for cell, (suffix, write, mime) in zip(st.columns([1, 1, 3]), downloads, strict=False):
+    cell.download_button(
+        f"Download {suffix.upper()}",
+        data=write(records),
+        file_name=f"{dataset.name}-adjudications.{suffix}",
+        mime=mime,
+        icon=":material/download:",
+    )

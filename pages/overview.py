@@ -21,12 +21,7 @@ from pages.shared import (
 from pcf.analysis.against_labels import RunOverview, run_overview
 from pcf.analysis.escalate import escalation_in_words
 from pcf.analysis.markdown import escape_markdown
-from pcf.analysis.results import (
-    flag_counts,
-    is_simulated,
-    outcome_frame,
-    stopping_label,
-)
+from pcf.analysis.results import flag_counts, is_simulated, outcome_frame, stopping_label
 from pcf.analysis.summary import summary_in_words
 from pcf.labelling.human_gold import dataset_gold, rule_text
 from pcf.reports.charts import (

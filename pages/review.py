@@ -143,24 +143,19 @@ current = navigation[1].selectbox(
 )
 st.query_params[ITEM_KEY] = current  # always in the address, so a link reopens this item
 before, after = neighbours(keys, current)
-navigation[0].button(
-    "Previous",
-    icon=":material/arrow_back:",
-    disabled=before is None,
-    on_click=go_to,
-    args=(before,),
-    shortcut="P",
-    width="stretch",
-)
-navigation[2].button(
-    "Next",
-    icon=":material/arrow_forward:",
-    disabled=after is None,
-    on_click=go_to,
-    args=(after,),
-    shortcut="N",
-    width="stretch",
-)
+for cell, text, icon, target in (
+    (navigation[0], "Previous", "arrow_back", before),
+    (navigation[2], "Next", "arrow_forward", after),
+):
+    cell.button(
+        text,
+        icon=f":material/{icon}:",
+        disabled=target is None,
+        on_click=go_to,
+        args=(target,),
+        shortcut=text[0],
+        width="stretch",
+    )
 
 if current in outside:
     st.caption("This item is outside the filters; Next goes to the first item that matches.")

@@ -37,12 +37,7 @@ TABLE_RUNS_KEY = "weights_table_runs"
 BUDGET_KEY = "weights_budget"
 CUSTOM = "custom"
 WEIGHT_KEYS = tuple(f"weights_{name}" for name in WEIGHT_NAMES)
-WEIGHT_LABELS = (
-    "ws: mean score S",
-    "wB: Borda B",
-    "wv: top votes V",
-    "wu: certainty U",
-)
+WEIGHT_LABELS = ("ws: mean score S", "wB: Borda B", "wv: top votes V", "wu: certainty U")
 
 
 @st.cache_resource(max_entries=8, show_spinner="Loading the run's judgments…")

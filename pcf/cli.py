@@ -8,11 +8,13 @@ database are slow to import), so that `pcf --help` and light commands start at o
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 
@@ -20,6 +22,7 @@ import typer
 
 from pcf.access import operator
 from pcf.choices import FORMATS, RULES, SCHEDULES, SIMULATED_MODEL
+from pcf.errors import DataError
 from pcf.judges import BACKENDS, PROVIDERS, parse_model
 from pcf.runs.spec import PROTOCOLS
 from pcf.weights import PRESETS
@@ -116,8 +119,7 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def check_prices() -> None:
-    """Stop with a one-line error, before the heavy imports, when ``PCF_PRICES`` names no
-    usable price table (not a regular file, over its cap, not a price table)."""
+    """Stop with a one-line error, before the heavy imports, when ``PCF_PRICES`` is unusable."""
     from pcf.prices import price_table
 
     try:
@@ -130,6 +132,15 @@ def check_out_folder(out: Path, option: str = "--out") -> None:
     """Stop with a one-line error when ``out`` is a file where a folder (made if missing) goes."""
     if out.exists() and not out.is_dir():
         fail(f"error: {option} {out} is a file; give a folder (it is made if missing)", 2)
+
+
+@contextmanager
+def refusing(prefix: str = "error: ", code: int = 2) -> Iterator[None]:
+    """Stop with ``prefix`` and the message of a ValueError (a DataError too) in one line."""
+    try:
+        yield
+    except ValueError as exc:
+        fail(f"{prefix}{exc}", code)
 
 
 @contextmanager
@@ -153,10 +164,8 @@ def choose_weights(preset: str | None, weights: str | None) -> Weights:
     if weights:
         from pcf.weights import Weights
 
-        try:
+        with refusing("error: --weights: "):
             return Weights.parse(weights)
-        except ValueError as exc:
-            fail(f"error: --weights: {exc}", 2)
     name = preset or "proposed"
     if name not in PRESETS:
         fail(f"error: unknown preset {name!r}; choose one of {', '.join(PRESETS)}", 2)
@@ -188,10 +197,7 @@ def aggregate(
 
     Example: pcf aggregate judgments.jsonl --items items.jsonl --preset uniform --k 3
     """
-    import shutil
-
     from pcf.decisions import aggregate_file
-    from pcf.errors import DataError
 
     chosen = choose_weights(preset, weights)
     if k is not None and k < 1:
@@ -223,7 +229,6 @@ def validate(
 
     Example: pcf validate rewardbench2 factuality.jsonl --subset Factuality
     """
-    from pcf.errors import DataError
     from pcf.items import load_dataset
 
     if fmt not in FORMATS:
@@ -255,16 +260,13 @@ def replay_judgebench(
 
     Example: pcf replay judgebench "outputs/judge_model=o1-mini-2024-09-12.jsonl" --triage
     """
-    from pcf.errors import DataError
     from pcf.recordings import read_judgebench_outputs, replay_summary
 
-    try:
+    with refusing("", 1):
         pairs = read_judgebench_outputs(path)
         emit(
             {"file": str(path), **replay_summary(pairs), **pair_triage(pairs, triage, abstentions)}
         )
-    except (DataError, ValueError) as exc:
-        fail(str(exc))
     if report is not None:
         from pcf.reports.document import judgebench_source
 
@@ -286,16 +288,13 @@ def replay_llmbar(
 
     Example: pcf replay llmbar Dataset/LLMBar --judge GPT-4 --strategy Vanilla --report out/
     """
-    from pcf.errors import DataError
     from pcf.recordings import read_llmbar_results, replay_summary
 
-    try:
+    with refusing("", 1):
         pairs = read_llmbar_results(path, judge=judge, strategy=strategy)
         emit(
             {"path": str(path), **replay_summary(pairs), **pair_triage(pairs, triage, abstentions)}
         )
-    except (DataError, ValueError) as exc:
-        fail(str(exc))
     if report is not None:
         source = {"path": str(path), "judge": judge or "any", "strategy": strategy or "any"}
         title = f"Replay: LLMBar {path.name}, judge {judge or 'any'}"
@@ -331,9 +330,8 @@ PLAIN_PROGRESS_S = 5.0
 
 
 def stderr_progress(name: str) -> Progress:
-    """Live progress of run ``name`` on stderr: calls done of those to do, cache hits,
-    failures and cost so far; one line redrawn on a terminal, else a plain line every
-    :data:`PLAIN_PROGRESS_S` seconds and when the calls are done."""
+    """Live progress of run ``name`` on stderr: one line redrawn on a terminal, else a line
+    every :data:`PLAIN_PROGRESS_S` seconds and when the calls are done."""
     terminal = sys.stderr.isatty()
     interval = 0.2 if terminal else PLAIN_PROGRESS_S
     last = -interval
@@ -363,8 +361,7 @@ def redraw(line: str, end: str = "") -> None:
 
 
 def check_runs(runs: list[tuple[str, RunReport]]) -> None:
-    """Exit with 1 and one line per run that stopped at its cost cap, else one line per run
-    whose calls mostly failed."""
+    """Exit with 1 and a line per run stopped at its cost cap, else per run mostly failed."""
     fail_lines(
         f"run {name}: stopped at its cost cap (${r.cost_usd:.4f} spent now); {r.capped} calls "
         "not made: raise --max-cost and run the same command to resume"
@@ -395,8 +392,7 @@ def batch_errors() -> Iterator[None]:
 
 @contextmanager
 def database() -> Iterator[Session]:
-    """A session on the database ``PCF_DATABASE_URL`` names (or the user data folder); a
-    database that cannot be used stops the command in one line (:func:`storage_errors`)."""
+    """A session on the database of ``PCF_DATABASE_URL``, errors as :func:`storage_errors`."""
     from pcf.store import get_engine, session_scope
 
     with storage_errors(), session_scope(get_engine()) as session:
@@ -405,9 +401,8 @@ def database() -> Iterator[Session]:
 
 @contextmanager
 def storage_errors() -> Iterator[None]:
-    """Stop the command with one line and exit code 1 on a database this code cannot use at its
-    schema revision, or one that cannot be used at all (a full disk, a read-only file, a file
-    moved away, a server that cannot be reached: :func:`pcf.store.problems.storage_problem`)."""
+    """Stop with one line and exit code 1 on a database at a schema revision this code cannot
+    use, or one that cannot be used at all (:func:`pcf.store.problems.storage_problem`)."""
     from pcf.store import SchemaError, database_url, storage_problem
 
     try:
@@ -442,11 +437,8 @@ def existing_dataset(name: str, *, session: Session) -> Dataset:
 
 
 def summary(run: Run, report: RunReport, *, session: Session) -> dict:
-    """The run's summary (:func:`pcf.analysis.results.run_summary`) and what this command did.
-
-    What the app's pages read of the run is stored too (:func:`pcf.analysis.precompute.
-    keep_results`), so the first page that shows the run reads it instead of computing it.
-    """
+    """The run's summary and what this command did; stores what the app's pages read of the
+    run (:func:`pcf.analysis.precompute.keep_results`), so no page has to compute it."""
     from pcf.analysis.precompute import keep_results
     from pcf.analysis.results import run_summary
 
@@ -497,7 +489,6 @@ def import_dataset(
 
     Example: pcf import rewardbench2 factuality.jsonl --name rb2-fact --subset Factuality
     """
-    from pcf.errors import DataError
     from pcf.hf_datasets import load_hf
     from pcf.items import load_dataset
     from pcf.runs.manage import import_dataset
@@ -623,13 +614,12 @@ def judge(
     Example: pcf judge demo --protocol pcf --model openai/gpt-4o-mini --k 7
     """
     check_prices()
-    from pcf.errors import DataError
     from pcf.runs.estimate import reopen_estimate
     from pcf.runs.manage import judge_run
     from pcf.runs.spec import RunSpec
     from pcf.weights import DEFAULT_WEIGHTS, named_weights
 
-    try:
+    with refusing():
         if recheck_stops and batch:
             fail("error: --recheck-stops works call by call, not with --batch", 2)
         if adaptive == "off" and named_weights(stop_on) != DEFAULT_WEIGHTS:
@@ -680,14 +670,11 @@ def judge(
                 )
                 out["stopping"]["recheck"] = reopening.as_dict()
             emit(out)
-    except (ValueError, DataError) as exc:
-        fail(f"error: {exc}", 2)
     check_runs([(spec.run_name, report)])
 
 
 def reopen_line(estimate: ReopenEstimate) -> str:
-    """One line: which stopping versions stopped a run's items and what continuing them under
-    today's policy costs (a :class:`pcf.runs.estimate.ReopenEstimate`)."""
+    """One line: which policy versions stopped a run's items, and what continuing them costs."""
     recorded, today = estimate.versions
     cost = "" if estimate.max_cost_usd is None else f", at most ${estimate.max_cost_usd:.4f}"
     return (
@@ -705,8 +692,7 @@ def submit_batches(
     batch_size: int | None = None,
     max_cost: float | None = None,
 ) -> None:
-    """Submit each run's calls as provider batches (none over its cost cap) and print what
-    was sent."""
+    """Submit each run's calls as provider batches (none over its cost cap); print what."""
     from pcf.runs.batch import submit_run
     from pcf.runs.batch_status import batch_overview
 
@@ -952,10 +938,8 @@ def delete_run_command(
         question = f"Delete run {name!r} and its calls (adjudications stay)?"
         if not yes and not typer.confirm(question, err=True):
             fail("nothing deleted")
-        try:
+        with refusing(code=1):
             deleted = delete_run(name, session=session, actor=operator())
-        except ValueError as exc:
-            fail(f"error: {exc}")
     emit({"deleted": name, **deleted})
 
 
@@ -984,12 +968,11 @@ def study(
     Example: pcf study demo --name demo-study --model openai/gpt-4o-mini --batch
     """
     check_prices()
-    from pcf.errors import DataError
     from pcf.runs.manage import judge_run
     from pcf.runs.spec import RunSpec
     from pcf.runs.study import study_specs
 
-    try:
+    with refusing():
         base = RunSpec(
             dataset_name,
             **parse_model(model, backend=backend, base_url=base_url)._asdict(),
@@ -1016,8 +999,6 @@ def study(
                 summaries.append(summary(run, report, session=session))
                 reports.append((spec.run_name, report))
         emit({"study": name, "runs": summaries})
-    except (ValueError, DataError) as exc:
-        fail(f"error: {exc}", 2)
     check_runs(reports)
 
 
@@ -1044,13 +1025,11 @@ def check_command(
 
     Example: pcf check demo-pcf --max-order-unstable 0.5 --max-position-driven 0.1
     """
-    from dataclasses import asdict
-
     from pcf.analysis.gate import check_run
 
     with database() as session:
         run = existing_run(run_name, session=session)
-        try:
+        with refusing():
             checks = check_run(
                 run,
                 session=session,
@@ -1059,8 +1038,6 @@ def check_command(
                 min_kappa=min_kappa,
                 min_accuracy=min_accuracy,
             )
-        except ValueError as exc:
-            fail(f"error: {exc}", 2)
     passed = all(c.passed for c in checks)
     for check in checks:
         typer.echo(check.line())
@@ -1090,13 +1067,11 @@ def whatif(
     from pcf.stopping import StoppingPolicy
     from pcf.weights import named_weights
 
-    try:
+    with refusing():
         policy = StoppingPolicy(adaptive, risk=risk, weights=named_weights(stop_on))
         with database() as session:
             run = existing_run(run_name, session=session)
             emit(replay_policy(run, policy, session=session))
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
 
 
 @app.command()
@@ -1129,12 +1104,10 @@ def triage(
         fail(f"error: unknown order {unknown[0]!r}; choose from {', '.join(ORDERS)}", 2)
     with database() as session:
         run = existing_run(run_name, session=session)
-        try:
+        with refusing():
             curves, wrong, table = run_triage(
                 run, session=session, orders=orders, against=against, seed=seed
             )
-        except ValueError as exc:
-            fail(f"error: {exc}", 2)
     figures = {"run": run_name, "against": against, **summarize_triage(curves, wrong, seed=seed)}
     if out is not None:
         from pcf.reports.charts import capture_chart, reliability_chart
@@ -1184,7 +1157,7 @@ def escalate(
 
     with database() as session:
         run = existing_run(run_name, session=session)
-        try:
+        with refusing():
             figures = split_items(
                 run,
                 session=session,
@@ -1193,8 +1166,6 @@ def escalate(
                 signal=signal,
                 labels=calibration_labels,
             )
-        except ValueError as exc:
-            fail(f"error: {exc}", 2)
         if queue:
             queue_escalated(run, figures["escalated"], session=session, actor=operator())
         emit(figures)
@@ -1231,10 +1202,8 @@ def report_command(
             if not found:
                 fail(f"error: no run or study {name!r}; `pcf runs` lists them", 2)
             chosen |= {r.id: r for r in found}
-        try:
+        with refusing(code=1):
             data = collect_report(list(chosen.values()), session=session)
-        except ValueError as exc:
-            fail(f"error: {exc}")
     with writing(out):
         written = write_report(build_report(data, title=report_title(names), seed=seed), out)
     emit(written)
@@ -1279,12 +1248,9 @@ def members_add(
     """
     from pcf.labelling.membership import add_member
 
-    try:
-        with database() as session:
-            member = add_member(email, role, session=session, actor=operator())
-            emit({"email": member.email, "role": member.role})
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
+    with refusing(), database() as session:
+        member = add_member(email, role, session=session, actor=operator())
+        emit({"email": member.email, "role": member.role})
 
 
 @members_app.command("list")
@@ -1320,11 +1286,8 @@ def members_remove(email: EmailArgument) -> None:
     """
     from pcf.labelling.membership import remove_member
 
-    try:
-        with database() as session:
-            remove_member(email, session=session, actor=operator())
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
+    with refusing(), database() as session:
+        remove_member(email, session=session, actor=operator())
     typer.echo(f"removed {email}", err=True)
 
 
@@ -1340,8 +1303,7 @@ def audit(
 
     with database() as session:
         events = audit_log(session=session, actor=operator(), limit=limit)
-    for event in events:
-        sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
+    write_lines([events], sys.stdout)
 
 
 labelling_app = typer.Typer(help="A dataset's labelling plan.", no_args_is_help=True)
@@ -1394,7 +1356,7 @@ def labelling_set(
             fail(f"error: --guidelines {guidelines}: not UTF-8 text ({exc.reason})", 2)
     with database() as session:
         found = existing_dataset(dataset_name, session=session)
-        try:
+        with refusing():
             plan = set_plan(
                 found.id,
                 session=session,
@@ -1405,8 +1367,6 @@ def labelling_set(
                 guidelines=text,
                 calibration_share=calibration_share,
             )
-        except ValueError as exc:
-            fail(f"error: {exc}", 2)
         emit(
             {
                 "dataset": dataset_name,
@@ -1435,8 +1395,8 @@ ExportFormat = Annotated[
 
 
 def export_team(dataset_name: str, out: Path, fmt: str | None, what: str) -> None:
-    """Write the dataset's labels or human gold to ``out`` (a valid file even when empty; a
-    folder with its dataset card for ``hf``)."""
+    """Write the dataset's labels or human gold to ``out`` (a file even when empty; for
+    ``hf`` a folder with its dataset card)."""
     from pcf.labelling.exports import (
         GOLD_SCHEMA,
         LABEL_SCHEMA,
@@ -1448,10 +1408,8 @@ def export_team(dataset_name: str, out: Path, fmt: str | None, what: str) -> Non
     )
     from pcf.labelling.plan import labelling_plan
 
-    try:
+    with refusing():
         fmt = export_format(out, fmt)
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
     if out.is_dir() and fmt != "hf":
         fail(f"error: --out {out} is a folder; give a file name", 2)
     with database() as session:
@@ -1489,7 +1447,6 @@ def labels_import(
 
     Example: pcf labels import labels.csv --dataset demo --source label-studio
     """
-    from pcf.errors import DataError
     from pcf.labelling.imports import import_labels
 
     with database() as session:
@@ -1533,7 +1490,7 @@ def labels_assign(
     with database() as session:
         found = existing_dataset(dataset_name, session=session)
         order = [(key, db_id) for key, db_id, _ in item_positions(found.id, session=session)]
-        try:
+        with refusing():
             if remove:
                 count = unassign(found.id, to, session=session, actor=operator())
             else:
@@ -1550,8 +1507,6 @@ def labels_assign(
                         share=share,
                     )
                 )
-        except ValueError as exc:
-            fail(f"error: {exc}", 2)
     done = f"took back {count} items from" if remove else f"assigned {count} items to"
     typer.echo(f"{done} {to} in {dataset_name}", err=True)
 
@@ -1573,8 +1528,7 @@ app.add_typer(db_app, name="db")
 
 @contextmanager
 def schema_engine() -> Iterator[Engine]:
-    """The database's engine as it is (no revision check), its errors as one line
-    (:func:`storage_errors`)."""
+    """The database's engine without a revision check, errors as :func:`storage_errors`."""
     from pcf.store import unchecked_engine
 
     engine = unchecked_engine()

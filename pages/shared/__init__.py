@@ -1,11 +1,5 @@
-"""What every page shares, one module per job: the app's :mod:`~pages.shared.frame`, the
-:mod:`~pages.shared.data` a page reads (engine, sidebar, cached analysis), how it shows
-:mod:`~pages.shared.text`, and :mod:`~pages.shared.sign_in`; this module is their one door.
-
-This package sits in a subfolder of ``pages/``, which Streamlit's legacy folder-page mode does
-not list as a page. Pages read and write only through `pcf`; this module only connects them to
-Streamlit.
-"""
+"""What every page shares, one module per job (frame, data, text, sign_in), through this one
+door; a subfolder of ``pages/``, so Streamlit's legacy folder-page mode lists no page here."""
 
 from pages.shared.data import (
     comment_thread,
@@ -32,9 +26,7 @@ from pages.shared.frame import (
     require_permission,
     storage_errors,
 )
-from pages.shared.sign_in import (
-    sign_in,
-)
+from pages.shared.sign_in import sign_in
 from pages.shared.text import (
     answer_height,
     change_in_points,

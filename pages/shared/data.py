@@ -15,11 +15,7 @@ from pages.shared.frame import DATASET_KEY, ITEM_LINK, RUN_KEY, auth_configured,
 from pcf.access import AccessDeniedError, Actor, Permission
 from pcf.analysis.item_list import datasets_holding
 from pcf.analysis.markdown import escape_markdown, inert_markdown
-from pcf.analysis.results import (
-    RunAnalysis,
-    simulates_strong_bias,
-    stored_analysis,
-)
+from pcf.analysis.results import RunAnalysis, simulates_strong_bias, stored_analysis
 from pcf.items import Item
 from pcf.labelling.resolutions import comment, thread
 from pcf.store import (
@@ -46,11 +42,8 @@ def _engine(url: str | None) -> Engine:
 
 
 def engine() -> Engine:
-    """The engine of ``PCF_DATABASE_URL`` (or the user data folder), one per URL and process.
-
-    A database this code cannot use at its schema revision stops the page with the one line
-    that says why (e.g. a PostgreSQL database to upgrade with ``pcf db upgrade``).
-    """
+    """The engine of ``PCF_DATABASE_URL``, one per URL and process; a database at a schema
+    revision this code cannot use stops the page with the one line that says why."""
     try:
         return _engine(os.environ.get(DATABASE_URL_ENV))
     except SchemaError as exc:
@@ -67,20 +60,15 @@ def session() -> Iterator[Session]:
 
 def preferred_run(runs: list[Run]) -> int:
     """Index of the run the sidebar opens on: the first PCF run whose simulated judge has a
-    strong position bias (the demo's run that shows what the orderings change), else the first
-    PCF run, else the first run."""
+    strong position bias (the demo's showcase), else the first PCF run, else the first."""
     pcf_runs = [i for i, r in enumerate(runs) if r.protocol == "pcf"]
     showcase = [i for i in pcf_runs if simulates_strong_bias(runs[i])]
     return (showcase or pcf_runs or [0])[0]
 
 
 def sidebar(actor: Actor) -> None:
-    """Who is signed in, which dataset and which run: shared by every page.
-
-    The dataset and the run live in the address (``?dataset=&run=``), so a reload or a shared
-    link restores them; a choice equal to its default is left out of the address. Who acts
-    never does: it comes from sign-in (:func:`sign_in`).
-    """
+    """Who is signed in, which dataset and which run, for every page. The dataset and the run
+    live in the address (``?dataset=&run=``, defaults left out); who acts comes from sign-in."""
     with st.sidebar:
         st.markdown(f"**{escape_markdown(actor.identity)}** · {actor.role.value}")
         if auth_configured():
@@ -122,12 +110,8 @@ def sidebar(actor: Actor) -> None:
 
 
 def follow_item_link(s: Session) -> None:
-    """Open the dataset of an item named in the address without one (``?item=ITEM_ID``).
-
-    The dataset chosen so far stays when it has the item; else the one dataset that has it is
-    chosen. When several or none have it the dataset stays, and the page that reads the item
-    says so (:func:`item_link_problem`).
-    """
+    """Open the dataset of an item named in the address without one (``?item=ITEM_ID``): the
+    one dataset that has it, unless the dataset chosen has it; else :func:`item_link_problem`."""
     item_key = st.query_params.get(ITEM_LINK)
     if not item_key or DATASET_KEY in st.query_params:
         return
@@ -182,10 +166,8 @@ def open_dataset(name: str) -> None:
 
 @st.cache_resource(max_entries=16, show_spinner="Reading the run's decisions...")
 def _run_analysis(url: str | None, run_id: int, revision: str, _run: Run) -> RunAnalysis:
-    """Shared by every session and never copied: pages read it and must not change it.
-
-    ``_run``, the run of ``run_id``, is not hashed: the URL, the id and the revision key it.
-    """
+    """Shared by every session, never copied: pages must not change it. ``_run``, the run of
+    ``run_id``, is not hashed: the URL, the id and the revision key it."""
     with session_scope(engine()) as s:
         return stored_analysis(_run, session=s)
 
@@ -215,8 +197,7 @@ def search_items(dataset: Dataset, text: str) -> set[str]:
 
 
 def stored_item(item_db_id: int, s: Session) -> Item:
-    """The item with this database id, which the page read from the database: items are never
-    deleted, so it is there."""
+    """The item with this database id, read from the database (items are never deleted)."""
     item = load_item(item_db_id, session=s)
     if item is None:
         raise LookupError(f"no item with database id {item_db_id}")

@@ -10,15 +10,8 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from pcf.analysis.markdown import Preview, inert_markdown, marked_difference, preview
-from pcf.analysis.results import (
-    ADAPTIVE_NOTE,
-    SIMULATED_NOTE,
-    is_simulated,
-    stopping_label,
-)
-from pcf.store import (
-    Run,
-)
+from pcf.analysis.results import ADAPTIVE_NOTE, SIMULATED_NOTE, is_simulated, stopping_label
+from pcf.store import Run
 
 PLAIN_KEY = "plain"  # show prompts and answers as plain text instead of inert Markdown
 LONG_ANSWER = 500  # characters: longer answers scroll inside a box of fixed height
@@ -104,11 +97,8 @@ def answer_height(texts: list[str], height: int) -> int | Literal["content"]:
 
 
 def show_difference(titled: Sequence[tuple[str, str]]) -> list[DeltaGenerator]:
-    """One or two texts side by side and in full, each under its title (inert Markdown), the
-    words the other does not say marked (:func:`~pcf.analysis.markdown.marked_difference`).
-
-    Returns a container under each title, for what a page adds there.
-    """
+    """One or two texts side by side in full under their titles, the words the other does not
+    say marked; returns a container under each title for what a page adds there."""
     marked = marked_difference(titled[0][1], titled[-1][1])
     slots = []
     for column, (title, _), text in zip(st.columns(2), titled, marked, strict=False):
