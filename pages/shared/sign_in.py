@@ -46,10 +46,11 @@ if (target && target.origin === location.origin && target.href !== location.href
 
 
 def sign_in_providers() -> list[str]:
-    """The configured providers: the sections of ``[auth]`` (``[auth.google]``...), or
-    ``default`` when ``[auth]`` itself names one provider."""
+    """The configured providers: the sections of ``[auth]`` with a ``client_id``
+    (``[auth.google]``...), or ``default`` when ``[auth]`` itself names one provider (its
+    other tables, such as ``client_kwargs``, are settings)."""
     section = st.secrets["auth"]
-    named = [name for name, value in section.items() if isinstance(value, Mapping)]
+    named = [n for n, v in section.items() if isinstance(v, Mapping) and "client_id" in v]
     return named or ["default"]
 
 

@@ -33,6 +33,15 @@ def test_nobody_signed_in_sees_only_the_sign_in_buttons_of_the_example_providers
     assert not at.sidebar.selectbox
 
 
+def test_the_one_providers_settings_tables_are_no_providers(engine):
+    at = AppTest.from_file(str(APP), default_timeout=30)
+    at.secrets["auth"] = AUTH | {"client_kwargs": {"prompt": "login"}}
+    at.user = {"is_logged_in": False}
+    at.run()
+    assert not at.exception
+    assert [b.label for b in at.button] == ["Sign in"]
+
+
 def test_a_stranger_is_told_to_ask_an_admin_and_sees_no_data_nor_the_admins(db):
     signed_in_app(db, "adam@example.com", "admin")
     at = signed_in_app(db, "mallory@example.com")
