@@ -30,7 +30,8 @@ from tests.e2e.conftest import ROOT, open_tab, serve_app
 from tests.e2e.hostile_items import HUGE_CHARACTERS, names
 
 Screenshot = Callable[..., Path]
-SETTLE_S = 2  # after a page is drawn, time for any image or font it asked for to be fetched
+PAINTED = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+"""Resolves once the page has been laid out and painted: any image or font it uses is asked for."""
 ELEMENTS_TO = """host => [...document.querySelectorAll(
     'a[href], img, iframe, video, audio, source, link[href], object, embed, image, use'
 )].map(e => [e.tagName, e.href?.baseVal ?? e.href ?? e.src ?? e.data ?? ''])
@@ -39,10 +40,12 @@ ELEMENTS_TO = """host => [...document.querySelectorAll(
 
 
 class Beacon(ThreadingHTTPServer):
-    """A local HTTP server that records every request it gets (and answers 204)."""
+    """A local HTTP server that records every request it gets (and answers 204); ``issued``
+    is every address a tab asked for (the browser's own record, kept by :func:`tab`)."""
 
     def __init__(self) -> None:
         self.requests: list[str] = []
+        self.issued: list[str] = []
         beacon = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -98,8 +101,10 @@ def hostile_url(beacon: Beacon, tmp_path_factory: pytest.TempPathFactory) -> Ite
 def tab(browser: Browser, hostile_url: str, beacon: Beacon, dialogs: list[str]) -> Iterator[Page]:
     """A new session on the hostile app; the beacon's record starts empty."""
     beacon.requests.clear()
+    beacon.issued.clear()
     with open_tab(browser, hostile_url, dialogs) as page:
         page.add_init_script("window.__ran = []")
+        page.on("request", lambda request: beacon.issued.append(request.url))
         yield page
 
 
@@ -113,9 +118,11 @@ def visit(page: Page, path: str, **query: str) -> None:
 
 
 def assert_inert(page: Page, beacon: Beacon, dialogs: list[str]) -> None:
-    """Nothing reached the beacon, nothing links to or loads from it, no script ran."""
-    time.sleep(SETTLE_S)
+    """Nothing asked the beacon or reached it, nothing links to or loads from it, no script
+    ran."""
+    page.evaluate(PAINTED)
     expect(page.locator(EXCEPTION)).to_have_count(0)
+    assert [url for url in beacon.issued if beacon.host in url] == []
     assert page.evaluate(ELEMENTS_TO, beacon.host) == []
     markdown = page.locator("[data-testid=stMarkdownContainer]")
     assert markdown.locator("img").count() == 0
