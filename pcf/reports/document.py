@@ -47,11 +47,8 @@ from pcf.reports.tables import (
 
 @dataclass(frozen=True)
 class Table:
-    """A titled table; ``simulated`` marks numbers that came from the simulated judge.
-
-    ``key`` names the table in ``report.json`` (tables of one key are listed together); ``run``
-    is added to each of its records there when the table is about one run.
-    """
+    """A titled table; ``simulated`` marks numbers of the simulated judge. ``key`` names it in
+    ``report.json`` (tables of one key listed together), whose records get ``run`` if set."""
 
     title: str
     frame: pd.DataFrame
@@ -121,14 +118,9 @@ def report_title(names: Sequence[str]) -> str:
 
 
 def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
-    """The report of the runs in ``data``: settings, main table, paired changes, K table,
-    weight table, order instability, slot bias and, for APOCJudge runs, the pairwise section.
-
-    Args:
-        data: :func:`collect_report` of the runs.
-        title: the report's title.
-        seed: seed of the paired bootstrap (the same seed gives the same intervals).
-    """
+    """The report of the runs in ``data`` (:func:`collect_report`): settings, main table, paired
+    changes, K and weight tables, order instability, triage, slot bias and the pairwise sections;
+    ``seed`` seeds the paired bootstrap."""
     runs, names = data.runs, _namer()
     sections = [
         Section(
@@ -137,7 +129,11 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
                 Table(
                     "Settings",
                     settings_table(runs),
-                    _adaptive_note(runs),
+                    _adaptive(
+                        runs,
+                        "Adaptive runs ({runs}), decided with the weights in their stopping "
+                        f"column: {ADAPTIVE_NOTE}.",
+                    ),
                     any_simulated(runs),
                     "settings",
                 ),
@@ -156,16 +152,15 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
         ),
         _direct_section(data, seed, names),
     ]
-    for section in (
+    optional = (
         _pairwise_section(data),
         _k_section(data),
         _weights_section(data),
         _instability_section(data, names),
         _triage_section(data, seed, names),
         _slot_section(data, names),
-    ):
-        if section is not None:
-            sections.append(section)
+    )
+    sections += [section for section in optional if section is not None]
     if not data.pairs.empty:
         for run_name, pairs in data.pairs.groupby("run", sort=False):
             simulated = any_simulated(runs, [run_name])
@@ -174,26 +169,19 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
     return Report(title, tuple(sections), any_simulated(runs))
 
 
-def _adaptive_note(runs: pd.DataFrame) -> str:
-    """What the adaptive runs among ``runs`` mean for the tables ("" when there are none)."""
+def _adaptive(runs: pd.DataFrame, text: str) -> str:
+    """``text`` naming the adaptive runs among ``runs`` at ``{runs}`` ("" when there are none)."""
     adaptive = adaptive_runs(runs)
-    if not adaptive:
-        return ""
-    return (
-        f"Adaptive runs ({', '.join(adaptive)}), decided with the weights in their stopping "
-        f"column: {ADAPTIVE_NOTE}."
-    )
+    return text.replace("{runs}", ", ".join(adaptive)) if adaptive else ""
 
 
 def _left_out(runs: pd.DataFrame) -> str:
     """The K and weight tables' note on the adaptive runs they leave out."""
-    adaptive = adaptive_runs(runs)
-    if not adaptive:
-        return ""
-    return (
-        f" Left out: the adaptive runs {', '.join(adaptive)}, whose items stopped after "
-        "different numbers of calls once their winner under one set of weights was settled; "
-        "their first K calls, or other weights, are not a K-call run or that weighting's run."
+    return _adaptive(
+        runs,
+        " Left out: the adaptive runs {runs}, whose items stopped after different numbers of "
+        "calls once their winner under one set of weights was settled; their first K calls, or "
+        "other weights, are not a K-call run or that weighting's run.",
     )
 
 
@@ -433,13 +421,8 @@ def _slot_section(data: ReportData, names: _Names) -> Section | None:
 def pairwise_blocks(
     pairs: pd.DataFrame, *, simulated: bool, run: str | None = None
 ) -> tuple[Block, ...]:
-    """The pairwise section, for an APOCJudge run or a replayed recording alike.
-
-    Args:
-        pairs: :func:`pair_frame` rows of one run or recording.
-        simulated: the decisions came from the simulated judge.
-        run: the run's name (added to the tables' records in ``report.json``).
-    """
+    """The pairwise section of one APOCJudge run or replayed recording (:func:`pair_frame`
+    rows); ``run`` is added to the tables' records in ``report.json``."""
     labelled = labelled_pairs(pairs)
     blocks: list[Block] = []
     table = functools.partial(Table, simulated=simulated, run=run)  # every table of the section
@@ -500,13 +483,8 @@ def pairwise_blocks(
 
 
 def replay_report(pairs: pd.DataFrame, *, title: str, source: Mapping[str, Any]) -> Report:
-    """The pairwise report of recorded decisions (``pcf replay ... --report``).
-
-    Args:
-        pairs: :func:`pair_frame` of the recording.
-        title: the report's title.
-        source: what was replayed (file, judge, strategy...), shown as a table.
-    """
+    """The pairwise report of recorded decisions (``pcf replay ... --report``); ``source`` says
+    what was replayed (file, judge, strategy...)."""
     described = pd.DataFrame(
         [{**source, "pairs": len(pairs), "buckets": pairs["bucket"].nunique()}]
     )
