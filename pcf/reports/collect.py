@@ -1,9 +1,5 @@
-"""Collecting a report's data: the runs read from the database once, into data frames.
-
-:func:`collect_report` decides every run from its stored judgments (no judge is called); every
-table in :mod:`pcf.reports.tables` is a pure function of the frames it returns, so the app's
-Report page and the files show the same numbers.
-"""
+"""A report's data: the runs read from the database once, into the data frames every table of
+:mod:`pcf.reports.tables` is a pure function of (the app's page and the files agree)."""
 
 from __future__ import annotations
 
@@ -34,20 +30,9 @@ PAIR_COLUMNS = ("pair_id", "bucket", "label", "d1", "d2", "apoc", "reason")
 
 @dataclass(frozen=True)
 class ReportData:
-    """Everything a report shows, read from the database once, as data frames.
-
-    Attributes:
-        runs: one row per run: names, settings, counts, calls, tokens, cost, ``simulated``.
-        decisions: :attr:`pcf.analysis.results.RunAnalysis.table` rows of every run, plus ``run``.
-        k_prefixes: per labelled full (not adaptive) PCF or repeated run and K, on execution
-            0's first K calls: ``run``, ``K``, ``n``, ``accuracy``, ``direct_accuracy``
-            (shares), ``improved``, ``regressed``.
-        weights: :func:`pcf.analysis.weight_playground.preset_records` of the same runs
-            (execution 0).
-        slots: per listwise run, candidate count ``n`` and slot: ``run``, ``n``, ``slot``,
-            ``top_share``, ``top_count``, ``gold_recall``.
-        slot_tests: per listwise run and ``n``: ``run``, ``n``, ``calls``, ``chi2``, ``p_value``.
-        pairs: per APOCJudge pair: ``run`` and :data:`PAIR_COLUMNS` (see :func:`pair_frame`).
+    """Everything a report shows, as data frames: a row per run; every run's decision table;
+    per labelled full PCF or repeated run, its K prefixes and preset weights (execution 0); per
+    listwise run, slot bias and its tests; per APOCJudge pair, ``run`` and :data:`PAIR_COLUMNS`.
     """
 
     runs: pd.DataFrame
@@ -60,14 +45,9 @@ class ReportData:
 
 
 def collect_report(runs: Sequence[Run], *, session: Session) -> ReportData:
-    """Read the runs' decisions and diagnostics as stored for the revision of their calls
-    (decided from their stored judgments first when missing or stale); no judge is called.
-
-    Decisions use each run's weights (the proposed ones, or those an adaptive run stopped on)
-    and every execution (as :func:`pcf.analysis.results.run_decisions`); the K table and the
-    weight table are matched single-run diagnostics on execution 0 alone (METHOD.md): prefixes
-    of its stored schedule, so they leave adaptive runs out.
-    """
+    """The runs' stored decisions (with their own weights, every execution) and diagnostics,
+    decided from stored judgments when missing or stale; no judge is called. The K and weight
+    tables are matched diagnostics of execution 0 alone, so they leave adaptive runs out."""
     datasets = {d.id: d.name for d in list_datasets(session=session)}
     prices = price_table()
     run_rows, decisions, slots, tests, pairs, k_rows, presets = [], [], [], [], [], [], []
@@ -173,10 +153,6 @@ def _apoc_pairs(run: Run, *, session: Session) -> pd.DataFrame:
 
 
 def pair_frame(pairs: Sequence[RecordedPair]) -> pd.DataFrame:
-    """Recorded pairs (``pcf replay``) as the frame the pairwise tables take.
-
-    Decisions and labels are in the pair's original frame: ``first``, ``second``, ``tie`` or
-    None. Recordings have no APOCJudge verdict, so ``apoc`` and ``reason`` are None.
-    """
+    """Recorded pairs (``pcf replay``) as the pairwise tables' frame (no ``apoc``, ``reason``)."""
     rows = [(p.pair_id, p.bucket, p.label, p.d1, p.d2, None, None) for p in pairs]
     return pd.DataFrame(rows, columns=list(PAIR_COLUMNS), dtype=object)
