@@ -141,10 +141,12 @@ def _run_of(file: Path) -> tuple[str, str] | None:
 
 
 def _llmbar_files(root: Path, judge: str | None, strategy: str | None) -> list[Path]:
-    wanted = (judge, strategy)
+    def fits(run: tuple[str, str]) -> bool:
+        return all(w in (None, r) for w, r in zip((judge, strategy), run, strict=True))
+
     if root.is_file():
         run = _run_of(root)
-        if run is not None and any(w not in (None, r) for w, r in zip(wanted, run, strict=True)):
+        if run is not None and not fits(run):
             message = f"is the run {'/'.join(run)}, not {judge or '*'}/{strategy or '*'}"
             raise DataError([Problem(str(root), None, None, message)])
         return [root]
@@ -153,11 +155,7 @@ def _llmbar_files(root: Path, judge: str | None, strategy: str | None) -> list[P
     if not root.is_dir():
         raise DataError([Problem(str(root), None, None, "file or directory not found")])
     runs = {f: run for f in sorted(root.rglob("result.json")) if (run := _run_of(f)) is not None}
-    chosen = {
-        f: run
-        for f, run in runs.items()
-        if all(w in (None, r) for w, r in zip(wanted, run, strict=True))
-    }
+    chosen = {f: run for f, run in runs.items() if fits(run)}
     names = sorted({"/".join(run) for run in chosen.values()})
     if not names:
         available = ", ".join(sorted({"/".join(run) for run in runs.values()})) or "none"
@@ -240,10 +238,6 @@ def _read_llmbar_file(file: Path) -> list[RecordedPair]:
     return pairs
 
 
-def _percent(count: int, total: int) -> float:
-    return 100 * count / total
-
-
 def _agree_or_decisive(d1: str | None, d2: str | None) -> str | None:
     if d1 == d2:
         return d1
@@ -282,13 +276,13 @@ def replay_summary(pairs: Sequence[RecordedPair]) -> dict:
         "official_counts": {k: overall[k] for k in ("correct", "incorrect", "tie")},
         "buckets": scores["buckets"],
         "macro_accuracy": scores["macro"],
-        "position_consistency": _percent(sum(p.d1 == p.d2 and p.d1 is not None for p in pairs), n),
+        "position_consistency": 100 * sum(p.d1 == p.d2 and p.d1 is not None for p in pairs) / n,
         "primacy": bias[(FIRST, SECOND)],
         "recency": bias[(SECOND, FIRST)],
-        "order1_accuracy": _percent(sum(p.d1 == p.label for p in pairs), n),
-        "order2_accuracy": _percent(sum(p.d2 == p.label for p in pairs), n),
+        "order1_accuracy": 100 * sum(p.d1 == p.label for p in pairs) / n,
+        "order2_accuracy": 100 * sum(p.d2 == p.label for p in pairs) / n,
         "rules": {
-            name: _percent(sum(d == p.label for d, p in zip(ds, pairs, strict=True)), n)
+            name: 100 * sum(d == p.label for d, p in zip(ds, pairs, strict=True)) / n
             for name, ds in rule_decisions.items()
         },
         "rule_abstentions": {
