@@ -6,6 +6,7 @@ Only the order of the candidate texts changes between orderings (slot ``i`` is l
 
 from __future__ import annotations
 
+import itertools
 import re
 import string
 from collections.abc import Sequence
@@ -124,16 +125,11 @@ def slot_keys(n: int) -> tuple[str, ...]:
 def neutral_keys(n: int, *seed_parts: object) -> tuple[str, ...]:
     """``n`` (1 to 176) distinct neutral keys such as ``Response Q7``, the same for the same
     ``seed_parts`` (e.g. dataset seed and pair id)."""
-    available = len(NEUTRAL_LETTERS) * len(NEUTRAL_DIGITS)
-    if not 1 <= n <= available:
-        raise ValueError(f"neutral keys exist for 1 to {available} candidates, got {n}")
-    picks = seeded_rng("neutral_keys", *seed_parts).choice(available, size=n, replace=False)
-    return tuple(
-        NEUTRAL_PREFIX
-        + NEUTRAL_LETTERS[int(p) // len(NEUTRAL_DIGITS)]
-        + NEUTRAL_DIGITS[int(p) % len(NEUTRAL_DIGITS)]
-        for p in picks
-    )
+    pool = [NEUTRAL_PREFIX + a + b for a, b in itertools.product(NEUTRAL_LETTERS, NEUTRAL_DIGITS)]
+    if not 1 <= n <= len(pool):
+        raise ValueError(f"neutral keys exist for 1 to {len(pool)} candidates, got {n}")
+    picks = seeded_rng("neutral_keys", *seed_parts).choice(len(pool), size=n, replace=False)
+    return tuple(pool[p] for p in picks)
 
 
 def normalize_key(key: str) -> str:
@@ -189,9 +185,14 @@ def _rendered(
     schema: tuple[dict[str, Any], str],
 ) -> Rendered:
     """The item's candidates in ``order`` under ``keys``, then ``closing``, and ``schema``."""
+    blocks = [f"<question>\n{escape_fences(item.prompt)}\n</question>"]
+    blocks += [
+        f'<candidate key="{key}">\n{escape_fences(item.text_of(cid))}\n</candidate>'
+        for key, cid in zip(keys, order, strict=True)
+    ]
     return Rendered(
         system=system,
-        user=_user_message(item, order, keys, closing),
+        user="\n\n".join([*blocks, closing]),
         keys=keys,
         key_to_id=dict(zip(keys, order, strict=True)),
         schema=schema[0],
@@ -295,12 +296,3 @@ def _checked(
             "or line breaks"
         )
     return order, keys
-
-
-def _user_message(item: Item, order: tuple[str, ...], keys: tuple[str, ...], closing: str) -> str:
-    blocks = [f"<question>\n{escape_fences(item.prompt)}\n</question>"]
-    blocks += [
-        f'<candidate key="{key}">\n{escape_fences(item.text_of(cid))}\n</candidate>'
-        for key, cid in zip(keys, order, strict=True)
-    ]
-    return "\n\n".join([*blocks, closing])
