@@ -19,6 +19,7 @@ from pcf.analysis.triage import (
     summarize,
 )
 from pcf.analysis.weight_playground import WEIGHT_NAMES
+from pcf.flags import FLAGS
 from pcf.pairwise import bucket_order, bucket_scores
 from pcf.recordings import FIRST, SECOND, SWAP_RULES, recorded_outcome
 from pcf.weights import PRESETS
@@ -57,7 +58,6 @@ RUN_FIELDS = {
     "cost_usd": "cost USD",
 }
 """The runs table's columns: the listing's fields, ``judge`` (``backend: model``) added."""
-RUN_COLUMNS = tuple(RUN_FIELDS.values())
 
 
 def adaptive_runs(runs: pd.DataFrame, protocols: Sequence[str] = ("pcf", "repeated")) -> list[str]:
@@ -91,19 +91,12 @@ def usage_table(runs: pd.DataFrame) -> pd.DataFrame:
     items = runs["items"].where(runs["items"] > 0)
     cost = runs["cost_usd"].astype(object).where(runs["priced"], "unpriced")
     per_item = (runs["cost_usd"] / items).astype(object).where(runs["priced"], "unpriced")
-    return pd.DataFrame(
-        {
-            "run": runs["run"],
-            "calls made": runs["calls_made"],
-            "cache hits": runs["cache_hits"],
-            "failures": runs["failures"],
-            "input tokens": runs["input_tokens"],
-            "output tokens": runs["output_tokens"],
-            "cost (USD)": cost,
-            "calls per item": runs["stored_calls"] / items,
-            "cost per item (USD)": per_item,
-        }
-    )
+    counted = ["run", "calls_made", "cache_hits", "failures", "input_tokens", "output_tokens"]
+    table = runs[counted].rename(columns=lambda column: column.replace("_", " "))
+    table["cost (USD)"] = cost
+    table["calls per item"] = runs["stored_calls"] / items
+    table["cost per item (USD)"] = per_item
+    return table
 
 
 MICRO_AVERAGE = "micro average"
@@ -203,11 +196,7 @@ def instability_table(runs: pd.DataFrame, decisions: pd.DataFrame) -> pd.DataFra
             "run": run.run,
             "method": run.method,
             "items": len(table),
-            "order unstable": int(table["order_unstable"].sum()),
-            "overrides direct": int(table["overrides_direct"].sum()),
-            "near tie": int(table["near_tie"].sum()),
-            "position driven": int(table["position_driven"].sum()),
-            "incomplete": int(table["incomplete"].sum()),
+            **{flag.replace("_", " "): int(table[flag].sum()) for flag in FLAGS},
             "mean top agreement": table["top_agreement"].mean(),
             "mean Kendall's W": table["kendall_w"].mean(),
         }
