@@ -452,23 +452,21 @@ def pairwise_blocks(
                 key="pairwise_rules",
             ),
         ]
-    blocks.append(
+    blocks += [
         table(
             "Swap consistency and position bias",
             position_table(pairs),
             "Consistent: both orders gave the same decision. Primacy: the member shown first "
             "won in both orders; recency: the member shown second won in both.",
             key="position",
-        )
-    )
-    blocks.append(
+        ),
         table(
             "Abstentions per decision rule (pairs)",
             abstention_table(pairs),
             "Pairs a rule decided as a tie or not at all; accuracy counts them as wrong.",
             key="abstentions",
-        )
-    )
+        ),
+    ]
     if has_apoc(pairs):
         blocks.append(
             table(
