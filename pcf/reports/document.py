@@ -248,20 +248,16 @@ def _pairwise_section(data: ReportData) -> Section | None:
     table = pairwise_table(data.runs, data.pairs)
     if table.empty:
         return Section("Pairwise against direct", ("No pair has a gold label.",))
-    return Section(
-        "Pairwise against direct",
-        (
-            Table(
-                "Pairwise: direct and APOCJudge per bucket (Table 4)",
-                table,
-                "Accuracy (%) on labelled pairs; N counts unique pairs. Direct: call 1, the "
-                "pair in canonical order. The macro average is the mean over buckets; its Δ is "
-                "the macro delta, in points. A tie or no verdict counts as wrong.",
-                any_simulated(data.runs, list(table["run"].unique())),
-                "pairwise",
-            ),
-        ),
+    shown = Table(
+        "Pairwise: direct and APOCJudge per bucket (Table 4)",
+        table,
+        "Accuracy (%) on labelled pairs; N counts unique pairs. Direct: call 1, the pair in "
+        "canonical order. The macro average is the mean over buckets; its Δ is the macro delta, "
+        "in points. A tie or no verdict counts as wrong.",
+        any_simulated(data.runs, list(table["run"].unique())),
+        "pairwise",
     )
+    return Section("Pairwise against direct", (shown,))
 
 
 def _k_section(data: ReportData) -> Section | None:
@@ -273,21 +269,17 @@ def _k_section(data: ReportData) -> Section | None:
         if adaptive_runs(runs):
             return Section("K ablation", (f"No K table.{_left_out(runs)}",))
         return Section("K ablation", ("No gold labels: the K table needs them.",))
-    return Section(
-        "K ablation",
-        (
-            Table(
-                "K table: repeated canonical and PCF at K prefixes (execution 0)",
-                table,
-                "A matched single-run diagnostic: each K uses the first K calls of execution 0 "
-                "alone, never the executions pooled, so PCF and repeated canonical (method "
-                "repeated) spend the same K calls; no new calls. Δ is the change over direct "
-                "(the run's canonical call), in points." + _left_out(runs),
-                any_simulated(runs, list(table["run"].unique())),
-                "k",
-            ),
-        ),
+    shown = Table(
+        "K table: repeated canonical and PCF at K prefixes (execution 0)",
+        table,
+        "A matched single-run diagnostic: each K uses the first K calls of execution 0 alone, "
+        "never the executions pooled, so PCF and repeated canonical (method repeated) spend the "
+        "same K calls; no new calls. Δ is the change over direct (the run's canonical call), in "
+        "points." + _left_out(runs),
+        any_simulated(runs, list(table["run"].unique())),
+        "k",
     )
+    return Section("K ablation", (shown,))
 
 
 def _weights_section(data: ReportData) -> Section | None:
@@ -295,21 +287,16 @@ def _weights_section(data: ReportData) -> Section | None:
         if adaptive_runs(data.runs):
             return Section("Weight presets", (f"No weight table.{_left_out(data.runs)}",))
         return None
-    run_names = list(data.k_prefixes["run"].unique())
-    return Section(
-        "Weight presets",
-        (
-            Table(
-                "Weight table: the six presets of METHOD.md on the same judgments (execution 0)",
-                data.weights,
-                "Accuracy (%) with the calls of execution 0 of each run (the matched runs of the "
-                "K table at their stored K); direct % and Δ vs direct: the same preset on the "
-                "canonical call, Δ in points." + _left_out(data.runs),
-                any_simulated(data.runs, run_names),
-                "weights",
-            ),
-        ),
+    shown = Table(
+        "Weight table: the six presets of METHOD.md on the same judgments (execution 0)",
+        data.weights,
+        "Accuracy (%) with the calls of execution 0 of each run (the matched runs of the K table "
+        "at their stored K); direct % and Δ vs direct: the same preset on the canonical call, Δ "
+        "in points." + _left_out(data.runs),
+        any_simulated(data.runs, list(data.k_prefixes["run"].unique())),
+        "weights",
     )
+    return Section("Weight presets", (shown,))
 
 
 def _instability_section(data: ReportData, names: _Names) -> Section | None:
