@@ -220,18 +220,16 @@ class JudgmentLines:
     def __init__(self, path: str | Path) -> None:
         self.path, self._check = open_checked(path)
         self.items: dict[str, int] = {}
-        item_of, starts, line_numbers = array("q"), array("q"), array("q")
+        item_of, where = array("q"), array("q")  # where: (line, start) of each line, flat
         for line, start, obj in json_lines_at(self.path, self._check):
             call = self._check.validate(_Call, obj, line)
             if call is not None:
                 item_of.append(self.items.setdefault(call.item_id, len(self.items)))
-                starts.append(start)
-                line_numbers.append(line)
+                where.extend((line, start))
         items = np.frombuffer(item_of, dtype=np.int64)
         by_item = np.argsort(items, kind="stable")  # each item's lines together, in file order
         self._bounds = np.searchsorted(items[by_item], np.arange(len(self.items) + 1))
-        self._starts = np.frombuffer(starts, dtype=np.int64)[by_item]
-        self._lines = np.frombuffer(line_numbers, dtype=np.int64)[by_item]
+        self._where = np.frombuffer(where, dtype=np.int64).reshape(-1, 2)[by_item]
 
     def read(self, items: Iterable[int]) -> list[tuple[int, Judgment]]:
         """The judgments of some items (numbers of :attr:`items`), with their lines, in order."""
@@ -239,12 +237,7 @@ class JudgmentLines:
         with open_data(self.path) as file:
             for item in items:
                 span = slice(int(self._bounds[item]), int(self._bounds[item + 1]))
-                lines += [
-                    (line, json_line_at(file, start))
-                    for line, start in zip(
-                        self._lines[span].tolist(), self._starts[span].tolist(), strict=True
-                    )
-                ]
+                lines += [(n, json_line_at(file, at)) for n, at in self._where[span].tolist()]
         return list(_checked(lines, self._check))
 
     def raise_if_any(self) -> None:
