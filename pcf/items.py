@@ -158,15 +158,14 @@ def load_dataset(
 ) -> list[Item]:
     """A dataset file in one of :data:`FORMATS`: the items of one ``subset`` (bucket), the first
     ``limit`` of them; DataError naming file, line and field of every problem."""
-    loaders = {
-        "rewardbench2": load_rewardbench2,
-        "judgebench": load_judgebench,
-        "jsonl": load_items_jsonl,
-        "csv": load_items_csv,
-    }
-    if fmt not in loaders:
+    if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    items = loaders[fmt](path, subset=subset)
+    path, check = open_checked(path)
+    if fmt == "csv":
+        items = _bucket_filter(_csv_items(path, check), subset)
+    else:  # RewardBench 2 may also be Parquet
+        rows = read_rows(path, check) if fmt == "rewardbench2" else read_json_lines(path, check)
+        items = items_from_rows(fmt, rows, check, subset=subset)
     return items if limit is None else items[:limit]
 
 
@@ -197,8 +196,7 @@ def _bucket_filter(items: list[Item], subset: str | None) -> list[Item]:
 
 def load_items_jsonl(path: str | Path, *, subset: str | None = None) -> list[Item]:
     """Load METHOD.md's ``items.jsonl``; ``subset`` keeps one bucket."""
-    path, check = open_checked(path)
-    return items_from_rows("jsonl", read_json_lines(path, check), check, subset=subset)
+    return load_dataset("jsonl", path, subset=subset)
 
 
 def item_listing(path: str | Path) -> dict[str, tuple[str, ...]]:
@@ -256,13 +254,12 @@ class _CsvRow(BaseModel):
     bucket: Annotated[str | None, BeforeValidator(lambda v: (v or "").strip() or None)] = None
 
 
-def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]:
-    """Load a CSV with one row per candidate: ``item_id,prompt,candidate_id,text[,gold][,bucket]``.
+def _csv_items(path: Path, check: FieldChecker) -> list[Item]:
+    """A CSV with one row per candidate: ``item_id,prompt,candidate_id,text[,gold][,bucket]``.
 
     ``prompt``, ``gold`` and ``bucket`` repeat on every row of an item and must agree; an empty
     ``gold`` means no gold label. Items keep the order of their first row.
     """
-    path, check = open_checked(path)
     groups: dict[str, dict[str, Any]] = {}
     broken = set()  # items with a row in error: their other rows are not checked together
     for line, row in read_rows(path, check, CSV_COLUMNS[:4]):
@@ -287,7 +284,7 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
         if item_id not in broken and _sound(check, g["line"], seen, item):
             items.append(item)
     check.raise_if_any()
-    return _bucket_filter(items, subset)
+    return items
 
 
 def _neutral_id(key: str) -> str:
@@ -331,19 +328,13 @@ class _RewardBench2Row(BaseModel):
         return total
 
 
-def load_rewardbench2(path: str | Path, *, subset: str | None = None) -> list[Item]:
-    """Load RewardBench 2 rows (JSON Lines or Parquet); ``subset`` keeps e.g. ``Factuality``.
+def _rewardbench2_item(row: dict, line: int, check: FieldChecker) -> Item | None:
+    """A RewardBench 2 row as an item, or None with its problems recorded.
 
     The correct answer comes first in every row, so candidate ids hash the item id and the
     answer's place and are listed sorted: neither ids nor listing order (which breaks exact
     ties) carries the label. Item ids are ``subset:id`` (``id`` repeats across subsets).
     """
-    path, check = open_checked(path)
-    return items_from_rows("rewardbench2", read_rows(path, check), check, subset=subset)
-
-
-def _rewardbench2_item(row: dict, line: int, check: FieldChecker) -> Item | None:
-    """A RewardBench 2 row as an item, or None with its problems recorded."""
     key = f"{row.get('subset')}:{row.get('id')}"
     fields = check.validate(_RewardBench2Row, row, line, item=key)
     if fields is None:
@@ -368,15 +359,9 @@ class _JudgeBenchRow(BaseModel):
     response_model: Any = None
 
 
-def load_judgebench(path: str | Path, *, subset: str | None = None) -> list[Item]:
-    """Load JudgeBench pairs (data or outputs files): candidates ``response_A``/``B``, gold from
-    ``label``, bucket from ``source``; ``subset`` keeps one bucket."""
-    path, check = open_checked(path)
-    return items_from_rows("judgebench", read_json_lines(path, check), check, subset=subset)
-
-
 def _judgebench_item(obj: dict, line: int, check: FieldChecker) -> Item | None:
-    """A JudgeBench pair as an item, or None with its problems recorded."""
+    """A JudgeBench pair (data or outputs file) as an item (candidates ``response_A``/``B``), or
+    None with its problems recorded."""
     row = check.validate(_JudgeBenchRow, obj, line, item=obj.get("pair_id"))
     if row is None:
         return None
