@@ -54,15 +54,14 @@ def collect_report(runs: Sequence[Run], *, session: Session) -> ReportData:
     for run in runs:
         analysis = stored_analysis(run, session=session)
         table = analysis.table.assign(run=run.name)
-        labelled = int(table["gold"].notna().sum())
         decisions.append(table)
-        calls = int(table["n_calls"].sum())
-        run_rows.append(_run_row(run, len(table), calls, labelled, datasets, prices))
+        run_rows.append(_run_row(run, table, datasets, prices))
         if run.protocol == "apoc":
             pairs.append(_apoc_pairs(run, session=session).assign(run=run.name))
             continue
         slots.append(analysis.slot_bias.assign(run=run.name))
         tests.append(analysis.slot_tests.assign(run=run.name))
+        labelled = table["gold"].notna().any()
         if run.protocol in ("pcf", "repeated") and labelled and not is_adaptive(run):
             diagnostics = run_diagnostics(run, session=session)
             k_rows.append(diagnostics.k_prefixes)
@@ -87,13 +86,9 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def _run_row(
-    run: Run,
-    items: int,
-    calls: int,
-    labelled: int,
-    datasets: Mapping[int, str],
-    prices: Mapping[str, Any],
+    run: Run, table: pd.DataFrame, datasets: Mapping[int, str], prices: Mapping[str, Any]
 ) -> dict[str, Any]:
+    """The report's row of a run with its decision ``table``."""
     tokens = run.input_tokens + run.output_tokens
     return {
         "run": run.name,
@@ -108,9 +103,9 @@ def _run_row(
         "seed": run.seed,
         "temperature": run.settings.get("identity", {}).get("temperature"),
         "status": run.status,
-        "items": items,
-        "stored_calls": calls,
-        "labelled": labelled,
+        "items": len(table),
+        "stored_calls": int(table["n_calls"].sum()),
+        "labelled": int(table["gold"].notna().sum()),
         **usage(run),
         "cost_usd": run.cost_usd,
         "priced": is_simulated(run) or run.model in prices or tokens == 0,
