@@ -172,10 +172,8 @@ def load_dataset(
 def _sound(check: FieldChecker, line: int, seen: dict[str, int], item: Item) -> bool:
     """Whether ``item`` passes the checks across fields and against the items ``seen`` before."""
     before, ids = len(check.problems), item.candidate_ids
-    if item.item_id in seen:
-        first = seen[item.item_id]
+    if (first := seen.setdefault(item.item_id, line)) != line:
         check.add(line, "item_id", f"duplicate id {item.item_id!r} (first on line {first})")
-    seen.setdefault(item.item_id, line)
     if len(ids) < 2:
         check.add(line, "candidates", f"needs at least 2 candidates, got {len(ids)}")
     if len(ids) > MAX_CANDIDATES:

@@ -195,10 +195,9 @@ def _checked(
         if call is None:
             continue
         key = call.key
-        if key in seen:
-            check.add(line, "call_index", f"duplicate call {key} (first on line {seen[key]})")
+        if (earlier := seen.setdefault(key, line)) != line:
+            check.add(line, "call_index", f"duplicate call {key} (first on line {earlier})")
             continue
-        seen[key] = line
         ids = frozenset(call.order)
         first = item_ids.setdefault(call.item_id, (ids, line))
         if first[0] != ids:

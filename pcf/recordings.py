@@ -94,11 +94,9 @@ def read_judgebench_outputs(path: str | Path) -> list[RecordedPair]:
         row = check.validate(_JudgeBenchOutput, obj, line)
         if row is None:
             continue
-        if row.pair_id in seen:
-            first = seen[row.pair_id]
+        if (first := seen.setdefault(row.pair_id, line)) != line:
             check.add(line, "pair_id", f"duplicate id {row.pair_id!r} (first on line {first})")
             continue
-        seen[row.pair_id] = line
         d1, d2 = (order.decision if order else None for order in row.judgments)
         label = FIRST if row.label == "A>B" else SECOND
         bucket = judgebench_bucket(row.source)
