@@ -1,8 +1,5 @@
-"""The names a run's settings and a dataset's format choose among, free of numpy and pydantic so
-that ``pcf --help`` lists them and a run's spec is checked without loading it.
-
-Each name's meaning lives in its module: aggregation rules in :mod:`pcf.consensus`, ordering
-schedules in :mod:`pcf.orderings`, stopping policies in :mod:`pcf.stopping`.
+"""The names a run's settings and a dataset's format choose among (meanings in their modules),
+free of numpy and pydantic so that ``pcf --help`` lists them and a spec is checked without them.
 """
 
 from __future__ import annotations

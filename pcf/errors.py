@@ -16,9 +16,7 @@ class Problem:
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
-        return (
-            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
-        )
+        return ": ".join(filter(None, (where, self.field, self.message)))
 
 
 class DataError(ValueError):

@@ -1,20 +1,9 @@
-"""The files a user names, read with care (regular files only, each kind with a size cap) and
-written whole (:func:`replacing`).
+"""The files a user names, read with care and written whole (:func:`replacing`).
 
-A device (``/dev/zero``), a FIFO or a folder is refused at once: opening does not wait for a
-writer, and nothing is read from it. A file over its kind's cap is refused before it is read,
-and a file that grows past the cap while it is read stops there. Each refusal is one line that
-names the file and the limit. The caps (docs/reports.md lists them) fit the real data with room to
-spare and can be raised, each by its environment variable:
-
-- :data:`DATA_FILE`: datasets, recordings and judgments files, ``PCF_MAX_FILE_MB`` (1024 MB);
-- :data:`PRICES_FILE`: the price table named by ``PCF_PRICES``, ``PCF_MAX_PRICES_MB`` (1 MB);
-- :data:`GUIDELINES_FILE`: labelling guidelines, ``PCF_MAX_GUIDELINES_MB`` (1 MB).
-
-Data files (datasets, recordings, judgments) are read as JSON lines or one JSON document
-through a :class:`FieldChecker` that collects each problem with its file, line and field and
-raises them together as one :class:`~pcf.errors.DataError`. Their rows are pydantic models
-(:meth:`FieldChecker.validate`), their fields :data:`Text`, :func:`capped` or :func:`must`.
+Only regular files are read (a device, FIFO or folder is refused without waiting on it), each
+kind under a cap that its environment variable can raise (docs/reports.md lists them), also
+while the file is read. Data files are read through a :class:`FieldChecker` that collects each
+problem with its file, line and field and raises them together as one DataError.
 """
 
 from __future__ import annotations
@@ -48,14 +37,7 @@ BOM = b"\xef\xbb\xbf"
 
 @dataclass(frozen=True)
 class Limit:
-    """A cap that an environment variable can raise (or lower).
-
-    Attributes:
-        env: the variable, holding a whole number of ``unit``.
-        default: the cap, in ``unit``, when the variable is not set.
-        unit: what the variable counts (``MB``, ``characters``).
-        scale: how many bytes or characters one ``unit`` is.
-    """
+    """A cap of ``default`` ``unit`` (each ``scale`` bytes or characters) that ``env`` changes."""
 
     env: str
     default: int
@@ -63,11 +45,7 @@ class Limit:
     scale: int = 1
 
     def value(self) -> int:
-        """The cap in bytes or characters.
-
-        Raises:
-            ValueError: the variable is set but is not a whole number above 0.
-        """
+        """The cap in bytes or characters; ValueError if the variable is not a whole number > 0."""
         raw = os.environ.get(self.env, "").strip()
         if not raw:
             return self.default * self.scale
@@ -93,12 +71,7 @@ GUIDELINES_FILE = Limit("PCF_MAX_GUIDELINES_MB", 1, "MB", MB)
 
 
 class InputFileError(ValueError):
-    """A file that is not read: missing, not a regular file, or over its cap (one line).
-
-    Attributes:
-        path: the file.
-        reason: why, without the file's name.
-    """
+    """A file that is not read: missing, not a regular file, or over its cap (one line)."""
 
     def __init__(self, path: str | Path, reason: str) -> None:
         self.path = str(path)
@@ -108,12 +81,8 @@ class InputFileError(ValueError):
 
 @contextmanager
 def open_input(path: str | Path, limit: Limit) -> Iterator[BinaryIO]:
-    """``path`` opened for reading, once it is known to be a regular file within ``limit``.
-
-    Raises:
-        InputFileError: the file is missing or unreadable, is not a regular file, or is over
-            the limit; the message names the file.
-    """
+    """``path`` opened for reading once it is known to be a regular file within ``limit``, else
+    :class:`InputFileError`."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block here
     except FileNotFoundError:
@@ -140,12 +109,8 @@ def read_input(path: str | Path, limit: Limit) -> bytes:
 
 
 def read_parquet_bytes(data: bytes) -> pd.DataFrame:
-    """A Parquet file's table, read on this thread alone.
-
-    pyarrow's default read prefetches on its I/O threads, and the last of them may release the
-    bytes after the interpreter has begun to exit: it then aborts the process ("terminate called
-    without an active exception", exit -6) after its work is done.
-    """
+    """A Parquet file's table, read on this thread alone: pyarrow's I/O threads may release the
+    bytes after the interpreter began to exit, aborting the process (exit -6)."""
     import pandas as pd  # noqa: PLC0415 - only Parquet needs it
 
     return pd.read_parquet(io.BytesIO(data), use_threads=False, pre_buffer=False)
@@ -157,8 +122,7 @@ def read_capped(file: BinaryIO, path: str | Path, limit: Limit) -> bytes:
 
 
 def capped_blocks(blocks: Iterable[bytes], path: str | Path, limit: Limit) -> Iterator[bytes]:
-    """``blocks`` (an open file's lines, or its blocks) read on, stopping with
-    :class:`InputFileError` once they add up to more than ``limit`` (a file that grew)."""
+    """``blocks`` (lines or blocks of a file), stopping past ``limit`` (a file that grew)."""
     total, cap = 0, limit.value()
     for block in blocks:
         total += len(block)
@@ -180,13 +144,9 @@ def _kind(mode: int) -> str:
 
 @contextmanager
 def replacing(path: Path) -> Iterator[TextIO]:
-    """``path`` written as UTF-8 text through a temporary file in its folder, renamed onto it
-    once the block ends without an error: a write that fails midway (a full disk, an error
-    while the content is computed) leaves no partial file, and an existing file as it was.
-
-    The new file gets an existing file's permissions, else the usual ones (0o666 less the
-    umask); a symbolic link is followed, as opening the file for writing would.
-    """
+    """``path`` written as UTF-8 text through a temporary file renamed onto it once the block
+    ends without an error, so a failed write leaves no partial file. The new file keeps an
+    existing file's permissions (else 0o666 less the umask); a symbolic link is followed."""
     target = Path(os.path.realpath(path))
     if target.exists():
         mode = stat.S_IMODE(target.stat().st_mode)
@@ -224,11 +184,8 @@ class FieldChecker:
     def validate(
         self, model: type[Row], obj: object, line: int, *, note: str = "", **context: Any
     ) -> Row | None:
-        """``obj`` as a ``model``, or None with a problem for each error pydantic finds, at
-        ``line`` and the field its location names. The message (after ``note``) is ``missing``
-        for a null or absent value, a :func:`must` or :func:`capped` check's own, :data:`Text`'s,
-        else the description of the model's field holding the error (any depth), else pydantic's.
-        ``context`` reaches the validators (``item`` names an item in a cap's message)."""
+        """``obj`` as a ``model``, or None with a problem (after ``note``) at ``line`` and field
+        for each pydantic error (:func:`_message`); ``context`` reaches the validators."""
         try:
             return model.model_validate(obj, context=context)
         except ValidationError as exc:
@@ -251,8 +208,7 @@ def _field(loc: tuple[int | str, ...]) -> str:
 
 
 def _message(error: ErrorDetails, described: str | None) -> str:
-    """A pydantic error in this project's words; ``described`` says what the field must be,
-    with ``{got}`` the value (or the length pydantic found)."""
+    """A pydantic error in this project's words; ``described`` (a field's) with ``{got}``."""
     kind, value = error["type"], error["input"]
     if kind == "missing" or value is None:
         return "missing"
@@ -275,8 +231,7 @@ def _shown(value: Any) -> str:
 
 
 def must(test: Callable[[Any], object], message: str) -> BeforeValidator:
-    """A check of a field's raw value: a value that fails ``test`` is a problem, ``message``
-    with ``{got}`` replaced by the value (:func:`_shown`)."""
+    """A check of a raw value: failing ``test`` is ``message``, ``{got}`` the value."""
 
     def check(value: Any) -> Any:
         if not test(value):
@@ -330,8 +285,7 @@ def read_json_lines(path: Path, check: FieldChecker) -> Iterator[tuple[int, dict
 
 
 def json_lines_at(path: Path, check: FieldChecker) -> Iterator[tuple[int, int, dict]]:
-    """As :func:`read_json_lines`, with where each line starts in the file (its byte offset),
-    to read it again with :func:`json_line_at`."""
+    """As :func:`read_json_lines`, with each line's byte offset (for :func:`json_line_at`)."""
     start = 0
     with open_data(path) as fh:
         for number, data in enumerate(capped_blocks(fh, path, DATA_FILE), start=1):
@@ -358,8 +312,7 @@ def json_lines_at(path: Path, check: FieldChecker) -> Iterator[tuple[int, int, d
 
 
 def json_line_at(file: BinaryIO, start: int) -> dict:
-    """The object on the line that starts at byte ``start``: one :func:`json_lines_at` read
-    (and checked) before."""
+    """The object on the line at byte ``start``, checked by :func:`json_lines_at` before."""
     file.seek(start)
     data = file.readline()
     return JSON_DECODER.decode((data.removeprefix(BOM) if start == 0 else data).decode("utf-8"))
@@ -384,20 +337,14 @@ def read_json_document(path: Path, check: FieldChecker) -> Any:
 
 
 def _plainly_storable(raw: str) -> bool:
-    """Whether a line of valid JSON is storable on its face, without walking it (:func:`storable`).
-
-    Without a ``\\u`` escape it holds no NUL and no lone surrogate (valid JSON writes both only
-    as escapes, and UTF-8 text has no surrogates); with at most :data:`MAX_NESTING` brackets it
-    cannot nest deeper than that.
-    """
+    """Whether a line of valid JSON is :func:`storable` on its face: JSON writes a NUL or a
+    surrogate only as a ``\\u`` escape, and few brackets cannot nest deep."""
     return "\\u" not in raw and raw.count("{") + raw.count("[") <= MAX_NESTING
 
 
 def storable(row: dict, line: int, check: FieldChecker) -> bool:
-    """Whether ``row`` can be stored, recording why not: too deep, a NUL or a lone surrogate.
-
-    Walks every key and value iteratively (the depth is what is being checked).
-    """
+    """Whether ``row`` can be stored, recording why not: too deep, a NUL or a lone surrogate
+    (walked iteratively: the depth is what is checked)."""
     sound = True
     pending: list[tuple[str, Any, int]] = [("", row, 0)]
     while pending:
@@ -436,13 +383,8 @@ def _string_problem(text: str) -> str | None:
 def read_rows(
     path: Path, check: FieldChecker, required: Sequence[str] = ()
 ) -> Iterator[tuple[int, dict]]:
-    """(line, row) of each storable row of a Parquet or CSV file (by the suffix; a Parquet
-    "line" is the row's number) or else JSON Lines; the other rows' problems are recorded.
-
-    Raises:
-        DataError: at once for a file that cannot be read as its kind, or a CSV header
-            without the ``required`` columns.
-    """
+    """(line, row) of each storable row of a Parquet (line: row number), CSV or else JSON Lines
+    file; DataError at once for an unreadable file or a CSV header without ``required``."""
     suffix = path.suffix.lower()
     if suffix not in (".parquet", ".csv"):
         yield from read_json_lines(path, check)
@@ -455,9 +397,10 @@ def read_rows(
         except (OSError, ValueError) as exc:  # pyarrow's errors are among these
             check.add(None, None, f"not a readable Parquet file: {exc}")
             check.raise_if_any()
-        records = enumerate(frame.to_dict(orient="records"), start=1)
-        rows = ((i, {key: _plain(value) for key, value in rec.items()}) for i, rec in records)
-        yield from ((i, row) for i, row in rows if storable(row, i, check))
+        for i, record in enumerate(frame.to_dict(orient="records"), start=1):
+            row = {k: v.tolist() if hasattr(v, "tolist") else v for k, v in record.items()}
+            if storable(row, i, check):  # Parquet gives numpy arrays where JSON gives lists
+                yield i, row
         return
     content = decode_utf8(data.removeprefix(BOM), check, 1)
     check.raise_if_any()
@@ -476,18 +419,8 @@ def read_rows(
         check.raise_if_any()
 
 
-def _plain(value: Any) -> Any:
-    """Parquet gives numpy arrays where JSON gives lists."""
-    return value.tolist() if hasattr(value, "tolist") else value
-
-
 def open_checked(path: str | Path) -> tuple[Path, FieldChecker]:
-    """The file's path and a checker for its problems.
-
-    Raises:
-        DataError: the file is missing, is not a regular file, or is over
-            :data:`DATA_FILE` (``PCF_MAX_FILE_MB``).
-    """
+    """The file's path and a checker for its problems; DataError if it cannot be read."""
     path = Path(path)
     with open_data(path):
         pass
@@ -496,8 +429,7 @@ def open_checked(path: str | Path) -> tuple[Path, FieldChecker]:
 
 @contextmanager
 def open_data(path: Path) -> Iterator[BinaryIO]:
-    """``path`` opened with :func:`open_input`; a refusal to read it, then or while
-    it is read, is a :class:`DataError`."""
+    """``path`` opened with :func:`open_input`; a refusal, then or later, is a DataError."""
     try:
         with open_input(path, DATA_FILE) as file:
             yield file

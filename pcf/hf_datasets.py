@@ -1,10 +1,7 @@
-"""Items from Hugging Face datasets, read through the ``datasets`` library (the ``hf`` extra,
-imported only here): a dataset on the hub, or in its cache offline, a folder ``save_to_disk``
-wrote, or a folder of a hub dataset's Parquet or JSON files.
-
-The rows become the rows a file import reads (:func:`pcf.items.items_from_rows`), in a layout
-told by their columns (:func:`pcf.items.layout_of`), so they pass the same checks and caps and
-fail with ``SOURCE[split]:row: field: message`` (rows count from 1).
+"""Items from Hugging Face datasets through the ``datasets`` library (the ``hf`` extra): on the
+hub or in its cache, a ``save_to_disk`` folder, or a folder of a dataset's Parquet or JSON files.
+The rows pass a file import's checks (:func:`pcf.items.items_from_rows`), in a layout told by
+their columns, and fail with ``SOURCE[split]:row: field: message`` (rows count from 1).
 """
 
 from __future__ import annotations
@@ -30,20 +27,11 @@ def load_hf(
     columns: Mapping[str, str] | None = None,
     subset: str | None = None,
 ) -> tuple[list[Item], str]:
-    """The items of a Hugging Face dataset, all or none, and the layout of its rows.
+    """The items of a dataset (a hub id or a local folder), all or none, and its rows' layout.
 
-    Args:
-        source: a hub id (``allenai/reward-bench-2``) or a local folder.
-        config: the dataset's configuration (not for a ``save_to_disk`` folder).
-        split: the split to read; needed only when the dataset has several.
-        revision: a hub branch, tag or commit (not for a ``save_to_disk`` folder).
-        columns: ``{field: column}``, a layout's field read from another column.
-        subset: keep one bucket (of RewardBench 2: one subset).
-
-    Raises:
-        ValueError: the ``datasets`` library is missing, the dataset cannot be read (not
-            found, offline, no such split or column), or its columns are no known layout.
-        DataError: the dataset is over :data:`~pcf.files.DATA_FILE`, or its rows' problems.
+    ``split`` is needed only when there are several; ``columns`` (``{field: column}``) reads a
+    layout's field from another column; ``subset`` keeps one bucket. ValueError when the dataset
+    cannot be read or is no known layout; DataError when over the cap or for its rows' problems.
     """
     columns = dict(columns or {})
     dataset = _one_split(_open(source, config, revision), split, source)

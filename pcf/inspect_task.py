@@ -1,10 +1,6 @@
-"""PCF inside inspect_ai: a task that judges each item's candidates under K orderings through
-inspect's model API, and a scorer that turns the answers into PCF's decision.
-
-Registered through the ``inspect_ai`` entry point (pyproject.toml), so ``inspect eval pcf/judge
--T items=items.jsonl --model openai/gpt-4o-mini`` finds it. Orderings, prompts, parsing and
-the decision are PCF's own (:mod:`pcf.orderings`, :mod:`pcf.prompts`, :mod:`pcf.parsing`,
-:func:`pcf.decisions.aggregate`); ``pcf import inspect LOG`` stores a log as a run.
+"""PCF inside inspect_ai: a task that judges each item under K orderings through inspect's model
+API, and a scorer that turns the answers into PCF's decision. Registered through the
+``inspect_ai`` entry point: ``inspect eval pcf/judge -T items=items.jsonl --model ...``.
 """
 
 from __future__ import annotations

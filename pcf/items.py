@@ -1,18 +1,9 @@
 """Items, candidates and the dataset loaders (RewardBench 2, JudgeBench, items.jsonl, CSV); rows
-read elsewhere (Hugging Face datasets: :mod:`pcf.hf_datasets`) pass :func:`items_from_rows`.
+read elsewhere (:mod:`pcf.hf_datasets`) pass :func:`items_from_rows`.
 
-Every loader reads the whole file, collects every problem (file, line, field) and raises one
-:class:`~pcf.errors.DataError` if there is any, so a bad file is never half used.
-
-What any file may hold, checked in one place for every format (:func:`pcf.files.storable`):
-UTF-8 text (a leading byte-order mark, as Excel writes, is skipped); no NUL character and no
-lone surrogate in any string (PostgreSQL and UTF-8 refuse them); nesting at most
-:data:`MAX_NESTING` deep; integers of at most :data:`MAX_INT_DIGITS` digits. An item has 2 to
-:data:`MAX_CANDIDATES` candidates (a prompt labels them A to Z), and no candidate is called
-``none_correct`` or ``cannot_tell`` (:data:`RESERVED_CANDIDATE_IDS`, the annotators' other
-choices). A prompt has at most :data:`PROMPT_CHARS` characters and a candidate at most
-:data:`CANDIDATE_CHARS` (each overridable by its environment variable), and a file must be a
-regular file of at most :data:`~pcf.files.DATA_FILE` (:mod:`pcf.files`).
+Every loader reads the whole file and raises one :class:`~pcf.errors.DataError` with every
+problem (file, line, field), so a bad file is never half used. What any file may hold is checked
+in :mod:`pcf.files`; an item has 2 to :data:`MAX_CANDIDATES` candidates, none with a reserved id.
 """
 
 from __future__ import annotations
@@ -52,18 +43,13 @@ CANNOT_TELL = "cannot_tell"
 RESERVED_CANDIDATE_IDS = (NONE_CORRECT, CANNOT_TELL)
 """An annotator's choices besides the candidates, so no candidate may be called that."""
 PROMPT_CHARS = Limit("PCF_MAX_PROMPT_CHARS", 200_000, "characters")
-"""The longest prompt an item may have (``PCF_MAX_PROMPT_CHARS`` changes it)."""
 CANDIDATE_CHARS = Limit("PCF_MAX_CANDIDATE_CHARS", 100_000, "characters")
-"""The longest candidate answer (``PCF_MAX_CANDIDATE_CHARS`` changes it): every judge call
-quotes each candidate."""
+"""The longest candidate answer: every judge call quotes each candidate."""
 Prompt = Annotated[Text, capped(PROMPT_CHARS)]
 Answer = Annotated[Text, capped(CANDIDATE_CHARS)]
 JudgeBenchLabel = Annotated[
     str, must(lambda v: v in ("A>B", "B>A"), "must be 'A>B' or 'B>A', got {got}")
 ]
-"""JudgeBench's label: which response is correct."""
-
-
 PREVIEW_WORDS = 8
 
 
@@ -122,8 +108,7 @@ def candidate_labels(item: Item) -> dict[str, str]:
 
 
 def candidate_titles(item: Item, words: int = PREVIEW_WORDS) -> dict[str, str]:
-    """``A · The first words of the answer…`` per candidate, from where the answers differ
-    (:func:`distinguishing_words`): a label a reader can tell apart."""
+    """``A · The first words of the answer…`` per candidate (:func:`distinguishing_words`)."""
     labels = candidate_labels(item)
     shown = distinguishing_words({c.id: c.text for c in item.candidates}, words)
     return {c.id: f"{labels[c.id]} · {shown[c.id]}" for c in item.candidates}
@@ -134,9 +119,8 @@ _EMPHASIS_AROUND = re.compile(r"^[*_`]+|[*_`]+(?=\W*$)")
 
 
 def _words(text: str) -> list[str]:
-    """The words of ``text`` as written, but for Markdown's heading and quote marks and the
-    emphasis marks around a word (``**Paris**,`` reads ``Paris,``; ``deadline_exceeded`` and
-    ``[ERROR]:`` stay as they are)."""
+    """The words of ``text`` without Markdown's heading and quote marks and the emphasis marks
+    around a word (``**Paris**,`` reads ``Paris,``; ``deadline_exceeded`` stays)."""
     words = (_EMPHASIS_AROUND.sub("", word) for word in text.split() if not _BLOCK_MARK.match(word))
     return [word for word in words if word]
 
@@ -144,12 +128,7 @@ def _words(text: str) -> list[str]:
 def distinguishing_words(texts: Mapping[str, str], words: int = PREVIEW_WORDS) -> dict[str, str]:
     """A one-line preview of each text that tells it from the others: its first ``words`` words
     when they already differ from every other text's, else ``words`` words from the last word
-    it shares with the text most like it (``…list of years from 2000 to 2010, then…``).
-
-    Args:
-        texts: ``{key: text}``, e.g. an item's candidates.
-        words: how many words each preview shows.
-    """
+    it shares with the text most like it (``…list of years from 2000 to 2010, then…``)."""
     split = {key: _words(text) for key, text in texts.items()}
     previews = {}
     for key, mine in split.items():
@@ -177,37 +156,24 @@ def judgebench_bucket(source: str) -> str:
 def load_dataset(
     fmt: str, path: str | Path, *, subset: str | None = None, limit: int | None = None
 ) -> list[Item]:
-    """Load a dataset file in one of :data:`FORMATS`.
-
-    Args:
-        fmt: ``rewardbench2``, ``judgebench``, ``jsonl`` or ``csv``.
-        path: the file (RewardBench 2 may also be Parquet).
-        subset: keep only rows of this subset (RewardBench 2) or bucket (other formats).
-        limit: keep at most this many items, in file order, after the subset filter.
-
-    Raises:
-        DataError: naming file, line and field of every problem found.
-    """
-    loaders = {
-        "rewardbench2": load_rewardbench2,
-        "judgebench": load_judgebench,
-        "jsonl": load_items_jsonl,
-        "csv": load_items_csv,
-    }
-    if fmt not in loaders:
+    """A dataset file in one of :data:`FORMATS`: the items of one ``subset`` (bucket), the first
+    ``limit`` of them; DataError naming file, line and field of every problem."""
+    if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    items = loaders[fmt](path, subset=subset)
+    path, check = open_checked(path)
+    if fmt == "csv":
+        items = _bucket_filter(_csv_items(path, check), subset)
+    else:  # RewardBench 2 may also be Parquet
+        rows = read_rows(path, check) if fmt == "rewardbench2" else read_json_lines(path, check)
+        items = items_from_rows(fmt, rows, check, subset=subset)
     return items if limit is None else items[:limit]
 
 
 def _sound(check: FieldChecker, line: int, seen: dict[str, int], item: Item) -> bool:
-    """Whether ``item`` passes the checks across its fields and against the items before it
-    (``seen``: their ids and lines), shared by every format; its problems are recorded."""
+    """Whether ``item`` passes the checks across fields and against the items ``seen`` before."""
     before, ids = len(check.problems), item.candidate_ids
-    if item.item_id in seen:
-        first = seen[item.item_id]
+    if (first := seen.setdefault(item.item_id, line)) != line:
         check.add(line, "item_id", f"duplicate id {item.item_id!r} (first on line {first})")
-    seen.setdefault(item.item_id, line)
     if len(ids) < 2:
         check.add(line, "candidates", f"needs at least 2 candidates, got {len(ids)}")
     if len(ids) > MAX_CANDIDATES:
@@ -226,18 +192,13 @@ def _bucket_filter(items: list[Item], subset: str | None) -> list[Item]:
     return items if subset is None else [i for i in items if i.bucket == subset]
 
 
-# ---------------------------------------------------------------- items.jsonl
-
-
 def load_items_jsonl(path: str | Path, *, subset: str | None = None) -> list[Item]:
     """Load METHOD.md's ``items.jsonl``; ``subset`` keeps one bucket."""
-    path, check = open_checked(path)
-    return items_from_rows("jsonl", read_json_lines(path, check), check, subset=subset)
+    return load_dataset("jsonl", path, subset=subset)
 
 
 def item_listing(path: str | Path) -> dict[str, tuple[str, ...]]:
-    """Each item's candidate ids in listing order, in file order, from an ``items.jsonl``
-    checked as :func:`load_items_jsonl` checks it; the texts are not kept."""
+    """Each item's candidate ids, from an ``items.jsonl`` checked as a load checks it."""
     path, check = open_checked(path)
     rows = read_json_lines(path, check)
     listing = {item.item_id: item.candidate_ids for item in sound_items("jsonl", rows, check)}
@@ -280,9 +241,6 @@ def _items_jsonl_item(obj: dict, line: int, check: FieldChecker) -> Item | None:
     return Item(row.item_id, row.prompt, candidates, row.gold, row.bucket, row.metadata)
 
 
-# ---------------------------------------------------------------- CSV
-
-
 class _CsvRow(BaseModel):
     """A row of a dataset CSV: one candidate of an item; gold and bucket may be blank."""
 
@@ -294,13 +252,12 @@ class _CsvRow(BaseModel):
     bucket: Annotated[str | None, BeforeValidator(lambda v: (v or "").strip() or None)] = None
 
 
-def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]:
-    """Load a CSV with one row per candidate: ``item_id,prompt,candidate_id,text[,gold][,bucket]``.
+def _csv_items(path: Path, check: FieldChecker) -> list[Item]:
+    """A CSV with one row per candidate: ``item_id,prompt,candidate_id,text[,gold][,bucket]``.
 
     ``prompt``, ``gold`` and ``bucket`` repeat on every row of an item and must agree; an empty
     ``gold`` means no gold label. Items keep the order of their first row.
     """
-    path, check = open_checked(path)
     groups: dict[str, dict[str, Any]] = {}
     broken = set()  # items with a row in error: their other rows are not checked together
     for line, row in read_rows(path, check, CSV_COLUMNS[:4]):
@@ -325,21 +282,17 @@ def load_items_csv(path: str | Path, *, subset: str | None = None) -> list[Item]
         if item_id not in broken and _sound(check, g["line"], seen, item):
             items.append(item)
     check.raise_if_any()
-    return _bucket_filter(items, subset)
-
-
-# ---------------------------------------------------------------- RewardBench 2
+    return items
 
 
 def _neutral_id(key: str) -> str:
-    """A short id hashed from ``key``, so ids and listing order reveal nothing."""
+    """A short id hashed from ``key``: ids and listing order reveal nothing."""
     return "c" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:7]
 
 
 Answers = Annotated[
     list[Answer], must(lambda v: isinstance(v, list), "missing or not a list of strings")
 ]
-"""RewardBench 2's chosen or rejected answers."""
 
 
 class _RewardBench2Row(BaseModel):
@@ -373,21 +326,13 @@ class _RewardBench2Row(BaseModel):
         return total
 
 
-def load_rewardbench2(path: str | Path, *, subset: str | None = None) -> list[Item]:
-    """Load RewardBench 2 rows (JSON Lines or Parquet); ``subset`` keeps e.g. ``Factuality``.
-
-    RewardBench 2 stores the correct answer first in every row, so candidate ids are hashes of
-    the texts and candidates are listed sorted by id: neither the ids nor the listing order
-    (which breaks exact consensus ties) carries the label. Item ids are ``subset:id`` because
-    ``id`` repeats across subsets. Ids hash the item id and the answer's place in the row, so
-    a row holding the same text twice still works. For Parquet files, "line" means row number.
-    """
-    path, check = open_checked(path)
-    return items_from_rows("rewardbench2", read_rows(path, check), check, subset=subset)
-
-
 def _rewardbench2_item(row: dict, line: int, check: FieldChecker) -> Item | None:
-    """A RewardBench 2 row as an item, or None with its problems recorded."""
+    """A RewardBench 2 row as an item, or None with its problems recorded.
+
+    The correct answer comes first in every row, so candidate ids hash the item id and the
+    answer's place and are listed sorted: neither ids nor listing order (which breaks exact
+    ties) carries the label. Item ids are ``subset:id`` (``id`` repeats across subsets).
+    """
     key = f"{row.get('subset')}:{row.get('id')}"
     fields = check.validate(_RewardBench2Row, row, line, item=key)
     if fields is None:
@@ -397,9 +342,6 @@ def _rewardbench2_item(row: dict, line: int, check: FieldChecker) -> Item | None
     meta = {"models": fields.models, "subset": fields.subset}
     gold, ordered = candidates[0].id, tuple(sorted(candidates, key=lambda c: c.id))
     return Item(key, fields.prompt, ordered, gold, fields.subset, meta)
-
-
-# ---------------------------------------------------------------- JudgeBench
 
 
 class _JudgeBenchRow(BaseModel):
@@ -415,18 +357,9 @@ class _JudgeBenchRow(BaseModel):
     response_model: Any = None
 
 
-def load_judgebench(path: str | Path, *, subset: str | None = None) -> list[Item]:
-    """Load JudgeBench pairs (data or outputs files); candidates are ``response_A``/``B``.
-
-    ``gold`` follows ``label`` (``A>B`` or ``B>A``); ``bucket`` is the JudgeBench bucket of
-    ``source``; ``subset`` keeps one bucket.
-    """
-    path, check = open_checked(path)
-    return items_from_rows("judgebench", read_json_lines(path, check), check, subset=subset)
-
-
 def _judgebench_item(obj: dict, line: int, check: FieldChecker) -> Item | None:
-    """A JudgeBench pair as an item, or None with its problems recorded."""
+    """A JudgeBench pair (data or outputs file) as an item (candidates ``response_A``/``B``), or
+    None with its problems recorded."""
     row = check.validate(_JudgeBenchRow, obj, line, item=obj.get("pair_id"))
     if row is None:
         return None
@@ -441,16 +374,11 @@ ROW_LAYOUTS = {
     "judgebench": (_judgebench_item, ("pair_id", "response_A", "response_B")),
     "jsonl": (_items_jsonl_item, ("item_id", "candidates")),
 }
-"""The layouts whose rows become items one row each: the reader of a row, and the columns that
-tell the layout (:func:`layout_of`)."""
+"""Layouts of one item per row: the row's reader, and the columns that tell the layout."""
 
 
 def layout_of(columns: Iterable[str]) -> str:
-    """The layout of :data:`ROW_LAYOUTS` whose telling columns ``columns`` hold.
-
-    Raises:
-        ValueError: none; the message lists the columns and what each layout needs.
-    """
+    """The layout of :data:`ROW_LAYOUTS` whose telling columns ``columns`` hold, else ValueError."""
     held = set(columns)
     found = next((name for name, (_, cols) in ROW_LAYOUTS.items() if held >= set(cols)), None)
     if found is None:
@@ -462,31 +390,24 @@ def layout_of(columns: Iterable[str]) -> str:
 def items_from_rows(
     layout: str, rows: Iterable[tuple[int, dict]], check: FieldChecker, *, subset: str | None = None
 ) -> list[Item]:
-    """The items of ``(line, row)`` pairs in a layout of :data:`ROW_LAYOUTS`, all or none.
-
-    ``subset`` keeps one bucket; RewardBench 2 rows of other subsets are not read at all (their
-    rows differ: Ties has several chosen answers).
-
-    Raises:
-        DataError: every problem, with ``check``'s file, the line and the field.
-    """
+    """The items of ``(line, row)`` pairs in a layout of :data:`ROW_LAYOUTS`, all or none (a
+    DataError); ``subset`` keeps one bucket, and RewardBench 2 rows of other subsets are not
+    read at all (their rows differ: Ties has several chosen answers)."""
     if layout == "rewardbench2" and subset is not None:
-        rows = ((line, row) for line, row in rows if _named_subset(row) in (None, subset))
+        rows = (
+            (line, row)
+            for line, row in rows
+            if not isinstance(s := row.get("subset"), str) or not s.strip() or s == subset
+        )
     items = list(sound_items(layout, rows, check))
     check.raise_if_any()
     return _bucket_filter(items, subset)
 
 
-def _named_subset(row: dict) -> str | None:
-    named = row.get("subset")
-    return named if isinstance(named, str) and named.strip() else None
-
-
 def sound_items(
     layout: str, rows: Iterable[tuple[int, Any]], check: FieldChecker
 ) -> Iterator[Item]:
-    """The sound items of ``(line, row)`` pairs in a layout of :data:`ROW_LAYOUTS`, the problems
-    of the others recorded at their line."""
+    """The sound items of ``(line, row)`` pairs in a layout, the others' problems recorded."""
     read, _ = ROW_LAYOUTS[layout]
     seen: dict[str, int] = {}
     for line, row in rows:

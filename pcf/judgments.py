@@ -33,13 +33,9 @@ INVALID_JUDGMENT = "invalid_judgment"
 
 @dataclass(frozen=True)
 class Judgment:
-    """One call's judgment, with keys already mapped back to candidate ids.
-
-    A failed call has ``ok=False``, its ``error`` reason, and empty scores; it is kept so that
-    nothing is silently dropped, and it is left out of aggregation. ``backend`` and
-    ``simulated`` say what made it (a file's line records them; a replay of a simulated judge's
-    file stays simulated); they do not take part in comparisons.
-    """
+    """One call's judgment in candidate ids. A failed call (``ok=False``, its ``error``) is kept
+    but left out of aggregation; ``backend`` and ``simulated`` say what made it (a replay of a
+    simulated judge's file stays simulated) and take no part in comparisons."""
 
     item_id: str
     execution: int
@@ -81,8 +77,7 @@ RECORDED_SETTING = "recorded"
 
 
 def recording_provenance(judgments: Iterable[Judgment]) -> dict[str, Any]:
-    """What made a recording: ``{"backends": [...], "simulated": bool}``, the backends its
-    lines name and whether any line came from the simulated judge."""
+    """What made a recording: ``{"backends": [...], "simulated": any line simulated}``."""
     made = [(j.backend, j.simulated) for j in judgments]
     backends = sorted({backend for backend, _ in made if backend is not None})
     return {"backends": backends, "simulated": any(simulated for _, simulated in made)}
@@ -178,17 +173,10 @@ def _judgment(obj: dict, call: _Call, line: int, file: str) -> Judgment:
 
 
 def read_judgments(path: str | Path) -> list[Judgment]:
-    """Read ``judgments.jsonl``, checking every field of every line.
-
-    A line marked ok whose scores, risks, ranking or confidence are unusable (a candidate
-    missing, a value out of range, a ranking that does not list the order) is read as a failed
-    call, as a run would record it: ``error`` is ``invalid_judgment: <file:line: field: what>``.
-
-    Raises:
-        DataError: with file, line and field of each problem that leaves a line unreadable (bad
-            JSON, a missing or malformed id, execution, call_index, order or ok, a duplicate
-            (item_id, execution, call_index), calls of one item over different candidates).
-    """
+    """Read ``judgments.jsonl``, checking every field of every line: an ok line with unusable
+    scores, ranking or confidence is a failed call (``invalid_judgment: <file:line: field:
+    what>``), as a run records one; an unreadable line (bad JSON or call fields, a duplicate
+    call, an item's calls over different candidates) is a problem of the DataError raised."""
     path, check = open_checked(path)
     out = [j for _, j in _checked(read_json_lines(path, check), check)]
     check.raise_if_any()
@@ -198,12 +186,8 @@ def read_judgments(path: str | Path) -> list[Judgment]:
 def _checked(
     lines: Iterable[tuple[int, dict]], check: FieldChecker
 ) -> Iterator[tuple[int, Judgment]]:
-    """The judgments of ``lines`` (line number, object), each with its line.
-
-    Each line is checked on its own (:class:`_Call`), then against the lines before it of the
-    same item: no call twice, the same candidates in every call of an item. An unreadable
-    line is left out, with its problems recorded in ``check``.
-    """
+    """The judgments of ``(line, object)`` with their lines, each checked on its own and against
+    its item's lines before it; an unreadable line's problems go to ``check``."""
     seen: dict[CallKey, int] = {}
     item_ids: dict[str, tuple[frozenset[str], int]] = {}
     for line, obj in lines:
@@ -211,10 +195,9 @@ def _checked(
         if call is None:
             continue
         key = call.key
-        if key in seen:
-            check.add(line, "call_index", f"duplicate call {key} (first on line {seen[key]})")
+        if (earlier := seen.setdefault(key, line)) != line:
+            check.add(line, "call_index", f"duplicate call {key} (first on line {earlier})")
             continue
-        seen[key] = line
         ids = frozenset(call.order)
         first = item_ids.setdefault(call.item_id, (ids, line))
         if first[0] != ids:
@@ -230,46 +213,30 @@ def _checked(
 
 class JudgmentLines:
     """A ``judgments.jsonl`` read back a few items at a time, whatever the order of its lines,
-    with the checks and problems of :func:`read_judgments`.
-
-    Opening it reads the file once, checking each line on its own and noting where each
-    item's lines start (a few bytes a line, plus the item ids). :meth:`read` then reads the
-    lines of some items and checks them against each other; :meth:`raise_if_any` raises every
-    problem found so far, in line order, as :func:`read_judgments` would.
-
-    Attributes:
-        items: each item's number, in order of first appearance (0, 1, ...).
-    """
+    with the checks of :func:`read_judgments`: opening it notes where each line starts (a few
+    bytes a line), by item (:attr:`items`: each item's number, in order of first appearance)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path, self._check = open_checked(path)
         self.items: dict[str, int] = {}
-        item_of, starts, line_numbers = array("q"), array("q"), array("q")
+        item_of, where = array("q"), array("q")  # where: (line, start) of each line, flat
         for line, start, obj in json_lines_at(self.path, self._check):
             call = self._check.validate(_Call, obj, line)
             if call is not None:
                 item_of.append(self.items.setdefault(call.item_id, len(self.items)))
-                starts.append(start)
-                line_numbers.append(line)
+                where.extend((line, start))
         items = np.frombuffer(item_of, dtype=np.int64)
         by_item = np.argsort(items, kind="stable")  # each item's lines together, in file order
         self._bounds = np.searchsorted(items[by_item], np.arange(len(self.items) + 1))
-        self._starts = np.frombuffer(starts, dtype=np.int64)[by_item]
-        self._lines = np.frombuffer(line_numbers, dtype=np.int64)[by_item]
+        self._where = np.frombuffer(where, dtype=np.int64).reshape(-1, 2)[by_item]
 
     def read(self, items: Iterable[int]) -> list[tuple[int, Judgment]]:
-        """The judgments of some items (their numbers in :attr:`items`), item after item, each
-        item's in file order, with their lines; the problems found go to :meth:`raise_if_any`."""
+        """The judgments of some items (numbers of :attr:`items`), with their lines, in order."""
         lines = []
         with open_data(self.path) as file:
             for item in items:
                 span = slice(int(self._bounds[item]), int(self._bounds[item + 1]))
-                lines += [
-                    (line, json_line_at(file, start))
-                    for line, start in zip(
-                        self._lines[span].tolist(), self._starts[span].tolist(), strict=True
-                    )
-                ]
+                lines += [(n, json_line_at(file, at)) for n, at in self._where[span].tolist()]
         return list(_checked(lines, self._check))
 
     def raise_if_any(self) -> None:

@@ -16,10 +16,8 @@ Failures: ``empty_response``, ``too_large`` (over :data:`MAX_ANSWER_CHARS`), ``r
 ``bad_confidence``, ``confidence_out_of_range``; pairwise adds ``missing_verdict``. ``X`` is the
 judge's key as the prompt showed it (or as the judge wrote it, for an unknown key).
 
-Hostile answers are bounded: an answer longer than :data:`MAX_ANSWER_CHARS` fails as
-``too_large`` before it is read, and the search for an object inside prose does work linear in
-the answer's length (see :func:`_json_object`), so brace bombs cost milliseconds. A number of
-any length is read (a 400- or 5,000-digit factuality is out of range, not a crash).
+Hostile answers are bounded: too long fails before it is read, the search inside prose is linear
+(:func:`_json_object`), and a number of any length is read (out of range, not a crash).
 """
 
 from __future__ import annotations
@@ -74,17 +72,8 @@ class _ParseError(Exception):
 
 @dataclass(frozen=True)
 class Parsed:
-    """A parsed listwise answer, in candidate ids.
-
-    Attributes:
-        ok: whether the answer is usable for aggregation.
-        error: the failure reason when not ok.
-        repaired: names of the repairs applied, in the order applied.
-        factuality: candidate id -> score in [0, 10].
-        hallucination_risk: candidate id -> risk in [0, 1].
-        ranking: candidate ids, best first.
-        confidence: the judge's confidence in its top pick, when it gave one.
-    """
+    """A parsed listwise answer in candidate ids: usable (``ok``) or its ``error``, the repairs
+    applied in order, scores in [0, 10] and risks in [0, 1], the ranking best first."""
 
     ok: bool
     error: str | None = None
@@ -116,17 +105,9 @@ _Repairs = dict[str, None]
 
 
 def parse_listwise(text: str | None, key_to_id: Mapping[str, str], order: Sequence[str]) -> Parsed:
-    """Parse a listwise answer and map its keys back to candidate ids.
-
-    Args:
-        text: the judge's raw answer.
-        key_to_id: the rendered prompt's keys and the candidate ids they label.
-        order: the candidate ids in slot order (breaks factuality ties of a derived ranking).
-
-    Returns:
-        An ok :class:`Parsed` when every key appears exactly once in ``candidates`` and in
-        ``ranking`` with factuality in [0, 10] and risk in [0, 1]; otherwise a failed one.
-    """
+    """A listwise answer with its keys mapped back to candidate ids (``order``, in slot order,
+    breaks factuality ties of a derived ranking): ok when every key appears exactly once in
+    ``candidates`` and ``ranking`` with scores in range."""
     if set(key_to_id.values()) != set(order) or len(key_to_id) != len(order):
         raise ValueError(f"key_to_id {dict(key_to_id)} does not label the order {list(order)}")
     repairs: _Repairs = {}
@@ -138,15 +119,7 @@ def parse_listwise(text: str | None, key_to_id: Mapping[str, str], order: Sequen
 
 
 def parse_pairwise(text: str | None, key_to_id: Mapping[str, str]) -> PairParsed:
-    """Parse a pairwise answer ``{"verdict", "confidence", "rationale"}``.
-
-    Args:
-        text: the judge's raw answer.
-        key_to_id: the rendered prompt's two keys and the candidate ids they label.
-
-    Returns:
-        A :class:`PairParsed` whose verdict is a candidate id or ``tie`` (any case accepted).
-    """
+    """A pairwise answer ``{"verdict", "confidence", "rationale"}``: a candidate id or ``tie``."""
     repairs: _Repairs = {}
     try:
         answer = _json_object(text, "verdict", repairs)
@@ -176,11 +149,9 @@ def _json_object(text: str | None, required: str, repairs: _Repairs) -> dict[str
     JSON and no object holds ``required``, the answer is broken JSON (e.g. cut off), not prose
     around a wrong object, and fails as ``invalid_json``.
 
-    Linear time: a decode is tried only where an object can start (:data:`_OBJECT_START`; any
-    other brace is broken JSON at once), decoded objects are skipped whole, and the decodes
-    tried may cost :data:`SCAN_BUDGET` times the answer's length in all (a failure at offset
-    ``p`` reads up to ``p``: the decoder counts the lines before it). When that budget is
-    spent, the rest is not searched and the answer counts as broken.
+    Linear time: a decode is tried only where an object can start (:data:`_OBJECT_START`),
+    decoded objects are skipped whole, and the decodes may cost :data:`SCAN_BUDGET` times the
+    answer's length in all (a failure at ``p`` reads up to ``p``); past it, the answer is broken.
     """
     if text is None or not text.strip():
         raise _ParseError("empty_response")
@@ -306,11 +277,8 @@ def _ranking(raw: Any, key_to_id: Mapping[str, str], repairs: _Repairs) -> list[
 
 
 def _number(value: Any, repairs: _Repairs) -> float | None:
-    """``value`` as a float, or ``None`` when it is no number.
-
-    JSON's NaN and Infinity pass through (the range checks reject them); a finite numeric
-    string is accepted as the ``number_string`` repair.
-    """
+    """``value`` as a float (NaN and infinities too: the range checks reject them; a finite
+    numeric string as the ``number_string`` repair), or ``None`` when it is no number."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
@@ -330,22 +298,16 @@ def _number(value: Any, repairs: _Repairs) -> float | None:
 
 
 def _bounded(value: Any, upper: float, name: str, key: str, repairs: _Repairs) -> float:
-    number = _number(value, repairs)
+    """``value`` in [0, ``upper``], else a failure naming ``name`` and the ``key`` if any."""
+    number, at = _number(value, repairs), f":{key}" if key else ""
     if number is None:
-        raise _ParseError(f"bad_{name}:{key}")
+        raise _ParseError(f"bad_{name}{at}")
     if not 0.0 <= number <= upper:
-        raise _ParseError(f"{name}_out_of_range:{key}")
+        raise _ParseError(f"{name}_out_of_range{at}")
     return number
 
 
 def _confidence(answer: dict[str, Any], repairs: _Repairs) -> float | None:
     """The stated confidence in [0, 1], or ``None`` when the judge gave none."""
     raw = answer.get("confidence")
-    if raw is None:
-        return None
-    number = _number(raw, repairs)
-    if number is None:
-        raise _ParseError("bad_confidence")
-    if not 0.0 <= number <= 1.0:
-        raise _ParseError("confidence_out_of_range")
-    return number
+    return None if raw is None else _bounded(raw, 1.0, "confidence", "", repairs)

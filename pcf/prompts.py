@@ -1,13 +1,12 @@
 """The factuality-first judge prompts of METHOD.md (listwise and pairwise) and their keys.
 
-A prompt is the same for every ordering except the order of the candidate texts: slot ``i`` is
-always labelled with key ``keys[i]``, and nothing else (no candidate id, no slot-dependent
-wording) changes. Candidate texts and the user prompt are fenced in tags, and every fence token
-inside them is escaped, so a text can neither close its fence nor open a new one.
+Only the order of the candidate texts changes between orderings (slot ``i`` is labelled
+``keys[i]``). Texts are fenced in tags whose tokens inside them are escaped (:func:`escape_fences`).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import string
 from collections.abc import Sequence
@@ -88,16 +87,8 @@ Reply with one JSON object and nothing else, in this form:
 
 @dataclass(frozen=True)
 class Rendered:
-    """A rendered judge prompt with its keys and the schema of the requested output.
-
-    Attributes:
-        system: the system message (identical for every ordering).
-        user: the user message: fenced question, fenced candidates in slot order, a closing line.
-        keys: the key of each slot, in slot order.
-        key_to_id: which candidate id each key labels (the parser maps answers back with it).
-        schema: JSON schema of the requested output, valid for OpenAI strict structured outputs.
-        schema_name: the schema's name for the provider.
-    """
+    """A rendered judge prompt: messages, each slot's key, the candidate id each key labels, and
+    the JSON schema (valid for OpenAI strict structured outputs) of the requested output."""
 
     system: str
     user: str
@@ -125,68 +116,39 @@ class Rendered:
 
 
 def slot_keys(n: int) -> tuple[str, ...]:
-    """The default keys ``A``, ``B``, ... of ``n`` slots.
-
-    Raises:
-        ValueError: when ``n`` is below 1 or above 26; use :func:`neutral_keys` for more.
-    """
+    """The default keys ``A``, ``B``, ... of 1 to 26 slots (:func:`neutral_keys` for more)."""
     if not 1 <= n <= len(DEFAULT_KEYS):
         raise ValueError(f"slot keys exist for 1 to {len(DEFAULT_KEYS)} candidates, got {n}")
     return DEFAULT_KEYS[:n]
 
 
 def neutral_keys(n: int, *seed_parts: object) -> tuple[str, ...]:
-    """``n`` distinct neutral keys such as ``Response Q7``, seeded by ``seed_parts``.
-
-    The same seed parts (e.g. dataset seed and pair id) always give the same keys.
-
-    Raises:
-        ValueError: when ``n`` is below 1 or above the 176 keys available.
-    """
-    available = len(NEUTRAL_LETTERS) * len(NEUTRAL_DIGITS)
-    if not 1 <= n <= available:
-        raise ValueError(f"neutral keys exist for 1 to {available} candidates, got {n}")
-    picks = seeded_rng("neutral_keys", *seed_parts).choice(available, size=n, replace=False)
-    return tuple(
-        NEUTRAL_PREFIX
-        + NEUTRAL_LETTERS[int(p) // len(NEUTRAL_DIGITS)]
-        + NEUTRAL_DIGITS[int(p) % len(NEUTRAL_DIGITS)]
-        for p in picks
-    )
+    """``n`` (1 to 176) distinct neutral keys such as ``Response Q7``, the same for the same
+    ``seed_parts`` (e.g. dataset seed and pair id)."""
+    pool = [NEUTRAL_PREFIX + a + b for a, b in itertools.product(NEUTRAL_LETTERS, NEUTRAL_DIGITS)]
+    if not 1 <= n <= len(pool):
+        raise ValueError(f"neutral keys exist for 1 to {len(pool)} candidates, got {n}")
+    picks = seeded_rng("neutral_keys", *seed_parts).choice(len(pool), size=n, replace=False)
+    return tuple(pool[p] for p in picks)
 
 
 def normalize_key(key: str) -> str:
-    """``key`` without case, surrounding whitespace or repeated inner whitespace.
-
-    Two keys of one prompt never share this form, so the parser can map a key a judge wrote as
-    ``a`` or ``response q7`` back to ``A`` or ``Response Q7`` without ambiguity.
-    """
+    """``key`` without case or extra whitespace: unique among a prompt's keys, so the parser
+    maps ``a`` or ``response q7`` back to ``A`` or ``Response Q7``."""
     return " ".join(key.split()).casefold()
 
 
 def escape_fences(text: str) -> str:
-    """``text`` with every candidate or question fence token (any case) made inert.
-
-    ``<candidate``, ``</candidate``, ``<question`` and ``</question`` (also with inner spaces)
-    become ``&lt;candidate`` etc., so the text cannot close its fence or open another.
-    """
+    """``text`` with every ``<candidate``, ``</question``... (any case, inner spaces) made
+    ``&lt;candidate``..., so it cannot close its fence or open another."""
     return _FENCE_TOKEN.sub(r"&lt;\1", text)
 
 
 def render_listwise(
     item: Item, order: Sequence[str], keys: Sequence[str] | None = None
 ) -> Rendered:
-    """The listwise factuality-first prompt for one ordering of an item.
-
-    Args:
-        item: the :class:`~pcf.items.Item` to judge.
-        order: the item's candidate ids, slot 1 first.
-        keys: one key per slot; :func:`slot_keys` by default.
-
-    Raises:
-        ValueError: when ``order`` is not a permutation of the item's candidates or the keys do
-            not fit (wrong count, duplicates up to case, characters that would break a fence).
-    """
+    """The listwise prompt for one ordering (candidate ids, slot 1 first) of an item, under
+    ``keys`` (:func:`slot_keys` by default); ValueError when the order or keys do not fit."""
     order, keys = _checked(item, order, keys)
     closing = (
         f"Judge the {len(keys)} candidates above. Their keys are {', '.join(keys)}. "
@@ -199,18 +161,8 @@ def render_listwise(
 def render_pairwise(
     item: Item, order: Sequence[str], keys: Sequence[str] | None = None
 ) -> Rendered:
-    """The pairwise factuality-first prompt for two candidates in the given order.
-
-    Args:
-        item: the :class:`~pcf.items.Item` holding both candidates.
-        order: the two candidate ids, the one shown first first.
-        keys: the two keys; ``A`` and ``B`` by default, :func:`neutral_keys` for APOC's keyed
-            confirmation.
-
-    Raises:
-        ValueError: as :func:`render_listwise`, and when ``order`` does not hold exactly two
-            ids or a key is ``tie``.
-    """
+    """The pairwise prompt for two candidates of an item in ``order``, under ``keys`` (``A``
+    and ``B`` by default); ValueError as :func:`render_listwise`, or for a key ``tie``."""
     if len(order) != 2:
         raise ValueError(f"a pairwise prompt shows exactly 2 candidates, got {len(order)}")
     order, keys = _checked(item, order, keys, whole_item=False)
@@ -232,11 +184,15 @@ def _rendered(
     closing: str,
     schema: tuple[dict[str, Any], str],
 ) -> Rendered:
-    """The rendered prompt: the item's candidates in ``order`` under ``keys``, then ``closing``;
-    ``schema`` is the answer's JSON schema and its name."""
+    """The item's candidates in ``order`` under ``keys``, then ``closing``, and ``schema``."""
+    blocks = [f"<question>\n{escape_fences(item.prompt)}\n</question>"]
+    blocks += [
+        f'<candidate key="{key}">\n{escape_fences(item.text_of(cid))}\n</candidate>'
+        for key, cid in zip(keys, order, strict=True)
+    ]
     return Rendered(
         system=system,
-        user=_user_message(item, order, keys, closing),
+        user="\n\n".join([*blocks, closing]),
         keys=keys,
         key_to_id=dict(zip(keys, order, strict=True)),
         schema=schema[0],
@@ -251,11 +207,8 @@ _RATIONALE = {
 
 
 def listwise_schema(keys: Sequence[str]) -> dict[str, Any]:
-    """JSON schema of the listwise answer, with keys constrained to ``keys``.
-
-    Ranges are stated in descriptions, not as ``minimum``/``maximum`` (not every strict mode
-    supports them); the parser enforces them.
-    """
+    """JSON schema of the listwise answer; ranges are in descriptions, not ``minimum`` (not every
+    strict mode supports it): the parser enforces them."""
     key = {"type": "string", "enum": list(keys)}
     candidate = {
         "type": "object",
@@ -343,12 +296,3 @@ def _checked(
             "or line breaks"
         )
     return order, keys
-
-
-def _user_message(item: Item, order: tuple[str, ...], keys: tuple[str, ...], closing: str) -> str:
-    blocks = [f"<question>\n{escape_fences(item.prompt)}\n</question>"]
-    blocks += [
-        f'<candidate key="{key}">\n{escape_fences(item.text_of(cid))}\n</candidate>'
-        for key, cid in zip(keys, order, strict=True)
-    ]
-    return "\n\n".join([*blocks, closing])

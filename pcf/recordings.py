@@ -1,9 +1,7 @@
 """Recorded pairwise judge outputs in both orders (JudgeBench, LLMBar), for ``pcf replay``.
 
-Every reader returns :class:`RecordedPair` rows whose decisions are both in the ORIGINAL frame of
-the pair: ``"first"`` / ``"second"`` name the pair member the judge preferred, whichever slot it
-was shown in. Readers collect every problem (file, line or record, field) and raise one
-:class:`~pcf.errors.DataError`.
+Readers return :class:`RecordedPair` rows, or raise one :class:`~pcf.errors.DataError` with every
+problem (file, line or record, field).
 """
 
 from __future__ import annotations
@@ -35,25 +33,15 @@ _LLMBAR_WINNER: dict[object, str | None] = {**_LLMBAR_LABEL, None: None}
 
 @dataclass(frozen=True)
 class RecordedPair:
-    """One pair judged in both orders, decisions in the pair's original frame.
-
-    Attributes:
-        pair_id: a stable id of the pair.
-        bucket: the reporting bucket (JudgeBench bucket, LLMBar subset).
-        label: which member is correct, ``"first"`` or ``"second"``.
-        d1: the decision with the pair shown in original order: ``"first"``, ``"second"``,
-            ``"tie"`` or None (no decision).
-        d2: the decision with the pair shown swapped, mapped back to the original frame.
-    """
+    """One pair judged in original order (``d1``) and swapped (``d2``), the correct member
+    (``label``) and both decisions in the pair's ORIGINAL frame: ``"first"`` or ``"second"``
+    names the member whichever slot it was shown in; ``"tie"``; None for no decision."""
 
     pair_id: str
     bucket: str
     label: str
     d1: str | None
     d2: str | None
-
-
-# ---------------------------------------------------------------- JudgeBench
 
 
 def recorded_outcome(label: str, d1: str | None, d2: str | None) -> int:
@@ -97,14 +85,8 @@ class _JudgeBenchOutput(BaseModel):
 
 
 def read_judgebench_outputs(path: str | Path) -> list[RecordedPair]:
-    """Read a JudgeBench ``outputs/*.jsonl`` file (a judge run over both orders).
-
-    ``judgments[0]`` is order (A, B); ``judgments[1]`` is the swapped order and its decision is
-    in the swapped frame, so it is flipped here. A null judgment or decision means no decision.
-
-    Raises:
-        DataError: naming file, line and field of every problem found.
-    """
+    """Read a JudgeBench ``outputs/*.jsonl`` file: ``judgments[1]``, the swapped order, is
+    flipped back to the original frame; a null judgment or decision is no decision."""
     path, check = open_checked(path)
     pairs: list[RecordedPair] = []
     seen: dict[str, int] = {}
@@ -112,11 +94,9 @@ def read_judgebench_outputs(path: str | Path) -> list[RecordedPair]:
         row = check.validate(_JudgeBenchOutput, obj, line)
         if row is None:
             continue
-        if row.pair_id in seen:
-            first = seen[row.pair_id]
+        if (first := seen.setdefault(row.pair_id, line)) != line:
             check.add(line, "pair_id", f"duplicate id {row.pair_id!r} (first on line {first})")
             continue
-        seen[row.pair_id] = line
         d1, d2 = (order.decision if order else None for order in row.judgments)
         label = FIRST if row.label == "A>B" else SECOND
         bucket = judgebench_bucket(row.source)
@@ -127,25 +107,14 @@ def read_judgebench_outputs(path: str | Path) -> list[RecordedPair]:
     return pairs
 
 
-# ---------------------------------------------------------------- LLMBar
-
-
 def read_llmbar_results(
     path: str | Path, judge: str | None = None, strategy: str | None = None
 ) -> list[RecordedPair]:
-    """Read LLMBar ``result.json`` files: one file, or a directory searched recursively.
-
-    A directory is searched for ``evaluators/<judge>/<strategy>/result.json``; ``judge`` and
-    ``strategy`` narrow the search and together must leave exactly one judge/strategy run
-    (which may span several subsets). The bucket is the subset path before ``/evaluators/``
-    below the ``LLMBar`` folder (e.g. ``Natural``, ``Adversarial/Neighbor``), or the folder
-    holding ``evaluators`` when there is no ``LLMBar`` folder. Each row's ``results[-1]`` holds
-    the winners for ``swap = False`` (d1) and ``swap = True`` (d2), already mapped back to the
-    original output index. Pair ids are ``<bucket>#<record number>``.
-
-    Raises:
-        DataError: no matching file, several judge/strategy runs left, or bad records (the
-            line number of a record problem is its position in the JSON list, from 1).
+    """Read LLMBar ``result.json`` files: one file, or a directory's
+    ``evaluators/<judge>/<strategy>/result.json`` where ``judge`` and ``strategy`` must leave
+    exactly one run. The bucket is the subset path below the ``LLMBar`` folder (``Natural``,
+    ``Adversarial/Neighbor``), else the folder holding ``evaluators``; pair ids are
+    ``<bucket>#<record>``, and a record's problems name its number (from 1) as the line.
     """
     root = Path(path)
     files = _llmbar_files(root, judge, strategy)
@@ -170,10 +139,12 @@ def _run_of(file: Path) -> tuple[str, str] | None:
 
 
 def _llmbar_files(root: Path, judge: str | None, strategy: str | None) -> list[Path]:
-    wanted = (judge, strategy)
+    def fits(run: tuple[str, str]) -> bool:
+        return all(w in (None, r) for w, r in zip((judge, strategy), run, strict=True))
+
     if root.is_file():
         run = _run_of(root)
-        if run is not None and any(w not in (None, r) for w, r in zip(wanted, run, strict=True)):
+        if run is not None and not fits(run):
             message = f"is the run {'/'.join(run)}, not {judge or '*'}/{strategy or '*'}"
             raise DataError([Problem(str(root), None, None, message)])
         return [root]
@@ -182,11 +153,7 @@ def _llmbar_files(root: Path, judge: str | None, strategy: str | None) -> list[P
     if not root.is_dir():
         raise DataError([Problem(str(root), None, None, "file or directory not found")])
     runs = {f: run for f in sorted(root.rglob("result.json")) if (run := _run_of(f)) is not None}
-    chosen = {
-        f: run
-        for f, run in runs.items()
-        if all(w in (None, r) for w, r in zip(wanted, run, strict=True))
-    }
+    chosen = {f: run for f, run in runs.items() if fits(run)}
     names = sorted({"/".join(run) for run in chosen.values()})
     if not names:
         available = ", ".join(sorted({"/".join(run) for run in runs.values()})) or "none"
@@ -269,13 +236,6 @@ def _read_llmbar_file(file: Path) -> list[RecordedPair]:
     return pairs
 
 
-# ---------------------------------------------------------------- summary
-
-
-def _percent(count: int, total: int) -> float:
-    return 100 * count / total
-
-
 def _agree_or_decisive(d1: str | None, d2: str | None) -> str | None:
     if d1 == d2:
         return d1
@@ -289,35 +249,17 @@ SWAP_RULES: dict[str, Callable[[str | None, str | None], str | None]] = {
     "agree_only": lambda d1, d2: d1 if d1 == d2 else None,
     "agree_or_decisive": _agree_or_decisive,
 }
-"""Swap-consensus rules, each mapping (d1, d2) to one decision (None = abstain):
-
-- ``order1``: the decision in original order alone (the direct baseline).
-- ``order2``: the decision in swapped order alone.
-- ``agree_only``: the shared decision when both orders agree, otherwise abstain.
-- ``agree_or_decisive``: as ``agree_only``, and when the orders differ but only one of them
-  picked a pair member (the other said tie or nothing), that pick. Its accuracy equals
-  JudgeBench's official score by construction.
-"""
+"""Swap-consensus rules, (d1, d2) to one decision (None = abstain). ``agree_or_decisive`` also
+takes the one order's pick when the other said tie or nothing: its accuracy is JudgeBench's
+official score by construction."""
 
 
 def replay_summary(pairs: Sequence[RecordedPair]) -> dict:
-    """Scores and position-bias counts of recorded pairs judged in both orders.
-
-    Rates are percentages of all pairs; ties and missing decisions count as wrong.
-
-    Returns:
-        A dict with ``pairs`` (n); ``judgebench_official`` (official score);
-        ``official_counts`` ({correct, incorrect, tie}); ``buckets`` ({bucket: {score, n,
-        correct, incorrect, tie}}); ``macro_accuracy`` (mean of the bucket scores);
-        ``position_consistency`` (pairs whose two decisions agree and are not None; a double
-        tie counts as consistent, two missing decisions do not, unlike LLMBar's
-        ``statistics.json`` "equal"); ``primacy`` (pairs where the
-        member shown first won in both orders: d1 ``first`` and d2 ``second``); ``recency``
-        (the member shown second won in both: d1 ``second`` and d2 ``first``);
-        ``order1_accuracy`` and ``order2_accuracy``; ``rules`` (accuracy of each rule in
-        :data:`SWAP_RULES`) and ``rule_abstentions`` (pairs where a rule picked neither
-        member: a tie or no decision).
-    """
+    """Scores and position-bias counts of recorded pairs, rates in % of all pairs (ties and
+    missing decisions count as wrong): the official score and counts, per bucket and macro;
+    ``position_consistency`` (a double tie counts, two missing decisions do not, unlike
+    LLMBar's "equal"); ``primacy`` / ``recency`` (the member shown first / second won in both
+    orders); each order's and each :data:`SWAP_RULES` rule's accuracy and abstentions."""
     if not pairs:
         raise ValueError("no recorded pairs to summarise")
     n = len(pairs)
@@ -332,13 +274,13 @@ def replay_summary(pairs: Sequence[RecordedPair]) -> dict:
         "official_counts": {k: overall[k] for k in ("correct", "incorrect", "tie")},
         "buckets": scores["buckets"],
         "macro_accuracy": scores["macro"],
-        "position_consistency": _percent(sum(p.d1 == p.d2 and p.d1 is not None for p in pairs), n),
+        "position_consistency": 100 * sum(p.d1 == p.d2 and p.d1 is not None for p in pairs) / n,
         "primacy": bias[(FIRST, SECOND)],
         "recency": bias[(SECOND, FIRST)],
-        "order1_accuracy": _percent(sum(p.d1 == p.label for p in pairs), n),
-        "order2_accuracy": _percent(sum(p.d2 == p.label for p in pairs), n),
+        "order1_accuracy": 100 * sum(p.d1 == p.label for p in pairs) / n,
+        "order2_accuracy": 100 * sum(p.d2 == p.label for p in pairs) / n,
         "rules": {
-            name: _percent(sum(d == p.label for d, p in zip(ds, pairs, strict=True)), n)
+            name: 100 * sum(d == p.label for d, p in zip(ds, pairs, strict=True)) / n
             for name, ds in rule_decisions.items()
         },
         "rule_abstentions": {

@@ -1,12 +1,9 @@
-"""Altair charts of the pages and the report, as pure functions of data frames.
-
-Each function takes a frame :mod:`pcf.analysis` or :mod:`pcf.reports.tables` builds and returns
-a chart; nothing here reads the database or draws, so a chart's data is exactly its frame.
-"""
+"""Altair charts of the pages and the report, each a pure function of one data frame."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -21,12 +18,8 @@ _ROW_HEIGHT = 20
 
 
 def ordering_heatmap(frame: pd.DataFrame, value: str = "rank") -> alt.LayerChart:
-    """Orderings (rows) by candidates (columns), coloured by rank or factuality.
-
-    Args:
-        frame: :func:`pcf.analysis.item_detail.ordering_frame` of one item.
-        value: ``rank`` (1 = best, darkest) or ``factuality`` (0-10, darkest = most factual).
-    """
+    """Orderings (rows) by candidates (columns) of one item's ordering frame, coloured by
+    ``rank`` (1 = best, darkest) or ``factuality`` (0-10, darkest = most factual)."""
     if value not in HEATMAP_VALUES:
         raise ValueError(f"value must be one of {', '.join(HEATMAP_VALUES)}, got {value!r}")
     orderings = list(dict.fromkeys(frame["ordering"]))
@@ -71,11 +64,7 @@ def ordering_heatmap(frame: pd.DataFrame, value: str = "rank") -> alt.LayerChart
 def metric_histogram(
     table: pd.DataFrame, column: str, title: str, *, step: float = 0.1
 ) -> alt.Chart:
-    """Items per bin of one metric column (e.g. ``priority`` or ``top_agreement``).
-
-    The bins are counted here, so the chart carries one row per non-empty bin whatever the
-    number of items (Altair refuses to embed more than 5,000 rows).
-    """
+    """Items per bin of one metric column, counted here: Altair embeds at most 5,000 rows."""
     values = table[column].dropna().astype(float)
     starts = (values / step + 1e-9).apply(math.floor) * step  # 0.3 / 0.1 is bin 3, not 2
     bins = starts.round(10).value_counts().sort_index()
@@ -96,25 +85,26 @@ def metric_histogram(
     )
 
 
-def flag_bars(counts: pd.DataFrame) -> alt.Chart:
-    """Items per flag, from :func:`pcf.analysis.results.flag_counts`."""
+def _item_bars(frame: pd.DataFrame, category: str, **encoding: Any) -> alt.Chart:
+    """Items per ``category``, one bar each in the frame's order."""
     return (
-        alt.Chart(counts)
+        alt.Chart(frame)
         .mark_bar()
         .encode(
             x=alt.X("items:Q", title="items"),
-            y=alt.Y("flag:N", sort=list(counts["flag"]), title=None),
-            tooltip=["flag:N", "items:Q", "meaning:N"],
+            y=alt.Y(f"{category}:N", sort=list(frame[category]), title=None),
+            **encoding,
         )
     )
 
 
-def slot_share_bars(slots: pd.DataFrame) -> alt.LayerChart:
-    """Share of top picks per slot, with the uniform share ``1/n`` as a dashed rule.
+def flag_bars(counts: pd.DataFrame) -> alt.Chart:
+    """Items per flag, from :func:`pcf.analysis.results.flag_counts`."""
+    return _item_bars(counts, "flag", tooltip=["flag:N", "items:Q", "meaning:N"])
 
-    Args:
-        slots: :attr:`pcf.analysis.results.RunAnalysis.slot_bias` for one candidate count ``n``.
-    """
+
+def slot_share_bars(slots: pd.DataFrame) -> alt.LayerChart:
+    """Share of top picks per slot (slot bias of one ``n``), the uniform ``1/n`` dashed."""
     frame = slots.assign(slot=slots["slot"].map(lambda s: f"slot {s}"))
     uniform = pd.DataFrame({"share": [1 / frame["n"].iloc[0]]})
     bars = (
@@ -139,16 +129,8 @@ def outcome_bars(outcomes: pd.DataFrame) -> alt.Chart:
     """Items improved, regressed and unchanged against direct, from
     :func:`pcf.analysis.results.outcome_frame`."""
     colours = series_scale(outcomes["outcome"])
-    return (
-        alt.Chart(outcomes)
-        .mark_bar()
-        .encode(
-            x=alt.X("items:Q", title="items"),
-            y=alt.Y("outcome:N", sort=list(outcomes["outcome"]), title=None),
-            color=alt.Color("outcome:N", scale=colours, legend=None),
-            tooltip=["outcome:N", "items:Q"],
-        )
-    )
+    colour = alt.Color("outcome:N", scale=colours, legend=None)
+    return _item_bars(outcomes, "outcome", color=colour, tooltip=["outcome:N", "items:Q"])
 
 
 def paired_change_chart(changes: pd.DataFrame) -> alt.Chart:
@@ -232,9 +214,8 @@ def capture_chart(frame: pd.DataFrame) -> alt.LayerChart:
 
 
 def reliability_chart(diagram: pd.DataFrame) -> alt.LayerChart:
-    """The calibrated priority's reliability diagram: observed share of judge errors against the
-    mean predicted chance per bin (the diagonal is perfect calibration), from
-    :func:`pcf.analysis.triage.reliability`."""
+    """The calibrated priority's reliability diagram (:func:`pcf.analysis.triage.reliability`);
+    the diagonal is perfect calibration."""
     diagonal = (
         alt.Chart(pd.DataFrame({"p": [0.0, 1.0]}))
         .mark_line(strokeDash=[4, 4], color="#9aa5b1")

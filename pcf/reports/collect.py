@@ -1,9 +1,5 @@
-"""Collecting a report's data: the runs read from the database once, into data frames.
-
-:func:`collect_report` decides every run from its stored judgments (no judge is called); every
-table in :mod:`pcf.reports.tables` is a pure function of the frames it returns, so the app's
-Report page and the files show the same numbers.
-"""
+"""A report's data: the runs read from the database once, into the data frames every table of
+:mod:`pcf.reports.tables` is a pure function of (the app's page and the files agree)."""
 
 from __future__ import annotations
 
@@ -34,20 +30,9 @@ PAIR_COLUMNS = ("pair_id", "bucket", "label", "d1", "d2", "apoc", "reason")
 
 @dataclass(frozen=True)
 class ReportData:
-    """Everything a report shows, read from the database once, as data frames.
-
-    Attributes:
-        runs: one row per run: names, settings, counts, calls, tokens, cost, ``simulated``.
-        decisions: :attr:`pcf.analysis.results.RunAnalysis.table` rows of every run, plus ``run``.
-        k_prefixes: per labelled full (not adaptive) PCF or repeated run and K, on execution
-            0's first K calls: ``run``, ``K``, ``n``, ``accuracy``, ``direct_accuracy``
-            (shares), ``improved``, ``regressed``.
-        weights: :func:`pcf.analysis.weight_playground.preset_records` of the same runs
-            (execution 0).
-        slots: per listwise run, candidate count ``n`` and slot: ``run``, ``n``, ``slot``,
-            ``top_share``, ``top_count``, ``gold_recall``.
-        slot_tests: per listwise run and ``n``: ``run``, ``n``, ``calls``, ``chi2``, ``p_value``.
-        pairs: per APOCJudge pair: ``run`` and :data:`PAIR_COLUMNS` (see :func:`pair_frame`).
+    """Everything a report shows, as data frames: a row per run; every run's decision table;
+    per labelled full PCF or repeated run, its K prefixes and preset weights (execution 0); per
+    listwise run, slot bias and its tests; per APOCJudge pair, ``run`` and :data:`PAIR_COLUMNS`.
     """
 
     runs: pd.DataFrame
@@ -60,29 +45,23 @@ class ReportData:
 
 
 def collect_report(runs: Sequence[Run], *, session: Session) -> ReportData:
-    """Read the runs' decisions and diagnostics as stored for the revision of their calls
-    (decided from their stored judgments first when missing or stale); no judge is called.
-
-    Decisions use each run's weights (the proposed ones, or those an adaptive run stopped on)
-    and every execution (as :func:`pcf.analysis.results.run_decisions`); the K table and the
-    weight table are matched single-run diagnostics on execution 0 alone (METHOD.md): prefixes
-    of its stored schedule, so they leave adaptive runs out.
-    """
+    """The runs' stored decisions (with their own weights, every execution) and diagnostics,
+    decided from stored judgments when missing or stale; no judge is called. The K and weight
+    tables are matched diagnostics of execution 0 alone, so they leave adaptive runs out."""
     datasets = {d.id: d.name for d in list_datasets(session=session)}
     prices = price_table()
     run_rows, decisions, slots, tests, pairs, k_rows, presets = [], [], [], [], [], [], []
     for run in runs:
         analysis = stored_analysis(run, session=session)
         table = analysis.table.assign(run=run.name)
-        labelled = int(table["gold"].notna().sum())
         decisions.append(table)
-        calls = int(table["n_calls"].sum())
-        run_rows.append(_run_row(run, len(table), calls, labelled, datasets, prices))
+        run_rows.append(_run_row(run, table, datasets, prices))
         if run.protocol == "apoc":
             pairs.append(_apoc_pairs(run, session=session).assign(run=run.name))
             continue
         slots.append(analysis.slot_bias.assign(run=run.name))
         tests.append(analysis.slot_tests.assign(run=run.name))
+        labelled = table["gold"].notna().any()
         if run.protocol in ("pcf", "repeated") and labelled and not is_adaptive(run):
             diagnostics = run_diagnostics(run, session=session)
             k_rows.append(diagnostics.k_prefixes)
@@ -107,13 +86,9 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def _run_row(
-    run: Run,
-    items: int,
-    calls: int,
-    labelled: int,
-    datasets: Mapping[int, str],
-    prices: Mapping[str, Any],
+    run: Run, table: pd.DataFrame, datasets: Mapping[int, str], prices: Mapping[str, Any]
 ) -> dict[str, Any]:
+    """The report's row of a run with its decision ``table``."""
     tokens = run.input_tokens + run.output_tokens
     return {
         "run": run.name,
@@ -128,9 +103,9 @@ def _run_row(
         "seed": run.seed,
         "temperature": run.settings.get("identity", {}).get("temperature"),
         "status": run.status,
-        "items": items,
-        "stored_calls": calls,
-        "labelled": labelled,
+        "items": len(table),
+        "stored_calls": int(table["n_calls"].sum()),
+        "labelled": int(table["gold"].notna().sum()),
         **usage(run),
         "cost_usd": run.cost_usd,
         "priced": is_simulated(run) or run.model in prices or tokens == 0,
@@ -173,10 +148,6 @@ def _apoc_pairs(run: Run, *, session: Session) -> pd.DataFrame:
 
 
 def pair_frame(pairs: Sequence[RecordedPair]) -> pd.DataFrame:
-    """Recorded pairs (``pcf replay``) as the frame the pairwise tables take.
-
-    Decisions and labels are in the pair's original frame: ``first``, ``second``, ``tie`` or
-    None. Recordings have no APOCJudge verdict, so ``apoc`` and ``reason`` are None.
-    """
+    """Recorded pairs (``pcf replay``) as the pairwise tables' frame (no ``apoc``, ``reason``)."""
     rows = [(p.pair_id, p.bucket, p.label, p.d1, p.d2, None, None) for p in pairs]
     return pd.DataFrame(rows, columns=list(PAIR_COLUMNS), dtype=object)

@@ -47,11 +47,8 @@ from pcf.reports.tables import (
 
 @dataclass(frozen=True)
 class Table:
-    """A titled table; ``simulated`` marks numbers that came from the simulated judge.
-
-    ``key`` names the table in ``report.json`` (tables of one key are listed together); ``run``
-    is added to each of its records there when the table is about one run.
-    """
+    """A titled table; ``simulated`` marks numbers of the simulated judge. ``key`` names it in
+    ``report.json`` (tables of one key listed together), whose records get ``run`` if set."""
 
     title: str
     frame: pd.DataFrame
@@ -121,14 +118,9 @@ def report_title(names: Sequence[str]) -> str:
 
 
 def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
-    """The report of the runs in ``data``: settings, main table, paired changes, K table,
-    weight table, order instability, slot bias and, for APOCJudge runs, the pairwise section.
-
-    Args:
-        data: :func:`collect_report` of the runs.
-        title: the report's title.
-        seed: seed of the paired bootstrap (the same seed gives the same intervals).
-    """
+    """The report of the runs in ``data`` (:func:`collect_report`): settings, main table, paired
+    changes, K and weight tables, order instability, triage, slot bias and the pairwise sections;
+    ``seed`` seeds the paired bootstrap."""
     runs, names = data.runs, _namer()
     sections = [
         Section(
@@ -137,7 +129,11 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
                 Table(
                     "Settings",
                     settings_table(runs),
-                    _adaptive_note(runs),
+                    _adaptive(
+                        runs,
+                        "Adaptive runs ({runs}), decided with the weights in their stopping "
+                        f"column: {ADAPTIVE_NOTE}.",
+                    ),
                     any_simulated(runs),
                     "settings",
                 ),
@@ -156,16 +152,15 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
         ),
         _direct_section(data, seed, names),
     ]
-    for section in (
+    optional = (
         _pairwise_section(data),
         _k_section(data),
         _weights_section(data),
         _instability_section(data, names),
         _triage_section(data, seed, names),
         _slot_section(data, names),
-    ):
-        if section is not None:
-            sections.append(section)
+    )
+    sections += [section for section in optional if section is not None]
     if not data.pairs.empty:
         for run_name, pairs in data.pairs.groupby("run", sort=False):
             simulated = any_simulated(runs, [run_name])
@@ -174,26 +169,19 @@ def build_report(data: ReportData, *, title: str, seed: int = 0) -> Report:
     return Report(title, tuple(sections), any_simulated(runs))
 
 
-def _adaptive_note(runs: pd.DataFrame) -> str:
-    """What the adaptive runs among ``runs`` mean for the tables ("" when there are none)."""
+def _adaptive(runs: pd.DataFrame, text: str) -> str:
+    """``text`` naming the adaptive runs among ``runs`` at ``{runs}`` ("" when there are none)."""
     adaptive = adaptive_runs(runs)
-    if not adaptive:
-        return ""
-    return (
-        f"Adaptive runs ({', '.join(adaptive)}), decided with the weights in their stopping "
-        f"column: {ADAPTIVE_NOTE}."
-    )
+    return text.replace("{runs}", ", ".join(adaptive)) if adaptive else ""
 
 
 def _left_out(runs: pd.DataFrame) -> str:
     """The K and weight tables' note on the adaptive runs they leave out."""
-    adaptive = adaptive_runs(runs)
-    if not adaptive:
-        return ""
-    return (
-        f" Left out: the adaptive runs {', '.join(adaptive)}, whose items stopped after "
-        "different numbers of calls once their winner under one set of weights was settled; "
-        "their first K calls, or other weights, are not a K-call run or that weighting's run."
+    return _adaptive(
+        runs,
+        " Left out: the adaptive runs {runs}, whose items stopped after different numbers of "
+        "calls once their winner under one set of weights was settled; their first K calls, or "
+        "other weights, are not a K-call run or that weighting's run.",
     )
 
 
@@ -260,20 +248,16 @@ def _pairwise_section(data: ReportData) -> Section | None:
     table = pairwise_table(data.runs, data.pairs)
     if table.empty:
         return Section("Pairwise against direct", ("No pair has a gold label.",))
-    return Section(
-        "Pairwise against direct",
-        (
-            Table(
-                "Pairwise: direct and APOCJudge per bucket (Table 4)",
-                table,
-                "Accuracy (%) on labelled pairs; N counts unique pairs. Direct: call 1, the "
-                "pair in canonical order. The macro average is the mean over buckets; its Δ is "
-                "the macro delta, in points. A tie or no verdict counts as wrong.",
-                any_simulated(data.runs, list(table["run"].unique())),
-                "pairwise",
-            ),
-        ),
+    shown = Table(
+        "Pairwise: direct and APOCJudge per bucket (Table 4)",
+        table,
+        "Accuracy (%) on labelled pairs; N counts unique pairs. Direct: call 1, the pair in "
+        "canonical order. The macro average is the mean over buckets; its Δ is the macro delta, "
+        "in points. A tie or no verdict counts as wrong.",
+        any_simulated(data.runs, list(table["run"].unique())),
+        "pairwise",
     )
+    return Section("Pairwise against direct", (shown,))
 
 
 def _k_section(data: ReportData) -> Section | None:
@@ -285,21 +269,17 @@ def _k_section(data: ReportData) -> Section | None:
         if adaptive_runs(runs):
             return Section("K ablation", (f"No K table.{_left_out(runs)}",))
         return Section("K ablation", ("No gold labels: the K table needs them.",))
-    return Section(
-        "K ablation",
-        (
-            Table(
-                "K table: repeated canonical and PCF at K prefixes (execution 0)",
-                table,
-                "A matched single-run diagnostic: each K uses the first K calls of execution 0 "
-                "alone, never the executions pooled, so PCF and repeated canonical (method "
-                "repeated) spend the same K calls; no new calls. Δ is the change over direct "
-                "(the run's canonical call), in points." + _left_out(runs),
-                any_simulated(runs, list(table["run"].unique())),
-                "k",
-            ),
-        ),
+    shown = Table(
+        "K table: repeated canonical and PCF at K prefixes (execution 0)",
+        table,
+        "A matched single-run diagnostic: each K uses the first K calls of execution 0 alone, "
+        "never the executions pooled, so PCF and repeated canonical (method repeated) spend the "
+        "same K calls; no new calls. Δ is the change over direct (the run's canonical call), in "
+        "points." + _left_out(runs),
+        any_simulated(runs, list(table["run"].unique())),
+        "k",
     )
+    return Section("K ablation", (shown,))
 
 
 def _weights_section(data: ReportData) -> Section | None:
@@ -307,21 +287,16 @@ def _weights_section(data: ReportData) -> Section | None:
         if adaptive_runs(data.runs):
             return Section("Weight presets", (f"No weight table.{_left_out(data.runs)}",))
         return None
-    run_names = list(data.k_prefixes["run"].unique())
-    return Section(
-        "Weight presets",
-        (
-            Table(
-                "Weight table: the six presets of METHOD.md on the same judgments (execution 0)",
-                data.weights,
-                "Accuracy (%) with the calls of execution 0 of each run (the matched runs of the "
-                "K table at their stored K); direct % and Δ vs direct: the same preset on the "
-                "canonical call, Δ in points." + _left_out(data.runs),
-                any_simulated(data.runs, run_names),
-                "weights",
-            ),
-        ),
+    shown = Table(
+        "Weight table: the six presets of METHOD.md on the same judgments (execution 0)",
+        data.weights,
+        "Accuracy (%) with the calls of execution 0 of each run (the matched runs of the K table "
+        "at their stored K); direct % and Δ vs direct: the same preset on the canonical call, Δ "
+        "in points." + _left_out(data.runs),
+        any_simulated(data.runs, list(data.k_prefixes["run"].unique())),
+        "weights",
     )
+    return Section("Weight presets", (shown,))
 
 
 def _instability_section(data: ReportData, names: _Names) -> Section | None:
@@ -433,13 +408,8 @@ def _slot_section(data: ReportData, names: _Names) -> Section | None:
 def pairwise_blocks(
     pairs: pd.DataFrame, *, simulated: bool, run: str | None = None
 ) -> tuple[Block, ...]:
-    """The pairwise section, for an APOCJudge run or a replayed recording alike.
-
-    Args:
-        pairs: :func:`pair_frame` rows of one run or recording.
-        simulated: the decisions came from the simulated judge.
-        run: the run's name (added to the tables' records in ``report.json``).
-    """
+    """The pairwise section of one APOCJudge run or replayed recording (:func:`pair_frame`
+    rows); ``run`` is added to the tables' records in ``report.json``."""
     labelled = labelled_pairs(pairs)
     blocks: list[Block] = []
     table = functools.partial(Table, simulated=simulated, run=run)  # every table of the section
@@ -469,23 +439,21 @@ def pairwise_blocks(
                 key="pairwise_rules",
             ),
         ]
-    blocks.append(
+    blocks += [
         table(
             "Swap consistency and position bias",
             position_table(pairs),
             "Consistent: both orders gave the same decision. Primacy: the member shown first "
             "won in both orders; recency: the member shown second won in both.",
             key="position",
-        )
-    )
-    blocks.append(
+        ),
         table(
             "Abstentions per decision rule (pairs)",
             abstention_table(pairs),
             "Pairs a rule decided as a tie or not at all; accuracy counts them as wrong.",
             key="abstentions",
-        )
-    )
+        ),
+    ]
     if has_apoc(pairs):
         blocks.append(
             table(
@@ -500,13 +468,8 @@ def pairwise_blocks(
 
 
 def replay_report(pairs: pd.DataFrame, *, title: str, source: Mapping[str, Any]) -> Report:
-    """The pairwise report of recorded decisions (``pcf replay ... --report``).
-
-    Args:
-        pairs: :func:`pair_frame` of the recording.
-        title: the report's title.
-        source: what was replayed (file, judge, strategy...), shown as a table.
-    """
+    """The pairwise report of recorded decisions (``pcf replay ... --report``); ``source`` says
+    what was replayed (file, judge, strategy...)."""
     described = pd.DataFrame(
         [{**source, "pairs": len(pairs), "buckets": pairs["bucket"].nunique()}]
     )

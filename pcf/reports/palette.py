@@ -1,8 +1,4 @@
-"""One colour per series, for every chart of the pages and the report.
-
-A series keeps its colour wherever it shows (``random`` is the same grey on the Overview and in
-``report.html``), and no colour means two series.
-"""
+"""One colour per series, the same wherever it shows, for every chart of the pages and report."""
 
 from __future__ import annotations
 

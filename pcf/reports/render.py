@@ -1,6 +1,5 @@
-"""Rendering a report: tables formatted as text; Markdown and one self-contained HTML page, both
-written by one template (``report.j2``); the charts as SVG and PNG (``vl-convert``). A chart that
-cannot be rendered is named in the report and the tables are written regardless."""
+"""Rendering a report: Markdown and one self-contained HTML page from one template
+(``report.j2``), ``report.json``, and the charts as SVG and PNG (a chart that fails is named)."""
 
 from __future__ import annotations
 
@@ -90,8 +89,7 @@ def _numeric(frame: pd.DataFrame) -> set[str]:
 
 
 def _table_view(frame: pd.DataFrame) -> dict[str, list[Any]]:
-    """The table as the report's template prints it: formatted (:func:`display_frame`) column
-    names and rows, and which columns are numbers (aligned right)."""
+    """The table as ``report.j2`` prints it: formatted rows, and which columns are numbers."""
     shown, numeric = display_frame(frame), _numeric(frame)
     return {
         "columns": list(shown.columns),
@@ -101,8 +99,7 @@ def _table_view(frame: pd.DataFrame) -> dict[str, list[Any]]:
 
 
 def page_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """The table as the app's page shows it (st.table renders Markdown in its cells): formatted
-    as the report prints it, the text cells inert (:func:`escape_markdown`)."""
+    """The table as the report prints it, text cells inert for the app's ``st.table``."""
     shown, numeric = display_frame(frame), _numeric(frame)
     for column in shown.columns:
         if column not in numeric:
@@ -126,13 +123,12 @@ FIELD_NAMES = {
     "p": "p_value",
     **{name: name for name in ("ws", "wB", "wv", "wu")},
 }
-"""Record names of the report's columns in ``report.json``; any other column is named by
-:func:`field_name`'s rule. Accuracies and ``*_pct`` fields are percent, deltas points."""
+"""``report.json`` names of columns that :func:`field_name`'s rule does not name well."""
 
 
 def field_name(column: str) -> str:
-    """The ``report.json`` name of a column: :data:`FIELD_NAMES`, else lower case with ``%``
-    as ``pct``, ``Δ`` as ``delta`` and every other run of non-alphanumerics as ``_``."""
+    """The ``report.json`` name of a column: :data:`FIELD_NAMES`, else snake case with ``%`` as
+    ``pct`` and ``Δ`` as ``delta``."""
     if column in FIELD_NAMES:
         return FIELD_NAMES[column]
     text = column.replace("%", " pct").replace("Δ", "delta ").lower()
@@ -168,8 +164,7 @@ SIMULATED_TAG = "Simulated judge: see the note at the top."
 
 @dataclass(frozen=True)
 class RenderedCharts:
-    """Charts rendered for the files: SVG text and PNG bytes by figure name, and the reason
-    for every figure that could not be rendered."""
+    """Rendered charts by figure name (SVG, PNG), and why each failed figure failed."""
 
     svg: dict[str, str]
     png: dict[str, bytes]
@@ -191,8 +186,7 @@ def chart_png(chart: Any) -> bytes:
 
 
 def standalone_chart(figure: Figure) -> Any:
-    """The figure's chart as a file of its own shows it: a chart of the simulated judge says so
-    in its title, since an image travels without the report's note."""
+    """The figure's chart, titled as simulated when it is: an image travels without the note."""
     if not figure.simulated:
         return figure.chart
     mark = alt.TitleParams(  # in the colour of the HTML report's banner
@@ -202,23 +196,20 @@ def standalone_chart(figure: Figure) -> Any:
 
 
 def render_charts(report: Report, *, png: bool = True) -> RenderedCharts:
-    """Render every figure (:func:`standalone_chart`); a failure is recorded with its reason,
-    never raised."""
-    svg: dict[str, str] = {}
-    pngs: dict[str, bytes] = {}
-    errors: dict[str, str] = {}
+    """Render every figure (:func:`standalone_chart`); a failure is recorded, never raised."""
+    charts = RenderedCharts(svg={}, png={}, errors={})
     for figure in report.figures():
         try:
             chart = standalone_chart(figure)
-            svg[figure.name] = chart_svg(chart)
+            charts.svg[figure.name] = chart_svg(chart)
             if png:
-                pngs[figure.name] = chart_png(chart)
+                charts.png[figure.name] = chart_png(chart)
         except Exception as exc:  # any renderer failure: the report goes on without the chart
-            svg.pop(figure.name, None)
-            errors[figure.name] = (
+            charts.svg.pop(figure.name, None)
+            charts.errors[figure.name] = (
                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
             )
-    return RenderedCharts(svg, pngs, errors)
+    return charts
 
 
 ESCAPES: dict[str, Callable[[str], str]] = {"md": markdown_literal, "html": html.escape}
@@ -227,8 +218,7 @@ ESCAPES: dict[str, Callable[[str], str]] = {"md": markdown_literal, "html": html
 
 @functools.cache
 def _template(kind: str) -> jinja2.Template:
-    """``report.j2`` writing ``kind`` (``md`` or ``html``): every value it prints is escaped for
-    the format (:data:`ESCAPES`); only Markup, the template's own markup, is printed as is."""
+    """``report.j2`` writing ``kind``, every value escaped for it (:data:`ESCAPES`) but Markup."""
 
     def escaped(value: Any) -> Markup:
         if isinstance(value, Markup):
@@ -240,14 +230,10 @@ def _template(kind: str) -> jinja2.Template:
         finalize=escaped,
         undefined=jinja2.StrictUndefined,
     )
-    environment.filters["cell"] = _markdown_cell
+    # a cell of a pipe table in report.md, inert
+    environment.filters["cell"] = lambda text: Markup(markdown_literal(text, in_table=True))  # noqa: S704
     source = resources.files("pcf.reports").joinpath("report.j2").read_text(encoding="utf-8")
     return environment.from_string(source)
-
-
-def _markdown_cell(text: str) -> Markup:
-    """A cell of a pipe table in ``report.md``, inert."""
-    return Markup(markdown_literal(text, in_table=True))  # noqa: S704 (inert Markdown)
 
 
 def _render(report: Report, charts: RenderedCharts, images: Mapping[str, str], kind: str) -> str:
@@ -271,14 +257,8 @@ def _render(report: Report, charts: RenderedCharts, images: Mapping[str, str], k
 def render_markdown(
     report: Report, charts: RenderedCharts, images: Mapping[str, str] | None = None
 ) -> str:
-    """The report as Markdown with pipe tables (``report.j2``), every text inert.
-
-    Args:
-        report: the report.
-        charts: its rendered charts (only their errors are used here).
-        images: figure name -> relative path of its PNG file; figures without a file point to
-            ``report.html``.
-    """
+    """The report as Markdown, every text inert; ``images`` maps figure names to their PNG
+    files (others point to ``report.html``), and only the charts' errors are used."""
     return _render(report, charts, images or {}, "md")
 
 
@@ -298,8 +278,7 @@ REPORT_FILES = {"md": "text/markdown", "html": "text/html", "json": "application
 
 
 def report_file(report: Report, kind: str) -> str:
-    """``report.md``, ``report.html`` or ``report.json`` (``kind``: a key of
-    :data:`REPORT_FILES`) as text, for a download; the Markdown names no PNG file."""
+    """The report file of ``kind`` (:data:`REPORT_FILES`) as text, for a download."""
     if kind == "json":
         return report_json_text(report)
     charts = render_charts(report, png=False)
@@ -307,13 +286,8 @@ def report_file(report: Report, kind: str) -> str:
 
 
 def write_report(report: Report, out: Path) -> dict[str, Any]:
-    """Write ``report.md``, ``report.html``, ``report.json`` (:func:`report_json`) and
-    ``charts/<name>.png`` into ``out``.
-
-    Returns:
-        The paths written (``markdown``, ``html``, ``json``, ``charts``) and ``chart_errors``
-        (figure name -> reason) for the charts that could not be rendered.
-    """
+    """Write ``report.md``, ``report.html``, ``report.json`` and ``charts/<name>.png`` into
+    ``out``; returns the paths written and ``chart_errors`` (figure name -> reason)."""
     out.mkdir(parents=True, exist_ok=True)
     charts = render_charts(report)
     images = {}

@@ -19,6 +19,7 @@ from pcf.analysis.triage import (
     summarize,
 )
 from pcf.analysis.weight_playground import WEIGHT_NAMES
+from pcf.flags import FLAGS
 from pcf.pairwise import bucket_order, bucket_scores
 from pcf.recordings import FIRST, SECOND, SWAP_RULES, recorded_outcome
 from pcf.weights import PRESETS
@@ -57,7 +58,6 @@ RUN_FIELDS = {
     "cost_usd": "cost USD",
 }
 """The runs table's columns: the listing's fields, ``judge`` (``backend: model``) added."""
-RUN_COLUMNS = tuple(RUN_FIELDS.values())
 
 
 def adaptive_runs(runs: pd.DataFrame, protocols: Sequence[str] = ("pcf", "repeated")) -> list[str]:
@@ -91,19 +91,12 @@ def usage_table(runs: pd.DataFrame) -> pd.DataFrame:
     items = runs["items"].where(runs["items"] > 0)
     cost = runs["cost_usd"].astype(object).where(runs["priced"], "unpriced")
     per_item = (runs["cost_usd"] / items).astype(object).where(runs["priced"], "unpriced")
-    return pd.DataFrame(
-        {
-            "run": runs["run"],
-            "calls made": runs["calls_made"],
-            "cache hits": runs["cache_hits"],
-            "failures": runs["failures"],
-            "input tokens": runs["input_tokens"],
-            "output tokens": runs["output_tokens"],
-            "cost (USD)": cost,
-            "calls per item": runs["stored_calls"] / items,
-            "cost per item (USD)": per_item,
-        }
-    )
+    counted = ["run", "calls_made", "cache_hits", "failures", "input_tokens", "output_tokens"]
+    table = runs[counted].rename(columns=lambda column: column.replace("_", " "))
+    table["cost (USD)"] = cost
+    table["calls per item"] = runs["stored_calls"] / items
+    table["cost per item (USD)"] = per_item
+    return table
 
 
 MICRO_AVERAGE = "micro average"
@@ -112,13 +105,9 @@ MICRO_AVERAGE = "micro average"
 def main_table(
     runs: pd.DataFrame, decisions: pd.DataFrame, *, protocol: str = "pcf", seed: int = 0
 ) -> pd.DataFrame:
-    """Each ``protocol`` run against its direct baseline (the canonical call) on labelled items.
-
-    Columns: model, run, N (labelled items), direct %, ``<method> %``, Δ points, improved,
-    regressed, same, McNemar p (exact), CI low / CI high (95% paired bootstrap of the
-    difference, points, seeded). A run without gold labels has N 0 and no figures. When the
-    runs cover several models, a last row (model ``micro average``) pools their labelled items.
-    """
+    """Each ``protocol`` run against its direct baseline (the canonical call) on labelled items:
+    accuracies, paired changes, McNemar p and a seeded 95% bootstrap CI (a run without gold has
+    N 0); over several models, a last ``micro average`` row pools their labelled items."""
     method = f"{METHODS.get(protocol, protocol)} %"
     figures = ["direct %", method, "Δ points", "improved", "regressed", "same", "McNemar p"]
     columns = ["model", "run", "N", *figures, "CI low", "CI high"]
@@ -168,11 +157,8 @@ def paired_changes(*tables: pd.DataFrame) -> pd.DataFrame:
 
 
 def k_table(runs: pd.DataFrame, k_prefixes: pd.DataFrame) -> pd.DataFrame:
-    """Repeated canonical and PCF at each K, matched: the first K calls of execution 0 alone.
-
-    ``method`` is ``repeated`` (repeated canonical) or ``pcf``; direct is each run's own
-    canonical call; K prefixes of the stored runs cost no call.
-    """
+    """Repeated canonical and PCF at each K, matched: the first K calls of execution 0 alone
+    against each run's own canonical call (direct)."""
     figures = ["direct %", "accuracy %", "Δ vs direct (points)", "improved", "regressed"]
     columns = ["model", "method", "run", "K", "N", *figures]
     if k_prefixes.empty:
@@ -210,11 +196,7 @@ def instability_table(runs: pd.DataFrame, decisions: pd.DataFrame) -> pd.DataFra
             "run": run.run,
             "method": run.method,
             "items": len(table),
-            "order unstable": int(table["order_unstable"].sum()),
-            "overrides direct": int(table["overrides_direct"].sum()),
-            "near tie": int(table["near_tie"].sum()),
-            "position driven": int(table["position_driven"].sum()),
-            "incomplete": int(table["incomplete"].sum()),
+            **{flag.replace("_", " "): int(table[flag].sum()) for flag in FLAGS},
             "mean top agreement": table["top_agreement"].mean(),
             "mean Kendall's W": table["kendall_w"].mean(),
         }
@@ -237,8 +219,7 @@ def agreement_distribution(runs: pd.DataFrame, decisions: pd.DataFrame) -> pd.Da
 
 
 def _renamed(frame: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
-    """``frame``'s columns named in ``columns``, in that order and renamed to its values (an
-    empty frame stays empty)."""
+    """``frame``'s ``columns`` (keys), in order, renamed to their values; empty stays empty."""
     if frame.empty:
         return pd.DataFrame()
     return frame[list(columns)].rename(columns=dict(columns))
@@ -289,11 +270,7 @@ def has_apoc(pairs: pd.DataFrame) -> bool:
 
 
 def official_table(pairs: pd.DataFrame) -> pd.DataFrame:
-    """JudgeBench's official score per bucket, over all pairs and macro-averaged over buckets.
-
-    Args:
-        pairs: :func:`pair_frame` rows (one run or recording); unlabelled pairs are left out.
-    """
+    """JudgeBench's official score of labelled pairs per bucket, overall and macro-averaged."""
     labelled = labelled_pairs(pairs)
     columns = ["bucket", "pairs", "official score %", "correct", "incorrect", "tie"]
     if labelled.empty:
@@ -327,44 +304,28 @@ def rule_decisions(pairs: pd.DataFrame) -> dict[str, pd.Series]:
 
 
 def pairwise_accuracy_table(pairs: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy (%) per bucket of each decision rule side by side: each order alone, the
-    swap-consensus rules and APOCJudge; plus all pairs and the macro average over buckets.
-
-    A tie or a missing decision counts as wrong.
-    """
+    """Accuracy (%) per bucket of each decision rule side by side, plus all pairs and the macro
+    average over buckets; a tie or a missing decision counts as wrong."""
     labelled = labelled_pairs(pairs)
     decisions = rule_decisions(labelled)
     correct = pd.DataFrame(
         {f"{name} %": 100 * _correct(d, labelled["label"]) for name, d in decisions.items()}
     )
-    correct["bucket"] = labelled["bucket"]
-    per_bucket = []
-    for bucket in bucket_order(list(labelled["bucket"])):  # JudgeBench's order, as the scores
-        rows = correct[correct["bucket"] == bucket]
-        per_bucket.append(
-            {"bucket": bucket, "pairs": len(rows), **rows.drop(columns="bucket").mean()}
-        )
-    frame = pd.DataFrame(per_bucket)
+    buckets = labelled["bucket"]
+    frame = pd.DataFrame(
+        {"bucket": b, "pairs": int((buckets == b).sum()), **correct[buckets == b].mean()}
+        for b in bucket_order(list(buckets))  # JudgeBench's order, as the scores
+    )
     if frame.empty:
         return frame
-    overall = {
-        "bucket": "all pairs",
-        "pairs": len(correct),
-        **correct.drop(columns="bucket").mean(),
-    }
-    macro = {
-        "bucket": "macro average",
-        "pairs": math.nan,
-        **frame.drop(columns=["bucket", "pairs"]).mean(),
-    }
+    overall = {"bucket": "all pairs", "pairs": len(correct), **correct.mean()}
+    macro = {"bucket": "macro average", "pairs": math.nan, **frame.iloc[:, 2:].mean()}
     return pd.concat([frame, pd.DataFrame([overall, macro])], ignore_index=True)
 
 
 def pairwise_table(runs: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """Table 4's form: per APOCJudge run, accuracy (%) per bucket of direct (call 1, the pair
-    in canonical order) and of APOCJudge, then their macro average over the buckets and the
-    macro delta. N counts unique labelled pairs; a tie or no verdict counts as wrong.
-    """
+    """Table 4's form: per APOCJudge run, accuracy (%) per bucket of direct (call 1) and of
+    APOCJudge, then their macro averages and delta; a tie or no verdict counts as wrong."""
     columns = ["model", "run", "bucket", "N", "direct %", "APOCJudge %", "Δ points"]
     rows = []
     for run_name, mine in pairs.groupby("run", sort=False):
@@ -379,24 +340,13 @@ def pairwise_table(runs: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
             for bucket in bucket_order(list(labelled["bucket"]))
             for chosen in [labelled["bucket"] == bucket]
         ]
-        macro_direct = sum(r[2] for r in per_bucket) / len(per_bucket)
-        macro_apoc = sum(r[3] for r in per_bucket) / len(per_bucket)
-        rows += [
-            (model, run_name, bucket, n, d, a, a - d)
-            for bucket, n, d, a in [
-                *per_bucket,
-                ("macro average", len(labelled), macro_direct, macro_apoc),
-            ]
-        ]
+        macro = ("macro average", len(labelled), *pd.DataFrame(per_bucket)[[2, 3]].mean())
+        rows += [(model, run_name, b, n, d, a, a - d) for b, n, d, a in [*per_bucket, macro]]
     return pd.DataFrame(rows, columns=columns)
 
 
 def position_table(pairs: pd.DataFrame) -> pd.DataFrame:
-    """Swap consistency and position bias over all pairs.
-
-    Consistent: both orders gave the same decision (two ties count, two missing do not);
-    primacy: the member shown first won in both orders; recency: the member shown second did.
-    """
+    """Swap consistency (two ties count, two missing decisions do not), primacy and recency."""
     n = len(pairs)
     consistent = sum(
         d1 == d2 and d1 is not None for d1, d2 in zip(pairs["d1"], pairs["d2"], strict=True)
@@ -423,8 +373,7 @@ def abstention_table(pairs: pd.DataFrame) -> pd.DataFrame:
 
 
 def override_table(pairs: pd.DataFrame) -> pd.DataFrame:
-    """APOCJudge's overrides: proposed by the swapped call, accepted or rejected by keyed
-    confirmation, or suppressed by the ballpark guard."""
+    """APOCJudge's overrides: proposed, accepted, rejected, or suppressed by the guard."""
     reasons = pairs["reason"].value_counts()
     accepted, rejected, guarded = (
         int(reasons.get(r, 0)) for r in ("confirmed", "not_confirmed", "guarded")
@@ -443,9 +392,8 @@ def override_table(pairs: pd.DataFrame) -> pd.DataFrame:
 
 
 def weight_table(records: pd.DataFrame) -> pd.DataFrame:
-    """The :func:`~pcf.analysis.weight_playground.preset_records` of runs side by side: one row
-    per preset (the index), its weights, then ``"<run> accuracy %"`` and ``"<run> Δ vs direct"``
-    per run."""
+    """Preset records of runs side by side: a row per preset, its weights, then each run's
+    ``"<run> accuracy %"`` and ``"<run> Δ vs direct"``."""
     table = pd.DataFrame(
         {name: weights.as_tuple() for name, weights in PRESETS.items()}, index=list(WEIGHT_NAMES)
     ).T.rename_axis("preset")
@@ -457,8 +405,7 @@ def weight_table(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def runs_table(listing: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per run of a listing (:func:`pcf.store.calls.run_listing`) with its
-    settings, status, calls, failures, tokens and cost; ``judge`` is ``backend: model``."""
+    """One row per run of a listing (:func:`pcf.store.calls.run_listing`), :data:`RUN_FIELDS`."""
     rows = [{**r, "judge": f"{r['backend']}: {r['model']}"} for r in listing]
     return pd.DataFrame(rows, columns=list(RUN_FIELDS)).rename(columns=RUN_FIELDS)
 
@@ -471,8 +418,8 @@ def triage_curves(table: pd.DataFrame, *, seed: int = 0) -> tuple[list[Curve], l
 
 
 def triage_table(runs: pd.DataFrame, decisions: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:
-    """Per PCF run with gold labels: the judge's errors found after reviewing 10, 20 and 30% of
-    the items most doubtful first, and by a random order (mean of seeded draws), with areas."""
+    """Per PCF run with gold: errors found reviewing the most doubtful items first, and in a
+    random order (mean of seeded draws), at 10, 20 and 30% of the items, with areas."""
     rows = []
     for run, table in _instability_runs(runs, decisions):
         if run.protocol != "pcf" or table["gold"].isna().all():

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from pcf.reports.tables import RUN_COLUMNS, runs_table
+from pcf.reports.tables import RUN_FIELDS, runs_table
 from pcf.runs.study import DEMO_RUNS
 from pcf.store import run_listing
+
+RUN_COLUMNS = tuple(RUN_FIELDS.values())
 
 
 def test_runs_table_has_one_row_per_run(db):
