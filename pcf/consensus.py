@@ -136,31 +136,21 @@ def _pack_group(
     ok = np.zeros(shape, dtype=bool)
     present = np.zeros(shape, dtype=bool)
     for i, item_id in enumerate(item_ids):
-        col = {cid: c for c, cid in enumerate(listing[item_id])}
+        ids = listing[item_id]
         for j in by_item[item_id]:
-            if error := listing_error(j, listing[item_id]):
+            if error := listing_error(j, ids):
                 raise error
             at = (i, e_index[j.execution], j.call_index)
             present[at] = True
-            slot[at] = [j.order.index(cid) for cid in listing[item_id]]
+            slot[at] = [j.order.index(cid) for cid in ids]
             if not j.ok:
                 continue
             ok[at] = True
-            for cid, c in col.items():
-                factuality[(*at, c)] = j.factuality[cid]
-                risk[(*at, c)] = j.hallucination_risk[cid]
-            rank[at] = [j.ranking.index(cid) + 1 for cid in listing[item_id]]
-    return JudgmentArrays(
-        item_ids,
-        [listing[i] for i in item_ids],
-        executions,
-        factuality,
-        risk,
-        rank,
-        slot,
-        ok,
-        present,
-    )
+            factuality[at] = [j.factuality[cid] for cid in ids]
+            risk[at] = [j.hallucination_risk[cid] for cid in ids]
+            rank[at] = [j.ranking.index(cid) + 1 for cid in ids]
+    listed = [listing[i] for i in item_ids]
+    return JudgmentArrays(item_ids, listed, executions, factuality, risk, rank, slot, ok, present)
 
 
 @dataclass(frozen=True)
@@ -206,10 +196,8 @@ def components(arrays: JudgmentArrays) -> tuple[np.ndarray, ...]:
 
 def _mean_over_executions(values: np.ndarray, has_ok: np.ndarray) -> np.ndarray:
     """Average (I, E, n) over the executions with an ok judgment; NaN-free zeros elsewhere."""
-    valid = has_ok[..., None]
-    total = np.where(valid, values, 0.0).sum(axis=1)
-    runs = np.maximum(has_ok.sum(axis=1), 1)[:, None]
-    return total / runs
+    total = np.where(has_ok[..., None], values, 0.0).sum(axis=1)
+    return total / np.maximum(has_ok.sum(axis=1), 1)[:, None]
 
 
 def pick_winner(*keys: np.ndarray, has_ok: np.ndarray) -> np.ndarray:
@@ -219,8 +207,7 @@ def pick_winner(*keys: np.ndarray, has_ok: np.ndarray) -> np.ndarray:
     for key in keys:
         best = np.where(candidates, key, -np.inf).max(axis=1, keepdims=True)
         candidates &= key >= best - TIE_TOLERANCE
-    winner = candidates.argmax(axis=1)
-    return np.where(has_ok, winner, -1)
+    return np.where(has_ok, candidates.argmax(axis=1), -1)
 
 
 def consensus(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Consensus:
@@ -232,10 +219,8 @@ def consensus(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Con
     has_ok_e = count > 0
     ws, wb, wv, wu = weights.as_tuple()
     c_e = ws * s_e + wb * b_e + wv * v_e + wu * u_e
-    mean = [_mean_over_executions(x, has_ok_e) for x in (c_e, s_e, b_e, v_e, u_e)]
-    c, s, b, v, u = mean
-    has_ok = np.any(has_ok_e, axis=1)
-    return Consensus(c, s, b, v, u, pick_winner(c, v, b, s, has_ok=has_ok))
+    c, s, b, v, u = (_mean_over_executions(x, has_ok_e) for x in (c_e, s_e, b_e, v_e, u_e))
+    return Consensus(c, s, b, v, u, pick_winner(c, v, b, s, has_ok=has_ok_e.any(axis=1)))
 
 
 def consensus_ranking(result: Consensus) -> np.ndarray:
