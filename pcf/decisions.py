@@ -33,6 +33,8 @@ from pcf.weights import DEFAULT_WEIGHTS, Weights
 
 FILE_CHUNK = 1000
 """Items decided at a time by :func:`aggregate_file`."""
+METRICS = ("top_agreement", "top_entropy", "kendall_w", "margin", "slot_following")
+COMPONENTS = {"S": "mean_score", "B": "borda", "V": "vote", "U": "certainty"}
 
 
 @dataclass(frozen=True)
@@ -73,20 +75,14 @@ class Decisions:
                     "consensus": per_candidate(c.score) if has_ok else {},
                     "flags": ins.flag_names(row),
                     "metrics": {
-                        "top_agreement": _num(ins.top_agreement[row]),
-                        "top_entropy": _num(ins.top_entropy[row]),
-                        "kendall_w": _num(ins.kendall_w[row]),
-                        "margin": _num(ins.margin[row]),
-                        "slot_following": _num(ins.slot_following[row]),
+                        **{name: _num(getattr(ins, name)[row]) for name in METRICS},
                         "direct_winner": direct_winners[row],
                         "priority": _num(ins.priority[row]),
                         "n_ok": int(ins.n_ok[row]),
                         "n_calls": int(ins.n_calls[row]),
                         "components": {
-                            "S": per_candidate(c.mean_score),
-                            "B": per_candidate(c.borda),
-                            "V": per_candidate(c.vote),
-                            "U": per_candidate(c.certainty),
+                            part: per_candidate(getattr(c, name))
+                            for part, name in COMPONENTS.items()
                         }
                         if has_ok
                         else {},
@@ -139,12 +135,7 @@ def decide(
     result, ranking, search = _apply_rule(used, rule, weights)
     baseline, _, _ = _apply_rule(arrays.execution(0).prefix(k=1), rule, weights)
     return Decisions(
-        used,
-        result,
-        baseline,
-        instability(used, result, baseline.winner),
-        ranking,
-        search,
+        used, result, baseline, instability(used, result, baseline.winner), ranking, search
     )
 
 

@@ -86,9 +86,8 @@ def paired_bootstrap_ci(
     n = len(direct_correct)
     shares = np.array([counts["improved"], counts["regressed"], counts["same"]]) / n
     draws = np.random.default_rng(seed).multinomial(n, shares, size=n_boot)
-    differences = (draws[:, 0] - draws[:, 1]) / n
-    alpha = 1 - level
-    low, high = np.quantile(differences, [alpha / 2, 1 - alpha / 2])
+    tail = (1 - level) / 2
+    low, high = np.quantile((draws[:, 0] - draws[:, 1]) / n, [tail, 1 - tail])
     return float(low), float(high)
 
 
@@ -130,13 +129,8 @@ def krippendorff_alpha(reliability_data: Sequence[Sequence[Hashable | None]]) ->
         raise ValueError("no labels at all")
     index = {label: float(i) for i, label in enumerate(categories)}
     data = np.array([[np.nan if v is None else index[v] for v in row] for row in rows])
-    return float(
-        krippendorff.alpha(
-            reliability_data=data,
-            level_of_measurement="nominal",
-            value_domain=list(index.values()),
-        )
-    )
+    domain = list(index.values())
+    return float(krippendorff.alpha(data, level_of_measurement="nominal", value_domain=domain))
 
 
 def compare_paired(
@@ -162,14 +156,13 @@ def compare_paired(
     direct_correct = [w == g for w, g in zip(direct_winners, gold, strict=True)]
     method_correct = [w == g for w, g in zip(method_winners, gold, strict=True)]
     counts = paired_outcomes(direct_correct, method_correct)
-    direct_accuracy = accuracy(direct_winners, gold)
-    method_accuracy = accuracy(method_winners, gold)
+    direct, method = accuracy(direct_winners, gold), accuracy(method_winners, gold)
     low, high = paired_bootstrap_ci(direct_correct, method_correct, seed=seed)
     return {
         "n": len(gold),
-        "direct_accuracy": direct_accuracy,
-        "method_accuracy": method_accuracy,
-        "delta_points": 100 * (method_accuracy - direct_accuracy),
+        "direct_accuracy": direct,
+        "method_accuracy": method,
+        "delta_points": 100 * (method - direct),
         **counts,
         "direct_abstentions": sum(w is None for w in direct_winners),
         "method_abstentions": sum(w is None for w in method_winners),
