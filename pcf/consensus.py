@@ -220,7 +220,7 @@ def consensus(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Con
     ws, wb, wv, wu = weights.as_tuple()
     c_e = ws * s_e + wb * b_e + wv * v_e + wu * u_e
     c, s, b, v, u = (_mean_over_executions(x, has_ok_e) for x in (c_e, s_e, b_e, v_e, u_e))
-    return Consensus(c, s, b, v, u, pick_winner(c, v, b, s, has_ok=has_ok_e.any(axis=1)))
+    return Consensus(c, s, b, v, u, pick_winner(c, v, b, s, has_ok=np.any(has_ok_e, axis=1)))
 
 
 def consensus_ranking(result: Consensus) -> np.ndarray:

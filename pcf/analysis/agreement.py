@@ -23,14 +23,8 @@ from pcf.evaluation import cohen_kappa, compare_paired, krippendorff_alpha
 from pcf.items import CANNOT_TELL
 
 COMPARISON_COLUMNS = (
-    "item_id",
-    "human",
-    "direct",
-    "pcf",
-    "gold",
-    "annotators",
-    "direct_correct",
-    "pcf_correct",
+    *("item_id", "human", "direct", "pcf", "gold"),
+    *("annotators", "direct_correct", "pcf_correct"),
 )
 
 
@@ -168,9 +162,7 @@ def compare_with_humans(
     )
     paired = kappa_direct = kappa_pcf = None
     if records:
-        truth = [r[1] for r in records]
-        direct = [r[2] for r in records]
-        pcf = [r[3] for r in records]
+        truth, direct, pcf = ([r[i] for r in records] for i in (1, 2, 3))
         paired = compare_paired(truth, direct, pcf)
         kappa_direct = _kappa(direct, truth)
         kappa_pcf = _kappa(pcf, truth)

@@ -128,13 +128,8 @@ def escalate(
     else:
         values = np.nan_to_num(table[signal].to_numpy(dtype=float), nan=-np.inf)
     decided, figures = _split(values, wrong("winner"), calibration, alpha, delta)
-    direct = _split(
-        _direct_confidence(run, keys, session=session),
-        wrong("direct_winner"),
-        calibration,
-        alpha,
-        delta,
-    )[1]
+    stated = _direct_confidence(run, keys, session=session)
+    direct = _split(stated, wrong("direct_winner"), calibration, alpha, delta)[1]
     checked = decided & table["item_id"].isin(list(truth)).to_numpy()
     out = {
         "run": run.name,

@@ -31,16 +31,9 @@ def item_decision(
         return None
     judgments = [
         stored_judgment(
-            item.item_id,
-            call.execution,
-            call.call_index,
-            call.ok,
-            call.error,
-            call.order,
-            call.judgment,
-            call.repaired,
+            item.item_id, c.execution, c.call_index, c.ok, c.error, c.order, c.judgment, c.repaired
         )
-        for call in calls
+        for c in calls
     ]
     (group,) = pack(judgments, {item.item_id: item.candidate_ids})
     return decide(group, weights=weights).records()[0]
@@ -131,10 +124,9 @@ def consensus_frame(item: Item, record: Mapping[str, Any] | None) -> pd.DataFram
         return pd.DataFrame(columns=columns)
     parts = record["metrics"]["components"]
     rows = []
+    direct = record["metrics"]["direct_winner"]
     for cid in item.candidate_ids:
-        roles = candidate_roles(
-            cid, record["winner"], record["metrics"]["direct_winner"], item.gold
-        )
+        roles = candidate_roles(cid, record["winner"], direct, item.gold)
         rows.append(
             {
                 "candidate": labels[cid],

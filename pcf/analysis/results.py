@@ -136,8 +136,7 @@ def decision_chunks(
     (an item's decision depends on its calls alone), so memory holds one chunk, whatever the
     run's size.
     """
-    for _, records in _decided_chunks(run, session=session, size=size):
-        yield records
+    yield from (records for _, records in _decided_chunks(run, session=session, size=size))
 
 
 def item_chunks(run: Run, *, session: Session, size: int) -> Iterator[tuple[int, int, list[Item]]]:
@@ -149,7 +148,7 @@ def item_chunks(run: Run, *, session: Session, size: int) -> Iterator[tuple[int,
 
 
 def _decided_chunks(
-    run: Run, *, session: Session, size: int = ITEM_CHUNK
+    run: Run, *, session: Session, size: int
 ) -> Iterator[tuple[list[Item], list[dict[str, Any]]]]:
     """Each chunk of ``size`` items (without their candidates' texts) and its decisions."""
     for start, stop, items in item_chunks(run, session=session, size=size):
@@ -231,30 +230,23 @@ def _apoc_decisions(run: Run, items: Sequence[Item], calls: Sequence[Call]) -> l
         if not mine:
             continue
         direct, swapped, confirmed = (mine[i].verdict() if i in mine else None for i in range(3))
-        decision = apoc_decide(
-            direct,
-            swapped,
-            confirmed,
-            ballpark=is_ballpark_question(item.prompt),
-            guard=guard,
-        )
+        ballpark = is_ballpark_question(item.prompt)
+        decision = apoc_decide(direct, swapped, confirmed, ballpark=ballpark, guard=guard)
         outcome = None
         if item.gold is not None:
             other = next(c for c in item.candidate_ids if c != item.gold)
             outcome = official_outcome(item.gold, other, decision.direct, swapped)
-        flags = []
-        if decision.override_proposed:
-            flags.append("order_unstable")
-        if decision.verdict != decision.direct:
-            flags.append("overrides_direct")
-        if any(not c.ok for c in mine.values()):
-            flags.append("incomplete")
+        raised = {
+            "order_unstable": decision.override_proposed,
+            "overrides_direct": decision.verdict != decision.direct,
+            "incomplete": any(not c.ok for c in mine.values()),
+        }
         out.append(
             {
                 "item_id": item.item_id,
                 "winner": None if decision.verdict in (None, TIE) else decision.verdict,
                 "consensus": {},
-                "flags": flags,
+                "flags": [flag for flag, up in raised.items() if up],
                 "metrics": {
                     "direct_winner": None if decision.direct in (None, TIE) else decision.direct,
                     "verdict": decision.verdict,
@@ -449,36 +441,22 @@ def number_or_nan(value: Any) -> float:
 
 def _slot_frame(biases: Sequence[Any]) -> pd.DataFrame:
     rows = [
-        {
-            "n": bias.n,
-            "slot": slot + 1,
-            "top_share": float(bias.top_share[slot]),
-            "top_count": int(bias.top_counts[slot]),
-            "gold_recall": float(bias.gold_recall[slot]),
-        }
-        for bias in biases
-        for slot in range(bias.n)
+        (b.n, s + 1, float(b.top_share[s]), int(b.top_counts[s]), float(b.gold_recall[s]))
+        for b in biases
+        for s in range(b.n)
     ]
     return pd.DataFrame(rows, columns=["n", "slot", "top_share", "top_count", "gold_recall"])
 
 
 def _slot_tests_frame(biases: Sequence[Any]) -> pd.DataFrame:
-    rows = [
-        {"n": b.n, "calls": int(b.top_counts.sum()), "chi2": b.chi2, "p_value": b.p_value}
-        for b in biases
-    ]
+    rows = [(b.n, int(b.top_counts.sum()), b.chi2, b.p_value) for b in biases]
     return pd.DataFrame(rows, columns=["n", "calls", "chi2", "p_value"])
 
 
 def flag_counts(table: pd.DataFrame) -> pd.DataFrame:
     """Items per flag, with the flag's one-line meaning, in :data:`FLAGS` order."""
-    return pd.DataFrame(
-        {
-            "flag": list(FLAGS),
-            "items": [int(table[flag].sum()) for flag in FLAGS],
-            "meaning": [FLAG_HELP[flag] for flag in FLAGS],
-        }
-    )
+    rows = [(flag, int(table[flag].sum()), FLAG_HELP[flag]) for flag in FLAGS]
+    return pd.DataFrame(rows, columns=["flag", "items", "meaning"])
 
 
 def accuracy_against(table: pd.DataFrame, answers: Mapping[str, str]) -> dict[str, Any] | None:
@@ -507,15 +485,11 @@ def gold_answers(table: pd.DataFrame) -> dict[str, str]:
 
 def outcome_frame(stats: Mapping[str, Any]) -> pd.DataFrame:
     """Improved, regressed and unchanged item counts of a paired comparison."""
+    counts = ("improved", "regressed", "both_right", "both_wrong")
     return pd.DataFrame(
         {
             "outcome": ["improved", "regressed", "same: both right", "same: both wrong"],
-            "items": [
-                stats["improved"],
-                stats["regressed"],
-                stats["both_right"],
-                stats["both_wrong"],
-            ],
+            "items": [stats[count] for count in counts],
         }
     )
 

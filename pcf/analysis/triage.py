@@ -191,10 +191,8 @@ def item_scores(table: pd.DataFrame, order: str) -> np.ndarray:
     if order in ("margin", "kendall_w"):  # agreement: the lowest first
         return -table[order].to_numpy(dtype=float)
     if order == "overrides":
-        return (
-            table["overrides_direct"].astype(float).to_numpy()
-            + table["priority"].to_numpy(dtype=float) / 10
-        )
+        priority = table["priority"].to_numpy(dtype=float)
+        return table["overrides_direct"].astype(float).to_numpy() + priority / 10
     raise ValueError(f"unknown order {order!r}; choose one of {', '.join(ORDERS)}")
 
 
@@ -381,21 +379,13 @@ def curve_frame(
     ``low``, ``high`` (the band, random rows only); at most :data:`CHART_POINTS` + 1 evenly
     spaced points per curve, both ends included."""
     baseline = baseline or random_baseline(wrong, seed=seed)
-    shown = np.unique(np.linspace(0, len(wrong), min(len(wrong), CHART_POINTS) + 1).round())
-    shown = shown.astype(int)
+    points = np.linspace(0, len(wrong), min(len(wrong), CHART_POINTS) + 1)
+    shown = np.unique(points.round()).astype(int)
     rows = [
         (c.order, c.reviewed[i], c.captured[i], math.nan, math.nan) for c in curves for i in shown
     ]
-    rows += [
-        (
-            RANDOM_SERIES,
-            baseline["reviewed"][i],
-            baseline["captured_mean"][i],
-            baseline["captured_low"][i],
-            baseline["captured_high"][i],
-        )
-        for i in shown
-    ]
+    random = [baseline[k] for k in ("reviewed", "captured_mean", "captured_low", "captured_high")]
+    rows += [(RANDOM_SERIES, *(values[i] for values in random)) for i in shown]
     return pd.DataFrame(rows, columns=["order", "reviewed", "captured", "low", "high"])
 
 

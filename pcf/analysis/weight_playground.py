@@ -128,16 +128,15 @@ def stored_packed_run(run: Run, *, session: Session) -> PackedRun:
 
     parts = kept(run, "packed", compute, session=session)
     items = parts["items"]
-    groups = []
-    for g in range(sum(name.endswith(".item_ids") for name in parts)):
-        groups.append(
-            JudgmentArrays(
-                [str(i) for i in parts[f"{g}.item_ids"]],
-                [tuple(str(c) for c in ids) for ids in parts[f"{g}.candidate_ids"]],
-                [int(e) for e in parts[f"{g}.executions"]],
-                *(parts[f"{g}.{name}"] for name in ARRAYS),
-            )
+    groups = [
+        JudgmentArrays(
+            [str(i) for i in parts[f"{g}.item_ids"]],
+            [tuple(str(c) for c in ids) for ids in parts[f"{g}.candidate_ids"]],
+            [int(e) for e in parts[f"{g}.executions"]],
+            *(parts[f"{g}.{name}"] for name in ARRAYS),
         )
+        for g in range(sum(name.endswith(".item_ids") for name in parts))
+    ]
     gold = {key: value_or_none(g) for key, g in zip(items["item_id"], items["gold"], strict=True)}
     return packed_of(run, groups, list(items["item_id"]), gold)
 
@@ -219,13 +218,8 @@ def evaluate_weights(packed: PackedRun, weights: Weights, *, k: int | None = Non
 K_VALUES = (3, 5, 7)
 K_COLUMNS = ("run", "K", "n", "accuracy", "direct_accuracy", "improved", "regressed")
 PRESET_COLUMNS = (
-    "run",
-    "preset",
-    *WEIGHT_NAMES,
-    "N",
-    "direct %",
-    "accuracy %",
-    "Δ vs direct (points)",
+    *("run", "preset", *WEIGHT_NAMES, "N"),
+    *("direct %", "accuracy %", "Δ vs direct (points)"),
 )
 
 
