@@ -162,7 +162,7 @@ def compare_with_humans(
     )
     paired = kappa_direct = kappa_pcf = None
     if records:
-        truth, direct, pcf = ([r[i] for r in records] for i in (1, 2, 3))
+        _, truth, direct, pcf, *_ = zip(*records, strict=True)
         paired = compare_paired(truth, direct, pcf)
         kappa_direct = _kappa(direct, truth)
         kappa_pcf = _kappa(pcf, truth)
