@@ -116,13 +116,9 @@ CallT = TypeVar("CallT", bound=_Slotted)
 
 
 def in_waves(calls: Sequence[CallT]) -> list[CallT]:
-    """An item's calls in the order an adaptive run makes them.
-
-    One call of each execution in turn; execution e takes its schedule from its e-th ordering
-    on, wrapping around, so execution 0 opens with the canonical call (the direct baseline),
-    every execution has answered once after as many calls as there are executions, and those
-    first calls show the candidates in different orders.
-    """
+    """An item's calls in the order an adaptive run makes them: one call of each execution in
+    turn, execution e from its e-th ordering on, wrapping around (so execution 0 opens with the
+    canonical call, and the first call of each execution shows another order)."""
     by_execution: dict[int, list[CallT]] = defaultdict(list)
     for call in calls:
         by_execution[call.execution].append(call)
@@ -137,15 +133,8 @@ def in_waves(calls: Sequence[CallT]) -> list[CallT]:
 
 @dataclass(frozen=True)
 class ItemCalls:
-    """One item's calls so far and the calls still planned for it.
-
-    Attributes:
-        item_id: the item's key.
-        candidate_ids: the item's candidates in listing order (it breaks exact ties).
-        judgments: the calls made so far (ok or failed).
-        remaining: the calls still to come, in wave order: each one's execution and order
-            (candidate ids by slot).
-    """
+    """One item's calls so far (ok or failed), its candidates in listing order (it breaks exact
+    ties), and the calls still to come in wave order (each one's execution and order)."""
 
     item_id: str
     candidate_ids: tuple[str, ...]
@@ -203,12 +192,9 @@ def _sums(calls: ItemCalls, weights: Weights) -> dict[int, tuple[int, np.ndarray
 
 
 def is_certain(calls: ItemCalls, weights: Weights = DEFAULT_WEIGHTS) -> bool:
-    """Whether no answers to the remaining calls could change the winner (see the module).
-
-    The leader is the largest ``C`` so far; when its worst case still beats every rival by
-    more than the tie tolerance it leads now by more than that too, so the tie rule (which
-    only decides within the tolerance) cannot name another winner.
-    """
+    """Whether no answers to the remaining calls could change the winner (see the module). A
+    leader whose worst case beats every rival by more than the tie tolerance leads by that now
+    too, so the tie rule cannot name another winner."""
     remaining = calls.left()
     if not remaining:
         return True
@@ -242,13 +228,9 @@ def change_probability(
     simulations: int = MIN_SIMULATIONS,
     threshold: float | None = None,
 ) -> float:
-    """The estimated chance that the remaining calls change the winner (the score model above).
-
-    1 while some execution with calls to come has no ok call yet. Seeded by the item and its
-    calls so far, so the same calls give the same estimate. Draws come in batches; with a
-    ``threshold``, drawing stops once the estimate is sure to exceed it (the changes seen
-    already are more than ``threshold`` of all the draws).
-    """
+    """The estimated chance that the remaining calls change the winner (the score model above),
+    1 while an execution with calls to come has no ok call; seeded by the item and its calls.
+    With a ``threshold``, drawing stops once the changes seen exceed it."""
     if not calls.remaining:
         return 0.0
     answered = {j.execution for j in calls.judgments if j.ok}
@@ -269,8 +251,8 @@ def change_probability(
 
 @functools.cache
 def slot_basis(n: int) -> np.ndarray:
-    """An orthonormal basis (n, n - 1) of the slot effects that sum to zero: effects ``B @ u``
-    with ``u ~ N(0, s^2 I)`` sum to zero and every slot's effect has the same variance."""
+    """An orthonormal basis (n, n - 1) of the slot effects that sum to zero, each slot's effect
+    with the same variance."""
     spanning = np.column_stack([np.ones(n), np.eye(n)[:, : n - 1]])
     basis = np.linalg.qr(spanning)[0][:, 1:]
     basis.setflags(write=False)
@@ -581,13 +563,8 @@ def ranks(values: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class StoppingPolicy:
-    """When to stop an item's calls.
-
-    Attributes:
-        name: ``certain`` or ``confident`` (see the module).
-        risk: for ``confident``, the largest accepted chance that the winner still changes.
-        weights: the Eq. 5 weights that decide.
-    """
+    """When to stop an item's calls: ``certain`` or ``confident`` (see the module), at ``risk``
+    (for ``confident``, the largest accepted chance of a change) under the Eq. 5 ``weights``."""
 
     name: str
     risk: float = 0.01
@@ -628,11 +605,8 @@ def replay(
     candidate_ids: tuple[str, ...],
     planned: Sequence[Judgment],
 ) -> Stop:
-    """Where ``policy`` stops an item whose planned calls answer as ``planned`` did.
-
-    The calls are taken in :func:`in_waves` order, one wave of one call at a time, exactly as
-    an adaptive run makes them; no judge is called.
-    """
+    """Where ``policy`` stops an item whose planned calls answer as ``planned`` did, taken in
+    :func:`in_waves` order as an adaptive run makes them; no judge is called."""
     return replay_all([policy], item_id, candidate_ids, planned)[0]
 
 
@@ -700,15 +674,9 @@ def calibration_sample(keys: Sequence[str], risk: float, seed: int) -> set[str]:
 
 @dataclass(frozen=True)
 class Calibration:
-    """The threshold a ``confident`` run chose on its calibration items.
-
-    Attributes:
-        risk: the promised largest chance of a changed winner.
-        items: the calibration items (judged in full).
-        threshold: the largest :data:`THRESHOLDS` passed in turn, None when the first failed.
-        changed: winners the threshold changes on the calibration items.
-        bound: the upper bound (at confidence 1 - :data:`DELTA`) of its chance of a change.
-    """
+    """The threshold a ``confident`` run at ``risk`` chose on its ``items`` calibration items: the
+    largest of :data:`THRESHOLDS` passed in turn (None when the first failed), the winners it
+    ``changed`` there, and the upper ``bound`` (confidence 1 - :data:`DELTA`) of its risk."""
 
     risk: float
     items: int
