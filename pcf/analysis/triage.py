@@ -69,14 +69,8 @@ number of items (Altair refuses to embed more than 5,000)."""
 
 @dataclass(frozen=True)
 class Curve:
-    """The two curves of one review order over ``n`` items with ``errors`` judge errors.
-
-    Attributes:
-        order: how the items were ordered.
-        reviewed: share of items reviewed, 0 to 1 in steps of 1/n.
-        captured: share of the judge's errors among the items reviewed.
-        accuracy: accuracy with the reviewed items corrected.
-    """
+    """The two curves of one review ``order``: per share of items ``reviewed`` (0 to 1 in steps
+    of 1/n), the share of the judge's errors ``captured`` and the ``accuracy`` once corrected."""
 
     order: str
     reviewed: np.ndarray
@@ -142,11 +136,8 @@ def random_baseline(
     wrong: Sequence[bool], *, seed: int = 0, draws: int = RANDOM_DRAWS
 ) -> dict[str, Any]:
     """The random order's curves: the mean and the 5th-95th percentile band over ``draws``
-    seeded random orders (drawn as arrays: no list of a large run's items).
-
-    The draws' errors caught are kept as 32-bit counts and the band is computed a block of
-    review positions at a time, so memory is ``draws`` times 4 bytes per item.
-    """
+    seeded random orders, in ``draws`` times 4 bytes per item (32-bit counts, the band a block
+    of review positions at a time)."""
     wrong_array = np.asarray(wrong, dtype=bool)
     n = len(wrong_array)
     if n == 0:
@@ -199,14 +190,9 @@ def item_scores(table: pd.DataFrame, order: str) -> np.ndarray:
 def pair_triage(
     pairs: Sequence[RecordedPair], *, seed: int = 0, abstentions: str = "apart"
 ) -> dict[str, Any]:
-    """Does reviewing pairs by swap disagreement find the single call's errors first?
-
-    The single judge is the call with the pair in its first order (``d1``); its error is a
-    verdict for the unlabelled member. A tie or no verdict is an abstention (:data:`ABSTENTIONS`):
-    ``apart`` reports it apart, not in the curves; ``errors`` counts it as an error in the
-    curves, reviewed before every tier. The pairs with a verdict are reviewed in
-    :data:`PAIR_TIERS` order, randomly within a tier (averaged, :func:`doubt_curve`), beside
-    the random baseline.
+    """Does reviewing pairs by swap disagreement find the single call's errors first (see the
+    module)? Pairs with a verdict are reviewed in :data:`PAIR_TIERS` order, randomly within a
+    tier (:func:`doubt_curve`), beside the random baseline.
 
     Raises:
         ValueError: an unknown ``abstentions``, or no pair in the curves.
@@ -269,10 +255,8 @@ def _fit_predict(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarr
 def calibrated_scores(
     features: pd.DataFrame, wrong: Sequence[bool], *, seed: int = 0, folds: int = FOLDS
 ) -> np.ndarray:
-    """Out-of-fold probabilities that the judge is wrong, from :data:`FEATURES`.
-
-    A binomial GLM with a small ridge penalty on standardised features, fitted on the other
-    folds (seeded split); an item whose metrics are unknown (no usable call) gets 1.
+    """Out-of-fold probabilities that the judge is wrong, from :data:`FEATURES` (the module's
+    model, seeded folds); an item whose metrics are unknown (no usable call) gets 1.
 
     Raises:
         ValueError: fewer than two labelled items of each kind (wrong and right).
@@ -410,11 +394,8 @@ def run_triage(
     against: str = "gold",
     seed: int = 0,
 ) -> tuple[list[Curve], list[bool], pd.DataFrame]:
-    """A stored run's review orders and their curves, against gold or human labels.
-
-    Returns:
-        The curves (one per order), whether the judge is wrong per item, and the items' decision
-        table (the labelled items, in dataset order, with ``wrong``).
+    """A stored run's review orders against gold or human labels: the curves (one per order),
+    whether the judge is wrong per item, and the labelled items' decision table with ``wrong``.
 
     Raises:
         ValueError: an unknown order or ``against``, or no item has an answer to check against.
