@@ -130,12 +130,8 @@ def run_decisions(
 def decision_chunks(
     run: Run, *, session: Session, size: int = ITEM_CHUNK
 ) -> Iterator[list[dict[str, Any]]]:
-    """:func:`run_decisions`, ``size`` items at a time: the same records in the same order.
-
-    Each chunk of items (read without their candidates' texts) is decided from its own calls
-    (an item's decision depends on its calls alone), so memory holds one chunk, whatever the
-    run's size.
-    """
+    """:func:`run_decisions`, ``size`` items at a time (an item's decision depends on its calls
+    alone): the same records in the same order, with memory for one chunk."""
     yield from (records for _, records in _decided_chunks(run, session=session, size=size))
 
 
@@ -177,12 +173,8 @@ def judgment_records(
 ) -> list[dict[str, Any]]:
     """A run's calls as ``judgments.jsonl`` records, in item order, each with what made it
     (``backend`` and ``simulated``); only those of the items at positions ``start`` to
-    ``stop`` (excluded) when given.
-
-    An APOCJudge call has no scores or ranking: its record carries the call's pairwise verdict
-    instead (a candidate id, ``tie``, or null for a failed call), its confidence and its slot
-    keys, so both orders' verdicts (calls 0 and 1) and the keyed confirmation (call 2) are in
-    the export."""
+    ``stop`` (excluded) when given. An APOCJudge call's record carries its pairwise verdict (a
+    candidate id, ``tie``, or null when failed), confidence and slot keys instead of scores."""
     made_by = {"backend": run.backend, "simulated": is_simulated(run)}
     if run.protocol != "apoc":
         judgments = run_judgments(run.id, session=session, start=start, stop=stop)
@@ -265,12 +257,8 @@ def _apoc_decisions(run: Run, items: Sequence[Item], calls: Sequence[Call]) -> l
 
 
 def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[str, Any]:
-    """Counts and, where gold labels exist, accuracy of a run against its direct baseline.
-
-    The run is decided ``size`` items at a time (as :func:`decision_chunks` does): memory
-    holds one chunk's records, and per labelled item its gold, winners, bucket and JudgeBench
-    outcome.
-    """
+    """Counts and, where gold labels exist, accuracy of a run against its direct baseline,
+    decided ``size`` items at a time (as :func:`decision_chunks` does)."""
     decided = stored_calls = 0
     flagged = dict.fromkeys(FLAGS, 0)
     overrides = {"proposed": 0, "accepted": 0}
@@ -353,13 +341,9 @@ ANALYSIS_CHUNK = 5_000
 
 
 def analyse_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> RunAnalysis:
-    """Decisions, flags and slot bias of every item of a run, from its stored calls.
-
-    The items are read (without their candidates' texts) and decided ``chunk`` at a time, in
-    dataset order; each item's decision depends on its own calls alone, and the slot counts
-    add up over the chunks. Decisions use the run's weights (:func:`run_weights`), as
-    :func:`run_decisions` does. APOCJudge runs have no slot-bias rows.
-    """
+    """Decisions (under :func:`run_weights`), flags and slot bias of every item of a run, from
+    its stored calls, ``chunk`` items at a time (slot counts add up over the chunks). APOCJudge
+    runs have no slot-bias rows."""
     rows: list[tuple[Any, ...]] = []
     counts: dict[int, SlotCounts] = {}
     for start, stop, items in item_chunks(run, session=session, size=chunk):

@@ -45,18 +45,9 @@ DIAGNOSTIC_EXECUTION = 0
 
 @dataclass(frozen=True)
 class PackedRun:
-    """A run's judgments as arrays, ready for any weights and K.
-
-    Attributes:
-        name: the run's name.
-        groups: packed judgments, one group per candidate count.
-        item_order: item ids in dataset order.
-        gold: gold id per item (None when unlabelled).
-        k: calls per execution stored (the largest K the playground offers).
-        simulated: the answers came from the simulated judge.
-        stop_on: for an adaptive run, the weights it stopped on (the only ones it is evaluated
-            with); None for a full run.
-    """
+    """A run's judgments as arrays (:func:`pcf.consensus.pack` groups), ready for any weights
+    and K up to ``k`` (calls per execution stored); ``stop_on``: for an adaptive run, the only
+    weights it is evaluated with."""
 
     name: str
     groups: tuple[JudgmentArrays, ...]
@@ -143,18 +134,9 @@ def stored_packed_run(run: Run, *, session: Session) -> PackedRun:
 
 @dataclass(frozen=True)
 class WeightOutcome:
-    """Accuracy of one weighting against its direct baseline, on the items with gold.
-
-    Attributes:
-        n: items with gold.
-        accuracy: the consensus accuracy (share).
-        direct_accuracy: the direct baseline's accuracy (share).
-        improved: direct wrong, consensus right.
-        regressed: direct right, consensus wrong.
-        changed: items whose winner differs from the direct winner, columns
-            :data:`CHANGED_COLUMNS` (an abstention is None); ``outcome`` is improved,
-            regressed or both wrong.
-    """
+    """Accuracy (shares) of one weighting and of its direct baseline on the ``n`` items with
+    gold, items ``improved`` and ``regressed``, and the items whose winner differs from the
+    direct winner (``changed``: :data:`CHANGED_COLUMNS`, an abstention as None)."""
 
     n: int
     accuracy: float
@@ -260,12 +242,8 @@ def k_records(packed: PackedRun) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Diagnostics:
-    """A full listwise run's matched single-run diagnostics against gold (execution 0).
-
-    Attributes:
-        presets: :func:`preset_records`.
-        k_prefixes: :func:`k_records`.
-    """
+    """A full listwise run's matched single-run diagnostics against gold (execution 0):
+    :func:`preset_records` and :func:`k_records`."""
 
     presets: pd.DataFrame
     k_prefixes: pd.DataFrame
