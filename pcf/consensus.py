@@ -88,14 +88,8 @@ class JudgmentArrays:
 def pack(
     judgments: Iterable[Judgment], candidate_ids: Mapping[str, Sequence[str]] | None = None
 ) -> list[JudgmentArrays]:
-    """Pack judgments into arrays, one :class:`JudgmentArrays` per candidate count.
-
-    Args:
-        judgments: any number of calls of any items.
-        candidate_ids: each item's candidate ids in listing order (from the items file). Without
-            it, an item lists its candidates in the order of its first call (execution 0,
-            call_index 0 when present): that order then breaks exact ties.
-    """
+    """Pack judgments into arrays, one :class:`JudgmentArrays` per candidate count, each item's
+    candidates in listing order (``candidate_ids``, else the order of its first call)."""
     by_item: dict[str, list[Judgment]] = defaultdict(list)
     for j in judgments:
         by_item[j.item_id].append(j)
@@ -176,12 +170,8 @@ class Consensus:
 
 
 def components(arrays: JudgmentArrays) -> tuple[np.ndarray, ...]:
-    """S, B, V, U per item, execution and candidate, plus the ok-call count per execution.
-
-    Returns:
-        ``(S, B, V, U, count)`` with S..U shaped (I, E, n) (NaN where an execution has no ok
-        call) and ``count`` shaped (I, E).
-    """
+    """``(S, B, V, U, count)``: S..U per item, execution and candidate (I, E, n; NaN where an
+    execution has no ok call), and the ok calls per execution (I, E)."""
     n = arrays.n
     ok = arrays.ok[..., None]
     count = arrays.ok.sum(axis=2)
@@ -224,11 +214,8 @@ def consensus(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Con
 
 
 def consensus_ranking(result: Consensus) -> np.ndarray:
-    """Every candidate by ``C``, best first, with the winner's tie rule at each place.
-
-    Returns:
-        (I, n) candidate column indices; rows of items without an ok judgment are all -1.
-    """
+    """Every candidate by ``C``, best first, with the winner's tie rule at each place: (I, n)
+    candidate columns, all -1 for an item without an ok judgment."""
     keys = (result.score, result.vote, result.borda, result.mean_score)
     has_ok = result.winner >= 0
     rows = np.arange(len(has_ok))
@@ -242,17 +229,10 @@ def consensus_ranking(result: Consensus) -> np.ndarray:
 
 
 def kemeny(arrays: JudgmentArrays) -> tuple[np.ndarray, bool]:
-    """Kemeny consensus rankings over all ok judgments of all executions.
-
-    The Kemeny ranking minimises the total number of pairwise disagreements with the
-    judgments. For n <= 6 it is exact (brute force over the n! rankings; among equally good
-    rankings the first in lexicographic order of listing indices wins); beyond, it is the local
-    optimum of :func:`_kemeny_local_search`, which need not be the exact Kemeny ranking.
-
-    Returns:
-        (I, n) candidate column indices, best first (-1 rows without an ok judgment), and
-        whether the rankings are exact.
-    """
+    """Kemeny rankings (fewest pairwise disagreements with all ok judgments): (I, n) candidate
+    columns, best first (-1 rows without an ok judgment), and whether they are exact. Exact for
+    n <= 6 (all n! rankings, ties to the first in lexicographic order); beyond, the local
+    optimum of :func:`_kemeny_local_search`."""
     n = arrays.n
     rank = arrays.rank.reshape(len(arrays.item_ids), -1, n).astype(np.int64)
     ok = arrays.ok.reshape(len(arrays.item_ids), -1)
@@ -279,12 +259,8 @@ def _disagreements(order: Sequence[int], prefer: np.ndarray) -> int:
 
 
 def _kemeny_local_search(prefer: np.ndarray) -> list[int]:
-    """A Kemeny ranking by local search, for n > 6.
-
-    Start from the candidates ordered by pairwise wins (ties by listing order), then move one
-    candidate to another place while that lowers the disagreements (the best move first, the
-    first found among equals) until no move does: a local optimum.
-    """
+    """A Kemeny ranking by local search: from the candidates by pairwise wins (ties by listing
+    order), move one candidate while that lowers the disagreements (best move first)."""
     n = len(prefer)
     order = sorted(range(n), key=lambda c: (-int(prefer[c].sum()), c))
     cost = _disagreements(order, prefer)

@@ -30,17 +30,9 @@ COMPARISON_COLUMNS = (
 
 @dataclass(frozen=True)
 class AnnotatorAgreement:
-    """Agreement between annotators on the items they labelled.
-
-    Attributes:
-        annotators: how many annotators gave at least one label.
-        items: items with labels from at least two annotators.
-        statistic: ``"cohen_kappa"`` (two annotators) or ``"krippendorff_alpha"`` (more), or
-            None when agreement cannot be measured.
-        value: the statistic, or None (fewer than two annotators, no shared item, or undefined
-            because every label is the same category).
-        note: why ``value`` is None.
-    """
+    """Agreement between the ``annotators`` who gave a label, on the ``items`` two of them
+    labelled: the ``statistic`` (``cohen_kappa`` or ``krippendorff_alpha``) and its ``value``,
+    or a ``note`` why there is none."""
 
     annotators: int
     items: int
@@ -50,11 +42,8 @@ class AnnotatorAgreement:
 
 
 def annotator_agreement(labels: pd.DataFrame) -> AnnotatorAgreement:
-    """Cohen's kappa for two annotators, Krippendorff's alpha (nominal) for more.
-
-    Args:
-        labels: current labels with ``item_key``, ``annotator`` and ``choice``.
-    """
+    """Cohen's kappa for two annotators, Krippendorff's alpha (nominal) for more, of current
+    labels (``item_key``, ``annotator``, ``choice``)."""
     usable = labels[labels["choice"] != CANNOT_TELL]
     annotators = sorted(labels["annotator"].unique())
     shared = int((usable.groupby("item_key")["annotator"].nunique() >= 2).sum())
