@@ -318,28 +318,20 @@ def rank_noise_posterior(ok: Sequence[Judgment], candidate_ids: Sequence[str]) -
 
 @dataclass(frozen=True)
 class ScoreModel:
-    """The posterior of the score model (see the module) for one item's ok calls so far.
-
-    Executions are numbered here by their place in ``executions`` (the executions with an ok
-    call, which include every execution with calls to come).
+    """The posterior of the score model (see the module) for one item's ok calls so far;
+    executions numbered by their place in ``executions`` (those with an ok call).
 
     Attributes:
         rank_noise: the posterior chance of each :data:`RANK_NOISE` value.
-        executions: the executions with an ok call.
-        center: the posterior mean of the values ``a`` (a block of n per execution) then the
-            slot coordinates ``u`` (:func:`slot_basis`).
-        spread: a square root of their posterior covariance over ``sigma^2`` (``L @ L.T``).
-        residual: the penalized residual sum of squares.
-        dof: its degrees of freedom (scores less the flat parameters).
-        risks: per execution place and candidate, the hallucination risks of the execution's
-            ok calls (E, n, most calls; padded with zeros), and how many ok calls each place
-            has (E; floats, to scale uniform draws by).
+        center: the posterior mean of the values ``a`` (n per execution), then the slot
+            coordinates ``u`` (:func:`slot_basis`).
+        spread: ``L`` of their posterior covariance over ``sigma^2`` (``L @ L.T``).
+        residual, dof: the penalized residual sum of squares and its degrees of freedom.
+        risks: the risks of each place's ok calls (E, n, most calls; zero-padded), and their
+            number per place (E; floats).
         failures: calls so far that failed, and that were ok.
-        counts: per execution, its ok calls so far.
-        totals: per execution, their summed ``x`` (E, n).
-        upcoming: per call still to come, its execution place (U,) and the slot of each
-            candidate (U, n; :func:`slots`).
-        weights: the Eq. 5 weights.
+        counts, totals: per execution, its ok calls so far and their summed ``x`` (E, n).
+        upcoming: per call to come, its execution place (U,) and candidates' slots (U, n).
     """
 
     rank_noise: np.ndarray

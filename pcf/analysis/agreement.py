@@ -73,20 +73,13 @@ class HumanComparison:
     """Direct and PCF decisions of one run against the human labels.
 
     Attributes:
-        adjudicated: items with human gold, or with the labels their plan asks for and no
-            gold from them (items still waiting for labels are not counted).
+        adjudicated: items with human gold, or with all the labels their plan asks for.
         unresolved: adjudicated items without a human label (ties, or no candidate chosen).
-        rows: one row per item with a human label, columns :data:`COMPARISON_COLUMNS`
-            (an abstaining judge is None).
-        paired: :func:`pcf.evaluation.compare_paired` of PCF against direct with the human
-            labels as gold, or None when no item has a human label.
-        kappa_direct: Cohen's kappa of the direct winners against the human labels (an
-            abstention is a category of its own, so it counts against the judge as in
-            accuracy).
-        kappa_pcf: Cohen's kappa of the PCF winners against the human labels (likewise).
-        agreement: agreement between the annotators.
-        gold_agreement: ``(agree, compared)``: human labels equal to the dataset's gold, over
-            the items that have both.
+        rows: one row per item with a human label (:data:`COMPARISON_COLUMNS`).
+        paired: :func:`pcf.evaluation.compare_paired` of PCF against direct, None without rows.
+        kappa_direct, kappa_pcf: Cohen's kappa of the winners against the human labels
+            (:data:`ABSTAINED` a category of its own).
+        gold_agreement: ``(agree, compared)``: human labels equal to the dataset's gold.
     """
 
     adjudicated: int

@@ -321,15 +321,9 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
 
 @dataclass(frozen=True)
 class RunAnalysis:
-    """What the pages need of a whole run, computed once per run version.
-
-    Attributes:
-        table: one row per decided item, in item order, with :data:`TABLE_COLUMNS`.
-        slot_bias: per candidate count ``n`` and slot (1-based): ``top_share``, ``top_count``,
-            ``gold_recall`` (NaN where unknown).
-        slot_tests: per ``n``: ``calls`` (ok calls), ``chi2``, ``p_value`` of the chi-square
-            test of top picks per slot against uniform.
-    """
+    """What the pages need of a whole run: the decision ``table`` (:data:`TABLE_COLUMNS`, one
+    row per decided item in item order), ``slot_bias`` per candidate count and slot, and
+    ``slot_tests`` per candidate count (the chi-square test of top picks against uniform)."""
 
     table: pd.DataFrame
     slot_bias: pd.DataFrame
