@@ -30,14 +30,9 @@ execution, averaged over the executions with an ok judgment), under the weights 
   ``+ noise``, clipped to 0-10, ranks and votes by those scores plus Gumbel noise of a scale
   (:data:`RANK_NOISE`) whose posterior comes from how far the calls' own rankings strayed from
   their scores (Plackett-Luce), and takes each candidate's risk from one of its execution's
-  calls so far; Eq. 5 then names the full run's winner. It is
-  Adaptive-Consistency's idea (Aggarwal et al., 2023: a posterior over the judge's answers,
-  stop once the leader is safe) with the posterior on the scores Eq. 5 reads instead of on
-  votes: score gaps tell a clear item from a near tie after a call or two, where agreeing votes
-  cannot, and the slot effects credit a lead won from a favourable slot only as far as the
-  orders still to come keep it. It assumes a judge's scores wobble around a value per
-  candidate and slot within an execution, with Gaussian noise; ``pcf whatif`` on a full run of
-  one's own judge shows whether that holds before trusting it.
+  calls so far; Eq. 5 then names the full run's winner. It is Adaptive-Consistency's idea
+  (Aggarwal et al., 2023) with the posterior on the scores Eq. 5 reads instead of on votes
+  (docs/costs.md says why).
 
 The score model is not trusted to keep ``risk``: a ``confident`` run first judges a random
 calibration sample in full (:func:`calibration_size`), then stops the other items once the

@@ -44,11 +44,9 @@ ORDERS = ("priority", "top_entropy", "margin", "kendall_w", "overrides", "calibr
 """Orders of a run's items: the review priority, one instability metric, or the calibrated
 model (most doubtful first), or a seeded random order."""
 ABSTENTIONS = ("apart", "errors")
-"""How :func:`pair_triage` treats a single call's abstention: counted apart and left out of the
-curves, or an error in them (reviewed first)."""
+"""How :func:`pair_triage` treats a single call's abstention (see the module)."""
 PAIR_TIERS = ("opposite verdict", "swapped call tie or none", "same verdict")
-"""The review order of pairs whose single call picked a side, by what the swapped call said:
-first the pairs it contradicts, then those it leaves undecided, last those it confirms."""
+"""The review order of pairs whose single call picked a side, by what the swapped call said."""
 FEATURES = (
     *("top_agreement", "top_entropy", "kendall_w", "margin"),
     *("overrides_direct", "near_tie", "position_driven", "incomplete"),
