@@ -18,15 +18,8 @@ TIE = "tie"
 
 @dataclass(frozen=True)
 class ApocDecision:
-    """The APOCJudge verdict for one pair and how it was reached.
-
-    Attributes:
-        verdict: the final decision (candidate id, ``"tie"`` or ``None``).
-        direct: the direct verdict, i.e. call 1's decision.
-        override_proposed: call 2 disagreed with call 1 and had a verdict to propose.
-        override_accepted: the proposal became the verdict (call 3 confirmed it).
-        reason: which rule of :func:`apoc_decide` decided.
-    """
+    """The APOCJudge ``verdict`` for one pair, the ``direct`` one (call 1's), whether call 2
+    proposed an override and call 3 confirmed it, and the ``reason`` (:func:`apoc_decide`)."""
 
     verdict: str | None
     direct: str | None

@@ -118,16 +118,9 @@ def compare_with_humans(
     *,
     gold: Mapping[str, str | None] | None = None,
 ) -> HumanComparison:
-    """Compare a run's direct and PCF winners with the human labels.
-
-    Args:
-        decisions: ``decisions.jsonl`` records of the run (``winner`` is PCF, and
-            ``metrics["direct_winner"]`` the direct baseline of the same run).
-        labels: current labels (:func:`pcf.store.current_labels`).
-        human: each adjudicated item's human label, None where it has none
-            (:attr:`pcf.labelling.human_gold.HumanGold.gold`, without the items still waiting).
-        gold: the dataset's gold id per item, shown beside the human label.
-    """
+    """Compare a run's direct and PCF winners (its ``decisions.jsonl`` records) with the human
+    label of each adjudicated item (``human``: None where it has none), given the current
+    ``labels`` and the dataset's ``gold`` ids shown beside them."""
     gold = gold or {}
     by_item = {d["item_id"]: d for d in decisions}
     annotators = labels.groupby("item_key")["annotator"].nunique().to_dict()
@@ -164,11 +157,7 @@ def compare_with_humans(
 def table_human_comparison(
     table: pd.DataFrame, labels: pd.DataFrame, human: Mapping[str, str | None]
 ) -> HumanComparison:
-    """:func:`compare_with_humans` from a run's decision table (``RunAnalysis.table``).
-
-    The table already holds each item's PCF winner, direct winner and gold id: the run is not
-    decided again.
-    """
+    """:func:`compare_with_humans` from a run's decision table, without deciding it again."""
     decisions = [
         {
             "item_id": item,

@@ -277,11 +277,8 @@ def calibrated_priority(
     table: pd.DataFrame, answers: Mapping[str, str | None], *, seed: int = 0
 ) -> pd.Series:
     """P(the judge is wrong) for every item of a decision table, as an adjudication order: out
-    of fold for the items with an answer, from the model fitted on all of them for the rest.
-
-    Raises:
-        ValueError: fewer than two labelled items of each kind.
-    """
+    of fold for the items with an answer, from the model fitted on all of them for the rest
+    (:func:`calibrated_scores`' errors)."""
     known = answers_of(table, answers)
     out_of_fold = calibrated_scores(known, list(known["wrong"]), seed=seed)
     scored = dict(zip(known["item_id"], out_of_fold, strict=True))
@@ -417,8 +414,7 @@ def table_triage(
     orders: Sequence[str] = ("priority",),
     seed: int = 0,
 ) -> tuple[list[Curve], list[bool], pd.DataFrame]:
-    """:func:`run_triage` of a decision table against ``answers`` (an item's correct
-    candidate; None or NaN where unknown).
+    """:func:`run_triage` of a decision table against ``answers`` (None or NaN where unknown).
 
     Raises:
         ValueError: an unknown order, or no item has an answer.

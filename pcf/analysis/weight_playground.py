@@ -211,13 +211,8 @@ def k_values(stored_k: int) -> list[int]:
 
 
 def preset_records(packed: PackedRun) -> pd.DataFrame:
-    """A run's rows of the seed's weight table, one per preset (:data:`PRESET_COLUMNS`): the
-    preset's weights, N, accuracy (%) and the same preset on the canonical call (direct %), and
-    Δ in points; execution 0's calls (:func:`evaluate_weights`).
-
-    Raises:
-        ValueError: no judged item has a gold id.
-    """
+    """A run's rows of the seed's weight table, one per preset (:data:`PRESET_COLUMNS`), on
+    execution 0's calls (:func:`evaluate_weights`, whose errors it raises)."""
     rows = []
     for name, weights in PRESETS.items():
         o = evaluate_weights(packed, weights)
@@ -228,11 +223,7 @@ def preset_records(packed: PackedRun) -> pd.DataFrame:
 
 def k_records(packed: PackedRun) -> pd.DataFrame:
     """A run's rows of the K table (:data:`K_COLUMNS`): the proposed weights on execution 0's
-    first K calls, for each of :func:`k_values`.
-
-    Raises:
-        ValueError: no judged item has a gold id.
-    """
+    first K calls, for each of :func:`k_values` (:func:`evaluate_weights`' errors)."""
     rows = []
     for k in k_values(packed.k):
         o = evaluate_weights(packed, DEFAULT_WEIGHTS, k=k)
