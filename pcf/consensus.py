@@ -19,6 +19,8 @@ from pcf.weights import DEFAULT_WEIGHTS, PRESETS, Weights
 
 TIE_TOLERANCE = 1e-9
 MAX_KEMENY_N = 6
+ARRAYS = ("factuality", "risk", "rank", "slot", "ok", "present")
+"""The per-call arrays of :class:`JudgmentArrays`, items first."""
 
 
 # Borda only, mean score only and majority of top picks are Eq. 5 with one weight.
@@ -80,9 +82,8 @@ class JudgmentArrays:
         return replace(self._taken((slice(None), e)), executions=[number] if e else [])
 
     def _taken(self, index: tuple) -> JudgmentArrays:
-        """Every array indexed by ``index`` (items first)."""
-        arrays = ("factuality", "risk", "rank", "slot", "ok", "present")
-        return replace(self, **{name: getattr(self, name)[index] for name in arrays})
+        """Every array indexed by ``index``."""
+        return replace(self, **{name: getattr(self, name)[index] for name in ARRAYS})
 
 
 def pack(
