@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.results import analyse_run
+from pcf.analysis.results import analyse_run, gold_answers
 from pcf.labelling.human_gold import dataset_gold
 from pcf.recordings import FIRST, SECOND, RecordedPair
 from pcf.store import Run
@@ -438,8 +438,7 @@ def table_triage(
 def known_answers(table: pd.DataFrame, human: Mapping[str, str | None]) -> dict[str, str | None]:
     """What the judge is checked against: the gold ids where the dataset has them, else the
     human gold (:attr:`pcf.labelling.human_gold.HumanGold.gold`)."""
-    gold = {k: g for k, g in zip(table["item_id"], table["gold"], strict=True) if not pd.isna(g)}
-    return gold or dict(human)
+    return dict(gold_answers(table) or human)
 
 
 def likely_errors_caught(p_wrong: pd.Series, labelled: set[str]) -> tuple[float, float]:
