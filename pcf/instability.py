@@ -51,13 +51,8 @@ def top_slots(arrays: JudgmentArrays) -> tuple[np.ndarray, np.ndarray]:
 def instability(
     arrays: JudgmentArrays, consensus: Consensus, direct_winner: np.ndarray
 ) -> Instability:
-    """METHOD.md's order-instability metrics and flags over all ok judgments of an item.
-
-    Args:
-        arrays: the item's judgments (the K prefix in use).
-        consensus: their consensus (gives winner and margin).
-        direct_winner: the direct baseline's winner column per item (-1 for none).
-    """
+    """METHOD.md's order-instability metrics and flags over all ok judgments of each item, from
+    their consensus and the direct baseline's winner column (-1 for none)."""
     n = arrays.n
     rank, _, ok, present = _flat(arrays)
     n_ok = ok.sum(axis=1)
@@ -111,15 +106,9 @@ class SlotBias:
 
 @dataclass(frozen=True)
 class SlotCounts:
-    """The counts behind :class:`SlotBias`, which add up over groups of the same ``n``: so a
-    large run is counted a chunk of items at a time.
-
-    Attributes:
-        n: candidates per item.
-        top_counts: (n,) ok calls whose top pick was shown in each slot.
-        gold_shown: (n,) ok calls that showed the gold answer in each slot.
-        gold_top: (n,) of those, the calls that ranked it first.
-    """
+    """The counts behind :class:`SlotBias` per slot (they add up over chunks of items with the
+    same ``n``): ok calls whose top pick was shown there, that showed the gold answer there,
+    and of those, that ranked it first."""
 
     n: int
     top_counts: np.ndarray

@@ -611,14 +611,12 @@ def replay_all(
         upcoming = tuple((j.execution, j.order) for j in ordered[made:])
         calls = ItemCalls(item_id, candidate_ids, tuple(ordered[:made]), upcoming)
         going = [i for i in range(len(policies)) if i not in stops]
-        if made == len(ordered):
-            settled = [True] * len(going)
-        else:
-            settled = _all_settled([policies[i] for i in going], calls)
+        last = made == len(ordered)
+        settled = [True] * len(going) if last else _all_settled([policies[i] for i in going], calls)
         winners: dict[Weights, int] = {}
         for i, done in zip(going, settled, strict=True):
             if done:
-                reason = policies[i].name if made < len(ordered) else "planned_calls_made"
+                reason = "planned_calls_made" if last else policies[i].name
                 weights = policies[i].weights
                 if weights not in winners:
                     winners[weights] = current_winner(calls, weights)

@@ -31,7 +31,7 @@ from pcf.analysis.results import (
     value_or_none,
 )
 from pcf.analysis.stored import kept
-from pcf.consensus import JudgmentArrays, pack
+from pcf.consensus import ARRAYS, JudgmentArrays, pack
 from pcf.decisions import decide
 from pcf.evaluation import accuracy, paired_outcomes
 from pcf.store import Run, run_judgments
@@ -59,8 +59,8 @@ class PackedRun:
 
 
 def pack_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> PackedRun:
-    """Load and pack a (listwise) run's judgments, candidates in the items' listing order, a
-    chunk of items at a time (one group per chunk and candidate count).
+    """Pack a listwise run's judgments, a chunk of items at a time (a group per chunk and
+    candidate count).
 
     Raises:
         ValueError: the run is an APOCJudge run (pairwise verdicts have no weights).
@@ -94,9 +94,6 @@ def packed_of(
         simulated=is_simulated(run),
         stop_on=run_weights(run) if is_adaptive(run) else None,
     )
-
-
-ARRAYS = ("factuality", "risk", "rank", "slot", "ok", "present")
 
 
 def stored_packed_run(run: Run, *, session: Session) -> PackedRun:
@@ -241,9 +238,8 @@ class Diagnostics:
 
 
 def run_diagnostics(run: Run, *, session: Session) -> Diagnostics:
-    """A full (not adaptive) listwise run's weight and K diagnostics, kept in the database for
-    the revision of its calls (computed from :func:`stored_packed_run` and stored first when
-    missing or stale; the caller commits).
+    """A full listwise run's weight and K diagnostics, kept for the revision of its calls
+    (:func:`~pcf.analysis.stored.kept`; the caller commits).
 
     Raises:
         ValueError: an APOCJudge or adaptive run, or no judged item has a gold id.
