@@ -60,11 +60,7 @@ def review_priority(
     flags: dict[str, np.ndarray],
     has_ok: np.ndarray,
 ) -> np.ndarray:
-    """Most doubtful first. The formula, range 0 to 2.5 (3.0 when no call is usable)::
-
-    (1 - top_agreement) + (1 - kendall_w) / 4
-    + 0.5 * overrides_direct + 0.25 * (near_tie + position_driven + incomplete)
-    """
+    """Each item's doubt (docs/choices.md), most doubtful first: 0 to 2.5, 3.0 if no call is ok."""
     score = (
         (1 - top_agreement)
         + (1 - kendall_w) / 4
