@@ -262,11 +262,7 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
     decided = stored_calls = 0
     flagged = dict.fromkeys(FLAGS, 0)
     overrides = {"proposed": 0, "accepted": 0}
-    gold: list[str] = []
-    direct: list[str | None] = []
-    winners: list[str | None] = []
-    outcomes: list[Any] = []
-    buckets: list[str] = []
+    labelled: list[tuple[Any, ...]] = []  # gold, direct and PCF winners, outcome, bucket
     for items, records in _decided_chunks(run, session=session, size=size):
         by_id = {item.item_id: item for item in items}
         for record in records:
@@ -279,14 +275,10 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
                 overrides["proposed"] += metrics["override_proposed"]
                 overrides["accepted"] += metrics["override_accepted"]
             item = by_id[record["item_id"]]
-            if item.gold is None:
-                continue
-            gold.append(item.gold)
-            direct.append(metrics["direct_winner"])
-            winners.append(record["winner"])
-            if run.protocol == "apoc":
-                outcomes.append(metrics["official_outcome"])
-                buckets.append(item.bucket or "all")
+            if item.gold is not None:
+                picked = (metrics["direct_winner"], record["winner"])
+                outcome = metrics.get("official_outcome")
+                labelled.append((item.gold, *picked, outcome, item.bucket or "all"))
     summary: dict[str, Any] = {
         "run": run.name,
         "protocol": run.protocol,
@@ -310,10 +302,11 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
         summary["stopping"] = stopping
     if is_simulated(run):
         summary["note"] = SIMULATED_LABEL
-    if gold:
+    if labelled:
+        gold, direct, winners, outcomes, buckets = zip(*labelled, strict=True)
         summary["accuracy"] = compare_paired(gold, direct, winners)
     if run.protocol == "apoc":
-        if outcomes:
+        if labelled:
             summary["judgebench_official"] = bucket_scores(outcomes, buckets)
         summary["overrides"] = overrides
     return summary
