@@ -19,6 +19,8 @@ from pcf.weights import DEFAULT_WEIGHTS, PRESETS, Weights
 
 TIE_TOLERANCE = 1e-9
 MAX_KEMENY_N = 6
+ARRAYS = ("factuality", "risk", "rank", "slot", "ok", "present")
+"""The per-call arrays of :class:`JudgmentArrays`, items first."""
 
 
 # Borda only, mean score only and majority of top picks are Eq. 5 with one weight.
@@ -80,22 +82,15 @@ class JudgmentArrays:
         return replace(self._taken((slice(None), e)), executions=[number] if e else [])
 
     def _taken(self, index: tuple) -> JudgmentArrays:
-        """Every array indexed by ``index`` (items first)."""
-        arrays = ("factuality", "risk", "rank", "slot", "ok", "present")
-        return replace(self, **{name: getattr(self, name)[index] for name in arrays})
+        """Every array indexed by ``index``."""
+        return replace(self, **{name: getattr(self, name)[index] for name in ARRAYS})
 
 
 def pack(
     judgments: Iterable[Judgment], candidate_ids: Mapping[str, Sequence[str]] | None = None
 ) -> list[JudgmentArrays]:
-    """Pack judgments into arrays, one :class:`JudgmentArrays` per candidate count.
-
-    Args:
-        judgments: any number of calls of any items.
-        candidate_ids: each item's candidate ids in listing order (from the items file). Without
-            it, an item lists its candidates in the order of its first call (execution 0,
-            call_index 0 when present): that order then breaks exact ties.
-    """
+    """Pack judgments into arrays, one :class:`JudgmentArrays` per candidate count, each item's
+    candidates in listing order (``candidate_ids``, else the order of its first call)."""
     by_item: dict[str, list[Judgment]] = defaultdict(list)
     for j in judgments:
         by_item[j.item_id].append(j)
@@ -136,31 +131,21 @@ def _pack_group(
     ok = np.zeros(shape, dtype=bool)
     present = np.zeros(shape, dtype=bool)
     for i, item_id in enumerate(item_ids):
-        col = {cid: c for c, cid in enumerate(listing[item_id])}
+        ids = listing[item_id]
         for j in by_item[item_id]:
-            if error := listing_error(j, listing[item_id]):
+            if error := listing_error(j, ids):
                 raise error
             at = (i, e_index[j.execution], j.call_index)
             present[at] = True
-            slot[at] = [j.order.index(cid) for cid in listing[item_id]]
+            slot[at] = [j.order.index(cid) for cid in ids]
             if not j.ok:
                 continue
             ok[at] = True
-            for cid, c in col.items():
-                factuality[(*at, c)] = j.factuality[cid]
-                risk[(*at, c)] = j.hallucination_risk[cid]
-            rank[at] = [j.ranking.index(cid) + 1 for cid in listing[item_id]]
-    return JudgmentArrays(
-        item_ids,
-        [listing[i] for i in item_ids],
-        executions,
-        factuality,
-        risk,
-        rank,
-        slot,
-        ok,
-        present,
-    )
+            factuality[at] = [j.factuality[cid] for cid in ids]
+            risk[at] = [j.hallucination_risk[cid] for cid in ids]
+            rank[at] = [j.ranking.index(cid) + 1 for cid in ids]
+    listed = [listing[i] for i in item_ids]
+    return JudgmentArrays(item_ids, listed, executions, factuality, risk, rank, slot, ok, present)
 
 
 @dataclass(frozen=True)
@@ -186,12 +171,8 @@ class Consensus:
 
 
 def components(arrays: JudgmentArrays) -> tuple[np.ndarray, ...]:
-    """S, B, V, U per item, execution and candidate, plus the ok-call count per execution.
-
-    Returns:
-        ``(S, B, V, U, count)`` with S..U shaped (I, E, n) (NaN where an execution has no ok
-        call) and ``count`` shaped (I, E).
-    """
+    """``(S, B, V, U, count)``: S..U per item, execution and candidate (I, E, n; NaN where an
+    execution has no ok call), and the ok calls per execution (I, E)."""
     n = arrays.n
     ok = arrays.ok[..., None]
     count = arrays.ok.sum(axis=2)
@@ -206,10 +187,8 @@ def components(arrays: JudgmentArrays) -> tuple[np.ndarray, ...]:
 
 def _mean_over_executions(values: np.ndarray, has_ok: np.ndarray) -> np.ndarray:
     """Average (I, E, n) over the executions with an ok judgment; NaN-free zeros elsewhere."""
-    valid = has_ok[..., None]
-    total = np.where(valid, values, 0.0).sum(axis=1)
-    runs = np.maximum(has_ok.sum(axis=1), 1)[:, None]
-    return total / runs
+    total = np.where(has_ok[..., None], values, 0.0).sum(axis=1)
+    return total / np.maximum(has_ok.sum(axis=1), 1)[:, None]
 
 
 def pick_winner(*keys: np.ndarray, has_ok: np.ndarray) -> np.ndarray:
@@ -219,8 +198,7 @@ def pick_winner(*keys: np.ndarray, has_ok: np.ndarray) -> np.ndarray:
     for key in keys:
         best = np.where(candidates, key, -np.inf).max(axis=1, keepdims=True)
         candidates &= key >= best - TIE_TOLERANCE
-    winner = candidates.argmax(axis=1)
-    return np.where(has_ok, winner, -1)
+    return np.where(has_ok, candidates.argmax(axis=1), -1)
 
 
 def consensus(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Consensus:
@@ -232,18 +210,13 @@ def consensus(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Con
     has_ok_e = count > 0
     ws, wb, wv, wu = weights.as_tuple()
     c_e = ws * s_e + wb * b_e + wv * v_e + wu * u_e
-    mean = [_mean_over_executions(x, has_ok_e) for x in (c_e, s_e, b_e, v_e, u_e)]
-    c, s, b, v, u = mean
-    has_ok = np.any(has_ok_e, axis=1)
-    return Consensus(c, s, b, v, u, pick_winner(c, v, b, s, has_ok=has_ok))
+    c, s, b, v, u = (_mean_over_executions(x, has_ok_e) for x in (c_e, s_e, b_e, v_e, u_e))
+    return Consensus(c, s, b, v, u, pick_winner(c, v, b, s, has_ok=np.any(has_ok_e, axis=1)))
 
 
 def consensus_ranking(result: Consensus) -> np.ndarray:
-    """Every candidate by ``C``, best first, with the winner's tie rule at each place.
-
-    Returns:
-        (I, n) candidate column indices; rows of items without an ok judgment are all -1.
-    """
+    """Every candidate by ``C``, best first, with the winner's tie rule at each place: (I, n)
+    candidate columns, all -1 for an item without an ok judgment."""
     keys = (result.score, result.vote, result.borda, result.mean_score)
     has_ok = result.winner >= 0
     rows = np.arange(len(has_ok))
@@ -257,17 +230,10 @@ def consensus_ranking(result: Consensus) -> np.ndarray:
 
 
 def kemeny(arrays: JudgmentArrays) -> tuple[np.ndarray, bool]:
-    """Kemeny consensus rankings over all ok judgments of all executions.
-
-    The Kemeny ranking minimises the total number of pairwise disagreements with the
-    judgments. For n <= 6 it is exact (brute force over the n! rankings; among equally good
-    rankings the first in lexicographic order of listing indices wins); beyond, it is the local
-    optimum of :func:`_kemeny_local_search`, which need not be the exact Kemeny ranking.
-
-    Returns:
-        (I, n) candidate column indices, best first (-1 rows without an ok judgment), and
-        whether the rankings are exact.
-    """
+    """Kemeny rankings (fewest pairwise disagreements with all ok judgments): (I, n) candidate
+    columns, best first (-1 rows without an ok judgment), and whether they are exact. Exact for
+    n <= 6 (all n! rankings, ties to the first in lexicographic order); beyond, the local
+    optimum of :func:`_kemeny_local_search`."""
     n = arrays.n
     rank = arrays.rank.reshape(len(arrays.item_ids), -1, n).astype(np.int64)
     ok = arrays.ok.reshape(len(arrays.item_ids), -1)
@@ -294,12 +260,8 @@ def _disagreements(order: Sequence[int], prefer: np.ndarray) -> int:
 
 
 def _kemeny_local_search(prefer: np.ndarray) -> list[int]:
-    """A Kemeny ranking by local search, for n > 6.
-
-    Start from the candidates ordered by pairwise wins (ties by listing order), then move one
-    candidate to another place while that lowers the disagreements (the best move first, the
-    first found among equals) until no move does: a local optimum.
-    """
+    """A Kemeny ranking by local search: from the candidates by pairwise wins (ties by listing
+    order), move one candidate while that lowers the disagreements (best move first)."""
     n = len(prefer)
     order = sorted(range(n), key=lambda c: (-int(prefer[c].sum()), c))
     cost = _disagreements(order, prefer)

@@ -33,18 +33,15 @@ from pcf.weights import DEFAULT_WEIGHTS, Weights
 
 FILE_CHUNK = 1000
 """Items decided at a time by :func:`aggregate_file`."""
+METRICS = ("top_agreement", "top_entropy", "kendall_w", "margin", "slot_following")
+COMPONENTS = {"S": "mean_score", "B": "borda", "V": "vote", "U": "certainty"}
 
 
 @dataclass(frozen=True)
 class Decisions:
-    """Decisions for the items of one :class:`JudgmentArrays` group.
-
-    Attributes:
-        ranking: (I, n) candidate columns best first (-1 rows without an ok judgment): by ``C``
-            for Eq. 5 and its one-weight rules, the Kemeny ranking for ``kemeny``.
-        kemeny_search: for ``kemeny``, ``exact`` (n <= 6) or ``local`` (a local search's
-            optimum, n > 6); None for the other rules.
-    """
+    """Decisions for the items of one :class:`JudgmentArrays` group; ``ranking``: candidate
+    columns best first (:func:`~pcf.consensus.consensus_ranking` or Kemeny's), and
+    ``kemeny_search``: ``exact`` or ``local`` for ``kemeny``."""
 
     arrays: JudgmentArrays
     consensus: Consensus
@@ -73,20 +70,14 @@ class Decisions:
                     "consensus": per_candidate(c.score) if has_ok else {},
                     "flags": ins.flag_names(row),
                     "metrics": {
-                        "top_agreement": _num(ins.top_agreement[row]),
-                        "top_entropy": _num(ins.top_entropy[row]),
-                        "kendall_w": _num(ins.kendall_w[row]),
-                        "margin": _num(ins.margin[row]),
-                        "slot_following": _num(ins.slot_following[row]),
+                        **{name: _num(getattr(ins, name)[row]) for name in METRICS},
                         "direct_winner": direct_winners[row],
                         "priority": _num(ins.priority[row]),
                         "n_ok": int(ins.n_ok[row]),
                         "n_calls": int(ins.n_calls[row]),
                         "components": {
-                            "S": per_candidate(c.mean_score),
-                            "B": per_candidate(c.borda),
-                            "V": per_candidate(c.vote),
-                            "U": per_candidate(c.certainty),
+                            part: per_candidate(getattr(c, name))
+                            for part, name in COMPONENTS.items()
                         }
                         if has_ok
                         else {},
@@ -125,26 +116,14 @@ def decide(
     executions: int | None = None,
     rule: str = "eq5",
 ) -> Decisions:
-    """Decide every item of a group.
-
-    Args:
-        arrays: packed judgments.
-        weights: Eq. 5 weights (used by ``eq5`` and for the consensus scores of ``kemeny``).
-        k: keep the first K calls of each execution (K ablation by prefixes).
-        executions: keep each item's first this many executions.
-        rule: one of :data:`pcf.consensus.RULES`; direct applies the same rule to the
-            canonical call alone (call_index 0 of execution 0).
-    """
+    """Decide every item of a group under ``rule`` (:data:`pcf.choices.RULES`; ``weights`` for
+    Eq. 5 and Kemeny's consensus scores) on each execution's first ``k`` calls and each item's
+    first ``executions``; direct is the same rule on the canonical call alone."""
     used = arrays.prefix(k, executions)
     result, ranking, search = _apply_rule(used, rule, weights)
     baseline, _, _ = _apply_rule(arrays.execution(0).prefix(k=1), rule, weights)
     return Decisions(
-        used,
-        result,
-        baseline,
-        instability(used, result, baseline.winner),
-        ranking,
-        search,
+        used, result, baseline, instability(used, result, baseline.winner), ranking, search
     )
 
 

@@ -19,21 +19,15 @@ def _check_aligned(first: Sequence, second: Sequence, names: str) -> None:
 
 
 def accuracy(winners: Sequence[str | None], gold: Sequence[str]) -> float:
-    """Top-1 accuracy: the share (0-1) of items whose winner is the gold id.
-
-    A None winner is an abstention and counts as wrong.
-    """
+    """The share (0-1) of items whose winner is the gold id; an abstention (None) is wrong."""
     _check_aligned(winners, gold, "winners and gold")
     return sum(w is not None and w == g for w, g in zip(winners, gold, strict=True)) / len(gold)
 
 
 def paired_outcomes(direct_correct: Sequence[bool], method_correct: Sequence[bool]) -> dict:
-    """Item counts of a paired comparison against the direct baseline.
-
-    Returns:
-        ``improved`` (direct wrong, method right), ``regressed`` (direct right, method wrong),
-        ``same`` (= both_right + both_wrong), ``both_right``, ``both_wrong``.
-    """
+    """Item counts of a paired comparison against the direct baseline: ``improved`` (direct
+    wrong, method right), ``regressed``, ``same`` (both right or both wrong), ``both_right``
+    and ``both_wrong``."""
     _check_aligned(direct_correct, method_correct, "direct_correct and method_correct")
     direct = np.asarray(direct_correct, dtype=bool)
     method = np.asarray(method_correct, dtype=bool)
@@ -49,10 +43,7 @@ def paired_outcomes(direct_correct: Sequence[bool], method_correct: Sequence[boo
 
 
 def mcnemar_exact(improved: int, regressed: int) -> float:
-    """Exact (binomial) McNemar p-value, two-sided, on the discordant counts.
-
-    No discordant item gives 1.0.
-    """
+    """Exact (binomial) McNemar p-value, two-sided, on the discordant counts (1.0 without)."""
     if improved < 0 or regressed < 0:
         raise ValueError(f"counts must be non-negative, got {improved} and {regressed}")
     table = [[0, improved], [regressed, 0]]
@@ -67,16 +58,12 @@ def paired_bootstrap_ci(
     seed: int = 0,
     level: float = 0.95,
 ) -> tuple[float, float]:
-    """Percentile bootstrap CI of ``accuracy(method) - accuracy(direct)``, resampling items.
+    """Percentile bootstrap CI ``(low, high)`` of ``accuracy(method) - accuracy(direct)`` (a
+    share, -1 to 1), resampling items, seeded.
 
-    The difference on a resample depends only on how many improved and regressed items it
-    drew, and resampling n items with replacement draws those counts from a multinomial over
-    (improved, regressed, same) with the observed shares. So each replicate is one multinomial
-    draw: the same distribution as resampling item indices, in O(n_boot) memory.
-
-    Returns:
-        (low, high) of the accuracy difference as a share (-1 to 1), covering ``level`` over
-        ``n_boot`` replicates; the same ``seed`` gives the same interval.
+    A resample's difference depends only on how many improved and regressed items it drew, so
+    each replicate is one multinomial draw over (improved, regressed, same) with the observed
+    shares: the same distribution as resampling item indices, in O(n_boot) memory.
     """
     if n_boot < 1:
         raise ValueError(f"n_boot must be at least 1, got {n_boot}")
@@ -86,9 +73,8 @@ def paired_bootstrap_ci(
     n = len(direct_correct)
     shares = np.array([counts["improved"], counts["regressed"], counts["same"]]) / n
     draws = np.random.default_rng(seed).multinomial(n, shares, size=n_boot)
-    differences = (draws[:, 0] - draws[:, 1]) / n
-    alpha = 1 - level
-    low, high = np.quantile(differences, [alpha / 2, 1 - alpha / 2])
+    tail = (1 - level) / 2
+    low, high = np.quantile((draws[:, 0] - draws[:, 1]) / n, [tail, 1 - tail])
     return float(low), float(high)
 
 
@@ -114,12 +100,8 @@ def cohen_kappa(a: Sequence[Hashable | None], b: Sequence[Hashable | None]) -> f
 
 
 def krippendorff_alpha(reliability_data: Sequence[Sequence[Hashable | None]]) -> float:
-    """Krippendorff's alpha, nominal, via the ``krippendorff`` package.
-
-    Args:
-        reliability_data: one row per annotator, one column per item; None marks a missing
-            label. Labels may be any hashable values (strings, ids).
-    """
+    """Krippendorff's alpha, nominal, of one row per annotator and one column per item (any
+    hashable labels; None where missing)."""
     rows = [list(row) for row in reliability_data]
     if len(rows) < 2:
         raise ValueError("Krippendorff's alpha needs at least 2 annotators")
@@ -130,13 +112,8 @@ def krippendorff_alpha(reliability_data: Sequence[Sequence[Hashable | None]]) ->
         raise ValueError("no labels at all")
     index = {label: float(i) for i, label in enumerate(categories)}
     data = np.array([[np.nan if v is None else index[v] for v in row] for row in rows])
-    return float(
-        krippendorff.alpha(
-            reliability_data=data,
-            level_of_measurement="nominal",
-            value_domain=list(index.values()),
-        )
-    )
+    domain = list(index.values())
+    return float(krippendorff.alpha(data, level_of_measurement="nominal", value_domain=domain))
 
 
 def compare_paired(
@@ -146,15 +123,9 @@ def compare_paired(
     *,
     seed: int = 0,
 ) -> dict:
-    """A method against the direct baseline on the same items (METHOD.md, Evaluation): each
-    item's gold id (items without gold left out) and both winners (None = abstention).
-
-    Returns:
-        ``n``, ``direct_accuracy`` and ``method_accuracy`` (shares), ``delta_points``
-        (method - direct, percentage points), ``improved``, ``regressed``, ``same``,
-        ``both_right``, ``both_wrong``, ``direct_abstentions``, ``method_abstentions``,
-        ``mcnemar_p`` (exact) and ``ci_points`` (95% paired bootstrap CI of the delta, points).
-    """
+    """A method against the direct baseline on the same items (METHOD.md, Evaluation), from
+    each item's gold id and both winners (None = abstention): accuracies, ``delta_points``,
+    :func:`paired_outcomes`, abstentions, ``mcnemar_p`` and ``ci_points`` (95% bootstrap)."""
     _check_aligned(gold, direct_winners, "gold and direct_winners")
     _check_aligned(gold, method_winners, "gold and method_winners")
     if any(g is None for g in gold):
@@ -162,14 +133,13 @@ def compare_paired(
     direct_correct = [w == g for w, g in zip(direct_winners, gold, strict=True)]
     method_correct = [w == g for w, g in zip(method_winners, gold, strict=True)]
     counts = paired_outcomes(direct_correct, method_correct)
-    direct_accuracy = accuracy(direct_winners, gold)
-    method_accuracy = accuracy(method_winners, gold)
+    direct, method = accuracy(direct_winners, gold), accuracy(method_winners, gold)
     low, high = paired_bootstrap_ci(direct_correct, method_correct, seed=seed)
     return {
         "n": len(gold),
-        "direct_accuracy": direct_accuracy,
-        "method_accuracy": method_accuracy,
-        "delta_points": 100 * (method_accuracy - direct_accuracy),
+        "direct_accuracy": direct,
+        "method_accuracy": method,
+        "delta_points": 100 * (method - direct),
         **counts,
         "direct_abstentions": sum(w is None for w in direct_winners),
         "method_abstentions": sum(w is None for w in method_winners),

@@ -36,19 +36,12 @@ def raise_flags(
     slot_following: np.ndarray,
     failed: np.ndarray,
 ) -> dict[str, np.ndarray]:
-    """Each flag of :data:`FLAGS` per item, from the item's instability metrics.
+    """Each flag of :data:`FLAGS` per item, from the item's instability metrics
+    (:class:`pcf.instability.Instability`).
 
     Every threshold compares with the tie tolerance (1e-9, METHOD.md): a value within it of the
     threshold counts as equal, so a margin of exactly 0.05 is never a near tie, whatever float
     rounding made of it (1.5 vs 1.0 and 5.5 vs 5.0 agree).
-
-    Args:
-        has_ok: the item has at least one ok judgment.
-        top_agreement: share of calls naming the most frequent top pick.
-        overrides: the consensus winner differs from the direct winner.
-        margin: consensus of the winner minus that of the runner-up.
-        slot_following: share of calls whose top pick sat in the most followed slot.
-        failed: some calls of the item failed.
     """
     return {
         "order_unstable": has_ok & _below(top_agreement, 1.0),
@@ -67,11 +60,7 @@ def review_priority(
     flags: dict[str, np.ndarray],
     has_ok: np.ndarray,
 ) -> np.ndarray:
-    """Most doubtful first. The formula, range 0 to 2.5 (3.0 when no call is usable)::
-
-    (1 - top_agreement) + (1 - kendall_w) / 4
-    + 0.5 * overrides_direct + 0.25 * (near_tie + position_driven + incomplete)
-    """
+    """Each item's doubt (docs/choices.md), most doubtful first: 0 to 2.5, 3.0 if no call is ok."""
     score = (
         (1 - top_agreement)
         + (1 - kendall_w) / 4

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
@@ -51,13 +51,8 @@ def top_slots(arrays: JudgmentArrays) -> tuple[np.ndarray, np.ndarray]:
 def instability(
     arrays: JudgmentArrays, consensus: Consensus, direct_winner: np.ndarray
 ) -> Instability:
-    """METHOD.md's order-instability metrics and flags over all ok judgments of an item.
-
-    Args:
-        arrays: the item's judgments (the K prefix in use).
-        consensus: their consensus (gives winner and margin).
-        direct_winner: the direct baseline's winner column per item (-1 for none).
-    """
+    """METHOD.md's order-instability metrics and flags over all ok judgments of each item, from
+    their consensus and the direct baseline's winner column (-1 for none)."""
     n = arrays.n
     rank, _, ok, present = _flat(arrays)
     n_ok = ok.sum(axis=1)
@@ -93,17 +88,8 @@ def instability(
     priority = review_priority(
         np.nan_to_num(top_agreement), np.nan_to_num(kendall_w), flags, has_ok
     )
-    return Instability(
-        top_agreement,
-        top_entropy,
-        kendall_w,
-        margin,
-        slot_following,
-        n_ok,
-        present.sum(axis=1),
-        flags,
-        priority,
-    )
+    metrics = (top_agreement, top_entropy, kendall_w, margin, slot_following)
+    return Instability(*metrics, n_ok, present.sum(axis=1), flags, priority)
 
 
 @dataclass(frozen=True)
@@ -120,15 +106,9 @@ class SlotBias:
 
 @dataclass(frozen=True)
 class SlotCounts:
-    """The counts behind :class:`SlotBias`, which add up over groups of the same ``n``: so a
-    large run is counted a chunk of items at a time.
-
-    Attributes:
-        n: candidates per item.
-        top_counts: (n,) ok calls whose top pick was shown in each slot.
-        gold_shown: (n,) ok calls that showed the gold answer in each slot.
-        gold_top: (n,) of those, the calls that ranked it first.
-    """
+    """The counts behind :class:`SlotBias` per slot (they add up over chunks of items with the
+    same ``n``): ok calls whose top pick was shown there, that showed the gold answer there,
+    and of those, that ranked it first."""
 
     n: int
     top_counts: np.ndarray
@@ -138,32 +118,19 @@ class SlotCounts:
     def __add__(self, other: SlotCounts) -> SlotCounts:
         if other.n != self.n:
             raise ValueError(f"cannot add slot counts of {self.n} and {other.n} candidates")
-        return SlotCounts(
-            self.n,
-            self.top_counts + other.top_counts,
-            self.gold_shown + other.gold_shown,
-            self.gold_top + other.gold_top,
-        )
+        counts = ("top_counts", "gold_shown", "gold_top")
+        return replace(self, **{c: getattr(self, c) + getattr(other, c) for c in counts})
 
     def bias(self) -> SlotBias:
         """Shares, the chi-square test against uniform and the gold recall of these counts."""
         counts = self.top_counts
         total = counts.sum()
-        if total:
-            chi2, p_value = stats.chisquare(counts)
-        else:
-            chi2, p_value = float("nan"), float("nan")
+        chi2, p_value = stats.chisquare(counts) if total else (np.nan, np.nan)
         shown = self.gold_shown > 0
         recall = np.full(self.n, np.nan)
         recall[shown] = self.gold_top[shown] / self.gold_shown[shown]
-        return SlotBias(
-            self.n,
-            counts / total if total else counts.astype(float),
-            counts,
-            float(chi2),
-            float(p_value),
-            recall,
-        )
+        share = counts / total if total else counts.astype(float)
+        return SlotBias(self.n, share, counts, float(chi2), float(p_value), recall)
 
 
 def slot_counts(arrays: JudgmentArrays, gold: list[str | None] | None = None) -> SlotCounts:
@@ -174,12 +141,8 @@ def slot_counts(arrays: JudgmentArrays, gold: list[str | None] | None = None) ->
     gold_shown = gold_top = np.zeros(n, dtype=int)
     if gold is not None:
         rank, slot, ok_flat, _ = _flat(arrays)
-        col = np.array(
-            [
-                ids.index(g) if g in ids else -1
-                for ids, g in zip(arrays.candidate_ids, gold, strict=True)
-            ]
-        )
+        pairs = zip(arrays.candidate_ids, gold, strict=True)
+        col = np.array([ids.index(g) if g in ids else -1 for ids, g in pairs])
         known = col >= 0
         c = np.maximum(col, 0)[:, None, None]
         gold_slot = np.take_along_axis(slot, c, axis=2)[..., 0]

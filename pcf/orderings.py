@@ -82,16 +82,9 @@ def schedule(
     item_id: str,
     seed: int = 0,
 ) -> list[Order]:
-    """The K orderings of one item; the first is always the canonical order.
-
-    Args:
-        kind: ``balanced``, ``random``, ``exhaustive`` or ``repeated``.
-        candidate_ids: the item's candidate ids.
-        k: orderings wanted (``exhaustive`` always gives all n!, whatever ``k`` is).
-        dataset_seed: the dataset's seed, which alone (with the item id) fixes the canonical
-            order, so every run of a dataset shares one direct baseline.
-        item_id: the item, so every item gets its own draws.
-        seed: the run's seed of the random draws (``random``, and ``balanced`` beyond 2n).
+    """The K orderings of one item of :data:`pcf.choices.SCHEDULES` (``exhaustive``: all n!),
+    the canonical order first (fixed by ``dataset_seed`` and the item alone, so every run of a
+    dataset shares one direct baseline); ``seed``: the run's, for the random draws.
 
     ``balanced``: the rotations of the canonical order, then the rotations of its reverse, then
     the rotations of seeded random permutations whose rotations are all unused. Every block of

@@ -15,27 +15,11 @@ from pcf.items import JUDGEBENCH_BUCKETS
 
 TIE = "tie"
 
-# Reasons an ApocDecision gives, one per branch of apoc_decide.
-AGREE = "agree"
-NO_VERDICT = "no_verdict"
-NO_PROPOSAL = "no_proposal"
-GUARDED = "guarded"
-CONFIRMED = "confirmed"
-NOT_CONFIRMED = "not_confirmed"
-
 
 @dataclass(frozen=True)
 class ApocDecision:
-    """The APOCJudge verdict for one pair and how it was reached.
-
-    Attributes:
-        verdict: the final decision (candidate id, ``"tie"`` or ``None``).
-        direct: the direct verdict, i.e. call 1's decision.
-        override_proposed: call 2 disagreed with call 1 and had a verdict to propose.
-        override_accepted: the proposal became the verdict (call 3 confirmed it).
-        reason: one of ``agree``, ``no_verdict``, ``no_proposal``, ``guarded``, ``confirmed``,
-            ``not_confirmed`` (see :func:`apoc_decide`).
-    """
+    """The APOCJudge ``verdict`` for one pair, the ``direct`` one (call 1's), whether call 2
+    proposed an override and call 3 confirmed it, and the ``reason`` (:func:`apoc_decide`)."""
 
     verdict: str | None
     direct: str | None
@@ -52,42 +36,29 @@ def apoc_decide(
     ballpark: bool = False,
     guard: bool = True,
 ) -> ApocDecision:
-    """Combine the calls of one pair into the APOCJudge verdict.
-
-    Rules, in order:
-
-    - ``first == second``: that is the verdict (``agree``; ``no_verdict`` when both are None).
-    - ``second`` is None: there is nothing to propose, the direct verdict stands
-      (``no_proposal``).
-    - Otherwise call 2 proposes an override. This includes a missing direct verdict
-      (``first`` None): call 2's verdict is then an override like any other and needs the
-      same confirmation, and the guard applies to it too.
-    - With the guard on, a ballpark question keeps the direct verdict (``guarded``).
-    - The override is accepted only if ``confirm == second`` (``confirmed``); otherwise,
-      including when call 3 was not made or gave no verdict, the direct verdict stands
-      (``not_confirmed``).
+    """Combine the calls of one pair into the APOCJudge verdict, by the first rule that applies
+    (its reason in brackets): both calls agree (``agree``, ``no_verdict`` when both are None);
+    call 2 has no verdict to propose (``no_proposal``); otherwise call 2 proposes an override,
+    also when call 1 gave no verdict, and the guard keeps the direct verdict on a ballpark
+    question (``guarded``); call 3 confirms it (``confirmed``); else the direct verdict stands,
+    also when call 3 was not made (``not_confirmed``).
 
     Args:
         first: call 1, the pair shown as (a, b).
         second: call 2, shown as (b, a), mapped back to candidate ids.
-        confirm: call 3, (a, b) with neutral keys, mapped back; ignored unless
-            :func:`needs_confirmation` says it matters.
-        ballpark: the question asks for a numeric estimate (see :func:`is_ballpark_question`).
-        guard: suppress overrides on ballpark questions (on by default).
-
-    Returns:
-        The verdict with the direct verdict and the override bookkeeping.
+        confirm: call 3, (a, b) with neutral keys, mapped back.
+        ballpark: the question asks for a numeric estimate (:func:`is_ballpark_question`).
+        guard: suppress overrides on ballpark questions.
     """
     if first == second:
-        reason = NO_VERDICT if first is None else AGREE
-        return ApocDecision(first, first, False, False, reason)
+        return ApocDecision(first, first, False, False, "no_verdict" if first is None else "agree")
     if second is None:
-        return ApocDecision(first, first, False, False, NO_PROPOSAL)
+        return ApocDecision(first, first, False, False, "no_proposal")
     if ballpark and guard:
-        return ApocDecision(first, first, True, False, GUARDED)
+        return ApocDecision(first, first, True, False, "guarded")
     if confirm == second:
-        return ApocDecision(second, first, True, True, CONFIRMED)
-    return ApocDecision(first, first, True, False, NOT_CONFIRMED)
+        return ApocDecision(second, first, True, True, "confirmed")
+    return ApocDecision(first, first, True, False, "not_confirmed")
 
 
 def needs_confirmation(
@@ -143,17 +114,8 @@ def is_ballpark_question(prompt: str) -> bool:
 
 
 def official_outcome(gold: str, other: str, d1: str | None, d2: str | None) -> int:
-    """JudgeBench's official rule in candidate-id space, for our own pairwise runs.
-
-    Args:
-        gold: the correct candidate's id.
-        other: the other candidate's id.
-        d1: call 1's decision (id, ``"tie"`` or None).
-        d2: call 2's decision, already mapped back to ids.
-
-    Returns:
-        +1 correct, -1 incorrect, 0 tie.
-    """
+    """JudgeBench's official rule in candidate-id space: +1 correct, -1 incorrect, 0 tie, from
+    call 1's and call 2's decisions ``d1`` and ``d2`` (ids, ``"tie"`` or None)."""
     if gold == other:
         raise ValueError(f"gold and other must differ, both are {gold!r}")
     counter = sum((d == gold) - (d == other) for d in (d1, d2))
@@ -168,6 +130,7 @@ def bucket_order(buckets: Sequence[str]) -> list[str]:
 
 
 def _score(outcomes: Sequence[int]) -> dict[str, float | int]:
+    """``score`` (correct / n * 100), ``n``, ``correct``, ``incorrect`` and ``tie``."""
     correct = sum(o == 1 for o in outcomes)
     incorrect = sum(o == -1 for o in outcomes)
     return {
@@ -180,23 +143,13 @@ def _score(outcomes: Sequence[int]) -> dict[str, float | int]:
 
 
 def bucket_scores(outcomes: Sequence[int], buckets: Sequence[str]) -> dict:
-    """Official scores per bucket, overall, and the macro average over the buckets present.
-
-    Args:
-        outcomes: one official outcome (+1, -1, 0) per pair.
-        buckets: each pair's bucket, aligned with ``outcomes``.
-
-    Returns:
-        ``{"buckets": {bucket: stats}, "overall": stats, "macro": float}`` where stats is
-        ``{"score", "n", "correct", "incorrect", "tie"}`` and score = correct / n * 100.
-        Buckets are listed in JudgeBench's order, then others alphabetically.
-    """
+    """Official scores (:func:`_score`) per bucket (:func:`bucket_order`), overall, and the macro
+    average over the buckets present, from each pair's outcome (+1, -1, 0) and bucket."""
     if len(outcomes) != len(buckets):
         raise ValueError(f"{len(outcomes)} outcomes but {len(buckets)} buckets")
     if not outcomes:
         raise ValueError("no pairs to score")
-    bad = sorted({o for o in outcomes if o not in (-1, 0, 1)})
-    if bad:
+    if bad := sorted({o for o in outcomes if o not in (-1, 0, 1)}):
         raise ValueError(f"outcomes must be -1, 0 or 1, got {bad}")
     per_bucket = {
         bucket: _score([o for o, b in zip(outcomes, buckets, strict=True) if b == bucket])

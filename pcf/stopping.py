@@ -30,14 +30,9 @@ execution, averaged over the executions with an ok judgment), under the weights 
   ``+ noise``, clipped to 0-10, ranks and votes by those scores plus Gumbel noise of a scale
   (:data:`RANK_NOISE`) whose posterior comes from how far the calls' own rankings strayed from
   their scores (Plackett-Luce), and takes each candidate's risk from one of its execution's
-  calls so far; Eq. 5 then names the full run's winner. It is
-  Adaptive-Consistency's idea (Aggarwal et al., 2023: a posterior over the judge's answers,
-  stop once the leader is safe) with the posterior on the scores Eq. 5 reads instead of on
-  votes: score gaps tell a clear item from a near tie after a call or two, where agreeing votes
-  cannot, and the slot effects credit a lead won from a favourable slot only as far as the
-  orders still to come keep it. It assumes a judge's scores wobble around a value per
-  candidate and slot within an execution, with Gaussian noise; ``pcf whatif`` on a full run of
-  one's own judge shows whether that holds before trusting it.
+  calls so far; Eq. 5 then names the full run's winner. It is Adaptive-Consistency's idea
+  (Aggarwal et al., 2023) with the posterior on the scores Eq. 5 reads instead of on votes
+  (docs/costs.md says why).
 
 The score model is not trusted to keep ``risk``: a ``confident`` run first judges a random
 calibration sample in full (:func:`calibration_size`), then stops the other items once the
@@ -116,13 +111,9 @@ CallT = TypeVar("CallT", bound=_Slotted)
 
 
 def in_waves(calls: Sequence[CallT]) -> list[CallT]:
-    """An item's calls in the order an adaptive run makes them.
-
-    One call of each execution in turn; execution e takes its schedule from its e-th ordering
-    on, wrapping around, so execution 0 opens with the canonical call (the direct baseline),
-    every execution has answered once after as many calls as there are executions, and those
-    first calls show the candidates in different orders.
-    """
+    """An item's calls in the order an adaptive run makes them: one call of each execution in
+    turn, execution e from its e-th ordering on, wrapping around (so execution 0 opens with the
+    canonical call, and the first call of each execution shows another order)."""
     by_execution: dict[int, list[CallT]] = defaultdict(list)
     for call in calls:
         by_execution[call.execution].append(call)
@@ -137,15 +128,8 @@ def in_waves(calls: Sequence[CallT]) -> list[CallT]:
 
 @dataclass(frozen=True)
 class ItemCalls:
-    """One item's calls so far and the calls still planned for it.
-
-    Attributes:
-        item_id: the item's key.
-        candidate_ids: the item's candidates in listing order (it breaks exact ties).
-        judgments: the calls made so far (ok or failed).
-        remaining: the calls still to come, in wave order: each one's execution and order
-            (candidate ids by slot).
-    """
+    """One item's calls so far (ok or failed), its candidates in listing order (it breaks exact
+    ties), and the calls still to come in wave order (each one's execution and order)."""
 
     item_id: str
     candidate_ids: tuple[str, ...]
@@ -203,12 +187,9 @@ def _sums(calls: ItemCalls, weights: Weights) -> dict[int, tuple[int, np.ndarray
 
 
 def is_certain(calls: ItemCalls, weights: Weights = DEFAULT_WEIGHTS) -> bool:
-    """Whether no answers to the remaining calls could change the winner (see the module).
-
-    The leader is the largest ``C`` so far; when its worst case still beats every rival by
-    more than the tie tolerance it leads now by more than that too, so the tie rule (which
-    only decides within the tolerance) cannot name another winner.
-    """
+    """Whether no answers to the remaining calls could change the winner (see the module). A
+    leader whose worst case beats every rival by more than the tie tolerance leads by that now
+    too, so the tie rule cannot name another winner."""
     remaining = calls.left()
     if not remaining:
         return True
@@ -242,13 +223,9 @@ def change_probability(
     simulations: int = MIN_SIMULATIONS,
     threshold: float | None = None,
 ) -> float:
-    """The estimated chance that the remaining calls change the winner (the score model above).
-
-    1 while some execution with calls to come has no ok call yet. Seeded by the item and its
-    calls so far, so the same calls give the same estimate. Draws come in batches; with a
-    ``threshold``, drawing stops once the estimate is sure to exceed it (the changes seen
-    already are more than ``threshold`` of all the draws).
-    """
+    """The estimated chance that the remaining calls change the winner (the score model above),
+    1 while an execution with calls to come has no ok call; seeded by the item and its calls.
+    With a ``threshold``, drawing stops once the changes seen exceed it."""
     if not calls.remaining:
         return 0.0
     answered = {j.execution for j in calls.judgments if j.ok}
@@ -269,8 +246,8 @@ def change_probability(
 
 @functools.cache
 def slot_basis(n: int) -> np.ndarray:
-    """An orthonormal basis (n, n - 1) of the slot effects that sum to zero: effects ``B @ u``
-    with ``u ~ N(0, s^2 I)`` sum to zero and every slot's effect has the same variance."""
+    """An orthonormal basis (n, n - 1) of the slot effects that sum to zero, each slot's effect
+    with the same variance."""
     spanning = np.column_stack([np.ones(n), np.eye(n)[:, : n - 1]])
     basis = np.linalg.qr(spanning)[0][:, 1:]
     basis.setflags(write=False)
@@ -336,28 +313,20 @@ def rank_noise_posterior(ok: Sequence[Judgment], candidate_ids: Sequence[str]) -
 
 @dataclass(frozen=True)
 class ScoreModel:
-    """The posterior of the score model (see the module) for one item's ok calls so far.
-
-    Executions are numbered here by their place in ``executions`` (the executions with an ok
-    call, which include every execution with calls to come).
+    """The posterior of the score model (see the module) for one item's ok calls so far;
+    executions numbered by their place in ``executions`` (those with an ok call).
 
     Attributes:
         rank_noise: the posterior chance of each :data:`RANK_NOISE` value.
-        executions: the executions with an ok call.
-        center: the posterior mean of the values ``a`` (a block of n per execution) then the
-            slot coordinates ``u`` (:func:`slot_basis`).
-        spread: a square root of their posterior covariance over ``sigma^2`` (``L @ L.T``).
-        residual: the penalized residual sum of squares.
-        dof: its degrees of freedom (scores less the flat parameters).
-        risks: per execution place and candidate, the hallucination risks of the execution's
-            ok calls (E, n, most calls; padded with zeros), and how many ok calls each place
-            has (E; floats, to scale uniform draws by).
+        center: the posterior mean of the values ``a`` (n per execution), then the slot
+            coordinates ``u`` (:func:`slot_basis`).
+        spread: ``L`` of their posterior covariance over ``sigma^2`` (``L @ L.T``).
+        residual, dof: the penalized residual sum of squares and its degrees of freedom.
+        risks: the risks of each place's ok calls (E, n, most calls; zero-padded), and their
+            number per place (E; floats).
         failures: calls so far that failed, and that were ok.
-        counts: per execution, its ok calls so far.
-        totals: per execution, their summed ``x`` (E, n).
-        upcoming: per call still to come, its execution place (U,) and the slot of each
-            candidate (U, n; :func:`slots`).
-        weights: the Eq. 5 weights.
+        counts, totals: per execution, its ok calls so far and their summed ``x`` (E, n).
+        upcoming: per call to come, its execution place (U,) and candidates' slots (U, n).
     """
 
     rank_noise: np.ndarray
@@ -581,13 +550,8 @@ def ranks(values: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class StoppingPolicy:
-    """When to stop an item's calls.
-
-    Attributes:
-        name: ``certain`` or ``confident`` (see the module).
-        risk: for ``confident``, the largest accepted chance that the winner still changes.
-        weights: the Eq. 5 weights that decide.
-    """
+    """When to stop an item's calls: ``certain`` or ``confident`` (see the module), at ``risk``
+    (for ``confident``, the largest accepted chance of a change) under the Eq. 5 ``weights``."""
 
     name: str
     risk: float = 0.01
@@ -628,11 +592,8 @@ def replay(
     candidate_ids: tuple[str, ...],
     planned: Sequence[Judgment],
 ) -> Stop:
-    """Where ``policy`` stops an item whose planned calls answer as ``planned`` did.
-
-    The calls are taken in :func:`in_waves` order, one wave of one call at a time, exactly as
-    an adaptive run makes them; no judge is called.
-    """
+    """Where ``policy`` stops an item whose planned calls answer as ``planned`` did, taken in
+    :func:`in_waves` order as an adaptive run makes them; no judge is called."""
     return replay_all([policy], item_id, candidate_ids, planned)[0]
 
 
@@ -650,14 +611,12 @@ def replay_all(
         upcoming = tuple((j.execution, j.order) for j in ordered[made:])
         calls = ItemCalls(item_id, candidate_ids, tuple(ordered[:made]), upcoming)
         going = [i for i in range(len(policies)) if i not in stops]
-        if made == len(ordered):
-            settled = [True] * len(going)
-        else:
-            settled = _all_settled([policies[i] for i in going], calls)
+        last = made == len(ordered)
+        settled = [True] * len(going) if last else _all_settled([policies[i] for i in going], calls)
         winners: dict[Weights, int] = {}
         for i, done in zip(going, settled, strict=True):
             if done:
-                reason = policies[i].name if made < len(ordered) else "planned_calls_made"
+                reason = "planned_calls_made" if last else policies[i].name
                 weights = policies[i].weights
                 if weights not in winners:
                     winners[weights] = current_winner(calls, weights)
@@ -700,15 +659,9 @@ def calibration_sample(keys: Sequence[str], risk: float, seed: int) -> set[str]:
 
 @dataclass(frozen=True)
 class Calibration:
-    """The threshold a ``confident`` run chose on its calibration items.
-
-    Attributes:
-        risk: the promised largest chance of a changed winner.
-        items: the calibration items (judged in full).
-        threshold: the largest :data:`THRESHOLDS` passed in turn, None when the first failed.
-        changed: winners the threshold changes on the calibration items.
-        bound: the upper bound (at confidence 1 - :data:`DELTA`) of its chance of a change.
-    """
+    """The threshold a ``confident`` run at ``risk`` chose on its ``items`` calibration items: the
+    largest of :data:`THRESHOLDS` passed in turn (None when the first failed), the winners it
+    ``changed`` there, and the upper ``bound`` (confidence 1 - :data:`DELTA`) of its risk."""
 
     risk: float
     items: int

@@ -32,16 +32,9 @@ TRIAGE_ORDERS = (("priority", "calibrated"), ("priority",))
 
 @dataclass(frozen=True)
 class RunOverview:
-    """A run's figures against labels.
-
-    Attributes:
-        comparisons: per :data:`COMPARED`, :func:`~pcf.analysis.results.accuracy_against`
-            on the items with such a label (None without any).
-        curves: the triage's :func:`~pcf.analysis.triage.curve_frame`, None without labels or
-            for an APOCJudge run.
-        triage: the triage's :func:`~pcf.analysis.triage.summarize` figures plus ``against``
-            (``gold`` or ``humans``); None when ``curves`` is.
-    """
+    """A run's figures against labels: per :data:`COMPARED`,
+    :func:`~pcf.analysis.results.accuracy_against` (None without such labels), and the triage's
+    ``curves`` and ``triage`` figures with ``against`` (None without labels or for APOCJudge)."""
 
     comparisons: dict[str, dict[str, Any] | None]
     curves: pd.DataFrame | None

@@ -23,30 +23,16 @@ from pcf.evaluation import cohen_kappa, compare_paired, krippendorff_alpha
 from pcf.items import CANNOT_TELL
 
 COMPARISON_COLUMNS = (
-    "item_id",
-    "human",
-    "direct",
-    "pcf",
-    "gold",
-    "annotators",
-    "direct_correct",
-    "pcf_correct",
+    *("item_id", "human", "direct", "pcf", "gold"),
+    *("annotators", "direct_correct", "pcf_correct"),
 )
 
 
 @dataclass(frozen=True)
 class AnnotatorAgreement:
-    """Agreement between annotators on the items they labelled.
-
-    Attributes:
-        annotators: how many annotators gave at least one label.
-        items: items with labels from at least two annotators.
-        statistic: ``"cohen_kappa"`` (two annotators) or ``"krippendorff_alpha"`` (more), or
-            None when agreement cannot be measured.
-        value: the statistic, or None (fewer than two annotators, no shared item, or undefined
-            because every label is the same category).
-        note: why ``value`` is None.
-    """
+    """Agreement between the ``annotators`` who gave a label, on the ``items`` two of them
+    labelled: the ``statistic`` (``cohen_kappa`` or ``krippendorff_alpha``) and its ``value``,
+    or a ``note`` why there is none."""
 
     annotators: int
     items: int
@@ -56,11 +42,8 @@ class AnnotatorAgreement:
 
 
 def annotator_agreement(labels: pd.DataFrame) -> AnnotatorAgreement:
-    """Cohen's kappa for two annotators, Krippendorff's alpha (nominal) for more.
-
-    Args:
-        labels: current labels with ``item_key``, ``annotator`` and ``choice``.
-    """
+    """Cohen's kappa for two annotators, Krippendorff's alpha (nominal) for more, of current
+    labels (``item_key``, ``annotator``, ``choice``)."""
     usable = labels[labels["choice"] != CANNOT_TELL]
     annotators = sorted(labels["annotator"].unique())
     shared = int((usable.groupby("item_key")["annotator"].nunique() >= 2).sum())
@@ -90,20 +73,13 @@ class HumanComparison:
     """Direct and PCF decisions of one run against the human labels.
 
     Attributes:
-        adjudicated: items with human gold, or with the labels their plan asks for and no
-            gold from them (items still waiting for labels are not counted).
+        adjudicated: items with human gold, or with all the labels their plan asks for.
         unresolved: adjudicated items without a human label (ties, or no candidate chosen).
-        rows: one row per item with a human label, columns :data:`COMPARISON_COLUMNS`
-            (an abstaining judge is None).
-        paired: :func:`pcf.evaluation.compare_paired` of PCF against direct with the human
-            labels as gold, or None when no item has a human label.
-        kappa_direct: Cohen's kappa of the direct winners against the human labels (an
-            abstention is a category of its own, so it counts against the judge as in
-            accuracy).
-        kappa_pcf: Cohen's kappa of the PCF winners against the human labels (likewise).
-        agreement: agreement between the annotators.
-        gold_agreement: ``(agree, compared)``: human labels equal to the dataset's gold, over
-            the items that have both.
+        rows: one row per item with a human label (:data:`COMPARISON_COLUMNS`).
+        paired: :func:`pcf.evaluation.compare_paired` of PCF against direct, None without rows.
+        kappa_direct, kappa_pcf: Cohen's kappa of the winners against the human labels
+            (:data:`ABSTAINED` a category of its own).
+        gold_agreement: ``(agree, compared)``: human labels equal to the dataset's gold.
     """
 
     adjudicated: int
@@ -142,16 +118,9 @@ def compare_with_humans(
     *,
     gold: Mapping[str, str | None] | None = None,
 ) -> HumanComparison:
-    """Compare a run's direct and PCF winners with the human labels.
-
-    Args:
-        decisions: ``decisions.jsonl`` records of the run (``winner`` is PCF, and
-            ``metrics["direct_winner"]`` the direct baseline of the same run).
-        labels: current labels (:func:`pcf.store.current_labels`).
-        human: each adjudicated item's human label, None where it has none
-            (:attr:`pcf.labelling.human_gold.HumanGold.gold`, without the items still waiting).
-        gold: the dataset's gold id per item, shown beside the human label.
-    """
+    """Compare a run's direct and PCF winners (its ``decisions.jsonl`` records) with the human
+    label of each adjudicated item (``human``: None where it has none), given the current
+    ``labels`` and the dataset's ``gold`` ids shown beside them."""
     gold = gold or {}
     by_item = {d["item_id"]: d for d in decisions}
     annotators = labels.groupby("item_key")["annotator"].nunique().to_dict()
@@ -168,9 +137,7 @@ def compare_with_humans(
     )
     paired = kappa_direct = kappa_pcf = None
     if records:
-        truth = [r[1] for r in records]
-        direct = [r[2] for r in records]
-        pcf = [r[3] for r in records]
+        _, truth, direct, pcf, *_ = zip(*records, strict=True)
         paired = compare_paired(truth, direct, pcf)
         kappa_direct = _kappa(direct, truth)
         kappa_pcf = _kappa(pcf, truth)
@@ -190,11 +157,7 @@ def compare_with_humans(
 def table_human_comparison(
     table: pd.DataFrame, labels: pd.DataFrame, human: Mapping[str, str | None]
 ) -> HumanComparison:
-    """:func:`compare_with_humans` from a run's decision table (``RunAnalysis.table``).
-
-    The table already holds each item's PCF winner, direct winner and gold id: the run is not
-    decided again.
-    """
+    """:func:`compare_with_humans` from a run's decision table, without deciding it again."""
     decisions = [
         {
             "item_id": item,

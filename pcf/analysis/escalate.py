@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from sqlmodel import Session
 
-from pcf.analysis.results import is_simulated, stored_analysis
+from pcf.analysis.results import gold_answers, is_simulated, stored_analysis
 from pcf.analysis.triage import calibrated_priority, judge_wrong
 from pcf.guarantees import fixed_sequence, random_sample, smallest_sample, upper_bound
 from pcf.labelling.human_gold import dataset_gold
@@ -84,19 +84,18 @@ def escalate(
 ) -> dict[str, Any]:
     """The run's items split into those the judge decides and those escalated to humans, for
     ``signal`` and for the direct call's confidence (the baseline); with ``gold`` labels, the
-    agreement on the decided items held out of the calibration (a random half drawn by
-    ``seed``, by default the run's).
+    agreement on the decided items held out of the calibration (drawn by ``seed``, by default
+    the run's).
 
     Raises:
-        ValueError: an unknown signal or labels, no random calibration share in the labelling
-            plan (``humans``), or too few calibration items for ``alpha`` and ``delta``.
+        ValueError: an unknown signal or labels, no calibration share, or too few items.
     """
     if signal not in SIGNALS or labels not in LABELS:
         raise ValueError(f"choose a signal of {', '.join(SIGNALS)}, labels of {', '.join(LABELS)}")
     table = stored_analysis(run, session=session).table
     keys = list(table["item_id"])
     if labels == "gold":
-        truth = {k: g for k, g in zip(keys, table["gold"], strict=True) if isinstance(g, str)}
+        truth = gold_answers(table)
         seed = run.seed if seed is None else seed
         sample = random_sample(list(truth), math.floor(GOLD_SHARE * len(truth)), seed)
         source = "gold answers"
@@ -128,13 +127,8 @@ def escalate(
     else:
         values = np.nan_to_num(table[signal].to_numpy(dtype=float), nan=-np.inf)
     decided, figures = _split(values, wrong("winner"), calibration, alpha, delta)
-    direct = _split(
-        _direct_confidence(run, keys, session=session),
-        wrong("direct_winner"),
-        calibration,
-        alpha,
-        delta,
-    )[1]
+    stated = _direct_confidence(run, keys, session=session)
+    direct = _split(stated, wrong("direct_winner"), calibration, alpha, delta)[1]
     checked = decided & table["item_id"].isin(list(truth)).to_numpy()
     out = {
         "run": run.name,

@@ -40,9 +40,8 @@ class Check:
         """``order_unstable 0.1200 <= 0.2 pass``: the value, the bound and the outcome."""
         value = "undefined" if self.value is None else f"{self.value:.4f}"
         sign = "<=" if self.bound == "max" else ">="
-        return (
-            f"{self.figure} {value} {sign} {self.threshold:g} {'pass' if self.passed else 'FAIL'}"
-        )
+        outcome = "pass" if self.passed else "FAIL"
+        return f"{self.figure} {value} {sign} {self.threshold:g} {outcome}"
 
 
 def check_run(run: Run, *, session: Session, **thresholds: float | None) -> list[Check]:
@@ -85,10 +84,8 @@ def check_run(run: Run, *, session: Session, **thresholds: float | None) -> list
 
 
 def assert_reliable(run_name: str, **thresholds: float | None) -> list[Check]:
-    """:func:`check_run` for a test, on the database ``PCF_DATABASE_URL`` names.
-
-    Example:
-        >>> assert_reliable("ci/pcf", max_order_unstable=0.5, min_kappa=0.6)  # doctest: +SKIP
+    """:func:`check_run` for a test, on the database ``PCF_DATABASE_URL`` names, e.g.
+    ``assert_reliable("ci/pcf", max_order_unstable=0.5, min_kappa=0.6)``.
 
     Raises:
         AssertionError: a threshold failed; the message has one line per check.

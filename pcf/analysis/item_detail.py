@@ -22,25 +22,15 @@ from pcf.weights import DEFAULT_WEIGHTS, Weights
 def item_decision(
     item: Item, calls: Sequence[Call], weights: Weights = DEFAULT_WEIGHTS
 ) -> dict[str, Any] | None:
-    """The ``decisions.jsonl`` record of one item from its listwise calls (None without calls).
-
-    Consensus is computed per item, so under the run's weights
-    (:func:`pcf.analysis.results.run_weights`) this equals the item's record in the whole run.
-    """
+    """The ``decisions.jsonl`` record of one item from its listwise calls (None without calls):
+    under :func:`pcf.analysis.results.run_weights`, its record in the whole run."""
     if not calls:
         return None
     judgments = [
         stored_judgment(
-            item.item_id,
-            call.execution,
-            call.call_index,
-            call.ok,
-            call.error,
-            call.order,
-            call.judgment,
-            call.repaired,
+            item.item_id, c.execution, c.call_index, c.ok, c.error, c.order, c.judgment, c.repaired
         )
-        for call in calls
+        for c in calls
     ]
     (group,) = pack(judgments, {item.item_id: item.candidate_ids})
     return decide(group, weights=weights).records()[0]
@@ -52,12 +42,8 @@ def ordering_label(call: Call, labels: Mapping[str, str]) -> str:
 
 
 def ordering_frame(item: Item, calls: Sequence[Call]) -> pd.DataFrame:
-    """The heatmap's data: one row per (call, candidate), calls in order, candidates listed.
-
-    Columns: ``ordering`` (:func:`ordering_label`), ``execution``, ``call_index``,
-    ``candidate`` (label), ``candidate_id``, ``slot`` (1-based), ``rank`` (1 = best),
-    ``factuality`` (0-10), ``risk`` and ``ok``; rank and scores are NaN for a failed call.
-    """
+    """The heatmap's data: one row per (call, candidate), calls in order, candidates listed;
+    rank and scores are NaN for a failed call."""
     labels = candidate_labels(item)
     rows = []
     for call in calls:
@@ -83,10 +69,7 @@ def ordering_frame(item: Item, calls: Sequence[Call]) -> pd.DataFrame:
 
 
 def coverage_frame(item: Item, calls: Sequence[Call]) -> pd.DataFrame:
-    """The slot-coverage matrix of an item's calls: how often each candidate sat in each slot.
-
-    One row per candidate (its label), one column per slot (``slot 1`` is shown first).
-    """
+    """How often each candidate (a row, by label) sat in each slot (``slot 1`` first)."""
     labels = candidate_labels(item)
     counts = slot_coverage([tuple(call.order) for call in calls], item.candidate_ids)
     return pd.DataFrame(
@@ -121,20 +104,16 @@ def calls_frame(item: Item, calls: Sequence[Call]) -> pd.DataFrame:
 
 
 def consensus_frame(item: Item, record: Mapping[str, Any] | None) -> pd.DataFrame:
-    """Per candidate: consensus ``C`` and its components S, B, V, U, and its roles.
-
-    Roles name the consensus winner, the direct winner and the gold answer.
-    """
+    """Per candidate: consensus ``C``, its components S, B, V, U, and :func:`candidate_roles`."""
     labels = candidate_labels(item)
     columns = ["candidate", "id", "C", "S", "B", "V", "U", "role"]
     if not record or not record["consensus"]:
         return pd.DataFrame(columns=columns)
     parts = record["metrics"]["components"]
     rows = []
+    direct = record["metrics"]["direct_winner"]
     for cid in item.candidate_ids:
-        roles = candidate_roles(
-            cid, record["winner"], record["metrics"]["direct_winner"], item.gold
-        )
+        roles = candidate_roles(cid, record["winner"], direct, item.gold)
         rows.append(
             {
                 "candidate": labels[cid],

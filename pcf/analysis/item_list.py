@@ -24,17 +24,9 @@ def filter_items(
     labelled: Collection[str] = (),
     matching: Collection[str] | None = None,
 ) -> pd.DataFrame:
-    """The rows that pass every filter, most doubtful first (priority, then item order).
-
-    Args:
-        table: :attr:`RunAnalysis.table`.
-        flags: keep items raising any of these flags (none given: no flag filter).
-        overrides_only: keep items whose consensus overrides the direct winner.
-        buckets: keep items of these buckets (none given: every bucket).
-        adjudicated: one of :data:`ADJUDICATED_FILTERS`.
-        labelled: keys of the items someone has labelled.
-        matching: keys of the items a text search found; None when there is no search.
-    """
+    """The rows of a :attr:`RunAnalysis.table` that pass every filter given, most doubtful first:
+    any of ``flags``, ``overrides_only``, ``buckets``, ``adjudicated`` or not (``labelled``: the
+    keys someone labelled), and ``matching`` a text search (None: no search)."""
     if adjudicated not in ADJUDICATED_FILTERS:
         raise ValueError(f"adjudicated must be one of {ADJUDICATED_FILTERS}, got {adjudicated!r}")
     keep = pd.Series(True, index=table.index)
@@ -76,10 +68,7 @@ def list_view(rows: pd.DataFrame, labelled: Mapping[str, int]) -> pd.DataFrame:
 
 
 def neighbours(keys: Sequence[str], current: str | None) -> tuple[str | None, str | None]:
-    """The items before and after ``current`` in ``keys``.
-
-    When ``current`` is not in the list, there is no previous item and the next is the first.
-    """
+    """The items before and after ``current`` in ``keys`` (none and the first when absent)."""
     if current not in keys:
         return None, keys[0] if keys else None
     at = keys.index(current)

@@ -166,7 +166,7 @@ def _inert_text(run: str, *, in_table: bool = False, escapes: dict[int, str] = _
 
 def _pieces(run: str) -> Iterator[tuple[bool, str]]:
     """A text run cut into ``(is_code, text)`` pieces: risky words' addresses are code."""
-    if not _may_be_risky(run):
+    if not _risky(run):  # no word of it can be risky either
         yield False, run
         return
     for word in _SPACE.split(run):
@@ -180,11 +180,6 @@ def _pieces(run: str) -> Iterator[tuple[bool, str]]:
         yield False, word[:start]
         yield True, core
         yield False, word[start + len(core) :]
-
-
-def _may_be_risky(run: str) -> bool:
-    """A quick test on the whole run: False when no word of it can be risky."""
-    return "@" in run or "://" in run or run.count(":") >= 2 or "www." in run.lower()
 
 
 def _risky(word: str) -> bool:

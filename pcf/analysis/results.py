@@ -130,14 +130,9 @@ def run_decisions(
 def decision_chunks(
     run: Run, *, session: Session, size: int = ITEM_CHUNK
 ) -> Iterator[list[dict[str, Any]]]:
-    """:func:`run_decisions`, ``size`` items at a time: the same records in the same order.
-
-    Each chunk of items (read without their candidates' texts) is decided from its own calls
-    (an item's decision depends on its calls alone), so memory holds one chunk, whatever the
-    run's size.
-    """
-    for _, records in _decided_chunks(run, session=session, size=size):
-        yield records
+    """:func:`run_decisions`, ``size`` items at a time (an item's decision depends on its calls
+    alone): the same records in the same order, with memory for one chunk."""
+    yield from (records for _, records in _decided_chunks(run, session=session, size=size))
 
 
 def item_chunks(run: Run, *, session: Session, size: int) -> Iterator[tuple[int, int, list[Item]]]:
@@ -149,7 +144,7 @@ def item_chunks(run: Run, *, session: Session, size: int) -> Iterator[tuple[int,
 
 
 def _decided_chunks(
-    run: Run, *, session: Session, size: int = ITEM_CHUNK
+    run: Run, *, session: Session, size: int
 ) -> Iterator[tuple[list[Item], list[dict[str, Any]]]]:
     """Each chunk of ``size`` items (without their candidates' texts) and its decisions."""
     for start, stop, items in item_chunks(run, session=session, size=size):
@@ -178,12 +173,8 @@ def judgment_records(
 ) -> list[dict[str, Any]]:
     """A run's calls as ``judgments.jsonl`` records, in item order, each with what made it
     (``backend`` and ``simulated``); only those of the items at positions ``start`` to
-    ``stop`` (excluded) when given.
-
-    An APOCJudge call has no scores or ranking: its record carries the call's pairwise verdict
-    instead (a candidate id, ``tie``, or null for a failed call), its confidence and its slot
-    keys, so both orders' verdicts (calls 0 and 1) and the keyed confirmation (call 2) are in
-    the export."""
+    ``stop`` (excluded) when given. An APOCJudge call's record carries its pairwise verdict (a
+    candidate id, ``tie``, or null when failed), confidence and slot keys instead of scores."""
     made_by = {"backend": run.backend, "simulated": is_simulated(run)}
     if run.protocol != "apoc":
         judgments = run_judgments(run.id, session=session, start=start, stop=stop)
@@ -231,30 +222,23 @@ def _apoc_decisions(run: Run, items: Sequence[Item], calls: Sequence[Call]) -> l
         if not mine:
             continue
         direct, swapped, confirmed = (mine[i].verdict() if i in mine else None for i in range(3))
-        decision = apoc_decide(
-            direct,
-            swapped,
-            confirmed,
-            ballpark=is_ballpark_question(item.prompt),
-            guard=guard,
-        )
+        ballpark = is_ballpark_question(item.prompt)
+        decision = apoc_decide(direct, swapped, confirmed, ballpark=ballpark, guard=guard)
         outcome = None
         if item.gold is not None:
             other = next(c for c in item.candidate_ids if c != item.gold)
             outcome = official_outcome(item.gold, other, decision.direct, swapped)
-        flags = []
-        if decision.override_proposed:
-            flags.append("order_unstable")
-        if decision.verdict != decision.direct:
-            flags.append("overrides_direct")
-        if any(not c.ok for c in mine.values()):
-            flags.append("incomplete")
+        raised = {
+            "order_unstable": decision.override_proposed,
+            "overrides_direct": decision.verdict != decision.direct,
+            "incomplete": any(not c.ok for c in mine.values()),
+        }
         out.append(
             {
                 "item_id": item.item_id,
                 "winner": None if decision.verdict in (None, TIE) else decision.verdict,
                 "consensus": {},
-                "flags": flags,
+                "flags": [flag for flag, up in raised.items() if up],
                 "metrics": {
                     "direct_winner": None if decision.direct in (None, TIE) else decision.direct,
                     "verdict": decision.verdict,
@@ -273,20 +257,12 @@ def _apoc_decisions(run: Run, items: Sequence[Item], calls: Sequence[Call]) -> l
 
 
 def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[str, Any]:
-    """Counts and, where gold labels exist, accuracy of a run against its direct baseline.
-
-    The run is decided ``size`` items at a time (as :func:`decision_chunks` does): memory
-    holds one chunk's records, and per labelled item its gold, winners, bucket and JudgeBench
-    outcome.
-    """
+    """Counts and, where gold labels exist, accuracy of a run against its direct baseline,
+    decided ``size`` items at a time (as :func:`decision_chunks` does)."""
     decided = stored_calls = 0
     flagged = dict.fromkeys(FLAGS, 0)
     overrides = {"proposed": 0, "accepted": 0}
-    gold: list[str] = []
-    direct: list[str | None] = []
-    winners: list[str | None] = []
-    outcomes: list[Any] = []
-    buckets: list[str] = []
+    labelled: list[tuple[Any, ...]] = []  # gold, direct and PCF winners, outcome, bucket
     for items, records in _decided_chunks(run, session=session, size=size):
         by_id = {item.item_id: item for item in items}
         for record in records:
@@ -299,14 +275,10 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
                 overrides["proposed"] += metrics["override_proposed"]
                 overrides["accepted"] += metrics["override_accepted"]
             item = by_id[record["item_id"]]
-            if item.gold is None:
-                continue
-            gold.append(item.gold)
-            direct.append(metrics["direct_winner"])
-            winners.append(record["winner"])
-            if run.protocol == "apoc":
-                outcomes.append(metrics["official_outcome"])
-                buckets.append(item.bucket or "all")
+            if item.gold is not None:
+                picked = (metrics["direct_winner"], record["winner"])
+                outcome = metrics.get("official_outcome")
+                labelled.append((item.gold, *picked, outcome, item.bucket or "all"))
     summary: dict[str, Any] = {
         "run": run.name,
         "protocol": run.protocol,
@@ -330,10 +302,11 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
         summary["stopping"] = stopping
     if is_simulated(run):
         summary["note"] = SIMULATED_LABEL
-    if gold:
+    if labelled:
+        gold, direct, winners, outcomes, buckets = zip(*labelled, strict=True)
         summary["accuracy"] = compare_paired(gold, direct, winners)
     if run.protocol == "apoc":
-        if outcomes:
+        if labelled:
             summary["judgebench_official"] = bucket_scores(outcomes, buckets)
         summary["overrides"] = overrides
     return summary
@@ -341,15 +314,9 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
 
 @dataclass(frozen=True)
 class RunAnalysis:
-    """What the pages need of a whole run, computed once per run version.
-
-    Attributes:
-        table: one row per decided item, in item order, with :data:`TABLE_COLUMNS`.
-        slot_bias: per candidate count ``n`` and slot (1-based): ``top_share``, ``top_count``,
-            ``gold_recall`` (NaN where unknown).
-        slot_tests: per ``n``: ``calls`` (ok calls), ``chi2``, ``p_value`` of the chi-square
-            test of top picks per slot against uniform.
-    """
+    """What the pages need of a whole run: the decision ``table`` (:data:`TABLE_COLUMNS`, one
+    row per decided item in item order), ``slot_bias`` per candidate count and slot, and
+    ``slot_tests`` per candidate count (the chi-square test of top picks against uniform)."""
 
     table: pd.DataFrame
     slot_bias: pd.DataFrame
@@ -361,13 +328,9 @@ ANALYSIS_CHUNK = 5_000
 
 
 def analyse_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> RunAnalysis:
-    """Decisions, flags and slot bias of every item of a run, from its stored calls.
-
-    The items are read (without their candidates' texts) and decided ``chunk`` at a time, in
-    dataset order; each item's decision depends on its own calls alone, and the slot counts
-    add up over the chunks. Decisions use the run's weights (:func:`run_weights`), as
-    :func:`run_decisions` does. APOCJudge runs have no slot-bias rows.
-    """
+    """Decisions (under :func:`run_weights`), flags and slot bias of every item of a run, from
+    its stored calls, ``chunk`` items at a time (slot counts add up over the chunks). APOCJudge
+    runs have no slot-bias rows."""
     rows: list[tuple[Any, ...]] = []
     counts: dict[int, SlotCounts] = {}
     for start, stop, items in item_chunks(run, session=session, size=chunk):
@@ -449,36 +412,22 @@ def number_or_nan(value: Any) -> float:
 
 def _slot_frame(biases: Sequence[Any]) -> pd.DataFrame:
     rows = [
-        {
-            "n": bias.n,
-            "slot": slot + 1,
-            "top_share": float(bias.top_share[slot]),
-            "top_count": int(bias.top_counts[slot]),
-            "gold_recall": float(bias.gold_recall[slot]),
-        }
-        for bias in biases
-        for slot in range(bias.n)
+        (b.n, s + 1, float(b.top_share[s]), int(b.top_counts[s]), float(b.gold_recall[s]))
+        for b in biases
+        for s in range(b.n)
     ]
     return pd.DataFrame(rows, columns=["n", "slot", "top_share", "top_count", "gold_recall"])
 
 
 def _slot_tests_frame(biases: Sequence[Any]) -> pd.DataFrame:
-    rows = [
-        {"n": b.n, "calls": int(b.top_counts.sum()), "chi2": b.chi2, "p_value": b.p_value}
-        for b in biases
-    ]
+    rows = [(b.n, int(b.top_counts.sum()), b.chi2, b.p_value) for b in biases]
     return pd.DataFrame(rows, columns=["n", "calls", "chi2", "p_value"])
 
 
 def flag_counts(table: pd.DataFrame) -> pd.DataFrame:
     """Items per flag, with the flag's one-line meaning, in :data:`FLAGS` order."""
-    return pd.DataFrame(
-        {
-            "flag": list(FLAGS),
-            "items": [int(table[flag].sum()) for flag in FLAGS],
-            "meaning": [FLAG_HELP[flag] for flag in FLAGS],
-        }
-    )
+    rows = [(flag, int(table[flag].sum()), FLAG_HELP[flag]) for flag in FLAGS]
+    return pd.DataFrame(rows, columns=["flag", "items", "meaning"])
 
 
 def accuracy_against(table: pd.DataFrame, answers: Mapping[str, str]) -> dict[str, Any] | None:
@@ -507,15 +456,11 @@ def gold_answers(table: pd.DataFrame) -> dict[str, str]:
 
 def outcome_frame(stats: Mapping[str, Any]) -> pd.DataFrame:
     """Improved, regressed and unchanged item counts of a paired comparison."""
+    counts = ("improved", "regressed", "both_right", "both_wrong")
     return pd.DataFrame(
         {
             "outcome": ["improved", "regressed", "same: both right", "same: both wrong"],
-            "items": [
-                stats["improved"],
-                stats["regressed"],
-                stats["both_right"],
-                stats["both_wrong"],
-            ],
+            "items": [stats[count] for count in counts],
         }
     )
 

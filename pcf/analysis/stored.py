@@ -23,7 +23,11 @@ from pcf.store import Run, result_revision, run_result, save_run_result
 
 Parts = dict[str, Any]
 """A result's parts by name: data frames, arrays, or JSON values."""
-SUFFIXES = {".parquet", ".npy", ".json"}
+READERS: dict[str, Callable[[bytes], Any]] = {
+    "parquet": read_parquet_bytes,
+    "npy": lambda data: np.load(io.BytesIO(data), allow_pickle=False),
+    "json": json.loads,
+}
 
 
 def encode(parts: Mapping[str, pd.DataFrame | np.ndarray | Any]) -> bytes:
@@ -59,15 +63,9 @@ def decode(data: bytes) -> Parts:
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         for member in archive.namelist():
             name, _, suffix = member.rpartition(".")
-            raw = io.BytesIO(archive.read(member))
-            if f".{suffix}" not in SUFFIXES:
+            if suffix not in READERS:
                 raise ValueError(f"a stored result holds an unknown part {member!r}")
-            if suffix == "parquet":
-                parts[name] = read_parquet_bytes(raw.getvalue())
-            elif suffix == "npy":
-                parts[name] = np.load(raw, allow_pickle=False)
-            else:
-                parts[name] = json.loads(raw.getvalue())
+            parts[name] = READERS[suffix](archive.read(member))
     return parts
 
 

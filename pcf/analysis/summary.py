@@ -19,16 +19,10 @@ def summary_in_words(
     against: str,
     triage: Mapping[str, Any] | None,
 ) -> list[str]:
-    """Sentences a manager reads in 30 seconds, in Markdown.
-
-    Args:
-        table: :attr:`RunAnalysis.table` of the run.
-        stats: :func:`pcf.analysis.results.accuracy_against` on the items with a known answer,
-            or None when no item has one.
-        against: what the known answers are, e.g. ``"gold labels"``.
-        triage: :func:`pcf.analysis.triage.summarize` figures (review orders beside random),
-            or None without them.
-    """
+    """Sentences a manager reads in 30 seconds, in Markdown, from a run's decision table, its
+    :func:`~pcf.analysis.results.accuracy_against` ``stats`` (None without known answers) on
+    what the answers are (``against``, e.g. ``"gold labels"``) and its
+    :func:`~pcf.analysis.triage.summarize` figures (or None)."""
     changed = int(table["overrides_direct"].sum())
     sentences = [
         f"The consensus over the orderings changed **{changed} of {len(table)}** verdicts of "

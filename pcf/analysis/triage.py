@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from sqlmodel import Session
 
-from pcf.analysis.results import analyse_run
+from pcf.analysis.results import analyse_run, gold_answers
 from pcf.labelling.human_gold import dataset_gold
 from pcf.recordings import FIRST, SECOND, RecordedPair
 from pcf.store import Run
@@ -44,11 +44,9 @@ ORDERS = ("priority", "top_entropy", "margin", "kendall_w", "overrides", "calibr
 """Orders of a run's items: the review priority, one instability metric, or the calibrated
 model (most doubtful first), or a seeded random order."""
 ABSTENTIONS = ("apart", "errors")
-"""How :func:`pair_triage` treats a single call's abstention: counted apart and left out of the
-curves, or an error in them (reviewed first)."""
+"""How :func:`pair_triage` treats a single call's abstention (see the module)."""
 PAIR_TIERS = ("opposite verdict", "swapped call tie or none", "same verdict")
-"""The review order of pairs whose single call picked a side, by what the swapped call said:
-first the pairs it contradicts, then those it leaves undecided, last those it confirms."""
+"""The review order of pairs whose single call picked a side, by what the swapped call said."""
 FEATURES = (
     *("top_agreement", "top_entropy", "kendall_w", "margin"),
     *("overrides_direct", "near_tie", "position_driven", "incomplete"),
@@ -69,14 +67,8 @@ number of items (Altair refuses to embed more than 5,000)."""
 
 @dataclass(frozen=True)
 class Curve:
-    """The two curves of one review order over ``n`` items with ``errors`` judge errors.
-
-    Attributes:
-        order: how the items were ordered.
-        reviewed: share of items reviewed, 0 to 1 in steps of 1/n.
-        captured: share of the judge's errors among the items reviewed.
-        accuracy: accuracy with the reviewed items corrected.
-    """
+    """The two curves of one review ``order``: per share of items ``reviewed`` (0 to 1 in steps
+    of 1/n), the share of the judge's errors ``captured`` and the ``accuracy`` once corrected."""
 
     order: str
     reviewed: np.ndarray
@@ -142,11 +134,8 @@ def random_baseline(
     wrong: Sequence[bool], *, seed: int = 0, draws: int = RANDOM_DRAWS
 ) -> dict[str, Any]:
     """The random order's curves: the mean and the 5th-95th percentile band over ``draws``
-    seeded random orders (drawn as arrays: no list of a large run's items).
-
-    The draws' errors caught are kept as 32-bit counts and the band is computed a block of
-    review positions at a time, so memory is ``draws`` times 4 bytes per item.
-    """
+    seeded random orders, in ``draws`` times 4 bytes per item (32-bit counts, the band a block
+    of review positions at a time)."""
     wrong_array = np.asarray(wrong, dtype=bool)
     n = len(wrong_array)
     if n == 0:
@@ -191,24 +180,17 @@ def item_scores(table: pd.DataFrame, order: str) -> np.ndarray:
     if order in ("margin", "kendall_w"):  # agreement: the lowest first
         return -table[order].to_numpy(dtype=float)
     if order == "overrides":
-        return (
-            table["overrides_direct"].astype(float).to_numpy()
-            + table["priority"].to_numpy(dtype=float) / 10
-        )
+        priority = table["priority"].to_numpy(dtype=float)
+        return table["overrides_direct"].astype(float).to_numpy() + priority / 10
     raise ValueError(f"unknown order {order!r}; choose one of {', '.join(ORDERS)}")
 
 
 def pair_triage(
     pairs: Sequence[RecordedPair], *, seed: int = 0, abstentions: str = "apart"
 ) -> dict[str, Any]:
-    """Does reviewing pairs by swap disagreement find the single call's errors first?
-
-    The single judge is the call with the pair in its first order (``d1``); its error is a
-    verdict for the unlabelled member. A tie or no verdict is an abstention (:data:`ABSTENTIONS`):
-    ``apart`` reports it apart, not in the curves; ``errors`` counts it as an error in the
-    curves, reviewed before every tier. The pairs with a verdict are reviewed in
-    :data:`PAIR_TIERS` order, randomly within a tier (averaged, :func:`doubt_curve`), beside
-    the random baseline.
+    """Does reviewing pairs by swap disagreement find the single call's errors first (see the
+    module)? Pairs with a verdict are reviewed in :data:`PAIR_TIERS` order, randomly within a
+    tier (:func:`doubt_curve`), beside the random baseline.
 
     Raises:
         ValueError: an unknown ``abstentions``, or no pair in the curves.
@@ -271,10 +253,8 @@ def _fit_predict(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarr
 def calibrated_scores(
     features: pd.DataFrame, wrong: Sequence[bool], *, seed: int = 0, folds: int = FOLDS
 ) -> np.ndarray:
-    """Out-of-fold probabilities that the judge is wrong, from :data:`FEATURES`.
-
-    A binomial GLM with a small ridge penalty on standardised features, fitted on the other
-    folds (seeded split); an item whose metrics are unknown (no usable call) gets 1.
+    """Out-of-fold probabilities that the judge is wrong, from :data:`FEATURES` (the module's
+    model, seeded folds); an item whose metrics are unknown (no usable call) gets 1.
 
     Raises:
         ValueError: fewer than two labelled items of each kind (wrong and right).
@@ -297,11 +277,8 @@ def calibrated_priority(
     table: pd.DataFrame, answers: Mapping[str, str | None], *, seed: int = 0
 ) -> pd.Series:
     """P(the judge is wrong) for every item of a decision table, as an adjudication order: out
-    of fold for the items with an answer, from the model fitted on all of them for the rest.
-
-    Raises:
-        ValueError: fewer than two labelled items of each kind.
-    """
+    of fold for the items with an answer, from the model fitted on all of them for the rest
+    (:func:`calibrated_scores`' errors)."""
     known = answers_of(table, answers)
     out_of_fold = calibrated_scores(known, list(known["wrong"]), seed=seed)
     scored = dict(zip(known["item_id"], out_of_fold, strict=True))
@@ -381,21 +358,13 @@ def curve_frame(
     ``low``, ``high`` (the band, random rows only); at most :data:`CHART_POINTS` + 1 evenly
     spaced points per curve, both ends included."""
     baseline = baseline or random_baseline(wrong, seed=seed)
-    shown = np.unique(np.linspace(0, len(wrong), min(len(wrong), CHART_POINTS) + 1).round())
-    shown = shown.astype(int)
+    points = np.linspace(0, len(wrong), min(len(wrong), CHART_POINTS) + 1)
+    shown = np.unique(points.round()).astype(int)
     rows = [
         (c.order, c.reviewed[i], c.captured[i], math.nan, math.nan) for c in curves for i in shown
     ]
-    rows += [
-        (
-            RANDOM_SERIES,
-            baseline["reviewed"][i],
-            baseline["captured_mean"][i],
-            baseline["captured_low"][i],
-            baseline["captured_high"][i],
-        )
-        for i in shown
-    ]
+    random = [baseline[k] for k in ("reviewed", "captured_mean", "captured_low", "captured_high")]
+    rows += [(RANDOM_SERIES, *(values[i] for values in random)) for i in shown]
     return pd.DataFrame(rows, columns=["order", "reviewed", "captured", "low", "high"])
 
 
@@ -420,11 +389,8 @@ def run_triage(
     against: str = "gold",
     seed: int = 0,
 ) -> tuple[list[Curve], list[bool], pd.DataFrame]:
-    """A stored run's review orders and their curves, against gold or human labels.
-
-    Returns:
-        The curves (one per order), whether the judge is wrong per item, and the items' decision
-        table (the labelled items, in dataset order, with ``wrong``).
+    """A stored run's review orders against gold or human labels: the curves (one per order),
+    whether the judge is wrong per item, and the labelled items' decision table with ``wrong``.
 
     Raises:
         ValueError: an unknown order or ``against``, or no item has an answer to check against.
@@ -448,8 +414,7 @@ def table_triage(
     orders: Sequence[str] = ("priority",),
     seed: int = 0,
 ) -> tuple[list[Curve], list[bool], pd.DataFrame]:
-    """:func:`run_triage` of a decision table against ``answers`` (an item's correct
-    candidate; None or NaN where unknown).
+    """:func:`run_triage` of a decision table against ``answers`` (None or NaN where unknown).
 
     Raises:
         ValueError: an unknown order, or no item has an answer.
@@ -473,8 +438,7 @@ def table_triage(
 def known_answers(table: pd.DataFrame, human: Mapping[str, str | None]) -> dict[str, str | None]:
     """What the judge is checked against: the gold ids where the dataset has them, else the
     human gold (:attr:`pcf.labelling.human_gold.HumanGold.gold`)."""
-    gold = {k: g for k, g in zip(table["item_id"], table["gold"], strict=True) if not pd.isna(g)}
-    return gold or dict(human)
+    return dict(gold_answers(table) or human)
 
 
 def likely_errors_caught(p_wrong: pd.Series, labelled: set[str]) -> tuple[float, float]:

@@ -31,7 +31,7 @@ from pcf.analysis.results import (
     value_or_none,
 )
 from pcf.analysis.stored import kept
-from pcf.consensus import JudgmentArrays, pack
+from pcf.consensus import ARRAYS, JudgmentArrays, pack
 from pcf.decisions import decide
 from pcf.evaluation import accuracy, paired_outcomes
 from pcf.store import Run, run_judgments
@@ -45,18 +45,9 @@ DIAGNOSTIC_EXECUTION = 0
 
 @dataclass(frozen=True)
 class PackedRun:
-    """A run's judgments as arrays, ready for any weights and K.
-
-    Attributes:
-        name: the run's name.
-        groups: packed judgments, one group per candidate count.
-        item_order: item ids in dataset order.
-        gold: gold id per item (None when unlabelled).
-        k: calls per execution stored (the largest K the playground offers).
-        simulated: the answers came from the simulated judge.
-        stop_on: for an adaptive run, the weights it stopped on (the only ones it is evaluated
-            with); None for a full run.
-    """
+    """A run's judgments as arrays (:func:`pcf.consensus.pack` groups), ready for any weights
+    and K up to ``k`` (calls per execution stored); ``stop_on``: for an adaptive run, the only
+    weights it is evaluated with."""
 
     name: str
     groups: tuple[JudgmentArrays, ...]
@@ -68,8 +59,8 @@ class PackedRun:
 
 
 def pack_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> PackedRun:
-    """Load and pack a (listwise) run's judgments, candidates in the items' listing order, a
-    chunk of items at a time (one group per chunk and candidate count).
+    """Pack a listwise run's judgments, a chunk of items at a time (a group per chunk and
+    candidate count).
 
     Raises:
         ValueError: the run is an APOCJudge run (pairwise verdicts have no weights).
@@ -105,9 +96,6 @@ def packed_of(
     )
 
 
-ARRAYS = ("factuality", "risk", "rank", "slot", "ok", "present")
-
-
 def stored_packed_run(run: Run, *, session: Session) -> PackedRun:
     """:func:`pack_run`, kept in the database as arrays for the revision of the run's calls
     (computed and stored first when missing or stale; the caller commits)."""
@@ -128,34 +116,24 @@ def stored_packed_run(run: Run, *, session: Session) -> PackedRun:
 
     parts = kept(run, "packed", compute, session=session)
     items = parts["items"]
-    groups = []
-    for g in range(sum(name.endswith(".item_ids") for name in parts)):
-        groups.append(
-            JudgmentArrays(
-                [str(i) for i in parts[f"{g}.item_ids"]],
-                [tuple(str(c) for c in ids) for ids in parts[f"{g}.candidate_ids"]],
-                [int(e) for e in parts[f"{g}.executions"]],
-                *(parts[f"{g}.{name}"] for name in ARRAYS),
-            )
+    groups = [
+        JudgmentArrays(
+            [str(i) for i in parts[f"{g}.item_ids"]],
+            [tuple(str(c) for c in ids) for ids in parts[f"{g}.candidate_ids"]],
+            [int(e) for e in parts[f"{g}.executions"]],
+            *(parts[f"{g}.{name}"] for name in ARRAYS),
         )
+        for g in range(sum(name.endswith(".item_ids") for name in parts))
+    ]
     gold = {key: value_or_none(g) for key, g in zip(items["item_id"], items["gold"], strict=True)}
     return packed_of(run, groups, list(items["item_id"]), gold)
 
 
 @dataclass(frozen=True)
 class WeightOutcome:
-    """Accuracy of one weighting against its direct baseline, on the items with gold.
-
-    Attributes:
-        n: items with gold.
-        accuracy: the consensus accuracy (share).
-        direct_accuracy: the direct baseline's accuracy (share).
-        improved: direct wrong, consensus right.
-        regressed: direct right, consensus wrong.
-        changed: items whose winner differs from the direct winner, columns
-            :data:`CHANGED_COLUMNS` (an abstention is None); ``outcome`` is improved,
-            regressed or both wrong.
-    """
+    """Accuracy (shares) of one weighting and of its direct baseline on the ``n`` items with
+    gold, items ``improved`` and ``regressed``, and the items whose winner differs from the
+    direct winner (``changed``: :data:`CHANGED_COLUMNS`, an abstention as None)."""
 
     n: int
     accuracy: float
@@ -219,13 +197,8 @@ def evaluate_weights(packed: PackedRun, weights: Weights, *, k: int | None = Non
 K_VALUES = (3, 5, 7)
 K_COLUMNS = ("run", "K", "n", "accuracy", "direct_accuracy", "improved", "regressed")
 PRESET_COLUMNS = (
-    "run",
-    "preset",
-    *WEIGHT_NAMES,
-    "N",
-    "direct %",
-    "accuracy %",
-    "Δ vs direct (points)",
+    *("run", "preset", *WEIGHT_NAMES, "N"),
+    *("direct %", "accuracy %", "Δ vs direct (points)"),
 )
 
 
@@ -235,13 +208,8 @@ def k_values(stored_k: int) -> list[int]:
 
 
 def preset_records(packed: PackedRun) -> pd.DataFrame:
-    """A run's rows of the seed's weight table, one per preset (:data:`PRESET_COLUMNS`): the
-    preset's weights, N, accuracy (%) and the same preset on the canonical call (direct %), and
-    Δ in points; execution 0's calls (:func:`evaluate_weights`).
-
-    Raises:
-        ValueError: no judged item has a gold id.
-    """
+    """A run's rows of the seed's weight table, one per preset (:data:`PRESET_COLUMNS`), on
+    execution 0's calls (:func:`evaluate_weights`, whose errors it raises)."""
     rows = []
     for name, weights in PRESETS.items():
         o = evaluate_weights(packed, weights)
@@ -252,11 +220,7 @@ def preset_records(packed: PackedRun) -> pd.DataFrame:
 
 def k_records(packed: PackedRun) -> pd.DataFrame:
     """A run's rows of the K table (:data:`K_COLUMNS`): the proposed weights on execution 0's
-    first K calls, for each of :func:`k_values`.
-
-    Raises:
-        ValueError: no judged item has a gold id.
-    """
+    first K calls, for each of :func:`k_values` (:func:`evaluate_weights`' errors)."""
     rows = []
     for k in k_values(packed.k):
         o = evaluate_weights(packed, DEFAULT_WEIGHTS, k=k)
@@ -266,21 +230,16 @@ def k_records(packed: PackedRun) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Diagnostics:
-    """A full listwise run's matched single-run diagnostics against gold (execution 0).
-
-    Attributes:
-        presets: :func:`preset_records`.
-        k_prefixes: :func:`k_records`.
-    """
+    """A full listwise run's matched single-run diagnostics against gold (execution 0):
+    :func:`preset_records` and :func:`k_records`."""
 
     presets: pd.DataFrame
     k_prefixes: pd.DataFrame
 
 
 def run_diagnostics(run: Run, *, session: Session) -> Diagnostics:
-    """A full (not adaptive) listwise run's weight and K diagnostics, kept in the database for
-    the revision of its calls (computed from :func:`stored_packed_run` and stored first when
-    missing or stale; the caller commits).
+    """A full listwise run's weight and K diagnostics, kept for the revision of its calls
+    (:func:`~pcf.analysis.stored.kept`; the caller commits).
 
     Raises:
         ValueError: an APOCJudge or adaptive run, or no judged item has a gold id.

@@ -105,8 +105,7 @@ def whatif(run: Run, policy: StoppingPolicy, *, session: Session) -> dict[str, A
     accuracy against gold and human labels (None where there are none).
 
     Raises:
-        ValueError: an APOCJudge run (its calls are not orderings to stop early), or an
-            adaptive run (its items stopped already: there is no full run to replay).
+        ValueError: an APOCJudge or adaptive run.
     """
     return whatif_all(run, [policy], session=session)[0]
 
@@ -185,13 +184,9 @@ def budget_curve(
     risks: Sequence[float] = CURVE_RISKS,
     weights: Weights = DEFAULT_WEIGHTS,
 ) -> pd.DataFrame:
-    """Accuracy and agreement with the full run against calls per item: the full run, ``certain``
-    and ``confident`` at each of ``risks``, replayed on the run's stored calls, every policy
-    stopping on ``weights`` (and both runs decided with them).
-
-    Columns: ``policy``, ``calls_per_item``, ``measure`` (:data:`SAME_WINNER` or
-    :data:`ACCURACY`), ``share``; one row per policy and measure (no gold: no accuracy rows).
-    """
+    """Accuracy and agreement with the full run (``measure``: :data:`SAME_WINNER` or
+    :data:`ACCURACY`, the latter with gold only) against calls per item: the full run,
+    ``certain`` and ``confident`` at each of ``risks``, replayed on ``weights``."""
     policies = [
         StoppingPolicy("certain", weights=weights),
         *(StoppingPolicy("confident", risk=r, weights=weights) for r in risks),
