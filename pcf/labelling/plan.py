@@ -10,14 +10,7 @@ from sqlmodel import Session
 
 from pcf.access import Actor, Permission, authorize
 from pcf.guarantees import random_sample
-from pcf.store import (
-    Run,
-    add_audit_event,
-    get_dataset_by_id,
-    get_plan,
-    item_positions,
-    save_plan,
-)
+from pcf.store import Run, add_audit_event, get_dataset_by_id, get_plan, item_positions, save_plan
 
 GOLD_RULES = ("unanimous", "majority", "dawid_skene")
 """How an item's labels become its human gold when no reviewer resolved it: every label the

@@ -10,15 +10,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import (
-    Text,
-    case,
-    cast,
-    delete,
-    event,
-    func,
-    insert,
-)
+from sqlalchemy import Text, case, cast, delete, event, func, insert
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session, col, select

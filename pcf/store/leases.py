@@ -12,12 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import (
-    bindparam,
-    delete,
-    insert,
-    update,
-)
+from sqlalchemy import bindparam, delete, insert, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -25,12 +20,7 @@ from sqlmodel import Session, col, select
 from pcf.processes import process_exists
 from pcf.store.datasets import _chunks, rows_changed
 from pcf.store.engine import LostRaceError
-from pcf.store.models import (
-    KeyClaim,
-    RunLease,
-    RunStatus,
-    utc_now,
-)
+from pcf.store.models import KeyClaim, RunLease, RunStatus, utc_now
 
 ACTIVE_RUN_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
 

@@ -8,11 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import (
-    delete,
-    func,
-    insert,
-)
+from sqlalchemy import delete, func, insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
