@@ -8,7 +8,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import Text, case, cast, delete, event, func, insert
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session, col, select
 
@@ -28,6 +27,7 @@ from pcf.store.models import (
     RunLease,
     RunResult,
     RunStatus,
+    insert_new,
     saved,
     utc_now,
 )
@@ -290,8 +290,7 @@ def request_template_id(values: Mapping[str, Any], *, session: Session) -> int:
     for known in (TEMPLATE_IDS, NEW_TEMPLATE_IDS):
         if (found := session.info.get(known, {}).get(digest)) is not None:
             return found
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    session.execute(dialect.insert(RequestTemplate).values(**values).on_conflict_do_nothing())
+    insert_new(RequestTemplate, dict(values), session=session)
     found = session.exec(select(RequestTemplate.id).where(RequestTemplate.digest == digest)).one()
     session.info.setdefault(NEW_TEMPLATE_IDS, {})[digest] = found
     return found

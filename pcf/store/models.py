@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, UniqueConstraint, column, func
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Field, Session, SQLModel, UTCDateTime
 
 from pcf.store.compressed import CompressedJSON, CompressedText
@@ -40,6 +41,12 @@ def saved(row: RowT, *, session: Session) -> RowT:
     session.add(row)
     session.flush()
     return row
+
+
+def insert_new(table: type[SQLModel], values: Any, *, session: Session) -> None:
+    """INSERT ``values`` (a row's, or a list of rows'), leaving out those whose key is taken."""
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    session.execute(dialect.insert(table).values(values).on_conflict_do_nothing())
 
 
 def _created_at() -> Any:
