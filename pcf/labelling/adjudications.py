@@ -130,19 +130,19 @@ def adjudications_jsonl(records: Sequence[Mapping[str, Any]]) -> str:
 
 
 def adjudications_csv(records: Sequence[Mapping[str, Any]]) -> str:
-    """Adjudication records as CSV with a header; tags are joined with ``;``.
+    """Adjudication records as CSV (:func:`csv_text`); tags are joined with ``;``."""
+    return csv_text(({**r, "tags": ";".join(r["tags"])} for r in records), EXPORT_COLUMNS)
 
-    Text that a spreadsheet would run as a formula (a cell starting with ``=``, ``+``, ``-``,
-    ``@``, a tab or a carriage return, e.g. a note ``=HYPERLINK(...)``) is written with a
-    leading ``'``, so it opens as the text it is. Lines end in CRLF (RFC 4180), so a carriage
-    return inside a note is quoted like a newline and never splits a row.
-    """
+
+def csv_text(records: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """Records as CSV with a header. A cell a spreadsheet would run as a formula (``=``,
+    ``+``, ``-``, ``@``, a tab or a carriage return first) gets a leading ``'``
+    (:func:`inert_cell`); lines end in CRLF (RFC 4180), so a carriage return inside a cell is
+    quoted and never splits a row."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(EXPORT_COLUMNS), lineterminator="\r\n")
+    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\r\n")
     writer.writeheader()
-    for record in records:
-        row = {**record, "tags": ";".join(record["tags"])}
-        writer.writerow({column: inert_cell(value) for column, value in row.items()})
+    writer.writerows({column: inert_cell(value) for column, value in r.items()} for r in records)
     return out.getvalue()
 
 
