@@ -1,5 +1,5 @@
 """Adjudication: the annotator's queue, the blind display order, the confidence scale, how
-choices read, an item's label history, and the labels exported as CSV or JSON Lines."""
+choices read, an item's label history, and labels as CSV or JSON Lines."""
 
 from __future__ import annotations
 
@@ -32,8 +32,7 @@ CONFIDENCE_SCALE = {
     1.0: "certain",
 }
 """The one confidence scale of the slider, the history and the exports: a share in [0, 1]."""
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-"""How a cell that a spreadsheet would run as a formula starts (OWASP's CSV injection list)."""
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # OWASP's CSV injection list
 EXPORT_COLUMNS = (
     "id",
     "item_id",
@@ -51,13 +50,8 @@ EXPORT_COLUMNS = (
 def adjudication_queue(
     items: pd.DataFrame, done: Collection[str], skipped: Sequence[str] = ()
 ) -> list[str]:
-    """Item keys to label, most doubtful first, without the ``done`` ones.
-
-    Args:
-        items: ``item_id``, ``position`` and ``priority`` (NaN last, in item order).
-        done: the items the annotator has labelled.
-        skipped: items put off for now; they go to the end, in the order they were skipped.
-    """
+    """Item keys to label, most doubtful first (``items``' ``priority``; NaN last, in item
+    order), without the ``done`` ones; ``skipped`` ones last, in the order they were skipped."""
     waiting = [key for key in by_priority(items)["item_id"] if key not in done]
     later = [key for key in dict.fromkeys(skipped) if key in set(waiting)]
     deferred = set(later)
@@ -79,8 +73,7 @@ def with_priority(index: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
 
 
 def display_order(item: Item, annotator: str) -> tuple[str, ...]:
-    """The item's candidate ids in the order shown to ``annotator``: seeded by both, so it is
-    stable for one annotator and differs between annotators."""
+    """The item's candidate ids in the order shown to ``annotator`` (seeded by both)."""
     permutation = seeded_rng(annotator, item.item_id).permutation(len(item.candidates))
     return tuple(item.candidate_ids[i] for i in permutation)
 

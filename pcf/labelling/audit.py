@@ -1,5 +1,4 @@
-"""The audit log, for admins: who signed in, imported, started, resumed or deleted a run,
-changed a member, and when."""
+"""The audit log, for admins: who did what, when."""
 
 from __future__ import annotations
 
@@ -14,11 +13,8 @@ AUDIT_COLUMNS = ("at", "actor", "action", "target", "details")
 
 
 def audit_log(*, session: Session, actor: Actor, limit: int | None = None) -> list[dict[str, Any]]:
-    """The audit log, newest first, as records of :data:`AUDIT_COLUMNS`.
-
-    Raises:
-        AccessDeniedError: ``actor`` may not read the audit log.
-    """
+    """The audit log, newest first, as records of :data:`AUDIT_COLUMNS` (AccessDeniedError for
+    an ``actor`` who may not read it)."""
     actor.require(Permission.READ_AUDIT)
     return [
         {

@@ -1,6 +1,6 @@
-"""A dataset's labelling plan: how many people label each item, whether the later labels are
-asked only where needed, how the labels become gold, the guidelines annotators read, the random
-calibration share labelled first regardless of doubt, and the escalated items sent next."""
+"""A dataset's labelling plan: people's labels per item (adaptive: beyond the first only where
+needed), the gold rule, the guidelines, the random calibration share served first regardless of
+doubt, and the escalated items sent next."""
 
 from __future__ import annotations
 
@@ -13,9 +13,7 @@ from pcf.guarantees import random_sample
 from pcf.store import Run, add_audit_event, get_dataset_by_id, get_plan, item_positions, save_plan
 
 GOLD_RULES = ("unanimous", "majority", "dawid_skene")
-"""How an item's labels become its human gold when no reviewer resolved it: every label the
-same candidate; strictly the most chosen candidate; or Dawid-Skene's estimate (each annotator's
-reliability learned from all their labels)."""
+"""How unresolved items' labels become gold (:mod:`pcf.labelling.human_gold`)."""
 MAX_LABELS_PER_ITEM = 10
 MAX_GUIDELINES_CHARS = 100_000
 
@@ -48,8 +46,7 @@ def labelling_plan(dataset_id: int, *, session: Session) -> Plan:
 
 
 def calibration_items(dataset_id: int, *, session: Session) -> set[str]:
-    """The plan's random calibration share of the dataset's items, drawn by the dataset's seed
-    (the same share and seed, the same items)."""
+    """The plan's random calibration share of the dataset's items, drawn by its seed."""
     share = labelling_plan(dataset_id, session=session).calibration_share
     dataset = get_dataset_by_id(dataset_id, session=session)
     if not share or dataset is None:
@@ -73,9 +70,7 @@ def set_plan(
 
     Raises:
         AccessDeniedError: ``actor`` may not set labelling plans.
-        ValueError: no such dataset, a labels-per-item outside 1..10, an unknown gold rule,
-            guidelines too long or holding a NUL character, or a calibration share outside
-            0 to 1.
+        ValueError: no such dataset, or a value out of range (guidelines: too long or with NUL).
     """
     actor = authorize(actor, Permission.PLAN_LABELLING, session=session)
     dataset = get_dataset_by_id(dataset_id, session=session)
@@ -119,8 +114,8 @@ def set_plan(
 
 
 def queue_escalated(run: Run, item_keys: list[str], *, session: Session, actor: Actor) -> None:
-    """Serve ``item_keys`` (the items of ``run`` that ``pcf escalate`` left to humans) before the
-    others but after the calibration share; they replace the items sent before.
+    """Serve ``item_keys`` (escalated by ``pcf escalate``) after the calibration share, before
+    the others, in place of those sent before.
 
     Raises:
         AccessDeniedError: ``actor`` may not resolve (only admins and reviewers may).
