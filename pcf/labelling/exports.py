@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlmodel import Session
 
-from pcf.items import candidate_titles
+from pcf.items import Item, candidate_titles
 from pcf.labelling.adjudications import adjudications_jsonl, csv_text
 from pcf.labelling.human_gold import dataset_gold, rule_text
 from pcf.labelling.plan import Plan
@@ -73,34 +73,28 @@ GOLD_SCHEMA = pa.schema(
 )
 
 
+def _item_texts(item: Item) -> dict[str, Any]:
+    """The item's key, prompt and candidates, as every exported record holds them."""
+    candidates = [{"id": c.id, "text": c.text} for c in item.candidates]
+    return {"item_id": item.item_id, "prompt": item.prompt, "candidates": candidates}
+
+
 def label_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
     """Every label of the dataset, corrections included, oldest first, with item texts."""
     items = {item.item_id: item for item in load_items(dataset_id, session=session)}
     titles: dict[str, dict[str, str]] = {}  # per labelled item, computed once
     out = []
     for record in adjudication_records(dataset_id, session=session):
-        item = items[record["item_id"]]
+        item, choice = items[record["item_id"]], record["choice"]
         if item.item_id not in titles:
             titles[item.item_id] = candidate_titles(item)
+        text = item.text_of(choice) if choice in item.candidate_ids else None
+        title = titles[item.item_id].get(choice)
         out.append(
-            {
-                "label_id": record["id"],
-                "item_id": item.item_id,
-                "prompt": item.prompt,
-                "candidates": [{"id": c.id, "text": c.text} for c in item.candidates],
-                "annotator": record["annotator"],
-                "choice": record["choice"],
-                "choice_text": item.text_of(record["choice"])
-                if record["choice"] in item.candidate_ids
-                else None,
-                "choice_title": titles[item.item_id].get(record["choice"]),
-                "confidence": record["confidence"],
-                "tags": list(record["tags"]),
-                "notes": record["notes"],
-                "created_at": record["created_at"],
-                "supersedes": record["supersedes"],
-                "source": record["source"],
-            }
+            {"label_id": record["id"], **_item_texts(item), "annotator": record["annotator"]}
+            | {"choice": choice, "choice_text": text, "choice_title": title}
+            | {name: record[name] for name in ("confidence", "tags", "notes", "created_at")}
+            | {"supersedes": record["supersedes"], "source": record["source"]}
         )
     return out
 
@@ -108,33 +102,27 @@ def label_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
 def gold_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
     """One record per item with human gold (:class:`~pcf.labelling.human_gold.HumanGold`): the
     gold, its source, ``single_label``, its current labels and resolutions, the item's texts."""
-    items = load_items(dataset_id, session=session)
     human = dataset_gold(dataset_id, session=session)
     labels: dict[str, list[dict[str, str]]] = {}
     for record in adjudication_records(dataset_id, session=session):  # oldest first: newest wins
         current = labels.setdefault(record["item_id"], [])
         current[:] = [c for c in current if c["annotator"] != record["annotator"]]
         current.append({"annotator": record["annotator"], "choice": record["choice"]})
-    decided: dict[str, list[dict[str, str]]] = {}
-    for row in resolutions(dataset_id, session=session).itertuples(index=False):
-        decided.setdefault(row.item_key, []).append(
-            {
-                "choice": row.choice,
-                "reason": row.reason,
-                "resolved_by": row.resolved_by,
-                "created_at": row.created_at.isoformat(),
-            }
-        )
+    resolved = resolutions(dataset_id, session=session)
+    resolved["created_at"] = resolved["created_at"].map(lambda at: at.isoformat())
+    columns = ["choice", "reason", "resolved_by", "created_at"]
+    decided = {
+        key: part[columns].to_dict("records")
+        for key, part in resolved.groupby("item_key", sort=False)
+    }
     out = []
-    for item in items:
+    for item in load_items(dataset_id, session=session):
         if item.item_id not in human.gold:
             continue
         gold = human.gold[item.item_id]
         out.append(
-            {
-                "item_id": item.item_id,
-                "prompt": item.prompt,
-                "candidates": [{"id": c.id, "text": c.text} for c in item.candidates],
+            _item_texts(item)
+            | {
                 "human_gold": gold,
                 "human_gold_text": item.text_of(gold) if gold is not None else None,
                 "human_gold_title": candidate_titles(item)[gold] if gold is not None else None,
