@@ -4,7 +4,7 @@ doubt, and the escalated items sent next."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from sqlmodel import Session
 
@@ -35,14 +35,8 @@ def labelling_plan(dataset_id: int, *, session: Session) -> Plan:
     stored = get_plan(dataset_id, session=session)
     if stored is None:
         return Plan()
-    return Plan(
-        stored.labels_per_item,
-        stored.adaptive,
-        stored.gold_rule,
-        stored.guidelines,
-        stored.calibration_share,
-        tuple(stored.escalated),
-    )
+    values = stored.model_dump(include={field.name for field in fields(Plan)})
+    return Plan(**values | {"escalated": tuple(stored.escalated)})
 
 
 def calibration_items(dataset_id: int, *, session: Session) -> set[str]:
@@ -76,29 +70,24 @@ def set_plan(
     dataset = get_dataset_by_id(dataset_id, session=session)
     if dataset is None:
         raise ValueError(f"no dataset with id {dataset_id}")
-    changes: dict[str, object] = {}
-    if labels_per_item is not None:
-        if not 1 <= labels_per_item <= MAX_LABELS_PER_ITEM:
-            raise ValueError(f"labels per item must be 1 to {MAX_LABELS_PER_ITEM}")
-        changes["labels_per_item"] = labels_per_item
-    if adaptive is not None:
-        changes["adaptive"] = adaptive
-    if gold_rule is not None:
-        if gold_rule not in GOLD_RULES:
-            raise ValueError(
-                f"unknown gold rule {gold_rule!r}; choose one of {', '.join(GOLD_RULES)}"
-            )
-        changes["gold_rule"] = gold_rule
-    if guidelines is not None:
-        if len(guidelines) > MAX_GUIDELINES_CHARS or "\x00" in guidelines:
-            raise ValueError(
-                f"guidelines must be at most {MAX_GUIDELINES_CHARS:,} characters, without NUL"
-            )
-        changes["guidelines"] = guidelines
-    if calibration_share is not None:
-        if not 0 <= calibration_share <= 1:
-            raise ValueError("the calibration share must be 0 to 1")
-        changes["calibration_share"] = calibration_share
+    if labels_per_item is not None and not 1 <= labels_per_item <= MAX_LABELS_PER_ITEM:
+        raise ValueError(f"labels per item must be 1 to {MAX_LABELS_PER_ITEM}")
+    if gold_rule is not None and gold_rule not in GOLD_RULES:
+        raise ValueError(f"unknown gold rule {gold_rule!r}; choose one of {', '.join(GOLD_RULES)}")
+    if guidelines is not None and (len(guidelines) > MAX_GUIDELINES_CHARS or "\x00" in guidelines):
+        raise ValueError(
+            f"guidelines must be at most {MAX_GUIDELINES_CHARS:,} characters, without NUL"
+        )
+    if calibration_share is not None and not 0 <= calibration_share <= 1:
+        raise ValueError("the calibration share must be 0 to 1")
+    given: dict[str, object] = {
+        "labels_per_item": labels_per_item,
+        "adaptive": adaptive,
+        "gold_rule": gold_rule,
+        "guidelines": guidelines,
+        "calibration_share": calibration_share,
+    }
+    changes = {name: value for name, value in given.items() if value is not None}
     save_plan(dataset_id, session=session, updated_by=actor.identity, **changes)
     details = {k: v for k, v in changes.items() if k != "guidelines"}
     if "guidelines" in changes:
