@@ -27,18 +27,7 @@ CHOICE_LABELS = {NONE_CORRECT: "None is correct", CANNOT_TELL: "Cannot tell"}
 CONFIDENCE_SCALE = {0.0: "guess", 0.25: "unsure", 0.5: "fairly sure", 0.75: "sure", 1.0: "certain"}
 """The one confidence scale of the slider, the history and the exports: a share in [0, 1]."""
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # OWASP's CSV injection list
-EXPORT_COLUMNS = (
-    "id",
-    "item_id",
-    "annotator",
-    "created_at",
-    "choice",
-    "confidence",
-    "tags",
-    "notes",
-    "supersedes",
-    "source",
-)
+EXPORT_COLUMNS = tuple(Adjudication.model_fields)  # the CSV columns: every field of a label
 
 
 def adjudication_queue(

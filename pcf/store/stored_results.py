@@ -79,15 +79,13 @@ def save_run_result(
 
 def label_revision(dataset_id: int, *, session: Session) -> tuple[Any, ...]:
     """A value that changes whenever the dataset's labels, resolutions or plan do."""
-    newest_label = session.exec(
-        select(func.max(Adjudication.id))
-        .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
-        .where(ItemRow.dataset_id == dataset_id)
-    ).one()
-    newest_resolution = session.exec(
-        select(func.max(Resolution.id))
-        .join(ItemRow, col(ItemRow.id) == Resolution.item_id)
-        .where(ItemRow.dataset_id == dataset_id)
-    ).one()
+    newest_label, newest_resolution = (
+        session.exec(
+            select(func.max(row.id))
+            .join(ItemRow, col(ItemRow.id) == row.item_id)
+            .where(ItemRow.dataset_id == dataset_id)
+        ).one()
+        for row in (Adjudication, Resolution)
+    )
     plan = session.get(LabellingPlan, dataset_id)
     return newest_label, newest_resolution, plan.updated_at if plan is not None else None
