@@ -36,10 +36,8 @@ def resolve(
     item = load_item(item_db_id, session=session)
     if item is None:
         raise ValueError(f"no item with database id {item_db_id}")
-    if choice not in (*item.candidate_ids, NONE_CORRECT):
-        raise ValueError(
-            f"choice {choice!r} is not one of: {', '.join([*item.candidate_ids, NONE_CORRECT])}"
-        )
+    if choice not in (options := (*item.candidate_ids, NONE_CORRECT)):
+        raise ValueError(f"choice {choice!r} is not one of: {', '.join(options)}")
     return add_resolution(
         item_db_id,
         session=session,
