@@ -182,13 +182,6 @@ def state(connection: Connection) -> tuple[str | None, str | None]:
     return stamped, stamped if stamped is not None else recognise(connection)
 
 
-def backup_path(database: Path, revision: str | None) -> Path:
-    """Where a SQLite file's copy goes before an upgrade, e.g. ``/data/pcf.db`` at 0001 ->
-    ``/data/pcf.db.backup-0001-20261203T141500Z``."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return database.with_name(f"{database.name}.backup-{revision or 'unversioned'}-{stamp}")
-
-
 def prepare(engine: Engine) -> None:
     """Make ``engine``'s database ready for this code, or refuse it (see the module doc).
 
@@ -242,7 +235,7 @@ def upgrade(engine: Engine, *, to: str = "head") -> UpgradeReport:
         stamped, recognised = state(connection)
         if stamped is not None and stamped not in revisions():
             raise _too_new(engine, stamped)
-        if recognised is not None and _order(recognised) > _order(target):
+        if recognised is not None and revisions().index(recognised) > revisions().index(target):
             raise SchemaError(
                 f"the database is at revision {recognised}, after {target}: downgrades are "
                 "not offered; restore a backup instead"
@@ -279,10 +272,6 @@ def _compact(engine: Engine) -> None:
         )
 
 
-def _order(revision: str) -> int:
-    return revisions().index(revision)
-
-
 def _create(connection: Connection, target: str) -> None:
     """A new database: the head's tables from the models, or the revisions up to ``target``."""
     from alembic import command
@@ -311,11 +300,13 @@ def _commit_step(connection: Connection, work: Callable[[], None]) -> None:
 
 
 def _backup(engine: Engine, revision: str | None) -> Path | None:
-    """Copy a SQLite file beside itself before it changes (consistent, WAL included)."""
+    """Copy a SQLite file beside itself before it changes (consistent, WAL included), named by
+    revision and time: ``pcf.db`` at 0001 -> ``pcf.db.backup-0001-20261203T141500Z``."""
     database = engine.url.database
     if engine.dialect.name != "sqlite" or not database or database == ":memory:":
         return None
-    path = backup_path(Path(database), revision)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = Path(f"{database}.backup-{revision or 'unversioned'}-{stamp}")
     with closing(sqlite3.connect(database)) as source, closing(sqlite3.connect(path)) as copy:
         source.backup(copy)
     return path
