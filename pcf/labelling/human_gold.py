@@ -21,7 +21,8 @@ from sqlmodel import Session
 
 from pcf.flags import FLAGS
 from pcf.items import CANNOT_TELL, RESERVED_CANDIDATE_IDS, Item
-from pcf.store import current_labels, get_plan, items_named, resolutions
+from pcf.labelling.plan import labelling_plan
+from pcf.store import current_labels, items_named, resolutions
 
 SOURCES = ("resolution", "unanimous", "majority", "dawid_skene")
 GOLD_RULE_TEXT = {
@@ -227,12 +228,11 @@ def disagreements(labels: pd.DataFrame, resolved: pd.DataFrame) -> list[str]:
 
 
 def dataset_gold(dataset_id: int, *, session: Session) -> HumanGold:
-    """:func:`human_gold` of a stored dataset under its plan's rule."""
-    plan = get_plan(dataset_id, session=session)
-    rule = plan.gold_rule if plan is not None else "unanimous"
+    """:func:`human_gold` of a stored dataset under its plan."""
+    plan = labelling_plan(dataset_id, session=session)
     labels = current_labels(dataset_id, session=session)
     items = None
-    if rule == "dawid_skene":
+    if plan.gold_rule == "dawid_skene":
         labelled = items_named(
             dataset_id, labels["item_key"].unique(), session=session, texts=False
         )
@@ -240,10 +240,10 @@ def dataset_gold(dataset_id: int, *, session: Session) -> HumanGold:
     return human_gold(
         labels,
         resolutions(dataset_id, session=session),
-        rule=rule,
+        rule=plan.gold_rule,
         items=items,
-        labels_per_item=plan.labels_per_item if plan is not None else 1,
-        adaptive=plan.adaptive if plan is not None else False,
+        labels_per_item=plan.labels_per_item,
+        adaptive=plan.adaptive,
     )
 
 
