@@ -17,12 +17,6 @@ def audit_log(*, session: Session, actor: Actor, limit: int | None = None) -> li
     an ``actor`` who may not read it)."""
     actor.require(Permission.READ_AUDIT)
     return [
-        {
-            "at": event.at.isoformat(),
-            "actor": event.actor,
-            "action": event.action,
-            "target": event.target,
-            "details": event.details,
-        }
+        {column: getattr(event, column) for column in AUDIT_COLUMNS} | {"at": event.at.isoformat()}
         for event in audit_events(session=session, limit=limit)
     ]

@@ -191,7 +191,8 @@ def adjudication_records(dataset_id: int, *, session: Session) -> list[dict[str,
         .order_by(col(Adjudication.created_at), col(Adjudication.id))
     ).all()
     return [
-        adj.model_dump() | {"item_id": item_key, "created_at": adj.created_at.isoformat()}
+        {name: getattr(adj, name) for name in Adjudication.model_fields}
+        | {"item_id": item_key, "created_at": adj.created_at.isoformat()}
         for adj, item_key in rows
     ]
 
