@@ -1,11 +1,8 @@
 """Who may do what: the four roles, what each may do, and the check every write makes.
 
-Identity comes from sign-in (the app) or from having a shell on the server (the CLI acts as
-the local operator, an admin); it never comes from a typed name or an address parameter. The
-application functions that write take the acting :class:`Actor` and call :func:`authorize`,
-which reads the actor's role again from the database in the write's own transaction: a page
-that forgot to hide a button, or a member removed or demoted since their page was drawn, still
-cannot do what the role does not allow.
+Identity comes from sign-in (the app) or a shell on the server (the CLI's operator, an admin),
+never from a typed name. Every write calls :func:`authorize`, which reads the actor's role
+again in the write's own transaction.
 
 | role | may |
 | --- | --- |
@@ -70,9 +67,8 @@ class AccessDeniedError(PermissionError):
 
 @dataclass(frozen=True)
 class Actor:
-    """Who acts: ``identity`` (a signed-in email, the local person's name, or the operator)
-    and their role. ``operator`` marks the person with a shell on the server (the CLI): the
-    base URLs they give are theirs to name (:func:`key_may_go_to`)."""
+    """Who acts (a signed-in email, the local person's name, or the CLI's ``operator``, whose
+    base URLs are theirs to name) and their role."""
 
     identity: str
     role: Role
@@ -92,11 +88,9 @@ class Actor:
 
 
 def authorize(actor: Actor, permission: Permission, *, session: Session) -> Actor:
-    """``actor`` with the role the database gives them now, when it allows ``permission``.
-
-    Every write calls it first, in its own transaction: the member's row is read there, so a
-    member removed or demoted since their page was drawn saves nothing. The operator (the CLI)
-    is no member and keeps their role.
+    """``actor`` with the role the database gives them now (the operator keeps theirs), when
+    it allows ``permission``: a member removed or demoted since their page was drawn saves
+    nothing.
 
     Raises:
         AccessDeniedError: the actor is no longer a member, or their role does not allow it.
@@ -119,12 +113,8 @@ FORWARDING_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-rea
 
 
 def forwarded_by(headers: Mapping[str, str]) -> str | None:
-    """The first header of ``headers`` that says a proxy passed the request on, or None.
-
-    Local mode trusts the loopback address to mean "the person at this machine"; a reverse
-    proxy on the same machine would make every visitor that person, so a forwarded request is
-    refused there.
-    """
+    """The first header of ``headers`` that says a proxy passed the request on, or None (local
+    mode refuses those: a local proxy would make every visitor the local person)."""
     names = {name.lower() for name in headers}
     return next((name for name in FORWARDING_HEADERS if name in names), None)
 
@@ -135,18 +125,14 @@ def operator() -> Actor:
 
 
 ALLOWED_BASE_URLS_ENV = "PCF_ALLOWED_BASE_URLS"
-"""Base URLs (space- or comma-separated) the server's provider keys may be sent to from the
-app, beyond the providers' own endpoints, e.g. ``http://gpu-box:8000/v1``."""
+"""Base URLs (space- or comma-separated) beyond the providers' own that the server's keys may
+be sent to from the app."""
 
 
 def key_may_go_to(actor: Actor, backend: str, base_url: str | None) -> bool:
-    """Whether the server's key for ``backend`` may be sent to ``base_url`` for ``actor``.
-
-    Always to the provider's own endpoint (no base URL, or the provider's own address), to the
-    server of the SDK's variable (``OPENAI_BASE_URL``, ``AZURE_OPENAI_ENDPOINT``...) and for
-    the operator, who names the servers; otherwise only to a server on the operator's list,
-    compared as the cache compares servers (:func:`pcf.judges.judge_server`: scheme, host,
-    port and path, never a credential or a query).
+    """Whether the server's key for ``backend`` may be sent to ``base_url`` for ``actor``:
+    always to the provider's own endpoint or its SDK variable's server, and for the operator;
+    else only to a server on the operator's list (compared by :func:`pcf.judges.judge_server`).
     """
     if base_url is None or actor.operator:
         return True

@@ -1,5 +1,5 @@
 """Adjudication: the annotator's queue, the blind display order, the confidence scale, how
-choices read, an item's label history, and the labels exported as CSV or JSON Lines."""
+choices read, an item's label history, and labels as CSV or JSON Lines."""
 
 from __future__ import annotations
 
@@ -24,40 +24,17 @@ PATTERN_TAGS = (
     "transfer failure",
 )
 CHOICE_LABELS = {NONE_CORRECT: "None is correct", CANNOT_TELL: "Cannot tell"}
-CONFIDENCE_SCALE = {
-    0.0: "guess",
-    0.25: "unsure",
-    0.5: "fairly sure",
-    0.75: "sure",
-    1.0: "certain",
-}
+CONFIDENCE_SCALE = {0.0: "guess", 0.25: "unsure", 0.5: "fairly sure", 0.75: "sure", 1.0: "certain"}
 """The one confidence scale of the slider, the history and the exports: a share in [0, 1]."""
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-"""How a cell that a spreadsheet would run as a formula starts (OWASP's CSV injection list)."""
-EXPORT_COLUMNS = (
-    "id",
-    "item_id",
-    "annotator",
-    "created_at",
-    "choice",
-    "confidence",
-    "tags",
-    "notes",
-    "supersedes",
-    "source",
-)
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # OWASP's CSV injection list
+EXPORT_COLUMNS = tuple(Adjudication.model_fields)  # the CSV columns: every field of a label
 
 
 def adjudication_queue(
     items: pd.DataFrame, done: Collection[str], skipped: Sequence[str] = ()
 ) -> list[str]:
-    """Item keys to label, most doubtful first, without the ``done`` ones.
-
-    Args:
-        items: ``item_id``, ``position`` and ``priority`` (NaN last, in item order).
-        done: the items the annotator has labelled.
-        skipped: items put off for now; they go to the end, in the order they were skipped.
-    """
+    """Item keys to label, most doubtful first (``items``' ``priority``; NaN last, in item
+    order), without the ``done`` ones; ``skipped`` ones last, in the order they were skipped."""
     waiting = [key for key in by_priority(items)["item_id"] if key not in done]
     later = [key for key in dict.fromkeys(skipped) if key in set(waiting)]
     deferred = set(later)
@@ -79,8 +56,7 @@ def with_priority(index: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
 
 
 def display_order(item: Item, annotator: str) -> tuple[str, ...]:
-    """The item's candidate ids in the order shown to ``annotator``: seeded by both, so it is
-    stable for one annotator and differs between annotators."""
+    """The item's candidate ids in the order shown to ``annotator`` (seeded by both)."""
     permutation = seeded_rng(annotator, item.item_id).permutation(len(item.candidates))
     return tuple(item.candidate_ids[i] for i in permutation)
 
@@ -130,19 +106,19 @@ def adjudications_jsonl(records: Sequence[Mapping[str, Any]]) -> str:
 
 
 def adjudications_csv(records: Sequence[Mapping[str, Any]]) -> str:
-    """Adjudication records as CSV with a header; tags are joined with ``;``.
+    """Adjudication records as CSV (:func:`csv_text`); tags are joined with ``;``."""
+    return csv_text(({**r, "tags": ";".join(r["tags"])} for r in records), EXPORT_COLUMNS)
 
-    Text that a spreadsheet would run as a formula (a cell starting with ``=``, ``+``, ``-``,
-    ``@``, a tab or a carriage return, e.g. a note ``=HYPERLINK(...)``) is written with a
-    leading ``'``, so it opens as the text it is. Lines end in CRLF (RFC 4180), so a carriage
-    return inside a note is quoted like a newline and never splits a row.
-    """
+
+def csv_text(records: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """Records as CSV with a header. A cell a spreadsheet would run as a formula (``=``,
+    ``+``, ``-``, ``@``, a tab or a carriage return first) gets a leading ``'``
+    (:func:`inert_cell`); lines end in CRLF (RFC 4180), so a carriage return inside a cell is
+    quoted and never splits a row."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(EXPORT_COLUMNS), lineterminator="\r\n")
+    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\r\n")
     writer.writeheader()
-    for record in records:
-        row = {**record, "tags": ";".join(record["tags"])}
-        writer.writerow({column: inert_cell(value) for column, value in row.items()})
+    writer.writerows({column: inert_cell(value) for column, value in r.items()} for r in records)
     return out.getvalue()
 
 

@@ -1,5 +1,4 @@
-"""The audit log, for admins: who signed in, imported, started, resumed or deleted a run,
-changed a member, and when."""
+"""The audit log, for admins: who did what, when."""
 
 from __future__ import annotations
 
@@ -14,19 +13,10 @@ AUDIT_COLUMNS = ("at", "actor", "action", "target", "details")
 
 
 def audit_log(*, session: Session, actor: Actor, limit: int | None = None) -> list[dict[str, Any]]:
-    """The audit log, newest first, as records of :data:`AUDIT_COLUMNS`.
-
-    Raises:
-        AccessDeniedError: ``actor`` may not read the audit log.
-    """
+    """The audit log, newest first, as records of :data:`AUDIT_COLUMNS` (AccessDeniedError for
+    an ``actor`` who may not read it)."""
     actor.require(Permission.READ_AUDIT)
     return [
-        {
-            "at": event.at.isoformat(),
-            "actor": event.actor,
-            "action": event.action,
-            "target": event.target,
-            "details": event.details,
-        }
+        {column: getattr(event, column) for column in AUDIT_COLUMNS} | {"at": event.at.isoformat()}
         for event in audit_events(session=session, limit=limit)
     ]

@@ -1,17 +1,11 @@
-"""A dataset's human side for other tools: every label, every resolution and each item's human
-gold, with the item's prompt and candidate texts, as JSON Lines, CSV, Parquet, or a folder that
-``datasets.load_dataset`` reads (``hf``: the Parquet file and a README.md dataset card).
-
-Parquet keeps nested fields as lists of structs (``datasets.load_dataset("parquet", ...)`` and
-pyarrow read them back as written); JSON Lines keeps them as JSON; CSV writes them as JSON text
-in one cell, with formula-looking cells made inert
-(:func:`~pcf.labelling.adjudications.inert_cell`).
+"""A dataset's human side for other tools: every label, and each item's human gold with its
+labels and resolutions, with the item's texts, as JSON Lines, CSV (nested fields as JSON text),
+Parquet (lists of structs), or a folder ``datasets.load_dataset`` reads (``hf``: the Parquet
+file and a README.md dataset card).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -22,17 +16,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlmodel import Session
 
-from pcf.items import candidate_titles
-from pcf.labelling.adjudications import inert_cell
+from pcf.items import Item, candidate_titles
+from pcf.labelling.adjudications import adjudications_jsonl, csv_text
 from pcf.labelling.human_gold import dataset_gold, rule_text
 from pcf.labelling.plan import Plan
 from pcf.store import adjudication_records, load_items, resolutions
 
 FORMATS = ("jsonl", "csv", "parquet", "hf")
 SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
-"""The format a file's suffix names."""
-HF_DATA = Path("data") / "train-00000-of-00001.parquet"
-"""Where an ``hf`` folder keeps its rows: the hub's name for the one file of split ``train``."""
+HF_DATA = Path("data") / "train-00000-of-00001.parquet"  # the hub's name of split train's file
 CANDIDATES = pa.list_(pa.struct([("id", pa.string()), ("text", pa.string())]))
 LABEL_SCHEMA = pa.schema(
     [
@@ -63,10 +55,7 @@ GOLD_SCHEMA = pa.schema(
         ("source", pa.string()),
         ("single_label", pa.bool_()),
         ("dataset_gold", pa.string()),
-        (
-            "labels",
-            pa.list_(pa.struct([("annotator", pa.string()), ("choice", pa.string())])),
-        ),
+        ("labels", pa.list_(pa.struct([("annotator", pa.string()), ("choice", pa.string())]))),
         (
             "resolutions",
             pa.list_(
@@ -84,70 +73,56 @@ GOLD_SCHEMA = pa.schema(
 )
 
 
+def _item_texts(item: Item) -> dict[str, Any]:
+    """The item's key, prompt and candidates, as every exported record holds them."""
+    candidates = [{"id": c.id, "text": c.text} for c in item.candidates]
+    return {"item_id": item.item_id, "prompt": item.prompt, "candidates": candidates}
+
+
 def label_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
     """Every label of the dataset, corrections included, oldest first, with item texts."""
     items = {item.item_id: item for item in load_items(dataset_id, session=session)}
     titles: dict[str, dict[str, str]] = {}  # per labelled item, computed once
     out = []
     for record in adjudication_records(dataset_id, session=session):
-        item = items[record["item_id"]]
+        item, choice = items[record["item_id"]], record["choice"]
         if item.item_id not in titles:
             titles[item.item_id] = candidate_titles(item)
+        text = item.text_of(choice) if choice in item.candidate_ids else None
+        title = titles[item.item_id].get(choice)
         out.append(
-            {
-                "label_id": record["id"],
-                "item_id": item.item_id,
-                "prompt": item.prompt,
-                "candidates": [{"id": c.id, "text": c.text} for c in item.candidates],
-                "annotator": record["annotator"],
-                "choice": record["choice"],
-                "choice_text": item.text_of(record["choice"])
-                if record["choice"] in item.candidate_ids
-                else None,
-                "choice_title": titles[item.item_id].get(record["choice"]),
-                "confidence": record["confidence"],
-                "tags": list(record["tags"]),
-                "notes": record["notes"],
-                "created_at": record["created_at"],
-                "supersedes": record["supersedes"],
-                "source": record["source"],
-            }
+            {"label_id": record["id"], **_item_texts(item), "annotator": record["annotator"]}
+            | {"choice": choice, "choice_text": text, "choice_title": title}
+            | {name: record[name] for name in ("confidence", "tags", "notes", "created_at")}
+            | {"supersedes": record["supersedes"], "source": record["source"]}
         )
     return out
 
 
 def gold_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
-    """One record per item with a resolution or the labels its plan asks for (not items still
-    waiting for labels): its human gold, where it came from, whether it rests on a single
-    label (``single_label``, :class:`~pcf.labelling.human_gold.HumanGold`), its labels (current) and
-    resolutions, with the item's texts."""
-    items = load_items(dataset_id, session=session)
+    """One record per item with human gold (:class:`~pcf.labelling.human_gold.HumanGold`): the
+    gold, its source, ``single_label``, its current labels and resolutions, the item's texts."""
     human = dataset_gold(dataset_id, session=session)
     labels: dict[str, list[dict[str, str]]] = {}
     for record in adjudication_records(dataset_id, session=session):  # oldest first: newest wins
         current = labels.setdefault(record["item_id"], [])
         current[:] = [c for c in current if c["annotator"] != record["annotator"]]
         current.append({"annotator": record["annotator"], "choice": record["choice"]})
-    decided: dict[str, list[dict[str, str]]] = {}
-    for row in resolutions(dataset_id, session=session).itertuples(index=False):
-        decided.setdefault(row.item_key, []).append(
-            {
-                "choice": row.choice,
-                "reason": row.reason,
-                "resolved_by": row.resolved_by,
-                "created_at": row.created_at.isoformat(),
-            }
-        )
+    resolved = resolutions(dataset_id, session=session)
+    resolved["created_at"] = resolved["created_at"].map(lambda at: at.isoformat())
+    columns = ["choice", "reason", "resolved_by", "created_at"]
+    decided = {
+        key: part[columns].to_dict("records")
+        for key, part in resolved.groupby("item_key", sort=False)
+    }
     out = []
-    for item in items:
+    for item in load_items(dataset_id, session=session):
         if item.item_id not in human.gold:
             continue
         gold = human.gold[item.item_id]
         out.append(
-            {
-                "item_id": item.item_id,
-                "prompt": item.prompt,
-                "candidates": [{"id": c.id, "text": c.text} for c in item.candidates],
+            _item_texts(item)
+            | {
                 "human_gold": gold,
                 "human_gold_text": item.text_of(gold) if gold is not None else None,
                 "human_gold_title": candidate_titles(item)[gold] if gold is not None else None,
@@ -165,8 +140,7 @@ def export_format(path: Path, fmt: str | None) -> str:
     """The format to write ``path`` in: ``fmt``, else the one its suffix names, else JSON Lines.
 
     Raises:
-        ValueError: an unknown ``fmt``, or a suffix that names another format than ``fmt``
-            (``labels.parquet`` written as JSON Lines is a file no Parquet reader opens).
+        ValueError: an unknown ``fmt``, or a suffix that names another format.
     """
     named = SUFFIXES.get(path.suffix.lower())
     if fmt is None:
@@ -204,8 +178,8 @@ def dataset_card(name: str, what: str, records: Sequence[Mapping[str, Any]], pla
 def write_records(
     records: Sequence[Mapping[str, Any]], path: Path, fmt: str, schema: pa.Schema, card: str = ""
 ) -> None:
-    """Write ``records`` to ``path`` as ``fmt`` (:data:`FORMATS`); Parquet follows ``schema``;
-    ``hf`` makes ``path`` a folder of the Parquet file (:data:`HF_DATA`) and ``card``.
+    """Write ``records`` to ``path`` as ``fmt`` (Parquet following ``schema``; ``hf``: a folder
+    of the Parquet file and ``card``).
 
     Raises:
         ValueError: an unknown format.
@@ -222,21 +196,14 @@ def write_records(
         pq.write_table(pa.Table.from_pylist(list(records), schema=schema), path)
         return
     if fmt == "jsonl":
-        text = "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in records)
+        text = adjudications_jsonl(records)
     else:
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=schema.names, lineterminator="\r\n")
-        writer.writeheader()
-        for record in records:
-            writer.writerow(
-                {
-                    name: inert_cell(
-                        json.dumps(value, ensure_ascii=False)
-                        if isinstance(value, list | dict)
-                        else value
-                    )
-                    for name, value in record.items()
-                }
-            )
-        text = out.getvalue()
+        as_json = (
+            {
+                k: json.dumps(v, ensure_ascii=False) if isinstance(v, list | dict) else v
+                for k, v in r.items()
+            }
+            for r in records
+        )
+        text = csv_text(as_json, schema.names)
     path.write_text(text, encoding="utf-8")

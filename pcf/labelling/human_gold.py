@@ -1,23 +1,12 @@
 """Human gold: what the people's labels say each item's right answer is, and where that came
-from.
+from: its newest **resolution**, else, once it has the plan's N people's labels, what they
+give under the plan's rule (:data:`GOLD_RULE_TEXT`).
 
-An item's human gold is its **resolution** (a reviewer's decision, the newest one) when it has
-one; otherwise what its labels give under the dataset's plan (:data:`GOLD_RULE_TEXT`), once the
-item has the plan's N people's labels:
-
-- ``unanimous`` (the default): every person's current label is the same candidate;
-- ``majority``: the candidate chosen by strictly more people than any other;
-- ``dawid_skene``: Dawid-Skene with a full confusion matrix per person over the positions the
-  candidates were shown at (:func:`dawid_skene`), learned from all their labels.
-
-An item with fewer labels than the plan asks has no gold yet (it is ``waiting``), except under
-the adaptive plan, where one label is all an item gets unless it is doubtful: its gold is kept
-and marked ``single_label``, as is any gold resting on one person's vote where the plan asks
-for more (the other labels 'cannot tell').
-
-Each person's current label (their newest) counts once; ``cannot_tell`` is no label;
-``none_correct`` is a label (it can make labels disagree) but never gold. Items whose labels
-disagree and have no resolution are the reviewers' queue (:func:`disagreements`).
+An item with fewer labels is ``waiting``, except under the adaptive plan, where one label may
+be all it gets: such gold, or any resting on one vote where the plan asks for more, is marked
+``single_label``. Each person's newest label counts once; ``cannot_tell`` is no label;
+``none_correct`` is a label but never gold. Disagreeing items without a resolution are the
+reviewers' queue (:func:`disagreements`).
 """
 
 from __future__ import annotations
@@ -32,7 +21,8 @@ from sqlmodel import Session
 
 from pcf.flags import FLAGS
 from pcf.items import CANNOT_TELL, RESERVED_CANDIDATE_IDS, Item
-from pcf.store import current_labels, get_plan, items_named, resolutions
+from pcf.labelling.plan import labelling_plan
+from pcf.store import current_labels, items_named, resolutions
 
 SOURCES = ("resolution", "unanimous", "majority", "dawid_skene")
 GOLD_RULE_TEXT = {
@@ -54,17 +44,10 @@ def rule_text(rule: str) -> str:
 
 @dataclass(frozen=True)
 class HumanGold:
-    """Human gold of a dataset's labelled or resolved items.
-
-    Attributes:
-        gold: item key -> gold candidate id, or None where the labels give none; items still
-            waiting for the plan's labels are not in it.
-        source: item key -> where the gold came from (:data:`SOURCES`), or None.
-        rule: the plan's rule for items without a resolution.
-        skills: each annotator's estimated accuracy under ``dawid_skene`` (else empty).
-        single_label: items whose gold rests on one person's vote where the plan asks for more.
-        waiting: items with fewer people's labels than the plan asks, and no resolution.
-    """
+    """Human gold of a dataset's labelled or resolved items: ``gold`` (None where the labels
+    give none; waiting items left out) and its ``source`` (:data:`SOURCES`) by item key, the
+    plan's ``rule``, the annotators' ``skills`` (``dawid_skene`` only), the ``single_label`` and
+    the ``waiting`` items."""
 
     gold: dict[str, str | None]
     source: dict[str, str | None]
@@ -92,21 +75,14 @@ def rule_gold(votes: list[str], rule: str) -> str | None:
     if not votes:
         return None
     if rule == "unanimous":
-        first = votes[0]
-        return (
-            first
-            if first not in RESERVED_CANDIDATE_IDS and all(v == first for v in votes)
-            else None
-        )
+        return votes[0] if len(set(votes)) == 1 and votes[0] not in RESERVED_CANDIDATE_IDS else None
     counted = Counter(v for v in votes if v not in RESERVED_CANDIDATE_IDS).most_common()
     tied = len(counted) > 1 and counted[0][1] == counted[1][1]
     return counted[0][0] if counted and not tied else None
 
 
 DS_ITERATIONS = 200
-DS_PSEUDOCOUNT = 0.01
-"""Added to every count the model learns, so that an answer a person never gave keeps a small
-chance rather than ruling an item's answer out."""
+DS_PSEUDOCOUNT = 0.01  # an answer never given keeps a small chance, ruling nothing out
 
 
 def _fit_mace(
@@ -158,19 +134,13 @@ def dawid_skene(
     labels: pd.DataFrame, items: Mapping[str, Item]
 ) -> tuple[dict[str, str | None], dict[str, float]]:
     """A spammer-aware Dawid-Skene model (MACE, Hovy et al. 2013): each item's estimated answer
-    and each annotator's estimated accuracy (the expected share of their labels that are the
-    item's answer).
+    (None for 'none correct') and each annotator's estimated accuracy.
 
-    Each person, on each item, either knows the answer and gives it, or answers from a habit
-    of their own: a distribution over listing positions (A, B... in the dataset's order, the
-    label set every item shares) and 'none correct'. A person who always answers the same
-    position is all habit and weighs nothing; one who always answers the first position they
-    are shown (the Adjudicate page shuffles the order per person and item,
-    :func:`pcf.labelling.adjudications.display_order`) answers at random in listing positions,
-    a uniform habit. One-coin Dawid-Skene took a constant answer for skill. The class prior is
-    learned; EM starts from the vote shares of everyone and of everyone but each person in
-    turn, and the fit of highest likelihood is kept. An item whose best estimate is 'none
-    correct' has no gold.
+    Each person either knows an item's answer, or answers from a habit of their own over
+    listing positions and 'none correct': one who always answers the same position (or the
+    first shown, which is shuffled) weighs nothing, where one-coin Dawid-Skene took a constant
+    answer for skill. EM starts from the vote shares of everyone and of everyone but each person
+    in turn; the fit of highest likelihood is kept.
     """
     usable = labels[(labels["choice"] != CANNOT_TELL) & labels["item_key"].isin(list(items))]
     if usable.empty:
@@ -217,17 +187,8 @@ def human_gold(
     labels_per_item: int = 1,
     adaptive: bool = False,
 ) -> HumanGold:
-    """Human gold of every item with a resolution or the plan's labels, in label order.
-
-    Args:
-        labels: current labels (:func:`pcf.store.current_labels`).
-        resolved: resolutions, oldest first (:func:`pcf.store.people.resolutions`).
-        rule: ``unanimous``, ``majority`` or ``dawid_skene``.
-        items: the labelled items (``dawid_skene`` only: their candidates and shown orders).
-        labels_per_item: the plan's N: an item with fewer people's labels has no gold yet.
-        adaptive: the adaptive plan, where one label may be an item's only one: then its gold
-            is kept and marked ``single_label``.
-    """
+    """Human gold, in label order, from current ``labels`` and the resolutions (oldest first)
+    under the plan (``items``: the labelled items, for ``dawid_skene``)."""
     gold: dict[str, str | None] = {}
     source: dict[str, str | None] = {}
     skills: dict[str, float] = {}
@@ -257,23 +218,21 @@ def human_gold(
 
 
 def disagreements(labels: pd.DataFrame, resolved: pd.DataFrame) -> list[str]:
-    """Items, in label order, whose people's current labels disagree (two or more different
-    votes) and that no reviewer resolved yet."""
+    """Items, in label order, whose current labels disagree and that nobody resolved yet."""
     done = set(resolved["item_key"])
-    out = []
-    for item_key, choices in labels.groupby("item_key", sort=False)["choice"]:
-        if str(item_key) not in done and len(set(_votes(choices))) > 1:
-            out.append(str(item_key))
-    return out
+    return [
+        str(item_key)
+        for item_key, choices in labels.groupby("item_key", sort=False)["choice"]
+        if str(item_key) not in done and len(set(_votes(choices))) > 1
+    ]
 
 
 def dataset_gold(dataset_id: int, *, session: Session) -> HumanGold:
-    """:func:`human_gold` of a stored dataset under its plan's rule."""
-    plan = get_plan(dataset_id, session=session)
-    rule = plan.gold_rule if plan is not None else "unanimous"
+    """:func:`human_gold` of a stored dataset under its plan."""
+    plan = labelling_plan(dataset_id, session=session)
     labels = current_labels(dataset_id, session=session)
     items = None
-    if rule == "dawid_skene":
+    if plan.gold_rule == "dawid_skene":
         labelled = items_named(
             dataset_id, labels["item_key"].unique(), session=session, texts=False
         )
@@ -281,22 +240,16 @@ def dataset_gold(dataset_id: int, *, session: Session) -> HumanGold:
     return human_gold(
         labels,
         resolutions(dataset_id, session=session),
-        rule=rule,
+        rule=plan.gold_rule,
         items=items,
-        labels_per_item=plan.labels_per_item if plan is not None else 1,
-        adaptive=plan.adaptive if plan is not None else False,
+        labels_per_item=plan.labels_per_item,
+        adaptive=plan.adaptive,
     )
 
 
 def needs_more_labels(table: pd.DataFrame | None, labels: pd.DataFrame) -> set[str]:
-    """Where an adaptive plan asks for more than one label: items with an instability flag,
-    or whose labels disagree with each other or with the run's PCF winner.
-
-    Args:
-        table: the run's decision table (``RunAnalysis.table``), or None without a run (then
-            only disagreeing labels count).
-        labels: current labels.
-    """
+    """Where an adaptive plan asks for more than one label: items flagged in the run's decision
+    ``table`` (None: no run), or whose current labels disagree with each other or its winner."""
     doubtful: set[str] = set()
     winners: dict[str, object] = {}
     if table is not None:

@@ -1,14 +1,9 @@
-"""Labels from elsewhere: another tool's annotations or a benchmark's human labels, imported
-into a dataset from JSON Lines, CSV or Parquet, all or nothing (``pcf labels import``).
+"""Labels from elsewhere imported into a dataset from JSON Lines, CSV or Parquet, all or
+nothing (``pcf labels import``): rows of ``item_id``, ``annotator`` and ``answer``, optionally
+``confidence``, ``note`` and ``time`` (ISO 8601 with its time zone; default: now).
 
-A row names the item (``item_id``), who labelled it (``annotator``) and their ``answer``: one of
-the item's candidate ids, ``none_correct`` or ``cannot_tell``; ``confidence`` (0 to 1), ``note``
-and ``time`` (ISO 8601 with its time zone; default: the time of the import) may be given.
-
-Annotators are kept by the name the file gives. A name that is a member's email is that
-member's label; any other name is an external annotator, whose labels count on Team, Compare
-and in gold like everyone's, but who is no member and cannot sign in. Each label keeps its
-``source`` (shown in the exports), and the import is one audit event.
+An annotator who is not a member is an external one: their labels count like everyone's, but
+they cannot sign in. Each label keeps its ``source``; the import is one audit event.
 """
 
 from __future__ import annotations
@@ -68,9 +63,8 @@ def import_labels(
     path: str | Path, dataset_id: int, *, session: Session, actor: Actor, source: str
 ) -> int:
     """Import the labels of the file at ``path`` into the dataset, all or nothing; how many.
-
-    The plan's rules hold for the labels already given and the file's together: an item has
-    at most its plan's labels per item, and no annotator labels an item twice.
+    With the labels given before, no item gets more than its plan's labels, nor one person's
+    twice.
 
     Raises:
         AccessDeniedError: ``actor`` may not import.

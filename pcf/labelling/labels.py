@@ -51,17 +51,9 @@ def save_label(
     end their hold on it.
 
     Args:
-        item_db_id: the item's database id.
-        session: the open session; flushed, not committed.
-        actor: who labels; their identity is the label's annotator.
-        choice: a candidate id of the item, ``none_correct`` or ``cannot_tell``.
-        seen: the id of the actor's label of this item that their page showed (None: none),
-            so that a second tab's save never silently lands on top of the first.
-        confidence: how sure, in [0, 1].
-        tags: pattern tags.
-        notes: reasons.
-        wanted: how many people's labels the item wants (its plan); a first label beyond
-            that many is refused. None: no limit.
+        seen: the id of the actor's label that their page showed (None: none), so that a
+            second tab's save never silently lands on top of the first.
+        wanted: how many people's labels the item wants (None: no limit).
 
     Raises:
         AccessDeniedError: ``actor``'s role may not label.
@@ -97,9 +89,8 @@ def save_label(
 
 
 def visible_history(item_db_id: int, *, session: Session, actor: Actor) -> list[Adjudication]:
-    """The item's labels that ``actor`` may see, oldest first: all of them for those who see
-    results (reviewers, admins, viewers), only their own for annotators (so no one else's
-    label can sway theirs)."""
+    """The item's labels that ``actor`` may see, oldest first: an annotator only their own (so
+    that no one else's can sway theirs)."""
     history = adjudication_history(item_db_id, session=session)
     if actor.may(Permission.SEE_RESULTS):
         return history

@@ -27,24 +27,16 @@ LOCAL_NAME_MAX = 80
 
 @dataclass(frozen=True)
 class ProviderTrust:
-    """What a sign-in provider's ID token must show, as the operator set it for the provider.
-
-    Attributes:
-        verified_claim: the claim that must be ``true`` for the email to count; by default the
-            standard ``email_verified``. For a provider known to verify addresses under another
-            name (Microsoft Entra's ``xms_edov``), name that claim.
-        allowed_issuers: the issuers (``iss``) accepted; empty: any. For a provider whose
-            accounts come from many tenants (Microsoft ``organizations``), list your tenants'
-            issuers, e.g. ``https://login.microsoftonline.com/<tenant id>/v2.0``.
-    """
+    """What a sign-in provider's ID token must show: ``verified_claim`` ``true`` for the email
+    to count (e.g. Microsoft Entra's ``xms_edov``), and an issuer among ``allowed_issuers``
+    (empty: any; for multi-tenant providers, list your tenants' issuers)."""
 
     verified_claim: str = "email_verified"
     allowed_issuers: frozenset[str] = frozenset()
 
 
 def provider_trust(settings: Mapping[str, object], where: str) -> ProviderTrust:
-    """The :class:`ProviderTrust` of a provider's settings (``verified_claim``,
-    ``allowed_issuers``; other keys are not ours); ``where`` names them in errors.
+    """The :class:`ProviderTrust` of a provider's settings (other keys are not ours).
 
     Raises:
         ValueError: a setting of the wrong type, naming ``where`` and the field.
@@ -65,12 +57,8 @@ class SignInRefusedError(ValueError):
 def identify(
     claims: Mapping[str, object], *, session: Session, trust: ProviderTrust = ProviderTrust()
 ) -> Actor | None:
-    """The member a provider's ID token names, or None for a stranger.
-
-    The email claim counts only when the provider says it verified it (``trust``'s claim is
-    ``true``) and the issuer is one ``trust`` accepts. A member's first sign-in binds them to
-    that account (issuer and subject); only that account signs in as them afterwards. The
-    caller commits.
+    """The member a provider's ID token names (its email as ``trust`` accepts it), or None for
+    a stranger. A member's first sign-in binds them to that account; only it signs in as them.
 
     Raises:
         SignInRefusedError: no usable email, issuer or subject; an issuer not accepted; an
@@ -115,7 +103,7 @@ def local_actor(*, session: Session) -> Actor | None:
 
 
 def set_local_name(name: str, *, session: Session) -> Actor:
-    """Record the local person's name, once: it is the annotator of their labels.
+    """Record the local person's name (their labels' annotator), once.
 
     Raises:
         ValueError: an empty, overlong or NUL-holding name, or a name already given.
@@ -137,7 +125,7 @@ def members(*, session: Session, actor: Actor) -> list[Member]:
 
 
 def add_member(email: str, role: str, *, session: Session, actor: Actor) -> Member:
-    """Give ``email`` a role: a new member, or another role for one who has one.
+    """Give ``email`` a role (a new member, or another role).
 
     Raises:
         AccessDeniedError: ``actor`` may not manage members.
@@ -183,7 +171,7 @@ def remove_member(email: str, *, session: Session, actor: Actor) -> None:
 
 
 def _keep_an_admin(email: str, *, session: Session) -> None:
-    """Refuse to take the last signed-in admin away (the local person signs in with nothing)."""
+    """Refuse to take the last signed-in admin away."""
     admins = [m for m in list_members(session=session) if m.role == Role.ADMIN and not m.local]
     if [m.email for m in admins] == [email]:
         raise ValueError(f"{email} is the only admin: make another member admin first")

@@ -1,28 +1,19 @@
-"""A dataset's labelling plan: how many people label each item, whether the later labels are
-asked only where needed, how the labels become gold, the guidelines annotators read, the random
-calibration share labelled first regardless of doubt, and the escalated items sent next."""
+"""A dataset's labelling plan: people's labels per item (adaptive: beyond the first only where
+needed), the gold rule, the guidelines, the random calibration share served first regardless of
+doubt, and the escalated items sent next."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission, authorize
 from pcf.guarantees import random_sample
-from pcf.store import (
-    Run,
-    add_audit_event,
-    get_dataset_by_id,
-    get_plan,
-    item_positions,
-    save_plan,
-)
+from pcf.store import Run, add_audit_event, get_dataset_by_id, get_plan, item_positions, save_plan
 
 GOLD_RULES = ("unanimous", "majority", "dawid_skene")
-"""How an item's labels become its human gold when no reviewer resolved it: every label the
-same candidate; strictly the most chosen candidate; or Dawid-Skene's estimate (each annotator's
-reliability learned from all their labels)."""
+"""How unresolved items' labels become gold (:mod:`pcf.labelling.human_gold`)."""
 MAX_LABELS_PER_ITEM = 10
 MAX_GUIDELINES_CHARS = 100_000
 
@@ -44,19 +35,12 @@ def labelling_plan(dataset_id: int, *, session: Session) -> Plan:
     stored = get_plan(dataset_id, session=session)
     if stored is None:
         return Plan()
-    return Plan(
-        stored.labels_per_item,
-        stored.adaptive,
-        stored.gold_rule,
-        stored.guidelines,
-        stored.calibration_share,
-        tuple(stored.escalated),
-    )
+    values = stored.model_dump(include={field.name for field in fields(Plan)})
+    return Plan(**values | {"escalated": tuple(stored.escalated)})
 
 
 def calibration_items(dataset_id: int, *, session: Session) -> set[str]:
-    """The plan's random calibration share of the dataset's items, drawn by the dataset's seed
-    (the same share and seed, the same items)."""
+    """The plan's random calibration share of the dataset's items, drawn by its seed."""
     share = labelling_plan(dataset_id, session=session).calibration_share
     dataset = get_dataset_by_id(dataset_id, session=session)
     if not share or dataset is None:
@@ -80,37 +64,30 @@ def set_plan(
 
     Raises:
         AccessDeniedError: ``actor`` may not set labelling plans.
-        ValueError: no such dataset, a labels-per-item outside 1..10, an unknown gold rule,
-            guidelines too long or holding a NUL character, or a calibration share outside
-            0 to 1.
+        ValueError: no such dataset, or a value out of range (guidelines: too long or with NUL).
     """
     actor = authorize(actor, Permission.PLAN_LABELLING, session=session)
     dataset = get_dataset_by_id(dataset_id, session=session)
     if dataset is None:
         raise ValueError(f"no dataset with id {dataset_id}")
-    changes: dict[str, object] = {}
-    if labels_per_item is not None:
-        if not 1 <= labels_per_item <= MAX_LABELS_PER_ITEM:
-            raise ValueError(f"labels per item must be 1 to {MAX_LABELS_PER_ITEM}")
-        changes["labels_per_item"] = labels_per_item
-    if adaptive is not None:
-        changes["adaptive"] = adaptive
-    if gold_rule is not None:
-        if gold_rule not in GOLD_RULES:
-            raise ValueError(
-                f"unknown gold rule {gold_rule!r}; choose one of {', '.join(GOLD_RULES)}"
-            )
-        changes["gold_rule"] = gold_rule
-    if guidelines is not None:
-        if len(guidelines) > MAX_GUIDELINES_CHARS or "\x00" in guidelines:
-            raise ValueError(
-                f"guidelines must be at most {MAX_GUIDELINES_CHARS:,} characters, without NUL"
-            )
-        changes["guidelines"] = guidelines
-    if calibration_share is not None:
-        if not 0 <= calibration_share <= 1:
-            raise ValueError("the calibration share must be 0 to 1")
-        changes["calibration_share"] = calibration_share
+    if labels_per_item is not None and not 1 <= labels_per_item <= MAX_LABELS_PER_ITEM:
+        raise ValueError(f"labels per item must be 1 to {MAX_LABELS_PER_ITEM}")
+    if gold_rule is not None and gold_rule not in GOLD_RULES:
+        raise ValueError(f"unknown gold rule {gold_rule!r}; choose one of {', '.join(GOLD_RULES)}")
+    if guidelines is not None and (len(guidelines) > MAX_GUIDELINES_CHARS or "\x00" in guidelines):
+        raise ValueError(
+            f"guidelines must be at most {MAX_GUIDELINES_CHARS:,} characters, without NUL"
+        )
+    if calibration_share is not None and not 0 <= calibration_share <= 1:
+        raise ValueError("the calibration share must be 0 to 1")
+    given: dict[str, object] = {
+        "labels_per_item": labels_per_item,
+        "adaptive": adaptive,
+        "gold_rule": gold_rule,
+        "guidelines": guidelines,
+        "calibration_share": calibration_share,
+    }
+    changes = {name: value for name, value in given.items() if value is not None}
     save_plan(dataset_id, session=session, updated_by=actor.identity, **changes)
     details = {k: v for k, v in changes.items() if k != "guidelines"}
     if "guidelines" in changes:
@@ -126,8 +103,8 @@ def set_plan(
 
 
 def queue_escalated(run: Run, item_keys: list[str], *, session: Session, actor: Actor) -> None:
-    """Serve ``item_keys`` (the items of ``run`` that ``pcf escalate`` left to humans) before the
-    others but after the calibration share; they replace the items sent before.
+    """Serve ``item_keys`` (escalated by ``pcf escalate``) after the calibration share, before
+    the others, in place of those sent before.
 
     Raises:
         AccessDeniedError: ``actor`` may not resolve (only admins and reviewers may).

@@ -1,20 +1,13 @@
 """Who labels what next: queues that split the work, and reservations that keep people who
 label at once from giving an item more labels than its plan asks.
 
-An annotator's next item is the first, in the order given (most doubtful first) after the plan's
-random calibration share (served regardless of doubt, so that its gold is a random sample) and
-then the escalated items, that has fewer people's labels and holds than it wants and none of
-theirs. Showing it holds it for them
-for :data:`RESERVATION` (renewed each time their page shows it again). Ten minutes: long enough
-to read a prompt and a few long answers and decide (a label takes seconds to a few minutes),
-short enough that an item left on a closed tab goes back to the others soon. A lapsed hold
-returns the item to every queue; the label itself is checked again when saved
-(:func:`pcf.labelling.labels.save_label` with ``wanted``), so a late save never makes an item
-one label too many.
-
-An admin or reviewer may :func:`assign` items to one annotator: they come first in her queue,
-and nobody else is served them until she labels them (then the plan decides, as for any item)
-or the assignment is removed.
+An annotator's next item is the first (the plan's random calibration share, then the escalated
+items, then most doubtful first) with fewer people's labels and holds than it wants and none of
+theirs. Showing it holds it for :data:`RESERVATION`: long enough to decide, short enough that an
+item left on a closed tab soon goes back to the others. A save is checked again
+(:func:`pcf.labelling.labels.save_label` with ``wanted``), so a late one adds no label too many.
+Items :func:`assign`-ed to an annotator come first in her queue, and nobody else's until she
+labels them.
 """
 
 from __future__ import annotations
@@ -46,8 +39,7 @@ RESERVATION = timedelta(minutes=10)
 
 @dataclass(frozen=True)
 class Claim:
-    """The item held for the annotator, and the items left in their queue, in the order
-    they are served."""
+    """The item held for the annotator, and their queue in the order it is served."""
 
     item_key: str
     item_db_id: int
@@ -57,9 +49,8 @@ class Claim:
 def labels_wanted(
     plan: Plan, item_keys: Sequence[str], doubtful: Collection[str]
 ) -> dict[str, int]:
-    """How many people's labels each item wants: the plan's N; with the adaptive plan, N only
-    for the ``doubtful`` items (labels that disagree with each other or with the PCF decision,
-    or an instability flag) and one for the rest."""
+    """How many people's labels each item wants: the plan's N (adaptive: one but for the
+    ``doubtful`` items)."""
     n = plan.labels_per_item
     return {key: n if not plan.adaptive or key in doubtful else 1 for key in item_keys}
 
@@ -97,16 +88,8 @@ def claim_next(
     skip: Collection[str] = (),
     now: datetime | None = None,
 ) -> Claim | None:
-    """Hold and return ``actor``'s next item, or None when their queue is empty.
-
-    Args:
-        dataset_id: the dataset.
-        order: ``(item key, item db id)``, most doubtful first.
-        session: the open session; the claim is flushed, and the caller commits.
-        actor: who labels.
-        wanted: people's labels each item wants (:func:`labels_wanted`).
-        skip: items put off for now: offered last.
-        now: the time (for tests); by default now.
+    """Hold and return ``actor``'s next item of ``order`` (``(item key, item db id)``, most
+    doubtful first; ``skip``-ped ones last), or None when their queue is empty.
 
     Raises:
         AccessDeniedError: ``actor`` may not label.
@@ -122,12 +105,13 @@ def claim_next(
         for key, db_id in _served_first(dataset_id, order, session=session)
         if _free(me, wanted[key], db_id, labellers, holders, assignees)
     ]
-    held = [entry for entry in open_items if me in holders.get(entry[1], set())]
-    given = [entry for entry in open_items if assignees.get(entry[1]) == me]
-    first = [*held, *(entry for entry in given if entry not in held)]
-    rest = [entry for entry in open_items if entry not in first and entry[0] not in skip]
-    later = [entry for entry in open_items if entry not in first and entry[0] in skip]
-    served = [*first, *rest, *later]
+
+    def rank(entry: tuple[str, int]) -> int:  # held, then assigned, then not skipped
+        if me in holders.get(entry[1], set()):
+            return 0
+        return 1 if assignees.get(entry[1]) == me else 2 + (entry[0] in skip)
+
+    served = sorted(open_items, key=rank)
     for key, db_id in served:
         lock_item(db_id, session=session)
         fresh_labellers = labellers_by_item(dataset_id, session=session, item_db_id=db_id)
@@ -151,8 +135,7 @@ def queue_left(
     people: Collection[str],
     wanted: Mapping[str, int],
 ) -> dict[str, int]:
-    """How many items each of ``people`` still has in their queue (as :func:`claim_next`
-    counts them)."""
+    """How many items each of ``people`` still has in their queue."""
     now = utc_now()
     labellers = labellers_by_item(dataset_id, session=session)
     holders = holders_by_item(dataset_id, session=session, now=now)
@@ -176,27 +159,13 @@ def assign(
     first: int = 0,
     share: float = 0.0,
 ) -> list[str]:
-    """Give the member ``to`` the ``items`` named, or else the first ``first`` (or the
-    ``share`` of the dataset's) items of ``order`` that nobody is assigned and nobody labelled.
-    The caller commits.
-
-    Args:
-        dataset_id: the dataset.
-        order: ``(item key, item db id)``, most doubtful first.
-        session: the open session; flushed.
-        actor: who assigns (an admin or a reviewer).
-        to: the member's email.
-        items: item keys (an item assigned to someone else is given to ``to`` instead).
-        first: how many free items.
-        share: the share of the dataset's items, between 0 and 1.
-
-    Returns:
-        The keys of the items given, in ``order``.
+    """Give the member ``to`` the ``items`` named (taken from any other assignee), or else the
+    first ``first`` (or the ``share`` of the dataset's) items of ``order`` nobody is assigned
+    or labelled; their keys, in ``order``.
 
     Raises:
         AccessDeniedError: ``actor`` may not assign.
-        ValueError: ``to`` is no member who may label, an unknown item key, or a share
-            outside 0..1.
+        ValueError: ``to`` is no member who may label, an unknown item, or a share outside 0..1.
     """
     actor = authorize(actor, Permission.ASSIGN, session=session)
     member = get_member(to, session=session)

@@ -1,6 +1,5 @@
-"""Reviewers turn disagreeing labels into gold: a resolution is a new record (who, when,
-choice, reason) that never overwrites a vote, and a revision is one more. Each item has a
-thread of comments, where the people who disagreed and the reviewers discuss it."""
+"""Reviewers turn disagreeing labels into gold: a resolution is a new record that never
+overwrites a vote. Each item has a thread of comments to discuss it."""
 
 from __future__ import annotations
 
@@ -37,10 +36,8 @@ def resolve(
     item = load_item(item_db_id, session=session)
     if item is None:
         raise ValueError(f"no item with database id {item_db_id}")
-    if choice not in (*item.candidate_ids, NONE_CORRECT):
-        raise ValueError(
-            f"choice {choice!r} is not one of: {', '.join([*item.candidate_ids, NONE_CORRECT])}"
-        )
+    if choice not in (options := (*item.candidate_ids, NONE_CORRECT)):
+        raise ValueError(f"choice {choice!r} is not one of: {', '.join(options)}")
     return add_resolution(
         item_db_id,
         session=session,
@@ -59,15 +56,14 @@ def checked_text(text: str, what: str) -> str:
 
 
 def contested(choices: Iterable[str]) -> list[str]:
-    """The two most-voted candidates of an item's current votes, most votes first (ties in
-    the votes' order); 'none correct' and 'cannot tell' are no candidate."""
+    """The two most-voted candidates of an item's current votes, most first (ties in order)."""
     counted = Counter(c for c in choices if c not in RESERVED_CANDIDATE_IDS)
     return [choice for choice, _ in counted.most_common(2)]
 
 
 def sees_thread(item_db_id: int, *, session: Session, actor: Actor) -> bool:
-    """Whether ``actor`` may read and add to the item's thread: those who resolve always,
-    annotators once they have saved their own label of it (so no comment sways their label)."""
+    """Whether ``actor`` may read and add to the item's thread: those who resolve, and those who
+    saved their own label of it (so that no comment sways it)."""
     return actor.may(Permission.RESOLVE) or (
         actor.may(Permission.LABEL)
         and latest_label(item_db_id, actor.identity, session=session) is not None

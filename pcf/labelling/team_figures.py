@@ -1,8 +1,6 @@
-"""A labelling team's figures: each person's progress, pace and agreement, each dataset's
-completion, pairwise Cohen's kappa and Krippendorff's alpha (overall and per bucket).
-
-Agreement uses each person's current label as a nominal category (``none_correct`` included,
-``cannot_tell`` as no label), as :mod:`pcf.analysis.agreement` does.
+"""A labelling team's figures: each person's progress, pace and agreement, completion, Cohen's
+kappa and Krippendorff's alpha, over current labels as nominal categories (``none_correct``
+included, ``cannot_tell`` as no label).
 """
 
 from __future__ import annotations
@@ -20,8 +18,7 @@ from pcf.items import CANNOT_TELL, Item
 from pcf.labelling.adjudications import display_order
 from pcf.labelling.human_gold import dawid_skene
 
-BREAK = timedelta(minutes=10)
-"""A gap between two of a person's labels longer than this is a pause, not labelling time."""
+BREAK = timedelta(minutes=10)  # a longer gap between two labels is a pause, not labelling
 MIN_SHARED_ITEMS = 2
 PERSON_COLUMNS = (
     "annotator",
@@ -36,8 +33,7 @@ PERSON_COLUMNS = (
 
 
 def seconds_per_label(saved_at: Sequence[pd.Timestamp]) -> float | None:
-    """The median time between a person's consecutive saves, pauses (over :data:`BREAK`)
-    left out; None with fewer than two saves."""
+    """The median time between a person's consecutive saves, pauses left out (or None)."""
     times = sorted(saved_at)
     gaps = [(b - a).total_seconds() for a, b in pairwise(times)]
     work = [g for g in gaps if g <= BREAK.total_seconds()]
@@ -51,14 +47,8 @@ def _usable(labels: pd.DataFrame) -> pd.DataFrame:
 def people(
     labels: pd.DataFrame, history: pd.DataFrame, resolved: Mapping[str, str]
 ) -> pd.DataFrame:
-    """One row per person (:data:`PERSON_COLUMNS`).
-
-    Args:
-        labels: current labels (``item_key``, ``annotator``, ``choice``).
-        history: every label row, corrections included (``annotator``, ``created_at`` as a
-            time or its ISO text).
-        resolved: items a reviewer resolved, and their gold.
-    """
+    """One row per person (:data:`PERSON_COLUMNS`) from the current ``labels``, every label
+    row (``history``, corrections included) and the ``resolved`` items' gold."""
     usable = _usable(labels)
     by_item = usable.groupby("item_key")
     rows = []
@@ -98,18 +88,15 @@ CHECK_COLUMNS = ("annotator", "estimated_accuracy", "favourite_position_share", 
 
 
 def annotator_checks(labels: pd.DataFrame, items: Mapping[str, Item]) -> pd.DataFrame:
-    """Each person's estimated accuracy and what looks wrong with their labels
-    (:data:`CHECK_COLUMNS`; ``flag`` is empty where nothing does).
+    """Each person's Dawid-Skene accuracy estimate and what looks wrong with their labels
+    (:data:`CHECK_COLUMNS`).
 
-    ``estimated_accuracy`` is the spammer-aware Dawid-Skene estimate
-    (:func:`pcf.labelling.human_gold.dawid_skene`) whatever the plan's gold rule.
-    ``favourite_position_share`` is the share of their candidate choices at the position they
-    choose most: as shown to them (shuffled per person and item, so knowing the answers cannot
-    make it high) or as listed (where the others' choices are not as one-sided). ``flag`` says
-    ``answers one position`` when that share is at least :data:`HABIT_SHARE` over at least
-    :data:`HABIT_MIN_LABELS` choices, or ``disagrees with everyone`` when they agree with each
-    other person (over at least :data:`HABIT_MIN_LABELS` shared items) no more often than
-    chance (one over the number of candidates).
+    ``favourite_position_share`` is the share of their choices at the position they choose
+    most, as shown to them (shuffled, so knowing the answers cannot make it high) or as listed
+    (where the others' are less one-sided). ``flag``: ``answers one position`` when that share
+    is at least :data:`HABIT_SHARE` over :data:`HABIT_MIN_LABELS` choices or more, ``disagrees
+    with everyone`` when they agree with each other person (over as many shared items) no more
+    often than chance.
     """
     usable = _usable(labels)
     usable = usable[usable["item_key"].isin(list(items))]
@@ -166,9 +153,8 @@ def annotator_checks(labels: pd.DataFrame, items: Mapping[str, Item]) -> pd.Data
 
 
 def kappa_matrix(labels: pd.DataFrame) -> pd.DataFrame:
-    """Cohen's kappa of every pair of people over the items both labelled (NaN with fewer than
-    two shared items, or where kappa is undefined); 1 on the diagonal. Long format:
-    ``first``, ``second``, ``kappa``, ``items``."""
+    """Cohen's kappa of every pair of people over the items both labelled (NaN where undefined
+    or under two shared items), 1 on the diagonal: ``first``, ``second``, ``kappa``, ``items``."""
     usable = _usable(labels)
     names = sorted(labels["annotator"].unique())
     table = usable.pivot(index="item_key", columns="annotator", values="choice")
@@ -191,8 +177,7 @@ def kappa_matrix(labels: pd.DataFrame) -> pd.DataFrame:
 
 
 def alpha(labels: pd.DataFrame) -> float | None:
-    """Krippendorff's alpha (nominal) over every person's labels; None when undefined (no item
-    with two labels, or a single category)."""
+    """Krippendorff's alpha (nominal) over everyone's labels; None when undefined."""
     usable = _usable(labels)
     if usable.empty or (usable.groupby("item_key")["annotator"].nunique() >= 2).sum() == 0:
         return None
@@ -220,8 +205,7 @@ def completion(
     wanted: Mapping[str, int],
     held: Sequence[str] = (),
 ) -> dict[str, int]:
-    """How many items are ``complete`` (all the labels they want), ``in_progress`` (some
-    labels, or held by someone) and ``untouched``."""
+    """How many items are ``complete``, ``in_progress`` (some labels, or held) and ``untouched``."""
     counts = {"complete": 0, "in_progress": 0, "untouched": 0}
     held_items = set(held)
     for key in item_keys:

@@ -1,302 +1,138 @@
 """Storage, the one door: the SQLModel tables, the engine factory and the query functions, a
 module per family of tables (every SQL statement of the project lives in this package)."""
 
-from pcf.store.calls import (
-    add_provider_batch,
-    answered_keys,
-    cached_calls,
-    call_request,
-    claimed_batch_ids,
-    create_run,
-    delete_run,
-    get_run,
-    insert_calls,
-    item_calls,
-    keep_duplicate_answers,
-    list_runs,
-    pending_batch_keys,
-    replace_calls,
-    run_batches,
-    run_calls,
-    run_calls_by_slot,
-    run_dataset,
-    run_judgments,
-    run_listing,
-    run_states,
-    set_run_setting,
-    set_run_status,
-    stored_judgment,
-    update_provider_batch,
-    update_run_totals,
-    usage_peaks,
-)
-from pcf.store.compressed import (
-    PLAIN,
-    ZLIB,
-    pack,
-    unpack,
-)
-from pcf.store.datasets import (
-    ITEM_CHUNK,
-    DatasetItems,
-    get_dataset,
-    get_dataset_by_id,
-    import_items,
-    item_db_ids,
-    item_positions,
-    items_at,
-    items_by_ids,
-    items_named,
-    list_datasets,
-    load_item,
-    load_items,
-    matching_item_keys,
-)
-from pcf.store.engine import (
-    DATABASE_URL_ENV,
-    LostRaceError,
-    commit_retrying,
-    database_url,
-    database_wait_s,
-    default_sqlite_path,
-    get_engine,
-    is_transient,
-    session_scope,
-    unchecked_engine,
-    write_with_retry,
-)
-from pcf.store.leases import (
-    ACTIVE_RUN_STATUSES,
-    claim_keys,
-    lease_is_live,
-    live_claims,
-    release_keys,
-    release_run_lease,
-    renew_key_claims,
-    renew_run_lease,
-    take_run_lease,
-)
-from pcf.store.models import (
-    ADJUDICATION_CHAIN,
-    Adjudication,
-    Assignment,
-    Call,
-    CandidateRow,
-    Comment,
-    Dataset,
-    ItemRow,
-    KeyClaim,
-    Member,
-    ProviderBatch,
-    ReplacedCall,
-    RequestTemplate,
-    Resolution,
-    Run,
-    RunLease,
-    RunResult,
-    RunStatus,
-    SQLModel,
-    utc_now,
-)
-from pcf.store.people import (
-    LABEL_COLUMNS,
-    add_adjudication,
-    add_audit_event,
-    add_comment,
-    add_first_labels,
-    add_resolution,
-    adjudicated_item_keys,
-    adjudication_history,
-    adjudication_records,
-    assign_items,
-    assignees_by_item,
-    audit_events,
-    bind_member,
-    current_labels,
-    delete_member,
-    get_member,
-    get_plan,
-    hold_item,
-    holders_by_item,
-    item_comments,
-    labelled_item_counts,
-    labellers_by_item,
-    latest_label,
-    list_members,
-    local_member,
-    lock_item,
-    release_item,
-    resolutions,
-    save_member,
-    save_plan,
-)
-from pcf.store.problems import (
-    DatabaseMovedError,
-    storage_problem,
-)
-from pcf.store.requests import (
-    filled,
-    rebuilt_request,
-    request_digest,
-    stored_request,
-    user_frame,
-)
-from pcf.store.schema import (
-    ADVISORY_LOCK,
-    SCRIPT_LOCATION,
-    UNVERSIONED_TABLES,
-    SchemaError,
-    current,
-    head,
-    history,
-    revisions,
-    state,
-    upgrade,
-)
-from pcf.store.stored_results import (
-    label_revision,
-    result_revision,
-    run_result,
-    run_version,
-    save_run_result,
-)
-
-__all__ = [
-    "ACTIVE_RUN_STATUSES",
-    "ADJUDICATION_CHAIN",
-    "ADVISORY_LOCK",
-    "DATABASE_URL_ENV",
-    "ITEM_CHUNK",
-    "LABEL_COLUMNS",
-    "PLAIN",
-    "SCRIPT_LOCATION",
-    "UNVERSIONED_TABLES",
-    "ZLIB",
-    "Adjudication",
-    "Assignment",
-    "Call",
-    "CandidateRow",
-    "Comment",
-    "DatabaseMovedError",
-    "Dataset",
-    "DatasetItems",
-    "ItemRow",
-    "KeyClaim",
-    "LostRaceError",
-    "Member",
-    "ProviderBatch",
-    "ReplacedCall",
-    "RequestTemplate",
-    "Resolution",
-    "Run",
-    "RunLease",
-    "RunResult",
-    "RunStatus",
-    "SQLModel",
-    "SchemaError",
-    "add_adjudication",
-    "add_audit_event",
-    "add_comment",
-    "add_first_labels",
-    "add_provider_batch",
-    "add_resolution",
-    "adjudicated_item_keys",
-    "adjudication_history",
-    "adjudication_records",
-    "answered_keys",
-    "assign_items",
-    "assignees_by_item",
-    "audit_events",
-    "bind_member",
-    "cached_calls",
-    "call_request",
-    "claim_keys",
-    "claimed_batch_ids",
-    "commit_retrying",
-    "create_run",
-    "current",
-    "current_labels",
-    "database_url",
-    "database_wait_s",
-    "default_sqlite_path",
-    "delete_member",
-    "delete_run",
-    "filled",
-    "get_dataset",
-    "get_dataset_by_id",
-    "get_engine",
-    "get_member",
-    "get_plan",
-    "get_run",
-    "head",
-    "history",
-    "hold_item",
-    "holders_by_item",
-    "import_items",
-    "insert_calls",
-    "is_transient",
-    "item_calls",
-    "item_comments",
-    "item_db_ids",
-    "item_positions",
-    "items_at",
-    "items_by_ids",
-    "items_named",
-    "keep_duplicate_answers",
-    "label_revision",
-    "labelled_item_counts",
-    "labellers_by_item",
-    "latest_label",
-    "lease_is_live",
-    "list_datasets",
-    "list_members",
-    "list_runs",
-    "live_claims",
-    "load_item",
-    "load_items",
-    "local_member",
-    "lock_item",
-    "matching_item_keys",
-    "pack",
-    "pending_batch_keys",
-    "rebuilt_request",
-    "release_item",
-    "release_keys",
-    "release_run_lease",
-    "renew_key_claims",
-    "renew_run_lease",
-    "replace_calls",
-    "request_digest",
-    "resolutions",
-    "result_revision",
-    "revisions",
-    "run_batches",
-    "run_calls",
-    "run_calls_by_slot",
-    "run_dataset",
-    "run_judgments",
-    "run_listing",
-    "run_result",
-    "run_states",
-    "run_version",
-    "save_member",
-    "save_plan",
-    "save_run_result",
-    "session_scope",
-    "set_run_setting",
-    "set_run_status",
-    "state",
-    "storage_problem",
-    "stored_judgment",
-    "stored_request",
-    "take_run_lease",
-    "unchecked_engine",
-    "unpack",
-    "update_provider_batch",
-    "update_run_totals",
-    "upgrade",
-    "usage_peaks",
-    "user_frame",
-    "utc_now",
-    "write_with_retry",
-]
+from pcf.store.calls import add_provider_batch as add_provider_batch
+from pcf.store.calls import answered_keys as answered_keys
+from pcf.store.calls import cached_calls as cached_calls
+from pcf.store.calls import call_request as call_request
+from pcf.store.calls import claimed_batch_ids as claimed_batch_ids
+from pcf.store.calls import create_run as create_run
+from pcf.store.calls import delete_run as delete_run
+from pcf.store.calls import get_run as get_run
+from pcf.store.calls import insert_calls as insert_calls
+from pcf.store.calls import item_calls as item_calls
+from pcf.store.calls import keep_duplicate_answers as keep_duplicate_answers
+from pcf.store.calls import list_runs as list_runs
+from pcf.store.calls import pending_batch_keys as pending_batch_keys
+from pcf.store.calls import replace_calls as replace_calls
+from pcf.store.calls import run_batches as run_batches
+from pcf.store.calls import run_calls as run_calls
+from pcf.store.calls import run_calls_by_slot as run_calls_by_slot
+from pcf.store.calls import run_dataset as run_dataset
+from pcf.store.calls import run_judgments as run_judgments
+from pcf.store.calls import run_listing as run_listing
+from pcf.store.calls import run_states as run_states
+from pcf.store.calls import set_run_setting as set_run_setting
+from pcf.store.calls import set_run_status as set_run_status
+from pcf.store.calls import stored_judgment as stored_judgment
+from pcf.store.calls import update_provider_batch as update_provider_batch
+from pcf.store.calls import update_run_totals as update_run_totals
+from pcf.store.calls import usage_peaks as usage_peaks
+from pcf.store.compressed import PLAIN as PLAIN
+from pcf.store.compressed import ZLIB as ZLIB
+from pcf.store.compressed import pack as pack
+from pcf.store.compressed import unpack as unpack
+from pcf.store.datasets import ITEM_CHUNK as ITEM_CHUNK
+from pcf.store.datasets import DatasetItems as DatasetItems
+from pcf.store.datasets import get_dataset as get_dataset
+from pcf.store.datasets import get_dataset_by_id as get_dataset_by_id
+from pcf.store.datasets import import_items as import_items
+from pcf.store.datasets import item_db_ids as item_db_ids
+from pcf.store.datasets import item_positions as item_positions
+from pcf.store.datasets import items_at as items_at
+from pcf.store.datasets import items_by_ids as items_by_ids
+from pcf.store.datasets import items_named as items_named
+from pcf.store.datasets import list_datasets as list_datasets
+from pcf.store.datasets import load_item as load_item
+from pcf.store.datasets import load_items as load_items
+from pcf.store.datasets import matching_item_keys as matching_item_keys
+from pcf.store.engine import DATABASE_URL_ENV as DATABASE_URL_ENV
+from pcf.store.engine import LostRaceError as LostRaceError
+from pcf.store.engine import commit_retrying as commit_retrying
+from pcf.store.engine import database_url as database_url
+from pcf.store.engine import database_wait_s as database_wait_s
+from pcf.store.engine import get_engine as get_engine
+from pcf.store.engine import is_transient as is_transient
+from pcf.store.engine import session_scope as session_scope
+from pcf.store.engine import unchecked_engine as unchecked_engine
+from pcf.store.engine import write_with_retry as write_with_retry
+from pcf.store.leases import ACTIVE_RUN_STATUSES as ACTIVE_RUN_STATUSES
+from pcf.store.leases import claim_keys as claim_keys
+from pcf.store.leases import lease_is_live as lease_is_live
+from pcf.store.leases import live_claims as live_claims
+from pcf.store.leases import release_keys as release_keys
+from pcf.store.leases import release_run_lease as release_run_lease
+from pcf.store.leases import renew_key_claims as renew_key_claims
+from pcf.store.leases import renew_run_lease as renew_run_lease
+from pcf.store.leases import take_run_lease as take_run_lease
+from pcf.store.models import ADJUDICATION_CHAIN as ADJUDICATION_CHAIN
+from pcf.store.models import Adjudication as Adjudication
+from pcf.store.models import Call as Call
+from pcf.store.models import CandidateRow as CandidateRow
+from pcf.store.models import Comment as Comment
+from pcf.store.models import Dataset as Dataset
+from pcf.store.models import ItemRow as ItemRow
+from pcf.store.models import KeyClaim as KeyClaim
+from pcf.store.models import Member as Member
+from pcf.store.models import ProviderBatch as ProviderBatch
+from pcf.store.models import ReplacedCall as ReplacedCall
+from pcf.store.models import RequestTemplate as RequestTemplate
+from pcf.store.models import Resolution as Resolution
+from pcf.store.models import Run as Run
+from pcf.store.models import RunLease as RunLease
+from pcf.store.models import RunResult as RunResult
+from pcf.store.models import RunStatus as RunStatus
+from pcf.store.models import SQLModel as SQLModel
+from pcf.store.models import utc_now as utc_now
+from pcf.store.people import LABEL_COLUMNS as LABEL_COLUMNS
+from pcf.store.people import add_adjudication as add_adjudication
+from pcf.store.people import add_audit_event as add_audit_event
+from pcf.store.people import add_comment as add_comment
+from pcf.store.people import add_first_labels as add_first_labels
+from pcf.store.people import add_resolution as add_resolution
+from pcf.store.people import adjudicated_item_keys as adjudicated_item_keys
+from pcf.store.people import adjudication_history as adjudication_history
+from pcf.store.people import adjudication_records as adjudication_records
+from pcf.store.people import assign_items as assign_items
+from pcf.store.people import assignees_by_item as assignees_by_item
+from pcf.store.people import audit_events as audit_events
+from pcf.store.people import bind_member as bind_member
+from pcf.store.people import current_labels as current_labels
+from pcf.store.people import delete_member as delete_member
+from pcf.store.people import get_member as get_member
+from pcf.store.people import get_plan as get_plan
+from pcf.store.people import hold_item as hold_item
+from pcf.store.people import holders_by_item as holders_by_item
+from pcf.store.people import item_comments as item_comments
+from pcf.store.people import labelled_item_counts as labelled_item_counts
+from pcf.store.people import labellers_by_item as labellers_by_item
+from pcf.store.people import latest_label as latest_label
+from pcf.store.people import list_members as list_members
+from pcf.store.people import local_member as local_member
+from pcf.store.people import lock_item as lock_item
+from pcf.store.people import release_item as release_item
+from pcf.store.people import resolutions as resolutions
+from pcf.store.people import save_member as save_member
+from pcf.store.people import save_plan as save_plan
+from pcf.store.problems import DatabaseMovedError as DatabaseMovedError
+from pcf.store.problems import storage_problem as storage_problem
+from pcf.store.requests import filled as filled
+from pcf.store.requests import rebuilt_request as rebuilt_request
+from pcf.store.requests import request_digest as request_digest
+from pcf.store.requests import stored_request as stored_request
+from pcf.store.requests import user_frame as user_frame
+from pcf.store.schema import ADVISORY_LOCK as ADVISORY_LOCK
+from pcf.store.schema import SCRIPT_LOCATION as SCRIPT_LOCATION
+from pcf.store.schema import UNVERSIONED_TABLES as UNVERSIONED_TABLES
+from pcf.store.schema import SchemaError as SchemaError
+from pcf.store.schema import current as current
+from pcf.store.schema import head as head
+from pcf.store.schema import history as history
+from pcf.store.schema import revisions as revisions
+from pcf.store.schema import state as state
+from pcf.store.schema import upgrade as upgrade
+from pcf.store.stored_results import label_revision as label_revision
+from pcf.store.stored_results import result_revision as result_revision
+from pcf.store.stored_results import run_result as run_result
+from pcf.store.stored_results import run_version as run_version
+from pcf.store.stored_results import save_run_result as save_run_result

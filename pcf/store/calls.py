@@ -1,8 +1,5 @@
-"""Runs and their calls: the run rows, the content-keyed cache, stored requests and answers,
-provider batches, and a run's judgments read back.
-
-Query functions take the session as a keyword argument; they flush but never commit.
-"""
+"""Runs and their calls: run rows, the content-keyed cache, stored requests and answers,
+provider batches, and a run's judgments read back. Functions flush, never commit."""
 
 from __future__ import annotations
 
@@ -10,16 +7,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import (
-    Text,
-    case,
-    cast,
-    delete,
-    event,
-    func,
-    insert,
-)
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Text, case, cast, delete, event, func, insert
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session, col, select
 
@@ -39,6 +27,7 @@ from pcf.store.models import (
     RunLease,
     RunResult,
     RunStatus,
+    insert_new,
     saved,
     utc_now,
 )
@@ -73,12 +62,11 @@ def create_run(
     settings: Mapping[str, Any] | None = None,
     base_url: str | None = None,
 ) -> Run:
-    """Record a new pending run called ``name``; ``settings`` (temperature, max_tokens, slot
-    keys, prices...) never hold API keys.
+    """Record a new pending run called ``name``; ``settings`` never hold API keys.
 
     Raises:
-        ValueError: the name is taken, the dataset does not exist, an argument is out of range,
-            or ``settings`` holds what looks like a credential.
+        ValueError: the name is taken, no such dataset, an argument out of range, or
+            ``settings`` holding what looks like a credential.
     """
     if k < 1 or executions < 1:
         raise ValueError(f"k and executions must be at least 1, got k={k}, executions={executions}")
@@ -121,8 +109,7 @@ def run_dataset(run: Run, *, session: Session) -> Dataset:
 
 
 def set_run_status(run: Run, status: RunStatus | str, *, session: Session) -> Run:
-    """Record the run's status (one of :class:`RunStatus`); ``finished`` also stamps
-    ``finished_at``."""
+    """Record the run's status; ``finished`` also stamps ``finished_at``."""
     run.status = RunStatus(status).value
     if run.status == RunStatus.FINISHED:
         run.finished_at = utc_now()
@@ -144,12 +131,9 @@ def list_runs(*, session: Session, dataset_id: int | None = None) -> list[Run]:
 
 
 def update_run_totals(run_id: int, *, session: Session) -> Run:
-    """Recompute a run's totals from its calls and store them on the run.
-
-    ``calls_made`` counts requests sent to the judge (the attempts of every call the cache did
-    not answer), ``cache_hits`` the calls the cache answered, ``failures`` the calls left
-    failed; tokens and cost add up the calls the cache did not answer.
-    """
+    """Store on the run its totals over its calls: ``calls_made`` counts the attempts of the
+    calls the cache did not answer (which alone count for tokens and cost), ``cache_hits`` the
+    others, ``failures`` the calls left failed."""
     run = session.get(Run, run_id)
     if run is None:
         raise ValueError(f"no run with id {run_id}")
@@ -158,7 +142,7 @@ def update_run_totals(run_id: int, *, session: Session) -> Run:
     def paid_sum(column: Any) -> Any:
         return func.coalesce(func.sum(case((paid, column), else_=0)), 0)
 
-    calls_made, cache_hits, failures, input_tokens, output_tokens, cost = session.exec(
+    totals = session.exec(
         select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
             paid_sum(Call.attempts),
             func.coalesce(func.sum(case((paid, 0), else_=1)), 0),
@@ -168,16 +152,8 @@ def update_run_totals(run_id: int, *, session: Session) -> Run:
             paid_sum(Call.cost_usd),
         ).where(Call.run_id == run_id)
     ).one()
-    run.sqlmodel_update(
-        {
-            "calls_made": calls_made,
-            "cache_hits": cache_hits,
-            "failures": failures,
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "cost_usd": float(cost),
-        }
-    )
+    names = ("calls_made", "cache_hits", "failures", "input_tokens", "output_tokens", "cost_usd")
+    run.sqlmodel_update(dict(zip(names, (*totals[:-1], float(totals[-1])), strict=True)))
     return saved(run, session=session)
 
 
@@ -192,9 +168,8 @@ def usage_peaks(run_id: int, *, session: Session) -> tuple[int, int]:
 
 
 def run_states(runs: Iterable[Run], *, session: Session) -> dict[int, str]:
-    """``{run id: status to show}``: the stored status, except that a pending or running run
-    with no live lease (:func:`lease_is_live`) is ``interrupted``: its process stopped early
-    (killed, crashed), and judging it again resumes it."""
+    """``{run id: status to show}``: the stored one, but ``interrupted`` for a pending or
+    running run without a live lease (its process died; judging it again resumes it)."""
     fresh = select(RunLease).execution_options(populate_existing=True)
     leases = {lease.run_name: lease for lease in session.exec(fresh).all()}
     now = utc_now()
@@ -209,43 +184,28 @@ def run_states(runs: Iterable[Run], *, session: Session) -> dict[int, str]:
 
 
 def run_listing(*, session: Session, dataset_id: int | None = None) -> list[dict[str, Any]]:
-    """The runs (of one dataset, or all), oldest first, as listed by ``pcf runs`` and the Runs
-    page: name, dataset, settings, status to show (:func:`run_states`), calls, tokens, cost."""
+    """The runs (of one dataset, or all), oldest first, as ``pcf runs`` and the Runs page list
+    them: name, dataset, settings, status to show (:func:`run_states`), calls, tokens, cost."""
     runs = list_runs(session=session, dataset_id=dataset_id)
     names = {d.id: d.name for d in list_datasets(session=session)}
     states = run_states(runs, session=session)
+    settings = ("protocol", "backend", "model", "k", "schedule", "executions")
+    totals = ("cache_hits", "failures", "input_tokens", "output_tokens", "cost_usd")
     return [
-        {
-            "name": r.name,
-            "dataset": names.get(r.dataset_id),
-            "protocol": r.protocol,
-            "backend": r.backend,
-            "model": r.model,
-            "k": r.k,
-            "schedule": r.schedule,
-            "executions": r.executions,
-            "status": states[r.id],
-            "calls": r.calls_made,
-            "cache_hits": r.cache_hits,
-            "failures": r.failures,
-            "input_tokens": r.input_tokens,
-            "output_tokens": r.output_tokens,
-            "cost_usd": r.cost_usd,
-        }
+        {"name": r.name, "dataset": names.get(r.dataset_id)}
+        | {field: getattr(r, field) for field in settings}
+        | {"status": states[r.id], "calls": r.calls_made}
+        | {field: getattr(r, field) for field in totals}
         for r in runs
     ]
 
 
 def delete_run(name: str, *, session: Session) -> dict[str, int]:
-    """Delete the run ``name``, its calls and their replaced answers, and its stored results;
-    never any adjudication (labels belong to items, not runs).
-
-    Returns:
-        ``{"calls": n, "replaced_calls": m}``: the rows deleted with the run.
+    """Delete the run ``name`` with its calls, replaced answers and stored results (never a
+    label: labels belong to items); ``{"calls": n, "replaced_calls": m}`` deleted.
 
     Raises:
-        ValueError: no such run, a live process is judging it, or other runs reuse its answers
-            from the cache (delete those first).
+        ValueError: no such run, a live process judging it, or other runs reusing its answers.
     """
     run = get_run(name, session=session)
     if run is None:
@@ -279,10 +239,7 @@ def delete_run(name: str, *, session: Session) -> dict[str, int]:
 
 
 def cached_calls(content_keys: Iterable[str], *, session: Session) -> dict[str, Call]:
-    """The answers to reuse: ``{content_key: the newest ok call with that key, in any run}``.
-
-    Keys no ok call answered are left out. Queried in chunks, so any number of keys works.
-    """
+    """The answers to reuse: ``{content_key: the newest ok call with that key, in any run}``."""
     found: dict[str, Call] = {}
     for chunk in _chunks(content_keys):
         rows = session.exec(
@@ -307,10 +264,8 @@ def answered_keys(content_keys: Iterable[str], *, session: Session) -> set[str]:
     return found
 
 
-TEMPLATE_IDS = "pcf.request_template_ids"
-"""``session.info`` key: ``{template digest: id}`` of the templates committed, seen by it."""
-NEW_TEMPLATE_IDS = "pcf.new_request_template_ids"
-"""``session.info`` key: the same for the templates seen in its open transaction."""
+TEMPLATE_IDS = "pcf.request_template_ids"  # session.info: {digest: id} of committed templates
+NEW_TEMPLATE_IDS = "pcf.new_request_template_ids"  # the same, seen in the open transaction
 
 
 @event.listens_for(OrmSession, "after_commit")
@@ -326,32 +281,24 @@ def _forget_new_template_ids(session: OrmSession, _transaction: Any) -> None:
 
 
 def request_template_id(values: Mapping[str, Any], *, session: Session) -> int:
-    """The id of the template with these column values (see
-    :func:`~pcf.store.requests.stored_request`), stored first if no row has its digest.
+    """The id of the template with these column values, stored first if new.
 
-    ``INSERT ... ON CONFLICT DO NOTHING`` then a select, so that two writers storing the same
-    template at once both get the one row (on PostgreSQL the second insert waits for the
-    first transaction). Ids are remembered per session, once committed.
+    ``INSERT ... ON CONFLICT DO NOTHING`` then a select: two writers storing the same template
+    at once both get the one row. Ids are remembered per session, once committed.
     """
     digest = values["digest"]
     for known in (TEMPLATE_IDS, NEW_TEMPLATE_IDS):
         if (found := session.info.get(known, {}).get(digest)) is not None:
             return found
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    session.execute(dialect.insert(RequestTemplate).values(**values).on_conflict_do_nothing())
+    insert_new(RequestTemplate, dict(values), session=session)
     found = session.exec(select(RequestTemplate.id).where(RequestTemplate.digest == digest)).one()
     session.info.setdefault(NEW_TEMPLATE_IDS, {})[digest] = found
     return found
 
 
 def stored_call(row: Mapping[str, Any], *, session: Session) -> dict[str, Any]:
-    """A call's column values as the table stores them: a ``request`` among them (with the
-    ``request_texts`` it was made from, if given) becomes ``template_id`` and
-    ``request_digest``.
-
-    ``request_texts`` is the item's prompt and the candidate texts in slot order: where they
-    occur in the user message, the template refers to them instead of holding them.
-    """
+    """A call's column values as stored: a ``request`` (with the ``request_texts``, the item's
+    prompt and slot texts, its template refers to) becomes ``template_id``, ``request_digest``."""
     values = dict(row)
     if "request" not in values:
         return values
@@ -362,12 +309,10 @@ def stored_call(row: Mapping[str, Any], *, session: Session) -> dict[str, Any]:
 
 
 def insert_calls(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None:
-    """Store calls given as column values with their ``request`` (see :func:`stored_call`),
-    stamped with the current time.
+    """Store calls given as column values (:func:`stored_call`), stamped now.
 
-    A plain INSERT of the rows, without building ORM objects or a unit of work: the run engine
-    stores every judge answer this way as it arrives, in the event loop, and every millisecond
-    it takes is taken from the judge's SDK (see ``benchmarks/runner_throughput.py``).
+    A plain INSERT, no ORM objects: it runs in the engine's event loop once per answer, and
+    its time is taken from the judge's SDK (``benchmarks/runner_throughput.py``).
     """
     now = utc_now()
     values = [{"created_at": now, **stored_call(row, session=session)} for row in rows]
@@ -375,12 +320,8 @@ def insert_calls(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None
 
 
 def call_request(call: Call, *, session: Session) -> dict[str, Any]:
-    """The request ``call`` sent, as the judge got it: ``backend``, ``model``, ``system``,
-    ``user``, ``schema``, ``temperature``, ``max_tokens``.
-
-    Rebuilt from its template and the item's prompt and candidate texts;
-    ``call.sent(request)`` checks it against the digest stored when it was sent.
-    """
+    """The request ``call`` sent, rebuilt from its template and the item's texts
+    (``call.sent(request)`` checks it against the stored digest)."""
     template = session.get(RequestTemplate, call.template_id)
     if template is None:
         raise LookupError(f"call {call.id} has no request template")
@@ -396,8 +337,8 @@ def call_request(call: Call, *, session: Session) -> dict[str, Any]:
 
 
 def keep_duplicate_answers(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None:
-    """Keep answers for calls the run already stored (a second writer's) as ``duplicate``
-    replaced calls of the stored call, so that no paid answer is ever lost."""
+    """Keep answers to calls the run stored already (a second writer's) as ``duplicate``
+    replaced calls: no paid answer is lost."""
     for row in rows:
         stored = session.exec(
             select(Call.id).where(
@@ -413,11 +354,8 @@ def keep_duplicate_answers(rows: Iterable[Mapping[str, Any]], *, session: Sessio
 
 
 def replace_calls(rows: Mapping[int, Mapping[str, Any]], *, session: Session) -> None:
-    """Give stored calls a new current answer: ``{call id: column values}`` with the
-    ``request`` (see :func:`stored_call`).
-
-    Each call's previous values are kept whole as a ``retried`` :class:`ReplacedCall` first.
-    """
+    """Give stored calls a new answer (``{call id: column values}``); each previous answer is
+    kept whole as a ``retried`` :class:`ReplacedCall`."""
     now = utc_now()
     for call_id, values in rows.items():
         old = session.get(Call, call_id)
@@ -466,8 +404,8 @@ def pending_batch_keys(*, session: Session) -> set[str]:
 def run_calls_by_slot(
     run_id: int, *, session: Session, item_ids: Iterable[int] | None = None
 ) -> dict[tuple[int, int, int], Call]:
-    """The run's stored calls (of the items with these database ids only, when given) by
-    ``(item database id, execution, call index)``."""
+    """The run's calls (of these items only, when given) by ``(item db id, execution, call
+    index)``."""
     query = select(Call).where(Call.run_id == run_id)
     if item_ids is not None:
         query = query.where(col(Call.item_id).in_(list(item_ids)))
@@ -475,13 +413,9 @@ def run_calls_by_slot(
 
 
 def _at_positions(query: Any, run_id: int, start: int | None, stop: int | None) -> Any:
-    """``query`` (of the run's calls, joined with :class:`ItemRow`) kept to the items at
-    positions ``start`` to ``stop`` (excluded); None leaves that end open.
-
-    The run's dataset is named too, so that the database finds those items by position (its
-    index) and then their calls, instead of going through every call of the run for each
-    chunk of items.
-    """
+    """``query`` (of the run's calls joined with :class:`ItemRow`) kept to the items at
+    positions ``start`` to ``stop`` (excluded; None: open). The dataset is named so that the
+    database finds the items by its position index, not by going through every call."""
     if start is None and stop is None:
         return query
     dataset = select(Run.dataset_id).where(Run.id == run_id).scalar_subquery()
@@ -496,8 +430,8 @@ def _at_positions(query: Any, run_id: int, start: int | None, stop: int | None) 
 def run_calls(
     run_id: int, *, session: Session, start: int | None = None, stop: int | None = None
 ) -> list[Call]:
-    """The run's calls, by item, execution and call index; only those of the items at
-    positions ``start`` to ``stop`` (excluded) when given."""
+    """The run's calls by item, execution and call index (of the items at positions ``start``
+    to ``stop`` only, when given)."""
     query = select(Call).where(Call.run_id == run_id)
     if start is not None or stop is not None:
         joined = query.join(ItemRow, col(ItemRow.id) == Call.item_id)
@@ -531,32 +465,20 @@ def stored_judgment(
     repaired: list[str],
 ) -> Judgment:
     """A stored call as a judgment; a failed one keeps only its order and error."""
+    slot = (item_key, execution, call_index, tuple(order))
     if not ok or parsed is None:
-        return Judgment(item_key, execution, call_index, tuple(order), False, error or "failed")
-    return Judgment(
-        item_key,
-        execution,
-        call_index,
-        tuple(order),
-        True,
-        None,
-        parsed.get("factuality", {}),
-        parsed.get("hallucination_risk", {}),
-        tuple(parsed.get("ranking", ())),
-        parsed.get("confidence"),
-        tuple(repaired),
-    )
+        return Judgment(*slot, False, error or "failed")
+    found = (parsed.get("factuality", {}), parsed.get("hallucination_risk", {}))
+    ranking = tuple(parsed.get("ranking", ()))
+    return Judgment(*slot, True, None, *found, ranking, parsed.get("confidence"), tuple(repaired))
 
 
 def run_judgments(
     run_id: int, *, session: Session, start: int | None = None, stop: int | None = None
 ) -> list[Judgment]:
-    """Every call of the run as a judgment (failed calls with ``ok=False`` and their error);
-    only the calls of the items at positions ``start`` to ``stop`` (excluded) when given.
-
-    Ordered by item position, execution and call index; ``item_id`` is the item's key. For
-    speed the JSON columns are read as text and decoded by a single ``json.loads``.
-    """
+    """Every call of the run (of the items at positions ``start`` to ``stop`` only, when
+    given) as a judgment, by item position, execution and call index; ``item_id`` is the item's
+    key. For speed the JSON columns are read as text and decoded by one ``json.loads``."""
     query = (
         select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
             ItemRow.item_key,

@@ -1,15 +1,9 @@
 """Column types that store long text compressed, transparently for readers.
 
-A judge's answer (``response_text``) and the provider's raw response (``response_raw``) are
-hundreds of bytes to kilobytes of JSON-like text per call. SQLite compresses nothing, and
-PostgreSQL's TOAST only values over about 2 KB, so most answers would be stored as they are.
-These types store a one-byte header and the UTF-8 bytes: ``\\x00`` then the text as it is (short
-values, or where zlib saves nothing), ``\\x01`` then its zlib stream. Readers get back the same
-``str`` (or JSON value) they wrote.
-
-The same type serves both databases: one code path and one migration, and answers of a few
-hundred bytes, below TOAST's threshold, are compressed on PostgreSQL too. The cost is that
-plain SQL sees bytes there, not text (read them through :mod:`pcf.store`).
+Answers and raw responses are hundreds of bytes to kilobytes each; SQLite compresses nothing
+and PostgreSQL's TOAST only values over about 2 KB. These types store a header byte, ``\\x00``
+then the UTF-8 text or ``\\x01`` then its zlib stream, the same on both databases (plain SQL
+sees bytes: read them through :mod:`pcf.store`).
 """
 
 from __future__ import annotations
@@ -23,8 +17,7 @@ from sqlalchemy.types import TypeDecorator
 
 PLAIN = b"\x00"
 ZLIB = b"\x01"
-COMPRESS_FROM = 64
-"""Texts shorter than this many bytes are stored plain: zlib would not make them smaller."""
+COMPRESS_FROM = 64  # bytes: zlib makes no shorter text smaller
 
 
 def pack(text: str) -> bytes:
@@ -38,11 +31,7 @@ def pack(text: str) -> bytes:
 
 
 def unpack(stored: bytes) -> str:
-    """The text :func:`pack` stored.
-
-    Raises:
-        ValueError: ``stored`` does not start with a header :func:`pack` writes.
-    """
+    """The text :func:`pack` stored (ValueError for another header)."""
     header, body = stored[:1], stored[1:]
     if header == ZLIB:
         return zlib.decompress(body).decode("utf-8")

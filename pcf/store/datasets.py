@@ -1,7 +1,5 @@
-"""Datasets and their items: imports, and items read a chunk at a time.
-
-Query functions take the session as a keyword argument; they flush but never commit.
-"""
+"""Datasets and their items: imports, and items read a chunk at a time. Functions flush,
+never commit. Items read back hold their database id as ``metadata["db_id"]``."""
 
 from __future__ import annotations
 
@@ -10,23 +8,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (
-    CursorResult,
-    Result,
-    and_,
-    func,
-    insert,
-    literal,
-    or_,
-)
+from sqlalchemy import CursorResult, Result, and_, func, insert, literal, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from pcf.items import Candidate, Item
 from pcf.store.models import CandidateRow, Dataset, ItemRow, saved
 
-CACHE_QUERY_CHUNK = 500
-"""Content keys per query of :func:`cached_calls` (SQLite allows 32766 parameters)."""
+CACHE_QUERY_CHUNK = 500  # keys per IN query (SQLite allows 32766 parameters)
 
 
 def rows_changed(result: Result[Any]) -> int:
@@ -44,13 +33,11 @@ def import_items(
     source_path: str | Path | None = None,
     seed: int = 0,
 ) -> Dataset:
-    """Store dataset ``name`` (``items`` in file order, loaded from ``source_path`` in format
-    ``fmt``, with the dataset ``seed`` of the canonical orders) with bulk inserts, in the
-    caller's transaction.
+    """Store dataset ``name`` (``items`` in file order, read from ``source_path`` in format
+    ``fmt``; ``seed`` of the canonical orders) with bulk inserts.
 
     Raises:
-        ValueError: the name is taken, there are no items, or two items share an id or an item
-            lists one candidate id twice.
+        ValueError: the name is taken, no items, or an item or candidate id twice.
     """
     if not items:
         raise ValueError(f"no items to import into dataset {name!r}")
@@ -76,8 +63,8 @@ def import_items(
 
 
 def _insert_items(dataset_id: int, start: int, items: list[Item], *, session: Session) -> None:
-    """Insert ``items``, the dataset's items from position ``start`` on, and their candidates
-    (a chunk at a time: the rows of a whole large dataset at once would take gigabytes)."""
+    """Insert ``items``, the dataset's from position ``start`` on, and their candidates (a chunk
+    at a time: a whole large dataset's rows would take gigabytes)."""
     session.execute(
         insert(ItemRow),
         [
@@ -127,14 +114,12 @@ def list_datasets(*, session: Session) -> list[Dataset]:
     return list(session.exec(select(Dataset).order_by(col(Dataset.id))).all())
 
 
-ITEM_CHUNK = 500
-"""Items read at once when a whole dataset is gone through (:class:`DatasetItems`)."""
+ITEM_CHUNK = 500  # items read at once when a whole dataset is gone through
 
 
 def _items_where(condition: Any, *, session: Session, texts: bool = True) -> list[Item]:
-    """The items matching ``condition`` (on :class:`ItemRow`) in file order, candidates in
-    listing order; each item's metadata also holds its database id as ``"db_id"``. Without
-    ``texts`` the candidates' texts are not read (left empty)."""
+    """The items matching ``condition`` in file order, candidates in listing order; without
+    ``texts`` the candidates' texts are left empty."""
     candidates: dict[int, list[Candidate]] = defaultdict(list)
     text = CandidateRow.text if texts else literal("")
     candidate_rows = session.exec(
@@ -164,22 +149,15 @@ def _items_where(condition: Any, *, session: Session, texts: bool = True) -> lis
 
 
 def load_items(dataset_id: int, *, session: Session) -> list[Item]:
-    """The dataset's items in file order, candidates in listing order.
-
-    Each item's metadata also holds its database id as ``"db_id"``.
-    """
+    """The dataset's items in file order, candidates in listing order."""
     return _items_where(ItemRow.dataset_id == dataset_id, session=session)
 
 
 def items_at(
     dataset_id: int, start: int, stop: int, *, session: Session, texts: bool = True
 ) -> list[Item]:
-    """The dataset's items at positions ``start`` (included) to ``stop`` (excluded), in file
-    order, for reading a large dataset a chunk at a time.
-
-    Each item's metadata also holds its database id as ``"db_id"``. Without ``texts`` the
-    candidates' texts are left empty (what decisions need is their ids).
-    """
+    """The dataset's items at positions ``start`` to ``stop`` (excluded), in file order;
+    without ``texts`` the candidates' texts are left empty (decisions need only their ids)."""
     condition = and_(
         col(ItemRow.dataset_id) == dataset_id,
         col(ItemRow.position) >= start,
@@ -191,9 +169,7 @@ def items_at(
 def items_named(
     dataset_id: int, item_keys: Iterable[str], *, session: Session, texts: bool = True
 ) -> list[Item]:
-    """The dataset's items with these keys (for the few items a page shows), by database id:
-    file order, as :func:`import_items` stores them. Without ``texts`` the candidates' texts
-    are left empty."""
+    """The dataset's items with these keys, in file order (without ``texts``, as above)."""
     found: list[Item] = []
     for keys in _chunks(item_keys):
         condition = and_(col(ItemRow.dataset_id) == dataset_id, col(ItemRow.item_key).in_(keys))
@@ -202,10 +178,8 @@ def items_named(
 
 
 class DatasetItems:
-    """A dataset's items in file order (its first ``limit`` only), read from the database
-    :data:`ITEM_CHUNK` at a time whenever they are gone through, so that work over a dataset
-    of any size holds one chunk of items in memory. Each item's metadata holds its database
-    id as ``"db_id"``, as with :func:`load_items`."""
+    """A dataset's items in file order (its first ``limit`` only), read :data:`ITEM_CHUNK` at
+    a time whenever they are gone through: work over any size holds one chunk in memory."""
 
     def __init__(self, dataset_id: int, *, session: Session, limit: int | None = None) -> None:
         self.dataset_id, self.session, self.limit = dataset_id, session, limit
@@ -226,13 +200,12 @@ class DatasetItems:
 
 
 def items_by_ids(item_db_ids: Iterable[int], *, session: Session) -> list[Item]:
-    """The items with these database ids (at most :data:`ITEM_CHUNK` of them), in file order;
-    each item's metadata holds its database id as ``"db_id"``."""
+    """The items with these database ids (at most :data:`ITEM_CHUNK`), in file order."""
     return _items_where(col(ItemRow.id).in_(list(item_db_ids)), session=session)
 
 
 def load_item(item_db_id: int, *, session: Session) -> Item | None:
-    """One item by database id (``metadata["db_id"]`` set), or None."""
+    """One item by database id, or None."""
     found = _items_where(ItemRow.id == item_db_id, session=session)
     return found[0] if found else None
 
@@ -243,7 +216,7 @@ def item_positions(dataset_id: int, *, session: Session) -> list[tuple[str, int,
         select(ItemRow.item_key, ItemRow.id, ItemRow.position)
         .where(ItemRow.dataset_id == dataset_id)
         .order_by(col(ItemRow.position))
-    ).all()
+    )
     return [(key, db_id, position) for key, db_id, position in rows]
 
 

@@ -1,12 +1,9 @@
 """The one engine factory, the database location, the transaction scope, and the retries of
 a write that lost a race or its connection.
 
-A PostgreSQL server that goes away (a restart, a failover, a network cut) is waited for here
-and nowhere else: a pooled connection is pinged before use (``pool_pre_ping``), a new
-connection is tried again with backoff for up to ``PCF_DATABASE_WAIT_S`` seconds
-(:data:`DATABASE_WAIT_S` by default), and a transaction cut by a lost connection is run again
-(:func:`commit_retrying`). What still fails is told in one line by
-:func:`pcf.store.problems.storage_problem`.
+A PostgreSQL server that goes away is waited for here and nowhere else: pooled connections are
+pinged, a new connection is tried again for up to ``PCF_DATABASE_WAIT_S`` seconds, and a
+transaction cut by a lost connection is run again (:func:`commit_retrying`).
 """
 
 from __future__ import annotations
@@ -36,13 +33,10 @@ SQLITE_PRAGMAS = {
     "journal_size_limit": str(64 * 1024 * 1024),  # the WAL file shrinks back after a checkpoint
 }
 
-WRITE_ATTEMPTS = 50
-"""Tries of :func:`write_with_retry`: enough for a few processes saving the same thing at once."""
+WRITE_ATTEMPTS = 50  # enough for a few processes saving the same thing at once
 DATABASE_WAIT_ENV = "PCF_DATABASE_WAIT_S"
 DATABASE_WAIT_S = 30.0
-"""How long a database server that cannot be reached is waited for, by default."""
-LOST_CONNECTION_ATTEMPTS = 3
-"""Tries of a transaction whose connection was lost (each new connection waits for the server)."""
+LOST_CONNECTION_ATTEMPTS = 3  # each new connection waits for the server
 UNREACHABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03")
 """PostgreSQL's connection exceptions (by prefix) and a server shutting down or starting up."""
 UNREACHABLE_WORDS = (
@@ -56,30 +50,23 @@ UNREACHABLE_WORDS = (
     "no such file or directory",  # the server's Unix socket, gone while it restarts
     "timeout expired",
 )
-"""Words of a driver's error that says the server cannot be reached now (a connection failure
-carries no SQLSTATE)."""
+"""Words of a driver's error saying the server cannot be reached (such errors have no SQLSTATE)."""
 
 logger = logging.getLogger(__name__)
 _engines: dict[str, Engine] = {}
 T = TypeVar("T")
 
 
-def default_sqlite_path() -> Path:
-    """``$XDG_DATA_HOME/pcf-review/pcf.db``, or ``~/.local/share/pcf-review/pcf.db``."""
-    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(data_home) / "pcf-review" / "pcf.db"
-
-
 def _resolve(url: str | None) -> str:
-    return url or os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{default_sqlite_path()}"
+    """``url``, else ``PCF_DATABASE_URL``, else ``$XDG_DATA_HOME/pcf-review/pcf.db`` (by default
+    in ``~/.local/share``)."""
+    data_home = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return url or os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{data_home / 'pcf-review/pcf.db'}"
 
 
 def database_url(url: str | None = None) -> str:
-    """Where the data lives, safe to show: any password in the URL is masked.
-
-    Args:
-        url: an explicit URL; by default ``PCF_DATABASE_URL``, else the user data folder.
-    """
+    """Where the data lives (``url``, else ``PCF_DATABASE_URL``, else the user data folder),
+    any password masked."""
     return make_url(_resolve(url)).render_as_string(hide_password=True)
 
 
@@ -91,16 +78,8 @@ def _set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
 
 
 def get_engine(url: str | None = None) -> Engine:
-    """The engine for ``url``, created once per URL, its database ready for this code.
-
-    A new database is created at the newest schema revision; an older SQLite file is upgraded
-    after a backup copy; an older PostgreSQL database, or one newer than the code, is refused
-    (:func:`pcf.store.schema.prepare`). A plain function, so that Streamlit can wrap it in
-    ``st.cache_resource``.
-
-    Args:
-        url: a SQLAlchemy URL; by default ``PCF_DATABASE_URL``, else SQLite in the user data
-            folder (see :func:`default_sqlite_path`).
+    """The engine for ``url`` (as :func:`database_url`), created once per URL, its database
+    made ready for this code (:func:`pcf.store.schema.prepare`).
 
     Raises:
         SchemaError: the database cannot be used at its revision; the message says why.
@@ -119,12 +98,8 @@ def get_engine(url: str | None = None) -> Engine:
 
 
 def unchecked_engine(url: str | None = None) -> Engine:
-    """A new engine for ``url`` whatever its schema revision, for ``pcf db`` to inspect and
-    upgrade it; everything else uses :func:`get_engine`.
-
-    SQLite connections get WAL, a 5 s busy timeout, foreign keys and ``synchronous=NORMAL``;
-    the folder of a SQLite file is created if missing.
-    """
+    """A new engine for ``url`` whatever its schema revision, for ``pcf db``; everything else
+    uses :func:`get_engine`. A SQLite file's folder is created if missing."""
     resolved = _resolve(url)
     parsed = make_url(resolved)
     is_sqlite = parsed.get_backend_name() == "sqlite"
@@ -140,8 +115,7 @@ def unchecked_engine(url: str | None = None) -> Engine:
 
 
 def database_wait_s() -> float:
-    """How long a server that cannot be reached is waited for: ``PCF_DATABASE_WAIT_S`` seconds,
-    by default :data:`DATABASE_WAIT_S`.
+    """How long a server that cannot be reached is waited for: ``PCF_DATABASE_WAIT_S``.
 
     Raises:
         ValueError: the variable is not a number of seconds.
@@ -166,20 +140,16 @@ def _unreachable(error: BaseException) -> bool:
 
 
 def is_disconnect(exc: BaseException) -> bool:
-    """Whether ``exc`` is a lost or refused connection to a database server (a restart, a
-    failover, a network cut): worth waiting for, then trying again."""
+    """Whether ``exc`` is a lost or refused connection to a database server."""
     if isinstance(exc, DBAPIError):
         return exc.connection_invalidated or (exc.orig is not None and _unreachable(exc.orig))
     return False
 
 
 class _PatientConnect:
-    """The ``do_connect`` hook of a server's engine: a connection the server refuses because it
-    is down or restarting is tried again with backoff, for up to :func:`database_wait_s`.
-
-    After a wait that ran out, the next connections fail at once (a command ends in one line,
-    not after one wait per connection) until one succeeds again.
-    """
+    """The ``do_connect`` hook of a server's engine: a refused connection is tried again with
+    backoff for up to :func:`database_wait_s`; after a wait ran out, the next ones fail at
+    once (a command ends after one wait) until one succeeds."""
 
     def __init__(self, shown_url: str) -> None:
         self.shown_url, self.gave_up = shown_url, False
@@ -212,8 +182,7 @@ class _PatientConnect:
 
 
 def short_reason(error: BaseException) -> str:
-    """The last clause of an error's first line: ``Connection refused``, ``terminating
-    connection due to administrator command``."""
+    """The last clause of an error's first line, e.g. ``Connection refused``."""
     lines = str(error).strip().splitlines()
     return lines[0].rsplit(": ", 1)[-1].strip() if lines else type(error).__name__
 
@@ -222,8 +191,7 @@ class LostRaceError(Exception):
     """A write that lost a race with another writer and succeeds when tried again."""
 
 
-TRANSIENT_SQLSTATES = {"40001", "40P01", "55P03"}
-"""PostgreSQL's serialization failure, deadlock and lock-not-available."""
+TRANSIENT_SQLSTATES = {"40001", "40P01", "55P03"}  # serialization failure, deadlock, lock
 TRANSIENT_SQLITE_WORDS = ("database is locked", "database table is locked", "busy")
 
 
@@ -239,13 +207,9 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def commit_retrying(session: Session, work: Callable[[], T]) -> T:
-    """Run ``work()`` in ``session``'s transaction and commit it; a transaction cut by a lost
-    connection is rolled back and run again (its new connection waits for the server), up to
-    :data:`LOST_CONNECTION_ATTEMPTS` times. Any other error, or the last one, is raised after a
-    rollback, so that the session can be used again.
-
-    ``work`` must be safe to run again after a rollback (it writes through ``session``, and
-    keeps nothing of an attempt that did not commit).
+    """Run ``work()`` in ``session``'s transaction and commit it; one cut by a lost connection
+    is run again, up to :data:`LOST_CONNECTION_ATTEMPTS` times. Any error is raised after a
+    rollback. ``work`` must be safe to run again after a rollback.
     """
     attempt = 1
     while True:
@@ -261,18 +225,9 @@ def commit_retrying(session: Session, work: Callable[[], T]) -> T:
 
 
 def write_with_retry(engine: Engine, work: Callable[[Session], T]) -> T:
-    """Run ``work(session)`` in a transaction, again in a new one when it loses a race or
-    its connection.
-
-    A lock held too long (SQLite), a serialization failure or deadlock (PostgreSQL) or a
-    :class:`LostRaceError` rolls the transaction back and tries again, up to :data:`WRITE_ATTEMPTS`
-    times with a short growing pause; a lost connection, as :func:`commit_retrying`. Any other
-    error, or the last one, is raised.
-
-    Example:
-        >>> write_with_retry(engine, lambda s: add_adjudication(7, session=s, annotator="ana",
-        ...                  choice="c1"))  # doctest: +SKIP
-    """
+    """Run ``work(session)`` in a transaction, again in a new one (up to
+    :data:`WRITE_ATTEMPTS` times, after a short growing pause) when it loses a race
+    (:func:`is_transient`) or its connection (:func:`commit_retrying`)."""
     attempt = 1
     while True:
         try:
@@ -287,14 +242,8 @@ def write_with_retry(engine: Engine, work: Callable[[Session], T]) -> T:
 
 @contextmanager
 def session_scope(engine: Engine) -> Iterator[Session]:
-    """A session that commits when the block ends and rolls back if it raises.
-
-    Objects stay readable after the block (``expire_on_commit=False``).
-
-    Example:
-        >>> with session_scope(get_engine()) as session:  # doctest: +SKIP
-        ...     dataset = import_items(items, session=session, name="demo", fmt="jsonl")
-    """
+    """A session that commits when the block ends, rolls back if it raises; objects stay
+    readable after it."""
     with Session(engine, expire_on_commit=False) as session:
         try:
             yield session

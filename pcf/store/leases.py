@@ -1,8 +1,5 @@
 """Leases and claims: one live process per run, runs taken over from dead holders, and the
-content keys being answered now.
-
-Query functions take the session as a keyword argument; they flush but never commit.
-"""
+content keys being answered now. Functions flush, never commit."""
 
 from __future__ import annotations
 
@@ -12,25 +9,14 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import (
-    bindparam,
-    delete,
-    insert,
-    update,
-)
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import bindparam, delete, insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from pcf.processes import process_exists
 from pcf.store.datasets import _chunks, rows_changed
 from pcf.store.engine import LostRaceError
-from pcf.store.models import (
-    KeyClaim,
-    RunLease,
-    RunStatus,
-    utc_now,
-)
+from pcf.store.models import KeyClaim, RunLease, RunStatus, insert_new, utc_now
 
 ACTIVE_RUN_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
 
@@ -49,6 +35,19 @@ def _taken_by(holder: str, now: datetime, ttl_s: float) -> dict[str, Any]:
     return {"holder": holder, "host": socket.gethostname(), "pid": pid, "expires_at": expires_at}
 
 
+def _update_held(key: Any, value: Any, by: str, *, session: Session, **values: Any) -> bool:
+    """Set ``values`` on the lease or claim (``key`` its primary key column) while ``by``
+    holds it; whether it did (False: another process took it first)."""
+    table = key.class_
+    changed = session.execute(
+        update(table)
+        .where(key == value, col(table.holder) == by)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    return rows_changed(changed) == 1
+
+
 def _lease(run_name: str, *, session: Session) -> RunLease | None:
     """The run's lease as stored now (not as this session last saw it)."""
     return session.exec(
@@ -61,12 +60,8 @@ def _lease(run_name: str, *, session: Session) -> RunLease | None:
 def take_run_lease(
     run_name: str, *, session: Session, holder: str, ttl_s: float
 ) -> RunLease | None:
-    """Take the lease of ``run_name`` for ``holder``, unless a live holder has it.
-
-    A dead lease (:func:`lease_is_live`) is taken over. The caller commits.
-
-    Returns:
-        None when ``holder`` now holds the lease, else the live lease of another holder.
+    """Take the lease of ``run_name`` for ``holder``, unless a live holder has it (a dead one
+    is taken over); None when ``holder`` now holds it, else the other holder's live lease.
 
     Raises:
         LostRaceError: another process took or renewed the lease at the same time.
@@ -82,26 +77,16 @@ def take_run_lease(
         return None
     if current.holder != holder and lease_is_live(current, now):
         return current
-    taken = session.execute(
-        update(RunLease)
-        .where(col(RunLease.run_name) == run_name, col(RunLease.holder) == current.holder)
-        .values(**mine)
-        .execution_options(synchronize_session=False)
-    )
-    if rows_changed(taken) != 1:
+    if not _update_held(col(RunLease.run_name), run_name, current.holder, session=session, **mine):
         raise LostRaceError(f"run {run_name!r} was taken at the same time")
     return None
 
 
 def renew_run_lease(run_name: str, *, session: Session, holder: str, ttl_s: float) -> bool:
     """Push the lease's expiry ``ttl_s`` seconds ahead; False when ``holder`` lost it."""
-    renewed = session.execute(
-        update(RunLease)
-        .where(col(RunLease.run_name) == run_name, col(RunLease.holder) == holder)
-        .values(expires_at=utc_now() + timedelta(seconds=ttl_s))
-        .execution_options(synchronize_session=False)
-    )
-    return rows_changed(renewed) == 1
+    expires_at = utc_now() + timedelta(seconds=ttl_s)
+    key = col(RunLease.run_name)
+    return _update_held(key, run_name, holder, session=session, expires_at=expires_at)
 
 
 def release_run_lease(run_name: str, *, session: Session, holder: str) -> None:
@@ -111,44 +96,32 @@ def release_run_lease(run_name: str, *, session: Session, holder: str) -> None:
     )
 
 
+def _claims(chunk: list[str], *, session: Session) -> Any:
+    """The claims of these content keys as stored now."""
+    return session.exec(
+        select(KeyClaim)
+        .where(col(KeyClaim.content_key).in_(chunk))
+        .execution_options(populate_existing=True)
+    ).all()
+
+
 def claim_keys(
     content_keys: Iterable[str], *, session: Session, holder: str, ttl_s: float
 ) -> set[str]:
     """Claim requests about to be sent for ``holder``, except those a live other holder
-    claims (:class:`~pcf.store.models.KeyClaim`); dead claims are taken over. The caller
-    commits.
-
-    Returns:
-        The keys ``holder`` holds now.
-    """
+    claims (dead claims are taken over); the keys ``holder`` holds now."""
     now = utc_now()
     mine = _taken_by(holder, now, ttl_s)
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     held: set[str] = set()
     for chunk in _chunks(content_keys):
-        values = [{"content_key": key, **mine} for key in chunk]
-        session.execute(dialect.insert(KeyClaim).values(values).on_conflict_do_nothing())
-        claims = session.exec(
-            select(KeyClaim)
-            .where(col(KeyClaim.content_key).in_(chunk))
-            .execution_options(populate_existing=True)
-        ).all()
-        for claim in claims:
-            if claim.holder != holder and not lease_is_live(claim, now):
-                taken = session.execute(
-                    update(KeyClaim)
-                    .where(
-                        col(KeyClaim.content_key) == claim.content_key,
-                        col(KeyClaim.holder) == claim.holder,
-                    )
-                    .values(**mine)
-                    .execution_options(synchronize_session=False)
-                )
-                if rows_changed(taken) != 1:
-                    continue
-            elif claim.holder != holder:
-                continue
-            held.add(claim.content_key)
+        insert_new(KeyClaim, [{"content_key": key, **mine} for key in chunk], session=session)
+        for claim in _claims(chunk, session=session):
+            key, other = col(KeyClaim.content_key), claim.holder
+            if other == holder or (
+                not lease_is_live(claim, now)
+                and _update_held(key, claim.content_key, other, session=session, **mine)
+            ):
+                held.add(claim.content_key)
     return held
 
 
@@ -156,11 +129,7 @@ def live_claims(content_keys: Iterable[str], *, session: Session) -> set[str]:
     """The content keys among ``content_keys`` that a live holder claims now."""
     now, found = utc_now(), set()
     for chunk in _chunks(content_keys):
-        claims = session.exec(
-            select(KeyClaim)
-            .where(col(KeyClaim.content_key).in_(chunk))
-            .execution_options(populate_existing=True)
-        )
+        claims = _claims(chunk, session=session)
         found |= {claim.content_key for claim in claims if lease_is_live(claim, now)}
     return found
 

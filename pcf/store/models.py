@@ -1,9 +1,7 @@
 """The tables: one SQLModel class per table, no relationships (queries join explicitly).
 
-Every timestamp column is :class:`sqlmodel.UTCDateTime` (a ``DateTime(timezone=True)`` type
-decorator): it refuses naive datetimes on write and returns aware UTC datetimes on read, even on
-SQLite, which stores no offset. Lists and dicts are JSON columns. A numbered ``id`` is typed
-``int``: the database assigns it when the row is flushed, and nothing reads it before.
+Timestamps are :class:`sqlmodel.UTCDateTime`: naive datetimes are refused, and reads are aware
+UTC even on SQLite. A numbered ``id`` is typed ``int``: it is assigned at flush, read after.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, UniqueConstraint, column, func
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Field, Session, SQLModel, UTCDateTime
 
 from pcf.store.compressed import CompressedJSON, CompressedText
@@ -27,10 +26,8 @@ class RunStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"
     FINISHED = "finished"
-    CAPPED = "capped"
-    """Stopped at its cost cap; a higher cap resumes it."""
-    BATCH = "batch"
-    """Has provider batches whose results are not stored yet."""
+    CAPPED = "capped"  # stopped at its cost cap; a higher cap resumes it
+    BATCH = "batch"  # has provider batches whose results are not stored yet
     FAILED = "failed"
 
 
@@ -44,6 +41,12 @@ def saved(row: RowT, *, session: Session) -> RowT:
     session.add(row)
     session.flush()
     return row
+
+
+def insert_new(table: type[SQLModel], values: Any, *, session: Session) -> None:
+    """INSERT ``values`` (a row's, or a list of rows'), leaving out those whose key is taken."""
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    session.execute(dialect.insert(table).values(values).on_conflict_do_nothing())
 
 
 def _created_at() -> Any:
@@ -68,10 +71,8 @@ class Dataset(SQLModel, table=True):
 
 
 class ItemRow(SQLModel, table=True):
-    """One item of a dataset; ``item_key`` is the item's own id, ``position`` its file order.
-
-    ``item_metadata`` is stored in the ``metadata`` column (SQLModel owns the attribute name).
-    """
+    """One item of a dataset; ``item_key`` is its own id, ``position`` its file order, and
+    ``item_metadata`` the ``metadata`` column (SQLModel owns that attribute name)."""
 
     __tablename__ = "item"
     __table_args__ = (
@@ -103,10 +104,7 @@ class CandidateRow(SQLModel, table=True):
 
 
 class Run(SQLModel, table=True):
-    """One protocol run of a judge over a dataset, with its settings and running totals.
-
-    ``settings`` holds sampling settings, slot keys and prices; never API keys.
-    """
+    """One protocol run of a judge over a dataset, its settings (never API keys) and totals."""
 
     id: int = Field(default=None, primary_key=True)
     name: str = Field(unique=True)
@@ -134,12 +132,8 @@ class Run(SQLModel, table=True):
 
 
 class RequestTemplate(SQLModel, table=True):
-    """What the requests of many calls share, stored once (see :mod:`pcf.store.requests`).
-
-    ``user_frame`` is the user message with references to the item's texts in place of
-    them; ``sampling`` holds ``temperature`` and ``max_tokens`` as sent (JSON keeps ``1`` and
-    ``1.0`` apart). ``digest`` is the SHA-256 of the rest: one row per content.
-    """
+    """What the requests of many calls share, stored once (:mod:`pcf.store.requests`): one row
+    per ``digest`` of the rest; ``sampling`` as sent (JSON keeps ``1`` and ``1.0`` apart)."""
 
     __tablename__ = "request_template"
 
@@ -154,17 +148,10 @@ class RequestTemplate(SQLModel, table=True):
 
 
 class Call(SQLModel, table=True):
-    """One judge call of a run, kept whole for audit: request, raw response and judgment.
-
-    The request is its template filled with the item's texts
-    (:func:`~pcf.store.calls.call_request`); ``request_digest`` is the SHA-256 of the request
-    as it was sent. The answer's text and raw response are stored compressed
-    (:mod:`pcf.store.compressed`) and read back as they were.
-    ``judgment`` is the parsed result (``factuality``, ``hallucination_risk``, ``ranking``,
-    ``confidence``; for pairwise calls ``verdict``), with candidate ids, not slot keys.
-    ``cached_from`` points at the call whose answer was reused when the content-keyed cache
-    answered instead of the judge. The unique constraint's index also serves "calls of a run".
-    """
+    """One judge call of a run, kept whole for audit: its request (a template filled with the
+    item's texts, and the SHA-256 of the request sent), the raw response (compressed) and the
+    parsed ``judgment``, by candidate ids. ``cached_from``: the call whose answer the cache
+    reused. The unique constraint's index also serves "calls of a run"."""
 
     __table_args__ = (
         UniqueConstraint("run_id", "item_id", "execution", "call_index"),
@@ -208,13 +195,9 @@ class Call(SQLModel, table=True):
 
 
 class ReplacedCall(SQLModel, table=True):
-    """An answer that is not (or no longer) its call's current answer, kept whole for audit.
-
-    ``reason`` is ``retried`` (a failed answer that ``pcf judge --retry-failed`` asked again:
-    the call row now holds the new answer) or ``duplicate`` (a paid answer that arrived for a
-    call already stored, e.g. from a second writer). ``values`` are the call's column values
-    (its request as ``template_id`` and ``request_digest``, like the call's).
-    """
+    """An answer that is not (or no longer) its call's, kept whole for audit: ``reason`` is
+    ``retried`` (asked again by ``--retry-failed``) or ``duplicate`` (a paid answer to a call
+    stored already, e.g. by a second writer); ``values`` are the call's column values."""
 
     __tablename__ = "replaced_call"
 
@@ -226,14 +209,9 @@ class ReplacedCall(SQLModel, table=True):
 
 
 class RunResult(SQLModel, table=True):
-    """A result derived from a run (its decision table, packed judgments, figures against
-    labels...), kept for the ``revision`` it was computed at: the run's calls (and, for
-    figures against labels, the labels) as they were then. A result whose revision is not the
-    current one is stale, and is computed again before it is shown.
-
-    ``name`` says which result; ``data`` holds it in the form its reader knows (Parquet for a
-    table, NumPy's ``.npz`` for arrays, JSON for figures).
-    """
+    """A result derived from a run (decision table, packed judgments, figures against labels),
+    kept for the ``revision`` of the calls (and labels) it was computed from; a stale one is
+    computed again. ``data`` is in its reader's form (Parquet, NumPy ``.npz``, JSON)."""
 
     __tablename__ = "run_result"
 
@@ -245,11 +223,8 @@ class RunResult(SQLModel, table=True):
 
 
 class RunLease(SQLModel, table=True):
-    """Who is judging the run called ``run_name`` now: one process at a time.
-
-    The holder renews ``expires_at`` while it runs and deletes the row when it stops; a lease
-    whose time ran out, or whose process is gone from this host, is dead and may be taken over.
-    """
+    """Who is judging the run ``run_name`` now, one process at a time; renewed while it runs,
+    deleted when it stops. A lease past ``expires_at`` or whose process is gone is dead."""
 
     __tablename__ = "run_lease"
 
@@ -262,13 +237,8 @@ class RunLease(SQLModel, table=True):
 
 
 class KeyClaim(SQLModel, table=True):
-    """A request being answered now: its content key and the process asking it (a run's lease
-    holder), so that another run needing the same answer waits for it instead of paying again.
-
-    The holder renews ``expires_at`` with its run's lease and deletes the row once the answer
-    (or its failure) is stored; a claim whose time ran out, or whose process is gone from this
-    host, is dead and may be taken over.
-    """
+    """A request being answered now, by content key, and who asks it: another run needing the
+    answer waits instead of paying again. Renewed and ended like a :class:`RunLease`."""
 
     __tablename__ = "key_claim"
 
@@ -280,13 +250,9 @@ class KeyClaim(SQLModel, table=True):
 
 
 class ProviderBatch(SQLModel, table=True):
-    """One submission of a run's calls to a provider's batch API.
-
-    ``state`` is ``submitting`` (recorded before the provider was asked: a killed submit leaves
-    it so, and the next submit finds or finishes its batch), ``submitted`` (``batch_id`` is
-    known) or ``collected`` (every result is stored as a call). ``custom_ids`` are the content
-    keys of the requests sent; ``token`` tags the provider's batch and file.
-    """
+    """One submission of a run's calls to a provider's batch API; ``state`` is ``submitting``
+    (before the provider was asked: the next submit finds or finishes a killed one),
+    ``submitted`` or ``collected``. ``custom_ids`` are the content keys sent."""
 
     __tablename__ = "provider_batch"
 
@@ -311,16 +277,12 @@ ADJUDICATION_CHAIN = Index(
     unique=True,
 )
 """One successor per label (and one first label) per item and annotator: the history stays a
-line even when two saves race; the loser of the race saves again on top of the winner."""
+line when two saves race."""
 
 
 class Adjudication(SQLModel, table=True):
-    """A human label for an item. Never updated: a correction is a new row that ``supersedes``
-    the annotator's previous one, and the newest row is the annotator's current label.
-
-    ``choice`` is a candidate key, ``none_correct`` or ``cannot_tell``. ``source`` names the
-    file or tool an imported label came from (``pcf labels import``); None: saved in PCF.
-    """
+    """A human label for an item, never updated: a correction is a new row that
+    ``supersedes`` the annotator's previous one. ``source``: where an imported label came from."""
 
     __table_args__ = (
         Index("ix_adjudication_item_annotator", "item_id", "annotator"),
@@ -340,14 +302,10 @@ class Adjudication(SQLModel, table=True):
 
 
 class Member(SQLModel, table=True):
-    """A person who may use the app, by the email their sign-in provider vouches for, and the
-    role that says what they may do (:mod:`pcf.access`).
-
-    ``issuer`` and ``subject`` are the provider account (the ID token's ``iss`` and ``sub``)
-    of the member's first sign-in: only that account signs in as them afterwards. In local mode
-    (no sign-in configured) the one local person is the member with ``local`` set: ``email``
-    then holds the name they gave, and they are admin.
-    """
+    """A person who may use the app, by the email their sign-in provider vouches for, and
+    their role (:mod:`pcf.access`). ``issuer`` and ``subject``: the account of their first
+    sign-in, the only one that signs in as them. The local person of local mode has ``local``
+    set and their name as ``email``."""
 
     email: str = Field(primary_key=True)
     role: str
@@ -359,11 +317,8 @@ class Member(SQLModel, table=True):
 
 
 class AuditEvent(SQLModel, table=True):
-    """Who did what, when: sign-ins, imports, runs started, resumed or deleted, members changed.
-
-    ``target`` names what was acted on (a dataset, a run, a member); ``details`` says more
-    (settings, the role given, counts deleted). Rows are only ever added.
-    """
+    """Who did what to which ``target``, when (sign-ins, imports, runs, members); rows are
+    only ever added."""
 
     __tablename__ = "audit_event"
 
@@ -376,15 +331,9 @@ class AuditEvent(SQLModel, table=True):
 
 
 class LabellingPlan(SQLModel, table=True):
-    """How a dataset is labelled: labels per item, the guidelines, how gold is decided.
-
-    ``labels_per_item`` is N: an item's queue place is free while it has fewer than N people's
-    labels. With ``adaptive`` the labels after the first are asked only where needed (the
-    labels disagree with each other or with the PCF decision, or the item is flagged).
-    ``gold_rule`` is ``unanimous``, ``majority`` or ``dawid_skene`` (see
-    :mod:`pcf.labelling.resolutions`). ``calibration_share`` is the random share of items served
-    first, regardless of doubt; ``escalated`` the item keys ``pcf escalate --queue`` sent next.
-    """
+    """How a dataset is labelled (:mod:`pcf.labelling.plan`): people's labels per item (with
+    ``adaptive``, beyond the first only where needed), the gold rule, the guidelines, the random
+    calibration share served first and the ``escalated`` items served next."""
 
     __tablename__ = "labelling_plan"
 
@@ -400,8 +349,8 @@ class LabellingPlan(SQLModel, table=True):
 
 
 class Reservation(SQLModel, table=True):
-    """An item held for one annotator while they label it, so that people labelling at once
-    do not give it more labels than its plan asks; it lapses at ``expires_at``."""
+    """An item held for one annotator while they label it (so that people labelling at once
+    give it no more labels than its plan asks), until ``expires_at``."""
 
     item_id: int = Field(foreign_key="item.id", primary_key=True)
     annotator: str = Field(primary_key=True)
@@ -409,8 +358,8 @@ class Reservation(SQLModel, table=True):
 
 
 class Assignment(SQLModel, table=True):
-    """An item given to one annotator: it is served to them first, and to nobody else until
-    they label it or the assignment is removed (:mod:`pcf.labelling.queue`)."""
+    """An item given to one annotator: served to them first, to nobody else until they label
+    it (:mod:`pcf.labelling.queue`)."""
 
     item_id: int = Field(foreign_key="item.id", primary_key=True)
     annotator: str = Field(index=True)
@@ -419,11 +368,8 @@ class Assignment(SQLModel, table=True):
 
 
 class Resolution(SQLModel, table=True):
-    """A reviewer's decision of an item's gold where its labels disagree. Never updated and
-    never a vote: a new decision is a new row, and the newest is the item's resolution.
-
-    ``choice`` is a candidate key, or ``none_correct``.
-    """
+    """A reviewer's decision of an item's gold (a candidate key or ``none_correct``); never a
+    vote, never updated: the newest row is the item's resolution."""
 
     id: int = Field(default=None, primary_key=True)
     item_id: int = Field(foreign_key="item.id", index=True)
@@ -434,8 +380,7 @@ class Resolution(SQLModel, table=True):
 
 
 class Comment(SQLModel, table=True):
-    """One message in an item's thread, where the people who labelled or resolve it discuss
-    it (see :mod:`pcf.labelling.resolutions`). Never updated."""
+    """One message in an item's thread (:mod:`pcf.labelling.resolutions`); never updated."""
 
     id: int = Field(default=None, primary_key=True)
     item_id: int = Field(foreign_key="item.id", index=True)

@@ -1,8 +1,5 @@
 """The people side: labels (adjudications), members, the audit log, labelling plans, item
-reservations and resolutions.
-
-Query functions take the session as a keyword argument; they flush but never commit.
-"""
+reservations, assignments, resolutions and comments. Functions flush, never commit."""
 
 from __future__ import annotations
 
@@ -12,12 +9,7 @@ from datetime import datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import (
-    delete,
-    distinct,
-    func,
-    update,
-)
+from sqlalchemy import delete, distinct, func, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -62,24 +54,14 @@ def add_adjudication(
     tags: Iterable[str] = (),
     notes: str = "",
 ) -> Adjudication:
-    """Record a human label as a new row; it supersedes the annotator's previous label.
-
-    Args:
-        item_db_id: the item's database id.
-        session: the open session; flushed, not committed.
-        annotator: who decided.
-        choice: a candidate id of the item, ``none_correct`` or ``cannot_tell``.
-        confidence: how sure the annotator is, in [0, 1].
-        tags: free labels (``ambiguous``, ``needs-source``...).
-        notes: the annotator's reasons.
+    """Record a human label (a candidate id, ``none_correct`` or ``cannot_tell``; confidence
+    in [0, 1]) as a new row that supersedes the annotator's previous label.
 
     Raises:
         ValueError: unknown item, empty annotator, a choice the item does not offer, a
-            confidence outside [0, 1], or a NUL character in the annotator, tags or notes
-            (PostgreSQL cannot store one; SQLite gets the same rule).
-        LostRaceError: the annotator's label for the item was saved by another session at the
-            same time; in a new transaction this label supersedes that one (see
-            :func:`~pcf.store.engine.write_with_retry`), so the history stays a line.
+            confidence outside [0, 1], or a NUL character (PostgreSQL stores none).
+        LostRaceError: another session saved the annotator's label of the item at the same
+            time; tried again (:func:`~pcf.store.engine.write_with_retry`), this one supersedes it.
     """
     keys = session.exec(
         select(CandidateRow.candidate_key).where(CandidateRow.item_id == item_db_id)
@@ -118,8 +100,7 @@ def add_adjudication(
 
 
 def add_first_labels(labels: Iterable[Mapping[str, Any]], *, session: Session) -> None:
-    """Store labels at once, each an :class:`Adjudication`'s fields: first labels, none of them
-    correcting another (an import, whose caller checked them)."""
+    """Store first labels, each an :class:`Adjudication`'s fields (an import, checked)."""
     session.add_all(Adjudication(**label) for label in labels)
     session.flush()
 
@@ -146,12 +127,8 @@ def adjudication_history(item_db_id: int, *, session: Session) -> list[Adjudicat
 
 
 def current_labels(dataset_id: int, *, session: Session) -> pd.DataFrame:
-    """The current label of every (item, annotator) of the dataset: their newest row.
-
-    Returns:
-        One row per (item_key, annotator), in item order, with the columns of
-        :data:`LABEL_COLUMNS`; ``created_at`` is when the current label was given.
-    """
+    """The current (newest) label of every (item, annotator) of the dataset, in item order,
+    with the columns of :data:`LABEL_COLUMNS`."""
     newest_first = func.row_number().over(
         partition_by=(col(Adjudication.item_id), col(Adjudication.annotator)),
         order_by=(col(Adjudication.created_at).desc(), col(Adjudication.id).desc()),
@@ -205,7 +182,8 @@ def labelled_item_counts(dataset_id: int, *, session: Session) -> dict[str, int]
 
 
 def adjudication_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
-    """Every adjudication of the dataset, corrections included, oldest first, for export."""
+    """Every adjudication of the dataset, corrections included, oldest first, for export (its
+    fields, ``item_id`` the item's key)."""
     rows = session.exec(
         select(Adjudication, ItemRow.item_key)
         .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
@@ -213,18 +191,8 @@ def adjudication_records(dataset_id: int, *, session: Session) -> list[dict[str,
         .order_by(col(Adjudication.created_at), col(Adjudication.id))
     ).all()
     return [
-        {
-            "id": adj.id,
-            "item_id": item_key,
-            "annotator": adj.annotator,
-            "created_at": adj.created_at.isoformat(),
-            "choice": adj.choice,
-            "confidence": adj.confidence,
-            "tags": adj.tags,
-            "notes": adj.notes,
-            "supersedes": adj.supersedes,
-            "source": adj.source,
-        }
+        {name: getattr(adj, name) for name in Adjudication.model_fields}
+        | {"item_id": item_key, "created_at": adj.created_at.isoformat()}
         for adj, item_key in rows
     ]
 
@@ -235,8 +203,8 @@ def get_member(email: str, *, session: Session) -> Member | None:
 
 
 def bind_member(email: str, issuer: str, subject: str, *, session: Session) -> bool:
-    """Bind the member to the provider account ``issuer``/``subject`` unless they are bound
-    already (one statement, so two first sign-ins at once bind one account); whether it did."""
+    """Bind an unbound member to the provider account ``issuer``/``subject`` in one statement
+    (two first sign-ins at once bind one account); whether it did."""
     bound = session.execute(
         update(Member)
         .where(func.lower(Member.email) == email.lower(), col(Member.issuer).is_(None))
@@ -248,7 +216,7 @@ def bind_member(email: str, issuer: str, subject: str, *, session: Session) -> b
 
 
 def local_member(*, session: Session) -> Member | None:
-    """The local person of local mode (no sign-in configured), once they gave their name."""
+    """The local person of local mode, once they gave their name."""
     return session.exec(select(Member).where(col(Member.local))).first()
 
 
@@ -270,7 +238,7 @@ def save_member(
 
 
 def delete_member(email: str, *, session: Session) -> bool:
-    """Remove a member; whether there was one. Their labels stay (they belong to items)."""
+    """Remove a member (their labels stay); whether there was one."""
     member = get_member(email, session=session)
     if member is None:
         return False
@@ -310,17 +278,14 @@ def save_plan(
     plan = session.get(LabellingPlan, dataset_id) or LabellingPlan(
         dataset_id=dataset_id, updated_by=updated_by
     )
-    for name, value in fields.items():
-        setattr(plan, name, value)
-    plan.updated_by, plan.updated_at = updated_by, utc_now()
+    plan.sqlmodel_update({**fields, "updated_by": updated_by, "updated_at": utc_now()})
     return saved(plan, session=session)
 
 
 def labellers_by_item(
     dataset_id: int, *, session: Session, item_db_id: int | None = None
 ) -> dict[int, set[str]]:
-    """``{item db id: annotators who labelled it}`` for the dataset's labelled items (or the
-    one item ``item_db_id``)."""
+    """``{item db id: annotators who labelled it}`` (of the one item ``item_db_id``, if given)."""
     query = (
         select(Adjudication.item_id, Adjudication.annotator)
         .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
@@ -335,8 +300,7 @@ def labellers_by_item(
 def holders_by_item(
     dataset_id: int, *, session: Session, now: datetime, item_db_id: int | None = None
 ) -> dict[int, set[str]]:
-    """``{item db id: annotators holding it}``: the dataset's reservations (or the one item's)
-    that have not lapsed at ``now``."""
+    """``{item db id: annotators holding it}`` at ``now`` (of the one item, if given)."""
     query = (
         select(Reservation.item_id, Reservation.annotator)
         .join(ItemRow, col(ItemRow.id) == Reservation.item_id)
@@ -355,12 +319,10 @@ def _people_by_item(rows: Iterable[tuple[int, str]]) -> dict[int, set[str]]:
 
 
 def lock_item(item_db_id: int, *, session: Session) -> None:
-    """Make the rest of the transaction the only one that claims or labels the item now, so
-    that what it reads next (labels, holds) stays true until it commits.
+    """Make the transaction the only one claiming or labelling the item until it commits.
 
-    PostgreSQL locks the item's row (``FOR UPDATE``); SQLite takes its write lock at once
-    (``BEGIN IMMEDIATE``: Python's sqlite3 would open the transaction only at the first
-    write, after the reads).
+    PostgreSQL locks the item's row (``FOR UPDATE``); SQLite takes its write lock now (``BEGIN
+    IMMEDIATE``: Python's sqlite3 would open the transaction at the first write, after the reads).
     """
     connection = session.connection()
     if connection.dialect.name == "sqlite":
@@ -374,9 +336,9 @@ def lock_item(item_db_id: int, *, session: Session) -> None:
 
 def hold_item(item_db_id: int, annotator: str, *, session: Session, until: datetime) -> None:
     """Reserve the item for ``annotator`` until ``until`` (a new hold or a longer one)."""
-    held = session.get(Reservation, (item_db_id, annotator))
-    if held is None:
-        held = Reservation(item_id=item_db_id, annotator=annotator, expires_at=until)
+    held = session.get(Reservation, (item_db_id, annotator)) or Reservation(
+        item_id=item_db_id, annotator=annotator, expires_at=until
+    )
     held.expires_at = until
     saved(held, session=session)
 
@@ -394,8 +356,7 @@ def release_item(item_db_id: int, annotator: str, *, session: Session) -> None:
 def assign_items(
     item_db_ids: Iterable[int], annotator: str | None, *, session: Session, assigned_by: str
 ) -> None:
-    """Give the items to ``annotator`` (replacing any other assignee), or, with None, take
-    their assignments away."""
+    """Give the items to ``annotator`` (replacing any assignee), or with None take them back."""
     ids = list(item_db_ids)
     session.exec(delete(Assignment).where(col(Assignment.item_id).in_(ids)))
     if annotator is not None:
@@ -406,8 +367,7 @@ def assign_items(
 
 
 def assignees_by_item(dataset_id: int, *, session: Session) -> dict[int, str]:
-    """``{item db id: its assignee}`` for the dataset's items assigned to a member who may
-    still label (a member removed, or made a viewer, holds no item)."""
+    """``{item db id: its assignee}``, only assignees who are members that may still label."""
     rows = session.exec(
         select(Assignment.item_id, Assignment.annotator)
         .join(ItemRow, col(ItemRow.id) == Assignment.item_id)
@@ -446,29 +406,18 @@ def item_comments(item_db_id: int, *, session: Session) -> list[Comment]:
 def resolutions(dataset_id: int, *, session: Session) -> pd.DataFrame:
     """Every resolution of the dataset's items, oldest first: ``item_key``, ``item_db_id``,
     ``choice``, ``reason``, ``resolved_by``, ``created_at``, ``resolution_id``."""
-    rows = session.exec(
+    rows = session.execute(
         select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
             ItemRow.item_key,
-            Resolution.item_id,
+            col(Resolution.item_id).label("item_db_id"),
             Resolution.choice,
             Resolution.reason,
             Resolution.resolved_by,
             Resolution.created_at,
-            Resolution.id,
+            col(Resolution.id).label("resolution_id"),
         )
         .join(ItemRow, col(ItemRow.id) == Resolution.item_id)
         .where(ItemRow.dataset_id == dataset_id)
         .order_by(col(Resolution.created_at), col(Resolution.id))
-    ).all()
-    return pd.DataFrame(
-        [tuple(row) for row in rows],
-        columns=[
-            "item_key",
-            "item_db_id",
-            "choice",
-            "reason",
-            "resolved_by",
-            "created_at",
-            "resolution_id",
-        ],
     )
+    return pd.DataFrame(rows.all(), columns=list(rows.keys()))

@@ -1,19 +1,15 @@
 """A database that cannot be used (a full disk, a read-only file, a file that vanished, a
-server that cannot be reached after waiting for it) told in one line that says what happened
-and what to do, for the CLI and the app to show.
+server that cannot be reached) told in one line that says what happened and what to do.
 
-SQLite in WAL mode does not notice that its file was moved or deleted while a connection is
-open: it goes on writing into the unlinked file, and what it writes is lost when the process
-ends. Every commit on a SQLite file therefore first checks that the file at its path is still
-the one the connection opened (:class:`DatabaseMovedError` when it is not); the check is a
-listener on every engine, registered when this package is imported.
+SQLite in WAL mode goes on writing into a file moved or deleted while a connection is open,
+and what it writes is lost, so every commit on a SQLite file first checks that the file at its
+path is still the one the connection opened (a listener on every engine).
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +18,7 @@ from sqlalchemy.exc import DBAPIError
 
 from pcf.store.engine import DATABASE_WAIT_ENV, database_wait_s, is_disconnect, short_reason
 
-FILE_INFO = "pcf_database_file"
-"""The connection record's info entry: the SQLite file's path, device and inode."""
+FILE_INFO = "pcf_database_file"  # the connection record's info: the file's path, device, inode
 RESUMES = "try again: a run resumes where it stopped"
 
 
@@ -55,27 +50,18 @@ def _remember_file(dbapi_connection: Any, connection_record: Any) -> None:
 
 @event.listens_for(Engine, "commit")
 def _check_file(connection: Connection) -> None:
-    """Refuse to commit into a SQLite file that is no longer at its path.
-
-    Raises:
-        DatabaseMovedError: the file was moved, deleted or replaced since the connection
-            opened it.
-    """
+    """Refuse to commit into a SQLite file that is no longer at its path (moved, deleted or
+    replaced): :class:`DatabaseMovedError`."""
     noted = connection.connection.info.get(FILE_INFO)
     if noted is not None and _file_identity(noted[0]) != noted[1]:
         raise DatabaseMovedError(noted[0])
 
 
 def storage_problem(exc: BaseException, url: str) -> str | None:
-    """One line on why the database at ``url`` cannot be used, and what to do; None when
-    ``exc`` is not such a problem.
-
-    Args:
-        exc: an error raised while using the database.
-        url: the database's URL (a password in it is never shown).
-    """
+    """One line on why the database at ``url`` cannot be used after ``exc``, and what to do
+    (never showing a password); None when ``exc`` is not such a problem."""
     if isinstance(exc, DatabaseMovedError):
-        return _moved(Path(exc.path))
+        return MOVED.format(path=Path(exc.path), resumes=RESUMES)
     if is_disconnect(exc):
         return _unreachable(url, exc)
     orig = exc.orig if isinstance(exc, DBAPIError) else None
@@ -84,7 +70,8 @@ def storage_problem(exc: BaseException, url: str) -> str | None:
     path = Path(make_url(url).database or "")
     for prefix, explain in SQLITE_PROBLEMS:
         if orig.sqlite_errorname.startswith(prefix):
-            return explain(path)
+            why = _why_not_open(path) if prefix == "SQLITE_CANTOPEN" else ""
+            return explain.format(path=path, why=why, resumes=RESUMES)
     return None
 
 
@@ -99,52 +86,39 @@ def _unreachable(url: str, exc: BaseException) -> str:
     )
 
 
-def _full(path: Path) -> str:
-    return (
-        f"the disk that holds the database {path} is full; nothing stored was lost. "
-        f"Free some space, then {RESUMES}"
-    )
-
-
-def _moved(path: Path) -> str:
-    return (
-        f"the database file {path} was moved or deleted while in use, so nothing more was "
-        f"written to it. Put it back (or point PCF_DATABASE_URL at where it is now), then "
-        f"{RESUMES}"
-    )
-
-
-def _read_only(path: Path) -> str:
-    return (
-        f"the database {path} is read-only (its file or its file system cannot be written), "
-        "so nothing was written. Make it writable, or point PCF_DATABASE_URL at a writable "
-        "copy, and try again"
-    )
-
-
-def _cannot_open(path: Path) -> str:
+def _why_not_open(path: Path) -> str:
     if not path.parent.is_dir():
-        why = f"its folder {path.parent} does not exist"
-    elif os.statvfs(path.parent).f_flag & os.ST_RDONLY:
-        why = "it is on a read-only file system"
-    else:
-        why = "it or its folder cannot be read or written (permissions, an immutable attribute)"
-    return f"cannot open the database file {path}: {why}. Once it can be opened, {RESUMES}"
+        return f"its folder {path.parent} does not exist"
+    if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+        return "it is on a read-only file system"
+    return "it or its folder cannot be read or written (permissions, an immutable attribute)"
 
 
-def _io_error(path: Path) -> str:
-    return (
-        f"the disk that holds the database {path} failed to read or write it (disk I/O "
-        f"error), so the last change was not stored. Check the disk and the file, then "
-        f"{RESUMES}"
-    )
-
-
-SQLITE_PROBLEMS: tuple[tuple[str, Callable[[Path], str]], ...] = (
-    ("SQLITE_FULL", _full),
-    ("SQLITE_READONLY_DBMOVED", _moved),  # SQLite's own check, without WAL
-    ("SQLITE_READONLY", _read_only),
-    ("SQLITE_CANTOPEN", _cannot_open),
-    ("SQLITE_IOERR", _io_error),
+MOVED = (
+    "the database file {path} was moved or deleted while in use, so nothing more was written "
+    "to it. Put it back (or point PCF_DATABASE_URL at where it is now), then {resumes}"
+)
+SQLITE_PROBLEMS = (
+    (
+        "SQLITE_FULL",
+        "the disk that holds the database {path} is full; nothing stored was lost. Free some "
+        "space, then {resumes}",
+    ),
+    ("SQLITE_READONLY_DBMOVED", MOVED),  # SQLite's own check, without WAL
+    (
+        "SQLITE_READONLY",
+        "the database {path} is read-only (its file or its file system cannot be written), so "
+        "nothing was written. Make it writable, or point PCF_DATABASE_URL at a writable copy, "
+        "and try again",
+    ),
+    (
+        "SQLITE_CANTOPEN",
+        "cannot open the database file {path}: {why}. Once it can be opened, {resumes}",
+    ),
+    (
+        "SQLITE_IOERR",
+        "the disk that holds the database {path} failed to read or write it (disk I/O error), "
+        "so the last change was not stored. Check the disk and the file, then {resumes}",
+    ),
 )
 """SQLite's error names (by prefix, first match) and the line that explains each."""

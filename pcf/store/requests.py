@@ -1,17 +1,11 @@
 """How a call's request is stored: once per content in a template, filled with the item's texts.
 
-A judge request (backend, model, system, user, schema, temperature, max_tokens) is mostly the
-same in every call of a run: only the user message changes, and it changes by the item's
-question and candidate texts, which the ``item`` and ``candidate`` tables hold already. A
-:class:`~pcf.store.models.RequestTemplate` keeps the rest once, with the user message as a
-*frame*: a list of literal strings and references to the item's texts, ``{"prompt": true}``
-(the item's question) or ``{"slot": i}`` (the text of the candidate in slot ``i`` of the call's
-order). A reference stands only where the text occurs exactly in the user message, so filling
-the frame gives the message back exactly, whatever the prompt renderer did (a text whose fence
-tokens it escaped simply stays literal); items are never edited, so it stays exact.
-
-Each call also keeps the SHA-256 of its request as sent (:func:`request_digest`): the rebuilt
-request hashes to it, which the audit view shows as verified.
+The calls of a run differ only by the item's texts in the user message, which the ``item`` and
+``candidate`` tables hold already. A :class:`~pcf.store.models.RequestTemplate` keeps the rest
+once, with the user message as a *frame*: literal strings and references, ``{"prompt": true}``
+or ``{"slot": i}`` (the candidate in slot ``i``), each only where its text occurs exactly, so
+the frame fills back to the message exactly (an escaped text simply stays literal). Each call
+keeps the SHA-256 of its request as sent (:func:`request_digest`) to verify the rebuilt one.
 """
 
 from __future__ import annotations
@@ -26,8 +20,7 @@ if TYPE_CHECKING:
 
 Frame = list[str | dict[str, Any]]
 PROMPT = {"prompt": True}
-_COMPACT = json.JSONEncoder(separators=(",", ":"))
-"""``json.dumps(value, separators=(",", ":"))``, without making an encoder per call."""
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # one encoder, not one per call
 
 
 def request_digest(request: Mapping[str, Any]) -> str:
@@ -44,12 +37,8 @@ def _hex_sha256(text: str) -> str:
 
 
 def user_frame(user: str, prompt: str, slot_texts: Sequence[str]) -> Frame:
-    """The user message as a frame: the prompt, then each slot's text in slot order, replaced
-    by a reference where it occurs exactly after the previous one; the rest literal.
-
-    The frame fills back to ``user`` exactly (:func:`filled`); were that ever not so, it is
-    ``user`` whole, as one literal.
-    """
+    """The user message as a frame: the prompt, then each slot's text, replaced by a reference
+    where it occurs exactly after the previous one; ``[user]`` if that ever failed to fill back."""
     frame: Frame = []
     at = 0
     references: list[tuple[dict[str, Any], str]] = [(PROMPT, prompt)]
@@ -78,18 +67,12 @@ def filled(frame: Frame, prompt: str, slot_texts: Sequence[str]) -> str:
 def stored_request(
     request: Mapping[str, Any], texts: tuple[str, Sequence[str]] | None
 ) -> tuple[dict[str, Any], str]:
-    """A request as stored: its :class:`~pcf.store.models.RequestTemplate` columns (digest
-    included) and its own digest (:func:`request_digest`).
+    """A request as sent (``backend``, ``model``, ``system``, ``user``, ``schema``,
+    ``temperature``, ``max_tokens``) as stored: its template's columns (digest included) and its
+    own digest. ``texts`` (the item's prompt and slot texts; None: none) are left out.
 
-    Each part of the request is written as JSON once for both digests, whose texts are those
-    of ``json.dumps`` (compact) of the template's column values as a list and of the request:
-    this runs once per answer in the run engine's event loop.
-
-    Args:
-        request: the request as sent (``backend``, ``model``, ``system``, ``user``, ``schema``,
-            ``temperature``, ``max_tokens``, in this order).
-        texts: the item's prompt and the candidate texts in slot order; None keeps the user
-            message whole in the template.
+    Each part is written as JSON once for both digests: this runs once per answer in the run
+    engine's event loop.
     """
     frame = [request["user"]] if texts is None else user_frame(request["user"], *texts)
     values = {
@@ -111,8 +94,7 @@ def stored_request(
 def rebuilt_request(
     template: RequestTemplate, prompt: str, slot_texts: Sequence[str]
 ) -> dict[str, Any]:
-    """The request a template stands for, filled with an item's prompt and slot texts, keys in
-    the order the engine sends them."""
+    """The request a template stands for, filled with an item's texts, keys in sent order."""
     return {
         "backend": template.backend,
         "model": template.model,

@@ -1,21 +1,15 @@
-"""Schema versions: which revision a database is at, and upgrades that lose nothing.
+"""Schema versions (the Alembic revisions in ``migrations/versions``) and upgrades that lose
+nothing. What :func:`prepare` does with a database:
 
-The schema changes only through the Alembic revisions in ``pcf/store/migrations/versions``.
-What :func:`prepare` (called by :func:`~pcf.store.engine.get_engine`) does with a database:
+- **new**: created at the head revision; **at head**: used as it is;
+- **behind** (an older revision, or an unversioned release recognised by its tables): a SQLite
+  file is upgraded at once after a backup copy; PostgreSQL is refused with one line that says
+  to run ``pcf db upgrade``, so that a team upgrades on purpose, once;
+- **newer than this code**, or tables it does not recognise: refused, never written.
 
-- **new** (none of our tables): created at the head revision and stamped with it;
-- **at head**: used as it is;
-- **behind** (an older revision, or made before migrations existed and recognised by its
-  tables): a SQLite file is upgraded at once, after a backup copy beside it
-  (:func:`backup_path`); a PostgreSQL database is refused with one line that says to run
-  ``pcf db upgrade``, so a team upgrades on purpose, once;
-- **newer than this code**, or tables this code does not recognise: refused, never written.
-
-Only one process migrates at a time: on PostgreSQL the upgrade holds an advisory lock, on
-SQLite a write transaction (``BEGIN IMMEDIATE``) on the file. Whoever waited finds the work
-done. On PostgreSQL each revision is its own transaction, so a failed or killed upgrade leaves
-the database at the revision before the one that failed; on SQLite the whole upgrade is one
-transaction.
+One process migrates at a time (PostgreSQL's advisory lock, SQLite's ``BEGIN IMMEDIATE``). On
+PostgreSQL each revision is a transaction (a failed upgrade stops at the revision before); on
+SQLite the whole upgrade is one.
 """
 
 from __future__ import annotations
@@ -67,11 +61,10 @@ UNVERSIONED_TABLES = frozenset(
         "adjudication",
     }
 )
-"""The tables of the last release without migrations (f9302a1): a database with no version
-table and these tables is recognised (:func:`recognise`)."""
+"""The tables of the last release without migrations (f9302a1), by which :func:`recognise`
+knows an unversioned database."""
 ADVISORY_LOCK = 0x70636672657669  # "pcfrevi": the key of PostgreSQL's upgrade lock
-SQLITE_UPGRADE_WAIT_S = 600
-"""How long a SQLite upgrade waits for another process's write (or upgrade) to end."""
+SQLITE_UPGRADE_WAIT_S = 600  # how long an upgrade waits for another process's write to end
 
 
 class SchemaError(Exception):
@@ -119,8 +112,8 @@ def _config(connection: Connection | None = None) -> Config:
 
 @functools.cache
 def revisions() -> tuple[str, ...]:
-    """Every revision id, oldest first: the numbers that start the files' names
-    (``0002_run_totals_64_bit.py`` is revision ``0002``), read without loading Alembic."""
+    """Every revision id, oldest first: the numbers that start the files' names, read without
+    loading Alembic."""
     return tuple(sorted(p.name.split("_")[0] for p in VERSIONS.glob("[0-9]*_*.py")))
 
 
@@ -131,15 +124,11 @@ def head() -> str:
 
 def history() -> list[Revision]:
     """Every revision, oldest first, with the first line of its description."""
-    revisions = [
-        Revision(
-            revision=script.revision,
-            down_revision=script.down_revision,  # type: ignore[arg-type]
-            title=(script.doc or "").strip().splitlines()[0],
-        )
-        for script in _script().walk_revisions()
+    scripts = reversed(list(_script().walk_revisions()))
+    return [
+        Revision(s.revision, s.down_revision, (s.doc or "").strip().splitlines()[0])  # type: ignore[arg-type]
+        for s in scripts
     ]
-    return revisions[::-1]
 
 
 def current(connection: Connection) -> str | None:
@@ -152,12 +141,9 @@ def current(connection: Connection) -> str | None:
 
 
 def recognise(connection: Connection) -> str | None:
-    """The revision an unversioned database's tables match, None when it has none of them.
-
-    A database made before migrations existed (up to commit f9302a1) holds every baseline
-    table; its run totals are 64-bit from revision 0002 on, and it has the adjudication chain
-    index from 0003 on (an older release could add the index without the 64-bit totals:
-    such a database is at 0001, and 0003 keeps the index it has).
+    """The revision an unversioned database's tables match, None when it has none of them:
+    its run totals are 64-bit from 0002 on, it has the adjudication chain index from 0003 on
+    (an index without 64-bit totals is at 0001, and 0003 keeps it).
 
     Raises:
         SchemaError: some of those tables exist but not all.
@@ -178,8 +164,8 @@ def recognise(connection: Connection) -> str | None:
 
 
 def index_names(connection: Connection, table: str) -> set[str]:
-    """The names of ``table``'s indexes, expression indexes included (SQLAlchemy's SQLite
-    inspector leaves those out, so SQLite's own catalogue is read there)."""
+    """The names of ``table``'s indexes, expression indexes included (which SQLAlchemy's SQLite
+    inspector leaves out)."""
     if connection.dialect.name != "sqlite":
         indexes = inspect(connection).get_indexes(table)
         return {index["name"] for index in indexes if index["name"] is not None}
@@ -196,21 +182,11 @@ def state(connection: Connection) -> tuple[str | None, str | None]:
     return stamped, stamped if stamped is not None else recognise(connection)
 
 
-def backup_path(database: Path, revision: str | None) -> Path:
-    """Where a SQLite file's copy goes before an upgrade: beside it, named by time and revision.
-
-    ``/data/pcf.db`` at revision 0001 -> ``/data/pcf.db.backup-0001-20261203T141500Z``.
-    """
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return database.with_name(f"{database.name}.backup-{revision or 'unversioned'}-{stamp}")
-
-
 def prepare(engine: Engine) -> None:
     """Make ``engine``'s database ready for this code, or refuse it (see the module doc).
 
     Raises:
-        SchemaError: a PostgreSQL database behind the code, a database newer than the code,
-            or tables this code does not recognise.
+        SchemaError: PostgreSQL behind the code, a database newer than it, or unknown tables.
     """
     with engine.connect() as connection:
         stamped, recognised = state(connection)
@@ -244,16 +220,13 @@ def _too_new(engine: Engine, revision: str) -> SchemaError:
 
 
 def upgrade(engine: Engine, *, to: str = "head") -> UpgradeReport:
-    """Bring the database to revision ``to`` under the upgrade lock; a new one is created.
-
-    A new database gets every table at once and the head stamp; one made before migrations
-    existed is stamped with the revision its tables match, then upgraded. A SQLite file that
-    changes is first copied beside itself (:func:`backup_path`), and compacted after
-    (:func:`_compact`). Safe to run again: a database already at ``to`` is left as it is.
+    """Bring the database to revision ``to`` under the upgrade lock (a new one is created, an
+    unversioned one stamped first). A SQLite file that changes is copied beside itself first
+    and compacted after. A database at ``to`` is left as it is.
 
     Raises:
-        SchemaError: the database is newer than the code or its tables are not recognised,
-            or ``to`` is not a revision of this code or lies behind the database.
+        SchemaError: a database newer than the code, unknown tables, or ``to`` not a revision
+            of this code or behind the database.
     """
     target = head() if to == "head" else to
     if target not in revisions():
@@ -262,7 +235,7 @@ def upgrade(engine: Engine, *, to: str = "head") -> UpgradeReport:
         stamped, recognised = state(connection)
         if stamped is not None and stamped not in revisions():
             raise _too_new(engine, stamped)
-        if recognised is not None and _order(recognised) > _order(target):
+        if recognised is not None and revisions().index(recognised) > revisions().index(target):
             raise SchemaError(
                 f"the database is at revision {recognised}, after {target}: downgrades are "
                 "not offered; restore a backup instead"
@@ -284,10 +257,8 @@ def upgrade(engine: Engine, *, to: str = "head") -> UpgradeReport:
 
 
 def _compact(engine: Engine) -> None:
-    """Give the pages an upgrade freed back to the file system (SQLite's ``VACUUM``, then a
-    checkpoint that moves the WAL into the file): a revision that rewrites a table leaves the
-    file as large as both copies. While another process reads the file the upgrade stays as
-    it is, uncompacted: run ``VACUUM`` later."""
+    """``VACUUM`` and checkpoint a SQLite file (a revision that rewrites a table leaves it as
+    large as both copies); while another process reads it, it stays uncompacted."""
     try:
         with engine.connect() as connection:
             connection.exec_driver_sql("VACUUM")
@@ -299,10 +270,6 @@ def _compact(engine: Engine) -> None:
             exc.orig,
             engine.url.database,
         )
-
-
-def _order(revision: str) -> int:
-    return revisions().index(revision)
 
 
 def _create(connection: Connection, target: str) -> None:
@@ -322,9 +289,8 @@ def _create(connection: Connection, target: str) -> None:
 
 
 def _commit_step(connection: Connection, work: Callable[[], None]) -> None:
-    """Run ``work()`` in transactions of its own on PostgreSQL (what was read before is
-    committed first, so that Alembic opens one transaction per revision, and what it leaves
-    open is committed after); on SQLite inside the one upgrade transaction."""
+    """Run ``work()`` in transactions of its own on PostgreSQL (so that Alembic opens one per
+    revision); on SQLite inside the one upgrade transaction."""
     postgres = connection.dialect.name != "sqlite"
     if postgres and connection.in_transaction():
         connection.commit()
@@ -334,11 +300,13 @@ def _commit_step(connection: Connection, work: Callable[[], None]) -> None:
 
 
 def _backup(engine: Engine, revision: str | None) -> Path | None:
-    """Copy a SQLite file beside itself before it changes (consistent, WAL included)."""
+    """Copy a SQLite file beside itself before it changes (consistent, WAL included), named by
+    revision and time: ``pcf.db`` at 0001 -> ``pcf.db.backup-0001-20261203T141500Z``."""
     database = engine.url.database
     if engine.dialect.name != "sqlite" or not database or database == ":memory:":
         return None
-    path = backup_path(Path(database), revision)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = Path(f"{database}.backup-{revision or 'unversioned'}-{stamp}")
     with closing(sqlite3.connect(database)) as source, closing(sqlite3.connect(path)) as copy:
         source.backup(copy)
     return path
@@ -365,12 +333,9 @@ def _locked(engine: Engine) -> Iterator[Connection]:
 
 @contextmanager
 def _sqlite_writer(engine: Engine) -> Iterator[Connection]:
-    """One transaction holding SQLite's write lock from its first statement, DDL included.
-
-    Python's sqlite3 opens transactions only before data changes and never for DDL, so the
-    driver's own transaction handling is switched off and ``BEGIN IMMEDIATE`` is sent here.
-    Foreign keys are off while tables are rebuilt (SQLite's documented procedure for schema
-    changes) and checked before the commit.
+    """One transaction holding SQLite's write lock from its first statement, DDL included
+    (Python's sqlite3 would open none for DDL). Foreign keys are off while tables are rebuilt,
+    as SQLite documents, and checked before the commit.
     """
     if engine.url.database in (None, "", ":memory:"):
         with engine.connect() as connection, connection.begin():

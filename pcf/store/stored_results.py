@@ -1,18 +1,11 @@
-"""Results kept per revision of a run's calls (and labels): the revision and the stored bytes.
-
-Query functions take the session as a keyword argument; they flush but never commit.
-"""
+"""Results kept per revision of a run's calls (and labels). Functions flush, never commit."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from sqlalchemy import (
-    delete,
-    func,
-    insert,
-)
+from sqlalchemy import delete, func, insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -30,9 +23,8 @@ from pcf.store.models import (
 
 
 def run_version(run: Run, *, session: Session) -> tuple[str, int, int, int]:
-    """A key that changes whenever the run's calls change: status, call count, newest call id,
-    and the newest replaced answer (a retried failed call keeps its id and count, but its old
-    answer becomes a :class:`ReplacedCall`)."""
+    """A key that changes whenever the run's calls do: status, call count, newest call id and
+    newest replaced answer (a retried call keeps its id and count)."""
     count, newest = session.exec(
         select(func.count(col(Call.id)), func.coalesce(func.max(col(Call.id)), 0)).where(
             Call.run_id == run.id
@@ -47,8 +39,8 @@ def run_version(run: Run, *, session: Session) -> tuple[str, int, int, int]:
 
 
 def result_revision(run: Run, *, session: Session, labels: bool = False) -> str:
-    """The revision a result of the run is kept for: its :func:`run_version` and, with
-    ``labels``, its dataset's :func:`label_revision`, as text."""
+    """The revision a result of the run is kept for: :func:`run_version` (and, with ``labels``,
+    :func:`label_revision`) as text."""
     parts: list[Any] = [list(run_version(run, session=session))]
     if labels:
         parts.append(list(label_revision(run.dataset_id, session=session)))
@@ -67,8 +59,8 @@ def run_result(run_id: int, name: str, revision: str, *, session: Session) -> by
 def save_run_result(
     run_id: int, name: str, revision: str, data: bytes, *, session: Session
 ) -> None:
-    """Keep ``data`` as the run's result ``name`` computed at ``revision``, in place of the one
-    stored before. When another process stores the same result at once, its row stays."""
+    """Keep ``data`` as the run's result ``name`` at ``revision``, in place of the one before;
+    when another process stores it at the same time, theirs stays."""
     try:
         with session.begin_nested():
             session.execute(
@@ -86,18 +78,14 @@ def save_run_result(
 
 
 def label_revision(dataset_id: int, *, session: Session) -> tuple[Any, ...]:
-    """A value that changes whenever the dataset's human side does: a label saved (a
-    correction too), a resolution, a new labelling plan. For page caches of figures that
-    depend on labels."""
-    newest_label = session.exec(
-        select(func.max(Adjudication.id))
-        .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
-        .where(ItemRow.dataset_id == dataset_id)
-    ).one()
-    newest_resolution = session.exec(
-        select(func.max(Resolution.id))
-        .join(ItemRow, col(ItemRow.id) == Resolution.item_id)
-        .where(ItemRow.dataset_id == dataset_id)
-    ).one()
+    """A value that changes whenever the dataset's labels, resolutions or plan do."""
+    newest_label, newest_resolution = (
+        session.exec(
+            select(func.max(row.id))
+            .join(ItemRow, col(ItemRow.id) == row.item_id)
+            .where(ItemRow.dataset_id == dataset_id)
+        ).one()
+        for row in (Adjudication, Resolution)
+    )
     plan = session.get(LabellingPlan, dataset_id)
     return newest_label, newest_resolution, plan.updated_at if plan is not None else None
