@@ -24,7 +24,13 @@ PATTERN_TAGS = (
     "transfer failure",
 )
 CHOICE_LABELS = {NONE_CORRECT: "None is correct", CANNOT_TELL: "Cannot tell"}
-CONFIDENCE_SCALE = {0.0: "guess", 0.25: "unsure", 0.5: "fairly sure", 0.75: "sure", 1.0: "certain"}
+CONFIDENCE_SCALE = {
+    0.0: "guess",
+    0.25: "unsure",
+    0.5: "fairly sure",
+    0.75: "sure",
+    1.0: "certain",
+}
 """The one confidence scale of the slider, the history and the exports: a share in [0, 1]."""
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # OWASP's CSV injection list
 EXPORT_COLUMNS = tuple(Adjudication.model_fields)  # the CSV columns: every field of a label

@@ -55,7 +55,10 @@ GOLD_SCHEMA = pa.schema(
         ("source", pa.string()),
         ("single_label", pa.bool_()),
         ("dataset_gold", pa.string()),
-        ("labels", pa.list_(pa.struct([("annotator", pa.string()), ("choice", pa.string())]))),
+        (
+            "labels",
+            pa.list_(pa.struct([("annotator", pa.string()), ("choice", pa.string())])),
+        ),
         (
             "resolutions",
             pa.list_(
