@@ -10,7 +10,14 @@ from sqlmodel import Session
 
 from pcf.access import Actor, Permission, authorize
 from pcf.guarantees import random_sample
-from pcf.store import Run, add_audit_event, get_dataset_by_id, get_plan, item_positions, save_plan
+from pcf.store import (
+    Run,
+    add_audit_event,
+    get_dataset_by_id,
+    get_plan,
+    item_positions,
+    save_plan,
+)
 
 GOLD_RULES = ("unanimous", "majority", "dawid_skene")
 """How unresolved items' labels become gold (:mod:`pcf.labelling.human_gold`)."""

@@ -7,7 +7,15 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import Text, case, cast, delete, event, func, insert
+from sqlalchemy import (
+    Text,
+    case,
+    cast,
+    delete,
+    event,
+    func,
+    insert,
+)
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session, col, select
 

@@ -8,7 +8,15 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import CursorResult, Result, and_, func, insert, literal, or_
+from sqlalchemy import (
+    CursorResult,
+    Result,
+    and_,
+    func,
+    insert,
+    literal,
+    or_,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 

@@ -9,14 +9,25 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, delete, insert, update
+from sqlalchemy import (
+    bindparam,
+    delete,
+    insert,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from pcf.processes import process_exists
 from pcf.store.datasets import _chunks, rows_changed
 from pcf.store.engine import LostRaceError
-from pcf.store.models import KeyClaim, RunLease, RunStatus, insert_new, utc_now
+from pcf.store.models import (
+    KeyClaim,
+    RunLease,
+    RunStatus,
+    insert_new,
+    utc_now,
+)
 
 ACTIVE_RUN_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
 

@@ -9,7 +9,12 @@ from datetime import datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import delete, distinct, func, update
+from sqlalchemy import (
+    delete,
+    distinct,
+    func,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 

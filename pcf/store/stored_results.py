@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import delete, func, insert
+from sqlalchemy import (
+    delete,
+    func,
+    insert,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
