@@ -1,6 +1,5 @@
 """Live execution of a run: every call not stored yet is answered from the cache or asked of
-the judge (concurrently, with retries, under the cost cap), and each answer is committed as it
-arrives, so an interrupted run resumes where it stopped."""
+the judge, and each answer is committed as it arrives, so an interrupted run resumes."""
 
 from __future__ import annotations
 
@@ -55,9 +54,8 @@ UNCLAIMED_BACKENDS = ("simulated", "replay")
 
 
 class KeyClaims:
-    """The content keys one run is asking now, claimed in the database
-    (:class:`~pcf.store.models.KeyClaim`), so that another run needing the same answer waits
-    for it instead of paying for it again; ``holder`` None claims nothing."""
+    """The content keys one run is asking now, claimed in the database so that another run
+    needing the same answer waits for it instead of paying again; ``holder`` None claims none."""
 
     def __init__(self, session: Session, holder: str | None) -> None:
         self.session, self.holder = session, holder
@@ -65,8 +63,7 @@ class KeyClaims:
         self._poller: asyncio.Task[None] | None = None
 
     def claim(self, keys: Iterable[str]) -> set[str]:
-        """Claim ``keys`` (committed); returns those held now (all of them when claiming is
-        off), the others being asked by another live run."""
+        """Claim ``keys`` (committed); returns those held now, the others being asked elsewhere."""
         if self.holder is None:
             return set(keys)
         held = claim_keys(keys, session=self.session, holder=self.holder, ttl_s=CLAIM_TTL_S)
@@ -74,8 +71,7 @@ class KeyClaims:
         return held
 
     def release(self, key: str) -> None:
-        """Give up the claim on ``key`` in the open transaction: with the answer's (or
-        failure's) row, in the same commit."""
+        """Give up the claim on ``key`` in the open transaction (committed with its row)."""
         if self.holder is not None:
             release_keys([key], session=self.session, holder=self.holder)
 
@@ -99,8 +95,7 @@ class KeyClaims:
 
 
 class CallExecutor:
-    """Asks one judge the calls of a run and stores their rows (:class:`RunRows`), every
-    request through the run's cost guard and claimed against other runs."""
+    """Asks one judge the calls of a run and stores their rows, under the cost guard."""
 
     def __init__(self, rows: RunRows, judge: Judge, *, guard: CostGuard, claims: KeyClaims) -> None:
         self.rows, self.judge, self.spec = rows, judge, rows.spec
@@ -116,8 +111,7 @@ class CallExecutor:
     async def call(
         self, planned: PlannedCall, rendered: Rendered, key: str, *, claimed: bool = True
     ) -> None:
-        """Answer one call with the judge; a call another run is asking (not ``claimed``)
-        waits for that answer and takes it from the cache, or asks it here if it failed."""
+        """Answer one call; one another run is asking (not ``claimed``) waits for that answer."""
         while not claimed:
             await self.claims.freed(key)
             claimed = bool(self.claims.claim([key]))
@@ -129,8 +123,7 @@ class CallExecutor:
             await self._ask(planned, rendered, key)
 
     def _from_cache(self, prepared: Sequence[Prepared]) -> list[Prepared]:
-        """Store the calls whose answers another run stored since this run looked (only
-        claimed requests can have one); returns them."""
+        """Store the calls whose answers another run stored meanwhile; returns them."""
         if self.claims.holder is None:
             return []
         rows, _ = self.rows.cached(prepared)
@@ -143,7 +136,7 @@ class CallExecutor:
 
     async def _ask(self, planned: PlannedCall, rendered: Rendered, key: str) -> None:
         """Ask the judge, retrying transport errors and unparseable answers, each request
-        reserved with the cost guard first; a request over the cap is not sent."""
+        reserved with the cost guard first."""
         context = CallContext(
             planned.item,
             planned.order,
@@ -213,12 +206,7 @@ class CallExecutor:
         return min(MAX_BACKOFF_S, max(wait, retry_after or 0.0))
 
     async def answer(self, calls: Sequence[PlannedCall]) -> None:
-        """Answer calls from the cache where possible, the rest concurrently.
-
-        The cache's answers are stored in one transaction before the first judge call; then
-        the requests left are claimed at once, and each judge answer is committed alone with
-        its claim given up.
-        """
+        """Answer calls from the cache where possible (one transaction), the rest concurrently."""
         hit_rows, pending = self.rows.cached(self.rows.prepare(calls))
         if hit_rows:
             self.rows.commit(hit_rows)
@@ -246,24 +234,10 @@ async def execute(
 ) -> RunReport:
     """Make every call of ``run`` that is not stored yet; each answer is committed at once.
 
-    ``items`` is gone through twice (to count the calls to make, then to make them), a chunk
-    of :data:`~pcf.store.datasets.ITEM_CHUNK` items at a time: with
-    :class:`~pcf.store.datasets.DatasetItems`, memory does not grow with the run. Calls already
-    stored for the run are never made again, so running a finished run makes no judge call;
-    with ``retry_failed``, failed calls are asked again, and each new answer becomes its call's
-    current answer while the failed one is kept as a ``retried``
-    :class:`~pcf.store.models.ReplacedCall`. With ``budget_usd``, every request goes through
-    the run's cost guard (:class:`~pcf.runs.budget.CostGuard`): one that would take this
-    invocation's spend past ``budget_usd`` is not sent, and the run is then ``capped`` instead
-    of ``finished`` (it resumes like any run). Provider requests are claimed under
-    ``holder`` (the run's lease holder; by default one made for this invocation), so that
-    another run asking the same request at the same time waits for this answer. An adaptive
-    run keeps the
-    stops it recorded (whatever policy version made them) unless ``recheck_stops`` asks the
-    current policy again about those items. Returns what this invocation did.
-
-    Raises:
-        TypeError: ``items`` can be gone through only once (an iterator).
+    ``items`` is gone through twice, a chunk at a time, so memory does not grow with the run.
+    With ``retry_failed``, failed calls are asked again (the failed answer kept as replaced);
+    a request that would take the spend past ``budget_usd`` is not sent and the run is
+    ``capped``; an adaptive run keeps its recorded stops unless ``recheck_stops``.
     """
     if iter(items) is items:
         raise TypeError("execute goes through its items twice: give a list or DatasetItems")
@@ -329,7 +303,7 @@ class _ChunkPlan:
         self.dataset_seed = run_dataset(run, session=session).seed
 
     def calls(self, chunk: Sequence[Item]) -> tuple[list[PlannedCall], dict[Slot, Call]]:
-        """The chunk's planned calls (APOCJudge's confirmations aside) and stored calls."""
+        """The chunk's planned calls (confirmations aside) and stored calls."""
         planned = plan(chunk, self.db_ids, self.spec, dataset_seed=self.dataset_seed)
         return planned, self.stored(chunk)
 
