@@ -13,33 +13,13 @@ from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
 
 
 class AnthropicJudge(ProviderJudge):
-    """Messages API through ``anthropic.AsyncAnthropic``, with SDK retries off.
-
-    The runner owns retries, so every failure is raised at once as a :class:`JudgeError`.
-    A schema is sent as structured output (``output_config.format``). The installed SDK
-    (2.x) has no sampling parameters, so ``request.temperature`` is not sent. A truncated
-    answer (``stop_reason == "max_tokens"``) is still returned; its ``raw`` shows the stop
-    reason.
-
-    Attributes:
-        backend: always ``"anthropic"``.
-        model: the model name sent with every request.
+    """Messages API through ``anthropic.AsyncAnthropic``, with SDK retries off (the runner owns
+    retries). The installed SDK (2.x) has no sampling parameters: the temperature is not sent.
     """
 
     backend = "anthropic"
-    sdk = anthropic
-
-    @staticmethod
-    def _new_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
-        # An http_client of our own: the SDK's default one, when garbage-collected while a later
-        # event loop runs, tries to close itself on that loop and logs "Event loop is closed".
-        return anthropic.AsyncAnthropic(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=0,
-            http_client=anthropic.DefaultAsyncHttpxClient(timeout=timeout),
-        )
+    sdk, sdk_client = anthropic, anthropic.AsyncAnthropic
+    http_client = anthropic.DefaultAsyncHttpxClient
 
     def params(self, request: JudgeRequest) -> dict[str, Any]:
         """The Messages parameters of ``request`` (also a batch request's ``params``)."""

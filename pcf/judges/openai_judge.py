@@ -13,33 +13,14 @@ from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
 
 
 class OpenAIJudge(ProviderJudge):
-    """Chat Completions through ``openai.AsyncOpenAI``, with SDK retries off.
-
-    The runner owns retries, so every failure is raised at once as a :class:`JudgeError`.
-    A truncated answer (``finish_reason == "length"``) is still returned as a reply; its
-    ``raw`` shows the finish reason and the parser rejects the cut-off text.
-
-    Attributes:
-        backend: always ``"openai"``.
-        model: the model name sent with every request.
-    """
+    """Chat Completions through ``openai.AsyncOpenAI``, with SDK retries off (the runner owns
+    retries); a truncated answer is still returned, and the parser rejects it."""
 
     backend = "openai"
-    sdk = openai
-
-    @staticmethod
-    def _new_client(api_key: str, base_url: str | None, timeout: float) -> openai.AsyncOpenAI:
-        # An http_client of our own: the SDK's default one, when garbage-collected while a later
-        # event loop runs, tries to close itself on that loop and logs "Event loop is closed".
-        # The SDK's aiohttp transport costs about a third less CPU per call than its httpx
-        # one, and the event loop's CPU is what limits a run at high concurrency.
-        return openai.AsyncOpenAI(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=0,
-            http_client=openai.DefaultAioHttpClient(timeout=timeout),
-        )
+    sdk, sdk_client = openai, openai.AsyncOpenAI
+    # The SDK's aiohttp transport costs about a third less CPU per call than its httpx one,
+    # and the event loop's CPU is what limits a run at high concurrency.
+    http_client = openai.DefaultAioHttpClient
 
     def body(self, request: JudgeRequest) -> dict[str, Any]:
         """The Chat Completions body of ``request`` (also a batch request's body)."""
@@ -79,7 +60,7 @@ class OpenAIJudge(ProviderJudge):
 
     @staticmethod
     def _status_message(err: openai.APIStatusError) -> str:
-        """The provider's own error message (the SDK keeps the ``error`` object as ``body``)."""
+        # the provider's own message: the SDK keeps the ``error`` object as ``body``
         body = err.body
         if isinstance(body, dict) and isinstance(body.get("message"), str):
             return body["message"]
@@ -88,12 +69,7 @@ class OpenAIJudge(ProviderJudge):
 
 class AzureJudge(OpenAIJudge):
     """An Azure OpenAI deployment (``model``) through ``openai.AsyncAzureOpenAI``, which reads
-    the endpoint (``AZURE_OPENAI_ENDPOINT``, unless ``base_url`` names it) and the API version
-    (``OPENAI_API_VERSION``) from the environment; the key is ``AZURE_OPENAI_API_KEY``.
-
-    Raises:
-        ValueError: no key, no endpoint or no API version.
-    """
+    the endpoint (unless ``base_url`` names it) and the API version from the environment."""
 
     backend = "azure"
 
