@@ -219,42 +219,6 @@ def next_wave(
     return wave, stops
 
 
-async def answer_in_waves(
-    executor: Answerer,
-    planned: Sequence[PlannedCall],
-    run: Run,
-    spec: RunSpec,
-    *,
-    session: Session,
-    kept: Mapping[str, Mapping[str, Any]],
-    policy: StoppingPolicy,
-    calibration: set[str],
-    full: bool = False,
-) -> dict[str, Stop]:
-    """Make each item's calls one wave at a time until ``policy`` settles it (with ``full``,
-    the calibration items' every call; else the other items'); where each stopped."""
-    stops: dict[str, Stop] = {}
-
-    async def one(item_plan: ItemPlan) -> None:
-        while True:
-            stored = item_calls(run.id, item_plan.calls[0].item_db_id, session=session)
-            calls, stop = item_step(item_plan, stored, policy, full=full)
-            if stop is not None:
-                stops[item_plan.calls[0].item.item_id] = stop
-                return
-            if executor.capped:  # the item waits unsettled
-                return
-            await executor.answer(calls)
-
-    plans = [
-        p
-        for p in item_plans(planned, spec)
-        if p.calls[0].item.item_id not in kept and (p.calls[0].item.item_id in calibration) == full
-    ]
-    await gather_or_cancel(one(item_plan) for item_plan in plans)
-    return stops
-
-
 async def answer_adaptive(
     executor: Answerer,
     chunks: Callable[[], Iterable[Sequence[PlannedCall]]],
@@ -265,12 +229,25 @@ async def answer_adaptive(
     session: Session,
     kept: Mapping[str, Mapping[str, Any]],
 ) -> tuple[dict[str, Stop], Calibration | None]:
-    """Every item's calls in waves, a chunk at a time: a ``confident`` run's calibration items
-    first, in full, then the others at the threshold chosen on them; the stops and calibration."""
+    """Each item's calls one wave at a time until its policy settles it, a chunk at a time: a
+    ``confident`` run's calibration items first, in full, then the others at the threshold
+    chosen on them; the stops and the calibration."""
     sample = calibration_keys(spec, keys)
     stops: dict[str, Stop] = {}
     calibration, policy = None, policy_of(spec)
     calibrated: list[tuple[str, tuple[str, ...], list]] = []
+
+    async def one(item_plan: ItemPlan, full: bool) -> None:
+        while True:
+            stored = item_calls(run.id, item_plan.calls[0].item_db_id, session=session)
+            calls, stop = item_step(item_plan, stored, policy, full=full)
+            if stop is not None:
+                stops[item_plan.calls[0].item.item_id] = stop
+                return
+            if executor.capped:  # the item waits unsettled
+                return
+            await executor.answer(calls)
+
     for full in (True, False) if sample else (False,):
         if sample and not full:
             if executor.capped:
@@ -278,16 +255,9 @@ async def answer_adaptive(
             calibration = calibrate(spec.risk, spec.stop_on, calibrated)
             policy = calibration.policy(spec.stop_on)
         for planned in chunks():
-            stops |= await answer_in_waves(
-                executor,
-                planned,
-                run,
-                spec,
-                session=session,
-                kept=kept,
-                policy=policy,
-                calibration=sample,
-                full=full,
+            plans = [p for p in item_plans(planned, spec) if p.calls[0].item.item_id not in kept]
+            await gather_or_cancel(
+                one(p, full) for p in plans if (p.calls[0].item.item_id in sample) == full
             )
             if full:
                 calibrated += calibration_calls(planned, run, spec, sample, session=session)
@@ -297,7 +267,6 @@ async def answer_adaptive(
 async def gather_or_cancel(coroutines: Iterable[Coroutine[Any, Any, Any]]) -> None:
     """Run ``coroutines`` at once; when one raises, cancel and await the others before raising,
     so that no call goes on after the run stopped."""
-
     tasks = [asyncio.ensure_future(c) for c in coroutines]
     try:
         await asyncio.gather(*tasks)

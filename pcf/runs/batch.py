@@ -40,7 +40,6 @@ from pcf.runs.call_plan import (
     Prepared,
     Slot,
     confirmations,
-    content_key,
     in_chunks,
     plan,
 )
@@ -51,7 +50,7 @@ from pcf.runs.manage import (
     check_start,
     default_cost_cap,
     leased,
-    open_run,
+    open_audited,
     require_price,
 )
 from pcf.runs.rows import RunRows, failed_answer, slot_of
@@ -63,7 +62,6 @@ from pcf.store import (
     ProviderBatch,
     Run,
     RunStatus,
-    add_audit_event,
     add_provider_batch,
     cached_calls,
     claimed_batch_ids,
@@ -251,18 +249,9 @@ class _Batcher:
             return {}
         renamed = {}
         for chunk in self.chunks():
-            for planned in chunk.calls:
-                rendered = planned.render()
-                old = content_key(
-                    self.spec.backend,
-                    self.spec.model,
-                    rendered,
-                    self.spec,
-                    planned.repeat_index,
-                    server=False,
-                )
-                if old in sent:
-                    renamed[old] = self.rows.key(planned, rendered)
+            for planned, rendered, key in self.rows.prepare(chunk.calls):
+                if (old := self.rows.key(planned, rendered, server=False)) in sent:
+                    renamed[old] = key
         return renamed
 
     def sent_keys(self, record: ProviderBatch) -> list[str]:
@@ -579,6 +568,17 @@ class _Batcher:
         """Whether the last collect left lost batches and nothing to wait for."""
         return bool(self.report.lost) and not self.report.pending
 
+    def finish(self) -> None:
+        """Mark the run finished once it is done (recording an adaptive run's stops), else
+        waiting for its batches."""
+        done, spec, session = self.done(), self.spec, self.session
+        if done and spec.adaptive != "off":
+            kept, calibration = self.kept, self.calibration
+            record_stops(self.run, spec, kept, self.stops, session=session, calibration=calibration)
+        set_run_status(self.run, RunStatus.FINISHED if done else RunStatus.BATCH, session=session)
+        update_run_totals(self.run.id, session=session)
+        session.commit()
+
     def done(self) -> bool:
         """Whether every batch of the run is collected and every call is stored."""
         records = run_batches(self.run.id, session=self.session)
@@ -617,20 +617,8 @@ def submit_run(
     require_price(spec, cap, price_table())
     client = client_for(spec)
     with leased(spec.run_name, session=session) as lease:
-        resumed = get_run(spec.run_name, session=session) is not None
-        run = open_run(spec, session=session)
-        add_audit_event(
-            "run_resumed" if resumed else "run_started",
-            session=session,
-            actor=actor.identity,
-            target=spec.run_name,
-            details={
-                "backend": spec.backend,
-                "model": spec.model,
-                "batch": True,
-                "max_cost_usd": cap,
-            },
-        )
+        details = {"batch": True, "max_cost_usd": cap}
+        run = open_audited(spec, session=session, actor=actor, details=details)
         set_run_setting(run, LIMIT_SETTING, spec.limit, session=session)
         set_run_setting(run, MAX_COST_SETTING, cap, session=session)
         session.commit()
@@ -648,25 +636,8 @@ def submit_run(
                     await client.aclose()
 
         asyncio.run(work())
-        _finish_run(batcher)
+        batcher.finish()
         return run, batcher.report
-
-
-def _finish_run(batcher: _Batcher) -> None:
-    done = batcher.done()
-    if done and batcher.spec.adaptive != "off":
-        record_stops(
-            batcher.run,
-            batcher.spec,
-            batcher.kept,
-            batcher.stops,
-            session=batcher.session,
-            calibration=batcher.calibration,
-        )
-    status = RunStatus.FINISHED if done else RunStatus.BATCH
-    set_run_status(batcher.run, status, session=batcher.session)
-    update_run_totals(batcher.run.id, session=batcher.session)
-    batcher.session.commit()
 
 
 def existing_run(name: str, *, session: Session) -> Run:
@@ -696,46 +667,36 @@ def collect_runs(
     actor = authorize(actor, Permission.RUN, session=session)
     runs = [existing_run(name, session=session) for name in names]
     specs = [spec_of(run, session=session) for run in runs]
+
+    async def collect_all(leases: list[Lease]) -> list[BatchReport]:
+        batchers = [
+            _Batcher(run, spec, client_for(spec), session=session)
+            for run, spec in zip(runs, specs, strict=True)
+        ]
+        try:
+            async with AsyncExitStack() as beats:
+                for lease in leases:
+                    await beats.enter_async_context(lease.heartbeat())
+                while True:
+                    for batcher in batchers:
+                        if not batcher.report.capped:
+                            await _collect_round(batcher, forget_lost)
+                    if progress:
+                        progress([b.report for b in batchers])
+                    if not wait or all(
+                        b.done() or b.lost_only() or b.report.capped for b in batchers
+                    ):
+                        break
+                    await asyncio.sleep(poll_s)
+        finally:
+            for batcher in batchers:
+                await batcher.client.aclose()
+        return [b.report for b in batchers]
+
     with ExitStack() as stack:
-        leases = [stack.enter_context(leased(name, session=session)) for name in names]
         return asyncio.run(
-            _collect_all(runs, specs, leases, session, wait, poll_s, progress, forget_lost)
+            collect_all([stack.enter_context(leased(name, session=session)) for name in names])
         )
-
-
-async def _collect_all(
-    runs: list[Run],
-    specs: list[RunSpec],
-    leases: list[Lease],
-    session: Session,
-    wait: bool,
-    poll_s: float,
-    progress: Callable[[list[BatchReport]], None] | None,
-    forget_lost: bool,
-) -> list[BatchReport]:
-    """Collect the runs' batches until none is left to wait for (once without ``wait``)."""
-
-    batchers = [
-        _Batcher(run, spec, client_for(spec), session=session)
-        for run, spec in zip(runs, specs, strict=True)
-    ]
-    try:
-        async with AsyncExitStack() as beats:
-            for lease in leases:
-                await beats.enter_async_context(lease.heartbeat())
-            while True:
-                for batcher in batchers:
-                    if not batcher.report.capped:
-                        await _collect_round(batcher, forget_lost)
-                if progress:
-                    progress([b.report for b in batchers])
-                if not wait or all(b.done() or b.lost_only() or b.report.capped for b in batchers):
-                    break
-                await asyncio.sleep(poll_s)
-    finally:
-        for batcher in batchers:
-            await batcher.client.aclose()
-    return [b.report for b in batchers]
 
 
 async def _collect_round(batcher: _Batcher, forget_lost: bool) -> None:
@@ -751,4 +712,4 @@ async def _collect_round(batcher: _Batcher, forget_lost: bool) -> None:
             batcher.report.capped = str(capped)
             return
         await batcher.collect(forget_lost=forget_lost)
-    _finish_run(batcher)
+    batcher.finish()

@@ -250,9 +250,17 @@ async def execute(
         holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
     executor = CallExecutor(rows, judge, guard=guard, claims=KeyClaims(session, holder))
     report = executor.report
-    chunk_plan = _ChunkPlan(run, executions_for(spec, items), db_ids, session=session)
+    plan_spec, dataset_seed = executions_for(spec, items), run_dataset(run, session=session).seed
+
+    def planned_of(chunk: Sequence[Item]) -> list[PlannedCall]:  # confirmations aside
+        return plan(chunk, db_ids, plan_spec, dataset_seed=dataset_seed)
+
+    def stored_of(chunk: Sequence[Item]) -> dict[Slot, Call]:
+        ids = [db_ids[item.item_id] for item in chunk]
+        return run_calls_by_slot(run.id, session=session, item_ids=ids)
+
     for chunk in in_chunks(items):
-        planned, stored = chunk_plan.calls(chunk)
+        planned, stored = planned_of(chunk), stored_of(chunk)
         to_do = sum(_open(p, stored, retry_failed) for p in planned)
         report.planned += len(planned)
         report.to_do += to_do
@@ -261,13 +269,13 @@ async def execute(
     session.commit()
     with gc_frozen():
         for chunk in in_chunks(items):
-            planned, stored = chunk_plan.calls(chunk)
+            planned, stored = planned_of(chunk), stored_of(chunk)
             if retry_failed:
                 report.retried += rows.retry(call for call in stored.values() if not call.ok)
             if spec.adaptive == "off":
                 await executor.answer([p for p in planned if _open(p, stored, retry_failed)])
             if spec.protocol == "apoc":
-                stored = chunk_plan.stored(chunk)
+                stored = stored_of(chunk)
                 if retry_failed:  # a failed confirmation is asked again too
                     stored = {slot: call for slot, call in stored.items() if call.ok}
                 second = confirmations(planned, stored, spec)
@@ -277,7 +285,7 @@ async def execute(
             kept = kept_stops(run, recheck=recheck_stops)
             stops, calibration = await answer_adaptive(
                 executor,
-                lambda: (chunk_plan.calls(chunk)[0] for chunk in in_chunks(items)),
+                lambda: (planned_of(chunk) for chunk in in_chunks(items)),
                 [item.item_id for item in items],
                 run,
                 spec,
@@ -291,26 +299,6 @@ async def execute(
     update_run_totals(run.id, session=session)
     session.commit()
     return report
-
-
-class _ChunkPlan:
-    """The planned calls of a chunk of a run's items, and the chunk's stored calls."""
-
-    def __init__(
-        self, run: Run, spec: RunSpec, db_ids: Mapping[str, int], *, session: Session
-    ) -> None:
-        self.run, self.spec, self.db_ids, self.session = run, spec, db_ids, session
-        self.dataset_seed = run_dataset(run, session=session).seed
-
-    def calls(self, chunk: Sequence[Item]) -> tuple[list[PlannedCall], dict[Slot, Call]]:
-        """The chunk's planned calls (confirmations aside) and stored calls."""
-        planned = plan(chunk, self.db_ids, self.spec, dataset_seed=self.dataset_seed)
-        return planned, self.stored(chunk)
-
-    def stored(self, chunk: Sequence[Item]) -> dict[Slot, Call]:
-        """The run's stored calls of the chunk's items, by slot."""
-        ids = [self.db_ids[item.item_id] for item in chunk]
-        return run_calls_by_slot(self.run.id, session=self.session, item_ids=ids)
 
 
 def _open(planned: PlannedCall, stored: Mapping[Slot, Call], retry_failed: bool) -> bool:

@@ -180,7 +180,24 @@ def open_run(spec: RunSpec, *, session: Session, recorded: Mapping[str, Any] | N
     return run
 
 
+def open_audited(
+    spec: RunSpec,
+    *,
+    session: Session,
+    actor: Actor,
+    details: dict[str, Any],
+    recorded: Mapping[str, Any] | None = None,
+) -> Run:
+    """:func:`open_run`, written to the audit log as ``run_started`` or ``run_resumed``."""
+    event = "run_started" if get_run(spec.run_name, session=session) is None else "run_resumed"
+    run = open_run(spec, session=session, recorded=recorded)
+    details = {"backend": spec.backend, "model": spec.model} | details
+    add_audit_event(event, session=session, actor=actor.identity, target=run.name, details=details)
+    return run
+
+
 LEASE_TTL_S = 60.0
+
 """How long a run's lease outlives its holder's last sign of life (on another host; on this
 host a holder whose process is gone is dead at once)."""
 HEARTBEAT_S = 10.0
@@ -279,7 +296,6 @@ def judge_run(
     cap = max_cost if max_cost is not None else default_cost_cap()
     require_price(spec, cap, prices)
     spent = check_cost(spec, cap, session=session)
-    resumed = get_run(spec.run_name, session=session) is not None
     judge = make_judge(
         spec.backend,
         spec.model,
@@ -313,20 +329,8 @@ def judge_run(
 
     with leased(name, session=session) as lease:
         recorded = judge.recorded if isinstance(judge, ReplayJudge) else None
-        run = open_run(spec, session=session, recorded=recorded)
-        add_audit_event(
-            "run_resumed" if resumed else "run_started",
-            session=session,
-            actor=actor.identity,
-            target=name,
-            details={
-                "backend": spec.backend,
-                "model": spec.model,
-                "base_url": spec.base_url,
-                "own_key": api_key is not None,
-                "max_cost_usd": cap,
-            },
-        )
+        details = {"base_url": spec.base_url, "own_key": api_key is not None, "max_cost_usd": cap}
+        run = open_audited(spec, session=session, actor=actor, details=details, recorded=recorded)
         session.commit()
         if any(batch.state != "collected" for batch in run_batches(run.id, session=session)):
             raise ValueError(
@@ -384,7 +388,6 @@ def import_upload(
 
 def delete_run(name: str, *, session: Session, actor: Actor) -> dict[str, int]:
     """Delete the run, its calls and their replaced answers (never a label), as ``actor``."""
-
     actor = authorize(actor, Permission.DELETE_RUN, session=session)
     deleted = delete_stored_run(name, session=session)
     add_audit_event(

@@ -155,9 +155,10 @@ class RunRows:
         self._replacing: dict[Slot, int] = {}
         self.stopped = False
 
-    def key(self, planned: PlannedCall, rendered: Rendered) -> str:
-        """The call's content key (its cache key and batch custom id)."""
-        return content_key(self.backend, self.model, rendered, self.spec, planned.repeat_index)
+    def key(self, planned: PlannedCall, rendered: Rendered, *, server: bool = True) -> str:
+        """The call's content key (its cache key and batch custom id; see :func:`content_key`)."""
+        spec, repeat = self.spec, planned.repeat_index
+        return content_key(self.backend, self.model, rendered, spec, repeat, server=server)
 
     def prepare(self, calls: Iterable[PlannedCall]) -> list[Prepared]:
         """Each call with its rendered prompt and content key."""
@@ -298,7 +299,6 @@ class RunRows:
 
     def _store(self, rows: list[dict[str, Any]]) -> None:
         """Commit new calls, and new answers of retried failed calls."""
-
         new = [row for row in rows if slot_of(row) not in self._replacing]
         retried = {self._replacing[slot_of(r)]: r for r in rows if slot_of(r) in self._replacing}
 
