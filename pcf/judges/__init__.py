@@ -107,7 +107,6 @@ def make_judge(
     *,
     base_url: str | None = None,
     replay_path: str | Path | None = None,
-    timeout: float = 60.0,
     seed: int = 0,
     api_key: str | None = None,
 ) -> Judge:
@@ -117,12 +116,8 @@ def make_judge(
         from pcf.judges.simulated import SimulatedJudge  # noqa: PLC0415 - light on purpose
 
         return SimulatedJudge(model, seed=seed)
-    options: dict[str, Any] = {
-        "base_url": base_url,
-        "timeout": timeout,
-        "api_key": api_key,
-        "seed": seed,
-    }
+    options: dict[str, Any] = {"base_url": base_url, "api_key": api_key, "seed": seed}
+
     if backend in ("openai", "azure"):
         from pcf.judges.openai_judge import AzureJudge, OpenAIJudge  # noqa: PLC0415 - slow import
 

@@ -14,7 +14,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from sqlmodel import Session
 
@@ -35,23 +35,13 @@ from pcf.stopping import (
 )
 from pcf.store import Call, Run, item_calls, set_run_setting, stored_judgment
 
+if TYPE_CHECKING:
+    from pcf.runs.live import CallExecutor
+
 STOPPING_SETTING = "stopping"
 """The run setting that records the policy a finished adaptive run was finished with."""
 UNVERSIONED = 1
 """The version of a stop recorded before stops carried one."""
-
-
-class Answerer(Protocol):
-    """What an adaptive run needs of live execution (:class:`pcf.runs.live.CallExecutor`)."""
-
-    @property
-    def capped(self) -> bool:
-        """Whether the cost cap is reached: further calls wait for a higher one."""
-        ...
-
-    async def answer(self, calls: Sequence[PlannedCall]) -> None:
-        """Make ``calls`` and store their answers."""
-        ...
 
 
 def policy_of(spec: RunSpec) -> StoppingPolicy:
@@ -220,7 +210,7 @@ def next_wave(
 
 
 async def answer_adaptive(
-    executor: Answerer,
+    executor: CallExecutor,
     chunks: Callable[[], Iterable[Sequence[PlannedCall]]],
     keys: Sequence[str],
     run: Run,
