@@ -8,15 +8,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-from pcf.judges.base import (
-    KEY_ENV,
-    CallContext,
-    Judge,
-    JudgeError,
-    JudgeReply,
-    JudgeRequest,
-    key_names,
-)
+from pcf.judges.base import KEY_ENV, Judge, key_names
 
 BACKENDS = ("simulated", "openai", "anthropic", "google", "azure", "replay")
 BASE_URL_ENV = {
@@ -38,19 +30,7 @@ LOCAL_SERVERS = {"ollama": "http://localhost:11434/v1", "vllm": "http://localhos
 PROVIDERS = (*BACKENDS, "openai-compatible", *LOCAL_SERVERS)
 """What ``provider/name`` may name (:func:`parse_model`)."""
 
-__all__ = [
-    "BACKENDS",
-    "KEY_ENV",
-    "CallContext",
-    "Judge",
-    "JudgeError",
-    "JudgeReply",
-    "JudgeRequest",
-    "judge_server",
-    "key_names",
-    "make_judge",
-    "parse_model",
-]
+__all__ = ["BACKENDS", "KEY_ENV", "judge_server", "key_names", "make_judge", "parse_model"]
 
 
 class JudgeModel(NamedTuple):

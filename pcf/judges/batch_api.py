@@ -218,11 +218,8 @@ class OpenAIBatches(_Batches[OpenAIJudge]):
             )
         status, body = response.get("status_code"), response.get("body")
         if status != 200:
-            message = (
-                ((body or {}).get("error") or {}).get("message", "")
-                if isinstance(body, dict)
-                else ""
-            )
+            message = (body.get("error") or {}).get("message", "") if isinstance(body, dict) else ""
+
             error = status_error(int(status or 500), message, {}, self.judge.secret)
             return BatchResult(custom_id, error=str(error))
         return _reply_or_error(custom_id, lambda: chat_reply(body, 0.0))

@@ -12,6 +12,30 @@ from pcf.judges._provider import ProviderJudge
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
 
 
+def chat_reply(completion: object, latency: float) -> JudgeReply:
+    """The reply in a chat completion's JSON, which is kept whole as ``raw``."""
+    try:
+        if not isinstance(completion, dict):
+            raise TypeError("the response is not a JSON object")
+        message = completion["choices"][0]["message"]
+        content, refusal = message.get("content"), message.get("refusal")
+        if not isinstance(content, str | None) or not isinstance(refusal, str | None):
+            raise TypeError("content and refusal must be text or null")
+        usage = completion.get("usage") or {}
+        return JudgeReply(
+            text=content or "",
+            input_tokens=usage_count(usage.get("prompt_tokens")),
+            output_tokens=usage_count(usage.get("completion_tokens")),
+            latency_s=latency,
+            raw=completion,
+            refusal=refusal,
+        )
+    except (AttributeError, IndexError, KeyError, TypeError) as err:
+        raise JudgeError(
+            "bad_response", f"malformed chat completion: {err}", retryable=True
+        ) from err
+
+
 class OpenAIJudge(ProviderJudge):
     """Chat Completions through ``openai.AsyncOpenAI``, with SDK retries off (the runner owns
     retries); a truncated answer is still returned, and the parser rejects it."""
@@ -21,6 +45,7 @@ class OpenAIJudge(ProviderJudge):
     # The SDK's aiohttp transport costs about a third less CPU per call than its httpx one,
     # and the event loop's CPU is what limits a run at high concurrency.
     http_client = openai.DefaultAioHttpClient
+    _reply = staticmethod(chat_reply)
 
     def body(self, request: JudgeRequest) -> dict[str, Any]:
         """The Chat Completions body of ``request`` (also a batch request's body)."""
@@ -55,10 +80,6 @@ class OpenAIJudge(ProviderJudge):
         return await self.client().post("/chat/completions", body=self.body(request), cast_to=dict)
 
     @staticmethod
-    def _reply(answer: object, latency: float) -> JudgeReply:
-        return chat_reply(answer, latency)
-
-    @staticmethod
     def _status_message(err: openai.APIStatusError) -> str:
         # the provider's own message: the SDK keeps the ``error`` object as ``body``
         body = err.body
@@ -89,27 +110,3 @@ class AzureJudge(OpenAIJudge):
             max_retries=0,
             http_client=openai.DefaultAioHttpClient(timeout=timeout),
         )
-
-
-def chat_reply(completion: object, latency: float) -> JudgeReply:
-    """The reply in a chat completion's JSON, which is kept whole as ``raw``."""
-    try:
-        if not isinstance(completion, dict):
-            raise TypeError("the response is not a JSON object")
-        message = completion["choices"][0]["message"]
-        content, refusal = message.get("content"), message.get("refusal")
-        if not isinstance(content, str | None) or not isinstance(refusal, str | None):
-            raise TypeError("content and refusal must be text or null")
-        usage = completion.get("usage") or {}
-        return JudgeReply(
-            text=content or "",
-            input_tokens=usage_count(usage.get("prompt_tokens")),
-            output_tokens=usage_count(usage.get("completion_tokens")),
-            latency_s=latency,
-            raw=completion,
-            refusal=refusal,
-        )
-    except (AttributeError, IndexError, KeyError, TypeError) as err:
-        raise JudgeError(
-            "bad_response", f"malformed chat completion: {err}", retryable=True
-        ) from err

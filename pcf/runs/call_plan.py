@@ -149,25 +149,20 @@ def _file_digest(path: str, size: int, modified_ns: int) -> str:
     return digest.hexdigest()
 
 
-def _confirmation(planned_first: PlannedCall, spec: RunSpec) -> PlannedCall:
-    """APOCJudge call 3: the first order again, with seeded neutral keys."""
-    keys = neutral_keys(2, "apoc", spec.seed, planned_first.item.item_id)
-    return PlannedCall(
-        planned_first.item, planned_first.item_db_id, 0, 2, planned_first.order, keys, 0, True
-    )
-
-
 def confirmations(
     planned: Sequence[PlannedCall], stored: dict[tuple[int, int, int], Call], spec: RunSpec
 ) -> list[PlannedCall]:
-    """APOCJudge's confirmation calls not stored yet where the first two answers need one."""
+    """APOCJudge's confirmation calls not stored yet where the first two answers need one:
+    call 3, the first order again with seeded neutral keys."""
     out = []
     for first in (p for p in planned if p.call_index == 0):
         if (first.item_db_id, 0, 2) in stored:
             continue
-        d1, d2 = (stored.get((first.item_db_id, 0, i)) for i in (0, 1))
-        verdicts = (None if c is None else c.verdict() for c in (d1, d2))
+        calls = (stored.get((first.item_db_id, 0, i)) for i in (0, 1))
+        verdicts = (None if c is None else c.verdict() for c in calls)
         ballpark = is_ballpark_question(first.item.prompt)
         if needs_confirmation(*verdicts, ballpark=ballpark, guard=spec.ballpark_guard):
-            out.append(_confirmation(first, spec))
+            keys = neutral_keys(2, "apoc", spec.seed, first.item.item_id)
+            out.append(PlannedCall(first.item, first.item_db_id, 0, 2, first.order, keys, 0, True))
+
     return out
