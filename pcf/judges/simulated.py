@@ -147,9 +147,7 @@ class SimulatedJudge:
         return float(rng.uniform(*ITEM_KINDS[-1][2]))
 
     def _bias(self, slot: int) -> float:
-        if not self.slot_bias:
-            return 0.0
-        return self.slot_bias[min(slot, len(self.slot_bias) - 1)]
+        return self.slot_bias[min(slot, len(self.slot_bias) - 1)] if self.slot_bias else 0.0
 
     def _call_rng(self, purpose: str, context: CallContext) -> np.random.Generator:
         return seeded_rng(

@@ -89,9 +89,6 @@ class RunSpec:
             object.__setattr__(self, key, value)  # a frozen dataclass sets fields this way
         if self.protocol == "pcf" and self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}; choose one of {SCHEDULES}")
-        self._check_adaptive()
-
-    def _check_adaptive(self) -> None:
         if self.adaptive not in POLICIES:
             raise ValueError(f"unknown adaptive policy {self.adaptive!r}; choose one of {POLICIES}")
         if self.adaptive != "off" and self.protocol not in ("pcf", "repeated"):
