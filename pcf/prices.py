@@ -1,13 +1,8 @@
-"""Settings read from the environment: the price table for cost accounting.
+"""The price table for cost accounting, in USD per million tokens ``(input, output)``.
 
-Prices are USD per million tokens ``(input, output)``. The built-in table holds a few public
-list prices and can be replaced or extended with a JSON file named by ``PCF_PRICES``:
-``{"my-model": [0.5, 1.5], ...}``. Calls sent through a provider's batch API (OpenAI Batch,
-Anthropic Message Batches) cost :data:`BATCH_DISCOUNT` of the list price. A model missing
-from the table costs 0 and is reported as unpriced, never guessed; under a cost cap a
-provider's unpriced model is refused (:func:`pcf.runs.manage.require_price`). Prices are finite
-and at least 0, so no cost is ever negative. The file must be a regular file of at most
-:data:`~pcf.files.PRICES_FILE` (1 MB; ``PCF_MAX_PRICES_MB`` raises it).
+A few public list prices, extended by a JSON file named by ``PCF_PRICES``
+(``{"my-model": [0.5, 1.5], ...}``). A model missing from the table is reported as unpriced,
+never guessed; prices are finite and at least 0, so no cost is ever negative.
 """
 
 from __future__ import annotations

@@ -8,15 +8,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-from pcf.judges.base import (
-    KEY_ENV,
-    CallContext,
-    Judge,
-    JudgeError,
-    JudgeReply,
-    JudgeRequest,
-    key_names,
-)
+from pcf.judges.base import KEY_ENV, Judge, key_names
 
 BACKENDS = ("simulated", "openai", "anthropic", "google", "azure", "replay")
 BASE_URL_ENV = {
@@ -38,19 +30,7 @@ LOCAL_SERVERS = {"ollama": "http://localhost:11434/v1", "vllm": "http://localhos
 PROVIDERS = (*BACKENDS, "openai-compatible", *LOCAL_SERVERS)
 """What ``provider/name`` may name (:func:`parse_model`)."""
 
-__all__ = [
-    "BACKENDS",
-    "KEY_ENV",
-    "CallContext",
-    "Judge",
-    "JudgeError",
-    "JudgeReply",
-    "JudgeRequest",
-    "judge_server",
-    "key_names",
-    "make_judge",
-    "parse_model",
-]
+__all__ = ["BACKENDS", "KEY_ENV", "judge_server", "key_names", "make_judge", "parse_model"]
 
 
 class JudgeModel(NamedTuple):
@@ -64,17 +44,9 @@ class JudgeModel(NamedTuple):
 def parse_model(
     name: str, *, backend: str | None = None, base_url: str | None = None
 ) -> JudgeModel:
-    """The judge ``provider/name`` names, e.g. ``openai/gpt-4o-mini``, ``google/gemini-2.5-flash``,
-    ``azure/DEPLOYMENT``, ``ollama/llama3.1`` (see :data:`PROVIDERS`).
-
-    ``openai-compatible/``, ``ollama/`` and ``vllm/`` are the ``openai`` backend at
-    ``base_url`` (for the last two, by default their usual local address). With ``backend``
-    (the older ``--backend``) ``name`` is the model as it is, and a name with no ``/`` is the
-    simulated judge's, as before providers were named.
-
-    Raises:
-        ValueError: an unknown provider, no model name, or openai-compatible/ with no server.
-    """
+    """The judge ``provider/name`` names, e.g. ``openai/gpt-4o-mini`` or ``ollama/llama3.1``
+    (OpenAI-compatible servers are the ``openai`` backend); with ``backend`` (the older
+    ``--backend``), or with no ``/``, ``name`` is the model as it is."""
     provider, slash, model = name.partition("/")
     if backend is not None or not slash:
         return JudgeModel(backend or "simulated", name, base_url)
@@ -91,14 +63,9 @@ def parse_model(
 
 
 def judge_server(backend: str, base_url: str | None) -> str | None:
-    """The server a provider backend's calls go to, when it is not the provider's own.
-
-    The server is ``base_url``, else the SDK's variable (:data:`BASE_URL_ENV`), normalised:
-    scheme and host in lower case, the scheme's default port left out, the path without a
-    trailing slash, and no user, password, query or fragment (where a credential could hide).
-    None for the provider's own endpoint and for backends that call no server; an Azure
-    endpoint is always the server.
-    """
+    """The server a provider backend's calls go to (``base_url``, else the SDK's variable),
+    normalised, without user, password, query or fragment (where a credential could hide);
+    None for the provider's own endpoint and for backends that call no server."""
     url = base_url or os.environ.get(BASE_URL_ENV.get(backend, ""))
     if backend not in BASE_URL_ENV or not url:
         return None
@@ -120,37 +87,17 @@ def make_judge(
     *,
     base_url: str | None = None,
     replay_path: str | Path | None = None,
-    timeout: float = 60.0,
     seed: int = 0,
     api_key: str | None = None,
 ) -> Judge:
-    """Build a judge by backend name; keys come from the environment, or ``api_key``.
-
-    Args:
-        backend: one of :data:`BACKENDS`.
-        model: the model name (for ``simulated``, a label that is part of its seed).
-        base_url: an OpenAI-compatible server (vLLM, Ollama, llama.cpp), an Azure OpenAI
-            endpoint, or a proxy of Anthropic's or Gemini's API.
-        api_key: a key given for this judge only (a person's own, typed for one run): used
-            instead of the environment's, never stored.
-        replay_path: the ``judgments.jsonl`` a ``replay`` judge answers from.
-        timeout: seconds per request for real providers.
-        seed: the simulated judge's seed, sent to the providers that take one (OpenAI, Azure,
-            Gemini).
-
-    Raises:
-        ValueError: an unknown backend, no key, or the ``google`` extra not installed.
-    """
+    """Build a judge by backend name; keys come from the environment, or ``api_key`` (a
+    person's own for this judge only, never stored)."""
     if backend == "simulated":
         from pcf.judges.simulated import SimulatedJudge  # noqa: PLC0415 - light on purpose
 
         return SimulatedJudge(model, seed=seed)
-    options: dict[str, Any] = {
-        "base_url": base_url,
-        "timeout": timeout,
-        "api_key": api_key,
-        "seed": seed,
-    }
+    options: dict[str, Any] = {"base_url": base_url, "api_key": api_key, "seed": seed}
+
     if backend in ("openai", "azure"):
         from pcf.judges.openai_judge import AzureJudge, OpenAIJudge  # noqa: PLC0415 - slow import
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -24,12 +24,8 @@ PLACEHOLDER_KEY = "not-needed"
 
 
 def resolve_key(api_key: str | None, backend: str, base_url: str | None) -> str:
-    """The key to use: the explicit one, else the backend's variable (:func:`env_key`), else a
-    placeholder for a custom URL.
-
-    Raises:
-        ValueError: no key is set and the provider's own endpoint would be called.
-    """
+    """The key to use: the explicit one, else the backend's variable, else a placeholder for a
+    custom URL (a ValueError for the provider's own endpoint)."""
     key = api_key or env_key(backend)
     if key:
         return key
@@ -39,54 +35,34 @@ def resolve_key(api_key: str | None, backend: str, base_url: str | None) -> str:
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """Seconds the provider asked us to wait, from ``retry-after-ms`` or ``retry-after``.
-
-    ``retry-after`` may hold seconds or an HTTP date; None when neither header is usable.
-    """
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
+    """Seconds the provider asked us to wait, from ``retry-after-ms`` or ``retry-after``
+    (seconds or an HTTP date); None when neither header is usable."""
+    for name, per_second in (("retry-after-ms", 1000), ("retry-after", 1)):
         try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
+            return max(0.0, float(headers[name]) / per_second)
+        except (KeyError, ValueError):
             pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        when = email.utils.parsedate_to_datetime(headers["retry-after"])
+    except (KeyError, TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
 
 
 def status_error(status: int, message: str, headers: Mapping[str, str], secret: str) -> JudgeError:
-    """The :class:`JudgeError` for an HTTP error status from the provider.
-
-    429 is ``rate_limited``, 408 ``timeout`` and 5xx ``server_error``, all retryable (with
-    the provider's ``retry_after`` when it sent one); any other status is a non-retryable
-    ``client_error``. ``secret`` and any other key is masked in the message (:func:`redact`).
-    """
+    """The :class:`JudgeError` for an HTTP error status (429, 408 and 5xx retryable), with
+    ``secret`` and any other key masked."""
     text = redact(f"HTTP {status}: {message}", [secret, *configured_keys()])
-    if status == 429:
-        return JudgeError(
-            "rate_limited", text, retryable=True, retry_after=retry_after_seconds(headers)
-        )
     if status == 408:
         return JudgeError("timeout", text, retryable=True)
-    if status >= 500:
-        return JudgeError(
-            "server_error", text, retryable=True, retry_after=retry_after_seconds(headers)
-        )
+    if status == 429 or status >= 500:
+        reason = "rate_limited" if status == 429 else "server_error"
+        return JudgeError(reason, text, retryable=True, retry_after=retry_after_seconds(headers))
     return JudgeError("client_error", text, retryable=False)
 
 
 class AsyncClosable(Protocol):
-    """An SDK client: ``openai.AsyncOpenAI`` or ``anthropic.AsyncAnthropic`` (google-genai's
-    ``AsyncClient`` closes with ``aclose``)."""
+    """An SDK client (google-genai's ``AsyncClient`` closes with ``aclose``)."""
 
     async def close(self) -> None:
         """Close the client's connection pool."""
@@ -97,11 +73,7 @@ Client = TypeVar("Client", bound=AsyncClosable)
 
 
 class PerLoop(Generic[Client]):
-    """One SDK client per running event loop: a connection pool cannot move between loops.
-
-    A judge reused under a new ``asyncio.run`` gets a fresh client instead of failing with
-    "Event loop is closed".
-    """
+    """One SDK client per running event loop: a connection pool cannot move between loops."""
 
     def __init__(self, factory: Callable[[], Client]) -> None:
         self._factory = factory
@@ -126,19 +98,19 @@ class PerLoop(Generic[Client]):
 class ProviderJudge:
     """What the provider judges share: the key, the seed and one SDK client per event loop.
 
-    Subclasses set ``backend`` and implement ``_new_client`` and ``complete``, or set ``sdk``
-    (``openai`` or ``anthropic``: their error classes share names) and implement ``_send``,
-    ``_reply`` and ``_status_message`` for the ``complete`` here. The key comes
-    from ``api_key`` or the backend's variables (:data:`~pcf.judges.base.KEY_ENV`); a
-    placeholder is used for a custom ``base_url`` when neither is set (self-hosted servers
-    need none). ``seed`` is sent where the provider takes one.
-
-    Raises:
-        ValueError: no key is set and no ``base_url`` is given.
+    Subclasses set ``backend`` and ``sdk_client`` and ``http_client`` (or ``_new_client``), and
+    either ``complete`` or ``sdk``
+    (``openai`` or ``anthropic``: their error classes share names) with ``_send``, ``_reply``
+    and ``_status_message`` for the ``complete`` here.
     """
 
     backend: str
     sdk: Any
+    sdk_client: Any  # the SDK's async client class
+    http_client: Any  # the SDK's HTTP client class
+    _send: Callable[[JudgeRequest], Awaitable[object]]
+    _reply: Callable[[object, float], JudgeReply]
+    _status_message: Callable[[Any], str]
 
     def __init__(
         self,
@@ -153,9 +125,18 @@ class ProviderJudge:
         self._key = resolve_key(api_key, self.backend, base_url)
         self._clients = PerLoop(partial(self._new_client, self._key, base_url, timeout))
 
-    @staticmethod
-    def _new_client(api_key: str, base_url: str | None, timeout: float) -> Any:
-        raise NotImplementedError
+    @classmethod
+    def _new_client(cls, api_key: str, base_url: str | None, timeout: float) -> Any:
+        # An http_client of our own: the SDK's default one, when garbage-collected while a later
+        # event loop runs, tries to close itself on that loop and logs "Event loop is closed".
+        http_client = cls.http_client(timeout=timeout)
+        return cls.sdk_client(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=0,
+            http_client=http_client,
+        )
 
     def client(self) -> Any:
         """The SDK client of the running event loop."""
@@ -169,17 +150,6 @@ class ProviderJudge:
     async def aclose(self) -> None:
         """Close the HTTP connections opened in the running event loop."""
         await self._clients.aclose()
-
-    async def _send(self, request: JudgeRequest) -> object:
-        raise NotImplementedError
-
-    @staticmethod
-    def _reply(answer: object, latency: float) -> JudgeReply:
-        raise NotImplementedError
-
-    @staticmethod
-    def _status_message(err: Any) -> str:
-        raise NotImplementedError
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         """Answer one request or raise :class:`JudgeError`."""

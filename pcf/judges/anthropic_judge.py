@@ -12,59 +12,6 @@ from pcf.judges._provider import ProviderJudge
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
 
 
-class AnthropicJudge(ProviderJudge):
-    """Messages API through ``anthropic.AsyncAnthropic``, with SDK retries off.
-
-    The runner owns retries, so every failure is raised at once as a :class:`JudgeError`.
-    A schema is sent as structured output (``output_config.format``). The installed SDK
-    (2.x) has no sampling parameters, so ``request.temperature`` is not sent. A truncated
-    answer (``stop_reason == "max_tokens"``) is still returned; its ``raw`` shows the stop
-    reason.
-
-    Attributes:
-        backend: always ``"anthropic"``.
-        model: the model name sent with every request.
-    """
-
-    backend = "anthropic"
-    sdk = anthropic
-
-    @staticmethod
-    def _new_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
-        # An http_client of our own: the SDK's default one, when garbage-collected while a later
-        # event loop runs, tries to close itself on that loop and logs "Event loop is closed".
-        return anthropic.AsyncAnthropic(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=0,
-            http_client=anthropic.DefaultAsyncHttpxClient(timeout=timeout),
-        )
-
-    def params(self, request: JudgeRequest) -> dict[str, Any]:
-        """The Messages parameters of ``request`` (also a batch request's ``params``)."""
-        params: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": request.max_tokens,
-            "system": request.system,
-            "messages": [{"role": "user", "content": request.user}],
-        }
-        if request.schema is not None:
-            params["output_config"] = {"format": {"type": "json_schema", "schema": request.schema}}
-        return params
-
-    async def _send(self, request: JudgeRequest) -> object:
-        return await self.client().messages.create(**self.params(request))
-
-    @staticmethod
-    def _reply(answer: object, latency: float) -> JudgeReply:
-        return message_reply(answer, latency)
-
-    @staticmethod
-    def _status_message(err: anthropic.APIStatusError) -> str:
-        return err.api_message or err.message
-
-
 def message_reply(message: object, latency: float) -> JudgeReply:
     """The reply in a Messages answer, kept whole as ``raw``."""
     if not isinstance(message, Message):
@@ -89,3 +36,33 @@ def message_reply(message: object, latency: float) -> JudgeReply:
         )
     except (AttributeError, TypeError, pydantic.ValidationError) as err:
         raise JudgeError("bad_response", f"malformed message: {err}", retryable=True) from err
+
+
+class AnthropicJudge(ProviderJudge):
+    """Messages API through ``anthropic.AsyncAnthropic``, with SDK retries off (the runner owns
+    retries). The installed SDK (2.x) has no sampling parameters: the temperature is not sent.
+    """
+
+    backend = "anthropic"
+    sdk, sdk_client = anthropic, anthropic.AsyncAnthropic
+    http_client = anthropic.DefaultAsyncHttpxClient
+    _reply = staticmethod(message_reply)
+
+    def params(self, request: JudgeRequest) -> dict[str, Any]:
+        """The Messages parameters of ``request`` (also a batch request's ``params``)."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "system": request.system,
+            "messages": [{"role": "user", "content": request.user}],
+        }
+        if request.schema is not None:
+            params["output_config"] = {"format": {"type": "json_schema", "schema": request.schema}}
+        return params
+
+    async def _send(self, request: JudgeRequest) -> object:
+        return await self.client().messages.create(**self.params(request))
+
+    @staticmethod
+    def _status_message(err: anthropic.APIStatusError) -> str:
+        return err.api_message or err.message

@@ -46,10 +46,7 @@ def key_names(backend: str) -> str:
 
 
 def configured_keys() -> list[str]:
-    """The API keys in the environment now: the values of :data:`KEY_ENV` worth masking.
-
-    Values shorter than :data:`MIN_SECRET_CHARS` are left out (they would mask ordinary words).
-    """
+    """The API keys in the environment now, long enough to mask (a short one masks words)."""
     values = (os.environ.get(name) for names in KEY_ENV.values() for name in names)
     return [value for value in values if value and len(value) >= MIN_SECRET_CHARS]
 
@@ -65,10 +62,7 @@ def redact(text: str, secrets: Iterable[str | None] | None = None) -> str:
 
 @dataclass(frozen=True)
 class CallContext:
-    """What the runner knows about a call; never sent to a provider.
-
-    The simulated judge reads it to answer like a real judge would.
-    """
+    """What the runner knows about a call, never sent to a provider (the simulated judge's)."""
 
     item: Item
     order: tuple[str, ...]
@@ -92,11 +86,8 @@ class JudgeRequest:
 
 @dataclass(frozen=True)
 class JudgeReply:
-    """The raw answer of a judge, with usage and latency.
-
-    Token counts are made sound on creation (:func:`usage_count`), whoever built the reply,
-    so a negative or absurd count never reaches the costs or the run's totals.
-    """
+    """The raw answer of a judge, with usage and latency; token counts are made sound on
+    creation, so a negative or absurd count never reaches the costs."""
 
     text: str
     input_tokens: int = 0
@@ -111,13 +102,8 @@ class JudgeReply:
 
 
 class JudgeError(Exception):
-    """A call that did not produce an answer.
-
-    Attributes:
-        reason: short machine-readable reason (``rate_limited``, ``server_error``, ``timeout``...).
-        retryable: whether the runner may try the call again after a backoff.
-        retry_after: seconds the provider asked us to wait, when it said so.
-    """
+    """A call that did not produce an answer: a short ``reason`` (``rate_limited``...), whether
+    it is ``retryable``, and the seconds the provider asked to wait, if it said so."""
 
     def __init__(
         self, reason: str, message: str, *, retryable: bool, retry_after: float | None = None

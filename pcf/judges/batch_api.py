@@ -1,16 +1,13 @@
 """Provider batch APIs: OpenAI's Batch API and Anthropic's Message Batches, through the SDKs.
 
-A batch client wraps a provider judge (its key, base URL and SDK client) and speaks the
-provider's batch endpoints: submit requests under custom ids, read a batch's status, and read
-its results as :class:`BatchResult`. A submission carries a token (OpenAI: in the batch's
-metadata and the uploaded file's name), so a submit killed before it stored the batch id finds
-its batch instead of paying for a second one.
+A submission carries a token (OpenAI: in the batch's metadata and the uploaded file's name), so
+a submit killed before it stored the batch id finds its batch instead of paying for another.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -47,17 +44,8 @@ class BatchLostError(BatchAPIError):
 
 @dataclass(frozen=True)
 class BatchStatus:
-    """A batch as the provider reports it.
-
-    Attributes:
-        status: the provider's word (OpenAI ``in_progress``, ``completed``...; Anthropic
-            ``in_progress``, ``canceling``, ``ended``).
-        ended: no request of the batch will change any more; its results can be read.
-        total: requests in the batch.
-        finished: requests that got an answer or an error so far.
-        failed: requests that failed (errors, expired, cancelled) so far.
-        error: why the whole batch failed, when it did.
-    """
+    """A batch as the provider reports it (``status`` in the provider's words; ``ended``: its
+    results can be read; ``error``: why the whole batch failed, when it did)."""
 
     batch_id: str
     status: str
@@ -78,8 +66,8 @@ class BatchResult:
 
 
 async def _sdk_call(call: Awaitable[T], key: str, batch_id: str | None = None) -> T:
-    """Await an SDK call, turning its errors into :class:`BatchAPIError` without the key; a
-    404 for ``batch_id`` (its status, results or cancel) into :class:`BatchLostError`."""
+    """Await an SDK call, its errors as :class:`BatchAPIError` without the key (a 404 for
+    ``batch_id`` as :class:`BatchLostError`)."""
     try:
         return await call
     except (openai.APIStatusError, anthropic.APIStatusError) as err:
@@ -92,6 +80,23 @@ async def _sdk_call(call: Awaitable[T], key: str, batch_id: str | None = None) -
         raise BatchAPIError(redact(f"batch API: {err}", [key, *configured_keys()])) from None
 
 
+async def _first_id(
+    listing: AsyncIterable[Any], match: Callable[[Any], bool], key: str, since: Any = None
+) -> str | None:
+    """The id of the first listed object ``match`` accepts, none created before ``since`` (the
+    provider lists the newest first)."""
+
+    async def first() -> str | None:
+        async for found in listing:
+            if since is not None and found.created_at < since:
+                return None
+            if match(found):
+                return str(found.id)
+        return None
+
+    return await _sdk_call(first(), key)
+
+
 def _reply_or_error(custom_id: str, parse: Callable[[], JudgeReply]) -> BatchResult:
     try:
         return BatchResult(custom_id, reply=parse())
@@ -100,7 +105,7 @@ def _reply_or_error(custom_id: str, parse: Callable[[], JudgeReply]) -> BatchRes
 
 
 class _Batches(Generic[J]):
-    """A batch client over a provider judge: its key, base URL and SDK client."""
+    """A batch client over a provider judge (its key, base URL and SDK client)."""
 
     def __init__(self, judge: J) -> None:
         self.judge: J = judge
@@ -132,10 +137,8 @@ class OpenAIBatches(_Batches[OpenAIJudge]):
         file_id: str | None,
         on_file: Callable[[str], None],
     ) -> str:
-        """Create the batch (uploading its file unless ``file_id`` is given); its id.
-
-        ``on_file(file_id)`` is called once the file is uploaded, before the batch is created.
-        """
+        """Create the batch (uploading its file unless ``file_id`` is given, then telling
+        ``on_file``); its id."""
         client, key = self.judge.client(), self.judge.secret
         name = f"pcf-{token}.jsonl"
         if file_id is None:
@@ -157,32 +160,18 @@ class OpenAIBatches(_Batches[OpenAIJudge]):
         return batch.id
 
     async def _find_file(self, name: str) -> str | None:
-        client, key = self.judge.client(), self.judge.secret
-
-        async def first() -> str | None:
-            async for file in client.files.list(purpose="batch"):
-                if file.filename == name:
-                    return file.id
-            return None
-
-        return await _sdk_call(first(), key)
+        files = self.judge.client().files.list(purpose="batch")
+        return await _first_id(files, lambda file: file.filename == name, self.judge.secret)
 
     async def find(
         self, token: str, *, created_after: datetime, size: int, claimed: set[str]
     ) -> str | None:
         """The id of the batch a killed submit of ``token`` created, or None."""
-        client, key = self.judge.client(), self.judge.secret
-        since = created_after.timestamp()
-
-        async def first() -> str | None:
-            async for batch in client.batches.list(limit=100):
-                if batch.created_at < since:
-                    return None
-                if (batch.metadata or {}).get(TOKEN_FIELD) == token:
-                    return batch.id
-            return None
-
-        return await _sdk_call(first(), key)
+        batches = self.judge.client().batches.list(limit=100)
+        since, key = created_after.timestamp(), self.judge.secret
+        return await _first_id(
+            batches, lambda b: (b.metadata or {}).get(TOKEN_FIELD) == token, key, since
+        )
 
     async def status(self, batch_id: str) -> BatchStatus:
         """The batch's state and counts."""
@@ -229,22 +218,16 @@ class OpenAIBatches(_Batches[OpenAIJudge]):
             )
         status, body = response.get("status_code"), response.get("body")
         if status != 200:
-            message = (
-                ((body or {}).get("error") or {}).get("message", "")
-                if isinstance(body, dict)
-                else ""
-            )
+            message = (body.get("error") or {}).get("message", "") if isinstance(body, dict) else ""
+
             error = status_error(int(status or 500), message, {}, self.judge.secret)
             return BatchResult(custom_id, error=str(error))
         return _reply_or_error(custom_id, lambda: chat_reply(body, 0.0))
 
 
 class AnthropicBatches(_Batches[AnthropicJudge]):
-    """Anthropic's Message Batches: requests are sent inline.
-
-    Limits: at most 100,000 requests and 256 MB per batch. Anthropic's batches carry no
-    metadata, so a killed submit's batch is found by time and size among unclaimed batches.
-    """
+    """Anthropic's Message Batches, requests sent inline: at most 100,000 requests and 256 MB.
+    Its batches carry no metadata: a killed submit's batch is found by time and size."""
 
     max_requests = 100_000
     max_bytes = 256_000_000
@@ -262,33 +245,20 @@ class AnthropicBatches(_Batches[AnthropicJudge]):
         self, token: str, *, created_after: datetime, size: int, claimed: set[str]
     ) -> str | None:
         """A batch of ``size`` requests created since ``created_after`` and not ``claimed``."""
-        client = self.judge.client()
-
-        async def first() -> str | None:
-            async for batch in client.messages.batches.list(limit=100):
-                if batch.created_at < created_after:
-                    return None
-                counts = batch.request_counts
-                total = counts.processing + counts.succeeded + counts.errored
-                total += counts.canceled + counts.expired
-                if batch.id not in claimed and total == size:
-                    return batch.id
-            return None
-
-        return await _sdk_call(first(), self.judge.secret)
+        batches = self.judge.client().messages.batches.list(limit=100)
+        key = self.judge.secret
+        return await _first_id(
+            batches, lambda b: b.id not in claimed and _counts(b)[0] == size, key, created_after
+        )
 
     async def status(self, batch_id: str) -> BatchStatus:
         """The batch's state and counts."""
         client = self.judge.client()
         retrieve = client.messages.batches.retrieve(batch_id)
         batch = await _sdk_call(retrieve, self.judge.secret, batch_id)
-        c = batch.request_counts
-        failed = c.errored + c.canceled + c.expired
-        total = c.processing + c.succeeded + failed
+        total, finished, failed = _counts(batch)
         ended = batch.processing_status == "ended"
-        return BatchStatus(
-            batch_id, batch.processing_status, ended, total, c.succeeded + failed, failed
-        )
+        return BatchStatus(batch_id, batch.processing_status, ended, total, finished, failed)
 
     async def cancel(self, batch_id: str) -> None:
         """Ask the provider to cancel the batch (requests not run yet will not be)."""
@@ -304,37 +274,32 @@ class AnthropicBatches(_Batches[AnthropicJudge]):
             async for line in await client.messages.batches.results(batch_id):
                 result = line.result
                 if result.type == "succeeded":
-                    out.append(
-                        _reply_or_error(line.custom_id, partial(message_reply, result.message, 0.0))
-                    )
-                elif result.type == "errored":
-                    error = result.error.error
-                    out.append(
-                        BatchResult(
-                            line.custom_id, error=f"batch_error: {error.type}: {error.message}"
-                        )
-                    )
+                    reply = partial(message_reply, result.message, 0.0)
+                    out.append(_reply_or_error(line.custom_id, reply))
+                    continue
+                if result.type == "errored":
+                    error = f"batch_error: {result.error.error.type}: {result.error.error.message}"
                 else:
                     reason = "batch_expired" if result.type == "expired" else "batch_cancelled"
-                    out.append(
-                        BatchResult(
-                            line.custom_id, error=f"{reason}: the request was {result.type}"
-                        )
-                    )
+                    error = f"{reason}: the request was {result.type}"
+                out.append(BatchResult(line.custom_id, error=error))
             return out
 
         return await _sdk_call(read(), key, batch_id)
+
+
+def _counts(batch: Any) -> tuple[int, int, int]:
+    """An Anthropic batch's requests: in all, finished and failed."""
+    c = batch.request_counts
+    failed = c.errored + c.canceled + c.expired
+    return c.processing + c.succeeded + failed, c.succeeded + failed, failed
 
 
 BatchClient = OpenAIBatches | AnthropicBatches
 
 
 def batch_client(judge: object) -> BatchClient:
-    """The batch client for a provider judge.
-
-    Raises:
-        ValueError: the judge's backend has no batch API.
-    """
+    """The batch client for a provider judge, or a ValueError when its backend has none."""
     if isinstance(judge, OpenAIJudge) and judge.backend == "openai":
         return OpenAIBatches(judge)
     if isinstance(judge, AnthropicJudge):

@@ -18,16 +18,8 @@ REFUSED = ("SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION")
 
 
 class GoogleJudge(ProviderJudge):
-    """Gemini's ``generateContent`` through ``genai.Client(...).aio``, with SDK retries off.
-
-    The runner owns retries, so every failure is raised at once as a :class:`JudgeError`. The
-    answer's JSON is read as sent (the SDK's ``should_return_http_response``), like the OpenAI
-    judge's. A schema is sent as ``responseJsonSchema``; thinking tokens are billed as output.
-
-    Attributes:
-        backend: always ``"google"``.
-        model: the model name sent with every request.
-    """
+    """Gemini's ``generateContent`` through ``genai.Client(...).aio``, with SDK retries off
+    (the runner owns retries); the answer's JSON is read as sent, thinking tokens as output."""
 
     backend = "google"
 

@@ -12,34 +12,40 @@ from pcf.judges._provider import ProviderJudge
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
 
 
+def chat_reply(completion: object, latency: float) -> JudgeReply:
+    """The reply in a chat completion's JSON, which is kept whole as ``raw``."""
+    try:
+        if not isinstance(completion, dict):
+            raise TypeError("the response is not a JSON object")
+        message = completion["choices"][0]["message"]
+        content, refusal = message.get("content"), message.get("refusal")
+        if not isinstance(content, str | None) or not isinstance(refusal, str | None):
+            raise TypeError("content and refusal must be text or null")
+        usage = completion.get("usage") or {}
+        return JudgeReply(
+            text=content or "",
+            input_tokens=usage_count(usage.get("prompt_tokens")),
+            output_tokens=usage_count(usage.get("completion_tokens")),
+            latency_s=latency,
+            raw=completion,
+            refusal=refusal,
+        )
+    except (AttributeError, IndexError, KeyError, TypeError) as err:
+        raise JudgeError(
+            "bad_response", f"malformed chat completion: {err}", retryable=True
+        ) from err
+
+
 class OpenAIJudge(ProviderJudge):
-    """Chat Completions through ``openai.AsyncOpenAI``, with SDK retries off.
-
-    The runner owns retries, so every failure is raised at once as a :class:`JudgeError`.
-    A truncated answer (``finish_reason == "length"``) is still returned as a reply; its
-    ``raw`` shows the finish reason and the parser rejects the cut-off text.
-
-    Attributes:
-        backend: always ``"openai"``.
-        model: the model name sent with every request.
-    """
+    """Chat Completions through ``openai.AsyncOpenAI``, with SDK retries off (the runner owns
+    retries); a truncated answer is still returned, and the parser rejects it."""
 
     backend = "openai"
-    sdk = openai
-
-    @staticmethod
-    def _new_client(api_key: str, base_url: str | None, timeout: float) -> openai.AsyncOpenAI:
-        # An http_client of our own: the SDK's default one, when garbage-collected while a later
-        # event loop runs, tries to close itself on that loop and logs "Event loop is closed".
-        # The SDK's aiohttp transport costs about a third less CPU per call than its httpx
-        # one, and the event loop's CPU is what limits a run at high concurrency.
-        return openai.AsyncOpenAI(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=0,
-            http_client=openai.DefaultAioHttpClient(timeout=timeout),
-        )
+    sdk, sdk_client = openai, openai.AsyncOpenAI
+    # The SDK's aiohttp transport costs about a third less CPU per call than its httpx one,
+    # and the event loop's CPU is what limits a run at high concurrency.
+    http_client = openai.DefaultAioHttpClient
+    _reply = staticmethod(chat_reply)
 
     def body(self, request: JudgeRequest) -> dict[str, Any]:
         """The Chat Completions body of ``request`` (also a batch request's body)."""
@@ -74,12 +80,8 @@ class OpenAIJudge(ProviderJudge):
         return await self.client().post("/chat/completions", body=self.body(request), cast_to=dict)
 
     @staticmethod
-    def _reply(answer: object, latency: float) -> JudgeReply:
-        return chat_reply(answer, latency)
-
-    @staticmethod
     def _status_message(err: openai.APIStatusError) -> str:
-        """The provider's own error message (the SDK keeps the ``error`` object as ``body``)."""
+        # the provider's own message: the SDK keeps the ``error`` object as ``body``
         body = err.body
         if isinstance(body, dict) and isinstance(body.get("message"), str):
             return body["message"]
@@ -88,12 +90,7 @@ class OpenAIJudge(ProviderJudge):
 
 class AzureJudge(OpenAIJudge):
     """An Azure OpenAI deployment (``model``) through ``openai.AsyncAzureOpenAI``, which reads
-    the endpoint (``AZURE_OPENAI_ENDPOINT``, unless ``base_url`` names it) and the API version
-    (``OPENAI_API_VERSION``) from the environment; the key is ``AZURE_OPENAI_API_KEY``.
-
-    Raises:
-        ValueError: no key, no endpoint or no API version.
-    """
+    the endpoint (unless ``base_url`` names it) and the API version from the environment."""
 
     backend = "azure"
 
@@ -113,27 +110,3 @@ class AzureJudge(OpenAIJudge):
             max_retries=0,
             http_client=openai.DefaultAioHttpClient(timeout=timeout),
         )
-
-
-def chat_reply(completion: object, latency: float) -> JudgeReply:
-    """The reply in a chat completion's JSON, which is kept whole as ``raw``."""
-    try:
-        if not isinstance(completion, dict):
-            raise TypeError("the response is not a JSON object")
-        message = completion["choices"][0]["message"]
-        content, refusal = message.get("content"), message.get("refusal")
-        if not isinstance(content, str | None) or not isinstance(refusal, str | None):
-            raise TypeError("content and refusal must be text or null")
-        usage = completion.get("usage") or {}
-        return JudgeReply(
-            text=content or "",
-            input_tokens=usage_count(usage.get("prompt_tokens")),
-            output_tokens=usage_count(usage.get("completion_tokens")),
-            latency_s=latency,
-            raw=completion,
-            refusal=refusal,
-        )
-    except (AttributeError, IndexError, KeyError, TypeError) as err:
-        raise JudgeError(
-            "bad_response", f"malformed chat completion: {err}", retryable=True
-        ) from err

@@ -1,8 +1,5 @@
-"""A judge that answers from recorded judgments (METHOD.md ``judgments.jsonl``), offline.
-
-Replaying a run through the normal pipeline (prompt, judge, parser, consensus) reproduces its
-decisions without calling a provider, e.g. to check a stored run or to try other settings on it.
-"""
+"""A judge that answers from recorded judgments (METHOD.md ``judgments.jsonl``), offline:
+a replay through the normal pipeline reproduces a run's decisions without a provider."""
 
 from __future__ import annotations
 
@@ -21,17 +18,10 @@ REPLAY_RATIONALE = "Replayed from a recorded judgment."
 class ReplayJudge:
     """Answers each call with the recorded judgment of the same item and ordering.
 
-    Calls are matched on ``(item_id, order, occurrence)``: the request's
-    ``context.repeat_index`` picks the n-th recorded call of that item with that exact
-    ordering, counting in ``(execution, call_index)`` order (so a ``repeated`` schedule, or a
-    second execution, replays its own calls). The recorded scores are rendered back into the
-    listwise JSON answer with the request's keys, so the normal parser reads them.
-
-    Attributes:
-        backend: always ``"replay"``.
-        model: a name for the replayed judge.
-        recorded: what made the recording (:func:`~pcf.judgments.recording_provenance`): a
-            replay of the simulated judge's judgments is simulated too.
+    ``context.repeat_index`` picks the n-th recorded call of that item and ordering, in
+    ``(execution, call_index)`` order; the recorded scores are rendered back as a listwise JSON
+    answer in the request's keys. ``recorded``: what made the recording (a replay of simulated
+    judgments is simulated too).
     """
 
     backend = "replay"
@@ -39,19 +29,10 @@ class ReplayJudge:
     def __init__(
         self, path_or_judgments: str | Path | Iterable[Judgment], *, model: str = "replay"
     ) -> None:
-        """Load the recording.
+        """Load the recording: a ``judgments.jsonl`` file, or the judgments themselves."""
+        source = path_or_judgments
+        judgments = read_judgments(source) if isinstance(source, str | Path) else list(source)
 
-        Args:
-            path_or_judgments: a ``judgments.jsonl`` file, or the judgments themselves.
-            model: the name reported for this judge.
-
-        Raises:
-            DataError: the file has problems (see :func:`~pcf.judgments.read_judgments`).
-        """
-        if isinstance(path_or_judgments, str | Path):
-            judgments = read_judgments(path_or_judgments)
-        else:
-            judgments = list(path_or_judgments)
         self.model = model
         self.recorded = recording_provenance(judgments)
         self._calls: dict[tuple[str, tuple[str, ...]], list[Judgment]] = defaultdict(list)
@@ -59,15 +40,8 @@ class ReplayJudge:
             self._calls[(judgment.item_id, tuple(judgment.order))].append(judgment)
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
-        """Replay the recorded answer of this call.
-
-        Raises:
-            ValueError: the request has no context, is not listwise, or its keys do not match
-                its order.
-            JudgeError: ``not_recorded`` when the recording has no such call, or
-                ``replayed_failure: <error>`` when the recorded call failed; neither is
-                retryable.
-        """
+        """Replay the recorded answer of this call (JudgeError ``not_recorded`` when there is
+        none, ``replayed_failure: <error>`` when it failed)."""
         context = request.context
         if context is None:
             raise ValueError(

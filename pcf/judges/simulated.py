@@ -1,8 +1,7 @@
 """A SIMULATED judge: offline, seeded and deterministic, with a configurable position bias.
 
-It never reads the candidate texts. It answers from a made-up latent factuality per candidate,
-so its results say nothing about how accurate the method is on real judges; use it for demos,
-tests and plumbing only, and label its output as simulated wherever it shows.
+It never reads the candidate texts, so its results say nothing about the method's accuracy on
+real judges: use it for demos, tests and plumbing only, labelled as simulated wherever it shows.
 """
 
 from __future__ import annotations
@@ -55,19 +54,8 @@ MALFORMED_SHAPES = ("code_fence", "key_case", "truncated", "missing_key", "prose
 class SimulatedJudge:
     """A simulated LLM judge: latent factuality + slot bias + seeded noise, as real-looking JSON.
 
-    This is a simulation. Its answers come from hashes, not from reading the candidates, so
-    they must never be taken as evidence of the method's accuracy.
-
-    Per call, candidate ``c`` in slot ``s`` gets the score
-    ``latent(c) + slot_bias[s] + N(0, noise)``. The latent factuality is ``GOLD_FACTUALITY``
-    for the gold answer and lower by an item-specific margin (possibly negative) for the wrong
-    ones; without a gold label it is uniform in [0, 10]. Every draw is seeded by a hash of what
-    identifies it, so the same call (seed, model, item, order, keys, repeat index) always gives
-    the same answer, while another ordering or repeat gives a new draw.
-
-    Attributes:
-        backend: always ``"simulated"``.
-        model: a name for the simulated model; part of the noise seed.
+    Candidate ``c`` in slot ``s`` scores ``latent(c) + slot_bias[s] + N(0, noise)``; every draw
+    is seeded by what identifies it, so the same call always gets the same answer.
     """
 
     backend = "simulated"
@@ -82,21 +70,8 @@ class SimulatedJudge:
         malformed_rate: float = 0.0,
         latency_s: float = 0.0,
     ) -> None:
-        """Configure the simulation.
-
-        Args:
-            model: the simulated model's name.
-            seed: seeds the latent factuality, the noise and the malformed answers.
-            noise: standard deviation of the per-call Gaussian noise on the 0-10 scale.
-            slot_bias: additive bonus per slot, slot 1 first; later slots keep the last value
-                (an empty tuple means no position bias). None: the bias the model's name
-                carries in :data:`MODEL_SLOT_BIAS`, else :data:`DEFAULT_SLOT_BIAS`.
-            malformed_rate: share of calls answered in one of :data:`MALFORMED_SHAPES`.
-            latency_s: seconds each call sleeps before answering.
-
-        Raises:
-            ValueError: a negative ``noise`` or ``latency_s``, or a rate outside [0, 1].
-        """
+        """``slot_bias``: a bonus per slot, later slots keeping the last (None: the model's, see
+        :data:`MODEL_SLOT_BIAS`); ``malformed_rate``: the share of calls answered malformed."""
         if noise < 0:
             raise ValueError(f"noise must be >= 0, got {noise}")
         if not 0.0 <= malformed_rate <= 1.0:
@@ -126,12 +101,7 @@ class SimulatedJudge:
         }
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
-        """Answer one request from its :class:`~pcf.judges.base.CallContext`.
-
-        Raises:
-            ValueError: the request has no context, an unknown protocol, or an order that does
-                not fit the item (pairwise needs exactly two candidates).
-        """
+        """Answer one request from its :class:`~pcf.judges.base.CallContext`."""
         context = request.context
         if context is None:
             raise ValueError(
@@ -152,26 +122,19 @@ class SimulatedJudge:
             raw={**self.describe(), "malformed": shape},
         )
 
-    # ------------------------------------------------------------ the model
-
     def latent_factuality(self, item: Item) -> dict[str, float]:
         """The simulated judge's underlying belief about each candidate, before bias and noise."""
-        ids = item.candidate_ids
-        if item.gold is None:
-            return {
-                cid: 10.0 * seeded_rng("latent", self.seed, item.item_id, cid).random()
-                for cid in ids
-            }
-        best_wrong = GOLD_FACTUALITY - self._gold_margin(item.item_id)
         draws = {
             cid: seeded_rng("latent", self.seed, item.item_id, cid).random()
-            for cid in ids
+            for cid in item.candidate_ids
             if cid != item.gold
         }
+        if item.gold is None:
+            return {cid: 10.0 * draw for cid, draw in draws.items()}
+        best_wrong = GOLD_FACTUALITY - self._gold_margin(item.item_id)
         top_draw = max(draws.values())
         latent = {cid: best_wrong - WRONG_SPREAD * (top_draw - d) for cid, d in draws.items()}
-        latent[item.gold] = GOLD_FACTUALITY
-        return latent
+        return latent | {item.gold: GOLD_FACTUALITY}
 
     def _gold_margin(self, item_id: str) -> float:
         """The gold answer's latent lead, drawn from the item's kind (see :data:`ITEM_KINDS`)."""
@@ -184,9 +147,7 @@ class SimulatedJudge:
         return float(rng.uniform(*ITEM_KINDS[-1][2]))
 
     def _bias(self, slot: int) -> float:
-        if not self.slot_bias:
-            return 0.0
-        return self.slot_bias[min(slot, len(self.slot_bias) - 1)]
+        return self.slot_bias[min(slot, len(self.slot_bias) - 1)] if self.slot_bias else 0.0
 
     def _call_rng(self, purpose: str, context: CallContext) -> np.random.Generator:
         return seeded_rng(
@@ -279,9 +240,6 @@ def _pairwise_answer(keys: tuple[str, ...], noisy: list[float]) -> dict[str, Any
         verdict = keys[0] if difference > 0 else keys[1]
         rationale = f"Simulated judgment: {verdict} is more consistent with established facts."
     return {"verdict": verdict, "confidence": _confidence(abs(difference)), "rationale": rationale}
-
-
-# ------------------------------------------------------------ rendering, well-formed or not
 
 
 def _recased(key: str) -> str:

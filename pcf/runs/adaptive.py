@@ -1,12 +1,9 @@
-"""Adaptive runs: each item's planned calls are made in waves of one call (:func:`pcf.stopping.
-in_waves`: one call of each execution in turn, canonical first), and a stopping policy
-(:mod:`pcf.stopping`) decides after each wave whether the item is settled.
+"""Adaptive runs: each item's planned calls are made in waves of one call, and a stopping
+policy (:mod:`pcf.stopping`) decides after each wave whether the item is settled.
 
-Every call still goes through the engine (cache, retries, one commit per answer), and the
-policy only ever reads stored calls, so a resumed run makes the same decisions as one that was
-never interrupted. Why each item stopped is recorded with the run, with the version of the
-policy that stopped it; a rerun keeps every recorded stop and makes no call for those items,
-whatever the code's version, unless told to ask the current policy again (``recheck``).
+The policy only reads stored calls, so a resumed run decides as an uninterrupted one would.
+Each stop is recorded with its policy version; a rerun keeps the recorded stops unless told
+to ``recheck`` them.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from sqlmodel import Session
 
@@ -38,23 +35,13 @@ from pcf.stopping import (
 )
 from pcf.store import Call, Run, item_calls, set_run_setting, stored_judgment
 
+if TYPE_CHECKING:
+    from pcf.runs.live import CallExecutor
+
 STOPPING_SETTING = "stopping"
 """The run setting that records the policy a finished adaptive run was finished with."""
 UNVERSIONED = 1
 """The version of a stop recorded before stops carried one."""
-
-
-class Answerer(Protocol):
-    """What an adaptive run needs of live execution (:class:`pcf.runs.live.CallExecutor`)."""
-
-    @property
-    def capped(self) -> bool:
-        """Whether the cost cap is reached: further calls wait for a higher one."""
-        ...
-
-    async def answer(self, calls: Sequence[PlannedCall]) -> None:
-        """Make ``calls`` and store their answers."""
-        ...
 
 
 def policy_of(spec: RunSpec) -> StoppingPolicy:
@@ -63,8 +50,8 @@ def policy_of(spec: RunSpec) -> StoppingPolicy:
 
 
 def _executions_of(spec: RunSpec, per_execution: int) -> int:
-    """Executions an item with ``per_execution`` scheduled calls may use: the planned ones, or
-    with ``max_calls`` above its planned calls, as many as those calls need."""
+    """Executions an item with ``per_execution`` scheduled calls may use (``max_calls`` may
+    need more than the planned ones)."""
     if spec.max_calls is None or spec.max_calls <= per_execution * spec.executions:
         return spec.executions
     return math.ceil(spec.max_calls / per_execution)
@@ -79,13 +66,7 @@ def executions_for(spec: RunSpec, items: Iterable[Item]) -> RunSpec:
 
 @dataclass(frozen=True)
 class ItemPlan:
-    """The calls an adaptive run may make for one item.
-
-    Attributes:
-        calls: in wave order, at most the item's budget: its planned calls (every execution of
-            its schedule, which for ``exhaustive`` is n! orderings), or ``max_calls``.
-        planned: the item's planned calls (its schedule's orderings times the executions).
-    """
+    """The calls an adaptive run may make for one item, in wave order, and how many it planned."""
 
     calls: list[PlannedCall]
     planned: int
@@ -126,8 +107,7 @@ def _judgments(item: Item, calls: Sequence[Call]) -> list:
 
 
 def item_state(item_plan: ItemPlan, stored: Sequence[Call]) -> tuple[ItemCalls, list]:
-    """What the policy sees of an item (its stored calls and the calls of its budget still to
-    come), and those calls still to come, in wave order."""
+    """What the policy sees of an item, and the calls of its budget still to come."""
     item = item_plan.calls[0].item
     made = {(c.execution, c.call_index) for c in stored}
     left = [c for c in item_plan.calls if (c.execution, c.call_index) not in made]
@@ -139,8 +119,7 @@ def item_state(item_plan: ItemPlan, stored: Sequence[Call]) -> tuple[ItemCalls, 
 def item_step(
     item_plan: ItemPlan, stored: Sequence[Call], policy: StoppingPolicy, *, full: bool = False
 ) -> tuple[list[PlannedCall], Stop | None]:
-    """An item's next call (a ``full`` item's, a calibration item's, every call of its budget
-    still to come), or where it stopped and why (no call)."""
+    """An item's next call (a ``full`` item's: all of them), or where it stopped and why."""
     state, left = item_state(item_plan, stored)
     if left and (full or not (state.judgments and policy.settled(state))):
         return (left if full else left[:1]), None
@@ -149,8 +128,7 @@ def item_step(
 
 
 def calibration_keys(spec: RunSpec, keys: Sequence[str]) -> set[str]:
-    """The items a ``confident`` run judges in full first (:func:`pcf.stopping.
-    calibration_sample`); none for ``certain``."""
+    """The items a ``confident`` run judges in full first; none for ``certain``."""
     if spec.adaptive != "confident":
         return set()
     return calibration_sample(keys, spec.risk, spec.seed)
@@ -159,8 +137,7 @@ def calibration_keys(spec: RunSpec, keys: Sequence[str]) -> set[str]:
 def calibration_calls(
     planned: Sequence[PlannedCall], run: Run, spec: RunSpec, keys: set[str], *, session: Session
 ) -> list[tuple[str, tuple[str, ...], list]]:
-    """The stored calls of the items of ``keys`` among ``planned`` (for
-    :func:`pcf.stopping.calibrate`)."""
+    """The stored calls of the items of ``keys`` among ``planned``, to calibrate on."""
     out = []
     for item_plan in item_plans(planned, spec):
         item = item_plan.calls[0].item
@@ -171,8 +148,7 @@ def calibration_calls(
 
 
 def kept_stops(run: Run, *, recheck: bool) -> dict[str, dict[str, Any]]:
-    """The recorded stops a rerun keeps without asking the policy: all of them, or none when
-    rechecking."""
+    """The recorded stops a rerun keeps: all of them, or none when rechecking."""
     return {} if recheck else dict(run.settings.get("stops", {}))
 
 
@@ -185,9 +161,8 @@ def record_stops(
     session: Session,
     calibration: Calibration | None = None,
 ) -> None:
-    """Record where each item stopped (the kept stops and the new ones, each with its policy
-    version) and the policy the run was finished with (run setting ``stopping``), with its
-    calibration."""
+    """Record where each item stopped, with its policy version, and the policy (and
+    calibration) the run was finished with."""
     new = {key: dataclasses.asdict(s) | {"version": STOPPING_VERSION} for key, s in stops.items()}
     recorded = {**kept, **new}
     set_run_setting(run, "stops", recorded, session=session)
@@ -213,9 +188,7 @@ def next_wave(
     calibration: set[str],
 ) -> tuple[list[PlannedCall], dict[str, Stop]]:
     """Every unsettled item's next call, and where the newly settled items stopped (batch
-    mode: each wave is one batch), from the items' planned and stored calls: the calibration
-    items' calls all at once, the others' only once their ``policy`` is known. Items with a
-    kept stop get no call."""
+    mode: each wave is one batch); the calibration items' calls all at once."""
     by_item: dict[int, list[Call]] = defaultdict(list)
     for slot in sorted(stored):
         by_item[slot[0]].append(stored[slot])
@@ -236,35 +209,25 @@ def next_wave(
     return wave, stops
 
 
-async def answer_in_waves(
-    executor: Answerer,
-    planned: Sequence[PlannedCall],
+async def answer_adaptive(
+    executor: CallExecutor,
+    chunks: Callable[[], Iterable[Sequence[PlannedCall]]],
+    keys: Sequence[str],
     run: Run,
     spec: RunSpec,
     *,
     session: Session,
     kept: Mapping[str, Mapping[str, Any]],
-    policy: StoppingPolicy,
-    calibration: set[str],
-    full: bool = False,
-) -> dict[str, Stop]:
-    """Make each item's calls one wave at a time until its policy settles it: with ``full``,
-    the calibration items' every call; else the other items'.
-
-    Args:
-        executor: the engine's executor (it answers a list of planned calls).
-        planned: every call an item may get, from the plan of :func:`executions_for`.
-        kept: the recorded stops to keep (:func:`kept_stops`); their items get no call.
-        policy: how the items stop (a ``confident`` run's calibrated one).
-        calibration: the calibration items (:func:`calibration_keys`).
-        full: make the calibration items' calls, not the others'.
-
-    Returns:
-        Per item key made, where it stopped and why.
-    """
+) -> tuple[dict[str, Stop], Calibration | None]:
+    """Each item's calls one wave at a time until its policy settles it, a chunk at a time: a
+    ``confident`` run's calibration items first, in full, then the others at the threshold
+    chosen on them; the stops and the calibration."""
+    sample = calibration_keys(spec, keys)
     stops: dict[str, Stop] = {}
+    calibration, policy = None, policy_of(spec)
+    calibrated: list[tuple[str, tuple[str, ...], list]] = []
 
-    async def one(item_plan: ItemPlan) -> None:
+    async def one(item_plan: ItemPlan, full: bool) -> None:
         while True:
             stored = item_calls(run.id, item_plan.calls[0].item_db_id, session=session)
             calls, stop = item_step(item_plan, stored, policy, full=full)
@@ -275,36 +238,6 @@ async def answer_in_waves(
                 return
             await executor.answer(calls)
 
-    plans = [
-        p
-        for p in item_plans(planned, spec)
-        if p.calls[0].item.item_id not in kept and (p.calls[0].item.item_id in calibration) == full
-    ]
-    await gather_or_cancel(one(item_plan) for item_plan in plans)
-    return stops
-
-
-async def answer_adaptive(
-    executor: Answerer,
-    chunks: Callable[[], Iterable[Sequence[PlannedCall]]],
-    keys: Sequence[str],
-    run: Run,
-    spec: RunSpec,
-    *,
-    session: Session,
-    kept: Mapping[str, Mapping[str, Any]],
-) -> tuple[dict[str, Stop], Calibration | None]:
-    """Every item's calls in waves (:func:`answer_in_waves`), a chunk of planned calls at a
-    time: a ``confident`` run's calibration items first, in full, then the other items, stopped
-    at the threshold chosen on them (they wait while the run is capped).
-
-    Returns:
-        Per item key made, where it stopped and why; the calibration (None without one).
-    """
-    sample = calibration_keys(spec, keys)
-    stops: dict[str, Stop] = {}
-    calibration, policy = None, policy_of(spec)
-    calibrated: list[tuple[str, tuple[str, ...], list]] = []
     for full in (True, False) if sample else (False,):
         if sample and not full:
             if executor.capped:
@@ -312,16 +245,9 @@ async def answer_adaptive(
             calibration = calibrate(spec.risk, spec.stop_on, calibrated)
             policy = calibration.policy(spec.stop_on)
         for planned in chunks():
-            stops |= await answer_in_waves(
-                executor,
-                planned,
-                run,
-                spec,
-                session=session,
-                kept=kept,
-                policy=policy,
-                calibration=sample,
-                full=full,
+            plans = [p for p in item_plans(planned, spec) if p.calls[0].item.item_id not in kept]
+            await gather_or_cancel(
+                one(p, full) for p in plans if (p.calls[0].item.item_id in sample) == full
             )
             if full:
                 calibrated += calibration_calls(planned, run, spec, sample, session=session)
@@ -329,8 +255,8 @@ async def answer_adaptive(
 
 
 async def gather_or_cancel(coroutines: Iterable[Coroutine[Any, Any, Any]]) -> None:
-    """Run ``coroutines`` at once; when one raises, cancel the others and wait for them before
-    raising its error, so that no call goes on (or opens a connection) after the run stopped."""
+    """Run ``coroutines`` at once; when one raises, cancel and await the others before raising,
+    so that no call goes on after the run stopped."""
     tasks = [asyncio.ensure_future(c) for c in coroutines]
     try:
         await asyncio.gather(*tasks)

@@ -1,11 +1,6 @@
-"""Judge runs in background threads, with progress any thread can read.
-
-Each run gets its own thread, and in it its own event loop (:func:`asyncio.run` inside
-:func:`pcf.runs.manage.judge_run`) and its own database session; the runner commits every call as
-it arrives, so other sessions see the calls appear. Progress lives in a module-level registry
-keyed by database and run name, so it survives page reruns and is visible to every browser
-session of the server process.
-"""
+"""Judge runs in background threads, each with its own event loop and session, with progress
+in a module-level registry keyed by database and run name, so that it survives page reruns and
+every browser session of the server process sees it."""
 
 from __future__ import annotations
 
@@ -35,20 +30,8 @@ ACTIVE_STATUSES = ("starting", "running")
 
 @dataclass(frozen=True)
 class RunProgress:
-    """A snapshot of one background run.
-
-    Attributes:
-        name: the run's name.
-        dataset: the dataset's name.
-        status: ``starting``, ``running``, ``finished``, ``capped`` (its cost cap reached) or
-            ``failed``.
-        done: calls answered so far in this invocation (judge or cache).
-        total: calls this invocation has to answer (0 until the run has planned them).
-        started_at: when the thread started.
-        finished_at: when it ended, or None.
-        report: what this invocation did, once finished.
-        error: what went wrong, when failed.
-    """
+    """A snapshot of one background run (``status``: starting, running, finished, capped or
+    failed; ``done`` of ``total`` calls of this invocation answered)."""
 
     name: str
     dataset: str
@@ -110,15 +93,8 @@ def start_run(
     api_key: str | None = None,
     max_cost: float | None = None,
 ) -> RunProgress:
-    """Start (or resume) the run ``spec`` names in a background thread, as ``actor``.
-
-    ``api_key`` (the actor's own, for this run only) and ``max_cost`` are those of
-    :func:`~pcf.runs.manage.judge_run`; who may start the run is checked before the thread.
-
-    Raises:
-        AccessDeniedError: the actor may not start it (:func:`~pcf.runs.manage.check_start`).
-        ValueError: the same run is already going in this process.
-    """
+    """Start (or resume) the run ``spec`` names in a background thread, as ``actor`` (checked
+    before the thread); ``api_key`` and ``max_cost`` are :func:`~pcf.runs.manage.judge_run`'s."""
     with session_scope(engine) as session:
         check_start(spec, session=session, actor=actor, api_key=api_key)
     name = spec.run_name
@@ -127,48 +103,35 @@ def start_run(
         if key in _registry and _registry[key].snapshot().active:
             raise ValueError(f"run {name!r} is already running; wait for it to finish")
         tracker = _registry[key] = _Tracker(name, spec.dataset)
-    thread = threading.Thread(
-        target=_work,
-        args=(engine, tracker, spec, actor, api_key, max_cost),
-        name=f"pcf-run-{name}",
-        daemon=True,
-    )
-    thread.start()
-    return tracker.snapshot()
 
-
-def _work(
-    engine: Engine,
-    tracker: _Tracker,
-    spec: RunSpec,
-    actor: Actor,
-    api_key: str | None,
-    max_cost: float | None,
-) -> None:
-    """The thread's body: run the judge, then record what it did or the failure."""
-    try:
-        with session_scope(engine) as session:
-            _, report = judge_run(
-                spec,
-                session=session,
-                actor=actor,
-                progress=tracker.advance,
-                api_key=api_key,
-                max_cost=max_cost,
-            )
-        status = "capped" if report.capped else "finished"
-        tracker.update(status=status, report=report, finished_at=utc_now())
-    except (RunConflictError, RunBusyError, CostCapError) as exc:  # leave the run be
-        tracker.update(status="failed", error=str(exc), finished_at=utc_now())
-    except Exception as exc:  # the page shows every failure, whatever it is
-        error = storage_problem(exc, _database(engine)) or f"{type(exc).__name__}: {exc}"
+    def work() -> None:
+        """The thread's body: run the judge, then record what it did or the failure."""
         try:
-            _mark_failed(engine, spec.run_name)
-        except Exception as marking:  # the database cannot be written: the run is interrupted
-            if storage_problem(marking, _database(engine)) is None:
-                raise
-        finally:
-            tracker.update(status="failed", error=error, finished_at=utc_now())
+            with session_scope(engine) as session:
+                _, report = judge_run(
+                    spec,
+                    session=session,
+                    actor=actor,
+                    progress=tracker.advance,
+                    api_key=api_key,
+                    max_cost=max_cost,
+                )
+            status = "capped" if report.capped else "finished"
+            tracker.update(status=status, report=report, finished_at=utc_now())
+        except (RunConflictError, RunBusyError, CostCapError) as exc:  # leave the run be
+            tracker.update(status="failed", error=str(exc), finished_at=utc_now())
+        except Exception as exc:  # the page shows every failure, whatever it is
+            error = storage_problem(exc, _database(engine)) or f"{type(exc).__name__}: {exc}"
+            try:
+                _mark_failed(engine, spec.run_name)
+            except Exception as marking:  # the database cannot be written: the run is interrupted
+                if storage_problem(marking, _database(engine)) is None:
+                    raise
+            finally:
+                tracker.update(status="failed", error=error, finished_at=utc_now())
+
+    threading.Thread(target=work, name=f"pcf-run-{name}", daemon=True).start()
+    return tracker.snapshot()
 
 
 def _mark_failed(engine: Engine, name: str) -> None:

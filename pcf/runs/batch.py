@@ -1,22 +1,14 @@
 """Batch mode: a run's calls sent through a provider's batch API, at the batch price.
 
-``submit_run`` plans the run, stores what the content-keyed cache answers, and sends the rest
-under their content keys as custom ids, split by the provider's limits; each submission is
-recorded before the provider is asked, so a killed submit is finished (its batch found, or its
-uploaded file reused) instead of paid twice. Keys that another run's batch already carries are
-not sent again: a ``deferred`` record takes them from the cache once that batch is collected.
-``collect_runs`` stores each ended batch's results as ordinary calls (parsed like any answer,
-priced at the batch price), with the batch marked collected in the same transaction, so a
-collect killed at any point and run again stores each answer exactly once. Errors, expired and
-cancelled requests are failed calls with their reason; ``--retry-failed`` asks them again.
-A batch the provider answers 404 for is reported as lost and left as it is (another key or
-server gets 404 too); ``forget_lost`` turns it into failed calls (``batch_lost``) instead.
+Each submission is recorded before the provider is asked, so a killed submit is finished (its
+batch found, or its file reused) instead of paid twice; keys another run's batch carries are
+``deferred`` to the cache. A batch is marked collected in the transaction that stores its
+results, so a killed collect run again stores each answer exactly once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import uuid
 from collections import defaultdict
@@ -48,7 +40,6 @@ from pcf.runs.call_plan import (
     Prepared,
     Slot,
     confirmations,
-    content_key,
     in_chunks,
     plan,
 )
@@ -59,10 +50,10 @@ from pcf.runs.manage import (
     check_start,
     default_cost_cap,
     leased,
-    open_run,
+    open_audited,
     require_price,
 )
-from pcf.runs.rows import RunRows, failed_answer
+from pcf.runs.rows import RunRows, failed_answer, slot_of
 from pcf.runs.spec import LIMIT_SETTING, RunSpec
 from pcf.stopping import Calibration, Stop, StoppingPolicy, calibrate
 from pcf.store import (
@@ -71,7 +62,6 @@ from pcf.store import (
     ProviderBatch,
     Run,
     RunStatus,
-    add_audit_event,
     add_provider_batch,
     cached_calls,
     claimed_batch_ids,
@@ -101,32 +91,14 @@ MISSING = {
 LOST_STATUS = "not_found"
 """The provider status recorded for a batch the provider answered 404 for."""
 MAX_COST_SETTING = "batch_max_cost_usd"
-"""The run setting that keeps the cost cap of the run's latest batch submit, which the waves
-that collect sends (APOCJudge confirmations, adaptive waves) are held to."""
+"""The cost cap of the run's latest submit, which the waves collect sends are held to."""
 
 
 @dataclass
 class BatchReport:
-    """What a submit or collect did.
-
-    Attributes:
-        planned: calls of the run.
-        stored: calls stored by this invocation (from the cache or from results).
-        cache_hits: calls the content-keyed cache answered.
-        submitted: requests sent in new batches (one per content key).
-        deferred: requests left to batches of other runs that already carry them.
-        batches: provider batch ids submitted (submit) or collected (collect).
-        pending: the run's batches not ended yet.
-        requests: requests of the run's batch records, deferred ones included (collect).
-        finished: of those, requests the provider finished or whose results are stored.
-        failures: failed calls stored.
-        cost_usd: cost of the calls stored, at the batch price.
-        lost: batches the provider answered 404 for, left as they are (collect).
-        forgotten: lost batches whose requests were stored as failed calls (collect with
-            ``forget_lost``).
-        capped: why the run's next wave was not sent (over its cost cap), else empty
-            (collect); the run is then ``capped``.
-    """
+    """What a submit or collect did (``deferred``: requests left to other runs' batches;
+    ``lost``: batches the provider answered 404 for; ``capped``: why the next wave was not
+    sent)."""
 
     planned: int = 0
     stored: int = 0
@@ -149,15 +121,13 @@ class BatchReport:
 
 
 def spec_of(run: Run, *, session: Session) -> RunSpec:
-    """The :class:`RunSpec` that made ``run`` (:meth:`RunSpec.from_run`)."""
+    """The :class:`RunSpec` that made ``run``."""
     return RunSpec.from_run(run, run_dataset(run, session=session).name)
 
 
 @dataclass(frozen=True)
 class _Chunk:
-    """A chunk of a run's items now: its planned calls, the calls it makes now (the plan with
-    APOCJudge's confirmations due; for an adaptive run the calls made and the next wave) and
-    its stored calls, by slot."""
+    """A chunk of a run's items: its planned calls, the calls it makes now and its stored calls."""
 
     planned: list[PlannedCall]
     calls: list[PlannedCall]
@@ -176,8 +146,7 @@ class _Ended:
 
 
 class _Sender:
-    """Sends requests in batches of at most ``max_requests`` requests and ``max_bytes`` of
-    JSON, each recorded before the provider is asked."""
+    """Sends requests in batches within the provider's limits, each recorded before it is sent."""
 
     def __init__(self, batcher: _Batcher, max_requests: int) -> None:
         self.batcher, self.max_requests = batcher, max_requests
@@ -217,8 +186,7 @@ class _Sender:
 
 
 class _Batcher:
-    """One run's batch work in one session: submit and collect, going through the run a chunk
-    of items at a time (:func:`~pcf.runs.call_plan.in_chunks`), so memory does not grow with it."""
+    """One run's batch work in one session, a chunk of items at a time."""
 
     def __init__(self, run: Run, spec: RunSpec, client: BatchClient, *, session: Session) -> None:
         self.run, self.spec, self.client, self.session = run, spec, client, session
@@ -237,7 +205,6 @@ class _Batcher:
         self._slots: dict[str, list[Slot]] | None = None
 
     def chunks(self) -> Iterator[_Chunk]:
-        """The run now, a chunk of items at a time."""
         for items in in_chunks(self.items):
             planned = plan(items, self.db_ids, self.plan_spec, dataset_seed=self.dataset_seed)
             ids = [self.db_ids[item.item_id] for item in items]
@@ -245,7 +212,7 @@ class _Batcher:
             yield _Chunk(planned, self._calls(planned, stored), stored)
 
     def _calls(self, planned: list[PlannedCall], stored: dict[Slot, Call]) -> list[PlannedCall]:
-        """A chunk's calls now (see :class:`_Chunk`); an adaptive run's new stops are kept."""
+        """A chunk's calls now; an adaptive run's new stops are kept."""
         if self.spec.adaptive != "off":
             policy = self._policy()
             wave, stops = next_wave(
@@ -258,8 +225,7 @@ class _Batcher:
         return planned + confirmations(planned, stored, self.spec)
 
     def _policy(self) -> StoppingPolicy | None:
-        """How the items outside the calibration sample stop; None until every calibration item
-        has stopped (its calls all stored)."""
+        """How the items outside the calibration sample stop; None until those have stopped."""
         if not self.sample:
             return policy_of(self.spec)
         if self.calibration is None and self.sample <= self.stops.keys() | self.kept.keys():
@@ -273,9 +239,8 @@ class _Batcher:
         return self.calibration.policy(self.spec.stop_on) if self.calibration else None
 
     def _renamed_keys(self) -> dict[str, str]:
-        """``{custom id: content key}`` for the requests the run's uncollected batches sent
-        under their key from before servers were part of it (``content_key(server=False)``),
-        so that their results still find their calls."""
+        """``{custom id: content key}`` for requests sent under a key from before servers were
+        part of it (``content_key(server=False)``), so their results still find their calls."""
         if judge_server(self.spec.backend, self.spec.base_url) is None:
             return {}
         records = run_batches(self.run.id, session=self.session)
@@ -284,18 +249,9 @@ class _Batcher:
             return {}
         renamed = {}
         for chunk in self.chunks():
-            for planned in chunk.calls:
-                rendered = planned.render()
-                old = content_key(
-                    self.spec.backend,
-                    self.spec.model,
-                    rendered,
-                    self.spec,
-                    planned.repeat_index,
-                    server=False,
-                )
-                if old in sent:
-                    renamed[old] = self.rows.key(planned, rendered)
+            for planned, rendered, key in self.rows.prepare(chunk.calls):
+                if (old := self.rows.key(planned, rendered, server=False)) in sent:
+                    renamed[old] = key
         return renamed
 
     def sent_keys(self, record: ProviderBatch) -> list[str]:
@@ -311,13 +267,8 @@ class _Batcher:
     def _guard(
         self, cap: float | None, *, retry_failed: bool, own: set[str], carried: set[str]
     ) -> None:
-        """Refuse to send anything when the requests to send, with those of the run's batches
-        not collected yet, may take the run's spend past ``cap``: each request is reserved at
-        its upper bound (:class:`~pcf.runs.budget.CostGuard`, at the batch price).
-
-        Raises:
-            CostCapError: over the cap; the run is marked ``capped``.
-        """
+        """Refuse to send anything when the requests to send, with those of batches not collected
+        yet, may take the run's spend past ``cap`` (:class:`~pcf.runs.budget.CostGuard`)."""
         if cap is None:
             return
         spent = update_run_totals(self.run.id, session=self.session).cost_usd
@@ -352,10 +303,7 @@ class _Batcher:
         run's batches not collected yet carry."""
         seen, deferred = set(), carried - own
         for chunk in self.chunks():
-            prepared = self.rows.prepare(chunk.calls)
-            keep = {slot for slot, call in chunk.stored.items() if call.ok or not retry_failed}
-            todo = [p for p in prepared if _slot_of(p[0]) not in keep and p[2] not in own]
-            _, rest = self.rows.cached(todo)
+            prepared, _, rest = self._todo(chunk, retry_failed, own)
             pending = [p for p in prepared if p[2] in own]
             for p in [*rest, *pending]:
                 if p[2] not in seen and p[2] not in deferred:
@@ -369,8 +317,7 @@ class _Batcher:
         max_requests: int | None,
         cap: float | None = None,
     ) -> None:
-        """Finish killed submissions, store cache hits, and send the rest in new batches when
-        they fit under ``cap`` (see :meth:`_guard`)."""
+        """Finish killed submissions, store cache hits, and send the rest if they fit ``cap``."""
         records = run_batches(self.run.id, session=self.session)
         killed = [record for record in records if record.state == "submitting"]
         if killed:
@@ -383,12 +330,10 @@ class _Batcher:
         deferred: list[str] = []
         self.report.planned = 0
         for chunk in self.chunks():
-            prepared = self.rows.prepare(chunk.calls)
+            prepared, rows, rest = self._todo(chunk, retry_failed, own)
             self.report.planned += len(prepared)
-            keep = {slot for slot, call in chunk.stored.items() if call.ok or not retry_failed}
-            todo = [p for p in prepared if _slot_of(p[0]) not in keep and p[2] not in own]
-            rows, rest = self.rows.cached(todo)
-            self._retry_failed(rows, chunk.stored)
+            failed = {slot: call for slot, call in chunk.stored.items() if not call.ok}
+            self.rows.retry(failed[s] for s in map(slot_of, rows) if s in failed)  # replaced
             if rows:
                 self.rows.commit(rows)
                 self.report.stored += len(rows)
@@ -409,6 +354,16 @@ class _Batcher:
             self.session.commit()
             self.report.deferred = len(deferred)
         await sender.flush()
+
+    def _todo(
+        self, chunk: _Chunk, retry_failed: bool, own: set[str]
+    ) -> tuple[list[Prepared], list[dict[str, Any]], list[Prepared]]:
+        """A chunk's calls, the cache's rows of those not stored (nor sent in ``own``), and the
+        rest, to send."""
+        prepared = self.rows.prepare(chunk.calls)
+        keep = {slot for slot, call in chunk.stored.items() if call.ok or not retry_failed}
+        todo = [p for p in prepared if _slot_of(p[0]) not in keep and p[2] not in own]
+        return prepared, *self.rows.cached(todo)
 
     async def _finish_killed(self, killed: list[ProviderBatch]) -> None:
         """Submissions a killed submit left: find each one's batch, or send it now."""
@@ -462,9 +417,8 @@ class _Batcher:
     # ------------------------------------------------------------------ collect
 
     async def collect(self, *, forget_lost: bool = False) -> None:
-        """Store the results of every ended batch of the run, and deferred calls answered;
-        with ``forget_lost``, a batch the provider answers 404 for as failed calls. Each
-        record is stored as soon as its outcomes are known."""
+        """Store the results of every ended batch and answered deferred record; with
+        ``forget_lost``, a batch the provider answers 404 for as failed calls."""
         self.report.pending = self.report.requests = self.report.finished = 0
         self.report.lost = []
         self._slots = None
@@ -486,11 +440,7 @@ class _Batcher:
                 self.report.finished += len(record.custom_ids)
 
     async def _ended_batch(self, record: ProviderBatch) -> _Ended | None:
-        """A submitted batch's outcomes once it ended, else None.
-
-        Raises:
-            BatchLostError: the provider answers 404 for the batch or its results.
-        """
+        """A submitted batch's outcomes once it ended, else None (BatchLostError on a 404)."""
         status = await self.client.status(record.batch_id or "")
         update_provider_batch(record, session=self.session, provider_status=status.status)
         self.session.commit()
@@ -503,8 +453,7 @@ class _Batcher:
         return _Ended(record, self._outcomes(record, results, status))
 
     def _lost(self, record: ProviderBatch, lost: BatchLostError, *, forget: bool) -> _Ended | None:
-        """Mark a batch the provider answers 404 for; with ``forget``, its calls not stored yet
-        are to be stored as failed calls that ``--retry-failed`` asks again."""
+        """Mark a batch the provider answers 404 for; with ``forget``, its calls become failed."""
         update_provider_batch(record, session=self.session, provider_status=LOST_STATUS)
         self.session.commit()
         if not forget:
@@ -517,8 +466,7 @@ class _Batcher:
         )
 
     def _ended_deferred(self, record: ProviderBatch) -> _Ended | None:
-        """A deferred record's calls once the batches carrying them were collected: the cache's
-        answers, else failed calls."""
+        """A deferred record's calls once the batches carrying them were collected."""
         carried = pending_batch_keys(session=self.session)
         if any(key in carried for key in record.custom_ids):
             self.report.pending += 1
@@ -531,18 +479,19 @@ class _Batcher:
     def _outcomes(
         self, record: ProviderBatch, results: list[BatchResult], status: BatchStatus
     ) -> dict[str, BatchResult]:
-        """The outcome of each call of the record, by content key (see :meth:`sent_keys`)."""
-        if self.renamed:
-            results = [
-                dataclasses.replace(r, custom_id=self.renamed.get(r.custom_id, r.custom_id))
-                for r in results
-            ]
-        return _outcomes(self.sent_keys(record), results, status)
+        """The outcome of each call of the record, by content key; a call without a result
+        failed with the batch's reason."""
+        by_key = {self.renamed.get(r.custom_id, r.custom_id): r for r in results}
+        missing = f"batch_failed: {status.error}" if status.error else MISSING.get(status.status)
+        missing = missing or "batch_missing: the provider returned no result for this request"
+        return {
+            key: by_key.get(key) or BatchResult(key, error=missing)
+            for key in self.sent_keys(record)
+        }
 
     def slots_sent(self) -> dict[str, list[Slot]]:
-        """Where the calls of the run's uncollected batch records sit, by content key: the run
-        is gone through (and its prompts rendered) once per collect, however many batches
-        end."""
+        """Where the calls of the run's uncollected batch records sit, by content key (worked
+        out once per collect, however many batches end)."""
         if self._slots is None:
             records = run_batches(self.run.id, session=self.session)
             sent = {key for r in records if r.state != "collected" for key in self.sent_keys(r)}
@@ -554,9 +503,7 @@ class _Batcher:
         return self._slots
 
     async def _store(self, ended: _Ended) -> None:
-        """Store an ended record's outcomes as calls and mark it collected, in one
-        transaction. A call stored before (by this collect or an earlier one) is left as it
-        is; a failed one is replaced."""
+        """Store an ended record's outcomes as calls and mark it collected, in one transaction."""
         slots = {slot for key in ended.outcomes for slot in self.slots_sent().get(key, ())}
         item_ids = sorted({slot[0] for slot in slots})
         replaced: list[Call] = []
@@ -590,10 +537,7 @@ class _Batcher:
         self, one: _Ended, planned: PlannedCall, rendered: Rendered, key: str
     ) -> dict[str, Any]:
         """A call's row: the cache's answer (a deferred record), else its request's outcome.
-
-        Only the first call with a content key in a record is paid: one request answered
-        every call with that key (the others get no tokens and no cost).
-        """
+        Only the first call with a key is paid: one request answered them all."""
         hit = one.hits.get(key)
         row = None if hit is None else self.rows.from_cache(planned, rendered, key, hit)
         if row is not None:
@@ -620,15 +564,20 @@ class _Batcher:
             }
         )
 
-    def _retry_failed(self, rows: list[dict[str, Any]], stored: dict[Slot, Call]) -> None:
-        """Have the rows that land on stored failed calls replace them (each failed answer
-        kept as a ``retried`` replaced call)."""
-        slots = [(row["item_id"], row["execution"], row["call_index"]) for row in rows]
-        self.rows.retry(stored[s] for s in slots if s in stored and not stored[s].ok)
-
     def lost_only(self) -> bool:
         """Whether the last collect left lost batches and nothing to wait for."""
         return bool(self.report.lost) and not self.report.pending
+
+    def finish(self) -> None:
+        """Mark the run finished once it is done (recording an adaptive run's stops), else
+        waiting for its batches."""
+        done, spec, session = self.done(), self.spec, self.session
+        if done and spec.adaptive != "off":
+            kept, calibration = self.kept, self.calibration
+            record_stops(self.run, spec, kept, self.stops, session=session, calibration=calibration)
+        set_run_status(self.run, RunStatus.FINISHED if done else RunStatus.BATCH, session=session)
+        update_run_totals(self.run.id, session=session)
+        session.commit()
 
     def done(self) -> bool:
         """Whether every batch of the run is collected and every call is stored."""
@@ -640,20 +589,6 @@ class _Batcher:
 
 def _slot_of(planned: PlannedCall) -> Slot:
     return planned.item_db_id, planned.execution, planned.call_index
-
-
-def _outcomes(
-    keys: list[str], results: list[BatchResult], status: BatchStatus
-) -> dict[str, BatchResult]:
-    """Each key's result; a key without one failed with the batch's reason."""
-    by_key = {result.custom_id: result for result in results}
-    if status.error:
-        missing = f"batch_failed: {status.error}"
-    else:
-        missing = MISSING.get(
-            status.status, "batch_missing: the provider returned no result for this request"
-        )
-    return {key: by_key.get(key) or BatchResult(key, error=missing) for key in keys}
 
 
 def client_for(spec: RunSpec) -> BatchClient:
@@ -673,20 +608,8 @@ def submit_run(
 ) -> tuple[Run, BatchReport]:
     """Create or resume the run and send its missing calls as provider batches; returns at once.
 
-    ``max_requests`` lowers the provider's limit of requests per batch. ``actor`` must be
-    allowed to run, and the server's key to go where the batches go (see
-    :func:`~pcf.runs.manage.check_start`). Nothing is sent when the requests' upper-bound
-    price would take the run's spend past ``max_cost`` (by default the operator's
-    ``PCF_MAX_COST_USD``); the run is then ``capped``. The cap is stored with the run, and
-    the waves that :func:`collect_runs` sends are held to it.
-
-    Raises:
-        AccessDeniedError: the actor may not start the run.
-        ValueError: no dataset, a backend without a batch API, or no key.
-        RunConflictError: a run of that name exists with other settings.
-        RunBusyError: another live process holds the run.
-        BatchAPIError: the provider refused a request.
-        CostCapError: the requests may cost more than the cap allows, or the model has no price.
+    Nothing is sent when the requests' upper-bound price would take the run's spend past
+    ``max_cost`` (by default ``PCF_MAX_COST_USD``); the cap is kept for collect's waves.
     """
     check_start(spec, session=session, actor=actor)
     require_dataset(spec, session=session)
@@ -694,20 +617,8 @@ def submit_run(
     require_price(spec, cap, price_table())
     client = client_for(spec)
     with leased(spec.run_name, session=session) as lease:
-        resumed = get_run(spec.run_name, session=session) is not None
-        run = open_run(spec, session=session)
-        add_audit_event(
-            "run_resumed" if resumed else "run_started",
-            session=session,
-            actor=actor.identity,
-            target=spec.run_name,
-            details={
-                "backend": spec.backend,
-                "model": spec.model,
-                "batch": True,
-                "max_cost_usd": cap,
-            },
-        )
+        details = {"batch": True, "max_cost_usd": cap}
+        run = open_audited(spec, session=session, actor=actor, details=details)
         set_run_setting(run, LIMIT_SETTING, spec.limit, session=session)
         set_run_setting(run, MAX_COST_SETTING, cap, session=session)
         session.commit()
@@ -725,25 +636,8 @@ def submit_run(
                     await client.aclose()
 
         asyncio.run(work())
-        _finish_run(batcher)
+        batcher.finish()
         return run, batcher.report
-
-
-def _finish_run(batcher: _Batcher) -> None:
-    done = batcher.done()
-    if done and batcher.spec.adaptive != "off":
-        record_stops(
-            batcher.run,
-            batcher.spec,
-            batcher.kept,
-            batcher.stops,
-            session=batcher.session,
-            calibration=batcher.calibration,
-        )
-    status = RunStatus.FINISHED if done else RunStatus.BATCH
-    set_run_status(batcher.run, status, session=batcher.session)
-    update_run_totals(batcher.run.id, session=batcher.session)
-    batcher.session.commit()
 
 
 def existing_run(name: str, *, session: Session) -> Run:
@@ -766,64 +660,43 @@ def collect_runs(
 ) -> list[BatchReport]:
     """Store the results of the runs' ended batches; with ``wait``, until every batch ended.
 
-    An APOCJudge run's confirmation calls (its second wave) are submitted once its first
-    answers are stored, and waited for too with ``wait``. A batch the provider answers 404
-    for (status or results) is listed in its report's ``lost`` and left as it is; with
-    ``forget_lost`` its calls not stored yet are stored as failed calls ``batch_lost: ...``
-    instead (``--retry-failed`` asks them again) and it is listed in ``forgotten``. A wave
-    whose upper-bound price would take the run's spend past the cap of its latest submit (or,
-    without one, ``PCF_MAX_COST_USD``) is not sent: the run is ``capped``, with the reason in
-    its report's ``capped``.
-
-    Raises:
-        AccessDeniedError: ``actor`` may not run (collecting resumes the runs).
-        ValueError: no run of that name, or one that is not a batch run.
-        RunBusyError: another live process holds one of the runs.
-        BatchAPIError: the provider refused a request.
+    A run's next wave (APOCJudge confirmations, adaptive waves) is submitted once its answers
+    are stored, under the cap of its latest submit. A lost batch (404) is left as it is, or
+    with ``forget_lost`` stored as failed calls ``batch_lost: ...``.
     """
     actor = authorize(actor, Permission.RUN, session=session)
     runs = [existing_run(name, session=session) for name in names]
     specs = [spec_of(run, session=session) for run in runs]
+
+    async def collect_all(leases: list[Lease]) -> list[BatchReport]:
+        batchers = [
+            _Batcher(run, spec, client_for(spec), session=session)
+            for run, spec in zip(runs, specs, strict=True)
+        ]
+        try:
+            async with AsyncExitStack() as beats:
+                for lease in leases:
+                    await beats.enter_async_context(lease.heartbeat())
+                while True:
+                    for batcher in batchers:
+                        if not batcher.report.capped:
+                            await _collect_round(batcher, forget_lost)
+                    if progress:
+                        progress([b.report for b in batchers])
+                    if not wait or all(
+                        b.done() or b.lost_only() or b.report.capped for b in batchers
+                    ):
+                        break
+                    await asyncio.sleep(poll_s)
+        finally:
+            for batcher in batchers:
+                await batcher.client.aclose()
+        return [b.report for b in batchers]
+
     with ExitStack() as stack:
-        leases = [stack.enter_context(leased(name, session=session)) for name in names]
         return asyncio.run(
-            _collect_all(runs, specs, leases, session, wait, poll_s, progress, forget_lost)
+            collect_all([stack.enter_context(leased(name, session=session)) for name in names])
         )
-
-
-async def _collect_all(
-    runs: list[Run],
-    specs: list[RunSpec],
-    leases: list[Lease],
-    session: Session,
-    wait: bool,
-    poll_s: float,
-    progress: Callable[[list[BatchReport]], None] | None,
-    forget_lost: bool,
-) -> list[BatchReport]:
-    """Collect every run's ended batches (and send its next wave) until none is left to wait
-    for, or once without ``wait``, renewing the runs' leases meanwhile."""
-    batchers = [
-        _Batcher(run, spec, client_for(spec), session=session)
-        for run, spec in zip(runs, specs, strict=True)
-    ]
-    try:
-        async with AsyncExitStack() as beats:
-            for lease in leases:
-                await beats.enter_async_context(lease.heartbeat())
-            while True:
-                for batcher in batchers:
-                    if not batcher.report.capped:
-                        await _collect_round(batcher, forget_lost)
-                if progress:
-                    progress([b.report for b in batchers])
-                if not wait or all(b.done() or b.lost_only() or b.report.capped for b in batchers):
-                    break
-                await asyncio.sleep(poll_s)
-    finally:
-        for batcher in batchers:
-            await batcher.client.aclose()
-    return [b.report for b in batchers]
 
 
 async def _collect_round(batcher: _Batcher, forget_lost: bool) -> None:
@@ -839,4 +712,4 @@ async def _collect_round(batcher: _Batcher, forget_lost: bool) -> None:
             batcher.report.capped = str(capped)
             return
         await batcher.collect(forget_lost=forget_lost)
-    _finish_run(batcher)
+    batcher.finish()

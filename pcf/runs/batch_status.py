@@ -51,16 +51,8 @@ def batch_status(name: str, *, session: Session) -> list[dict[str, Any]]:
 
 
 def cancel_runs(names: Sequence[str], *, session: Session, actor: Actor) -> dict[str, Any]:
-    """Ask the provider to cancel the runs' batches not ended yet (``actor`` must be allowed
-    to run).
-
-    Collect then stores what each batch answered before it stopped, and the rest as failed
-    calls (``batch_cancelled``), which ``--retry-failed`` asks again.
-
-    Returns:
-        ``{"cancelled": [batch ids asked], "lost": {run: [batch ids]}}``, where lost batches
-        are those the provider answers 404 for.
-    """
+    """Ask the provider to cancel the runs' batches not ended yet; the ids asked, and by run
+    the ids the provider answers 404 for."""
     actor = authorize(actor, Permission.RUN, session=session)
     runs = [existing_run(name, session=session) for name in names]
     cancelled: list[str] = []
@@ -87,8 +79,7 @@ def cancel_runs(names: Sequence[str], *, session: Session, actor: Actor) -> dict
 
 
 def batch_overview(runs: Sequence[Run], *, session: Session) -> list[dict[str, Any]]:
-    """The runs that sent batches, as stored (no provider call): for each, its batches,
-    how many are collected, whether some are left to collect, and the ids of those the
+    """The runs that sent batches, as stored (no provider call), with the ids of batches the
     provider answered 404 for when last asked (``lost``)."""
     out = []
     for run in runs:

@@ -1,18 +1,10 @@
-"""The cost guard: one for every path that pays a provider (live calls, adaptive waves,
-retries, resumes, provider batches).
+"""The cost guard, for every path that pays a provider.
 
-Before a request leaves, the guard reserves an upper bound of its price and lets it go only
-when the spend settled so far plus every open reservation stays within the cap; the billed
-usage then settles the reservation. The bound needs no tokenizer: a byte-level BPE token
-holds at least one byte, so a request's UTF-8 bytes (system, user message and schema) plus
-:data:`FRAMING_TOKENS` bound its input tokens, and its ``max_tokens`` bounds the answer.
-
-A provider may still bill more than that bound (hidden instructions, a proxy that bills its
-own way), so the guard also learns: each side of its reservations is at least the most a
-settled call of the run was billed for, and while no settled call has confirmed the
-reservation it would make (a new run, or a call just billed above its reservation), only one
-request is in flight. One request in flight that goes over its reservation passes the cap by
-less than its own price; see docs/costs.md for the rule and its limits.
+Before a request leaves, the guard reserves an upper bound of its price, and lets it go only
+when the spend plus every open reservation stays within the cap. A byte-level BPE token holds
+at least one byte, so a request's UTF-8 bytes bound its input tokens without a tokenizer. A
+provider may bill more (hidden instructions), so reservations are at least the run's billed
+peaks, and while none is confirmed only one request is in flight (see docs/costs.md).
 """
 
 from __future__ import annotations
@@ -31,8 +23,7 @@ that carry a structured-output schema."""
 
 
 def request_bound(request: JudgeRequest) -> tuple[int, int]:
-    """Upper bounds of the input and output tokens ``request`` is billed for, without a
-    tokenizer: its UTF-8 bytes plus :data:`FRAMING_TOKENS`, and its ``max_tokens``."""
+    """Upper bounds of the input and output tokens ``request`` is billed for."""
     schema = json.dumps(request.schema) if request.schema is not None else ""
     text = request.system + request.user + schema
     return len(text.encode("utf-8")) + FRAMING_TOKENS, request.max_tokens
@@ -48,15 +39,8 @@ class Reservation:
 
 
 class CostGuard:
-    """One run's spend against its cap (None: no cap), in USD at ``prices``.
-
-    Args:
-        cap: what this invocation may spend, or None.
-        model: the model the prices are looked up for.
-        prices: USD per million tokens (the batch prices for a provider batch).
-        peaks: the most input and output tokens a stored call of the run was billed for; a
-            run with such calls starts with its reservations confirmed.
-    """
+    """One run's spend against its cap (None: no cap), in USD at ``prices``; ``peaks``: the
+    most input and output tokens a stored call of the run was billed for."""
 
     def __init__(
         self,
@@ -99,13 +83,8 @@ class CostGuard:
         return reservation
 
     async def reserve(self, request: JudgeRequest) -> Reservation | None:
-        """Reserve ``request``'s price before it is sent, waiting while it fits only once
-        calls in flight settle (or while an unconfirmed reservation is in flight).
-
-        Returns:
-            The reservation to settle, or None when the request would take the spend past
-            the cap: it is not sent.
-        """
+        """Reserve ``request``'s price before it is sent (waiting while it fits only once calls
+        in flight settle); None when it would take the spend past the cap."""
         if self.cap is None:  # nothing to guard: no bound to find
             return self._take(Reservation(0, 0, None))
         while (fits := self._fits(reservation := self.reservation(request))) is None:
@@ -116,12 +95,8 @@ class CostGuard:
         return self._take(reservation)
 
     def reserve_all(self, requests: Iterable[JudgeRequest]) -> tuple[int, float] | None:
-        """Reserve requests that leave together (a provider batch), when all of them fit.
-
-        Returns:
-            None when they were reserved, else how many they are and their reserved price,
-            which would take the spend past the cap.
-        """
+        """Reserve requests that leave together (a provider batch) when all of them fit, else
+        return how many they are and their reserved price."""
         count, total = 0, 0.0
         for request in requests:
             count, total = count + 1, total + (self.reservation(request).usd or 0.0)
@@ -133,9 +108,8 @@ class CostGuard:
         return None
 
     def settle(self, reservation: Reservation, input_tokens: int, output_tokens: int) -> float:
-        """Replace a reservation with what the provider billed (0 tokens: nothing was billed);
-        returns its cost. Billing above the reservation raises the run's peaks and puts the
-        guard back to one request in flight until a call confirms its reservation."""
+        """Replace a reservation with what the provider billed; returns its cost. Billing above
+        it raises the peaks and puts the guard back to one request in flight."""
         cost = call_cost(self.model, input_tokens, output_tokens, self.prices) or 0.0
         self.reserved -= reservation.usd or 0.0
         self.in_flight -= 1

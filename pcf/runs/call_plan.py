@@ -49,8 +49,7 @@ Prepared = tuple[PlannedCall, Rendered, str]
 
 
 def in_chunks(items: Iterable[Item]) -> Iterator[list[Item]]:
-    """``items`` a chunk of :data:`~pcf.store.datasets.ITEM_CHUNK` at a time (the last one
-    shorter)."""
+    """``items`` a chunk of :data:`~pcf.store.datasets.ITEM_CHUNK` at a time."""
     iterator = iter(items)
     while chunk := list(itertools.islice(iterator, datasets.ITEM_CHUNK)):
         yield chunk
@@ -61,11 +60,9 @@ def plan(
 ) -> list[PlannedCall]:
     """Every call of the run except APOCJudge's confirmation calls, which depend on answers.
 
-    Canonical orders come from the dataset's seed (``pcf import --seed``, 0 by default) and the
-    item id, never from the run's seed, so every run of a dataset shares its canonical orders
-    and direct baseline; the run's seed drives the random draws of the schedule.
-    ``repeat_index`` counts earlier calls of the same item with the same ordering (and keys),
-    across executions, so identical prompts stay distinct calls in the cache.
+    Canonical orders come from the dataset's seed, so every run of a dataset shares them;
+    ``repeat_index`` counts earlier calls of the item with the same ordering, so identical
+    prompts stay distinct calls in the cache.
     """
     out: list[PlannedCall] = []
     for item in items:
@@ -109,12 +106,9 @@ def plan(
 def content_key(
     backend: str, model: str, rendered: Rendered, spec: RunSpec, repeat: int, *, server: bool = True
 ) -> str:
-    """The cache key of a call: backend, model, prompt text, sampling settings, repeat index;
-    for the simulated judge also the run seed (its noise follows the seed), for a replay the
-    recording's bytes (another file is another judge), for a provider reached through another
-    server than its own that server (:func:`~pcf.judges.judge_server`), since another server
-    is another judge under the same model name. ``server=False`` gives the key as it was made
-    before servers were part of it (batches sent then carry it as their custom id)."""
+    """The cache key of a call: backend, model, prompt, sampling settings, repeat index, and
+    what else makes another judge: the simulated judge's seed, a replay's recording, a
+    provider's other server (``server=False``: the key from before servers were part of it)."""
     payload = [
         backend,
         model,
@@ -135,11 +129,7 @@ def content_key(
 
 
 def recording_digest(path: Path) -> str:
-    """The SHA-256 of a replay recording, read once per version of the file.
-
-    Raises:
-        ValueError: the file cannot be read.
-    """
+    """The SHA-256 of a replay recording, read once per version of the file."""
     try:
         stat = path.stat()
         return _file_digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
@@ -159,25 +149,20 @@ def _file_digest(path: str, size: int, modified_ns: int) -> str:
     return digest.hexdigest()
 
 
-def _confirmation(planned_first: PlannedCall, spec: RunSpec) -> PlannedCall:
-    """APOCJudge call 3: the first order again, with seeded neutral keys."""
-    keys = neutral_keys(2, "apoc", spec.seed, planned_first.item.item_id)
-    return PlannedCall(
-        planned_first.item, planned_first.item_db_id, 0, 2, planned_first.order, keys, 0, True
-    )
-
-
 def confirmations(
     planned: Sequence[PlannedCall], stored: dict[tuple[int, int, int], Call], spec: RunSpec
 ) -> list[PlannedCall]:
-    """APOCJudge's confirmation calls not stored yet where the first two answers need one."""
+    """APOCJudge's confirmation calls not stored yet where the first two answers need one:
+    call 3, the first order again with seeded neutral keys."""
     out = []
     for first in (p for p in planned if p.call_index == 0):
         if (first.item_db_id, 0, 2) in stored:
             continue
-        d1, d2 = (stored.get((first.item_db_id, 0, i)) for i in (0, 1))
-        verdicts = (None if c is None else c.verdict() for c in (d1, d2))
+        calls = (stored.get((first.item_db_id, 0, i)) for i in (0, 1))
+        verdicts = (None if c is None else c.verdict() for c in calls)
         ballpark = is_ballpark_question(first.item.prompt)
         if needs_confirmation(*verdicts, ballpark=ballpark, guard=spec.ballpark_guard):
-            out.append(_confirmation(first, spec))
+            keys = neutral_keys(2, "apoc", spec.seed, first.item.item_id)
+            out.append(PlannedCall(first.item, first.item_db_id, 0, 2, first.order, keys, 0, True))
+
     return out

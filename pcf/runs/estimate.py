@@ -1,11 +1,8 @@
-"""The cost estimate of a run before it starts.
+"""The cost estimate of a run before it starts, and the checks a run passes before it is planned.
 
-The estimate plans the run's calls exactly as the engine does, leaves out the calls the run has
-stored already and those the content-keyed cache would answer, and prices the rest: input tokens
-are the rendered prompt's characters / 4, output tokens an assumed answer length per candidate.
-APOCJudge's confirmation calls depend on answers, so they are counted as "up to" one per pair.
-It also holds what a run is checked against before it is planned: the dataset it judges and
-why a stored run of that name cannot be resumed with these settings.
+The estimate plans the run's calls as the engine does, leaves out those stored or cached, and
+prices the rest: input tokens are the prompt's characters / 4, output tokens an assumed answer
+length per candidate; APOCJudge's confirmations are counted as "up to" one per pair.
 """
 
 from __future__ import annotations
@@ -13,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from sqlmodel import Session
 
 from pcf.prices import batch_prices, call_cost, price_table
@@ -22,6 +20,7 @@ from pcf.runs.adaptive import (
     executions_for,
     item_plans,
     item_state,
+    item_step,
     policy_of,
 )
 from pcf.runs.call_plan import PlannedCall, content_key, in_chunks, plan
@@ -52,23 +51,9 @@ CANONICAL_SETTING = "canonical_orders"
 
 @dataclass(frozen=True)
 class CostEstimate:
-    """What starting (or resuming) a run would do.
-
-    Attributes:
-        items: items the run covers.
-        planned: calls of the run (items x K x executions; pairs: 2 per pair).
-        stored: planned calls the run has already stored (a resumed run skips them).
-        cached: calls the content-keyed cache would answer for free.
-        to_call: calls sent to the judge (``planned - stored - cached``), retries not counted.
-        confirmations_max: APOCJudge confirmation calls that may follow (0 for listwise).
-        input_tokens: estimated input tokens of the calls sent.
-        output_tokens: estimated output tokens of the calls sent.
-        cost_usd: estimated cost, or None when the model has no price.
-        batch_cost_usd: the same calls sent with ``--batch`` (the providers' batch price), or
-            None when the model has no price or the backend no batch API.
-        resumes: the run exists and would be resumed.
-        conflict: why the run of this name cannot be resumed with these settings, else None.
-    """
+    """What starting (or resuming) a run would do: ``to_call`` is ``planned - stored -
+    cached``; a cost is None when the model has no price (or, for ``batch_cost_usd``, the
+    backend no batch API)."""
 
     items: int
     planned: int
@@ -87,73 +72,43 @@ class CostEstimate:
 def estimate_run(
     spec: RunSpec, *, session: Session, prices: dict[str, tuple[float, float]] | None = None
 ) -> CostEstimate:
-    """Estimate the calls, tokens and cost of running ``spec``.
-
-    Raises:
-        ValueError: no dataset of that name, or the protocol cannot run on its items (e.g.
-            APOCJudge on non-pairs).
-    """
+    """Estimate the calls, tokens and cost of running ``spec``."""
     dataset = require_dataset(spec, session=session)
     db_ids = item_db_ids(dataset.id, session=session)
     run = get_run(spec.run_name, session=session)
     conflict = None if run is None else settings_conflict(run, spec, session=session)
     prices = prices or price_table()
     items = planned = to_do = 0
-    priced = _priced(spec, [], session=session, prices=prices)
+    totals = np.zeros(3, dtype=int)
     for chunk in in_chunks(DatasetItems(dataset.id, session=session, limit=spec.limit)):
         calls = plan(chunk, db_ids, spec, dataset_seed=dataset.seed)
         ids = [db_ids[item.item_id] for item in chunk]
         stored = {} if run is None else run_calls_by_slot(run.id, session=session, item_ids=ids)
         todo = [c for c in calls if (c.item_db_id, c.execution, c.call_index) not in stored]
-        priced += _priced(spec, todo, session=session, prices=prices)
+        totals += _unanswered(spec, todo, session=session)
         items, planned, to_do = items + len(chunk), planned + len(calls), to_do + len(todo)
+    to_call, input_tokens, output_tokens = (int(n) for n in totals)
+    cost, batch_cost = _costs(spec, input_tokens, output_tokens, prices)
     return CostEstimate(
         items=items,
         planned=planned,
         stored=planned - to_do,
-        cached=to_do - priced.to_call,
-        to_call=priced.to_call,
+        cached=to_do - to_call,
+        to_call=to_call,
         confirmations_max=items if spec.protocol == "apoc" else 0,
-        input_tokens=priced.input_tokens,
-        output_tokens=priced.output_tokens,
-        cost_usd=priced.cost_usd,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cost_usd=cost,
         resumes=run is not None,
         conflict=conflict,
-        batch_cost_usd=priced.batch_cost_usd,
+        batch_cost_usd=batch_cost,
     )
 
 
-@dataclass(frozen=True)
-class _Priced:
-    to_call: int
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float | None
-    batch_cost_usd: float | None
-
-    def __add__(self, other: _Priced) -> _Priced:
-        """Both estimates together; a cost unknown in either is unknown."""
-        return _Priced(
-            self.to_call + other.to_call,
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            _sum_or_none(self.cost_usd, other.cost_usd),
-            _sum_or_none(self.batch_cost_usd, other.batch_cost_usd),
-        )
-
-
-def _sum_or_none(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else a + b
-
-
-def _priced(
-    spec: RunSpec,
-    calls: Sequence[PlannedCall],
-    *,
-    session: Session,
-    prices: dict[str, tuple[float, float]],
-) -> _Priced:
-    """The calls the cache would not answer, their estimated tokens and their cost."""
+def _unanswered(
+    spec: RunSpec, calls: Sequence[PlannedCall], *, session: Session
+) -> tuple[int, int, int]:
+    """How many of ``calls`` the cache would not answer, and their estimated tokens in and out."""
     rendered = [c.render() for c in calls]
     keys = [
         content_key(spec.backend, spec.model, r, spec, c.repeat_index)
@@ -166,30 +121,25 @@ def _priced(
         PAIRWISE_ANSWER_TOKENS if c.pairwise else ANSWER_TOKENS_PER_CANDIDATE * len(c.order)
         for c, _ in sent
     )
+    return len(sent), input_tokens, output_tokens
+
+
+def _costs(
+    spec: RunSpec, input_tokens: int, output_tokens: int, prices: dict[str, tuple[float, float]]
+) -> tuple[float | None, float | None]:
+    """The tokens' cost, and at the batch price (None: no price, or no batch API)."""
     cost = call_cost(spec.model, input_tokens, output_tokens, prices)
     batch_cost = call_cost(spec.model, input_tokens, output_tokens, batch_prices(prices))
-    return _Priced(
-        to_call=len(sent),
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        cost_usd=0.0 if spec.backend == "simulated" else cost,
-        batch_cost_usd=batch_cost if spec.backend in BATCH_BACKENDS else None,
+    return (
+        0.0 if spec.backend == "simulated" else cost,
+        batch_cost if spec.backend in BATCH_BACKENDS else None,
     )
 
 
 @dataclass(frozen=True)
 class ReopenEstimate:
-    """What asking today's stopping policy again about an adaptive run's stopped items costs.
-
-    Attributes:
-        versions: the policy versions of the recorded stops, and today's version.
-        items: stopped items whose stop another policy version made.
-        reopened: of those, items today's policy would not keep stopped.
-        min_calls: at least one call per reopened item.
-        max_calls: at most every call of their budgets not made yet.
-        max_cost_usd: what those calls cost at most (the cache's answers are free), or None
-            when the model has no price.
-    """
+    """What asking today's stopping policy again about an adaptive run's stopped items costs:
+    of the ``items`` another policy version stopped, those ``reopened``, and their calls."""
 
     versions: tuple[list[int], int]
     items: int
@@ -213,15 +163,8 @@ class ReopenEstimate:
 
 
 def reopen_estimate(spec: RunSpec, *, session: Session) -> ReopenEstimate | None:
-    """What ``pcf judge --recheck-stops`` would cost on the adaptive run ``spec`` names: which
-    items stopped by another policy version today's policy would not keep stopped, and the
-    calls (and cost) continuing them takes at least and at most. No judge is called. A
-    calibration item goes on to every call; the others are asked of the uncalibrated policy
-    (the threshold is chosen once the calibration items are in).
-
-    Returns:
-        None when there is no such run, or every recorded stop is today's version's.
-    """
+    """What ``pcf judge --recheck-stops`` would cost on the adaptive run ``spec`` names (the
+    uncalibrated policy asked), or None when no stop of that run is another version's."""
     run = get_run(spec.run_name, session=session)
     if run is None or spec.adaptive == "off":
         return None
@@ -238,7 +181,7 @@ def reopen_estimate(spec: RunSpec, *, session: Session) -> ReopenEstimate | None
     sample = calibration_keys(spec, [item.item_id for item in items])
     prices = price_table()
     reopened = max_calls = 0
-    priced = _priced(spec, [], session=session, prices=prices)
+    tokens = np.zeros(3, dtype=int)
     for chunk in in_chunks(items):
         planned = plan(chunk, db_ids, spec_plan, dataset_seed=dataset.seed)
         left_calls: list[PlannedCall] = []
@@ -247,29 +190,23 @@ def reopen_estimate(spec: RunSpec, *, session: Session) -> ReopenEstimate | None
             if first.item.item_id not in older:
                 continue
             stored = item_calls(run.id, first.item_db_id, session=session)
-            state, left = item_state(item_plan, stored)
-            full = first.item.item_id in sample
-            if left and (full or not (state.judgments and policy.settled(state))):
+            if item_step(item_plan, stored, policy, full=first.item.item_id in sample)[1] is None:
                 reopened += 1
-                left_calls += left
+                left_calls += item_state(item_plan, stored)[1]
         max_calls += len(left_calls)
-        priced += _priced(spec, left_calls, session=session, prices=prices)
+        tokens += _unanswered(spec, left_calls, session=session)
     return ReopenEstimate(
         versions=(sorted(set(versions.values())), STOPPING_VERSION),
         items=len(older),
         reopened=reopened,
         min_calls=reopened,
         max_calls=max_calls,
-        max_cost_usd=priced.cost_usd,
+        max_cost_usd=_costs(spec, int(tokens[1]), int(tokens[2]), prices)[0],
     )
 
 
 def require_dataset(spec: RunSpec, *, session: Session) -> Dataset:
-    """The dataset the run judges.
-
-    Raises:
-        ValueError: no dataset of that name.
-    """
+    """The dataset the run judges, or a ValueError that says how to import one."""
     dataset = get_dataset(spec.dataset, session=session)
     if dataset is None:
         raise ValueError(f"no dataset {spec.dataset!r}; import one with `pcf import`")
@@ -279,18 +216,11 @@ def require_dataset(spec: RunSpec, *, session: Session) -> Dataset:
 def settings_conflict(run: Run, spec: RunSpec, *, session: Session) -> str | None:
     """Why ``run`` cannot be resumed as ``spec`` (what differs), or None when it can."""
     theirs_dataset = get_dataset_by_id(run.dataset_id, session=session)
-    mine = {
-        "dataset": spec.dataset,
-        "backend": spec.backend,
-        "model": spec.model,
-        "base_url": spec.base_url,
-    } | spec.identity()
-    theirs = {
-        "dataset": theirs_dataset.name if theirs_dataset else None,
-        "backend": run.backend,
-        "model": run.model,
-        "base_url": run.base_url,
-    } | run.settings.get("identity", {})
+    judge = ("backend", "model", "base_url")
+    mine = {"dataset": spec.dataset} | {k: getattr(spec, k) for k in judge} | spec.identity()
+    theirs = {"dataset": theirs_dataset.name if theirs_dataset else None}
+    theirs |= {k: getattr(run, k) for k in judge} | run.settings.get("identity", {})
+
     changed = sorted(k for k in mine if mine[k] != theirs.get(k))
     if not changed:
         return _canonical_conflict(run, theirs_dataset)
@@ -299,11 +229,8 @@ def settings_conflict(run: Run, spec: RunSpec, *, session: Session) -> str | Non
 
 
 def _canonical_conflict(run: Run, dataset: Dataset | None) -> str | None:
-    """Why a run stored before canonical orders followed the dataset seed cannot resume.
-
-    Such a run seeded its canonical orders with its own seed; its plan is the same only when
-    that equals the dataset's seed.
-    """
+    """Why a run whose canonical orders came from its own seed (before they followed the
+    dataset seed) cannot resume: that seed is not the dataset's."""
     if CANONICAL_SETTING in run.settings or dataset is None or run.seed == dataset.seed:
         return None
     return (

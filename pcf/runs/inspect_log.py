@@ -32,16 +32,8 @@ def import_inspect_log(
     name: str | None = None,
     progress: Progress | None = None,
 ) -> tuple[Run, RunReport]:
-    """Store the log's items as dataset ``name`` (the log's dataset name by default) with the
-    task's dataset seed, and its answers as a replay run with the task's K, schedule and seed
-    (each epoch an execution), so the run's orderings are the ones the model was shown.
-
-    Raises:
-        DataError: samples without a sound item or readable calls (the log, the sample's
-            position, the field).
-        ValueError: not an eval log, or a dataset of that name exists.
-        AccessDeniedError: the actor may not import or run.
-    """
+    """Store the log's items as dataset ``name`` and its answers as a replay run with the
+    task's seeds, K and schedule (each epoch an execution), so its orderings are the model's."""
     from inspect_ai.log import read_eval_log  # noqa: PLC0415 - slow to import
 
     try:

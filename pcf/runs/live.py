@@ -1,6 +1,5 @@
 """Live execution of a run: every call not stored yet is answered from the cache or asked of
-the judge (concurrently, with retries, under the cost cap), and each answer is committed as it
-arrives, so an interrupted run resumes where it stopped."""
+the judge, and each answer is committed as it arrives, so an interrupted run resumes."""
 
 from __future__ import annotations
 
@@ -55,9 +54,8 @@ UNCLAIMED_BACKENDS = ("simulated", "replay")
 
 
 class KeyClaims:
-    """The content keys one run is asking now, claimed in the database
-    (:class:`~pcf.store.models.KeyClaim`), so that another run needing the same answer waits
-    for it instead of paying for it again; ``holder`` None claims nothing."""
+    """The content keys one run is asking now, claimed in the database so that another run
+    needing the same answer waits for it instead of paying again; ``holder`` None claims none."""
 
     def __init__(self, session: Session, holder: str | None) -> None:
         self.session, self.holder = session, holder
@@ -65,8 +63,7 @@ class KeyClaims:
         self._poller: asyncio.Task[None] | None = None
 
     def claim(self, keys: Iterable[str]) -> set[str]:
-        """Claim ``keys`` (committed); returns those held now (all of them when claiming is
-        off), the others being asked by another live run."""
+        """Claim ``keys`` (committed); returns those held now, the others being asked elsewhere."""
         if self.holder is None:
             return set(keys)
         held = claim_keys(keys, session=self.session, holder=self.holder, ttl_s=CLAIM_TTL_S)
@@ -74,8 +71,7 @@ class KeyClaims:
         return held
 
     def release(self, key: str) -> None:
-        """Give up the claim on ``key`` in the open transaction: with the answer's (or
-        failure's) row, in the same commit."""
+        """Give up the claim on ``key`` in the open transaction (committed with its row)."""
         if self.holder is not None:
             release_keys([key], session=self.session, holder=self.holder)
 
@@ -99,8 +95,7 @@ class KeyClaims:
 
 
 class CallExecutor:
-    """Asks one judge the calls of a run and stores their rows (:class:`RunRows`), every
-    request through the run's cost guard and claimed against other runs."""
+    """Asks one judge the calls of a run and stores their rows, under the cost guard."""
 
     def __init__(self, rows: RunRows, judge: Judge, *, guard: CostGuard, claims: KeyClaims) -> None:
         self.rows, self.judge, self.spec = rows, judge, rows.spec
@@ -116,8 +111,7 @@ class CallExecutor:
     async def call(
         self, planned: PlannedCall, rendered: Rendered, key: str, *, claimed: bool = True
     ) -> None:
-        """Answer one call with the judge; a call another run is asking (not ``claimed``)
-        waits for that answer and takes it from the cache, or asks it here if it failed."""
+        """Answer one call; one another run is asking (not ``claimed``) waits for that answer."""
         while not claimed:
             await self.claims.freed(key)
             claimed = bool(self.claims.claim([key]))
@@ -129,8 +123,7 @@ class CallExecutor:
             await self._ask(planned, rendered, key)
 
     def _from_cache(self, prepared: Sequence[Prepared]) -> list[Prepared]:
-        """Store the calls whose answers another run stored since this run looked (only
-        claimed requests can have one); returns them."""
+        """Store the calls whose answers another run stored meanwhile; returns them."""
         if self.claims.holder is None:
             return []
         rows, _ = self.rows.cached(prepared)
@@ -143,7 +136,7 @@ class CallExecutor:
 
     async def _ask(self, planned: PlannedCall, rendered: Rendered, key: str) -> None:
         """Ask the judge, retrying transport errors and unparseable answers, each request
-        reserved with the cost guard first; a request over the cap is not sent."""
+        reserved with the cost guard first."""
         context = CallContext(
             planned.item,
             planned.order,
@@ -213,12 +206,7 @@ class CallExecutor:
         return min(MAX_BACKOFF_S, max(wait, retry_after or 0.0))
 
     async def answer(self, calls: Sequence[PlannedCall]) -> None:
-        """Answer calls from the cache where possible, the rest concurrently.
-
-        The cache's answers are stored in one transaction before the first judge call; then
-        the requests left are claimed at once, and each judge answer is committed alone with
-        its claim given up.
-        """
+        """Answer calls from the cache where possible (one transaction), the rest concurrently."""
         hit_rows, pending = self.rows.cached(self.rows.prepare(calls))
         if hit_rows:
             self.rows.commit(hit_rows)
@@ -246,24 +234,10 @@ async def execute(
 ) -> RunReport:
     """Make every call of ``run`` that is not stored yet; each answer is committed at once.
 
-    ``items`` is gone through twice (to count the calls to make, then to make them), a chunk
-    of :data:`~pcf.store.datasets.ITEM_CHUNK` items at a time: with
-    :class:`~pcf.store.datasets.DatasetItems`, memory does not grow with the run. Calls already
-    stored for the run are never made again, so running a finished run makes no judge call;
-    with ``retry_failed``, failed calls are asked again, and each new answer becomes its call's
-    current answer while the failed one is kept as a ``retried``
-    :class:`~pcf.store.models.ReplacedCall`. With ``budget_usd``, every request goes through
-    the run's cost guard (:class:`~pcf.runs.budget.CostGuard`): one that would take this
-    invocation's spend past ``budget_usd`` is not sent, and the run is then ``capped`` instead
-    of ``finished`` (it resumes like any run). Provider requests are claimed under
-    ``holder`` (the run's lease holder; by default one made for this invocation), so that
-    another run asking the same request at the same time waits for this answer. An adaptive
-    run keeps the
-    stops it recorded (whatever policy version made them) unless ``recheck_stops`` asks the
-    current policy again about those items. Returns what this invocation did.
-
-    Raises:
-        TypeError: ``items`` can be gone through only once (an iterator).
+    ``items`` is gone through twice, a chunk at a time, so memory does not grow with the run.
+    With ``retry_failed``, failed calls are asked again (the failed answer kept as replaced);
+    a request that would take the spend past ``budget_usd`` is not sent and the run is
+    ``capped``; an adaptive run keeps its recorded stops unless ``recheck_stops``.
     """
     if iter(items) is items:
         raise TypeError("execute goes through its items twice: give a list or DatasetItems")
@@ -276,9 +250,17 @@ async def execute(
         holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
     executor = CallExecutor(rows, judge, guard=guard, claims=KeyClaims(session, holder))
     report = executor.report
-    chunk_plan = _ChunkPlan(run, executions_for(spec, items), db_ids, session=session)
+    plan_spec, dataset_seed = executions_for(spec, items), run_dataset(run, session=session).seed
+
+    def planned_of(chunk: Sequence[Item]) -> list[PlannedCall]:  # confirmations aside
+        return plan(chunk, db_ids, plan_spec, dataset_seed=dataset_seed)
+
+    def stored_of(chunk: Sequence[Item]) -> dict[Slot, Call]:
+        ids = [db_ids[item.item_id] for item in chunk]
+        return run_calls_by_slot(run.id, session=session, item_ids=ids)
+
     for chunk in in_chunks(items):
-        planned, stored = chunk_plan.calls(chunk)
+        planned, stored = planned_of(chunk), stored_of(chunk)
         to_do = sum(_open(p, stored, retry_failed) for p in planned)
         report.planned += len(planned)
         report.to_do += to_do
@@ -287,13 +269,13 @@ async def execute(
     session.commit()
     with gc_frozen():
         for chunk in in_chunks(items):
-            planned, stored = chunk_plan.calls(chunk)
+            planned, stored = planned_of(chunk), stored_of(chunk)
             if retry_failed:
                 report.retried += rows.retry(call for call in stored.values() if not call.ok)
             if spec.adaptive == "off":
                 await executor.answer([p for p in planned if _open(p, stored, retry_failed)])
             if spec.protocol == "apoc":
-                stored = chunk_plan.stored(chunk)
+                stored = stored_of(chunk)
                 if retry_failed:  # a failed confirmation is asked again too
                     stored = {slot: call for slot, call in stored.items() if call.ok}
                 second = confirmations(planned, stored, spec)
@@ -303,7 +285,7 @@ async def execute(
             kept = kept_stops(run, recheck=recheck_stops)
             stops, calibration = await answer_adaptive(
                 executor,
-                lambda: (chunk_plan.calls(chunk)[0] for chunk in in_chunks(items)),
+                lambda: (planned_of(chunk) for chunk in in_chunks(items)),
                 [item.item_id for item in items],
                 run,
                 spec,
@@ -317,26 +299,6 @@ async def execute(
     update_run_totals(run.id, session=session)
     session.commit()
     return report
-
-
-class _ChunkPlan:
-    """The planned calls of a chunk of a run's items, and the chunk's stored calls."""
-
-    def __init__(
-        self, run: Run, spec: RunSpec, db_ids: Mapping[str, int], *, session: Session
-    ) -> None:
-        self.run, self.spec, self.db_ids, self.session = run, spec, db_ids, session
-        self.dataset_seed = run_dataset(run, session=session).seed
-
-    def calls(self, chunk: Sequence[Item]) -> tuple[list[PlannedCall], dict[Slot, Call]]:
-        """The chunk's planned calls (APOCJudge's confirmations aside) and stored calls."""
-        planned = plan(chunk, self.db_ids, self.spec, dataset_seed=self.dataset_seed)
-        return planned, self.stored(chunk)
-
-    def stored(self, chunk: Sequence[Item]) -> dict[Slot, Call]:
-        """The run's stored calls of the chunk's items, by slot."""
-        ids = [self.db_ids[item.item_id] for item in chunk]
-        return run_calls_by_slot(self.run.id, session=self.session, item_ids=ids)
 
 
 def _open(planned: PlannedCall, stored: Mapping[Slot, Call], retry_failed: bool) -> bool:

@@ -1,6 +1,5 @@
-"""Run management: create a run or resume it, make its missing calls, and say which backends
-this process can use; import a dataset and delete a run. Each of these checks what the acting
-person's role allows (:mod:`pcf.access`) and is written to the audit log."""
+"""Run management: create, resume, judge and delete runs and import datasets, each checked
+against the actor's role (:mod:`pcf.access`) and written to the audit log."""
 
 from __future__ import annotations
 
@@ -73,11 +72,7 @@ class CostCapError(ValueError):
 
 
 def default_cost_cap() -> float | None:
-    """The operator's cost cap per run (``PCF_MAX_COST_USD``), or None.
-
-    Raises:
-        ValueError: the variable is not a number of at least 0.
-    """
+    """The operator's cost cap per run (``PCF_MAX_COST_USD``), or None."""
     value = os.environ.get(MAX_COST_ENV, "").strip()
     if not value:
         return None
@@ -100,15 +95,8 @@ def own_key_needed(actor: Actor, backend: str, base_url: str | None) -> bool:
 def check_start(
     spec: RunSpec, *, session: Session, actor: Actor, api_key: str | None = None
 ) -> None:
-    """Refuse a run ``actor`` may not start: their role, or where the server's key would go.
-
-    The server's provider key goes only to the provider's own endpoint and to the base URLs the
-    operator lists (``PCF_ALLOWED_BASE_URLS``); a run to another server needs a key of its own
-    (``api_key``, used for that run only and never stored).
-
-    Raises:
-        AccessDeniedError: the role may not run, or the key may not go to ``spec.base_url``.
-    """
+    """Refuse a run ``actor`` may not start: their role, or where the server's key would go
+    (a server the operator does not list needs ``api_key``, a key of the actor's own)."""
     actor = authorize(actor, Permission.RUN, session=session)
     if api_key is None and own_key_needed(actor, spec.backend, spec.base_url):
         raise AccessDeniedError(
@@ -120,11 +108,7 @@ def check_start(
 
 
 def require_price(spec: RunSpec, cap: float | None, prices: Mapping[str, object]) -> None:
-    """Refuse a provider's model that has no price under a cost cap: no cap could hold it.
-
-    Raises:
-        CostCapError: a cap is set, the backend pays a provider, and the model has no price.
-    """
+    """Refuse a provider's model that has no price under a cost cap: no cap could hold it."""
     if cap is not None and spec.backend in KEY_ENV and spec.model not in prices:
         raise CostCapError(
             f"model {spec.model!r} has no price, so a cost cap (${cap:.4f}) cannot hold its "
@@ -134,12 +118,7 @@ def require_price(spec: RunSpec, cap: float | None, prices: Mapping[str, object]
 
 
 def check_cost(spec: RunSpec, cap: float | None, *, session: Session) -> float:
-    """What the run has spent so far; refuse it when its estimate would pass ``cap``.
-
-    Raises:
-        CostCapError: the spend so far plus the estimated cost of the calls to make exceeds
-            ``cap``.
-    """
+    """What the run has spent so far; refuse it (CostCapError) when its estimate passes ``cap``."""
     stored = get_run(spec.run_name, session=session)
     spent = stored.cost_usd if stored is not None else 0.0
     if cap is None:
@@ -157,12 +136,8 @@ def check_cost(spec: RunSpec, cap: float | None, *, session: Session) -> float:
 def backend_problem(
     backend: str, base_url: str | None = None, environ: Mapping[str, str] | None = None
 ) -> str | None:
-    """None when the app can start runs of ``backend``, else what it needs.
-
-    A provider is usable when its key variable (:data:`pcf.judges.KEY_ENV`) is set; ``openai``
-    also when an OpenAI-compatible ``base_url`` is given (self-hosted servers need no key).
-    Only the variable's presence is read, never shown.
-    """
+    """None when the app can start runs of ``backend``, else what it needs (a key variable is
+    only checked for presence, never shown)."""
     if backend not in APP_BACKENDS:
         return f"{backend} runs start from the command line (pcf judge)"
     if backend not in KEY_ENV or env_key(backend, environ) or (backend == "openai" and base_url):
@@ -172,15 +147,8 @@ def backend_problem(
 
 
 def open_run(spec: RunSpec, *, session: Session, recorded: Mapping[str, Any] | None = None) -> Run:
-    """The run ``spec`` names: created, or resumed when its settings are the same.
-
-    ``recorded``: what made the recording a replay run answers from (its provenance, which
-    decides whether the run is simulated), stored with a new run.
-
-    Raises:
-        ValueError: no dataset of that name.
-        RunConflictError: a run of that name exists with other settings.
-    """
+    """The run ``spec`` names: created (with a replay's ``recorded`` provenance), or resumed
+    when its settings are the same."""
     dataset = require_dataset(spec, session=session)
     run = get_run(spec.run_name, session=session)
     if run is None:
@@ -212,7 +180,24 @@ def open_run(spec: RunSpec, *, session: Session, recorded: Mapping[str, Any] | N
     return run
 
 
+def open_audited(
+    spec: RunSpec,
+    *,
+    session: Session,
+    actor: Actor,
+    details: dict[str, Any],
+    recorded: Mapping[str, Any] | None = None,
+) -> Run:
+    """:func:`open_run`, written to the audit log as ``run_started`` or ``run_resumed``."""
+    event = "run_started" if get_run(spec.run_name, session=session) is None else "run_resumed"
+    run = open_run(spec, session=session, recorded=recorded)
+    details = {"backend": spec.backend, "model": spec.model} | details
+    add_audit_event(event, session=session, actor=actor.identity, target=run.name, details=details)
+    return run
+
+
 LEASE_TTL_S = 60.0
+
 """How long a run's lease outlives its holder's last sign of life (on another host; on this
 host a holder whose process is gone is dead at once)."""
 HEARTBEAT_S = 10.0
@@ -226,11 +211,7 @@ class RunBusyError(ValueError):
 
 
 def take_lease(name: str, holder: str, *, session: Session) -> None:
-    """Hold the lease of run ``name`` (committed), trying again when another process races.
-
-    Raises:
-        RunBusyError: a live process holds it.
-    """
+    """Hold the lease of run ``name`` (committed), trying again when another process races."""
     for attempt in range(LEASE_ATTEMPTS):
         try:
             busy = take_run_lease(name, session=session, holder=holder, ttl_s=LEASE_TTL_S)
@@ -280,13 +261,7 @@ class Lease:
 
 @contextmanager
 def leased(name: str, *, session: Session) -> Iterator[Lease]:
-    """Hold run ``name``'s lease meanwhile (one process per run), and give it up at the end
-    with the holder's key claims, whatever happened (work not committed is rolled back
-    first).
-
-    Raises:
-        RunBusyError: a live process holds it.
-    """
+    """Hold run ``name``'s lease meanwhile, and give it up with its key claims at the end."""
     holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
     take_lease(name, holder, session=session)
     try:
@@ -312,31 +287,8 @@ def judge_run(
     """Create or resume the run and make its missing calls, holding its lease meanwhile.
 
     The price table and the judge come first, so that a price file that cannot be used or a
-    judge that cannot start (no key) leaves no run behind. Only
-    one process at a time judges a run: its lease (:class:`~pcf.store.models.RunLease`) is
-    taken before the run is opened and given up when this returns or raises.
-    ``progress(report)`` is called after every answered call. With ``retry_failed``, the
-    run's failed calls are asked again; with ``recheck_stops``, an adaptive run asks the current
-    stopping policy again about the items it stopped (see :func:`~pcf.runs.live.execute`).
-
-    ``actor`` must be allowed to run, and the server's key to go where the run goes
-    (:func:`check_start`); ``api_key`` is a key of the actor's own for this run only. The run
-    spends at most ``max_cost`` USD (by default the operator's ``PCF_MAX_COST_USD``): it is
-    refused when its estimate passes the cap, and sends no request whose reserved upper bound
-    would take its spend past it (:class:`~pcf.runs.budget.CostGuard`; status ``capped``, the
-    calls stored stay, and a higher cap resumes it).
-
-    Returns:
-        The run, and what this invocation did.
-
-    Raises:
-        ValueError: no dataset of that name, the judge cannot start, the protocol cannot
-            run on its items, or the run has provider batches not collected yet.
-        RunConflictError: a run of that name exists with other settings.
-        RunBusyError: another live process is judging the run.
-        AccessDeniedError: the actor may not start the run (:func:`check_start`).
-        CostCapError: the estimate passes the cost cap, or a provider's model has no price
-            under a cap (:func:`require_price`).
+    judge that cannot start leaves no run behind. The run spends at most ``max_cost`` USD (by
+    default ``PCF_MAX_COST_USD``); ``api_key`` is a key of the actor's own for this run only.
     """
     check_start(spec, session=session, actor=actor, api_key=api_key)
     require_dataset(spec, session=session)
@@ -344,7 +296,6 @@ def judge_run(
     cap = max_cost if max_cost is not None else default_cost_cap()
     require_price(spec, cap, prices)
     spent = check_cost(spec, cap, session=session)
-    resumed = get_run(spec.run_name, session=session) is not None
     judge = make_judge(
         spec.backend,
         spec.model,
@@ -378,20 +329,8 @@ def judge_run(
 
     with leased(name, session=session) as lease:
         recorded = judge.recorded if isinstance(judge, ReplayJudge) else None
-        run = open_run(spec, session=session, recorded=recorded)
-        add_audit_event(
-            "run_resumed" if resumed else "run_started",
-            session=session,
-            actor=actor.identity,
-            target=name,
-            details={
-                "backend": spec.backend,
-                "model": spec.model,
-                "base_url": spec.base_url,
-                "own_key": api_key is not None,
-                "max_cost_usd": cap,
-            },
-        )
+        details = {"base_url": spec.base_url, "own_key": api_key is not None, "max_cost_usd": cap}
+        run = open_audited(spec, session=session, actor=actor, details=details, recorded=recorded)
         session.commit()
         if any(batch.state != "collected" for batch in run_batches(run.id, session=session)):
             raise ValueError(
@@ -414,12 +353,7 @@ def import_dataset(
     source_path: str | Path | None = None,
     seed: int = 0,
 ) -> Dataset:
-    """Import ``items`` as dataset ``name`` (all or nothing), as ``actor``.
-
-    Raises:
-        AccessDeniedError: the actor may not import.
-        ValueError: a dataset of that name exists, or an item is refused.
-    """
+    """Import ``items`` as dataset ``name`` (all or nothing), as ``actor``."""
     actor = authorize(actor, Permission.IMPORT, session=session)
     dataset = import_items(
         items, session=session, name=name, fmt=fmt, source_path=source_path, seed=seed
@@ -437,15 +371,7 @@ def import_dataset(
 def import_upload(
     data: bytes, filename: str, *, session: Session, actor: Actor, name: str, fmt: str | None = None
 ) -> Dataset:
-    """Import an uploaded file as ``pcf import`` does (:func:`import_dataset`); ``fmt``, one of
-    :data:`~pcf.choices.FORMATS`, is by default the suffix's: CSV, Parquet (RewardBench 2's
-    rows) or else items.jsonl.
-
-    Raises:
-        AccessDeniedError: the actor may not import.
-        DataError: the file's problems, each naming ``filename``, the line and the field.
-        ValueError: the name is taken, or the file holds no item.
-    """
+    """Import an uploaded file as ``pcf import`` does; ``fmt`` is by default the suffix's."""
     upload = Path(filename)
     fmt = fmt or {".csv": "csv", ".parquet": "rewardbench2"}.get(upload.suffix.lower(), "jsonl")
     with tempfile.TemporaryDirectory() as folder:
@@ -461,12 +387,7 @@ def import_upload(
 
 
 def delete_run(name: str, *, session: Session, actor: Actor) -> dict[str, int]:
-    """Delete the run, its calls and their replaced answers (never a label), as ``actor``.
-
-    Raises:
-        AccessDeniedError: the actor may not delete runs.
-        ValueError: see :func:`pcf.store.calls.delete_run`.
-    """
+    """Delete the run, its calls and their replaced answers (never a label), as ``actor``."""
     actor = authorize(actor, Permission.DELETE_RUN, session=session)
     deleted = delete_stored_run(name, session=session)
     add_audit_event(

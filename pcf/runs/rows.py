@@ -1,7 +1,6 @@
-"""The rows of a run's calls: how each row is made (a judge's answer, the cache's, a failure)
-and stored (a new call, the new answer of a retried failed call, a second writer's duplicate).
-One owner for all of it, used by live runs (:mod:`pcf.runs.live`) and provider batches
-(:mod:`pcf.runs.batch`) alike; every stored row is committed at once."""
+"""The rows of a run's calls, made (a judge's answer, the cache's, a failure) and stored (a new
+call, a retried failed call's new answer, a second writer's duplicate), for live runs and
+provider batches alike."""
 
 from __future__ import annotations
 
@@ -40,12 +39,9 @@ NUL_REPAIR = "nul_replaced"
 
 
 def stored_reply(reply: JudgeReply) -> tuple[str, dict[str, Any], list[str]]:
-    """A reply's text and raw response as they are stored, and the repair made, if any.
-
-    API keys are masked (:func:`~pcf.judges.base.redact`), NUL characters (which PostgreSQL's
-    text columns refuse) become U+FFFD and are recorded as the ``nul_replaced`` repair, numbers
-    JSON cannot hold (NaN, infinity) become strings, and nesting stops at
-    :data:`MAX_RAW_DEPTH`, so whatever a provider sends can be stored.
+    """A reply's text and raw response as stored, and the repair made, if any: keys masked,
+    NUL characters (which PostgreSQL's text columns refuse) as U+FFFD, NaN and infinity as
+    strings, nesting cut at :data:`MAX_RAW_DEPTH`, so whatever a provider sends can be stored.
     """
     had_nul, keys = False, configured_keys()
 
@@ -73,8 +69,7 @@ def stored_reply(reply: JudgeReply) -> tuple[str, dict[str, Any], list[str]]:
 
 
 def failed_answer(error: str) -> dict[str, Any]:
-    """The answer fields of a call left without a usable reply: its ``reason: message`` error
-    stored like an answer (no key, no NUL, at most 500 characters)."""
+    """The answer fields of a call left without a usable reply (its error, cleaned and cut)."""
     return {
         "ok": False,
         "error": redact(error.replace("\x00", "\ufffd"))[:500],
@@ -88,11 +83,7 @@ def failed_answer(error: str) -> dict[str, Any]:
 
 @dataclass
 class RunReport:
-    """What one invocation of :func:`execute` did, updated as calls are answered.
-
-    ``to_do`` counts the calls this invocation has to answer and ``done`` those answered so
-    far (by the judge or the cache); ``first_error`` is the first failed call's error.
-    """
+    """What one invocation of :func:`execute` did, updated as calls are answered."""
 
     planned: int = 0
     already_done: int = 0
@@ -145,12 +136,8 @@ Progress = Callable[[RunReport], None]
 
 
 class RunRows:
-    """The rows of one run's calls in one session, and their storage.
-
-    Rows of calls whose slot holds a failed answer being asked again (:meth:`retry`) replace
-    that answer; the rest are new calls. ``report`` counts the rows stored and ``progress`` is
-    called after each.
-    """
+    """The rows of one run's calls in one session, and their storage; ``progress`` is called
+    after each stored row."""
 
     def __init__(
         self,
@@ -168,11 +155,10 @@ class RunRows:
         self._replacing: dict[Slot, int] = {}
         self.stopped = False
 
-    # ------------------------------------------------------------------ making rows
-
-    def key(self, planned: PlannedCall, rendered: Rendered) -> str:
-        """The call's content key (its cache key and batch custom id)."""
-        return content_key(self.backend, self.model, rendered, self.spec, planned.repeat_index)
+    def key(self, planned: PlannedCall, rendered: Rendered, *, server: bool = True) -> str:
+        """The call's content key (its cache key and batch custom id; see :func:`content_key`)."""
+        spec, repeat = self.spec, planned.repeat_index
+        return content_key(self.backend, self.model, rendered, spec, repeat, server=server)
 
     def prepare(self, calls: Iterable[PlannedCall]) -> list[Prepared]:
         """Each call with its rendered prompt and content key."""
@@ -183,9 +169,7 @@ class RunRows:
         return out
 
     def base(self, planned: PlannedCall, rendered: Rendered, key: str) -> dict[str, Any]:
-        """The columns of the call's row that do not depend on the answer, with the request
-        as sent and the item's texts it was rendered from (the store keeps the request as a
-        template that refers to them)."""
+        """The columns of the call's row that do not depend on the answer."""
         item = planned.item
         return {
             "run_id": self.run.id,
@@ -234,11 +218,8 @@ class RunRows:
     async def answered(
         self, planned: PlannedCall, rendered: Rendered, reply: JudgeReply
     ) -> dict[str, Any]:
-        """Fields of the row that come from a judge's reply, as stored and as parsed.
-
-        A long answer is cleaned and parsed in a worker thread, so the event loop keeps serving
-        the calls in flight meanwhile.
-        """
+        """Fields of the row that come from a judge's reply; a long answer is parsed in a worker
+        thread, so the event loop keeps serving the calls in flight."""
         if len(reply.text) < INLINE_PARSE_CHARS:
             return self._answer_fields(planned, rendered, reply)
         return await asyncio.to_thread(self._answer_fields, planned, rendered, reply)
@@ -258,12 +239,8 @@ class RunRows:
     def from_cache(
         self, planned: PlannedCall, rendered: Rendered, key: str, hit: Call
     ) -> dict[str, Any] | None:
-        """The row of a call the content-keyed cache answers with ``hit``, or None.
-
-        The same prompt text may label other candidate ids (the same texts in another item or
-        dataset), so the stored answer is parsed again against this call's keys, as if the
-        judge had given it now; were that not ok, the judge is asked instead.
-        """
+        """The row of a call the cache answers with ``hit``, or None when ``hit`` does not parse
+        against this call's keys (the same text may label other candidate ids)."""
         reused = self.parse(planned, rendered, JudgeReply(text=hit.response_text or ""))
         if not reused["ok"]:
             return None
@@ -280,8 +257,7 @@ class RunRows:
         )
 
     def cached(self, prepared: Sequence[Prepared]) -> tuple[list[dict[str, Any]], list[Prepared]]:
-        """The rows of the calls the content-keyed cache answers (looked up in a few queries),
-        and the calls left for the judge."""
+        """The rows of the calls the cache answers, and the calls left for the judge."""
         hits = cached_calls([key for *_, key in prepared], session=self.session)
         rows: list[dict[str, Any]] = []
         rest = []
@@ -294,26 +270,16 @@ class RunRows:
                 rows.append(row)
         return rows, rest
 
-    # ------------------------------------------------------------------ storing rows
-
     def retry(self, failed: Iterable[Call]) -> int:
-        """Store the next answers at these failed calls' slots as their replacements (each
-        failed answer is kept as a ``retried`` replaced call); returns how many."""
+        """Store the next answers at these failed calls' slots as replacements; returns how many."""
         slots = {(call.item_id, call.execution, call.call_index): call.id for call in failed}
         self._replacing |= slots
         return len(slots)
 
     def commit(self, rows: list[dict[str, Any]]) -> None:
-        """Store rows of calls in one transaction (a judge's answer alone, as it arrives).
-
-        A plain INSERT of the rows, without building ORM objects or a unit of work: this runs
-        in the event loop once per call, and every millisecond it takes is taken from the
-        judge's SDK (see ``benchmarks/runner_throughput.py``). A call that another writer
-        stored meanwhile does not stop the run: the answer is kept as a duplicate of it. A lost
-        database connection is waited for and the transaction tried again
-        (:func:`~pcf.store.engine.commit_retrying`). Any other error (a full disk, a server
-        gone for too long) stops it: no call is made after it.
-        """
+        """Store rows of calls in one transaction, with a plain INSERT (this runs in the event
+        loop once per call). A call another writer stored meanwhile is kept as a duplicate; an
+        error other than a lost connection stops the run."""
         try:
             self._store(rows)
         except IntegrityError:  # rolled back: store them one by one
@@ -332,8 +298,7 @@ class RunRows:
                 self.progress(self.report)
 
     def _store(self, rows: list[dict[str, Any]]) -> None:
-        """Commit new calls, and new answers of retried failed calls (the failed answer is
-        kept as a replaced call)."""
+        """Commit new calls, and new answers of retried failed calls."""
         new = [row for row in rows if slot_of(row) not in self._replacing]
         retried = {self._replacing[slot_of(r)]: r for r in rows if slot_of(r) in self._replacing}
 

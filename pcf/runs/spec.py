@@ -31,7 +31,6 @@ IDENTITY_FIELDS = (
 )
 """The settings that define a run's calls: a run is resumed only with the same values."""
 ADAPTIVE_FIELDS = ("adaptive", "risk", "max_calls")
-"""The identity settings of an adaptive run besides :data:`IDENTITY_FIELDS` and ``stop_on``."""
 LIMIT_SETTING = "batch_limit"
 """The run setting that keeps the limit of the run's latest batch submit, for collecting."""
 _PROTOCOL_SETTINGS: dict[str, dict[str, Any]] = {
@@ -46,27 +45,11 @@ _PROTOCOL_SETTINGS: dict[str, dict[str, Any]] = {
 class RunSpec:
     """A run: which dataset, which judge, which protocol and how to make its calls.
 
-    The protocol's fixed settings are applied on construction (direct: K=1; repeated: the
-    repeated schedule; apoc: up to 3 calls per pair). The fields in :data:`IDENTITY_FIELDS`,
-    with the dataset, backend, model and base URL, define the run; the rest (limit,
-    concurrency, retries) may change between resumptions.
-
-    Attributes:
-        dataset: the imported dataset's name.
-        name: the run's name; None names it after its settings (:attr:`run_name`).
-        backend: one of :data:`pcf.judges.BACKENDS`.
-        model: the judge model.
-        base_url: an OpenAI-compatible server (vLLM, Ollama, ...).
-        replay: the ``judgments.jsonl`` a ``replay`` judge answers from.
-        limit: judge the first N items only.
-        adaptive: the stopping policy (:data:`pcf.stopping.POLICIES`): ``off`` makes every
-            planned call; ``certain`` and ``confident`` make an item's calls in waves and stop
-            once its winner is settled.
-        risk: for ``confident``, the accepted chance that the full run would pick another winner.
-        max_calls: for ``confident``, the most calls per item; above the planned calls it lets
-            unsettled items go on with further executions of the same schedule.
-        stop_on: the Eq. 5 weights an adaptive run settles its winners on (and so the only
-            weights its decisions use).
+    The protocol's fixed settings are applied on construction. The fields in
+    :data:`IDENTITY_FIELDS`, with the dataset, backend, model and base URL, define the run; the
+    rest may change between resumptions. ``adaptive`` names a stopping policy; ``risk`` and
+    ``max_calls`` are the ``confident`` policy's, ``stop_on`` the weights an adaptive run
+    settles its winners on.
     """
 
     dataset: str
@@ -106,9 +89,6 @@ class RunSpec:
             object.__setattr__(self, key, value)  # a frozen dataclass sets fields this way
         if self.protocol == "pcf" and self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}; choose one of {SCHEDULES}")
-        self._check_adaptive()
-
-    def _check_adaptive(self) -> None:
         if self.adaptive not in POLICIES:
             raise ValueError(f"unknown adaptive policy {self.adaptive!r}; choose one of {POLICIES}")
         if self.adaptive != "off" and self.protocol not in ("pcf", "repeated"):
@@ -124,8 +104,8 @@ class RunSpec:
 
     @classmethod
     def from_run(cls, run: Run, dataset: str) -> RunSpec:
-        """The spec that made stored ``run`` of dataset ``dataset``: its judge, its identity
-        settings and the limit of its latest batch submit (other settings at their defaults)."""
+        """The spec that made stored ``run`` of dataset ``dataset`` (other settings at their
+        defaults)."""
         identity = run.settings.get("identity", {})
         settings: dict[str, Any] = {
             key: identity[key] for key in (*IDENTITY_FIELDS, *ADAPTIVE_FIELDS) if key in identity
@@ -144,17 +124,15 @@ class RunSpec:
 
     @property
     def run_name(self) -> str:
-        """The run's name: the one given, or one that encodes the settings, so that repeating
-        a command resumes its run."""
+        """The run's name: the one given, or one that encodes the settings."""
         if self.name:
             return self.name
         settings = f"k{self.k}-{self.schedule}-x{self.executions}-s{self.seed}"
         return f"{self.dataset}/{self.protocol}/{self.backend}/{self.model}/{settings}"
 
     def identity(self) -> dict[str, Any]:
-        """The settings that define the run's calls (:data:`IDENTITY_FIELDS`, and the stopping
-        policy of an adaptive run: its weights when they are not the proposed ones, so runs
-        stored before ``stop_on`` existed keep their identity)."""
+        """The settings that define the run's calls (an adaptive run's weights only when they
+        are not the proposed ones, so runs stored before ``stop_on`` keep their identity)."""
         identity = {key: getattr(self, key) for key in IDENTITY_FIELDS}
         if self.adaptive != "off":
             identity |= {"adaptive": self.adaptive, "max_calls": self.max_calls}

@@ -35,21 +35,13 @@ DEMO_RUNS = (
         model=STRONG_BIAS_MODEL,
     ),
 )
-"""The demo's simulated runs. The last one's judge (``sim-strong-primacy``) has a strong
-position bias (:data:`pcf.judges.simulated.STRONG_SLOT_BIAS`), so the direct verdict follows the
-first slot and the consensus over orderings visibly recovers; the others use the default mild
-primacy. Every one is simulated and labelled so."""
+"""The demo's simulated runs; the last one's judge has a strong position bias, so the direct
+verdict follows the first slot and the consensus over orderings visibly recovers."""
 
 
 def study_specs(study: str, base: RunSpec, *, session: Session) -> list[RunSpec]:
-    """The study's runs, each ``base`` with its protocol and the name ``STUDY/PROTOCOL``.
-
-    ``base`` gives the dataset, judge, K, executions and the settings every run shares; direct
-    takes one call and repeated one execution; a dataset of pairs gets APOCJudge alone.
-
-    Raises:
-        ValueError: no dataset of that name.
-    """
+    """The study's runs, each ``base`` with its protocol and the name ``STUDY/PROTOCOL`` (a
+    dataset of pairs gets APOCJudge alone)."""
     dataset = require_dataset(base, session=session)
     pairs = all(len(i.candidates) == 2 for i in load_items(dataset.id, session=session))
     protocols = ("apoc",) if pairs else ("direct", "pcf", "repeated")
@@ -70,8 +62,7 @@ def study_runs(study: str, *, session: Session) -> list[Run]:
 
 
 def build_demo(*, session: Session, actor: Actor) -> list[tuple[Run, RunReport]]:
-    """Import the demo items as dataset ``demo`` and run the simulated demo runs, as ``actor``
-    (who must be allowed to import and run)."""
+    """Import the demo items as dataset ``demo`` and run the simulated demo runs, as ``actor``."""
     if get_dataset("demo", session=session) is None:
         items = load_dataset("jsonl", DEMO_ITEMS)
         import_dataset(
