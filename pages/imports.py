@@ -49,7 +49,7 @@ if notice := st.session_state.pop(NOTICE_KEY, None):
     st.success(escape_markdown(notice))
 
 upload_tab, hub_tab = st.tabs(["File", "Hugging Face"])
-with upload_tab, st.form("imports_file"):
+with upload_tab, st.form("imports_file", clear_on_submit=True):  # an imported file goes
     file = st.file_uploader("Dataset file", type=["jsonl", "json", "csv", "parquet"])
     fmt = st.selectbox(
         "Format",

@@ -49,6 +49,7 @@ def test_an_admin_uploads_a_file_and_the_dataset_appears(
             form.locator("input[type=file]").set_input_files(upload)
             form.get_by_role("button", name="Import").click()
             expect(tab.get_by_text("Imported dataset two-questions (2 items)")).to_be_visible()
+            expect(form.get_by_text("two-questions.jsonl")).to_have_count(0)  # not imported twice
             sidebar = tab.get_by_test_id("stSidebar")
             expect(sidebar.get_by_role("combobox", name="Dataset")).to_have_value("two-questions")
             settle(tab)
