@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote
 
 import httpx
 import oidc_provider_mock
@@ -138,12 +138,17 @@ def authorize(tab: Page, account: str, provider: str = "work") -> None:
 
 
 def sign_in(tab: Page, name: str, path: str = "/") -> None:
-    """Open the link ``path``, sign in as ``name`` at ``work``: the app opens that link again
-    (the provider returns to the home page), dataset and item included."""
+    """Open the link ``path``, sign in as ``name`` at ``work``: the app opens that link's page
+    again (the provider returns to the home page) with its dataset and run (the address then
+    leaves out a choice equal to its default)."""
     tab.goto(path)
     authorize(tab, email(name))
-    expect(tab).to_have_url(re.compile(re.escape(path) + "$"))
+    page, _, query = path.partition("?")
+    expect(tab).to_have_url(re.compile(re.escape(page) + r"(\?|$)"))
     expect(sidebar(tab)).to_contain_text(email(name))
+    for box, [value] in parse_qs(query).items():
+        if box in ("dataset", "run"):
+            expect(sidebar(tab).get_by_role("combobox", name=box.title())).to_have_value(value)
     settle(tab)
 
 
