@@ -32,11 +32,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from pages.shared import (
     answer_height,
+    candidate_cells,
     comment_thread,
     current_run,
     engine,
     ensure_app_frame,
-    plain_text_toggle,
+    prompt_box,
     require_dataset,
     require_permission,
     revision_of,
@@ -94,7 +95,6 @@ SEEN_KEY = "adjudicate_seen"  # {item: id of my label this tab showed when it op
 ORDER_KEY = "adjudicate_order"
 SCROLLED_KEY = "adjudicate_scrolled"  # the saved item after which the page went to the top
 PROMPT_KEY = "adjudicate_prompt"  # the prompt's box (benchmarks/label_latency.py waits for it)
-CANDIDATES_PER_ROW = 4
 CANDIDATE_HEIGHT = 400
 PROMPT_HEIGHT = 150
 # Each key and how the key of the button it presses begins (the item's key follows).
@@ -427,37 +427,23 @@ if item is None:
     )
     st.stop()
 
-prompt_label, toggle = st.columns([4, 1], vertical_alignment="bottom")
-prompt_label.markdown("##### Prompt")
-with toggle:
-    plain = plain_text_toggle()
-with st.container(
-    border=True, height="content" if len(item.prompt) < 400 else PROMPT_HEIGHT, key=PROMPT_KEY
-):
-    show_text(item.prompt, plain, f"{item.metadata['db_id']}:prompt")
+plain = prompt_box(item, PROMPT_HEIGHT, short=400, key=PROMPT_KEY)
 
 box_height = answer_height([c.text for c in item.candidates], CANDIDATE_HEIGHT)
-positions = list(enumerate(shown, start=1))
-for start in range(0, len(positions), CANDIDATES_PER_ROW):
-    row = positions[start : start + CANDIDATES_PER_ROW]
-    cells = st.columns(min(len(positions), CANDIDATES_PER_ROW))
-    for cell, (position, candidate_id) in zip(cells, row, strict=False):
-        with cell:
-            st.button(
-                f"Candidate {position}",
-                key=f"adjudicate_choose_{position}_{current}",
-                shortcut=str(position) if position <= 9 else None,
-                help=f"Save Candidate {position} as the most factual and open the next item",
-                on_click=label,
-                args=(current, int(db_ids[current]), candidate_id),
-                width="stretch",
-            )
-            with st.container(
-                border=True, height=box_height, key=f"adjudicate_candidate_{position}"
-            ):
-                show_text(
-                    item.text_of(candidate_id), plain, f"{item.metadata['db_id']}:{candidate_id}"
-                )
+cells = candidate_cells(len(shown))
+for cell, (position, candidate_id) in zip(cells, enumerate(shown, start=1), strict=True):
+    with cell:
+        st.button(
+            f"Candidate {position}",
+            key=f"adjudicate_choose_{position}_{current}",
+            shortcut=str(position) if position <= 9 else None,
+            help=f"Save Candidate {position} as the most factual and open the next item",
+            on_click=label,
+            args=(current, int(db_ids[current]), candidate_id),
+            width="stretch",
+        )
+        with st.container(border=True, height=box_height, key=f"adjudicate_candidate_{position}"):
+            show_text(item.text_of(candidate_id), plain, f"{item.metadata['db_id']}:{candidate_id}")
 
 st.caption(
     "Press the number of the most factual candidate: it saves at once and the next item opens. "

@@ -12,10 +12,11 @@ import streamlit as st
 
 from pages.shared import (
     answer_height,
+    candidate_cells,
     ensure_app_frame,
     item_link_problem,
     page_link,
-    plain_text_toggle,
+    prompt_box,
     require_dataset,
     require_run,
     run_analysis,
@@ -49,7 +50,6 @@ from pcf.store import adjudication_history, call_request, item_calls, labelled_i
 ITEM_KEY = "item"  # the item picker's key and query parameter (kept in step by hand: a bound
 # widget leaves its default out of the address, and the first item of the list is the default)
 LISTED = 1000  # rows of the item list sent to the browser
-CANDIDATES_PER_ROW = 4
 CANDIDATE_HEIGHT = 420
 
 
@@ -225,23 +225,15 @@ if winners[0] != winners[1] and all(w in titles for w in winners):
             for who, w in zip(("PCF", "Direct"), winners, strict=True)
         ]
     )
-heading, toggle = st.columns([4, 1], vertical_alignment="bottom")
-heading.markdown("##### Prompt")
-with toggle:
-    plain = plain_text_toggle()
-with st.container(border=True, height="content" if len(item.prompt) < 600 else 240):
-    show_text(item.prompt, plain, f"{item.metadata['db_id']}:prompt")
+plain = prompt_box(item, 240, short=600)
 st.markdown("##### Candidates")
 box_height = answer_height([c.text for c in item.candidates], CANDIDATE_HEIGHT)
-for start in range(0, len(item.candidates), CANDIDATES_PER_ROW):
-    cells = st.columns(min(len(item.candidates), CANDIDATES_PER_ROW))
-    chunk = item.candidates[start : start + CANDIDATES_PER_ROW]
-    for cell, candidate in zip(cells, chunk, strict=False):
-        with cell.container(border=True, height=box_height):
-            roles = candidate_roles(candidate.id, row["winner"], row["direct_winner"], item.gold)
-            badges = " ".join(f":blue-badge[{role}]" for role in roles)
-            st.markdown(f"**{labels[candidate.id]}** {badges}")
-            show_text(candidate.text, plain, f"{item.metadata['db_id']}:{candidate.id}")
+for cell, candidate in zip(candidate_cells(len(item.candidates)), item.candidates, strict=True):
+    with cell.container(border=True, height=box_height):
+        roles = candidate_roles(candidate.id, row["winner"], row["direct_winner"], item.gold)
+        badges = " ".join(f":blue-badge[{role}]" for role in roles)
+        st.markdown(f"**{labels[candidate.id]}** {badges}")
+        show_text(candidate.text, plain, f"{item.metadata['db_id']}:{candidate.id}")
 
 st.markdown("##### Consensus")
 weights = run_weights(run)

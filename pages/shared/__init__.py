@@ -29,8 +29,9 @@ from pages.shared.frame import (
 from pages.shared.sign_in import sign_in
 from pages.shared.text import (
     answer_height,
+    candidate_cells,
     change_in_points,
-    plain_text_toggle,
+    prompt_box,
     show_code,
     show_difference,
     show_text,
@@ -42,6 +43,7 @@ __all__ = [
     "RUN_KEY",
     "answer_height",
     "app_frame",
+    "candidate_cells",
     "change_in_points",
     "comment_thread",
     "current_actor",
@@ -51,7 +53,7 @@ __all__ = [
     "item_link_problem",
     "page_link",
     "pages_for",
-    "plain_text_toggle",
+    "prompt_box",
     "require_dataset",
     "require_permission",
     "require_run",

@@ -3,7 +3,7 @@ the simulated badge, and figures' changes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import streamlit as st
@@ -11,6 +11,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from pcf.analysis.markdown import Preview, inert_markdown, marked_difference, preview
 from pcf.analysis.results import ADAPTIVE_NOTE, SIMULATED_NOTE, is_simulated, stopping_label
+from pcf.items import Item
 from pcf.store import Run
 
 PLAIN_KEY = "plain"  # show prompts and answers as plain text instead of inert Markdown
@@ -26,14 +27,28 @@ def simulated_badge(run: Run | None) -> None:
         st.info(f":material/timer: **Adaptive run** ({label}): {ADAPTIVE_NOTE}.")
 
 
-def plain_text_toggle() -> bool:
-    """The switch between inert Markdown and plain text for prompts and answers (per session)."""
-    return st.toggle(
+def prompt_box(item: Item, height: int, short: int, key: str | None = None) -> bool:
+    """The item's prompt under its heading, in a box ``height`` high when it is ``short`` or
+    more characters long, beside the switch between inert Markdown and plain text for prompts
+    and answers (per session), which it returns."""
+    heading, toggle = st.columns([4, 1], vertical_alignment="bottom")
+    heading.markdown("##### Prompt")
+    plain = toggle.toggle(
         "Plain text",
         key=PLAIN_KEY,
         persist_state="session",
         help="Show the prompt and the answers exactly as stored, without Markdown formatting.",
     )
+    fits = len(item.prompt) < short
+    with st.container(border=True, height="content" if fits else height, key=key):
+        show_text(item.prompt, plain, f"{item.metadata['db_id']}:prompt")
+    return plain
+
+
+def candidate_cells(n: int) -> Iterator[DeltaGenerator]:
+    """A cell for each of ``n`` candidates, four to a row."""
+    for start in range(0, n, 4):
+        yield from st.columns(min(n, 4))[: n - start]
 
 
 SHOWN_IN_FULL_KEY = "shown_in_full"  # keys of the long texts this session asked to see whole
