@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 from html import escape as escape_html
 
-import pandas as pd
 import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -37,10 +36,10 @@ from pages.shared import (
     current_run,
     engine,
     ensure_app_frame,
+    kept,
     prompt_box,
     require_dataset,
     require_permission,
-    revision_of,
     run_analysis,
     search_items,
     session,
@@ -75,7 +74,6 @@ from pcf.store import (
     Adjudication,
     DatabaseMovedError,
     LostRaceError,
-    Run,
     adjudicated_item_keys,
     current_labels,
     database_url,
@@ -137,15 +135,6 @@ document.querySelector('[data-testid="stMain"]')?.scrollTo({{top: 0}});  // afte
 </script>"""
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def calibrated_order(database: str, name: str, revision: str, _run: Run) -> pd.Series | None:
-    """Each item's calibrated chance that the judge is wrong (None without enough labels),
-    stored per revision of the run's calls and the labels, and kept here while ``revision``
-    stays the same; ``_run``, the run called ``name``, is not hashed."""
-    with session_scope(engine()) as s:
-        return run_calibration(_run, session=s)
-
-
 def give_back_shown() -> None:
     """Release the item on screen (another queue order picks the next one anew)."""
     if shown_item := st.session_state.pop(SHOWN_KEY, None):
@@ -169,17 +158,11 @@ with session() as s:
 table = run_analysis(run).table if run else None
 
 
-def calibrated_chances(of_run: Run) -> pd.Series | None:
-    """:func:`calibrated_order` for the run and the labels as they are now (refitted after each
-    label, so the page asks for it first only in the calibrated order)."""
-    return calibrated_order(database_url(), of_run.name, revision_of(of_run, labels=True), of_run)
-
-
 p_wrong = None
 if run is not None:
     items = with_priority(items, table)
-    if st.session_state.get(ORDER_KEY) == "calibrated":
-        p_wrong = calibrated_chances(run)
+    if st.session_state.get(ORDER_KEY) == "calibrated":  # refitted after each label
+        p_wrong = kept(run_calibration, run, labels=True)
         if p_wrong is not None:
             items = items.assign(priority=items["item_id"].map(p_wrong))
 decisions = table.set_index("item_id") if table is not None else None
@@ -501,7 +484,7 @@ st.caption(
     + ". The item shown is held for you for 10 minutes."
 )
 if run is not None:
-    p_wrong = p_wrong if p_wrong is not None else calibrated_chances(run)
+    p_wrong = p_wrong if p_wrong is not None else kept(run_calibration, run, labels=True)
     st.radio(
         "Queue order",
         ("review priority", "calibrated"),

@@ -9,16 +9,15 @@ from pages.shared import (
     RUN_KEY,
     change_in_points,
     current_run,
-    engine,
     ensure_app_frame,
+    kept,
     page_link,
     require_dataset,
-    revision_of,
     run_analysis,
     session,
     simulated_badge,
 )
-from pcf.analysis.against_labels import RunOverview, run_overview
+from pcf.analysis.against_labels import run_overview
 from pcf.analysis.escalate import escalation_in_words
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import flag_counts, is_simulated, outcome_frame, stopping_label
@@ -31,17 +30,7 @@ from pcf.reports.charts import (
     outcome_bars,
     slot_share_bars,
 )
-from pcf.store import Run, current_labels, database_url, list_runs, session_scope
-
-
-@st.cache_resource(max_entries=16, show_spinner="Measuring the run against the labels...")
-def overview_of(database: str, name: str, revision: str, _run: Run) -> RunOverview:
-    """The run's figures against labels (stored per revision of its calls and labels), kept
-    here for every session while ``revision`` stays the same; pages only read it. ``_run``,
-    the run called ``name``, is not hashed."""
-    with session_scope(engine()) as s:
-        return run_overview(_run, session=s)
-
+from pcf.store import current_labels, list_runs
 
 ensure_app_frame()
 
@@ -70,7 +59,7 @@ simulated_badge(run)
 if run is not None:
     analysis = run_analysis(run)
     table = analysis.table
-    figures = overview_of(database_url(), run.name, revision_of(run, labels=True), run)
+    figures = kept(run_overview, run, "Measuring the run against the labels...", labels=True)
     comparisons = figures.comparisons
     against, stats = next(((k, v) for k, v in comparisons.items() if v), ("", None))
     with st.container(border=True, key="overview_summary"):

@@ -7,11 +7,10 @@ import streamlit as st
 
 from pages.shared import (
     change_in_points,
-    engine,
     ensure_app_frame,
+    kept,
     require_dataset,
     require_run,
-    revision_of,
     session,
     simulated_badge,
 )
@@ -28,7 +27,7 @@ from pcf.analysis.weight_playground import (
 from pcf.analysis.whatif import budget_curve
 from pcf.reports.charts import budget_chart
 from pcf.reports.tables import weight_table
-from pcf.store import Run, database_url, list_runs, session_scope
+from pcf.store import list_runs
 from pcf.weights import PRESETS, Weights
 
 PRESET_KEY = "weights_preset"
@@ -38,30 +37,6 @@ BUDGET_KEY = "weights_budget"
 CUSTOM = "custom"
 WEIGHT_KEYS = tuple(f"weights_{name}" for name in WEIGHT_NAMES)
 WEIGHT_LABELS = ("ws: mean score S", "wB: Borda B", "wv: top votes V", "wu: certainty U")
-
-
-@st.cache_resource(max_entries=8, show_spinner="Loading the run's judgments…")
-def packed_run(database: str, name: str, revision: str, _run: Run) -> PackedRun:
-    """A run's packed judgments (stored per revision of its calls), kept here for every session
-    while ``revision`` stays the same; ``_run``, the run called ``name``, is not hashed."""
-    with session_scope(engine()) as s:
-        return stored_packed_run(_run, session=s)
-
-
-@st.cache_data(max_entries=32, show_spinner="Deciding the run under every preset…")
-def preset_rows(database: str, name: str, revision: str, _run: Run) -> pd.DataFrame:
-    """A full run's rows of the weight table (stored per revision of its calls); ``_run``, the
-    run called ``name``, is not hashed."""
-    with session_scope(engine()) as s:
-        return run_diagnostics(_run, session=s).presets
-
-
-@st.cache_data(max_entries=8, show_spinner="Replaying the stopping policies on the run…")
-def cached_budget_curve(database: str, name: str, revision: str, _run: Run) -> pd.DataFrame:
-    """:func:`budget_curve` of a run, kept while its calls (``revision``) stay the same;
-    ``_run``, the run called ``name``, is not hashed."""
-    with session() as s:
-        return budget_curve(_run, session=s)
 
 
 def apply_preset() -> None:
@@ -99,7 +74,7 @@ if run.protocol == "apoc":
     name = escape_markdown(run.name)
     st.info(f"Run **{name}** is an APOCJudge run: pairwise verdicts have no weights.")
     st.stop()
-current = packed_run(database_url(), run.name, revision_of(run), run)
+current = kept(stored_packed_run, run, "Loading the run's judgments…")
 
 
 def show_accuracy(outcome: WeightOutcome) -> None:
@@ -203,7 +178,8 @@ if not table_runs:
     st.info("Choose at least one run.")
     st.stop()
 try:
-    rows = [preset_rows(database_url(), r.name, revision_of(r), r) for r in table_runs]
+    spinner = "Deciding the run under every preset…"
+    rows = [kept(run_diagnostics, r, spinner).presets for r in table_runs]
 except ValueError as exc:
     st.info(f"{exc}: the weight table needs the dataset's gold ids.")
     st.stop()
@@ -252,7 +228,7 @@ st.caption(
 if current.stop_on is not None:
     st.caption("This run is adaptive: it holds no full run to replay. Pick a full run.")
 elif st.toggle("Show the curve (replays every item; a few seconds)", key=BUDGET_KEY):
-    curve = cached_budget_curve(database_url(), run.name, revision_of(run), run)
+    curve = kept(budget_curve, run, "Replaying the stopping policies on the run…")
     st.altair_chart(budget_chart(curve), width="stretch")
     st.dataframe(
         curve.pivot_table(index=["policy", "calls_per_item"], columns="measure", values="share")

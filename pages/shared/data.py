@@ -4,8 +4,9 @@ analysis and item search cached for the session, and links to one item."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from typing import TypeVar
 
 import streamlit as st
 from sqlalchemy import Engine
@@ -34,6 +35,8 @@ from pcf.store import (
     result_revision,
     session_scope,
 )
+
+T = TypeVar("T")
 
 
 @st.cache_resource
@@ -164,23 +167,31 @@ def open_dataset(name: str) -> None:
     st.session_state.pop(RUN_KEY, None)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Reading the run's decisions...")
-def _run_analysis(url: str | None, run_id: int, revision: str, _run: Run) -> RunAnalysis:
-    """Shared by every session, never copied: pages must not change it. ``_run``, the run of
-    ``run_id``, is not hashed: the URL, the id and the revision key it."""
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _kept(
+    url: str | None, what: str, run_id: int, revision: str, _compute: Callable[..., T], _run: Run
+) -> T:
     with session_scope(engine()) as s:
-        return stored_analysis(_run, session=s)
+        return _compute(_run, session=s)
+
+
+def kept(compute: Callable[..., T], run: Run, spinner: str = "", *, labels: bool = False) -> T:
+    """``compute(run, session=...)``, figures stored in the database for the revision of the
+    run's calls (with ``labels``, and of its dataset's labels), kept here for every session
+    while that revision stays the same: shared, never copied, so pages must not change them."""
+    revision = revision_of(run, labels=labels)
+    with st.spinner(spinner) if spinner else nullcontext():
+        url = os.environ.get(DATABASE_URL_ENV)
+        return _kept(url, compute.__qualname__, run.id, revision, compute, run)
 
 
 def run_analysis(run: Run) -> RunAnalysis:
-    """The run's decisions, flags and slot bias: stored in the database for the revision of its
-    calls (computed there once, after any change), and kept here while they stay the same."""
-    return _run_analysis(os.environ.get(DATABASE_URL_ENV), run.id, revision_of(run), run)
+    """The run's decisions, flags and slot bias (:func:`kept`)."""
+    return kept(stored_analysis, run, "Reading the run's decisions...")
 
 
 def revision_of(run: Run, *, labels: bool = False) -> str:
-    """The revision of the run's calls (with ``labels``, and of its dataset's labels) that a
-    page's cache of the run's figures is kept for."""
+    """The revision of the run's calls (with ``labels``, and of its dataset's labels)."""
     with session() as s:
         return result_revision(run, session=s, labels=labels)
 
