@@ -1,13 +1,5 @@
-"""Adjudicate: record which candidate is most factual, blind, most doubtful items first.
-
-Labels are saved as the signed-in person. One key labels an item and opens the next: 1-9 the
-candidate shown at that position, 0 = none is correct, X = cannot tell; U reopens the label just
-saved to correct it. Keys are ignored while typing in a text field; confidence, tags and notes are
-set before the key. ``?label=ITEM_ID`` opens an
-item (the Review page links here that way). The next item opens at the top of the page, its
-prompt and every candidate side by side in one screen (a long answer scrolls in its box).
-Annotators never see the gold label, the judges' decisions or another person's label; reviewers
-and admins may unblind.
+"""Adjudicate: record which candidate is most factual, blind, most doubtful items first, one
+key an item (docs/reviewing.md says which key does what); ``?label=ITEM_ID`` opens an item.
 
 A key labels the item whose buttons it presses: the buttons' keys name their item, so a key
 pressed while the next item is being drawn labels the item on screen, never one not yet seen. A
@@ -165,7 +157,6 @@ if run is not None:
         p_wrong = kept(run_calibration, run, labels=True)
         if p_wrong is not None:
             items = items.assign(priority=items["item_id"].map(p_wrong))
-decisions = table.set_index("item_id") if table is not None else None
 db_ids = dict(zip(items["item_id"], items["db_id"], strict=True))
 doubtful = needs_more_labels(table, labels) if labels is not None else set(db_ids)
 wanted = labels_wanted(plan, list(db_ids), doubtful)
@@ -186,18 +177,13 @@ def describe_history(item: Item, names: dict[str, str], place: str) -> None:
 def describe_decisions(item: Item, names: dict[str, str], place: str) -> None:
     """The judge's winners, the flags, the gold label and every label of one item (for those
     who may see results)."""
-    row = (
-        decisions.loc[item.item_id]
-        if decisions is not None and item.item_id in decisions.index
-        else None
-    )
-    winner, direct_winner = (None, None) if row is None else (row["winner"], row["direct_winner"])
-    raised = [] if row is None else [flag for flag in FLAGS if row[flag]]
+    found = [] if table is None else table[table["item_id"] == item.item_id].to_dict("records")
+    row = found[0] if found else {}
     columns = st.columns(3)
-    columns[0].metric("PCF winner", describe_candidate(winner, names))
-    columns[1].metric("Direct winner", describe_candidate(direct_winner, names))
+    columns[0].metric("PCF winner", describe_candidate(row.get("winner"), names))
+    columns[1].metric("Direct winner", describe_candidate(row.get("direct_winner"), names))
     columns[2].metric("Gold", describe_candidate(item.gold, names))
-    for flag in raised:
+    for flag in [flag for flag in FLAGS if row.get(flag)]:
         st.markdown(f":orange-badge[{flag}] {FLAG_HELP[flag]}")
     describe_history(item, names, place)
 

@@ -21,7 +21,6 @@ from pcf.store import (
 )
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
-_IN_APP: ContextVar[bool] = ContextVar("pcf_page_in_app", default=False)
 _ACTOR: ContextVar[Actor | None] = ContextVar("pcf_page_actor", default=None)
 
 
@@ -29,11 +28,10 @@ _ACTOR: ContextVar[Actor | None] = ContextVar("pcf_page_actor", default=None)
 def app_frame(actor: Actor) -> Iterator[None]:
     """Run the page app.py's navigation picked as framed by the app (:func:`ensure_app_frame`),
     on behalf of ``actor`` (:func:`current_actor`)."""
-    framed, acting = _IN_APP.set(True), _ACTOR.set(actor)
+    acting = _ACTOR.set(actor)
     try:
         yield
     finally:
-        _IN_APP.reset(framed)
         _ACTOR.reset(acting)
 
 
@@ -46,7 +44,7 @@ def ensure_app_frame() -> None:
     hands over to app.py, whose ``st.navigation`` ends the legacy mode for good and serves the
     same address, then stops its own run.
     """
-    if not _IN_APP.get():
+    if _ACTOR.get() is None:
         runpy.run_path(str(APP), run_name="__main__")
         st.stop()
 
