@@ -188,20 +188,6 @@ def describe_decisions(item: Item, names: dict[str, str], place: str) -> None:
     describe_history(item, names, place)
 
 
-def scroll_to_top(after_item: str) -> None:
-    """Open the page at its top: the next item's prompt and the confirmation in view.
-
-    Streamlit keeps the scroll position across reruns; this fixed script (no data in it but the
-    item key, escaped), :data:`LABEL_KEYS` and sign-in's link scripts are the only JavaScript
-    the app runs.
-    """
-    st.html(
-        SCROLL_TO_TOP.format(item=escape_html(after_item)),
-        unsafe_allow_javascript=True,
-        width="content",
-    )
-
-
 def label(item_key: str, item_db_id: int, choice: str) -> None:
     """Save ``choice`` for the item whose buttons were pressed, as the signed-in person, then
     move on to the next item.
@@ -373,7 +359,11 @@ with notices:
             comment_thread(saved["db_id"], actor, "adjudicate")
         if saved["item"] != st.session_state.get(SCROLLED_KEY):
             st.session_state[SCROLLED_KEY] = saved["item"]
-            scroll_to_top(saved["item"])
+            # Streamlit keeps the scroll position across reruns: the next item's prompt and the
+            # confirmation in view. This script (no data in it but the item key, escaped),
+            # LABEL_KEYS and sign-in's link scripts are the only JavaScript the app runs.
+            script = SCROLL_TO_TOP.format(item=escape_html(saved["item"]))
+            st.html(script, unsafe_allow_javascript=True, width="content")
     conflict = st.session_state.pop(CONFLICT_KEY, None)
     if conflict and conflict["item"] == current:
         st.warning(

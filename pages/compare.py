@@ -66,11 +66,6 @@ if comparison.adjudicated == 0:
     st.stop()
 
 
-def percent(share: float) -> str:
-    """A share as a percentage with one decimal."""
-    return f"{100 * share:.1f}%"
-
-
 def number(value: float | None) -> str:
     """A statistic with three decimals, or a dash when undefined."""
     return "—" if value is None else f"{value:.3f}"
@@ -93,10 +88,10 @@ if paired is None:
     st.info("No adjudicated item has a human label yet (see the rule above).")
 else:
     versus_humans = st.columns(4)
-    versus_humans[0].metric("Direct accuracy", percent(paired["direct_accuracy"]))
+    versus_humans[0].metric("Direct accuracy", f"{paired['direct_accuracy']:.1%}")
     versus_humans[1].metric(
         "PCF accuracy",
-        percent(paired["method_accuracy"]),
+        f"{paired['method_accuracy']:.1%}",
         **change_in_points(paired["delta_points"], "pts"),
     )
     versus_humans[2].metric("Cohen's kappa, direct vs human", number(comparison.kappa_direct))

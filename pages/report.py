@@ -68,9 +68,7 @@ with session() as s:
         st.info("No run on this dataset yet: start one on the Runs page.")
         st.stop()
     names = [r.name for r in runs]
-    if not set(st.session_state.get(RUNS_KEY) or []) <= set(names):
-        del st.session_state[RUNS_KEY]
-    if RUNS_KEY not in st.session_state:
+    if not set(st.session_state.get(RUNS_KEY, [None])) <= set(names):  # none, or another's
         st.session_state[RUNS_KEY] = default_report_runs(st.session_state.get(RUN_KEY), names)
     st.multiselect("Runs", names, key=RUNS_KEY, help="A study's runs are named STUDY/...")
     chosen = tuple(n for n in names if n in st.session_state[RUNS_KEY])

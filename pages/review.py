@@ -259,8 +259,8 @@ with st.expander("Raw prompt and response of a call"):
         ),
         key="review_raw_call",
     )
-    call = calls[picked] if picked is not None else None
-    if call is not None:
+    if picked is not None:
+        call = calls[picked]
         with session() as s:
             request = call_request(call, session=s)
         verified = call.sent(request)

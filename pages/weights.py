@@ -168,9 +168,7 @@ else:
 
 st.subheader("Weight table")
 names = [r.name for r in full_runs]
-if st.session_state.get(TABLE_RUNS_KEY) is None or not set(st.session_state[TABLE_RUNS_KEY]) <= set(
-    names
-):
+if not set(st.session_state.get(TABLE_RUNS_KEY, [None])) <= set(names):  # none, or another's
     st.session_state[TABLE_RUNS_KEY] = names
 st.multiselect("Runs", names, key=TABLE_RUNS_KEY)
 table_runs = [r for r in full_runs if r.name in st.session_state[TABLE_RUNS_KEY]]

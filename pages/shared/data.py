@@ -179,7 +179,8 @@ def kept(compute: Callable[..., T], run: Run, spinner: str = "", *, labels: bool
     """``compute(run, session=...)``, figures stored in the database for the revision of the
     run's calls (with ``labels``, and of its dataset's labels), kept here for every session
     while that revision stays the same: shared, never copied, so pages must not change them."""
-    revision = revision_of(run, labels=labels)
+    with session() as s:
+        revision = result_revision(run, session=s, labels=labels)
     with st.spinner(spinner) if spinner else nullcontext():
         url = os.environ.get(DATABASE_URL_ENV)
         return _kept(url, compute.__qualname__, run.id, revision, compute, run)
@@ -188,12 +189,6 @@ def kept(compute: Callable[..., T], run: Run, spinner: str = "", *, labels: bool
 def run_analysis(run: Run) -> RunAnalysis:
     """The run's decisions, flags and slot bias (:func:`kept`)."""
     return kept(stored_analysis, run, "Reading the run's decisions...")
-
-
-def revision_of(run: Run, *, labels: bool = False) -> str:
-    """The revision of the run's calls (with ``labels``, and of its dataset's labels)."""
-    with session() as s:
-        return result_revision(run, session=s, labels=labels)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -80,7 +80,7 @@ def pages_for(actor: Actor) -> list[st.Page]:
             # The address's other parameters go along; the sidebar's bound ones (dataset, run)
             # follow their widgets, and Streamlit refuses to clear or set them here.
             address = st.query_params.to_dict()
-            kept = {key: value for key, value in address.items() if key not in SIDEBAR_KEYS}
+            kept = {k: v for k, v in address.items() if k not in (DATASET_KEY, RUN_KEY)}
             st.switch_page(allowed[0], query_params=kept)
 
         pages.insert(0, st.Page(home, title="Home", default=True, visibility="hidden"))
@@ -123,7 +123,6 @@ def storage_errors() -> Iterator[None]:
 
 DATASET_KEY = "dataset"
 RUN_KEY = "run"
-SIDEBAR_KEYS = (DATASET_KEY, RUN_KEY)  # the sidebar widgets bound to the address
 ITEM_LINK = "item"  # the query parameter of a link to one item (the Review page's)
 
 
