@@ -45,15 +45,6 @@ if (target && target.origin === location.origin && target.href !== location.href
 </script>"""
 
 
-def sign_in_providers() -> list[str]:
-    """The configured providers: the sections of ``[auth]`` with a ``client_id``
-    (``[auth.google]``...), or ``default`` when ``[auth]`` itself names one provider (its
-    other tables, such as ``client_kwargs``, are settings)."""
-    section = st.secrets["auth"]
-    named = [n for n, v in section.items() if isinstance(v, Mapping) and "client_id" in v]
-    return named or ["default"]
-
-
 def sign_in() -> Actor:
     """Who uses the app now; until someone is known, the page shows why and stops.
 
@@ -128,7 +119,11 @@ def _signed_in_member() -> Actor:
     if not st.user.is_logged_in:
         st.title("PCF Review")
         st.write("Sign in to review, label or read results.")
-        for provider in sign_in_providers():
+        # The sections of [auth] with a client_id ([auth.google]...), else the one provider
+        # [auth] itself names (its other tables, such as client_kwargs, are settings).
+        section = st.secrets["auth"]
+        named = [n for n, v in section.items() if isinstance(v, Mapping) and "client_id" in v]
+        for provider in named or ["default"]:
             label = "Sign in" if provider == "default" else f"Sign in with {provider}"
             st.button(label, on_click=st.login, args=(provider,), key=f"sign_in_{provider}")
         st.html(REMEMBER_LINK, unsafe_allow_javascript=True, width="content")

@@ -4,6 +4,7 @@ the simulated badge, and figures' changes."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import streamlit as st
@@ -59,14 +60,13 @@ def _inert(text: str) -> str:
     return inert_markdown(text)
 
 
-def _part_shown(text: str, key: str) -> Preview:
+@contextmanager
+def _part_shown(text: str, key: str) -> Iterator[str]:
     """All of ``text`` once asked for, else its first :data:`~pcf.analysis.markdown.RENDER_LIMIT`
     characters, with a button that asks for the rest."""
     shown_in_full = st.session_state.setdefault(SHOWN_IN_FULL_KEY, set())
-    return Preview(text, 0) if key in shown_in_full else preview(text)
-
-
-def _show_all_button(part: Preview, key: str) -> None:
+    part = Preview(text, 0) if key in shown_in_full else preview(text)
+    yield part.text
     if part.hidden:
         st.button(
             f"Show all: {part.hidden:,} more characters",
@@ -82,19 +82,17 @@ def show_text(text: str, plain: bool, key: str) -> None:
 
     A long text shows its start, and all of it on demand; ``key`` names the text in the page.
     """
-    part = _part_shown(text, key)
-    if plain:
-        st.text(part.text)
-    else:
-        st.markdown(_inert(part.text))
-    _show_all_button(part, key)
+    with _part_shown(text, key) as part:
+        if plain:
+            st.text(part)
+        else:
+            st.markdown(_inert(part))
 
 
 def show_code(text: str, key: str, language: str | None = None) -> None:
     """A raw prompt or response as code: its start, and all of it on demand (see show_text)."""
-    part = _part_shown(text, key)
-    st.code(part.text, language=language, wrap_lines=True)
-    _show_all_button(part, key)
+    with _part_shown(text, key) as part:
+        st.code(part, language=language, wrap_lines=True)
 
 
 def change_in_points(points: float, unit: str = "points") -> dict[str, Any]:
