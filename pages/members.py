@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from pages.shared import engine, ensure_app_frame, require_permission, session
+from pages.shared import engine, ensure_app_frame, require_permission, session, written
 from pcf.access import Permission, Role
 from pcf.analysis.markdown import escape_markdown
 from pcf.labelling.audit import AUDIT_COLUMNS, audit_log
@@ -68,15 +68,10 @@ with add, st.form("members_add", clear_on_submit=True):
 with remove, st.form("members_remove"):
     st.markdown("**Remove a member** (their labels stay)")
     gone = st.selectbox("Member", [m.email for m in everyone], index=None)
-    if st.form_submit_button("Remove", disabled=not everyone) and gone:
-        try:
-            with session_scope(engine()) as s:
-                remove_member(gone, session=s, actor=actor)
-        except ValueError as exc:
-            st.error(escape_markdown(str(exc)))
-        else:
-            st.session_state[NOTICE_KEY] = f"{gone} was removed; their labels stay."
-            st.rerun()
+    removed = st.form_submit_button("Remove", disabled=not everyone)
+    if removed and gone and written(remove_member, gone, actor=actor):
+        st.session_state[NOTICE_KEY] = f"{gone} was removed; their labels stay."
+        st.rerun()
 
 st.subheader("Audit log")
 with session() as s:

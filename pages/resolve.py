@@ -13,7 +13,6 @@ import streamlit as st
 from pages.shared import (
     comment_thread,
     current_run,
-    engine,
     ensure_app_frame,
     require_dataset,
     require_permission,
@@ -23,6 +22,7 @@ from pages.shared import (
     show_difference,
     show_text,
     stored_item,
+    written,
 )
 from pcf.access import Permission
 from pcf.analysis.item_detail import describe_candidate
@@ -37,7 +37,7 @@ from pcf.labelling.adjudications import (
 )
 from pcf.labelling.human_gold import disagreements
 from pcf.labelling.resolutions import contested, resolve
-from pcf.store import current_labels, resolutions, session_scope
+from pcf.store import current_labels, resolutions
 
 PICK_KEY = "resolve_item"
 DONE_KEY = "resolve_done"  # the item just resolved, and its gold, for the notice
@@ -157,13 +157,7 @@ with st.form("resolve_form", clear_on_submit=True):
     if st.form_submit_button("Revise gold" if len(history) else "Set gold", type="primary"):
         if choice is None:
             st.error("Pick the gold answer first.")
-        else:
-            try:
-                with session_scope(engine()) as s:
-                    resolve(db_ids[picked], session=s, actor=actor, choice=choice, reason=reason)
-            except ValueError as exc:
-                st.error(escape_markdown(str(exc)))
-            else:
-                st.session_state[DONE_KEY] = picked
-                st.session_state.pop(PICK_KEY, None)
-                st.rerun()
+        elif written(resolve, db_ids[picked], actor=actor, choice=choice, reason=reason):
+            st.session_state[DONE_KEY] = picked
+            st.session_state.pop(PICK_KEY, None)
+            st.rerun()

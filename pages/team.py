@@ -8,7 +8,6 @@ import pandas as pd
 import streamlit as st
 
 from pages.shared import (
-    current_actor,
     current_run,
     engine,
     ensure_app_frame,
@@ -17,6 +16,7 @@ from pages.shared import (
     run_analysis,
     session,
     show_text,
+    written,
 )
 from pcf.access import Permission, Role
 from pcf.analysis.markdown import escape_markdown
@@ -76,7 +76,7 @@ st.markdown(
     + (f"; a random {plan.calibration_share:.0%} first" if plan.calibration_share else "")
     + "."
 )
-if current_actor().may(Permission.PLAN_LABELLING):
+if actor.may(Permission.PLAN_LABELLING):
     with st.expander("Change the plan", icon=":material/edit:"), st.form("team_plan"):
         n = st.number_input("Labels per item", 1, MAX_LABELS_PER_ITEM, plan.labels_per_item)
         adaptive = st.toggle(
@@ -95,24 +95,18 @@ if current_actor().may(Permission.PLAN_LABELLING):
             "calibrates on.",
         )
         guidelines = st.text_area("Guidelines (Markdown)", plan.guidelines, height=200)
-        if st.form_submit_button("Save the plan", type="primary"):
-            try:
-                with session_scope(engine()) as s:
-                    set_plan(
-                        dataset.id,
-                        session=s,
-                        actor=actor,
-                        labels_per_item=int(n),
-                        adaptive=adaptive,
-                        gold_rule=rule,
-                        guidelines=guidelines,
-                        calibration_share=share,
-                    )
-            except ValueError as exc:
-                st.error(escape_markdown(str(exc)))
-            else:
-                st.rerun()
-if current_actor().may(Permission.ASSIGN):
+        if st.form_submit_button("Save the plan", type="primary") and written(
+            set_plan,
+            dataset.id,
+            actor=actor,
+            labels_per_item=int(n),
+            adaptive=adaptive,
+            gold_rule=rule,
+            guidelines=guidelines,
+            calibration_share=share,
+        ):
+            st.rerun()
+if actor.may(Permission.ASSIGN):
     with st.expander("Assign items", icon=":material/assignment_ind:"), st.form("team_assign"):
         to = st.selectbox("To", labellers)
         first = st.number_input(
@@ -125,20 +119,15 @@ if current_actor().may(Permission.ASSIGN):
             ids = dict(order)
             doubtful_first = [(k, ids[k]) for k in adjudication_queue(ranked, ())]
             chosen = [k.strip() for k in named.split(",") if k.strip()]
-            try:
-                with session_scope(engine()) as s:
-                    assign(
-                        dataset.id,
-                        doubtful_first,
-                        session=s,
-                        actor=actor,
-                        to=to,
-                        items=chosen,
-                        first=int(first),
-                    )
-            except ValueError as exc:
-                st.error(escape_markdown(str(exc)))
-            else:
+            if written(
+                assign,
+                dataset.id,
+                doubtful_first,
+                actor=actor,
+                to=to,
+                items=chosen,
+                first=int(first),
+            ):
                 st.rerun()
         if taken.form_submit_button("Take back their items") and to:
             with session_scope(engine()) as s:

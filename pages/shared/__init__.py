@@ -14,6 +14,7 @@ from pages.shared.data import (
     session,
     sidebar,
     stored_item,
+    written,
 )
 from pages.shared.frame import (
     PAGES,
@@ -69,4 +70,5 @@ __all__ = [
     "simulated_badge",
     "storage_errors",
     "stored_item",
+    "written",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import streamlit as st
 from sqlalchemy import Engine
@@ -244,6 +244,23 @@ def require_run(s: Session) -> Run:
     return run
 
 
+def written(
+    change: Callable[..., object],
+    *args: Any,
+    refused: tuple[type[Exception], ...] = (ValueError,),
+    **kwargs: Any,
+) -> bool:
+    """Whether ``change(*args, session=..., **kwargs)`` was written, in one transaction; a
+    change the application refuses (``refused``) is not, and the page says why."""
+    try:
+        with session_scope(engine()) as s:
+            change(*args, session=s, **kwargs)
+    except refused as exc:
+        st.error(escape_markdown(str(exc)))
+        return False
+    return True
+
+
 def comment_thread(item_db_id: int, actor: Actor, key: str) -> None:
     """The item's comments and a box to add one, for those who may see them (reviewers; an
     annotator once their own label of it is saved); nothing for others."""
@@ -257,11 +274,8 @@ def comment_thread(item_db_id: int, actor: Actor, key: str) -> None:
         st.markdown(inert_markdown(said.text))
     with st.form(f"{key}_comment", clear_on_submit=True):
         text = st.text_area("Your comment", placeholder="what you see in this item, and why")
-        if st.form_submit_button("Add comment"):
-            try:
-                with session_scope(engine()) as s:
-                    comment(item_db_id, session=s, actor=actor, text=text)
-            except (AccessDeniedError, ValueError) as exc:
-                st.error(escape_markdown(str(exc)))
-            else:
-                st.rerun()
+        refused = (AccessDeniedError, ValueError)
+        if st.form_submit_button("Add comment") and written(
+            comment, item_db_id, actor=actor, text=text, refused=refused
+        ):
+            st.rerun()

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from pages.shared.data import engine, session
+from pages.shared.data import engine, session, written
 from pages.shared.frame import auth_configured, stop_for_stranger
 from pcf.access import Actor, Role, forwarded_by
 from pcf.analysis.markdown import escape_markdown
@@ -90,14 +90,8 @@ def ask_local_name() -> None:
     """Ask the local person's name once; it is saved with every label they give."""
     with st.form("local_name"):
         name = st.text_input("Your name", max_chars=80, help="Saved with every label you give.")
-        if st.form_submit_button("Start", type="primary"):
-            try:
-                with session_scope(engine()) as s:
-                    set_local_name(name, session=s)
-            except ValueError as exc:
-                st.error(str(exc))
-            else:
-                st.rerun()
+        if st.form_submit_button("Start", type="primary") and written(set_local_name, name):
+            st.rerun()
 
 
 def _trust_of(provider: str) -> ProviderTrust:
