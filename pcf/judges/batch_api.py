@@ -142,7 +142,8 @@ class OpenAIBatches(_Batches[OpenAIJudge]):
         client, key = self.judge.client(), self.judge.secret
         name = f"pcf-{token}.jsonl"
         if file_id is None:
-            file_id = await self._find_file(name)
+            files = client.files.list(purpose="batch")
+            file_id = await _first_id(files, lambda file: file.filename == name, key)
         if file_id is None:
             data = "".join(json.dumps(e) + "\n" for e in entries).encode()
             upload = client.files.create(file=(name, data, "application/jsonl"), purpose="batch")
@@ -158,10 +159,6 @@ class OpenAIBatches(_Batches[OpenAIJudge]):
             key,
         )
         return batch.id
-
-    async def _find_file(self, name: str) -> str | None:
-        files = self.judge.client().files.list(purpose="batch")
-        return await _first_id(files, lambda file: file.filename == name, self.judge.secret)
 
     async def find(
         self, token: str, *, created_after: datetime, size: int, claimed: set[str]

@@ -147,11 +147,6 @@ def calibration_calls(
     return out
 
 
-def kept_stops(run: Run, *, recheck: bool) -> dict[str, dict[str, Any]]:
-    """The recorded stops a rerun keeps: all of them, or none when rechecking."""
-    return {} if recheck else dict(run.settings.get("stops", {}))
-
-
 def record_stops(
     run: Run,
     spec: RunSpec,

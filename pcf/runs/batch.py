@@ -29,7 +29,6 @@ from pcf.runs.adaptive import (
     calibration_calls,
     calibration_keys,
     executions_for,
-    kept_stops,
     next_wave,
     policy_of,
     record_stops,
@@ -197,7 +196,7 @@ class _Batcher:
         self.items = DatasetItems(run.dataset_id, session=session, limit=spec.limit)
         self.db_ids = item_db_ids(run.dataset_id, session=session)
         self.plan_spec = executions_for(spec, self.items)
-        self.kept = kept_stops(run, recheck=False)
+        self.kept = dict(run.settings.get("stops", {}))
         self.stops: dict[str, Stop] = {}
         self.sample = calibration_keys(spec, [item.item_id for item in self.items])
         self.calibration: Calibration | None = None
@@ -219,7 +218,7 @@ class _Batcher:
                 planned, stored, self.spec, kept=self.kept, policy=policy, calibration=self.sample
             )
             self.stops |= stops
-            return [p for p in planned if _slot_of(p) in stored] + wave
+            return [p for p in planned if p.slot in stored] + wave
         if self.spec.protocol != "apoc":
             return planned
         return planned + confirmations(planned, stored, self.spec)
@@ -362,7 +361,7 @@ class _Batcher:
         rest, to send."""
         prepared = self.rows.prepare(chunk.calls)
         keep = {slot for slot, call in chunk.stored.items() if call.ok or not retry_failed}
-        todo = [p for p in prepared if _slot_of(p[0]) not in keep and p[2] not in own]
+        todo = [p for p in prepared if p[0].slot not in keep and p[2] not in own]
         return prepared, *self.rows.cached(todo)
 
     async def _finish_killed(self, killed: list[ProviderBatch]) -> None:
@@ -499,7 +498,7 @@ class _Batcher:
             for chunk in self.chunks():
                 for planned, _, key in self.rows.prepare(chunk.calls):
                     if key in sent:
-                        self._slots[key].append(_slot_of(planned))
+                        self._slots[key].append(planned.slot)
         return self._slots
 
     async def _store(self, ended: _Ended) -> None:
@@ -512,9 +511,9 @@ class _Batcher:
             items = items_by_ids(ids, session=self.session)
             planned = plan(items, self.db_ids, self.plan_spec, dataset_seed=self.dataset_seed)
             stored = run_calls_by_slot(self.run.id, session=self.session, item_ids=ids)
-            calls = [p for p in self._calls(planned, stored) if _slot_of(p) in slots]
+            calls = [p for p in self._calls(planned, stored) if p.slot in slots]
             for planned_call, rendered, key in self.rows.prepare(calls):
-                current = stored.get(_slot_of(planned_call))
+                current = stored.get(planned_call.slot)
                 if key not in ended.outcomes or (
                     current is not None
                     and (current.ok or current.created_at >= ended.record.created_at)
@@ -564,10 +563,6 @@ class _Batcher:
             }
         )
 
-    def lost_only(self) -> bool:
-        """Whether the last collect left lost batches and nothing to wait for."""
-        return bool(self.report.lost) and not self.report.pending
-
     def finish(self) -> None:
         """Mark the run finished once it is done (recording an adaptive run's stops), else
         waiting for its batches."""
@@ -584,11 +579,7 @@ class _Batcher:
         records = run_batches(self.run.id, session=self.session)
         if any(r.state != "collected" for r in records):
             return False
-        return all(_slot_of(p) in chunk.stored for chunk in self.chunks() for p in chunk.calls)
-
-
-def _slot_of(planned: PlannedCall) -> Slot:
-    return planned.item_db_id, planned.execution, planned.call_index
+        return all(p.slot in chunk.stored for chunk in self.chunks() for p in chunk.calls)
 
 
 def client_for(spec: RunSpec) -> BatchClient:
@@ -684,7 +675,8 @@ def collect_runs(
                     if progress:
                         progress([b.report for b in batchers])
                     if not wait or all(
-                        b.done() or b.lost_only() or b.report.capped for b in batchers
+                        b.done() or (b.report.lost and not b.report.pending) or b.report.capped
+                        for b in batchers
                     ):
                         break
                     await asyncio.sleep(poll_s)

@@ -84,7 +84,7 @@ def estimate_run(
         calls = plan(chunk, db_ids, spec, dataset_seed=dataset.seed)
         ids = [db_ids[item.item_id] for item in chunk]
         stored = {} if run is None else run_calls_by_slot(run.id, session=session, item_ids=ids)
-        todo = [c for c in calls if (c.item_db_id, c.execution, c.call_index) not in stored]
+        todo = [c for c in calls if c.slot not in stored]
         totals += _unanswered(spec, todo, session=session)
         items, planned, to_do = items + len(chunk), planned + len(calls), to_do + len(todo)
     to_call, input_tokens, output_tokens = (int(n) for n in totals)

@@ -21,7 +21,6 @@ from pcf.runs.adaptive import (
     answer_adaptive,
     executions_for,
     gather_or_cancel,
-    kept_stops,
     record_stops,
 )
 from pcf.runs.budget import CostGuard
@@ -282,7 +281,7 @@ async def execute(
                 report.to_do += len(second)
                 await executor.answer(second)
         if spec.adaptive != "off":
-            kept = kept_stops(run, recheck=recheck_stops)
+            kept = {} if recheck_stops else dict(run.settings.get("stops", {}))
             stops, calibration = await answer_adaptive(
                 executor,
                 lambda: (planned_of(chunk) for chunk in in_chunks(items)),
@@ -303,5 +302,5 @@ async def execute(
 
 def _open(planned: PlannedCall, stored: Mapping[Slot, Call], retry_failed: bool) -> bool:
     """Whether a planned call is still to be made: not stored, or failed and asked again."""
-    call = stored.get((planned.item_db_id, planned.execution, planned.call_index))
+    call = stored.get(planned.slot)
     return call is None or (retry_failed and not call.ok)
