@@ -144,46 +144,6 @@ class _Ended:
     paid: set[str] = field(default_factory=set)
 
 
-class _Sender:
-    """Sends requests in batches within the provider's limits, each recorded before it is sent."""
-
-    def __init__(self, batcher: _Batcher, max_requests: int) -> None:
-        self.batcher, self.max_requests = batcher, max_requests
-        self.max_bytes = batcher.client.max_bytes
-        self.keys: list[str] = []
-        self.entries: list[dict[str, Any]] = []
-        self.size = 0
-
-    async def add(self, prepared: Prepared) -> None:
-        """Queue one request; a full batch is sent first."""
-        entry = self.batcher.entry(prepared)
-        length = len(json.dumps(entry).encode()) + 1
-        if length > self.max_bytes:
-            raise ValueError(
-                f"one request is {length} bytes, over the batch limit of {self.max_bytes}"
-            )
-        if self.keys and (
-            len(self.keys) >= self.max_requests or self.size + length > self.max_bytes
-        ):
-            await self.flush()
-        self.keys.append(prepared[2])
-        self.entries.append(entry)
-        self.size += length
-
-    async def flush(self) -> None:
-        """Send the queued requests as one batch."""
-        if not self.keys:
-            return
-        batcher = self.batcher
-        record = add_provider_batch(
-            batcher.run.id, uuid.uuid4().hex, self.keys, session=batcher.session
-        )
-        batcher.session.commit()
-        await batcher.send(record, self.entries)
-        batcher.report.submitted += len(self.keys)
-        self.keys, self.entries, self.size = [], [], 0
-
-
 class _Batcher:
     """One run's batch work in one session, a chunk of items at a time."""
 
@@ -324,7 +284,22 @@ class _Batcher:
         own = {key for r in records if r.state != "collected" for key in self.sent_keys(r)}
         carried = pending_batch_keys(session=self.session)
         self._guard(cap, retry_failed=retry_failed, own=own, carried=carried)
-        sender = _Sender(self, max_requests or self.client.max_requests)
+        max_requests, max_bytes = max_requests or self.client.max_requests, self.client.max_bytes
+        queued: dict[str, dict[str, Any]] = {}  # the next batch's entries by content key
+        size = 0
+
+        async def flush() -> None:  # each batch is recorded before it is sent
+            nonlocal size
+            if queued:
+                record = add_provider_batch(
+                    self.run.id, uuid.uuid4().hex, list(queued), session=self.session
+                )
+                self.session.commit()
+                await self.send(record, list(queued.values()))
+                self.report.submitted += len(queued)
+                queued.clear()
+                size = 0
+
         seen: set[str] = set()
         deferred: list[str] = []
         self.report.planned = 0
@@ -344,15 +319,26 @@ class _Batcher:
                 if p[2] in carried:
                     deferred.append(p[2])
                 else:
-                    await sender.add(p)
+                    entry = self.entry(p)
+                    length = len(json.dumps(entry).encode()) + 1
+                    if length > max_bytes:
+                        raise ValueError(
+                            f"one request is {length} bytes, over the batch limit of {max_bytes}"
+                        )
+                    if queued and (len(queued) >= max_requests or size + length > max_bytes):
+                        await flush()
+                    queued[p[2]] = entry
+                    size += length
         if deferred:
-            record = add_provider_batch(
-                self.run.id, uuid.uuid4().hex, deferred, session=self.session
-            )
-            update_provider_batch(record, session=self.session, state="deferred")
-            self.session.commit()
-            self.report.deferred = len(deferred)
-        await sender.flush()
+            self._defer(deferred)
+        await flush()
+
+    def _defer(self, keys: list[str]) -> None:
+        """Record requests other runs' batches carry, to take from the cache once collected."""
+        record = add_provider_batch(self.run.id, uuid.uuid4().hex, keys, session=self.session)
+        update_provider_batch(record, session=self.session, state="deferred")
+        self.session.commit()
+        self.report.deferred = len(keys)
 
     def _todo(
         self, chunk: _Chunk, retry_failed: bool, own: set[str]
@@ -537,8 +523,7 @@ class _Batcher:
     ) -> dict[str, Any]:
         """A call's row: the cache's answer (a deferred record), else its request's outcome.
         Only the first call with a key is paid: one request answered them all."""
-        hit = one.hits.get(key)
-        row = None if hit is None else self.rows.from_cache(planned, rendered, key, hit)
+        row = self.rows.from_cache(planned, rendered, key, one.hits.get(key))
         if row is not None:
             self.report.cache_hits += 1
             return row

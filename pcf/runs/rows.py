@@ -237,10 +237,12 @@ class RunRows:
         }
 
     def from_cache(
-        self, planned: PlannedCall, rendered: Rendered, key: str, hit: Call
+        self, planned: PlannedCall, rendered: Rendered, key: str, hit: Call | None
     ) -> dict[str, Any] | None:
-        """The row of a call the cache answers with ``hit``, or None when ``hit`` does not parse
-        against this call's keys (the same text may label other candidate ids)."""
+        """The row of a call the cache answers with ``hit``, or None without a hit or when
+        ``hit`` does not parse against this call's keys (the same text may label other ids)."""
+        if hit is None:
+            return None
         reused = self.parse(planned, rendered, JudgeReply(text=hit.response_text or ""))
         if not reused["ok"]:
             return None
@@ -262,8 +264,7 @@ class RunRows:
         rows: list[dict[str, Any]] = []
         rest = []
         for planned, rendered, key in prepared:
-            hit = hits.get(key)
-            row = None if hit is None else self.from_cache(planned, rendered, key, hit)
+            row = self.from_cache(planned, rendered, key, hits.get(key))
             if row is None:
                 rest.append((planned, rendered, key))
             else:
