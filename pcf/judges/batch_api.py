@@ -11,7 +11,7 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import anthropic
 import openai
@@ -26,7 +26,6 @@ TOKEN_FIELD = "pcf_submission"  # noqa: S105 (a metadata key, not a secret)
 OPENAI_ENDED = ("completed", "failed", "expired", "cancelled")
 
 T = TypeVar("T")
-J = TypeVar("J", OpenAIJudge, AnthropicJudge)
 
 
 class BatchAPIError(RuntimeError):
@@ -104,23 +103,13 @@ def _reply_or_error(custom_id: str, parse: Callable[[], JudgeReply]) -> BatchRes
         return BatchResult(custom_id, error=str(err))
 
 
-class _Batches(Generic[J]):
-    """A batch client over a provider judge (its key, base URL and SDK client)."""
-
-    def __init__(self, judge: J) -> None:
-        self.judge: J = judge
-
-    async def aclose(self) -> None:
-        """Close the judge's connections."""
-        await self.judge.aclose()
-
-
-class OpenAIBatches(_Batches[OpenAIJudge]):
-    """OpenAI's Batch API (and compatible servers): upload a JSONL file, create the batch.
-
-    Limits: at most 50,000 requests and 200 MB of file per batch.
+@dataclass(frozen=True)
+class OpenAIBatches:
+    """OpenAI's Batch API (and compatible servers) over the judge's key, server and SDK client:
+    upload a JSONL file, create the batch. Limits: 50,000 requests and 200 MB of file a batch.
     """
 
+    judge: OpenAIJudge
     max_requests = 50_000
     max_bytes = 200_000_000
 
@@ -222,10 +211,12 @@ class OpenAIBatches(_Batches[OpenAIJudge]):
         return _reply_or_error(custom_id, lambda: chat_reply(body, 0.0))
 
 
-class AnthropicBatches(_Batches[AnthropicJudge]):
+@dataclass(frozen=True)
+class AnthropicBatches:
     """Anthropic's Message Batches, requests sent inline: at most 100,000 requests and 256 MB.
     Its batches carry no metadata: a killed submit's batch is found by time and size."""
 
+    judge: AnthropicJudge
     max_requests = 100_000
     max_bytes = 256_000_000
 

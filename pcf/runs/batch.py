@@ -609,7 +609,7 @@ def submit_run(
                         cap=cap,
                     )
                 finally:
-                    await client.aclose()
+                    await client.judge.aclose()
 
         asyncio.run(work())
         batcher.finish()
@@ -667,7 +667,7 @@ def collect_runs(
                     await asyncio.sleep(poll_s)
         finally:
             for batcher in batchers:
-                await batcher.client.aclose()
+                await batcher.client.judge.aclose()
         return [b.report for b in batchers]
 
     with ExitStack() as stack:

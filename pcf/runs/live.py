@@ -121,17 +121,16 @@ class CallExecutor:
                 return
             await self._ask(planned, rendered, key)
 
-    def _from_cache(self, prepared: Sequence[Prepared]) -> list[Prepared]:
-        """Store the calls whose answers another run stored meanwhile; returns them."""
+    def _from_cache(self, prepared: Sequence[Prepared]) -> set[str]:
+        """Store the calls whose answers another run stored meanwhile; returns their keys."""
         if self.claims.holder is None:
-            return []
+            return set()
         rows, _ = self.rows.cached(prepared)
         if rows:
             for row in rows:
                 self.claims.release(row["content_key"])
             self.rows.commit(rows)
-        answered = {row["content_key"] for row in rows}
-        return [p for p in prepared if p[2] in answered]
+        return {row["content_key"] for row in rows}
 
     async def _ask(self, planned: PlannedCall, rendered: Rendered, key: str) -> None:
         """Ask the judge, retrying transport errors and unparseable answers, each request
@@ -210,7 +209,7 @@ class CallExecutor:
         if hit_rows:
             self.rows.commit(hit_rows)
         claimed = self.claims.claim(key for *_, key in pending)
-        late = {p[2] for p in self._from_cache([p for p in pending if p[2] in claimed])}
+        late = self._from_cache([p for p in pending if p[2] in claimed])
         await gather_or_cancel(
             self.call(*p, claimed=p[2] in claimed) for p in pending if p[2] not in late
         )

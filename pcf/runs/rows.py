@@ -162,11 +162,7 @@ class RunRows:
 
     def prepare(self, calls: Iterable[PlannedCall]) -> list[Prepared]:
         """Each call with its rendered prompt and content key."""
-        out = []
-        for planned in calls:
-            rendered = planned.render()
-            out.append((planned, rendered, self.key(planned, rendered)))
-        return out
+        return [(p, rendered, self.key(p, rendered)) for p in calls for rendered in [p.render()]]
 
     def base(self, planned: PlannedCall, rendered: Rendered, key: str) -> dict[str, Any]:
         """The columns of the call's row that do not depend on the answer."""
