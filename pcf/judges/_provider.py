@@ -52,11 +52,7 @@ def status_error(status: int, message: str, headers: Mapping[str, str], secret: 
 
 class ProviderJudge:
     """What the provider judges share: the key, the seed and one SDK client per event loop.
-
-    Subclasses set ``backend`` and ``sdk_client`` and ``http_client`` (or ``_new_client``), and
-    either ``complete`` or ``sdk``
-    (``openai`` or ``anthropic``: their error classes share names) with ``_send``, ``_reply``
-    and ``_status_message`` for the ``complete`` here.
+    The ``complete`` here is for the SDKs whose error classes share names (openai, anthropic).
     """
 
     backend: str

@@ -59,7 +59,6 @@ _registry_lock = threading.Lock()
 
 
 def _update(key: tuple[str, str], **changes: Any) -> None:
-    """Change some fields of a run's progress at once."""
     with _registry_lock:
         _registry[key] = replace(_registry[key], **changes)
 
@@ -89,7 +88,6 @@ def start_run(
         started = _registry[key] = RunProgress(name, spec.dataset)
 
     def work() -> None:
-        """The thread's body: run the judge, then record what it did or the failure."""
         try:
             with session_scope(engine) as session:
                 _, report = judge_run(

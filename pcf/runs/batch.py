@@ -125,9 +125,7 @@ def spec_of(run: Run, *, session: Session) -> RunSpec:
 
 
 @dataclass(frozen=True)
-class _Chunk:
-    """A chunk of a run's items: its planned calls, the calls it makes now and its stored calls."""
-
+class _Chunk:  # a chunk of the run's items
     planned: list[PlannedCall]
     calls: list[PlannedCall]
     stored: dict[Slot, Call]
@@ -386,7 +384,6 @@ class _Batcher:
         self.report.batches.append(batch_id)
 
     async def _finish(self, record: ProviderBatch, prepared: list[Prepared]) -> None:
-        """A submission a killed submit left: find its batch, or send it now."""
         found = await self.client.find(
             record.token,
             created_after=record.created_at - FIND_WINDOW,

@@ -88,8 +88,7 @@ def default_cost_cap() -> float | None:
 def own_key_needed(actor: Actor, backend: str, base_url: str | None) -> bool:
     """Whether a run to ``base_url`` needs a key of the actor's own: the server has a key for
     ``backend`` that may not go there (:func:`pcf.access.key_may_go_to`)."""
-    has_key = env_key(backend) is not None
-    return has_key and not key_may_go_to(actor, backend, base_url)
+    return env_key(backend) is not None and not key_may_go_to(actor, backend, base_url)
 
 
 def check_start(
