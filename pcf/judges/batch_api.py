@@ -1,7 +1,5 @@
 """Provider batch APIs: OpenAI's Batch API and Anthropic's Message Batches, through the SDKs.
-
-A submission carries a token (OpenAI: in the batch's metadata and the uploaded file's name), so
-a submit killed before it stored the batch id finds its batch instead of paying for another.
+A submission carries a token, so a killed submit finds its batch (docs/costs.md, "Kill-safe").
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Batch mode: a run's calls sent through a provider's batch API, at the batch price.
-
-Each submission is recorded before the provider is asked, so a killed submit is finished (its
-batch found, or its file reused) instead of paid twice; keys another run's batch carries are
-``deferred`` to the cache. A batch is marked collected in the transaction that stores its
-results, so a killed collect run again stores each answer exactly once.
-"""
+"""Batch mode: a run's calls sent through a provider's batch API, at the batch price, each
+submission recorded before it is sent and each batch collected in one transaction, so a killed
+submit or collect is finished, never paid twice (docs/costs.md, "Provider batches")."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""The cost guard, for every path that pays a provider.
-
-Before a request leaves, the guard reserves an upper bound of its price, and lets it go only
-when the spend plus every open reservation stays within the cap. A byte-level BPE token holds
-at least one byte, so a request's UTF-8 bytes bound its input tokens without a tokenizer. A
-provider may bill more (hidden instructions), so reservations are at least the run's billed
-peaks, and while none is confirmed only one request is in flight (see docs/costs.md).
-"""
+"""The cost guard, for every path that pays a provider: an upper bound of each request's
+price reserved before it leaves, settled with the bill (the rule: docs/costs.md)."""
 
 from __future__ import annotations
 
