@@ -205,15 +205,13 @@ async def answer_adaptive(
     executor: CallExecutor,
     chunks: Callable[[], Iterable[Sequence[PlannedCall]]],
     keys: Sequence[str],
-    run: Run,
-    spec: RunSpec,
     *,
-    session: Session,
     kept: Mapping[str, Mapping[str, Any]],
 ) -> tuple[dict[str, Stop], Calibration | None]:
     """Each item's calls one wave at a time until its policy settles it, a chunk at a time: a
     ``confident`` run's calibration items first, in full, then the others at the threshold
     chosen on them; the stops and the calibration."""
+    run, spec, session = executor.rows.run, executor.spec, executor.rows.session
     sample = calibration_keys(spec, keys)
     stops: dict[str, Stop] = {}
     calibration, policy = None, policy_of(spec)

@@ -285,9 +285,6 @@ async def execute(
                 executor,
                 lambda: (planned_of(chunk) for chunk in in_chunks(items)),
                 [item.item_id for item in items],
-                run,
-                spec,
-                session=session,
                 kept=kept,
             )
             record_stops(run, spec, kept, stops, session=session, calibration=calibration)
