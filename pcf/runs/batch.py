@@ -231,7 +231,7 @@ class _Batcher:
             self.prices,
             peaks=usage_peaks(self.run.id, session=self.session),
         )
-        over = guard.reserve_all(
+        over = guard.exceeds(
             rendered.request(self.spec.temperature, self.spec.max_tokens)
             for _, rendered, _ in self._unsent(retry_failed=retry_failed, own=own, carried=carried)
         )

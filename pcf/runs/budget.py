@@ -85,7 +85,7 @@ class CostGuard:
             await self._changed.wait()  # the run's peaks may have risen meanwhile
         return self._take(reservation) if fits else None
 
-    def reserve_all(self, requests: Iterable[JudgeRequest]) -> tuple[int, float] | None:
+    def exceeds(self, requests: Iterable[JudgeRequest]) -> tuple[int, float] | None:
         """None when requests that leave together (a provider batch) all fit, else how many
         they are and their reserved price."""
         count, total = 0, 0.0
