@@ -7,7 +7,7 @@ import email.utils
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any
 
 from pcf.judges.base import (
     JudgeError,
@@ -21,17 +21,6 @@ from pcf.judges.base import (
 
 PLACEHOLDER_KEY = "not-needed"
 """Sent to a self-hosted server (vLLM, Ollama...) that wants no key when none is set."""
-
-
-def resolve_key(api_key: str | None, backend: str, base_url: str | None) -> str:
-    """The key to use: the explicit one, else the backend's variable, else a placeholder for a
-    custom URL (a ValueError for the provider's own endpoint)."""
-    key = api_key or env_key(backend)
-    if key:
-        return key
-    if base_url is not None:
-        return PLACEHOLDER_KEY
-    raise ValueError(f"{key_names(backend)} is not set")
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -61,47 +50,9 @@ def status_error(status: int, message: str, headers: Mapping[str, str], secret: 
     return JudgeError("client_error", text, retryable=False)
 
 
-class AsyncClosable(Protocol):
-    """An SDK client (google-genai's ``AsyncClient`` closes with ``aclose``)."""
-
-    async def close(self) -> None:
-        """Close the client's connection pool."""
-        ...
-
-
-Client = TypeVar("Client", bound=AsyncClosable)
-
-
-class PerLoop(Generic[Client]):
-    """One SDK client per running event loop: a connection pool cannot move between loops."""
-
-    def __init__(self, factory: Callable[[], Client]) -> None:
-        self._factory = factory
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: Client | None = None
-
-    def get(self) -> Client:
-        """The client for the running loop, built on first use in that loop."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = self._factory()
-            self._loop = loop
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the running loop's client, if there is one."""
-        client, self._client = self._client, None
-        if client is not None and self._loop is asyncio.get_running_loop():
-            await (client.aclose() if hasattr(client, "aclose") else client.close())
-
-
 class ProviderJudge:
     """What the provider judges share: the key, the seed and one SDK client per event loop.
-
-    Subclasses set ``backend`` and ``sdk_client`` and ``http_client`` (or ``_new_client``), and
-    either ``complete`` or ``sdk``
-    (``openai`` or ``anthropic``: their error classes share names) with ``_send``, ``_reply``
-    and ``_status_message`` for the ``complete`` here.
+    The ``complete`` here is for the SDKs whose error classes share names (openai, anthropic).
     """
 
     backend: str
@@ -122,8 +73,13 @@ class ProviderJudge:
         seed: int | None = None,
     ) -> None:
         self.model, self.seed = model, seed
-        self._key = resolve_key(api_key, self.backend, base_url)
-        self._clients = PerLoop(partial(self._new_client, self._key, base_url, timeout))
+        key = api_key or env_key(self.backend) or (None if base_url is None else PLACEHOLDER_KEY)
+        if key is None:
+            raise ValueError(f"{key_names(self.backend)} is not set")
+        self._key = key
+        self._new = partial(self._new_client, key, base_url, timeout)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Any = None
 
     @classmethod
     def _new_client(cls, api_key: str, base_url: str | None, timeout: float) -> Any:
@@ -139,8 +95,12 @@ class ProviderJudge:
         )
 
     def client(self) -> Any:
-        """The SDK client of the running event loop."""
-        return self._clients.get()
+        """The SDK client of the running event loop (a connection pool cannot move between
+        loops), built on first use in that loop."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client, self._loop = self._new(), loop
+        return self._client
 
     @property
     def secret(self) -> str:
@@ -149,7 +109,9 @@ class ProviderJudge:
 
     async def aclose(self) -> None:
         """Close the HTTP connections opened in the running event loop."""
-        await self._clients.aclose()
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await (client.aclose() if hasattr(client, "aclose") else client.close())
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         """Answer one request or raise :class:`JudgeError`."""

@@ -1,7 +1,5 @@
 """Provider batch APIs: OpenAI's Batch API and Anthropic's Message Batches, through the SDKs.
-
-A submission carries a token (OpenAI: in the batch's metadata and the uploaded file's name), so
-a submit killed before it stored the batch id finds its batch instead of paying for another.
+A submission carries a token, so a killed submit finds its batch (docs/costs.md, "Kill-safe").
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import anthropic
 import openai
@@ -26,7 +24,6 @@ TOKEN_FIELD = "pcf_submission"  # noqa: S105 (a metadata key, not a secret)
 OPENAI_ENDED = ("completed", "failed", "expired", "cancelled")
 
 T = TypeVar("T")
-J = TypeVar("J", OpenAIJudge, AnthropicJudge)
 
 
 class BatchAPIError(RuntimeError):
@@ -104,23 +101,13 @@ def _reply_or_error(custom_id: str, parse: Callable[[], JudgeReply]) -> BatchRes
         return BatchResult(custom_id, error=str(err))
 
 
-class _Batches(Generic[J]):
-    """A batch client over a provider judge (its key, base URL and SDK client)."""
-
-    def __init__(self, judge: J) -> None:
-        self.judge: J = judge
-
-    async def aclose(self) -> None:
-        """Close the judge's connections."""
-        await self.judge.aclose()
-
-
-class OpenAIBatches(_Batches[OpenAIJudge]):
-    """OpenAI's Batch API (and compatible servers): upload a JSONL file, create the batch.
-
-    Limits: at most 50,000 requests and 200 MB of file per batch.
+@dataclass(frozen=True)
+class OpenAIBatches:
+    """OpenAI's Batch API (and compatible servers) over the judge's key, server and SDK client:
+    upload a JSONL file, create the batch. Limits: 50,000 requests and 200 MB of file a batch.
     """
 
+    judge: OpenAIJudge
     max_requests = 50_000
     max_bytes = 200_000_000
 
@@ -142,7 +129,8 @@ class OpenAIBatches(_Batches[OpenAIJudge]):
         client, key = self.judge.client(), self.judge.secret
         name = f"pcf-{token}.jsonl"
         if file_id is None:
-            file_id = await self._find_file(name)
+            files = client.files.list(purpose="batch")
+            file_id = await _first_id(files, lambda file: file.filename == name, key)
         if file_id is None:
             data = "".join(json.dumps(e) + "\n" for e in entries).encode()
             upload = client.files.create(file=(name, data, "application/jsonl"), purpose="batch")
@@ -158,10 +146,6 @@ class OpenAIBatches(_Batches[OpenAIJudge]):
             key,
         )
         return batch.id
-
-    async def _find_file(self, name: str) -> str | None:
-        files = self.judge.client().files.list(purpose="batch")
-        return await _first_id(files, lambda file: file.filename == name, self.judge.secret)
 
     async def find(
         self, token: str, *, created_after: datetime, size: int, claimed: set[str]
@@ -225,10 +209,12 @@ class OpenAIBatches(_Batches[OpenAIJudge]):
         return _reply_or_error(custom_id, lambda: chat_reply(body, 0.0))
 
 
-class AnthropicBatches(_Batches[AnthropicJudge]):
+@dataclass(frozen=True)
+class AnthropicBatches:
     """Anthropic's Message Batches, requests sent inline: at most 100,000 requests and 256 MB.
     Its batches carry no metadata: a killed submit's batch is found by time and size."""
 
+    judge: AnthropicJudge
     max_requests = 100_000
     max_bytes = 256_000_000
 

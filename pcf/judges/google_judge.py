@@ -46,7 +46,7 @@ class GoogleJudge(ProviderJudge):
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         """Answer one request or raise :class:`JudgeError`."""
-        client = self._clients.get()
+        client = self.client()
         start = time.perf_counter()
         try:
             response = await client.models.generate_content(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -52,9 +53,7 @@ def policy_of(spec: RunSpec) -> StoppingPolicy:
 def _executions_of(spec: RunSpec, per_execution: int) -> int:
     """Executions an item with ``per_execution`` scheduled calls may use (``max_calls`` may
     need more than the planned ones)."""
-    if spec.max_calls is None or spec.max_calls <= per_execution * spec.executions:
-        return spec.executions
-    return math.ceil(spec.max_calls / per_execution)
+    return max(spec.executions, math.ceil((spec.max_calls or 0) / per_execution))
 
 
 def executions_for(spec: RunSpec, items: Iterable[Item]) -> RunSpec:
@@ -78,11 +77,9 @@ class ItemPlan:
 
 def item_plans(planned: Sequence[PlannedCall], spec: RunSpec) -> list[ItemPlan]:
     """Each item's :class:`ItemPlan`, from the plan of :func:`executions_for`."""
-    by_item: dict[int, list[PlannedCall]] = defaultdict(list)
-    for call in planned:
-        by_item[call.item_db_id].append(call)
     plans = []
-    for calls in by_item.values():
+    for _, group in itertools.groupby(planned, key=lambda call: call.item_db_id):
+        calls = list(group)
         per_execution = sum(call.execution == 0 for call in calls)
         executions = _executions_of(spec, per_execution)
         usable = [call for call in calls if call.execution < executions]
@@ -147,11 +144,6 @@ def calibration_calls(
     return out
 
 
-def kept_stops(run: Run, *, recheck: bool) -> dict[str, dict[str, Any]]:
-    """The recorded stops a rerun keeps: all of them, or none when rechecking."""
-    return {} if recheck else dict(run.settings.get("stops", {}))
-
-
 def record_stops(
     run: Run,
     spec: RunSpec,
@@ -213,15 +205,13 @@ async def answer_adaptive(
     executor: CallExecutor,
     chunks: Callable[[], Iterable[Sequence[PlannedCall]]],
     keys: Sequence[str],
-    run: Run,
-    spec: RunSpec,
     *,
-    session: Session,
     kept: Mapping[str, Mapping[str, Any]],
 ) -> tuple[dict[str, Stop], Calibration | None]:
     """Each item's calls one wave at a time until its policy settles it, a chunk at a time: a
     ``confident`` run's calibration items first, in full, then the others at the threshold
     chosen on them; the stops and the calibration."""
+    run, spec, session = executor.rows.run, executor.spec, executor.rows.session
     sample = calibration_keys(spec, keys)
     stops: dict[str, Stop] = {}
     calibration, policy = None, policy_of(spec)

@@ -54,30 +54,13 @@ class RunProgress:
         return self.done / self.total if self.total else float(not self.active)
 
 
-class _Tracker:
-    """The mutable, lock-guarded progress of one run; readers get :class:`RunProgress` copies."""
-
-    def __init__(self, name: str, dataset: str) -> None:
-        self._lock = threading.Lock()
-        self._state = RunProgress(name, dataset)
-
-    def snapshot(self) -> RunProgress:
-        """The current progress (an immutable copy)."""
-        with self._lock:
-            return self._state
-
-    def update(self, **changes: Any) -> None:
-        """Change some fields of the progress at once."""
-        with self._lock:
-            self._state = replace(self._state, **changes)
-
-    def advance(self, report: RunReport) -> None:
-        """The runner's progress callback: ``report.done`` of ``report.to_do`` calls answered."""
-        self.update(status="running", done=report.done, total=report.to_do)
-
-
-_registry: dict[tuple[str, str], _Tracker] = {}
+_registry: dict[tuple[str, str], RunProgress] = {}
 _registry_lock = threading.Lock()
+
+
+def _update(key: tuple[str, str], **changes: Any) -> None:
+    with _registry_lock:
+        _registry[key] = replace(_registry[key], **changes)
 
 
 def _database(engine: Engine) -> str:
@@ -100,26 +83,25 @@ def start_run(
     name = spec.run_name
     key = (_database(engine), name)
     with _registry_lock:
-        if key in _registry and _registry[key].snapshot().active:
+        if key in _registry and _registry[key].active:
             raise ValueError(f"run {name!r} is already running; wait for it to finish")
-        tracker = _registry[key] = _Tracker(name, spec.dataset)
+        started = _registry[key] = RunProgress(name, spec.dataset)
 
     def work() -> None:
-        """The thread's body: run the judge, then record what it did or the failure."""
         try:
             with session_scope(engine) as session:
                 _, report = judge_run(
                     spec,
                     session=session,
                     actor=actor,
-                    progress=tracker.advance,
+                    progress=lambda r: _update(key, status="running", done=r.done, total=r.to_do),
                     api_key=api_key,
                     max_cost=max_cost,
                 )
             status = "capped" if report.capped else "finished"
-            tracker.update(status=status, report=report, finished_at=utc_now())
+            _update(key, status=status, report=report, finished_at=utc_now())
         except (RunConflictError, RunBusyError, CostCapError) as exc:  # leave the run be
-            tracker.update(status="failed", error=str(exc), finished_at=utc_now())
+            _update(key, status="failed", error=str(exc), finished_at=utc_now())
         except Exception as exc:  # the page shows every failure, whatever it is
             error = storage_problem(exc, _database(engine)) or f"{type(exc).__name__}: {exc}"
             try:
@@ -128,10 +110,10 @@ def start_run(
                 if storage_problem(marking, _database(engine)) is None:
                     raise
             finally:
-                tracker.update(status="failed", error=error, finished_at=utc_now())
+                _update(key, status="failed", error=error, finished_at=utc_now())
 
     threading.Thread(target=work, name=f"pcf-run-{name}", daemon=True).start()
-    return tracker.snapshot()
+    return started
 
 
 def _mark_failed(engine: Engine, name: str) -> None:
@@ -147,6 +129,5 @@ def background_runs(engine: Engine, dataset: str | None = None) -> list[RunProgr
     oldest first."""
     database = _database(engine)
     with _registry_lock:
-        trackers = [t for (db, _), t in _registry.items() if db == database]
-    snapshots = [t.snapshot() for t in trackers]
+        snapshots = [p for (db, _), p in _registry.items() if db == database]
     return [p for p in snapshots if dataset is None or p.dataset == dataset]

@@ -1,10 +1,6 @@
-"""Batch mode: a run's calls sent through a provider's batch API, at the batch price.
-
-Each submission is recorded before the provider is asked, so a killed submit is finished (its
-batch found, or its file reused) instead of paid twice; keys another run's batch carries are
-``deferred`` to the cache. A batch is marked collected in the transaction that stores its
-results, so a killed collect run again stores each answer exactly once.
-"""
+"""Batch mode: a run's calls sent through a provider's batch API, at the batch price, each
+submission recorded before it is sent and each batch collected in one transaction, so a killed
+submit or collect is finished, never paid twice (docs/costs.md, "Provider batches")."""
 
 from __future__ import annotations
 
@@ -29,7 +25,6 @@ from pcf.runs.adaptive import (
     calibration_calls,
     calibration_keys,
     executions_for,
-    kept_stops,
     next_wave,
     policy_of,
     record_stops,
@@ -126,9 +121,7 @@ def spec_of(run: Run, *, session: Session) -> RunSpec:
 
 
 @dataclass(frozen=True)
-class _Chunk:
-    """A chunk of a run's items: its planned calls, the calls it makes now and its stored calls."""
-
+class _Chunk:  # a chunk of the run's items
     planned: list[PlannedCall]
     calls: list[PlannedCall]
     stored: dict[Slot, Call]
@@ -145,46 +138,6 @@ class _Ended:
     paid: set[str] = field(default_factory=set)
 
 
-class _Sender:
-    """Sends requests in batches within the provider's limits, each recorded before it is sent."""
-
-    def __init__(self, batcher: _Batcher, max_requests: int) -> None:
-        self.batcher, self.max_requests = batcher, max_requests
-        self.max_bytes = batcher.client.max_bytes
-        self.keys: list[str] = []
-        self.entries: list[dict[str, Any]] = []
-        self.size = 0
-
-    async def add(self, prepared: Prepared) -> None:
-        """Queue one request; a full batch is sent first."""
-        entry = self.batcher.entry(prepared)
-        length = len(json.dumps(entry).encode()) + 1
-        if length > self.max_bytes:
-            raise ValueError(
-                f"one request is {length} bytes, over the batch limit of {self.max_bytes}"
-            )
-        if self.keys and (
-            len(self.keys) >= self.max_requests or self.size + length > self.max_bytes
-        ):
-            await self.flush()
-        self.keys.append(prepared[2])
-        self.entries.append(entry)
-        self.size += length
-
-    async def flush(self) -> None:
-        """Send the queued requests as one batch."""
-        if not self.keys:
-            return
-        batcher = self.batcher
-        record = add_provider_batch(
-            batcher.run.id, uuid.uuid4().hex, self.keys, session=batcher.session
-        )
-        batcher.session.commit()
-        await batcher.send(record, self.entries)
-        batcher.report.submitted += len(self.keys)
-        self.keys, self.entries, self.size = [], [], 0
-
-
 class _Batcher:
     """One run's batch work in one session, a chunk of items at a time."""
 
@@ -197,7 +150,7 @@ class _Batcher:
         self.items = DatasetItems(run.dataset_id, session=session, limit=spec.limit)
         self.db_ids = item_db_ids(run.dataset_id, session=session)
         self.plan_spec = executions_for(spec, self.items)
-        self.kept = kept_stops(run, recheck=False)
+        self.kept = dict(run.settings.get("stops", {}))
         self.stops: dict[str, Stop] = {}
         self.sample = calibration_keys(spec, [item.item_id for item in self.items])
         self.calibration: Calibration | None = None
@@ -219,7 +172,7 @@ class _Batcher:
                 planned, stored, self.spec, kept=self.kept, policy=policy, calibration=self.sample
             )
             self.stops |= stops
-            return [p for p in planned if _slot_of(p) in stored] + wave
+            return [p for p in planned if p.slot in stored] + wave
         if self.spec.protocol != "apoc":
             return planned
         return planned + confirmations(planned, stored, self.spec)
@@ -278,7 +231,7 @@ class _Batcher:
             self.prices,
             peaks=usage_peaks(self.run.id, session=self.session),
         )
-        over = guard.reserve_all(
+        over = guard.exceeds(
             rendered.request(self.spec.temperature, self.spec.max_tokens)
             for _, rendered, _ in self._unsent(retry_failed=retry_failed, own=own, carried=carried)
         )
@@ -325,7 +278,22 @@ class _Batcher:
         own = {key for r in records if r.state != "collected" for key in self.sent_keys(r)}
         carried = pending_batch_keys(session=self.session)
         self._guard(cap, retry_failed=retry_failed, own=own, carried=carried)
-        sender = _Sender(self, max_requests or self.client.max_requests)
+        max_requests, max_bytes = max_requests or self.client.max_requests, self.client.max_bytes
+        queued: dict[str, dict[str, Any]] = {}  # the next batch's entries by content key
+        size = 0
+
+        async def flush() -> None:  # each batch is recorded before it is sent
+            nonlocal size
+            if queued:
+                record = add_provider_batch(
+                    self.run.id, uuid.uuid4().hex, list(queued), session=self.session
+                )
+                self.session.commit()
+                await self.send(record, list(queued.values()))
+                self.report.submitted += len(queued)
+                queued.clear()
+                size = 0
+
         seen: set[str] = set()
         deferred: list[str] = []
         self.report.planned = 0
@@ -345,15 +313,26 @@ class _Batcher:
                 if p[2] in carried:
                     deferred.append(p[2])
                 else:
-                    await sender.add(p)
+                    entry = self.entry(p)
+                    length = len(json.dumps(entry).encode()) + 1
+                    if length > max_bytes:
+                        raise ValueError(
+                            f"one request is {length} bytes, over the batch limit of {max_bytes}"
+                        )
+                    if queued and (len(queued) >= max_requests or size + length > max_bytes):
+                        await flush()
+                    queued[p[2]] = entry
+                    size += length
         if deferred:
-            record = add_provider_batch(
-                self.run.id, uuid.uuid4().hex, deferred, session=self.session
-            )
-            update_provider_batch(record, session=self.session, state="deferred")
-            self.session.commit()
-            self.report.deferred = len(deferred)
-        await sender.flush()
+            self._defer(deferred)
+        await flush()
+
+    def _defer(self, keys: list[str]) -> None:
+        """Record requests other runs' batches carry, to take from the cache once collected."""
+        record = add_provider_batch(self.run.id, uuid.uuid4().hex, keys, session=self.session)
+        update_provider_batch(record, session=self.session, state="deferred")
+        self.session.commit()
+        self.report.deferred = len(keys)
 
     def _todo(
         self, chunk: _Chunk, retry_failed: bool, own: set[str]
@@ -362,7 +341,7 @@ class _Batcher:
         rest, to send."""
         prepared = self.rows.prepare(chunk.calls)
         keep = {slot for slot, call in chunk.stored.items() if call.ok or not retry_failed}
-        todo = [p for p in prepared if _slot_of(p[0]) not in keep and p[2] not in own]
+        todo = [p for p in prepared if p[0].slot not in keep and p[2] not in own]
         return prepared, *self.rows.cached(todo)
 
     async def _finish_killed(self, killed: list[ProviderBatch]) -> None:
@@ -401,7 +380,6 @@ class _Batcher:
         self.report.batches.append(batch_id)
 
     async def _finish(self, record: ProviderBatch, prepared: list[Prepared]) -> None:
-        """A submission a killed submit left: find its batch, or send it now."""
         found = await self.client.find(
             record.token,
             created_after=record.created_at - FIND_WINDOW,
@@ -499,7 +477,7 @@ class _Batcher:
             for chunk in self.chunks():
                 for planned, _, key in self.rows.prepare(chunk.calls):
                     if key in sent:
-                        self._slots[key].append(_slot_of(planned))
+                        self._slots[key].append(planned.slot)
         return self._slots
 
     async def _store(self, ended: _Ended) -> None:
@@ -512,9 +490,9 @@ class _Batcher:
             items = items_by_ids(ids, session=self.session)
             planned = plan(items, self.db_ids, self.plan_spec, dataset_seed=self.dataset_seed)
             stored = run_calls_by_slot(self.run.id, session=self.session, item_ids=ids)
-            calls = [p for p in self._calls(planned, stored) if _slot_of(p) in slots]
+            calls = [p for p in self._calls(planned, stored) if p.slot in slots]
             for planned_call, rendered, key in self.rows.prepare(calls):
-                current = stored.get(_slot_of(planned_call))
+                current = stored.get(planned_call.slot)
                 if key not in ended.outcomes or (
                     current is not None
                     and (current.ok or current.created_at >= ended.record.created_at)
@@ -538,8 +516,7 @@ class _Batcher:
     ) -> dict[str, Any]:
         """A call's row: the cache's answer (a deferred record), else its request's outcome.
         Only the first call with a key is paid: one request answered them all."""
-        hit = one.hits.get(key)
-        row = None if hit is None else self.rows.from_cache(planned, rendered, key, hit)
+        row = self.rows.from_cache(planned, rendered, key, one.hits.get(key))
         if row is not None:
             self.report.cache_hits += 1
             return row
@@ -564,10 +541,6 @@ class _Batcher:
             }
         )
 
-    def lost_only(self) -> bool:
-        """Whether the last collect left lost batches and nothing to wait for."""
-        return bool(self.report.lost) and not self.report.pending
-
     def finish(self) -> None:
         """Mark the run finished once it is done (recording an adaptive run's stops), else
         waiting for its batches."""
@@ -584,11 +557,7 @@ class _Batcher:
         records = run_batches(self.run.id, session=self.session)
         if any(r.state != "collected" for r in records):
             return False
-        return all(_slot_of(p) in chunk.stored for chunk in self.chunks() for p in chunk.calls)
-
-
-def _slot_of(planned: PlannedCall) -> Slot:
-    return planned.item_db_id, planned.execution, planned.call_index
+        return all(p.slot in chunk.stored for chunk in self.chunks() for p in chunk.calls)
 
 
 def client_for(spec: RunSpec) -> BatchClient:
@@ -633,7 +602,7 @@ def submit_run(
                         cap=cap,
                     )
                 finally:
-                    await client.aclose()
+                    await client.judge.aclose()
 
         asyncio.run(work())
         batcher.finish()
@@ -684,13 +653,14 @@ def collect_runs(
                     if progress:
                         progress([b.report for b in batchers])
                     if not wait or all(
-                        b.done() or b.lost_only() or b.report.capped for b in batchers
+                        b.done() or (b.report.lost and not b.report.pending) or b.report.capped
+                        for b in batchers
                     ):
                         break
                     await asyncio.sleep(poll_s)
         finally:
             for batcher in batchers:
-                await batcher.client.aclose()
+                await batcher.client.judge.aclose()
         return [b.report for b in batchers]
 
     with ExitStack() as stack:

@@ -44,7 +44,7 @@ def batch_status(name: str, *, session: Session) -> list[dict[str, Any]]:
                         }
                 rows.append(row)
         finally:
-            await client.aclose()
+            await client.judge.aclose()
 
     asyncio.run(read(client_for(spec_of(run, session=session))))
     return rows
@@ -71,7 +71,7 @@ def cancel_runs(names: Sequence[str], *, session: Session, actor: Actor) -> dict
                 except BatchLostError:
                     lost.setdefault(run.name, []).append(record.batch_id)
         finally:
-            await client.aclose()
+            await client.judge.aclose()
 
     for run in runs:
         asyncio.run(cancel(run))

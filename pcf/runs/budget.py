@@ -1,11 +1,5 @@
-"""The cost guard, for every path that pays a provider.
-
-Before a request leaves, the guard reserves an upper bound of its price, and lets it go only
-when the spend plus every open reservation stays within the cap. A byte-level BPE token holds
-at least one byte, so a request's UTF-8 bytes bound its input tokens without a tokenizer. A
-provider may bill more (hidden instructions), so reservations are at least the run's billed
-peaks, and while none is confirmed only one request is in flight (see docs/costs.md).
-"""
+"""The cost guard, for every path that pays a provider: an upper bound of each request's
+price reserved before it leaves, settled with the bill (the rule: docs/costs.md)."""
 
 from __future__ import annotations
 
@@ -54,7 +48,7 @@ class CostGuard:
         self.peak_in, self.peak_out = peaks
         self.confirmed = any(peaks)
         self.spent = self.reserved = 0.0
-        self.in_flight = self.refused = 0
+        self.in_flight = 0
         self._changed = asyncio.Event()
 
     def reservation(self, request: JudgeRequest) -> Reservation:
@@ -89,31 +83,23 @@ class CostGuard:
             return self._take(Reservation(0, 0, None))
         while (fits := self._fits(reservation := self.reservation(request))) is None:
             await self._changed.wait()  # the run's peaks may have risen meanwhile
-        if not fits:
-            self.refused += 1
-            return None
-        return self._take(reservation)
+        return self._take(reservation) if fits else None
 
-    def reserve_all(self, requests: Iterable[JudgeRequest]) -> tuple[int, float] | None:
-        """Reserve requests that leave together (a provider batch) when all of them fit, else
-        return how many they are and their reserved price."""
+    def exceeds(self, requests: Iterable[JudgeRequest]) -> tuple[int, float] | None:
+        """None when requests that leave together (a provider batch) all fit, else how many
+        they are and their reserved price."""
         count, total = 0, 0.0
         for request in requests:
             count, total = count + 1, total + (self.reservation(request).usd or 0.0)
-        if self.cap is not None and self.spent + self.reserved + total > self.cap:
-            self.refused += count
-            return count, total
-        self.reserved += total
-        self.in_flight += count
-        return None
+        over = self.cap is not None and self.spent + self.reserved + total > self.cap
+        return (count, total) if over else None
 
-    def settle(self, reservation: Reservation, input_tokens: int, output_tokens: int) -> float:
-        """Replace a reservation with what the provider billed; returns its cost. Billing above
-        it raises the peaks and puts the guard back to one request in flight."""
-        cost = call_cost(self.model, input_tokens, output_tokens, self.prices) or 0.0
+    def settle(self, reservation: Reservation, input_tokens: int, output_tokens: int) -> None:
+        """Replace a reservation with what the provider billed. Billing above it raises the
+        peaks and puts the guard back to one request in flight."""
         self.reserved -= reservation.usd or 0.0
         self.in_flight -= 1
-        self.spent += cost
+        self.spent += call_cost(self.model, input_tokens, output_tokens, self.prices) or 0.0
         if input_tokens > reservation.input_tokens or output_tokens > reservation.output_tokens:
             self.confirmed = False
         elif (input_tokens or output_tokens) and (
@@ -124,4 +110,3 @@ class CostGuard:
         self.peak_out = max(self.peak_out, output_tokens)
         self._changed.set()
         self._changed = asyncio.Event()
-        return cost

@@ -38,6 +38,11 @@ class PlannedCall:
     repeat_index: int
     pairwise: bool
 
+    @property
+    def slot(self) -> Slot:
+        """Where the call sits in its run."""
+        return self.item_db_id, self.execution, self.call_index
+
     def render(self) -> Rendered:
         """The prompt of this call."""
         render = render_pairwise if self.pairwise else render_listwise

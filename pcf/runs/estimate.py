@@ -84,7 +84,7 @@ def estimate_run(
         calls = plan(chunk, db_ids, spec, dataset_seed=dataset.seed)
         ids = [db_ids[item.item_id] for item in chunk]
         stored = {} if run is None else run_calls_by_slot(run.id, session=session, item_ids=ids)
-        todo = [c for c in calls if (c.item_db_id, c.execution, c.call_index) not in stored]
+        todo = [c for c in calls if c.slot not in stored]
         totals += _unanswered(spec, todo, session=session)
         items, planned, to_do = items + len(chunk), planned + len(calls), to_do + len(todo)
     to_call, input_tokens, output_tokens = (int(n) for n in totals)
@@ -215,22 +215,17 @@ def require_dataset(spec: RunSpec, *, session: Session) -> Dataset:
 
 def settings_conflict(run: Run, spec: RunSpec, *, session: Session) -> str | None:
     """Why ``run`` cannot be resumed as ``spec`` (what differs), or None when it can."""
-    theirs_dataset = get_dataset_by_id(run.dataset_id, session=session)
+    dataset = get_dataset_by_id(run.dataset_id, session=session)
     judge = ("backend", "model", "base_url")
     mine = {"dataset": spec.dataset} | {k: getattr(spec, k) for k in judge} | spec.identity()
-    theirs = {"dataset": theirs_dataset.name if theirs_dataset else None}
+    theirs = {"dataset": dataset.name if dataset else None}
     theirs |= {k: getattr(run, k) for k in judge} | run.settings.get("identity", {})
 
     changed = sorted(k for k in mine if mine[k] != theirs.get(k))
-    if not changed:
-        return _canonical_conflict(run, theirs_dataset)
-    detail = ", ".join(f"{k}: {theirs.get(k)!r} -> {mine[k]!r}" for k in changed)
-    return f"run {run.name!r} exists with other settings ({detail})"
-
-
-def _canonical_conflict(run: Run, dataset: Dataset | None) -> str | None:
-    """Why a run whose canonical orders came from its own seed (before they followed the
-    dataset seed) cannot resume: that seed is not the dataset's."""
+    if changed:
+        detail = ", ".join(f"{k}: {theirs.get(k)!r} -> {mine[k]!r}" for k in changed)
+        return f"run {run.name!r} exists with other settings ({detail})"
+    # A run planned before canonical orders followed the dataset seed took them from its own.
     if CANONICAL_SETTING in run.settings or dataset is None or run.seed == dataset.seed:
         return None
     return (

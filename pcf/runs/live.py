@@ -21,7 +21,6 @@ from pcf.runs.adaptive import (
     answer_adaptive,
     executions_for,
     gather_or_cancel,
-    kept_stops,
     record_stops,
 )
 from pcf.runs.budget import CostGuard
@@ -122,17 +121,16 @@ class CallExecutor:
                 return
             await self._ask(planned, rendered, key)
 
-    def _from_cache(self, prepared: Sequence[Prepared]) -> list[Prepared]:
-        """Store the calls whose answers another run stored meanwhile; returns them."""
+    def _from_cache(self, prepared: Sequence[Prepared]) -> set[str]:
+        """Store the calls whose answers another run stored meanwhile; returns their keys."""
         if self.claims.holder is None:
-            return []
+            return set()
         rows, _ = self.rows.cached(prepared)
         if rows:
             for row in rows:
                 self.claims.release(row["content_key"])
             self.rows.commit(rows)
-        answered = {row["content_key"] for row in rows}
-        return [p for p in prepared if p[2] in answered]
+        return {row["content_key"] for row in rows}
 
     async def _ask(self, planned: PlannedCall, rendered: Rendered, key: str) -> None:
         """Ask the judge, retrying transport errors and unparseable answers, each request
@@ -211,7 +209,7 @@ class CallExecutor:
         if hit_rows:
             self.rows.commit(hit_rows)
         claimed = self.claims.claim(key for *_, key in pending)
-        late = {p[2] for p in self._from_cache([p for p in pending if p[2] in claimed])}
+        late = self._from_cache([p for p in pending if p[2] in claimed])
         await gather_or_cancel(
             self.call(*p, claimed=p[2] in claimed) for p in pending if p[2] not in late
         )
@@ -282,14 +280,11 @@ async def execute(
                 report.to_do += len(second)
                 await executor.answer(second)
         if spec.adaptive != "off":
-            kept = kept_stops(run, recheck=recheck_stops)
+            kept = {} if recheck_stops else dict(run.settings.get("stops", {}))
             stops, calibration = await answer_adaptive(
                 executor,
                 lambda: (planned_of(chunk) for chunk in in_chunks(items)),
                 [item.item_id for item in items],
-                run,
-                spec,
-                session=session,
                 kept=kept,
             )
             record_stops(run, spec, kept, stops, session=session, calibration=calibration)
@@ -303,5 +298,5 @@ async def execute(
 
 def _open(planned: PlannedCall, stored: Mapping[Slot, Call], retry_failed: bool) -> bool:
     """Whether a planned call is still to be made: not stored, or failed and asked again."""
-    call = stored.get((planned.item_db_id, planned.execution, planned.call_index))
+    call = stored.get(planned.slot)
     return call is None or (retry_failed and not call.ok)

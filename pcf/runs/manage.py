@@ -88,8 +88,7 @@ def default_cost_cap() -> float | None:
 def own_key_needed(actor: Actor, backend: str, base_url: str | None) -> bool:
     """Whether a run to ``base_url`` needs a key of the actor's own: the server has a key for
     ``backend`` that may not go there (:func:`pcf.access.key_may_go_to`)."""
-    has_key = env_key(backend) is not None
-    return has_key and not key_may_go_to(actor, backend, base_url)
+    return env_key(backend) is not None and not key_may_go_to(actor, backend, base_url)
 
 
 def check_start(
@@ -210,26 +209,6 @@ class RunBusyError(ValueError):
     """Another live process is judging a run of that name."""
 
 
-def take_lease(name: str, holder: str, *, session: Session) -> None:
-    """Hold the lease of run ``name`` (committed), trying again when another process races."""
-    for attempt in range(LEASE_ATTEMPTS):
-        try:
-            busy = take_run_lease(name, session=session, holder=holder, ttl_s=LEASE_TTL_S)
-            session.commit()
-        except LostRaceError:
-            session.rollback()
-            if attempt == LEASE_ATTEMPTS - 1:
-                raise
-            continue
-        if busy is None:
-            return
-        since = busy.acquired_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-        raise RunBusyError(
-            f"run {name!r} is being judged by another process (pid {busy.pid} on "
-            f"{busy.host}, since {since}); wait for it to finish, or choose another name"
-        )
-
-
 @dataclass(frozen=True)
 class Lease:
     """A run lease this process holds (:func:`leased`)."""
@@ -261,9 +240,24 @@ class Lease:
 
 @contextmanager
 def leased(name: str, *, session: Session) -> Iterator[Lease]:
-    """Hold run ``name``'s lease meanwhile, and give it up with its key claims at the end."""
+    """Hold run ``name``'s lease meanwhile (trying again when another process races for it),
+    and give it up with its key claims at the end."""
     holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
-    take_lease(name, holder, session=session)
+    for attempt in range(LEASE_ATTEMPTS):
+        try:
+            busy = take_run_lease(name, session=session, holder=holder, ttl_s=LEASE_TTL_S)
+            session.commit()
+            break
+        except LostRaceError:
+            session.rollback()
+            if attempt == LEASE_ATTEMPTS - 1:
+                raise
+    if busy is not None:
+        since = busy.acquired_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        raise RunBusyError(
+            f"run {name!r} is being judged by another process (pid {busy.pid} on "
+            f"{busy.host}, since {since}); wait for it to finish, or choose another name"
+        )
     try:
         yield Lease(name, holder, session)
     finally:

@@ -162,11 +162,7 @@ class RunRows:
 
     def prepare(self, calls: Iterable[PlannedCall]) -> list[Prepared]:
         """Each call with its rendered prompt and content key."""
-        out = []
-        for planned in calls:
-            rendered = planned.render()
-            out.append((planned, rendered, self.key(planned, rendered)))
-        return out
+        return [(p, rendered, self.key(p, rendered)) for p in calls for rendered in [p.render()]]
 
     def base(self, planned: PlannedCall, rendered: Rendered, key: str) -> dict[str, Any]:
         """The columns of the call's row that do not depend on the answer."""
@@ -237,10 +233,12 @@ class RunRows:
         }
 
     def from_cache(
-        self, planned: PlannedCall, rendered: Rendered, key: str, hit: Call
+        self, planned: PlannedCall, rendered: Rendered, key: str, hit: Call | None
     ) -> dict[str, Any] | None:
-        """The row of a call the cache answers with ``hit``, or None when ``hit`` does not parse
-        against this call's keys (the same text may label other candidate ids)."""
+        """The row of a call the cache answers with ``hit``, or None without a hit or when
+        ``hit`` does not parse against this call's keys (the same text may label other ids)."""
+        if hit is None:
+            return None
         reused = self.parse(planned, rendered, JudgeReply(text=hit.response_text or ""))
         if not reused["ok"]:
             return None
@@ -262,8 +260,7 @@ class RunRows:
         rows: list[dict[str, Any]] = []
         rest = []
         for planned, rendered, key in prepared:
-            hit = hits.get(key)
-            row = None if hit is None else self.from_cache(planned, rendered, key, hit)
+            row = self.from_cache(planned, rendered, key, hits.get(key))
             if row is None:
                 rest.append((planned, rendered, key))
             else:

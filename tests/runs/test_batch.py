@@ -570,7 +570,7 @@ def test_a_batch_sent_before_servers_were_in_the_key_is_collected_into_its_calls
             try:
                 return await client.submit("token", entries, file_id=None, on_file=lambda _: None)
             finally:
-                await client.aclose()
+                await client.judge.aclose()
 
         update_provider_batch(
             record, session=session, state="submitted", batch_id=asyncio.run(send())
