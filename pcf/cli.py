@@ -24,8 +24,8 @@ from pcf.access import operator
 from pcf.choices import FORMATS, RULES, SCHEDULES, SIMULATED_MODEL
 from pcf.errors import DataError
 from pcf.judges import BACKENDS, PROVIDERS, parse_model
-from pcf.runs.spec import PROTOCOLS
-from pcf.weights import PRESETS
+from pcf.runs.spec import PROTOCOLS, RunSpec
+from pcf.weights import DEFAULT_WEIGHTS, PRESETS, Weights, named_weights
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -33,9 +33,7 @@ if TYPE_CHECKING:
 
     from pcf.runs.estimate import ReopenEstimate
     from pcf.runs.rows import Progress, RunReport
-    from pcf.runs.spec import RunSpec
     from pcf.store import Dataset, Run
-    from pcf.weights import Weights
 
 DatasetArgument = Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")]
 BackendOption = Annotated[
@@ -157,21 +155,6 @@ def emit(obj: object) -> None:
     typer.echo(json.dumps(obj, ensure_ascii=False, indent=2))
 
 
-def choose_weights(preset: str | None, weights: str | None) -> Weights:
-    """The weights from ``--preset`` or ``--weights`` (not both); the proposed preset otherwise."""
-    if preset and weights:
-        fail("error: give --preset or --weights, not both", 2)
-    if weights:
-        from pcf.weights import Weights
-
-        with refusing("error: --weights: "):
-            return Weights.parse(weights)
-    name = preset or "proposed"
-    if name not in PRESETS:
-        fail(f"error: unknown preset {name!r}; choose one of {', '.join(PRESETS)}", 2)
-    return PRESETS[name]
-
-
 @app.command()
 def aggregate(
     judgments: Annotated[Path, typer.Argument(help="judgments.jsonl (METHOD.md interchange).")],
@@ -199,7 +182,12 @@ def aggregate(
     """
     from pcf.decisions import aggregate_file
 
-    chosen = choose_weights(preset, weights)
+    if preset and weights:
+        fail("error: give --preset or --weights, not both", 2)
+    if preset and preset not in PRESETS:
+        fail(f"error: unknown preset {preset!r}; choose one of {', '.join(PRESETS)}", 2)
+    with refusing("error: --weights: "):
+        chosen = Weights.parse(weights) if weights else PRESETS[preset or "proposed"]
     if k is not None and k < 1:
         fail("error: --k must be at least 1", 2)
     if rule not in RULES:
@@ -616,8 +604,6 @@ def judge(
     check_prices()
     from pcf.runs.estimate import reopen_estimate
     from pcf.runs.manage import judge_run
-    from pcf.runs.spec import RunSpec
-    from pcf.weights import DEFAULT_WEIGHTS, named_weights
 
     with refusing():
         if recheck_stops and batch:
@@ -969,7 +955,6 @@ def study(
     """
     check_prices()
     from pcf.runs.manage import judge_run
-    from pcf.runs.spec import RunSpec
     from pcf.runs.study import study_specs
 
     with refusing():
@@ -1065,7 +1050,6 @@ def whatif(
     """
     from pcf.analysis.whatif import whatif as replay_policy
     from pcf.stopping import StoppingPolicy
-    from pcf.weights import named_weights
 
     with refusing():
         policy = StoppingPolicy(adaptive, risk=risk, weights=named_weights(stop_on))
