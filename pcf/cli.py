@@ -104,10 +104,16 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,
 )
-replay_app = typer.Typer(
-    help="Score recorded pairwise judge outputs (both orders).", no_args_is_help=True
-)
-app.add_typer(replay_app, name="replay")
+
+
+def group(name: str, help_text: str) -> typer.Typer:
+    """The command group ``pcf NAME``."""
+    commands = typer.Typer(help=help_text, no_args_is_help=True)
+    app.add_typer(commands, name=name)
+    return commands
+
+
+replay_app = group("replay", "Score recorded pairwise judge outputs (both orders).")
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -790,8 +796,7 @@ def runs(context: typer.Context) -> None:
         )
 
 
-batch_app = typer.Typer(help="Provider batches of runs judged with --batch.", no_args_is_help=True)
-app.add_typer(batch_app, name="batch")
+batch_app = group("batch", "Provider batches of runs judged with --batch.")
 RunsArgument = Annotated[list[str], typer.Argument(metavar="RUN...", help="Run names.")]
 
 
@@ -1214,10 +1219,7 @@ def demo(
     typer.echo(f"demo database ready at {database_url()}", err=True)
 
 
-members_app = typer.Typer(
-    help="Who may sign in to the app, and with which role.", no_args_is_help=True
-)
-app.add_typer(members_app, name="members")
+members_app = group("members", "Who may sign in to the app, and with which role.")
 EmailArgument = Annotated[str, typer.Argument(metavar="EMAIL", help="The email they sign in with.")]
 
 
@@ -1290,8 +1292,7 @@ def audit(
     write_lines([events], sys.stdout)
 
 
-labelling_app = typer.Typer(help="A dataset's labelling plan.", no_args_is_help=True)
-app.add_typer(labelling_app, name="labelling")
+labelling_app = group("labelling", "A dataset's labelling plan.")
 
 
 @labelling_app.command("set")
@@ -1363,10 +1364,8 @@ def labelling_set(
         )
 
 
-labels_app = typer.Typer(help="Every label of a dataset, for other tools.", no_args_is_help=True)
-app.add_typer(labels_app, name="labels")
-gold_app = typer.Typer(help="A dataset's human gold, for other tools.", no_args_is_help=True)
-app.add_typer(gold_app, name="gold")
+labels_app = group("labels", "Every label of a dataset, for other tools.")
+gold_app = group("gold", "A dataset's human gold, for other tools.")
 ExportOut = Annotated[Path, typer.Option("--out", help="The file to write (its folder is made).")]
 ExportFormat = Annotated[
     str | None,
@@ -1504,10 +1503,7 @@ def gold_export(dataset_name: DatasetArgument, out: ExportOut, fmt: ExportFormat
     export_team(dataset_name, out, fmt, "gold")
 
 
-db_app = typer.Typer(
-    help="The database's schema revision: show it, list revisions, upgrade.", no_args_is_help=True
-)
-app.add_typer(db_app, name="db")
+db_app = group("db", "The database's schema revision: show it, list revisions, upgrade.")
 
 
 @contextmanager
