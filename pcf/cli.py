@@ -1581,8 +1581,3 @@ def db_upgrade(
             "backup": str(report.backup) if report.backup else None,
         }
     )
-
-
-def main() -> None:
-    """Entry point for ``python -m pcf``."""
-    app()
