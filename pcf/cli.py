@@ -326,8 +326,7 @@ PLAIN_PROGRESS_S = 5.0
 def stderr_progress(name: str) -> Progress:
     """Live progress of run ``name`` on stderr: one line redrawn on a terminal, else a line
     every :data:`PLAIN_PROGRESS_S` seconds and when the calls are done."""
-    terminal = sys.stderr.isatty()
-    interval = 0.2 if terminal else PLAIN_PROGRESS_S
+    interval = 0.2 if sys.stderr.isatty() else PLAIN_PROGRESS_S
     last = -interval
 
     def show(report: RunReport) -> None:
@@ -401,10 +400,8 @@ def storage_errors() -> Iterator[None]:
 
     try:
         yield
-    except SchemaError as exc:
-        fail(f"error: {exc}")
     except Exception as exc:
-        problem = storage_problem(exc, database_url())
+        problem = exc if isinstance(exc, SchemaError) else storage_problem(exc, database_url())
         if problem is None:
             raise
         fail(f"error: {problem}")
@@ -846,24 +843,21 @@ def batch_collect_command(
     """
     from pcf.runs.batch import collect_runs
 
-    terminal = sys.stderr.isatty()
-
     def show(reports: list) -> None:
         finished, requests = sum(r.finished for r in reports), sum(r.requests for r in reports)
         width = 30
         filled = width * finished // requests if requests else width
-        line = (
+        redraw(
             f"collect [{'#' * filled}{'.' * (width - filled)}] {finished}/{requests} requests, "
             f"{sum(r.stored for r in reports)} calls stored, "
             f"{sum(r.pending for r in reports)} batches running"
         )
-        redraw(line)
 
     with batch_errors(), database() as session:
         reports = collect_runs(
             runs, session=session, actor=operator(), wait=wait, poll_s=poll, progress=show
         )
-        if terminal:
+        if sys.stderr.isatty():
             sys.stderr.write("\n")
         emit({name: r.as_dict() for name, r in zip(runs, reports, strict=True)})
     lost = [lost_batch(name, b) for name, r in zip(runs, reports, strict=True) for b in r.lost]
@@ -1017,17 +1011,16 @@ def check_command(
     """
     from pcf.analysis.gate import check_run
 
-    with database() as session:
+    with database() as session, refusing():
         run = existing_run(run_name, session=session)
-        with refusing():
-            checks = check_run(
-                run,
-                session=session,
-                max_order_unstable=max_order_unstable,
-                max_position_driven=max_position_driven,
-                min_kappa=min_kappa,
-                min_accuracy=min_accuracy,
-            )
+        checks = check_run(
+            run,
+            session=session,
+            max_order_unstable=max_order_unstable,
+            max_position_driven=max_position_driven,
+            min_kappa=min_kappa,
+            min_accuracy=min_accuracy,
+        )
     passed = all(c.passed for c in checks)
     for check in checks:
         typer.echo(check.line())
@@ -1091,12 +1084,11 @@ def triage(
     orders = by or ["priority"]
     if unknown := [o for o in orders if o not in ORDERS]:
         fail(f"error: unknown order {unknown[0]!r}; choose from {', '.join(ORDERS)}", 2)
-    with database() as session:
+    with database() as session, refusing():
         run = existing_run(run_name, session=session)
-        with refusing():
-            curves, wrong, table = run_triage(
-                run, session=session, orders=orders, against=against, seed=seed
-            )
+        curves, wrong, table = run_triage(
+            run, session=session, orders=orders, against=against, seed=seed
+        )
     figures = {"run": run_name, "against": against, **summarize_triage(curves, wrong, seed=seed)}
     if out is not None:
         from pcf.reports.charts import capture_chart, reliability_chart
@@ -1249,19 +1241,9 @@ def members_list() -> None:
 
     with database() as session:
         listed = members(session=session, actor=operator())
-        emit(
-            [
-                {
-                    "email": m.email,
-                    "role": m.role,
-                    "added_by": m.added_by,
-                    "added_at": m.added_at.isoformat(),
-                    "issuer": m.issuer,
-                    "subject": m.subject,
-                }
-                for m in listed
-            ]
-        )
+        fields = ("email", "role", "added_by", "added_at", "issuer", "subject")
+        rows = [{field: getattr(m, field) for field in fields} for m in listed]
+        emit([row | {"added_at": row["added_at"].isoformat()} for row in rows])
 
 
 @members_app.command("remove")
