@@ -126,10 +126,8 @@ def check_prices() -> None:
     """Stop with a one-line error, before the heavy imports, when ``PCF_PRICES`` is unusable."""
     from pcf.prices import price_table
 
-    try:
+    with refusing():
         price_table()
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
 
 
 def check_out_folder(out: Path, option: str = "--out") -> None:
@@ -205,10 +203,8 @@ def aggregate(
             for note in notes:
                 typer.echo(f"note: read as a failed call: {note}", err=True)
             shutil.copyfileobj(decisions, sys.stdout)
-    except DataError as exc:
-        fail(str(exc))
     except ValueError as exc:
-        fail(f"error: {exc}")
+        fail(str(exc) if isinstance(exc, DataError) else f"error: {exc}")
 
 
 @app.command()
@@ -254,13 +250,11 @@ def replay_judgebench(
 
     Example: pcf replay judgebench "outputs/judge_model=o1-mini-2024-09-12.jsonl" --triage
     """
-    from pcf.recordings import read_judgebench_outputs, replay_summary
+    from pcf.recordings import read_judgebench_outputs
 
     with refusing("", 1):
         pairs = read_judgebench_outputs(path)
-        emit(
-            {"file": str(path), **replay_summary(pairs), **pair_triage(pairs, triage, abstentions)}
-        )
+        emit_replay({"file": str(path)}, pairs, triage, abstentions)
     if report is not None:
         from pcf.reports.document import judgebench_source
 
@@ -282,26 +276,27 @@ def replay_llmbar(
 
     Example: pcf replay llmbar Dataset/LLMBar --judge GPT-4 --strategy Vanilla --report out/
     """
-    from pcf.recordings import read_llmbar_results, replay_summary
+    from pcf.recordings import read_llmbar_results
 
     with refusing("", 1):
         pairs = read_llmbar_results(path, judge=judge, strategy=strategy)
-        emit(
-            {"path": str(path), **replay_summary(pairs), **pair_triage(pairs, triage, abstentions)}
-        )
+        emit_replay({"path": str(path)}, pairs, triage, abstentions)
     if report is not None:
         source = {"path": str(path), "judge": judge or "any", "strategy": strategy or "any"}
         title = f"Replay: LLMBar {path.name}, judge {judge or 'any'}"
         write_replay_report(pairs, report, title=title, source=source)
 
 
-def pair_triage(pairs: list, wanted: bool, abstentions: str) -> dict:
-    """``{"triage": ...}``: does swap disagreement find the single call's errors, or nothing."""
-    if not wanted:
-        return {}
-    from pcf.analysis.triage import pair_triage as triage_pairs
+def emit_replay(source: dict[str, str], pairs: list, triage: bool, abstentions: str) -> None:
+    """Print the figures of recorded pairs; with ``triage``, whether swaps find their errors."""
+    from pcf.recordings import replay_summary
 
-    return {"triage": triage_pairs(pairs, abstentions=abstentions)}
+    figures = source | replay_summary(pairs)
+    if triage:
+        from pcf.analysis.triage import pair_triage
+
+        figures["triage"] = pair_triage(pairs, abstentions=abstentions)
+    emit(figures)
 
 
 def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str, str]) -> None:
@@ -1321,29 +1316,21 @@ def labelling_set(
             fail(f"error: --guidelines {exc}", 2)
         except UnicodeDecodeError as exc:
             fail(f"error: --guidelines {guidelines}: not UTF-8 text ({exc.reason})", 2)
-    with database() as session:
+    with database() as session, refusing():
         found = existing_dataset(dataset_name, session=session)
-        with refusing():
-            plan = set_plan(
-                found.id,
-                session=session,
-                actor=operator(),
-                labels_per_item=labels_per_item,
-                adaptive=adaptive,
-                gold_rule=gold_rule,
-                guidelines=text,
-                calibration_share=calibration_share,
-            )
-        emit(
-            {
-                "dataset": dataset_name,
-                "labels_per_item": plan.labels_per_item,
-                "adaptive": plan.adaptive,
-                "gold_rule": plan.gold_rule,
-                "calibration_share": plan.calibration_share,
-                "guidelines_chars": len(plan.guidelines),
-            }
+        plan = set_plan(
+            found.id,
+            session=session,
+            actor=operator(),
+            labels_per_item=labels_per_item,
+            adaptive=adaptive,
+            gold_rule=gold_rule,
+            guidelines=text,
+            calibration_share=calibration_share,
         )
+        fields = ("labels_per_item", "adaptive", "gold_rule", "calibration_share")
+        shown = {field: getattr(plan, field) for field in fields}
+        emit({"dataset": dataset_name, **shown, "guidelines_chars": len(plan.guidelines)})
 
 
 labels_app = group("labels", "Every label of a dataset, for other tools.")
