@@ -96,7 +96,6 @@ MaxCostOption = Annotated[
         "stops 'capped' with its calls stored), and --batch sends nothing over it.",
     ),
 ]
-"""Options that `pcf judge` and `pcf study` share."""
 
 app = typer.Typer(
     help="PCF Review: permutation-consensus factuality judging.",
@@ -311,16 +310,12 @@ def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str,
     typer.echo(f"wrote {written['markdown']}, {written['html']} and {written['json']}", err=True)
 
 
-# ---------------------------------------------------------------- database commands
-
-
 PLAIN_PROGRESS_S = 5.0
 """Seconds between progress lines when stderr is not a terminal (a log, CI)."""
 
 
 def stderr_progress(name: str) -> Progress:
-    """Live progress of run ``name`` on stderr: one line redrawn on a terminal, else a line
-    every :data:`PLAIN_PROGRESS_S` seconds and when the calls are done."""
+    """Progress of run ``name`` on stderr: one line redrawn on a terminal, else now and then."""
     interval = 0.2 if sys.stderr.isatty() else PLAIN_PROGRESS_S
     last = -interval
 
@@ -389,8 +384,7 @@ def database() -> Iterator[Session]:
 
 @contextmanager
 def storage_errors() -> Iterator[None]:
-    """Stop with one line and exit code 1 on a database at a schema revision this code cannot
-    use, or one that cannot be used at all (:func:`pcf.store.problems.storage_problem`)."""
+    """Stop with one line (exit 1) on a database this code cannot use, or not as it is."""
     from pcf.store import SchemaError, database_url, storage_problem
 
     try:
@@ -423,8 +417,7 @@ def existing_dataset(name: str, *, session: Session) -> Dataset:
 
 
 def summary(run: Run, report: RunReport, *, session: Session) -> dict:
-    """The run's summary and what this command did; stores what the app's pages read of the
-    run (:func:`pcf.analysis.precompute.keep_results`), so no page has to compute it."""
+    """The run's summary and this command's report, after storing what the app's pages read."""
     from pcf.analysis.precompute import keep_results
     from pcf.analysis.results import run_summary
 
