@@ -1124,17 +1124,16 @@ def escalate(
     from pcf.analysis.escalate import escalate as split_items
     from pcf.labelling.plan import queue_escalated
 
-    with database() as session:
+    with database() as session, refusing():
         run = existing_run(run_name, session=session)
-        with refusing():
-            figures = split_items(
-                run,
-                session=session,
-                alpha=alpha,
-                delta=delta,
-                signal=signal,
-                labels=calibration_labels,
-            )
+        figures = split_items(
+            run,
+            session=session,
+            alpha=alpha,
+            delta=delta,
+            signal=signal,
+            labels=calibration_labels,
+        )
         if queue:
             queue_escalated(run, figures["escalated"], session=session, actor=operator())
         emit(figures)
@@ -1394,7 +1393,7 @@ def labels_import(
     """
     from pcf.labelling.imports import import_labels
 
-    with database() as session:
+    with database() as session, refusing():
         found = existing_dataset(dataset_name, session=session)
         try:
             count = import_labels(
@@ -1402,8 +1401,6 @@ def labels_import(
             )
         except DataError as exc:
             fail(f"{len(exc.problems)} problem(s) in {path}; nothing imported:\n{exc}")
-        except ValueError as exc:
-            fail(f"error: {exc}", 2)
     typer.echo(f"imported {count} labels into {dataset_name}", err=True)
 
 
@@ -1432,26 +1429,25 @@ def labels_assign(
     from pcf.labelling.queue import assign, unassign
     from pcf.store import item_positions
 
-    with database() as session:
+    with database() as session, refusing():
         found = existing_dataset(dataset_name, session=session)
         order = [(key, db_id) for key, db_id, _ in item_positions(found.id, session=session)]
-        with refusing():
-            if remove:
-                count = unassign(found.id, to, session=session, actor=operator())
-            else:
-                keys = [key.strip() for key in (items or "").split(",") if key.strip()]
-                count = len(
-                    assign(
-                        found.id,
-                        order,
-                        session=session,
-                        actor=operator(),
-                        to=to,
-                        items=keys,
-                        first=first,
-                        share=share,
-                    )
+        if remove:
+            count = unassign(found.id, to, session=session, actor=operator())
+        else:
+            keys = [key.strip() for key in (items or "").split(",") if key.strip()]
+            count = len(
+                assign(
+                    found.id,
+                    order,
+                    session=session,
+                    actor=operator(),
+                    to=to,
+                    items=keys,
+                    first=first,
+                    share=share,
                 )
+            )
     done = f"took back {count} items from" if remove else f"assigned {count} items to"
     typer.echo(f"{done} {to} in {dataset_name}", err=True)
 
