@@ -1,5 +1,5 @@
 """Run the CLI with `python -m pcf`."""
 
-from pcf.cli import main
+from pcf.cli import app
 
-main()
+app()

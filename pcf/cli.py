@@ -24,8 +24,8 @@ from pcf.access import operator
 from pcf.choices import FORMATS, RULES, SCHEDULES, SIMULATED_MODEL
 from pcf.errors import DataError
 from pcf.judges import BACKENDS, PROVIDERS, parse_model
-from pcf.runs.spec import PROTOCOLS
-from pcf.weights import PRESETS
+from pcf.runs.spec import PROTOCOLS, RunSpec
+from pcf.weights import DEFAULT_WEIGHTS, PRESETS, Weights, named_weights
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -33,9 +33,7 @@ if TYPE_CHECKING:
 
     from pcf.runs.estimate import ReopenEstimate
     from pcf.runs.rows import Progress, RunReport
-    from pcf.runs.spec import RunSpec
     from pcf.store import Dataset, Run
-    from pcf.weights import Weights
 
 DatasetArgument = Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")]
 BackendOption = Annotated[
@@ -98,7 +96,6 @@ MaxCostOption = Annotated[
         "stops 'capped' with its calls stored), and --batch sends nothing over it.",
     ),
 ]
-"""Options that `pcf judge` and `pcf study` share."""
 
 app = typer.Typer(
     help="PCF Review: permutation-consensus factuality judging.",
@@ -106,10 +103,16 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,
 )
-replay_app = typer.Typer(
-    help="Score recorded pairwise judge outputs (both orders).", no_args_is_help=True
-)
-app.add_typer(replay_app, name="replay")
+
+
+def group(name: str, help_text: str) -> typer.Typer:
+    """The command group ``pcf NAME``."""
+    commands = typer.Typer(help=help_text, no_args_is_help=True)
+    app.add_typer(commands, name=name)
+    return commands
+
+
+replay_app = group("replay", "Score recorded pairwise judge outputs (both orders).")
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -122,10 +125,8 @@ def check_prices() -> None:
     """Stop with a one-line error, before the heavy imports, when ``PCF_PRICES`` is unusable."""
     from pcf.prices import price_table
 
-    try:
+    with refusing():
         price_table()
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
 
 
 def check_out_folder(out: Path, option: str = "--out") -> None:
@@ -157,21 +158,6 @@ def emit(obj: object) -> None:
     typer.echo(json.dumps(obj, ensure_ascii=False, indent=2))
 
 
-def choose_weights(preset: str | None, weights: str | None) -> Weights:
-    """The weights from ``--preset`` or ``--weights`` (not both); the proposed preset otherwise."""
-    if preset and weights:
-        fail("error: give --preset or --weights, not both", 2)
-    if weights:
-        from pcf.weights import Weights
-
-        with refusing("error: --weights: "):
-            return Weights.parse(weights)
-    name = preset or "proposed"
-    if name not in PRESETS:
-        fail(f"error: unknown preset {name!r}; choose one of {', '.join(PRESETS)}", 2)
-    return PRESETS[name]
-
-
 @app.command()
 def aggregate(
     judgments: Annotated[Path, typer.Argument(help="judgments.jsonl (METHOD.md interchange).")],
@@ -199,7 +185,12 @@ def aggregate(
     """
     from pcf.decisions import aggregate_file
 
-    chosen = choose_weights(preset, weights)
+    if preset and weights:
+        fail("error: give --preset or --weights, not both", 2)
+    if preset and preset not in PRESETS:
+        fail(f"error: unknown preset {preset!r}; choose one of {', '.join(PRESETS)}", 2)
+    with refusing("error: --weights: "):
+        chosen = Weights.parse(weights) if weights else PRESETS[preset or "proposed"]
     if k is not None and k < 1:
         fail("error: --k must be at least 1", 2)
     if rule not in RULES:
@@ -211,10 +202,8 @@ def aggregate(
             for note in notes:
                 typer.echo(f"note: read as a failed call: {note}", err=True)
             shutil.copyfileobj(decisions, sys.stdout)
-    except DataError as exc:
-        fail(str(exc))
     except ValueError as exc:
-        fail(f"error: {exc}")
+        fail(str(exc) if isinstance(exc, DataError) else f"error: {exc}")
 
 
 @app.command()
@@ -260,13 +249,11 @@ def replay_judgebench(
 
     Example: pcf replay judgebench "outputs/judge_model=o1-mini-2024-09-12.jsonl" --triage
     """
-    from pcf.recordings import read_judgebench_outputs, replay_summary
+    from pcf.recordings import read_judgebench_outputs
 
     with refusing("", 1):
         pairs = read_judgebench_outputs(path)
-        emit(
-            {"file": str(path), **replay_summary(pairs), **pair_triage(pairs, triage, abstentions)}
-        )
+        emit_replay({"file": str(path)}, pairs, triage, abstentions)
     if report is not None:
         from pcf.reports.document import judgebench_source
 
@@ -288,26 +275,27 @@ def replay_llmbar(
 
     Example: pcf replay llmbar Dataset/LLMBar --judge GPT-4 --strategy Vanilla --report out/
     """
-    from pcf.recordings import read_llmbar_results, replay_summary
+    from pcf.recordings import read_llmbar_results
 
     with refusing("", 1):
         pairs = read_llmbar_results(path, judge=judge, strategy=strategy)
-        emit(
-            {"path": str(path), **replay_summary(pairs), **pair_triage(pairs, triage, abstentions)}
-        )
+        emit_replay({"path": str(path)}, pairs, triage, abstentions)
     if report is not None:
         source = {"path": str(path), "judge": judge or "any", "strategy": strategy or "any"}
         title = f"Replay: LLMBar {path.name}, judge {judge or 'any'}"
         write_replay_report(pairs, report, title=title, source=source)
 
 
-def pair_triage(pairs: list, wanted: bool, abstentions: str) -> dict:
-    """``{"triage": ...}``: does swap disagreement find the single call's errors, or nothing."""
-    if not wanted:
-        return {}
-    from pcf.analysis.triage import pair_triage as triage_pairs
+def emit_replay(source: dict[str, str], pairs: list, triage: bool, abstentions: str) -> None:
+    """Print the figures of recorded pairs; with ``triage``, whether swaps find their errors."""
+    from pcf.recordings import replay_summary
 
-    return {"triage": triage_pairs(pairs, abstentions=abstentions)}
+    figures = source | replay_summary(pairs)
+    if triage:
+        from pcf.analysis.triage import pair_triage
+
+        figures["triage"] = pair_triage(pairs, abstentions=abstentions)
+    emit(figures)
 
 
 def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str, str]) -> None:
@@ -322,18 +310,13 @@ def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str,
     typer.echo(f"wrote {written['markdown']}, {written['html']} and {written['json']}", err=True)
 
 
-# ---------------------------------------------------------------- database commands
-
-
 PLAIN_PROGRESS_S = 5.0
 """Seconds between progress lines when stderr is not a terminal (a log, CI)."""
 
 
 def stderr_progress(name: str) -> Progress:
-    """Live progress of run ``name`` on stderr: one line redrawn on a terminal, else a line
-    every :data:`PLAIN_PROGRESS_S` seconds and when the calls are done."""
-    terminal = sys.stderr.isatty()
-    interval = 0.2 if terminal else PLAIN_PROGRESS_S
+    """Progress of run ``name`` on stderr: one line redrawn on a terminal, else now and then."""
+    interval = 0.2 if sys.stderr.isatty() else PLAIN_PROGRESS_S
     last = -interval
 
     def show(report: RunReport) -> None:
@@ -401,16 +384,13 @@ def database() -> Iterator[Session]:
 
 @contextmanager
 def storage_errors() -> Iterator[None]:
-    """Stop with one line and exit code 1 on a database at a schema revision this code cannot
-    use, or one that cannot be used at all (:func:`pcf.store.problems.storage_problem`)."""
+    """Stop with one line (exit 1) on a database this code cannot use, or not as it is."""
     from pcf.store import SchemaError, database_url, storage_problem
 
     try:
         yield
-    except SchemaError as exc:
-        fail(f"error: {exc}")
     except Exception as exc:
-        problem = storage_problem(exc, database_url())
+        problem = exc if isinstance(exc, SchemaError) else storage_problem(exc, database_url())
         if problem is None:
             raise
         fail(f"error: {problem}")
@@ -437,8 +417,7 @@ def existing_dataset(name: str, *, session: Session) -> Dataset:
 
 
 def summary(run: Run, report: RunReport, *, session: Session) -> dict:
-    """The run's summary and what this command did; stores what the app's pages read of the
-    run (:func:`pcf.analysis.precompute.keep_results`), so no page has to compute it."""
+    """The run's summary and this command's report, after storing what the app's pages read."""
     from pcf.analysis.precompute import keep_results
     from pcf.analysis.results import run_summary
 
@@ -616,8 +595,6 @@ def judge(
     check_prices()
     from pcf.runs.estimate import reopen_estimate
     from pcf.runs.manage import judge_run
-    from pcf.runs.spec import RunSpec
-    from pcf.weights import DEFAULT_WEIGHTS, named_weights
 
     with refusing():
         if recheck_stops and batch:
@@ -804,8 +781,7 @@ def runs(context: typer.Context) -> None:
         )
 
 
-batch_app = typer.Typer(help="Provider batches of runs judged with --batch.", no_args_is_help=True)
-app.add_typer(batch_app, name="batch")
+batch_app = group("batch", "Provider batches of runs judged with --batch.")
 RunsArgument = Annotated[list[str], typer.Argument(metavar="RUN...", help="Run names.")]
 
 
@@ -855,24 +831,21 @@ def batch_collect_command(
     """
     from pcf.runs.batch import collect_runs
 
-    terminal = sys.stderr.isatty()
-
     def show(reports: list) -> None:
         finished, requests = sum(r.finished for r in reports), sum(r.requests for r in reports)
         width = 30
         filled = width * finished // requests if requests else width
-        line = (
+        redraw(
             f"collect [{'#' * filled}{'.' * (width - filled)}] {finished}/{requests} requests, "
             f"{sum(r.stored for r in reports)} calls stored, "
             f"{sum(r.pending for r in reports)} batches running"
         )
-        redraw(line)
 
     with batch_errors(), database() as session:
         reports = collect_runs(
             runs, session=session, actor=operator(), wait=wait, poll_s=poll, progress=show
         )
-        if terminal:
+        if sys.stderr.isatty():
             sys.stderr.write("\n")
         emit({name: r.as_dict() for name, r in zip(runs, reports, strict=True)})
     lost = [lost_batch(name, b) for name, r in zip(runs, reports, strict=True) for b in r.lost]
@@ -969,7 +942,6 @@ def study(
     """
     check_prices()
     from pcf.runs.manage import judge_run
-    from pcf.runs.spec import RunSpec
     from pcf.runs.study import study_specs
 
     with refusing():
@@ -1027,17 +999,16 @@ def check_command(
     """
     from pcf.analysis.gate import check_run
 
-    with database() as session:
+    with database() as session, refusing():
         run = existing_run(run_name, session=session)
-        with refusing():
-            checks = check_run(
-                run,
-                session=session,
-                max_order_unstable=max_order_unstable,
-                max_position_driven=max_position_driven,
-                min_kappa=min_kappa,
-                min_accuracy=min_accuracy,
-            )
+        checks = check_run(
+            run,
+            session=session,
+            max_order_unstable=max_order_unstable,
+            max_position_driven=max_position_driven,
+            min_kappa=min_kappa,
+            min_accuracy=min_accuracy,
+        )
     passed = all(c.passed for c in checks)
     for check in checks:
         typer.echo(check.line())
@@ -1065,7 +1036,6 @@ def whatif(
     """
     from pcf.analysis.whatif import whatif as replay_policy
     from pcf.stopping import StoppingPolicy
-    from pcf.weights import named_weights
 
     with refusing():
         policy = StoppingPolicy(adaptive, risk=risk, weights=named_weights(stop_on))
@@ -1102,12 +1072,11 @@ def triage(
     orders = by or ["priority"]
     if unknown := [o for o in orders if o not in ORDERS]:
         fail(f"error: unknown order {unknown[0]!r}; choose from {', '.join(ORDERS)}", 2)
-    with database() as session:
+    with database() as session, refusing():
         run = existing_run(run_name, session=session)
-        with refusing():
-            curves, wrong, table = run_triage(
-                run, session=session, orders=orders, against=against, seed=seed
-            )
+        curves, wrong, table = run_triage(
+            run, session=session, orders=orders, against=against, seed=seed
+        )
     figures = {"run": run_name, "against": against, **summarize_triage(curves, wrong, seed=seed)}
     if out is not None:
         from pcf.reports.charts import capture_chart, reliability_chart
@@ -1155,17 +1124,16 @@ def escalate(
     from pcf.analysis.escalate import escalate as split_items
     from pcf.labelling.plan import queue_escalated
 
-    with database() as session:
+    with database() as session, refusing():
         run = existing_run(run_name, session=session)
-        with refusing():
-            figures = split_items(
-                run,
-                session=session,
-                alpha=alpha,
-                delta=delta,
-                signal=signal,
-                labels=calibration_labels,
-            )
+        figures = split_items(
+            run,
+            session=session,
+            alpha=alpha,
+            delta=delta,
+            signal=signal,
+            labels=calibration_labels,
+        )
         if queue:
             queue_escalated(run, figures["escalated"], session=session, actor=operator())
         emit(figures)
@@ -1230,10 +1198,7 @@ def demo(
     typer.echo(f"demo database ready at {database_url()}", err=True)
 
 
-members_app = typer.Typer(
-    help="Who may sign in to the app, and with which role.", no_args_is_help=True
-)
-app.add_typer(members_app, name="members")
+members_app = group("members", "Who may sign in to the app, and with which role.")
 EmailArgument = Annotated[str, typer.Argument(metavar="EMAIL", help="The email they sign in with.")]
 
 
@@ -1263,19 +1228,9 @@ def members_list() -> None:
 
     with database() as session:
         listed = members(session=session, actor=operator())
-        emit(
-            [
-                {
-                    "email": m.email,
-                    "role": m.role,
-                    "added_by": m.added_by,
-                    "added_at": m.added_at.isoformat(),
-                    "issuer": m.issuer,
-                    "subject": m.subject,
-                }
-                for m in listed
-            ]
-        )
+        fields = ("email", "role", "added_by", "added_at", "issuer", "subject")
+        rows = [{field: getattr(m, field) for field in fields} for m in listed]
+        emit([row | {"added_at": row["added_at"].isoformat()} for row in rows])
 
 
 @members_app.command("remove")
@@ -1306,8 +1261,7 @@ def audit(
     write_lines([events], sys.stdout)
 
 
-labelling_app = typer.Typer(help="A dataset's labelling plan.", no_args_is_help=True)
-app.add_typer(labelling_app, name="labelling")
+labelling_app = group("labelling", "A dataset's labelling plan.")
 
 
 @labelling_app.command("set")
@@ -1354,35 +1308,25 @@ def labelling_set(
             fail(f"error: --guidelines {exc}", 2)
         except UnicodeDecodeError as exc:
             fail(f"error: --guidelines {guidelines}: not UTF-8 text ({exc.reason})", 2)
-    with database() as session:
+    with database() as session, refusing():
         found = existing_dataset(dataset_name, session=session)
-        with refusing():
-            plan = set_plan(
-                found.id,
-                session=session,
-                actor=operator(),
-                labels_per_item=labels_per_item,
-                adaptive=adaptive,
-                gold_rule=gold_rule,
-                guidelines=text,
-                calibration_share=calibration_share,
-            )
-        emit(
-            {
-                "dataset": dataset_name,
-                "labels_per_item": plan.labels_per_item,
-                "adaptive": plan.adaptive,
-                "gold_rule": plan.gold_rule,
-                "calibration_share": plan.calibration_share,
-                "guidelines_chars": len(plan.guidelines),
-            }
+        plan = set_plan(
+            found.id,
+            session=session,
+            actor=operator(),
+            labels_per_item=labels_per_item,
+            adaptive=adaptive,
+            gold_rule=gold_rule,
+            guidelines=text,
+            calibration_share=calibration_share,
         )
+        fields = ("labels_per_item", "adaptive", "gold_rule", "calibration_share")
+        shown = {field: getattr(plan, field) for field in fields}
+        emit({"dataset": dataset_name, **shown, "guidelines_chars": len(plan.guidelines)})
 
 
-labels_app = typer.Typer(help="Every label of a dataset, for other tools.", no_args_is_help=True)
-app.add_typer(labels_app, name="labels")
-gold_app = typer.Typer(help="A dataset's human gold, for other tools.", no_args_is_help=True)
-app.add_typer(gold_app, name="gold")
+labels_app = group("labels", "Every label of a dataset, for other tools.")
+gold_app = group("gold", "A dataset's human gold, for other tools.")
 ExportOut = Annotated[Path, typer.Option("--out", help="The file to write (its folder is made).")]
 ExportFormat = Annotated[
     str | None,
@@ -1449,7 +1393,7 @@ def labels_import(
     """
     from pcf.labelling.imports import import_labels
 
-    with database() as session:
+    with database() as session, refusing():
         found = existing_dataset(dataset_name, session=session)
         try:
             count = import_labels(
@@ -1457,8 +1401,6 @@ def labels_import(
             )
         except DataError as exc:
             fail(f"{len(exc.problems)} problem(s) in {path}; nothing imported:\n{exc}")
-        except ValueError as exc:
-            fail(f"error: {exc}", 2)
     typer.echo(f"imported {count} labels into {dataset_name}", err=True)
 
 
@@ -1487,26 +1429,25 @@ def labels_assign(
     from pcf.labelling.queue import assign, unassign
     from pcf.store import item_positions
 
-    with database() as session:
+    with database() as session, refusing():
         found = existing_dataset(dataset_name, session=session)
         order = [(key, db_id) for key, db_id, _ in item_positions(found.id, session=session)]
-        with refusing():
-            if remove:
-                count = unassign(found.id, to, session=session, actor=operator())
-            else:
-                keys = [key.strip() for key in (items or "").split(",") if key.strip()]
-                count = len(
-                    assign(
-                        found.id,
-                        order,
-                        session=session,
-                        actor=operator(),
-                        to=to,
-                        items=keys,
-                        first=first,
-                        share=share,
-                    )
+        if remove:
+            count = unassign(found.id, to, session=session, actor=operator())
+        else:
+            keys = [key.strip() for key in (items or "").split(",") if key.strip()]
+            count = len(
+                assign(
+                    found.id,
+                    order,
+                    session=session,
+                    actor=operator(),
+                    to=to,
+                    items=keys,
+                    first=first,
+                    share=share,
                 )
+            )
     done = f"took back {count} items from" if remove else f"assigned {count} items to"
     typer.echo(f"{done} {to} in {dataset_name}", err=True)
 
@@ -1520,10 +1461,7 @@ def gold_export(dataset_name: DatasetArgument, out: ExportOut, fmt: ExportFormat
     export_team(dataset_name, out, fmt, "gold")
 
 
-db_app = typer.Typer(
-    help="The database's schema revision: show it, list revisions, upgrade.", no_args_is_help=True
-)
-app.add_typer(db_app, name="db")
+db_app = group("db", "The database's schema revision: show it, list revisions, upgrade.")
 
 
 @contextmanager
@@ -1601,8 +1539,3 @@ def db_upgrade(
             "backup": str(report.backup) if report.backup else None,
         }
     )
-
-
-def main() -> None:
-    """Entry point for ``python -m pcf``."""
-    app()
