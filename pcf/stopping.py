@@ -259,12 +259,6 @@ def slots(order: Sequence[str], candidate_ids: Sequence[str]) -> list[int]:
     return [order.index(cid) for cid in candidate_ids]
 
 
-def slot_design(order: Sequence[str], candidate_ids: Sequence[str]) -> np.ndarray:
-    """The slot effects' columns of one call, a row per candidate in listing order: the row of
-    :func:`slot_basis` of the slot the candidate is shown in."""
-    return slot_basis(len(candidate_ids))[slots(order, candidate_ids)]
-
-
 def slot_prior_precision(n: int) -> float:
     """The prior precision of the slot coordinates ``u``, in units of the noise, such that each
     slot's effect has prior spread :data:`SLOT_PRIOR` (its variance is ``(1 - 1/n)`` of u's)."""
@@ -296,17 +290,10 @@ def rank_noise_posterior(ok: Sequence[Judgment], candidate_ids: Sequence[str]) -
     """The posterior over :data:`RANK_NOISE` from ok calls' scores and rankings."""
     prior = np.full(len(RANK_NOISE), (1 - RANK_NOISE_PRIOR) / (len(RANK_NOISE) - 1))
     prior[0] = RANK_NOISE_PRIOR
-    column = {cid: c for c, cid in enumerate(candidate_ids)}
-    shape = (len(ok), len(candidate_ids))
     scores = np.array([[j.factuality[c] for c in candidate_ids] for j in ok], dtype=float)
-    rankings = np.array([[column[c] for c in j.ranking] for j in ok], dtype=int)
-    by_noise = [
-        ranking_log_likelihoods(scores.reshape(shape), rankings.reshape(shape), noise)
-        for noise in RANK_NOISE
-    ]
-    log_post = np.log(prior)
-    for likelihoods in np.column_stack(by_noise):  # call by call
-        log_post += likelihoods
+    rankings = np.array([[candidate_ids.index(c) for c in j.ranking] for j in ok])
+    by_noise = [ranking_log_likelihoods(scores, rankings, noise) for noise in RANK_NOISE]
+    log_post = np.vstack([np.log(prior), np.column_stack(by_noise)]).sum(axis=0)  # call by call
     weights = np.exp(log_post - log_post.max())
     return weights / weights.sum()
 
@@ -360,7 +347,7 @@ class ScoreModel:
             rows = slice(i * n, (i + 1) * n)
             start = place[j.execution] * n
             design[rows, start : start + n] = np.eye(n)
-            design[rows, values : values + n - 1] = slot_design(j.order, ids)
+            design[rows, values : values + n - 1] = slot_basis(n)[slots(j.order, ids)]
             if i in shift_column:
                 design[rows, shift_column[i]] = 1.0
         scores = np.array([[j.factuality[c] for c in ids] for j in ok], dtype=float).ravel()
@@ -421,9 +408,10 @@ class ScoreModel:
             answered = rng.random((draws, calls)) >= failing
             terms = call_terms(score, ranks(ranked_by), risk, self.weights)
             terms[~answered] = 0.0
-            totals += _sums_by_execution(terms, place, executions)
+            for execution in range(executions):  # the calls of each execution in turn
+                totals[:, execution] += terms[:, place == execution].sum(axis=1)
             counts += answered.astype(float) @ np.eye(executions)[place]
-        final = _mean_over_executions(totals / counts[..., None])
+        final = (totals / counts[..., None]).mean(axis=1)
         leaders = final >= final.max(axis=1, keepdims=True) - TIE_TOLERANCE
         return ~leaders[:, winner] | (leaders.sum(axis=1) > 1)
 
@@ -459,24 +447,6 @@ def _ranking_keys(
     jitter *= 1e-9
     keys += jitter
     return keys
-
-
-def _sums_by_execution(terms: np.ndarray, place: np.ndarray, executions: int) -> np.ndarray:
-    """The calls' ``terms`` (draws, calls, n) summed per execution, call by call: (draws,
-    executions, n)."""
-    sums = np.zeros((executions, *terms[:, 0].shape))
-    for call, execution in enumerate(place):
-        sums[execution] += terms[:, call]
-    return sums.transpose(1, 0, 2)
-
-
-def _mean_over_executions(means: np.ndarray) -> np.ndarray:
-    """The mean of ``means`` (draws, executions, n) over the executions, added in turn."""
-    total = means[:, 0].copy()
-    for execution in range(1, means.shape[1]):
-        total += means[:, execution]
-    total /= means.shape[1]
-    return total
 
 
 def _risks_by_place(
@@ -586,25 +556,15 @@ class Stop:
     winner: int
 
 
-def replay(
-    policy: StoppingPolicy,
-    item_id: str,
-    candidate_ids: tuple[str, ...],
-    planned: Sequence[Judgment],
-) -> Stop:
-    """Where ``policy`` stops an item whose planned calls answer as ``planned`` did, taken in
-    :func:`in_waves` order as an adaptive run makes them; no judge is called."""
-    return replay_all([policy], item_id, candidate_ids, planned)[0]
-
-
 def replay_all(
     policies: Sequence[StoppingPolicy],
     item_id: str,
     candidate_ids: tuple[str, ...],
     planned: Sequence[Judgment],
 ) -> list[Stop]:
-    """Where each of ``policies`` stops the item, exactly as :func:`replay` of each would say,
-    with the Monte Carlo draws shared (:func:`_all_settled`)."""
+    """Where each of ``policies`` stops an item whose planned calls answer as ``planned`` did,
+    taken in :func:`in_waves` order as an adaptive run makes them (no judge is called), with
+    the Monte Carlo draws shared (:func:`_all_settled`)."""
     ordered = in_waves(planned)
     stops: dict[int, Stop] = {}
     for made in range(1, len(ordered) + 1):
