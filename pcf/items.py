@@ -13,7 +13,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -86,13 +86,9 @@ class Item:
 
     def to_dict(self) -> dict[str, Any]:
         """The item in the ``items.jsonl`` interchange form."""
-        return {
-            "item_id": self.item_id,
-            "prompt": self.prompt,
-            "candidates": [{"id": c.id, "text": c.text} for c in self.candidates],
-            "gold": self.gold,
-            "bucket": self.bucket,
-        }
+        out = asdict(self) | {"candidates": [asdict(c) for c in self.candidates]}
+        del out["metadata"]
+        return out
 
 
 def letter_labels(candidate_ids: Sequence[str]) -> dict[str, str]:
@@ -190,11 +186,6 @@ def _sound(check: FieldChecker, line: int, seen: dict[str, int], item: Item) -> 
 
 def _bucket_filter(items: list[Item], subset: str | None) -> list[Item]:
     return items if subset is None else [i for i in items if i.bucket == subset]
-
-
-def load_items_jsonl(path: str | Path, *, subset: str | None = None) -> list[Item]:
-    """Load METHOD.md's ``items.jsonl``; ``subset`` keeps one bucket."""
-    return load_dataset("jsonl", path, subset=subset)
 
 
 def item_listing(path: str | Path) -> dict[str, tuple[str, ...]]:
