@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, TextIO
 
@@ -53,22 +53,13 @@ class Judgment:
 
     def to_dict(self) -> dict[str, Any]:
         """The judgment as one ``judgments.jsonl`` object."""
-        out = {
-            "item_id": self.item_id,
-            "execution": self.execution,
-            "call_index": self.call_index,
-            "order": list(self.order),
-            "ok": self.ok,
-            "error": self.error,
-            "factuality": self.factuality,
-            "hallucination_risk": self.hallucination_risk,
-            "ranking": list(self.ranking),
-            "confidence": self.confidence,
+        out = asdict(self) | {
+            key: list(getattr(self, key)) for key in ("order", "ranking", "repaired")
         }
-        if self.repaired:
-            out["repaired"] = list(self.repaired)
-        if self.backend is not None:
-            out |= {"backend": self.backend, "simulated": self.simulated}
+        if not self.repaired:
+            del out["repaired"]
+        if self.backend is None:
+            del out["backend"], out["simulated"]
         return out
 
 
