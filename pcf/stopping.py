@@ -1,4 +1,5 @@
-"""Adaptive stopping: when an item's winner is settled before all its planned calls are made.
+"""Adaptive stopping: when an item's winner is settled before all its planned calls are made
+(docs/costs.md, "Adaptive budgets", says what each policy promises, its priors and why).
 
 An item's calls are made in waves of one call (:func:`in_waves`: one call of each execution in
 turn); after each wave a policy looks at the calls so far and at the calls still planned, and
@@ -13,32 +14,14 @@ execution, averaged over the executions with an ok judgment), under the weights 
   ``-W`` in every remaining call of every execution (a mean that only falls as calls are added),
   and counts an execution with no ok call yet at ``-W`` too; w is certain when that worst case
   still exceeds the tie tolerance for every rival.
-- ``confident`` stops when the estimated chance that the remaining calls change the winner is at
-  most ``risk``. The estimate is a seeded Monte Carlo of a score model fitted to the item's ok
-  calls (Thurstone's comparative judgment): a call of execution e reads candidate c's
-  factuality as ``a[e, c] + b[slot] + (a shift shared by the whole call) + N(0, sigma^2)``.
-  Each execution has values of its own (an execution may be another day, sampling seed or
-  model version, and may prefer another answer), so an execution with no ok call yet could
-  end anywhere and nothing is settled before every planned execution has answered once; the
-  slot effects ``b`` (the judge's position bias) and the noise are the judge's, shared by all
-  executions. The prior is flat on the values and the call shifts; the slot effects sum to
-  zero with the same prior spread for every slot (:data:`SLOT_PRIOR` times the noise); the
-  noise variance is scaled-inverse-chi-square (:data:`PRIOR_SD` points, worth
-  :data:`PRIOR_DOF` degrees of freedom): a conjugate Bayesian linear model, so the posterior is
-  exact. Each draw completes the item: every remaining call fails with the chance the calls so
-  far suggest, or scores ``a[e] + b`` (at the slots its own order gives each candidate)
-  ``+ noise``, clipped to 0-10, ranks and votes by those scores plus Gumbel noise of a scale
-  (:data:`RANK_NOISE`) whose posterior comes from how far the calls' own rankings strayed from
-  their scores (Plackett-Luce), and takes each candidate's risk from one of its execution's
-  calls so far; Eq. 5 then names the full run's winner. It is Adaptive-Consistency's idea
-  (Aggarwal et al., 2023) with the posterior on the scores Eq. 5 reads instead of on votes
-  (docs/costs.md says why).
-
-The score model is not trusted to keep ``risk``: a ``confident`` run first judges a random
-calibration sample in full (:func:`calibration_size`), then stops the other items once the
-model's estimate is at most the threshold :func:`calibrate` chose on that sample, so that the
-chance of a changed winner is at most ``risk`` with probability 1 - :data:`DELTA` on any judge
-(:mod:`pcf.guarantees`). When no threshold passes, the other items stop by ``certain``.
+- ``confident`` stops when a seeded Monte Carlo of a score model fitted to the item's ok calls
+  (:class:`ScoreModel`, a conjugate Bayesian linear model) estimates the chance that the
+  remaining calls change the winner at most at the threshold :func:`calibrate` chose on a random
+  calibration sample judged in full (:mod:`pcf.guarantees`); when no threshold passes, the
+  other items stop by ``certain``. A call of execution e reads candidate c's factuality as
+  ``a[e, c] + b[slot] + (a shift shared by the whole call) + N(0, sigma^2)``; each draw
+  completes the item (failures, scores clipped to 0-10, rankings by the scores plus Gumbel noise
+  of :data:`RANK_NOISE`, risks from the calls so far) and Eq. 5 names the full run's winner.
 
 A finished adaptive run records :data:`STOPPING_VERSION` with its stops, so that a rerun by a
 later release keeps them instead of asking a policy that may now decide otherwise.
@@ -48,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -573,14 +557,10 @@ def replay_all(
         going = [i for i in range(len(policies)) if i not in stops]
         last = made == len(ordered)
         settled = [True] * len(going) if last else _all_settled([policies[i] for i in going], calls)
-        winners: dict[Weights, int] = {}
-        for i, done in zip(going, settled, strict=True):
-            if done:
-                reason = "planned_calls_made" if last else policies[i].name
-                weights = policies[i].weights
-                if weights not in winners:
-                    winners[weights] = current_winner(calls, weights)
-                stops[i] = Stop(made, reason, winners[weights])
+        winner = functools.cache(functools.partial(current_winner, calls))  # once per weights
+        for i in itertools.compress(going, settled):
+            reason = "planned_calls_made" if last else policies[i].name
+            stops[i] = Stop(made, reason, winner(policies[i].weights))
     return [stops.get(i, Stop(0, "planned_calls_made", -1)) for i in range(len(policies))]
 
 
@@ -589,24 +569,18 @@ def _all_settled(policies: Sequence[StoppingPolicy], calls: ItemCalls) -> list[b
     on the same weights and number of draws: the draws are the same (seeded by the calls), and
     the estimate stopped early at the largest of their risks decides every one of them (more
     changes than that risk's share of the draws is more than any smaller risk's)."""
-    largest: dict[tuple[Weights, int], float] = {}
-    for policy in policies:
-        if policy.name == "confident":
-            key = (policy.weights, simulations_for(policy.risk))
-            largest[key] = max(largest.get(key, 0.0), policy.risk)
-    estimates: dict[tuple[Weights, int], float] = {}
-    out = []
-    for policy in policies:
-        if policy.name != "confident":
-            out.append(policy.settled(calls))
-            continue
-        key = (policy.weights, simulations_for(policy.risk))
-        if key not in estimates:
-            estimates[key] = change_probability(
-                calls, policy.weights, simulations=key[1], threshold=largest[key]
-            )
-        out.append(estimates[key] <= policy.risk)
-    return out
+    confident = sorted((p for p in policies if p.name == "confident"), key=lambda p: p.risk)
+    largest = {(p.weights, simulations_for(p.risk)): p.risk for p in confident}  # last: largest
+    estimates = {
+        (weights, draws): change_probability(calls, weights, simulations=draws, threshold=risk)
+        for (weights, draws), risk in largest.items()
+    }
+    return [
+        estimates[p.weights, simulations_for(p.risk)] <= p.risk
+        if p.name == "confident"
+        else p.settled(calls)
+        for p in policies
+    ]
 
 
 def calibration_sample(keys: Sequence[str], risk: float, seed: int) -> set[str]:
