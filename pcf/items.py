@@ -276,11 +276,6 @@ def _csv_items(path: Path, check: FieldChecker) -> list[Item]:
     return items
 
 
-def _neutral_id(key: str) -> str:
-    """A short id hashed from ``key``: ids and listing order reveal nothing."""
-    return "c" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:7]
-
-
 Answers = Annotated[
     list[Answer], must(lambda v: isinstance(v, list), "missing or not a list of strings")
 ]
@@ -329,7 +324,8 @@ def _rewardbench2_item(row: dict, line: int, check: FieldChecker) -> Item | None
     if fields is None:
         return None
     answers = [*fields.chosen, *fields.rejected]
-    candidates = [Candidate(_neutral_id(f"{key}:{i}"), text) for i, text in enumerate(answers)]
+    hashed = (hashlib.sha256(f"{key}:{i}".encode()).hexdigest()[:7] for i in range(len(answers)))
+    candidates = [Candidate(f"c{h}", text) for h, text in zip(hashed, answers, strict=True)]
     meta = {"models": fields.models, "subset": fields.subset}
     gold, ordered = candidates[0].id, tuple(sorted(candidates, key=lambda c: c.id))
     return Item(key, fields.prompt, ordered, gold, fields.subset, meta)
