@@ -76,11 +76,9 @@ def recording_provenance(judgments: Iterable[Judgment]) -> dict[str, Any]:
 
 def write_judgments(judgments: Iterable[Judgment], out: TextIO) -> int:
     """Write judgments as JSON Lines; returns how many were written."""
-    count = 0
-    for j in judgments:
-        out.write(json.dumps(j.to_dict(), ensure_ascii=False) + "\n")
-        count += 1
-    return count
+    lines = [json.dumps(j.to_dict(), ensure_ascii=False) + "\n" for j in judgments]
+    out.writelines(lines)
+    return len(lines)
 
 
 Index = Annotated[int, Field(strict=True, ge=0, description="must be an integer >= 0, got {got}")]
