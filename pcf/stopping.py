@@ -33,7 +33,7 @@ import dataclasses
 import functools
 import itertools
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -98,16 +98,13 @@ def in_waves(calls: Sequence[CallT]) -> list[CallT]:
     """An item's calls in the order an adaptive run makes them: one call of each execution in
     turn, execution e from its e-th ordering on, wrapping around (so execution 0 opens with the
     canonical call, and the first call of each execution shows another order)."""
-    by_execution: dict[int, list[CallT]] = defaultdict(list)
-    for call in calls:
-        by_execution[call.execution].append(call)
     turns = []
-    for execution, group in by_execution.items():
-        group.sort(key=lambda call: call.call_index)
-        start = execution % len(group)
-        for turn, call in enumerate(group[start:] + group[:start]):
-            turns.append((turn, execution, call))
-    return [call for *_, call in sorted(turns, key=lambda t: (t[0], t[1]))]
+    ordered = sorted(calls, key=lambda call: (call.execution, call.call_index))
+    for execution, group in itertools.groupby(ordered, key=lambda call: call.execution):
+        own = list(group)
+        start = execution % len(own)
+        turns += [(turn, execution, call) for turn, call in enumerate(own[start:] + own[:start])]
+    return [call for *_, call in sorted(turns, key=lambda t: t[:2])]
 
 
 @dataclass(frozen=True)
@@ -519,15 +516,7 @@ class StoppingPolicy:
 
     def settled(self, calls: ItemCalls) -> bool:
         """Whether the item's winner is settled by the calls so far."""
-        if self.name == "certain":
-            return is_certain(calls, self.weights)
-        probability = change_probability(
-            calls,
-            self.weights,
-            simulations=simulations_for(self.risk),
-            threshold=self.risk,
-        )
-        return probability <= self.risk
+        return _all_settled([self], calls)[0]
 
 
 @dataclass(frozen=True)
@@ -578,7 +567,7 @@ def _all_settled(policies: Sequence[StoppingPolicy], calls: ItemCalls) -> list[b
     return [
         estimates[p.weights, simulations_for(p.risk)] <= p.risk
         if p.name == "confident"
-        else p.settled(calls)
+        else is_certain(calls, p.weights)
         for p in policies
     ]
 
