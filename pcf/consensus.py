@@ -202,10 +202,8 @@ def pick_winner(*keys: np.ndarray, has_ok: np.ndarray) -> np.ndarray:
 
 
 def consensus(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Consensus:
-    """Eq. 5 per execution, averaged over executions that have an ok judgment.
-
-    Ties within 1e-9 are broken by larger V, then B, then S, then listing order.
-    """
+    """Eq. 5 per execution, averaged over executions that have an ok judgment; ties as
+    :func:`pick_winner` breaks them (larger V, then B, then S, then listing order)."""
     s_e, b_e, v_e, u_e, count = components(arrays)
     has_ok_e = count > 0
     ws, wb, wv, wu = weights.as_tuple()
