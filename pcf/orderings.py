@@ -38,13 +38,13 @@ def _rotations(order: Order) -> list[Order]:
 
 
 def _fresh_rotation_block(
-    canonical: Order, taken: list[Order], rng: np.random.Generator, attempts: int = 500
+    canonical: Order, taken: list[Order], rng: np.random.Generator
 ) -> list[Order]:
     """The rotations of a seeded random permutation none of whose rotations is taken yet."""
     seen = set(taken)
     if len(seen) >= math.factorial(len(canonical)):
         return []
-    for _ in range(attempts):
+    for _ in range(500):  # draws before the schedule cycles through what it has
         base = tuple(canonical[i] for i in rng.permutation(len(canonical)))
         block = _rotations(base)
         if seen.isdisjoint(block):

@@ -47,7 +47,6 @@ from pcf.judgments import Judgment
 from pcf.orderings import seeded_rng
 from pcf.weights import DEFAULT_WEIGHTS, Weights
 
-STOP_REASONS = ("certain", "confident", "planned_calls_made", "max_calls", "calibration")
 STOPPING_VERSION = 3
 """The version of the policies' decisions: raise it with every change that can stop an item
 elsewhere on the same calls. Version 1 is every release before versions were recorded."""
@@ -521,8 +520,9 @@ class StoppingPolicy:
 
 @dataclass(frozen=True)
 class Stop:
-    """Where a policy stopped one item: after ``calls`` calls, for ``reason``
-    (:data:`STOP_REASONS`), with ``winner`` (a listing index, -1 for none)."""
+    """Where a policy stopped one item: after ``calls`` calls, for ``reason`` (certain,
+    confident, planned_calls_made, max_calls or calibration), with ``winner`` (a listing index,
+    -1 for none)."""
 
     calls: int
     reason: str
