@@ -136,11 +136,10 @@ def contributions(
 ) -> np.ndarray:
     """What each ok call adds to each candidate's Eq. 5 sum (``x_c`` above): (calls, n), the
     candidates in listing order."""
-    ids = list(candidate_ids)
-    scores = [[j.factuality[c] for c in ids] for j in judgments]
-    ranks = [[j.ranking.index(c) + 1 for c in ids] for j in judgments]
-    risks = [[j.hallucination_risk[c] for c in ids] for j in judgments]
-    shape = (len(judgments), len(ids))
+    scores = [[j.factuality[c] for c in candidate_ids] for j in judgments]
+    ranks = [[j.ranking.index(c) + 1 for c in candidate_ids] for j in judgments]
+    risks = [[j.hallucination_risk[c] for c in candidate_ids] for j in judgments]
+    shape = (len(judgments), len(candidate_ids))
     return call_terms(
         np.array(scores, dtype=float).reshape(shape),
         np.array(ranks).reshape(shape),
