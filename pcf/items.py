@@ -158,7 +158,7 @@ def load_dataset(
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     path, check = open_checked(path)
     if fmt == "csv":
-        items = _bucket_filter(_csv_items(path, check), subset)
+        items = [i for i in _csv_items(path, check) if subset in (None, i.bucket)]
     else:  # RewardBench 2 may also be Parquet
         rows = read_rows(path, check) if fmt == "rewardbench2" else read_json_lines(path, check)
         items = items_from_rows(fmt, rows, check, subset=subset)
@@ -182,10 +182,6 @@ def _sound(check: FieldChecker, line: int, seen: dict[str, int], item: Item) -> 
     if item.gold is not None and item.gold not in ids:
         check.add(line, "gold", f"{item.gold!r} is not one of the candidate ids {list(ids)}")
     return len(check.problems) == before
-
-
-def _bucket_filter(items: list[Item], subset: str | None) -> list[Item]:
-    return items if subset is None else [i for i in items if i.bucket == subset]
 
 
 def item_listing(path: str | Path) -> dict[str, tuple[str, ...]]:
@@ -388,7 +384,7 @@ def items_from_rows(
         )
     items = list(sound_items(layout, rows, check))
     check.raise_if_any()
-    return _bucket_filter(items, subset)
+    return [i for i in items if subset in (None, i.bucket)]
 
 
 def sound_items(
