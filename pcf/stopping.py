@@ -387,8 +387,10 @@ class ScoreModel:
             answered = rng.random((draws, calls)) >= failing
             terms = call_terms(score, ranks(ranked_by), risk, self.weights)
             terms[~answered] = 0.0
-            for execution in range(executions):  # the calls of each execution in turn
-                totals[:, execution] += terms[:, place == execution].sum(axis=1)
+            sums = np.zeros((executions, draws, n))  # each execution's calls added in turn
+            for call, execution in enumerate(place):
+                sums[execution] += terms[:, call]
+            totals += sums.transpose(1, 0, 2)
             counts += answered.astype(float) @ np.eye(executions)[place]
         final = (totals / counts[..., None]).mean(axis=1)
         leaders = final >= final.max(axis=1, keepdims=True) - TIE_TOLERANCE
