@@ -37,7 +37,7 @@ from pcf.items import load_dataset
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.runs.study import DEMO_ITEMS
-from pcf.stopping import ItemCalls, StoppingPolicy, current_winner, replay
+from pcf.stopping import ItemCalls, StoppingPolicy, current_winner, replay_all
 from pcf.store import get_engine, get_run, import_items, session_scope
 from tests.recorded_judges import FAMILIES, recorded_item
 
@@ -120,9 +120,8 @@ def family_rows(cases: int) -> list[dict]:
             changed = made = 0
             for ids, calls, weights in items:
                 key = calls[0].item_id
-                stop = replay(
-                    StoppingPolicy("confident", risk=risk, weights=weights), key, ids, calls
-                )
+                policy = StoppingPolicy("confident", risk=risk, weights=weights)
+                [stop] = replay_all([policy], key, ids, calls)
                 full = current_winner(ItemCalls(key, ids, tuple(calls)), weights)
                 changed += stop.winner != full
                 made += stop.calls

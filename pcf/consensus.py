@@ -202,10 +202,8 @@ def pick_winner(*keys: np.ndarray, has_ok: np.ndarray) -> np.ndarray:
 
 
 def consensus(arrays: JudgmentArrays, weights: Weights = DEFAULT_WEIGHTS) -> Consensus:
-    """Eq. 5 per execution, averaged over executions that have an ok judgment.
-
-    Ties within 1e-9 are broken by larger V, then B, then S, then listing order.
-    """
+    """Eq. 5 per execution, averaged over executions that have an ok judgment; ties as
+    :func:`pick_winner` breaks them (larger V, then B, then S, then listing order)."""
     s_e, b_e, v_e, u_e, count = components(arrays)
     has_ok_e = count > 0
     ws, wb, wv, wu = weights.as_tuple()
@@ -276,14 +274,22 @@ def _kemeny_local_search(prefer: np.ndarray) -> list[int]:
         order, cost = best, best_cost
 
 
+def apply_rule(
+    arrays: JudgmentArrays, rule: str, weights: Weights
+) -> tuple[Consensus, np.ndarray, str | None]:
+    """One of :data:`RULES` (``eq5`` and Kemeny's consensus scores use ``weights``): its
+    consensus (its winner), full ranking and, for Kemeny, how it was found."""
+    if rule not in RULES:
+        raise ValueError(f"unknown rule {rule!r}; choose one of {', '.join(RULES)}")
+    result = consensus(arrays, RULE_WEIGHTS.get(rule, weights))
+    if rule != "kemeny":
+        return result, consensus_ranking(result), None
+    ranking, exact = kemeny(arrays)
+    return replace(result, winner=ranking[:, 0]), ranking, "exact" if exact else "local"
+
+
 def winners(
     arrays: JudgmentArrays, rule: str = "eq5", weights: Weights = DEFAULT_WEIGHTS
 ) -> np.ndarray:
     """Winner column per item under one of :data:`RULES` (``eq5`` uses ``weights``)."""
-    if rule == "eq5":
-        return consensus(arrays, weights).winner
-    if rule in RULE_WEIGHTS:
-        return consensus(arrays, RULE_WEIGHTS[rule]).winner
-    if rule == "kemeny":
-        return kemeny(arrays)[0][:, 0]
-    raise ValueError(f"unknown rule {rule!r}; choose one of {', '.join(RULES)}")
+    return apply_rule(arrays, rule, weights)[0].winner

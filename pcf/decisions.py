@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import tempfile
@@ -14,17 +13,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from pcf.choices import RULES
-from pcf.consensus import (
-    RULE_WEIGHTS,
-    Consensus,
-    JudgmentArrays,
-    consensus,
-    consensus_ranking,
-    kemeny,
-    listing_error,
-    pack,
-)
+from pcf.consensus import Consensus, JudgmentArrays, apply_rule, listing_error, pack
 from pcf.errors import DataError
 from pcf.instability import Instability, instability
 from pcf.items import Item, item_listing
@@ -94,20 +83,6 @@ def _num(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 6) + 0.0
 
 
-def _apply_rule(
-    arrays: JudgmentArrays, rule: str, weights: Weights
-) -> tuple[Consensus, np.ndarray, str | None]:
-    """The rule's consensus (its winner), full ranking and, for Kemeny, how it was found."""
-    if rule not in RULES:
-        raise ValueError(f"unknown rule {rule!r}; choose one of {', '.join(RULES)}")
-    result = consensus(arrays, RULE_WEIGHTS.get(rule, weights))
-    if rule != "kemeny":
-        return result, consensus_ranking(result), None
-    ranking, exact = kemeny(arrays)
-    search = "exact" if exact else "local"
-    return dataclasses.replace(result, winner=ranking[:, 0]), ranking, search
-
-
 def decide(
     arrays: JudgmentArrays,
     *,
@@ -120,8 +95,8 @@ def decide(
     Eq. 5 and Kemeny's consensus scores) on each execution's first ``k`` calls and each item's
     first ``executions``; direct is the same rule on the canonical call alone."""
     used = arrays.prefix(k, executions)
-    result, ranking, search = _apply_rule(used, rule, weights)
-    baseline, _, _ = _apply_rule(arrays.execution(0).prefix(k=1), rule, weights)
+    result, ranking, search = apply_rule(used, rule, weights)
+    baseline, _, _ = apply_rule(arrays.execution(0).prefix(k=1), rule, weights)
     return Decisions(
         used, result, baseline, instability(used, result, baseline.winner), ranking, search
     )
@@ -174,7 +149,7 @@ def aggregate_file(
 ) -> Iterator[tuple[list[str], TextIO]]:
     """:func:`aggregate` of a ``judgments.jsonl`` (with an ``items.jsonl``), ``size`` items at
     a time so that memory does not grow with the file: the same records, notes and errors as
-    ``aggregate(read_judgments(path), items=load_items_jsonl(items), ...)``.
+    ``aggregate(read_judgments(path), items=load_dataset("jsonl", items), ...)``.
 
     The lines of an item need not be together (:class:`~pcf.judgments.JudgmentLines`). Every
     line is checked before anything comes out: the records go to a temporary file first.

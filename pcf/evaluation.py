@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Sequence
 
 import krippendorff
@@ -29,13 +30,11 @@ def paired_outcomes(direct_correct: Sequence[bool], method_correct: Sequence[boo
     wrong, method right), ``regressed``, ``same`` (both right or both wrong), ``both_right``
     and ``both_wrong``."""
     _check_aligned(direct_correct, method_correct, "direct_correct and method_correct")
-    direct = np.asarray(direct_correct, dtype=bool)
-    method = np.asarray(method_correct, dtype=bool)
-    both_right = int(np.sum(direct & method))
-    both_wrong = int(np.sum(~direct & ~method))
+    pairs = Counter(zip(map(bool, direct_correct), map(bool, method_correct), strict=True))
+    both_right, both_wrong = pairs[True, True], pairs[False, False]
     return {
-        "improved": int(np.sum(~direct & method)),
-        "regressed": int(np.sum(direct & ~method)),
+        "improved": pairs[False, True],
+        "regressed": pairs[True, False],
         "same": both_right + both_wrong,
         "both_right": both_right,
         "both_wrong": both_wrong,
@@ -89,10 +88,8 @@ def cohen_kappa(a: Sequence[Hashable | None], b: Sequence[Hashable | None]) -> f
     if not kept:
         raise ValueError("no item has a label from both raters")
     categories = sorted({label for pair in kept for label in pair}, key=repr)
-    index = {label: i for i, label in enumerate(categories)}
-    table = np.zeros((len(categories), len(categories)))
-    for x, y in kept:
-        table[index[x], index[y]] += 1
+    counts = Counter(kept)
+    table = np.array([[counts[x, y] for y in categories] for x in categories], dtype=float)
     if len(categories) == 1:
         return float("nan")
     with np.errstate(divide="ignore", invalid="ignore"):

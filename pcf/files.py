@@ -307,7 +307,9 @@ def json_lines_at(path: Path, check: FieldChecker) -> Iterator[tuple[int, int, d
             if not isinstance(obj, dict):
                 check.add(number, None, f"expected a JSON object, got {type(obj).__name__}")
                 continue
-            if _plainly_storable(raw) or storable(obj, number, check):
+            # JSON writes a NUL or a surrogate only as a \u escape; few brackets cannot nest deep.
+            plain = "\\u" not in raw and raw.count("{") + raw.count("[") <= MAX_NESTING
+            if plain or storable(obj, number, check):
                 yield number, at, obj
 
 
@@ -334,12 +336,6 @@ def read_json_document(path: Path, check: FieldChecker) -> Any:
     except RecursionError:
         check.add(None, None, "invalid JSON: nested too deep")
     check.raise_if_any()
-
-
-def _plainly_storable(raw: str) -> bool:
-    """Whether a line of valid JSON is :func:`storable` on its face: JSON writes a NUL or a
-    surrogate only as a ``\\u`` escape, and few brackets cannot nest deep."""
-    return "\\u" not in raw and raw.count("{") + raw.count("[") <= MAX_NESTING
 
 
 def storable(row: dict, line: int, check: FieldChecker) -> bool:

@@ -37,12 +37,7 @@ def raise_flags(
     failed: np.ndarray,
 ) -> dict[str, np.ndarray]:
     """Each flag of :data:`FLAGS` per item, from the item's instability metrics
-    (:class:`pcf.instability.Instability`).
-
-    Every threshold compares with the tie tolerance (1e-9, METHOD.md): a value within it of the
-    threshold counts as equal, so a margin of exactly 0.05 is never a near tie, whatever float
-    rounding made of it (1.5 vs 1.0 and 5.5 vs 5.0 agree).
-    """
+    (:class:`pcf.instability.Instability`); every threshold compares as :func:`_below` does."""
     return {
         "order_unstable": has_ok & _below(top_agreement, 1.0),
         "overrides_direct": overrides,

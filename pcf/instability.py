@@ -116,8 +116,6 @@ class SlotCounts:
     gold_top: np.ndarray
 
     def __add__(self, other: SlotCounts) -> SlotCounts:
-        if other.n != self.n:
-            raise ValueError(f"cannot add slot counts of {self.n} and {other.n} candidates")
         counts = ("top_counts", "gold_shown", "gold_top")
         return replace(self, **{c: getattr(self, c) + getattr(other, c) for c in counts})
 

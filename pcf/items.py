@@ -13,7 +13,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -86,13 +86,9 @@ class Item:
 
     def to_dict(self) -> dict[str, Any]:
         """The item in the ``items.jsonl`` interchange form."""
-        return {
-            "item_id": self.item_id,
-            "prompt": self.prompt,
-            "candidates": [{"id": c.id, "text": c.text} for c in self.candidates],
-            "gold": self.gold,
-            "bucket": self.bucket,
-        }
+        out = asdict(self) | {"candidates": [asdict(c) for c in self.candidates]}
+        del out["metadata"]
+        return out
 
 
 def letter_labels(candidate_ids: Sequence[str]) -> dict[str, str]:
@@ -162,7 +158,7 @@ def load_dataset(
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     path, check = open_checked(path)
     if fmt == "csv":
-        items = _bucket_filter(_csv_items(path, check), subset)
+        items = [i for i in _csv_items(path, check) if subset in (None, i.bucket)]
     else:  # RewardBench 2 may also be Parquet
         rows = read_rows(path, check) if fmt == "rewardbench2" else read_json_lines(path, check)
         items = items_from_rows(fmt, rows, check, subset=subset)
@@ -186,15 +182,6 @@ def _sound(check: FieldChecker, line: int, seen: dict[str, int], item: Item) -> 
     if item.gold is not None and item.gold not in ids:
         check.add(line, "gold", f"{item.gold!r} is not one of the candidate ids {list(ids)}")
     return len(check.problems) == before
-
-
-def _bucket_filter(items: list[Item], subset: str | None) -> list[Item]:
-    return items if subset is None else [i for i in items if i.bucket == subset]
-
-
-def load_items_jsonl(path: str | Path, *, subset: str | None = None) -> list[Item]:
-    """Load METHOD.md's ``items.jsonl``; ``subset`` keeps one bucket."""
-    return load_dataset("jsonl", path, subset=subset)
 
 
 def item_listing(path: str | Path) -> dict[str, tuple[str, ...]]:
@@ -285,11 +272,6 @@ def _csv_items(path: Path, check: FieldChecker) -> list[Item]:
     return items
 
 
-def _neutral_id(key: str) -> str:
-    """A short id hashed from ``key``: ids and listing order reveal nothing."""
-    return "c" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:7]
-
-
 Answers = Annotated[
     list[Answer], must(lambda v: isinstance(v, list), "missing or not a list of strings")
 ]
@@ -338,7 +320,8 @@ def _rewardbench2_item(row: dict, line: int, check: FieldChecker) -> Item | None
     if fields is None:
         return None
     answers = [*fields.chosen, *fields.rejected]
-    candidates = [Candidate(_neutral_id(f"{key}:{i}"), text) for i, text in enumerate(answers)]
+    hashed = (hashlib.sha256(f"{key}:{i}".encode()).hexdigest()[:7] for i in range(len(answers)))
+    candidates = [Candidate(f"c{h}", text) for h, text in zip(hashed, answers, strict=True)]
     meta = {"models": fields.models, "subset": fields.subset}
     gold, ordered = candidates[0].id, tuple(sorted(candidates, key=lambda c: c.id))
     return Item(key, fields.prompt, ordered, gold, fields.subset, meta)
@@ -401,7 +384,7 @@ def items_from_rows(
         )
     items = list(sound_items(layout, rows, check))
     check.raise_if_any()
-    return _bucket_filter(items, subset)
+    return [i for i in items if subset in (None, i.bucket)]
 
 
 def sound_items(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, TextIO
 
@@ -53,22 +53,13 @@ class Judgment:
 
     def to_dict(self) -> dict[str, Any]:
         """The judgment as one ``judgments.jsonl`` object."""
-        out = {
-            "item_id": self.item_id,
-            "execution": self.execution,
-            "call_index": self.call_index,
-            "order": list(self.order),
-            "ok": self.ok,
-            "error": self.error,
-            "factuality": self.factuality,
-            "hallucination_risk": self.hallucination_risk,
-            "ranking": list(self.ranking),
-            "confidence": self.confidence,
+        out = asdict(self) | {
+            key: list(getattr(self, key)) for key in ("order", "ranking", "repaired")
         }
-        if self.repaired:
-            out["repaired"] = list(self.repaired)
-        if self.backend is not None:
-            out |= {"backend": self.backend, "simulated": self.simulated}
+        if not self.repaired:
+            del out["repaired"]
+        if self.backend is None:
+            del out["backend"], out["simulated"]
         return out
 
 
@@ -85,11 +76,9 @@ def recording_provenance(judgments: Iterable[Judgment]) -> dict[str, Any]:
 
 def write_judgments(judgments: Iterable[Judgment], out: TextIO) -> int:
     """Write judgments as JSON Lines; returns how many were written."""
-    count = 0
-    for j in judgments:
-        out.write(json.dumps(j.to_dict(), ensure_ascii=False) + "\n")
-        count += 1
-    return count
+    lines = [json.dumps(j.to_dict(), ensure_ascii=False) + "\n" for j in judgments]
+    out.writelines(lines)
+    return len(lines)
 
 
 Index = Annotated[int, Field(strict=True, ge=0, description="must be an integer >= 0, got {got}")]

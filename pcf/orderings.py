@@ -37,29 +37,14 @@ def _rotations(order: Order) -> list[Order]:
     return [order[i:] + order[:i] for i in range(len(order))]
 
 
-def _random_distinct(
-    canonical: Order, taken: list[Order], count: int, rng: np.random.Generator
-) -> list[Order]:
-    """``count`` seeded uniformly random permutations not already in ``taken``."""
-    total = math.factorial(len(canonical))
-    seen = set(taken)
-    out: list[Order] = []
-    while len(out) < count and len(seen) < total:
-        perm = tuple(canonical[i] for i in rng.permutation(len(canonical)))
-        if perm not in seen:
-            seen.add(perm)
-            out.append(perm)
-    return out
-
-
 def _fresh_rotation_block(
-    canonical: Order, taken: list[Order], rng: np.random.Generator, attempts: int = 500
+    canonical: Order, taken: list[Order], rng: np.random.Generator
 ) -> list[Order]:
     """The rotations of a seeded random permutation none of whose rotations is taken yet."""
     seen = set(taken)
     if len(seen) >= math.factorial(len(canonical)):
         return []
-    for _ in range(attempts):
+    for _ in range(500):  # draws before the schedule cycles through what it has
         base = tuple(canonical[i] for i in rng.permutation(len(canonical)))
         block = _rotations(base)
         if seen.isdisjoint(block):
@@ -113,7 +98,10 @@ def schedule(
                 f"random schedule: K={k} exceeds the {math.factorial(n)} distinct "
                 f"orderings of {n} candidates; use balanced or a smaller K"
             )
-        return [canonical, *_random_distinct(canonical, [canonical], k - 1, rng)]
+        distinct = dict.fromkeys([canonical])  # a dict keeps the orders drawn in turn
+        while len(distinct) < k:
+            distinct[tuple(canonical[i] for i in rng.permutation(n))] = None
+        return list(distinct)
     if kind == "balanced":
         rows = _rotations(canonical) + _rotations(canonical[::-1])
         while len(rows) < k and (block := _fresh_rotation_block(canonical, rows, rng)):

@@ -65,7 +65,7 @@ def needs_confirmation(
     first: str | None, second: str | None, *, ballpark: bool, guard: bool
 ) -> bool:
     """Whether call 3 can change the verdict, so a runner makes it only then."""
-    return first != second and second is not None and not (ballpark and guard)
+    return apoc_decide(first, second, ballpark=ballpark, guard=guard).reason == "not_confirmed"
 
 
 # ---------------------------------------------------------------- ballpark heuristic

@@ -63,11 +63,7 @@ _OBJECT_START = re.compile(r'\{(?=[ \t\n\r]*["}])')
 
 
 class _ParseError(Exception):
-    """A parse that cannot go on; ``reason`` is the stored error string."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    """A parse that cannot go on; its message is the stored error string."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +111,7 @@ def parse_listwise(text: str | None, key_to_id: Mapping[str, str], order: Sequen
         answer = _json_object(text, "candidates", repairs)
         return _listwise(answer, key_to_id, tuple(order), repairs)
     except _ParseError as failure:
-        return failed(failure.reason, tuple(repairs))
+        return failed(str(failure), tuple(repairs))
 
 
 def parse_pairwise(text: str | None, key_to_id: Mapping[str, str]) -> PairParsed:
@@ -126,15 +122,11 @@ def parse_pairwise(text: str | None, key_to_id: Mapping[str, str]) -> PairParsed
         raw = answer.get("verdict")
         if raw is None:
             raise _ParseError("refusal" if "refusal" in answer else "missing_verdict")
-        if isinstance(raw, str) and normalize_key(raw) == TIE:
-            if raw != TIE:
-                repairs["key_case"] = None
-            verdict = TIE
-        else:
-            verdict = key_to_id[_resolve_key(raw, key_to_id, repairs)]
+        verdicts = {**key_to_id, TIE: TIE}  # no key is "tie" (:func:`pcf.prompts.render_pairwise`)
+        verdict = verdicts[_resolve_key(raw, verdicts, repairs)]
         confidence = _confidence(answer, repairs)
     except _ParseError as failure:
-        return PairParsed(ok=False, error=failure.reason, repaired=tuple(repairs))
+        return PairParsed(ok=False, error=str(failure), repaired=tuple(repairs))
     return PairParsed(True, None, tuple(repairs), verdict, confidence)
 
 

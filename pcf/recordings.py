@@ -116,8 +116,7 @@ def read_llmbar_results(
     ``Adversarial/Neighbor``), else the folder holding ``evaluators``; pair ids are
     ``<bucket>#<record>``, and a record's problems name its number (from 1) as the line.
     """
-    root = Path(path)
-    files = _llmbar_files(root, judge, strategy)
+    files = _llmbar_files(Path(path), judge, strategy)
     problems: list[Problem] = []
     pairs: list[RecordedPair] = []
     for file in files:

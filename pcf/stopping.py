@@ -1,4 +1,5 @@
-"""Adaptive stopping: when an item's winner is settled before all its planned calls are made.
+"""Adaptive stopping: when an item's winner is settled before all its planned calls are made
+(docs/costs.md, "Adaptive budgets", says what each policy promises, its priors and why).
 
 An item's calls are made in waves of one call (:func:`in_waves`: one call of each execution in
 turn); after each wave a policy looks at the calls so far and at the calls still planned, and
@@ -13,32 +14,14 @@ execution, averaged over the executions with an ok judgment), under the weights 
   ``-W`` in every remaining call of every execution (a mean that only falls as calls are added),
   and counts an execution with no ok call yet at ``-W`` too; w is certain when that worst case
   still exceeds the tie tolerance for every rival.
-- ``confident`` stops when the estimated chance that the remaining calls change the winner is at
-  most ``risk``. The estimate is a seeded Monte Carlo of a score model fitted to the item's ok
-  calls (Thurstone's comparative judgment): a call of execution e reads candidate c's
-  factuality as ``a[e, c] + b[slot] + (a shift shared by the whole call) + N(0, sigma^2)``.
-  Each execution has values of its own (an execution may be another day, sampling seed or
-  model version, and may prefer another answer), so an execution with no ok call yet could
-  end anywhere and nothing is settled before every planned execution has answered once; the
-  slot effects ``b`` (the judge's position bias) and the noise are the judge's, shared by all
-  executions. The prior is flat on the values and the call shifts; the slot effects sum to
-  zero with the same prior spread for every slot (:data:`SLOT_PRIOR` times the noise); the
-  noise variance is scaled-inverse-chi-square (:data:`PRIOR_SD` points, worth
-  :data:`PRIOR_DOF` degrees of freedom): a conjugate Bayesian linear model, so the posterior is
-  exact. Each draw completes the item: every remaining call fails with the chance the calls so
-  far suggest, or scores ``a[e] + b`` (at the slots its own order gives each candidate)
-  ``+ noise``, clipped to 0-10, ranks and votes by those scores plus Gumbel noise of a scale
-  (:data:`RANK_NOISE`) whose posterior comes from how far the calls' own rankings strayed from
-  their scores (Plackett-Luce), and takes each candidate's risk from one of its execution's
-  calls so far; Eq. 5 then names the full run's winner. It is Adaptive-Consistency's idea
-  (Aggarwal et al., 2023) with the posterior on the scores Eq. 5 reads instead of on votes
-  (docs/costs.md says why).
-
-The score model is not trusted to keep ``risk``: a ``confident`` run first judges a random
-calibration sample in full (:func:`calibration_size`), then stops the other items once the
-model's estimate is at most the threshold :func:`calibrate` chose on that sample, so that the
-chance of a changed winner is at most ``risk`` with probability 1 - :data:`DELTA` on any judge
-(:mod:`pcf.guarantees`). When no threshold passes, the other items stop by ``certain``.
+- ``confident`` stops when a seeded Monte Carlo of a score model fitted to the item's ok calls
+  (:class:`ScoreModel`, a conjugate Bayesian linear model) estimates the chance that the
+  remaining calls change the winner at most at the threshold :func:`calibrate` chose on a random
+  calibration sample judged in full (:mod:`pcf.guarantees`); when no threshold passes, the
+  other items stop by ``certain``. A call of execution e reads candidate c's factuality as
+  ``a[e, c] + b[slot] + (a shift shared by the whole call) + N(0, sigma^2)``; each draw
+  completes the item (failures, scores clipped to 0-10, rankings by the scores plus Gumbel noise
+  of :data:`RANK_NOISE`, risks from the calls so far) and Eq. 5 names the full run's winner.
 
 A finished adaptive run records :data:`STOPPING_VERSION` with its stops, so that a rerun by a
 later release keeps them instead of asking a policy that may now decide otherwise.
@@ -48,8 +31,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -63,7 +47,6 @@ from pcf.judgments import Judgment
 from pcf.orderings import seeded_rng
 from pcf.weights import DEFAULT_WEIGHTS, Weights
 
-STOP_REASONS = ("certain", "confident", "planned_calls_made", "max_calls", "calibration")
 STOPPING_VERSION = 3
 """The version of the policies' decisions: raise it with every change that can stop an item
 elsewhere on the same calls. Version 1 is every release before versions were recorded."""
@@ -114,16 +97,13 @@ def in_waves(calls: Sequence[CallT]) -> list[CallT]:
     """An item's calls in the order an adaptive run makes them: one call of each execution in
     turn, execution e from its e-th ordering on, wrapping around (so execution 0 opens with the
     canonical call, and the first call of each execution shows another order)."""
-    by_execution: dict[int, list[CallT]] = defaultdict(list)
-    for call in calls:
-        by_execution[call.execution].append(call)
     turns = []
-    for execution, group in by_execution.items():
-        group.sort(key=lambda call: call.call_index)
-        start = execution % len(group)
-        for turn, call in enumerate(group[start:] + group[:start]):
-            turns.append((turn, execution, call))
-    return [call for *_, call in sorted(turns, key=lambda t: (t[0], t[1]))]
+    ordered = sorted(calls, key=lambda call: (call.execution, call.call_index))
+    for execution, group in itertools.groupby(ordered, key=lambda call: call.execution):
+        own = list(group)
+        start = execution % len(own)
+        turns += [(turn, execution, call) for turn, call in enumerate(own[start:] + own[:start])]
+    return [call for *_, call in sorted(turns, key=lambda t: t[:2])]
 
 
 @dataclass(frozen=True)
@@ -156,11 +136,10 @@ def contributions(
 ) -> np.ndarray:
     """What each ok call adds to each candidate's Eq. 5 sum (``x_c`` above): (calls, n), the
     candidates in listing order."""
-    ids = list(candidate_ids)
-    scores = [[j.factuality[c] for c in ids] for j in judgments]
-    ranks = [[j.ranking.index(c) + 1 for c in ids] for j in judgments]
-    risks = [[j.hallucination_risk[c] for c in ids] for j in judgments]
-    shape = (len(judgments), len(ids))
+    scores = [[j.factuality[c] for c in candidate_ids] for j in judgments]
+    ranks = [[j.ranking.index(c) + 1 for c in candidate_ids] for j in judgments]
+    risks = [[j.hallucination_risk[c] for c in candidate_ids] for j in judgments]
+    shape = (len(judgments), len(candidate_ids))
     return call_terms(
         np.array(scores, dtype=float).reshape(shape),
         np.array(ranks).reshape(shape),
@@ -259,12 +238,6 @@ def slots(order: Sequence[str], candidate_ids: Sequence[str]) -> list[int]:
     return [order.index(cid) for cid in candidate_ids]
 
 
-def slot_design(order: Sequence[str], candidate_ids: Sequence[str]) -> np.ndarray:
-    """The slot effects' columns of one call, a row per candidate in listing order: the row of
-    :func:`slot_basis` of the slot the candidate is shown in."""
-    return slot_basis(len(candidate_ids))[slots(order, candidate_ids)]
-
-
 def slot_prior_precision(n: int) -> float:
     """The prior precision of the slot coordinates ``u``, in units of the noise, such that each
     slot's effect has prior spread :data:`SLOT_PRIOR` (its variance is ``(1 - 1/n)`` of u's)."""
@@ -296,17 +269,10 @@ def rank_noise_posterior(ok: Sequence[Judgment], candidate_ids: Sequence[str]) -
     """The posterior over :data:`RANK_NOISE` from ok calls' scores and rankings."""
     prior = np.full(len(RANK_NOISE), (1 - RANK_NOISE_PRIOR) / (len(RANK_NOISE) - 1))
     prior[0] = RANK_NOISE_PRIOR
-    column = {cid: c for c, cid in enumerate(candidate_ids)}
-    shape = (len(ok), len(candidate_ids))
     scores = np.array([[j.factuality[c] for c in candidate_ids] for j in ok], dtype=float)
-    rankings = np.array([[column[c] for c in j.ranking] for j in ok], dtype=int)
-    by_noise = [
-        ranking_log_likelihoods(scores.reshape(shape), rankings.reshape(shape), noise)
-        for noise in RANK_NOISE
-    ]
-    log_post = np.log(prior)
-    for likelihoods in np.column_stack(by_noise):  # call by call
-        log_post += likelihoods
+    rankings = np.array([[candidate_ids.index(c) for c in j.ranking] for j in ok])
+    by_noise = [ranking_log_likelihoods(scores, rankings, noise) for noise in RANK_NOISE]
+    log_post = np.vstack([np.log(prior), np.column_stack(by_noise)]).sum(axis=0)  # call by call
     weights = np.exp(log_post - log_post.max())
     return weights / weights.sum()
 
@@ -360,7 +326,7 @@ class ScoreModel:
             rows = slice(i * n, (i + 1) * n)
             start = place[j.execution] * n
             design[rows, start : start + n] = np.eye(n)
-            design[rows, values : values + n - 1] = slot_design(j.order, ids)
+            design[rows, values : values + n - 1] = slot_basis(n)[slots(j.order, ids)]
             if i in shift_column:
                 design[rows, shift_column[i]] = 1.0
         scores = np.array([[j.factuality[c] for c in ids] for j in ok], dtype=float).ravel()
@@ -421,9 +387,12 @@ class ScoreModel:
             answered = rng.random((draws, calls)) >= failing
             terms = call_terms(score, ranks(ranked_by), risk, self.weights)
             terms[~answered] = 0.0
-            totals += _sums_by_execution(terms, place, executions)
+            sums = np.zeros((executions, draws, n))  # each execution's calls added in turn
+            for call, execution in enumerate(place):
+                sums[execution] += terms[:, call]
+            totals += sums.transpose(1, 0, 2)
             counts += answered.astype(float) @ np.eye(executions)[place]
-        final = _mean_over_executions(totals / counts[..., None])
+        final = (totals / counts[..., None]).mean(axis=1)
         leaders = final >= final.max(axis=1, keepdims=True) - TIE_TOLERANCE
         return ~leaders[:, winner] | (leaders.sum(axis=1) > 1)
 
@@ -459,24 +428,6 @@ def _ranking_keys(
     jitter *= 1e-9
     keys += jitter
     return keys
-
-
-def _sums_by_execution(terms: np.ndarray, place: np.ndarray, executions: int) -> np.ndarray:
-    """The calls' ``terms`` (draws, calls, n) summed per execution, call by call: (draws,
-    executions, n)."""
-    sums = np.zeros((executions, *terms[:, 0].shape))
-    for call, execution in enumerate(place):
-        sums[execution] += terms[:, call]
-    return sums.transpose(1, 0, 2)
-
-
-def _mean_over_executions(means: np.ndarray) -> np.ndarray:
-    """The mean of ``means`` (draws, executions, n) over the executions, added in turn."""
-    total = means[:, 0].copy()
-    for execution in range(1, means.shape[1]):
-        total += means[:, execution]
-    total /= means.shape[1]
-    return total
 
 
 def _risks_by_place(
@@ -565,36 +516,18 @@ class StoppingPolicy:
 
     def settled(self, calls: ItemCalls) -> bool:
         """Whether the item's winner is settled by the calls so far."""
-        if self.name == "certain":
-            return is_certain(calls, self.weights)
-        probability = change_probability(
-            calls,
-            self.weights,
-            simulations=simulations_for(self.risk),
-            threshold=self.risk,
-        )
-        return probability <= self.risk
+        return _all_settled([self], calls)[0]
 
 
 @dataclass(frozen=True)
 class Stop:
-    """Where a policy stopped one item: after ``calls`` calls, for ``reason``
-    (:data:`STOP_REASONS`), with ``winner`` (a listing index, -1 for none)."""
+    """Where a policy stopped one item: after ``calls`` calls, for ``reason`` (certain,
+    confident, planned_calls_made, max_calls or calibration), with ``winner`` (a listing index,
+    -1 for none)."""
 
     calls: int
     reason: str
     winner: int
-
-
-def replay(
-    policy: StoppingPolicy,
-    item_id: str,
-    candidate_ids: tuple[str, ...],
-    planned: Sequence[Judgment],
-) -> Stop:
-    """Where ``policy`` stops an item whose planned calls answer as ``planned`` did, taken in
-    :func:`in_waves` order as an adaptive run makes them; no judge is called."""
-    return replay_all([policy], item_id, candidate_ids, planned)[0]
 
 
 def replay_all(
@@ -603,8 +536,9 @@ def replay_all(
     candidate_ids: tuple[str, ...],
     planned: Sequence[Judgment],
 ) -> list[Stop]:
-    """Where each of ``policies`` stops the item, exactly as :func:`replay` of each would say,
-    with the Monte Carlo draws shared (:func:`_all_settled`)."""
+    """Where each of ``policies`` stops an item whose planned calls answer as ``planned`` did,
+    taken in :func:`in_waves` order as an adaptive run makes them (no judge is called), with
+    the Monte Carlo draws shared (:func:`_all_settled`)."""
     ordered = in_waves(planned)
     stops: dict[int, Stop] = {}
     for made in range(1, len(ordered) + 1):
@@ -613,14 +547,10 @@ def replay_all(
         going = [i for i in range(len(policies)) if i not in stops]
         last = made == len(ordered)
         settled = [True] * len(going) if last else _all_settled([policies[i] for i in going], calls)
-        winners: dict[Weights, int] = {}
-        for i, done in zip(going, settled, strict=True):
-            if done:
-                reason = "planned_calls_made" if last else policies[i].name
-                weights = policies[i].weights
-                if weights not in winners:
-                    winners[weights] = current_winner(calls, weights)
-                stops[i] = Stop(made, reason, winners[weights])
+        winner = functools.cache(functools.partial(current_winner, calls))  # once per weights
+        for i in itertools.compress(going, settled):
+            reason = "planned_calls_made" if last else policies[i].name
+            stops[i] = Stop(made, reason, winner(policies[i].weights))
     return [stops.get(i, Stop(0, "planned_calls_made", -1)) for i in range(len(policies))]
 
 
@@ -629,24 +559,18 @@ def _all_settled(policies: Sequence[StoppingPolicy], calls: ItemCalls) -> list[b
     on the same weights and number of draws: the draws are the same (seeded by the calls), and
     the estimate stopped early at the largest of their risks decides every one of them (more
     changes than that risk's share of the draws is more than any smaller risk's)."""
-    largest: dict[tuple[Weights, int], float] = {}
-    for policy in policies:
-        if policy.name == "confident":
-            key = (policy.weights, simulations_for(policy.risk))
-            largest[key] = max(largest.get(key, 0.0), policy.risk)
-    estimates: dict[tuple[Weights, int], float] = {}
-    out = []
-    for policy in policies:
-        if policy.name != "confident":
-            out.append(policy.settled(calls))
-            continue
-        key = (policy.weights, simulations_for(policy.risk))
-        if key not in estimates:
-            estimates[key] = change_probability(
-                calls, policy.weights, simulations=key[1], threshold=largest[key]
-            )
-        out.append(estimates[key] <= policy.risk)
-    return out
+    confident = sorted((p for p in policies if p.name == "confident"), key=lambda p: p.risk)
+    largest = {(p.weights, simulations_for(p.risk)): p.risk for p in confident}  # last: largest
+    estimates = {
+        (weights, draws): change_probability(calls, weights, simulations=draws, threshold=risk)
+        for (weights, draws), risk in largest.items()
+    }
+    return [
+        estimates[p.weights, simulations_for(p.risk)] <= p.risk
+        if p.name == "confident"
+        else is_certain(calls, p.weights)
+        for p in policies
+    ]
 
 
 def calibration_sample(keys: Sequence[str], risk: float, seed: int) -> set[str]:

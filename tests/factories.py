@@ -17,6 +17,7 @@ from pcf.cli import app
 from pcf.flags import FLAGS
 from pcf.items import Candidate, Item
 from pcf.judgments import Judgment, write_judgments
+from pcf.stopping import Stop, StoppingPolicy, replay_all
 from pcf.store import Run, create_run, load_items, save_member
 
 METHOD_PRESETS = {
@@ -28,6 +29,16 @@ METHOD_PRESETS = {
     "no-uncertainty": (0.50, 0.27, 0.23, 0),
 }
 """METHOD.md's weight presets (ws, wB, wv, wu), written out as an independent reference."""
+
+
+def replay(
+    policy: StoppingPolicy,
+    item_id: str,
+    candidate_ids: tuple[str, ...],
+    planned: Sequence[Judgment],
+) -> Stop:
+    """Where ``policy`` stops an item whose planned calls answer as ``planned`` did."""
+    return replay_all([policy], item_id, candidate_ids, planned)[0]
 
 
 def template_hostile_items() -> list[Item]:

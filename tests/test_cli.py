@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from pcf.analysis.results import judgment_records, run_decisions
 from pcf.cli import app
 from pcf.decisions import aggregate
-from pcf.items import Candidate, Item, load_items_jsonl
+from pcf.items import Candidate, Item, load_dataset
 from pcf.judgments import read_judgments, write_judgments
 from pcf.store import add_adjudication, adjudication_records, get_run, load_items
 from tests.shared_data import LLMBAR, O1_MINI
@@ -161,7 +161,7 @@ def test_aggregate_prints_what_the_library_decides_for_a_big_shuffled_file(tmp_p
         ([], {}),
         (["--items", str(items), "--k", "2", "--rule", "borda"], {"k": 2, "rule": "borda"}),
     ]:
-        listed = load_items_jsonl(items) if options else None
+        listed = load_dataset("jsonl", items) if options else None
         result = runner.invoke(app, ["aggregate", str(path), *options])
         assert result.exit_code == 0, result.output
         assert result.stdout == json_lines(aggregate(read_judgments(path), items=listed, **library))

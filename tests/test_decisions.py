@@ -12,7 +12,7 @@ import pytest
 from pcf.choices import RULES
 from pcf.decisions import aggregate, aggregate_file
 from pcf.errors import DataError
-from pcf.items import Candidate, Item, load_items_jsonl
+from pcf.items import Candidate, Item, load_dataset
 from pcf.judgments import INVALID_JUDGMENT, Judgment, read_judgments
 from pcf.weights import PRESETS
 
@@ -51,7 +51,7 @@ def streamed(path: Path, items: Path | None = None, **options) -> tuple[list[str
 
 def whole(path: Path, items: Path | None = None, **options) -> str:
     """The records of the whole file, aggregated at once, as JSON Lines."""
-    listed = load_items_jsonl(items) if items else None
+    listed = load_dataset("jsonl", items) if items else None
     records = aggregate(read_judgments(path), items=listed, **options)
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
 

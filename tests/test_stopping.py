@@ -29,14 +29,13 @@ from pcf.stopping import (
     is_certain,
     ranking_log_likelihoods,
     ranks,
-    replay,
     replay_all,
     slot_basis,
     slot_prior_precision,
     thresholds_passed,
 )
 from pcf.weights import DEFAULT_WEIGHTS, PRESETS
-from tests.factories import judgment, random_judgments
+from tests.factories import judgment, random_judgments, replay
 from tests.recorded_judges import BREAKING, FAMILIES, record, recorded_item
 
 IDS = ("a", "b", "c", "d", "e")

@@ -27,10 +27,10 @@ from pcf.runs.live import execute
 from pcf.runs.manage import judge_run, open_run
 from pcf.runs.spec import RunSpec
 from pcf.runs.study import DEMO_ITEMS
-from pcf.stopping import STOPPING_VERSION, StoppingPolicy, replay
+from pcf.stopping import STOPPING_VERSION, StoppingPolicy
 from pcf.store import get_run, import_items, item_db_ids, load_items, run_calls, run_judgments
 from pcf.weights import PRESETS
-from tests.factories import make_item
+from tests.factories import make_item, replay
 from tests.recorded_judges import FAMILIES, record
 
 FULL = "demo-pcf"  # the demo's K=7 x 3 simulated run
