@@ -145,12 +145,10 @@ def dawid_skene(
     usable = labels[(labels["choice"] != CANNOT_TELL) & labels["item_key"].isin(list(items))]
     if usable.empty:
         return {}, {}
-    keys = list(dict.fromkeys(usable["item_key"].astype(str)))
-    row = {key: i for i, key in enumerate(keys)}
+    item_of, keys = pd.factorize(usable["item_key"].astype(str))
     workers, worker_of = np.unique(usable["annotator"].to_numpy(dtype=str), return_inverse=True)
     k = max(len(items[key].candidates) for key in keys)
     none = k  # the answer 'none correct' (as is any choice not a candidate)
-    item_of = np.array([row[key] for key in usable["item_key"]])
     chosen = np.array(
         [
             items[key].candidate_ids.index(c) if c in items[key].candidate_ids else none
@@ -158,7 +156,7 @@ def dawid_skene(
         ]
     )
     possible = np.zeros((len(keys), k + 1), dtype=bool)
-    for key, i in row.items():
+    for i, key in enumerate(keys):
         possible[i, : len(items[key].candidates)] = True
     possible[:, none] = True
     fits = []
@@ -171,7 +169,7 @@ def dawid_skene(
     best = posterior.argmax(axis=1)
     answers = {
         key: items[key].candidate_ids[best[i]] if best[i] != none else None
-        for key, i in row.items()
+        for i, key in enumerate(keys)
     }
     right = posterior[item_of, chosen]
     skills = {str(w): float(right[worker_of == j].mean()) for j, w in enumerate(workers)}

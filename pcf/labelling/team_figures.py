@@ -124,14 +124,7 @@ def annotator_checks(labels: pd.DataFrame, items: Mapping[str, Item]) -> pd.Data
             flag = "answers one position"
         elif person in contrary:
             flag = "disagrees with everyone"
-        rows.append(
-            {
-                "annotator": person,
-                "estimated_accuracy": skills.get(person),
-                "favourite_position_share": share,
-                "flag": flag,
-            }
-        )
+        rows.append((person, skills.get(person), share, flag))
     return pd.DataFrame(rows, columns=list(CHECK_COLUMNS))
 
 
