@@ -55,15 +55,6 @@ def labels_wanted(
     return {key: n if not plan.adaptive or key in doubtful else 1 for key in item_keys}
 
 
-def _served_first(
-    dataset_id: int, order: Sequence[tuple[str, int]], *, session: Session
-) -> list[tuple[str, int]]:
-    """``order`` with the plan's calibration share first, then its escalated items."""
-    reserved = calibration_items(dataset_id, session=session)
-    escalated = set(labelling_plan(dataset_id, session=session).escalated)
-    return sorted(order, key=lambda entry: (entry[0] not in reserved, entry[0] not in escalated))
-
-
 def _free(
     me: str,
     wanted: int,
@@ -100,18 +91,17 @@ def claim_next(
     labellers = labellers_by_item(dataset_id, session=session)
     holders = holders_by_item(dataset_id, session=session, now=now)
     assignees = assignees_by_item(dataset_id, session=session)
-    open_items = [
-        (key, db_id)
-        for key, db_id in _served_first(dataset_id, order, session=session)
-        if _free(me, wanted[key], db_id, labellers, holders, assignees)
-    ]
+    reserved = calibration_items(dataset_id, session=session)
+    escalated = set(labelling_plan(dataset_id, session=session).escalated)
 
-    def rank(entry: tuple[str, int]) -> int:  # held, then assigned, then not skipped
-        if me in holders.get(entry[1], set()):
-            return 0
-        return 1 if assignees.get(entry[1]) == me else 2 + (entry[0] in skip)
+    def rank(entry: tuple[str, int]) -> tuple[int, bool, bool]:
+        """Held, then assigned, then not skipped; then the plan's calibration share, escalated."""
+        key, db_id = entry
+        mine = 0 if me in holders.get(db_id, set()) else 1 if assignees.get(db_id) == me else 2
+        return mine + (mine == 2 and key in skip), key not in reserved, key not in escalated
 
-    served = sorted(open_items, key=rank)
+    free = [(k, i) for k, i in order if _free(me, wanted[k], i, labellers, holders, assignees)]
+    served = sorted(free, key=rank)
     for key, db_id in served:
         lock_item(db_id, session=session)
         fresh_labellers = labellers_by_item(dataset_id, session=session, item_db_id=db_id)
