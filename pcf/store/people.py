@@ -134,11 +134,7 @@ def adjudication_history(item_db_id: int, *, session: Session) -> list[Adjudicat
 def current_labels(dataset_id: int, *, session: Session) -> pd.DataFrame:
     """The current (newest) label of every (item, annotator) of the dataset, in item order,
     with the columns of :data:`LABEL_COLUMNS`."""
-    newest_first = func.row_number().over(
-        partition_by=(col(Adjudication.item_id), col(Adjudication.annotator)),
-        order_by=(col(Adjudication.created_at).desc(), col(Adjudication.id).desc()),
-    )
-    ranked = (
+    rows = session.exec(
         select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
             ItemRow.item_key,
             Adjudication.item_id,
@@ -149,19 +145,15 @@ def current_labels(dataset_id: int, *, session: Session) -> pd.DataFrame:
             Adjudication.notes,
             Adjudication.created_at,
             Adjudication.id,
-            ItemRow.position,
-            newest_first.label("newness"),
         )
         .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
         .where(ItemRow.dataset_id == dataset_id)
-        .subquery()
-    )
-    rows = session.exec(
-        select(*list(ranked.c)[: len(LABEL_COLUMNS)])
-        .where(ranked.c.newness == 1)
-        .order_by(ranked.c.position, ranked.c.annotator)
+        .order_by(
+            ItemRow.position, Adjudication.annotator, Adjudication.created_at, Adjudication.id
+        )
     ).all()
-    return pd.DataFrame([tuple(row) for row in rows], columns=list(LABEL_COLUMNS))
+    labels = pd.DataFrame([tuple(row) for row in rows], columns=list(LABEL_COLUMNS))
+    return labels.drop_duplicates(["item_db_id", "annotator"], keep="last", ignore_index=True)
 
 
 def adjudicated_item_keys(dataset_id: int, annotator: str, *, session: Session) -> set[str]:
