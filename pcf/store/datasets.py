@@ -73,8 +73,8 @@ def import_items(
 def _insert_items(dataset_id: int, start: int, items: list[Item], *, session: Session) -> None:
     """Insert ``items``, the dataset's from position ``start`` on, and their candidates (a chunk
     at a time: a whole large dataset's rows would take gigabytes)."""
-    session.execute(
-        insert(ItemRow),
+    inserted = session.execute(
+        insert(ItemRow).returning(col(ItemRow.item_key), col(ItemRow.id)),
         [
             {
                 "dataset_id": dataset_id,
@@ -88,15 +88,7 @@ def _insert_items(dataset_id: int, start: int, items: list[Item], *, session: Se
             for offset, item in enumerate(items)
         ],
     )
-    db_ids = dict(
-        session.exec(
-            select(ItemRow.item_key, ItemRow.id).where(
-                ItemRow.dataset_id == dataset_id,
-                col(ItemRow.position) >= start,
-                col(ItemRow.position) < start + len(items),
-            )
-        ).all()
-    )
+    db_ids = dict(inserted.all())
     session.execute(
         insert(CandidateRow),
         [
