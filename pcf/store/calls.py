@@ -21,11 +21,10 @@ from sqlmodel import Session, col, select
 
 from pcf.judgments import Judgment
 from pcf.processes import gc_paused
-from pcf.store.datasets import _chunks, list_datasets, rows_changed
+from pcf.store.datasets import _chunks, items_by_ids, list_datasets, rows_changed
 from pcf.store.leases import ACTIVE_RUN_STATUSES, _lease, lease_is_live
 from pcf.store.models import (
     Call,
-    CandidateRow,
     Dataset,
     ItemRow,
     ProviderBatch,
@@ -323,15 +322,8 @@ def call_request(call: Call, *, session: Session) -> dict[str, Any]:
     """The request ``call`` sent, rebuilt from its template and the item's texts
     (``call.sent(request)`` checks it against the stored digest)."""
     template = session.get_one(RequestTemplate, call.template_id)
-    prompt = session.exec(select(ItemRow.prompt).where(ItemRow.id == call.item_id)).one()
-    texts = dict(
-        session.exec(
-            select(CandidateRow.candidate_key, CandidateRow.text).where(
-                CandidateRow.item_id == call.item_id
-            )
-        ).all()
-    )
-    return rebuilt_request(template, prompt, [texts[key] for key in call.order])
+    [item] = items_by_ids([call.item_id], session=session)
+    return rebuilt_request(template, item.prompt, [item.text_of(key) for key in call.order])
 
 
 def keep_duplicate_answers(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None:

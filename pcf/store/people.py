@@ -333,11 +333,8 @@ def lock_item(item_db_id: int, *, session: Session) -> None:
 
 def hold_item(item_db_id: int, annotator: str, *, session: Session, until: datetime) -> None:
     """Reserve the item for ``annotator`` until ``until`` (a new hold or a longer one)."""
-    held = session.get(Reservation, (item_db_id, annotator)) or Reservation(
-        item_id=item_db_id, annotator=annotator, expires_at=until
-    )
-    held.expires_at = until
-    saved(held, session=session)
+    session.merge(Reservation(item_id=item_db_id, annotator=annotator, expires_at=until))
+    session.flush()
 
 
 def release_item(item_db_id: int, annotator: str, *, session: Session) -> None:
