@@ -27,7 +27,14 @@ from pcf.store import adjudication_records, current_labels, load_items, resoluti
 FORMATS = ("jsonl", "csv", "parquet", "hf")
 SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 HF_DATA = Path("data") / "train-00000-of-00001.parquet"  # the hub's name of split train's file
-CANDIDATES = pa.list_(pa.struct([("id", pa.string()), ("text", pa.string())]))
+
+
+def _strings(*names: str) -> pa.StructType:
+    """A Parquet struct of text fields."""
+    return pa.struct([(name, pa.string()) for name in names])
+
+
+CANDIDATES = pa.list_(_strings("id", "text"))
 LABEL_SCHEMA = pa.schema(
     [
         ("label_id", pa.int64()),
@@ -57,23 +64,8 @@ GOLD_SCHEMA = pa.schema(
         ("source", pa.string()),
         ("single_label", pa.bool_()),
         ("dataset_gold", pa.string()),
-        (
-            "labels",
-            pa.list_(pa.struct([("annotator", pa.string()), ("choice", pa.string())])),
-        ),
-        (
-            "resolutions",
-            pa.list_(
-                pa.struct(
-                    [
-                        ("choice", pa.string()),
-                        ("reason", pa.string()),
-                        ("resolved_by", pa.string()),
-                        ("created_at", pa.string()),
-                    ]
-                )
-            ),
-        ),
+        ("labels", pa.list_(_strings("annotator", "choice"))),
+        ("resolutions", pa.list_(_strings("choice", "reason", "resolved_by", "created_at"))),
     ]
 )
 
