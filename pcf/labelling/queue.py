@@ -80,11 +80,7 @@ def claim_next(
     now: datetime | None = None,
 ) -> Claim | None:
     """Hold and return ``actor``'s next item of ``order`` (``(item key, item db id)``, most
-    doubtful first; ``skip``-ped ones last), or None when their queue is empty.
-
-    Raises:
-        AccessDeniedError: ``actor`` may not label.
-    """
+    doubtful first; ``skip``-ped ones last), or None when their queue is empty."""
     actor = authorize(actor, Permission.LABEL, session=session)
     now = now or utc_now()
     me = actor.identity
@@ -154,7 +150,6 @@ def assign(
     or labelled; their keys, in ``order``.
 
     Raises:
-        AccessDeniedError: ``actor`` may not assign.
         ValueError: ``to`` is no member who may label, an unknown item, or a share outside 0..1.
     """
     actor = authorize(actor, Permission.ASSIGN, session=session)
