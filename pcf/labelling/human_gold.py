@@ -189,12 +189,9 @@ def human_gold(
     under the plan (``items``: the labelled items, for ``dawid_skene``)."""
     gold: dict[str, str | None] = {}
     source: dict[str, str | None] = {}
-    skills: dict[str, float] = {}
-    estimated: dict[str, str | None] = {}
     single: set[str] = set()
     waiting: list[str] = []
-    if rule == "dawid_skene":
-        estimated, skills = dawid_skene(labels, items or {})
+    estimated, skills = dawid_skene(labels, items or {}) if rule == "dawid_skene" else ({}, {})
     for item_key, choices in labels.groupby("item_key", sort=False)["choice"]:
         item = str(item_key)
         if len(choices) < labels_per_item and not (adaptive and len(choices) == 1):

@@ -12,7 +12,6 @@ from sqlalchemy import (
     CursorResult,
     Result,
     and_,
-    func,
     insert,
     literal,
     or_,
@@ -190,9 +189,7 @@ class DatasetItems:
 
     def chunks(self) -> Iterator[list[Item]]:
         """The items, :data:`ITEM_CHUNK` at a time."""
-        size = self.session.exec(
-            select(func.count()).where(ItemRow.dataset_id == self.dataset_id)
-        ).one()
+        size = self.session.get_one(Dataset, self.dataset_id).n_items
         end = size if self.limit is None else min(size, self.limit)
         for start in range(0, end, ITEM_CHUNK):
             stop = min(start + ITEM_CHUNK, end)
