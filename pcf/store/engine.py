@@ -197,10 +197,8 @@ TRANSIENT_SQLITE_WORDS = ("database is locked", "database table is locked", "bus
 
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` is a lost race (a lock, a serialization failure) worth another try."""
-    if isinstance(exc, LostRaceError):
-        return True
     if not isinstance(exc, OperationalError):
-        return False
+        return isinstance(exc, LostRaceError)
     if getattr(exc.orig, "sqlstate", None) in TRANSIENT_SQLSTATES:
         return True
     return any(word in str(exc.orig).lower() for word in TRANSIENT_SQLITE_WORDS)
