@@ -104,11 +104,8 @@ def annotator_checks(labels: pd.DataFrame, items: Mapping[str, Item]) -> pd.Data
         .agg(agree=("agree", "mean"), chance=("chance", "mean"), items=("agree", "size"))
     )
     by_pair = by_pair[by_pair["items"] >= HABIT_MIN_LABELS]
-    contrary = {
-        str(person)
-        for person, part in by_pair.groupby(level=0)
-        if (part["agree"] <= part["chance"]).all()
-    }
+    below = (by_pair["agree"] <= by_pair["chance"]).groupby(level=0).all()
+    contrary = set(below.index[below])
     rows = []
     for person in sorted(labels["annotator"].unique()):
         mine = usable[usable["annotator"] == person].dropna(subset=["listed"])
