@@ -48,8 +48,7 @@ def adjudication_queue(
 
 
 def item_index(dataset_id: int, *, session: Session) -> pd.DataFrame:
-    """The dataset's items in file order with ``item_id``, ``db_id``, ``position`` and a NaN
-    ``priority`` (see :func:`with_priority`)."""
+    """The dataset's items in file order: ``item_id``, ``db_id``, ``position``, NaN ``priority``."""
     rows = item_positions(dataset_id, session=session)
     frame = pd.DataFrame(rows, columns=["item_id", "db_id", "position"])
     return frame.assign(priority=math.nan)

@@ -49,8 +49,7 @@ class Claim:
 def labels_wanted(
     plan: Plan, item_keys: Sequence[str], doubtful: Collection[str]
 ) -> dict[str, int]:
-    """How many people's labels each item wants: the plan's N (adaptive: one but for the
-    ``doubtful`` items)."""
+    """People's labels each item wants: the plan's N (adaptive: one but for ``doubtful`` items)."""
     n = plan.labels_per_item
     return {key: n if not plan.adaptive or key in doubtful else 1 for key in item_keys}
 

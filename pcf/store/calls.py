@@ -392,8 +392,7 @@ def pending_batch_keys(*, session: Session) -> set[str]:
 def run_calls_by_slot(
     run_id: int, *, session: Session, item_ids: Iterable[int] | None = None
 ) -> dict[tuple[int, int, int], Call]:
-    """The run's calls (of these items only, when given) by ``(item db id, execution, call
-    index)``."""
+    """``{(item db id, execution, call index): call}`` of the run (these items' only, if given)."""
     query = select(Call).where(Call.run_id == run_id)
     if item_ids is not None:
         query = query.where(col(Call.item_id).in_(list(item_ids)))
@@ -418,8 +417,7 @@ def _at_positions(query: Any, run_id: int, start: int | None, stop: int | None) 
 def run_calls(
     run_id: int, *, session: Session, start: int | None = None, stop: int | None = None
 ) -> list[Call]:
-    """The run's calls by item, execution and call index (of the items at positions ``start``
-    to ``stop`` only, when given)."""
+    """The run's calls by item, execution and call index (items at ``start``:``stop`` only)."""
     query = select(Call).where(Call.run_id == run_id)
     if start is not None or stop is not None:
         joined = query.join(ItemRow, col(ItemRow.id) == Call.item_id)

@@ -117,8 +117,7 @@ ITEM_CHUNK = 500  # items read at once when a whole dataset is gone through
 
 
 def _items_where(condition: Any, *, session: Session, texts: bool = True) -> list[Item]:
-    """The items matching ``condition`` in file order, candidates in listing order; without
-    ``texts`` the candidates' texts are left empty."""
+    """The items matching ``condition`` in file order (texts left empty without ``texts``)."""
     candidates: dict[int, list[Candidate]] = defaultdict(list)
     text = CandidateRow.text if texts else literal("")
     candidate_rows = session.exec(

@@ -65,8 +65,7 @@ def _resolve(url: str | None) -> str:
 
 
 def database_url(url: str | None = None) -> str:
-    """Where the data lives (``url``, else ``PCF_DATABASE_URL``, else the user data folder),
-    any password masked."""
+    """Where the data lives (as :func:`_resolve` finds it), any password masked."""
     return make_url(_resolve(url)).render_as_string(hide_password=True)
 
 
@@ -240,8 +239,7 @@ def write_with_retry(engine: Engine, work: Callable[[Session], T]) -> T:
 
 @contextmanager
 def session_scope(engine: Engine) -> Iterator[Session]:
-    """A session that commits when the block ends, rolls back if it raises; objects stay
-    readable after it."""
+    """A session that commits when the block ends, rolls back if it raises (objects stay read)."""
     with Session(engine, expire_on_commit=False) as session:
         try:
             yield session

@@ -132,8 +132,7 @@ def adjudication_history(item_db_id: int, *, session: Session) -> list[Adjudicat
 
 
 def current_labels(dataset_id: int, *, session: Session) -> pd.DataFrame:
-    """The current (newest) label of every (item, annotator) of the dataset, in item order,
-    with the columns of :data:`LABEL_COLUMNS`."""
+    """The newest label of every (item, annotator) of the dataset in item order (LABEL_COLUMNS)."""
     rows = session.exec(
         select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
             ItemRow.item_key,

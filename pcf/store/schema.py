@@ -112,8 +112,7 @@ def _config(connection: Connection | None = None) -> Config:
 
 @functools.cache
 def revisions() -> tuple[str, ...]:
-    """Every revision id, oldest first: the numbers that start the files' names, read without
-    loading Alembic."""
+    """Every revision id, oldest first, from the files' names (read without loading Alembic)."""
     return tuple(sorted(p.name.split("_")[0] for p in VERSIONS.glob("[0-9]*_*.py")))
 
 
