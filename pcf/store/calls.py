@@ -253,14 +253,9 @@ def cached_calls(content_keys: Iterable[str], *, session: Session) -> dict[str, 
 
 def answered_keys(content_keys: Iterable[str], *, session: Session) -> set[str]:
     """The content keys among ``content_keys`` that an ok call answered (the cache's hits)."""
-    found: set[str] = set()
-    for chunk in _chunks(content_keys):
-        found |= set(
-            session.exec(
-                select(Call.content_key).where(col(Call.content_key).in_(chunk), col(Call.ok))
-            ).all()
-        )
-    return found
+    answered = select(Call.content_key).where(col(Call.ok))
+    chunks = _chunks(content_keys)
+    return {k for c in chunks for k in session.exec(answered.where(col(Call.content_key).in_(c)))}
 
 
 TEMPLATE_IDS = "pcf.request_template_ids"  # session.info: {digest: id} of committed templates
