@@ -72,8 +72,6 @@ def _votes(choices: pd.Series) -> list[str]:
 
 def rule_gold(votes: list[str], rule: str) -> str | None:
     """An item's gold from its people's votes under ``unanimous`` or ``majority``."""
-    if not votes:
-        return None
     if rule == "unanimous":
         return votes[0] if len(set(votes)) == 1 and votes[0] not in RESERVED_CANDIDATE_IDS else None
     counted = Counter(v for v in votes if v not in RESERVED_CANDIDATE_IDS).most_common()

@@ -121,9 +121,8 @@ def queue_left(
     wanted: Mapping[str, int],
 ) -> dict[str, int]:
     """How many items each of ``people`` still has in their queue."""
-    now = utc_now()
     labellers = labellers_by_item(dataset_id, session=session)
-    holders = holders_by_item(dataset_id, session=session, now=now)
+    holders = holders_by_item(dataset_id, session=session, now=utc_now())
     assignees = assignees_by_item(dataset_id, session=session)
     return {
         person: sum(

@@ -5,6 +5,7 @@ included, ``cannot_tell`` as no label).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -140,10 +141,8 @@ def kappa_matrix(labels: pd.DataFrame) -> pd.DataFrame:
         both = table[[first, second]].dropna() if {first, second} <= set(table) else table[[]]
         value = math.nan
         if len(both) >= MIN_SHARED_ITEMS:
-            try:
+            with contextlib.suppress(ValueError):  # undefined: NaN
                 value = cohen_kappa(list(both[first]), list(both[second]))
-            except ValueError:
-                value = math.nan
         for a, b in ((first, second), (second, first)):
             rows.append({"first": a, "second": b, "kappa": value, "items": len(both)})
     return pd.DataFrame(rows, columns=["first", "second", "kappa", "items"])
