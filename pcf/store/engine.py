@@ -70,10 +70,8 @@ def database_url(url: str | None = None) -> str:
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
-    cursor = dbapi_connection.cursor()
     for name, value in SQLITE_PRAGMAS.items():
-        cursor.execute(f"PRAGMA {name}={value}")
-    cursor.close()
+        dbapi_connection.execute(f"PRAGMA {name}={value}")
 
 
 def get_engine(url: str | None = None) -> Engine:
