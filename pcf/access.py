@@ -1,15 +1,9 @@
-"""Who may do what: the four roles, what each may do, and the check every write makes.
+"""Who may do what: the four roles, what each may do (:data:`GRANTS`; docs/team.md), and the
+check every write makes.
 
 Identity comes from sign-in (the app) or a shell on the server (the CLI's operator, an admin),
 never from a typed name. Every write calls :func:`authorize`, which reads the actor's role
 again in the write's own transaction.
-
-| role | may |
-| --- | --- |
-| admin | everything: members, imports, runs (start, resume, collect, delete), labels, gold |
-| reviewer | see everything, label, resolve disagreements into gold, assign items |
-| annotator | label, blind: no gold, no judge decisions, no other person's label first |
-| viewer | read results (Overview, Review, Compare, Weights, Report), nothing else |
 """
 
 from __future__ import annotations

@@ -48,8 +48,7 @@ def adjudication_queue(
 
 
 def item_index(dataset_id: int, *, session: Session) -> pd.DataFrame:
-    """The dataset's items in file order with ``item_id``, ``db_id``, ``position`` and a NaN
-    ``priority`` (see :func:`with_priority`)."""
+    """The dataset's items in file order: ``item_id``, ``db_id``, ``position``, NaN ``priority``."""
     rows = item_positions(dataset_id, session=session)
     frame = pd.DataFrame(rows, columns=["item_id", "db_id", "position"])
     return frame.assign(priority=math.nan)
@@ -117,22 +116,20 @@ def adjudications_csv(records: Sequence[Mapping[str, Any]]) -> str:
 
 
 def csv_text(records: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """Records as CSV with a header. A cell a spreadsheet would run as a formula (``=``,
-    ``+``, ``-``, ``@``, a tab or a carriage return first) gets a leading ``'``
-    (:func:`inert_cell`); lines end in CRLF (RFC 4180), so a carriage return inside a cell is
-    quoted and never splits a row."""
+    """Records as CSV with a header. Text a spreadsheet would run as a formula (``=``, ``+``,
+    ``-``, ``@``, a tab or a carriage return first) gets a leading ``'``; lines end in CRLF
+    (RFC 4180), so a carriage return inside a cell is quoted and never splits a row."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\r\n")
     writer.writeheader()
-    writer.writerows({column: inert_cell(value) for column, value in r.items()} for r in records)
+    writer.writerows(
+        {
+            c: f"'{v}" if isinstance(v, str) and v.startswith(FORMULA_STARTS) else v
+            for c, v in r.items()
+        }
+        for r in records
+    )
     return out.getvalue()
-
-
-def inert_cell(value: Any) -> Any:
-    """``value`` made safe for a spreadsheet cell: text that starts a formula gets a ``'``."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
 
 
 def by_priority(table: pd.DataFrame) -> pd.DataFrame:

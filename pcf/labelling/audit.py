@@ -13,8 +13,7 @@ AUDIT_COLUMNS = ("at", "actor", "action", "target", "details")
 
 
 def audit_log(*, session: Session, actor: Actor, limit: int | None = None) -> list[dict[str, Any]]:
-    """The audit log, newest first, as records of :data:`AUDIT_COLUMNS` (AccessDeniedError for
-    an ``actor`` who may not read it)."""
+    """The audit log, newest first, as records of :data:`AUDIT_COLUMNS`."""
     actor.require(Permission.READ_AUDIT)
     return [
         {column: getattr(event, column) for column in AUDIT_COLUMNS} | {"at": event.at.isoformat()}

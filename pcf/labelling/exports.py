@@ -6,12 +6,14 @@ file and a README.md dataset card).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlmodel import Session
@@ -20,12 +22,19 @@ from pcf.items import Item, candidate_titles
 from pcf.labelling.adjudications import adjudications_jsonl, csv_text
 from pcf.labelling.human_gold import dataset_gold, rule_text
 from pcf.labelling.plan import Plan
-from pcf.store import adjudication_records, load_items, resolutions
+from pcf.store import adjudication_records, current_labels, load_items, resolutions
 
 FORMATS = ("jsonl", "csv", "parquet", "hf")
 SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 HF_DATA = Path("data") / "train-00000-of-00001.parquet"  # the hub's name of split train's file
-CANDIDATES = pa.list_(pa.struct([("id", pa.string()), ("text", pa.string())]))
+
+
+def _strings(*names: str) -> pa.StructType:
+    """A Parquet struct of text fields."""
+    return pa.struct([(name, pa.string()) for name in names])
+
+
+CANDIDATES = pa.list_(_strings("id", "text"))
 LABEL_SCHEMA = pa.schema(
     [
         ("label_id", pa.int64()),
@@ -55,23 +64,8 @@ GOLD_SCHEMA = pa.schema(
         ("source", pa.string()),
         ("single_label", pa.bool_()),
         ("dataset_gold", pa.string()),
-        (
-            "labels",
-            pa.list_(pa.struct([("annotator", pa.string()), ("choice", pa.string())])),
-        ),
-        (
-            "resolutions",
-            pa.list_(
-                pa.struct(
-                    [
-                        ("choice", pa.string()),
-                        ("reason", pa.string()),
-                        ("resolved_by", pa.string()),
-                        ("created_at", pa.string()),
-                    ]
-                )
-            ),
-        ),
+        ("labels", pa.list_(_strings("annotator", "choice"))),
+        ("resolutions", pa.list_(_strings("choice", "reason", "resolved_by", "created_at"))),
     ]
 )
 
@@ -82,17 +76,22 @@ def _item_texts(item: Item) -> dict[str, Any]:
     return {"item_id": item.item_id, "prompt": item.prompt, "candidates": candidates}
 
 
+def _by_item(frame: pd.DataFrame, columns: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """``{item key: its rows' columns as records}``, in the frame's order."""
+    return {
+        key: part[columns].to_dict("records") for key, part in frame.groupby("item_key", sort=False)
+    }
+
+
 def label_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
     """Every label of the dataset, corrections included, oldest first, with item texts."""
     items = {item.item_id: item for item in load_items(dataset_id, session=session)}
-    titles: dict[str, dict[str, str]] = {}  # per labelled item, computed once
+    titles = functools.cache(lambda key: candidate_titles(items[key]))  # per labelled item
     out = []
     for record in adjudication_records(dataset_id, session=session):
         item, choice = items[record["item_id"]], record["choice"]
-        if item.item_id not in titles:
-            titles[item.item_id] = candidate_titles(item)
         text = item.text_of(choice) if choice in item.candidate_ids else None
-        title = titles[item.item_id].get(choice)
+        title = titles(item.item_id).get(choice)
         out.append(
             {"label_id": record["id"], **_item_texts(item), "annotator": record["annotator"]}
             | {"choice": choice, "choice_text": text, "choice_title": title}
@@ -106,18 +105,13 @@ def gold_records(dataset_id: int, *, session: Session) -> list[dict[str, Any]]:
     """One record per item with human gold (:class:`~pcf.labelling.human_gold.HumanGold`): the
     gold, its source, ``single_label``, its current labels and resolutions, the item's texts."""
     human = dataset_gold(dataset_id, session=session)
-    labels: dict[str, list[dict[str, str]]] = {}
-    for record in adjudication_records(dataset_id, session=session):  # oldest first: newest wins
-        current = labels.setdefault(record["item_id"], [])
-        current[:] = [c for c in current if c["annotator"] != record["annotator"]]
-        current.append({"annotator": record["annotator"], "choice": record["choice"]})
+    current = current_labels(dataset_id, session=session)
+    labels = _by_item(
+        current.sort_values(["created_at", "adjudication_id"]), ["annotator", "choice"]
+    )
     resolved = resolutions(dataset_id, session=session)
     resolved["created_at"] = resolved["created_at"].map(lambda at: at.isoformat())
-    columns = ["choice", "reason", "resolved_by", "created_at"]
-    decided = {
-        key: part[columns].to_dict("records")
-        for key, part in resolved.groupby("item_key", sort=False)
-    }
+    decided = _by_item(resolved, ["choice", "reason", "resolved_by", "created_at"])
     out = []
     for item in load_items(dataset_id, session=session):
         if item.item_id not in human.gold:

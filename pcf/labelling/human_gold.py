@@ -72,8 +72,6 @@ def _votes(choices: pd.Series) -> list[str]:
 
 def rule_gold(votes: list[str], rule: str) -> str | None:
     """An item's gold from its people's votes under ``unanimous`` or ``majority``."""
-    if not votes:
-        return None
     if rule == "unanimous":
         return votes[0] if len(set(votes)) == 1 and votes[0] not in RESERVED_CANDIDATE_IDS else None
     counted = Counter(v for v in votes if v not in RESERVED_CANDIDATE_IDS).most_common()
@@ -145,12 +143,10 @@ def dawid_skene(
     usable = labels[(labels["choice"] != CANNOT_TELL) & labels["item_key"].isin(list(items))]
     if usable.empty:
         return {}, {}
-    keys = list(dict.fromkeys(usable["item_key"].astype(str)))
-    row = {key: i for i, key in enumerate(keys)}
+    item_of, keys = pd.factorize(usable["item_key"].astype(str))
     workers, worker_of = np.unique(usable["annotator"].to_numpy(dtype=str), return_inverse=True)
     k = max(len(items[key].candidates) for key in keys)
     none = k  # the answer 'none correct' (as is any choice not a candidate)
-    item_of = np.array([row[key] for key in usable["item_key"]])
     chosen = np.array(
         [
             items[key].candidate_ids.index(c) if c in items[key].candidate_ids else none
@@ -158,7 +154,7 @@ def dawid_skene(
         ]
     )
     possible = np.zeros((len(keys), k + 1), dtype=bool)
-    for key, i in row.items():
+    for i, key in enumerate(keys):
         possible[i, : len(items[key].candidates)] = True
     possible[:, none] = True
     fits = []
@@ -171,7 +167,7 @@ def dawid_skene(
     best = posterior.argmax(axis=1)
     answers = {
         key: items[key].candidate_ids[best[i]] if best[i] != none else None
-        for key, i in row.items()
+        for i, key in enumerate(keys)
     }
     right = posterior[item_of, chosen]
     skills = {str(w): float(right[worker_of == j].mean()) for j, w in enumerate(workers)}
@@ -191,12 +187,9 @@ def human_gold(
     under the plan (``items``: the labelled items, for ``dawid_skene``)."""
     gold: dict[str, str | None] = {}
     source: dict[str, str | None] = {}
-    skills: dict[str, float] = {}
-    estimated: dict[str, str | None] = {}
     single: set[str] = set()
     waiting: list[str] = []
-    if rule == "dawid_skene":
-        estimated, skills = dawid_skene(labels, items or {})
+    estimated, skills = dawid_skene(labels, items or {}) if rule == "dawid_skene" else ({}, {})
     for item_key, choices in labels.groupby("item_key", sort=False)["choice"]:
         item = str(item_key)
         if len(choices) < labels_per_item and not (adaptive and len(choices) == 1):

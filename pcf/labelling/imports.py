@@ -67,7 +67,6 @@ def import_labels(
     twice.
 
     Raises:
-        AccessDeniedError: ``actor`` may not import.
         ValueError: no such dataset, or an empty ``source``.
         DataError: every problem of the file, each with its line (a Parquet row's number)
             and field; nothing was saved.

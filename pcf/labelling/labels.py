@@ -56,7 +56,6 @@ def save_label(
         wanted: how many people's labels the item wants (None: no limit).
 
     Raises:
-        AccessDeniedError: ``actor``'s role may not label.
         LabelChangedError: the actor's stored label is no longer the one ``seen``.
         ItemFullError: others gave the item every label it wants meanwhile.
         ValueError: a choice the item does not offer, or another bad field.

@@ -128,7 +128,6 @@ def add_member(email: str, role: str, *, session: Session, actor: Actor) -> Memb
     """Give ``email`` a role (a new member, or another role).
 
     Raises:
-        AccessDeniedError: ``actor`` may not manage members.
         ValueError: not an email address, an unknown role, or the last admin made another role.
     """
     actor = authorize(actor, Permission.MANAGE_MEMBERS, session=session)
@@ -151,7 +150,6 @@ def remove_member(email: str, *, session: Session, actor: Actor) -> None:
     """Take ``email``'s access away; the labels they saved stay.
 
     Raises:
-        AccessDeniedError: ``actor`` may not manage members.
         ValueError: no such member, or the last admin.
     """
     actor = authorize(actor, Permission.MANAGE_MEMBERS, session=session)

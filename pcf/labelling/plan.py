@@ -70,7 +70,6 @@ def set_plan(
     """Change the dataset's plan (what is None stays as it is).
 
     Raises:
-        AccessDeniedError: ``actor`` may not set labelling plans.
         ValueError: no such dataset, or a value out of range (guidelines: too long or with NUL).
     """
     actor = authorize(actor, Permission.PLAN_LABELLING, session=session)
@@ -111,11 +110,7 @@ def set_plan(
 
 def queue_escalated(run: Run, item_keys: list[str], *, session: Session, actor: Actor) -> None:
     """Serve ``item_keys`` (escalated by ``pcf escalate``) after the calibration share, before
-    the others, in place of those sent before.
-
-    Raises:
-        AccessDeniedError: ``actor`` may not resolve (only admins and reviewers may).
-    """
+    the others, in place of those sent before."""
     actor = authorize(actor, Permission.RESOLVE, session=session)
     save_plan(run.dataset_id, session=session, updated_by=actor.identity, escalated=item_keys)
     add_audit_event(

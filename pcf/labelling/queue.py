@@ -49,19 +49,9 @@ class Claim:
 def labels_wanted(
     plan: Plan, item_keys: Sequence[str], doubtful: Collection[str]
 ) -> dict[str, int]:
-    """How many people's labels each item wants: the plan's N (adaptive: one but for the
-    ``doubtful`` items)."""
+    """People's labels each item wants: the plan's N (adaptive: one but for ``doubtful`` items)."""
     n = plan.labels_per_item
     return {key: n if not plan.adaptive or key in doubtful else 1 for key in item_keys}
-
-
-def _served_first(
-    dataset_id: int, order: Sequence[tuple[str, int]], *, session: Session
-) -> list[tuple[str, int]]:
-    """``order`` with the plan's calibration share first, then its escalated items."""
-    reserved = calibration_items(dataset_id, session=session)
-    escalated = set(labelling_plan(dataset_id, session=session).escalated)
-    return sorted(order, key=lambda entry: (entry[0] not in reserved, entry[0] not in escalated))
 
 
 def _free(
@@ -89,29 +79,24 @@ def claim_next(
     now: datetime | None = None,
 ) -> Claim | None:
     """Hold and return ``actor``'s next item of ``order`` (``(item key, item db id)``, most
-    doubtful first; ``skip``-ped ones last), or None when their queue is empty.
-
-    Raises:
-        AccessDeniedError: ``actor`` may not label.
-    """
+    doubtful first; ``skip``-ped ones last), or None when their queue is empty."""
     actor = authorize(actor, Permission.LABEL, session=session)
     now = now or utc_now()
     me = actor.identity
     labellers = labellers_by_item(dataset_id, session=session)
     holders = holders_by_item(dataset_id, session=session, now=now)
     assignees = assignees_by_item(dataset_id, session=session)
-    open_items = [
-        (key, db_id)
-        for key, db_id in _served_first(dataset_id, order, session=session)
-        if _free(me, wanted[key], db_id, labellers, holders, assignees)
-    ]
+    reserved = calibration_items(dataset_id, session=session)
+    escalated = set(labelling_plan(dataset_id, session=session).escalated)
 
-    def rank(entry: tuple[str, int]) -> int:  # held, then assigned, then not skipped
-        if me in holders.get(entry[1], set()):
-            return 0
-        return 1 if assignees.get(entry[1]) == me else 2 + (entry[0] in skip)
+    def rank(entry: tuple[str, int]) -> tuple[int, bool, bool]:
+        """Held, then assigned, then not skipped; then the plan's calibration share, escalated."""
+        key, db_id = entry
+        mine = 0 if me in holders.get(db_id, set()) else 1 if assignees.get(db_id) == me else 2
+        return mine + (mine == 2 and key in skip), key not in reserved, key not in escalated
 
-    served = sorted(open_items, key=rank)
+    free = [(k, i) for k, i in order if _free(me, wanted[k], i, labellers, holders, assignees)]
+    served = sorted(free, key=rank)
     for key, db_id in served:
         lock_item(db_id, session=session)
         fresh_labellers = labellers_by_item(dataset_id, session=session, item_db_id=db_id)
@@ -136,9 +121,8 @@ def queue_left(
     wanted: Mapping[str, int],
 ) -> dict[str, int]:
     """How many items each of ``people`` still has in their queue."""
-    now = utc_now()
     labellers = labellers_by_item(dataset_id, session=session)
-    holders = holders_by_item(dataset_id, session=session, now=now)
+    holders = holders_by_item(dataset_id, session=session, now=utc_now())
     assignees = assignees_by_item(dataset_id, session=session)
     return {
         person: sum(
@@ -164,7 +148,6 @@ def assign(
     or labelled; their keys, in ``order``.
 
     Raises:
-        AccessDeniedError: ``actor`` may not assign.
         ValueError: ``to`` is no member who may label, an unknown item, or a share outside 0..1.
     """
     actor = authorize(actor, Permission.ASSIGN, session=session)

@@ -29,7 +29,6 @@ def resolve(
     """Set the item's gold to ``choice`` (one of its candidates, or ``none_correct``).
 
     Raises:
-        AccessDeniedError: ``actor`` may not resolve disagreements (reviewers and admins may).
         ValueError: no such item, a choice the item does not offer, or an overlong reason.
     """
     actor = authorize(actor, Permission.RESOLVE, session=session)

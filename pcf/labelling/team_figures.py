@@ -5,6 +5,7 @@ included, ``cannot_tell`` as no label).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -20,16 +21,6 @@ from pcf.labelling.human_gold import dawid_skene
 
 BREAK = timedelta(minutes=10)  # a longer gap between two labels is a pause, not labelling
 MIN_SHARED_ITEMS = 2
-PERSON_COLUMNS = (
-    "annotator",
-    "labels",
-    "corrections",
-    "median_seconds",
-    "agreement_with_others",
-    "shared_items",
-    "agreement_with_resolved_gold",
-    "resolved_items",
-)
 
 
 def seconds_per_label(saved_at: Sequence[pd.Timestamp]) -> float | None:
@@ -47,39 +38,32 @@ def _usable(labels: pd.DataFrame) -> pd.DataFrame:
 def people(
     labels: pd.DataFrame, history: pd.DataFrame, resolved: Mapping[str, str]
 ) -> pd.DataFrame:
-    """One row per person (:data:`PERSON_COLUMNS`) from the current ``labels``, every label
-    row (``history``, corrections included) and the ``resolved`` items' gold."""
+    """One row per person from the current ``labels``, every label row (``history``,
+    corrections included) and the ``resolved`` items' gold: labels, corrections, pace, and
+    agreement with the others (per shared item, the share who chose the same) and with gold."""
     usable = _usable(labels)
-    by_item = usable.groupby("item_key")
-    rows = []
-    for person in sorted(labels["annotator"].unique()):
-        mine = usable[usable["annotator"] == person].set_index("item_key")["choice"]
-        shares = []  # per shared item: the share of the others who chose the same
-        for item_key, choice in mine.items():
-            others = by_item.get_group(item_key)
-            others = others[others["annotator"] != person]["choice"]
-            if len(others):
-                shares.append(float((others == choice).mean()))
-        with_gold = [item for item in mine.index if item in resolved]
-        saves = history[history["annotator"] == person]
-        current = int((labels["annotator"] == person).sum())
-        rows.append(
-            {
-                "annotator": person,
-                "labels": current,
-                "corrections": len(saves) - current,
-                "median_seconds": seconds_per_label(list(pd.to_datetime(saves["created_at"]))),
-                "agreement_with_others": float(np.mean(shares)) if shares else None,
-                "shared_items": len(shares),
-                "agreement_with_resolved_gold": (
-                    sum(mine[i] == resolved[i] for i in with_gold) / len(with_gold)
-                    if with_gold
-                    else None
-                ),
-                "resolved_items": len(with_gold),
-            }
-        )
-    return pd.DataFrame(rows, columns=list(PERSON_COLUMNS))
+    pairs = usable.merge(usable, on="item_key", suffixes=("", "_other"))
+    pairs = pairs[pairs["annotator"] != pairs["annotator_other"]]
+    agree = pairs["choice"] == pairs["choice_other"]
+    shares = agree.groupby([pairs["annotator"], pairs["item_key"]]).mean().groupby(level=0)
+    gold = usable["item_key"].map(resolved)
+    right = (usable["choice"] == gold)[gold.notna()].groupby(usable["annotator"])
+    saves = history.groupby("annotator")["created_at"]
+    pace = saves.agg(lambda at: seconds_per_label(list(pd.to_datetime(at))))
+    names = pd.Series(sorted(labels["annotator"].unique()), dtype=object)
+    current = names.map(labels["annotator"].value_counts())
+    return pd.DataFrame(
+        {
+            "annotator": names,
+            "labels": current,
+            "corrections": names.map(saves.size()).fillna(0).astype(int) - current,
+            "median_seconds": names.map(pace),
+            "agreement_with_others": names.map(shares.mean()),
+            "shared_items": names.map(shares.size()).fillna(0).astype(int),
+            "agreement_with_resolved_gold": names.map(right.mean()),
+            "resolved_items": names.map(right.size()).fillna(0).astype(int),
+        }
+    )
 
 
 HABIT_SHARE = 0.9
@@ -121,11 +105,8 @@ def annotator_checks(labels: pd.DataFrame, items: Mapping[str, Item]) -> pd.Data
         .agg(agree=("agree", "mean"), chance=("chance", "mean"), items=("agree", "size"))
     )
     by_pair = by_pair[by_pair["items"] >= HABIT_MIN_LABELS]
-    contrary = {
-        str(person)
-        for person, part in by_pair.groupby(level=0)
-        if (part["agree"] <= part["chance"]).all()
-    }
+    below = (by_pair["agree"] <= by_pair["chance"]).groupby(level=0).all()
+    contrary = set(below.index[below])
     rows = []
     for person in sorted(labels["annotator"].unique()):
         mine = usable[usable["annotator"] == person].dropna(subset=["listed"])
@@ -141,14 +122,7 @@ def annotator_checks(labels: pd.DataFrame, items: Mapping[str, Item]) -> pd.Data
             flag = "answers one position"
         elif person in contrary:
             flag = "disagrees with everyone"
-        rows.append(
-            {
-                "annotator": person,
-                "estimated_accuracy": skills.get(person),
-                "favourite_position_share": share,
-                "flag": flag,
-            }
-        )
+        rows.append((person, skills.get(person), share, flag))
     return pd.DataFrame(rows, columns=list(CHECK_COLUMNS))
 
 
@@ -167,10 +141,8 @@ def kappa_matrix(labels: pd.DataFrame) -> pd.DataFrame:
         both = table[[first, second]].dropna() if {first, second} <= set(table) else table[[]]
         value = math.nan
         if len(both) >= MIN_SHARED_ITEMS:
-            try:
+            with contextlib.suppress(ValueError):  # undefined: NaN
                 value = cohen_kappa(list(both[first]), list(both[second]))
-            except ValueError:
-                value = math.nan
         for a, b in ((first, second), (second, first)):
             rows.append({"first": a, "second": b, "kappa": value, "items": len(both)})
     return pd.DataFrame(rows, columns=["first", "second", "kappa", "items"])

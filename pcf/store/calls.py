@@ -21,11 +21,10 @@ from sqlmodel import Session, col, select
 
 from pcf.judgments import Judgment
 from pcf.processes import gc_paused
-from pcf.store.datasets import _chunks, list_datasets, rows_changed
+from pcf.store.datasets import _chunks, items_by_ids, list_datasets, rows_changed
 from pcf.store.leases import ACTIVE_RUN_STATUSES, _lease, lease_is_live
 from pcf.store.models import (
     Call,
-    CandidateRow,
     Dataset,
     ItemRow,
     ProviderBatch,
@@ -110,10 +109,7 @@ def get_run(name: str, *, session: Session) -> Run | None:
 
 def run_dataset(run: Run, *, session: Session) -> Dataset:
     """The dataset ``run`` judges (every run has one: a foreign key)."""
-    dataset = session.get(Dataset, run.dataset_id)
-    if dataset is None:
-        raise LookupError(f"run {run.name!r} has no dataset")
-    return dataset
+    return session.get_one(Dataset, run.dataset_id)
 
 
 def set_run_status(run: Run, status: RunStatus | str, *, session: Session) -> Run:
@@ -142,9 +138,7 @@ def update_run_totals(run_id: int, *, session: Session) -> Run:
     """Store on the run its totals over its calls: ``calls_made`` counts the attempts of the
     calls the cache did not answer (which alone count for tokens and cost), ``cache_hits`` the
     others, ``failures`` the calls left failed."""
-    run = session.get(Run, run_id)
-    if run is None:
-        raise ValueError(f"no run with id {run_id}")
+    run = session.get_one(Run, run_id)
     paid = col(Call.cached_from).is_(None)
 
     def paid_sum(column: Any) -> Any:
@@ -179,16 +173,13 @@ def run_states(runs: Iterable[Run], *, session: Session) -> dict[int, str]:
     """``{run id: status to show}``: the stored one, but ``interrupted`` for a pending or
     running run without a live lease (its process died; judging it again resumes it)."""
     fresh = select(RunLease).execution_options(populate_existing=True)
-    leases = {lease.run_name: lease for lease in session.exec(fresh).all()}
-    now = utc_now()
-    states = {}
-    for run in runs:
-        lease = leases.get(run.name)
-        stale = run.status in ACTIVE_RUN_STATUSES and (
-            lease is None or not lease_is_live(lease, now)
-        )
-        states[run.id] = "interrupted" if stale else run.status
-    return states
+    live = {lease.run_name for lease in session.exec(fresh).all() if lease_is_live(lease)}
+    return {
+        run.id: "interrupted"
+        if run.status in ACTIVE_RUN_STATUSES and run.name not in live
+        else run.status
+        for run in runs
+    }
 
 
 def run_listing(*, session: Session, dataset_id: int | None = None) -> list[dict[str, Any]]:
@@ -262,14 +253,9 @@ def cached_calls(content_keys: Iterable[str], *, session: Session) -> dict[str, 
 
 def answered_keys(content_keys: Iterable[str], *, session: Session) -> set[str]:
     """The content keys among ``content_keys`` that an ok call answered (the cache's hits)."""
-    found: set[str] = set()
-    for chunk in _chunks(content_keys):
-        found |= set(
-            session.exec(
-                select(Call.content_key).where(col(Call.content_key).in_(chunk), col(Call.ok))
-            ).all()
-        )
-    return found
+    answered = select(Call.content_key).where(col(Call.ok))
+    chunks = _chunks(content_keys)
+    return {k for c in chunks for k in session.exec(answered.where(col(Call.content_key).in_(c)))}
 
 
 TEMPLATE_IDS = "pcf.request_template_ids"  # session.info: {digest: id} of committed templates
@@ -330,18 +316,9 @@ def insert_calls(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None
 def call_request(call: Call, *, session: Session) -> dict[str, Any]:
     """The request ``call`` sent, rebuilt from its template and the item's texts
     (``call.sent(request)`` checks it against the stored digest)."""
-    template = session.get(RequestTemplate, call.template_id)
-    if template is None:
-        raise LookupError(f"call {call.id} has no request template")
-    prompt = session.exec(select(ItemRow.prompt).where(ItemRow.id == call.item_id)).one()
-    texts = dict(
-        session.exec(
-            select(CandidateRow.candidate_key, CandidateRow.text).where(
-                CandidateRow.item_id == call.item_id
-            )
-        ).all()
-    )
-    return rebuilt_request(template, prompt, [texts[key] for key in call.order])
+    template = session.get_one(RequestTemplate, call.template_id)
+    [item] = items_by_ids([call.item_id], session=session)
+    return rebuilt_request(template, item.prompt, [item.text_of(key) for key in call.order])
 
 
 def keep_duplicate_answers(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None:
@@ -366,9 +343,7 @@ def replace_calls(rows: Mapping[int, Mapping[str, Any]], *, session: Session) ->
     kept whole as a ``retried`` :class:`ReplacedCall`."""
     now = utc_now()
     for call_id, values in rows.items():
-        old = session.get(Call, call_id)
-        if old is None:
-            raise ValueError(f"no call with id {call_id}")
+        old = session.get_one(Call, call_id)
         session.add(
             ReplacedCall(call_id=call_id, reason="retried", values=old.model_dump(mode="json"))
         )
@@ -412,8 +387,7 @@ def pending_batch_keys(*, session: Session) -> set[str]:
 def run_calls_by_slot(
     run_id: int, *, session: Session, item_ids: Iterable[int] | None = None
 ) -> dict[tuple[int, int, int], Call]:
-    """The run's calls (of these items only, when given) by ``(item db id, execution, call
-    index)``."""
+    """``{(item db id, execution, call index): call}`` of the run (these items' only, if given)."""
     query = select(Call).where(Call.run_id == run_id)
     if item_ids is not None:
         query = query.where(col(Call.item_id).in_(list(item_ids)))
@@ -438,8 +412,7 @@ def _at_positions(query: Any, run_id: int, start: int | None, stop: int | None) 
 def run_calls(
     run_id: int, *, session: Session, start: int | None = None, stop: int | None = None
 ) -> list[Call]:
-    """The run's calls by item, execution and call index (of the items at positions ``start``
-    to ``stop`` only, when given)."""
+    """The run's calls by item, execution and call index (items at ``start``:``stop`` only)."""
     query = select(Call).where(Call.run_id == run_id)
     if start is not None or stop is not None:
         joined = query.join(ItemRow, col(ItemRow.id) == Call.item_id)
@@ -453,13 +426,8 @@ def run_calls(
 
 def item_calls(run_id: int, item_db_id: int, *, session: Session) -> list[Call]:
     """The run's calls of one item, by execution and call index."""
-    return list(
-        session.exec(
-            select(Call)
-            .where(Call.run_id == run_id, Call.item_id == item_db_id)
-            .order_by(col(Call.execution), col(Call.call_index))
-        ).all()
-    )
+    by_slot = run_calls_by_slot(run_id, session=session, item_ids=[item_db_id])
+    return [by_slot[slot] for slot in sorted(by_slot)]
 
 
 def stored_judgment(

@@ -12,7 +12,6 @@ from sqlalchemy import (
     CursorResult,
     Result,
     and_,
-    func,
     insert,
     literal,
     or_,
@@ -73,8 +72,8 @@ def import_items(
 def _insert_items(dataset_id: int, start: int, items: list[Item], *, session: Session) -> None:
     """Insert ``items``, the dataset's from position ``start`` on, and their candidates (a chunk
     at a time: a whole large dataset's rows would take gigabytes)."""
-    session.execute(
-        insert(ItemRow),
+    inserted = session.execute(
+        insert(ItemRow).returning(col(ItemRow.item_key), col(ItemRow.id)),
         [
             {
                 "dataset_id": dataset_id,
@@ -88,15 +87,7 @@ def _insert_items(dataset_id: int, start: int, items: list[Item], *, session: Se
             for offset, item in enumerate(items)
         ],
     )
-    db_ids = dict(
-        session.exec(
-            select(ItemRow.item_key, ItemRow.id).where(
-                ItemRow.dataset_id == dataset_id,
-                col(ItemRow.position) >= start,
-                col(ItemRow.position) < start + len(items),
-            )
-        ).all()
-    )
+    db_ids = dict(inserted.all())
     session.execute(
         insert(CandidateRow),
         [
@@ -126,8 +117,7 @@ ITEM_CHUNK = 500  # items read at once when a whole dataset is gone through
 
 
 def _items_where(condition: Any, *, session: Session, texts: bool = True) -> list[Item]:
-    """The items matching ``condition`` in file order, candidates in listing order; without
-    ``texts`` the candidates' texts are left empty."""
+    """The items matching ``condition`` in file order (texts left empty without ``texts``)."""
     candidates: dict[int, list[Candidate]] = defaultdict(list)
     text = CandidateRow.text if texts else literal("")
     candidate_rows = session.exec(
@@ -198,9 +188,7 @@ class DatasetItems:
 
     def chunks(self) -> Iterator[list[Item]]:
         """The items, :data:`ITEM_CHUNK` at a time."""
-        size = self.session.exec(
-            select(func.count()).where(ItemRow.dataset_id == self.dataset_id)
-        ).one()
+        size = self.session.get_one(Dataset, self.dataset_id).n_items
         end = size if self.limit is None else min(size, self.limit)
         for start in range(0, end, ITEM_CHUNK):
             stop = min(start + ITEM_CHUNK, end)

@@ -65,16 +65,13 @@ def _resolve(url: str | None) -> str:
 
 
 def database_url(url: str | None = None) -> str:
-    """Where the data lives (``url``, else ``PCF_DATABASE_URL``, else the user data folder),
-    any password masked."""
+    """Where the data lives (as :func:`_resolve` finds it), any password masked."""
     return make_url(_resolve(url)).render_as_string(hide_password=True)
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
-    cursor = dbapi_connection.cursor()
     for name, value in SQLITE_PRAGMAS.items():
-        cursor.execute(f"PRAGMA {name}={value}")
-    cursor.close()
+        dbapi_connection.execute(f"PRAGMA {name}={value}")
 
 
 def get_engine(url: str | None = None) -> Engine:
@@ -197,10 +194,8 @@ TRANSIENT_SQLITE_WORDS = ("database is locked", "database table is locked", "bus
 
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` is a lost race (a lock, a serialization failure) worth another try."""
-    if isinstance(exc, LostRaceError):
-        return True
     if not isinstance(exc, OperationalError):
-        return False
+        return isinstance(exc, LostRaceError)
     if getattr(exc.orig, "sqlstate", None) in TRANSIENT_SQLSTATES:
         return True
     return any(word in str(exc.orig).lower() for word in TRANSIENT_SQLITE_WORDS)
@@ -242,8 +237,7 @@ def write_with_retry(engine: Engine, work: Callable[[Session], T]) -> T:
 
 @contextmanager
 def session_scope(engine: Engine) -> Iterator[Session]:
-    """A session that commits when the block ends, rolls back if it raises; objects stay
-    readable after it."""
+    """A session that commits when the block ends, rolls back if it raises (objects stay read)."""
     with Session(engine, expire_on_commit=False) as session:
         try:
             yield session

@@ -138,11 +138,9 @@ def claim_keys(
 
 def live_claims(content_keys: Iterable[str], *, session: Session) -> set[str]:
     """The content keys among ``content_keys`` that a live holder claims now."""
-    now, found = utc_now(), set()
-    for chunk in _chunks(content_keys):
-        claims = _claims(chunk, session=session)
-        found |= {claim.content_key for claim in claims if lease_is_live(claim, now)}
-    return found
+    now, chunks = utc_now(), _chunks(content_keys)
+    claims = (claim for chunk in chunks for claim in _claims(chunk, session=session))
+    return {claim.content_key for claim in claims if lease_is_live(claim, now)}
 
 
 _RELEASE_KEY = delete(KeyClaim).where(

@@ -132,13 +132,8 @@ def adjudication_history(item_db_id: int, *, session: Session) -> list[Adjudicat
 
 
 def current_labels(dataset_id: int, *, session: Session) -> pd.DataFrame:
-    """The current (newest) label of every (item, annotator) of the dataset, in item order,
-    with the columns of :data:`LABEL_COLUMNS`."""
-    newest_first = func.row_number().over(
-        partition_by=(col(Adjudication.item_id), col(Adjudication.annotator)),
-        order_by=(col(Adjudication.created_at).desc(), col(Adjudication.id).desc()),
-    )
-    ranked = (
+    """The newest label of every (item, annotator) of the dataset in item order (LABEL_COLUMNS)."""
+    rows = session.exec(
         select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
             ItemRow.item_key,
             Adjudication.item_id,
@@ -149,19 +144,15 @@ def current_labels(dataset_id: int, *, session: Session) -> pd.DataFrame:
             Adjudication.notes,
             Adjudication.created_at,
             Adjudication.id,
-            ItemRow.position,
-            newest_first.label("newness"),
         )
         .join(ItemRow, col(ItemRow.id) == Adjudication.item_id)
         .where(ItemRow.dataset_id == dataset_id)
-        .subquery()
-    )
-    rows = session.exec(
-        select(*list(ranked.c)[: len(LABEL_COLUMNS)])
-        .where(ranked.c.newness == 1)
-        .order_by(ranked.c.position, ranked.c.annotator)
+        .order_by(
+            ItemRow.position, Adjudication.annotator, Adjudication.created_at, Adjudication.id
+        )
     ).all()
-    return pd.DataFrame([tuple(row) for row in rows], columns=list(LABEL_COLUMNS))
+    labels = pd.DataFrame([tuple(row) for row in rows], columns=list(LABEL_COLUMNS))
+    return labels.drop_duplicates(["item_db_id", "annotator"], keep="last", ignore_index=True)
 
 
 def adjudicated_item_keys(dataset_id: int, annotator: str, *, session: Session) -> set[str]:
@@ -341,11 +332,8 @@ def lock_item(item_db_id: int, *, session: Session) -> None:
 
 def hold_item(item_db_id: int, annotator: str, *, session: Session, until: datetime) -> None:
     """Reserve the item for ``annotator`` until ``until`` (a new hold or a longer one)."""
-    held = session.get(Reservation, (item_db_id, annotator)) or Reservation(
-        item_id=item_db_id, annotator=annotator, expires_at=until
-    )
-    held.expires_at = until
-    saved(held, session=session)
+    session.merge(Reservation(item_id=item_db_id, annotator=annotator, expires_at=until))
+    session.flush()
 
 
 def release_item(item_db_id: int, annotator: str, *, session: Session) -> None:

@@ -50,8 +50,7 @@ def _remember_file(dbapi_connection: Any, connection_record: Any) -> None:
 
 @event.listens_for(Engine, "commit")
 def _check_file(connection: Connection) -> None:
-    """Refuse to commit into a SQLite file that is no longer at its path (moved, deleted or
-    replaced): :class:`DatabaseMovedError`."""
+    """Refuse to commit into a SQLite file no longer at its path (:class:`DatabaseMovedError`)."""
     noted = connection.connection.info.get(FILE_INFO)
     if noted is not None and _file_identity(noted[0]) != noted[1]:
         raise DatabaseMovedError(noted[0])

@@ -112,8 +112,7 @@ def _config(connection: Connection | None = None) -> Config:
 
 @functools.cache
 def revisions() -> tuple[str, ...]:
-    """Every revision id, oldest first: the numbers that start the files' names, read without
-    loading Alembic."""
+    """Every revision id, oldest first, from the files' names (read without loading Alembic)."""
     return tuple(sorted(p.name.split("_")[0] for p in VERSIONS.glob("[0-9]*_*.py")))
 
 
@@ -244,11 +243,16 @@ def upgrade(engine: Engine, *, to: str = "head") -> UpgradeReport:
             return UpgradeReport(stamped, target, None)
         copy = _backup(engine, stamped) if recognised is not None else None
         from alembic import command
+        from alembic.runtime.migration import MigrationContext
 
-        if recognised is None:
-            _create(connection, target)
+        def create_at_head() -> None:  # a new database: the head's tables from the models
+            SQLModel.metadata.create_all(connection)
+            MigrationContext.configure(connection).stamp(_script(), target)
+
+        if recognised is None and target == head():
+            _commit_step(connection, create_at_head)
         else:
-            if stamped is None:
+            if recognised is not None and stamped is None:
                 _commit_step(connection, lambda: command.stamp(_config(connection), recognised))
             _commit_step(connection, lambda: command.upgrade(_config(connection), target))
     if copy is not None:
@@ -270,22 +274,6 @@ def _compact(engine: Engine) -> None:
             exc.orig,
             engine.url.database,
         )
-
-
-def _create(connection: Connection, target: str) -> None:
-    """A new database: the head's tables from the models, or the revisions up to ``target``."""
-    from alembic import command
-    from alembic.runtime.migration import MigrationContext
-
-    if target != head():
-        _commit_step(connection, lambda: command.upgrade(_config(connection), target))
-        return
-
-    def create_at_head() -> None:
-        SQLModel.metadata.create_all(connection)
-        MigrationContext.configure(connection).stamp(_script(), target)
-
-    _commit_step(connection, create_at_head)
 
 
 def _commit_step(connection: Connection, work: Callable[[], None]) -> None:

@@ -43,8 +43,7 @@ def run_version(run: Run, *, session: Session) -> tuple[str, int, int, int]:
 
 
 def result_revision(run: Run, *, session: Session, labels: bool = False) -> str:
-    """The revision a result of the run is kept for: :func:`run_version` (and, with ``labels``,
-    :func:`label_revision`) as text."""
+    """A result's revision: :func:`run_version` (and with ``labels`` :func:`label_revision`)."""
     parts: list[Any] = [list(run_version(run, session=session))]
     if labels:
         parts.append(list(label_revision(run.dataset_id, session=session)))
