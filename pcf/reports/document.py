@@ -356,7 +356,7 @@ def _triage_section(data: ReportData, seed: int, names: _Names) -> Section | Non
     ]
     for run_name in table["run"].unique():
         rows = data.decisions[data.decisions["run"] == run_name]
-        curves, wrong = triage_curves(rows, seed=seed)
+        curves, wrong = triage_curves(rows)
         blocks.append(
             Figure(
                 f"Errors found per share reviewed: {run_name}",

@@ -219,21 +219,14 @@ def agreement_distribution(runs: pd.DataFrame, decisions: pd.DataFrame) -> pd.Da
 
 
 def _renamed(frame: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
-    """``frame``'s ``columns`` (keys), in order, renamed to their values; empty stays empty."""
-    if frame.empty:
-        return pd.DataFrame()
+    """``frame``'s ``columns`` (keys), in order, renamed to their values."""
     return frame[list(columns)].rename(columns=dict(columns))
 
 
 def slot_table(slots: pd.DataFrame) -> pd.DataFrame:
     """Share of top picks per slot, and how often gold won when shown there, per run."""
-    percent = (
-        slots.assign(top_share=100 * slots["top_share"], gold_recall=100 * slots["gold_recall"])
-        if not slots.empty
-        else slots
-    )
     return _renamed(
-        percent,
+        slots.assign(top_share=100 * slots["top_share"], gold_recall=100 * slots["gold_recall"]),
         {
             "run": "run",
             "n": "n",
@@ -410,7 +403,7 @@ def runs_table(listing: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(RUN_FIELDS)).rename(columns=RUN_FIELDS)
 
 
-def triage_curves(table: pd.DataFrame, *, seed: int = 0) -> tuple[list[Curve], list[bool]]:
+def triage_curves(table: pd.DataFrame) -> tuple[list[Curve], list[bool]]:
     """One run's review-priority curve against gold, from its decision table (labelled items)."""
     known = answers_of(table, dict(zip(table["item_id"], table["gold"], strict=True)))
     wrong = list(known["wrong"])
@@ -424,24 +417,23 @@ def triage_table(runs: pd.DataFrame, decisions: pd.DataFrame, *, seed: int = 0) 
     for run, table in _instability_runs(runs, decisions):
         if run.protocol != "pcf" or table["gold"].isna().all():
             continue
-        curves, wrong = triage_curves(table, seed=seed)
+        curves, wrong = triage_curves(table)
         figures = summarize(curves, wrong, seed=seed)
-        rows.append(
-            _triage_row(run.run, "review priority", figures, figures["orders"]["review priority"])
-        )
-        rows.append(_triage_row(run.run, "random (mean)", figures, figures["random"]))
+        for order, shown in (
+            ("review priority", figures["orders"]["review priority"]),
+            ("random (mean)", figures["random"]),
+        ):
+            rows.append(
+                {
+                    "run": run.run,
+                    "order": order,
+                    "items": figures["items"],
+                    "errors": figures["errors"],
+                    **{
+                        f"found at {share}": round(100 * value, 2)
+                        for share, value in shown["caught_at"].items()
+                    },
+                    "capture AUC": shown["capture_auc"],
+                }
+            )
     return pd.DataFrame(rows)
-
-
-def _triage_row(run: str, order: str, figures: Mapping[str, Any], shown: Mapping) -> dict:
-    return {
-        "run": run,
-        "order": order,
-        "items": figures["items"],
-        "errors": figures["errors"],
-        **{
-            f"found at {share}": round(100 * value, 2)
-            for share, value in shown["caught_at"].items()
-        },
-        "capture AUC": shown["capture_auc"],
-    }
