@@ -202,11 +202,6 @@ PRESET_COLUMNS = (
 )
 
 
-def k_values(stored_k: int) -> list[int]:
-    """The K prefixes reported for a run that stored ``stored_k`` calls per execution."""
-    return sorted({k for k in K_VALUES if k < stored_k} | {stored_k})
-
-
 def preset_records(packed: PackedRun) -> pd.DataFrame:
     """A run's rows of the seed's weight table, one per preset (:data:`PRESET_COLUMNS`), on
     execution 0's calls (:func:`evaluate_weights`, whose errors it raises)."""
@@ -220,9 +215,10 @@ def preset_records(packed: PackedRun) -> pd.DataFrame:
 
 def k_records(packed: PackedRun) -> pd.DataFrame:
     """A run's rows of the K table (:data:`K_COLUMNS`): the proposed weights on execution 0's
-    first K calls, for each of :func:`k_values` (:func:`evaluate_weights`' errors)."""
+    first K calls, for each of :data:`K_VALUES` below its stored K and that K
+    (:func:`evaluate_weights`' errors)."""
     rows = []
-    for k in k_values(packed.k):
+    for k in sorted({k for k in K_VALUES if k < packed.k} | {packed.k}):
         o = evaluate_weights(packed, DEFAULT_WEIGHTS, k=k)
         rows.append((packed.name, k, o.n, o.accuracy, o.direct_accuracy, o.improved, o.regressed))
     return pd.DataFrame(rows, columns=list(K_COLUMNS))
