@@ -141,19 +141,17 @@ def escalate(
     return out | ({"simulated": True} if is_simulated(run) else {})
 
 
-def escalation_in_words(
-    run: Run, *, session: Session, alpha: float = 0.1, delta: float = 0.1
-) -> str:
-    """The run's split on the human gold of the plan's random calibration share, in a sentence
-    (the Overview page's), or why there is none yet."""
+def escalation_in_words(run: Run, *, session: Session) -> str:
+    """The run's split at alpha 0.1 and delta 0.1 on the human gold of the plan's random
+    calibration share, in a sentence (the Overview page's), or why there is none yet."""
     try:
-        found = escalate(run, session=session, alpha=alpha, delta=delta, labels="humans")
+        found = escalate(run, session=session, alpha=0.1, delta=0.1, labels="humans")
     except ValueError as exc:
         return f"Not yet: {exc}."
     return (
         f"{'Simulated judge: ' if found.get('simulated') else ''}"
         f"the judge may decide {found['decided_share']:.0%} of the items outside the "
         f"calibration alone and {len(found['escalated'])} go to humans "
-        f"({found['calibration']['items']} random human gold items, alpha {alpha:g}, delta "
-        f"{delta:g}): {found['guarantee']}."
+        f"({found['calibration']['items']} random human gold items, alpha 0.1, delta 0.1): "
+        f"{found['guarantee']}."
     )

@@ -74,11 +74,8 @@ class Curve:
 
 
 def curve(order: str, wrong: Sequence[bool], ranking: Sequence[int]) -> Curve:
-    """The curves of reviewing items in ``ranking`` (item positions, first reviewed first).
-
-    Raises:
-        ValueError: no items, or ``ranking`` is not a permutation of them.
-    """
+    """The curves of reviewing items in ``ranking`` (item positions, first reviewed first);
+    ValueError unless ``ranking`` lists every item once."""
     n = len(wrong)
     if n == 0 or sorted(ranking) != list(range(n)):
         raise ValueError("a review order must list every item once")
@@ -396,11 +393,8 @@ def table_triage(
     orders: Sequence[str] = ("priority",),
     seed: int = 0,
 ) -> tuple[list[Curve], list[bool], pd.DataFrame]:
-    """:func:`run_triage` of a decision table against ``answers`` (None or NaN where unknown).
-
-    Raises:
-        ValueError: an unknown order, or no item has an answer.
-    """
+    """:func:`run_triage` of a decision table against ``answers`` (None or NaN where unknown);
+    ValueError when no item has an answer."""
     known = answers_of(table, {k: (None if pd.isna(v) else v) for k, v in answers.items()})
     if known.empty:
         raise ValueError("no item has an answer to check against")

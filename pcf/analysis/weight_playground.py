@@ -60,11 +60,7 @@ class PackedRun:
 
 def pack_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> PackedRun:
     """Pack a listwise run's judgments, a chunk of items at a time (a group per chunk and
-    candidate count).
-
-    Raises:
-        ValueError: the run is an APOCJudge run (pairwise verdicts have no weights).
-    """
+    candidate count)."""
     if run.protocol == "apoc":
         raise ValueError(f"run {run.name!r} is an APOCJudge run: pairwise verdicts have no weights")
     groups: list[JudgmentArrays] = []
@@ -169,12 +165,10 @@ def evaluate_weights(packed: PackedRun, weights: Weights, *, k: int | None = Non
     known = {
         i: g for i in packed.item_order if i in winners and (g := packed.gold.get(i)) is not None
     }
-    labelled = list(known)
-    if not labelled:
+    if not known:
         raise ValueError(f"run {packed.name!r} has no judged item with a gold id")
-    gold = list(known.values())
-    method = [winners[i] for i in labelled]
-    baseline = [direct[i] for i in labelled]
+    labelled, gold = list(known), list(known.values())
+    method, baseline = [winners[i] for i in known], [direct[i] for i in known]
     counts = paired_outcomes(
         [d == g for d, g in zip(baseline, gold, strict=True)],
         [w == g for w, g in zip(method, gold, strict=True)],

@@ -58,9 +58,10 @@ def replay_runs(
     ]
     samples, calibrations, applied = [], [], []
     for policy in policies:
-        sample = set()
-        if policy.name == "confident":
-            sample = calibration_sample([key for key, *_ in judged], policy.risk, seed)
+        keys = [key for key, *_ in judged]
+        sample = (
+            calibration_sample(keys, policy.risk, seed) if policy.name == "confident" else set()
+        )
         chosen = [row for row in judged if row[0] in sample]
         calibration = None
         if sample and len(chosen) < len(judged):  # else every item is judged in full
@@ -113,11 +114,7 @@ def whatif(run: Run, policy: StoppingPolicy, *, session: Session) -> dict[str, A
 def whatif_all(
     run: Run, policies: Sequence[StoppingPolicy], *, session: Session
 ) -> list[dict[str, Any]]:
-    """:func:`whatif` of each policy, the run read once and the replays sharing their work.
-
-    Raises:
-        ValueError: as :func:`whatif`.
-    """
+    """:func:`whatif` of each policy (its errors), the run read once, the replays sharing work."""
     if run.protocol == "apoc":
         raise ValueError(f"run {run.name!r} is an APOCJudge run: adaptive stopping is listwise")
     if is_adaptive(run):
