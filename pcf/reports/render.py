@@ -9,7 +9,7 @@ import html
 import io
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -150,7 +150,7 @@ def report_json(report: Report) -> dict[str, Any]:
     {key: [{"title", "note", "simulated"}]}}``; tables sharing a key are listed together."""
     tables: dict[str, list[dict[str, Any]]] = {}
     about: dict[str, list[dict[str, Any]]] = {}
-    for table in report.tables():
+    for table in report.blocks(Table):
         key = table.key or field_name(table.title)
         tables.setdefault(key, []).extend(table_records(table))
         described = {"title": table.title, "note": table.note, "simulated": table.simulated}
@@ -198,7 +198,7 @@ def standalone_chart(figure: Figure) -> Any:
 def render_charts(report: Report, *, png: bool = True) -> RenderedCharts:
     """Render every figure (:func:`standalone_chart`); a failure is recorded, never raised."""
     charts = RenderedCharts(svg={}, png={}, errors={})
-    for figure in report.figures():
+    for figure in report.blocks(Figure):
         try:
             chart = standalone_chart(figure)
             charts.svg[figure.name] = chart_svg(chart)
@@ -212,18 +212,16 @@ def render_charts(report: Report, *, png: bool = True) -> RenderedCharts:
     return charts
 
 
-ESCAPES: dict[str, Callable[[str], str]] = {"md": markdown_literal, "html": html.escape}
-"""How ``report.md`` and ``report.html`` print a text: inert Markdown, escaped HTML."""
-
-
 @functools.cache
 def _template(kind: str) -> jinja2.Template:
-    """``report.j2`` writing ``kind``, every value escaped for it (:data:`ESCAPES`) but Markup."""
+    """``report.j2`` writing ``kind``, every value but Markup escaped for it: inert Markdown
+    (``md``) or escaped HTML."""
+    escape = markdown_literal if kind == "md" else html.escape
 
     def escaped(value: Any) -> Markup:
         if isinstance(value, Markup):
             return value
-        return Markup(ESCAPES[kind](str(value)))  # noqa: S704 (escaped for the format)
+        return Markup(escape(str(value)))  # noqa: S704 (escaped for the format)
 
     environment = jinja2.Environment(
         autoescape=True,  # a macro's output is Markup: escaped once, not again where it is used
