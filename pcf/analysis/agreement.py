@@ -159,14 +159,8 @@ def table_human_comparison(
 ) -> HumanComparison:
     """:func:`compare_with_humans` from a run's decision table, without deciding it again."""
     decisions = [
-        {
-            "item_id": item,
-            "winner": value_or_none(pcf),
-            "metrics": {"direct_winner": value_or_none(direct)},
-        }
-        for item, pcf, direct in zip(
-            table["item_id"], table["winner"], table["direct_winner"], strict=True
-        )
+        {"item_id": i, "winner": value_or_none(w), "metrics": {"direct_winner": value_or_none(d)}}
+        for i, w, d in zip(table["item_id"], table["winner"], table["direct_winner"], strict=True)
     ]
     gold = {item: value_or_none(g) for item, g in zip(table["item_id"], table["gold"], strict=True)}
     return compare_with_humans(decisions, labels, human, gold=gold)

@@ -1,14 +1,7 @@
-"""Trust or escalate (after Jung et al., 2024): which items a run's judge may decide alone.
-
-On a random calibration sample with known answers, thresholds on a confidence signal are tested
-from high to low (:func:`pcf.guarantees.fixed_sequence`) at the signal of every m-th surest
-calibration item, m the fewest items a test can pass on (so one early error does not end the
-testing); the lowest threshold reached before the first failure decides. The judge decides the
-other items at or above it, the rest go to humans: with probability at least 1 - delta, it
-agrees with the answers on at least 1 - alpha of the items it decides (an abstention counts as
-a disagreement). PCF's signals are its top agreement, margin and calibrated chance of being
-right; the direct call's own stated confidence (deciding by the direct winner) is the baseline,
-on the same sample.
+"""Trust or escalate (after Jung et al., 2024): which items a run's judge may decide alone, with
+a guarantee, beside the direct call's stated confidence (docs/triage.md). The thresholds tested
+are the signal at every m-th surest calibration item, m the fewest items a test can pass on, so
+one early error does not end the testing.
 """
 
 from __future__ import annotations
@@ -60,16 +53,6 @@ def _split(
         "error_bound": upper_bound(errors, items, delta) if items else None,
         "decided_share": float(decided.sum() / max(1, (~calibration).sum())),
     }
-
-
-def _direct_confidence(run: Run, keys: list[str], *, session: Session) -> np.ndarray:
-    """The direct call's stated confidence per item (-inf without one)."""
-    stated = {
-        j.item_id: j.confidence
-        for j in run_judgments(run.id, session=session)
-        if (j.execution, j.call_index) == (0, 0) and j.ok and j.confidence is not None
-    }
-    return np.array([stated.get(key, -np.inf) for key in keys], dtype=float)
 
 
 def escalate(
@@ -127,8 +110,13 @@ def escalate(
     else:
         values = np.nan_to_num(table[signal].to_numpy(dtype=float), nan=-np.inf)
     decided, figures = _split(values, wrong("winner"), calibration, alpha, delta)
-    stated = _direct_confidence(run, keys, session=session)
-    direct = _split(stated, wrong("direct_winner"), calibration, alpha, delta)[1]
+    stated = {  # the direct call's confidence, -inf without one
+        j.item_id: j.confidence
+        for j in run_judgments(run.id, session=session)
+        if (j.execution, j.call_index) == (0, 0) and j.ok and j.confidence is not None
+    }
+    confidence = np.array([stated.get(key, -np.inf) for key in keys], dtype=float)
+    direct = _split(confidence, wrong("direct_winner"), calibration, alpha, delta)[1]
     checked = decided & table["item_id"].isin(list(truth)).to_numpy()
     out = {
         "run": run.name,
@@ -153,19 +141,17 @@ def escalate(
     return out | ({"simulated": True} if is_simulated(run) else {})
 
 
-def escalation_in_words(
-    run: Run, *, session: Session, alpha: float = 0.1, delta: float = 0.1
-) -> str:
-    """The run's split on the human gold of the plan's random calibration share, in a sentence
-    (the Overview page's), or why there is none yet."""
+def escalation_in_words(run: Run, *, session: Session) -> str:
+    """The run's split at alpha 0.1 and delta 0.1 on the human gold of the plan's random
+    calibration share, in a sentence (the Overview page's), or why there is none yet."""
     try:
-        found = escalate(run, session=session, alpha=alpha, delta=delta, labels="humans")
+        found = escalate(run, session=session, alpha=0.1, delta=0.1, labels="humans")
     except ValueError as exc:
         return f"Not yet: {exc}."
     return (
         f"{'Simulated judge: ' if found.get('simulated') else ''}"
         f"the judge may decide {found['decided_share']:.0%} of the items outside the "
         f"calibration alone and {len(found['escalated'])} go to humans "
-        f"({found['calibration']['items']} random human gold items, alpha {alpha:g}, delta "
-        f"{delta:g}): {found['guarantee']}."
+        f"({found['calibration']['items']} random human gold items, alpha 0.1, delta 0.1): "
+        f"{found['guarantee']}."
     )

@@ -1,12 +1,6 @@
 """A gate on a stored run's reliability, for CI (``pcf check``) and for tests
-(:func:`assert_reliable`): ceilings on the shares of order-unstable and position-driven items,
-floors on the PCF winners' Cohen's kappa and accuracy against human gold.
-
-Every figure is read from what the pages show: the run's decision table
-(:func:`~pcf.analysis.results.stored_analysis`) and its comparison with the human gold
-(:func:`~pcf.analysis.agreement.table_human_comparison`). A value within the tie tolerance of
-its threshold holds it, as the flags' thresholds do.
-"""
+(:func:`assert_reliable`), as docs/ci.md describes; every figure is read from what the pages
+show (the run's stored decision table and its comparison with the human gold)."""
 
 from __future__ import annotations
 
@@ -26,9 +20,8 @@ THRESHOLDS = ("max_order_unstable", "max_position_driven", "min_kappa", "min_acc
 
 @dataclass(frozen=True)
 class Check:
-    """One threshold on a run: the ``figure`` (e.g. ``order_unstable``), its ``value`` (None
-    where undefined: kappa when every label is the same candidate), ``bound`` (``max`` or
-    ``min``), the ``threshold`` and whether the value ``passed``."""
+    """One threshold on a run; ``value`` is None where undefined (kappa when every label is the
+    same candidate)."""
 
     figure: str
     value: float | None
@@ -84,8 +77,7 @@ def check_run(run: Run, *, session: Session, **thresholds: float | None) -> list
 
 
 def assert_reliable(run_name: str, **thresholds: float | None) -> list[Check]:
-    """:func:`check_run` for a test, on the database ``PCF_DATABASE_URL`` names, e.g.
-    ``assert_reliable("ci/pcf", max_order_unstable=0.5, min_kappa=0.6)``.
+    """:func:`check_run` for a test, on the database ``PCF_DATABASE_URL`` names.
 
     Raises:
         AssertionError: a threshold failed; the message has one line per check.

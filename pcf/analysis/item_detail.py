@@ -85,9 +85,7 @@ def calls_frame(item: Item, calls: Sequence[Call]) -> pd.DataFrame:
     rows = []
     for call in calls:
         parsed = call.judgment or {}
-        ranking = parsed.get("ranking") or []
-        verdict = parsed.get("verdict")
-        top = ranking[0] if ranking else verdict
+        top = (parsed.get("ranking") or [parsed.get("verdict")])[0]
         rows.append(
             {
                 "ordering": ordering_label(call, labels),

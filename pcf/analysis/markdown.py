@@ -1,12 +1,8 @@
-"""Texts from the data shown in a page: inert Markdown, escaped names, and how much at once.
-
-Candidates, prompts, ids, names and notes come from files anyone can write, and the pages show
-them through Streamlit's Markdown renderer: react-markdown with remark-gfm (tables, autolink
-literals, footnotes), remark-math (``$...$``), remark-directive (``:red[...]``) and remark-emoji,
-plus Streamlit's own rewrites of the tree's text (``:streamlit:`` becomes an image,
-``:material/name:`` an icon). The renderer shows raw HTML as text but renders images and links
-to any address. This module turns a text into Markdown that keeps its formatting (paragraphs,
-lists, quotes, emphasis, code, tables) and can neither load nor link anything.
+"""Texts from the data shown in a page: inert Markdown, escaped names, and how much at once
+(docs/reviewing.md says what shows how). Texts anyone can write are shown through Streamlit's
+Markdown renderer (react-markdown with remark-gfm, remark-math, remark-directive, remark-emoji,
+and Streamlit's rewrites of ``:streamlit:`` and ``:material/name:``), which renders images and
+links to any address.
 
 How, and why this way:
 
@@ -271,13 +267,6 @@ class _Inline:
             self.pending_code.clear()
 
 
-def _inline(node: SyntaxTreeNode, *, in_table: bool = False) -> str:
-    """The inline content of a paragraph, heading or table cell, written inert."""
-    writer = _Inline(in_table=in_table)
-    _write_inline(node.children, writer)
-    return writer.result()
-
-
 def _write_inline(nodes: list[SyntaxTreeNode], out: _Inline) -> None:
     wrappers = {"em": "*", "strong": "**", "s": "~~"}
     for node in nodes:
@@ -332,8 +321,12 @@ def _block(node: SyntaxTreeNode) -> list[str]:
 
 
 def _inline_of(node: SyntaxTreeNode, *, in_table: bool = False) -> str:
-    """The inline content of a paragraph, heading or cell ('' when it has none)."""
-    return _inline(node.children[0], in_table=in_table) if node.children else ""
+    """The inline content of a paragraph, heading or cell, written inert ('' when it has none)."""
+    if not node.children:
+        return ""
+    writer = _Inline(in_table=in_table)
+    _write_inline(node.children[0].children, writer)
+    return writer.result()
 
 
 def _heading(node: SyntaxTreeNode) -> list[str]:

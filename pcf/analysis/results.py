@@ -123,8 +123,7 @@ def run_decisions(
     For APOCJudge runs, ``winner`` is the final verdict (null for a tie or no verdict) and
     ``metrics`` holds the direct verdict, the APOC reason and JudgeBench's official outcome.
     """
-    items = list(items) if items is not None else load_items(run.dataset_id, session=session)
-    return _decisions(run, items, session=session)
+    return _decisions(run, items or load_items(run.dataset_id, session=session), session=session)
 
 
 def decision_chunks(
@@ -132,7 +131,8 @@ def decision_chunks(
 ) -> Iterator[list[dict[str, Any]]]:
     """:func:`run_decisions`, ``size`` items at a time (an item's decision depends on its calls
     alone): the same records in the same order, with memory for one chunk."""
-    yield from (records for _, records in _decided_chunks(run, session=session, size=size))
+    for start, stop, items in item_chunks(run, session=session, size=size):
+        yield _decisions(run, items, session=session, start=start, stop=stop)
 
 
 def item_chunks(run: Run, *, session: Session, size: int) -> Iterator[tuple[int, int, list[Item]]]:
@@ -141,14 +141,6 @@ def item_chunks(run: Run, *, session: Session, size: int) -> Iterator[tuple[int,
     for start in range(0, run_dataset(run, session=session).n_items, size):
         stop = start + size
         yield start, stop, items_at(run.dataset_id, start, stop, session=session, texts=False)
-
-
-def _decided_chunks(
-    run: Run, *, session: Session, size: int
-) -> Iterator[tuple[list[Item], list[dict[str, Any]]]]:
-    """Each chunk of ``size`` items (without their candidates' texts) and its decisions."""
-    for start, stop, items in item_chunks(run, session=session, size=size):
-        yield items, _decisions(run, items, session=session, start=start, stop=stop)
 
 
 def _decisions(
@@ -263,9 +255,9 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
     flagged = dict.fromkeys(FLAGS, 0)
     overrides = {"proposed": 0, "accepted": 0}
     labelled: list[tuple[Any, ...]] = []  # gold, direct and PCF winners, outcome, bucket
-    for items, records in _decided_chunks(run, session=session, size=size):
+    for start, stop, items in item_chunks(run, session=session, size=size):
         by_id = {item.item_id: item for item in items}
-        for record in records:
+        for record in _decisions(run, items, session=session, start=start, stop=stop):
             metrics = record["metrics"]
             decided += 1
             stored_calls += metrics.get("n_calls", 0)
@@ -350,7 +342,17 @@ def analyse_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> R
             [records[i.item_id] for i in items if i.item_id in records], items, start
         )
     biases = [counts[n].bias() for n in sorted(counts)]
-    return RunAnalysis(table_frame(rows), _slot_frame(biases), _slot_tests_frame(biases))
+    slots = [
+        (b.n, s + 1, float(b.top_share[s]), int(b.top_counts[s]), float(b.gold_recall[s]))
+        for b in biases
+        for s in range(b.n)
+    ]
+    tests = [(b.n, int(b.top_counts.sum()), b.chi2, b.p_value) for b in biases]
+    return RunAnalysis(
+        table_frame(rows),
+        pd.DataFrame(slots, columns=["n", "slot", "top_share", "top_count", "gold_recall"]),
+        pd.DataFrame(tests, columns=["n", "calls", "chi2", "p_value"]),
+    )
 
 
 def stored_analysis(run: Run, *, session: Session) -> RunAnalysis:
@@ -408,20 +410,6 @@ def table_frame(rows: Sequence[tuple[Any, ...]]) -> pd.DataFrame:
 def number_or_nan(value: Any) -> float:
     """A number as a float, None as NaN."""
     return math.nan if value is None else float(value)
-
-
-def _slot_frame(biases: Sequence[Any]) -> pd.DataFrame:
-    rows = [
-        (b.n, s + 1, float(b.top_share[s]), int(b.top_counts[s]), float(b.gold_recall[s]))
-        for b in biases
-        for s in range(b.n)
-    ]
-    return pd.DataFrame(rows, columns=["n", "slot", "top_share", "top_count", "gold_recall"])
-
-
-def _slot_tests_frame(biases: Sequence[Any]) -> pd.DataFrame:
-    rows = [(b.n, int(b.top_counts.sum()), b.chi2, b.p_value) for b in biases]
-    return pd.DataFrame(rows, columns=["n", "calls", "chi2", "p_value"])
 
 
 def flag_counts(table: pd.DataFrame) -> pd.DataFrame:

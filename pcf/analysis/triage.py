@@ -1,27 +1,9 @@
-"""Review triage that pays off: how many of the judge's errors each share of human review finds.
+"""Review triage that pays off: how many of the judge's errors each share of human review finds
+(the error-capture and budget curves, beside a seeded random baseline), for runs and for
+recorded pairwise judges; docs/triage.md says how each figure is defined.
 
-Items are reviewed in an order (most doubtful first by some score); two curves say what that
-order buys, as FairEval evaluates routing items to humans:
-
-- the error-capture curve: the share of the judge's errors (against gold or human labels; an
-  abstention counts as an error) among the first x% of items reviewed;
-- the budget curve: the accuracy if the first x% were corrected by humans.
-
-Each comes with its area under the curve, and a seeded random order gives the baseline with a
-band (the 5th to 95th percentile over random orders; its mean is the diagonal). An order by a
-score reviews equal scores in a random order, averaged exactly as the random baseline is: within
-a run of equal scores, each item reviewed finds that run's share of errors.
-
-Recorded pairwise judges (:func:`pair_triage`) are checked as a single judge: the call with the
-pair in its first order. The question is "if my one call is wrong, does reviewing the pairs
-whose swapped call disagrees find it first?"; a single call that is a tie or gives no verdict is
-an abstention. By default (``abstentions="apart"``) it is found without any review, so it is
-counted apart and left out of the curves; with ``abstentions="errors"`` it is an error in the
-curves, as it is in a run's curves, reviewed first (the judge said it could not decide).
-
-The calibrated priority (:func:`calibrated_scores`) learns "the judge is wrong" from the
-instability metrics with a ridge-penalised logistic regression (statsmodels' binomial GLM),
-fitted and scored out of fold (5 folds), so no item is scored by a model that saw its label.
+An order by a score reviews equal scores in a random order, averaged exactly as the random
+baseline is: within a run of equal scores, each item reviewed finds that run's share of errors.
 """
 
 from __future__ import annotations
@@ -44,7 +26,8 @@ ORDERS = ("priority", "top_entropy", "margin", "kendall_w", "overrides", "calibr
 """Orders of a run's items: the review priority, one instability metric, or the calibrated
 model (most doubtful first), or a seeded random order."""
 ABSTENTIONS = ("apart", "errors")
-"""How :func:`pair_triage` treats a single call's abstention (see the module)."""
+"""How :func:`pair_triage` treats a single call's abstention: counted apart and left out of
+the curves (it is found without review), or an error in the curves, reviewed first."""
 PAIR_TIERS = ("opposite verdict", "swapped call tie or none", "same verdict")
 """The review order of pairs whose single call picked a side, by what the swapped call said."""
 FEATURES = (
@@ -91,11 +74,8 @@ class Curve:
 
 
 def curve(order: str, wrong: Sequence[bool], ranking: Sequence[int]) -> Curve:
-    """The curves of reviewing items in ``ranking`` (item positions, first reviewed first).
-
-    Raises:
-        ValueError: no items, or ``ranking`` is not a permutation of them.
-    """
+    """The curves of reviewing items in ``ranking`` (item positions, first reviewed first);
+    ValueError unless ``ranking`` lists every item once."""
     n = len(wrong)
     if n == 0 or sorted(ranking) != list(range(n)):
         raise ValueError("a review order must list every item once")
@@ -130,12 +110,10 @@ def doubt_curve(order: str, wrong: Sequence[bool], scores: Sequence[float] | np.
     return Curve(order, np.arange(n + 1) / n, captured, (n - errors + caught) / n)
 
 
-def random_baseline(
-    wrong: Sequence[bool], *, seed: int = 0, draws: int = RANDOM_DRAWS
-) -> dict[str, Any]:
-    """The random order's curves: the mean and the 5th-95th percentile band over ``draws``
-    seeded random orders, in ``draws`` times 4 bytes per item (32-bit counts, the band a block
-    of review positions at a time)."""
+def random_baseline(wrong: Sequence[bool], *, seed: int = 0) -> dict[str, Any]:
+    """The random order's curves: the mean and the 5th-95th percentile band over
+    :data:`RANDOM_DRAWS` seeded random orders, in that many times 4 bytes per item (32-bit
+    counts, the band a block of review positions at a time)."""
     wrong_array = np.asarray(wrong, dtype=bool)
     n = len(wrong_array)
     if n == 0:
@@ -143,6 +121,7 @@ def random_baseline(
     rng = np.random.default_rng(seed)
     errors = int(wrong_array.sum())
     reviewed = np.arange(n + 1) / n
+    draws = RANDOM_DRAWS
     caught = np.zeros((draws, n + 1), dtype=np.int32)
     auc, at = [], []
     for draw in range(draws):
@@ -188,9 +167,9 @@ def item_scores(table: pd.DataFrame, order: str) -> np.ndarray:
 def pair_triage(
     pairs: Sequence[RecordedPair], *, seed: int = 0, abstentions: str = "apart"
 ) -> dict[str, Any]:
-    """Does reviewing pairs by swap disagreement find the single call's errors first (see the
-    module)? Pairs with a verdict are reviewed in :data:`PAIR_TIERS` order, randomly within a
-    tier (:func:`doubt_curve`), beside the random baseline.
+    """Does reviewing pairs by swap disagreement find the single call's errors (the call with the
+    pair in its first order) first? Pairs with a verdict are reviewed in :data:`PAIR_TIERS`
+    order, randomly within a tier (:func:`doubt_curve`), beside the random baseline.
 
     Raises:
         ValueError: an unknown ``abstentions``, or no pair in the curves.
@@ -251,10 +230,10 @@ def _fit_predict(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarr
 
 
 def calibrated_scores(
-    features: pd.DataFrame, wrong: Sequence[bool], *, seed: int = 0, folds: int = FOLDS
+    features: pd.DataFrame, wrong: Sequence[bool], *, seed: int = 0
 ) -> np.ndarray:
-    """Out-of-fold probabilities that the judge is wrong, from :data:`FEATURES` (the module's
-    model, seeded folds); an item whose metrics are unknown (no usable call) gets 1.
+    """Out-of-fold probabilities that the judge is wrong, from :data:`FEATURES` (a ridge logistic
+    GLM, seeded folds); an item whose metrics are unknown (no usable call) gets 1.
 
     Raises:
         ValueError: fewer than two labelled items of each kind (wrong and right).
@@ -265,8 +244,8 @@ def calibrated_scores(
     x = features[list(FEATURES)].astype(float).to_numpy()
     known = ~np.isnan(x).any(axis=1)
     out = np.ones(len(y))
-    fold = np.random.default_rng(seed).permutation(len(y)) % folds
-    for f in range(folds):
+    fold = np.random.default_rng(seed).permutation(len(y)) % FOLDS
+    for f in range(FOLDS):
         train, test = known & (fold != f), known & (fold == f)
         if test.any():
             out[test] = _fit_predict(x, y, train, test)
@@ -414,11 +393,8 @@ def table_triage(
     orders: Sequence[str] = ("priority",),
     seed: int = 0,
 ) -> tuple[list[Curve], list[bool], pd.DataFrame]:
-    """:func:`run_triage` of a decision table against ``answers`` (None or NaN where unknown).
-
-    Raises:
-        ValueError: an unknown order, or no item has an answer.
-    """
+    """:func:`run_triage` of a decision table against ``answers`` (None or NaN where unknown);
+    ValueError when no item has an answer."""
     known = answers_of(table, {k: (None if pd.isna(v) else v) for k, v in answers.items()})
     if known.empty:
         raise ValueError("no item has an answer to check against")

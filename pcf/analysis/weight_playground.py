@@ -60,11 +60,7 @@ class PackedRun:
 
 def pack_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> PackedRun:
     """Pack a listwise run's judgments, a chunk of items at a time (a group per chunk and
-    candidate count).
-
-    Raises:
-        ValueError: the run is an APOCJudge run (pairwise verdicts have no weights).
-    """
+    candidate count)."""
     if run.protocol == "apoc":
         raise ValueError(f"run {run.name!r} is an APOCJudge run: pairwise verdicts have no weights")
     groups: list[JudgmentArrays] = []
@@ -169,12 +165,10 @@ def evaluate_weights(packed: PackedRun, weights: Weights, *, k: int | None = Non
     known = {
         i: g for i in packed.item_order if i in winners and (g := packed.gold.get(i)) is not None
     }
-    labelled = list(known)
-    if not labelled:
+    if not known:
         raise ValueError(f"run {packed.name!r} has no judged item with a gold id")
-    gold = list(known.values())
-    method = [winners[i] for i in labelled]
-    baseline = [direct[i] for i in labelled]
+    labelled, gold = list(known), list(known.values())
+    method, baseline = [winners[i] for i in known], [direct[i] for i in known]
     counts = paired_outcomes(
         [d == g for d, g in zip(baseline, gold, strict=True)],
         [w == g for w, g in zip(method, gold, strict=True)],
@@ -202,11 +196,6 @@ PRESET_COLUMNS = (
 )
 
 
-def k_values(stored_k: int) -> list[int]:
-    """The K prefixes reported for a run that stored ``stored_k`` calls per execution."""
-    return sorted({k for k in K_VALUES if k < stored_k} | {stored_k})
-
-
 def preset_records(packed: PackedRun) -> pd.DataFrame:
     """A run's rows of the seed's weight table, one per preset (:data:`PRESET_COLUMNS`), on
     execution 0's calls (:func:`evaluate_weights`, whose errors it raises)."""
@@ -220,9 +209,10 @@ def preset_records(packed: PackedRun) -> pd.DataFrame:
 
 def k_records(packed: PackedRun) -> pd.DataFrame:
     """A run's rows of the K table (:data:`K_COLUMNS`): the proposed weights on execution 0's
-    first K calls, for each of :func:`k_values` (:func:`evaluate_weights`' errors)."""
+    first K calls, for each of :data:`K_VALUES` below its stored K and that K
+    (:func:`evaluate_weights`' errors)."""
     rows = []
-    for k in k_values(packed.k):
+    for k in sorted({k for k in K_VALUES if k < packed.k} | {packed.k}):
         o = evaluate_weights(packed, DEFAULT_WEIGHTS, k=k)
         rows.append((packed.name, k, o.n, o.accuracy, o.direct_accuracy, o.improved, o.regressed))
     return pd.DataFrame(rows, columns=list(K_COLUMNS))

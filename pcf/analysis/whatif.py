@@ -31,7 +31,7 @@ from pcf.stopping import (
     replay_all,
 )
 from pcf.store import Run, load_items, run_judgments
-from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
+from pcf.weights import weights_label
 
 CURVE_RISKS = (0.2, 0.1, 0.05, 0.02, 0.01)
 """The ``confident`` risks of :func:`budget_curve`, from cheap to careful."""
@@ -58,9 +58,10 @@ def replay_runs(
     ]
     samples, calibrations, applied = [], [], []
     for policy in policies:
-        sample = set()
-        if policy.name == "confident":
-            sample = calibration_sample([key for key, *_ in judged], policy.risk, seed)
+        keys = [key for key, *_ in judged]
+        sample = (
+            calibration_sample(keys, policy.risk, seed) if policy.name == "confident" else set()
+        )
         chosen = [row for row in judged if row[0] in sample]
         calibration = None
         if sample and len(chosen) < len(judged):  # else every item is judged in full
@@ -113,11 +114,7 @@ def whatif(run: Run, policy: StoppingPolicy, *, session: Session) -> dict[str, A
 def whatif_all(
     run: Run, policies: Sequence[StoppingPolicy], *, session: Session
 ) -> list[dict[str, Any]]:
-    """:func:`whatif` of each policy, the run read once and the replays sharing their work.
-
-    Raises:
-        ValueError: as :func:`whatif`.
-    """
+    """:func:`whatif` of each policy (its errors), the run read once, the replays sharing work."""
     if run.protocol == "apoc":
         raise ValueError(f"run {run.name!r} is an APOCJudge run: adaptive stopping is listwise")
     if is_adaptive(run):
@@ -172,24 +169,16 @@ def _summary(
         "against_gold": _accuracy(stops, {i.item_id: i.gold for i in items}, ids),
         "against_humans": _accuracy(stops, humans, ids),
     }
-    if is_simulated(run):
-        summary["simulated"] = True
-    return summary
+    return summary | ({"simulated": True} if is_simulated(run) else {})
 
 
-def budget_curve(
-    run: Run,
-    *,
-    session: Session,
-    risks: Sequence[float] = CURVE_RISKS,
-    weights: Weights = DEFAULT_WEIGHTS,
-) -> pd.DataFrame:
+def budget_curve(run: Run, *, session: Session) -> pd.DataFrame:
     """Accuracy and agreement with the full run (``measure``: :data:`SAME_WINNER` or
     :data:`ACCURACY`, the latter with gold only) against calls per item: the full run,
-    ``certain`` and ``confident`` at each of ``risks``, replayed on ``weights``."""
+    ``certain`` and ``confident`` at each of :data:`CURVE_RISKS`, on the proposed weights."""
     policies = [
-        StoppingPolicy("certain", weights=weights),
-        *(StoppingPolicy("confident", risk=r, weights=weights) for r in risks),
+        StoppingPolicy("certain"),
+        *(StoppingPolicy("confident", risk=r) for r in CURVE_RISKS),
     ]
     rows: list[tuple[str, float, str, float]] = []
 

@@ -124,26 +124,11 @@ def _apoc_pairs(run: Run, *, session: Session) -> pd.DataFrame:
     by_id = {item.item_id: item for item in items}
     rows = []
     for record in run_decisions(run, session=session, items=items):
-        item = by_id[record["item_id"]]
-        a = first[item.item_id]
-
-        def frame(decision: str | None, a: str = a) -> str | None:
-            if decision is None or decision == TIE:
-                return decision
-            return FIRST if decision == a else SECOND
-
-        metrics = record["metrics"]
-        rows.append(
-            {
-                "pair_id": item.item_id,
-                "bucket": item.bucket or "all",
-                "label": None if item.gold is None else frame(item.gold),
-                "d1": frame(metrics["direct_verdict"]),
-                "d2": frame(metrics["swapped_verdict"]),
-                "apoc": frame(metrics["verdict"]),
-                "reason": metrics["reason"],
-            }
-        )
+        item, m = by_id[record["item_id"]], record["metrics"]
+        sides = {first[item.item_id]: FIRST, None: None, TIE: TIE}  # any other id: SECOND
+        verdicts = (item.gold, m["direct_verdict"], m["swapped_verdict"], m["verdict"])
+        shown = (sides.get(v, SECOND) for v in verdicts)
+        rows.append((item.item_id, item.bucket or "all", *shown, m["reason"]))
     return pd.DataFrame(rows, columns=list(PAIR_COLUMNS), dtype=object)
 
 

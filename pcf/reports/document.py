@@ -89,13 +89,9 @@ class Report:
     sections: tuple[Section, ...]
     simulated: bool = False
 
-    def figures(self) -> list[Figure]:
-        """Every figure, in order."""
-        return [b for s in self.sections for b in s.blocks if isinstance(b, Figure)]
-
-    def tables(self) -> list[Table]:
-        """Every table, in order."""
-        return [b for s in self.sections for b in s.blocks if isinstance(b, Table)]
+    def blocks(self, kind: type) -> list[Any]:
+        """Every block of ``kind`` (:class:`Table` or :class:`Figure`), in order."""
+        return [b for s in self.sections for b in s.blocks if isinstance(b, kind)]
 
 
 def _namer() -> _Names:
@@ -262,7 +258,7 @@ def _pairwise_section(data: ReportData) -> Section | None:
 
 def _k_section(data: ReportData) -> Section | None:
     runs = data.runs
-    if runs.empty or not runs["protocol"].isin(["pcf", "repeated"]).any():
+    if not runs["protocol"].isin(["pcf", "repeated"]).any():
         return None
     table = k_table(runs, data.k_prefixes)
     if table.empty:
@@ -356,7 +352,7 @@ def _triage_section(data: ReportData, seed: int, names: _Names) -> Section | Non
     ]
     for run_name in table["run"].unique():
         rows = data.decisions[data.decisions["run"] == run_name]
-        curves, wrong = triage_curves(rows, seed=seed)
+        curves, wrong = triage_curves(rows)
         blocks.append(
             Figure(
                 f"Errors found per share reviewed: {run_name}",

@@ -9,7 +9,7 @@ import html
 import io
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -150,7 +150,7 @@ def report_json(report: Report) -> dict[str, Any]:
     {key: [{"title", "note", "simulated"}]}}``; tables sharing a key are listed together."""
     tables: dict[str, list[dict[str, Any]]] = {}
     about: dict[str, list[dict[str, Any]]] = {}
-    for table in report.tables():
+    for table in report.blocks(Table):
         key = table.key or field_name(table.title)
         tables.setdefault(key, []).extend(table_records(table))
         described = {"title": table.title, "note": table.note, "simulated": table.simulated}
@@ -198,7 +198,7 @@ def standalone_chart(figure: Figure) -> Any:
 def render_charts(report: Report, *, png: bool = True) -> RenderedCharts:
     """Render every figure (:func:`standalone_chart`); a failure is recorded, never raised."""
     charts = RenderedCharts(svg={}, png={}, errors={})
-    for figure in report.figures():
+    for figure in report.blocks(Figure):
         try:
             chart = standalone_chart(figure)
             charts.svg[figure.name] = chart_svg(chart)
@@ -212,18 +212,16 @@ def render_charts(report: Report, *, png: bool = True) -> RenderedCharts:
     return charts
 
 
-ESCAPES: dict[str, Callable[[str], str]] = {"md": markdown_literal, "html": html.escape}
-"""How ``report.md`` and ``report.html`` print a text: inert Markdown, escaped HTML."""
-
-
 @functools.cache
 def _template(kind: str) -> jinja2.Template:
-    """``report.j2`` writing ``kind``, every value escaped for it (:data:`ESCAPES`) but Markup."""
+    """``report.j2`` writing ``kind``, every value but Markup escaped for it: inert Markdown
+    (``md``) or escaped HTML."""
+    escape = markdown_literal if kind == "md" else html.escape
 
     def escaped(value: Any) -> Markup:
         if isinstance(value, Markup):
             return value
-        return Markup(ESCAPES[kind](str(value)))  # noqa: S704 (escaped for the format)
+        return Markup(escape(str(value)))  # noqa: S704 (escaped for the format)
 
     environment = jinja2.Environment(
         autoescape=True,  # a macro's output is Markup: escaped once, not again where it is used
@@ -236,7 +234,13 @@ def _template(kind: str) -> jinja2.Template:
     return environment.from_string(source)
 
 
-def _render(report: Report, charts: RenderedCharts, images: Mapping[str, str], kind: str) -> str:
+def render(
+    report: Report, charts: RenderedCharts, kind: str, images: Mapping[str, str] | None = None
+) -> str:
+    """The report as Markdown (``kind`` ``md``) or as one self-contained HTML page (``html``:
+    no script, no external resource; charts are inline SVG images), every text inert or escaped
+    (``report.j2``). In Markdown, ``images`` maps figure names to their PNG files (others point to
+    ``report.html``), and only the charts' errors are used."""
     svg = {
         name: "data:image/svg+xml;base64," + base64.b64encode(text.encode("utf-8")).decode()
         for name, text in charts.svg.items()
@@ -247,25 +251,11 @@ def _render(report: Report, charts: RenderedCharts, images: Mapping[str, str], k
         tables=_table_view,
         svg=svg,
         errors=charts.errors,
-        images=images,
+        images=images or {},
         simulated_note=f"Simulated judge: {SIMULATED_NOTE}.",
         simulated_tag=SIMULATED_TAG,
     )
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"  # one blank line between blocks
-
-
-def render_markdown(
-    report: Report, charts: RenderedCharts, images: Mapping[str, str] | None = None
-) -> str:
-    """The report as Markdown, every text inert; ``images`` maps figure names to their PNG
-    files (others point to ``report.html``), and only the charts' errors are used."""
-    return _render(report, charts, images or {}, "md")
-
-
-def render_html(report: Report, charts: RenderedCharts) -> str:
-    """The report as one self-contained HTML page (``report.j2``), every text escaped: no
-    script, no external resource; charts are inline SVG images (data URIs)."""
-    return _render(report, charts, {}, "html")
 
 
 def report_json_text(report: Report) -> str:
@@ -281,8 +271,7 @@ def report_file(report: Report, kind: str) -> str:
     """The report file of ``kind`` (:data:`REPORT_FILES`) as text, for a download."""
     if kind == "json":
         return report_json_text(report)
-    charts = render_charts(report, png=False)
-    return render_markdown(report, charts) if kind == "md" else render_html(report, charts)
+    return render(report, render_charts(report, png=False), kind)
 
 
 def write_report(report: Report, out: Path) -> dict[str, Any]:
@@ -296,9 +285,8 @@ def write_report(report: Report, out: Path) -> dict[str, Any]:
     for name, data in charts.png.items():
         (out / "charts" / f"{name}.png").write_bytes(data)
         images[name] = f"charts/{name}.png"
-    markdown, page = render_markdown(report, charts, images), render_html(report, charts)
-    (out / "report.md").write_text(markdown, encoding="utf-8")
-    (out / "report.html").write_text(page, encoding="utf-8")
+    (out / "report.md").write_text(render(report, charts, "md", images), encoding="utf-8")
+    (out / "report.html").write_text(render(report, charts, "html"), encoding="utf-8")
     (out / "report.json").write_text(report_json_text(report), encoding="utf-8")
     return {
         "markdown": str(out / "report.md"),

@@ -30,12 +30,7 @@ METHODS = {
     "repeated": "repeated canonical",
     "apoc": "APOCJudge",
 }
-RULE_LABELS = {
-    "order1": "order 1 (direct)",
-    "order2": "order 2 (swapped)",
-    "agree_only": "agree only",
-    "agree_or_decisive": "agree or decisive",
-}
+RULE_LABELS = {"order1": "order 1 (direct)", "order2": "order 2 (swapped)"}  # else: "agree only"...
 AGREEMENT_BANDS = (
     ("all calls agree (1.0)", 1.0, math.inf),
     ("0.8 to <1", 0.8, 1.0),
@@ -62,15 +57,11 @@ RUN_FIELDS = {
 
 def adaptive_runs(runs: pd.DataFrame, protocols: Sequence[str] = ("pcf", "repeated")) -> list[str]:
     """The names of the runs of ``protocols`` that stopped their items adaptively."""
-    if runs.empty:
-        return []
     return list(runs.loc[runs["stopping"].notna() & runs["protocol"].isin(protocols), "run"])
 
 
 def any_simulated(runs: pd.DataFrame, names: Sequence[str] | None = None) -> bool:
     """Whether any of the named runs (all when None) used the simulated judge."""
-    if runs.empty:
-        return False
     chosen = runs if names is None else runs[runs["run"].isin(list(names))]
     return bool(chosen["simulated"].any())
 
@@ -111,10 +102,8 @@ def main_table(
     method = f"{METHODS.get(protocol, protocol)} %"
     figures = ["direct %", method, "Δ points", "improved", "regressed", "same", "McNemar p"]
     columns = ["model", "run", "N", *figures, "CI low", "CI high"]
-    chosen = runs[runs["protocol"] == protocol] if not runs.empty else runs
-    parts = [
-        (run.model, run.run, decisions[decisions["run"] == run.run]) for run in chosen.itertuples()
-    ]
+    chosen = runs[runs["protocol"] == protocol].itertuples()
+    parts = [(run.model, run.run, decisions[decisions["run"] == run.run]) for run in chosen]
     if len({model for model, _, _ in parts}) > 1:
         pooled = pd.concat([table for *_, table in parts], ignore_index=True)
         parts.append((MICRO_AVERAGE, f"{len(parts)} runs", pooled))
@@ -122,26 +111,12 @@ def main_table(
     for model, run, table in parts:
         known = table[table["gold"].notna()]
         if known.empty:
-            rows.append({"model": model, "run": run, "N": 0})
+            rows.append((model, run, 0, *[math.nan] * (len(columns) - 3)))
             continue
-        stats = paired_stats(known, known["gold"], seed=seed)
-        low, high = stats["ci_points"]
-        rows.append(
-            {
-                "model": model,
-                "run": run,
-                "N": stats["n"],
-                "direct %": 100 * stats["direct_accuracy"],
-                method: 100 * stats["method_accuracy"],
-                "Δ points": stats["delta_points"],
-                "improved": stats["improved"],
-                "regressed": stats["regressed"],
-                "same": stats["same"],
-                "McNemar p": stats["mcnemar_p"],
-                "CI low": low,
-                "CI high": high,
-            }
-        )
+        s = paired_stats(known, known["gold"], seed=seed)
+        shares = (100 * s["direct_accuracy"], 100 * s["method_accuracy"])
+        counts = (s[k] for k in ("delta_points", "improved", "regressed", "same", "mcnemar_p"))
+        rows.append((model, run, s["n"], *shares, *counts, *s["ci_points"]))
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -166,25 +141,14 @@ def k_table(runs: pd.DataFrame, k_prefixes: pd.DataFrame) -> pd.DataFrame:
     merged = k_prefixes.merge(runs[["run", "model", "protocol"]], on="run")
     merged["order"] = merged["protocol"].map({"repeated": 0, "pcf": 1})
     merged = merged.sort_values(["model", "order", "run", "K"], kind="stable")
-    return pd.DataFrame(
-        {
-            "model": merged["model"],
-            "method": merged["protocol"],
-            "run": merged["run"],
-            "K": merged["K"],
-            "N": merged["n"],
-            "direct %": 100 * merged["direct_accuracy"],
-            "accuracy %": 100 * merged["accuracy"],
-            "Δ vs direct (points)": 100 * (merged["accuracy"] - merged["direct_accuracy"]),
-            "improved": merged["improved"],
-            "regressed": merged["regressed"],
-        }
-    ).reset_index(drop=True)
+    merged["direct %"] = 100 * merged["direct_accuracy"]
+    merged["accuracy %"] = 100 * merged["accuracy"]
+    merged["Δ vs direct (points)"] = 100 * (merged["accuracy"] - merged["direct_accuracy"])
+    named = merged.rename(columns={"protocol": "method", "n": "N"})
+    return named[columns].reset_index(drop=True)
 
 
 def _instability_runs(runs: pd.DataFrame, decisions: pd.DataFrame) -> Iterator[tuple[Any, Any]]:
-    if runs.empty:
-        return
     for run in runs[runs["protocol"].isin(["pcf", "repeated"])].itertuples():
         yield run, decisions[decisions["run"] == run.run]
 
@@ -218,47 +182,23 @@ def agreement_distribution(runs: pd.DataFrame, decisions: pd.DataFrame) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def _renamed(frame: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
-    """``frame``'s ``columns`` (keys), in order, renamed to their values; empty stays empty."""
-    if frame.empty:
-        return pd.DataFrame()
-    return frame[list(columns)].rename(columns=dict(columns))
-
-
 def slot_table(slots: pd.DataFrame) -> pd.DataFrame:
     """Share of top picks per slot, and how often gold won when shown there, per run."""
-    percent = (
-        slots.assign(top_share=100 * slots["top_share"], gold_recall=100 * slots["gold_recall"])
-        if not slots.empty
-        else slots
+    names = {
+        "top_count": "top picks",
+        "top_share": "share of top picks %",
+        "gold_recall": "gold picked when shown here %",
+    }
+    percent = slots.assign(
+        top_share=100 * slots["top_share"], gold_recall=100 * slots["gold_recall"]
     )
-    return _renamed(
-        percent,
-        {
-            "run": "run",
-            "n": "n",
-            "slot": "slot",
-            "top_count": "top picks",
-            "top_share": "share of top picks %",
-            "gold_recall": "gold picked when shown here %",
-        },
-    )
+    return percent[["run", "n", "slot", *names]].rename(columns=names)
 
 
 def slot_test_table(slot_tests: pd.DataFrame) -> pd.DataFrame:
     """The chi-square test of top picks per slot against uniform, per run and ``n``."""
-    return _renamed(
-        slot_tests,
-        {"run": "run", "n": "n", "calls": "ok calls", "chi2": "chi-square", "p_value": "p"},
-    )
-
-
-def _correct(decisions: pd.Series, labels: pd.Series) -> pd.Series:
-    return pd.Series(
-        [d is not None and d == g for d, g in zip(decisions, labels, strict=True)],
-        index=labels.index,
-        dtype=bool,
-    )
+    names = {"calls": "ok calls", "chi2": "chi-square", "p_value": "p"}
+    return slot_tests[["run", "n", *names]].rename(columns=names)
 
 
 def labelled_pairs(pairs: pd.DataFrame) -> pd.DataFrame:
@@ -309,7 +249,7 @@ def pairwise_accuracy_table(pairs: pd.DataFrame) -> pd.DataFrame:
     labelled = labelled_pairs(pairs)
     decisions = rule_decisions(labelled)
     correct = pd.DataFrame(
-        {f"{name} %": 100 * _correct(d, labelled["label"]) for name, d in decisions.items()}
+        {f"{name} %": 100 * (d == labelled["label"]) for name, d in decisions.items()}
     )
     buckets = labelled["bucket"]
     frame = pd.DataFrame(
@@ -333,8 +273,8 @@ def pairwise_table(runs: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
         if labelled.empty:
             continue
         model = runs.loc[runs["run"] == run_name, "model"].iloc[0]
-        direct = 100 * _correct(labelled["d1"], labelled["label"])
-        apoc = 100 * _correct(labelled["apoc"], labelled["label"])
+        direct = 100 * (labelled["d1"] == labelled["label"])
+        apoc = 100 * (labelled["apoc"] == labelled["label"])
         per_bucket = [
             (bucket, int(chosen.sum()), direct[chosen].mean(), apoc[chosen].mean())
             for bucket in bucket_order(list(labelled["bucket"]))
@@ -410,7 +350,7 @@ def runs_table(listing: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(RUN_FIELDS)).rename(columns=RUN_FIELDS)
 
 
-def triage_curves(table: pd.DataFrame, *, seed: int = 0) -> tuple[list[Curve], list[bool]]:
+def triage_curves(table: pd.DataFrame) -> tuple[list[Curve], list[bool]]:
     """One run's review-priority curve against gold, from its decision table (labelled items)."""
     known = answers_of(table, dict(zip(table["item_id"], table["gold"], strict=True)))
     wrong = list(known["wrong"])
@@ -424,24 +364,23 @@ def triage_table(runs: pd.DataFrame, decisions: pd.DataFrame, *, seed: int = 0) 
     for run, table in _instability_runs(runs, decisions):
         if run.protocol != "pcf" or table["gold"].isna().all():
             continue
-        curves, wrong = triage_curves(table, seed=seed)
+        curves, wrong = triage_curves(table)
         figures = summarize(curves, wrong, seed=seed)
-        rows.append(
-            _triage_row(run.run, "review priority", figures, figures["orders"]["review priority"])
-        )
-        rows.append(_triage_row(run.run, "random (mean)", figures, figures["random"]))
+        for order, shown in (
+            ("review priority", figures["orders"]["review priority"]),
+            ("random (mean)", figures["random"]),
+        ):
+            rows.append(
+                {
+                    "run": run.run,
+                    "order": order,
+                    "items": figures["items"],
+                    "errors": figures["errors"],
+                    **{
+                        f"found at {share}": round(100 * value, 2)
+                        for share, value in shown["caught_at"].items()
+                    },
+                    "capture AUC": shown["capture_auc"],
+                }
+            )
     return pd.DataFrame(rows)
-
-
-def _triage_row(run: str, order: str, figures: Mapping[str, Any], shown: Mapping) -> dict:
-    return {
-        "run": run,
-        "order": order,
-        "items": figures["items"],
-        "errors": figures["errors"],
-        **{
-            f"found at {share}": round(100 * value, 2)
-            for share, value in shown["caught_at"].items()
-        },
-        "capture AUC": shown["capture_auc"],
-    }

@@ -23,7 +23,7 @@ from pcf.items import Candidate, Item
 from pcf.labelling.membership import set_local_name
 from pcf.reports.collect import collect_report
 from pcf.reports.document import build_report
-from pcf.reports.render import render_charts, render_html, render_markdown
+from pcf.reports.render import render, render_charts
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import add_adjudication, get_run, import_items, load_items
@@ -117,10 +117,10 @@ def test_hostile_names_render_nothing_live_on_any_page(db, hostile, streamlit, p
 def test_hostile_names_are_inert_in_report_md_and_report_html(db, hostile, streamlit):
     report = build_report(collect_report([get_run(RUN, session=db)], session=db), title=RUN)
     charts = render_charts(report, png=False)
-    markdown = render_markdown(report, charts)
+    markdown = render(report, charts, "md")
     assert "127.0.0.1" in markdown
     assert [node for node in streamlit.render(markdown).active if node[0] in LIVE] == []
-    page = html_tables(render_html(report, charts))
+    page = html_tables(render(report, charts, "html"))
     assert page.tags["a"] == page.tags["script"] == 0
     sources = [value for key, value in page.attrs if key in ("src", "href")]
     assert all(src.startswith("data:image/svg+xml;base64,") for src in sources)
