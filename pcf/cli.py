@@ -362,11 +362,10 @@ def batch_errors() -> Iterator[None]:
     from pcf.judges.batch_api import BatchAPIError
 
     try:
-        yield
+        with refusing():
+            yield
     except BatchAPIError as exc:
         fail(f"error: the batch API refused: {exc}")
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
 
 
 @contextmanager
