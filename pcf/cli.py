@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TextIO
 
 import typer
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from pcf.runs.estimate import ReopenEstimate
     from pcf.runs.rows import Progress, RunReport
-    from pcf.store import Dataset, Run
+    from pcf.store import Run
 
 DatasetArgument = Annotated[str, typer.Argument(metavar="DATASET", help="An imported dataset.")]
 BackendOption = Annotated[
@@ -310,13 +310,9 @@ def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str,
     typer.echo(f"wrote {written['markdown']}, {written['html']} and {written['json']}", err=True)
 
 
-PLAIN_PROGRESS_S = 5.0
-"""Seconds between progress lines when stderr is not a terminal (a log, CI)."""
-
-
 def stderr_progress(name: str) -> Progress:
     """Progress of run ``name`` on stderr: one line redrawn on a terminal, else now and then."""
-    interval = 0.2 if sys.stderr.isatty() else PLAIN_PROGRESS_S
+    interval = 0.2 if sys.stderr.isatty() else 5.0  # not a terminal: a log, CI
     last = -interval
 
     def show(report: RunReport) -> None:
@@ -366,11 +362,10 @@ def batch_errors() -> Iterator[None]:
     from pcf.judges.batch_api import BatchAPIError
 
     try:
-        yield
+        with refusing():
+            yield
     except BatchAPIError as exc:
         fail(f"error: the batch API refused: {exc}")
-    except ValueError as exc:
-        fail(f"error: {exc}", 2)
 
 
 @contextmanager
@@ -396,24 +391,15 @@ def storage_errors() -> Iterator[None]:
         fail(f"error: {problem}")
 
 
-def existing_run(name: str, *, session: Session) -> Run:
-    """The run ``name``; without one, stop with the line that says where runs are listed."""
-    from pcf.store import get_run
+def existing(kind: Literal["run", "dataset"], name: str, *, session: Session) -> Any:
+    """The run or dataset ``name``; without one, stop with the line that says where they are
+    listed."""
+    from pcf.store import get_dataset, get_run
 
-    run = get_run(name, session=session)
-    if run is None:
-        fail(f"error: no run {name!r}; `pcf runs` lists them", 2)
-    return run
-
-
-def existing_dataset(name: str, *, session: Session) -> Dataset:
-    """The dataset ``name``; without one, stop with the line that says where they are listed."""
-    from pcf.store import get_dataset
-
-    dataset = get_dataset(name, session=session)
-    if dataset is None:
-        fail(f"error: no dataset {name!r}; `pcf runs` lists them", 2)
-    return dataset
+    found = (get_run if kind == "run" else get_dataset)(name, session=session)
+    if found is None:
+        fail(f"error: no {kind} {name!r}; `pcf runs` lists them", 2)
+    return found
 
 
 def summary(run: Run, report: RunReport, *, session: Session) -> dict:
@@ -720,7 +706,7 @@ def export(
     if out is not None and out.suffix.lower() in (".csv", ".parquet"):
         fail(f"error: pcf export writes JSON Lines; --out {out.name} names another format", 2)
     with database() as session:
-        run = existing_run(run_name, session=session)
+        run = existing("run", run_name, session=session)
         chunks: Iterable[list[dict]]
         if what == "items":
             items = DatasetItems(run.dataset_id, session=session).chunks()
@@ -907,7 +893,7 @@ def delete_run_command(
     from pcf.runs.manage import delete_run
 
     with database() as session:
-        existing_run(name, session=session)
+        existing("run", name, session=session)
         question = f"Delete run {name!r} and its calls (adjudications stay)?"
         if not yes and not typer.confirm(question, err=True):
             fail("nothing deleted")
@@ -956,14 +942,14 @@ def study(
             limit=limit,
             concurrency=concurrency,
         )
+        with database() as session:
+            specs = study_specs(name, base, session=session)
         if batch:
-            with database() as session:
-                specs = study_specs(name, base, session=session)
             submit_batches(specs, batch_size=batch_size, max_cost=max_cost)
             return
         with database() as session:
             summaries, reports = [], []
-            for spec in study_specs(name, base, session=session):
+            for spec in specs:
                 progress = stderr_progress(spec.run_name)
                 run, report = judge_run(
                     spec, session=session, actor=operator(), progress=progress, max_cost=max_cost
@@ -1000,7 +986,7 @@ def check_command(
     from pcf.analysis.gate import check_run
 
     with database() as session, refusing():
-        run = existing_run(run_name, session=session)
+        run = existing("run", run_name, session=session)
         checks = check_run(
             run,
             session=session,
@@ -1040,7 +1026,7 @@ def whatif(
     with refusing():
         policy = StoppingPolicy(adaptive, risk=risk, weights=named_weights(stop_on))
         with database() as session:
-            run = existing_run(run_name, session=session)
+            run = existing("run", run_name, session=session)
             emit(replay_policy(run, policy, session=session))
 
 
@@ -1073,7 +1059,7 @@ def triage(
     if unknown := [o for o in orders if o not in ORDERS]:
         fail(f"error: unknown order {unknown[0]!r}; choose from {', '.join(ORDERS)}", 2)
     with database() as session, refusing():
-        run = existing_run(run_name, session=session)
+        run = existing("run", run_name, session=session)
         curves, wrong, table = run_triage(
             run, session=session, orders=orders, against=against, seed=seed
         )
@@ -1125,7 +1111,7 @@ def escalate(
     from pcf.labelling.plan import queue_escalated
 
     with database() as session, refusing():
-        run = existing_run(run_name, session=session)
+        run = existing("run", run_name, session=session)
         figures = split_items(
             run,
             session=session,
@@ -1309,7 +1295,7 @@ def labelling_set(
         except UnicodeDecodeError as exc:
             fail(f"error: --guidelines {guidelines}: not UTF-8 text ({exc.reason})", 2)
     with database() as session, refusing():
-        found = existing_dataset(dataset_name, session=session)
+        found = existing("dataset", dataset_name, session=session)
         plan = set_plan(
             found.id,
             session=session,
@@ -1357,7 +1343,7 @@ def export_team(dataset_name: str, out: Path, fmt: str | None, what: str) -> Non
     if out.is_dir() and fmt != "hf":
         fail(f"error: --out {out} is a folder; give a file name", 2)
     with database() as session:
-        found = existing_dataset(dataset_name, session=session)
+        found = existing("dataset", dataset_name, session=session)
         records = (label_records if what == "labels" else gold_records)(found.id, session=session)
         plan = labelling_plan(found.id, session=session)
     card = dataset_card(dataset_name, what, records, plan)
@@ -1394,7 +1380,7 @@ def labels_import(
     from pcf.labelling.imports import import_labels
 
     with database() as session, refusing():
-        found = existing_dataset(dataset_name, session=session)
+        found = existing("dataset", dataset_name, session=session)
         try:
             count = import_labels(
                 path, found.id, session=session, actor=operator(), source=source or path.name
@@ -1430,7 +1416,7 @@ def labels_assign(
     from pcf.store import item_positions
 
     with database() as session, refusing():
-        found = existing_dataset(dataset_name, session=session)
+        found = existing("dataset", dataset_name, session=session)
         order = [(key, db_id) for key, db_id, _ in item_positions(found.id, session=session)]
         if remove:
             count = unassign(found.id, to, session=session, actor=operator())
