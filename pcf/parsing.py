@@ -91,11 +91,6 @@ class PairParsed:
     confidence: float | None = None
 
 
-def failed(reason: str, repaired: Sequence[str] = ()) -> Parsed:
-    """A failed listwise parse with its reason (and the repairs made before it failed)."""
-    return Parsed(ok=False, error=reason, repaired=tuple(repaired))
-
-
 _Repairs = dict[str, None]
 """The repairs of one parse: each name once (a key), in the order first applied."""
 
@@ -111,7 +106,7 @@ def parse_listwise(text: str | None, key_to_id: Mapping[str, str], order: Sequen
         answer = _json_object(text, "candidates", repairs)
         return _listwise(answer, key_to_id, tuple(order), repairs)
     except _ParseError as failure:
-        return failed(str(failure), tuple(repairs))
+        return Parsed(ok=False, error=str(failure), repaired=tuple(repairs))
 
 
 def parse_pairwise(text: str | None, key_to_id: Mapping[str, str]) -> PairParsed:

@@ -18,7 +18,6 @@ from pcf.parsing import (
     MAX_ANSWER_CHARS,
     PairParsed,
     Parsed,
-    failed,
     parse_listwise,
     parse_pairwise,
 )
@@ -387,7 +386,7 @@ def test_string_nan_is_not_a_number():
 def test_failure_keeps_the_repairs_made_before_it():
     obj = answer([entry("a", 6), entry("B", 99), entry("C", 2)])
     parsed = listwise(f"```json\n{json.dumps(obj)}\n```")
-    assert parsed == failed("factuality_out_of_range:B", ("code_fence", "key_case"))
+    assert parsed == Parsed(False, "factuality_out_of_range:B", ("code_fence", "key_case"))
 
 
 def test_unknown_keys_are_shown_short():
