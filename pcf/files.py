@@ -280,8 +280,7 @@ def decode_utf8(data: bytes, check: FieldChecker, line: int) -> str | None:
 
 def read_json_lines(path: Path, check: FieldChecker) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line; bad lines become problems."""
-    for number, _, obj in json_lines_at(path, check):
-        yield number, obj
+    return ((number, obj) for number, _, obj in json_lines_at(path, check))
 
 
 def json_lines_at(path: Path, check: FieldChecker) -> Iterator[tuple[int, int, dict]]:
