@@ -49,7 +49,7 @@ from pcf.judges.openai_judge import OpenAIJudge
 from pcf.runs.call_plan import plan
 from pcf.runs.live import execute
 from pcf.runs.spec import RunSpec
-from pcf.store import Call, create_run, get_engine, import_items, item_db_ids
+from pcf.store import Call, create_run, get_engine, import_items
 from tests.wire_server import Scripted, WireRequest, WireServer
 
 ITEMS, K, N, CONCURRENCY, LATENCY_S = 300, 7, 4, 64, 0.2
@@ -165,16 +165,13 @@ def run_once(items: list[Item], db_path: Path, server: _Server) -> tuple[float, 
             schedule="balanced",
         )
         session.commit()
-        db_ids = item_db_ids(dataset.id, session=session)
         judge = OpenAIJudge("bench-model", base_url=server.openai_base_url, api_key="dummy")
         config = RunSpec("ds", protocol="pcf", k=K, concurrency=CONCURRENCY)
 
         async def go() -> float:
             try:
                 start = time.perf_counter()
-                report = await execute(
-                    run, items, judge, config, session=session, db_ids=db_ids, prices={}
-                )
+                report = await execute(run, items, judge, config, session=session, prices={})
                 seconds = time.perf_counter() - start
             finally:
                 await judge.aclose()

@@ -11,6 +11,7 @@ most ``level``, all at once, with probability at least 1 - delta, whatever the j
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Sequence
 
@@ -27,12 +28,7 @@ def upper_bound(errors: int, n: int, delta: float) -> float:
 
 def fixed_sequence(tests: Iterable[tuple[int, int]], level: float, delta: float) -> int:
     """How many of ``tests`` (errors, items), in their order, pass before the first failure."""
-    passed = 0
-    for errors, n in tests:
-        if upper_bound(errors, n, delta) > level:
-            break
-        passed += 1
-    return passed
+    return sum(1 for _ in itertools.takewhile(lambda t: upper_bound(*t, delta) <= level, tests))
 
 
 def smallest_sample(level: float, delta: float) -> int:

@@ -218,7 +218,6 @@ def run_at_server(
     spec: RunSpec,
     session: Session,
     dataset_id: int,
-    db_ids: dict[str, int],
     prices: dict[str, tuple[float, float]],
 ) -> ServedRun:
     """Create run ``name`` (PCF, K=4, balanced) and make its calls with ``backend``'s judge
@@ -229,9 +228,7 @@ def run_at_server(
 
         async def go() -> RunReport:
             try:
-                return await execute(
-                    run, items, judge, spec, session=session, db_ids=db_ids, prices=prices
-                )
+                return await execute(run, items, judge, spec, session=session, prices=prices)
             finally:
                 await judge.aclose()
 

@@ -231,15 +231,14 @@ class _Batcher:
             self.prices,
             peaks=usage_peaks(self.run.id, session=self.session),
         )
-        over = guard.exceeds(
-            rendered.request(self.spec.temperature, self.spec.max_tokens)
-            for _, rendered, _ in self._unsent(retry_failed=retry_failed, own=own, carried=carried)
-        )
-        if over is None:
+        count, bound = 0, 0.0  # the reserved price of requests that leave together
+        for _, rendered, _ in self._unsent(retry_failed=retry_failed, own=own, carried=carried):
+            request = rendered.request(self.spec.temperature, self.spec.max_tokens)
+            count, bound = count + 1, bound + (guard.reservation(request).usd or 0.0)
+        if bound <= cap - spent:
             return
         set_run_status(self.run, RunStatus.CAPPED, session=self.session)
         self.session.commit()
-        count, bound = over
         raise CostCapError(
             f"run {self.run.name!r}: its {count} batch requests (with those of its batches not "
             f"collected yet) may cost up to ${bound:.4f} at the batch price (each request's "

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pcf.judges.base import JudgeRequest
@@ -84,15 +83,6 @@ class CostGuard:
         while (fits := self._fits(reservation := self.reservation(request))) is None:
             await self._changed.wait()  # the run's peaks may have risen meanwhile
         return self._take(reservation) if fits else None
-
-    def exceeds(self, requests: Iterable[JudgeRequest]) -> tuple[int, float] | None:
-        """None when requests that leave together (a provider batch) all fit, else how many
-        they are and their reserved price."""
-        count, total = 0, 0.0
-        for request in requests:
-            count, total = count + 1, total + (self.reservation(request).usd or 0.0)
-        over = self.cap is not None and self.spent + self.reserved + total > self.cap
-        return (count, total) if over else None
 
     def settle(self, reservation: Reservation, input_tokens: int, output_tokens: int) -> None:
         """Replace a reservation with what the provider billed. Billing above it raises the

@@ -32,6 +32,7 @@ from pcf.store import (
     Run,
     RunStatus,
     claim_keys,
+    item_db_ids,
     live_claims,
     release_keys,
     run_calls_by_slot,
@@ -222,7 +223,6 @@ async def execute(
     spec: RunSpec,
     *,
     session: Session,
-    db_ids: Mapping[str, int],
     prices: dict[str, tuple[float, float]],
     progress: Progress | None = None,
     retry_failed: bool = False,
@@ -247,6 +247,7 @@ async def execute(
     else:
         holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
     executor = CallExecutor(rows, judge, guard=guard, claims=KeyClaims(session, holder))
+    db_ids = item_db_ids(run.dataset_id, session=session)
     report = executor.report
     plan_spec, dataset_seed = executions_for(spec, items), run_dataset(run, session=session).seed
 

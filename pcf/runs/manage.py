@@ -46,7 +46,6 @@ from pcf.store import (
     create_run,
     get_run,
     import_items,
-    item_db_ids,
     release_keys,
     release_run_lease,
     renew_key_claims,
@@ -300,7 +299,7 @@ def judge_run(
     )
     name = spec.run_name
 
-    async def go(lease: Lease, run: Run, items: DatasetItems, db_ids: dict[str, int]) -> RunReport:
+    async def go(lease: Lease, run: Run, items: DatasetItems) -> RunReport:
         try:
             async with lease.heartbeat():
                 return await execute(
@@ -309,7 +308,6 @@ def judge_run(
                     judge,
                     spec,
                     session=session,
-                    db_ids=db_ids,
                     prices=prices,
                     progress=progress,
                     retry_failed=retry_failed,
@@ -333,8 +331,7 @@ def judge_run(
                 "lost), so that no request is paid twice"
             )
         items = DatasetItems(run.dataset_id, session=session, limit=spec.limit)
-        db_ids = item_db_ids(run.dataset_id, session=session)
-        return run, asyncio.run(go(lease, run, items, db_ids))
+        return run, asyncio.run(go(lease, run, items))
 
 
 def import_dataset(

@@ -93,10 +93,9 @@ def test_a_resumed_adaptive_run_decides_as_an_uninterrupted_one(db: Session):
     run = open_run(resumed, session=db)
     db.commit()
     items = load_items(run.dataset_id, session=db)[:12]
-    ids = item_db_ids(run.dataset_id, session=db)
 
     def execute_with(judge) -> None:
-        asyncio.run(execute(run, items, judge, resumed, session=db, db_ids=ids, prices={}))
+        asyncio.run(execute(run, items, judge, resumed, session=db, prices={}))
 
     with pytest.raises(Interrupted):
         execute_with(InterruptingJudge(answers=20))

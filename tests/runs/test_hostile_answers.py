@@ -138,7 +138,6 @@ def test_a_run_of_hostile_answers_finishes_and_records_every_call(
         spec=SPEC,
         session=session,
         dataset_id=dataset.id,
-        db_ids=db_ids,
         prices=PRICES,
     )
     run, report = served.run, served.report

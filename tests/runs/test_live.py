@@ -93,10 +93,7 @@ def _run(
             schedule=config.schedule,
             executions=config.executions,
         )
-    db_ids = item_db_ids(dataset.id, session=session)
-    report = asyncio.run(
-        execute(run, items, judge, config, session=session, db_ids=db_ids, prices={})
-    )
+    report = asyncio.run(execute(run, items, judge, config, session=session, prices={}))
     return run, report
 
 
@@ -596,7 +593,6 @@ def test_a_run_made_a_few_items_at_a_time_stores_what_a_whole_run_does(
                     judge,
                     spec,
                     session=session,
-                    db_ids=item_db_ids(dataset.id, session=session),
                     prices={},
                     retry_failed=retry,
                 )

@@ -145,7 +145,6 @@ def test_a_run_survives_every_provider_failure_and_counts_add_up(backend: str, s
         spec=CONFIG,
         session=session,
         dataset_id=dataset.id,
-        db_ids=db_ids,
         prices={},
     )
     run, report = served.run, served.report

@@ -12,7 +12,7 @@ from sqlmodel import Session, select
 from pcf.judges.simulated import SimulatedJudge
 from pcf.runs.live import execute
 from pcf.runs.spec import RunSpec
-from pcf.store import Call, ReplacedCall, import_items, item_db_ids, load_items
+from pcf.store import Call, ReplacedCall, import_items, load_items
 from tests.factories import make_item, stored_run
 
 SPEC = RunSpec("ds", "r", k=3, concurrency=4)
@@ -28,7 +28,6 @@ def test_two_writers_of_one_run_store_each_call_once_and_keep_every_answer(
         session, dataset.id, name="r", model="sim-primacy", k=SPEC.k, schedule=SPEC.schedule
     )
     items = load_items(dataset.id, session=session)
-    db_ids = item_db_ids(dataset.id, session=session)
     planned = len(items) * SPEC.k
 
     async def both() -> list:
@@ -41,7 +40,6 @@ def test_two_writers_of_one_run_store_each_call_once_and_keep_every_answer(
                         SimulatedJudge("sim-primacy"),
                         SPEC,
                         session=session,
-                        db_ids=db_ids,
                         prices={},
                     )
                     for session in (first, second)
