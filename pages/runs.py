@@ -89,14 +89,14 @@ def forget_lost(run: str) -> None:
         with session() as s:
             (forgot,) = collect_runs([run], session=s, actor=actor, forget_lost=True)
     except (ValueError, BatchAPIError) as exc:
-        st.session_state[FORGOTTEN_KEY] = {"run": run, "error": str(exc)}
+        st.session_state[FORGOTTEN_KEY] = (run, st.error, str(exc))
     else:
-        st.session_state[FORGOTTEN_KEY] = {
-            "run": run,
-            "error": None,
-            "done": f"{len(forgot.forgotten)} lost batches forgotten: {forgot.failures} calls "
+        st.session_state[FORGOTTEN_KEY] = (
+            run,
+            st.success,
+            f"{len(forgot.forgotten)} lost batches forgotten: {forgot.failures} calls "
             "stored as failed (batch_lost); `pcf judge ... --retry-failed` asks them again.",
-        }
+        )
 
 
 forgotten = st.session_state.pop(FORGOTTEN_KEY, None)
@@ -150,11 +150,8 @@ for row in batch_rows:
                 on_click=forget_lost,
                 args=(row["run"],),
             )
-        if forgotten and forgotten["run"] == row["run"]:
-            if forgotten["error"]:
-                st.error(forgotten["error"])
-            else:
-                st.success(forgotten["done"])
+        if forgotten and forgotten[0] == row["run"]:
+            forgotten[1](forgotten[2])
 
 
 if not runs_allowed:
