@@ -213,10 +213,9 @@ winners = [row["winner"], row["direct_winner"]]
 if winners[0] != winners[1] and all(w in titles for w in winners):
     st.markdown("##### The two winners")
     st.caption("Words one winner says and the other does not are marked.")
-    texts = {c.id: c.text for c in item.candidates}
     show_difference(
         [
-            (f"**{who}**: {title_of(w)}", texts[w])
+            (f"**{who}**: {title_of(w)}", item.text_of(w))
             for who, w in zip(("PCF", "Direct"), winners, strict=True)
         ]
     )
