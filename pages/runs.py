@@ -47,6 +47,7 @@ with session() as s:
     dataset = require_dataset(s)
     runs = list_runs(session=s, dataset_id=dataset.id)
     listing = run_listing(session=s, dataset_id=dataset.id)
+    batch_rows = batch_overview(runs, session=s)
 
 st.caption(f"Runs of dataset **{escape_markdown(dataset.name)}** ({dataset.n_items} items).")
 if runs:
@@ -100,8 +101,6 @@ def forget_lost(run: str) -> None:
 
 
 forgotten = st.session_state.pop(FORGOTTEN_KEY, None)
-with session() as s:
-    batch_rows = batch_overview(runs, session=s)
 if batch_rows:
     st.subheader("Provider batches")
     st.caption(

@@ -216,15 +216,13 @@ st.caption(
     "Cohen's kappa of each pair over the items both labelled ('cannot tell' left out; blank "
     "with fewer than two shared items)."
 )
-pairs = kappas[kappas["first"] < kappas["second"]]
 st.dataframe(
-    pairs,
+    kappas[kappas["first"] < kappas["second"]],
     hide_index=True,
     column_config={"kappa": st.column_config.NumberColumn("Cohen's kappa", format="%.3f")},
 )
-buckets = {i.item_id: i.bucket for i in labelled}
 st.dataframe(
-    alpha_by_bucket(labels, buckets),
+    alpha_by_bucket(labels, {i.item_id: i.bucket for i in labelled}),
     hide_index=True,
     column_config={"alpha": st.column_config.NumberColumn("Krippendorff's alpha", format="%.3f")},
 )
