@@ -9,18 +9,26 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.shared import app_frame, pages_for, sidebar, sign_in, storage_errors
+from pages.shared import app_frame, pages_for, sidebar, sign_in
+from pcf.analysis.markdown import escape_markdown
+from pcf.store import database_url, storage_problem
 
 
 def main() -> None:
-    """Sign the visitor in, then run the page they opened inside the app's frame."""
+    """Sign the visitor in, then run the page they opened inside the app's frame; a database
+    that cannot be used (a full disk, a read-only file, a file moved away) shows in one line
+    instead of a traceback."""
     st.set_page_config(page_title="PCF Review", page_icon="🔎", layout="wide")
-    with storage_errors():
+    try:
         actor = sign_in()
         navigation = st.navigation(pages_for(actor))
         sidebar(actor)
         with app_frame(actor):
             navigation.run()
+    except Exception as exc:  # any other error goes on
+        if (problem := storage_problem(exc, database_url())) is None:
+            raise
+        st.error(f"The database cannot be used: {escape_markdown(problem)}.")
 
 
 # Streamlit runs this file as __main__; a process that merely imports it (multiprocessing's

@@ -75,7 +75,7 @@ from pcf.store import (
 )
 
 ITEM_KEY = "adjudicate_item"  # an item opened on purpose: revisit, correction, ?label=
-SAVED_KEY = "adjudicate_saved"  # the last label saved: item, db_id, annotator, choice
+SAVED_KEY = "adjudicate_saved"  # the last label saved (its Adjudication row)
 SKIPPED_KEY = "adjudicate_skipped"
 LABELLED_KEY = "adjudicate_labelled"  # items this tab labelled: their buttons may linger
 ERROR_KEY = "adjudicate_error"
@@ -238,12 +238,7 @@ def label(item_key: str, item_db_id: int, choice: str) -> None:
         st.session_state[ITEM_KEY] = item_key
         return
     st.session_state.setdefault(SEEN_KEY, {})[item_key] = stored.id
-    st.session_state[SAVED_KEY] = {
-        "item": item_key,
-        "db_id": item_db_id,
-        "annotator": stored.annotator,
-        "choice": stored.choice,
-    }
+    st.session_state[SAVED_KEY] = stored
     st.session_state[LABELLED_KEY] = {*st.session_state.get(LABELLED_KEY, ()), item_key}
     st.session_state[SKIPPED_KEY] = [
         key for key in st.session_state.get(SKIPPED_KEY, []) if key != item_key
@@ -326,14 +321,14 @@ with notices:
     if error := st.session_state.pop(ERROR_KEY, None):
         st.error(f"Not saved: {escape_markdown(error)}")
     saved = st.session_state.get(SAVED_KEY)
-    if saved and saved["annotator"] == who:
+    if saved and saved.annotator == who:
         with session() as s:
-            saved_item = stored_item(saved["db_id"], s)
+            saved_item = stored_item(saved.item_id, s)
         saved_names = display_labels(display_order(saved_item, who))
-        choice = choice_label(saved["choice"], saved_names)
+        choice = choice_label(saved.choice, saved_names)
         line, correct, details = st.columns([5, 2, 3], vertical_alignment="center")
         line.success(
-            f"Saved your label for item {escape_markdown(saved['item'])}: "
+            f"Saved your label for item {escape_markdown(saved_item.item_id)}: "
             f"{escape_markdown(choice)}.",
             icon=":material/check_circle:",
         )
@@ -342,7 +337,7 @@ with notices:
             icon=":material/edit:",
             shortcut="U",
             on_click=open_item,
-            args=(saved["item"],),
+            args=(saved_item.item_id,),
             key="adjudicate_correct",
             width="stretch",
         )
@@ -356,13 +351,13 @@ with notices:
                 describe_decisions(saved_item, saved_names, "saved")
             else:
                 describe_history(saved_item, saved_names, "saved")
-            comment_thread(saved["db_id"], actor, "adjudicate")
-        if saved["item"] != st.session_state.get(SCROLLED_KEY):
-            st.session_state[SCROLLED_KEY] = saved["item"]
+            comment_thread(saved.item_id, actor, "adjudicate")
+        if saved_item.item_id != st.session_state.get(SCROLLED_KEY):
+            st.session_state[SCROLLED_KEY] = saved_item.item_id
             # Streamlit keeps the scroll position across reruns: the next item's prompt and the
             # confirmation in view. This script (no data in it but the item key, escaped),
             # LABEL_KEYS and sign-in's link scripts are the only JavaScript the app runs.
-            script = SCROLL_TO_TOP.format(item=escape_html(saved["item"]))
+            script = SCROLL_TO_TOP.format(item=escape_html(saved_item.item_id))
             st.html(script, unsafe_allow_javascript=True, width="content")
     conflict = st.session_state.pop(CONFLICT_KEY, None)
     if conflict and conflict["item"] == current:

@@ -144,13 +144,13 @@ else:
 
     for row in listed.itertuples(index=False):
         cells = st.columns([2, 2, 2, 2, 2])
-        page_link(
-            "pages/review.py",
-            where=cells[0],
-            label=escape_markdown(str(row.item_id)),
-            icon=":material/open_in_new:",
-            query_params={"item": row.item_id},
-        )
+        with cells[0]:
+            page_link(
+                "pages/review.py",
+                label=escape_markdown(str(row.item_id)),
+                icon=":material/open_in_new:",
+                query_params={"item": row.item_id},
+            )
         cells[1].markdown(named(row.item_id, row.human, "—"))
         for cell, choice, right in (
             (cells[2], row.direct, row.direct_correct),

@@ -33,13 +33,6 @@ from pcf.reports.charts import (
 from pcf.store import current_labels, list_runs
 
 ensure_app_frame()
-
-
-def pick_run(name: str) -> None:
-    """Show another run of the dataset (the sidebar follows)."""
-    st.session_state[RUN_KEY] = name
-
-
 st.title("Overview")
 st.markdown(
     "An LLM judge often picks a different *most factual* answer when the same candidates are "
@@ -77,8 +70,8 @@ if run is not None:
             cell.button(
                 f"{other.name} ({'simulated, ' if is_simulated(other) else ''}{other.model})",
                 key=f"overview_run_{other.name}",
-                on_click=pick_run,
-                args=(other.name,),
+                on_click=st.session_state.update,  # the sidebar's run follows
+                kwargs={RUN_KEY: other.name},
                 width="stretch",
             )
 

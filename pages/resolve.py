@@ -91,7 +91,6 @@ picked = st.selectbox(
 with session() as s:
     item = stored_item(db_ids[picked], s)
 titles = candidate_titles(item)
-texts = {c.id: c.text for c in item.candidates}
 votes = labels[labels["item_key"] == picked]
 
 st.subheader(f"Item {escape_markdown(item.item_id)}")
@@ -119,7 +118,7 @@ def show_vote(vote: Any, choice: str = "") -> None:
 shown = contested(votes["choice"])
 if shown:
     st.caption("Words one candidate says and the other does not are marked.")
-    slots = show_difference([(f"**{escape_markdown(titles[c])}**", texts[c]) for c in shown])
+    slots = show_difference([(f"**{escape_markdown(titles[c])}**", item.text_of(c)) for c in shown])
     for slot, cid in zip(slots, shown, strict=True):
         with slot:
             for vote in votes[votes["choice"] == cid].itertuples(index=False):

@@ -123,15 +123,10 @@ if not options:
 facts = table.set_index("item_id")
 
 
-def go_to(key: str) -> None:
-    """Open another item (the Previous and Next buttons) and put it in the address."""
-    st.session_state[ITEM_KEY] = key
-    st.query_params[ITEM_KEY] = key
-
-
-def follow_picker() -> None:
-    """Put the item picked in the list in the address."""
-    st.query_params[ITEM_KEY] = st.session_state[ITEM_KEY]
+def go_to(key: str | None = None) -> None:
+    """Put item ``key`` (Previous, Next), else the one picked in the list, in the address: the
+    next run opens the item the address names."""
+    st.query_params[ITEM_KEY] = key or st.session_state[ITEM_KEY]
 
 
 navigation = st.columns([1.5, 6, 1.5], vertical_alignment="bottom")
@@ -139,7 +134,7 @@ current = navigation[1].selectbox(
     f"Item: {len(keys)} of {len(table)} match the filters, most doubtful first",
     options,
     key=ITEM_KEY,
-    on_change=follow_picker,
+    on_change=go_to,
 )
 st.query_params[ITEM_KEY] = current  # always in the address, so a link reopens this item
 before, after = neighbours(keys, current)
@@ -218,10 +213,9 @@ winners = [row["winner"], row["direct_winner"]]
 if winners[0] != winners[1] and all(w in titles for w in winners):
     st.markdown("##### The two winners")
     st.caption("Words one winner says and the other does not are marked.")
-    texts = {c.id: c.text for c in item.candidates}
     show_difference(
         [
-            (f"**{who}**: {title_of(w)}", texts[w])
+            (f"**{who}**: {title_of(w)}", item.text_of(w))
             for who, w in zip(("PCF", "Direct"), winners, strict=True)
         ]
     )

@@ -47,6 +47,7 @@ with session() as s:
     dataset = require_dataset(s)
     runs = list_runs(session=s, dataset_id=dataset.id)
     listing = run_listing(session=s, dataset_id=dataset.id)
+    batch_rows = batch_overview(runs, session=s)
 
 st.caption(f"Runs of dataset **{escape_markdown(dataset.name)}** ({dataset.n_items} items).")
 if runs:
@@ -89,19 +90,17 @@ def forget_lost(run: str) -> None:
         with session() as s:
             (forgot,) = collect_runs([run], session=s, actor=actor, forget_lost=True)
     except (ValueError, BatchAPIError) as exc:
-        st.session_state[FORGOTTEN_KEY] = {"run": run, "error": str(exc)}
+        st.session_state[FORGOTTEN_KEY] = (run, st.error, str(exc))
     else:
-        st.session_state[FORGOTTEN_KEY] = {
-            "run": run,
-            "error": None,
-            "done": f"{len(forgot.forgotten)} lost batches forgotten: {forgot.failures} calls "
+        st.session_state[FORGOTTEN_KEY] = (
+            run,
+            st.success,
+            f"{len(forgot.forgotten)} lost batches forgotten: {forgot.failures} calls "
             "stored as failed (batch_lost); `pcf judge ... --retry-failed` asks them again.",
-        }
+        )
 
 
 forgotten = st.session_state.pop(FORGOTTEN_KEY, None)
-with session() as s:
-    batch_rows = batch_overview(runs, session=s)
 if batch_rows:
     st.subheader("Provider batches")
     st.caption(
@@ -150,11 +149,8 @@ for row in batch_rows:
                 on_click=forget_lost,
                 args=(row["run"],),
             )
-        if forgotten and forgotten["run"] == row["run"]:
-            if forgotten["error"]:
-                st.error(forgotten["error"])
-            else:
-                st.success(forgotten["done"])
+        if forgotten and forgotten[0] == row["run"]:
+            forgotten[1](forgotten[2])
 
 
 if not runs_allowed:

@@ -9,7 +9,6 @@ import streamlit as st
 
 from pages.shared import (
     current_run,
-    engine,
     ensure_app_frame,
     require_dataset,
     require_permission,
@@ -39,7 +38,6 @@ from pcf.store import (
     items_named,
     labellers_by_item,
     list_members,
-    session_scope,
     utc_now,
 )
 
@@ -129,9 +127,11 @@ if actor.may(Permission.ASSIGN):
                 first=int(first),
             ):
                 st.rerun()
-        if taken.form_submit_button("Take back their items") and to:
-            with session_scope(engine()) as s:
-                unassign(dataset.id, to, session=s, actor=actor)
+        if (
+            taken.form_submit_button("Take back their items")
+            and to
+            and written(unassign, dataset.id, to, actor=actor)
+        ):
             st.rerun()
 if shares:
     st.markdown(
@@ -216,15 +216,13 @@ st.caption(
     "Cohen's kappa of each pair over the items both labelled ('cannot tell' left out; blank "
     "with fewer than two shared items)."
 )
-pairs = kappas[kappas["first"] < kappas["second"]]
 st.dataframe(
-    pairs,
+    kappas[kappas["first"] < kappas["second"]],
     hide_index=True,
     column_config={"kappa": st.column_config.NumberColumn("Cohen's kappa", format="%.3f")},
 )
-buckets = {i.item_id: i.bucket for i in labelled}
 st.dataframe(
-    alpha_by_bucket(labels, buckets),
+    alpha_by_bucket(labels, {i.item_id: i.bucket for i in labelled}),
     hide_index=True,
     column_config={"alpha": st.column_config.NumberColumn("Krippendorff's alpha", format="%.3f")},
 )

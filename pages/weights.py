@@ -90,25 +90,6 @@ def show_accuracy(outcome: WeightOutcome) -> None:
     cols[3].metric("Regressed", outcome.regressed, help="Direct right, consensus wrong.")
 
 
-def adaptive_result(current: PackedRun, stop_on: Weights) -> None:
-    """An adaptive run's accuracy under the weights it stopped on (``stop_on``), over every
-    call it made."""
-    label = stopping_label(run)
-    st.subheader(f"Adaptive run: {escape_markdown(run.name)}")
-    try:
-        outcome = evaluate_weights(current, stop_on)
-    except ValueError as exc:
-        st.info(f"{exc}: accuracy needs the dataset's gold ids.")
-        return
-    show_accuracy(outcome)
-    st.caption(
-        f"{outcome.n} items with gold, decided as the run settled them ({label}), over every "
-        "call it made. No sliders and no K here: the run stopped each item once its winner "
-        "under these weights was settled, so other weights or the first K calls would show "
-        "winners its full run would not. Pick a full run to try weights."
-    )
-
-
 if any(key not in st.session_state for key in (PRESET_KEY, *WEIGHT_KEYS)):
     st.session_state[PRESET_KEY] = "proposed"
     apply_preset()
@@ -163,8 +144,21 @@ def playground(current: PackedRun) -> None:
 
 if current.stop_on is None:
     playground(current)
-else:
-    adaptive_result(current, current.stop_on)
+else:  # an adaptive run, under the weights it stopped on, over every call it made
+    st.subheader(f"Adaptive run: {escape_markdown(run.name)}")
+    try:
+        outcome = evaluate_weights(current, current.stop_on)
+    except ValueError as exc:
+        st.info(f"{exc}: accuracy needs the dataset's gold ids.")
+    else:
+        show_accuracy(outcome)
+        st.caption(
+            f"{outcome.n} items with gold, decided as the run settled them "
+            f"({stopping_label(run)}), over every call it made. No sliders and no K here: the "
+            "run stopped each item once its winner under these weights was settled, so other "
+            "weights or the first K calls would show winners its full run would not. Pick a "
+            "full run to try weights."
+        )
 
 st.subheader("Weight table")
 names = [r.name for r in full_runs]

@@ -25,7 +25,6 @@ from pages.shared.frame import (
     page_link,
     pages_for,
     require_permission,
-    storage_errors,
 )
 from pages.shared.sign_in import sign_in
 from pages.shared.text import (
@@ -68,7 +67,6 @@ __all__ = [
     "sidebar",
     "sign_in",
     "simulated_badge",
-    "storage_errors",
     "stored_item",
     "written",
 ]

@@ -39,9 +39,7 @@ from pcf.store import (
 T = TypeVar("T")
 
 
-@st.cache_resource
-def _engine(url: str | None) -> Engine:
-    return get_engine(url)
+_engine = st.cache_resource(get_engine)
 
 
 def engine() -> Engine:
@@ -244,18 +242,14 @@ def require_run(s: Session) -> Run:
     return run
 
 
-def written(
-    change: Callable[..., object],
-    *args: Any,
-    refused: tuple[type[Exception], ...] = (ValueError,),
-    **kwargs: Any,
-) -> bool:
+def written(change: Callable[..., object], *args: Any, **kwargs: Any) -> bool:
     """Whether ``change(*args, session=..., **kwargs)`` was written, in one transaction; a
-    change the application refuses (``refused``) is not, and the page says why."""
+    change the application refuses (a bad value, a role without the right) is not, and the
+    page says why."""
     try:
         with session_scope(engine()) as s:
             change(*args, session=s, **kwargs)
-    except refused as exc:
+    except (ValueError, AccessDeniedError) as exc:
         st.error(escape_markdown(str(exc)))
         return False
     return True
@@ -274,8 +268,7 @@ def comment_thread(item_db_id: int, actor: Actor, key: str) -> None:
         st.markdown(inert_markdown(said.text))
     with st.form(f"{key}_comment", clear_on_submit=True):
         text = st.text_area("Your comment", placeholder="what you see in this item, and why")
-        refused = (AccessDeniedError, ValueError)
         if st.form_submit_button("Add comment") and written(
-            comment, item_db_id, actor=actor, text=text, refused=refused
+            comment, item_db_id, actor=actor, text=text
         ):
             st.rerun()

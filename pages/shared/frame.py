@@ -14,11 +14,6 @@ import streamlit as st
 from streamlit.errors import StreamlitSecretNotFoundError
 
 from pcf.access import Actor, Permission
-from pcf.analysis.markdown import escape_markdown
-from pcf.store import (
-    database_url,
-    storage_problem,
-)
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 _ACTOR: ContextVar[Actor | None] = ContextVar("pcf_page_actor", default=None)
@@ -101,24 +96,10 @@ def _page(path: str) -> st.Page:
     return st.Page(path, title=title, icon=icon, default=path == "pages/overview.py")
 
 
-def page_link(path: str, *, where: Any = st, **options: Any) -> None:
-    """``st.page_link`` to ``path`` (in the container ``where``), shown only to those whose
-    role may open that page."""
+def page_link(path: str, **options: Any) -> None:
+    """``st.page_link`` to ``path``, shown only to those whose role may open that page."""
     if current_actor().may(PAGES[path][2]):
-        where.page_link(path, **options)
-
-
-@contextmanager
-def storage_errors() -> Iterator[None]:
-    """Show a database that cannot be used (a full disk, a read-only file, a file moved away)
-    in one line instead of a traceback; any other error goes on."""
-    try:
-        yield
-    except Exception as exc:
-        problem = storage_problem(exc, database_url())
-        if problem is None:
-            raise
-        st.error(f"The database cannot be used: {escape_markdown(problem)}.")
+        st.page_link(path, **options)
 
 
 DATASET_KEY = "dataset"

@@ -13,7 +13,6 @@ from pages.shared.frame import auth_configured, stop_for_stranger
 from pcf.access import Actor, Role, forwarded_by
 from pcf.analysis.markdown import escape_markdown
 from pcf.labelling.membership import (
-    ProviderTrust,
     SignInRefusedError,
     identify,
     local_actor,
@@ -94,28 +93,13 @@ def ask_local_name() -> None:
             st.rerun()
 
 
-def _trust_of(provider: str) -> ProviderTrust:
-    """The operator's settings for ``provider`` (its section of ``[auth]``; the section itself
-    for the one ``default`` provider); a bad one stops the page with the line that says so."""
-    section = st.secrets["auth"]
-    named = provider != "default" and isinstance(section.get(provider), Mapping)
-    try:
-        return provider_trust(
-            section[provider] if named else section,
-            f"[auth.{provider}]" if named else "[auth]",
-        )
-    except ValueError as exc:
-        st.error(f"The sign-in settings cannot be used: {escape_markdown(str(exc))}.")
-        stop_for_stranger()
-
-
 def _signed_in_member() -> Actor:
+    section = st.secrets["auth"]
     if not st.user.is_logged_in:
         st.title("PCF Review")
         st.write("Sign in to review, label or read results.")
         # The sections of [auth] with a client_id ([auth.google]...), else the one provider
         # [auth] itself names (its other tables, such as client_kwargs, are settings).
-        section = st.secrets["auth"]
         named = [n for n, v in section.items() if isinstance(v, Mapping) and "client_id" in v]
         for provider in named or ["default"]:
             label = "Sign in" if provider == "default" else f"Sign in with {provider}"
@@ -123,7 +107,17 @@ def _signed_in_member() -> Actor:
         st.html(REMEMBER_LINK, unsafe_allow_javascript=True, width="content")
         stop_for_stranger()
     claims = st.user.to_dict()
-    trust = _trust_of(str(claims.get("provider") or "default"))
+    # The provider's settings: its section of [auth], or [auth] itself for the one "default";
+    # bad ones stop the page with the line that says so.
+    provider = str(claims.get("provider") or "default")
+    own = provider != "default" and isinstance(section.get(provider), Mapping)
+    try:
+        trust = provider_trust(
+            section[provider] if own else section, f"[auth.{provider}]" if own else "[auth]"
+        )
+    except ValueError as exc:
+        st.error(f"The sign-in settings cannot be used: {escape_markdown(str(exc))}.")
+        stop_for_stranger()
     try:
         with session_scope(engine()) as s:
             actor = identify(claims, session=s, trust=trust)

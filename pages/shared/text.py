@@ -55,9 +55,7 @@ def candidate_cells(n: int) -> Iterator[DeltaGenerator]:
 SHOWN_IN_FULL_KEY = "shown_in_full"  # keys of the long texts this session asked to see whole
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def _inert(text: str) -> str:
-    return inert_markdown(text)
+_inert = st.cache_data(max_entries=64, show_spinner=False)(inert_markdown)
 
 
 @contextmanager
