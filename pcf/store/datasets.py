@@ -242,11 +242,6 @@ def item_db_ids(dataset_id: int, *, session: Session) -> dict[str, int]:
     return dict(rows.all())
 
 
-def get_dataset_by_id(dataset_id: int, *, session: Session) -> Dataset | None:
-    """The dataset with database id ``dataset_id``, or None."""
-    return session.get(Dataset, dataset_id)
-
-
 def _chunks(keys: Iterable[str]) -> Iterator[list[str]]:
     """Distinct keys in chunks of :data:`CACHE_QUERY_CHUNK`, for ``IN`` queries of any size."""
     unique = list(dict.fromkeys(keys))
