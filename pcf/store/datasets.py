@@ -236,10 +236,7 @@ def matching_item_keys(dataset_id: int, text: str, *, session: Session) -> set[s
 
 def item_db_ids(dataset_id: int, *, session: Session) -> dict[str, int]:
     """``{item_key: database id}`` for the dataset's items."""
-    rows = session.exec(
-        select(ItemRow.item_key, ItemRow.id).where(ItemRow.dataset_id == dataset_id)
-    )
-    return dict(rows.all())
+    return {key: db_id for key, db_id, _ in item_positions(dataset_id, session=session)}
 
 
 def _chunks(keys: Iterable[str]) -> Iterator[list[str]]:
