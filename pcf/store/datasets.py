@@ -202,8 +202,7 @@ def items_by_ids(item_db_ids: Iterable[int], *, session: Session) -> list[Item]:
 
 def load_item(item_db_id: int, *, session: Session) -> Item | None:
     """One item by database id, or None."""
-    found = _items_where(ItemRow.id == item_db_id, session=session)
-    return found[0] if found else None
+    return next(iter(items_by_ids([item_db_id], session=session)), None)
 
 
 def item_positions(dataset_id: int, *, session: Session) -> list[tuple[str, int, int]]:
