@@ -41,10 +41,9 @@ def adjudication_queue(
 ) -> list[str]:
     """Item keys to label, most doubtful first (``items``' ``priority``; NaN last, in item
     order), without the ``done`` ones; ``skipped`` ones last, in the order they were skipped."""
-    waiting = [key for key in by_priority(items)["item_id"] if key not in done]
-    later = [key for key in dict.fromkeys(skipped) if key in set(waiting)]
-    deferred = set(later)
-    return [key for key in waiting if key not in deferred] + later
+    waiting = dict.fromkeys(key for key in by_priority(items)["item_id"] if key not in done)
+    later = dict.fromkeys(key for key in skipped if key in waiting)
+    return [key for key in waiting if key not in later] + list(later)
 
 
 def item_index(dataset_id: int, *, session: Session) -> pd.DataFrame:

@@ -20,9 +20,9 @@ from pcf.files import Text, open_checked, read_rows
 from pcf.items import RESERVED_CANDIDATE_IDS
 from pcf.labelling.plan import labelling_plan
 from pcf.store import (
+    Dataset,
     add_audit_event,
     add_first_labels,
-    get_dataset_by_id,
     items_named,
     labellers_by_item,
     lock_item,
@@ -72,7 +72,7 @@ def import_labels(
             and field; nothing was saved.
     """
     actor = authorize(actor, Permission.IMPORT, session=session)
-    dataset = get_dataset_by_id(dataset_id, session=session)
+    dataset = session.get(Dataset, dataset_id)
     if dataset is None:
         raise ValueError(f"no dataset with id {dataset_id}")
     if not source.strip() or "\x00" in source:

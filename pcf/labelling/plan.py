@@ -11,9 +11,9 @@ from sqlmodel import Session
 from pcf.access import Actor, Permission, authorize
 from pcf.guarantees import random_sample
 from pcf.store import (
+    Dataset,
     Run,
     add_audit_event,
-    get_dataset_by_id,
     get_plan,
     item_positions,
     save_plan,
@@ -49,7 +49,7 @@ def labelling_plan(dataset_id: int, *, session: Session) -> Plan:
 def calibration_items(dataset_id: int, *, session: Session) -> set[str]:
     """The plan's random calibration share of the dataset's items, drawn by its seed."""
     share = labelling_plan(dataset_id, session=session).calibration_share
-    dataset = get_dataset_by_id(dataset_id, session=session)
+    dataset = session.get(Dataset, dataset_id)
     if not share or dataset is None:
         return set()
     keys = [key for key, _, _ in item_positions(dataset_id, session=session)]
@@ -73,7 +73,7 @@ def set_plan(
         ValueError: no such dataset, or a value out of range (guidelines: too long or with NUL).
     """
     actor = authorize(actor, Permission.PLAN_LABELLING, session=session)
-    dataset = get_dataset_by_id(dataset_id, session=session)
+    dataset = session.get(Dataset, dataset_id)
     if dataset is None:
         raise ValueError(f"no dataset with id {dataset_id}")
     if labels_per_item is not None and not 1 <= labels_per_item <= MAX_LABELS_PER_ITEM:

@@ -21,10 +21,10 @@ from sqlmodel import Session
 from pcf.access import Actor, Permission, Role, authorize
 from pcf.labelling.plan import Plan, calibration_items, labelling_plan
 from pcf.store import (
+    Dataset,
     add_audit_event,
     assign_items,
     assignees_by_item,
-    get_dataset_by_id,
     get_member,
     hold_item,
     holders_by_item,
@@ -185,7 +185,7 @@ def unassign(dataset_id: int, person: str, *, session: Session, actor: Actor) ->
 def _audit(
     action: str, dataset_id: int, *, session: Session, actor: Actor, to: str, items: Sized
 ) -> None:
-    dataset = get_dataset_by_id(dataset_id, session=session)
+    dataset = session.get(Dataset, dataset_id)
     target = dataset.name if dataset is not None else str(dataset_id)
     details = {"to": to, "items": len(items)}
     add_audit_event(action, session=session, actor=actor.identity, target=target, details=details)

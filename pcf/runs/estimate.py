@@ -32,7 +32,6 @@ from pcf.store import (
     Run,
     answered_keys,
     get_dataset,
-    get_dataset_by_id,
     get_run,
     item_calls,
     item_db_ids,
@@ -215,7 +214,7 @@ def require_dataset(spec: RunSpec, *, session: Session) -> Dataset:
 
 def settings_conflict(run: Run, spec: RunSpec, *, session: Session) -> str | None:
     """Why ``run`` cannot be resumed as ``spec`` (what differs), or None when it can."""
-    dataset = get_dataset_by_id(run.dataset_id, session=session)
+    dataset = session.get(Dataset, run.dataset_id)
     judge = ("backend", "model", "base_url")
     mine = {"dataset": spec.dataset} | {k: getattr(spec, k) for k in judge} | spec.identity()
     theirs = {"dataset": dataset.name if dataset else None}

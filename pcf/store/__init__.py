@@ -35,7 +35,6 @@ from pcf.store.compressed import unpack as unpack
 from pcf.store.datasets import ITEM_CHUNK as ITEM_CHUNK
 from pcf.store.datasets import DatasetItems as DatasetItems
 from pcf.store.datasets import get_dataset as get_dataset
-from pcf.store.datasets import get_dataset_by_id as get_dataset_by_id
 from pcf.store.datasets import import_items as import_items
 from pcf.store.datasets import item_db_ids as item_db_ids
 from pcf.store.datasets import item_positions as item_positions

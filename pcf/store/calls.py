@@ -385,12 +385,10 @@ def pending_batch_keys(*, session: Session) -> set[str]:
 
 
 def run_calls_by_slot(
-    run_id: int, *, session: Session, item_ids: Iterable[int] | None = None
+    run_id: int, *, session: Session, item_ids: Iterable[int]
 ) -> dict[tuple[int, int, int], Call]:
-    """``{(item db id, execution, call index): call}`` of the run (these items' only, if given)."""
-    query = select(Call).where(Call.run_id == run_id)
-    if item_ids is not None:
-        query = query.where(col(Call.item_id).in_(list(item_ids)))
+    """``{(item db id, execution, call index): call}`` of the run's calls of these items."""
+    query = select(Call).where(Call.run_id == run_id, col(Call.item_id).in_(list(item_ids)))
     return {(c.item_id, c.execution, c.call_index): c for c in session.exec(query).all()}
 
 

@@ -202,8 +202,7 @@ def items_by_ids(item_db_ids: Iterable[int], *, session: Session) -> list[Item]:
 
 def load_item(item_db_id: int, *, session: Session) -> Item | None:
     """One item by database id, or None."""
-    found = _items_where(ItemRow.id == item_db_id, session=session)
-    return found[0] if found else None
+    return next(iter(items_by_ids([item_db_id], session=session)), None)
 
 
 def item_positions(dataset_id: int, *, session: Session) -> list[tuple[str, int, int]]:
@@ -236,15 +235,7 @@ def matching_item_keys(dataset_id: int, text: str, *, session: Session) -> set[s
 
 def item_db_ids(dataset_id: int, *, session: Session) -> dict[str, int]:
     """``{item_key: database id}`` for the dataset's items."""
-    rows = session.exec(
-        select(ItemRow.item_key, ItemRow.id).where(ItemRow.dataset_id == dataset_id)
-    )
-    return dict(rows.all())
-
-
-def get_dataset_by_id(dataset_id: int, *, session: Session) -> Dataset | None:
-    """The dataset with database id ``dataset_id``, or None."""
-    return session.get(Dataset, dataset_id)
+    return {key: db_id for key, db_id, _ in item_positions(dataset_id, session=session)}
 
 
 def _chunks(keys: Iterable[str]) -> Iterator[list[str]]:

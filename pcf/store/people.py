@@ -233,14 +233,10 @@ def save_member(
     return saved(member, session=session)
 
 
-def delete_member(email: str, *, session: Session) -> bool:
-    """Remove a member (their labels stay); whether there was one."""
-    member = get_member(email, session=session)
-    if member is None:
-        return False
-    session.delete(member)
+def delete_member(email: str, *, session: Session) -> None:
+    """Remove a member (their labels stay)."""
+    session.exec(delete(Member).where(func.lower(Member.email) == email.lower()))
     session.flush()
-    return True
 
 
 def add_audit_event(

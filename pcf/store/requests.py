@@ -20,16 +20,12 @@ if TYPE_CHECKING:
 
 Frame = list[str | dict[str, Any]]
 PROMPT = {"prompt": True}
-_COMPACT = json.JSONEncoder(separators=(",", ":"))  # one encoder, not one per call
+_json = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per call
 
 
 def request_digest(request: Mapping[str, Any]) -> str:
     """The SHA-256 (hex) of a request dict's JSON, keys in their order."""
     return _hex_sha256(_json(request))
-
-
-def _json(value: Any) -> str:
-    return _COMPACT.encode(value)
 
 
 def _hex_sha256(text: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from typing import Any
 
 from sqlalchemy import (
@@ -64,20 +65,16 @@ def save_run_result(
 ) -> None:
     """Keep ``data`` as the run's result ``name`` at ``revision``, in place of the one before;
     when another process stores it at the same time, theirs stays."""
-    try:
-        with session.begin_nested():
-            session.execute(
-                delete(RunResult).where(
-                    col(RunResult.run_id) == run_id, col(RunResult.name) == name
-                )
+    # on a clash the other writer's result, computed from the same calls, is kept
+    with suppress(IntegrityError), session.begin_nested():
+        session.execute(
+            delete(RunResult).where(col(RunResult.run_id) == run_id, col(RunResult.name) == name)
+        )
+        session.execute(
+            insert(RunResult).values(
+                run_id=run_id, name=name, revision=revision, computed_at=utc_now(), data=data
             )
-            session.execute(
-                insert(RunResult).values(
-                    run_id=run_id, name=name, revision=revision, computed_at=utc_now(), data=data
-                )
-            )
-    except IntegrityError:
-        pass  # the other writer's result, computed from the same calls, is kept
+        )
 
 
 def label_revision(dataset_id: int, *, session: Session) -> tuple[Any, ...]:

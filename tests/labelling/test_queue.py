@@ -25,12 +25,12 @@ from pcf.labelling.queue import (
     unassign,
 )
 from pcf.store import (
+    Dataset,
     adjudication_records,
     audit_events,
     current_labels,
     delete_member,
     get_dataset,
-    get_dataset_by_id,
     import_items,
     load_items,
     utc_now,
@@ -87,7 +87,7 @@ def test_the_plans_seeded_random_calibration_share_is_served_first(session):
         label(session, claimed, ALICE)
         served.append(claimed.item_key)
     assert served == [key for key, _ in order if key in reserved]
-    get_dataset_by_id(dataset_id, session=session).seed = 1
+    session.get(Dataset, dataset_id).seed = 1
     assert calibration_items(dataset_id, session=session) != reserved
 
 

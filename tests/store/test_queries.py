@@ -358,7 +358,7 @@ def test_run_totals_count_paid_calls_cache_hits_and_failures(
     run = stored_run(session, dataset.id)
     item_id = item_db_ids(dataset.id, session=session)["item-0"]
     insert_calls([call_row(run.id, item_id, 0, attempts=2)], session=session)
-    paid = run_calls_by_slot(run.id, session=session)[(item_id, 0, 0)]
+    paid = run_calls_by_slot(run.id, session=session, item_ids=[item_id])[(item_id, 0, 0)]
     insert_calls(
         [
             call_row(run.id, item_id, 1, ok=False, judgment=None),
