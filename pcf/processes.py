@@ -23,7 +23,7 @@ def process_exists(pid: int) -> bool:
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while building many small containers at once: hundreds
-    of thousands of dicts and lists trigger repeated full scans of the heap, and they hold no cycles.
+    of thousands of dicts and lists trigger repeated full heap scans, and they hold no cycles.
     """
     was_enabled = gc.isenabled()
     gc.disable()
