@@ -43,13 +43,11 @@ _PROTOCOL_SETTINGS: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A run: which dataset, which judge, which protocol and how to make its calls.
+    """A run; the protocol's fixed settings are applied on construction.
 
-    The protocol's fixed settings are applied on construction. The fields in
-    :data:`IDENTITY_FIELDS`, with the dataset, backend, model and base URL, define the run; the
-    rest may change between resumptions. ``adaptive`` names a stopping policy; ``risk`` and
-    ``max_calls`` are the ``confident`` policy's, ``stop_on`` the weights an adaptive run
-    settles its winners on.
+    The fields in :data:`IDENTITY_FIELDS`, with the dataset, backend, model and base URL, define the
+    run; the rest may change between resumptions. ``adaptive`` names a stopping policy; ``risk`` and
+    ``max_calls`` are the ``confident`` policy's, ``stop_on`` the weights an item settles on.
     """
 
     dataset: str
