@@ -52,11 +52,9 @@ MALFORMED_SHAPES = ("code_fence", "key_case", "truncated", "missing_key", "prose
 
 
 class SimulatedJudge:
-    """A simulated LLM judge: latent factuality + slot bias + seeded noise, as real-looking JSON.
-
-    Candidate ``c`` in slot ``s`` scores ``latent(c) + slot_bias[s] + N(0, noise)``; every draw
-    is seeded by what identifies it, so the same call always gets the same answer.
-    """
+    """A simulated LLM judge answering real-looking JSON: candidate ``c`` in slot ``s`` scores
+    ``latent(c) + slot_bias[s] + N(0, noise)``; every draw is seeded by what identifies it, so the
+    same call always gets the same answer."""
 
     backend = "simulated"
 
