@@ -23,8 +23,7 @@ def process_exists(pid: int) -> bool:
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while building many small containers at once: hundreds
-    of thousands of dicts and lists trigger repeated full heap scans, and they hold no cycles.
-    """
+    of thousands of dicts and lists trigger repeated full heap scans, and they hold no cycles."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -37,8 +36,7 @@ def gc_paused() -> Iterator[None]:
 @contextmanager
 def gc_frozen() -> Iterator[None]:
     """Keep the objects that exist now (the SDKs, SQLAlchemy, pandas...) out of the cyclic garbage
-    collector's scans meanwhile: a full scan stalls the event loop and every call in flight.
-    """
+    collector's scans meanwhile: a full scan stalls the event loop and every call in flight."""
     gc.freeze()
     try:
         yield

@@ -234,8 +234,7 @@ async def execute(
 
     ``items`` is gone through twice, a chunk at a time, so memory does not grow with the run. With
     ``retry_failed``, failed calls are asked again (the failed answer kept as replaced); a request
-    that would take the spend past ``budget_usd`` is not sent and the run is ``capped``.
-    """
+    that would take the spend past ``budget_usd`` is not sent and the run is ``capped``."""
     if iter(items) is items:
         raise TypeError("execute goes through its items twice: give a list or DatasetItems")
     rows = RunRows(run, spec, judge.backend, judge.model, session=session, progress=progress)
