@@ -91,9 +91,8 @@ MAX_COST_SETTING = "batch_max_cost_usd"
 
 @dataclass
 class BatchReport:
-    """What a submit or collect did (``deferred``: requests left to other runs' batches;
-    ``lost``: batches the provider answered 404 for; ``capped``: why the next wave was not
-    sent)."""
+    """What a submit or collect did (``deferred``: requests left to other runs' batches; ``lost``:
+    batches the provider answered 404 for; ``capped``: why the next wave was not sent)."""
 
     planned: int = 0
     stored: int = 0

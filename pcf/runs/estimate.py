@@ -51,9 +51,8 @@ CANONICAL_SETTING = "canonical_orders"
 
 @dataclass(frozen=True)
 class CostEstimate:
-    """What starting (or resuming) a run would do: ``to_call`` is ``planned - stored -
-    cached``; a cost is None when the model has no price (or, for ``batch_cost_usd``, the
-    backend no batch API)."""
+    """What starting (or resuming) a run would do: ``to_call`` is ``planned - stored - cached``; a
+    cost is None without a price (``batch_cost_usd`` also without a batch API for the backend)."""
 
     items: int
     planned: int

@@ -43,12 +43,10 @@ _PROTOCOL_SETTINGS: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A run; the protocol's fixed settings are applied on construction.
-
-    The fields in :data:`IDENTITY_FIELDS`, with the dataset, backend, model and base URL, define the
-    run; the rest may change between resumptions. ``adaptive`` names a stopping policy; ``risk`` and
-    ``max_calls`` are the ``confident`` policy's, ``stop_on`` the weights an item settles on.
-    """
+    """A run; the protocol's fixed settings are applied on construction. The fields in
+    :data:`IDENTITY_FIELDS`, with the dataset, backend, model and base URL, define the run; the rest
+    may change between resumptions. ``adaptive`` names a stopping policy; ``risk`` and ``max_calls``
+    are the ``confident`` policy's, ``stop_on`` the weights an item settles on."""
 
     dataset: str
     name: str | None = None
@@ -102,8 +100,7 @@ class RunSpec:
 
     @classmethod
     def from_run(cls, run: Run, dataset: str) -> RunSpec:
-        """The spec that made stored ``run`` of dataset ``dataset`` (other settings at their
-        defaults)."""
+        """The spec that made stored ``run`` of ``dataset`` (other settings at their defaults)."""
         identity = run.settings.get("identity", {})
         settings: dict[str, Any] = {
             key: identity[key] for key in (*IDENTITY_FIELDS, *ADAPTIVE_FIELDS) if key in identity
