@@ -1,6 +1,5 @@
 """The price table, in USD per million tokens ``(input, output)``, extended by ``PCF_PRICES``
-(docs/costs.md): a model missing from it is unpriced, never guessed; no price is negative.
-"""
+(docs/costs.md): a model missing from it is unpriced, never guessed; no price is negative."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Provider batch APIs: OpenAI's Batch API and Anthropic's Message Batches, through the SDKs.
-A submission carries a token, so a killed submit finds its batch (docs/costs.md, "Kill-safe").
-"""
+A submission carries a token, so a killed submit finds its batch (docs/costs.md, "Kill-safe")."""
 
 from __future__ import annotations
 

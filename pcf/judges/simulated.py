@@ -1,8 +1,7 @@
 """A SIMULATED judge: offline, seeded and deterministic, with a configurable position bias.
 
 It never reads the candidate texts, so its results say nothing about the method's accuracy on
-real judges: use it for demos, tests and plumbing only, labelled as simulated wherever it shows.
-"""
+real judges: use it for demos, tests and plumbing only, labelled simulated wherever it shows."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 a stopping policy (:mod:`pcf.stopping`) settles it.
 
 The policy reads only stored calls, so a resumed run decides as an uninterrupted one would; each
-stop is recorded with its policy version and kept on a rerun unless ``recheck``.
-"""
+stop is recorded with its policy version and kept on a rerun unless ``recheck``."""
 
 from __future__ import annotations
 

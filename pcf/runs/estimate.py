@@ -2,8 +2,7 @@
 
 The estimate plans the run's calls as the engine does, leaves out those stored or cached, and
 prices the rest: input tokens are the prompt's characters / 4, output tokens an assumed answer
-length per candidate; APOCJudge's confirmations are counted as "up to" one per pair.
-"""
+length per candidate; APOCJudge's confirmations are counted as "up to" one per pair."""
 
 from __future__ import annotations
 

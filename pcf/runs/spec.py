@@ -2,8 +2,7 @@
 
 Protocols: ``direct`` (the canonical ordering alone), ``pcf`` (K scheduled orderings per
 execution), ``repeated`` (K copies of the canonical ordering) and ``apoc`` (pairs: both
-orders, then a keyed confirmation call only where it can change the verdict).
-"""
+orders, then a keyed confirmation call only where it can change the verdict)."""
 
 from __future__ import annotations
 

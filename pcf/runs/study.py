@@ -1,7 +1,6 @@
 """The paper's study as runs of one name (docs/getting-started.md), and the demo database.
 
-K=3 and 5 come from prefixes of the stored K=7 calls, at no extra cost.
-"""
+K=3 and 5 come from prefixes of the stored K=7 calls, at no extra cost."""
 
 from __future__ import annotations
 
