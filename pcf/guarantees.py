@@ -6,8 +6,7 @@ A threshold's risk is the chance of an error (a changed winner, a disagreement w
 random item it applies to. Thresholds are tested in a fixed order, safest first: each passes when
 the one-sided Clopper-Pearson upper bound of its error rate at confidence 1 - delta is at most
 ``level``, and testing stops at the first that fails. Every passed threshold then has risk at
-most ``level``, all at once, with probability at least 1 - delta, whatever the judge.
-"""
+most ``level``, all at once, with probability at least 1 - delta, whatever the judge."""
 
 from __future__ import annotations
 

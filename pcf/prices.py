@@ -1,9 +1,5 @@
-"""The price table for cost accounting, in USD per million tokens ``(input, output)``.
-
-A few public list prices, extended by a JSON file named by ``PCF_PRICES``
-(``{"my-model": [0.5, 1.5], ...}``). A model missing from the table is reported as unpriced,
-never guessed; prices are finite and at least 0, so no cost is ever negative.
-"""
+"""The price table, in USD per million tokens ``(input, output)``, extended by ``PCF_PRICES``
+(docs/costs.md): a model missing from it is unpriced, never guessed; no price is negative."""
 
 from __future__ import annotations
 

@@ -22,11 +22,8 @@ def process_exists(pid: int) -> bool:
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building many small containers at once.
-
-    Allocating hundreds of thousands of dicts and lists triggers repeated full collections that
-    scan the whole heap; pausing costs nothing when the objects built hold no cycles.
-    """
+    """Pause the cyclic garbage collector while building many small containers at once: hundreds
+    of thousands of dicts and lists trigger repeated full heap scans, and they hold no cycles."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -38,12 +35,8 @@ def gc_paused() -> Iterator[None]:
 
 @contextmanager
 def gc_frozen() -> Iterator[None]:
-    """Keep the objects that exist now out of the cyclic garbage collector's scans meanwhile.
-
-    A full collection scans every object the process holds (the SDKs, SQLAlchemy, pandas...),
-    and while it runs an event loop stalls every call in flight. Objects made meanwhile are
-    collected as usual.
-    """
+    """Keep the objects that exist now (the SDKs, SQLAlchemy, pandas...) out of the cyclic garbage
+    collector's scans meanwhile: a full scan stalls the event loop and every call in flight."""
     gc.freeze()
     try:
         yield

@@ -52,8 +52,7 @@ def status_error(status: int, message: str, headers: Mapping[str, str], secret: 
 
 class ProviderJudge:
     """What the provider judges share: the key, the seed and one SDK client per event loop.
-    The ``complete`` here is for the SDKs whose error classes share names (openai, anthropic).
-    """
+    The ``complete`` here is for the SDKs whose error classes share names (openai, anthropic)."""
 
     backend: str
     sdk: Any

@@ -40,8 +40,7 @@ def message_reply(message: object, latency: float) -> JudgeReply:
 
 class AnthropicJudge(ProviderJudge):
     """Messages API through ``anthropic.AsyncAnthropic``, with SDK retries off (the runner owns
-    retries). The installed SDK (2.x) has no sampling parameters: the temperature is not sent.
-    """
+    retries). The installed SDK (2.x) has no sampling parameters: the temperature is not sent."""
 
     backend = "anthropic"
     sdk, sdk_client = anthropic, anthropic.AsyncAnthropic

@@ -1,6 +1,5 @@
 """Provider batch APIs: OpenAI's Batch API and Anthropic's Message Batches, through the SDKs.
-A submission carries a token, so a killed submit finds its batch (docs/costs.md, "Kill-safe").
-"""
+A submission carries a token, so a killed submit finds its batch (docs/costs.md, "Kill-safe")."""
 
 from __future__ import annotations
 
@@ -104,8 +103,7 @@ def _reply_or_error(custom_id: str, parse: Callable[[], JudgeReply]) -> BatchRes
 @dataclass(frozen=True)
 class OpenAIBatches:
     """OpenAI's Batch API (and compatible servers) over the judge's key, server and SDK client:
-    upload a JSONL file, create the batch. Limits: 50,000 requests and 200 MB of file a batch.
-    """
+    upload a JSONL file, create the batch."""
 
     judge: OpenAIJudge
     max_requests = 50_000

@@ -16,13 +16,10 @@ REPLAY_RATIONALE = "Replayed from a recorded judgment."
 
 
 class ReplayJudge:
-    """Answers each call with the recorded judgment of the same item and ordering.
-
-    ``context.repeat_index`` picks the n-th recorded call of that item and ordering, in
-    ``(execution, call_index)`` order; the recorded scores are rendered back as a listwise JSON
-    answer in the request's keys. ``recorded``: what made the recording (a replay of simulated
-    judgments is simulated too).
-    """
+    """Answers each call with the recorded judgment of the same item and ordering (the
+    ``context.repeat_index``-th, in ``(execution, call_index)`` order) as a listwise JSON answer in
+    the request's keys. ``recorded``: what made the recording (a replay of simulated judgments is
+    simulated too)."""
 
     backend = "replay"
 

@@ -1,8 +1,7 @@
 """A SIMULATED judge: offline, seeded and deterministic, with a configurable position bias.
 
 It never reads the candidate texts, so its results say nothing about the method's accuracy on
-real judges: use it for demos, tests and plumbing only, labelled as simulated wherever it shows.
-"""
+real judges: use it for demos, tests and plumbing only, labelled simulated wherever it shows."""
 
 from __future__ import annotations
 
@@ -52,11 +51,9 @@ MALFORMED_SHAPES = ("code_fence", "key_case", "truncated", "missing_key", "prose
 
 
 class SimulatedJudge:
-    """A simulated LLM judge: latent factuality + slot bias + seeded noise, as real-looking JSON.
-
-    Candidate ``c`` in slot ``s`` scores ``latent(c) + slot_bias[s] + N(0, noise)``; every draw
-    is seeded by what identifies it, so the same call always gets the same answer.
-    """
+    """A simulated LLM judge answering real-looking JSON: candidate ``c`` in slot ``s`` scores
+    ``latent(c) + slot_bias[s] + N(0, noise)``; every draw is seeded by what identifies it, so the
+    same call always gets the same answer."""
 
     backend = "simulated"
 

@@ -1,3 +1,2 @@
-"""Runs, the write side, one step per module: the spec, the call plan, rows, management and
-leases, live execution, provider batches, adaptive stopping, the estimate, the study and demo,
-and background runs."""
+"""Runs, the write side, one step per module: spec, call plan, rows, management and leases, live
+execution, provider batches, adaptive stopping, estimate, study and demo, background runs."""

@@ -1,10 +1,8 @@
-"""Adaptive runs: each item's planned calls are made in waves of one call, and a stopping
-policy (:mod:`pcf.stopping`) decides after each wave whether the item is settled.
+"""Adaptive runs (docs/costs.md): each item's planned calls are made in waves of one call until
+a stopping policy (:mod:`pcf.stopping`) settles it.
 
-The policy only reads stored calls, so a resumed run decides as an uninterrupted one would.
-Each stop is recorded with its policy version; a rerun keeps the recorded stops unless told
-to ``recheck`` them.
-"""
+The policy reads only stored calls, so a resumed run decides as an uninterrupted one would; each
+stop is recorded with its policy version and kept on a rerun unless ``recheck``."""
 
 from __future__ import annotations
 

@@ -91,9 +91,8 @@ MAX_COST_SETTING = "batch_max_cost_usd"
 
 @dataclass
 class BatchReport:
-    """What a submit or collect did (``deferred``: requests left to other runs' batches;
-    ``lost``: batches the provider answered 404 for; ``capped``: why the next wave was not
-    sent)."""
+    """What a submit or collect did (``deferred``: requests left to other runs' batches; ``lost``:
+    batches the provider answered 404 for; ``capped``: why the next wave was not sent)."""
 
     planned: int = 0
     stored: int = 0
@@ -577,8 +576,7 @@ def submit_run(
     """Create or resume the run and send its missing calls as provider batches; returns at once.
 
     Nothing is sent when the requests' upper-bound price would take the run's spend past
-    ``max_cost`` (by default ``PCF_MAX_COST_USD``); the cap is kept for collect's waves.
-    """
+    ``max_cost`` (by default ``PCF_MAX_COST_USD``); the cap is kept for collect's waves."""
     check_start(spec, session=session, actor=actor)
     require_dataset(spec, session=session)
     cap = max_cost if max_cost is not None else default_cost_cap()
@@ -630,8 +628,7 @@ def collect_runs(
 
     A run's next wave (APOCJudge confirmations, adaptive waves) is submitted once its answers
     are stored, under the cap of its latest submit. A lost batch (404) is left as it is, or
-    with ``forget_lost`` stored as failed calls ``batch_lost: ...``.
-    """
+    with ``forget_lost`` stored as failed calls ``batch_lost: ...``."""
     actor = authorize(actor, Permission.RUN, session=session)
     runs = [existing_run(name, session=session) for name in names]
     specs = [spec_of(run, session=session) for run in runs]

@@ -67,8 +67,7 @@ def plan(
 
     Canonical orders come from the dataset's seed, so every run of a dataset shares them;
     ``repeat_index`` counts earlier calls of the item with the same ordering, so identical
-    prompts stay distinct calls in the cache.
-    """
+    prompts stay distinct calls in the cache."""
     out: list[PlannedCall] = []
     for item in items:
         seen: Counter[tuple[str, ...]] = Counter()

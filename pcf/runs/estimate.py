@@ -2,8 +2,7 @@
 
 The estimate plans the run's calls as the engine does, leaves out those stored or cached, and
 prices the rest: input tokens are the prompt's characters / 4, output tokens an assumed answer
-length per candidate; APOCJudge's confirmations are counted as "up to" one per pair.
-"""
+length per candidate; APOCJudge's confirmations are counted as "up to" one per pair."""
 
 from __future__ import annotations
 
@@ -50,9 +49,8 @@ CANONICAL_SETTING = "canonical_orders"
 
 @dataclass(frozen=True)
 class CostEstimate:
-    """What starting (or resuming) a run would do: ``to_call`` is ``planned - stored -
-    cached``; a cost is None when the model has no price (or, for ``batch_cost_usd``, the
-    backend no batch API)."""
+    """What starting (or resuming) a run would do: ``to_call`` is ``planned - stored - cached``; a
+    cost is None without a price (``batch_cost_usd`` also without a batch API for the backend)."""
 
     items: int
     planned: int

@@ -1,6 +1,5 @@
-"""``pcf import inspect LOG``: an eval log of the inspect_ai task :func:`pcf.inspect_task.judge`
-stored as a dataset (the log's items) and a replay run of the model's recorded answers, which
-every page reviews like any other run."""
+"""``pcf import inspect LOG`` (docs/inspect.md): an eval log of :func:`pcf.inspect_task.judge`
+stored as a dataset (the log's items) and a replay run of the model's recorded answers."""
 
 from __future__ import annotations
 

@@ -232,11 +232,9 @@ async def execute(
 ) -> RunReport:
     """Make every call of ``run`` that is not stored yet; each answer is committed at once.
 
-    ``items`` is gone through twice, a chunk at a time, so memory does not grow with the run.
-    With ``retry_failed``, failed calls are asked again (the failed answer kept as replaced);
-    a request that would take the spend past ``budget_usd`` is not sent and the run is
-    ``capped``; an adaptive run keeps its recorded stops unless ``recheck_stops``.
-    """
+    ``items`` is gone through twice, a chunk at a time, so memory does not grow with the run. With
+    ``retry_failed``, failed calls are asked again (the failed answer kept as replaced); a request
+    that would take the spend past ``budget_usd`` is not sent and the run is ``capped``."""
     if iter(items) is items:
         raise TypeError("execute goes through its items twice: give a list or DatasetItems")
     rows = RunRows(run, spec, judge.backend, judge.model, session=session, progress=progress)

@@ -279,9 +279,8 @@ def judge_run(
 ) -> tuple[Run, RunReport]:
     """Create or resume the run and make its missing calls, holding its lease meanwhile.
 
-    The price table and the judge come first, so that a price file that cannot be used or a
-    judge that cannot start leaves no run behind. The run spends at most ``max_cost`` USD (by
-    default ``PCF_MAX_COST_USD``); ``api_key`` is a key of the actor's own for this run only.
+    It spends at most ``max_cost`` USD (by default ``PCF_MAX_COST_USD``); ``api_key`` is a key of
+    the actor's own for this run only. A bad price file or a judge that cannot start leaves no run.
     """
     check_start(spec, session=session, actor=actor, api_key=api_key)
     require_dataset(spec, session=session)

@@ -41,8 +41,7 @@ NUL_REPAIR = "nul_replaced"
 def stored_reply(reply: JudgeReply) -> tuple[str, dict[str, Any], list[str]]:
     """A reply's text and raw response as stored, and the repair made, if any: keys masked,
     NUL characters (which PostgreSQL's text columns refuse) as U+FFFD, NaN and infinity as
-    strings, nesting cut at :data:`MAX_RAW_DEPTH`, so whatever a provider sends can be stored.
-    """
+    strings, nesting cut at :data:`MAX_RAW_DEPTH`, so whatever a provider sends can be stored."""
     had_nul, keys = False, configured_keys()
 
     def clean(text: str) -> str:

@@ -2,8 +2,7 @@
 
 Protocols: ``direct`` (the canonical ordering alone), ``pcf`` (K scheduled orderings per
 execution), ``repeated`` (K copies of the canonical ordering) and ``apoc`` (pairs: both
-orders, then a keyed confirmation call only where it can change the verdict).
-"""
+orders, then a keyed confirmation call only where it can change the verdict)."""
 
 from __future__ import annotations
 
@@ -43,14 +42,10 @@ _PROTOCOL_SETTINGS: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A run: which dataset, which judge, which protocol and how to make its calls.
-
-    The protocol's fixed settings are applied on construction. The fields in
-    :data:`IDENTITY_FIELDS`, with the dataset, backend, model and base URL, define the run; the
-    rest may change between resumptions. ``adaptive`` names a stopping policy; ``risk`` and
-    ``max_calls`` are the ``confident`` policy's, ``stop_on`` the weights an adaptive run
-    settles its winners on.
-    """
+    """A run; the protocol's fixed settings are applied on construction. The fields in
+    :data:`IDENTITY_FIELDS`, with the dataset, backend, model and base URL, define the run; the rest
+    may change between resumptions. ``adaptive`` names a stopping policy; ``risk`` and ``max_calls``
+    are the ``confident`` policy's, ``stop_on`` the weights an item settles on."""
 
     dataset: str
     name: str | None = None
@@ -104,8 +99,7 @@ class RunSpec:
 
     @classmethod
     def from_run(cls, run: Run, dataset: str) -> RunSpec:
-        """The spec that made stored ``run`` of dataset ``dataset`` (other settings at their
-        defaults)."""
+        """The spec that made stored ``run`` of ``dataset`` (other settings at their defaults)."""
         identity = run.settings.get("identity", {})
         settings: dict[str, Any] = {
             key: identity[key] for key in (*IDENTITY_FIELDS, *ADAPTIVE_FIELDS) if key in identity

@@ -1,9 +1,6 @@
-"""The paper's study as runs of one name, and the demo database.
+"""The paper's study as runs of one name (docs/getting-started.md), and the demo database.
 
-A study called NAME is the runs ``NAME/direct``, ``NAME/pcf`` (K orderings, several executions)
-and ``NAME/repeated`` (repeated canonical, K calls); for a dataset of pairs, ``NAME/apoc``.
-K=3 and 5 come from prefixes of the stored K=7 calls, at no extra cost.
-"""
+K=3 and 5 come from prefixes of the stored K=7 calls, at no extra cost."""
 
 from __future__ import annotations
 
