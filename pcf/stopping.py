@@ -1,10 +1,9 @@
 """Adaptive stopping: when an item's winner is settled before all its planned calls are made
 (docs/costs.md, "Adaptive budgets", says what each policy promises, its priors and why).
 
-An item's calls are made in waves of one call (:func:`in_waves`: one call of each execution in
-turn); after each wave a policy looks at the calls so far and at the calls still planned, and
-says whether to stop. Both policies decide with Eq. 5 exactly as :mod:`pcf.consensus` does (per
-execution, averaged over the executions with an ok judgment), under the weights they are given.
+After each wave (:func:`in_waves`) a policy decides from the calls so far and those still
+planned, with Eq. 5 exactly as :mod:`pcf.consensus` does (per execution, averaged over the
+executions with an ok judgment), under the weights it is given.
 
 - ``certain`` stops only when no answers at all to the remaining planned calls (any scores, any
   ranking, any failure) could change the winner, so its winner is the full run's by construction.
@@ -445,10 +444,9 @@ def _risks_by_place(
 
 
 def gumbel_rows(rng: np.random.Generator, rows: np.ndarray, scratch: np.ndarray) -> np.ndarray:
-    """``rng.gumbel(size=scratch.shape)[rows]`` (``rows`` a mask of the first axis), ``rng``
-    left where that call leaves it: the same values, bit for bit, at a uniform draw (into
-    ``scratch``, whose values are lost) for each value of the other rows instead of two
-    logarithms.
+    """``rng.gumbel(size=scratch.shape)[rows]`` (``rows`` a mask of the first axis), ``rng`` left
+    where that call leaves it: the same values, bit for bit, at a uniform draw (into ``scratch``,
+    whose values are lost) for each value of the other rows instead of two logarithms.
 
     Raises:
         TypeError: ``rng`` is not PCG64 (:func:`pcf.orderings.seeded_rng`'s), whose every value
