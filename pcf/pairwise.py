@@ -46,7 +46,6 @@ def apoc_decide(
         second: call 2, shown as (b, a), mapped back to candidate ids.
         confirm: call 3, (a, b) with neutral keys, mapped back.
         ballpark: the question asks for a numeric estimate (:func:`is_ballpark_question`).
-        guard: suppress overrides on ballpark questions.
     """
     if first == second:
         return ApocDecision(first, first, False, False, "no_verdict" if first is None else "agree")
