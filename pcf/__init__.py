@@ -1,9 +1,7 @@
-"""PCF Review: permutation-consensus factuality judging.
+"""PCF Review: permutation-consensus factuality judging; the public API is :data:`_EXPORTS`.
 
-The public API: load items, schedule orderings, render prompts, parse answers, and turn
-judgments into consensus decisions with order-instability flags. Names load on first use
-(PEP 562), so importing :mod:`pcf` or a light submodule does not import numpy, scipy or
-statsmodels.
+Names load on first use (PEP 562), so importing :mod:`pcf` or a light submodule does not import
+numpy, scipy or statsmodels.
 """
 
 from __future__ import annotations

@@ -64,11 +64,8 @@ class JudgmentArrays:
 
     def prefix(self, k: int | None = None, executions: int | None = None) -> JudgmentArrays:
         """The first ``k`` calls of each execution, and each item's own first ``executions``
-        executions (those in which the item has a call, by execution number).
-
-        Executions beyond an item's first ``executions`` are masked (no call there), so what
-        one item keeps never depends on the executions of other items.
-        """
+        executions (those in which it has a call), so what one item keeps never depends on the
+        executions of other items; later executions are masked (no call there)."""
         prefix = self._taken((slice(None), slice(None), slice(None, k)))
         if executions is None:
             return prefix
@@ -150,10 +147,8 @@ def _pack_group(
 
 @dataclass(frozen=True)
 class Consensus:
-    """Per-item consensus, averaged over executions; rows follow ``JudgmentArrays.item_ids``.
-
-    ``winner`` is a candidate column index, -1 when the item has no ok judgment (abstention).
-    """
+    """Per-item consensus, averaged over executions; rows follow ``JudgmentArrays.item_ids``;
+    ``winner`` is a candidate column index, -1 when the item has no ok judgment (abstention)."""
 
     score: np.ndarray  # (I, n) C_c
     mean_score: np.ndarray  # (I, n) S_c

@@ -111,11 +111,9 @@ def aggregate(
     executions: int | None = None,
     rule: str = "eq5",
 ) -> list[dict[str, Any]]:
-    """``decisions.jsonl`` records for every judged item.
-
-    Items come out in the items file's order when ``items`` is given (its listing order also
-    breaks exact ties), else in order of first appearance in ``judgments``.
-    """
+    """``decisions.jsonl`` records for every judged item, in the items file's order when
+    ``items`` is given (its listing order also breaks exact ties), else in order of first
+    appearance in ``judgments``."""
     listing = {i.item_id: i.candidate_ids for i in items} if items else None
     return _aggregate(
         list(judgments), listing, weights=weights, k=k, executions=executions, rule=rule

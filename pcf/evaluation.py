@@ -62,8 +62,7 @@ def paired_bootstrap_ci(
 
     A resample's difference depends only on how many improved and regressed items it drew, so
     each replicate is one multinomial draw over (improved, regressed, same) with the observed
-    shares: the same distribution as resampling item indices, in O(n_boot) memory.
-    """
+    shares: the same distribution as resampling item indices, in O(n_boot) memory."""
     if n_boot < 1:
         raise ValueError(f"n_boot must be at least 1, got {n_boot}")
     if not 0 < level < 1:
@@ -78,11 +77,9 @@ def paired_bootstrap_ci(
 
 
 def cohen_kappa(a: Sequence[Hashable | None], b: Sequence[Hashable | None]) -> float:
-    """Cohen's kappa of two raters' nominal labels (statsmodels, on their contingency table).
-
-    Items where either label is None are left out. Returns NaN when kappa is undefined (both
-    raters used one same category throughout, so chance agreement is 1).
-    """
+    """Cohen's kappa of two raters' nominal labels (statsmodels, on their contingency table),
+    leaving out items where either label is None; NaN when kappa is undefined (both raters
+    used one same category throughout, so chance agreement is 1)."""
     _check_aligned(a, b, "a and b")
     kept = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
     if not kept:

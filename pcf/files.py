@@ -1,9 +1,8 @@
 """The files a user names, read with care and written whole (:func:`replacing`).
 
-Only regular files are read (a device, FIFO or folder is refused without waiting on it), each
-kind under a cap that its environment variable can raise (docs/reports.md lists them), also
-while the file is read. Data files are read through a :class:`FieldChecker` that collects each
-problem with its file, line and field and raises them together as one DataError.
+Only regular files are read, each kind under its cap, also while it is read (docs/reports.md,
+"File limits"). Data files are read through a :class:`FieldChecker` that collects each problem
+with its file, line and field and raises them together as one DataError.
 """
 
 from __future__ import annotations

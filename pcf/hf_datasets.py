@@ -27,12 +27,10 @@ def load_hf(
     columns: Mapping[str, str] | None = None,
     subset: str | None = None,
 ) -> tuple[list[Item], str]:
-    """The items of a dataset (a hub id or a local folder), all or none, and its rows' layout.
-
+    """The items of a dataset (a hub id or a local folder), all or none, and its rows' layout;
     ``split`` is needed only when there are several; ``columns`` (``{field: column}``) reads a
     layout's field from another column; ``subset`` keeps one bucket. ValueError when the dataset
-    cannot be read or is no known layout; DataError when over the cap or for its rows' problems.
-    """
+    cannot be read or is no known layout; DataError when over the cap or for its rows' problems."""
     columns = dict(columns or {})
     dataset = _one_split(_open(source, config, revision), split, source)
     name = f"{source}[{dataset.split}]" if dataset.split else source

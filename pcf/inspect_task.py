@@ -1,7 +1,5 @@
-"""PCF inside inspect_ai: a task that judges each item under K orderings through inspect's model
-API, and a scorer that turns the answers into PCF's decision. Registered through the
-``inspect_ai`` entry point: ``inspect eval pcf/judge -T items=items.jsonl --model ...``.
-"""
+"""PCF inside inspect_ai (docs/inspect.md): a task that judges each item under K orderings
+through inspect's model API, and a scorer that turns the answers into PCF's decision."""
 
 from __future__ import annotations
 

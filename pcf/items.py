@@ -240,11 +240,9 @@ class _CsvRow(BaseModel):
 
 
 def _csv_items(path: Path, check: FieldChecker) -> list[Item]:
-    """A CSV with one row per candidate: ``item_id,prompt,candidate_id,text[,gold][,bucket]``.
-
+    """A CSV with one row per candidate: ``item_id,prompt,candidate_id,text[,gold][,bucket]``;
     ``prompt``, ``gold`` and ``bucket`` repeat on every row of an item and must agree; an empty
-    ``gold`` means no gold label. Items keep the order of their first row.
-    """
+    ``gold`` means no gold label. Items keep the order of their first row."""
     groups: dict[str, dict[str, Any]] = {}
     broken = set()  # items with a row in error: their other rows are not checked together
     for line, row in read_rows(path, check, CSV_COLUMNS[:4]):
@@ -309,12 +307,8 @@ class _RewardBench2Row(BaseModel):
 
 
 def _rewardbench2_item(row: dict, line: int, check: FieldChecker) -> Item | None:
-    """A RewardBench 2 row as an item, or None with its problems recorded.
-
-    The correct answer comes first in every row, so candidate ids hash the item id and the
-    answer's place and are listed sorted: neither ids nor listing order (which breaks exact
-    ties) carries the label. Item ids are ``subset:id`` (``id`` repeats across subsets).
-    """
+    """A RewardBench 2 row as an item ``subset:id`` (``id`` repeats across subsets), or None
+    with its problems recorded; ids and listing hide the label (docs/choices.md)."""
     key = f"{row.get('subset')}:{row.get('id')}"
     fields = check.validate(_RewardBench2Row, row, line, item=key)
     if fields is None:

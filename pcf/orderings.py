@@ -24,11 +24,8 @@ def seeded_rng(*parts: object) -> np.random.Generator:
 
 
 def canonical_order(candidate_ids: Sequence[str], dataset_seed: int, item_id: str) -> Order:
-    """The direct baseline's ordering: a shuffle seeded by ``(dataset_seed, item_id)``.
-
-    It never equals the storage order by construction, so a dataset that stores the gold answer
-    first does not leak it; the gold slot is uniform over items.
-    """
+    """The direct baseline's ordering: a shuffle seeded by ``(dataset_seed, item_id)``, so a
+    dataset that stores the gold answer first does not leak it (the gold slot is uniform)."""
     perm = seeded_rng("canonical", dataset_seed, item_id).permutation(len(candidate_ids))
     return tuple(candidate_ids[i] for i in perm)
 
@@ -71,11 +68,8 @@ def schedule(
     the canonical order first (fixed by ``dataset_seed`` and the item alone, so every run of a
     dataset shares one direct baseline); ``seed``: the run's, for the random draws.
 
-    ``balanced``: the rotations of the canonical order, then the rotations of its reverse, then
-    the rotations of seeded random permutations whose rotations are all unused. Every block of
-    n rows is a Latin square, so for K a multiple of n each candidate visits each slot equally
-    often. When no unused block is left (n <= 3, or K beyond n!) the schedule cycles through
-    what it has; each repeat is still a separate call.
+    ``balanced``: the rotations of the canonical order, then of its reverse, then of seeded
+    random permutations (Latin squares and cycling: docs/choices.md, "Balanced schedule").
     """
     if k < 1:
         raise ValueError(f"K must be at least 1, got {k}")

@@ -1,8 +1,6 @@
-"""Pairwise transfer (APOCJudge) and JudgeBench's official pairwise score (METHOD.md).
+"""Pairwise transfer (APOCJudge) and JudgeBench's official pairwise score (METHOD.md); pure.
 
 A pairwise *decision* is a candidate id, ``"tie"``, or ``None`` (the judge gave no verdict).
-APOCJudge judges a pair (a, b) in canonical order twice, as (a, b) and as (b, a), and settles a
-disagreement with a third, keyed confirmation call; everything here is pure.
 """
 
 from __future__ import annotations
@@ -48,7 +46,6 @@ def apoc_decide(
         second: call 2, shown as (b, a), mapped back to candidate ids.
         confirm: call 3, (a, b) with neutral keys, mapped back.
         ballpark: the question asks for a numeric estimate (:func:`is_ballpark_question`).
-        guard: suppress overrides on ballpark questions.
     """
     if first == second:
         return ApocDecision(first, first, False, False, "no_verdict" if first is None else "agree")
@@ -99,11 +96,9 @@ _CLOSEST = re.compile(r"\b(?:closest|nearest)\s+to\b|\bmost\s+nearly\b", re.IGNO
 def is_ballpark_question(prompt: str) -> bool:
     """Heuristic: does the prompt ask for a numeric estimate rather than an exact answer?
 
-    Positive on wording such as "approximately", "estimate the ...", "roughly", "order of
-    magnitude", "ballpark", "about how many", "how many ... are there in ...", and on "closest
-    to" / "most nearly" when at least two answer options are numbers. Tuned for precision:
-    "estimation", "estimator", "to the nearest tenth" and counting puzzles ("how many pieces
-    are there after the cuts?") are not positives.
+    Positive on the wording of :data:`_BALLPARK_PATTERNS`, and on "closest to" / "most nearly"
+    when at least two answer options are numbers. Tuned for precision: "estimation",
+    "estimator", "to the nearest tenth" and counting puzzles are not positives.
     """
     if _BALLPARK.search(prompt):
         return True

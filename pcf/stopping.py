@@ -1,10 +1,9 @@
 """Adaptive stopping: when an item's winner is settled before all its planned calls are made
 (docs/costs.md, "Adaptive budgets", says what each policy promises, its priors and why).
 
-An item's calls are made in waves of one call (:func:`in_waves`: one call of each execution in
-turn); after each wave a policy looks at the calls so far and at the calls still planned, and
-says whether to stop. Both policies decide with Eq. 5 exactly as :mod:`pcf.consensus` does (per
-execution, averaged over the executions with an ok judgment), under the weights they are given.
+After each wave (:func:`in_waves`) a policy decides from the calls so far and those still
+planned, with Eq. 5 exactly as :mod:`pcf.consensus` does (per execution, averaged over the
+executions with an ok judgment), under the weights it is given.
 
 - ``certain`` stops only when no answers at all to the remaining planned calls (any scores, any
   ranking, any failure) could change the winner, so its winner is the full run's by construction.
@@ -15,13 +14,12 @@ execution, averaged over the executions with an ok judgment), under the weights 
   and counts an execution with no ok call yet at ``-W`` too; w is certain when that worst case
   still exceeds the tie tolerance for every rival.
 - ``confident`` stops when a seeded Monte Carlo of a score model fitted to the item's ok calls
-  (:class:`ScoreModel`, a conjugate Bayesian linear model) estimates the chance that the
-  remaining calls change the winner at most at the threshold :func:`calibrate` chose on a random
-  calibration sample judged in full (:mod:`pcf.guarantees`); when no threshold passes, the
-  other items stop by ``certain``. A call of execution e reads candidate c's factuality as
-  ``a[e, c] + b[slot] + (a shift shared by the whole call) + N(0, sigma^2)``; each draw
-  completes the item (failures, scores clipped to 0-10, rankings by the scores plus Gumbel noise
-  of :data:`RANK_NOISE`, risks from the calls so far) and Eq. 5 names the full run's winner.
+  (:class:`ScoreModel`, a conjugate Bayesian linear model) estimates the chance that the remaining
+  calls change the winner at most at the threshold :func:`calibrate` chose (none passed: the other
+  items stop by ``certain``). A call of execution e reads candidate c's factuality as
+  ``a[e, c] + b[slot] + (a shift shared by the whole call) + N(0, sigma^2)``; each draw completes
+  the item (failures, scores clipped to 0-10, rankings by the scores plus Gumbel noise of
+  :data:`RANK_NOISE`, risks from the calls so far) and Eq. 5 names the full run's winner.
 
 A finished adaptive run records :data:`STOPPING_VERSION` with its stops, so that a rerun by a
 later release keeps them instead of asking a policy that may now decide otherwise.
@@ -445,10 +443,9 @@ def _risks_by_place(
 
 
 def gumbel_rows(rng: np.random.Generator, rows: np.ndarray, scratch: np.ndarray) -> np.ndarray:
-    """``rng.gumbel(size=scratch.shape)[rows]`` (``rows`` a mask of the first axis), ``rng``
-    left where that call leaves it: the same values, bit for bit, at a uniform draw (into
-    ``scratch``, whose values are lost) for each value of the other rows instead of two
-    logarithms.
+    """``rng.gumbel(size=scratch.shape)[rows]`` (``rows`` a mask of the first axis), ``rng`` left
+    where that call leaves it: the same values, bit for bit, at a uniform draw (into ``scratch``,
+    whose values are lost) for each value of the other rows instead of two logarithms.
 
     Raises:
         TypeError: ``rng`` is not PCG64 (:func:`pcf.orderings.seeded_rng`'s), whose every value
@@ -613,9 +610,7 @@ def calibrate(
     risk: float, weights: Weights, items: Sequence[tuple[str, tuple[str, ...], Sequence[Judgment]]]
 ) -> Calibration:
     """The threshold for ``confident`` at ``risk`` chosen on calibration items judged in full
-    (key, candidates, calls): each of :data:`THRESHOLDS` in turn is replayed on them and passes
-    when its changed winners bound the chance of a change by ``risk``
-    (:func:`pcf.guarantees.fixed_sequence`)."""
+    (key, candidates, calls) by :func:`pcf.guarantees.fixed_sequence` (docs/costs.md)."""
     policies = [StoppingPolicy("confident", risk=t, weights=weights) for t in THRESHOLDS]
     changed = np.zeros((len(items), len(THRESHOLDS)), dtype=bool)
     for row, (key, ids, calls) in enumerate(items):
