@@ -15,7 +15,7 @@ from pcf.decisions import decide
 from pcf.items import Item, candidate_labels
 from pcf.labelling.adjudications import choice_label
 from pcf.orderings import slot_coverage
-from pcf.store import Call, stored_judgment
+from pcf.store import Call, call_judgments
 from pcf.weights import DEFAULT_WEIGHTS, Weights
 
 
@@ -26,12 +26,7 @@ def item_decision(
     under :func:`pcf.analysis.results.run_weights`, its record in the whole run."""
     if not calls:
         return None
-    judgments = [
-        stored_judgment(
-            item.item_id, c.execution, c.call_index, c.ok, c.error, c.order, c.judgment, c.repaired
-        )
-        for c in calls
-    ]
+    judgments = call_judgments(item.item_id, calls)
     (group,) = pack(judgments, {item.item_id: item.candidate_ids})
     return decide(group, weights=weights).records()[0]
 

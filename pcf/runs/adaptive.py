@@ -32,7 +32,7 @@ from pcf.stopping import (
     current_winner,
     in_waves,
 )
-from pcf.store import Call, Run, item_calls, set_run_setting, stored_judgment
+from pcf.store import Call, Run, call_judgments, item_calls, set_run_setting
 
 if TYPE_CHECKING:
     from pcf.runs.live import CallExecutor
@@ -85,29 +85,13 @@ def item_plans(planned: Sequence[PlannedCall], spec: RunSpec) -> list[ItemPlan]:
     return plans
 
 
-def _judgments(item: Item, calls: Sequence[Call]) -> list:
-    return [
-        stored_judgment(
-            item.item_id,
-            c.execution,
-            c.call_index,
-            c.ok,
-            c.error,
-            c.order,
-            c.judgment,
-            c.repaired,
-        )
-        for c in calls
-    ]
-
-
 def item_state(item_plan: ItemPlan, stored: Sequence[Call]) -> tuple[ItemCalls, list]:
     """What the policy sees of an item, and the calls of its budget still to come."""
     item = item_plan.calls[0].item
     made = {(c.execution, c.call_index) for c in stored}
     left = [c for c in item_plan.calls if (c.execution, c.call_index) not in made]
     remaining = tuple((c.execution, tuple(c.order)) for c in left)
-    judgments = tuple(_judgments(item, stored))
+    judgments = tuple(call_judgments(item.item_id, stored))
     return ItemCalls(item.item_id, item.candidate_ids, judgments, remaining), left
 
 
@@ -138,7 +122,7 @@ def calibration_calls(
         item = item_plan.calls[0].item
         if item.item_id in keys:
             stored = item_calls(run.id, item_plan.calls[0].item_db_id, session=session)
-            out.append((item.item_id, item.candidate_ids, _judgments(item, stored)))
+            out.append((item.item_id, item.candidate_ids, call_judgments(item.item_id, stored)))
     return out
 
 

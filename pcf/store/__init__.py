@@ -4,6 +4,7 @@ module per family of tables (every SQL statement of the project lives in this pa
 from pcf.store.calls import add_provider_batch as add_provider_batch
 from pcf.store.calls import answered_keys as answered_keys
 from pcf.store.calls import cached_calls as cached_calls
+from pcf.store.calls import call_judgments as call_judgments
 from pcf.store.calls import call_request as call_request
 from pcf.store.calls import claimed_batch_ids as claimed_batch_ids
 from pcf.store.calls import create_run as create_run
@@ -24,7 +25,6 @@ from pcf.store.calls import run_listing as run_listing
 from pcf.store.calls import run_states as run_states
 from pcf.store.calls import set_run_setting as set_run_setting
 from pcf.store.calls import set_run_status as set_run_status
-from pcf.store.calls import stored_judgment as stored_judgment
 from pcf.store.calls import update_provider_batch as update_provider_batch
 from pcf.store.calls import update_run_totals as update_run_totals
 from pcf.store.calls import usage_peaks as usage_peaks

@@ -447,6 +447,16 @@ def stored_judgment(
     return Judgment(*slot, True, None, *found, ranking, parsed.get("confidence"), tuple(repaired))
 
 
+def call_judgments(item_key: str, calls: Iterable[Call]) -> list[Judgment]:
+    """Stored calls of one item as judgments (:func:`stored_judgment`)."""
+    return [
+        stored_judgment(
+            item_key, c.execution, c.call_index, c.ok, c.error, c.order, c.judgment, c.repaired
+        )
+        for c in calls
+    ]
+
+
 def run_judgments(
     run_id: int, *, session: Session, start: int | None = None, stop: int | None = None
 ) -> list[Judgment]:
