@@ -1,9 +1,5 @@
-"""PCF Review: the Streamlit app. Run with `make run` (or `streamlit run app.py`).
-
-app.py is the frame of every page: the navigation over the files in ``pages/`` and the shared
-sidebar. Shared page code lives in ``pages/shared/``, a subfolder that Streamlit never lists as a
-page.
-"""
+"""PCF Review, the Streamlit app (`make run`): the frame of every page, the navigation over the
+files in ``pages/`` and the shared sidebar. Shared page code is in ``pages/shared/``."""
 
 from __future__ import annotations
 
