@@ -1,16 +1,13 @@
 """Adjudicate: record which candidate is most factual, blind, most doubtful items first, one
-key an item (docs/reviewing.md says which key does what); ``?label=ITEM_ID`` opens an item.
+key an item (docs/reviewing.md); ``?label=ITEM_ID`` opens an item.
 
-A key labels the item whose buttons it presses: the buttons' keys name their item, so a key
-pressed while the next item is being drawn labels the item on screen, never one not yet seen. A
-second press on the item just labelled (its buttons may still show) saves nothing; a correction
-starts with "Correct this label".
-
-Each key is a Streamlit button shortcut and, where the page's fixed script (:data:`LABEL_KEYS`)
-runs, also a click on the button drawn for the item whose heading is on screen: Streamlit binds
-its shortcuts again on every rerun, and keys pressed while the page still drew were dropped (in
-Chromium, 4 of 14 pressed as soon as the next item showed; none of 26 with the script). Both
-pressing one button saves once: the second press finds the item just labelled.
+A key labels the item whose buttons it presses (their keys name the item), so a key pressed
+while the next item is drawn labels the item on screen, never one not yet seen. Each key is a
+Streamlit button shortcut and, where :data:`LABEL_KEYS` runs, also a click on the button of the
+item whose heading is on screen: Streamlit binds its shortcuts again on every rerun, and keys
+pressed while the page still drew were dropped (in Chromium, 4 of 14 pressed as soon as the
+next item showed; none of 26 with the script). When both press one button, the second press
+finds the item just labelled and saves nothing (:func:`label`).
 """
 
 from __future__ import annotations
@@ -189,13 +186,11 @@ def describe_decisions(item: Item, names: dict[str, str], place: str) -> None:
 
 
 def label(item_key: str, item_db_id: int, choice: str) -> None:
-    """Save ``choice`` for the item whose buttons were pressed, as the signed-in person, then
-    move on to the next item.
+    """Save ``choice`` for the item as the signed-in person, then move on to the next item.
 
-    A press on an item this tab already labelled or skipped saves nothing (its buttons may
-    linger, still bound to keys, while the next item is drawn) unless the item was opened on
-    purpose, to correct its label. When another tab saved a label since this tab showed the
-    item (``seen``), nothing is saved and the page says so with the label now stored.
+    A press on an item this tab already labelled or skipped (its buttons may linger, still bound
+    to keys) saves nothing unless the item was opened on purpose, to correct it. When another tab
+    saved a label since this tab showed the item, nothing is saved and the page shows that label.
     """
     passed = {*st.session_state.get(LABELLED_KEY, ()), *st.session_state.get(SKIPPED_KEY, ())}
     if item_key in passed and st.session_state.get(ITEM_KEY) != item_key:
