@@ -1,8 +1,6 @@
-"""Resolve: a reviewer's queue of items whose labels disagree, most doubtful first; the two
-most-voted candidates in full side by side with their difference marked, each vote under its
-candidate, the item's comments, and "Set gold", which records a resolution (who, when, choice,
-reason) and never changes a vote. Resolved items are listed too, with their resolutions, and
-a new resolution revises the last one."""
+"""Resolve: a reviewer's queue of items whose labels disagree (docs/reviewing.md). "Set gold"
+records a resolution (who, when, choice, reason) and never changes a vote; a new resolution of a
+resolved item revises the last one."""
 
 from __future__ import annotations
 
