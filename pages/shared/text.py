@@ -76,10 +76,8 @@ def _part_shown(text: str, key: str) -> Iterator[str]:
 
 
 def show_text(text: str, plain: bool, key: str) -> None:
-    """A prompt or an answer: inert Markdown (no HTML, images or links), or exactly as stored.
-
-    A long text shows its start, and all of it on demand; ``key`` names the text in the page.
-    """
+    """A prompt or an answer as inert Markdown (no HTML, images or links) or exactly as stored;
+    a long one shows its start, and all of it on demand. ``key`` names the text in the page."""
     with _part_shown(text, key) as part:
         if plain:
             st.text(part)
