@@ -172,8 +172,7 @@ def describe_history(item: Item, names: dict[str, str], place: str) -> None:
 
 
 def describe_decisions(item: Item, names: dict[str, str], place: str) -> None:
-    """The judge's winners, the flags, the gold label and every label of one item (for those
-    who may see results)."""
+    """The judge's winners, flags, gold and every label of one item, for those who see results."""
     found = [] if table is None else table[table["item_id"] == item.item_id].to_dict("records")
     row = found[0] if found else {}
     columns = st.columns(3)
@@ -243,8 +242,7 @@ def label(item_key: str, item_db_id: int, choice: str) -> None:
 
 
 def skip(item_key: str) -> None:
-    """Put the item off to the end of the queue for this session, and give it back to the
-    others' queues."""
+    """Put the item off to the end of this session's queue and back into the others' queues."""
     with session_scope(engine()) as s:
         release(int(db_ids[item_key]), session=s, actor=actor)
     st.session_state[SKIPPED_KEY] = [*st.session_state.get(SKIPPED_KEY, []), item_key]
@@ -264,8 +262,7 @@ def revisit() -> None:
 
 
 def find(mine: list[str]) -> None:
-    """Open the first item of ``mine`` (the queue, then the items labelled) whose id or text
-    holds the text searched."""
+    """Open the first item of ``mine`` (queue, then labelled) whose id or text holds the search."""
     if text := st.session_state.get("adjudicate_find", "").strip():
         found = search_items(dataset, text)
         if match := next((key for key in mine if key in found), None):

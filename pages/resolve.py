@@ -104,8 +104,7 @@ if run is not None and table is not None and picked in set(table["item_id"]):
 
 
 def show_vote(vote: Any, choice: str = "") -> None:
-    """One person's current label: who, the choice when not shown above, confidence, tags and
-    note."""
+    """One person's current label: who, the choice unless shown above, confidence, tags, note."""
     note = "".join(f" · {escape_markdown(t)}" for t in (", ".join(vote.tags), vote.notes) if t)
     st.caption(
         f"{escape_markdown(vote.annotator)}{escape_markdown(choice)} · confidence "

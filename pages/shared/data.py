@@ -243,9 +243,8 @@ def require_run(s: Session) -> Run:
 
 
 def written(change: Callable[..., object], *args: Any, **kwargs: Any) -> bool:
-    """Whether ``change(*args, session=..., **kwargs)`` was written, in one transaction; a
-    change the application refuses (a bad value, a role without the right) is not, and the
-    page says why."""
+    """Whether ``change(*args, session=..., **kwargs)`` was written, in one transaction; a change
+    the application refuses (a bad value, a missing right) is not, and the page says why."""
     try:
         with session_scope(engine()) as s:
             change(*args, session=s, **kwargs)

@@ -20,8 +20,7 @@ LONG_ANSWER = 500  # characters: longer answers scroll inside a box of fixed hei
 
 
 def simulated_badge(run: Run | None) -> None:
-    """A clear badge on results that came from the simulated judge, and the note of an
-    adaptive run."""
+    """A clear badge on results from the simulated judge, and the note of an adaptive run."""
     if run is not None and is_simulated(run):
         st.warning(f":material/science: **Simulated judge**: {SIMULATED_NOTE}.")
     if run is not None and (label := stopping_label(run)):
@@ -100,8 +99,7 @@ def change_in_points(points: float, unit: str = "points") -> dict[str, Any]:
 
 
 def answer_height(texts: list[str], height: int) -> int | Literal["content"]:
-    """Height of the boxes that show answers side by side: ``height`` (scrolling) when one of
-    them is long, else just their content."""
+    """Height of side-by-side answer boxes: ``height`` (scrolling) if one is long, else content."""
     return height if max(map(len, texts), default=0) > LONG_ANSWER else "content"
 
 
