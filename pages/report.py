@@ -1,5 +1,4 @@
-"""Report: the tables and charts of `pcf report` for chosen runs, with report.md, report.html and
-report.json to download."""
+"""Report: `pcf report`'s tables and charts for chosen runs, and its files to download."""
 
 from __future__ import annotations
 

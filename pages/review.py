@@ -121,8 +121,7 @@ facts = table.set_index("item_id")
 
 
 def go_to(key: str | None = None) -> None:
-    """Put item ``key`` (Previous, Next), else the one picked in the list, in the address: the
-    next run opens the item the address names."""
+    """Put item ``key`` (Previous, Next), else the one picked, in the address the next run opens."""
     st.query_params[ITEM_KEY] = key or st.session_state[ITEM_KEY]
 
 

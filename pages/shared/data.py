@@ -1,5 +1,4 @@
-"""The data a page reads: the engine and sessions, the sidebar's dataset and run, a run's
-analysis and item search cached for the session, and links to one item."""
+"""What a page reads: sessions, the sidebar's dataset and run, cached analyses, links to an item."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Who is who: sign-in through the provider (a verified identity), local mode's one person, and
-visitors without sign-in."""
+"""Who is who: a provider's verified identity, local mode's one person, visitors (docs/team.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""How pages show text from the data: inert Markdown or plain text, long texts in part, code,
-the simulated badge, and figures' changes."""
+"""How pages show text from the data (inert Markdown or plain text, long texts in part), badges."""
 
 from __future__ import annotations
 
@@ -28,9 +27,8 @@ def simulated_badge(run: Run | None) -> None:
 
 
 def prompt_box(item: Item, height: int, short: int, key: str | None = None) -> bool:
-    """The item's prompt under its heading, in a box ``height`` high when it is ``short`` or
-    more characters long, beside the switch between inert Markdown and plain text for prompts
-    and answers (per session), which it returns."""
+    """The item's prompt under its heading (boxed ``height`` high from ``short`` characters) and
+    the per-session switch to plain text for prompts and answers; returns whether it is on."""
     heading, toggle = st.columns([4, 1], vertical_alignment="bottom")
     heading.markdown("##### Prompt")
     plain = toggle.toggle(
