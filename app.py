@@ -1,9 +1,5 @@
-"""PCF Review: the Streamlit app. Run with `make run` (or `streamlit run app.py`).
-
-app.py is the frame of every page: the navigation over the files in ``pages/`` and the shared
-sidebar. Shared page code lives in ``pages/shared/``, a subfolder that Streamlit never lists as a
-page.
-"""
+"""PCF Review, the Streamlit app (`make run`): the frame of every page, the navigation over the
+files in ``pages/`` and the shared sidebar. Shared page code is in ``pages/shared/``."""
 
 from __future__ import annotations
 
@@ -15,9 +11,8 @@ from pcf.store import database_url, storage_problem
 
 
 def main() -> None:
-    """Sign the visitor in, then run the page they opened inside the app's frame; a database
-    that cannot be used (a full disk, a read-only file, a file moved away) shows in one line
-    instead of a traceback."""
+    """Sign the visitor in, then run their page in the app's frame; an unusable database (a full
+    disk, a read-only file, a file moved away) shows in one line instead of a traceback."""
     st.set_page_config(page_title="PCF Review", page_icon="🔎", layout="wide")
     try:
         actor = sign_in()

@@ -1,16 +1,13 @@
 """Adjudicate: record which candidate is most factual, blind, most doubtful items first, one
-key an item (docs/reviewing.md says which key does what); ``?label=ITEM_ID`` opens an item.
+key an item (docs/reviewing.md); ``?label=ITEM_ID`` opens an item.
 
-A key labels the item whose buttons it presses: the buttons' keys name their item, so a key
-pressed while the next item is being drawn labels the item on screen, never one not yet seen. A
-second press on the item just labelled (its buttons may still show) saves nothing; a correction
-starts with "Correct this label".
-
-Each key is a Streamlit button shortcut and, where the page's fixed script (:data:`LABEL_KEYS`)
-runs, also a click on the button drawn for the item whose heading is on screen: Streamlit binds
-its shortcuts again on every rerun, and keys pressed while the page still drew were dropped (in
-Chromium, 4 of 14 pressed as soon as the next item showed; none of 26 with the script). Both
-pressing one button saves once: the second press finds the item just labelled.
+A key labels the item whose buttons it presses (their keys name the item), so a key pressed
+while the next item is drawn labels the item on screen, never one not yet seen. Each key is a
+Streamlit button shortcut and, where :data:`LABEL_KEYS` runs, also a click on the button of the
+item whose heading is on screen: Streamlit binds its shortcuts again on every rerun, and keys
+pressed while the page still drew were dropped (in Chromium, 4 of 14 pressed as soon as the
+next item showed; none of 26 with the script). When both press one button, the second press
+finds the item just labelled and saves nothing (:func:`label`).
 """
 
 from __future__ import annotations
@@ -175,8 +172,7 @@ def describe_history(item: Item, names: dict[str, str], place: str) -> None:
 
 
 def describe_decisions(item: Item, names: dict[str, str], place: str) -> None:
-    """The judge's winners, the flags, the gold label and every label of one item (for those
-    who may see results)."""
+    """The judge's winners, flags, gold and every label of one item, for those who see results."""
     found = [] if table is None else table[table["item_id"] == item.item_id].to_dict("records")
     row = found[0] if found else {}
     columns = st.columns(3)
@@ -189,13 +185,11 @@ def describe_decisions(item: Item, names: dict[str, str], place: str) -> None:
 
 
 def label(item_key: str, item_db_id: int, choice: str) -> None:
-    """Save ``choice`` for the item whose buttons were pressed, as the signed-in person, then
-    move on to the next item.
+    """Save ``choice`` for the item as the signed-in person, then move on to the next item.
 
-    A press on an item this tab already labelled or skipped saves nothing (its buttons may
-    linger, still bound to keys, while the next item is drawn) unless the item was opened on
-    purpose, to correct its label. When another tab saved a label since this tab showed the
-    item (``seen``), nothing is saved and the page says so with the label now stored.
+    A press on an item this tab already labelled or skipped (its buttons may linger, still bound
+    to keys) saves nothing unless the item was opened on purpose, to correct it. When another tab
+    saved a label since this tab showed the item, nothing is saved and the page shows that label.
     """
     passed = {*st.session_state.get(LABELLED_KEY, ()), *st.session_state.get(SKIPPED_KEY, ())}
     if item_key in passed and st.session_state.get(ITEM_KEY) != item_key:
@@ -248,8 +242,7 @@ def label(item_key: str, item_db_id: int, choice: str) -> None:
 
 
 def skip(item_key: str) -> None:
-    """Put the item off to the end of the queue for this session, and give it back to the
-    others' queues."""
+    """Put the item off to the end of this session's queue and back into the others' queues."""
     with session_scope(engine()) as s:
         release(int(db_ids[item_key]), session=s, actor=actor)
     st.session_state[SKIPPED_KEY] = [*st.session_state.get(SKIPPED_KEY, []), item_key]
@@ -269,8 +262,7 @@ def revisit() -> None:
 
 
 def find(mine: list[str]) -> None:
-    """Open the first item of ``mine`` (the queue, then the items labelled) whose id or text
-    holds the text searched."""
+    """Open the first item of ``mine`` (queue, then labelled) whose id or text holds the search."""
     if text := st.session_state.get("adjudicate_find", "").strip():
         found = search_items(dataset, text)
         if match := next((key for key in mine if key in found), None):

@@ -1,5 +1,4 @@
-"""Report: the tables and charts of `pcf report` for chosen runs, with report.md, report.html and
-report.json to download."""
+"""Report: `pcf report`'s tables and charts for chosen runs, and its files to download."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ DOWNLOAD_HELP = {"json": "Every table as records, for scripts (what `pcf report 
 @st.cache_resource(max_entries=8, show_spinner="Reading the runs' judgments…")
 def build(database: str, names: tuple[str, ...], versions: tuple, _runs: list[Run]) -> Report:
     """The report of the chosen runs, rebuilt only when a run's calls change (``versions``);
-    shared by every session, which only read it. ``_runs``, the runs ``names`` names, are not
-    hashed."""
+    shared by every session (read only). ``_runs``, the runs ``names`` names, are not hashed."""
     with session() as s:
         data = collect_report(_runs, session=s)
     return build_report(data, title=report_title(names), seed=SEED)

@@ -1,8 +1,6 @@
-"""Resolve: a reviewer's queue of items whose labels disagree, most doubtful first; the two
-most-voted candidates in full side by side with their difference marked, each vote under its
-candidate, the item's comments, and "Set gold", which records a resolution (who, when, choice,
-reason) and never changes a vote. Resolved items are listed too, with their resolutions, and
-a new resolution revises the last one."""
+"""Resolve: a reviewer's queue of items whose labels disagree (docs/reviewing.md). "Set gold"
+records a resolution (who, when, choice, reason) and never changes a vote; a new resolution of a
+resolved item revises the last one."""
 
 from __future__ import annotations
 
@@ -106,8 +104,7 @@ if run is not None and table is not None and picked in set(table["item_id"]):
 
 
 def show_vote(vote: Any, choice: str = "") -> None:
-    """One person's current label: who, the choice when not shown above, confidence, tags and
-    note."""
+    """One person's current label: who, the choice unless shown above, confidence, tags, note."""
     note = "".join(f" · {escape_markdown(t)}" for t in (", ".join(vote.tags), vote.notes) if t)
     st.caption(
         f"{escape_markdown(vote.annotator)}{escape_markdown(choice)} · confidence "

@@ -1,10 +1,7 @@
-"""Review: the run's items, most doubtful first; one item with every ordering the judge saw.
-
-The first screen answers "why is this item flagged": winners, flags in words and the heatmap of
-every ordering. Candidate and prompt texts are data: rendered as inert Markdown (no HTML, no
-images, no links) or, with the plain-text toggle, as ``st.text``. The item and the filters live
-in the address (``?item=ITEM_ID&flags=...``), so a reload or a shared link reopens them.
-"""
+"""Review: the run's items, most doubtful first; one item with every ordering the judge saw
+(docs/reviewing.md). Candidate and prompt texts are data, shown inert (:func:`show_text`). The
+item and the filters live in the address (``?item=ITEM_ID&flags=...``), so a reload or a shared
+link reopens them."""
 
 from __future__ import annotations
 
@@ -124,8 +121,7 @@ facts = table.set_index("item_id")
 
 
 def go_to(key: str | None = None) -> None:
-    """Put item ``key`` (Previous, Next), else the one picked in the list, in the address: the
-    next run opens the item the address names."""
+    """Put item ``key`` (Previous, Next), else the one picked, in the address the next run opens."""
     st.query_params[ITEM_KEY] = key or st.session_state[ITEM_KEY]
 
 

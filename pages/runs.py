@@ -84,8 +84,7 @@ else:
 
 
 def forget_lost(run: str) -> None:
-    """The Forget button: make the calls of the run's lost batches failed calls; the outcome
-    is shown with the run's batches."""
+    """The Forget button: the calls of the run's lost batches become failed calls."""
     try:
         with session() as s:
             (forgot,) = collect_runs([run], session=s, actor=actor, forget_lost=True)
@@ -330,8 +329,7 @@ if st.button(
 
 
 def show_outcome(name: str, report: RunReport) -> None:
-    """What a finished background run did, with the stored run's summary; a run deleted since
-    (``pcf runs delete``) has none."""
+    """What a finished background run did, with the stored run's summary (none if deleted since)."""
     with session_scope(engine()) as s:  # what every page reads, stored for the run's revision
         run = get_run(name, session=s)
         if run is not None:

@@ -1,5 +1,4 @@
-"""Team: the labelling plan, each person's progress, pace and agreement, the dataset's
-completion, pairwise Cohen's kappa and Krippendorff's alpha per bucket."""
+"""Team: the labelling plan, each person's progress, pace and agreement (docs/reviewing.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The data a page reads: the engine and sessions, the sidebar's dataset and run, a run's
-analysis and item search cached for the session, and links to one item."""
+"""What a page reads: sessions, the sidebar's dataset and run, cached analyses, links to an item."""
 
 from __future__ import annotations
 
@@ -243,9 +242,8 @@ def require_run(s: Session) -> Run:
 
 
 def written(change: Callable[..., object], *args: Any, **kwargs: Any) -> bool:
-    """Whether ``change(*args, session=..., **kwargs)`` was written, in one transaction; a
-    change the application refuses (a bad value, a role without the right) is not, and the
-    page says why."""
+    """Whether ``change(*args, session=..., **kwargs)`` was written, in one transaction; a change
+    the application refuses (a bad value, a missing right) is not, and the page says why."""
     try:
         with session_scope(engine()) as s:
             change(*args, session=s, **kwargs)

@@ -33,11 +33,10 @@ def app_frame(actor: Actor) -> Iterator[None]:
 def ensure_app_frame() -> None:
     """Make sure this page runs inside app.py's frame; every page calls it first.
 
-    Until some session has called ``st.navigation``, Streamlit serves a new server's apps with a
-    ``pages/`` folder in its documented legacy mode: a first request to ``/review`` runs
-    ``pages/review.py`` alone, without app.py's navigation and sidebar. A page run that way
-    hands over to app.py, whose ``st.navigation`` ends the legacy mode for good and serves the
-    same address, then stops its own run.
+    Until some session has called ``st.navigation``, Streamlit serves a new server's ``pages/``
+    in its documented legacy mode: a first request to ``/review`` runs ``pages/review.py`` alone,
+    without app.py's navigation and sidebar. Such a run hands over to app.py, whose
+    ``st.navigation`` ends the legacy mode for good and serves the same address, then stops.
     """
     if _ACTOR.get() is None:
         runpy.run_path(str(APP), run_name="__main__")
@@ -62,11 +61,9 @@ PAGES = {
 
 
 def pages_for(actor: Actor) -> list[st.Page]:
-    """The pages ``actor``'s role may open, for ``st.navigation``; Overview is ``/``.
-
-    A role without Overview lands on its first page from a hidden ``/``, so that every page
-    keeps its own address (``/adjudicate?label=...`` works for everyone who may label).
-    """
+    """The pages ``actor``'s role may open, for ``st.navigation``. A role without Overview lands
+    on its first page from a hidden ``/``, so that every page keeps its own address
+    (``/adjudicate?label=...`` works for everyone who may label)."""
     allowed = [path for path, (_, _, needs) in PAGES.items() if actor.may(needs)]
     pages = [_page(path) for path in allowed]
     if allowed and allowed[0] != "pages/overview.py":
@@ -83,10 +80,9 @@ def pages_for(actor: Actor) -> list[st.Page]:
 
 
 def stop_for_stranger() -> NoReturn:
-    """Stop the run of a visitor not known yet (the name dialog, the sign-in screen), the
-    app's menu hidden: without a navigation of its own, a new server shows Streamlit's list of
-    the files in ``pages/`` ("app, adjudicate, compare..."). The pages are all listed, so that
-    the address a visitor opened is still theirs once they are known."""
+    """Stop the run of a visitor not known yet (name dialog, sign-in screen), the menu hidden:
+    without a navigation of its own, a new server lists the files in ``pages/``. All pages are
+    listed, so that the address a visitor opened is still theirs once they are known."""
     st.navigation([_page(path) for path in PAGES], position="hidden")
     st.stop()
 

@@ -1,5 +1,4 @@
-"""Who is who: sign-in through the provider (a verified identity), local mode's one person, and
-visitors without sign-in."""
+"""Who is who: a provider's verified identity, local mode's one person, visitors (docs/team.md)."""
 
 from __future__ import annotations
 
@@ -45,14 +44,13 @@ if (target && target.origin === location.origin && target.href !== location.href
 
 
 def sign_in() -> Actor:
-    """Who uses the app now; until someone is known, the page shows why and stops.
+    """Who uses the app now (docs/team.md); until someone is known, the page shows why and stops.
 
-    With sign-in configured: the member whose verified email and account the provider's ID
-    token shows (:func:`pcf.labelling.membership.identify`; a stranger is told to ask an admin,
-    and sees nothing else). Without it (local mode): on the loopback address, the one local
-    person, an admin, whose name is asked once, unless a reverse proxy forwarded the request
-    (then every visitor would be that person); on any other address, nobody, unless the
-    operator set ``PCF_ANONYMOUS_VIEWERS=1``: then every visitor is a viewer.
+    With sign-in: the member whose verified email and account the provider's ID token shows
+    (:func:`pcf.labelling.membership.identify`). Without (local mode): on the loopback address the
+    one local person, an admin, unless a reverse proxy forwarded the request (then every visitor
+    would be that person); elsewhere nobody, unless ``PCF_ANONYMOUS_VIEWERS=1`` makes every
+    visitor a viewer.
     """
     if auth_configured():
         return _signed_in_member()

@@ -1,5 +1,4 @@
-"""How pages show text from the data: inert Markdown or plain text, long texts in part, code,
-the simulated badge, and figures' changes."""
+"""How pages show text from the data (inert Markdown or plain text, long texts in part), badges."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ LONG_ANSWER = 500  # characters: longer answers scroll inside a box of fixed hei
 
 
 def simulated_badge(run: Run | None) -> None:
-    """A clear badge on results that came from the simulated judge, and the note of an
-    adaptive run."""
+    """A clear badge on results from the simulated judge, and the note of an adaptive run."""
     if run is not None and is_simulated(run):
         st.warning(f":material/science: **Simulated judge**: {SIMULATED_NOTE}.")
     if run is not None and (label := stopping_label(run)):
@@ -29,9 +27,8 @@ def simulated_badge(run: Run | None) -> None:
 
 
 def prompt_box(item: Item, height: int, short: int, key: str | None = None) -> bool:
-    """The item's prompt under its heading, in a box ``height`` high when it is ``short`` or
-    more characters long, beside the switch between inert Markdown and plain text for prompts
-    and answers (per session), which it returns."""
+    """The item's prompt under its heading (boxed ``height`` high from ``short`` characters) and
+    the per-session switch to plain text for prompts and answers; returns whether it is on."""
     heading, toggle = st.columns([4, 1], vertical_alignment="bottom")
     heading.markdown("##### Prompt")
     plain = toggle.toggle(
@@ -76,10 +73,8 @@ def _part_shown(text: str, key: str) -> Iterator[str]:
 
 
 def show_text(text: str, plain: bool, key: str) -> None:
-    """A prompt or an answer: inert Markdown (no HTML, images or links), or exactly as stored.
-
-    A long text shows its start, and all of it on demand; ``key`` names the text in the page.
-    """
+    """A prompt or an answer as inert Markdown (no HTML, images or links) or exactly as stored;
+    a long one shows its start, and all of it on demand. ``key`` names the text in the page."""
     with _part_shown(text, key) as part:
         if plain:
             st.text(part)
@@ -102,8 +97,7 @@ def change_in_points(points: float, unit: str = "points") -> dict[str, Any]:
 
 
 def answer_height(texts: list[str], height: int) -> int | Literal["content"]:
-    """Height of the boxes that show answers side by side: ``height`` (scrolling) when one of
-    them is long, else just their content."""
+    """Height of side-by-side answer boxes: ``height`` (scrolling) if one is long, else content."""
     return height if max(map(len, texts), default=0) > LONG_ANSWER else "content"
 
 
