@@ -1,12 +1,7 @@
 """Human gold: what the people's labels say each item's right answer is, and where that came
-from: its newest **resolution**, else, once it has the plan's N people's labels, what they
-give under the plan's rule (:data:`GOLD_RULE_TEXT`).
-
-An item with fewer labels is ``waiting``, except under the adaptive plan, where one label may
-be all it gets: such gold, or any resting on one vote where the plan asks for more, is marked
-``single_label``. Each person's newest label counts once; ``cannot_tell`` is no label;
-``none_correct`` is a label but never gold. Disagreeing items without a resolution are the
-reviewers' queue (:func:`disagreements`).
+from: its newest resolution, else the plan's N people's labels under its rule
+(:data:`GOLD_RULE_TEXT`); waiting items and ``single_label``: docs/reviewing.md, "Gold".
+Disagreeing items without a resolution are the reviewers' queue (:func:`disagreements`).
 """
 
 from __future__ import annotations
