@@ -127,13 +127,10 @@ def dawid_skene(
     labels: pd.DataFrame, items: Mapping[str, Item]
 ) -> tuple[dict[str, str | None], dict[str, float]]:
     """A spammer-aware Dawid-Skene model (MACE, Hovy et al. 2013): each item's estimated answer
-    (None for 'none correct') and each annotator's estimated accuracy.
-
-    Each person either knows an item's answer, or answers from a habit of their own over
-    listing positions and 'none correct': one who always answers the same position (or the
-    first shown, which is shuffled) weighs nothing, where one-coin Dawid-Skene took a constant
-    answer for skill. EM starts from the vote shares of everyone and of everyone but each person
-    in turn; the fit of highest likelihood is kept.
+    (None for 'none correct') and each annotator's estimated accuracy. One who always answers the
+    same position (or the first shown, which is shuffled) weighs nothing, where one-coin
+    Dawid-Skene took a constant answer for skill. EM starts from the vote shares of everyone and of
+    everyone but each person in turn; the fit of highest likelihood is kept.
     """
     usable = labels[(labels["choice"] != CANNOT_TELL) & labels["item_key"].isin(list(items))]
     if usable.empty:
