@@ -63,12 +63,9 @@ def filled(frame: Frame, prompt: str, slot_texts: Sequence[str]) -> str:
 def stored_request(
     request: Mapping[str, Any], texts: tuple[str, Sequence[str]] | None
 ) -> tuple[dict[str, Any], str]:
-    """A request as sent (``backend``, ``model``, ``system``, ``user``, ``schema``,
-    ``temperature``, ``max_tokens``) as stored: its template's columns (digest included) and its
-    own digest. ``texts`` (the item's prompt and slot texts; None: none) are left out.
-
-    Each part is written as JSON once for both digests: this runs once per answer in the run
-    engine's event loop.
+    """A request as sent, as stored: its template's columns (digest included) and its own digest.
+    ``texts`` (the item's prompt and slot texts; None: none) are left out. Each part is written as
+    JSON once for both digests: this runs once per answer in the run engine's event loop.
     """
     frame = [request["user"]] if texts is None else user_frame(request["user"], *texts)
     values = {
