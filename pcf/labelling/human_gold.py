@@ -40,9 +40,8 @@ def rule_text(rule: str) -> str:
 @dataclass(frozen=True)
 class HumanGold:
     """Human gold of a dataset's labelled or resolved items: ``gold`` (None where the labels
-    give none; waiting items left out) and its ``source`` (:data:`SOURCES`) by item key, the
-    plan's ``rule``, the annotators' ``skills`` (``dawid_skene`` only), the ``single_label`` and
-    the ``waiting`` items."""
+    give none; waiting items left out) and its ``source`` (:data:`SOURCES`) by item key, and the
+    annotators' ``skills`` (``dawid_skene`` only)."""
 
     gold: dict[str, str | None]
     source: dict[str, str | None]

@@ -58,9 +58,8 @@ class _LabelRow(BaseModel):
 def import_labels(
     path: str | Path, dataset_id: int, *, session: Session, actor: Actor, source: str
 ) -> int:
-    """Import the labels of the file at ``path`` into the dataset, all or nothing; how many.
-    With the labels given before, no item gets more than its plan's labels, nor one person's
-    twice.
+    """Import the labels of the file at ``path`` into the dataset, all or nothing; how many. With
+    the labels given before, no item gets more than its plan's labels, nor one person's twice.
 
     Raises:
         ValueError: no such dataset, or an empty ``source``.
