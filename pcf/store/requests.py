@@ -1,11 +1,9 @@
-"""How a call's request is stored: once per content in a template, filled with the item's texts.
-
-The calls of a run differ only by the item's texts in the user message, which the ``item`` and
-``candidate`` tables hold already. A :class:`~pcf.store.models.RequestTemplate` keeps the rest
-once, with the user message as a *frame*: literal strings and references, ``{"prompt": true}``
-or ``{"slot": i}`` (the candidate in slot ``i``), each only where its text occurs exactly, so
-the frame fills back to the message exactly (an escaped text simply stays literal). Each call
-keeps the SHA-256 of its request as sent (:func:`request_digest`) to verify the rebuilt one.
+"""How a call's request is stored: once per content in a template, filled with the item's texts
+(why: docs/costs.md). A :class:`~pcf.store.models.RequestTemplate` holds the user message as a
+*frame*: literal strings and references, ``{"prompt": true}`` or ``{"slot": i}`` (the candidate
+in slot ``i``), each only where its text occurs exactly, so the frame fills back to the message
+exactly (an escaped text simply stays literal). Each call keeps the SHA-256 of its request as
+sent (:func:`request_digest`) to verify the rebuilt one.
 """
 
 from __future__ import annotations
