@@ -1,9 +1,7 @@
 """Who may do what: the four roles, what each may do (:data:`GRANTS`; docs/team.md), and the
-check every write makes.
-
-Identity comes from sign-in (the app) or a shell on the server (the CLI's operator, an admin),
-never from a typed name. Every write calls :func:`authorize`, which reads the actor's role
-again in the write's own transaction.
+check every write makes (:func:`authorize`, which reads the actor's role again in the write's
+own transaction). Identity comes from sign-in (the app) or a shell on the server (the CLI's
+operator, an admin), never from a typed name.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """A dataset's human side for other tools: every label, and each item's human gold with its
-labels and resolutions, with the item's texts, as JSON Lines, CSV (nested fields as JSON text),
-Parquet (lists of structs), or a folder ``datasets.load_dataset`` reads (``hf``: the Parquet
-file and a README.md dataset card).
+labels and resolutions, with the item's texts (formats: docs/reviewing.md, "Exports").
 """
 
 from __future__ import annotations

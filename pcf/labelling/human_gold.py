@@ -1,12 +1,7 @@
 """Human gold: what the people's labels say each item's right answer is, and where that came
-from: its newest **resolution**, else, once it has the plan's N people's labels, what they
-give under the plan's rule (:data:`GOLD_RULE_TEXT`).
-
-An item with fewer labels is ``waiting``, except under the adaptive plan, where one label may
-be all it gets: such gold, or any resting on one vote where the plan asks for more, is marked
-``single_label``. Each person's newest label counts once; ``cannot_tell`` is no label;
-``none_correct`` is a label but never gold. Disagreeing items without a resolution are the
-reviewers' queue (:func:`disagreements`).
+from: its newest resolution, else the plan's N people's labels under its rule
+(:data:`GOLD_RULE_TEXT`); waiting items and ``single_label``: docs/reviewing.md, "Gold".
+Disagreeing items without a resolution are the reviewers' queue (:func:`disagreements`).
 """
 
 from __future__ import annotations
@@ -45,9 +40,8 @@ def rule_text(rule: str) -> str:
 @dataclass(frozen=True)
 class HumanGold:
     """Human gold of a dataset's labelled or resolved items: ``gold`` (None where the labels
-    give none; waiting items left out) and its ``source`` (:data:`SOURCES`) by item key, the
-    plan's ``rule``, the annotators' ``skills`` (``dawid_skene`` only), the ``single_label`` and
-    the ``waiting`` items."""
+    give none; waiting items left out) and its ``source`` (:data:`SOURCES`) by item key, and the
+    annotators' ``skills`` (``dawid_skene`` only)."""
 
     gold: dict[str, str | None]
     source: dict[str, str | None]
@@ -132,13 +126,10 @@ def dawid_skene(
     labels: pd.DataFrame, items: Mapping[str, Item]
 ) -> tuple[dict[str, str | None], dict[str, float]]:
     """A spammer-aware Dawid-Skene model (MACE, Hovy et al. 2013): each item's estimated answer
-    (None for 'none correct') and each annotator's estimated accuracy.
-
-    Each person either knows an item's answer, or answers from a habit of their own over
-    listing positions and 'none correct': one who always answers the same position (or the
-    first shown, which is shuffled) weighs nothing, where one-coin Dawid-Skene took a constant
-    answer for skill. EM starts from the vote shares of everyone and of everyone but each person
-    in turn; the fit of highest likelihood is kept.
+    (None for 'none correct') and each annotator's estimated accuracy. One who always answers the
+    same position (or the first shown, which is shuffled) weighs nothing, where one-coin
+    Dawid-Skene took a constant answer for skill. EM starts from the vote shares of everyone and of
+    everyone but each person in turn; the fit of highest likelihood is kept.
     """
     usable = labels[(labels["choice"] != CANNOT_TELL) & labels["item_key"].isin(list(items))]
     if usable.empty:

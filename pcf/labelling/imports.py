@@ -1,9 +1,5 @@
-"""Labels from elsewhere imported into a dataset from JSON Lines, CSV or Parquet, all or
-nothing (``pcf labels import``): rows of ``item_id``, ``annotator`` and ``answer``, optionally
-``confidence``, ``note`` and ``time`` (ISO 8601 with its time zone; default: now).
-
-An annotator who is not a member is an external one: their labels count like everyone's, but
-they cannot sign in. Each label keeps its ``source``; the import is one audit event.
+"""Labels from elsewhere imported into a dataset, all or nothing (``pcf labels import``; the
+columns, external annotators and the plan's rules: docs/reviewing.md, "Labels from elsewhere").
 """
 
 from __future__ import annotations
@@ -62,9 +58,8 @@ class _LabelRow(BaseModel):
 def import_labels(
     path: str | Path, dataset_id: int, *, session: Session, actor: Actor, source: str
 ) -> int:
-    """Import the labels of the file at ``path`` into the dataset, all or nothing; how many.
-    With the labels given before, no item gets more than its plan's labels, nor one person's
-    twice.
+    """Import the labels of the file at ``path`` into the dataset, all or nothing; how many. With
+    the labels given before, no item gets more than its plan's labels, nor one person's twice.
 
     Raises:
         ValueError: no such dataset, or an empty ``source``.

@@ -47,8 +47,7 @@ def save_label(
     notes: str = "",
     wanted: int | None = None,
 ) -> Adjudication:
-    """Save ``actor``'s label of the item (a correction when they labelled it before), and
-    end their hold on it.
+    """Save ``actor``'s label of the item (a correction if they labelled it before); end their hold.
 
     Args:
         seen: the id of the actor's label that their page showed (None: none), so that a

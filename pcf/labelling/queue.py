@@ -1,13 +1,7 @@
 """Who labels what next: queues that split the work, and reservations that keep people who
-label at once from giving an item more labels than its plan asks.
-
-An annotator's next item is the first (the plan's random calibration share, then the escalated
-items, then most doubtful first) with fewer people's labels and holds than it wants and none of
-theirs. Showing it holds it for :data:`RESERVATION`: long enough to decide, short enough that an
-item left on a closed tab soon goes back to the others. A save is checked again
+label at once from giving an item more labels than its plan asks (docs/reviewing.md, "Queues
+that split the work" and "Assignments"). A save is checked again
 (:func:`pcf.labelling.labels.save_label` with ``wanted``), so a late one adds no label too many.
-Items :func:`assign`-ed to an annotator come first in her queue, and nobody else's until she
-labels them.
 """
 
 from __future__ import annotations

@@ -73,14 +73,9 @@ CHECK_COLUMNS = ("annotator", "estimated_accuracy", "favourite_position_share", 
 
 def annotator_checks(labels: pd.DataFrame, items: Mapping[str, Item]) -> pd.DataFrame:
     """Each person's Dawid-Skene accuracy estimate and what looks wrong with their labels
-    (:data:`CHECK_COLUMNS`).
-
-    ``favourite_position_share`` is the share of their choices at the position they choose
-    most, as shown to them (shuffled, so knowing the answers cannot make it high) or as listed
-    (where the others' are less one-sided). ``flag``: ``answers one position`` when that share
-    is at least :data:`HABIT_SHARE` over :data:`HABIT_MIN_LABELS` choices or more, ``disagrees
-    with everyone`` when they agree with each other person (over as many shared items) no more
-    often than chance.
+    (:data:`CHECK_COLUMNS`; the flags: docs/reviewing.md, "Gold"). ``favourite_position_share``
+    counts positions as shown to them (shuffled, so knowing the answers cannot make it high) or as
+    listed (where the others' are less one-sided).
     """
     usable = _usable(labels)
     usable = usable[usable["item_key"].isin(list(items))]

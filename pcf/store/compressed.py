@@ -1,9 +1,8 @@
-"""Column types that store long text compressed, transparently for readers.
-
-Answers and raw responses are hundreds of bytes to kilobytes each; SQLite compresses nothing
-and PostgreSQL's TOAST only values over about 2 KB. These types store a header byte, ``\\x00``
-then the UTF-8 text or ``\\x01`` then its zlib stream, the same on both databases (plain SQL
-sees bytes: read them through :mod:`pcf.store`).
+"""Column types that store long text compressed, transparently for readers: answers and raw
+responses are hundreds of bytes to kilobytes each; SQLite compresses nothing and PostgreSQL's
+TOAST only values over about 2 KB. These types store a header byte, ``\\x00`` then the UTF-8
+text or ``\\x01`` then its zlib stream, the same on both databases (plain SQL sees bytes: read
+them through :mod:`pcf.store`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The one engine factory, the database location, the transaction scope, and the retries of
-a write that lost a race or its connection.
-
-A PostgreSQL server that goes away is waited for here and nowhere else: pooled connections are
-pinged, a new connection is tried again for up to ``PCF_DATABASE_WAIT_S`` seconds, and a
-transaction cut by a lost connection is run again (:func:`commit_retrying`).
+a write that lost a race or its connection. A PostgreSQL server that goes away is waited for
+here and nowhere else: pooled connections are pinged, a new connection is tried again for up to
+``PCF_DATABASE_WAIT_S`` seconds, and a transaction cut by a lost connection is run again
+(:func:`commit_retrying`).
 """
 
 from __future__ import annotations

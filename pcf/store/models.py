@@ -1,5 +1,4 @@
 """The tables: one SQLModel class per table, no relationships (queries join explicitly).
-
 Timestamps are :class:`sqlmodel.UTCDateTime`: naive datetimes are refused, and reads are aware
 UTC even on SQLite. A numbered ``id`` is typed ``int``: it is assigned at flush, read after.
 """

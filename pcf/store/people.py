@@ -59,8 +59,7 @@ def add_adjudication(
     tags: Iterable[str] = (),
     notes: str = "",
 ) -> Adjudication:
-    """Record a human label (a candidate id, ``none_correct`` or ``cannot_tell``; confidence
-    in [0, 1]) as a new row that supersedes the annotator's previous label.
+    """Record a human label as a new row that supersedes the annotator's previous label.
 
     Raises:
         ValueError: unknown item, empty annotator, a choice the item does not offer, a

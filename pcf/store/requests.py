@@ -1,11 +1,9 @@
-"""How a call's request is stored: once per content in a template, filled with the item's texts.
-
-The calls of a run differ only by the item's texts in the user message, which the ``item`` and
-``candidate`` tables hold already. A :class:`~pcf.store.models.RequestTemplate` keeps the rest
-once, with the user message as a *frame*: literal strings and references, ``{"prompt": true}``
-or ``{"slot": i}`` (the candidate in slot ``i``), each only where its text occurs exactly, so
-the frame fills back to the message exactly (an escaped text simply stays literal). Each call
-keeps the SHA-256 of its request as sent (:func:`request_digest`) to verify the rebuilt one.
+"""How a call's request is stored: once per content in a template, filled with the item's texts
+(why: docs/costs.md). A :class:`~pcf.store.models.RequestTemplate` holds the user message as a
+*frame*: literal strings and references, ``{"prompt": true}`` or ``{"slot": i}`` (the candidate
+in slot ``i``), each only where its text occurs exactly, so the frame fills back to the message
+exactly (an escaped text simply stays literal). Each call keeps the SHA-256 of its request as
+sent (:func:`request_digest`) to verify the rebuilt one.
 """
 
 from __future__ import annotations
@@ -63,12 +61,9 @@ def filled(frame: Frame, prompt: str, slot_texts: Sequence[str]) -> str:
 def stored_request(
     request: Mapping[str, Any], texts: tuple[str, Sequence[str]] | None
 ) -> tuple[dict[str, Any], str]:
-    """A request as sent (``backend``, ``model``, ``system``, ``user``, ``schema``,
-    ``temperature``, ``max_tokens``) as stored: its template's columns (digest included) and its
-    own digest. ``texts`` (the item's prompt and slot texts; None: none) are left out.
-
-    Each part is written as JSON once for both digests: this runs once per answer in the run
-    engine's event loop.
+    """A request as sent, as stored: its template's columns (digest included) and its own digest.
+    ``texts`` (the item's prompt and slot texts; None: none) are left out. Each part is written as
+    JSON once for both digests: this runs once per answer in the run engine's event loop.
     """
     frame = [request["user"]] if texts is None else user_frame(request["user"], *texts)
     values = {

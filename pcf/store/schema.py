@@ -1,11 +1,6 @@
 """Schema versions (the Alembic revisions in ``migrations/versions``) and upgrades that lose
-nothing. What :func:`prepare` does with a database:
-
-- **new**: created at the head revision; **at head**: used as it is;
-- **behind** (an older revision, or an unversioned release recognised by its tables): a SQLite
-  file is upgraded at once after a backup copy; PostgreSQL is refused with one line that says
-  to run ``pcf db upgrade``, so that a team upgrades on purpose, once;
-- **newer than this code**, or tables it does not recognise: refused, never written.
+nothing. What :func:`prepare` does with a new, behind or newer database: docs/team.md, "Upgrades
+with ``pcf db``"; PostgreSQL behind the code is refused so that a team upgrades on purpose, once.
 
 One process migrates at a time (PostgreSQL's advisory lock, SQLite's ``BEGIN IMMEDIATE``). On
 PostgreSQL each revision is a transaction (a failed upgrade stops at the revision before); on
