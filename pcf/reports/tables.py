@@ -288,9 +288,7 @@ def pairwise_table(runs: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
 def position_table(pairs: pd.DataFrame) -> pd.DataFrame:
     """Swap consistency (two ties count, two missing decisions do not), primacy and recency."""
     n = len(pairs)
-    consistent = sum(
-        d1 == d2 and d1 is not None for d1, d2 in zip(pairs["d1"], pairs["d2"], strict=True)
-    )
+    consistent = int(((pairs["d1"] == pairs["d2"]) & pairs["d1"].notna()).sum())
     primacy = int(((pairs["d1"] == FIRST) & (pairs["d2"] == SECOND)).sum())
     recency = int(((pairs["d1"] == SECOND) & (pairs["d2"] == FIRST)).sum())
     return pd.DataFrame(
