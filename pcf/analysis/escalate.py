@@ -118,7 +118,7 @@ def escalate(
     confidence = np.array([stated.get(key, -np.inf) for key in keys], dtype=float)
     direct = _split(confidence, wrong("direct_winner"), calibration, alpha, delta)[1]
     checked = decided & table["item_id"].isin(list(truth)).to_numpy()
-    out = {
+    return {
         "run": run.name,
         "signal": signal,
         "alpha": alpha,
@@ -137,8 +137,7 @@ def escalate(
         "escalated": [
             key for key, d, c in zip(keys, decided, calibration, strict=True) if not d | c
         ],
-    }
-    return out | ({"simulated": True} if is_simulated(run) else {})
+    } | ({"simulated": True} if is_simulated(run) else {})
 
 
 def escalation_in_words(run: Run, *, session: Session) -> str:

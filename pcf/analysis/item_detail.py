@@ -102,20 +102,17 @@ def consensus_frame(item: Item, record: Mapping[str, Any] | None) -> pd.DataFram
     columns = ["candidate", "id", "C", "S", "B", "V", "U", "role"]
     if not record or not record["consensus"]:
         return pd.DataFrame(columns=columns)
-    parts = record["metrics"]["components"]
-    rows = []
-    direct = record["metrics"]["direct_winner"]
-    for cid in item.candidate_ids:
-        roles = candidate_roles(cid, record["winner"], direct, item.gold)
-        rows.append(
-            {
-                "candidate": labels[cid],
-                "id": cid,
-                "C": record["consensus"][cid],
-                **{part: parts[part][cid] for part in ("S", "B", "V", "U")},
-                "role": ", ".join(roles),
-            }
-        )
+    parts, direct = record["metrics"]["components"], record["metrics"]["direct_winner"]
+    rows = [
+        {
+            "candidate": labels[cid],
+            "id": cid,
+            "C": record["consensus"][cid],
+            **{part: parts[part][cid] for part in ("S", "B", "V", "U")},
+            "role": ", ".join(candidate_roles(cid, record["winner"], direct, item.gold)),
+        }
+        for cid in item.candidate_ids
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 

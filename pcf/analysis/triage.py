@@ -121,10 +121,9 @@ def random_baseline(wrong: Sequence[bool], *, seed: int = 0) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     errors = int(wrong_array.sum())
     reviewed = np.arange(n + 1) / n
-    draws = RANDOM_DRAWS
-    caught = np.zeros((draws, n + 1), dtype=np.int32)
+    caught = np.zeros((RANDOM_DRAWS, n + 1), dtype=np.int32)
     auc, at = [], []
-    for draw in range(draws):
+    for draw in range(RANDOM_DRAWS):
         np.cumsum(wrong_array[rng.permutation(n)], out=caught[draw, 1:])
         row = caught[draw] / errors if errors else np.ones(n + 1)
         curve = Curve("random", reviewed, row, reviewed)
@@ -133,7 +132,7 @@ def random_baseline(wrong: Sequence[bool], *, seed: int = 0) -> dict[str, Any]:
     mean, low, high = (np.empty(n + 1) for _ in range(3))
     for start in range(0, n + 1, BAND_BLOCK):
         block = slice(start, start + BAND_BLOCK)
-        captured = caught[:, block] / errors if errors else np.ones((draws, len(mean[block])))
+        captured = caught[:, block] / errors if errors else np.ones(caught[:, block].shape)
         mean[block] = captured.mean(axis=0)
         low[block], high[block] = np.percentile(captured, (5, 95), axis=0)
     shares = np.array(at)

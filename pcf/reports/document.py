@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from pcf.analysis.results import ADAPTIVE_NOTE
-from pcf.analysis.triage import RANDOM_DRAWS, curve_frame
+from pcf.analysis.triage import RANDOM_DRAWS
 from pcf.reports.charts import capture_chart, metric_histogram, paired_change_chart, slot_share_bars
 from pcf.reports.collect import ReportData
 from pcf.reports.tables import (
@@ -39,7 +39,6 @@ from pcf.reports.tables import (
     settings_table,
     slot_table,
     slot_test_table,
-    triage_curves,
     triage_table,
     usage_table,
 )
@@ -335,7 +334,7 @@ def _instability_section(data: ReportData, names: _Names) -> Section | None:
 
 
 def _triage_section(data: ReportData, seed: int, names: _Names) -> Section | None:
-    table = triage_table(data.runs, data.decisions, seed=seed)
+    table, frames = triage_table(data.runs, data.decisions, seed=seed)
     if table.empty:
         return None
     blocks: list[Block] = [
@@ -350,13 +349,11 @@ def _triage_section(data: ReportData, seed: int, names: _Names) -> Section | Non
             "triage",
         )
     ]
-    for run_name in table["run"].unique():
-        rows = data.decisions[data.decisions["run"] == run_name]
-        curves, wrong = triage_curves(rows)
+    for run_name, frame in frames.items():
         blocks.append(
             Figure(
                 f"Errors found per share reviewed: {run_name}",
-                capture_chart(curve_frame(curves, wrong, seed=seed)),
+                capture_chart(frame),
                 names(f"triage {run_name}"),
                 "The grey band holds 90% of random orders.",
                 any_simulated(data.runs, [run_name]),

@@ -279,12 +279,11 @@ def write_report(report: Report, out: Path) -> dict[str, Any]:
     ``out``; returns the paths written and ``chart_errors`` (figure name -> reason)."""
     out.mkdir(parents=True, exist_ok=True)
     charts = render_charts(report)
-    images = {}
-    if charts.png:
+    images = {name: f"charts/{name}.png" for name in charts.png}
+    if images:
         (out / "charts").mkdir(exist_ok=True)
     for name, data in charts.png.items():
-        (out / "charts" / f"{name}.png").write_bytes(data)
-        images[name] = f"charts/{name}.png"
+        (out / images[name]).write_bytes(data)
     (out / "report.md").write_text(render(report, charts, "md", images), encoding="utf-8")
     (out / "report.html").write_text(render(report, charts, "html"), encoding="utf-8")
     (out / "report.json").write_text(report_json_text(report), encoding="utf-8")

@@ -12,10 +12,11 @@ import pandas as pd
 
 from pcf.analysis.results import paired_stats
 from pcf.analysis.triage import (
-    Curve,
     answers_of,
+    curve_frame,
     doubt_curve,
     item_scores,
+    random_baseline,
     summarize,
 )
 from pcf.analysis.weight_playground import WEIGHT_NAMES
@@ -288,9 +289,7 @@ def pairwise_table(runs: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
 def position_table(pairs: pd.DataFrame) -> pd.DataFrame:
     """Swap consistency (two ties count, two missing decisions do not), primacy and recency."""
     n = len(pairs)
-    consistent = sum(
-        d1 == d2 and d1 is not None for d1, d2 in zip(pairs["d1"], pairs["d2"], strict=True)
-    )
+    consistent = int(((pairs["d1"] == pairs["d2"]) & pairs["d1"].notna()).sum())
     primacy = int(((pairs["d1"] == FIRST) & (pairs["d2"] == SECOND)).sum())
     recency = int(((pairs["d1"] == SECOND) & (pairs["d2"] == FIRST)).sum())
     return pd.DataFrame(
@@ -350,22 +349,21 @@ def runs_table(listing: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(RUN_FIELDS)).rename(columns=RUN_FIELDS)
 
 
-def triage_curves(table: pd.DataFrame) -> tuple[list[Curve], list[bool]]:
-    """One run's review-priority curve against gold, from its decision table (labelled items)."""
-    known = answers_of(table, dict(zip(table["item_id"], table["gold"], strict=True)))
-    wrong = list(known["wrong"])
-    return [doubt_curve("review priority", wrong, item_scores(known, "priority"))], wrong
-
-
-def triage_table(runs: pd.DataFrame, decisions: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:
-    """Per PCF run with gold: errors found reviewing the most doubtful items first, and in a
-    random order (mean of seeded draws), at 10, 20 and 30% of the items, with areas."""
-    rows = []
+def triage_table(
+    runs: pd.DataFrame, decisions: pd.DataFrame, *, seed: int = 0
+) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """Per PCF run with gold: errors found most doubtful first and in a random order (mean of
+    seeded draws) at 10, 20 and 30% of the items, with areas; and each run's curve frame."""
+    rows, frames = [], {}
     for run, table in _instability_runs(runs, decisions):
         if run.protocol != "pcf" or table["gold"].isna().all():
             continue
-        curves, wrong = triage_curves(table)
-        figures = summarize(curves, wrong, seed=seed)
+        known = answers_of(table, dict(zip(table["item_id"], table["gold"], strict=True)))
+        wrong = list(known["wrong"])
+        curves = [doubt_curve("review priority", wrong, item_scores(known, "priority"))]
+        baseline = random_baseline(wrong, seed=seed)
+        figures = summarize(curves, wrong, seed=seed, baseline=baseline)
+        frames[run.run] = curve_frame(curves, wrong, baseline=baseline)
         for order, shown in (
             ("review priority", figures["orders"]["review priority"]),
             ("random (mean)", figures["random"]),
@@ -383,4 +381,4 @@ def triage_table(runs: pd.DataFrame, decisions: pd.DataFrame, *, seed: int = 0) 
                     "capture AUC": shown["capture_auc"],
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), frames
