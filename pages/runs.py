@@ -53,14 +53,15 @@ st.caption(f"Runs of dataset **{escape_markdown(dataset.name)}** ({dataset.n_ite
 if runs:
     # Settings, then calls and cost: one table of all thirteen columns is cut on a laptop.
     table = runs_table(listing)
+    usage = list(table.columns[table.columns.get_loc("calls") :])  # from "calls" on, by name
     st.dataframe(
-        table[table.columns[:7]],
+        table.drop(columns=usage),
         hide_index=True,
         width="stretch",
         column_config={"executions": st.column_config.NumberColumn("exec.", help="Executions")},
     )
     st.dataframe(
-        table[["run", *table.columns[7:]]],
+        table[["run", *usage]],
         hide_index=True,
         width="stretch",
         column_config={
