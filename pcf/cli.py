@@ -835,7 +835,7 @@ def batch_collect_command(
             sys.stderr.write("\n")
         emit({name: r.as_dict() for name, r in zip(runs, reports, strict=True)})
     lost = [lost_batch(name, b) for name, r in zip(runs, reports, strict=True) for b in r.lost]
-    fail_lines(lost + [r.capped for r in reports if r.capped])
+    fail_lines(lost + [r.capped or r.idle for r in reports if r.capped or r.idle])
 
 
 @batch_app.command("cancel")

@@ -92,7 +92,8 @@ MAX_COST_SETTING = "batch_max_cost_usd"
 @dataclass
 class BatchReport:
     """What a submit or collect did (``deferred``: requests left to other runs' batches; ``lost``:
-    batches the provider answered 404 for; ``capped``: why the next wave was not sent)."""
+    batches the provider answered 404 for; ``capped``: why the next wave was not sent;
+    ``idle``: why a run not done has nothing to collect)."""
 
     planned: int = 0
     stored: int = 0
@@ -108,6 +109,7 @@ class BatchReport:
     lost: list[str] = field(default_factory=list)
     forgotten: list[str] = field(default_factory=list)
     capped: str = ""
+    idle: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """The report as printed by the CLI."""
@@ -552,10 +554,15 @@ class _Batcher:
 
     def done(self) -> bool:
         """Whether every batch of the run is collected and every call is stored."""
-        records = run_batches(self.run.id, session=self.session)
-        if any(r.state != "collected" for r in records):
-            return False
-        return all(p.slot in chunk.stored for chunk in self.chunks() for p in chunk.calls)
+        return not self.waiting() and not self.missing()
+
+    def waiting(self) -> bool:
+        """Whether a batch record of the run is not collected yet."""
+        return any(r.state != "collected" for r in run_batches(self.run.id, session=self.session))
+
+    def missing(self) -> int:
+        """How many of the run's calls are not stored."""
+        return sum(p.slot not in chunk.stored for chunk in self.chunks() for p in chunk.calls)
 
 
 def client_for(spec: RunSpec) -> BatchClient:
@@ -644,12 +651,15 @@ def collect_runs(
                     await beats.enter_async_context(lease.heartbeat())
                 while True:
                     for batcher in batchers:
-                        if not batcher.report.capped:
+                        if not batcher.report.capped and not batcher.report.idle:
                             await _collect_round(batcher, forget_lost)
                     if progress:
                         progress([b.report for b in batchers])
                     if not wait or all(
-                        b.done() or (b.report.lost and not b.report.pending) or b.report.capped
+                        b.done()
+                        or (b.report.lost and not b.report.pending)
+                        or b.report.capped
+                        or b.report.idle
                         for b in batchers
                     ):
                         break
@@ -668,6 +678,7 @@ def collect_runs(
 async def _collect_round(batcher: _Batcher, forget_lost: bool) -> None:
     """Collect a run's ended batches and, once none is pending, send its next wave."""
     await batcher.collect(forget_lost=forget_lost)
+    records = len(run_batches(batcher.run.id, session=batcher.session))
     waves = batcher.spec.protocol == "apoc" or batcher.spec.adaptive != "off"
     if batcher.report.pending == 0 and waves:
         stored = batcher.run.settings.get(MAX_COST_SETTING)
@@ -678,4 +689,12 @@ async def _collect_round(batcher: _Batcher, forget_lost: bool) -> None:
             batcher.report.capped = str(capped)
             return
         await batcher.collect(forget_lost=forget_lost)
+    sent = len(run_batches(batcher.run.id, session=batcher.session)) > records  # a next wave
+    if not sent and not batcher.waiting() and (missing := batcher.missing()):
+        batcher.report.idle = (
+            f"run {batcher.run.name!r} has nothing to collect: no batch of it is waiting and "
+            f"{missing} of its calls are not stored (its status is {batcher.run.status}); "
+            "`pcf judge ... --batch` sends them"
+        )
+        return
     batcher.finish()

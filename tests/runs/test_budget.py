@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 
 import pytest
@@ -122,13 +123,22 @@ def test_a_batch_over_its_cap_sends_nothing_and_one_under_it_is_sent(
     priced, session, tmp_path, monkeypatch
 ):
     """The cap from --max-cost or PCF_MAX_COST_USD is checked against every request's upper
-    bound (bytes and max_tokens, at the batch price) before any file is uploaded."""
+    bound (bytes and max_tokens, at the batch price) before any file is uploaded. The refused
+    run stays capped: `pcf batch collect --wait` says it has nothing to collect and exits."""
     import_dataset(tmp_path, 21)
     with WireServer(answer, prompt_tokens=PROMPT_TOKENS) as server:
         over = CliRunner().invoke(app, [*pcf_judge(server, "--max-cost", "0.01"), "--batch"])
         monkeypatch.setenv(MAX_COST_ENV, "0.01")
         over_env = CliRunner().invoke(app, [*pcf_judge(server), "--batch"])
         received, files = server.request_count, len(server.batches.files)
+        collect = [sys.executable, "-m", "pcf", "batch", "collect", "r", "--wait", "--poll", "0"]
+        idle = subprocess.run(collect, capture_output=True, text=True, timeout=HANG_S)
+        assert idle.returncode == 1, idle.stderr
+        assert idle.stderr.strip().splitlines()[-1] == (
+            "error: run 'r' has nothing to collect: no batch of it is waiting and 84 of its "
+            "calls are not stored (its status is capped); `pcf judge ... --batch` sends them"
+        )
+        session.expire_all()
         assert get_run("r", session=session).status == "capped"
         monkeypatch.setenv(MAX_COST_ENV, "1")
         under = CliRunner().invoke(app, [*pcf_judge(server), "--batch"])
