@@ -88,9 +88,21 @@ BatchSizeOption = Annotated[
     int | None,
     typer.Option(help="--batch: most requests per batch (default: the provider's limit)."),
 ]
+def _cost_cap(value: float | None) -> float | None:
+    """``--max-cost``, refused unless a finite number >= 0."""
+    if value is None:
+        return None
+    from pcf.runs.manage import CAP_RULE, is_cost_cap
+
+    if not is_cost_cap(value):
+        raise typer.BadParameter(f"{value}: {CAP_RULE}")
+    return value
+
+
 MaxCostOption = Annotated[
     float | None,
     typer.Option(
+        callback=_cost_cap,
         help="Cost cap of each run in USD (default: PCF_MAX_COST_USD): a run estimated above "
         "it is refused, a request whose upper-bound price would pass it is not sent (the run "
         "stops 'capped' with its calls stored), and --batch sends nothing over it.",

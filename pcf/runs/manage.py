@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import socket
 import tempfile
@@ -70,6 +71,16 @@ class CostCapError(ValueError):
     """A run whose estimated cost would take its spend past its cost cap."""
 
 
+CAP_RULE = "give a cost cap in USD, a finite number >= 0"
+"""What a cost cap must be, in the error that refuses one."""
+
+
+def is_cost_cap(value: float) -> bool:
+    """Whether ``value`` can be a cost cap: a finite number >= 0 (a NaN or infinite cap would
+    hold no request back, or let none through)."""
+    return math.isfinite(value) and value >= 0
+
+
 def default_cost_cap() -> float | None:
     """The operator's cost cap per run (``PCF_MAX_COST_USD``), or None."""
     value = os.environ.get(MAX_COST_ENV, "").strip()
@@ -78,9 +89,9 @@ def default_cost_cap() -> float | None:
     try:
         cap = float(value)
     except ValueError:
-        cap = -1.0
-    if not cap >= 0:
-        raise ValueError(f"{MAX_COST_ENV}={value!r}: give a cost cap in USD, a number >= 0")
+        cap = math.nan
+    if not is_cost_cap(cap):
+        raise ValueError(f"{MAX_COST_ENV}={value!r}: {CAP_RULE}")
     return cap
 
 

@@ -259,3 +259,35 @@ def test_a_provider_model_without_a_price_is_refused_under_a_cap_until_it_has_on
     assert (run.status, run.model) == ("capped", "m")
     assert CALL_PRICE <= run.cost_usd <= CAP + CALL_PRICE
     assert simulated.exit_code == 0, simulated.output
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-0.5"])
+def test_a_cost_cap_that_is_not_a_finite_number_at_least_0_is_refused_before_any_request(
+    priced, session, tmp_path, value
+):
+    """`--max-cost nan` once let every request wait for a reservation that never fit: a
+    non-finite or negative cap, from the option or from PCF_MAX_COST_USD, is refused with a
+    line that names where it came from, before the run or any request exists."""
+    import_dataset(tmp_path, 2)
+    with WireServer(answer, prompt_tokens=PROMPT_TOKENS) as server:
+        command = judge_command(server, k=4, concurrency=4)
+        option = subprocess.run(
+            [*command, "--max-cost", value], capture_output=True, text=True, timeout=HANG_S
+        )
+        variable = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+            env=environment() | {MAX_COST_ENV: value},
+        )
+        sent = server.request_count
+    assert option.returncode == 2, option.stderr
+    assert "Invalid value for '--max-cost'" in option.stderr
+    assert f"{value}: give a cost cap in USD, a finite number >= 0" in option.stderr
+    assert variable.returncode == 2, variable.stderr
+    assert variable.stderr.strip() == (
+        f"error: {MAX_COST_ENV}={value!r}: give a cost cap in USD, a finite number >= 0"
+    )
+    assert sent == 0
+    assert get_run("r", session=session) is None
