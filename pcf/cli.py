@@ -88,6 +88,8 @@ BatchSizeOption = Annotated[
     int | None,
     typer.Option(help="--batch: most requests per batch (default: the provider's limit)."),
 ]
+
+
 def _cost_cap(value: float | None) -> float | None:
     """``--max-cost``, refused unless a finite number >= 0."""
     if value is None:
@@ -1077,18 +1079,20 @@ def triage(
         )
     figures = {"run": run_name, "against": against, **summarize_triage(curves, wrong, seed=seed)}
     if out is not None:
+        from pcf.files import write_whole
         from pcf.reports.charts import capture_chart, reliability_chart
         from pcf.reports.render import chart_png
 
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "triage.png").write_bytes(
-            chart_png(capture_chart(curve_frame(curves, wrong, seed=seed)))
-        )
-        if "calibrated" in orders:
-            diagram = reliability(calibrated_scores(table, wrong, seed=seed), wrong)
-            diagram.to_csv(out / "reliability.csv", index=False)
-            (out / "reliability.png").write_bytes(chart_png(reliability_chart(diagram)))
-            figures["reliability"] = diagram.to_dict(orient="records")
+        with writing(out):
+            out.mkdir(parents=True, exist_ok=True)
+            write_whole(
+                out / "triage.png", chart_png(capture_chart(curve_frame(curves, wrong, seed=seed)))
+            )
+            if "calibrated" in orders:
+                diagram = reliability(calibrated_scores(table, wrong, seed=seed), wrong)
+                write_whole(out / "reliability.csv", diagram.to_csv(index=False))
+                write_whole(out / "reliability.png", chart_png(reliability_chart(diagram)))
+                figures["reliability"] = diagram.to_dict(orient="records")
         typer.echo(f"wrote {out / 'triage.png'}", err=True)
     emit(figures)
 

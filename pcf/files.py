@@ -1,4 +1,4 @@
-"""The files a user names, read with care and written whole (:func:`replacing`).
+"""The files a user names, read with care and written whole (:func:`replaced`).
 
 Only regular files are read, each kind under its cap, also while it is read (docs/reports.md,
 "File limits"). Data files are read through a :class:`FieldChecker` that collects each problem
@@ -142,9 +142,10 @@ def _kind(mode: int) -> str:
 
 
 @contextmanager
-def replacing(path: Path) -> Iterator[TextIO]:
-    """``path`` written as UTF-8 text through a temporary file renamed onto it once the block
-    ends without an error, so a failed write leaves no partial file. The new file keeps an
+def replaced(path: Path) -> Iterator[Path]:
+    """A temporary file in ``path``'s folder for any writer to write ``path`` to: renamed onto
+    ``path`` once the block ends without an error, else removed, so a failed write (a full
+    disk, say) leaves the previous file whole and no partial one. The new file keeps an
     existing file's permissions (else 0o666 less the umask); a symbolic link is followed."""
     target = Path(os.path.realpath(path))
     if target.exists():
@@ -154,14 +155,30 @@ def replacing(path: Path) -> Iterator[TextIO]:
         os.umask(umask)
         mode = 0o666 & ~umask
     descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    os.close(descriptor)
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            yield file
+        yield Path(temporary)
         os.chmod(temporary, mode)
         os.replace(temporary, target)
     except BaseException:
-        os.unlink(temporary)
+        Path(temporary).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def replacing(path: Path) -> Iterator[TextIO]:
+    """``path`` written as UTF-8 text, whole or not at all (:func:`replaced`)."""
+    with replaced(path) as temporary, temporary.open("w", encoding="utf-8") as file:
+        yield file
+
+
+def write_whole(path: Path, data: str | bytes) -> None:
+    """Write ``data`` (text as UTF-8) to ``path``, whole or not at all (:func:`replaced`)."""
+    with replaced(path) as temporary:
+        if isinstance(data, str):
+            temporary.write_text(data, encoding="utf-8")
+        else:
+            temporary.write_bytes(data)
 
 
 # ---------------------------------------------------------------- data files: JSON and problems

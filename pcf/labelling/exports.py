@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlmodel import Session
 
+from pcf.files import replaced, write_whole
 from pcf.items import Item, candidate_titles
 from pcf.labelling.adjudications import adjudications_jsonl, csv_text
 from pcf.labelling.human_gold import dataset_gold, rule_text
@@ -185,10 +186,11 @@ def write_records(
     if fmt == "hf":
         (path / HF_DATA).parent.mkdir(parents=True, exist_ok=True)
         write_records(records, path / HF_DATA, "parquet", schema)
-        (path / "README.md").write_text(card, encoding="utf-8")
+        write_whole(path / "README.md", card)
         return
     if fmt == "parquet":
-        pq.write_table(pa.Table.from_pylist(list(records), schema=schema), path)
+        with replaced(path) as temporary:
+            pq.write_table(pa.Table.from_pylist(list(records), schema=schema), temporary)
         return
     if fmt == "jsonl":
         text = adjudications_jsonl(records)
@@ -201,4 +203,4 @@ def write_records(
             for r in records
         )
         text = csv_text(as_json, schema.names)
-    path.write_text(text, encoding="utf-8")
+    write_whole(path, text)

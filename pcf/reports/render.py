@@ -22,6 +22,7 @@ from markupsafe import Markup
 
 from pcf.analysis.markdown import escape_markdown, markdown_literal
 from pcf.analysis.results import SIMULATED_NOTE, value_or_none
+from pcf.files import write_whole
 from pcf.reports.document import Figure, Report, Table
 
 MISSING = "–"
@@ -283,10 +284,10 @@ def write_report(report: Report, out: Path) -> dict[str, Any]:
     if images:
         (out / "charts").mkdir(exist_ok=True)
     for name, data in charts.png.items():
-        (out / images[name]).write_bytes(data)
-    (out / "report.md").write_text(render(report, charts, "md", images), encoding="utf-8")
-    (out / "report.html").write_text(render(report, charts, "html"), encoding="utf-8")
-    (out / "report.json").write_text(report_json_text(report), encoding="utf-8")
+        write_whole(out / images[name], data)
+    write_whole(out / "report.md", render(report, charts, "md", images))
+    write_whole(out / "report.html", render(report, charts, "html"))
+    write_whole(out / "report.json", report_json_text(report))
     return {
         "markdown": str(out / "report.md"),
         "html": str(out / "report.html"),
