@@ -9,16 +9,21 @@ import os
 import resource
 import signal
 import stat
+import string
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from random import Random
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import Engine
+from sqlmodel import Session
 
+from pcf.access import Actor, Role
 from pcf.files import (
     DATA_FILE,
     MB,
@@ -30,7 +35,10 @@ from pcf.files import (
     replacing,
     storable,
 )
-from pcf.store import get_run
+from pcf.labelling.exports import HF_DATA
+from pcf.labelling.resolutions import resolve
+from pcf.store import add_adjudication, get_dataset, get_run, load_items
+from tests.factories import enrol
 from tests.shared_data import HAIKU, JUDGEBENCH_PAIRS, LLMBAR, O1_MINI, RB2, SHARED
 
 HANG_BOUND_S = 120  # a refusal is at once; this only stops a test that would hang forever
@@ -287,24 +295,79 @@ def small_files() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
 
 
-def test_an_export_that_fails_midway_leaves_the_file_it_would_replace(tmp_path, demo_engine):
+def label_every_demo_item(engine: Engine) -> None:
+    """Give each demo item a label and a resolution with a long random note, so its labels and
+    gold exports outgrow :func:`small_files` in every format."""
+    random = Random(7)
+    rita = Actor("rita@x.org", Role.REVIEWER)
+    with Session(engine) as session:
+        enrol(session, rita)
+        demo = get_dataset("demo", session=session)
+        assert demo is not None
+        for item in load_items(demo.id, session=session):
+            note = "".join(random.choices(string.ascii_letters, k=5000))
+            item_id = item.metadata["db_id"]
+            add_adjudication(item_id, session=session, annotator="ann", choice="none_correct", notes=note)
+            resolve(item_id, session=session, actor=rita, choice="none_correct", reason=note)
+        session.commit()
+
+
+def files_in(folder: Path) -> list[Path]:
+    """The files under ``folder``, not its folders."""
+    return sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
+
+
+EXPORTS = {
+    "export": (["export", "demo-pcf", "--what", "judgments", "--out"], "judgments.jsonl"),
+    "report": (["report", "demo-pcf", "--out"], "report/report.html"),
+    "triage": (["triage", "demo-pcf", "--by", "calibrated", "--out"], "triage/triage.png"),
+    **{
+        f"{what} {fmt}": ([what, "export", "demo", "--format", fmt, "--out"], name)
+        for what in ("labels", "gold")
+        for fmt, name in [
+            ("jsonl", "x.jsonl"),
+            ("csv", "x.csv"),
+            ("parquet", "x.parquet"),
+            ("hf", f"hf/{HF_DATA}"),
+        ]
+    },
+}
+
+
+@pytest.mark.parametrize("export", EXPORTS)
+def test_an_export_that_fails_midway_leaves_the_file_it_would_replace(
+    tmp_path, demo_engine, export
+):
+    """Every writer of a file a user names, its disk full (writes past 64 KB fail): the
+    previous file stays whole, no temporary file is left, and one line says what failed (a
+    report's files are each whole: a chart written before the failure is the new one)."""
+    arguments, name = EXPORTS[export]
+    if arguments[0] != "export":
+        label_every_demo_item(demo_engine)
     folder = tmp_path / "exports"
-    folder.mkdir()
-    out = folder / "judgments.jsonl"
-    out.write_text("a good export\n")
-    command = [sys.executable, "-m", "pcf", "export", "demo-pcf", "--what", "judgments"]
+    out = folder / name
+    given = folder / name.split("/")[0] if "/" in name else out
+    out.parent.mkdir(parents=True)
+    out.write_bytes(b"a good export\n")
+    before = files_in(folder)
+    warm = pcf(*arguments, str(tmp_path / "warm" / given.name))  # stores the report's analyses
+    assert warm.returncode == 0, warm.stderr
     ran = subprocess.run(
-        [*command, "--out", str(out)],
+        [sys.executable, "-m", "pcf", *arguments, str(given)],
         preexec_fn=small_files,
         capture_output=True,
         text=True,
         timeout=HANG_BOUND_S,
         check=False,
     )
-    assert ran.returncode == 1
-    assert ran.stderr == f"error: cannot write {out}: File too large\n"
-    assert os.listdir(folder) == [out.name]
-    assert out.read_text() == "a good export\n"
-    written = pcf(*command[3:], "--out", str(out))
+    assert ran.returncode == 1, ran.stderr
+    line = ran.stderr.splitlines()[-1]
+    assert line.startswith(f"error: cannot write {given}: "), ran.stderr
+    assert line.endswith("File too large"), ran.stderr
+    assert out.read_bytes() == b"a good export\n"
+    after = files_in(folder)
+    assert set(before) <= set(after)
+    assert not [p for p in after if p.name.startswith(".")]  # no temporary file is left
+    written = pcf(*arguments, str(given))
     assert written.returncode == 0, written.stderr
     assert out.stat().st_size > 64 * 1024
