@@ -6,6 +6,7 @@ their columns, and fail with ``SOURCE[split]:row: field: message`` (rows count f
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ def load_hf(
     layout's field from another column; ``subset`` keeps one bucket. ValueError when the dataset
     cannot be read or is no known layout; DataError when over the cap or for its rows' problems."""
     columns = dict(columns or {})
-    dataset = _one_split(_open(source, config, revision), split, source)
+    dataset = _open(source, config, split, revision)
     name = f"{source}[{dataset.split}]" if dataset.split else source
     if dataset.data.nbytes > DATA_FILE.value():
         raise DataError([Problem(name, None, None, DATA_FILE.exceeded(dataset.data.nbytes))])
@@ -49,31 +50,47 @@ def load_hf(
     return items_from_rows(layout, sound, check, subset=subset), layout
 
 
-def _open(source: str, config: str | None, revision: str | None) -> Any:
-    """The dataset or its splits, from a ``save_to_disk`` folder or ``load_dataset``."""
+def _open(source: str, config: str | None, split: str | None, revision: str | None) -> Any:
+    """The one split to read, and only its files read: from a ``save_to_disk`` folder, or
+    through ``load_dataset`` with the builder's data files narrowed to that split (``split=``
+    alone would still prepare every split)."""
     try:
         import datasets  # noqa: PLC0415 - an optional extra
     except ImportError:
         raise ValueError(
             "Hugging Face datasets need the datasets library: pip install 'pcf-review[hf]'"
         ) from None
+    folder = Path(source)
+    saved = any((folder / name).is_file() for name in SAVED)
+    if saved and (config or revision):
+        raise ValueError("a save_to_disk folder has no --config or --revision")
     try:
-        if any((Path(source) / saved).is_file() for saved in SAVED):
-            if config or revision:
-                raise ValueError("a save_to_disk folder has no --config or --revision")
+        if (folder / "state.json").is_file():  # one saved dataset
             return datasets.load_from_disk(source)
-        return datasets.load_dataset(source, config, revision=revision)
-    except (OSError, ValueError) as exc:  # not found, offline, no such config
+        if saved:  # a saved dataset of splits, each in a folder of its name
+            splits = json.loads((folder / "dataset_dict.json").read_text(encoding="utf-8"))
+            chosen = _one_split(list(splits["splits"]), split, source)
+            return datasets.load_from_disk(str(folder / chosen))
+        builder = datasets.load_dataset_builder(source, config, revision=revision)
+        files = builder.config.data_files or {}
+        chosen = _one_split(list(files or builder.info.splits or {}), split, source)
+        narrowed = {"data_files": {chosen: list(files[chosen])}} if files else {}
+        return datasets.load_dataset(source, config, revision=revision, split=chosen, **narrowed)
+    except SplitError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # not found, offline, no config
         raise ValueError(f"cannot read {source}: {exc}") from None
 
 
-def _one_split(loaded: Any, split: str | None, source: str) -> Any:
-    """The split to read of ``loaded`` (a dataset's splits are a dict)."""
-    if not isinstance(loaded, dict):
-        return loaded
-    if split is None and len(loaded) == 1:
-        split = next(iter(loaded))
-    if split not in loaded:
+class SplitError(ValueError):
+    """No split, or another than those the dataset has, was chosen."""
+
+
+def _one_split(splits: list[str], split: str | None, source: str) -> str:
+    """The split to read of ``splits``: ``split``, or the only one."""
+    if split is None and len(splits) == 1:
+        split = splits[0]
+    if split not in splits or Path(split).name != split:
         wrong = f", not {split!r}" if split else ": choose one with --split"
-        raise ValueError(f"{source} has splits {list(loaded)}{wrong}")
-    return loaded[split]
+        raise SplitError(f"{source} has splits {splits}{wrong}")
+    return split

@@ -307,8 +307,9 @@ def label_every_demo_item(engine: Engine) -> None:
         for item in load_items(demo.id, session=session):
             note = "".join(random.choices(string.ascii_letters, k=5000))
             item_id = item.metadata["db_id"]
-            add_adjudication(item_id, session=session, annotator="ann", choice="none_correct", notes=note)
-            resolve(item_id, session=session, actor=rita, choice="none_correct", reason=note)
+            choice = "none_correct"
+            add_adjudication(item_id, session=session, annotator="ann", choice=choice, notes=note)
+            resolve(item_id, session=session, actor=rita, choice=choice, reason=note)
         session.commit()
 
 

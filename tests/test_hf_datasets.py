@@ -132,3 +132,28 @@ def test_the_hf_options_are_refused_for_files(tmp_path):
     done = CliRunner().invoke(app, ["import", "hf", str(tmp_path), "--map", "prompt"])
     assert done.exit_code == 2
     assert "--map takes FIELD=COLUMN" in done.output
+
+
+def test_only_the_split_to_import_is_read(session, tmp_path):
+    """A dataset whose other split is no Parquet at all, in a folder of the hub's layout and
+    as a save_to_disk folder: importing the sound split never reads the other one."""
+    rows = [
+        {"item_id": f"q{n}", "prompt": "P?", "candidates": [{"id": c, "text": c} for c in "ab"]}
+        for n in range(3)
+    ]
+    hub = tmp_path / "hub" / "data"
+    hub.mkdir(parents=True)
+    datasets.Dataset.from_list(rows).to_parquet(hub / "train-00000-of-00001.parquet")
+    (hub / "test-00000-of-00001.parquet").write_bytes(b"not Parquet, and would fail to read")
+    saved = tmp_path / "saved"
+    datasets.DatasetDict(
+        {"train": datasets.Dataset.from_list(rows), "test": datasets.Dataset.from_list(rows)}
+    ).save_to_disk(saved)
+    for arrow in (saved / "test").glob("*.arrow"):
+        arrow.write_bytes(b"not Arrow either")
+    for name, folder in (("hub", hub.parent), ("saved", saved)):
+        got = imported(session, name, "hf", str(folder), "--split", "train")
+        assert [i.item_id for i in got] == ["q0", "q1", "q2"]
+        assert "has splits" in (unchosen := refused("hf", str(folder)))
+        assert "'test'" in unchosen
+        assert "choose one with --split" in unchosen
