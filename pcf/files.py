@@ -198,7 +198,7 @@ class FieldChecker:
         self.problems.append(Problem(self.file, line, field_name, message))
 
     def validate(
-        self, model: type[Row], obj: object, line: int, *, note: str = "", **context: Any
+        self, model: type[Row], obj: object, line: int | None, *, note: str = "", **context: Any
     ) -> Row | None:
         """``obj`` as a ``model``, or None with a problem (after ``note``) at ``line`` and field
         for each pydantic error (:func:`_message`); ``context`` reaches the validators."""

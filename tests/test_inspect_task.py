@@ -7,19 +7,20 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 from inspect_ai import eval as inspect_eval
-from inspect_ai.log import EvalLog, read_eval_log, write_eval_log
+from inspect_ai.log import EvalLog, EvalSample, read_eval_log, write_eval_log
 from inspect_ai.model import ChatMessage, ModelOutput, ModelUsage, get_model
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
 import pcf.inspect_task
 from pcf.cli import app
-from pcf.inspect_task import judge
+from pcf.inspect_task import CALLS, judge
 from pcf.labelling.membership import set_local_name
 from tests.app import APP, LOCAL_NAME, open_page
 from tests.app.test_review import frame_with, listed
@@ -205,3 +206,51 @@ def test_a_log_that_is_not_the_tasks_imports_nothing_and_says_where(
     assert missing.stderr == (
         "error: reading an inspect log needs inspect_ai: pip install 'pcf-review[inspect]'\n"
     )
+
+
+@pytest.mark.db
+def test_a_log_whose_k_epochs_or_calls_disagree_with_its_samples_imports_nothing(
+    eval_log, isolated_database, tmp_path
+):
+    """A real log edited: K changed, a sample's calls cut, a sample dropped, the epochs
+    changed, ``task_args`` broken: each is refused whole, every problem on a line that names
+    the log, the sample (its position in the dataset) and the field; nothing is stored."""
+    _, log = eval_log
+
+    def refused(name: str, edit: Callable[[EvalLog], object]) -> list[str]:
+        edited = log.model_copy(deep=True)
+        edit(edited)
+        out = tmp_path / f"{name}.eval"
+        write_eval_log(edited, str(out))
+        result = runner.invoke(app, ["import", "inspect", str(out)])
+        assert result.exit_code == 1, result.output
+        assert result.stderr.splitlines()[0].startswith("nothing imported")
+        prefix = f"{out}:"
+        assert all(line.startswith(prefix) for line in result.stderr.splitlines()[1:])
+        return [line.removeprefix(prefix) for line in result.stderr.splitlines()[1:]]
+
+    def sample(edited: EvalLog, item: str, epoch: int) -> EvalSample:
+        return next(s for s in edited.samples if (s.id, s.epoch) == (item, epoch))
+
+    calls = "metadata.pcf_calls"
+    assert refused("k", lambda e: e.eval.task_args.update(k=3)) == [
+        f"{n}: {calls}: 4 calls in epoch {epoch}, not the task's K of 3"
+        for epoch in (1, 2)
+        for n in (1, 2, 3)
+    ]
+    cut = refused("cut", lambda e: sample(e, "boiling", 2).metadata[CALLS].pop())
+    assert cut == [f"2: {calls}: 3 calls in epoch 2, not the task's K of 4"]
+    dropped = refused("dropped", lambda e: e.samples.remove(sample(e, "moon", 2)))
+    assert dropped == ["3: epoch: judged in epochs [1], not once in each of the log's 2"]
+    epochs = refused("epochs", lambda e: setattr(e.eval.config, "epochs", 3))
+    assert epochs == [
+        f"{n}: epoch: judged in epochs [1, 2], not once in each of the log's 3" for n in (1, 2, 3)
+    ]
+    assert refused("no-k", lambda e: e.eval.task_args.pop("k")) == [" task_args.k: missing"]
+    wrong = refused("args", lambda e: e.eval.task_args.update(k="4", schedule="nope", seed=1.5))
+    assert wrong == [
+        " task_args.k: must be an integer >= 1, got '4'",
+        " task_args.schedule: must be one of balanced, random, exhaustive, repeated, got 'nope'",
+        " task_args.seed: must be an integer, got 1.5",
+    ]
+    assert json.loads(runner.invoke(app, ["runs"]).stdout)["datasets"] == []

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
+from pydantic import BaseModel
 from sqlmodel import Session
 
 from pcf.access import Actor
-from pcf.files import FieldChecker
+from pcf.choices import SCHEDULES
+from pcf.files import FieldChecker, must
 from pcf.inspect_task import CALLS, ITEM, recorded_judgments
 from pcf.items import sound_items
 from pcf.judgments import Judgment, write_judgments
@@ -19,8 +23,51 @@ from pcf.runs.rows import Progress, RunReport
 from pcf.runs.spec import RunSpec
 from pcf.store import Run
 
+if TYPE_CHECKING:
+    from inspect_ai.log import EvalSample
+
 MOCK_PROVIDER = "mockllm/"
 """inspect's deterministic test model: a run of its answers is marked simulated."""
+Whole = Annotated[int, must(lambda v: type(v) is int, "must be an integer, got {got}")]
+
+
+class _TaskArgs(BaseModel):
+    """The arguments of :func:`pcf.inspect_task.judge` the replay run takes."""
+
+    k: Annotated[
+        int, must(lambda v: type(v) is int and v >= 1, "must be an integer >= 1, got {got}")
+    ]
+    schedule: Annotated[
+        str, must(lambda s: s in SCHEDULES, f"must be one of {', '.join(SCHEDULES)}, got {{got}}")
+    ]
+    dataset_seed: Whole
+    seed: Whole
+
+
+class _Log(BaseModel):
+    task_args: _TaskArgs
+
+
+def _check_samples(
+    samples: list[EvalSample],
+    position: dict[Any, int],
+    k: int,
+    epochs: int,
+    check: FieldChecker,
+) -> None:
+    """A problem for each sample whose calls are not the task's K, and for each item not
+    judged once in each of the log's epochs."""
+    seen: dict[Any, list[int]] = defaultdict(list)
+    for sample in samples:
+        seen[sample.id].append(sample.epoch)
+        calls = sample.metadata.get(CALLS)
+        if isinstance(calls, list) and len(calls) != k:
+            message = f"{len(calls)} calls in epoch {sample.epoch}, not the task's K of {k}"
+            check.add(position.get(sample.id, 0), f"metadata.{CALLS}", message)
+    for sample_id, got in seen.items():
+        if sorted(got) != list(range(1, epochs + 1)):
+            message = f"judged in epochs {sorted(got)}, not once in each of the log's {epochs}"
+            check.add(position.get(sample_id, 0), "epoch", message)
 
 
 def import_inspect_log(
@@ -39,7 +86,8 @@ def import_inspect_log(
         log = read_eval_log(str(path))
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path} is not an inspect eval log: {exc}") from exc
-    args, check = log.eval.task_args, FieldChecker(path)
+    check = FieldChecker(path)
+    logged = check.validate(_Log, {"task_args": log.eval.task_args}, None)
     # Samples in the dataset's order (the log keeps them as they finished), each numbered by
     # its position in the dataset.
     position = {sample_id: n for n, sample_id in enumerate(log.eval.dataset.sample_ids or [], 1)}
@@ -61,7 +109,11 @@ def import_inspect_log(
         judgments += [dataclasses.replace(j, backend="inspect", simulated=simulated) for j in calls]
     if not samples:
         check.add(None, None, "the log has no samples")
+    if logged is not None:
+        _check_samples(samples, position, logged.task_args.k, log.eval.config.epochs or 1, check)
     check.raise_if_any()
+    assert logged is not None  # a problem was raised otherwise
+    args = logged.task_args
     dataset = import_dataset(
         list(items.values()),
         session=session,
@@ -69,7 +121,7 @@ def import_inspect_log(
         name=name or log.eval.dataset.name or path.stem,
         fmt="inspect",
         source_path=path,
-        seed=int(args["dataset_seed"]),
+        seed=args.dataset_seed,
     )
     with tempfile.TemporaryDirectory() as folder:
         recording = Path(folder) / "judgments.jsonl"
@@ -80,9 +132,9 @@ def import_inspect_log(
             backend="replay",
             model=log.eval.model,
             replay=recording,
-            k=int(args["k"]),
-            schedule=str(args["schedule"]),
+            k=args.k,
+            schedule=args.schedule,
             executions=max(s.epoch for s in samples),
-            seed=int(args["seed"]),
+            seed=args.seed,
         )
         return judge_run(spec, session=session, actor=actor, progress=progress)
