@@ -825,7 +825,8 @@ def batch_collect_command(
     `pcf judge ... --retry-failed [--batch]` asks them again. An APOCJudge run's confirmation
     calls (an adaptive run's next wave) are submitted once its first answers are stored,
     unless they may pass the cost cap given to the run's last submit: the run is then capped
-    (exit 1).
+    (exit 1). A run with calls missing and no batch waiting (a submit refused at its cap) has
+    nothing to collect (exit 1).
 
     Example: pcf batch collect demo-study/direct demo-study/pcf --wait
     """
