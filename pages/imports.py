@@ -1,4 +1,5 @@
-"""Import: a dataset from an uploaded file or from Hugging Face, as `pcf import` does (admins)."""
+"""Import: a dataset from an uploaded file or from the Hugging Face hub, as `pcf import` does
+(admins). The server's own files and folders are its operator's, through the CLI."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from pcf.access import Permission
 from pcf.analysis.markdown import escape_markdown
 from pcf.choices import FORMATS
 from pcf.errors import DataError
-from pcf.hf_datasets import load_hf
+from pcf.hf_datasets import hub_id, load_hf
 from pcf.runs.manage import import_dataset, import_upload
 from pcf.store import Dataset, session_scope
 
 NOTICE_KEY = "imports_notice"  # what the last import did, shown after the rerun it causes
+IMPORTED_KEY = "imports_done"  # imports so far: the upload form's key, so an imported file goes
 
 
 def run_import(load: Callable[[Session], Dataset]) -> None:
@@ -31,6 +33,7 @@ def run_import(load: Callable[[Session], Dataset]) -> None:
     except ValueError as exc:
         st.error(f"Nothing imported: {escape_markdown(str(exc))}")
     else:
+        st.session_state[IMPORTED_KEY] = st.session_state.get(IMPORTED_KEY, 0) + 1
         st.session_state[NOTICE_KEY] = (
             f"Imported dataset {dataset.name} ({dataset.n_items} items): pick it in the sidebar "
             "and start a run on the Runs page."
@@ -43,13 +46,15 @@ actor = require_permission(Permission.IMPORT)
 st.title("Import")
 st.caption(
     "A new dataset, all or nothing: the checks and size limits of `pcf import`; every problem "
-    "is named by its line and field."
+    "is named by its line and field. Files and folders on the server are imported in its "
+    "shell, by its operator: `pcf import FORMAT FILE`, `pcf import hf PATH`."
 )
 if notice := st.session_state.pop(NOTICE_KEY, None):
     st.success(escape_markdown(notice))
 
 upload_tab, hub_tab = st.tabs(["File", "Hugging Face"])
-with upload_tab, st.form("imports_file", clear_on_submit=True):  # an imported file goes
+# A file kept after a failed try; a new form (its widgets new and empty) after an import.
+with upload_tab, st.form(f"imports_file_{st.session_state.get(IMPORTED_KEY, 0)}"):
     file = st.file_uploader("Dataset file", type=["jsonl", "json", "csv", "parquet"])
     fmt = st.selectbox(
         "Format",
@@ -66,14 +71,17 @@ with upload_tab, st.form("imports_file", clear_on_submit=True):  # an imported f
         )
 with hub_tab, st.form("imports_hub"):
     source = st.text_input(
-        "Hugging Face dataset", key="imports_hub_source", placeholder="allenai/reward-bench-2"
+        "Hugging Face dataset",
+        key="imports_hub_source",
+        placeholder="allenai/reward-bench-2",
+        help="Its id on the hub (owner/name); never a path on the server.",
     )
     split = st.text_input("Split", placeholder="needed when it has several")
     hub_name = st.text_input("Dataset name", key="imports_hub_name", placeholder="its id's")
     if st.form_submit_button("Import", type="primary") and source:
 
         def from_hub(s: Session) -> Dataset:
-            items, layout = load_hf(source, split=split or None)
+            items, layout = load_hf(hub_id(source), split=split or None)
             return import_dataset(
                 items,
                 session=s,

@@ -67,8 +67,9 @@ if run is not None:
         cells = st.columns(min(len(others), 3) + 1, vertical_alignment="center")
         cells[0].caption("The same items, another judge:")
         for cell, other in zip(cells[1:], others, strict=False):
+            simulated = "simulated, " if is_simulated(other) else ""
             cell.button(
-                f"{other.name} ({'simulated, ' if is_simulated(other) else ''}{other.model})",
+                escape_markdown(f"{other.name} ({simulated}{other.model})"),
                 key=f"overview_run_{other.name}",
                 on_click=st.session_state.update,  # the sidebar's run follows
                 kwargs={RUN_KEY: other.name},

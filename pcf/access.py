@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -109,6 +110,24 @@ def forwarded_by(headers: Mapping[str, str]) -> str | None:
     mode refuses those: a local proxy would make every visitor the local person)."""
     names = {name.lower() for name in headers}
     return next((name for name in FORWARDING_HEADERS if name in names), None)
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+"""The names of this machine a browser may use to reach the app in local mode: a name that
+resolves to 127.0.0.1 through someone else's DNS (rebinding) would make their page the local
+admin."""
+_HOST = re.compile(r"(\[[^\]]*\]|[^:]*)(:[0-9]*)?")
+
+
+def foreign_host(headers: Mapping[str, str]) -> str | None:
+    """The ``Host`` header of ``headers`` when it names another host than :data:`LOCAL_HOSTS`
+    (with any port), else None. A request without one (AppTest; a client on this machine that
+    named no host) is this machine's: a browser always sends it."""
+    host = next((value for name, value in headers.items() if name.lower() == "host"), None)
+    if host is None:
+        return None
+    name = _HOST.fullmatch(host)
+    return None if name is not None and name[1].lower() in LOCAL_HOSTS else host
 
 
 def operator() -> Actor:

@@ -7,6 +7,7 @@ their columns, and fail with ``SOURCE[split]:row: field: message`` (rows count f
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -94,3 +95,22 @@ def _one_split(splits: list[str], split: str | None, source: str) -> str:
         wrong = f", not {split!r}" if split else ": choose one with --split"
         raise SplitError(f"{source} has splits {splits}{wrong}")
     return split
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*", re.ASCII)
+"""A dataset's id on the hub: ``owner/name``."""
+
+
+def hub_id(source: str) -> str:
+    """``source``, when it is a hub dataset's id (``owner/name``) that names no file or folder
+    here: all the app may read (this server's files are its operator's, ``pcf import hf PATH``).
+
+    Raises:
+        ValueError: ``source`` is no such id.
+    """
+    shell = "a file or folder on the server is imported in its shell: pcf import hf PATH"
+    if HUB_ID.fullmatch(source) is None or ".." in source:
+        raise ValueError(f"{source!r} is no Hugging Face dataset id (owner/name); {shell}")
+    if Path(source).exists():  # ``load_dataset`` would read the folder of that name here
+        raise ValueError(f"{source!r} is also a folder of this server; {shell}")
+    return source

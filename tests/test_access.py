@@ -11,6 +11,7 @@ from pcf.access import (
     Actor,
     Permission,
     Role,
+    foreign_host,
     forwarded_by,
     key_may_go_to,
     operator,
@@ -58,6 +59,33 @@ def test_the_operator_is_an_admin_named_by_their_login():
 )
 def test_a_request_a_proxy_forwarded_is_recognised(headers, proxy):
     assert forwarded_by(headers) == proxy
+
+
+@pytest.mark.parametrize(
+    ("host", "foreign"),
+    [
+        ("127.0.0.1", False),
+        ("127.0.0.1:8501", False),
+        ("LocalHost:1", False),
+        ("localhost", False),
+        ("[::1]:8501", False),
+        ("[::1]", False),
+        (None, False),  # no Host: AppTest, or a client on this machine that named none
+        ("evil.test:8501", True),
+        ("127.0.0.1.evil.test:8501", True),
+        ("localhost.evil.test", True),
+        ("localhost.:8501", True),
+        ("127.0.0.2:8501", True),
+        ("[::ffff:127.0.0.1]:8501", True),
+        ("[::1]x", True),
+        ("localhost:8501:1", True),
+        ("localhost:80@evil.test", True),
+        ("", True),
+    ],
+)
+def test_local_mode_knows_only_the_loopback_names_of_this_machine(host, foreign):
+    headers = {"User-Agent": "x"} | ({} if host is None else {"HOST": host})
+    assert foreign_host(headers) == (host if foreign else None)
 
 
 @pytest.mark.parametrize(

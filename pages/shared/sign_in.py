@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import NoReturn
 
 import streamlit as st
 
 from pages.shared.data import engine, session, written
 from pages.shared.frame import auth_configured, stop_for_stranger
-from pcf.access import Actor, Role, forwarded_by
+from pcf.access import Actor, Role, foreign_host, forwarded_by
 from pcf.analysis.markdown import escape_markdown
 from pcf.labelling.membership import (
     SignInRefusedError,
@@ -49,8 +50,9 @@ def sign_in() -> Actor:
     With sign-in: the member whose verified email and account the provider's ID token shows
     (:func:`pcf.labelling.membership.identify`). Without (local mode): on the loopback address the
     one local person, an admin, unless a reverse proxy forwarded the request (then every visitor
-    would be that person); elsewhere nobody, unless ``PCF_ANONYMOUS_VIEWERS=1`` makes every
-    visitor a viewer.
+    would be that person) or it names another host than 127.0.0.1, localhost or [::1] (a site
+    whose name resolves to this machine: DNS rebinding); elsewhere nobody, unless
+    ``PCF_ANONYMOUS_VIEWERS=1`` makes every visitor a viewer.
     """
     if auth_configured():
         return _signed_in_member()
@@ -66,12 +68,12 @@ def sign_in() -> Actor:
         )
         stop_for_stranger()
     if proxy := forwarded_by(st.context.headers):
-        st.error(
-            f"This request came through a proxy (its `{proxy}` header). Local mode makes whoever "
-            "reaches 127.0.0.1 the local admin, so it serves only the person at this machine: "
-            "configure sign-in (`[auth]` in `.streamlit/secrets.toml`) to serve others."
+        _refuse_local(f"This request came through a proxy (its `{proxy}` header).")
+    if (host := foreign_host(st.context.headers)) is not None:
+        _refuse_local(
+            f"This request is addressed to {escape_markdown(repr(host))}, not to 127.0.0.1, "
+            "localhost or [::1] (a site whose name leads to this machine could act as you)."
         )
-        stop_for_stranger()
     with session() as s:
         actor = local_actor(session=s)
     if actor is None:
@@ -80,6 +82,16 @@ def sign_in() -> Actor:
         ask_local_name()
         stop_for_stranger()
     return actor
+
+
+def _refuse_local(why: str) -> NoReturn:
+    """Stop a request that local mode must not serve: ``why``, and what to set up instead."""
+    st.error(
+        f"{why} Local mode makes whoever reaches 127.0.0.1 the local admin, so it serves only "
+        "the person at this machine: configure sign-in (`[auth]` in `.streamlit/secrets.toml`) "
+        "to serve others."
+    )
+    stop_for_stranger()
 
 
 @st.dialog("Who is working here?", dismissible=False)

@@ -1,10 +1,13 @@
-"""The Import page's Hugging Face form (AppTest cannot drive the file upload; the upload's
-import is tested in tests/runs/test_manage.py, its page in tests/e2e/test_import_upload.py)."""
+"""The Import page: an upload (a bad file kept for another try, a sound one imported and gone)
+and the Hugging Face form, which reads hub ids only: never a file or folder of the server."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlmodel import Session
+from streamlit.testing.v1 import AppTest
 
 from pcf.analysis.markdown import escape_markdown
 from pcf.labelling.audit import audit_log
@@ -13,39 +16,67 @@ from pcf.store import get_dataset
 from tests.app import local_app, open_page
 
 datasets = pytest.importorskip("datasets")
+ROWS = [
+    {
+        "item_id": f"q{n}",
+        "prompt": f"Is {n} *odd*?",
+        "candidates": [{"id": "a", "text": "Yes."}, {"id": "b", "text": "No."}],
+    }
+    for n in (1, 2, 3)
+]
 
 
-def test_a_hub_dataset_with_a_bad_row_imports_nothing_and_a_sound_one_appears(
+def submit(at: AppTest, form: str) -> AppTest:
+    """Press the Import button of the form whose key holds ``form``."""
+    next(b for b in at.button if b.label == "Import" and form in b.form_id).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_an_upload_with_a_bad_row_stays_for_another_try_and_a_sound_one_imports(
+    session: Session,
+):
+    sound = "".join(json.dumps(row) + "\n" for row in ROWS).encode()
+    at = open_page(local_app(session), "imports")
+    at.file_uploader[0].set_value(("odd.jsonl", sound.replace(b'"Is 2 *odd*?"', b"null"), ""))
+    submit(at, "file")
+    (error,) = [e.value for e in at.error]
+    problem = escape_markdown("odd.jsonl:2: prompt: missing")
+    assert error == f"Nothing imported, 1 problem(s):\n\n- {problem}"
+    assert at.file_uploader[0].value.name == "odd.jsonl"  # kept: no need to pick it again
+    assert get_dataset("odd", session=session) is None
+    at.file_uploader[0].set_value(("odd.jsonl", sound, ""))
+    submit(at, "file")
+    (success,) = [s.value for s in at.success]
+    assert success.startswith("Imported dataset odd \\(3 items\\)")
+    assert at.file_uploader[0].value is None  # imported once: the form is empty again
+    assert at.sidebar.selectbox(key="dataset").options == ["odd"]
+    log = audit_log(session=session, actor=local_actor(session=session))
+    assert [(e["action"], e["target"]) for e in log][:1] == [("dataset_imported", "odd")]
+
+
+def test_the_hub_form_reads_no_file_or_folder_of_the_server(
     session: Session, tmp_path, monkeypatch
 ):
+    """Sound datasets on the server's disk, by their path and by a relative folder named like a
+    hub id, import nothing; an id reaches the hub (here offline: tests/conftest.py)."""
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
-    rows = [
-        {
-            "item_id": f"q{n}",
-            "prompt": f"Is {n} *odd*?",
-            "candidates": [{"id": "a", "text": "Yes."}, {"id": "b", "text": "No."}],
-        }
-        for n in (1, 2, 3)
-    ]
-    datasets.Dataset.from_list(rows).save_to_disk(tmp_path / "good")
-    rows[1]["prompt"] = None
-    datasets.Dataset.from_list(rows).save_to_disk(tmp_path / "bad")
+    datasets.Dataset.from_list(ROWS).save_to_disk(tmp_path / "owner" / "name")
+    monkeypatch.chdir(tmp_path)
     at = open_page(local_app(session), "imports")
-
-    def submit(folder: str) -> None:
-        at.text_input(key="imports_hub_source").set_value(str(tmp_path / folder))
-        at.text_input(key="imports_hub_name").set_value(folder)
-        next(b for b in at.button if b.label == "Import" and "hub" in b.form_id).click().run()
-        assert not at.exception, at.exception
-
-    submit("bad")
-    (error,) = [e.value for e in at.error]
-    problem = escape_markdown(f"{tmp_path / 'bad'}:2: prompt: missing")
-    assert error == f"Nothing imported, 1 problem(s):\n\n- {problem}"
-    submit("good")
-    (success,) = [s.value for s in at.success]
-    assert success.startswith("Imported dataset good \\(3 items\\)")
-    assert at.sidebar.selectbox(key="dataset").options == ["good"]
-    assert get_dataset("bad", session=session) is None
-    log = audit_log(session=session, actor=local_actor(session=session))
-    assert [(e["action"], e["target"]) for e in log][:1] == [("dataset_imported", "good")]
+    assert "pcf import hf PATH" in at.caption[0].value
+    shell = "a file or folder on the server is imported in its shell: pcf import hf PATH"
+    for source, why in [
+        (str(tmp_path / "owner" / "name"), "is no Hugging Face dataset id (owner/name)"),
+        ("owner/name", "is also a folder of this server"),
+        ("owner/../owner/name", "is no Hugging Face dataset id (owner/name)"),
+        ("nobody/nothing", "cannot read nobody/nothing"),
+    ]:
+        at.text_input(key="imports_hub_source").set_value(source)
+        at.text_input(key="imports_hub_name").set_value("name")
+        (error,) = [e.value for e in submit(at, "hub").error]
+        assert error.startswith("Nothing imported: ")
+        assert escape_markdown(why) in error
+        assert (escape_markdown(shell) in error) == (source != "nobody/nothing")
+    assert get_dataset("name", session=session) is None
+    assert not at.success

@@ -35,6 +35,7 @@ HOST = "127.0.0.1:9"  # a beacon's address: nothing may link to it or load from 
 HOSTILE = f"![x](http://{HOST}/beacon) [l](http://{HOST}/link) <img src=http://{HOST}/h>"
 DATASET = f"data {HOSTILE}"
 RUN = f"run {HOSTILE}"
+OTHER_RUN = f"other {HOSTILE}"  # Overview offers it as "the same items, another judge"
 ANNOTATOR = f"ann {HOSTILE}"
 CANDIDATE = f"See http://{HOST}/candidate and www.example.invalid for the answer."
 LIVE = {"link", "image", "linkReference", "imageReference", "definition", "html"}
@@ -43,7 +44,7 @@ LIVE = {"link", "image", "linkReference", "imageReference", "definition", "html"
 
 @pytest.fixture
 def hostile(db: Session) -> None:
-    """A dataset and a simulated run with hostile names, and two annotators (one with a
+    """A dataset and two simulated runs with hostile names, and two annotators (one with a
     hostile name, tags and notes) who disagree on each item."""
     items = [
         Item(f"q{i}", f"Question {i}?", (Candidate("a", CANDIDATE), Candidate("b", "No.")), "a")
@@ -57,7 +58,8 @@ def hostile(db: Session) -> None:
             db_id, session=db, annotator=ANNOTATOR, choice="b", tags=[HOSTILE], notes=HOSTILE
         )
     db.commit()
-    judge_run(RunSpec(DATASET, RUN, k=2), session=db, actor=operator())
+    for run in (RUN, OTHER_RUN):
+        judge_run(RunSpec(DATASET, run, k=2), session=db, actor=operator())
 
 
 def markdown_sources(node: Any) -> Iterator[str]:

@@ -6,6 +6,7 @@ from sqlmodel import Session
 from streamlit.testing.v1 import AppTest
 
 from pcf.access import operator
+from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import accuracy_against, analyse_run, gold_answers, run_summary
 from pcf.analysis.triage import run_triage
 from pcf.consensus import pack
@@ -137,13 +138,15 @@ def test_the_demo_opens_on_its_strong_bias_run_told_in_words(db: Session):
     assert not [e for e in at.expander if e.label.startswith("The statistics") and e.proto.expanded]
 
     other = at.button(key="overview_run_demo-pcf")
-    assert other.label == "demo-pcf (simulated, sim-primacy)"
+    assert other.label == escape_markdown("demo-pcf (simulated, sim-primacy)")
     other.click().run()
     assert at.sidebar.selectbox(key="run").value == "demo-pcf"
     assert at.sidebar.caption[0].value.replace("\\", "").startswith("demo-pcf: pcf, K=7,")
     assert any(h.value.replace("\\", "") == "Run demo-pcf" for h in at.subheader)
-    assert at.button(key="overview_run_demo-strong-bias-pcf").label.startswith(
-        "demo-strong-bias-pcf (simulated, "
+    assert (
+        at.button(key="overview_run_demo-strong-bias-pcf")
+        .label.replace("\\", "")
+        .startswith("demo-strong-bias-pcf (simulated, ")
     )
 
 

@@ -31,10 +31,11 @@ ANNOTATORS = ("first", "second")
 
 
 def names(host: str) -> dict[str, str]:
-    """The hostile names: dataset, run, annotator, an item id prefix, a tag and a note."""
+    """The hostile names: dataset, two runs, annotator, an item id prefix, a tag and a note."""
     return {
         "dataset": f"hostile ![d](http://{host}/dataset.png)",
         "run": f"run www.{host}/run :streamlit:",
+        "other run": f"other ![o](http://{host}/beacon)",  # Overview's "another judge" button
         "annotator": f"ann ![a](http://{host}/annotator.png) a@{host}",
         "item": f"item ![i](http://{host}/item.png) <http://{host}/item>",
         "tag": f"tag [t](http://{host}/tag)",
@@ -64,7 +65,8 @@ def hostile_items(host: str) -> list[Item]:
 
 
 def build(url: str, host: str) -> None:
-    """Import the two datasets, judge each with the simulated judge, and label the hostile one."""
+    """Import the two datasets, judge each with the simulated judge (the hostile one twice), and
+    label the hostile one."""
     named = names(host)
     huge = Item(
         "huge",
@@ -78,7 +80,8 @@ def build(url: str, host: str) -> None:
         hostile = import_items(hostile_items(host), session=s, name=named["dataset"], fmt="jsonl")
         import_items([huge], session=s, name="huge", fmt="jsonl")
         s.commit()
-        judge_run(RunSpec(named["dataset"], named["run"], k=2), session=s, actor=operator())
+        for run in (named["run"], named["other run"]):
+            judge_run(RunSpec(named["dataset"], run, k=2), session=s, actor=operator())
         judge_run(RunSpec("huge", "huge-pcf", k=2), session=s, actor=operator())
         guidelines = "\n\n".join(payloads(host))
         set_plan(

@@ -1,5 +1,5 @@
 """Hostile Markdown in the real renderer: no request reaches a beacon, no live link, no script,
-on Review, Adjudicate and Compare; and a huge answer does not stop the server answering.
+on Overview, Review, Adjudicate and Compare; and a huge answer does not stop the server answering.
 
 A beacon (a local HTTP server on port 0 that records every request it gets) is the host of every
 address in the hostile dataset (``tests/e2e/hostile_items.py``): the issue's bypasses, the
@@ -177,6 +177,19 @@ def test_compare_renders_hostile_names_inert(
     expect(tab.get_by_test_id("stPageLink")).not_to_have_count(0)
     assert_inert(tab, beacon, dialogs)
     print(screenshot(tab, "hostile-compare"))
+
+
+def test_overview_renders_hostile_run_names_inert(
+    tab: Page, beacon: Beacon, dialogs: list[str], screenshot: Screenshot
+):
+    """The other run's name is on a button ("The same items, another judge"): it loaded its
+    image twice a load."""
+    named = names(beacon.host)
+    visit(tab, "/", dataset=named["dataset"], run=named["run"])
+    expect(tab.get_by_text("The same items, another judge")).to_be_visible()
+    assert_inert(tab, beacon, dialogs)
+    expect(tab.get_by_role("button", name=named["other run"])).to_be_visible()  # as stored
+    print(screenshot(tab, "hostile-overview", first_screen=True))
 
 
 def health_latencies(url: str, stop: threading.Event) -> list[float]:

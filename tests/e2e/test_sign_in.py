@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 import httpx
 import oidc_provider_mock
@@ -35,7 +35,16 @@ from pcf.labelling.adjudications import display_order
 from pcf.store import Adjudication, get_dataset, get_run, items_named
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, settle
-from tests.e2e.conftest import free_port, open_tab, pcf, serve_app, served_session
+from tests.e2e.conftest import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    LOCAL_NAME,
+    free_port,
+    open_tab,
+    pcf,
+    serve_app,
+    served_session,
+)
 from tests.factories import make_item
 
 DOMAIN = "example.com"
@@ -294,6 +303,35 @@ def test_local_mode_refuses_a_request_a_proxy_forwarded(browser: Browser, app_ur
     with open_tab(browser, app_url) as tab:  # the same server, asked directly
         tab.goto("/")
         expect(sidebar(tab).get_by_text("· admin")).to_be_visible()
+
+
+def test_local_mode_answers_only_a_host_of_this_machine(browser: Browser, app_url: str):
+    """DNS rebinding: a site whose name resolves to 127.0.0.1 would load the local app into its
+    own origin, and its scripts could read and press everything as the local admin. Chromium
+    here resolves ``evil.test`` to 127.0.0.1 as such a site's DNS would."""
+    port = urlsplit(app_url).port
+    rebound = browser.browser_type.launch(
+        executable_path=str(CHROMIUM),
+        args=[*CHROMIUM_ARGS, "--host-resolver-rules=MAP evil.test 127.0.0.1"],
+    )
+    try:
+        with open_tab(rebound, f"http://evil.test:{port}") as tab:
+            tab.goto("/members")
+            expect(main(tab)).to_contain_text(f"is addressed to 'evil.test:{port}'")
+            expect(main(tab)).to_contain_text("configure sign-in ([auth] in")
+            settle(tab)
+            expect(tab.get_by_role("heading", name="Members")).to_have_count(0)
+            expect(tab.get_by_role("heading", name="Audit log")).to_have_count(0)
+            expect(tab.get_by_role("button")).to_have_count(0)  # nothing to press
+            expect(sidebar(tab).get_by_text("· admin")).to_have_count(0)
+            expect(tab.get_by_text(LOCAL_NAME)).to_have_count(0)
+        with open_tab(rebound, app_url) as tab:  # the same browser and server, at 127.0.0.1
+            tab.goto("/members")
+            expect(main(tab).get_by_role("heading", name="Audit log")).to_be_visible()
+            expect(main(tab).get_by_role("button", name="Save")).to_be_visible()
+            expect(sidebar(tab).get_by_text("· admin")).to_be_visible()
+    finally:
+        rebound.close()
 
 
 @pytest.mark.parametrize("viewers", [False, True])
