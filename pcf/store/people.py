@@ -4,7 +4,7 @@ reservations, assignments, resolutions and comments. Functions flush, never comm
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +13,7 @@ from sqlalchemy import (
     delete,
     distinct,
     func,
+    insert,
     update,
 )
 from sqlalchemy.exc import IntegrityError
@@ -105,9 +106,12 @@ def add_adjudication(
 
 
 def add_first_labels(labels: Iterable[Mapping[str, Any]], *, session: Session) -> None:
-    """Store first labels, each an :class:`Adjudication`'s fields (an import, checked)."""
-    session.add_all(Adjudication(**label) for label in labels)
-    session.flush()
+    """Store first labels, each an :class:`Adjudication`'s fields (an import, checked), in one
+    statement that makes no object per row."""
+    defaults = {"created_at": utc_now(), "confidence": None, "tags": [], "notes": ""}
+    rows = [defaults | {"supersedes": None, "source": None} | dict(label) for label in labels]
+    if rows:
+        session.execute(insert(Adjudication), rows)
 
 
 def latest_label(item_db_id: int, annotator: str, *, session: Session) -> Adjudication | None:
@@ -296,6 +300,14 @@ def labellers_by_item(
     if item_db_id is not None:
         query = query.where(Adjudication.item_id == item_db_id)
     return _people_by_item(session.exec(query))
+
+
+def labellers_of_items(item_db_ids: Collection[int], *, session: Session) -> dict[int, set[str]]:
+    """``{item db id: annotators who labelled it}`` of these items (the labelled ones)."""
+    query = select(Adjudication.item_id, Adjudication.annotator).distinct()
+    return _people_by_item(
+        session.exec(query.where(col(Adjudication.item_id).in_(list(item_db_ids))))
+    )
 
 
 def holders_by_item(
