@@ -108,7 +108,12 @@ def add_adjudication(
 def add_first_labels(labels: Iterable[Mapping[str, Any]], *, session: Session) -> None:
     """Store first labels, each an :class:`Adjudication`'s fields (an import, checked), in one
     statement that makes no object per row."""
-    defaults = {"created_at": utc_now(), "confidence": None, "tags": [], "notes": ""}
+    defaults: dict[str, Any] = {
+        "created_at": utc_now(),
+        "confidence": None,
+        "tags": [],
+        "notes": "",
+    }
     rows = [defaults | {"supersedes": None, "source": None} | dict(label) for label in labels]
     if rows:
         session.execute(insert(Adjudication), rows)
