@@ -32,6 +32,8 @@ MAX_NESTING = 64
 MAX_INT_DIGITS = 4300
 """Python's own limit on converting digits to an int."""
 BOM = b"\xef\xbb\xbf"
+PARQUET_BATCH = 1024
+"""Rows of a Parquet file read at once."""
 
 
 @dataclass(frozen=True)
@@ -395,39 +397,68 @@ def read_rows(
     path: Path, check: FieldChecker, required: Sequence[str] = ()
 ) -> Iterator[tuple[int, dict]]:
     """(line, row) of each storable row of a Parquet (line: row number), CSV or else JSON Lines
-    file; DataError at once for an unreadable file or a CSV header without ``required``."""
+    file; DataError at once for an unreadable file or a CSV header without ``required``. JSON
+    Lines and CSV are read a line at a time."""
     suffix = path.suffix.lower()
-    if suffix not in (".parquet", ".csv"):
+    if suffix == ".csv":
+        yield from _csv_rows(path, check, required)
+        return
+    if suffix != ".parquet":
         yield from read_json_lines(path, check)
         return
+    yield from _parquet_rows(path, check)
+
+
+def _parquet_rows(path: Path, check: FieldChecker) -> Iterator[tuple[int, dict]]:
+    """(row number, row) of each storable row of a Parquet file, read a row group's batch at a
+    time on this thread alone (as :func:`read_parquet_bytes`)."""
+    import pyarrow.parquet as pq  # noqa: PLC0415 - only Parquet needs it
+
+    number = 0
     with open_data(path) as fh:
-        data = read_capped(fh, path, DATA_FILE)
-    if suffix == ".parquet":
         try:
-            frame = read_parquet_bytes(data)
+            batches = pq.ParquetFile(fh, pre_buffer=False).iter_batches(
+                batch_size=PARQUET_BATCH, use_threads=False
+            )
+            for batch in batches:
+                for row in batch.to_pylist():
+                    number += 1
+                    if storable(row, number, check):
+                        yield number, row
         except (OSError, ValueError) as exc:  # pyarrow's errors are among these
             check.add(None, None, f"not a readable Parquet file: {exc}")
             check.raise_if_any()
-        for i, record in enumerate(frame.to_dict(orient="records"), start=1):
-            row = {k: v.tolist() if hasattr(v, "tolist") else v for k, v in record.items()}
-            if storable(row, i, check):  # Parquet gives numpy arrays where JSON gives lists
-                yield i, row
-        return
-    content = decode_utf8(data.removeprefix(BOM), check, 1)
-    check.raise_if_any()
-    reader = csv.DictReader(io.StringIO(content, newline=""))
-    try:
-        header = reader.fieldnames or []
-        missing = [column for column in required if column not in header]
-        if missing:
-            check.add(1, ", ".join(missing), f"missing column(s); header is {header}")
+
+
+def _csv_rows(
+    path: Path, check: FieldChecker, required: Sequence[str]
+) -> Iterator[tuple[int, dict]]:
+    """(line, row) of each storable row of a CSV file, read a line at a time (a record may
+    span lines: its line is where it ends)."""
+    with open_data(path) as fh:
+        reader = csv.DictReader(_utf8_lines(capped_blocks(fh, path, DATA_FILE), check))
+        try:
+            header = reader.fieldnames or []
+            missing = [column for column in required if column not in header]
+            if missing:
+                check.add(1, ", ".join(missing), f"missing column(s); header is {header}")
+                check.raise_if_any()
+            for row in reader:
+                if storable(row, reader.line_num, check):
+                    yield reader.line_num, row
+        except csv.Error as exc:  # e.g. a field over the csv module's size limit
+            check.add(reader.line_num + 1, None, f"unreadable CSV: {exc}")  # the record it began
             check.raise_if_any()
-        for row in reader:
-            if storable(row, reader.line_num, check):
-                yield reader.line_num, row
-    except csv.Error as exc:  # e.g. a field over the csv module's size limit
-        check.add(reader.line_num + 1, None, f"unreadable CSV: {exc}")  # the record it began
-        check.raise_if_any()
+
+
+def _utf8_lines(lines: Iterable[bytes], check: FieldChecker) -> Iterator[str]:
+    """Each of ``lines`` as text (the first without a byte order mark); DataError at the first
+    that is not UTF-8."""
+    for number, data in enumerate(lines, start=1):
+        text = decode_utf8(data.removeprefix(BOM) if number == 1 else data, check, number)
+        if text is None:
+            raise DataError(check.problems)
+        yield text
 
 
 def open_checked(path: str | Path) -> tuple[Path, FieldChecker]:

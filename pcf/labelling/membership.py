@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission, Role, authorize
+from pcf.identities import IdentityError, identity_key
 from pcf.store import (
     Member,
     add_audit_event,
@@ -61,12 +62,17 @@ def identify(
     a stranger. A member's first sign-in binds them to that account; only it signs in as them.
 
     Raises:
-        SignInRefusedError: no usable email, issuer or subject; an issuer not accepted; an
-            email not verified; or another account than the member's.
+        SignInRefusedError: no usable email, issuer or subject; an email the identity rule
+            refuses (:func:`pcf.identities.identity_key`: a lookalike or invisible character);
+            an issuer not accepted; an email not verified; or another account than the member's.
     """
     email, issuer, subject = (claims.get(name) for name in ("email", "iss", "sub"))
     if not isinstance(email, str) or not EMAIL.fullmatch(email):
         raise SignInRefusedError("your sign-in provider sent no usable email address")
+    try:
+        email = identity_key(email)
+    except IdentityError as exc:
+        raise SignInRefusedError(f"your sign-in provider's address is refused: {exc}") from None
     if not (isinstance(issuer, str) and isinstance(subject, str) and issuer and subject):
         raise SignInRefusedError("your sign-in provider sent no issuer or subject")
     if trust.allowed_issuers and issuer not in trust.allowed_issuers:
@@ -128,12 +134,15 @@ def add_member(email: str, role: str, *, session: Session, actor: Actor) -> Memb
     """Give ``email`` a role (a new member, or another role).
 
     Raises:
-        ValueError: not an email address, an unknown role, or the last admin made another role.
+        ValueError: not an email address, one the identity rule refuses
+            (:func:`pcf.identities.identity_key`), an unknown role, or the last admin made
+            another role.
     """
     actor = authorize(actor, Permission.MANAGE_MEMBERS, session=session)
-    email = email.strip().lower()
+    email = email.strip()
     if not EMAIL.fullmatch(email):
         raise ValueError(f"{email!r} is not an email address")
+    email = identity_key(email)
     if role not in set(Role):
         raise ValueError(f"unknown role {role!r}; choose one of {', '.join(Role)}")
     existing = get_member(email, session=session)

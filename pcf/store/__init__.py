@@ -37,6 +37,7 @@ from pcf.store.datasets import DatasetItems as DatasetItems
 from pcf.store.datasets import get_dataset as get_dataset
 from pcf.store.datasets import import_items as import_items
 from pcf.store.datasets import item_db_ids as item_db_ids
+from pcf.store.datasets import item_ids_named as item_ids_named
 from pcf.store.datasets import item_positions as item_positions
 from pcf.store.datasets import items_at as items_at
 from pcf.store.datasets import items_by_ids as items_by_ids
@@ -105,6 +106,7 @@ from pcf.store.people import holders_by_item as holders_by_item
 from pcf.store.people import item_comments as item_comments
 from pcf.store.people import labelled_item_counts as labelled_item_counts
 from pcf.store.people import labellers_by_item as labellers_by_item
+from pcf.store.people import labellers_of_items as labellers_of_items
 from pcf.store.people import latest_label as latest_label
 from pcf.store.people import list_members as list_members
 from pcf.store.people import local_member as local_member

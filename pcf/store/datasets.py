@@ -238,6 +238,18 @@ def item_db_ids(dataset_id: int, *, session: Session) -> dict[str, int]:
     return {key: db_id for key, db_id, _ in item_positions(dataset_id, session=session)}
 
 
+def item_ids_named(dataset_id: int, item_keys: Iterable[str], *, session: Session) -> list[int]:
+    """The database ids of the dataset's items with these keys, ascending (one lock order)."""
+    found: list[int] = []
+    for keys in _chunks(item_keys):
+        found += session.exec(
+            select(ItemRow.id).where(
+                col(ItemRow.dataset_id) == dataset_id, col(ItemRow.item_key).in_(keys)
+            )
+        ).all()
+    return sorted(found)
+
+
 def _chunks(keys: Iterable[str]) -> Iterator[list[str]]:
     """Distinct keys in chunks of :data:`CACHE_QUERY_CHUNK`, for ``IN`` queries of any size."""
     unique = list(dict.fromkeys(keys))

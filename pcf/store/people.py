@@ -4,7 +4,7 @@ reservations, assignments, resolutions and comments. Functions flush, never comm
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -13,11 +13,13 @@ from sqlalchemy import (
     delete,
     distinct,
     func,
+    insert,
     update,
 )
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from pcf.identities import IdentityError, identity_key
 from pcf.items import RESERVED_CANDIDATE_IDS
 from pcf.store.datasets import rows_changed
 from pcf.store.engine import LostRaceError
@@ -104,9 +106,17 @@ def add_adjudication(
 
 
 def add_first_labels(labels: Iterable[Mapping[str, Any]], *, session: Session) -> None:
-    """Store first labels, each an :class:`Adjudication`'s fields (an import, checked)."""
-    session.add_all(Adjudication(**label) for label in labels)
-    session.flush()
+    """Store first labels, each an :class:`Adjudication`'s fields (an import, checked), in one
+    statement that makes no object per row."""
+    defaults: dict[str, Any] = {
+        "created_at": utc_now(),
+        "confidence": None,
+        "tags": [],
+        "notes": "",
+    }
+    rows = [defaults | {"supersedes": None, "source": None} | dict(label) for label in labels]
+    if rows:
+        session.execute(insert(Adjudication), rows)
 
 
 def latest_label(item_db_id: int, annotator: str, *, session: Session) -> Adjudication | None:
@@ -192,17 +202,26 @@ def adjudication_records(dataset_id: int, *, session: Session) -> list[dict[str,
     ]
 
 
-def get_member(email: str, *, session: Session) -> Member | None:
-    """The member signed in as ``email`` (compared without case), or None."""
-    return session.exec(select(Member).where(func.lower(Member.email) == email.lower())).first()
+def get_member(identity: str, *, session: Session) -> Member | None:
+    """The member named ``identity``: spelled so, or stored as its identity key
+    (:func:`pcf.identities.identity_key`), the exact spelling first; None for none. A spelling
+    the identity rule refuses finds only a member stored with that very spelling (a local name
+    such as "Émile", or a row from before the rule)."""
+    try:
+        spellings = {identity, identity_key(identity)}
+    except IdentityError:
+        spellings = {identity}
+    found = session.exec(select(Member).where(col(Member.email).in_(spellings))).all()
+    return min(found, key=lambda member: member.email != identity, default=None)
 
 
 def bind_member(email: str, issuer: str, subject: str, *, session: Session) -> bool:
-    """Bind an unbound member to the provider account ``issuer``/``subject`` in one statement
-    (two first sign-ins at once bind one account); whether it did."""
+    """Bind the unbound member stored as ``email`` (that spelling) to the provider account
+    ``issuer``/``subject`` in one statement (two first sign-ins at once bind one account);
+    whether it did."""
     bound = session.execute(
         update(Member)
-        .where(func.lower(Member.email) == email.lower(), col(Member.issuer).is_(None))
+        .where(col(Member.email) == email, col(Member.issuer).is_(None))
         .values(issuer=issuer, subject=subject)
         .execution_options(synchronize_session="fetch")
     )
@@ -223,7 +242,7 @@ def list_members(*, session: Session) -> list[Member]:
 def save_member(
     email: str, role: str, *, session: Session, added_by: str, local: bool = False
 ) -> Member:
-    """Add a member, or give an existing one (same email, any case) another role."""
+    """Add a member, or give an existing one (:func:`get_member`) another role."""
     member = get_member(email, session=session)
     if member is None:
         member = Member(email=email, role=role, added_by=added_by, local=local)
@@ -233,8 +252,8 @@ def save_member(
 
 
 def delete_member(email: str, *, session: Session) -> None:
-    """Remove a member (their labels stay)."""
-    session.exec(delete(Member).where(func.lower(Member.email) == email.lower()))
+    """Remove the member stored as ``email`` (that spelling; their labels stay)."""
+    session.exec(delete(Member).where(col(Member.email) == email))
     session.flush()
 
 
@@ -286,6 +305,14 @@ def labellers_by_item(
     if item_db_id is not None:
         query = query.where(Adjudication.item_id == item_db_id)
     return _people_by_item(session.exec(query))
+
+
+def labellers_of_items(item_db_ids: Collection[int], *, session: Session) -> dict[int, set[str]]:
+    """``{item db id: annotators who labelled it}`` of these items (the labelled ones)."""
+    query = select(Adjudication.item_id, Adjudication.annotator).distinct()
+    return _people_by_item(
+        session.exec(query.where(col(Adjudication.item_id).in_(list(item_db_ids))))
+    )
 
 
 def holders_by_item(

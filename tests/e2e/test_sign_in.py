@@ -32,7 +32,7 @@ from sqlmodel import col, select
 from pcf.analysis.results import run_decisions
 from pcf.items import Item, candidate_labels
 from pcf.labelling.adjudications import display_order
-from pcf.store import Adjudication, get_dataset, get_run, items_named
+from pcf.store import Adjudication, get_dataset, get_member, get_run, items_named
 from tests.demo_database import drop_database, new_database
 from tests.e2e import EXCEPTION, settle
 from tests.e2e.conftest import (
@@ -292,6 +292,36 @@ def test_only_the_verified_account_bound_first_signs_in_and_a_removed_member_sav
         expect(main(dora).get_by_role("heading", name="No access yet")).to_be_visible()
         expect(dora.locator(EXCEPTION)).to_have_count(0)
     assert annotators(database)[before:] == []
+
+
+def test_a_lookalike_address_is_refused_and_the_member_it_reads_as_stays_unbound(
+    browser: Browser, app: str, database: str, provider: str
+):
+    """A verified account whose address is kate's with the KELVIN SIGN (U+212A) for its K once
+    signed in as the unbound admin kate@example.com (``str.lower()`` folds U+212A to ``k``), and
+    kate's own account was then refused."""
+    pcf(database, "members", "add", email("kate"), "--role", "admin")
+    account(provider, "kelvin", {"email": f"\u212aate@{DOMAIN}", "email_verified": True})
+    account(provider, email("kate"), {"email": email("kate"), "email_verified": True})
+    with open_tab(browser, app) as tab:
+        tab.goto("/")
+        authorize(tab, "kelvin")
+        expect(main(tab).get_by_role("heading", name="Sign-in refused")).to_be_visible()
+        expect(main(tab)).to_contain_text("holds U+212A KELVIN SIGN, which reads as 'k'")
+        expect(tab.get_by_text("Dataset")).to_have_count(0)
+    with served_session(database) as s:
+        kate = get_member(email("kate"), session=s)
+        assert kate is not None
+        assert (kate.role, kate.issuer, kate.subject) == ("admin", None, None)
+    with open_tab(browser, app) as tab:
+        sign_in(tab, "kate", "/members")
+        signed_in_as(tab, "kate", "admin")
+        expect(main(tab).get_by_role("heading", name="Members")).to_be_visible()
+        expect(tab.locator(EXCEPTION)).to_have_count(0)
+    with served_session(database) as s:
+        kate = get_member(email("kate"), session=s)
+        assert kate is not None
+        assert (kate.issuer, kate.subject) == (provider, email("kate"))
 
 
 def test_local_mode_refuses_a_request_a_proxy_forwarded(browser: Browser, app_url: str):

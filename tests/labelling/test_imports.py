@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import csv
 import json
+import tracemalloc
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from pcf.access import AccessDeniedError, Actor, Role
+from pcf.access import AccessDeniedError, Actor, Role, operator
 from pcf.cli import app
+from pcf.labelling import imports
 from pcf.labelling.imports import import_labels
 from pcf.store import (
     add_adjudication,
@@ -20,6 +22,7 @@ from pcf.store import (
     audit_events,
     import_items,
     item_db_ids,
+    save_plan,
 )
 from tests.factories import enrol, make_item
 
@@ -65,7 +68,10 @@ def team(session) -> int:
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
-def test_one_bad_row_imports_nothing_and_a_good_file_round_trips(session, team, suffix, tmp_path):
+def test_one_bad_row_imports_nothing_and_a_good_file_round_trips(
+    session, team, suffix, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(imports, "BATCH", 2)  # the bad row comes after a batch was stored
     bad = write(
         [*GOOD, {**GOOD[2], "annotator": "rater-2", "answer": "c9"}], tmp_path / f"b{suffix}"
     )
@@ -137,3 +143,69 @@ def test_only_an_admin_imports_labels(session, team, tmp_path):
     with pytest.raises(AccessDeniedError, match=r"rita@x\.org is reviewer and may not import"):
         import_labels(path, team, session=session, actor=rita, source="bench")
     assert adjudication_records(team, session=session) == []
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_one_person_in_four_spellings_is_one_annotator_or_a_problem_by_line(
+    session, team, suffix, tmp_path
+):
+    """Case, padding and a zero width space once made four people of one, so one person's two
+    labels read as a unanimous gold. Annotators are compared as their identity key."""
+    q2 = item_db_ids(team, session=session)["q2"]
+    add_adjudication(q2, session=session, annotator="ext@x.org", choice="c0")
+    session.commit()
+    spellings = ["ext@x.org", "EXT@X.ORG", "ext@x.org ", "ext@x.org\u200b"]
+    rows = [{"item_id": "q1", "annotator": name, "answer": "c0"} for name in spellings]
+    rows.append({"item_id": "q2", "annotator": "Ext@X.org", "answer": "c1"})
+    path = write(rows, tmp_path / f"labels{suffix}")
+    done = runner.invoke(app, ["labels", "import", str(path), "--dataset", "team"])
+    assert done.exit_code == 1
+    first = 2 if suffix == ".csv" else 1  # a CSV's header is its line 1
+    assert done.output.splitlines()[1:] == [
+        f"{path}:{first + 1}: annotator: 'ext@x.org' labelled 'q1' already",
+        f"{path}:{first + 2}: annotator: 'ext@x.org' labelled 'q1' already",
+        f"{path}:{first + 3}: annotator: 'ext@x.org\\u200b' holds an invisible character "
+        "(U+200B ZERO WIDTH SPACE), with which it could pass for someone else's: remove it",
+        f"{path}:{first + 4}: annotator: 'ext@x.org' labelled 'q2' already",
+    ]
+    assert [r["annotator"] for r in adjudication_records(team, session=session)] == ["ext@x.org"]
+    good = write(
+        [{"item_id": "q1", "annotator": " EXT@X.ORG", "answer": "c1"}], tmp_path / "g.jsonl"
+    )
+    done = runner.invoke(app, ["labels", "import", str(good), "--dataset", "team"])
+    assert done.exit_code == 0, done.output
+    assert [r["annotator"] for r in adjudication_records(team, session=session)] == [
+        "ext@x.org"
+    ] * 2
+
+
+def imported_peak(session, rows: int, tmp_path: Path) -> tuple[int, int]:
+    """The size of a labels file of ``rows`` rows (ten labels for each of its own items) and
+    the peak memory Python traced while importing it."""
+    name = f"big-{rows}"
+    items = [make_item(f"{name}-{i}") for i in range(rows // 10)]
+    dataset = import_items(items, session=session, name=name, fmt="jsonl")
+    save_plan(dataset.id, session=session, updated_by="test", labels_per_item=10)
+    path = tmp_path / f"{name}.jsonl"
+    with path.open("w", encoding="utf-8") as file:
+        for item in items:
+            for rater in range(10):
+                row = {"item_id": item.item_id, "annotator": f"rater-{rater}@x.org"}
+                file.write(json.dumps(row | {"answer": "c1", "note": "read twice"}) + "\n")
+    tracemalloc.start()
+    try:
+        count = import_labels(path, dataset.id, session=session, actor=operator(), source="t")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert count == rows
+    return path.stat().st_size, peak
+
+
+def test_a_file_four_times_larger_takes_no_more_memory_to_import(session, tmp_path):
+    """Rows are read, checked and stored a batch at a time: the peak does not grow with the
+    file (before, every row stayed in memory until the end: 42 times the file's size)."""
+    imported_peak(session, 10, tmp_path)  # first uses build caches that stay
+    small_size, small_peak = imported_peak(session, 3_000, tmp_path)
+    large_size, large_peak = imported_peak(session, 12_000, tmp_path)
+    assert large_peak - small_peak < (large_size - small_size) / 10

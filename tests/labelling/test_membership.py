@@ -3,6 +3,8 @@ sign-in counts only with a verified email, and binds the member to that provider
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from sqlmodel import Session
 
@@ -19,7 +21,7 @@ from pcf.labelling.membership import (
     remove_member,
     set_local_name,
 )
-from pcf.store import get_member
+from pcf.store import get_member, save_member
 from tests.factories import enrol
 
 ADAM = Actor("adam@example.com", Role.ADMIN)
@@ -92,11 +94,14 @@ def test_an_admin_removed_or_demoted_meanwhile_changes_nothing(session: Session,
         ("", "viewer", "not an email address"),
         ("carol\x00@example.com", "viewer", "not an email address"),
         ("carol@exam\x00ple.com", "viewer", "not an email address"),
+        ("carol@example.com\u200b", "viewer", "invisible character (U+200B ZERO WIDTH SPACE)"),
+        ("\u212aarol@example.com", "viewer", "U+212A KELVIN SIGN, which reads as 'k'"),
     ],
 )
 def test_bad_members_are_refused(session: Session, adam: Actor, email: str, role: str, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=re.escape(message)):
         add_member(email, role, session=session, actor=adam)
+    assert [m.email for m in members(session=session, actor=adam)] == [adam.identity]
 
 
 def test_the_last_signed_in_admin_stays_though_the_local_person_is_admin(
@@ -123,6 +128,50 @@ def test_the_local_name_is_given_once_and_is_an_admin(session: Session):
     # a local name is no sign-in identity, even one that reads as an address
     assert identify(claims("ada@example.com"), session=session) is None
     assert members(session=session, actor=operator()) == []
+
+
+def test_a_lookalike_address_takes_no_member_and_the_member_signs_in_as_stored(
+    session: Session, adam: Actor
+):
+    """``str.lower()`` turns the KELVIN SIGN (U+212A) into ``k``: compared so, a verified
+    ``\u212aate@...`` account took the unbound admin ``kate@...``."""
+    add_member("kate@example.com", "admin", session=session, actor=adam)
+    lookalike = claims("\u212aate@example.com", sub="kelvin")
+    with pytest.raises(SignInRefusedError, match=re.escape("U+212A KELVIN SIGN")):
+        identify(lookalike, session=session)
+    kate = get_member("kate@example.com", session=session)
+    assert (kate.role, kate.issuer, kate.subject) == ("admin", None, None)
+    assert get_member("\u212aate@example.com", session=session) is None
+    kate_actor = Actor("kate@example.com", Role.ADMIN)
+    assert identify(claims("KATE@Example.com", sub="kate"), session=session) == kate_actor
+    assert (kate.issuer, kate.subject) == (ISSUER, "kate")
+    bound = [e for e in audit_log(session=session, actor=adam) if e["action"] == "member_bound"]
+    assert [(e["actor"], e["target"]) for e in bound] == [("kate@example.com",) * 2]
+
+
+def test_a_member_stored_before_the_rule_in_a_spelling_it_refuses_is_no_one_elses(
+    session: Session, adam: Actor
+):
+    """An older version lowered what an admin typed: a full-width letter stayed one. That row
+    keeps its spelling (no migration) and is reached by it alone: an admin removes it."""
+    save_member("\uff4bate@example.com", "admin", session=session, added_by="an older version")
+    add_member("kate@example.com", "viewer", session=session, actor=adam)
+    assert identify(claims("kate@example.com"), session=session).role is Role.VIEWER
+    with pytest.raises(SignInRefusedError, match="FULLWIDTH LATIN SMALL LETTER K"):
+        identify(claims("\uff4bate@example.com"), session=session)
+    remove_member("\uff4bate@example.com", session=session, actor=adam)
+    assert [m.email for m in members(session=session, actor=adam)] == [
+        adam.identity,
+        "kate@example.com",
+    ]
+
+
+def test_a_local_name_outside_the_rule_still_acts_as_itself(session: Session):
+    """A local name is no address: "Émile" (a capital the rule would refuse in an address) is
+    found by its own spelling for every write."""
+    emile = set_local_name("Émile", session=session)
+    add_member("kate@example.com", "viewer", session=session, actor=emile)
+    assert [m.email for m in members(session=session, actor=emile)] == ["kate@example.com"]
 
 
 @pytest.mark.parametrize(
