@@ -267,27 +267,3 @@ def test_human_calibration_refuses_a_share_partly_labelled_or_disputed(db):
     assert "4 of the 26 items of the random calibration share have no human gold" in (
         refused.output
     )
-
-
-def test_the_queue_serves_the_calibration_share_in_its_random_order(db):
-    """Served most doubtful first, a half-labelled share would be its easy or hard half."""
-    annotator = Actor("ann@example.com", Role.ANNOTATOR)
-    enrol(db, annotator)
-    assert (
-        runner.invoke(app, ["labelling", "set", "demo", "--calibration-share", "0.25"]).exit_code
-        == 0
-    )
-    dataset = get_dataset("demo", session=db)
-    share = calibration_order(dataset.id, session=db)
-    assert share != sorted(share)
-    items = load_items(dataset.id, session=db)
-    doubt_order = [(item.item_id, item.metadata["db_id"]) for item in reversed(items)]
-    wanted = dict.fromkeys((key for key, _ in doubt_order), 1)
-    served = []
-    for _ in share:
-        claimed = claim_next(dataset.id, doubt_order, session=db, actor=annotator, wanted=wanted)
-        add_adjudication(
-            claimed.item_db_id, session=db, annotator=annotator.identity, choice="cannot_tell"
-        )
-        served.append(claimed.item_key)
-    assert served == share
