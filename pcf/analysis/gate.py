@@ -49,7 +49,9 @@ class Check:
         return f"{self.figure} {value} {sign} {self.threshold:g} {outcome} (n={self.n} {self.unit})"
 
 
-def _failures(run: Run, table: pd.DataFrame) -> tuple[pd.Series, dict[str, tuple[float, int]]]:
+def _failures(
+    run: Run, table: pd.DataFrame
+) -> tuple[pd.Series, dict[str, tuple[float | None, int]]]:
     """Which items are complete (every planned call made and ok: a full run plans K calls per
     execution, an adaptive run the calls before its stop), and the failed-call and
     incomplete-item shares with the calls and items they count."""
@@ -57,7 +59,7 @@ def _failures(run: Run, table: pd.DataFrame) -> tuple[pd.Series, dict[str, tuple
     complete = ~table["incomplete"] & (table["n_ok"] >= planned) & (table["n_ok"] > 0)
     calls = int(table["n_calls"].sum())
     failed = calls - int(table["n_ok"].sum())
-    shares = {
+    shares: dict[str, tuple[float | None, int]] = {
         "failed_calls": (failed / calls if calls else 1.0, calls),
         "incomplete": (float(1 - complete.mean()), len(table)),
     }
@@ -115,7 +117,9 @@ def check_run(
     return checks
 
 
-def assert_reliable(run_name: str, **thresholds: float | None) -> list[Check]:
+def assert_reliable(
+    run_name: str, *, min_items: int = MIN_ITEMS, **thresholds: float | None
+) -> list[Check]:
     """:func:`check_run` for a test, on the database ``PCF_DATABASE_URL`` names.
 
     Raises:
@@ -126,7 +130,7 @@ def assert_reliable(run_name: str, **thresholds: float | None) -> list[Check]:
         run = get_run(run_name, session=session)
         if run is None:
             raise ValueError(f"no run {run_name!r}; `pcf runs` lists them")
-        checks = check_run(run, session=session, **thresholds)
+        checks = check_run(run, session=session, min_items=min_items, **thresholds)
     if not all(c.passed for c in checks):
         lines = "\n".join(c.line() for c in checks)
         raise AssertionError(f"run {run_name!r} fails its reliability gate:\n{lines}")
