@@ -108,6 +108,20 @@ else:
         f"[{direct.low:.1%}, {direct.high:.1%}], PCF [{pcf.low:.1%}, {pcf.high:.1%}]; chance "
         f"{pcf.chance:.1%}. {CHANCE_NOTE} Direct is the canonical call of the same run."
     )
+    if human.single_label:
+        rows = comparison.rows
+        two = rows[rows["annotators"] >= 2]
+        st.caption(
+            f"{len(human.single_label)} gold item(s) rest on one label: under the adaptive plan "
+            "one label is gold only where no second was asked for, where it agreed with the "
+            "judge and raised no flag, so accuracy read on them leans towards the judge. "
+            + (
+                f"On the {len(two)} items with two labels or more, PCF accuracy is "
+                f"{two['pcf_correct'].mean():.1%}."
+                if len(two)
+                else "No item has two labels yet."
+            )
+        )
 
 st.subheader("Agreement between annotators")
 agreement = comparison.agreement

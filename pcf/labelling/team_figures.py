@@ -16,8 +16,12 @@ import pandas as pd
 
 from pcf.evaluation import chance_corrected, rater_agreement
 from pcf.items import CANNOT_TELL, Item
-from pcf.labelling.adjudications import display_order
-from pcf.labelling.human_gold import dawid_skene
+from pcf.labelling.human_gold import (
+    HABIT_MIN_LABELS,
+    dawid_skene,
+    habitual,
+    position_habits,
+)
 
 BREAK = timedelta(minutes=10)  # a longer gap between two labels is a pause, not labelling
 MIN_SHARED_ITEMS = 2
@@ -66,33 +70,21 @@ def people(
     )
 
 
-HABIT_SHARE = 0.9
-HABIT_MIN_LABELS = 10
 CHECK_COLUMNS = ("annotator", "estimated_accuracy", "favourite_position_share", "flag")
 
 
 def annotator_checks(labels: pd.DataFrame, items: Mapping[str, Item]) -> pd.DataFrame:
     """Each person's Dawid-Skene accuracy estimate and what looks wrong with their labels
     (:data:`CHECK_COLUMNS`; the flags: docs/reviewing.md, "Gold"). ``favourite_position_share``
-    counts positions as shown to them (shuffled, so knowing the answers cannot make it high) or as
-    listed (where the others' are less one-sided).
+    counts positions as shown to them or as listed (:func:`position_habits`); one who answers one
+    position is never trusted by :func:`dawid_skene`.
     """
     usable = _usable(labels)
     usable = usable[usable["item_key"].isin(list(items))]
     _, skills = dawid_skene(usable, items)
-    keys, names, choices = usable["item_key"], usable["annotator"], usable["choice"]
-    usable = usable.assign(
-        shown=[
-            display_order(items[k], a).index(c) if c in items[k].candidate_ids else None
-            for k, a, c in zip(keys, names, choices, strict=True)
-        ],
-        listed=[
-            items[k].candidate_ids.index(c) if c in items[k].candidate_ids else None
-            for k, c in zip(keys, choices, strict=True)
-        ],
-        chance=[1 / len(items[k].candidates) for k in keys],
-    )
-    pairs = usable.merge(usable[["item_key", "annotator", "choice", "listed"]], on="item_key")
+    habits, flagged = position_habits(usable, items), habitual(usable, items)
+    usable = usable.assign(chance=[1 / len(items[k].candidates) for k in usable["item_key"]])
+    pairs = usable.merge(usable[["item_key", "annotator", "choice"]], on="item_key")
     pairs = pairs[pairs["annotator_x"] != pairs["annotator_y"]]
     by_pair = (
         pairs.assign(agree=pairs["choice_x"] == pairs["choice_y"])
@@ -104,20 +96,12 @@ def annotator_checks(labels: pd.DataFrame, items: Mapping[str, Item]) -> pd.Data
     contrary = set(below.index[below])
     rows = []
     for person in sorted(labels["annotator"].unique()):
-        mine = usable[usable["annotator"] == person].dropna(subset=["listed"])
-        share = math.nan
-        if len(mine):
-            share = float(mine["shown"].value_counts(normalize=True).max())
-            favourite = mine["listed"].value_counts(normalize=True)
-            theirs = pairs[pairs["annotator_x"] == person]["listed_y"]
-            if theirs.empty or (theirs == favourite.index[0]).mean() < HABIT_SHARE / 2:
-                share = max(share, float(favourite.iloc[0]))
         flag = ""
-        if len(mine) >= HABIT_MIN_LABELS and share >= HABIT_SHARE:
+        if person in flagged:
             flag = "answers one position"
         elif person in contrary:
             flag = "disagrees with everyone"
-        rows.append((person, skills.get(person), share, flag))
+        rows.append((person, skills.get(person), habits.get(person, math.nan), flag))
     return pd.DataFrame(rows, columns=list(CHECK_COLUMNS))
 
 

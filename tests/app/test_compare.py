@@ -203,3 +203,13 @@ def test_compare_counts_no_item_waiting_for_labels_and_marks_single_label_gold(a
     at = compare(app)
     assert metrics(at)["Adjudicated items"] == "3"
     assert any("2 of the gold items rest on a single label" in c.value for c in at.caption)
+    winner = {
+        d["item_id"]: d["winner"]
+        for d in run_decisions(get_run("demo-pcf", session=db), session=db)
+    }
+    two = f"{float(winner[items[0].item_id] == items[0].gold):.1%}"
+    assert any(  # the bias named, and the accuracy on the items with two labels beside it
+        "leans towards the judge" in c.value
+        and f"On the 1 items with two labels or more, PCF accuracy is {two}." in c.value
+        for c in at.caption
+    )
