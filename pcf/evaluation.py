@@ -1,7 +1,7 @@
 """Evaluation statistics of METHOD.md: accuracy, paired comparison against the direct baseline
-(exact McNemar, paired bootstrap), and agreement (Cohen's kappa, Krippendorff's alpha, and
-agreement corrected for the chance of one over an item's candidates, which no naming of the
-candidates changes)."""
+(exact McNemar, paired bootstrap), and agreement corrected for the chance of one over an item's
+candidates, which no naming of the candidates changes (Cohen's kappa or Krippendorff's alpha
+over candidate ids as categories measured the naming: docs/choices.md)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-import krippendorff
 import numpy as np
 from statsmodels.stats.contingency_tables import mcnemar
-from statsmodels.stats.inter_rater import cohens_kappa as _statsmodels_kappa
 
 
 def _check_aligned(first: Sequence, second: Sequence, names: str) -> None:
@@ -128,40 +126,6 @@ def paired_bootstrap_ci(
     tail = (1 - level) / 2
     low, high = np.quantile((draws[:, 0] - draws[:, 1]) / n, [tail, 1 - tail])
     return float(low), float(high)
-
-
-def cohen_kappa(a: Sequence[Hashable | None], b: Sequence[Hashable | None]) -> float:
-    """Cohen's kappa of two raters' nominal labels (statsmodels, on their contingency table),
-    leaving out items where either label is None; NaN when kappa is undefined (both raters
-    used one same category throughout, so chance agreement is 1)."""
-    _check_aligned(a, b, "a and b")
-    kept = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
-    if not kept:
-        raise ValueError("no item has a label from both raters")
-    categories = sorted({label for pair in kept for label in pair}, key=repr)
-    counts = Counter(kept)
-    table = np.array([[counts[x, y] for y in categories] for x in categories], dtype=float)
-    if len(categories) == 1:
-        return float("nan")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return float(_statsmodels_kappa(table).kappa)
-
-
-def krippendorff_alpha(reliability_data: Sequence[Sequence[Hashable | None]]) -> float:
-    """Krippendorff's alpha, nominal, of one row per annotator and one column per item (any
-    hashable labels; None where missing)."""
-    rows = [list(row) for row in reliability_data]
-    if len(rows) < 2:
-        raise ValueError("Krippendorff's alpha needs at least 2 annotators")
-    if len({len(row) for row in rows}) != 1:
-        raise ValueError("every annotator row must cover the same items")
-    categories = sorted({v for row in rows for v in row if v is not None}, key=repr)
-    if not categories:
-        raise ValueError("no labels at all")
-    index = {label: float(i) for i, label in enumerate(categories)}
-    data = np.array([[np.nan if v is None else index[v] for v in row] for row in rows])
-    domain = list(index.values())
-    return float(krippendorff.alpha(data, level_of_measurement="nominal", value_domain=domain))
 
 
 def compare_paired(
