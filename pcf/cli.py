@@ -1128,7 +1128,7 @@ def escalate(
         str,
         typer.Option(
             help="gold (a random half of the dataset's gold) or humans (the human gold of the "
-            "labelling plan's random calibration share)."
+            "labelling plan's random calibration share, every item of it labelled)."
         ),
     ] = "gold",
     queue: Annotated[
@@ -1136,9 +1136,12 @@ def escalate(
     ] = False,
 ) -> None:
     """Which items the judge may decide alone: the threshold on --signal chosen on calibration
-    items so that, with probability >= 1-delta, the judge agrees with the answers on >= 1-alpha
-    of the items it decides; the decided and escalated items, beside the direct call's
-    confidence on the same sample. JSON on stdout.
+    items so that, with probability >= 1-delta, a new item like them at or above it agrees with
+    the answers with probability >= 1-alpha (a promise per new item, not about the share of
+    this run's decided items: the agreement realized on the held-out decided items is printed
+    beside it, unbounded). Items without a winner are escalated; an adaptive run calibrates on
+    and decides only its items judged in full at random. The decided and escalated items,
+    beside the direct call's confidence on the same sample. JSON on stdout.
 
     Example: pcf escalate demo-pcf --alpha 0.1 --delta 0.1 --signal margin --queue
     """

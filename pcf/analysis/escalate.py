@@ -91,7 +91,7 @@ def guarantee_text(labels: str, alpha: float, delta: float, threshold: float | N
         f"with probability >= {1 - delta:g} over the random calibration draw, a new item "
         f"exchangeable with the calibration items whose signal is at or above the threshold "
         f"agrees with {labels} with probability >= {1 - alpha:g}; this bounds the risk of a new "
-        f"item, not the share of this run's decided items that agree (see held_out_agreement)"
+        f"item, not the share of this run's decided items that agree"
     )
 
 
