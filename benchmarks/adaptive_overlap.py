@@ -12,7 +12,9 @@ get a wrong PCF winner and no flag) whose mistake each annotator shares with pro
 ``--shared`` on those items. Per judge, averaged over seeds: labels given, the share saved,
 items with human gold and wrong gold in each plan, each plan's gold accuracy on the SAME items
 (gold in both plans), and Compare's PCF accuracy read against each plan's human gold beside the
-true one (against the dataset's gold) on the same items. Last line: JSON.
+true one (against the dataset's gold), each over that plan's own gold items (not the same items:
+the adaptive plan keeps a single label as gold only where it agrees with the judge). Last line:
+JSON.
 """
 
 from __future__ import annotations

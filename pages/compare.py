@@ -22,10 +22,10 @@ from pcf.labelling.human_gold import dataset_gold, rule_text
 from pcf.store import adjudication_records, current_labels, items_named
 
 MAX_LISTED = 100
-STATISTIC_NAMES = {
-    "cohen_kappa": "Cohen's kappa",
-    "krippendorff_alpha": "Krippendorff's alpha (nominal)",
-}
+CHANCE_NOTE = (
+    "Chance-corrected agreement is (agreement - chance) / (1 - chance), chance the mean over the "
+    "items of one over the item's candidates: it does not depend on how candidates are named."
+)
 
 ensure_app_frame()
 st.title("Compare")
@@ -94,27 +94,49 @@ else:
         f"{paired['method_accuracy']:.1%}",
         **change_in_points(paired["delta_points"], "pts"),
     )
-    versus_humans[2].metric("Cohen's kappa, direct vs human", number(comparison.kappa_direct))
-    versus_humans[3].metric("Cohen's kappa, PCF vs human", number(comparison.kappa_pcf))
+    direct, pcf = comparison.direct, comparison.pcf
+    assert direct is not None
+    assert pcf is not None
+    versus_humans[2].metric("Chance-corrected agreement, direct", number(direct.kappa))
+    versus_humans[3].metric("Chance-corrected agreement, PCF", number(pcf.kappa))
     low, high = paired["ci_points"]
     st.caption(
         f"On {paired['n']} items: PCF improved {paired['improved']}, regressed "
         f"{paired['regressed']}, same {paired['same']}; exact McNemar p = "
         f"{paired['mcnemar_p']:.3g}; 95% paired bootstrap CI of the difference "
-        f"[{low:+.1f}, {high:+.1f}] points. Direct is the canonical call of the same run."
+        f"[{low:+.1f}, {high:+.1f}] points. Exact 95% intervals of the accuracy: direct "
+        f"[{direct.low:.1%}, {direct.high:.1%}], PCF [{pcf.low:.1%}, {pcf.high:.1%}]; chance "
+        f"{pcf.chance:.1%}. {CHANCE_NOTE} Direct is the canonical call of the same run."
     )
+    if human.single_label:
+        rows = comparison.rows
+        two = rows[rows["annotators"] >= 2]
+        st.caption(
+            f"{len(human.single_label)} gold item(s) rest on one label: under the adaptive plan "
+            "one label is gold only where no second was asked for, where it agreed with the "
+            "judge and raised no flag, so accuracy read on them leans towards the judge. "
+            + (
+                f"On the {len(two)} items with two labels or more, PCF accuracy is "
+                f"{two['pcf_correct'].mean():.1%}."
+                if len(two)
+                else "No item has two labels yet."
+            )
+        )
 
 st.subheader("Agreement between annotators")
 agreement = comparison.agreement
 between_annotators = st.columns(3)
 between_annotators[0].metric("Annotators", agreement.annotators)
 between_annotators[1].metric("Items labelled by two or more", agreement.items)
+figure = agreement.figure
 between_annotators[2].metric(
-    STATISTIC_NAMES.get(agreement.statistic or "", "Agreement"), number(agreement.value)
+    "Chance-corrected agreement", number(None if figure is None else figure.kappa)
 )
 st.caption(
-    "Cohen's kappa for two annotators, Krippendorff's alpha (nominal) for more; every current "
-    "label is a category ('none_correct' included), 'cannot_tell' counts as no label."
+    "Per item, the share of pairs of people who chose the same answer ('none_correct' is an "
+    "answer, 'cannot_tell' no label), averaged over the items two or more labelled"
+    + (f" ({figure.share:.1%}, chance {figure.chance:.1%}). " if figure else ". ")
+    + CHANCE_NOTE
     + (f" Not measured: {agreement.note}." if agreement.note else "")
 )
 

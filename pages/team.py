@@ -23,7 +23,7 @@ from pcf.labelling.human_gold import GOLD_RULE_TEXT, dataset_gold, needs_more_la
 from pcf.labelling.plan import GOLD_RULES, MAX_LABELS_PER_ITEM, labelling_plan, set_plan
 from pcf.labelling.queue import assign, assignment_progress, labels_wanted, queue_left, unassign
 from pcf.labelling.team_figures import (
-    alpha_by_bucket,
+    agreement_by_bucket,
     annotator_checks,
     completion,
     kappa_matrix,
@@ -198,7 +198,8 @@ st.dataframe(
 )
 
 st.subheader("Agreement")
-kappas = kappa_matrix(labels)
+candidates = {item.item_id: len(item.candidate_ids) for item in labelled}
+kappas = kappa_matrix(labels, candidates)
 chart = (
     alt.Chart(kappas)
     .mark_rect()
@@ -212,16 +213,24 @@ chart = (
 text = chart.mark_text().encode(text=alt.Text("kappa:Q", format=".2f"), color=alt.value("black"))
 st.altair_chart(chart + text, width="stretch")
 st.caption(
-    "Cohen's kappa of each pair over the items both labelled ('cannot tell' left out; blank "
-    "with fewer than two shared items)."
+    "Chance-corrected agreement of each pair over the items both labelled: (agreement - chance) "
+    "/ (1 - chance), chance the mean of one over each item's candidates, so no naming of the "
+    "candidates changes it ('cannot tell' left out; blank with fewer than two shared items)."
 )
 st.dataframe(
     kappas[kappas["first"] < kappas["second"]],
     hide_index=True,
-    column_config={"kappa": st.column_config.NumberColumn("Cohen's kappa", format="%.3f")},
+    column_config={
+        "kappa": st.column_config.NumberColumn("agreement (chance-corrected)", format="%.3f")
+    },
 )
 st.dataframe(
-    alpha_by_bucket(labels, {i.item_id: i.bucket for i in labelled}),
+    agreement_by_bucket(labels, candidates, {i.item_id: i.bucket for i in labelled}),
     hide_index=True,
-    column_config={"alpha": st.column_config.NumberColumn("Krippendorff's alpha", format="%.3f")},
+    column_config={
+        "items": st.column_config.NumberColumn(help="Items two people or more labelled"),
+        "kappa": st.column_config.NumberColumn(
+            "agreement of everyone (chance-corrected)", format="%.3f"
+        ),
+    },
 )

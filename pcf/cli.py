@@ -8,6 +8,7 @@ database are slow to import), so that `pcf --help` and light commands start at o
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 import time
@@ -167,9 +168,25 @@ def writing(out: Path) -> Iterator[None]:
         fail(f"error: cannot write {out}: {exc.strerror or exc}")
 
 
+def json_text(obj: object, *, indent: int | None = None) -> str:
+    """``obj`` as valid JSON: a NaN or infinite number (an undefined figure) becomes null."""
+    return json.dumps(finite(obj), ensure_ascii=False, indent=indent, allow_nan=False)
+
+
+def finite(obj: Any) -> Any:
+    """``obj`` with every float that is NaN or infinite, at any depth, replaced by None."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {key: finite(value) for key, value in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite(value) for value in obj]
+    return obj
+
+
 def emit(obj: object) -> None:
     """Print one JSON object on stdout."""
-    typer.echo(json.dumps(obj, ensure_ascii=False, indent=2))
+    typer.echo(json_text(obj, indent=2))
 
 
 @app.command()
@@ -745,7 +762,7 @@ def write_lines(chunks: Iterable[list[dict]], file: TextIO) -> int:
     """Write records as JSON Lines, a chunk at a time; returns how many."""
     count = 0
     for records in chunks:
-        file.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+        file.write("".join(json_text(r) + "\n" for r in records))
         count += len(records)
     return count
 
@@ -978,23 +995,39 @@ def study(
 @app.command("check")
 def check_command(
     run_name: Annotated[str, typer.Argument(metavar="RUN", help="A stored run.")],
+    max_failed: Annotated[
+        float,
+        typer.Option(
+            min=0, max=1, help="Most share of failed calls, and of items missing a judgment."
+        ),
+    ] = 0.05,
     max_order_unstable: Annotated[
-        float | None, typer.Option(min=0, max=1, help="Most share of order_unstable items.")
+        float | None,
+        typer.Option(min=0, max=1, help="Most share of order_unstable items (complete ones)."),
     ] = None,
     max_position_driven: Annotated[
-        float | None, typer.Option(min=0, max=1, help="Most share of position_driven items.")
+        float | None,
+        typer.Option(min=0, max=1, help="Most share of position_driven items (complete ones)."),
     ] = None,
     min_kappa: Annotated[
         float | None,
-        typer.Option(min=-1, max=1, help="Least Cohen's kappa of PCF against human gold."),
+        typer.Option(
+            min=-1, max=1, help="Least chance-corrected agreement of PCF with human gold."
+        ),
     ] = None,
     min_accuracy: Annotated[
         float | None, typer.Option(min=0, max=1, help="Least accuracy of PCF against human gold.")
     ] = None,
+    min_items: Annotated[
+        int, typer.Option(min=1, help="Fewest items (calls) a figure is accepted on.")
+    ] = 20,
 ) -> None:
     """Gate a build on a stored run: one line per threshold (figure, value, threshold, pass or
-    FAIL), then the same as JSON on the last line. Exits 0 when every threshold holds, 1 when
-    one fails, 2 on a usage error (no threshold; kappa or accuracy without human gold).
+    FAIL, and the items or calls it counts), then the same as JSON on the last line. The shares
+    of failed calls and incomplete items are always checked; order figures count complete items
+    with two judgments or more; a figure on fewer than --min-items is undefined and fails. Exits
+    0 when every threshold holds, 1 when one fails, 2 on a usage error (kappa or accuracy
+    without human gold).
 
     Example: pcf check demo-pcf --max-order-unstable 0.5 --max-position-driven 0.1
     """
@@ -1005,6 +1038,8 @@ def check_command(
         checks = check_run(
             run,
             session=session,
+            min_items=min_items,
+            max_failed=max_failed,
             max_order_unstable=max_order_unstable,
             max_position_driven=max_position_driven,
             min_kappa=min_kappa,
@@ -1013,7 +1048,7 @@ def check_command(
     passed = all(c.passed for c in checks)
     for check in checks:
         typer.echo(check.line())
-    typer.echo(json.dumps({"run": run_name, "passed": passed, "checks": list(map(asdict, checks))}))
+    typer.echo(json_text({"run": run_name, "passed": passed, "checks": list(map(asdict, checks))}))
     if not passed:
         raise typer.Exit(1)
 
@@ -1110,7 +1145,7 @@ def escalate(
         str,
         typer.Option(
             help="gold (a random half of the dataset's gold) or humans (the human gold of the "
-            "labelling plan's random calibration share)."
+            "labelling plan's random calibration share, every item of it labelled)."
         ),
     ] = "gold",
     queue: Annotated[
@@ -1118,9 +1153,12 @@ def escalate(
     ] = False,
 ) -> None:
     """Which items the judge may decide alone: the threshold on --signal chosen on calibration
-    items so that, with probability >= 1-delta, the judge agrees with the answers on >= 1-alpha
-    of the items it decides; the decided and escalated items, beside the direct call's
-    confidence on the same sample. JSON on stdout.
+    items so that, with probability >= 1-delta, a new item like them at or above it agrees with
+    the answers with probability >= 1-alpha (a promise per new item, not about the share of
+    this run's decided items: the agreement realized on the held-out decided items is printed
+    beside it, unbounded). Items without a winner are escalated; an adaptive run calibrates on
+    and decides only its items judged in full at random. The decided and escalated items,
+    beside the direct call's confidence on the same sample. JSON on stdout.
 
     Example: pcf escalate demo-pcf --alpha 0.1 --delta 0.1 --signal margin --queue
     """

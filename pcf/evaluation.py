@@ -1,15 +1,16 @@
 """Evaluation statistics of METHOD.md: accuracy, paired comparison against the direct baseline
-(exact McNemar, paired bootstrap), and agreement (Cohen's kappa, Krippendorff's alpha)."""
+(exact McNemar, paired bootstrap), and agreement corrected for the chance of one over an item's
+candidates, which no naming of the candidates changes (Cohen's kappa or Krippendorff's alpha
+over candidate ids as categories measured the naming: docs/choices.md)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
-import krippendorff
 import numpy as np
 from statsmodels.stats.contingency_tables import mcnemar
-from statsmodels.stats.inter_rater import cohens_kappa as _statsmodels_kappa
 
 
 def _check_aligned(first: Sequence, second: Sequence, names: str) -> None:
@@ -23,6 +24,57 @@ def accuracy(winners: Sequence[str | None], gold: Sequence[str]) -> float:
     """The share (0-1) of items whose winner is the gold id; an abstention (None) is wrong."""
     _check_aligned(winners, gold, "winners and gold")
     return sum(w is not None and w == g for w, g in zip(winners, gold, strict=True)) / len(gold)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement on ``n`` items: the ``share`` that agree with its exact (Clopper-Pearson)
+    two-sided 95% interval ``low`` to ``high``, and ``kappa = (share - chance) / (1 - chance)``,
+    ``chance`` the mean over the items of one over the item's candidates (a judge or a person who
+    picks at random agrees that often); ``kappa`` None when chance is 1."""
+
+    n: int
+    share: float
+    low: float
+    high: float
+    chance: float
+    kappa: float | None
+
+
+def chance_corrected(agree: Sequence[float], candidates: Sequence[int]) -> Agreement:
+    """:class:`Agreement` of items that agree (1), do not (0) or agree in part (the share of
+    pairs of people who agree on the item), with their candidate counts. The interval counts
+    the agreeing items (rounded) among ``n``."""
+    _check_aligned(agree, candidates, "agreement and candidate counts")
+    n = len(agree)
+    share = float(np.mean(agree))
+    chance = float(np.mean([1 / c for c in candidates]))
+    low, high = exact_interval(round(share * n), n)
+    kappa = (share - chance) / (1 - chance) if chance < 1 else None
+    return Agreement(n, share, low, high, chance, kappa)
+
+
+def rater_agreement(choices: Sequence[Sequence[Hashable]], candidates: Sequence[int]) -> Agreement:
+    """:func:`chance_corrected` agreement between people: per item (two choices or more), the
+    share of pairs of its ``choices`` that are the same."""
+    shares = []
+    for given in choices:
+        if len(given) < 2:
+            raise ValueError("an item needs two choices or more to measure agreement")
+        counts = np.array(list(Counter(given).values()))
+        shares.append(float((counts * (counts - 1)).sum() / (len(given) * (len(given) - 1))))
+    return chance_corrected(shares, candidates)
+
+
+def exact_interval(successes: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) two-sided interval of a share seen as ``successes`` of
+    ``n``."""
+    from scipy.stats import beta  # noqa: PLC0415 - scipy.stats loads slowly
+
+    tail = (1 - level) / 2
+    low = float(beta.ppf(tail, successes, n - successes + 1)) if successes else 0.0
+    high = float(beta.ppf(1 - tail, successes + 1, n - successes)) if successes < n else 1.0
+    return low, high
 
 
 def paired_outcomes(direct_correct: Sequence[bool], method_correct: Sequence[bool]) -> dict:
@@ -74,40 +126,6 @@ def paired_bootstrap_ci(
     tail = (1 - level) / 2
     low, high = np.quantile((draws[:, 0] - draws[:, 1]) / n, [tail, 1 - tail])
     return float(low), float(high)
-
-
-def cohen_kappa(a: Sequence[Hashable | None], b: Sequence[Hashable | None]) -> float:
-    """Cohen's kappa of two raters' nominal labels (statsmodels, on their contingency table),
-    leaving out items where either label is None; NaN when kappa is undefined (both raters
-    used one same category throughout, so chance agreement is 1)."""
-    _check_aligned(a, b, "a and b")
-    kept = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
-    if not kept:
-        raise ValueError("no item has a label from both raters")
-    categories = sorted({label for pair in kept for label in pair}, key=repr)
-    counts = Counter(kept)
-    table = np.array([[counts[x, y] for y in categories] for x in categories], dtype=float)
-    if len(categories) == 1:
-        return float("nan")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return float(_statsmodels_kappa(table).kappa)
-
-
-def krippendorff_alpha(reliability_data: Sequence[Sequence[Hashable | None]]) -> float:
-    """Krippendorff's alpha, nominal, of one row per annotator and one column per item (any
-    hashable labels; None where missing)."""
-    rows = [list(row) for row in reliability_data]
-    if len(rows) < 2:
-        raise ValueError("Krippendorff's alpha needs at least 2 annotators")
-    if len({len(row) for row in rows}) != 1:
-        raise ValueError("every annotator row must cover the same items")
-    categories = sorted({v for row in rows for v in row if v is not None}, key=repr)
-    if not categories:
-        raise ValueError("no labels at all")
-    index = {label: float(i) for i, label in enumerate(categories)}
-    data = np.array([[np.nan if v is None else index[v] for v in row] for row in rows])
-    domain = list(index.values())
-    return float(krippendorff.alpha(data, level_of_measurement="nominal", value_domain=domain))
 
 
 def compare_paired(

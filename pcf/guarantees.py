@@ -35,7 +35,13 @@ def smallest_sample(level: float, delta: float) -> int:
     return math.ceil(math.log(delta) / math.log(1 - level))
 
 
+def random_order(keys: Sequence[str], size: int, *seed: object) -> list[str]:
+    """``size`` of ``keys`` drawn at random, seeded by ``seed`` (the same keys, the same draw),
+    in the order drawn."""
+    return [str(key) for key in seeded_rng("calibration", *seed).permutation(sorted(keys))[:size]]
+
+
 def random_sample(keys: Sequence[str], size: int, *seed: object) -> set[str]:
-    """``size`` of ``keys`` drawn at random, seeded by ``seed`` (the same keys, the same draw)."""
-    drawn = seeded_rng("calibration", *seed).permutation(sorted(keys))[:size]
-    return {str(key) for key in drawn}
+    """The keys of :func:`random_order`, as a set. Each guarantee seeds its own draw with its
+    purpose (``"escalate"``, ``"labelling"``...) beside the seed, never reusing another's."""
+    return set(random_order(keys, size, *seed))

@@ -12,7 +12,6 @@ HEAVY_MODULES = (
     "pyarrow",
     "scipy",
     "statsmodels",
-    "krippendorff",
     "sqlalchemy",
     "sqlmodel",
     "alembic",

@@ -192,7 +192,8 @@ def test_ci_page_workflow_passes_its_gate_and_its_test(isolated_database, monkey
     for line in lines:
         result = CliRunner().invoke(app, shlex.split(line)[1:])
         assert result.exit_code == 0, f"{line}\n{result.output}"
-    unstable, driven = (c["value"] for c in json.loads(result.stdout.splitlines()[-1])["checks"])
+    checks = {c["figure"]: c["value"] for c in json.loads(result.stdout.splitlines()[-1])["checks"]}
+    unstable, driven = checks["order_unstable"], checks["position_driven"]
     quoted = f"{100 * unstable:.1f}% order-unstable and {100 * driven:.1f}% position-driven"
     assert quoted in " ".join(page.split())
     test: dict = {}

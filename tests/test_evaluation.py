@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 import pytest
-from scipy.stats import binomtest
+from scipy.stats import binom, binomtest
 
 from pcf.evaluation import (
     accuracy,
-    cohen_kappa,
+    chance_corrected,
     compare_paired,
-    krippendorff_alpha,
+    exact_interval,
     mcnemar_exact,
     paired_bootstrap_ci,
     paired_outcomes,
+    rater_agreement,
 )
 
 
@@ -111,46 +111,6 @@ def test_bootstrap_rejects_bad_settings():
         paired_bootstrap_ci([True], [True], level=1.0)
 
 
-def test_cohen_kappa_by_hand():
-    # Table [[20, 5], [10, 15]]: po = 0.7, pe = (25*30 + 25*20) / 50**2 = 0.5, kappa = 0.4.
-    a = ["x"] * 25 + ["y"] * 25
-    b = ["x"] * 20 + ["y"] * 5 + ["x"] * 10 + ["y"] * 15
-    assert cohen_kappa(a, b) == pytest.approx(0.4)
-    assert cohen_kappa(["x", "y", "z"], ["x", "y", "z"]) == pytest.approx(1.0)
-
-
-def test_cohen_kappa_drops_missing_and_flags_undefined():
-    a = ["x"] * 25 + ["y"] * 25 + [None, "x"]
-    b = ["x"] * 20 + ["y"] * 5 + ["x"] * 10 + ["y"] * 15 + ["y", None]
-    assert cohen_kappa(a, b) == pytest.approx(0.4)
-    assert math.isnan(cohen_kappa(["x", "x"], ["x", "x"]))
-    with pytest.raises(ValueError, match="both raters"):
-        cohen_kappa([None], ["x"])
-
-
-def test_krippendorff_alpha_by_hand():
-    # Units (a,a), (a,b), (b,b), (b,b): n_a = 3, n_b = 5, n = 8, D_o = 2/8,
-    # D_e = 2 * 3 * 5 / (8 * 7), alpha = 1 - D_o / D_e = 16/30.
-    assert krippendorff_alpha([["a", "a", "b", "b"], ["a", "b", "b", "b"]]) == pytest.approx(
-        16 / 30
-    )
-
-
-def test_krippendorff_alpha_with_missing_values():
-    # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability": nominal alpha 0.743.
-    data = [
-        [1, 2, 3, 3, 2, 1, 4, 1, 2, None, None, None],
-        [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, None, 3],
-        [None, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, None],
-        [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, None],
-    ]
-    assert krippendorff_alpha(data) == pytest.approx(0.743, abs=5e-4)
-    as_text = [[None if v is None else f"label-{v}" for v in row] for row in data]
-    assert krippendorff_alpha(as_text) == pytest.approx(krippendorff_alpha(data))
-    with pytest.raises(ValueError, match="same items"):
-        krippendorff_alpha([[1, 2], [1]])
-
-
 def test_compare_paired_by_hand():
     gold = ["a"] * 10
     # direct right on items 0-5 (item 6 abstains); method right on items 0-3 and 6-9.
@@ -173,3 +133,28 @@ def test_compare_paired_by_hand():
 def test_compare_paired_requires_gold():
     with pytest.raises(ValueError, match="gold id"):
         compare_paired(["a", None], ["a", "b"], ["a", "b"])
+
+
+def test_exact_interval_by_the_binomial_tails():
+    """Clopper-Pearson: at ``low``, 7 or more of 20 has chance 2.5%; at ``high``, 7 or fewer."""
+    low, high = exact_interval(7, 20)
+    assert binom.sf(6, 20, low) == pytest.approx(0.025)
+    assert binom.cdf(7, 20, high) == pytest.approx(0.025)
+    assert exact_interval(0, 10)[0] == 0.0
+    assert exact_interval(10, 10)[1] == 1.0
+
+
+def test_chance_corrected_agreement_by_hand():
+    """Chance is one over each item's candidates: 3 of 4 right on items of 2, 2, 4 and 4
+    candidates is (0.75 - 0.375) / 0.625 = 0.6."""
+    figure = chance_corrected([1, 1, 0, 1], [2, 2, 4, 4])
+    assert (figure.n, figure.share, figure.chance) == (4, 0.75, 0.375)
+    assert figure.kappa == pytest.approx(0.6)
+    assert figure.low < 0.75 < figure.high
+    assert chance_corrected([1, 0], [1, 1]).kappa is None  # one candidate: chance is 1
+    # Between people: per item the share of agreeing pairs (a, a, b: one pair of three).
+    people = rater_agreement([["a", "a", "b"], ["x", "x"]], [3, 3])
+    assert people.share == pytest.approx((1 / 3 + 1) / 2)
+    assert people.kappa == pytest.approx((2 / 3 - 1 / 3) / (2 / 3))
+    with pytest.raises(ValueError, match="two choices"):
+        rater_agreement([["a"]], [2])

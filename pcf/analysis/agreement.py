@@ -1,17 +1,18 @@
-"""Humans against the judge: accuracy and kappa of direct and PCF on adjudicated items, and
-agreement between annotators.
+"""Humans against the judge: accuracy and chance-corrected agreement of direct and PCF on
+adjudicated items, and agreement between annotators.
 
 The human label of an item is its human gold (:mod:`pcf.labelling.human_gold`: a reviewer's
 resolution, else what the plan's rule makes of its labels); an item without one is adjudicated
-but left out of the accuracy and kappa figures.
+but left out of the accuracy and agreement figures.
 
-Agreement between annotators uses every current label as a nominal category, ``none_correct``
-included; ``cannot_tell`` counts as no label.
+Agreement is corrected for chance per item (:func:`pcf.evaluation.chance_corrected`: one over
+the item's candidates), never over candidate ids as categories: an item's ids are its own, so
+kappa over them measured how the dataset named its candidates. Between annotators, every
+current label counts, ``none_correct`` included; ``cannot_tell`` counts as no label.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from pcf.analysis.results import value_or_none
-from pcf.evaluation import cohen_kappa, compare_paired, krippendorff_alpha
+from pcf.evaluation import Agreement, chance_corrected, compare_paired, rater_agreement
 from pcf.items import CANNOT_TELL
 
 COMPARISON_COLUMNS = (
@@ -30,42 +31,29 @@ COMPARISON_COLUMNS = (
 
 @dataclass(frozen=True)
 class AnnotatorAgreement:
-    """Agreement between the ``annotators`` who gave a label, on the ``items`` two of them
-    labelled: the ``statistic`` (``cohen_kappa`` or ``krippendorff_alpha``) and its ``value``,
-    or a ``note`` why there is none."""
+    """Agreement between the ``annotators`` who gave a label, on the ``items`` two of them or
+    more labelled: per item the share of pairs of people who chose the same, averaged, and
+    corrected for chance (:class:`pcf.evaluation.Agreement`), or a ``note`` why there is none."""
 
     annotators: int
     items: int
-    statistic: str | None
-    value: float | None
+    figure: Agreement | None
     note: str | None = None
 
 
-def annotator_agreement(labels: pd.DataFrame) -> AnnotatorAgreement:
-    """Cohen's kappa for two annotators, Krippendorff's alpha (nominal) for more, of current
-    labels (``item_key``, ``annotator``, ``choice``)."""
+def annotator_agreement(labels: pd.DataFrame, candidates: Mapping[str, int]) -> AnnotatorAgreement:
+    """Chance-corrected agreement between people over the current ``labels`` (``item_key``,
+    ``annotator``, ``choice``) of items with two labels or more, ``candidates`` the number of
+    candidates of each item."""
     usable = labels[labels["choice"] != CANNOT_TELL]
-    annotators = sorted(labels["annotator"].unique())
-    shared = int((usable.groupby("item_key")["annotator"].nunique() >= 2).sum())
-    if len(annotators) < 2:
-        return AnnotatorAgreement(len(annotators), 0, None, None, "needs two annotators")
-    statistic = "cohen_kappa" if len(annotators) == 2 else "krippendorff_alpha"
-    if shared == 0:
-        return AnnotatorAgreement(
-            len(annotators), 0, statistic, None, "no item has labels from two annotators"
-        )
-    table = usable.pivot(index="annotator", columns="item_key", values="choice")
-    table = table.reindex(annotators).astype(object)
-    rows = [[None if pd.isna(v) else v for v in table.loc[a]] for a in annotators]
-    try:
-        value = cohen_kappa(*rows) if statistic == "cohen_kappa" else krippendorff_alpha(rows)
-    except ValueError:  # krippendorff refuses a single category
-        value = math.nan
-    if math.isnan(value):
-        return AnnotatorAgreement(
-            len(annotators), shared, statistic, None, "undefined: every label is the same"
-        )
-    return AnnotatorAgreement(len(annotators), shared, statistic, value)
+    annotators = labels["annotator"].nunique()
+    if annotators < 2:
+        return AnnotatorAgreement(annotators, 0, None, "needs two annotators")
+    shared = [(key, list(g["choice"])) for key, g in usable.groupby("item_key") if len(g) >= 2]
+    if not shared:
+        return AnnotatorAgreement(annotators, 0, None, "no item has labels from two annotators")
+    figure = rater_agreement([c for _, c in shared], [candidates[k] for k, _ in shared])
+    return AnnotatorAgreement(annotators, len(shared), figure)
 
 
 @dataclass(frozen=True)
@@ -77,8 +65,8 @@ class HumanComparison:
         unresolved: adjudicated items without a human label (ties, or no candidate chosen).
         rows: one row per item with a human label (:data:`COMPARISON_COLUMNS`).
         paired: :func:`pcf.evaluation.compare_paired` of PCF against direct, None without rows.
-        kappa_direct, kappa_pcf: Cohen's kappa of the winners against the human labels
-            (:data:`ABSTAINED` a category of its own).
+        direct, pcf: each one's agreement with the human labels, corrected for chance
+            (an abstention disagrees), None without rows.
         gold_agreement: ``(agree, compared)``: human labels equal to the dataset's gold.
     """
 
@@ -86,8 +74,8 @@ class HumanComparison:
     unresolved: list[str]
     rows: pd.DataFrame
     paired: dict[str, Any] | None
-    kappa_direct: float | None
-    kappa_pcf: float | None
+    direct: Agreement | None
+    pcf: Agreement | None
     agreement: AnnotatorAgreement
     gold_agreement: tuple[int, int]
 
@@ -96,31 +84,18 @@ class HumanComparison:
         return self.rows[~(self.rows["direct_correct"] & self.rows["pcf_correct"])]
 
 
-ABSTAINED = "abstained"
-"""The judge's category in kappa where it gave no winner: a disagreement with the human label,
-as accuracy counts an abstention wrong (not an item left out)."""
-
-
-def _kappa(judge: Sequence[str | None], human: Sequence[str]) -> float | None:
-    """Cohen's kappa of judge winners against human labels, an abstention as its own category
-    (:data:`ABSTAINED`); None when undefined."""
-    try:
-        value = cohen_kappa([ABSTAINED if w is None else w for w in judge], human)
-    except ValueError:
-        return None
-    return None if math.isnan(value) else value
-
-
 def compare_with_humans(
     decisions: Sequence[Mapping[str, Any]],
     labels: pd.DataFrame,
     human: Mapping[str, str | None],
     *,
+    candidates: Mapping[str, int],
     gold: Mapping[str, str | None] | None = None,
 ) -> HumanComparison:
     """Compare a run's direct and PCF winners (its ``decisions.jsonl`` records) with the human
     label of each adjudicated item (``human``: None where it has none), given the current
-    ``labels`` and the dataset's ``gold`` ids shown beside them."""
+    ``labels``, each item's number of ``candidates`` and the dataset's ``gold`` ids shown
+    beside them."""
     gold = gold or {}
     by_item = {d["item_id"]: d for d in decisions}
     annotators = labels.groupby("item_key")["annotator"].nunique().to_dict()
@@ -135,21 +110,22 @@ def compare_with_humans(
     rows = pd.DataFrame(records, columns=list(COMPARISON_COLUMNS), dtype=object).astype(
         {"annotators": int, "direct_correct": bool, "pcf_correct": bool}
     )
-    paired = kappa_direct = kappa_pcf = None
+    paired = direct_agreement = pcf_agreement = None
     if records:
         _, truth, direct, pcf, *_ = zip(*records, strict=True)
         paired = compare_paired(truth, direct, pcf)
-        kappa_direct = _kappa(direct, truth)
-        kappa_pcf = _kappa(pcf, truth)
+        counts = [candidates[item_id] for item_id in rows["item_id"]]
+        direct_agreement = chance_corrected(list(rows["direct_correct"]), counts)
+        pcf_agreement = chance_corrected(list(rows["pcf_correct"]), counts)
     with_gold = [(h, gold[i]) for i, h in human.items() if h is not None and gold.get(i)]
     return HumanComparison(
         adjudicated=len(human),
         unresolved=[i for i, label in human.items() if label is None],
         rows=rows,
         paired=paired,
-        kappa_direct=kappa_direct,
-        kappa_pcf=kappa_pcf,
-        agreement=annotator_agreement(labels),
+        direct=direct_agreement,
+        pcf=pcf_agreement,
+        agreement=annotator_agreement(labels, candidates),
         gold_agreement=(sum(h == g for h, g in with_gold), len(with_gold)),
     )
 
@@ -163,4 +139,5 @@ def table_human_comparison(
         for i, w, d in zip(table["item_id"], table["winner"], table["direct_winner"], strict=True)
     ]
     gold = {item: value_or_none(g) for item, g in zip(table["item_id"], table["gold"], strict=True)}
-    return compare_with_humans(decisions, labels, human, gold=gold)
+    candidates = dict(zip(table["item_id"], table["candidate_ids"].map(len), strict=True))
+    return compare_with_humans(decisions, labels, human, candidates=candidates, gold=gold)

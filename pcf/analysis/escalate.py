@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from sqlmodel import Session
 
-from pcf.analysis.results import gold_answers, is_simulated, stored_analysis
+from pcf.analysis.results import gold_answers, is_adaptive, is_simulated, stored_analysis
 from pcf.analysis.triage import calibrated_priority, judge_wrong
 from pcf.guarantees import fixed_sequence, random_sample, smallest_sample, upper_bound
 from pcf.labelling.human_gold import dataset_gold
@@ -40,12 +40,20 @@ def threshold(
 
 
 def _split(
-    signal: np.ndarray, wrong: np.ndarray, calibration: np.ndarray, alpha: float, delta: float
+    signal: np.ndarray,
+    wrong: np.ndarray,
+    calibration: np.ndarray,
+    decidable: np.ndarray,
+    alpha: float,
+    delta: float,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """The items one signal lets the judge decide (none of the calibration items), and its
-    figures: the threshold, the calibration items at or above it, their errors and bound."""
-    level, items, errors = threshold(signal[calibration], wrong[calibration], alpha, delta)
-    decided = ~calibration & (signal >= (np.inf if level is None else level))
+    """The items one signal lets the judge decide (of the ``decidable`` ones, none of the
+    calibration items), and its figures: the threshold, the calibration items at or above it,
+    their errors and bound. A calibration item that is not decidable counts at the bottom of
+    the signal, an error when it has no winner."""
+    ranked = np.where(decidable, signal, -np.inf)
+    level, items, errors = threshold(ranked[calibration], wrong[calibration], alpha, delta)
+    decided = decidable & ~calibration & (ranked >= (np.inf if level is None else level))
     return decided, {
         "threshold": level,
         "calibration_items_above": items,
@@ -53,6 +61,38 @@ def _split(
         "error_bound": upper_bound(errors, items, delta) if items else None,
         "decided_share": float(decided.sum() / max(1, (~calibration).sum())),
     }
+
+
+FULL_STOP = "calibration"
+"""The stop reason of an adaptive run's items judged in full at random (``confident``'s
+calibration share): the only items of such a run escalation calibrates on and decides."""
+
+
+def _covered(run: Run, keys: list[str]) -> tuple[np.ndarray, str | None]:
+    """Which items the guarantee can speak for: every item of a full run; of an adaptive run,
+    only those judged in full at random (its other items were stopped on fewer calls, so their
+    signal is not the calibration items'), with a note that says so."""
+    if not is_adaptive(run):
+        return np.ones(len(keys), dtype=bool), None
+    stops = run.settings.get("stops", {})
+    covered = np.array([stops.get(key, {}).get("reason") == FULL_STOP for key in keys])
+    return covered, (
+        f"adaptive run: calibrated on, and deciding, only the {int(covered.sum())} items it "
+        f"judged in full at random ({FULL_STOP} share); its {int((~covered).sum())} other "
+        "items stopped on fewer calls, their signal is not comparable, and they go to humans"
+    )
+
+
+def guarantee_text(labels: str, alpha: float, delta: float, threshold: float | None) -> str:
+    """The promise :func:`escalate` keeps, in words: per new item, never the realized rate."""
+    if threshold is None:
+        return "no threshold passed: every item goes to humans"
+    return (
+        f"with probability >= {1 - delta:g} over the random calibration draw, a new item "
+        f"exchangeable with the calibration items whose signal is at or above the threshold "
+        f"agrees with {labels} with probability >= {1 - alpha:g}; this bounds the risk of a new "
+        f"item, not the share of this run's decided items that agree"
+    )
 
 
 def escalate(
@@ -66,21 +106,27 @@ def escalate(
     seed: int | None = None,
 ) -> dict[str, Any]:
     """The run's items split into those the judge decides and those escalated to humans, for
-    ``signal`` and for the direct call's confidence (the baseline); with ``gold`` labels, the
-    agreement on the decided items held out of the calibration (drawn by ``seed``, by default
-    the run's).
+    ``signal`` and for the direct call's confidence (the baseline), with the agreement realized
+    on the decided items that have an answer outside the calibration. ``gold``: a random half
+    of the items with a dataset gold field, drawn by ``seed`` (by default the run's) for this
+    purpose alone; ``humans``: the labelling plan's random calibration share, which must be
+    labelled in full. An item without a winner is always escalated.
 
     Raises:
-        ValueError: an unknown signal or labels, no calibration share, or too few items.
+        ValueError: an unknown signal or labels, no calibration share or a share not labelled
+            in full, or too few items.
     """
     if signal not in SIGNALS or labels not in LABELS:
         raise ValueError(f"choose a signal of {', '.join(SIGNALS)}, labels of {', '.join(LABELS)}")
     table = stored_analysis(run, session=session).table
     keys = list(table["item_id"])
+    covered, note = _covered(run, keys)
+    usable = {key for key, c in zip(keys, covered, strict=True) if c}
     if labels == "gold":
         truth = gold_answers(table)
         seed = run.seed if seed is None else seed
-        sample = random_sample(list(truth), math.floor(GOLD_SHARE * len(truth)), seed)
+        pool = sorted(set(truth) & usable)
+        sample = random_sample(pool, math.floor(GOLD_SHARE * len(pool)), "escalate", seed)
         source = "gold answers"
     else:
         reserved = calibration_items(run.dataset_id, session=session)
@@ -91,15 +137,24 @@ def escalate(
                 "`pcf labelling set DATASET --calibration-share 0.2`"
             )
         truth = {k: g for k, g in dataset_gold(run.dataset_id, session=session).gold.items() if g}
-        sample = set(truth) & reserved & set(keys)
+        if missing := sorted(reserved & set(keys) - set(truth)):
+            raise ValueError(
+                f"{len(missing)} of the {len(reserved & set(keys))} items of the random "
+                f"calibration share have no human gold yet (unlabelled, waiting for the plan's "
+                f"labels or disputed): calibrating on the rest would not be a random sample; "
+                f"label or resolve them first (e.g. {missing[0]!r})"
+            )
+        sample = reserved & usable
         source = f"human gold of the {len(reserved)} in the random calibration share"
     if len(sample) < smallest_sample(alpha, delta):
         raise ValueError(
             f"{len(sample)} calibration items with {source}: alpha={alpha:g} and "
             f"delta={delta:g} need at least {smallest_sample(alpha, delta)}"
+            + (f" ({note})" if note else "")
         )
     calibration = table["item_id"].isin(list(sample)).to_numpy()
     answers = [truth.get(key) for key in keys]
+    decidable = covered & table["winner"].notna().to_numpy()  # no winner: always escalated
 
     def wrong(column: str) -> np.ndarray:
         return np.array(judge_wrong(table[column], answers))
@@ -109,29 +164,31 @@ def escalate(
         values = 1 - p_wrong.to_numpy()
     else:
         values = np.nan_to_num(table[signal].to_numpy(dtype=float), nan=-np.inf)
-    decided, figures = _split(values, wrong("winner"), calibration, alpha, delta)
+    decided, figures = _split(values, wrong("winner"), calibration, decidable, alpha, delta)
     stated = {  # the direct call's confidence, -inf without one
         j.item_id: j.confidence
         for j in run_judgments(run.id, session=session)
         if (j.execution, j.call_index) == (0, 0) and j.ok and j.confidence is not None
     }
     confidence = np.array([stated.get(key, -np.inf) for key in keys], dtype=float)
-    direct = _split(confidence, wrong("direct_winner"), calibration, alpha, delta)[1]
+    has_direct = covered & table["direct_winner"].notna().to_numpy()
+    direct = _split(confidence, wrong("direct_winner"), calibration, has_direct, alpha, delta)[1]
     checked = decided & table["item_id"].isin(list(truth)).to_numpy()
     return {
         "run": run.name,
         "signal": signal,
         "alpha": alpha,
         "delta": delta,
-        "calibration": {"labels": labels, "items": len(sample), "seed": seed},
+        "calibration": {"labels": labels, "items": len(sample), "seed": seed, "draw": "escalate"}
+        | ({"note": note} if note else {}),
         **figures,
-        "guarantee": (
-            f"agreement with {labels} on the decided items >= {1 - alpha:g} with probability "
-            f">= {1 - delta:g}, if the calibration items are a random sample"
-            if figures["threshold"] is not None
-            else "no threshold passed: every item goes to humans"
-        ),
-        "held_out_agreement": 1 - wrong("winner")[checked].mean() if checked.any() else None,
+        "guarantee": guarantee_text(labels, alpha, delta, figures["threshold"]),
+        "held_out_agreement": {
+            "items": int(checked.sum()),
+            "agreement": float(1 - wrong("winner")[checked].mean()) if checked.any() else None,
+            "note": "realized on the decided items with an answer outside the calibration; "
+            "not bounded by the guarantee",
+        },
         "baseline": {"signal": "the direct call's stated confidence", **direct},
         "decided": [key for key, d in zip(keys, decided, strict=True) if d],
         "escalated": [
@@ -147,10 +204,18 @@ def escalation_in_words(run: Run, *, session: Session) -> str:
         found = escalate(run, session=session, alpha=0.1, delta=0.1, labels="humans")
     except ValueError as exc:
         return f"Not yet: {exc}."
+    held = found["held_out_agreement"]
+    realized = (
+        f" Realized on the {held['items']} decided items with human gold outside the "
+        f"calibration: {held['agreement']:.0%} agree (not bounded)."
+        if held["agreement"] is not None
+        else ""
+    )
     return (
         f"{'Simulated judge: ' if found.get('simulated') else ''}"
         f"the judge may decide {found['decided_share']:.0%} of the items outside the "
         f"calibration alone and {len(found['escalated'])} go to humans "
         f"({found['calibration']['items']} random human gold items, alpha 0.1, delta 0.1): "
-        f"{found['guarantee']}."
+        f"{found['guarantee']}.{realized}"
+        + (f" Note: {found['calibration']['note']}." if "note" in found["calibration"] else "")
     )

@@ -6,40 +6,74 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
 from sqlmodel import Session
 
 from pcf.analysis.agreement import table_human_comparison
-from pcf.analysis.results import stored_analysis
+from pcf.analysis.results import is_adaptive, stored_analysis
 from pcf.consensus import TIE_TOLERANCE
 from pcf.labelling.human_gold import dataset_gold
 from pcf.store import Run, current_labels, get_engine, get_run, session_scope
 
-THRESHOLDS = ("max_order_unstable", "max_position_driven", "min_kappa", "min_accuracy")
-"""Each threshold's name: its bound (``max`` or ``min``) and the figure it bounds."""
+THRESHOLDS = (
+    *("max_failed", "max_order_unstable", "max_position_driven", "min_kappa", "min_accuracy"),
+)
+"""Each threshold's name: its bound (``max`` or ``min``) and the figure it bounds;
+``max_failed`` bounds two figures, the share of failed calls and of incomplete items."""
+MAX_FAILED = 0.05
+"""``pcf check``'s default ``max_failed``."""
+MIN_ITEMS = 20
+"""The fewest items (calls, for the failed share) a figure is accepted on, by default."""
 
 
 @dataclass(frozen=True)
 class Check:
-    """One threshold on a run; ``value`` is None where undefined (kappa when every label is the
-    same candidate)."""
+    """One threshold on a run: ``value`` over ``n`` ``unit`` (items or calls), None where
+    undefined (fewer than the least ``n`` accepted, or chance agreement with every label the
+    same), which fails."""
 
     figure: str
     value: float | None
     bound: str
     threshold: float
     passed: bool
+    n: int
+    unit: str = "items"
 
     def line(self) -> str:
-        """``order_unstable 0.1200 <= 0.2 pass``: the value, the bound and the outcome."""
+        """``order_unstable 0.1200 <= 0.2 pass (n=180 items)``: the value, the bound, the
+        outcome and what the value was measured on."""
         value = "undefined" if self.value is None else f"{self.value:.4f}"
         sign = "<=" if self.bound == "max" else ">="
         outcome = "pass" if self.passed else "FAIL"
-        return f"{self.figure} {value} {sign} {self.threshold:g} {outcome}"
+        return f"{self.figure} {value} {sign} {self.threshold:g} {outcome} (n={self.n} {self.unit})"
 
 
-def check_run(run: Run, *, session: Session, **thresholds: float | None) -> list[Check]:
+def _failures(
+    run: Run, table: pd.DataFrame
+) -> tuple[pd.Series, dict[str, tuple[float | None, int]]]:
+    """Which items are complete (every planned call made and ok: a full run plans K calls per
+    execution, an adaptive run the calls before its stop), and the failed-call and
+    incomplete-item shares with the calls and items they count."""
+    planned = table["n_calls"] if is_adaptive(run) else run.k * run.executions
+    complete = ~table["incomplete"] & (table["n_ok"] >= planned) & (table["n_ok"] > 0)
+    calls = int(table["n_calls"].sum())
+    failed = calls - int(table["n_ok"].sum())
+    shares: dict[str, tuple[float | None, int]] = {
+        "failed_calls": (failed / calls if calls else 1.0, calls),
+        "incomplete": (float(1 - complete.mean()), len(table)),
+    }
+    return complete, shares
+
+
+def check_run(
+    run: Run, *, session: Session, min_items: int = MIN_ITEMS, **thresholds: float | None
+) -> list[Check]:
     """The run's figures against ``thresholds`` (names of :data:`THRESHOLDS`; None is no
-    threshold), in that order. Flushes the decision table it keeps; the caller commits.
+    threshold), in that order. Order instability and position-driven shares count only complete
+    items with two judgments or more (one judgment is neither stable nor unstable); a figure on
+    fewer than ``min_items`` items (calls) is undefined and fails. Flushes the decision table it
+    keeps; the caller commits.
 
     Raises:
         ValueError: an unknown name, no threshold, a run with no decided item, or a kappa or
@@ -53,9 +87,10 @@ def check_run(run: Run, *, session: Session, **thresholds: float | None) -> list
     table = stored_analysis(run, session=session).table
     if table.empty:
         raise ValueError(f"run {run.name!r} has no decided item to check")
-    values: dict[str, float | None] = {
-        flag: float(table[flag].mean()) for flag in ("order_unstable", "position_driven")
-    }
+    complete, values = _failures(run, table)
+    measured = table[complete & (table["n_ok"] >= 2)]
+    for flag in ("order_unstable", "position_driven"):
+        values[flag] = (float(measured[flag].mean()) if len(measured) else None, len(measured))
     if wanted.keys() & {"min_kappa", "min_accuracy"}:
         human = dataset_gold(run.dataset_id, session=session).gold
         labels = current_labels(run.dataset_id, session=session)
@@ -65,18 +100,26 @@ def check_run(run: Run, *, session: Session, **thresholds: float | None) -> list
                 f"kappa and accuracy are measured against human gold, and no item of run "
                 f"{run.name!r} has any yet: label items on the Adjudicate page first"
             )
-        values |= {"kappa": comparison.kappa_pcf, "accuracy": comparison.paired["method_accuracy"]}
+        pcf = comparison.pcf
+        assert pcf is not None  # with paired figures, PCF's agreement is measured
+        values |= {"kappa": (pcf.kappa, pcf.n), "accuracy": (pcf.share, pcf.n)}
     checks = []
     for name, threshold in wanted.items():
         bound, figure = name.split("_", 1)
-        value = values[figure]
-        sign = 1 if bound == "min" else -1
-        passed = value is not None and sign * (value - threshold) >= -TIE_TOLERANCE
-        checks.append(Check(figure, value, bound, threshold, passed))
+        for shown in ("failed_calls", "incomplete") if figure == "failed" else (figure,):
+            value, n = values[shown]
+            unit = "calls" if shown == "failed_calls" else "items"
+            if n < min_items:
+                value = None
+            sign = 1 if bound == "min" else -1
+            passed = value is not None and sign * (value - threshold) >= -TIE_TOLERANCE
+            checks.append(Check(shown, value, bound, threshold, passed, n, unit))
     return checks
 
 
-def assert_reliable(run_name: str, **thresholds: float | None) -> list[Check]:
+def assert_reliable(
+    run_name: str, *, min_items: int = MIN_ITEMS, **thresholds: float | None
+) -> list[Check]:
     """:func:`check_run` for a test, on the database ``PCF_DATABASE_URL`` names.
 
     Raises:
@@ -87,7 +130,7 @@ def assert_reliable(run_name: str, **thresholds: float | None) -> list[Check]:
         run = get_run(run_name, session=session)
         if run is None:
             raise ValueError(f"no run {run_name!r}; `pcf runs` lists them")
-        checks = check_run(run, session=session, **thresholds)
+        checks = check_run(run, session=session, min_items=min_items, **thresholds)
     if not all(c.passed for c in checks):
         lines = "\n".join(c.line() for c in checks)
         raise AssertionError(f"run {run_name!r} fails its reliability gate:\n{lines}")

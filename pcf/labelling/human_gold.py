@@ -16,6 +16,7 @@ from sqlmodel import Session
 
 from pcf.flags import FLAGS
 from pcf.items import CANNOT_TELL, RESERVED_CANDIDATE_IDS, Item
+from pcf.labelling.adjudications import display_order
 from pcf.labelling.plan import labelling_plan
 from pcf.store import current_labels, items_named, resolutions
 
@@ -23,8 +24,8 @@ SOURCES = ("resolution", "unanimous", "majority", "dawid_skene")
 GOLD_RULE_TEXT = {
     "unanimous": "every annotator's newest label is the same candidate",
     "majority": "the candidate chosen by strictly more annotators than any other",
-    "dawid_skene": "Dawid-Skene's estimate, each annotator weighed by how they answer for each "
-    "position the right candidate is shown at",
+    "dawid_skene": "Dawid-Skene's estimate (MACE over the candidates' listing positions A, B...), "
+    "each annotator weighed by how often their answers agree with the estimated answers",
 }
 
 
@@ -122,18 +123,85 @@ def _fit_mace(
     return posterior, log_likelihood
 
 
+HABIT_SHARE = 0.9
+HABIT_MIN_LABELS = 10
+
+
+def position_habits(labels: pd.DataFrame, items: Mapping[str, Item]) -> dict[str, float]:
+    """Each person's favourite position share over their candidate choices (``labels``: none
+    'cannot tell', of ``items``): as shown to them (shuffled, so knowing the answers cannot make
+    it high) or as listed, where the others' choices on the same items are less one-sided (a
+    dataset that lists the right answer first is not a habit)."""
+    keys, names, choices = labels["item_key"], labels["annotator"], labels["choice"]
+    placed = labels.assign(
+        shown=[
+            display_order(items[k], a).index(c) if c in items[k].candidate_ids else None
+            for k, a, c in zip(keys, names, choices, strict=True)
+        ],
+        listed=[
+            items[k].candidate_ids.index(c) if c in items[k].candidate_ids else None
+            for k, c in zip(keys, choices, strict=True)
+        ],
+    )
+    pairs = placed.merge(placed[["item_key", "annotator", "listed"]], on="item_key")
+    pairs = pairs[pairs["annotator_x"] != pairs["annotator_y"]]
+    shares = {}
+    for person, mine in placed.dropna(subset=["listed"]).groupby("annotator"):
+        share = float(mine["shown"].value_counts(normalize=True).max())
+        favourite = mine["listed"].value_counts(normalize=True)
+        theirs = pairs[pairs["annotator_x"] == person]["listed_y"]
+        if theirs.empty or (theirs == favourite.index[0]).mean() < HABIT_SHARE / 2:
+            share = max(share, float(favourite.iloc[0]))
+        shares[str(person)] = share
+    return shares
+
+
+def habitual(labels: pd.DataFrame, items: Mapping[str, Item]) -> set[str]:
+    """The people whose choices sit at one position (:func:`position_habits`): at least
+    :data:`HABIT_SHARE` of at least :data:`HABIT_MIN_LABELS` candidate choices."""
+    pairs = zip(labels["item_key"], labels["choice"], strict=True)
+    counts = labels[[c in items[k].candidate_ids for k, c in pairs]].groupby("annotator").size()
+    return {
+        person
+        for person, share in position_habits(labels, items).items()
+        if counts.get(person, 0) >= HABIT_MIN_LABELS and share >= HABIT_SHARE
+    }
+
+
 def dawid_skene(
     labels: pd.DataFrame, items: Mapping[str, Item]
 ) -> tuple[dict[str, str | None], dict[str, float]]:
     """A spammer-aware Dawid-Skene model (MACE, Hovy et al. 2013): each item's estimated answer
     (None for 'none correct') and each annotator's estimated accuracy. One who always answers the
-    same position (or the first shown, which is shuffled) weighs nothing, where one-coin
-    Dawid-Skene took a constant answer for skill. EM starts from the vote shares of everyone and of
+    first position shown (shuffled per person) weighs little, where one-coin Dawid-Skene took a
+    constant answer for skill. One who answers one position by habit (:func:`habitual`) is never
+    trusted while someone else labels: the model is fitted without their labels (beside one good
+    annotator, a constant answer looked like the expert's), and their accuracy is the share of
+    their labels that are the estimated answers. EM starts from the vote shares of everyone and of
     everyone but each person in turn; the fit of highest likelihood is kept.
     """
     usable = labels[(labels["choice"] != CANNOT_TELL) & labels["item_key"].isin(list(items))]
     if usable.empty:
         return {}, {}
+    habits = habitual(usable, items)
+    trusted = usable[~usable["annotator"].isin(list(habits))]
+    if habits and not trusted.empty:
+        answers, skills = _mace(trusted, items)
+        for person in habits:
+            mine = usable[usable["annotator"] == person]
+            right = [
+                answers.get(key) == choice
+                for key, choice in zip(mine["item_key"], mine["choice"], strict=True)
+            ]
+            skills[person] = float(np.mean(right))
+        return answers, skills
+    return _mace(usable, items)
+
+
+def _mace(
+    usable: pd.DataFrame, items: Mapping[str, Item]
+) -> tuple[dict[str, str | None], dict[str, float]]:
+    """:func:`dawid_skene`'s model fitted on ``usable`` labels (none 'cannot tell')."""
     item_of, keys = pd.factorize(usable["item_key"].astype(str))
     workers, worker_of = np.unique(usable["annotator"].to_numpy(dtype=str), return_inverse=True)
     k = max(len(items[key].candidates) for key in keys)
@@ -149,7 +217,7 @@ def dawid_skene(
         possible[i, : len(items[key].candidates)] = True
     possible[:, none] = True
     fits = []
-    for left_out in (-1, *range(len(workers) if len(workers) > 2 else 0)):
+    for left_out in (-1, *range(len(workers) if len(workers) > 1 else 0)):
         start = np.full(possible.shape, 1e-3) * possible
         counted = worker_of != left_out
         np.add.at(start, (item_of[counted], chosen[counted]), 1.0)

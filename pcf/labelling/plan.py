@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission, authorize
-from pcf.guarantees import random_sample
+from pcf.guarantees import random_order
 from pcf.store import (
     Dataset,
     Run,
@@ -46,14 +46,21 @@ def labelling_plan(dataset_id: int, *, session: Session) -> Plan:
     return Plan(**values | {"escalated": tuple(stored.escalated)})
 
 
-def calibration_items(dataset_id: int, *, session: Session) -> set[str]:
-    """The plan's random calibration share of the dataset's items, drawn by its seed."""
+def calibration_order(dataset_id: int, *, session: Session) -> list[str]:
+    """The plan's random calibration share of the dataset's items, drawn by its seed, in the
+    order drawn: the queue serves it in this order (never most doubtful first), so any part of
+    it labelled so far is a random sample too."""
     share = labelling_plan(dataset_id, session=session).calibration_share
     dataset = session.get(Dataset, dataset_id)
     if not share or dataset is None:
-        return set()
+        return []
     keys = [key for key, _, _ in item_positions(dataset_id, session=session)]
-    return random_sample(keys, round(share * len(keys)), "labelling", dataset.seed)
+    return random_order(keys, round(share * len(keys)), "labelling", dataset.seed)
+
+
+def calibration_items(dataset_id: int, *, session: Session) -> set[str]:
+    """The keys of :func:`calibration_order`."""
+    return set(calibration_order(dataset_id, session=session))
 
 
 def set_plan(

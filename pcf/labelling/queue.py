@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission, Role, authorize
-from pcf.labelling.plan import Plan, calibration_items, labelling_plan
+from pcf.labelling.plan import Plan, calibration_order, labelling_plan
 from pcf.store import (
     Dataset,
     add_audit_event,
@@ -80,14 +80,16 @@ def claim_next(
     labellers = labellers_by_item(dataset_id, session=session)
     holders = holders_by_item(dataset_id, session=session, now=now)
     assignees = assignees_by_item(dataset_id, session=session)
-    reserved = calibration_items(dataset_id, session=session)
+    reserved = {key: n for n, key in enumerate(calibration_order(dataset_id, session=session))}
     escalated = set(labelling_plan(dataset_id, session=session).escalated)
 
-    def rank(entry: tuple[str, int]) -> tuple[int, bool, bool]:
-        """Held, then assigned, then not skipped; then the plan's calibration share, escalated."""
+    def rank(entry: tuple[str, int]) -> tuple[int, bool, int, bool]:
+        """Held, then assigned, then not skipped; then the plan's calibration share in its
+        random order, then escalated items."""
         key, db_id = entry
         mine = 0 if me in holders.get(db_id, set()) else 1 if assignees.get(db_id) == me else 2
-        return mine + (mine == 2 and key in skip), key not in reserved, key not in escalated
+        skipped = mine + (mine == 2 and key in skip)
+        return skipped, key not in reserved, reserved.get(key, 0), key not in escalated
 
     free = [(k, i) for k, i in order if _free(me, wanted[k], i, labellers, holders, assignees)]
     served = sorted(free, key=rank)

@@ -1,23 +1,27 @@
-"""A labelling team's figures: each person's progress, pace and agreement, completion, Cohen's
-kappa and Krippendorff's alpha, over current labels as nominal categories (``none_correct``
-included, ``cannot_tell`` as no label).
+"""A labelling team's figures: each person's progress, pace and agreement, completion, and
+agreement corrected for chance per item (one over its candidates), over current labels
+(``none_correct`` an answer, ``cannot_tell`` no label).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from itertools import combinations, pairwise
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from pcf.evaluation import cohen_kappa, krippendorff_alpha
+from pcf.evaluation import chance_corrected, rater_agreement
 from pcf.items import CANNOT_TELL, Item
-from pcf.labelling.adjudications import display_order
-from pcf.labelling.human_gold import dawid_skene
+from pcf.labelling.human_gold import (
+    HABIT_MIN_LABELS,
+    dawid_skene,
+    habitual,
+    position_habits,
+)
 
 BREAK = timedelta(minutes=10)  # a longer gap between two labels is a pause, not labelling
 MIN_SHARED_ITEMS = 2
@@ -66,33 +70,21 @@ def people(
     )
 
 
-HABIT_SHARE = 0.9
-HABIT_MIN_LABELS = 10
 CHECK_COLUMNS = ("annotator", "estimated_accuracy", "favourite_position_share", "flag")
 
 
 def annotator_checks(labels: pd.DataFrame, items: Mapping[str, Item]) -> pd.DataFrame:
     """Each person's Dawid-Skene accuracy estimate and what looks wrong with their labels
     (:data:`CHECK_COLUMNS`; the flags: docs/reviewing.md, "Gold"). ``favourite_position_share``
-    counts positions as shown to them (shuffled, so knowing the answers cannot make it high) or as
-    listed (where the others' are less one-sided).
+    counts positions as shown to them or as listed (:func:`position_habits`); one who answers one
+    position is never trusted by :func:`dawid_skene`.
     """
     usable = _usable(labels)
     usable = usable[usable["item_key"].isin(list(items))]
     _, skills = dawid_skene(usable, items)
-    keys, names, choices = usable["item_key"], usable["annotator"], usable["choice"]
-    usable = usable.assign(
-        shown=[
-            display_order(items[k], a).index(c) if c in items[k].candidate_ids else None
-            for k, a, c in zip(keys, names, choices, strict=True)
-        ],
-        listed=[
-            items[k].candidate_ids.index(c) if c in items[k].candidate_ids else None
-            for k, c in zip(keys, choices, strict=True)
-        ],
-        chance=[1 / len(items[k].candidates) for k in keys],
-    )
-    pairs = usable.merge(usable[["item_key", "annotator", "choice", "listed"]], on="item_key")
+    habits, flagged = position_habits(usable, items), habitual(usable, items)
+    usable = usable.assign(chance=[1 / len(items[k].candidates) for k in usable["item_key"]])
+    pairs = usable.merge(usable[["item_key", "annotator", "choice"]], on="item_key")
     pairs = pairs[pairs["annotator_x"] != pairs["annotator_y"]]
     by_pair = (
         pairs.assign(agree=pairs["choice_x"] == pairs["choice_y"])
@@ -104,26 +96,20 @@ def annotator_checks(labels: pd.DataFrame, items: Mapping[str, Item]) -> pd.Data
     contrary = set(below.index[below])
     rows = []
     for person in sorted(labels["annotator"].unique()):
-        mine = usable[usable["annotator"] == person].dropna(subset=["listed"])
-        share = math.nan
-        if len(mine):
-            share = float(mine["shown"].value_counts(normalize=True).max())
-            favourite = mine["listed"].value_counts(normalize=True)
-            theirs = pairs[pairs["annotator_x"] == person]["listed_y"]
-            if theirs.empty or (theirs == favourite.index[0]).mean() < HABIT_SHARE / 2:
-                share = max(share, float(favourite.iloc[0]))
         flag = ""
-        if len(mine) >= HABIT_MIN_LABELS and share >= HABIT_SHARE:
+        if person in flagged:
             flag = "answers one position"
         elif person in contrary:
             flag = "disagrees with everyone"
-        rows.append((person, skills.get(person), share, flag))
+        rows.append((person, skills.get(person), habits.get(person, math.nan), flag))
     return pd.DataFrame(rows, columns=list(CHECK_COLUMNS))
 
 
-def kappa_matrix(labels: pd.DataFrame) -> pd.DataFrame:
-    """Cohen's kappa of every pair of people over the items both labelled (NaN where undefined
-    or under two shared items), 1 on the diagonal: ``first``, ``second``, ``kappa``, ``items``."""
+def kappa_matrix(labels: pd.DataFrame, candidates: Mapping[str, int]) -> pd.DataFrame:
+    """Chance-corrected agreement (:func:`pcf.evaluation.chance_corrected`, chance one over an
+    item's ``candidates``) of every pair of people over the items both labelled (NaN where
+    undefined or under two shared items), 1 on the diagonal: ``first``, ``second``, ``kappa``,
+    ``items``."""
     usable = _usable(labels)
     names = sorted(labels["annotator"].unique())
     table = usable.pivot(index="item_key", columns="annotator", values="choice")
@@ -136,34 +122,37 @@ def kappa_matrix(labels: pd.DataFrame) -> pd.DataFrame:
         both = table[[first, second]].dropna() if {first, second} <= set(table) else table[[]]
         value = math.nan
         if len(both) >= MIN_SHARED_ITEMS:
-            with contextlib.suppress(ValueError):  # undefined: NaN
-                value = cohen_kappa(list(both[first]), list(both[second]))
+            same = list(both[first] == both[second])
+            kappa = chance_corrected(same, [candidates[k] for k in both.index]).kappa
+            value = math.nan if kappa is None else kappa
         for a, b in ((first, second), (second, first)):
             rows.append({"first": a, "second": b, "kappa": value, "items": len(both)})
     return pd.DataFrame(rows, columns=["first", "second", "kappa", "items"])
 
 
-def alpha(labels: pd.DataFrame) -> float | None:
-    """Krippendorff's alpha (nominal) over everyone's labels; None when undefined."""
-    usable = _usable(labels)
-    if usable.empty or (usable.groupby("item_key")["annotator"].nunique() >= 2).sum() == 0:
-        return None
-    table = usable.pivot(index="annotator", columns="item_key", values="choice").astype(object)
-    rows = [[None if pd.isna(v) else v for v in table.loc[a]] for a in table.index]
-    try:
-        value = krippendorff_alpha(rows)
-    except ValueError:
-        return None
-    return None if math.isnan(value) else value
+def agreement_by_bucket(
+    labels: pd.DataFrame, candidates: Mapping[str, int], buckets: Mapping[str, str | None]
+) -> pd.DataFrame:
+    """Chance-corrected agreement of everyone (:func:`pcf.evaluation.rater_agreement`) per
+    bucket, the whole set first: ``bucket``, ``items`` (those two people or more labelled, the
+    only ones it counts) and ``kappa`` (NaN without such an item)."""
 
+    def row(bucket: str, part: pd.DataFrame) -> dict[str, Any]:
+        choices = _usable(part).groupby("item_key")["choice"].agg(list)
+        shared = choices[choices.map(len) >= 2]
+        kappa = None
+        if len(shared):
+            kappa = rater_agreement(list(shared), [candidates[k] for k in shared.index]).kappa
+        return {
+            "bucket": bucket,
+            "items": len(shared),
+            "kappa": math.nan if kappa is None else kappa,
+        }
 
-def alpha_by_bucket(labels: pd.DataFrame, buckets: Mapping[str, str | None]) -> pd.DataFrame:
-    """Krippendorff's alpha per bucket (``bucket``, ``items``, ``alpha``), the whole set first."""
-    rows = [{"bucket": "all", "items": labels["item_key"].nunique(), "alpha": alpha(labels)}]
+    rows = [row("all", labels)]
     keyed = labels.assign(bucket=labels["item_key"].map(buckets))
-    for bucket, part in keyed.dropna(subset=["bucket"]).groupby("bucket"):
-        rows.append({"bucket": bucket, "items": part["item_key"].nunique(), "alpha": alpha(part)})
-    return pd.DataFrame(rows, columns=["bucket", "items", "alpha"])
+    rows += [row(str(b), part) for b, part in keyed.dropna(subset=["bucket"]).groupby("bucket")]
+    return pd.DataFrame(rows, columns=["bucket", "items", "kappa"])
 
 
 def completion(

@@ -155,15 +155,18 @@ def _instability_runs(runs: pd.DataFrame, decisions: pd.DataFrame) -> Iterator[t
 
 
 def instability_table(runs: pd.DataFrame, decisions: pd.DataFrame) -> pd.DataFrame:
-    """Per PCF or repeated run: items per flag and the mean agreement metrics."""
+    """Per PCF or repeated run: items per flag and the mean agreement metrics over the items
+    with two ok judgments or more (one ranking agrees with itself: its top agreement and W say
+    nothing), undefined (NaN) without any."""
     rows = [
         {
             "run": run.run,
             "method": run.method,
             "items": len(table),
             **{flag.replace("_", " "): int(table[flag].sum()) for flag in FLAGS},
-            "mean top agreement": table["top_agreement"].mean(),
-            "mean Kendall's W": table["kendall_w"].mean(),
+            "items judged twice or more": len(measured := table[table["n_ok"] >= 2]),
+            "mean top agreement": measured["top_agreement"].mean(),
+            "mean Kendall's W": measured["kendall_w"].mean(),
         }
         for run, table in _instability_runs(runs, decisions)
     ]

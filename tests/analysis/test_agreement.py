@@ -15,7 +15,6 @@ from pcf.analysis.agreement import (
     table_human_comparison,
 )
 from pcf.analysis.results import analyse_run, run_decisions
-from pcf.evaluation import cohen_kappa, krippendorff_alpha
 from pcf.labelling.adjudications import EXPORT_COLUMNS, adjudications_csv, adjudications_jsonl
 from pcf.labelling.human_gold import dataset_gold, human_gold
 from pcf.store import (
@@ -45,7 +44,11 @@ def majority(current: pd.DataFrame) -> dict[str, str | None]:
     return human_gold(current, NO_RESOLUTIONS, rule="majority").gold
 
 
-def test_two_annotators_agree_by_cohens_kappa_with_cannot_tell_as_missing():
+FOUR = dict.fromkeys(("i1", "i2", "i3", "i4", "i5", "i6"), 4)
+"""Every item of these tests has four candidates: chance agreement is 1/4."""
+
+
+def test_two_annotators_agree_beyond_chance_with_cannot_tell_as_missing():
     current = labels(
         ("i1", "ann", "a"),
         ("i1", "bob", "a"),
@@ -57,15 +60,13 @@ def test_two_annotators_agree_by_cohens_kappa_with_cannot_tell_as_missing():
         ("i4", "bob", "cannot_tell"),
         ("i5", "ann", "b"),
     )
-    agreement = annotator_agreement(current)
-    expected = cohen_kappa(["a", "b", "none_correct"], ["a", "a", "none_correct"])
-    assert agreement.statistic == "cohen_kappa"
-    assert agreement.annotators == 2
-    assert agreement.items == 3
-    assert agreement.value == pytest.approx(expected)
+    agreement = annotator_agreement(current, FOUR)
+    assert (agreement.annotators, agreement.items) == (2, 3)
+    assert agreement.figure.share == pytest.approx(2 / 3)
+    assert agreement.figure.kappa == pytest.approx((2 / 3 - 1 / 4) / (3 / 4))
 
 
-def test_three_annotators_agree_by_krippendorffs_alpha():
+def test_three_annotators_agree_by_the_share_of_agreeing_pairs_per_item():
     current = labels(
         ("i1", "ann", "a"),
         ("i1", "bob", "a"),
@@ -76,13 +77,28 @@ def test_three_annotators_agree_by_krippendorffs_alpha():
         ("i3", "cat", "a"),
         ("i4", "bob", "c"),
     )
-    agreement = annotator_agreement(current)
-    expected = krippendorff_alpha(
-        [["a", "b", "a", None], ["a", "b", None, "c"], ["b", None, "a", None]]
-    )
-    assert agreement.statistic == "krippendorff_alpha"
+    agreement = annotator_agreement(current, {**FOUR, "i2": 2})
+    share = (1 / 3 + 1 + 1) / 3  # i1: one of its three pairs agrees
+    chance = (1 / 4 + 1 / 2 + 1 / 4) / 3
     assert agreement.items == 3
-    assert agreement.value == pytest.approx(expected)
+    assert agreement.figure.kappa == pytest.approx((share - chance) / (1 - chance))
+
+
+def test_agreement_does_not_depend_on_how_candidates_are_named():
+    """Kappa over candidate ids as categories gave 0 with ids shared by every item and 0.95
+    with each item's own ids; agreement corrected per item gives one figure for both."""
+    choices = [("a", "a"), ("a", "a"), ("a", "b"), ("a", "a")]
+    shared_ids = labels(
+        *[
+            (f"i{n}", who, c)
+            for n, pair in enumerate(choices, 1)
+            for who, c in zip(("x", "y"), pair, strict=True)
+        ]
+    )
+    own_ids = shared_ids.assign(choice=shared_ids["item_key"] + "-" + shared_ids["choice"])
+    first, second = (annotator_agreement(current, FOUR) for current in (shared_ids, own_ids))
+    assert first.figure == second.figure
+    assert first.figure.kappa == pytest.approx((3 / 4 - 1 / 4) / (3 / 4))
 
 
 @pytest.mark.parametrize(
@@ -90,12 +106,11 @@ def test_three_annotators_agree_by_krippendorffs_alpha():
     [
         (labels(("i1", "ann", "a"), ("i2", "ann", "b")), "needs two annotators"),
         (labels(("i1", "ann", "a"), ("i2", "bob", "b")), "no item has labels from two annotators"),
-        (labels(("i1", "ann", "a"), ("i1", "bob", "a")), "undefined: every label is the same"),
     ],
 )
-def test_agreement_is_not_measured_without_shared_varied_labels(current, note):
-    agreement = annotator_agreement(current)
-    assert agreement.value is None
+def test_agreement_is_not_measured_without_shared_labels(current, note):
+    agreement = annotator_agreement(current, FOUR)
+    assert agreement.figure is None
     assert agreement.note == note
 
 
@@ -115,7 +130,11 @@ def test_compare_counts_abstentions_as_wrong_in_accuracy_and_kappa_and_lists_dis
         decision("i5", "a", "a"),
     ]
     result = compare_with_humans(
-        decisions, current, majority(current), gold={"i1": "a", "i2": "a", "i3": "c"}
+        decisions,
+        current,
+        majority(current),
+        candidates=FOUR,
+        gold={"i1": "a", "i2": "a", "i3": "c"},
     )
     assert result.adjudicated == 4
     assert result.unresolved == ["i4"]
@@ -124,19 +143,22 @@ def test_compare_counts_abstentions_as_wrong_in_accuracy_and_kappa_and_lists_dis
     assert result.paired["method_accuracy"] == pytest.approx(2 / 3)
     assert result.paired["method_abstentions"] == 1
     assert result.disagreements()["item_id"].tolist() == ["i2", "i3"]
-    assert result.kappa_direct == pytest.approx(cohen_kappa(["a", "a", "c"], ["a", "b", "c"]))
+    assert result.direct.kappa == pytest.approx((2 / 3 - 1 / 4) / (3 / 4))
     # PCF abstained on i3: a disagreement in kappa as in accuracy, not an item left out.
-    assert result.kappa_pcf == pytest.approx(cohen_kappa(["a", "b", "abstained"], ["a", "b", "c"]))
-    assert result.kappa_pcf < 1
+    assert (result.pcf.n, result.pcf.share) == (3, pytest.approx(2 / 3))
+    assert result.pcf.kappa == result.direct.kappa
+    assert result.pcf.low < 2 / 3 < result.pcf.high
     assert result.gold_agreement == (2, 3)
 
 
 def test_compare_without_any_human_label_has_no_figures():
     current = labels(("i1", "ann", "cannot_tell"))
-    result = compare_with_humans([decision("i1", "a", "a")], current, majority(current))
+    result = compare_with_humans(
+        [decision("i1", "a", "a")], current, majority(current), candidates=FOUR
+    )
     assert result.adjudicated == 1
     assert result.paired is None
-    assert result.kappa_pcf is None
+    assert result.pcf is None
     assert result.rows.empty
 
 
@@ -153,6 +175,7 @@ def test_a_stored_run_against_current_labels_uses_each_annotators_newest_label(d
         run_decisions(run, session=db, items=run_items),
         current_labels(run.dataset_id, session=db),
         dataset_gold(run.dataset_id, session=db).gold,
+        candidates={i.item_id: len(i.candidate_ids) for i in run_items},
         gold={i.item_id: i.gold for i in run_items},
     )
     decisions = {d["item_id"]: d for d in run_decisions(run, session=db)}
@@ -165,13 +188,13 @@ def test_a_stored_run_against_current_labels_uses_each_annotators_newest_label(d
     assert result.rows["human"].tolist() == [i.gold for i in items]
     expected = sum(decisions[i.item_id]["winner"] == i.gold for i in items) / 6
     assert result.paired["method_accuracy"] == pytest.approx(expected)
-    assert result.agreement.value == pytest.approx(1.0)
+    assert result.agreement.figure.kappa == pytest.approx(1.0)
     assert result.gold_agreement == (6, 6)
     assert from_table.rows.equals(result.rows)
-    assert (from_table.paired, from_table.kappa_pcf, from_table.kappa_direct) == (
+    assert (from_table.paired, from_table.pcf, from_table.direct) == (
         result.paired,
-        result.kappa_pcf,
-        result.kappa_direct,
+        result.pcf,
+        result.direct,
     )
     assert (from_table.adjudicated, from_table.gold_agreement) == (6, (6, 6))
 

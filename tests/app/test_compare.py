@@ -11,7 +11,6 @@ from streamlit.testing.v1 import AppTest
 from pcf.access import operator
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import run_decisions
-from pcf.evaluation import cohen_kappa, krippendorff_alpha
 from pcf.items import candidate_titles
 from pcf.labelling.plan import set_plan
 from pcf.store import add_adjudication, get_dataset, get_run, load_items
@@ -48,26 +47,35 @@ def label_items(db: Session, choices: dict[str, list[str]], count: int = 24) -> 
     return items
 
 
+def corrected(share: float, items) -> float:
+    """Agreement corrected for the chance of one over each item's candidates."""
+    chance = sum(1 / len(i.candidate_ids) for i in items) / len(items)
+    return (share - chance) / (1 - chance)
+
+
 def expected_figures(db: Session, items, by_annotator: dict[str, list[str]]) -> dict:
-    """Accuracy and kappa recomputed here against the unanimous human gold (the default plan):
-    every vote but 'cannot tell' the same candidate."""
+    """Accuracy and chance-corrected agreement recomputed here against the unanimous human gold
+    (the default plan): every vote but 'cannot tell' the same candidate."""
     decisions = {
         d["item_id"]: d for d in run_decisions(get_run("demo-pcf", session=db), session=db)
     }
-    human, direct, pcf = [], [], []
+    counted, human, direct, pcf = [], [], [], []
     for n, item in enumerate(items):
         votes = {labels[n] for labels in by_annotator.values()} - {"cannot_tell"}
         if len(votes) != 1 or votes == {"none_correct"}:
             continue
+        counted.append(item)
         human.append(votes.pop())
         direct.append(decisions[item.item_id]["metrics"]["direct_winner"])
         pcf.append(decisions[item.item_id]["winner"])
+    direct_share = sum(d == h for d, h in zip(direct, human, strict=True)) / len(human)
+    pcf_share = sum(p == h for p, h in zip(pcf, human, strict=True)) / len(human)
     return {
         "n": len(human),
-        "direct": sum(d == h for d, h in zip(direct, human, strict=True)) / len(human),
-        "pcf": sum(p == h for p, h in zip(pcf, human, strict=True)) / len(human),
-        "kappa_direct": cohen_kappa(direct, human),
-        "kappa_pcf": cohen_kappa(pcf, human),
+        "direct": direct_share,
+        "pcf": pcf_share,
+        "kappa_direct": corrected(direct_share, counted),
+        "kappa_pcf": corrected(pcf_share, counted),
         "human": human,
         "direct_winners": direct,
         "pcf_winners": pcf,
@@ -107,13 +115,16 @@ def test_two_annotators_accuracy_kappa_and_disagreement_links(app, db):
     assert shown["With a human label"] == str(expected["n"])
     assert shown["Direct accuracy"] == f"{100 * expected['direct']:.1f}%"
     assert shown["PCF accuracy"] == f"{100 * expected['pcf']:.1f}%"
-    assert shown["Cohen's kappa, direct vs human"] == f"{expected['kappa_direct']:.3f}"
-    assert shown["Cohen's kappa, PCF vs human"] == f"{expected['kappa_pcf']:.3f}"
-    annotators = [
-        [None if c == "cannot_tell" else c for c in by_annotator[a]] for a in ("ann", "bob")
+    assert shown["Chance-corrected agreement, direct"] == f"{expected['kappa_direct']:.3f}"
+    assert shown["Chance-corrected agreement, PCF"] == f"{expected['kappa_pcf']:.3f}"
+    both = [
+        (i, a == b)
+        for i, a, b in zip(items, by_annotator["ann"], by_annotator["bob"], strict=True)
+        if "cannot_tell" not in (a, b)
     ]
+    share = sum(same for _, same in both) / len(both)
     assert shown["Annotators"] == "2"
-    assert shown["Cohen's kappa"] == f"{cohen_kappa(*annotators):.3f}"
+    assert shown["Chance-corrected agreement"] == f"{corrected(share, [i for i, _ in both]):.3f}"
     judged = zip(
         expected["human"], expected["direct_winners"], expected["pcf_winners"], strict=True
     )
@@ -131,7 +142,7 @@ def test_two_annotators_accuracy_kappa_and_disagreement_links(app, db):
     assert not [m for m in markdown_texts(at) if m.startswith(escape_markdown(first.gold))]
 
 
-def test_three_annotators_agree_by_krippendorffs_alpha(app, db):
+def test_three_annotators_agree_by_the_share_of_agreeing_pairs(app, db):
     choices = {
         "ann": ["gold", "first"],
         "bob": ["gold", "gold", "second"],
@@ -139,15 +150,17 @@ def test_three_annotators_agree_by_krippendorffs_alpha(app, db):
     }
     items = label_items(db, choices, count=12)
     by_annotator = resolved(items, choices)
-    expected = krippendorff_alpha(
-        [
-            [None if c == "cannot_tell" else c for c in by_annotator[a]]
-            for a in ("ann", "bob", "cat")
-        ]
-    )
+    shares, shared = [], []
+    for n, item in enumerate(items):
+        given = [by_annotator[a][n] for a in ("ann", "bob", "cat")]
+        given = [c for c in given if c != "cannot_tell"]
+        pairs = [(x, y) for i, x in enumerate(given) for y in given[i + 1 :]]
+        shares.append(sum(x == y for x, y in pairs) / len(pairs))
+        shared.append(item)
     shown = metrics(compare(app))
     assert shown["Annotators"] == "3"
-    assert shown["Krippendorff's alpha (nominal)"] == f"{expected:.3f}"
+    expected = corrected(sum(shares) / len(shares), shared)
+    assert shown["Chance-corrected agreement"] == f"{expected:.3f}"
 
 
 def test_downloads_hold_every_adjudication_row(app, db, monkeypatch):
@@ -190,3 +203,13 @@ def test_compare_counts_no_item_waiting_for_labels_and_marks_single_label_gold(a
     at = compare(app)
     assert metrics(at)["Adjudicated items"] == "3"
     assert any("2 of the gold items rest on a single label" in c.value for c in at.caption)
+    winner = {
+        d["item_id"]: d["winner"]
+        for d in run_decisions(get_run("demo-pcf", session=db), session=db)
+    }
+    two = f"{float(winner[items[0].item_id] == items[0].gold):.1%}"
+    assert any(  # the bias named, and the accuracy on the items with two labels beside it
+        "leans towards the judge" in c.value
+        and f"On the 1 items with two labels or more, PCF accuracy is {two}." in c.value
+        for c in at.caption
+    )

@@ -194,7 +194,9 @@ def test_gold_waits_for_the_plans_labels_and_marks_single_label_gold(session, tm
         {"item_id": q, "winner": "c0", "metrics": {"direct_winner": "c1"}}
         for q in ("q1", "q2", "q3")
     ]
-    compared = compare_with_humans(decisions, current_labels(found.id, session=session), human.gold)
+    labels = current_labels(found.id, session=session)
+    counts = dict.fromkeys(("q1", "q2", "q3"), 3)
+    compared = compare_with_humans(decisions, labels, human.gold, candidates=counts)
     assert compared.adjudicated == 2
     assert list(compared.rows["item_id"]) == ["q2", "q3"]
     assert exported("--adaptive") == {"q1": ("c0", True), "q2": ("c1", False), "q3": ("c2", True)}

@@ -132,6 +132,37 @@ def test_dawid_skene_is_not_fooled_by_an_annotator_who_always_answers_first(habi
     assert checks.loc["first", "favourite_position_share"] == 1.0
 
 
+def test_an_always_first_annotator_is_never_trusted_over_one_good_one():
+    """One good annotator (right 70%), one who always answers the first listed candidate and a
+    spammer, 150 items of 3 candidates: fitted with everyone, the constant answer looked like the
+    expert (skill 1.00, gold "always the first": 50 right, majority 65); fitted without the
+    flagged habit, 101."""
+    rng = np.random.default_rng(0)
+    items = {f"q{i}": make_item(f"q{i}", n=3) for i in range(150)}
+    rows, truth = [], {}
+    for key, item in items.items():
+        ids = item.candidate_ids
+        truth[key] = right = ids[rng.integers(3)]
+        wrong = rng.choice([c for c in ids if c != right])
+        rows += [
+            (key, "good", right if rng.random() < 0.7 else wrong),
+            (key, "first", ids[0]),
+            (key, "spammer", ids[rng.integers(3)]),
+        ]
+    current = labels(*rows)
+    model = human_gold(current, resolved(), rule="dawid_skene", items=items)
+    majority = human_gold(current, resolved(), rule="majority")
+    right = {
+        name: sum(gold.gold.get(key) == answer for key, answer in truth.items())
+        for name, gold in (("dawid_skene", model), ("majority", majority))
+    }
+    assert right == {"dawid_skene": 101, "majority": 65}
+    assert model.skills["first"] < model.skills["good"]
+    assert sum(g == items[k].candidate_ids[0] for k, g in model.gold.items()) < 0.5 * 150
+    checks = annotator_checks(current, items).set_index("annotator")
+    assert checks.loc["first", "flag"] == "answers one position"
+
+
 def test_a_reviewer_resolves_and_the_dataset_gold_follows(db):
     demo = get_dataset("demo", session=db)
     item = load_items(demo.id, session=db)[0]

@@ -14,7 +14,7 @@ from sqlmodel import Session
 
 from pcf.access import AccessDeniedError, Actor, Role, operator
 from pcf.labelling.labels import ItemFullError, save_label
-from pcf.labelling.plan import Plan, calibration_items, set_plan
+from pcf.labelling.plan import Plan, calibration_items, calibration_order, set_plan
 from pcf.labelling.queue import (
     RESERVATION,
     assign,
@@ -73,7 +73,7 @@ def test_people_labelling_at_once_get_different_items_until_each_has_n(session):
     assert claim(session, dataset_id, order, ALICE, wanted).item_key == "q01"
 
 
-def test_the_plans_seeded_random_calibration_share_is_served_first(session):
+def test_the_plans_seeded_random_calibration_share_is_served_first_in_its_random_order(session):
     dataset_id, order = dataset(session, 20)
     set_plan(dataset_id, session=session, actor=operator(), calibration_share=0.25)
     reserved = calibration_items(dataset_id, session=session)
@@ -86,7 +86,10 @@ def test_the_plans_seeded_random_calibration_share_is_served_first(session):
         claimed = claim(session, dataset_id, order, ALICE, wanted)
         label(session, claimed, ALICE)
         served.append(claimed.item_key)
-    assert served == [key for key, _ in order if key in reserved]
+    # in the share's own random order, not the queue's (most doubtful first): any part of the
+    # share labelled so far is a random sample too
+    assert served == calibration_order(dataset_id, session=session)
+    assert served != [key for key, _ in order if key in reserved]
     session.get(Dataset, dataset_id).seed = 1
     assert calibration_items(dataset_id, session=session) != reserved
 

@@ -1,4 +1,4 @@
-"""Team figures: pace, agreement, kappa matrix, alpha per bucket, completion."""
+"""Team figures: pace, agreement, kappa matrix, agreement per bucket, completion."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from pcf.evaluation import cohen_kappa, krippendorff_alpha
 from pcf.labelling.team_figures import (
-    alpha,
-    alpha_by_bucket,
+    agreement_by_bucket,
     annotator_checks,
     completion,
     kappa_matrix,
@@ -59,9 +57,13 @@ def test_each_person_agreement_with_the_others_and_with_resolved_gold():
     assert table.loc["bob", "median_seconds"] == pytest.approx(60)
 
 
-def test_the_kappa_matrix_is_symmetric_and_matches_cohens_kappa():
-    matrix = kappa_matrix(LABELS).set_index(["first", "second"])
-    ann_bob = cohen_kappa(["a", "a", "b"], ["a", "b", "b"])
+CANDIDATES = {"q1": 4, "q2": 4, "q3": 2, "q4": 2}
+
+
+def test_the_kappa_matrix_is_symmetric_and_corrected_for_chance_per_item():
+    matrix = kappa_matrix(LABELS, CANDIDATES).set_index(["first", "second"])
+    chance = (1 / 4 + 1 / 4 + 1 / 2) / 3  # ann and bob share q1, q2 and q3; agree on two
+    ann_bob = (2 / 3 - chance) / (1 - chance)
     assert matrix.loc[("ann", "bob"), "kappa"] == pytest.approx(ann_bob)
     assert matrix.loc[("bob", "ann"), "kappa"] == pytest.approx(ann_bob)
     assert matrix.loc[("ann", "ann"), "kappa"] == 1.0
@@ -69,12 +71,15 @@ def test_the_kappa_matrix_is_symmetric_and_matches_cohens_kappa():
     assert matrix.loc[("ann", "cat"), "items"] == 1
 
 
-def test_alpha_overall_and_per_bucket():
-    rows = [["a", "a", "b", None], ["a", "b", "b", None], [None, None, "a", "b"]]
-    assert alpha(LABELS) == pytest.approx(krippendorff_alpha(rows))
-    by_bucket = alpha_by_bucket(LABELS, {"q1": "x", "q2": "x", "q3": "y", "q4": None})
-    assert list(by_bucket["bucket"]) == ["all", "x", "y"]
-    assert by_bucket.set_index("bucket").loc["x", "items"] == 2
+def test_agreement_per_bucket_counts_only_items_two_people_labelled():
+    by_bucket = agreement_by_bucket(
+        LABELS, CANDIDATES, {"q1": "x", "q2": "x", "q3": "y", "q4": "y"}
+    ).set_index("bucket")
+    assert list(by_bucket.index) == ["all", "x", "y"]
+    assert list(by_bucket["items"]) == [3, 2, 1]  # q4's second label is "cannot tell"
+    share, chance = (1 + 0 + 1 / 3) / 3, (1 / 4 + 1 / 4 + 1 / 2) / 3
+    assert by_bucket.loc["all", "kappa"] == pytest.approx((share - chance) / (1 - chance))
+    assert by_bucket.loc["x", "kappa"] == pytest.approx((1 / 2 - 1 / 4) / (3 / 4))
 
 
 def test_completion_counts_items_by_the_labels_they_want():

@@ -358,7 +358,9 @@ def test_instability_and_slot_bias_match_the_judgments(study, recomputed):
                 slot_counts[j["order"].index(j["ranking"][0]) + 1] += 1
         agreement = [max(c.values()) / sum(c.values()) for c in tops.values()]
         assert flags[run]["order unstable"] == str(sum(a < 1 for a in agreement))
-        assert flags[run]["mean top agreement"] == f"{sum(agreement) / len(agreement):.3f}"
+        measured = [max(c.values()) / c.total() for c in tops.values() if c.total() >= 2]
+        assert flags[run]["items judged twice or more"] == str(len(measured))
+        assert flags[run]["mean top agreement"] == f"{sum(measured) / len(measured):.3f}"
         assert bands[run]["all calls agree (1.0)"] == str(sum(a == 1 for a in agreement))
         assert bands[run]["below 0.6"] == str(sum(a < 0.6 for a in agreement))
         shown = {int(r["slot"]): int(r["top picks"]) for r in slots if r["run"] == run}
