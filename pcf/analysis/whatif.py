@@ -148,7 +148,9 @@ def _summary(
     """One policy's :func:`whatif` figures from its replay."""
     ids = {item.item_id: item.candidate_ids for item in items}
     n = len(stops)
+    # The promise is about the items outside the calibration sample (all, when every one is in).
     compared = [(a, f) for a, f in stops.values() if a.reason != "calibration"]
+    compared = compared or list(stops.values())
     summary: dict[str, Any] = {
         "run": run.name,
         "policy": policy.name,
