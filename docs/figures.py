@@ -77,9 +77,11 @@ SECTIONS: dict[str, tuple[str, str, str]] = {
     ),
     "guarantees": (
         "Guarantees calibrated on data",
-        "Calibrated `confident` stopping on every recorded judge made to break its score model "
-        "(integer ties, rankings against the scores, slot outliers, failed calls, executions "
-        "that disagree, Cauchy score noise, 20% garbage answers; 200 items each), and "
+        "Calibrated `confident` stopping on six judge families made to break its score model "
+        "(Cauchy score noise, random answers on a fifth of the calls, slot outliers, execution "
+        "shifts, integer ties, stated risk against the truth; 200 items each): the realized "
+        "change rate on the items outside the calibration sample, and the share of draws where "
+        "it exceeds R (the finite-set promise: at most delta), with its standard error; and "
         "`pcf escalate` on the demo and "
         "RewardBench 2 simulated runs, each over 200 random calibration samples, delta 0.1 "
         "(simulations: whether the promises hold, not how a real judge behaves).",

@@ -1065,8 +1065,8 @@ def whatif(
     ] = "proposed",
 ) -> None:
     """Replay a stored full run under an adaptive stopping policy, without any judge call: calls
-    per item, the share of winners equal to the full run's (both decided with --stop-on),
-    accuracy against gold and humans.
+    per item, the share of winners equal to the full run's (both decided with --stop-on; for
+    confident, on the items outside its calibration share), accuracy against gold and humans.
 
     Example: pcf whatif demo-pcf --adaptive confident --risk 0.01 --stop-on rank-only
     """

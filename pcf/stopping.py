@@ -40,12 +40,12 @@ import numpy as np
 
 from pcf.choices import POLICIES
 from pcf.consensus import TIE_TOLERANCE, consensus, pack
-from pcf.guarantees import fixed_sequence, random_sample, smallest_sample, upper_bound
+from pcf.guarantees import fixed_sequence, random_sample, rest_upper_bound, smallest_sample
 from pcf.judgments import Judgment
 from pcf.orderings import seeded_rng
 from pcf.weights import DEFAULT_WEIGHTS, Weights
 
-STOPPING_VERSION = 3
+STOPPING_VERSION = 4
 """The version of the policies' decisions: raise it with every change that can stop an item
 elsewhere on the same calls. Version 1 is every release before versions were recorded."""
 MIN_SIMULATIONS = 2_000
@@ -74,6 +74,8 @@ MARGIN_EPSILON = 1e-12
 CALIBRATION_SHARE = 0.2
 """The share of a ``confident`` run's items judged in full to calibrate its threshold on (at
 least :func:`pcf.guarantees.smallest_sample` items)."""
+CALIBRATION_PURPOSE = "confident"
+"""Seeds the calibration draw beside the run's seed, so that no other guarantee draws the same."""
 DELTA = 0.1
 """The accepted chance that the calibrated threshold breaks its risk (1 - delta: confidence)."""
 THRESHOLDS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4)
@@ -113,6 +115,19 @@ class ItemCalls:
     candidate_ids: tuple[str, ...]
     judgments: tuple[Judgment, ...]
     remaining: tuple[tuple[int, tuple[str, ...]], ...] = ()
+
+    @classmethod
+    def of(
+        cls,
+        item_id: str,
+        candidate_ids: tuple[str, ...],
+        made: Sequence[Judgment],
+        remaining: Sequence[tuple[int, tuple[str, ...]]] = (),
+    ) -> ItemCalls:
+        """The state every stopping decision reads, live or replayed: the calls ``made`` by
+        execution and call index (as the store returns them), whatever order they came in."""
+        judgments = sorted(made, key=lambda j: (j.execution, j.call_index))
+        return cls(item_id, candidate_ids, tuple(judgments), tuple(remaining))
 
     def left(self) -> dict[int, int]:
         """Calls still to come per execution."""
@@ -539,8 +554,8 @@ def replay_all(
     ordered = in_waves(planned)
     stops: dict[int, Stop] = {}
     for made in range(1, len(ordered) + 1):
-        upcoming = tuple((j.execution, j.order) for j in ordered[made:])
-        calls = ItemCalls(item_id, candidate_ids, tuple(ordered[:made]), upcoming)
+        upcoming = [(j.execution, j.order) for j in ordered[made:]]
+        calls = ItemCalls.of(item_id, candidate_ids, ordered[:made], upcoming)
         going = [i for i in range(len(policies)) if i not in stops]
         last = made == len(ordered)
         settled = [True] * len(going) if last else _all_settled([policies[i] for i in going], calls)
@@ -572,20 +587,23 @@ def _all_settled(policies: Sequence[StoppingPolicy], calls: ItemCalls) -> list[b
 
 def calibration_sample(keys: Sequence[str], risk: float, seed: int) -> set[str]:
     """The items a ``confident`` run at ``risk`` judges in full first: :data:`CALIBRATION_SHARE`
-    of ``keys`` drawn at random (seeded by the run's seed), at least the fewest on which a
-    threshold can pass, and every item when there are no more."""
-    size = max(math.ceil(CALIBRATION_SHARE * len(keys)), smallest_sample(risk, DELTA))
-    return random_sample(keys, size, seed)
+    of ``keys`` drawn at random, at least the fewest on which a threshold can pass for the other
+    items (:func:`pcf.guarantees.smallest_sample` of this many), and every item when there are no
+    more. The draw is seeded by the run's seed and this purpose: no other guarantee's draw."""
+    size = max(math.ceil(CALIBRATION_SHARE * len(keys)), smallest_sample(risk, DELTA, len(keys)))
+    return random_sample(keys, size, CALIBRATION_PURPOSE, seed)
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """The threshold a ``confident`` run at ``risk`` chose on its ``items`` calibration items: the
-    largest of :data:`THRESHOLDS` passed in turn (None when the first failed), the winners it
-    ``changed`` there, and the upper ``bound`` (confidence 1 - :data:`DELTA`) of its risk."""
+    """The threshold a ``confident`` run at ``risk`` chose on its ``items`` calibration items, of
+    ``population`` items in all: the largest of :data:`THRESHOLDS` passed in turn (None when the
+    first failed), the winners it ``changed`` there, and the upper ``bound`` (confidence 1 -
+    :data:`DELTA`) of the share of the other items whose winner it changes."""
 
     risk: float
     items: int
+    population: int
     threshold: float | None
     changed: int
     bound: float | None
@@ -598,8 +616,10 @@ class Calibration:
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready, with delta and the guarantee in words."""
+        others = self.population - self.items
         guarantee = (
-            f"P(winner changed) <= {self.risk:g} with probability >= {1 - DELTA:g}"
+            f"with probability >= {1 - DELTA:g} over the calibration draw, at most {self.risk:g} "
+            f"of this run's {others} other items stop on another winner than their full run's"
             if self.threshold is not None
             else "no threshold passed: the other items stop only when certain"
         )
@@ -607,24 +627,39 @@ class Calibration:
 
 
 def calibrate(
-    risk: float, weights: Weights, items: Sequence[tuple[str, tuple[str, ...], Sequence[Judgment]]]
+    risk: float,
+    weights: Weights,
+    items: Sequence[tuple[str, tuple[str, ...], Sequence[Judgment]]],
+    population: int,
 ) -> Calibration:
     """The threshold for ``confident`` at ``risk`` chosen on calibration items judged in full
-    (key, candidates, calls) by :func:`pcf.guarantees.fixed_sequence` (docs/costs.md)."""
+    (key, candidates, calls), a random sample of the run's ``population`` items (docs/costs.md)."""
+    return choose_threshold(risk, threshold_changes(weights, items), population)
+
+
+def threshold_changes(
+    weights: Weights, items: Sequence[tuple[str, tuple[str, ...], Sequence[Judgment]]]
+) -> np.ndarray:
+    """Whether ``confident`` at each of :data:`THRESHOLDS` stops each item judged in full (key,
+    candidates, calls) on another winner than its full run's (items x thresholds): each item's
+    calls replayed through :func:`replay_all`, the stopping code a run's other items go through
+    (the same waves, call order, settled test and winner)."""
     policies = [StoppingPolicy("confident", risk=t, weights=weights) for t in THRESHOLDS]
     changed = np.zeros((len(items), len(THRESHOLDS)), dtype=bool)
     for row, (key, ids, calls) in enumerate(items):
-        full = current_winner(ItemCalls(key, ids, tuple(calls)), weights)
+        full = current_winner(ItemCalls.of(key, ids, calls), weights)
         changed[row] = [stop.winner != full for stop in replay_all(policies, key, ids, calls)]
-    passed = thresholds_passed(risk, changed)
+    return changed
+
+
+def choose_threshold(risk: float, changed: np.ndarray, population: int) -> Calibration:
+    """The threshold chosen from :func:`threshold_changes` of the calibration items, a random
+    sample of ``population`` items: the least conservative of :data:`THRESHOLDS` passed in turn
+    by :func:`pcf.guarantees.fixed_sequence` on the change rate of the other items."""
+    tests = ((int(c), len(changed)) for c in changed.sum(axis=0))
+    passed = fixed_sequence(tests, risk, DELTA, population=population)
     if not passed:
-        return Calibration(risk, len(items), None, 0, None)
+        return Calibration(risk, len(changed), population, None, 0, None)
     errors = int(changed[:, passed - 1].sum())
-    bound = upper_bound(errors, len(items), DELTA)
-    return Calibration(risk, len(items), THRESHOLDS[passed - 1], errors, bound)
-
-
-def thresholds_passed(risk: float, changed: np.ndarray) -> int:
-    """How many of :data:`THRESHOLDS` pass in turn, from whether each changes each calibration
-    item's winner (items x thresholds)."""
-    return fixed_sequence(((int(c), len(changed)) for c in changed.sum(axis=0)), risk, DELTA)
+    bound = rest_upper_bound(errors, len(changed), population, DELTA)
+    return Calibration(risk, len(changed), population, THRESHOLDS[passed - 1], errors, bound)

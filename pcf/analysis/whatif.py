@@ -2,8 +2,9 @@
 calls, without calling a judge.
 
 This is how a user measures the saving on their own judge before trusting it: the calls per
-item the policy would have made, the share of its winners equal to the full run's, and both
-accuracies against gold and against human labels.
+item the policy would have made, the share of its winners equal to the full run's (on the items
+a ``confident`` run does not judge in full to calibrate on: the items its promise is about), and
+both accuracies against gold and against human labels (on every item).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def replay_runs(
         chosen = [row for row in judged if row[0] in sample]
         calibration = None
         if sample and len(chosen) < len(judged):  # else every item is judged in full
-            calibration = calibrate(policy.risk, policy.weights, chosen)
+            calibration = calibrate(policy.risk, policy.weights, chosen, len(judged))
         samples.append(sample)
         calibrations.append(calibration)
         certain = StoppingPolicy("certain", weights=policy.weights)  # cheap; unused when full
@@ -74,7 +75,7 @@ def replay_runs(
         )
     out: list[dict[str, tuple[Stop, Stop]]] = [{} for _ in policies]
     for key, ids, calls in judged:
-        everything = ItemCalls(key, ids, tuple(calls))
+        everything = ItemCalls.of(key, ids, calls)
         stops = replay_all(applied, key, ids, calls)
         winners = {w: current_winner(everything, w) for w in {p.weights for p in policies}}
         for policy, stop, sample, stops_of in zip(policies, stops, samples, out, strict=True):
@@ -127,23 +128,14 @@ def whatif_all(
     replays = replay_runs(judgments, items, policies, seed=run.seed)
     humans = dataset_gold(run.dataset_id, session=session).gold
     return [
-        _summary(run, policy, stops, items, humans) | _calibrated(calibration, stops)
+        _summary(run, policy, stops, items, humans) | _calibrated(calibration)
         for policy, (stops, calibration) in zip(policies, replays, strict=True)
     ]
 
 
-def _calibrated(
-    calibration: Calibration | None, stops: Mapping[str, tuple[Stop, Stop]]
-) -> dict[str, Any]:
-    """A calibrated replay's calibration, with the change rate on the other items."""
-    if calibration is None:
-        return {}
-    others = [(a, f) for a, f in stops.values() if a.reason != "calibration"]
-    changed = sum(a.winner != f.winner for a, f in others)
-    return {
-        "calibration": calibration.as_dict(),
-        "others_changed": changed / len(others) if others else None,
-    }
+def _calibrated(calibration: Calibration | None) -> dict[str, Any]:
+    """A calibrated replay's calibration."""
+    return {} if calibration is None else {"calibration": calibration.as_dict()}
 
 
 def _summary(
@@ -156,6 +148,9 @@ def _summary(
     """One policy's :func:`whatif` figures from its replay."""
     ids = {item.item_id: item.candidate_ids for item in items}
     n = len(stops)
+    # The promise is about the items outside the calibration sample (all, when every one is in).
+    compared = [(a, f) for a, f in stops.values() if a.reason != "calibration"]
+    compared = compared or list(stops.values())
     summary: dict[str, Any] = {
         "run": run.name,
         "policy": policy.name,
@@ -164,7 +159,10 @@ def _summary(
         "items": n,
         "calls_per_item": sum(a.calls for a, _ in stops.values()) / n if n else None,
         "full_calls_per_item": sum(f.calls for _, f in stops.values()) / n if n else None,
-        "same_winner": sum(a.winner == f.winner for a, f in stops.values()) / n if n else None,
+        "same_winner": (
+            sum(a.winner == f.winner for a, f in compared) / len(compared) if compared else None
+        ),
+        "compared_items": len(compared),
         "stop_reasons": dict(Counter(a.reason for a, _ in stops.values())),
         "against_gold": _accuracy(stops, {i.item_id: i.gold for i in items}, ids),
         "against_humans": _accuracy(stops, humans, ids),

@@ -90,9 +90,9 @@ def item_state(item_plan: ItemPlan, stored: Sequence[Call]) -> tuple[ItemCalls, 
     item = item_plan.calls[0].item
     made = {(c.execution, c.call_index) for c in stored}
     left = [c for c in item_plan.calls if (c.execution, c.call_index) not in made]
-    remaining = tuple((c.execution, tuple(c.order)) for c in left)
-    judgments = tuple(call_judgments(item.item_id, stored))
-    return ItemCalls(item.item_id, item.candidate_ids, judgments, remaining), left
+    remaining = [(c.execution, tuple(c.order)) for c in left]
+    judgments = call_judgments(item.item_id, stored)
+    return ItemCalls.of(item.item_id, item.candidate_ids, judgments, remaining), left
 
 
 def item_step(
@@ -111,6 +111,14 @@ def calibration_keys(spec: RunSpec, keys: Sequence[str]) -> set[str]:
     if spec.adaptive != "confident":
         return set()
     return calibration_sample(keys, spec.risk, spec.seed)
+
+
+def calibration_items(run: Run) -> set[str]:
+    """The items a finished or interrupted ``confident`` run judged in full to calibrate its
+    threshold on (a random sample of its own draw), from its stored stops: the items a guarantee
+    that needs fully judged items drawn at random may use."""
+    stops = run.settings.get("stops", {})
+    return {key for key, stop in stops.items() if stop["reason"] == "calibration"}
 
 
 def calibration_calls(
@@ -214,7 +222,7 @@ async def answer_adaptive(
         if sample and not full:
             if executor.capped:
                 break
-            calibration = calibrate(spec.risk, spec.stop_on, calibrated)
+            calibration = calibrate(spec.risk, spec.stop_on, calibrated, len(keys))
             policy = calibration.policy(spec.stop_on)
         for planned in chunks():
             plans = [p for p in item_plans(planned, spec) if p.calls[0].item.item_id not in kept]

@@ -153,7 +153,9 @@ class _Batcher:
         self.plan_spec = executions_for(spec, self.items)
         self.kept = dict(run.settings.get("stops", {}))
         self.stops: dict[str, Stop] = {}
-        self.sample = calibration_keys(spec, [item.item_id for item in self.items])
+        keys = [item.item_id for item in self.items]
+        self.population = len(keys)  # the calibration sample's and the other items'
+        self.sample = calibration_keys(spec, keys)
         self.calibration: Calibration | None = None
         self.renamed = self._renamed_keys()
         self._slots: dict[str, list[Slot]] | None = None
@@ -189,7 +191,7 @@ class _Batcher:
                 calls += calibration_calls(
                     planned, self.run, self.spec, self.sample, session=self.session
                 )
-            self.calibration = calibrate(self.spec.risk, self.spec.stop_on, calls)
+            self.calibration = calibrate(self.spec.risk, self.spec.stop_on, calls, self.population)
         return self.calibration.policy(self.spec.stop_on) if self.calibration else None
 
     def _renamed_keys(self) -> dict[str, str]:
