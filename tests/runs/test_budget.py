@@ -6,8 +6,10 @@ cap, and two runs started at once pay each request once."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
+import threading
 import time
 
 import pytest
@@ -16,9 +18,12 @@ from typer.testing import CliRunner
 
 from pcf.access import operator
 from pcf.cli import app
-from pcf.runs.manage import MAX_COST_ENV, judge_run
+from pcf.judges.openai_judge import OpenAIJudge
+from pcf.prices import price_table
+from pcf.runs.live import execute
+from pcf.runs.manage import MAX_COST_ENV, judge_run, open_run
 from pcf.runs.spec import RunSpec
-from pcf.store import Call, KeyClaim, Run, get_engine, get_run
+from pcf.store import Call, DatasetItems, KeyClaim, Run, get_engine, get_run, run_spend
 from tests.judge_providers import AZURE, GOOGLE, OPENAI, use_environment
 from tests.runs.processes import environment, import_dataset, judge_command
 from tests.runs.test_live_providers import listwise_text
@@ -249,3 +254,60 @@ def test_a_provider_model_without_a_price_is_refused_under_a_cap_until_it_has_on
     assert (run.status, run.model) == ("capped", "m")
     assert CALL_PRICE <= run.cost_usd <= CAP + CALL_PRICE
     assert simulated.exit_code == 0, simulated.output
+
+
+def test_answers_after_the_client_timeout_stay_counted_until_the_run_is_capped(
+    priced, session, tmp_path
+):
+    """The first two requests answer in time (the run learns the 100,000-token bill); the server
+    holds every later answer until the test ends, past the client's short timeout. Each timed-out
+    attempt stays counted in the ledger at its reservation, so the run ends capped, not finished,
+    and the requests the server received stay within the cap plus one call."""
+    import_dataset(tmp_path, 21)
+    release = threading.Event()
+
+    def late(request: WireRequest) -> Scripted:
+        if request.index >= 2:
+            release.wait(HANG_S)  # held until the client gave up on it
+        return answer(request)
+
+    with WireServer(late, prompt_tokens=PROMPT_TOKENS) as server:
+        spec = RunSpec(
+            "ds",
+            "r",
+            backend="openai",
+            model="m",
+            base_url=server.openai_base_url,
+            k=4,
+            concurrency=16,
+            backoff_s=0.001,
+        )
+        run = open_run(spec, session=session)
+        session.commit()
+        judge = OpenAIJudge("m", base_url=server.openai_base_url, timeout=0.2)
+
+        async def judged() -> None:
+            try:
+                await execute(
+                    run,
+                    DatasetItems(run.dataset_id, session=session),
+                    judge,
+                    spec,
+                    session=session,
+                    prices=price_table(),
+                    max_cost=CAP,
+                )
+            finally:
+                await judge.aclose()
+
+        try:
+            asyncio.run(judged())
+        finally:
+            release.set()
+        sent = server.request_count
+    spend = run_spend(run.id, session=session)
+    print(f"timeouts: {sent} requests, billed ${sent * CALL_PRICE:.5f}, ledger ${spend:.5f}")
+    assert run.status == "capped"
+    assert sent > 2
+    assert sent * CALL_PRICE <= CAP + CALL_PRICE
+    assert CAP - CALL_PRICE < spend <= CAP + CALL_PRICE  # the timed-out attempts count
