@@ -30,7 +30,7 @@ from pcf.reports.charts import (
     outcome_bars,
     slot_share_bars,
 )
-from pcf.store import current_labels, list_runs
+from pcf.store import current_labels, list_runs, run_states
 
 ensure_app_frame()
 st.title("Overview")
@@ -45,6 +45,7 @@ with session() as s:
     dataset = require_dataset(s)
     run = current_run(s)
     runs = list_runs(session=s, dataset_id=dataset.id)
+    states = run_states(runs, session=s)  # a run whose process died reads as interrupted
     labels = current_labels(dataset.id, session=s)
     human = dataset_gold(dataset.id, session=s)
 
@@ -93,7 +94,7 @@ if runs:
                 "executions": [r.executions for r in runs],
                 "schedule": [r.schedule for r in runs],
                 "stopping": [stopping_label(r) or "full run" for r in runs],
-                "status": [r.status for r in runs],
+                "status": [states[r.id] for r in runs],
                 "calls": [r.calls_made for r in runs],
                 "failures": [r.failures for r in runs],
                 "cost (USD)": [r.cost_usd for r in runs],

@@ -370,8 +370,21 @@ def redraw(line: str, end: str = "") -> None:
         typer.echo(line, err=True)
 
 
+def say(line: str) -> None:
+    """Print ``line`` on stderr, on a line of its own."""
+    typer.echo(f"\n{line}" if sys.stderr.isatty() else line, err=True)
+
+
 def check_runs(runs: list[tuple[str, RunReport]]) -> None:
-    """Exit with 1 and a line per run stopped at its cost cap, else per run mostly failed."""
+    """Exit with 1 and a line per run stopped at its cost cap, else per run mostly failed; an
+    interrupted run exits with 128 + the signal's number (130 for Ctrl-C)."""
+    for name, r in runs:
+        if r.interrupted:
+            fail(
+                f"error: run {name}: interrupted; {r.done} answers stored: run the same command "
+                "to resume",
+                128 + r.interrupted,
+            )
     fail_lines(
         f"run {name}: stopped at its cost cap (${r.cost_usd:.4f} spent now); {r.capped} calls "
         "not made: raise --max-cost and run the same command to resume"
@@ -654,6 +667,7 @@ def judge(
                 retry_failed=retry_failed,
                 max_cost=max_cost,
                 recheck_stops=recheck_stops,
+                on_signal=say,
             )
             out = summary(run, report, session=session)
             if reopening and not recheck_stops:
@@ -984,10 +998,17 @@ def study(
             for spec in specs:
                 progress = stderr_progress(spec.run_name)
                 run, report = judge_run(
-                    spec, session=session, actor=operator(), progress=progress, max_cost=max_cost
+                    spec,
+                    session=session,
+                    actor=operator(),
+                    progress=progress,
+                    max_cost=max_cost,
+                    on_signal=say,
                 )
                 summaries.append(summary(run, report, session=session))
                 reports.append((spec.run_name, report))
+                if report.interrupted:
+                    break
         emit({"study": name, "runs": summaries})
     check_runs(reports)
 

@@ -43,11 +43,12 @@ def status_error(status: int, message: str, headers: Mapping[str, str], secret: 
     ``secret`` and any other key masked."""
     text = redact(f"HTTP {status}: {message}", [secret, *configured_keys()])
     if status == 408:
-        return JudgeError("timeout", text, retryable=True)
+        return JudgeError("timeout", text, retryable=True, answered=True)
     if status == 429 or status >= 500:
         reason = "rate_limited" if status == 429 else "server_error"
-        return JudgeError(reason, text, retryable=True, retry_after=retry_after_seconds(headers))
-    return JudgeError("client_error", text, retryable=False)
+        wait = retry_after_seconds(headers)
+        return JudgeError(reason, text, retryable=True, retry_after=wait, answered=True)
+    return JudgeError("client_error", text, retryable=False, answered=True)
 
 
 class ProviderJudge:

@@ -103,15 +103,24 @@ class JudgeReply:
 
 class JudgeError(Exception):
     """A call that did not produce an answer: a short ``reason`` (``rate_limited``...), whether
-    it is ``retryable``, and the seconds the provider asked to wait, if it said so."""
+    it is ``retryable``, the seconds the provider asked to wait, if it said so, and whether the
+    provider ``answered`` with an error status (nothing billed; otherwise, a timeout or a lost
+    connection, it may have billed the request)."""
 
     def __init__(
-        self, reason: str, message: str, *, retryable: bool, retry_after: float | None = None
+        self,
+        reason: str,
+        message: str,
+        *,
+        retryable: bool,
+        retry_after: float | None = None,
+        answered: bool = False,
     ) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.retryable = retryable
         self.retry_after = retry_after
+        self.answered = answered
 
 
 class Judge(Protocol):

@@ -214,13 +214,13 @@ async def answer_adaptive(
             if stop is not None:
                 stops[item_plan.calls[0].item.item_id] = stop
                 return
-            if executor.capped:  # the item waits unsettled
+            if executor.halted:  # the item waits unsettled
                 return
             await executor.answer(calls)
 
     for full in (True, False) if sample else (False,):
         if sample and not full:
-            if executor.capped:
+            if executor.halted:
                 break
             calibration = calibrate(spec.risk, spec.stop_on, calibrated, len(keys))
             policy = calibration.policy(spec.stop_on)

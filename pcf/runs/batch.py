@@ -29,7 +29,7 @@ from pcf.runs.adaptive import (
     policy_of,
     record_stops,
 )
-from pcf.runs.budget import CostGuard
+from pcf.runs.budget import CostGuard, Reservation
 from pcf.runs.call_plan import (
     PlannedCall,
     Prepared,
@@ -65,11 +65,14 @@ from pcf.store import (
     item_db_ids,
     items_by_ids,
     pending_batch_keys,
+    reserve_spend,
     run_batches,
     run_calls_by_slot,
     run_dataset,
+    run_spend,
     set_run_setting,
     set_run_status,
+    settle_batch_spend,
     update_provider_batch,
     update_run_totals,
     usage_peaks,
@@ -137,6 +140,8 @@ class _Ended:
     hits: dict[str, Call] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
     paid: set[str] = field(default_factory=set)
+    billed: bool = True
+    """Whether the provider's results say what it billed (not for a batch it lost)."""
 
 
 class _Batcher:
@@ -221,32 +226,34 @@ class _Batcher:
     # ------------------------------------------------------------------ submit
 
     def _guard(
-        self, cap: float | None, *, retry_failed: bool, own: set[str], carried: set[str]
+        self,
+        cap: float | None,
+        guard: CostGuard,
+        *,
+        retry_failed: bool,
+        own: set[str],
+        carried: set[str],
     ) -> None:
-        """Refuse to send anything when the requests to send, with those of batches not collected
-        yet, may take the run's spend past ``cap`` (:class:`~pcf.runs.budget.CostGuard`)."""
+        """Refuse to send anything when the requests to send may take the run's spend (its
+        ledger, which counts its batches not collected yet at their reservations) past ``cap``
+        (:class:`~pcf.runs.budget.CostGuard`)."""
         if cap is None:
             return
-        spent = update_run_totals(self.run.id, session=self.session).cost_usd
-        guard = CostGuard(
-            cap - spent,
-            self.spec.model,
-            self.prices,
-            peaks=usage_peaks(self.run.id, session=self.session),
-        )
+        spent = run_spend(self.run.id, session=self.session)
         count, bound = 0, 0.0  # the reserved price of requests that leave together
         for _, rendered, _ in self._unsent(retry_failed=retry_failed, own=own, carried=carried):
             request = rendered.request(self.spec.temperature, self.spec.max_tokens)
             count, bound = count + 1, bound + (guard.reservation(request).usd or 0.0)
-        if bound <= cap - spent:
+        if spent + bound <= cap:
             return
         set_run_status(self.run, RunStatus.CAPPED, session=self.session)
+        update_run_totals(self.run.id, session=self.session)
         self.session.commit()
         raise CostCapError(
-            f"run {self.run.name!r}: its {count} batch requests (with those of its batches not "
-            f"collected yet) may cost up to ${bound:.4f} at the batch price (each request's "
-            "UTF-8 bytes and max_tokens, or the most a call of the run was billed) on top of "
-            f"${spent:.4f} spent, over its cost cap of ${cap:.4f}; nothing was sent: raise it "
+            f"run {self.run.name!r}: its {count} batch requests may cost up to ${bound:.4f} at "
+            "the batch price (each request's UTF-8 bytes and max_tokens, or the most a call of "
+            f"the run was billed) on top of ${spent:.4f} spent or reserved (with its batches not "
+            f"collected yet), over its cost cap of ${cap:.4f}; nothing was sent: raise it "
             "with `pcf judge ... --batch --max-cost USD` (collect keeps that cap) or judge "
             "fewer items"
         )
@@ -254,13 +261,11 @@ class _Batcher:
     def _unsent(
         self, *, retry_failed: bool, own: set[str], carried: set[str]
     ) -> Iterator[Prepared]:
-        """Each request a submit would send now (one per content key) and each request the
-        run's batches not collected yet carry."""
+        """Each request a submit would send now (one per content key)."""
         seen, deferred = set(), carried - own
         for chunk in self.chunks():
-            prepared, _, rest = self._todo(chunk, retry_failed, own)
-            pending = [p for p in prepared if p[2] in own]
-            for p in [*rest, *pending]:
+            _, _, rest = self._todo(chunk, retry_failed, own)
+            for p in rest:
                 if p[2] not in seen and p[2] not in deferred:
                     seen.add(p[2])
                     yield p
@@ -279,22 +284,25 @@ class _Batcher:
             await self._finish_killed(killed)
         own = {key for r in records if r.state != "collected" for key in self.sent_keys(r)}
         carried = pending_batch_keys(session=self.session)
-        self._guard(cap, retry_failed=retry_failed, own=own, carried=carried)
+        peaks = usage_peaks(self.run.id, session=self.session)
+        guard = CostGuard(None, self.spec.model, self.prices, peaks=peaks)
+        self._guard(cap, guard, retry_failed=retry_failed, own=own, carried=carried)
         max_requests, max_bytes = max_requests or self.client.max_requests, self.client.max_bytes
         queued: dict[str, dict[str, Any]] = {}  # the next batch's entries by content key
-        size = 0
+        size, reserved = 0, list[Reservation]()
 
-        async def flush() -> None:  # each batch is recorded before it is sent
+        async def flush() -> None:  # each batch is recorded, and reserved, before it is sent
             nonlocal size
             if queued:
                 record = add_provider_batch(
                     self.run.id, uuid.uuid4().hex, list(queued), session=self.session
                 )
+                self._reserve(record, reserved)
                 self.session.commit()
                 await self.send(record, list(queued.values()))
                 self.report.submitted += len(queued)
                 queued.clear()
-                size = 0
+                size, reserved[:] = 0, []
 
         seen: set[str] = set()
         deferred: list[str] = []
@@ -315,19 +323,39 @@ class _Batcher:
                 if p[2] in carried:
                     deferred.append(p[2])
                 else:
-                    entry = self.entry(p)
-                    length = len(json.dumps(entry).encode()) + 1
-                    if length > max_bytes:
-                        raise ValueError(
-                            f"one request is {length} bytes, over the batch limit of {max_bytes}"
-                        )
+                    entry, length = self._sized_entry(p, max_bytes)
                     if queued and (len(queued) >= max_requests or size + length > max_bytes):
                         await flush()
                     queued[p[2]] = entry
                     size += length
+                    reserved.append(guard.reservation(p[1].request(*self._sampling)))
         if deferred:
             self._defer(deferred)
         await flush()
+
+    @property
+    def _sampling(self) -> tuple[float, int]:
+        return self.spec.temperature, self.spec.max_tokens
+
+    def _sized_entry(self, prepared: Prepared, max_bytes: int) -> tuple[dict[str, Any], int]:
+        """A request's batch entry and its size in bytes (a ValueError over ``max_bytes``)."""
+        entry = self.entry(prepared)
+        length = len(json.dumps(entry).encode()) + 1
+        if length > max_bytes:
+            raise ValueError(f"one request is {length} bytes, over the batch limit of {max_bytes}")
+        return entry, length
+
+    def _reserve(self, record: ProviderBatch, reservations: list[Reservation]) -> None:
+        """Put a submission's requests, at their reservations, in the run's spend ledger."""
+        usd = sum(r.usd or 0.0 for r in reservations)
+        if usd:
+            tokens = (
+                max(r.input_tokens for r in reservations),
+                max(r.output_tokens for r in reservations),
+            )
+            reserve_spend(
+                self.run.id, usd, tokens, session=self.session, provider_batch_id=record.id
+            )
 
     def _defer(self, keys: list[str]) -> None:
         """Record requests other runs' batches carry, to take from the cache once collected."""
@@ -441,9 +469,8 @@ class _Batcher:
             return None
         self.report.forgotten.append(lost.batch_id)
         error = f"batch_lost: {lost}; --retry-failed asks it again"
-        return _Ended(
-            record, {key: BatchResult(key, error=error) for key in self.sent_keys(record)}
-        )
+        outcomes = {key: BatchResult(key, error=error) for key in self.sent_keys(record)}
+        return _Ended(record, outcomes, billed=False)  # it stays counted at its reservation
 
     def _ended_deferred(self, record: ProviderBatch) -> _Ended | None:
         """A deferred record's calls once the batches carrying them were collected."""
@@ -507,6 +534,13 @@ class _Batcher:
         update_provider_batch(
             ended.record, session=self.session, state="collected", collected_at=utc_now()
         )
+        if ended.billed:
+            usd = sum(row.get("cost_usd", 0.0) for row in ended.rows)
+            tokens = (
+                max((row.get("input_tokens", 0) for row in ended.rows), default=0),
+                max((row.get("output_tokens", 0) for row in ended.rows), default=0),
+            )
+            settle_batch_spend(ended.record.id, usd, tokens, session=self.session)
         if ended.rows:
             self.rows.commit(ended.rows)  # commits the record's new state with the rows
         self.session.commit()

@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import signal
 import socket
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from sqlmodel import Session
 
@@ -23,7 +26,7 @@ from pcf.runs.adaptive import (
     gather_or_cancel,
     record_stops,
 )
-from pcf.runs.budget import CostGuard
+from pcf.runs.budget import CostGuard, Ledger
 from pcf.runs.call_plan import PlannedCall, Prepared, Slot, confirmations, in_chunks, plan
 from pcf.runs.rows import Progress, RunReport, RunRows, failed_answer
 from pcf.runs.spec import RunSpec
@@ -32,6 +35,7 @@ from pcf.store import (
     Run,
     RunStatus,
     claim_keys,
+    commit_retrying,
     item_db_ids,
     live_claims,
     release_keys,
@@ -43,14 +47,19 @@ from pcf.store import (
 )
 
 MAX_BACKOFF_S = 60.0
+DRAIN_S = 60.0
+"""How long an interrupted run waits for the answers in flight (a judge's own timeout also
+ends each of them)."""
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 CLAIM_TTL_S = 60.0
 """How long a key claim outlives its holder's last sign of life (the run lease renews it)."""
 CLAIM_POLL_S = 0.2
 """How often a run waiting for another run's answers looks whether they have come."""
-UNCLAIMED_BACKENDS = ("simulated", "replay")
-"""Backends whose answers cost nothing: their requests are not claimed."""
+FREE_BACKENDS = ("simulated", "replay")
+"""Backends whose answers cost nothing: their requests are neither claimed nor reserved in the
+spend ledger."""
 
 
 class KeyClaims:
@@ -108,6 +117,11 @@ class CallExecutor:
         """Whether the cost cap is reached: further calls wait for a higher one."""
         return self.report.capped > 0
 
+    @property
+    def halted(self) -> bool:
+        """Whether no more calls are made: the cost cap is reached or the run was interrupted."""
+        return self.capped or self.guard.stopped
+
     async def call(
         self, planned: PlannedCall, rendered: Rendered, key: str, *, claimed: bool = True
     ) -> None:
@@ -148,8 +162,9 @@ class CallExecutor:
         outcome: dict | None = None
         while True:
             reservation = await self.guard.reserve(request)
-            if reservation is None:  # the cost cap is reached: the call waits for a higher one
-                self.report.capped += 1
+            if reservation is None:  # the cap is reached (the call waits for a higher one), or
+                if not self.guard.stopped:  # the run was interrupted
+                    self.report.capped += 1
                 if outcome is None:
                     self.claims.release(key)
                     self.rows.session.commit()
@@ -159,7 +174,7 @@ class CallExecutor:
             try:
                 reply = await self.judge.complete(request)
             except JudgeError as exc:
-                self.guard.settle(reservation, 0, 0)
+                self.guard.failed(reservation, answered=exc.answered)
                 transport_failures += 1
                 if exc.retryable and transport_failures < self.spec.max_attempts:
                     await asyncio.sleep(self._backoff(transport_failures, exc.retry_after))
@@ -167,7 +182,7 @@ class CallExecutor:
                 outcome = failed_answer(str(exc))
                 break
             except BaseException:
-                self.guard.settle(reservation, 0, 0)
+                self.guard.unanswered(reservation)
                 raise
             self.guard.settle(reservation, reply.input_tokens, reply.output_tokens)
             tokens_in += reply.input_tokens
@@ -192,12 +207,19 @@ class CallExecutor:
                 "attempts": attempts,
             }
         )
+        self._store(row)
+
+    def _store(self, row: dict[str, Any]) -> None:
+        """Commit a call's row, releasing its key claim, with the bills kept so far."""
+        ledger = self.guard.ledger
         try:
-            self.claims.release(key)
-            self.rows.commit([row])
+            self.claims.release(row["content_key"])
+            self.rows.commit([row], also=None if ledger is None else ledger.write_bills)
         except BaseException:
             self.rows.stopped = True  # the answer could not be stored: pay for no other
             raise
+        if ledger is not None:
+            ledger.committed()
 
     def _backoff(self, failures: int, retry_after: float | None) -> float:
         """Exponential backoff with jitter, at least what the provider asked for."""
@@ -226,27 +248,58 @@ async def execute(
     prices: dict[str, tuple[float, float]],
     progress: Progress | None = None,
     retry_failed: bool = False,
-    budget_usd: float | None = None,
+    max_cost: float | None = None,
     recheck_stops: bool = False,
     holder: str | None = None,
+    on_signal: Callable[[str], None] | None = None,
 ) -> RunReport:
     """Make every call of ``run`` that is not stored yet; each answer is committed at once.
 
     ``items`` is gone through twice, a chunk at a time, so memory does not grow with the run. With
     ``retry_failed``, failed calls are asked again (the failed answer kept as replaced); a request
-    that would take the spend past ``budget_usd`` is not sent and the run is ``capped``."""
+    that would take the run's spend (its ledger, :class:`~pcf.runs.budget.Ledger`) past
+    ``max_cost`` is not sent and the run is ``capped``. With ``on_signal``, SIGINT and SIGTERM
+    interrupt the run gracefully (:func:`graceful_signals`), and it stays resumable."""
     if iter(items) is items:
         raise TypeError("execute goes through its items twice: give a list or DatasetItems")
     rows = RunRows(run, spec, judge.backend, judge.model, session=session, progress=progress)
     peaks = usage_peaks(run.id, session=session)
-    guard = CostGuard(budget_usd, judge.model, prices, peaks=peaks)
-    if judge.backend in UNCLAIMED_BACKENDS:
-        holder = None
+    if judge.backend in FREE_BACKENDS:
+        holder, ledger = None, None
     else:
         holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+        ledger = Ledger(run.id, session)
+    spent = ledger.spent() if ledger is not None else 0.0
+    guard = CostGuard(max_cost, judge.model, prices, peaks=peaks, spent=spent, ledger=ledger)
     executor = CallExecutor(rows, judge, guard=guard, claims=KeyClaims(session, holder))
-    db_ids = item_db_ids(run.dataset_id, session=session)
     report = executor.report
+    try:
+        with graceful_signals(guard, report, on_signal):
+            await _make_calls(executor, items, recheck_stops=recheck_stops, retry=retry_failed)
+    except asyncio.CancelledError:
+        if not report.interrupted:
+            raise
+        if report.stopped_at_once:
+            raise KeyboardInterrupt from None
+        # the answers still in flight when the wait ran out stay counted in the spend
+    if ledger is not None:
+        commit_retrying(session, ledger.write_bills)
+        ledger.committed()
+    if not report.interrupted:  # an interrupted run stays running: without its lease, interrupted
+        status = RunStatus.CAPPED if executor.capped else RunStatus.FINISHED
+        set_run_status(run, status, session=session)
+    update_run_totals(run.id, session=session)
+    session.commit()
+    return report
+
+
+async def _make_calls(
+    executor: CallExecutor, items: Iterable[Item], *, recheck_stops: bool, retry: bool
+) -> None:
+    """The calls of :func:`execute`, a chunk of items at a time (adaptive: in waves)."""
+    rows, spec, report = executor.rows, executor.spec, executor.report
+    run, session = rows.run, rows.session
+    db_ids = item_db_ids(run.dataset_id, session=session)
     plan_spec, dataset_seed = executions_for(spec, items), run_dataset(run, session=session).seed
 
     def planned_of(chunk: Sequence[Item]) -> list[PlannedCall]:  # confirmations aside
@@ -258,7 +311,7 @@ async def execute(
 
     for chunk in in_chunks(items):
         planned, stored = planned_of(chunk), stored_of(chunk)
-        to_do = sum(_open(p, stored, retry_failed) for p in planned)
+        to_do = sum(_open(p, stored, retry) for p in planned)
         report.planned += len(planned)
         report.to_do += to_do
         report.already_done += len(planned) - to_do
@@ -266,14 +319,16 @@ async def execute(
     session.commit()
     with gc_frozen():
         for chunk in in_chunks(items):
+            if executor.guard.stopped:
+                return
             planned, stored = planned_of(chunk), stored_of(chunk)
-            if retry_failed:
+            if retry:
                 report.retried += rows.retry(call for call in stored.values() if not call.ok)
             if spec.adaptive == "off":
-                await executor.answer([p for p in planned if _open(p, stored, retry_failed)])
+                await executor.answer([p for p in planned if _open(p, stored, retry)])
             if spec.protocol == "apoc":
                 stored = stored_of(chunk)
-                if retry_failed:  # a failed confirmation is asked again too
+                if retry:  # a failed confirmation is asked again too
                     stored = {slot: call for slot, call in stored.items() if call.ok}
                 second = confirmations(planned, stored, spec)
                 report.to_do += len(second)
@@ -287,12 +342,47 @@ async def execute(
                 kept=kept,
             )
             record_stops(run, spec, kept, stops, session=session, calibration=calibration)
-    set_run_status(
-        run, RunStatus.CAPPED if executor.capped else RunStatus.FINISHED, session=session
-    )
-    update_run_totals(run.id, session=session)
-    session.commit()
-    return report
+
+
+@contextmanager
+def graceful_signals(
+    guard: CostGuard, report: RunReport, say: Callable[[str], None] | None
+) -> Iterator[None]:
+    """Meanwhile, with ``say``, the first SIGINT or SIGTERM stops the run sending and gives the
+    answers in flight up to :data:`DRAIN_S` seconds (saying so); a second one, or the end of
+    that wait, cancels the running task (``report.stopped_at_once`` for a second signal)."""
+    if say is None:
+        yield
+        return
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    assert task is not None
+    timer: asyncio.TimerHandle | None = None
+
+    def interrupted(number: int) -> None:
+        nonlocal timer
+        if report.interrupted:
+            report.stopped_at_once = True
+            say("stopping now: the answers in flight stay counted in the run's spend")
+            task.cancel()
+            return
+        report.interrupted = number
+        guard.stop()
+        say(
+            f"{signal.Signals(number).name}: sending no more requests; waiting up to "
+            f"{DRAIN_S:g} s for the {guard.in_flight} answers in flight (Ctrl-C again to "
+            "stop now)"
+        )
+        timer = loop.call_later(DRAIN_S, task.cancel)
+
+    for number in SIGNALS:
+        loop.add_signal_handler(number, interrupted, number)
+    try:
+        yield
+    finally:
+        for number in SIGNALS:
+            loop.remove_signal_handler(number)
+        if timer is not None:
+            timer.cancel()
 
 
 def _open(planned: PlannedCall, stored: Mapping[Slot, Call], retry_failed: bool) -> bool:

@@ -10,7 +10,7 @@ import os
 import socket
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -42,6 +42,7 @@ from pcf.store import (
     DatasetItems,
     LostRaceError,
     Run,
+    RunStatus,
     add_audit_event,
     commit_retrying,
     create_run,
@@ -52,6 +53,8 @@ from pcf.store import (
     renew_key_claims,
     renew_run_lease,
     run_batches,
+    run_spend,
+    set_run_status,
     take_run_lease,
 )
 from pcf.store import delete_run as delete_stored_run
@@ -127,13 +130,17 @@ def require_price(spec: RunSpec, cap: float | None, prices: Mapping[str, object]
 
 
 def check_cost(spec: RunSpec, cap: float | None, *, session: Session) -> float:
-    """What the run has spent so far; refuse it (CostCapError) when its estimate passes ``cap``."""
+    """What the run has spent so far (its spend ledger: bills and open reservations); refuse it
+    (CostCapError) when its estimate passes ``cap``: a stored run is then ``capped``."""
     stored = get_run(spec.run_name, session=session)
-    spent = stored.cost_usd if stored is not None else 0.0
+    spent = run_spend(stored.id, session=session) if stored is not None else 0.0
     if cap is None:
         return spent
     estimate = estimate_run(spec, session=session)
     if estimate.cost_usd is not None and spent + estimate.cost_usd > cap:
+        if stored is not None:
+            set_run_status(stored, RunStatus.CAPPED, session=session)
+            session.commit()
         raise CostCapError(
             f"run {spec.run_name!r} would cost about ${estimate.cost_usd:.4f} more "
             f"({estimate.to_call} calls) on top of ${spent:.4f} spent, over its cost cap of "
@@ -287,18 +294,21 @@ def judge_run(
     api_key: str | None = None,
     max_cost: float | None = None,
     recheck_stops: bool = False,
+    on_signal: Callable[[str], None] | None = None,
 ) -> tuple[Run, RunReport]:
     """Create or resume the run and make its missing calls, holding its lease meanwhile.
 
     It spends at most ``max_cost`` USD (by default ``PCF_MAX_COST_USD``); ``api_key`` is a key of
-    the actor's own for this run only. A bad price file or a judge that cannot start leaves no run.
+    the actor's own for this run only; ``on_signal``: see :func:`~pcf.runs.live.execute`. A bad
+    price file or a judge that cannot start leaves no run.
     """
     check_start(spec, session=session, actor=actor, api_key=api_key)
     require_dataset(spec, session=session)
     prices = price_table()  # a price file that cannot be used stops here, before any run exists
     cap = max_cost if max_cost is not None else default_cost_cap()
     require_price(spec, cap, prices)
-    spent = check_cost(spec, cap, session=session)
+    if get_run(spec.run_name, session=session) is None:
+        check_cost(spec, cap, session=session)  # a run refused here is not created
     judge = make_judge(
         spec.backend,
         spec.model,
@@ -321,15 +331,18 @@ def judge_run(
                     prices=prices,
                     progress=progress,
                     retry_failed=retry_failed,
-                    budget_usd=None if cap is None else cap - spent,
+                    max_cost=cap,
                     recheck_stops=recheck_stops,
                     holder=lease.holder,
+                    on_signal=on_signal,
                 )
         finally:
             if hasattr(judge, "aclose"):
                 await judge.aclose()
 
     with leased(name, session=session) as lease:
+        if get_run(name, session=session) is not None:
+            check_cost(spec, cap, session=session)  # with the lease: no other process spends
         recorded = judge.recorded if isinstance(judge, ReplayJudge) else None
         details = {"base_url": spec.base_url, "own_key": api_key is not None, "max_cost_usd": cap}
         run = open_audited(spec, session=session, actor=actor, details=details, recorded=recorded)

@@ -100,6 +100,9 @@ class RunReport:
     errors: Counter[str] = field(default_factory=Counter)
     first_error: str | None = None
     capped: int = 0
+    interrupted: int = 0
+    """The signal that interrupted the run (0: none)."""
+    stopped_at_once: bool = False
 
     @property
     def mostly_failed(self) -> bool:
@@ -127,6 +130,7 @@ class RunReport:
             "cost_usd": round(self.cost_usd, 6),
             "unpriced_model": self.unpriced,
             "not_made_over_cost_cap": self.capped,
+            "interrupted": self.interrupted > 0,
         }
 
 
@@ -272,15 +276,15 @@ class RunRows:
         self._replacing |= slots
         return len(slots)
 
-    def commit(self, rows: list[dict[str, Any]]) -> None:
+    def commit(self, rows: list[dict[str, Any]], *, also: Callable[[], None] | None = None) -> None:
         """Store rows of calls in one transaction, with a plain INSERT (this runs in the event
-        loop once per call). A call another writer stored meanwhile is kept as a duplicate; an
-        error other than a lost connection stops the run."""
+        loop once per call), and what ``also`` writes. A call another writer stored meanwhile is
+        kept as a duplicate; an error other than a lost connection stops the run."""
         try:
-            self._store(rows)
+            self._store(rows, also)
         except IntegrityError:  # rolled back: store them one by one
             for row in rows:
-                self._commit_alone(row)
+                self._commit_alone(row, also)
         except Exception:
             self.stopped = True
             raise
@@ -293,12 +297,14 @@ class RunRows:
             if self.progress:
                 self.progress(self.report)
 
-    def _store(self, rows: list[dict[str, Any]]) -> None:
+    def _store(self, rows: list[dict[str, Any]], also: Callable[[], None] | None) -> None:
         """Commit new calls, and new answers of retried failed calls."""
         new = [row for row in rows if slot_of(row) not in self._replacing]
         retried = {self._replacing[slot_of(r)]: r for r in rows if slot_of(r) in self._replacing}
 
         def write() -> None:
+            if also is not None:
+                also()
             if new:
                 insert_calls(new, session=self.session)
             if retried:
@@ -308,14 +314,18 @@ class RunRows:
         for row in rows:
             self._replacing.pop(slot_of(row), None)
 
-    def _commit_alone(self, row: dict[str, Any]) -> None:
+    def _commit_alone(self, row: dict[str, Any], also: Callable[[], None] | None) -> None:
         """Store one call, or keep it as a duplicate when its slot is taken."""
         try:
-            self._store([row])
+            self._store([row], also)
         except IntegrityError:
-            commit_retrying(
-                self.session, lambda: keep_duplicate_answers([row], session=self.session)
-            )
+
+            def duplicate() -> None:
+                if also is not None:
+                    also()
+                keep_duplicate_answers([row], session=self.session)
+
+            commit_retrying(self.session, duplicate)
             self.report.duplicates += 1
 
 

@@ -82,6 +82,7 @@ from pcf.store.models import Run as Run
 from pcf.store.models import RunLease as RunLease
 from pcf.store.models import RunResult as RunResult
 from pcf.store.models import RunStatus as RunStatus
+from pcf.store.models import Spend as Spend
 from pcf.store.models import SQLModel as SQLModel
 from pcf.store.models import utc_now as utc_now
 from pcf.store.people import LABEL_COLUMNS as LABEL_COLUMNS
@@ -132,6 +133,11 @@ from pcf.store.schema import history as history
 from pcf.store.schema import revisions as revisions
 from pcf.store.schema import state as state
 from pcf.store.schema import upgrade as upgrade
+from pcf.store.spend import raise_open_spend as raise_open_spend
+from pcf.store.spend import reserve_spend as reserve_spend
+from pcf.store.spend import run_spend as run_spend
+from pcf.store.spend import settle_batch_spend as settle_batch_spend
+from pcf.store.spend import settle_spend as settle_spend
 from pcf.store.stored_results import label_revision as label_revision
 from pcf.store.stored_results import result_revision as result_revision
 from pcf.store.stored_results import run_result as run_result

@@ -34,11 +34,13 @@ from pcf.store.models import (
     RunLease,
     RunResult,
     RunStatus,
+    Spend,
     insert_new,
     saved,
     utc_now,
 )
 from pcf.store.requests import rebuilt_request, stored_request
+from pcf.store.spend import billed_peaks
 
 SECRET_SETTING_WORDS = ("api_key", "apikey", "secret", "password", "authorization")
 
@@ -160,13 +162,15 @@ def update_run_totals(run_id: int, *, session: Session) -> Run:
 
 
 def usage_peaks(run_id: int, *, session: Session) -> tuple[int, int]:
-    """The most input and output tokens one stored call of the run was billed for."""
+    """The most input and output tokens one stored call, or one settled request in the run's
+    spend, was billed for."""
     peaks = session.exec(
         select(func.max(Call.input_tokens), func.max(Call.output_tokens)).where(
             Call.run_id == run_id
         )
     ).one()
-    return peaks[0] or 0, peaks[1] or 0
+    billed = billed_peaks(run_id, session=session)
+    return max(peaks[0] or 0, billed[0]), max(peaks[1] or 0, billed[1])
 
 
 def run_states(runs: Iterable[Run], *, session: Session) -> dict[int, str]:
@@ -230,6 +234,7 @@ def delete_run(name: str, *, session: Session) -> dict[str, int]:
     replaced = session.execute(delete(ReplacedCall).where(col(ReplacedCall.call_id).in_(calls)))
     deleted = session.execute(delete(Call).where(col(Call.run_id) == run.id))
     session.execute(delete(RunLease).where(col(RunLease.run_name) == name))
+    session.execute(delete(Spend).where(col(Spend.run_id) == run.id))
     session.execute(delete(ProviderBatch).where(col(ProviderBatch.run_id) == run.id))
     session.execute(delete(RunResult).where(col(RunResult.run_id) == run.id))
     session.delete(run)

@@ -268,6 +268,22 @@ class ProviderBatch(SQLModel, table=True):
     provider_status: str | None = None
 
 
+class Spend(SQLModel, table=True):
+    """One request's price in its run's spend (:mod:`pcf.store.spend`): its reservation, the
+    upper bound committed before it left (``settled`` false), replaced by the bill once it is
+    answered. A request that never answered (a timeout, a lost connection, a process that died)
+    stays counted at its reservation. ``provider_batch_id``: a batch submission's requests, as
+    one row; tokens: those billed (of a settled row) or reserved."""
+
+    id: int = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="run.id", index=True)
+    provider_batch_id: int | None = Field(default=None, foreign_key="provider_batch.id")
+    usd: float
+    input_tokens: int = Field(default=0, sa_type=BigInteger)
+    output_tokens: int = Field(default=0, sa_type=BigInteger)
+    settled: bool = False
+
+
 ADJUDICATION_CHAIN = Index(
     "ux_adjudication_chain",
     "item_id",

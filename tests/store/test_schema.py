@@ -58,6 +58,7 @@ from pcf.store import (
     ReplacedCall,
     RequestTemplate,
     SchemaError,
+    Spend,
     SQLModel,
     add_adjudication,
     adjudication_records,
@@ -74,10 +75,12 @@ from pcf.store import (
     import_items,
     item_db_ids,
     keep_duplicate_answers,
+    list_runs,
     live_claims,
     replace_calls,
     request_digest,
     run_calls,
+    run_spend,
     save_member,
     session_scope,
     unchecked_engine,
@@ -199,8 +202,9 @@ def values_before_0006(values: dict, session: Session) -> dict:
 
 def kept(before: dict[str, list[tuple]], after: dict[str, list[tuple]]) -> bool:
     """Whether every table of ``before`` is in ``after`` with the same rows, and the tables
-    that an upgrade added are empty."""
-    added = after.keys() - before.keys()
+    that an upgrade added are empty (but ``spend``, which 0014 fills with the calls' bills:
+    its own test)."""
+    added = after.keys() - before.keys() - {"spend"}
     return all(after[name] == before[name] for name in before) and not any(
         after[name] for name in added
     )
@@ -684,6 +688,26 @@ def test_revision_0013_keeps_every_row_and_then_assigns_items(
     assert "assignment" not in after
     added = {"member": after["member"][:-1], "audit_event": after["audit_event"][:-1]}
     assert kept(before, after | added)
+
+
+def test_revision_0014_carries_each_runs_billed_calls_into_its_spend(
+    isolated_database, new_session, tmp_path
+):
+    """A database at 0013 keeps every row; each run's spend is then its paid calls' cost, one
+    settled row, and the downgrade drops the ledger and keeps the rest."""
+    before = upgraded_from(isolated_database, "0013", tmp_path / "source")
+    with new_session() as session:
+        for run in list_runs(session=session):
+            calls = session.scalars(select(Call).where(Call.run_id == run.id)).all()
+            paid = sum(c.cost_usd for c in calls if c.cached_from is None)
+            assert run_spend(run.id, session=session) == pytest.approx(paid)
+        ledger = session.scalars(select(Spend)).all()
+    assert ledger
+    assert all(row.settled for row in ledger)
+    downgrade(isolated_database, "0013")
+    after = rows(isolated_database)
+    assert "spend" not in after
+    assert kept(before, after)
 
 
 def test_a_release_with_the_chain_index_but_32_bit_totals_is_recognised(
