@@ -15,6 +15,7 @@ from sqlalchemy import (
     insert,
     literal,
     or_,
+    update,
 )
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -67,6 +68,35 @@ def import_items(
             f"within each item ({exc.orig})"
         ) from exc
     return dataset
+
+
+def create_dataset(name: str, *, session: Session, fmt: str, seed: int = 0) -> Dataset:
+    """Store an empty dataset ``name`` whose items come later (:func:`append_items`).
+
+    Raises:
+        ValueError: the name is taken.
+    """
+    if get_dataset(name, session=session) is not None:
+        raise ValueError(f"a dataset named {name!r} already exists; choose another name")
+    return saved(Dataset(name=name, format=fmt, seed=seed), session=session)
+
+
+def append_items(dataset_id: int, items: list[Item], *, session: Session) -> None:
+    """Add ``items`` (none of whose ids the dataset has) after the dataset's last item; the
+    dataset's row is updated first, so that two appends at once take turns."""
+    if not items:
+        return
+    grown = session.execute(
+        update(Dataset)
+        .where(col(Dataset.id) == dataset_id)
+        .values(n_items=col(Dataset.n_items) + len(items))
+        .returning(col(Dataset.n_items))
+    ).scalar_one()
+    start = grown - len(items)
+    for offset in range(0, len(items), ITEM_CHUNK):
+        chunk = items[offset : offset + ITEM_CHUNK]
+        _insert_items(dataset_id, start + offset, chunk, session=session)
+    session.expire_all()
 
 
 def _insert_items(dataset_id: int, start: int, items: list[Item], *, session: Session) -> None:

@@ -1,0 +1,297 @@
+"""The routes: each parses, authorises (:func:`pcf.api.guard.caller`) and calls the function
+the CLI calls for the same work; none holds logic of its own."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict
+from datetime import datetime
+from typing import Annotated
+from urllib.parse import quote
+
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Response
+from fastapi.responses import StreamingResponse
+from sqlmodel import Session
+
+from pcf.access import Permission
+from pcf.analysis.gate import check_run
+from pcf.analysis.paging import MAX_PAGE, decision_page
+from pcf.analysis.results import judgment_chunks
+from pcf.api import schemas
+from pcf.api.guard import caller
+from pcf.api.problems import NotFoundError, Problem
+from pcf.labelling.posted import gold, labels_since, post_labels
+from pcf.labelling.tokens import TokenUser
+from pcf.runs.manage import add_items, open_dataset
+from pcf.runs.submitted import RunRequest, cancel, estimate, run_status, submit_run
+from pcf.store import (
+    Dataset,
+    Run,
+    get_api_run,
+    get_dataset,
+    get_engine,
+    get_run,
+    items_at,
+    list_datasets,
+    session_scope,
+)
+
+PREFIX = "/api/v1"
+ERRORS = {
+    status: {"model": Problem, "content": {"application/problem+json": {}}}
+    for status in (400, 401, 403, 404, 409, 413, 422, 429)
+}
+router = APIRouter(responses=ERRORS)  # type: ignore[arg-type]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+Cursor = Annotated[str | None, Query(max_length=40, pattern=r"^\d{1,12}(\.\d{1,4})?$")]
+Reader = Annotated[TokenUser, Depends(caller(Permission.SEE_RESULTS))]
+
+
+def dataset_named(name: str, *, session: Session) -> Dataset:
+    """The dataset ``name``, or 404."""
+    dataset = get_dataset(name, session=session)
+    if dataset is None:
+        raise NotFoundError(f"no dataset {name!r}; PUT /datasets/{name} creates it")
+    return dataset
+
+
+def run_named(name: str, *, session: Session) -> Run:
+    """The run ``name``, or 404."""
+    run = get_run(name, session=session)
+    if run is None:
+        raise NotFoundError(
+            f"no run {name!r}; GET /datasets lists the datasets, POST /runs starts one"
+        )
+    return run
+
+
+def dataset_out(dataset: Dataset) -> schemas.DatasetOut:
+    return schemas.DatasetOut(
+        name=dataset.name,
+        items=dataset.n_items,
+        format=dataset.format,
+        seed=dataset.seed,
+        created_at=dataset.created_at,
+    )
+
+
+@router.get("/health", response_model=schemas.Health, responses={})
+def health() -> schemas.Health:
+    """The server answers (no token needed)."""
+    return schemas.Health(status="ok")
+
+
+@router.get("/me", response_model=schemas.Me)
+def me(user: Annotated[TokenUser, Depends(caller())]) -> schemas.Me:
+    """Who the token acts as, and what it may do now."""
+    return schemas.Me(
+        email=user.actor.identity,
+        role=user.actor.role.value,
+        scope=user.scope.value,
+        token_id=user.token_id,
+        permissions=sorted(p.name.lower() for p in user.permissions),
+    )
+
+
+@router.get("/datasets", response_model=schemas.DatasetPage)
+def datasets(
+    _user: Annotated[TokenUser, Depends(caller())], cursor: Cursor = None, limit: Limit = 100
+) -> schemas.DatasetPage:
+    """The datasets, oldest first, a page at a time."""
+    after = int(float(cursor or 0))
+    with session_scope(get_engine()) as session:
+        found = [d for d in list_datasets(session=session) if d.id > after][: limit + 1]
+    page, more = found[:limit], len(found) > limit
+    return schemas.DatasetPage(
+        datasets=[dataset_out(d) for d in page], next_cursor=str(page[-1].id) if more else None
+    )
+
+
+@router.put("/datasets/{name}", response_model=schemas.DatasetOut, status_code=201)
+def put_dataset(
+    name: Annotated[str, Path(min_length=1, max_length=200)],
+    response: Response,
+    user: Annotated[TokenUser, Depends(caller(Permission.IMPORT))],
+    body: Annotated[schemas.DatasetIn | None, Body()] = None,
+) -> schemas.DatasetOut:
+    """Create dataset ``name`` with no items (201), or find it (200); items come by POST."""
+    with session_scope(get_engine()) as session:
+        dataset, created = open_dataset(
+            name, session=session, actor=user.actor, seed=(body or schemas.DatasetIn()).seed
+        )
+    response.status_code = 201 if created else 200
+    return dataset_out(dataset)
+
+
+@router.get("/datasets/{name}/items", response_model=schemas.ItemPage)
+def dataset_items(
+    name: str,
+    _user: Annotated[TokenUser, Depends(caller())],
+    cursor: Cursor = None,
+    limit: Limit = 100,
+) -> schemas.ItemPage:
+    """The dataset's items in their order, in the ``items.jsonl`` schema, a page at a time."""
+    start = int(float(cursor or 0))
+    with session_scope(get_engine()) as session:
+        dataset = dataset_named(name, session=session)
+        items = items_at(dataset.id, start, start + limit, session=session)
+    more = start + limit < dataset.n_items
+    return schemas.ItemPage(
+        items=[schemas.ItemOut(**item.to_dict()) for item in items],
+        next_cursor=str(start + limit) if more else None,
+    )
+
+
+@router.post("/datasets/{name}/items", response_model=schemas.ItemsAdded)
+def post_items(
+    name: str,
+    body: schemas.ItemsIn,
+    user: Annotated[TokenUser, Depends(caller(Permission.IMPORT))],
+) -> schemas.ItemsAdded:
+    """Add items to the dataset, all or nothing; an item stored with the same texts stays."""
+    rows = [item.model_dump() for item in body.items]
+    with session_scope(get_engine()) as session:
+        dataset_named(name, session=session)
+        counts = add_items(name, rows, session=session, actor=user.actor)
+    return schemas.ItemsAdded(**counts)
+
+
+@router.post("/runs", response_model=schemas.RunAccepted, status_code=202)
+def post_run(
+    body: schemas.RunIn,
+    response: Response,
+    user: Annotated[TokenUser, Depends(caller(Permission.RUN))],
+    idempotency_key: Annotated[str, Header(min_length=1, max_length=200)],
+) -> schemas.RunAccepted:
+    """Start a run in the background (202, ``Location`` its status); the same
+    ``Idempotency-Key`` again answers with the same run."""
+    submitted = submit_run(
+        RunRequest(**body.model_dump()), idempotency_key, engine=get_engine(), actor=user.actor
+    )
+    location = f"{PREFIX}/runs/{quote(submitted.name)}"
+    response.headers["Location"] = location
+    return schemas.RunAccepted(name=submitted.name, started=submitted.started, location=location)
+
+
+@router.post("/runs/estimate", response_model=schemas.EstimateOut)
+def post_estimate(
+    body: schemas.RunIn, user: Annotated[TokenUser, Depends(caller(Permission.RUN))]
+) -> schemas.EstimateOut:
+    """What starting the run would call and cost."""
+    found = estimate(RunRequest(**body.model_dump()), engine=get_engine(), actor=user.actor)
+    return schemas.EstimateOut(**asdict(found))
+
+
+@router.get("/runs/{name:path}/decisions", response_model=schemas.DecisionPage)
+def decisions(
+    name: str,
+    _user: Reader,
+    flag: str | None = None,
+    cursor: Cursor = None,
+    limit: Limit = 100,
+) -> schemas.DecisionPage:
+    """The run's decisions (``pcf export --what decisions``), those raising ``flag`` alone
+    when given, a page at a time."""
+    with session_scope(get_engine()) as session:
+        run = run_named(name, session=session)
+        page, after = decision_page(run, session=session, cursor=cursor, limit=limit, flag=flag)
+    return schemas.DecisionPage(decisions=page, next_cursor=after)
+
+
+@router.get(
+    "/runs/{name:path}/judgments",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/x-ndjson": {}}}},
+)
+def judgments(name: str, _user: Reader) -> StreamingResponse:
+    """The run's judgments as NDJSON (``pcf export --what judgments``), streamed."""
+    engine = get_engine()
+    with session_scope(engine) as session:
+        run_named(name, session=session)
+
+    def lines() -> Iterator[bytes]:
+        with session_scope(engine) as session:
+            for records in judgment_chunks(run_named(name, session=session), session=session):
+                yield "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode()
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+@router.post("/runs/{name:path}/check", response_model=schemas.CheckOut)
+def check(name: str, body: schemas.CheckIn, _user: Reader) -> schemas.CheckOut:
+    """``pcf check``'s JSON: each threshold's figure, value and outcome (a failed gate is 200
+    with ``passed`` false)."""
+    with session_scope(get_engine()) as session:
+        found = check_run(run_named(name, session=session), session=session, **body.model_dump())
+    checks = [asdict(c) for c in found]
+    return schemas.CheckOut(run=name, passed=all(c["passed"] for c in checks), checks=checks)
+
+
+@router.post("/runs/{name:path}/cancel", response_model=schemas.RunStatusOut)
+def cancel_run(
+    name: str, user: Annotated[TokenUser, Depends(caller(Permission.RUN))]
+) -> schemas.RunStatusOut:
+    """Stop the run after the calls it has answered (they stay; starting it again resumes)."""
+    engine = get_engine()
+    with session_scope(engine) as session:
+        if get_run(name, session=session) is None and get_api_run(name, session=session) is None:
+            run_named(name, session=session)
+    cancel(name, engine=engine, actor=user.actor)
+    return run(name, user)
+
+
+@router.get("/runs/{name:path}", response_model=schemas.RunStatusOut)
+def run(name: str, _user: Reader) -> schemas.RunStatusOut:
+    """The run's status, progress and spend."""
+    engine = get_engine()
+    with session_scope(engine) as session:
+        stored = get_run(name, session=session)
+        if stored is None and get_api_run(name, session=session) is not None:
+            return schemas.RunStatusOut(
+                name=name,
+                status="starting",
+                done=None,
+                total=None,
+                error=None,
+                calls_made=0,
+                failures=0,
+                cost_usd=0.0,
+                input_tokens=0,
+                output_tokens=0,
+                created_at=datetime.now().astimezone().isoformat(),
+                finished_at=None,
+            )
+        return schemas.RunStatusOut(**run_status(run_named(name, session=session), engine=engine))
+
+
+@router.post("/datasets/{name}/labels", response_model=schemas.LabelsOut)
+def post_labels_route(
+    name: str,
+    body: schemas.LabelsIn,
+    user: Annotated[TokenUser, Depends(caller(Permission.LABEL))],
+) -> schemas.LabelsOut:
+    """Save labels as the token's member, all or nothing; a ``label_id`` posted before is the
+    label it saved then (``saved`` false)."""
+    rows = [label.model_dump() for label in body.labels]
+    with session_scope(get_engine()) as session:
+        dataset_named(name, session=session)
+        saved = post_labels(name, rows, session=session, actor=user.actor)
+    return schemas.LabelsOut(labels=[schemas.LabelSaved(**s) for s in saved])
+
+
+@router.get("/datasets/{name}/labels", response_model=schemas.LabelRecords)
+def get_labels(name: str, user: Reader, since: datetime | None = None) -> schemas.LabelRecords:
+    """The dataset's labels (corrections too) saved after ``since``, oldest first."""
+    with session_scope(get_engine()) as session:
+        dataset_named(name, session=session)
+        found = labels_since(name, session=session, actor=user.actor, since=since)
+    return schemas.LabelRecords(labels=found)
+
+
+@router.get("/datasets/{name}/gold", response_model=schemas.GoldOut)
+def get_gold(name: str, user: Reader) -> schemas.GoldOut:
+    """The dataset's human gold (``pcf gold export``)."""
+    with session_scope(get_engine()) as session:
+        dataset_named(name, session=session)
+        return schemas.GoldOut(gold=gold(name, session=session, actor=user.actor))
