@@ -24,7 +24,7 @@ from pcf.store import get_engine, session_scope
 MAX_BODY_ENV = "PCF_API_MAX_BODY_BYTES"
 MAX_BODY_BYTES = 10 * 1024 * 1024
 RATE_ENV = "PCF_API_RATE"
-"""Requests per second a token may make on average (bursts of ten times that)."""
+"""Requests per second a token may make on average (bursts of ten times that, at least one)."""
 RATE = 50.0
 
 bearer = HTTPBearer(auto_error=False, description="A token of `pcf tokens create` (pcf_...)")
@@ -111,7 +111,7 @@ _limits: dict[float, RateLimit] = {}
 def rate_limit() -> RateLimit:
     """The server's limit at ``PCF_API_RATE`` (one per rate, for the process)."""
     rate = _number(RATE_ENV, RATE)
-    return _limits.setdefault(rate, RateLimit(rate, burst=10 * rate))
+    return _limits.setdefault(rate, RateLimit(rate, burst=max(1.0, 10 * rate)))
 
 
 def caller(permission: Permission | None = None) -> Callable[..., TokenUser]:

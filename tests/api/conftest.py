@@ -16,21 +16,22 @@ Token = Callable[..., dict[str, str]]
 
 
 @pytest.fixture
-def token(session) -> Token:
+def token(new_session) -> Token:
     """``token(email, role, scope)``: the member (added if new, else given ``role``) and the
     Authorization header of a new token of theirs."""
 
     def make(email: str, role: str = "admin", scope: str = "admin", **options) -> dict[str, str]:
-        save_member(email, role, session=session, added_by="test")
-        secret = create_token(email, scope, session=session, actor=operator(), **options).secret
-        session.commit()
-        return {"Authorization": f"Bearer {secret}"}
+        with new_session() as session:
+            save_member(email, role, session=session, added_by="test")
+            made = create_token(email, scope, session=session, actor=operator(), **options)
+            session.commit()
+        return {"Authorization": f"Bearer {made.secret}"}
 
     return make
 
 
 @pytest.fixture
-def client(engine) -> Iterator[TestClient]:
+def client(isolated_database) -> Iterator[TestClient]:
     """The API alone, in this process, on the test's database."""
     from pcf.api import standalone
 

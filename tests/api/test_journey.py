@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.db]
 
 
 def test_a_pipeline_pushes_runs_pages_labels_and_checks(
-    isolated_database, session, token, tmp_path
+    isolated_database, engine, session, token, tmp_path
 ):
     if not RB2.exists():
         pytest.skip(f"{RB2} is absent")
