@@ -255,6 +255,7 @@ def run(name: str, _user: Reader) -> schemas.RunStatusOut:
                 total=None,
                 error=None,
                 calls_made=0,
+                cache_hits=0,
                 failures=0,
                 cost_usd=0.0,
                 input_tokens=0,

@@ -119,6 +119,7 @@ class RunStatusOut(BaseModel):
     total: int | None
     error: str | None
     calls_made: int
+    cache_hits: int
     failures: int
     cost_usd: float
     input_tokens: int

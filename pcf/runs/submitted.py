@@ -141,6 +141,7 @@ def run_status(run: Run, *, engine: Engine) -> dict[str, Any]:
         "total": going.total if going else None,
         "error": going.error if going else None,
         "calls_made": run.calls_made,
+        "cache_hits": run.cache_hits,
         "failures": run.failures,
         "cost_usd": run.cost_usd,
         "input_tokens": run.input_tokens,
