@@ -1,7 +1,7 @@
 """The HTTP API for pipelines (FastAPI), served under ``/api/v1`` beside the app on its own
 port (``app.py`` mounts it in Streamlit's server) or alone (``pcf api``). Routes are in
 :mod:`pcf.api.routes`; tokens, rights and limits in :mod:`pcf.api.guard`; errors are RFC 9457
-problem details (:mod:`pcf.api.problems`)."""
+problem details (:mod:`pcf.api.problem_details`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from pcf.api.guard import BodyLimit
-from pcf.api.problems import add_problem_handlers
+from pcf.api.problem_details import add_problem_handlers
 from pcf.api.routes import PREFIX, router
 from pcf.runs.submitted import resume_runs
 from pcf.store import get_engine

@@ -57,7 +57,7 @@ class BodyLimit:
         detail = f"the body is larger than {self.limit} bytes ({MAX_BODY_ENV}); send less at once"
         declared = dict(scope["headers"]).get(b"content-length", b"0")
         if declared.isdigit() and int(declared) > self.limit:
-            from pcf.api.problems import PROBLEM_JSON  # noqa: PLC0415 - no cycle at import
+            from pcf.api.problem_details import PROBLEM_JSON  # noqa: PLC0415 - no cycle at import
 
             body = {"type": "about:blank", "title": "Content Too Large", "status": 413}
             body |= {"detail": detail, "instance": scope.get("path", "")}

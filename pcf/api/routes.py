@@ -18,9 +18,31 @@ from pcf.access import Permission
 from pcf.analysis.gate import check_run
 from pcf.analysis.paging import MAX_PAGE, decision_page
 from pcf.analysis.results import judgment_chunks
-from pcf.api import schemas
 from pcf.api.guard import caller
-from pcf.api.problems import NotFoundError, Problem
+from pcf.api.problem_details import NotFoundError, Problem
+from pcf.api.schemas import (
+    CheckIn,
+    CheckOut,
+    DatasetIn,
+    DatasetOut,
+    DatasetPage,
+    DecisionPage,
+    EstimateOut,
+    GoldOut,
+    Health,
+    ItemOut,
+    ItemPage,
+    ItemsAdded,
+    ItemsIn,
+    LabelRecords,
+    LabelSaved,
+    LabelsIn,
+    LabelsOut,
+    Me,
+    RunAccepted,
+    RunIn,
+    RunStatusOut,
+)
 from pcf.labelling.posted import gold, labels_since, post_labels
 from pcf.labelling.tokens import TokenUser
 from pcf.runs.manage import add_items, open_dataset
@@ -66,8 +88,8 @@ def run_named(name: str, *, session: Session) -> Run:
     return run
 
 
-def dataset_out(dataset: Dataset) -> schemas.DatasetOut:
-    return schemas.DatasetOut(
+def dataset_out(dataset: Dataset) -> DatasetOut:
+    return DatasetOut(
         name=dataset.name,
         items=dataset.n_items,
         format=dataset.format,
@@ -76,16 +98,16 @@ def dataset_out(dataset: Dataset) -> schemas.DatasetOut:
     )
 
 
-@router.get("/health", response_model=schemas.Health, responses={})
-def health() -> schemas.Health:
+@router.get("/health", response_model=Health, responses={})
+def health() -> Health:
     """The server answers (no token needed)."""
-    return schemas.Health(status="ok")
+    return Health(status="ok")
 
 
-@router.get("/me", response_model=schemas.Me)
-def me(user: Annotated[TokenUser, Depends(caller())]) -> schemas.Me:
+@router.get("/me", response_model=Me)
+def me(user: Annotated[TokenUser, Depends(caller())]) -> Me:
     """Who the token acts as, and what it may do now."""
-    return schemas.Me(
+    return Me(
         email=user.actor.identity,
         role=user.actor.role.value,
         scope=user.scope.value,
@@ -94,76 +116,76 @@ def me(user: Annotated[TokenUser, Depends(caller())]) -> schemas.Me:
     )
 
 
-@router.get("/datasets", response_model=schemas.DatasetPage)
+@router.get("/datasets", response_model=DatasetPage)
 def datasets(
     _user: Annotated[TokenUser, Depends(caller())], cursor: Cursor = None, limit: Limit = 100
-) -> schemas.DatasetPage:
+) -> DatasetPage:
     """The datasets, oldest first, a page at a time."""
     after = int(float(cursor or 0))
     with session_scope(get_engine()) as session:
         found = [d for d in list_datasets(session=session) if d.id > after][: limit + 1]
     page, more = found[:limit], len(found) > limit
-    return schemas.DatasetPage(
+    return DatasetPage(
         datasets=[dataset_out(d) for d in page], next_cursor=str(page[-1].id) if more else None
     )
 
 
-@router.put("/datasets/{name}", response_model=schemas.DatasetOut, status_code=201)
+@router.put("/datasets/{name}", response_model=DatasetOut, status_code=201)
 def put_dataset(
     name: Annotated[str, Path(min_length=1, max_length=200)],
     response: Response,
     user: Annotated[TokenUser, Depends(caller(Permission.IMPORT))],
-    body: Annotated[schemas.DatasetIn | None, Body()] = None,
-) -> schemas.DatasetOut:
+    body: Annotated[DatasetIn | None, Body()] = None,
+) -> DatasetOut:
     """Create dataset ``name`` with no items (201), or find it (200); items come by POST."""
     with session_scope(get_engine()) as session:
         dataset, created = open_dataset(
-            name, session=session, actor=user.actor, seed=(body or schemas.DatasetIn()).seed
+            name, session=session, actor=user.actor, seed=(body or DatasetIn()).seed
         )
     response.status_code = 201 if created else 200
     return dataset_out(dataset)
 
 
-@router.get("/datasets/{name}/items", response_model=schemas.ItemPage)
+@router.get("/datasets/{name}/items", response_model=ItemPage)
 def dataset_items(
     name: str,
     _user: Annotated[TokenUser, Depends(caller())],
     cursor: Cursor = None,
     limit: Limit = 100,
-) -> schemas.ItemPage:
+) -> ItemPage:
     """The dataset's items in their order, in the ``items.jsonl`` schema, a page at a time."""
     start = int(float(cursor or 0))
     with session_scope(get_engine()) as session:
         dataset = dataset_named(name, session=session)
         items = items_at(dataset.id, start, start + limit, session=session)
     more = start + limit < dataset.n_items
-    return schemas.ItemPage(
-        items=[schemas.ItemOut(**item.to_dict()) for item in items],
+    return ItemPage(
+        items=[ItemOut(**item.to_dict()) for item in items],
         next_cursor=str(start + limit) if more else None,
     )
 
 
-@router.post("/datasets/{name}/items", response_model=schemas.ItemsAdded)
+@router.post("/datasets/{name}/items", response_model=ItemsAdded)
 def post_items(
     name: str,
-    body: schemas.ItemsIn,
+    body: ItemsIn,
     user: Annotated[TokenUser, Depends(caller(Permission.IMPORT))],
-) -> schemas.ItemsAdded:
+) -> ItemsAdded:
     """Add items to the dataset, all or nothing; an item stored with the same texts stays."""
     rows = [item.model_dump() for item in body.items]
     with session_scope(get_engine()) as session:
         dataset_named(name, session=session)
         counts = add_items(name, rows, session=session, actor=user.actor)
-    return schemas.ItemsAdded(**counts)
+    return ItemsAdded(**counts)
 
 
-@router.post("/runs", response_model=schemas.RunAccepted, status_code=202)
+@router.post("/runs", response_model=RunAccepted, status_code=202)
 def post_run(
-    body: schemas.RunIn,
+    body: RunIn,
     response: Response,
     user: Annotated[TokenUser, Depends(caller(Permission.RUN))],
     idempotency_key: Annotated[str, Header(min_length=1, max_length=200)],
-) -> schemas.RunAccepted:
+) -> RunAccepted:
     """Start a run in the background (202, ``Location`` its status); the same
     ``Idempotency-Key`` again answers with the same run."""
     submitted = submit_run(
@@ -171,32 +193,32 @@ def post_run(
     )
     location = f"{PREFIX}/runs/{quote(submitted.name)}"
     response.headers["Location"] = location
-    return schemas.RunAccepted(name=submitted.name, started=submitted.started, location=location)
+    return RunAccepted(name=submitted.name, started=submitted.started, location=location)
 
 
-@router.post("/runs/estimate", response_model=schemas.EstimateOut)
+@router.post("/runs/estimate", response_model=EstimateOut)
 def post_estimate(
-    body: schemas.RunIn, user: Annotated[TokenUser, Depends(caller(Permission.RUN))]
-) -> schemas.EstimateOut:
+    body: RunIn, user: Annotated[TokenUser, Depends(caller(Permission.RUN))]
+) -> EstimateOut:
     """What starting the run would call and cost."""
     found = estimate(RunRequest(**body.model_dump()), engine=get_engine(), actor=user.actor)
-    return schemas.EstimateOut(**asdict(found))
+    return EstimateOut(**asdict(found))
 
 
-@router.get("/runs/{name:path}/decisions", response_model=schemas.DecisionPage)
+@router.get("/runs/{name:path}/decisions", response_model=DecisionPage)
 def decisions(
     name: str,
     _user: Reader,
     flag: str | None = None,
     cursor: Cursor = None,
     limit: Limit = 100,
-) -> schemas.DecisionPage:
+) -> DecisionPage:
     """The run's decisions (``pcf export --what decisions``), those raising ``flag`` alone
     when given, a page at a time."""
     with session_scope(get_engine()) as session:
         run = run_named(name, session=session)
         page, after = decision_page(run, session=session, cursor=cursor, limit=limit, flag=flag)
-    return schemas.DecisionPage(decisions=page, next_cursor=after)
+    return DecisionPage(decisions=page, next_cursor=after)
 
 
 @router.get(
@@ -218,20 +240,20 @@ def judgments(name: str, _user: Reader) -> StreamingResponse:
     return StreamingResponse(lines(), media_type="application/x-ndjson")
 
 
-@router.post("/runs/{name:path}/check", response_model=schemas.CheckOut)
-def check(name: str, body: schemas.CheckIn, _user: Reader) -> schemas.CheckOut:
+@router.post("/runs/{name:path}/check", response_model=CheckOut)
+def check(name: str, body: CheckIn, _user: Reader) -> CheckOut:
     """``pcf check``'s JSON: each threshold's figure, value and outcome (a failed gate is 200
     with ``passed`` false)."""
     with session_scope(get_engine()) as session:
         found = check_run(run_named(name, session=session), session=session, **body.model_dump())
     checks = [asdict(c) for c in found]
-    return schemas.CheckOut(run=name, passed=all(c["passed"] for c in checks), checks=checks)
+    return CheckOut(run=name, passed=all(c["passed"] for c in checks), checks=checks)
 
 
-@router.post("/runs/{name:path}/cancel", response_model=schemas.RunStatusOut)
+@router.post("/runs/{name:path}/cancel", response_model=RunStatusOut)
 def cancel_run(
     name: str, user: Annotated[TokenUser, Depends(caller(Permission.RUN))]
-) -> schemas.RunStatusOut:
+) -> RunStatusOut:
     """Stop the run after the calls it has answered (they stay; starting it again resumes)."""
     engine = get_engine()
     with session_scope(engine) as session:
@@ -241,14 +263,14 @@ def cancel_run(
     return run(name, user)
 
 
-@router.get("/runs/{name:path}", response_model=schemas.RunStatusOut)
-def run(name: str, _user: Reader) -> schemas.RunStatusOut:
+@router.get("/runs/{name:path}", response_model=RunStatusOut)
+def run(name: str, _user: Reader) -> RunStatusOut:
     """The run's status, progress and spend."""
     engine = get_engine()
     with session_scope(engine) as session:
         stored = get_run(name, session=session)
         if stored is None and get_api_run(name, session=session) is not None:
-            return schemas.RunStatusOut(
+            return RunStatusOut(
                 name=name,
                 status="starting",
                 done=None,
@@ -263,36 +285,36 @@ def run(name: str, _user: Reader) -> schemas.RunStatusOut:
                 created_at=datetime.now().astimezone().isoformat(),
                 finished_at=None,
             )
-        return schemas.RunStatusOut(**run_status(run_named(name, session=session), engine=engine))
+        return RunStatusOut(**run_status(run_named(name, session=session), engine=engine))
 
 
-@router.post("/datasets/{name}/labels", response_model=schemas.LabelsOut)
+@router.post("/datasets/{name}/labels", response_model=LabelsOut)
 def post_labels_route(
     name: str,
-    body: schemas.LabelsIn,
+    body: LabelsIn,
     user: Annotated[TokenUser, Depends(caller(Permission.LABEL))],
-) -> schemas.LabelsOut:
+) -> LabelsOut:
     """Save labels as the token's member, all or nothing; a ``label_id`` posted before is the
     label it saved then (``saved`` false)."""
     rows = [label.model_dump() for label in body.labels]
     with session_scope(get_engine()) as session:
         dataset_named(name, session=session)
         saved = post_labels(name, rows, session=session, actor=user.actor)
-    return schemas.LabelsOut(labels=[schemas.LabelSaved(**s) for s in saved])
+    return LabelsOut(labels=[LabelSaved(**s) for s in saved])
 
 
-@router.get("/datasets/{name}/labels", response_model=schemas.LabelRecords)
-def get_labels(name: str, user: Reader, since: datetime | None = None) -> schemas.LabelRecords:
+@router.get("/datasets/{name}/labels", response_model=LabelRecords)
+def get_labels(name: str, user: Reader, since: datetime | None = None) -> LabelRecords:
     """The dataset's labels (corrections too) saved after ``since``, oldest first."""
     with session_scope(get_engine()) as session:
         dataset_named(name, session=session)
         found = labels_since(name, session=session, actor=user.actor, since=since)
-    return schemas.LabelRecords(labels=found)
+    return LabelRecords(labels=found)
 
 
-@router.get("/datasets/{name}/gold", response_model=schemas.GoldOut)
-def get_gold(name: str, user: Reader) -> schemas.GoldOut:
+@router.get("/datasets/{name}/gold", response_model=GoldOut)
+def get_gold(name: str, user: Reader) -> GoldOut:
     """The dataset's human gold (``pcf gold export``)."""
     with session_scope(get_engine()) as session:
         dataset_named(name, session=session)
-        return schemas.GoldOut(gold=gold(name, session=session, actor=user.actor))
+        return GoldOut(gold=gold(name, session=session, actor=user.actor))
