@@ -1254,7 +1254,7 @@ def tokens_create(
 ) -> None:
     """Create a token acting as member EMAIL; it is printed once and stored only hashed.
 
-    Example: pcf tokens create ci@example.com --scope run --expires 30d
+    Example: pcf tokens create alice@example.com --scope label --expires 30d
     """
     from pcf.labelling.tokens import create_token, parse_duration
 
@@ -1297,7 +1297,7 @@ def tokens_revoke(
 ) -> None:
     """Revoke a token: its next request is refused.
 
-    Example: pcf tokens revoke 3
+    Example: pcf tokens revoke 1
     """
     from pcf.labelling.tokens import revoke
 
