@@ -11,10 +11,12 @@ from typing import Any
 
 from fastapi import FastAPI
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.routing import Mount
 
 from pcf.api.guard import BodyLimit
-from pcf.api.problem_details import add_problem_handlers
+from pcf.api.problem_details import add_problem_handlers, problem
 from pcf.api.routes import PREFIX, router
 from pcf.runs.submitted import resume_runs
 from pcf.store import get_engine
@@ -50,4 +52,9 @@ def routes() -> list[Mount]:
 
 def standalone() -> Starlette:
     """The API alone at :data:`PREFIX`, for ``pcf api`` on a host without the app."""
-    return Starlette(routes=routes(), lifespan=resuming)
+    return Starlette(routes=routes(), lifespan=resuming, exception_handlers={404: outside_the_api})
+
+
+def outside_the_api(request: Request, _exc: Exception) -> JSONResponse:
+    """A path outside :data:`PREFIX`, as problem+json."""
+    return problem(request, 404, f"no such route; the API is at {PREFIX}/")

@@ -13,11 +13,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from pcf.access import AccessDeniedError
 from pcf.errors import DataError
 from pcf.labelling.tokens import TokenError
-from pcf.runs.manage import CostCapError, RunBusyError, RunConflictError
+from pcf.runs.manage import CostCapError, DatasetConflictError, RunBusyError, RunConflictError
 from pcf.runs.submitted import IdempotencyConflictError
 
 PROBLEM_JSON = "application/problem+json"
@@ -111,7 +112,20 @@ def _status(status: int) -> Any:
 
 def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
-    return problem(request, exc.status_code, str(exc.detail), headers=exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:  # Starlette's Allow names the first route's methods alone
+        headers["Allow"] = ", ".join(allowed_methods(request))
+    return problem(request, exc.status_code, str(exc.detail), headers=headers)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the routes of the request's path answer."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        found, _ = route.matches({**request.scope, "method": "*"})
+        if found != Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return sorted(methods)
 
 
 def add_problem_handlers(api: FastAPI) -> None:
@@ -122,6 +136,7 @@ def add_problem_handlers(api: FastAPI) -> None:
     api.add_exception_handler(TokenError, _status(401))
     api.add_exception_handler(AccessDeniedError, _status(403))
     api.add_exception_handler(NotFoundError, _status(404))
-    for conflict in (IdempotencyConflictError, RunConflictError, RunBusyError, CostCapError):
+    conflicts = (IdempotencyConflictError, RunConflictError, RunBusyError, CostCapError)
+    for conflict in (*conflicts, DatasetConflictError):
         api.add_exception_handler(conflict, _status(409))
     api.add_exception_handler(ValueError, _status(422))

@@ -67,6 +67,9 @@ ERRORS = {
 router = APIRouter(responses=ERRORS)  # type: ignore[arg-type]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
 Cursor = Annotated[str | None, Query(max_length=40, pattern=r"^\d{1,12}(\.\d{1,4})?$")]
+NAME = r"^[^\x00-\x1f]*\S[^\x00-\x1f]*$"
+"""A dataset's or run's name in a path: not blank, no control characters."""
+Name = Annotated[str, Path(min_length=1, max_length=1000, pattern=NAME)]
 Reader = Annotated[TokenUser, Depends(caller(Permission.SEE_RESULTS))]
 
 
@@ -130,9 +133,14 @@ def datasets(
     )
 
 
-@router.put("/datasets/{name}", response_model=DatasetOut, status_code=201)
+@router.put(
+    "/datasets/{name}",
+    response_model=DatasetOut,
+    status_code=201,
+    responses={200: {"model": DatasetOut, "description": "The dataset exists"}},
+)
 def put_dataset(
-    name: Annotated[str, Path(min_length=1, max_length=200)],
+    name: Annotated[str, Path(min_length=1, max_length=200, pattern=NAME)],
     response: Response,
     user: Annotated[TokenUser, Depends(caller(Permission.IMPORT))],
     body: Annotated[DatasetIn | None, Body()] = None,
@@ -148,7 +156,7 @@ def put_dataset(
 
 @router.get("/datasets/{name}/items", response_model=ItemPage)
 def dataset_items(
-    name: str,
+    name: Name,
     _user: Annotated[TokenUser, Depends(caller())],
     cursor: Cursor = None,
     limit: Limit = 100,
@@ -167,7 +175,7 @@ def dataset_items(
 
 @router.post("/datasets/{name}/items", response_model=ItemsAdded)
 def post_items(
-    name: str,
+    name: Name,
     body: ItemsIn,
     user: Annotated[TokenUser, Depends(caller(Permission.IMPORT))],
 ) -> ItemsAdded:
@@ -188,6 +196,8 @@ def post_run(
 ) -> RunAccepted:
     """Start a run in the background (202, ``Location`` its status); the same
     ``Idempotency-Key`` again answers with the same run."""
+    with session_scope(get_engine()) as session:
+        dataset_named(body.dataset, session=session)
     submitted = submit_run(
         RunRequest(**body.model_dump()), idempotency_key, engine=get_engine(), actor=user.actor
     )
@@ -201,13 +211,15 @@ def post_estimate(
     body: RunIn, user: Annotated[TokenUser, Depends(caller(Permission.RUN))]
 ) -> EstimateOut:
     """What starting the run would call and cost."""
+    with session_scope(get_engine()) as session:
+        dataset_named(body.dataset, session=session)
     found = estimate(RunRequest(**body.model_dump()), engine=get_engine(), actor=user.actor)
     return EstimateOut(**asdict(found))
 
 
 @router.get("/runs/{name:path}/decisions", response_model=DecisionPage)
 def decisions(
-    name: str,
+    name: Name,
     _user: Reader,
     flag: str | None = None,
     cursor: Cursor = None,
@@ -226,7 +238,7 @@ def decisions(
     response_class=StreamingResponse,
     responses={200: {"content": {"application/x-ndjson": {}}}},
 )
-def judgments(name: str, _user: Reader) -> StreamingResponse:
+def judgments(name: Name, _user: Reader) -> StreamingResponse:
     """The run's judgments as NDJSON (``pcf export --what judgments``), streamed."""
     engine = get_engine()
     with session_scope(engine) as session:
@@ -241,7 +253,7 @@ def judgments(name: str, _user: Reader) -> StreamingResponse:
 
 
 @router.post("/runs/{name:path}/check", response_model=CheckOut)
-def check(name: str, body: CheckIn, _user: Reader) -> CheckOut:
+def check(name: Name, body: CheckIn, _user: Reader) -> CheckOut:
     """``pcf check``'s JSON: each threshold's figure, value and outcome (a failed gate is 200
     with ``passed`` false)."""
     with session_scope(get_engine()) as session:
@@ -252,7 +264,7 @@ def check(name: str, body: CheckIn, _user: Reader) -> CheckOut:
 
 @router.post("/runs/{name:path}/cancel", response_model=RunStatusOut)
 def cancel_run(
-    name: str, user: Annotated[TokenUser, Depends(caller(Permission.RUN))]
+    name: Name, user: Annotated[TokenUser, Depends(caller(Permission.RUN))]
 ) -> RunStatusOut:
     """Stop the run after the calls it has answered (they stay; starting it again resumes)."""
     engine = get_engine()
@@ -264,7 +276,7 @@ def cancel_run(
 
 
 @router.get("/runs/{name:path}", response_model=RunStatusOut)
-def run(name: str, _user: Reader) -> RunStatusOut:
+def run(name: Name, _user: Reader) -> RunStatusOut:
     """The run's status, progress and spend."""
     engine = get_engine()
     with session_scope(engine) as session:
@@ -290,7 +302,7 @@ def run(name: str, _user: Reader) -> RunStatusOut:
 
 @router.post("/datasets/{name}/labels", response_model=LabelsOut)
 def post_labels_route(
-    name: str,
+    name: Name,
     body: LabelsIn,
     user: Annotated[TokenUser, Depends(caller(Permission.LABEL))],
 ) -> LabelsOut:
@@ -304,7 +316,7 @@ def post_labels_route(
 
 
 @router.get("/datasets/{name}/labels", response_model=LabelRecords)
-def get_labels(name: str, user: Reader, since: datetime | None = None) -> LabelRecords:
+def get_labels(name: Name, user: Reader, since: datetime | None = None) -> LabelRecords:
     """The dataset's labels (corrections too) saved after ``since``, oldest first."""
     with session_scope(get_engine()) as session:
         dataset_named(name, session=session)
@@ -313,7 +325,7 @@ def get_labels(name: str, user: Reader, since: datetime | None = None) -> LabelR
 
 
 @router.get("/datasets/{name}/gold", response_model=GoldOut)
-def get_gold(name: str, user: Reader) -> GoldOut:
+def get_gold(name: Name, user: Reader) -> GoldOut:
     """The dataset's human gold (``pcf gold export``)."""
     with session_scope(get_engine()) as session:
         dataset_named(name, session=session)

@@ -6,20 +6,30 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from pcf.analysis.paging import MAX_PAGE
 from pcf.choices import SIMULATED_MODEL
 
+
+def _no_bool(value: object) -> object:
+    """``value``, unless it is true or false where a number belongs."""
+    if isinstance(value, bool):
+        raise ValueError("must be a number, not true or false")
+    return value
+
+
+NO_BOOL = BeforeValidator(_no_bool)
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Text = Annotated[str, Field(min_length=1)]
-Share = Annotated[float, Field(ge=0, le=1)]
+Share = Annotated[float, Field(ge=0, le=1), NO_BOOL]
 
 
 class Strict(BaseModel):
-    """A request body: unknown fields are refused, and no value is coerced to another type."""
+    """A request body: unknown fields are refused (and, as always in Pydantic, a number is no
+    string, nor a word a number)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid")
 
 
 class Health(BaseModel):
@@ -35,7 +45,7 @@ class Me(BaseModel):
 
 
 class DatasetIn(Strict):
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0, le=2**31), NO_BOOL] = 0
 
 
 class DatasetOut(BaseModel):
@@ -96,14 +106,14 @@ class RunIn(Strict):
     name: Name | None = None
     model: Name = SIMULATED_MODEL
     protocol: str = "pcf"
-    k: Annotated[int, Field(ge=1, le=64)] = 7
+    k: Annotated[int, Field(ge=1, le=64), NO_BOOL] = 7
     schedule: str = "balanced"
-    executions: Annotated[int, Field(ge=1, le=16)] = 1
-    seed: Annotated[int, Field(ge=0, le=2**31)] = 0
-    temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
-    max_tokens: Annotated[int, Field(ge=1, le=100_000)] = 2048
-    limit: Annotated[int, Field(ge=1)] | None = None
-    max_cost: Annotated[float, Field(ge=0)] | None = None
+    executions: Annotated[int, Field(ge=1, le=16), NO_BOOL] = 1
+    seed: Annotated[int, Field(ge=0, le=2**31), NO_BOOL] = 0
+    temperature: Annotated[float, Field(ge=0, le=2), NO_BOOL] = 0.0
+    max_tokens: Annotated[int, Field(ge=1, le=100_000), NO_BOOL] = 2048
+    limit: Annotated[int, Field(ge=1), NO_BOOL] | None = None
+    max_cost: Annotated[float, Field(ge=0), NO_BOOL] | None = None
 
 
 class RunAccepted(BaseModel):
@@ -153,7 +163,7 @@ class CheckIn(Strict):
 
     max_order_unstable: Share | None = None
     max_position_driven: Share | None = None
-    min_kappa: Annotated[float, Field(ge=-1, le=1)] | None = None
+    min_kappa: Annotated[float, Field(ge=-1, le=1), NO_BOOL] | None = None
     min_accuracy: Share | None = None
 
 

@@ -72,6 +72,10 @@ class RunConflictError(ValueError):
     """A run of that name exists with other settings."""
 
 
+class DatasetConflictError(ValueError):
+    """A dataset asked for with other settings than the stored one of that name."""
+
+
 class CostCapError(ValueError):
     """A run whose estimated cost would take its spend past its cost cap."""
 
@@ -371,7 +375,8 @@ def open_dataset(
     it exists; whether it was created. An existing dataset keeps its seed.
 
     Raises:
-        ValueError: an existing dataset of another seed, or a name that cannot be one.
+        DatasetConflictError: an existing dataset of another seed.
+        ValueError: a name that cannot be one.
     """
     actor = authorize(actor, Permission.IMPORT, session=session)
     if not name.strip() or "\x00" in name or len(name) > DATASET_NAME_MAX:
@@ -379,7 +384,8 @@ def open_dataset(
     dataset = get_dataset(name, session=session)
     if dataset is not None:
         if dataset.seed != seed:
-            raise ValueError(f"dataset {name!r} exists with seed {dataset.seed}, not {seed}")
+            message = f"dataset {name!r} exists with seed {dataset.seed}, not {seed}"
+            raise DatasetConflictError(message)
         return dataset, False
     dataset = create_dataset(name, session=session, fmt="jsonl", seed=seed)
     add_audit_event("dataset_created", session=session, actor=actor.identity, target=name)

@@ -53,7 +53,7 @@ def test_an_estimate_is_the_plan_of_pcf_judge_and_starts_nothing(
     with new_session() as session:
         assert get_run("planned", session=session) is None
     unknown = client.post("/api/v1/runs/estimate", headers=headers, json=asked | {"dataset": "x"})
-    assert unknown.status_code == 422
+    assert unknown.status_code == 404
     replay = client.post(
         "/api/v1/runs",
         headers=headers | {"Idempotency-Key": "r"},
