@@ -50,7 +50,6 @@ from pcf.runs.submitted import RunRequest, cancel, estimate, run_status, submit_
 from pcf.store import (
     Dataset,
     Run,
-    get_api_run,
     get_dataset,
     get_engine,
     get_run,
@@ -267,37 +266,19 @@ def cancel_run(
     name: Name, user: Annotated[TokenUser, Depends(caller(Permission.RUN))]
 ) -> RunStatusOut:
     """Stop the run after the calls it has answered (they stay; starting it again resumes)."""
-    engine = get_engine()
-    with session_scope(engine) as session:
-        if get_run(name, session=session) is None and get_api_run(name, session=session) is None:
-            run_named(name, session=session)
-    cancel(name, engine=engine, actor=user.actor)
-    return run(name, user)
+    status = run(name, user)  # 404 for no such run
+    if cancel(name, engine=get_engine(), actor=user.actor):
+        status = run(name, user)
+    return status
 
 
 @router.get("/runs/{name:path}", response_model=RunStatusOut)
 def run(name: Name, _user: Reader) -> RunStatusOut:
     """The run's status, progress and spend."""
-    engine = get_engine()
-    with session_scope(engine) as session:
-        stored = get_run(name, session=session)
-        if stored is None and get_api_run(name, session=session) is not None:
-            return RunStatusOut(
-                name=name,
-                status="starting",
-                done=None,
-                total=None,
-                error=None,
-                calls_made=0,
-                cache_hits=0,
-                failures=0,
-                cost_usd=0.0,
-                input_tokens=0,
-                output_tokens=0,
-                created_at=datetime.now().astimezone().isoformat(),
-                finished_at=None,
-            )
-        return RunStatusOut(**run_status(run_named(name, session=session), engine=engine))
+    status = run_status(name, engine=get_engine())
+    if status is None:
+        raise NotFoundError(f"no run {name!r}; POST /runs starts one")
+    return RunStatusOut(**status)
 
 
 @router.post("/datasets/{name}/labels", response_model=LabelsOut)

@@ -123,17 +123,19 @@ class RunAccepted(BaseModel):
 
 
 class RunStatusOut(BaseModel):
+    """A run's status; its totals are null while a submitted run is not stored yet."""
+
     name: str
     status: str
     done: int | None
     total: int | None
     error: str | None
-    calls_made: int
-    cache_hits: int
-    failures: int
-    cost_usd: float
-    input_tokens: int
-    output_tokens: int
+    calls_made: int | None
+    cache_hits: int | None
+    failures: int | None
+    cost_usd: float | None
+    input_tokens: int | None
+    output_tokens: int | None
     created_at: str
     finished_at: str | None
 

@@ -20,7 +20,6 @@ from pcf.runs.spec import RunSpec
 from pcf.store import (
     ACTIVE_RUN_STATUSES,
     ApiRun,
-    Run,
     api_runs_to_resume,
     cancel_api_run,
     claim_api_run,
@@ -30,6 +29,23 @@ from pcf.store import (
     session_scope,
     write_with_retry,
 )
+
+STATUS_FIELDS = (
+    "name",
+    "status",
+    "done",
+    "total",
+    "error",
+    "calls_made",
+    "cache_hits",
+    "failures",
+    "cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "created_at",
+    "finished_at",
+)
+"""What :func:`run_status` tells of a run."""
 
 
 class IdempotencyConflictError(ValueError):
@@ -127,9 +143,20 @@ def estimate(request: RunRequest, *, engine: Engine, actor: Actor) -> CostEstima
         return estimate_run(spec, session=session)
 
 
-def run_status(run: Run, *, engine: Engine) -> dict[str, Any]:
+def run_status(name: str, *, engine: Engine) -> dict[str, Any] | None:
     """A run's status, progress and spend: the stored run's, with this server's background
-    progress while it judges it."""
+    progress while it judges it; ``starting`` for a submitted run not stored yet; None for no
+    such run."""
+    with session_scope(engine) as session:
+        run, submitted = get_run(name, session=session), get_api_run(name, session=session)
+    if run is None:
+        if submitted is None:
+            return None
+        return dict.fromkeys(STATUS_FIELDS) | {
+            "name": name,
+            "status": "starting",
+            "created_at": submitted.created_at.isoformat(),
+        }
     going = {p.name: p for p in background_runs(engine)}.get(run.name)
     status = run.status
     if going is not None and going.status in ("starting", "running", "cancelled"):

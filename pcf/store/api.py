@@ -74,10 +74,10 @@ def claim_api_run(
         "cancelled": False,
         "created_at": utc_now(),
     }
-    inserted = session.execute(dialect.insert(ApiRun).values(values).on_conflict_do_nothing())
-    session.flush()
+    insert = dialect.insert(ApiRun).values(values).on_conflict_do_nothing()
+    stored = session.execute(insert.returning(col(ApiRun.run_name))).first() is not None
     query = select(ApiRun).where(ApiRun.email == email, ApiRun.idempotency_key == idempotency_key)
-    return session.exec(query).first(), rows_changed(inserted) == 1
+    return session.exec(query).first(), stored
 
 
 def get_api_run(run_name: str, *, session: Session) -> ApiRun | None:
