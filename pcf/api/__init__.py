@@ -5,6 +5,7 @@ problem details (:mod:`pcf.api.problem_details`)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,7 +20,9 @@ from pcf.api.guard import BodyLimit
 from pcf.api.problem_details import add_problem_handlers, problem
 from pcf.api.routes import PREFIX, router
 from pcf.runs.submitted import resume_runs
-from pcf.store import get_engine
+from pcf.store import SchemaError, database_url, get_engine, storage_problem
+
+logger = logging.getLogger(__name__)
 
 
 def create_api() -> FastAPI:
@@ -40,8 +43,15 @@ def create_api() -> FastAPI:
 
 @asynccontextmanager
 async def resuming(_app: Any) -> AsyncIterator[None]:
-    """A server's lifespan: on start, resume the runs submitted before it stopped."""
-    resume_runs(get_engine())
+    """A server's lifespan: on start, resume the runs submitted before it stopped. A database
+    that cannot be used is logged, not fatal: the pages say so, and each request answers it."""
+    try:
+        resume_runs(get_engine())
+    except Exception as exc:
+        problem = exc if isinstance(exc, SchemaError) else storage_problem(exc, database_url())
+        if problem is None:
+            raise
+        logger.warning("submitted runs not resumed: the database cannot be used: %s", problem)
     yield
 
 

@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
@@ -20,6 +21,7 @@ from pcf.errors import DataError
 from pcf.labelling.tokens import TokenError
 from pcf.runs.manage import CostCapError, DatasetConflictError, RunBusyError, RunConflictError
 from pcf.runs.submitted import IdempotencyConflictError
+from pcf.store import SchemaError, database_url, storage_problem
 
 PROBLEM_JSON = "application/problem+json"
 HEADER_FIELDS = {"idempotency-key": "Idempotency-Key", "authorization": "Authorization"}
@@ -128,6 +130,13 @@ def allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
+def _storage(request: Request, exc: Exception) -> JSONResponse:
+    problem_text = exc if isinstance(exc, SchemaError) else storage_problem(exc, database_url())
+    if problem_text is None:
+        raise exc
+    return problem(request, 503, f"the database cannot be used: {problem_text}")
+
+
 def add_problem_handlers(api: FastAPI) -> None:
     """Answer every error of ``api`` as problem+json."""
     api.add_exception_handler(RequestValidationError, _invalid)
@@ -140,3 +149,5 @@ def add_problem_handlers(api: FastAPI) -> None:
     for conflict in (*conflicts, DatasetConflictError):
         api.add_exception_handler(conflict, _status(409))
     api.add_exception_handler(ValueError, _status(422))
+    api.add_exception_handler(SchemaError, _storage)
+    api.add_exception_handler(DBAPIError, _storage)

@@ -61,7 +61,7 @@ from pcf.store import (
 PREFIX = "/api/v1"
 ERRORS = {
     status: {"model": Problem, "content": {"application/problem+json": {}}}
-    for status in (400, 401, 403, 404, 409, 413, 422, 429)
+    for status in (400, 401, 403, 404, 409, 413, 422, 429, 503)
 }
 router = APIRouter(responses=ERRORS)  # type: ignore[arg-type]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]

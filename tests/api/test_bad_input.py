@@ -107,3 +107,23 @@ def test_query_and_header_errors_name_them(client, pusher):
     refused(client.get("/api/v1/runs/none/decisions", headers=pusher), 404)
     unknown = client.get("/api/v1/datasets/none/items", headers=pusher)
     assert "PUT /datasets/none" in refused(unknown, 404)["detail"]
+
+
+def test_a_database_that_cannot_be_used_is_503_and_the_server_still_starts(tmp_path, monkeypatch):
+    """A database of something else: the server starts (it logs that no run was resumed), every
+    request that needs the database answers 503 saying why, and /health still answers."""
+    import sqlite3
+
+    from fastapi.testclient import TestClient
+
+    from pcf.api import standalone
+
+    broken = tmp_path / "other.db"
+    with sqlite3.connect(broken) as other:
+        other.execute("CREATE TABLE dataset (id INTEGER PRIMARY KEY, label TEXT)")
+    monkeypatch.setenv("PCF_DATABASE_URL", f"sqlite:///{broken}")
+    with TestClient(standalone(), base_url="http://127.0.0.1/api/v1") as client:
+        assert client.get("/health").status_code == 200
+        answer = client.get("/me", headers={"Authorization": "Bearer pcf_x"})
+    body = refused(answer, 503)
+    assert "database cannot be used" in body["detail"]
