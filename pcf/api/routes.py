@@ -56,6 +56,7 @@ from pcf.store import (
     items_at,
     list_datasets,
     session_scope,
+    write_with_retry,
 )
 
 PREFIX = "/api/v1"
@@ -145,10 +146,11 @@ def put_dataset(
     body: Annotated[DatasetIn | None, Body()] = None,
 ) -> DatasetOut:
     """Create dataset ``name`` with no items (201), or find it (200); items come by POST."""
-    with session_scope(get_engine()) as session:
-        dataset, created = open_dataset(
-            name, session=session, actor=user.actor, seed=(body or DatasetIn()).seed
-        )
+    seed = (body or DatasetIn()).seed
+    dataset, created = write_with_retry(  # two at once: one creates it, the other finds it
+        get_engine(),
+        lambda session: open_dataset(name, session=session, actor=user.actor, seed=seed),
+    )
     response.status_code = 201 if created else 200
     return dataset_out(dataset)
 
@@ -182,7 +184,9 @@ def post_items(
     rows = [item.model_dump() for item in body.items]
     with session_scope(get_engine()) as session:
         dataset_named(name, session=session)
-        counts = add_items(name, rows, session=session, actor=user.actor)
+    counts = write_with_retry(  # two at once with the same items: the second finds them
+        get_engine(), lambda session: add_items(name, rows, session=session, actor=user.actor)
+    )
     return ItemsAdded(**counts)
 
 
@@ -295,7 +299,9 @@ def post_labels_route(
     rows = [label.model_dump() for label in body.labels]
     with session_scope(get_engine()) as session:
         dataset_named(name, session=session)
-        saved = post_labels(name, rows, session=session, actor=user.actor)
+    saved = write_with_retry(  # one label_id twice at once: the second finds the first's
+        get_engine(), lambda session: post_labels(name, rows, session=session, actor=user.actor)
+    )
     return LabelsOut(labels=[LabelSaved(**s) for s in saved])
 
 

@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from pcf.items import Candidate, Item
+from pcf.store.engine import LostRaceError
 from pcf.store.models import CandidateRow, Dataset, ItemRow, saved
 
 CACHE_QUERY_CHUNK = 500  # keys per IN query (SQLite allows 32766 parameters)
@@ -75,15 +76,23 @@ def create_dataset(name: str, *, session: Session, fmt: str, seed: int = 0) -> D
 
     Raises:
         ValueError: the name is taken.
+        LostRaceError: another session created it meanwhile (try again).
     """
     if get_dataset(name, session=session) is not None:
         raise ValueError(f"a dataset named {name!r} already exists; choose another name")
-    return saved(Dataset(name=name, format=fmt, seed=seed), session=session)
+    try:
+        return saved(Dataset(name=name, format=fmt, seed=seed), session=session)
+    except IntegrityError as exc:
+        raise LostRaceError(f"dataset {name!r} was created twice at once") from exc
 
 
 def append_items(dataset_id: int, items: list[Item], *, session: Session) -> None:
     """Add ``items`` (none of whose ids the dataset has) after the dataset's last item; the
-    dataset's row is updated first, so that two appends at once take turns."""
+    dataset's row is updated first, so that two appends at once take turns.
+
+    Raises:
+        LostRaceError: another session added one of these items meanwhile (try again).
+    """
     if not items:
         return
     grown = session.execute(
@@ -93,9 +102,12 @@ def append_items(dataset_id: int, items: list[Item], *, session: Session) -> Non
         .returning(col(Dataset.n_items))
     ).scalar_one()
     start = grown - len(items)
-    for offset in range(0, len(items), ITEM_CHUNK):
-        chunk = items[offset : offset + ITEM_CHUNK]
-        _insert_items(dataset_id, start + offset, chunk, session=session)
+    try:
+        for offset in range(0, len(items), ITEM_CHUNK):
+            chunk = items[offset : offset + ITEM_CHUNK]
+            _insert_items(dataset_id, start + offset, chunk, session=session)
+    except IntegrityError as exc:
+        raise LostRaceError("another request added some of these items at once") from exc
     session.expire_all()
 
 
