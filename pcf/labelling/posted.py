@@ -21,6 +21,7 @@ from pcf.store import (
     get_dataset,
     items_named,
     latest_label,
+    lock_item,
     posted_labels,
 )
 
@@ -73,6 +74,10 @@ def post_labels(
         if problems:
             continue  # nothing will be saved: the rest is only checked
         db_id = item.metadata["db_id"]
+        lock_item(db_id, session=session)  # then read: a racing post of this label is seen
+        if again := posted_labels(actor.identity, [label_id], session=session):
+            out.append({"label_id": label_id, "adjudication_id": again[label_id], "saved": False})
+            continue
         current = latest_label(db_id, actor.identity, session=session)
         try:
             saved = save_label(

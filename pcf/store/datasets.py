@@ -75,15 +75,13 @@ def create_dataset(name: str, *, session: Session, fmt: str, seed: int = 0) -> D
     """Store an empty dataset ``name`` whose items come later (:func:`append_items`).
 
     Raises:
-        ValueError: the name is taken.
-        LostRaceError: another session created it meanwhile (try again).
+        LostRaceError: the name is taken (by another session meanwhile, when the caller looked
+            first: try again).
     """
-    if get_dataset(name, session=session) is not None:
-        raise ValueError(f"a dataset named {name!r} already exists; choose another name")
     try:
         return saved(Dataset(name=name, format=fmt, seed=seed), session=session)
     except IntegrityError as exc:
-        raise LostRaceError(f"dataset {name!r} was created twice at once") from exc
+        raise LostRaceError(f"a dataset named {name!r} exists already") from exc
 
 
 def append_items(dataset_id: int, items: list[Item], *, session: Session) -> None:
