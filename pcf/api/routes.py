@@ -66,7 +66,10 @@ ERRORS = {
 }
 router = APIRouter(responses=ERRORS)  # type: ignore[arg-type]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
-Cursor = Annotated[str | None, Query(max_length=40, pattern=r"^\d{1,12}(\.\d{1,4})?$")]
+Cursor = Annotated[str | None, Query(pattern=r"^\d{1,12}$", description="A page's next_cursor")]
+DecisionCursor = Annotated[
+    str | None, Query(pattern=r"^\d{1,12}\.\d{1,4}$", description="A page's next_cursor")
+]
 NAME = r"^[^\x00-\x1f]*\S[^\x00-\x1f]*$"
 """A dataset's or run's name in a path: not blank, no control characters."""
 Name = Annotated[str, Path(min_length=1, max_length=1000, pattern=NAME)]
@@ -124,7 +127,7 @@ def datasets(
     _user: Annotated[TokenUser, Depends(caller())], cursor: Cursor = None, limit: Limit = 100
 ) -> DatasetPage:
     """The datasets, oldest first, a page at a time."""
-    after = int(float(cursor or 0))
+    after = int(cursor or 0)
     with session_scope(get_engine()) as session:
         found = [d for d in list_datasets(session=session) if d.id > after][: limit + 1]
     page, more = found[:limit], len(found) > limit
@@ -163,7 +166,7 @@ def dataset_items(
     limit: Limit = 100,
 ) -> ItemPage:
     """The dataset's items in their order, in the ``items.jsonl`` schema, a page at a time."""
-    start = int(float(cursor or 0))
+    start = int(cursor or 0)
     with session_scope(get_engine()) as session:
         dataset = dataset_named(name, session=session)
         items = items_at(dataset.id, start, start + limit, session=session)
@@ -225,7 +228,7 @@ def decisions(
     name: Name,
     _user: Reader,
     flag: str | None = None,
-    cursor: Cursor = None,
+    cursor: DecisionCursor = None,
     limit: Limit = 100,
 ) -> Response:
     """The run's decisions (``pcf export --what decisions``), those raising ``flag`` alone
