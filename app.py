@@ -26,7 +26,13 @@ def main() -> None:
         st.error(f"The database cannot be used: {escape_markdown(problem)}.")
 
 
-# Streamlit runs this file as __main__; a process that merely imports it (multiprocessing's
-# spawn re-imports the main module of the process that started it) runs nothing.
+# Streamlit runs this file as __main__ for each page view. `streamlit run app.py` first finds
+# `app` below and serves it: the pages and, beside them on the same port, the HTTP API at
+# /api/v1 (pcf.api). Another process that imports the module (multiprocessing's spawn) builds
+# the server object only, and serves nothing.
 if __name__ == "__main__":
     main()
+else:
+    from pcf.api import resuming, routes
+
+    app = st.App(__file__, routes=routes(), lifespan=resuming)

@@ -1308,6 +1308,101 @@ def members_remove(email: EmailArgument) -> None:
     typer.echo(f"removed {email}", err=True)
 
 
+tokens_app = group("tokens", "Tokens of the HTTP API: each acts as one member, within a scope.")
+
+
+@tokens_app.command("create")
+def tokens_create(
+    email: EmailArgument,
+    scope: Annotated[
+        str,
+        typer.Option(
+            help="read, label, run or admin (each holds the ones before); capped by "
+            "the member's role."
+        ),
+    ],
+    expires: Annotated[
+        str | None, typer.Option(help="Refused after this long: 30d, 12h or 15m (default: never).")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the token and its record as JSON.")
+    ] = False,
+) -> None:
+    """Create a token acting as member EMAIL; it is printed once and stored only hashed.
+
+    Example: pcf tokens create alice@example.com --scope label --expires 30d
+    """
+    from pcf.labelling.tokens import create_token, parse_duration
+
+    with refusing(), database() as session:
+        expires_in = None if expires is None else parse_duration(expires)
+        token = create_token(email, scope, session=session, actor=operator(), expires_in=expires_in)
+    if not as_json:
+        typer.echo(token.secret)
+        return
+    record = asdict(token) | {"token": token.secret}
+    del record["secret"]
+    expires_at = token.expires_at
+    emit(record | {"expires_at": expires_at.isoformat() if expires_at else None})
+
+
+@tokens_app.command("list")
+def tokens_list() -> None:
+    """List the tokens (never their secrets): id, member, scope, dates, whether revoked.
+
+    Example: pcf tokens list
+    """
+    from pcf.labelling.tokens import tokens
+
+    with database() as session:
+        listed = tokens(session=session, actor=operator())
+    fields = ("id", "email", "scope", "prefix", "created_by")
+    dates = ("created_at", "expires_at", "revoked_at")
+    emit(
+        [
+            {f: getattr(t, f) for f in fields}
+            | {d: at.isoformat() if (at := getattr(t, d)) else None for d in dates}
+            for t in listed
+        ]
+    )
+
+
+@tokens_app.command("revoke")
+def tokens_revoke(
+    token_id: Annotated[int, typer.Argument(metavar="ID", help="A token's id (pcf tokens list).")],
+) -> None:
+    """Revoke a token: its next request is refused.
+
+    Example: pcf tokens revoke 1
+    """
+    from pcf.labelling.tokens import revoke
+
+    with refusing(), database() as session:
+        revoke(token_id, session=session, actor=operator())
+    typer.echo(f"revoked token {token_id}", err=True)
+
+
+@app.command("api")
+def api_command(
+    host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The port to listen on.")] = 8502,
+) -> None:
+    """Serve the HTTP API alone at http://HOST:PORT/api/v1 (`make run` serves it beside the
+    app); runs submitted before a restart are resumed.
+
+    Example: pcf api --host 127.0.0.1 --port 8502
+    """
+    import uvicorn
+
+    from pcf.api import standalone
+
+    with storage_errors():
+        from pcf.store import get_engine
+
+        get_engine()  # an unusable database stops here, in one line
+    uvicorn.run(standalone(), host=host, port=port, log_level="info")
+
+
 @app.command()
 def audit(
     limit: Annotated[int | None, typer.Option(help="The newest N events only.")] = None,

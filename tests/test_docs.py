@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shlex
 import shutil
@@ -56,6 +57,9 @@ EXAMPLE_ORDER = (
     "pcf replay llmbar",
     "pcf members add",
     "pcf members list",
+    "pcf tokens create",
+    "pcf tokens list",
+    "pcf tokens revoke",
     "pcf labels assign",
     "pcf members remove",
     "pcf labelling set",
@@ -64,6 +68,7 @@ EXAMPLE_ORDER = (
     "pcf gold export",
     "pcf audit",
     "pcf runs delete",
+    "pcf api",
 )
 
 
@@ -133,9 +138,12 @@ def example_folder(tmp_path, monkeypatch, demo_engine) -> Path:
 
 def test_every_command_example_runs(example_folder, monkeypatch):
     """Each example, as the reference prints it, exits 0 on the demo data; the provider
-    examples reach the real OpenAI SDK's wire protocol on a local server."""
+    examples reach the real OpenAI SDK's wire protocol on a local server. `pcf api`'s server
+    is asked for and not run (the Pipelines page's test serves it)."""
     examples = documented()
     runner = CliRunner()
+    served: list[dict] = []
+    monkeypatch.setattr("uvicorn.run", lambda app, **options: served.append(options))
     with WireServer(answer) as server:
         use_environment(monkeypatch, OPENAI)
         monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
@@ -148,6 +156,7 @@ def test_every_command_example_runs(example_folder, monkeypatch):
             for written in re.findall(r"--(?:out|report) (\S+)", line):
                 assert (example_folder / written).exists(), f"{line} wrote no {written}"
         assert server.request_count > 0
+    assert served == [{"host": "127.0.0.1", "port": 8502, "log_level": "info"}]
 
 
 def test_readme_tour_runs(demo_engine, tmp_path, monkeypatch):
@@ -223,3 +232,52 @@ def test_python_api_example_prints_what_the_page_says(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == expected
+
+
+def test_pipelines_page_curl_and_python_examples_run(isolated_database, monkeypatch, capsys):
+    """The Pipelines page's curl lines and Python example, against the API served alone on a
+    free port with a token of the page's own commands: the Python prints what the page says."""
+    import threading
+
+    import uvicorn
+
+    from pcf.api import standalone
+    from tests.e2e.conftest import free_port
+
+    page = (DOCS / "pipelines.md").read_text(encoding="utf-8")
+    shell = re.findall(r"```bash\n(.*?)```", page, flags=re.DOTALL)
+    python = re.search(r"```python\n(.*?)```", page, flags=re.DOTALL)[1]
+    runner = CliRunner()
+    for line in shell[0].strip().splitlines()[:2]:  # members add, tokens create
+        result = runner.invoke(app, shlex.split(line.split("#")[0])[1:])
+        assert result.exit_code == 0, f"{line}\n{result.output}"
+    port = free_port()
+    config = uvicorn.Config(standalone(), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            assert thread.is_alive(), "the API did not start"
+            thread.join(0.05)
+        env = {
+            "PCF_API_URL": f"http://127.0.0.1:{port}/api/v1",
+            "PCF_API_TOKEN": result.stdout.strip(),
+        }
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        for line in shell[1].strip().splitlines():
+            done = subprocess.run(
+                ["bash", "-c", f"{line} -w '%{{http_code}}' --fail-with-body"],
+                env={**os.environ, **env},
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert done.returncode == 0, f"{line}\n{done.stdout}{done.stderr}"
+        exec(python, {})
+        printed = capsys.readouterr().out
+    finally:
+        server.should_exit = True
+        thread.join(30)
+    assert f"It prints `{printed.strip()}`." in page

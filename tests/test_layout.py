@@ -39,11 +39,12 @@ def imports(path: Path, *, typing: bool = True) -> set[str]:
 
 
 def layer(module: str) -> str:
-    """``method`` (flat modules, judges, store), one of :data:`APPLICATION`, or ``cli``."""
+    """``method`` (flat modules, judges, store), one of :data:`APPLICATION`, ``cli`` or ``api``
+    (the HTTP API, an edge beside the CLI)."""
     parts = module.split(".")
     if len(parts) > 1 and parts[1] == "__main__":
         return "cli"
-    if len(parts) > 1 and parts[1] in (*APPLICATION, "cli"):
+    if len(parts) > 1 and parts[1] in (*APPLICATION, "cli", "api"):
         return parts[1]
     return "method"
 
@@ -54,10 +55,11 @@ ALLOWED = {
     "analysis": {"method", "labelling", "analysis"},
     "reports": {"method", "labelling", "analysis", "reports"},
     "labelling": {"method", "labelling"},
-    "cli": {"method", *APPLICATION, "cli"},
+    "cli": {"method", *APPLICATION, "cli", "api"},
+    "api": {"method", *APPLICATION, "api"},
 }
-"""Which layers each layer may import: pages and cli -> runs/analysis/reports -> labelling ->
-the method (flat modules, judges, store)."""
+"""Which layers each layer may import: pages, cli and api -> runs/analysis/reports ->
+labelling -> the method (flat modules, judges, store)."""
 
 
 def product_files() -> list[Path]:

@@ -127,20 +127,23 @@ def run_decisions(
 
 
 def decision_chunks(
-    run: Run, *, session: Session, size: int = ITEM_CHUNK
+    run: Run, *, session: Session, size: int = ITEM_CHUNK, start: int = 0
 ) -> Iterator[list[dict[str, Any]]]:
     """:func:`run_decisions`, ``size`` items at a time (an item's decision depends on its calls
-    alone): the same records in the same order, with memory for one chunk."""
-    for start, stop, items in item_chunks(run, session=session, size=size):
-        yield _decisions(run, items, session=session, start=start, stop=stop)
+    alone) from the item at position ``start``: the same records in the same order, with
+    memory for one chunk."""
+    for first, stop, items in item_chunks(run, session=session, size=size, start=start):
+        yield _decisions(run, items, session=session, start=first, stop=stop)
 
 
-def item_chunks(run: Run, *, session: Session, size: int) -> Iterator[tuple[int, int, list[Item]]]:
-    """The run's items ``size`` at a time, without their candidates' texts: each chunk's first
-    position, the position after its end, and its items."""
-    for start in range(0, run_dataset(run, session=session).n_items, size):
-        stop = start + size
-        yield start, stop, items_at(run.dataset_id, start, stop, session=session, texts=False)
+def item_chunks(
+    run: Run, *, session: Session, size: int, start: int = 0
+) -> Iterator[tuple[int, int, list[Item]]]:
+    """The run's items ``size`` at a time from position ``start``, without their candidates'
+    texts: each chunk's first position, the position after its end, and its items."""
+    for first in range(start, run_dataset(run, session=session).n_items, size):
+        stop = first + size
+        yield first, stop, items_at(run.dataset_id, first, stop, session=session, texts=False)
 
 
 def _decisions(

@@ -28,10 +28,15 @@ from pcf.store import (
 ACTIVE_STATUSES = ("starting", "running")
 
 
+class RunCancelledError(Exception):
+    """Raised in a background run's thread after :func:`cancel_run`: it stops after its
+    answered calls are stored."""
+
+
 @dataclass(frozen=True)
 class RunProgress:
-    """A snapshot of one background run (``status``: starting, running, finished, capped or
-    failed; ``done`` of ``total`` calls of this invocation answered)."""
+    """A snapshot of one background run (``status``: starting, running, finished, capped,
+    failed or cancelled; ``done`` of ``total`` calls of this invocation answered)."""
 
     name: str
     dataset: str
@@ -55,6 +60,7 @@ class RunProgress:
 
 
 _registry: dict[tuple[str, str], RunProgress] = {}
+_cancelled: set[tuple[str, str]] = set()
 _registry_lock = threading.Lock()
 
 
@@ -86,6 +92,12 @@ def start_run(
         if key in _registry and _registry[key].active:
             raise ValueError(f"run {name!r} is already running; wait for it to finish")
         started = _registry[key] = RunProgress(name, spec.dataset)
+        _cancelled.discard(key)
+
+    def progress(report: RunReport) -> None:
+        _update(key, status="running", done=report.done, total=report.to_do)
+        if key in _cancelled:
+            raise RunCancelledError(f"run {name!r} was cancelled")
 
     def work() -> None:
         try:
@@ -94,7 +106,7 @@ def start_run(
                     spec,
                     session=session,
                     actor=actor,
-                    progress=lambda r: _update(key, status="running", done=r.done, total=r.to_do),
+                    progress=progress,
                     api_key=api_key,
                     max_cost=max_cost,
                 )
@@ -102,6 +114,9 @@ def start_run(
             _update(key, status=status, report=report, finished_at=utc_now())
         except (RunConflictError, RunBusyError, CostCapError) as exc:  # leave the run be
             _update(key, status="failed", error=str(exc), finished_at=utc_now())
+        except RunCancelledError as exc:  # the answered calls stay; starting it again resumes
+            _mark_failed(engine, spec.run_name)
+            _update(key, status="cancelled", error=str(exc), finished_at=utc_now())
         except Exception as exc:  # the page shows every failure, whatever it is
             error = storage_problem(exc, _database(engine)) or f"{type(exc).__name__}: {exc}"
             try:
@@ -114,6 +129,17 @@ def start_run(
 
     threading.Thread(target=work, name=f"pcf-run-{name}", daemon=True).start()
     return started
+
+
+def cancel_run(engine: Engine, name: str) -> bool:
+    """Ask this process's background run ``name`` on ``engine`` to stop after the call it is
+    storing; whether it was going."""
+    key = (_database(engine), name)
+    with _registry_lock:
+        going = key in _registry and _registry[key].active
+        if going:
+            _cancelled.add(key)
+    return going
 
 
 def _mark_failed(engine: Engine, name: str) -> None:

@@ -27,7 +27,8 @@ from pcf.access import (
     key_may_go_to,
 )
 from pcf.errors import DataError
-from pcf.items import Item, load_dataset
+from pcf.files import FieldChecker
+from pcf.items import Item, items_from_rows, load_dataset
 from pcf.judges import KEY_ENV, key_names, make_judge
 from pcf.judges.base import env_key
 from pcf.judges.replay import ReplayJudge
@@ -44,10 +45,14 @@ from pcf.store import (
     Run,
     RunStatus,
     add_audit_event,
+    append_items,
     commit_retrying,
+    create_dataset,
     create_run,
+    get_dataset,
     get_run,
     import_items,
+    items_named,
     release_keys,
     release_run_lease,
     renew_key_claims,
@@ -59,6 +64,7 @@ from pcf.store import (
 )
 from pcf.store import delete_run as delete_stored_run
 
+DATASET_NAME_MAX = 200
 APP_BACKENDS = ("simulated", "openai", "anthropic", "google", "azure")
 
 
@@ -68,6 +74,10 @@ MAX_COST_ENV = "PCF_MAX_COST_USD"
 
 class RunConflictError(ValueError):
     """A run of that name exists with other settings."""
+
+
+class DatasetConflictError(ValueError):
+    """A dataset asked for with other settings than the stored one of that name."""
 
 
 class CostCapError(ValueError):
@@ -380,6 +390,65 @@ def import_dataset(
         details={"items": dataset.n_items, "format": fmt, "source": str(source_path or "")},
     )
     return dataset
+
+
+def open_dataset(
+    name: str, *, session: Session, actor: Actor, seed: int = 0
+) -> tuple[Dataset, bool]:
+    """The dataset ``name``, created empty (its items are added by :func:`add_items`) unless
+    it exists; whether it was created. An existing dataset keeps its seed.
+
+    Raises:
+        DatasetConflictError: an existing dataset of another seed.
+        ValueError: a name that cannot be one.
+    """
+    actor = authorize(actor, Permission.IMPORT, session=session)
+    if not name.strip() or "\x00" in name or len(name) > DATASET_NAME_MAX:
+        raise ValueError(f"a dataset name has 1 to {DATASET_NAME_MAX} characters, no NUL")
+    dataset = get_dataset(name, session=session)
+    if dataset is not None:
+        if dataset.seed != seed:
+            message = f"dataset {name!r} exists with seed {dataset.seed}, not {seed}"
+            raise DatasetConflictError(message)
+        return dataset, False
+    dataset = create_dataset(name, session=session, fmt="jsonl", seed=seed)
+    add_audit_event("dataset_created", session=session, actor=actor.identity, target=name)
+    return dataset, True
+
+
+def add_items(
+    name: str, rows: list[dict[str, Any]], *, session: Session, actor: Actor, what: str = "items"
+) -> dict[str, int]:
+    """Add rows in the ``items.jsonl`` schema to dataset ``name``, all or nothing: an item
+    already there with the same texts is left as it is; how many were ``added`` and
+    ``unchanged``.
+
+    Raises:
+        DataError: every problem, each at its row (``line``, from 0) and field (``file`` is
+            ``what``); a stored item is never changed (runs judged it).
+        ValueError: no such dataset.
+    """
+    actor = authorize(actor, Permission.IMPORT, session=session)
+    dataset = get_dataset(name, session=session)
+    if dataset is None:
+        raise ValueError(f"no dataset {name!r}; create it first")
+    check = FieldChecker(what)
+    items = items_from_rows("jsonl", enumerate(rows), check)
+    stored = {
+        item.item_id: item
+        for item in items_named(dataset.id, {i.item_id for i in items}, session=session)
+    }
+    for line, item in enumerate(items):
+        if item.item_id in stored and stored[item.item_id] != item:
+            check.add(line, "item_id", f"item {item.item_id!r} is stored with other texts")
+    check.raise_if_any()
+    new = [item for item in items if item.item_id not in stored]
+    append_items(dataset.id, new, session=session)
+    counts = {"added": len(new), "unchanged": len(items) - len(new)}
+    add_audit_event(
+        "items_added", session=session, actor=actor.identity, target=name, details=counts
+    )
+    return counts
 
 
 def import_upload(

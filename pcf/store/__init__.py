@@ -1,6 +1,16 @@
 """Storage, the one door: the SQLModel tables, the engine factory and the query functions, a
 module per family of tables (every SQL statement of the project lives in this package)."""
 
+from pcf.store.api import add_posted_label as add_posted_label
+from pcf.store.api import add_token as add_token
+from pcf.store.api import api_runs_to_resume as api_runs_to_resume
+from pcf.store.api import cancel_api_run as cancel_api_run
+from pcf.store.api import claim_api_run as claim_api_run
+from pcf.store.api import get_api_run as get_api_run
+from pcf.store.api import list_tokens as list_tokens
+from pcf.store.api import posted_labels as posted_labels
+from pcf.store.api import revoke_token as revoke_token
+from pcf.store.api import token_by_digest as token_by_digest
 from pcf.store.calls import add_provider_batch as add_provider_batch
 from pcf.store.calls import answered_keys as answered_keys
 from pcf.store.calls import cached_calls as cached_calls
@@ -34,6 +44,8 @@ from pcf.store.compressed import pack as pack
 from pcf.store.compressed import unpack as unpack
 from pcf.store.datasets import ITEM_CHUNK as ITEM_CHUNK
 from pcf.store.datasets import DatasetItems as DatasetItems
+from pcf.store.datasets import append_items as append_items
+from pcf.store.datasets import create_dataset as create_dataset
 from pcf.store.datasets import get_dataset as get_dataset
 from pcf.store.datasets import import_items as import_items
 from pcf.store.datasets import item_db_ids as item_db_ids
@@ -67,6 +79,9 @@ from pcf.store.leases import renew_run_lease as renew_run_lease
 from pcf.store.leases import take_run_lease as take_run_lease
 from pcf.store.models import ADJUDICATION_CHAIN as ADJUDICATION_CHAIN
 from pcf.store.models import Adjudication as Adjudication
+from pcf.store.models import ApiLabel as ApiLabel
+from pcf.store.models import ApiRun as ApiRun
+from pcf.store.models import ApiToken as ApiToken
 from pcf.store.models import Call as Call
 from pcf.store.models import CandidateRow as CandidateRow
 from pcf.store.models import Comment as Comment

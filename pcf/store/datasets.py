@@ -15,11 +15,13 @@ from sqlalchemy import (
     insert,
     literal,
     or_,
+    update,
 )
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from pcf.items import Candidate, Item
+from pcf.store.engine import LostRaceError
 from pcf.store.models import CandidateRow, Dataset, ItemRow, saved
 
 CACHE_QUERY_CHUNK = 500  # keys per IN query (SQLite allows 32766 parameters)
@@ -67,6 +69,44 @@ def import_items(
             f"within each item ({exc.orig})"
         ) from exc
     return dataset
+
+
+def create_dataset(name: str, *, session: Session, fmt: str, seed: int = 0) -> Dataset:
+    """Store an empty dataset ``name`` whose items come later (:func:`append_items`).
+
+    Raises:
+        LostRaceError: the name is taken (by another session meanwhile, when the caller looked
+            first: try again).
+    """
+    try:
+        return saved(Dataset(name=name, format=fmt, seed=seed), session=session)
+    except IntegrityError as exc:
+        raise LostRaceError(f"a dataset named {name!r} exists already") from exc
+
+
+def append_items(dataset_id: int, items: list[Item], *, session: Session) -> None:
+    """Add ``items`` (none of whose ids the dataset has) after the dataset's last item; the
+    dataset's row is updated first, so that two appends at once take turns.
+
+    Raises:
+        LostRaceError: another session added one of these items meanwhile (try again).
+    """
+    if not items:
+        return
+    grown = session.execute(
+        update(Dataset)
+        .where(col(Dataset.id) == dataset_id)
+        .values(n_items=col(Dataset.n_items) + len(items))
+        .returning(col(Dataset.n_items))
+    ).scalar_one()
+    start = grown - len(items)
+    try:
+        for offset in range(0, len(items), ITEM_CHUNK):
+            chunk = items[offset : offset + ITEM_CHUNK]
+            _insert_items(dataset_id, start + offset, chunk, session=session)
+    except IntegrityError as exc:
+        raise LostRaceError("another request added some of these items at once") from exc
+    session.expire_all()
 
 
 def _insert_items(dataset_id: int, start: int, items: list[Item], *, session: Session) -> None:

@@ -402,3 +402,48 @@ class Comment(SQLModel, table=True):
     author: str
     text: str
     created_at: datetime = _created_at()
+
+
+class ApiToken(SQLModel, table=True):
+    """A token of the HTTP API (:mod:`pcf.labelling.tokens`): only the SHA-256 of its secret is
+    kept (``digest``), with its first characters (``prefix``) to tell tokens apart in a list.
+    It acts as member ``email`` within ``scope``; revoked or expired, it is refused."""
+
+    __tablename__ = "api_token"
+
+    id: int = Field(default=None, primary_key=True)
+    email: str = Field(index=True)
+    scope: str
+    digest: str = Field(unique=True)
+    prefix: str
+    created_by: str
+    created_at: datetime = _created_at()
+    expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class ApiRun(SQLModel, table=True):
+    """A run started through the HTTP API, kept so that a restarted server resumes it:
+    ``idempotency_key`` is the client's (one run per member and key), ``request`` the settings
+    asked for (compared when a key comes again), ``cancelled`` set by a cancel."""
+
+    __tablename__ = "api_run"
+    __table_args__ = (UniqueConstraint("email", "idempotency_key"),)
+
+    run_name: str = Field(primary_key=True)
+    email: str
+    idempotency_key: str
+    request: dict[str, Any] = _json(dict)
+    cancelled: bool = False
+    created_at: datetime = _created_at()
+
+
+class ApiLabel(SQLModel, table=True):
+    """A label posted through the HTTP API under the client's ``label_id``: posted again, it
+    is the label ``adjudication_id`` already saved, not a second one."""
+
+    __tablename__ = "api_label"
+
+    email: str = Field(primary_key=True)
+    label_id: str = Field(primary_key=True)
+    adjudication_id: int = Field(foreign_key="adjudication.id")

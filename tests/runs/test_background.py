@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 from sqlmodel import func, select
 
 from pcf.access import operator
-from pcf.runs.background import background_runs, start_run
+from pcf.runs import background
+from pcf.runs.background import background_runs, cancel_run, start_run
 from pcf.runs.spec import RunSpec
 from pcf.runs.study import DEMO_RUNS
 from pcf.store import Call, get_run, list_runs
@@ -71,3 +73,31 @@ def test_the_same_run_cannot_start_twice_at_once(demo_engine):
     with pytest.raises(ValueError, match="already running"):
         start_run(demo_engine, spec, actor=operator())
     assert wait_until_done(demo_engine, "twice").status == "finished"
+
+
+def test_a_cancelled_run_stops_after_its_stored_call_and_resumes_later(
+    demo_engine, db, monkeypatch
+):
+    """Cancelled before its first call (the thread waits for the test), the run stores that
+    call and stops; started again, it makes only the calls left."""
+    gate = threading.Event()
+    judge = background.judge_run
+
+    def held(*args, **kwargs):
+        gate.wait(TIMEOUT_S)
+        return judge(*args, **kwargs)
+
+    monkeypatch.setattr(background, "judge_run", held)
+    spec = RunSpec("demo", "cancelled", model="sim-bg", k=3, limit=4, concurrency=1)
+    start_run(demo_engine, spec, actor=operator())
+    assert cancel_run(demo_engine, "cancelled")
+    gate.set()
+    progress = wait_until_done(demo_engine, "cancelled")
+    assert progress.status == "cancelled", progress.error
+    run = get_run("cancelled", session=db)
+    stored = db.exec(select(func.count()).select_from(Call).where(Call.run_id == run.id)).one()
+    assert (run.status, stored) == ("failed", 1)
+    assert not cancel_run(demo_engine, "cancelled")  # not going any more
+    start_run(demo_engine, spec, actor=operator())
+    resumed = wait_until_done(demo_engine, "cancelled")
+    assert (resumed.status, resumed.report.calls_made) == ("finished", 11)
