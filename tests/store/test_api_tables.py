@@ -11,8 +11,8 @@ from pcf.cli import app
 from pcf.store import list_tokens, save_member
 from tests.store.test_schema import downgrade, kept, rows, upgraded_from
 
-API_TABLES = "0014"
-BEFORE = "0013"
+API_TABLES = "0015"
+BEFORE = "0014"
 pytestmark = pytest.mark.db
 
 
