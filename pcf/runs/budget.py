@@ -175,6 +175,8 @@ class CostGuard:
             self._open = {entry: max(usd, billed) for entry, usd in self._open.items()}
         if self.ledger is not None and reservation.entry > 0:
             self.ledger.bill(reservation.entry, billed, (input_tokens, output_tokens), above=above)
+            if above:  # the ledger raised the open reservations of dead processes too
+                self.spent = self.ledger.spent() - self.reserved
         if input_tokens > reservation.input_tokens or output_tokens > reservation.output_tokens:
             self.confirmed = False
         elif (input_tokens or output_tokens) and (

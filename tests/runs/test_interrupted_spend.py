@@ -50,22 +50,10 @@ def _interrupt_when_received(command, env, server: WireServer, more: int, how: i
     return process.returncode
 
 
-KILLED_BEFORE_A_BILL = pytest.mark.xfail(
-    strict=True,
-    reason="a process killed while its first request is in flight, before any bill of the run "
-    "is stored, leaves it reserved at the request's byte bound ($0.0004), not at the $0.015 the "
-    "server bills: each such kill adds up to one call (measured: 22 requests, $0.3312 billed)",
-)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "how",
-    [
-        pytest.param(signal.SIGKILL, marks=KILLED_BEFORE_A_BILL),
-        signal.SIGTERM,
-        signal.SIGINT,
-    ],
+    [signal.SIGKILL, signal.SIGTERM, signal.SIGINT],
 )
 def test_a_run_interrupted_three_times_stays_within_its_cap_plus_one_call(
     tmp_path, isolated_database, new_session, how
