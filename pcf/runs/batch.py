@@ -726,7 +726,9 @@ async def _collect_round(batcher: _Batcher, forget_lost: bool) -> None:
             return
         await batcher.collect(forget_lost=forget_lost)
     sent = len(run_batches(batcher.run.id, session=batcher.session)) > records  # a next wave
-    if not sent and not batcher.waiting() and (missing := batcher.missing()):
+    # A run in waves plans its calls wave by wave (an adaptive item stops early): only a run
+    # planned whole can tell a missing call from one it will never need.
+    if not waves and not sent and not batcher.waiting() and (missing := batcher.missing()):
         batcher.report.idle = (
             f"run {batcher.run.name!r} has nothing to collect: no batch of it is waiting and "
             f"{missing} of its calls are not stored (its status is {batcher.run.status}); "

@@ -158,7 +158,7 @@ def test_an_upload_imports_what_pcf_import_does_and_a_bad_row_imports_nothing(se
             parquet.read_bytes(), "Factuality.parquet", session=session, actor=ADAM, name="bad"
         )
     assert [str(p) for p in raised.value.problems] == [
-        "Factuality.parquet:57: prompt: must be a string, got float"
+        "Factuality.parquet:57: prompt: missing"
     ]
     assert get_dataset("bad", session=session) is None
     assert [e["target"] for e in audit_log(session=session, actor=ADAM)] == ["app", "cli"]
