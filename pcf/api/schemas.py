@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from pcf.analysis.gate import MAX_FAILED, MIN_ITEMS
 from pcf.analysis.paging import MAX_PAGE
 from pcf.choices import SIMULATED_MODEL
 
@@ -161,8 +162,10 @@ class DecisionPage(BaseModel):
 
 
 class CheckIn(Strict):
-    """``pcf check``'s thresholds."""
+    """``pcf check``'s thresholds (the failed shares' always checked) and fewest items."""
 
+    max_failed: Share = MAX_FAILED
+    min_items: Annotated[int, Field(ge=1), NO_BOOL] = MIN_ITEMS
     max_order_unstable: Share | None = None
     max_position_driven: Share | None = None
     min_kappa: Annotated[float, Field(ge=-1, le=1), NO_BOOL] | None = None

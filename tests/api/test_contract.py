@@ -5,6 +5,8 @@ reach the test's own database (``PCF_DATABASE_URL``, read per request)."""
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -15,7 +17,11 @@ from pcf.api import standalone  # noqa: E402
 
 EXAMPLES = 25
 pytestmark = [pytest.mark.db, pytest.mark.sqlite_only(reason="generated data, once is enough")]
-schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", standalone())
+# Loading the schema starts the app's lifespan, which opens the database: a throwaway one here,
+# never the user's (each example then reaches its test's own database).
+with tempfile.TemporaryDirectory() as _folder, pytest.MonkeyPatch.context() as _patch:
+    _patch.setenv("PCF_DATABASE_URL", f"sqlite:///{_folder}/schema.db")
+    schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", standalone())
 
 
 @pytest.fixture
