@@ -157,9 +157,7 @@ def test_an_upload_imports_what_pcf_import_does_and_a_bad_row_imports_nothing(se
         import_upload(
             parquet.read_bytes(), "Factuality.parquet", session=session, actor=ADAM, name="bad"
         )
-    assert [str(p) for p in raised.value.problems] == [
-        "Factuality.parquet:57: prompt: missing"
-    ]
+    assert [str(p) for p in raised.value.problems] == ["Factuality.parquet:57: prompt: missing"]
     assert get_dataset("bad", session=session) is None
     assert [e["target"] for e in audit_log(session=session, actor=ADAM)] == ["app", "cli"]
 
