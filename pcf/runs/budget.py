@@ -19,6 +19,10 @@ FRAMING_TOKENS = 512
 """Tokens a provider may add around a request's text: message framing and the instructions
 that carry a structured-output schema."""
 
+PRICE_JUMP = 10
+"""A price rise mid-run the cap still holds against: a request joins others in flight only
+while the spend plus this many times every reservation in flight fits the cap (docs/costs.md)."""
+
 
 def request_bound(request: JudgeRequest) -> tuple[int, int]:
     """Upper bounds of the input and output tokens ``request`` is billed for."""
@@ -135,8 +139,10 @@ class CostGuard:
             return True  # no cap, or a model without a price: its cost is unknown
         if self.spent + reservation.usd > self.cap:
             return False
-        if (self.confirmed or self.in_flight == 0) and (
-            self.spent + self.reserved + reservation.usd <= self.cap
+        if self.in_flight == 0:
+            return True
+        if self.confirmed and (
+            self.spent + PRICE_JUMP * (self.reserved + reservation.usd) <= self.cap
         ):
             return True
         return None

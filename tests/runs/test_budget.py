@@ -370,13 +370,6 @@ def jumping(request: WireRequest) -> Scripted:
     return Scripted.answer(text, input_tokens=tokens, output_tokens=100)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the requests already in flight when the price jumps are billed at the new price "
-    "before the first such bill reaches the client (measured at concurrency 16, cap $0.30: "
-    "18 requests, 14 of them at $0.15, $2.16 billed; the guard sends nothing after the first "
-    "10x bill, but cannot recall what is in flight)",
-)
 def test_a_price_that_jumps_tenfold_mid_run_passes_the_cap_by_one_call_at_most(
     priced, session, tmp_path
 ):
