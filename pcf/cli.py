@@ -857,7 +857,8 @@ def batch_collect_command(
     calls (an adaptive run's next wave) are submitted once its first answers are stored,
     unless they may pass the cost cap given to the run's last submit: the run is then capped
     (exit 1). A run with calls missing and no batch waiting (a submit refused at its cap) has
-    nothing to collect (exit 1).
+    nothing to collect (exit 1). A run done whose bills passed its cap (the provider billed above
+    the bound its batch was reserved at) says so (exit 1).
 
     Example: pcf batch collect demo-study/direct demo-study/pcf --wait
     """
@@ -881,7 +882,7 @@ def batch_collect_command(
             sys.stderr.write("\n")
         emit({name: r.as_dict() for name, r in zip(runs, reports, strict=True)})
     lost = [lost_batch(name, b) for name, r in zip(runs, reports, strict=True) for b in r.lost]
-    fail_lines(lost + [r.capped or r.idle for r in reports if r.capped or r.idle])
+    fail_lines(lost + [line for r in reports for line in (r.capped, r.idle, r.over_cap) if line])
 
 
 @batch_app.command("cancel")

@@ -96,7 +96,8 @@ MAX_COST_SETTING = "batch_max_cost_usd"
 class BatchReport:
     """What a submit or collect did (``deferred``: requests left to other runs' batches; ``lost``:
     batches the provider answered 404 for; ``capped``: why the next wave was not sent;
-    ``idle``: why a run not done has nothing to collect)."""
+    ``idle``: why a run not done has nothing to collect; ``over_cap``: a run done whose bills
+    passed its cap)."""
 
     planned: int = 0
     stored: int = 0
@@ -113,6 +114,7 @@ class BatchReport:
     forgotten: list[str] = field(default_factory=list)
     capped: str = ""
     idle: str = ""
+    over_cap: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """The report as printed by the CLI."""
@@ -587,6 +589,18 @@ class _Batcher:
         set_run_status(self.run, RunStatus.FINISHED if done else RunStatus.BATCH, session=session)
         update_run_totals(self.run.id, session=session)
         session.commit()
+        cap = self.cap()
+        if done and cap is not None and (spent := run_spend(self.run.id, session=session)) > cap:
+            self.report.over_cap = (
+                f"run {self.run.name!r} was billed ${spent:.4f}, over its cost cap of "
+                f"${cap:.4f}: a batch is sent whole, reserved at its bound, and the provider "
+                "billed above it (docs/costs.md); every call is stored"
+            )
+
+    def cap(self) -> float | None:
+        """The cost cap of the run's latest submit (by default ``PCF_MAX_COST_USD``)."""
+        stored = self.run.settings.get(MAX_COST_SETTING)
+        return stored if stored is not None else default_cost_cap()
 
     def done(self) -> bool:
         """Whether every batch of the run is collected and every call is stored."""
@@ -717,10 +731,8 @@ async def _collect_round(batcher: _Batcher, forget_lost: bool) -> None:
     records = len(run_batches(batcher.run.id, session=batcher.session))
     waves = batcher.spec.protocol == "apoc" or batcher.spec.adaptive != "off"
     if batcher.report.pending == 0 and waves:
-        stored = batcher.run.settings.get(MAX_COST_SETTING)
-        cap = stored if stored is not None else default_cost_cap()
         try:
-            await batcher.submit(retry_failed=False, max_requests=None, cap=cap)
+            await batcher.submit(retry_failed=False, max_requests=None, cap=batcher.cap())
         except CostCapError as capped:  # the run is capped: nothing more to wait for
             batcher.report.capped = str(capped)
             return

@@ -156,6 +156,26 @@ def test_a_batch_over_its_cap_sends_nothing_and_one_under_it_is_sent(
     assert server.batches.created == 1
 
 
+def test_a_batch_billed_past_its_cap_is_collected_and_says_so(priced, session, tmp_path):
+    """A batch is sent whole at its bound: bills above it cannot be stopped, but collect stores
+    every call and exits 1 with the bill beside the cap, never a silent success."""
+    import_dataset(tmp_path, 21)
+    with WireServer(answer, prompt_tokens=PROMPT_TOKENS) as server:
+        submitted = CliRunner().invoke(app, [*pcf_judge(server, "--max-cost", "0.10"), "--batch"])
+        collected = CliRunner().invoke(app, ["batch", "collect", "r", "--wait", "--poll", "0"])
+    run = get_run("r", session=session)
+    spent = run_spend(run.id, session=session)
+    assert submitted.exit_code == 0, submitted.output
+    assert collected.exit_code == 1, collected.output
+    assert run.status == "finished"
+    assert spent > 0.10
+    assert collected.stderr.strip().splitlines()[-1] == (
+        f"error: run 'r' was billed ${spent:.4f}, over its cost cap of $0.1000: a batch is sent "
+        "whole, reserved at its bound, and the provider billed above it (docs/costs.md); every "
+        "call is stored"
+    )
+
+
 def test_collect_holds_the_next_wave_to_the_cap_the_run_was_submitted_with(
     priced, session, tmp_path
 ):
