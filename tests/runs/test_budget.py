@@ -380,27 +380,28 @@ def test_answers_after_the_client_timeout_stay_counted_until_the_run_is_capped(
     assert CAP - CALL_PRICE < spend <= CAP + CALL_PRICE  # the timed-out attempts count
 
 
-JUMP_AT = 4
-"""The request from which the server bills ten times the tokens."""
-
-
-def jumping(request: WireRequest) -> Scripted:
-    tokens = PROMPT_TOKENS * (10 if request.index >= JUMP_AT else 1)
-    text = listwise_text(request.last_user_text)
-    return Scripted.answer(text, input_tokens=tokens, output_tokens=100)
-
-
+@pytest.mark.parametrize(("cap", "jump_at"), [(0.30, 4), (3.0, 40)])
 def test_a_price_that_jumps_tenfold_mid_run_passes_the_cap_by_one_call_at_most(
-    priced, session, tmp_path
+    priced, session, tmp_path, cap, jump_at
 ):
+    """From request ``jump_at`` on, the server bills ten times the tokens: near a small cap the
+    guard keeps one or two requests in flight; under a larger one, up to 16 are in flight when the
+    price jumps. Either way the bills stay within the cap plus one call at the new price."""
+
+    def jumping(request: WireRequest) -> Scripted:
+        tokens = PROMPT_TOKENS * (10 if request.index >= jump_at else 1)
+        text = listwise_text(request.last_user_text)
+        return Scripted.answer(text, input_tokens=tokens, output_tokens=100)
+
     import_dataset(tmp_path, 21)
     with WireServer(jumping) as server:
-        result = CliRunner().invoke(app, pcf_judge(server, "--max-cost", "0.30"))
+        result = CliRunner().invoke(app, pcf_judge(server, "--max-cost", str(cap)))
         sent = server.request_count
     new_call = (10 * PROMPT_TOKENS * PRICE[0] + 100 * PRICE[1]) / 1e6
-    billed = min(sent, JUMP_AT) * CALL_PRICE + max(0, sent - JUMP_AT) * new_call
+    billed = min(sent, jump_at) * CALL_PRICE + max(0, sent - jump_at) * new_call
     spend = run_spend(get_run("r", session=session).id, session=session)
-    print(f"price jump: {sent} requests, billed ${billed:.4f}, ledger ${spend:.4f}")
+    print(f"price jump at {jump_at}: {sent} requests, billed ${billed:.4f}, ledger ${spend:.4f}")
+    assert sent > jump_at
     assert result.exit_code == 1, result.output
     assert get_run("r", session=session).status == "capped"
-    assert billed <= 0.30 + new_call
+    assert billed <= cap + new_call
