@@ -38,9 +38,9 @@ from tests.demo_database import (
     drop_database,
     on_postgres,
 )
-from tests.e2e.conftest import in_ci
 from tests.factories import make_mixed_runs
 from tests.markdown_renderer import StreamlitRenderer, missing
+from tests.served_app import in_ci
 
 # No test reaches the Hugging Face hub: `datasets` and `huggingface_hub` read these on import.
 os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"

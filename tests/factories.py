@@ -270,6 +270,13 @@ MIXED_RUNS = ("mixed/pcf", "mixed/adaptive", "mixed/replay", "pairs/apoc")
 """The runs :func:`make_mixed_runs` makes."""
 
 
+def pcf(*args: str) -> str:
+    """``pcf ARGS`` in this process: its standard output (the test fails on a non-zero exit)."""
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
 def make_mixed_runs(folder: Path) -> tuple[str, ...]:
     """Runs of every shape, made with the real `pcf` in the database ``PCF_DATABASE_URL`` names.
 
@@ -278,11 +285,6 @@ def make_mixed_runs(folder: Path) -> tuple[str, ...]:
     of ``mixed/pcf`` with failed calls (calls left out of the recording and recorded failures);
     ``pairs/apoc``: APOCJudge over 30 pairs, some with a keyed confirmation.
     """
-
-    def pcf(*args: str) -> str:
-        result = CliRunner().invoke(app, list(args))
-        assert result.exit_code == 0, result.output
-        return result.stdout
 
     def write(name: str, rows: Sequence[dict]) -> str:
         path = folder / name

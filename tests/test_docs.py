@@ -242,7 +242,7 @@ def test_pipelines_page_curl_and_python_examples_run(isolated_database, monkeypa
     import uvicorn
 
     from pcf.api import standalone
-    from tests.e2e.conftest import free_port
+    from tests.served_app import free_port
 
     page = (DOCS / "pipelines.md").read_text(encoding="utf-8")
     shell = re.findall(r"```bash\n(.*?)```", page, flags=re.DOTALL)

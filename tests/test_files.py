@@ -142,7 +142,7 @@ def test_character_limits_count_characters():
     )
 
 
-def pcf(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def pcf_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``pcf ARGS`` in a child process, as a user runs it."""
     return subprocess.run(
         [sys.executable, "-m", "pcf", *args],
@@ -170,7 +170,9 @@ def test_pcf_prices_that_is_no_price_file_stops_judge_with_one_line(tmp_path, ki
     hung for ever."""
     make, reason = PRICE_FILES[kind]
     path = make(tmp_path)
-    ran = pcf("judge", "demo", "--name", "priced", "--limit", "1", env={"PCF_PRICES": str(path)})
+    ran = pcf_process(
+        "judge", "demo", "--name", "priced", "--limit", "1", env={"PCF_PRICES": str(path)}
+    )
     assert ran.returncode == 2
     assert ran.stderr.splitlines() == [
         f"error: PCF_PRICES={path}: {reason}; PCF_PRICES names a JSON file "
@@ -193,7 +195,7 @@ def test_pcf_prices_that_is_no_price_file_stops_judge_with_one_line(tmp_path, ki
 def test_a_data_file_that_is_not_a_regular_file_is_one_line(tmp_path, kind, command):
     make, reason = SPECIAL_FILES[kind]
     path = make(tmp_path)
-    ran = pcf(*command, str(path))
+    ran = pcf_process(*command, str(path))
     assert ran.returncode == 1
     assert reason in ran.stderr
     assert len(ran.stderr.strip().splitlines()) <= 2, ran.stderr  # validate counts, then the line
@@ -204,14 +206,14 @@ def test_a_data_file_that_is_not_a_regular_file_is_one_line(tmp_path, kind, comm
 def test_an_llmbar_path_that_is_neither_file_nor_folder_is_one_line(tmp_path, kind):
     make, reason = SPECIAL_FILES[kind]
     path = make(tmp_path)
-    ran = pcf("replay", "llmbar", str(path))
+    ran = pcf_process("replay", "llmbar", str(path))
     assert ran.returncode == 1
     assert ran.stderr.splitlines() == [f"{path}: {reason}"]
 
 
 def test_a_data_file_over_the_cap_names_the_limit_and_how_to_raise_it(tmp_path):
     path = sparse(tmp_path / "items.jsonl", 2 * MB)
-    ran = pcf("validate", "jsonl", str(path), env={"PCF_MAX_FILE_MB": "1"})
+    ran = pcf_process("validate", "jsonl", str(path), env={"PCF_MAX_FILE_MB": "1"})
     assert ran.returncode == 1
     assert ran.stderr.splitlines()[-1] == (
         f"{path}: 2.0 MB, over the limit of 1 MB (set PCF_MAX_FILE_MB to raise it)"
@@ -220,7 +222,7 @@ def test_a_data_file_over_the_cap_names_the_limit_and_how_to_raise_it(tmp_path):
 
 def test_a_replay_recording_that_is_a_fifo_stops_judge(tmp_path, demo_engine):
     path = fifo(tmp_path)
-    ran = pcf("judge", "demo", "--backend", "replay", "--replay", str(path), "--limit", "1")
+    ran = pcf_process("judge", "demo", "--backend", "replay", "--replay", str(path), "--limit", "1")
     assert ran.returncode != 0
     assert "not a regular file (a FIFO)" in ran.stderr.strip().splitlines()[-1]
 
@@ -235,7 +237,7 @@ def test_the_real_data_fits_every_cap():
         ("replay", "llmbar", str(LLMBAR), "--judge", "GPT-4", "--strategy", "CoT"),
     ]
     for args in checks:
-        ran = pcf(*args)
+        ran = pcf_process(*args)
         assert ran.returncode == 0, (args, ran.stderr)
         assert json.loads(ran.stdout)
 
@@ -351,7 +353,9 @@ def test_an_export_that_fails_midway_leaves_the_file_it_would_replace(
     out.parent.mkdir(parents=True)
     out.write_bytes(b"a good export\n")
     before = files_in(folder)
-    warm = pcf(*arguments, str(tmp_path / "warm" / given.name))  # stores the report's analyses
+    warm = pcf_process(
+        *arguments, str(tmp_path / "warm" / given.name)
+    )  # stores the report's analyses
     assert warm.returncode == 0, warm.stderr
     ran = subprocess.run(
         [sys.executable, "-m", "pcf", *arguments, str(given)],
@@ -369,6 +373,6 @@ def test_an_export_that_fails_midway_leaves_the_file_it_would_replace(
     after = files_in(folder)
     assert set(before) <= set(after)
     assert not [p for p in after if p.name.startswith(".")]  # no temporary file is left
-    written = pcf(*arguments, str(given))
+    written = pcf_process(*arguments, str(given))
     assert written.returncode == 0, written.stderr
     assert out.stat().st_size > 64 * 1024

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import free_port
+from tests.served_app import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG_BOUND_S = 300

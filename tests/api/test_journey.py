@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from pcf.cli import app
 from pcf.items import load_dataset
 from pcf.store import Call
-from tests.e2e.conftest import serve_app
+from tests.served_app import serve_app
 from tests.shared_data import RB2
 
 HANG_GUARD_S = 300

@@ -17,9 +17,9 @@ import pytest
 from sqlmodel import col, func, select
 
 from pcf.store import Call
-from tests.e2e.conftest import free_port
 from tests.runs.processes import environment, import_dataset
 from tests.runs.test_live_providers import listwise_text
+from tests.served_app import free_port
 from tests.wire_server import Scripted, WireRequest, WireServer
 
 ITEMS, K = 30, 7

@@ -11,12 +11,8 @@ later tests call ``asyncio.run``.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,8 +24,8 @@ from sqlmodel import Session
 from pcf.labelling.membership import set_local_name
 from pcf.store import get_engine
 from tests.demo_database import drop_database, new_database
+from tests.served_app import ROOT, in_ci, serve_app
 
-ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -42,7 +38,6 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = ROOT / "screenshots"
 VIEWPORT = {"width": 1400, "height": 1000}
 MAX_SCREENSHOT_HEIGHT = 8000
-SERVER_START_TIMEOUT_S = 180
 TIMEOUT_MS = 120_000
 """How long a browser action or check waits: a bound against a hang, not a speed test (a new
 session's first Adjudicate run took 15 s on the two-core machine at load 10)."""
@@ -51,11 +46,6 @@ LOCAL_NAME = "Local Tester"
 """The local person of the served demo (local mode: an admin), named as the name dialog would."""
 
 expect.set_options(timeout=TIMEOUT_MS)
-
-
-def in_ci() -> bool:
-    """Whether the ``CI`` environment variable is set (to anything but ``0`` or ``false``)."""
-    return os.environ.get("CI", "").strip().lower() not in {"", "0", "false"}
 
 
 @pytest.fixture(scope="package")
@@ -119,68 +109,6 @@ def name_local_person(url: str) -> None:
     with served_session(url) as session:
         set_local_name(LOCAL_NAME, session=session)
         session.commit()
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until_healthy(url: str, server: subprocess.Popen, log: Path) -> None:
-    """Poll Streamlit's health endpoint until it answers; fail with the server log if not."""
-    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"streamlit exited with {server.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"streamlit did not answer in {SERVER_START_TIMEOUT_S} s:\n{log.read_text()}")
-
-
-@contextmanager
-def serve_app(
-    database_url: str,
-    log: Path,
-    *,
-    port: int | None = None,
-    options: tuple[str, ...] = (),
-    env: dict[str, str] | None = None,
-) -> Iterator[str]:
-    """``streamlit run app.py [options]`` on ``database_url`` and ``port`` (by default a free
-    one), with ``env`` added to the environment: the app's base URL.
-
-    The file watcher is off, so that edits to the working tree cannot rerun the served app.
-    """
-    port = port or free_port()
-    command = [
-        *(sys.executable, "-m", "streamlit", "run", "app.py"),
-        *("--server.headless", "true", "--server.port", str(port)),
-        *("--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"),
-        *options,
-    ]
-    env = {**os.environ, **(env or {}), "PCF_DATABASE_URL": database_url}
-    with log.open("w") as output:
-        server = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_healthy(url, server, log)
-        yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 @pytest.fixture(scope="package")

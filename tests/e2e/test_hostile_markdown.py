@@ -14,8 +14,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -192,44 +190,17 @@ def test_overview_renders_hostile_run_names_inert(
     print(screenshot(tab, "hostile-overview", first_screen=True))
 
 
-def health_latencies(url: str, stop: threading.Event) -> list[float]:
-    """Seconds each ``/_stcore/health`` request took, polled until ``stop`` is set."""
-    latencies: list[float] = []
-    while not stop.is_set():
-        start = time.monotonic()
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=60) as response:
-            response.read()
-        latencies.append(time.monotonic() - start)
-        time.sleep(0.05)
-    return latencies
-
-
-def test_the_server_answers_while_a_huge_answer_renders(
+def test_a_huge_answer_renders_its_head_then_whole_on_request(
     tab: Page, hostile_url: str, screenshot: Screenshot
 ):
-    """Before, one Review load of a 100k-character line held the server for 88 s and its
-    health check for up to 52 s. Now the page renders the first 20,000 characters and, on
-    Show all, the whole 1M-character line, while the server keeps answering: no health check
-    waits more than a quarter of the time they were polled, from the page's load to the whole
-    line shown (a ratio measured here, so that a busy machine slows both)."""
-    latencies: list[float] = []
-    stop = threading.Event()
-    poller = threading.Thread(target=lambda: latencies.extend(health_latencies(hostile_url, stop)))
-    started = time.monotonic()
-    poller.start()
-    try:
-        visit(tab, "/review", dataset="huge", run="huge-pcf", item="huge")
-        show_all = tab.get_by_role("button", name=f"Show all: {HUGE_CHARACTERS - 20_000:,} more")
-        expect(show_all).to_be_visible()
-        show_all.click()
-        expect(show_all).to_have_count(0, timeout=600_000)  # the whole line is rendered
-        settle(tab)
-    finally:
-        stop.set()
-        poller.join()
-    polled_s = time.monotonic() - started
+    """Before, one Review load of a 100k-character line held the server for 88 s. Now the page
+    renders the first 20,000 characters and, on Show all, the whole 1M-character line; the
+    sanitiser's time is linear in the length (benchmarks/markdown_hostile.py measures it)."""
+    visit(tab, "/review", dataset="huge", run="huge-pcf", item="huge")
+    show_all = tab.get_by_role("button", name=f"Show all: {HUGE_CHARACTERS - 20_000:,} more")
+    expect(show_all).to_be_visible()
+    show_all.click()
+    expect(show_all).to_have_count(0, timeout=600_000)  # the whole line is rendered
+    settle(tab)
     expect(tab.locator(EXCEPTION)).to_have_count(0)
-    assert len(latencies) >= 5
-    print(f"health checks: {len(latencies)}, slowest {max(latencies):.3f} s of {polled_s:.1f} s")
-    assert max(latencies) < polled_s / 4, (polled_s, sorted(latencies)[-5:])
     print(screenshot(tab, "huge-answer-shown-whole", first_screen=True))

@@ -39,13 +39,13 @@ from tests.e2e.conftest import (
     CHROMIUM,
     CHROMIUM_ARGS,
     LOCAL_NAME,
-    free_port,
     open_tab,
     pcf,
     serve_app,
     served_session,
 )
 from tests.factories import make_item
+from tests.served_app import free_port
 
 DOMAIN = "example.com"
 MEMBERS = {

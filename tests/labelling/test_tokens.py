@@ -15,15 +15,10 @@ from pcf.access import AccessDeniedError, Permission
 from pcf.cli import app
 from pcf.labelling.tokens import TokenError, parse_duration, token_user
 from pcf.store import save_member
+from tests.factories import pcf
 
 runner = CliRunner()
 pytestmark = pytest.mark.db
-
-
-def pcf(*args: str) -> str:
-    done = runner.invoke(app, list(args))
-    assert done.exit_code == 0, done.output
-    return done.stdout
 
 
 def test_a_token_is_shown_once_stored_hashed_listed_and_revoked(session):

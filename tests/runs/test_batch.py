@@ -663,7 +663,7 @@ def test_the_commands_say_which_batch_is_lost_and_forget_gets_the_run_out(monkey
     use_environment(monkeypatch, OPENAI)
     import_dataset(tmp_path, 2)
 
-    def pcf(*args: str):
+    def invoke(*args: str):
         return CliRunner().invoke(app, list(args))
 
     with WireServer(answer) as server:
@@ -671,17 +671,17 @@ def test_the_commands_say_which_batch_is_lost_and_forget_gets_the_run_out(monkey
             *("judge", "ds", "--name", "r", "--backend", "openai", "--model", "gpt-test"),
             *("--base-url", server.openai_base_url, "--k", "2"),
         ]
-        submitted = pcf(*judge, "--batch")
+        submitted = invoke(*judge, "--batch")
         (batch_id,) = json.loads(submitted.stdout)["batches"]
         server.batches.lose(batch_id)
-        collected = pcf("batch", "collect", "r", "--wait", "--poll", "0")
-        status = pcf("batch", "status", "r")
-        cancelled = pcf("batch", "cancel", "r")
-        stuck = pcf(*judge, "--batch", "--retry-failed")
-        refused = pcf(*judge)
-        forgotten = pcf("batch", "forget", "r")
-        nothing_left = pcf("batch", "forget", "r")
-        retried = pcf(*judge, "--retry-failed")
+        collected = invoke("batch", "collect", "r", "--wait", "--poll", "0")
+        status = invoke("batch", "status", "r")
+        cancelled = invoke("batch", "cancel", "r")
+        stuck = invoke(*judge, "--batch", "--retry-failed")
+        refused = invoke(*judge)
+        forgotten = invoke("batch", "forget", "r")
+        nothing_left = invoke("batch", "forget", "r")
+        retried = invoke(*judge, "--retry-failed")
     lost = (
         f"run 'r': the provider answers 404 (not found) for batch {batch_id}; if it lost the "
         "batch, `pcf batch forget 'r'` makes its calls failed calls that "

@@ -28,13 +28,13 @@ def dataset(tmp_path, isolated_database) -> None:
     import_dataset(tmp_path, ITEMS)
 
 
-def pcf(*args: str) -> list[str]:
+def pcf_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "pcf", *args]
 
 
 def submit(server: WireServer, backend: str, *extra: str) -> list[str]:
     url = server.openai_base_url if backend == "openai" else server.base_url
-    return pcf(
+    return pcf_command(
         *("judge", "ds", "--name", "r", "--backend", backend, "--base-url", url),
         *("--model", "m", "--k", str(K), "--batch", *extra),
     )
@@ -106,7 +106,7 @@ def test_a_submit_killed_at_any_step_is_finished_by_the_next_and_paid_once(
         assert left.batch_id is None
         assert (left.file_id is not None) == (backend == "openai" and stall != "files.create")
         run(submit(server, backend))
-        run(pcf("batch", "collect", "r", "--wait", "--poll", "0.01"))
+        run(pcf_command("batch", "collect", "r", "--wait", "--poll", "0.01"))
         created = server.batches.created
         uploads = len(server.batches.files)
         assert_each_request_paid_once_and_stored_once(server, new_session)
@@ -124,16 +124,16 @@ def test_a_collect_killed_midway_stores_each_answer_exactly_once_when_run_again(
     with WireServer(answer) as server:
         run(submit(server, backend, "--batch-size", "4"))
         server.stall = {"results": 2}
-        kill_when_stalled(pcf("batch", "collect", "r"), server)
+        kill_when_stalled(pcf_command("batch", "collect", "r"), server)
         with new_session() as session:
             states = session.exec(select(ProviderBatch.state).order_by(col(ProviderBatch.id))).all()
         assert states == ["collected"] * 2 + ["submitted"] * 3
         assert len(stored_calls(new_session)) == 8
-        done = run(pcf("batch", "collect", "r"))
+        done = run(pcf_command("batch", "collect", "r"))
         assert_each_request_paid_once_and_stored_once(server, new_session)
-        again = run(pcf("batch", "collect", "r"))
+        again = run(pcf_command("batch", "collect", "r"))
     assert '"stored": 10' in done.stdout
     assert f"] {PLANNED}/{PLANNED} requests, 10 calls stored, 0 batches running" in done.stderr
     assert '"stored": 0' in again.stdout
-    runs = run(pcf("runs")).stdout
+    runs = run(pcf_command("runs")).stdout
     assert '"status": "finished"' in runs

@@ -1,4 +1,5 @@
-"""Tests for pcf.store on real SQLite files in tmp_path."""
+"""What the store keeps comes back as it was written (datasets, calls, runs, labels), and what
+it refuses leaves nothing, on real SQLite files in tmp_path."""
 
 from __future__ import annotations
 
