@@ -22,6 +22,7 @@ from pcf.analysis.escalate import escalation_in_words
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import flag_counts, is_simulated, outcome_frame, stopping_label
 from pcf.analysis.summary import summary_in_words
+from pcf.flags import PRIORITY_HELP
 from pcf.labelling.human_gold import dataset_gold, rule_text
 from pcf.reports.charts import (
     capture_chart,
@@ -160,10 +161,7 @@ with left:
         metric_histogram(table, "priority", "review priority (higher = more doubtful)", step=0.25),
         height=260,
     )
-    st.caption(
-        "Review priority = (1 - top agreement) + (1 - Kendall's W)/4 + 0.5 if the consensus "
-        "overrides direct + 0.25 per near-tie, position-driven or incomplete flag."
-    )
+    st.caption(PRIORITY_HELP)
 with right:
     counts = flag_counts(table)
     st.altair_chart(flag_bars(counts), height=260)

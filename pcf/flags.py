@@ -7,18 +7,26 @@ import numpy as np
 from pcf.consensus import TIE_TOLERANCE
 
 FLAGS = ("order_unstable", "overrides_direct", "near_tie", "position_driven", "incomplete")
-FLAG_HELP = {
-    "order_unstable": "The judge's top pick changed with the order of the candidates.",
-    "overrides_direct": "The consensus winner differs from the direct (canonical-order) winner, "
-    "or the direct call gave none.",
-    "near_tie": "The consensus margin between winner and runner-up is below 0.05.",
-    "position_driven": "Top picks followed one slot in >= 60% of calls while agreeing < 60%.",
-    "incomplete": "Some calls failed and were left out of the consensus.",
-}
 NEAR_TIE_MARGIN = 0.05
 POSITION_SLOT_SHARE = 0.6
 POSITION_AGREEMENT = 0.6
 NO_JUDGMENT_PRIORITY = 3.0
+OVERRIDE_WEIGHT = 0.5
+FLAG_WEIGHT = 0.25
+FLAG_HELP = {
+    "order_unstable": "The judge's top pick changed with the order of the candidates.",
+    "overrides_direct": "The consensus winner differs from the direct (canonical-order) winner, "
+    "or the direct call gave none.",
+    "near_tie": f"The consensus margin between winner and runner-up is below {NEAR_TIE_MARGIN:g}.",
+    "position_driven": f"Top picks followed one slot in >= {POSITION_SLOT_SHARE:.0%} of calls "
+    f"while agreeing < {POSITION_AGREEMENT:.0%}.",
+    "incomplete": "Some calls failed and were left out of the consensus.",
+}
+PRIORITY_HELP = (
+    f"Review priority = (1 - top agreement) + (1 - Kendall's W)/4 + {OVERRIDE_WEIGHT:g} if the "
+    f"consensus overrides direct + {FLAG_WEIGHT:g} per near-tie, position-driven or incomplete "
+    "flag."
+)
 
 
 def _below(values: np.ndarray, threshold: float) -> np.ndarray:
@@ -59,7 +67,8 @@ def review_priority(
     score = (
         (1 - top_agreement)
         + (1 - kendall_w) / 4
-        + 0.5 * flags["overrides_direct"]
-        + 0.25 * (flags["near_tie"].astype(float) + flags["position_driven"] + flags["incomplete"])
+        + OVERRIDE_WEIGHT * flags["overrides_direct"]
+        + FLAG_WEIGHT
+        * (flags["near_tie"].astype(float) + flags["position_driven"] + flags["incomplete"])
     )
     return np.where(has_ok, score, NO_JUDGMENT_PRIORITY)

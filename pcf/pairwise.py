@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 from pcf.items import JUDGEBENCH_BUCKETS
 
-TIE = "tie"
-
 
 @dataclass(frozen=True)
 class ApocDecision:

@@ -17,7 +17,8 @@ from pydantic import BaseModel, BeforeValidator, Field
 from pcf.errors import DataError, Problem
 from pcf.files import Text, must, open_checked, read_json_document, read_json_lines
 from pcf.items import JudgeBenchLabel, judgebench_bucket
-from pcf.pairwise import TIE, bucket_scores, official_outcome
+from pcf.pairwise import bucket_scores, official_outcome
+from pcf.prompts import TIE
 
 FIRST = "first"
 SECOND = "second"

@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pcf.pairwise import (
-    TIE,
     ApocDecision,
     apoc_decide,
     bucket_scores,
@@ -17,6 +16,7 @@ from pcf.pairwise import (
     needs_confirmation,
     official_outcome,
 )
+from pcf.prompts import TIE
 
 DECISIONS = ["a", "b", TIE, None]
 decisions = st.sampled_from(DECISIONS)

@@ -22,7 +22,8 @@ from pcf.instability import SlotCounts, slot_counts
 from pcf.items import Item
 from pcf.judges.simulated import MODEL_SLOT_BIAS
 from pcf.judgments import RECORDED_SETTING
-from pcf.pairwise import TIE, apoc_decide, bucket_scores, is_ballpark_question, official_outcome
+from pcf.pairwise import apoc_decide, bucket_scores, is_ballpark_question, official_outcome
+from pcf.prompts import TIE
 from pcf.store import (
     ITEM_CHUNK,
     Call,
@@ -38,10 +39,12 @@ from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
 
 SIMULATED_NOTE = "results illustrate the tool, not the method's accuracy"
 SIMULATED_LABEL = f"simulated judge: {SIMULATED_NOTE}"
+ITEM_METRICS = ("priority", "top_agreement", "top_entropy", "kendall_w", "margin")
+"""An item's numbers in the table: NaN when unknown."""
 TABLE_COLUMNS = (
     *("item_id", "db_id", "position", "bucket", "gold", "candidate_ids"),  # the item
     *("winner", "direct_winner"),
-    *("priority", "top_agreement", "top_entropy", "kendall_w", "margin"),  # NaN when unknown
+    *ITEM_METRICS,
     *("n_ok", "n_calls", "flags", *FLAGS),
 )
 
@@ -391,10 +394,7 @@ def table_rows(
                 item.candidate_ids,
                 record["winner"],
                 metrics.get("direct_winner"),
-                *(
-                    number_or_nan(metrics.get(name))
-                    for name in ("priority", "top_agreement", "top_entropy", "kendall_w", "margin")
-                ),
+                *(number_or_nan(metrics.get(name)) for name in ITEM_METRICS),
                 metrics.get("n_ok", 0),
                 metrics.get("n_calls", 0),
                 ", ".join(record["flags"]),
