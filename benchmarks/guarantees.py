@@ -35,7 +35,7 @@ from pcf.items import load_dataset
 from pcf.runs.manage import judge_run
 from pcf.runs.spec import RunSpec
 from pcf.runs.study import build_demo
-from pcf.stopping import DELTA, THRESHOLDS
+from pcf.stopping import DELTA, RISK_LEVELS
 from pcf.store import get_engine, get_run, import_items, session_scope
 from tests.recorded_judges import GUARANTEE_FAMILIES, Replayed
 
@@ -61,7 +61,7 @@ def stopping_rows(cases: int, splits: int) -> list[dict]:
                     "items": cases,
                     "calibration_items": runs[0].calibration.items,
                     "uncalibrated_change_rate": round(
-                        float(items.changed[:, THRESHOLDS.index(risk)].mean()), 4
+                        float(items.changed[:, RISK_LEVELS.index(risk)].mean()), 4
                     ),
                     "calibrated_change_rate": round(float(rates.mean()), 4),
                     "others_above_risk": round(above, 3),

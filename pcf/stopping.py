@@ -78,7 +78,7 @@ CALIBRATION_PURPOSE = "confident"
 """Seeds the calibration draw beside the run's seed, so that no other guarantee draws the same."""
 DELTA = 0.1
 """The accepted chance that the calibrated threshold breaks its risk (1 - delta: confidence)."""
-THRESHOLDS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4)
+RISK_LEVELS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4)
 """The thresholds on the score model's estimated chance of a change that calibration tests,
 safest first."""
 
@@ -597,7 +597,7 @@ def calibration_sample(keys: Sequence[str], risk: float, seed: int) -> set[str]:
 @dataclass(frozen=True)
 class Calibration:
     """The threshold a ``confident`` run at ``risk`` chose on its ``items`` calibration items, of
-    ``population`` items in all: the largest of :data:`THRESHOLDS` passed in turn (None when the
+    ``population`` items in all: the largest of :data:`RISK_LEVELS` passed in turn (None when the
     first failed), the winners it ``changed`` there, and the upper ``bound`` (confidence 1 -
     :data:`DELTA`) of the share of the other items whose winner it changes."""
 
@@ -640,12 +640,12 @@ def calibrate(
 def threshold_changes(
     weights: Weights, items: Sequence[tuple[str, tuple[str, ...], Sequence[Judgment]]]
 ) -> np.ndarray:
-    """Whether ``confident`` at each of :data:`THRESHOLDS` stops each item judged in full (key,
+    """Whether ``confident`` at each of :data:`RISK_LEVELS` stops each item judged in full (key,
     candidates, calls) on another winner than its full run's (items x thresholds): each item's
     calls replayed through :func:`replay_all`, the stopping code a run's other items go through
     (the same waves, call order, settled test and winner)."""
-    policies = [StoppingPolicy("confident", risk=t, weights=weights) for t in THRESHOLDS]
-    changed = np.zeros((len(items), len(THRESHOLDS)), dtype=bool)
+    policies = [StoppingPolicy("confident", risk=t, weights=weights) for t in RISK_LEVELS]
+    changed = np.zeros((len(items), len(RISK_LEVELS)), dtype=bool)
     for row, (key, ids, calls) in enumerate(items):
         full = current_winner(ItemCalls.of(key, ids, calls), weights)
         changed[row] = [stop.winner != full for stop in replay_all(policies, key, ids, calls)]
@@ -654,7 +654,7 @@ def threshold_changes(
 
 def choose_threshold(risk: float, changed: np.ndarray, population: int) -> Calibration:
     """The threshold chosen from :func:`threshold_changes` of the calibration items, a random
-    sample of ``population`` items: the least conservative of :data:`THRESHOLDS` passed in turn
+    sample of ``population`` items: the least conservative of :data:`RISK_LEVELS` passed in turn
     by :func:`pcf.guarantees.fixed_sequence` on the change rate of the other items."""
     tests = ((int(c), len(changed)) for c in changed.sum(axis=0))
     passed = fixed_sequence(tests, risk, DELTA, population=population)
@@ -662,4 +662,4 @@ def choose_threshold(risk: float, changed: np.ndarray, population: int) -> Calib
         return Calibration(risk, len(changed), population, None, 0, None)
     errors = int(changed[:, passed - 1].sum())
     bound = rest_upper_bound(errors, len(changed), population, DELTA)
-    return Calibration(risk, len(changed), population, THRESHOLDS[passed - 1], errors, bound)
+    return Calibration(risk, len(changed), population, RISK_LEVELS[passed - 1], errors, bound)

@@ -21,7 +21,7 @@ from pcf.choices import SCHEDULES
 from pcf.judgments import Judgment
 from pcf.orderings import schedule
 from pcf.stopping import (
-    THRESHOLDS,
+    RISK_LEVELS,
     Calibration,
     ItemCalls,
     StoppingPolicy,
@@ -219,7 +219,7 @@ def recorded_item(
 
 @dataclass(frozen=True)
 class Replayed:
-    """A family's seeded items, each replayed once under every :data:`THRESHOLDS` of
+    """A family's seeded items, each replayed once under every :data:`RISK_LEVELS` of
     ``confident`` and under ``certain`` (its fallback), on the proposed weights: per item, its
     ``key``, whether each stop's winner differs from the full run's (items x policies) and its
     calls (items x policies, then the full run's)."""
@@ -232,7 +232,7 @@ class Replayed:
     @classmethod
     def of(cls, family: str, cases: int, **options: int) -> Replayed:
         """Items 0 to ``cases`` - 1 of ``family`` (:func:`recorded_item` with ``options``)."""
-        policies = [StoppingPolicy("confident", risk=t) for t in THRESHOLDS]
+        policies = [StoppingPolicy("confident", risk=t) for t in RISK_LEVELS]
         policies.append(StoppingPolicy("certain"))
         items, changed, calls = [], [], []
         for number in range(cases):
@@ -252,7 +252,7 @@ class Replayed:
         inside = np.isin(self.keys, list(calibration_sample(self.keys, risk, seed)))
         calibration = choose_threshold(risk, self.changed[inside, :-1], len(self.keys))
         chosen = calibration.threshold
-        column = THRESHOLDS.index(chosen) if chosen is not None else len(THRESHOLDS)
+        column = RISK_LEVELS.index(chosen) if chosen is not None else len(RISK_LEVELS)
         others = self.changed[~inside, column]
         calls = np.where(inside, self.calls[:, -1], self.calls[:, column])
         return CalibratedRun(

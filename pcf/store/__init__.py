@@ -40,8 +40,8 @@ from pcf.store.calls import update_run_totals as update_run_totals
 from pcf.store.calls import usage_peaks as usage_peaks
 from pcf.store.compressed import PLAIN as PLAIN
 from pcf.store.compressed import ZLIB as ZLIB
-from pcf.store.compressed import pack as pack
-from pcf.store.compressed import unpack as unpack
+from pcf.store.compressed import compress_text as compress_text
+from pcf.store.compressed import decompress_text as decompress_text
 from pcf.store.datasets import ITEM_CHUNK as ITEM_CHUNK
 from pcf.store.datasets import DatasetItems as DatasetItems
 from pcf.store.datasets import append_items as append_items

@@ -363,9 +363,11 @@ class LabellingPlan(SQLModel, table=True):
     updated_at: datetime = _created_at()
 
 
-class Reservation(SQLModel, table=True):
+class ItemHold(SQLModel, table=True):
     """An item held for one annotator while they label it (so that people labelling at once
     give it no more labels than its plan asks), until ``expires_at``."""
+
+    __tablename__ = "reservation"
 
     item_id: int = Field(foreign_key="item.id", primary_key=True)
     annotator: str = Field(primary_key=True)

@@ -29,10 +29,10 @@ from pcf.store.models import (
     AuditEvent,
     CandidateRow,
     Comment,
+    ItemHold,
     ItemRow,
     LabellingPlan,
     Member,
-    Reservation,
     Resolution,
     saved,
     utc_now,
@@ -320,12 +320,12 @@ def holders_by_item(
 ) -> dict[int, set[str]]:
     """``{item db id: annotators holding it}`` at ``now`` (of the one item, if given)."""
     query = (
-        select(Reservation.item_id, Reservation.annotator)
-        .join(ItemRow, col(ItemRow.id) == Reservation.item_id)
-        .where(ItemRow.dataset_id == dataset_id, Reservation.expires_at > now)
+        select(ItemHold.item_id, ItemHold.annotator)
+        .join(ItemRow, col(ItemRow.id) == ItemHold.item_id)
+        .where(ItemRow.dataset_id == dataset_id, ItemHold.expires_at > now)
     )
     if item_db_id is not None:
-        query = query.where(Reservation.item_id == item_db_id)
+        query = query.where(ItemHold.item_id == item_db_id)
     return _people_by_item(session.exec(query))
 
 
@@ -354,15 +354,15 @@ def lock_item(item_db_id: int, *, session: Session) -> None:
 
 def hold_item(item_db_id: int, annotator: str, *, session: Session, until: datetime) -> None:
     """Reserve the item for ``annotator`` until ``until`` (a new hold or a longer one)."""
-    session.merge(Reservation(item_id=item_db_id, annotator=annotator, expires_at=until))
+    session.merge(ItemHold(item_id=item_db_id, annotator=annotator, expires_at=until))
     session.flush()
 
 
 def release_item(item_db_id: int, annotator: str, *, session: Session) -> None:
     """End ``annotator``'s hold on the item, if any."""
     session.exec(
-        delete(Reservation).where(
-            col(Reservation.item_id) == item_db_id, col(Reservation.annotator) == annotator
+        delete(ItemHold).where(
+            col(ItemHold.item_id) == item_db_id, col(ItemHold.annotator) == annotator
         )
     )
     session.flush()

@@ -11,7 +11,16 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session, select
 
-from pcf.store import PLAIN, ZLIB, Call, import_items, insert_calls, item_db_ids, pack, unpack
+from pcf.store import (
+    PLAIN,
+    ZLIB,
+    Call,
+    compress_text,
+    decompress_text,
+    import_items,
+    insert_calls,
+    item_db_ids,
+)
 from tests.factories import call_row, make_item, stored_run
 
 ANSWER = json.dumps(
@@ -27,28 +36,28 @@ ANSWER = json.dumps(
 
 
 def test_a_long_text_is_compressed_and_a_short_one_stays_plain():
-    packed = pack(ANSWER)
+    packed = compress_text(ANSWER)
     assert packed[:1] == ZLIB
     assert len(packed) < len(ANSWER) / 2
-    assert unpack(packed) == ANSWER
-    assert pack("ok") == PLAIN + b"ok"
-    assert unpack(pack("")) == ""
+    assert decompress_text(packed) == ANSWER
+    assert compress_text("ok") == PLAIN + b"ok"
+    assert decompress_text(compress_text("")) == ""
 
 
 def test_a_text_zlib_cannot_shrink_stays_plain():
     noise = base64.b85encode(hashlib.sha512(b"noise").digest()).decode()  # 80 characters
-    assert pack(noise) == PLAIN + noise.encode("utf-8")
-    assert unpack(pack(noise)) == noise
+    assert compress_text(noise) == PLAIN + noise.encode("utf-8")
+    assert decompress_text(compress_text(noise)) == noise
 
 
 def test_any_unicode_comes_back():
     for value in ("日本の首都 🗼 e\u0301 \u200b", "\ufffd" * 100, 'line\nline\t\\ "q"' * 20):
-        assert unpack(pack(value)) == value
+        assert decompress_text(compress_text(value)) == value
 
 
 def test_stored_bytes_of_another_kind_are_refused():
-    with pytest.raises(ValueError, match="not a packed text"):
-        unpack(b"\x07abc")
+    with pytest.raises(ValueError, match="not a stored text"):
+        decompress_text(b"\x07abc")
 
 
 def test_calls_store_packed_bytes_and_read_back_what_was_written(session: Session):
@@ -68,7 +77,7 @@ def test_calls_store_packed_bytes_and_read_back_what_was_written(session: Sessio
         text("SELECT response_text, response_raw FROM call ORDER BY call_index")
     ).all()
     assert bytes(stored[0][0])[:1] == ZLIB
-    assert json.loads(unpack(bytes(stored[0][1]))) == raw
+    assert json.loads(decompress_text(bytes(stored[0][1]))) == raw
     assert tuple(stored[1]) == (None, None)
     session.expunge_all()
     first, second = session.exec(select(Call).order_by(Call.call_index)).all()
