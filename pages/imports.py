@@ -13,8 +13,8 @@ from pages.shared import engine, ensure_app_frame, require_permission
 from pcf.access import Permission
 from pcf.analysis.markdown import escape_markdown
 from pcf.choices import FORMATS
+from pcf.connectors.hf_datasets import hub_id, load_hf
 from pcf.errors import DataError
-from pcf.hf_datasets import hub_id, load_hf
 from pcf.runs.manage import import_dataset, import_upload
 from pcf.store import Dataset, session_scope
 

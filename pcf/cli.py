@@ -280,7 +280,7 @@ def replay_judgebench(
 
     Example: pcf replay judgebench "outputs/judge_model=o1-mini-2024-09-12.jsonl" --triage
     """
-    from pcf.recordings import read_judgebench_outputs
+    from pcf.connectors.recordings import read_judgebench_outputs
 
     with refusing("", 1):
         pairs = read_judgebench_outputs(path)
@@ -306,7 +306,7 @@ def replay_llmbar(
 
     Example: pcf replay llmbar Dataset/LLMBar --judge GPT-4 --strategy Vanilla --report out/
     """
-    from pcf.recordings import read_llmbar_results
+    from pcf.connectors.recordings import read_llmbar_results
 
     with refusing("", 1):
         pairs = read_llmbar_results(path, judge=judge, strategy=strategy)
@@ -319,7 +319,7 @@ def replay_llmbar(
 
 def emit_replay(source: dict[str, str], pairs: list, triage: bool, abstentions: str) -> None:
     """Print the figures of recorded pairs; with ``triage``, whether swaps find their errors."""
-    from pcf.recordings import replay_summary
+    from pcf.connectors.recordings import replay_summary
 
     figures = source | replay_summary(pairs)
     if triage:
@@ -498,7 +498,7 @@ def import_dataset(
 
     Example: pcf import rewardbench2 factuality.jsonl --name rb2-fact --subset Factuality
     """
-    from pcf.hf_datasets import load_hf
+    from pcf.connectors.hf_datasets import load_hf
     from pcf.items import load_dataset
     from pcf.runs.manage import import_dataset
     from pcf.store import database_url
@@ -545,7 +545,7 @@ def import_dataset(
 def import_inspect(path: Path, name: str | None) -> None:
     """``pcf import inspect LOG``: store the log's items and answers, print the run's summary."""
     try:
-        from pcf.runs.inspect_log import import_inspect_log
+        from pcf.connectors.inspect_log import import_inspect_log
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] != "inspect_ai":
             raise
@@ -1549,7 +1549,7 @@ def labels_import(
 
     Example: pcf labels import labels.csv --dataset demo --source label-studio
     """
-    from pcf.labelling.imports import import_labels
+    from pcf.connectors.label_imports import import_labels
 
     with database() as session, refusing():
         found = existing("dataset", dataset_name, session=session)

@@ -1,5 +1,5 @@
 """Items, candidates and the dataset loaders (RewardBench 2, JudgeBench, items.jsonl, CSV); rows
-read elsewhere (:mod:`pcf.hf_datasets`) pass :func:`items_from_rows`.
+read elsewhere (:mod:`pcf.connectors.hf_datasets`) pass :func:`items_from_rows`.
 
 Every loader reads the whole file and raises one :class:`~pcf.errors.DataError` with every
 problem (file, line, field), so a bad file is never half used. What any file may hold is checked

@@ -39,12 +39,12 @@ def imports(path: Path, *, typing: bool = True) -> set[str]:
 
 
 def layer(module: str) -> str:
-    """``method`` (flat modules, judges, store), one of :data:`APPLICATION`, ``cli`` or ``api``
-    (the HTTP API, an edge beside the CLI)."""
+    """``method`` (flat modules, judges, store), one of :data:`APPLICATION`, ``connectors``
+    (other tools' formats), ``cli`` or ``api`` (the HTTP API, an edge beside the CLI)."""
     parts = module.split(".")
     if len(parts) > 1 and parts[1] == "__main__":
         return "cli"
-    if len(parts) > 1 and parts[1] in (*APPLICATION, "cli", "api"):
+    if len(parts) > 1 and parts[1] in (*APPLICATION, "connectors", "cli", "api"):
         return parts[1]
     return "method"
 
@@ -52,14 +52,16 @@ def layer(module: str) -> str:
 ALLOWED = {
     "method": {"method"},
     "runs": {"method", "runs"},
-    "analysis": {"method", "labelling", "analysis"},
-    "reports": {"method", "labelling", "analysis", "reports"},
     "labelling": {"method", "labelling"},
-    "cli": {"method", *APPLICATION, "cli", "api"},
-    "api": {"method", *APPLICATION, "api"},
+    "connectors": {"method", "runs", "labelling", "connectors"},
+    "analysis": {"method", "labelling", "connectors", "analysis"},
+    "reports": {"method", "labelling", "connectors", "analysis", "reports"},
+    "cli": {"method", *APPLICATION, "connectors", "cli", "api"},
+    "api": {"method", *APPLICATION, "connectors", "api"},
 }
-"""Which layers each layer may import: pages, cli and api -> runs/analysis/reports ->
-labelling -> the method (flat modules, judges, store)."""
+"""Which layers each layer may import: pages, cli and api -> analysis/reports -> connectors
+(other tools' formats) -> runs, labelling -> the method (flat modules, judges, store). The
+method never imports the connectors or the API."""
 
 
 def product_files() -> list[Path]:
@@ -81,6 +83,43 @@ def test_each_module_imports_only_the_layers_below_it(path: Path):
     assert upward_imports(module_name(path), imports(path)) == set()
 
 
+PAGES = sorted([ROOT / "app.py", *(ROOT / "pages").rglob("*.py")])
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_pages_import_the_application_never_the_cli_or_the_api(path: Path):
+    """The app's pages sit beside the CLI: they reach the store through the application and
+    mount the API (``app.py``) without importing its routes."""
+    imported = {m for m in imports(path) if m.split(".")[0] == "pcf"}
+    allowed = {"method", *APPLICATION, "connectors"}
+    assert {m for m in imported if layer(m) not in allowed and m != "pcf.api"} == set()
+
+
+def private_imports(module: str, imported: set[str]) -> set[str]:
+    """The modules of ``imported`` private (``_name``) to a package ``module`` is not in."""
+    found = set()
+    for name in imported:
+        parts = name.split(".")
+        for depth, part in enumerate(parts):
+            if part.startswith("_") and not part.startswith("__"):
+                owner = ".".join(parts[:depth])
+                if not (module == owner or module.startswith(owner + ".")):
+                    found.add(name)
+                break
+    return found
+
+
+@pytest.mark.parametrize("path", [*sorted(PCF.rglob("*.py")), *PAGES], ids=str)
+def test_no_module_imports_another_packages_private_module(path: Path):
+    module = module_name(path) if path.is_relative_to(PCF) else path.stem
+    assert private_imports(module, imports(path)) == set()
+
+
+def test_private_imports_are_caught():
+    assert private_imports("pcf.runs.live", {"pcf.judges._provider"}) == {"pcf.judges._provider"}
+    assert private_imports("pcf.judges.openai_judge", {"pcf.judges._provider"}) == set()
+
+
 def test_upward_and_sideways_imports_are_caught():
     assert upward_imports("pcf.consensus", {"pcf.runs.live"}) == {"pcf.runs.live"}
     assert upward_imports("pcf.runs.manage", {"pcf.analysis.results"}) == {"pcf.analysis.results"}
@@ -88,6 +127,13 @@ def test_upward_and_sideways_imports_are_caught():
     assert upward_imports("pcf.analysis.agreement", {"pcf.labelling.human_gold"}) == set()
     assert upward_imports("pcf.labelling.exports", {"pcf.analysis.item_detail"}) == {
         "pcf.analysis.item_detail"
+    }
+    assert upward_imports("pcf.items", {"pcf.connectors.hf_datasets"}) == {
+        "pcf.connectors.hf_datasets"
+    }
+    assert upward_imports("pcf.store.calls", {"pcf.api.routes"}) == {"pcf.api.routes"}
+    assert upward_imports("pcf.runs.live", {"pcf.connectors.recordings"}) == {
+        "pcf.connectors.recordings"
     }
 
 

@@ -18,8 +18,8 @@ import pandas as pd
 from sqlmodel import Session
 
 from pcf.analysis.results import analyse_run, gold_answers
+from pcf.connectors.recordings import FIRST, SECOND, RecordedPair
 from pcf.labelling.human_gold import dataset_gold
-from pcf.recordings import FIRST, SECOND, RecordedPair
 from pcf.store import Run
 
 ORDERS = ("priority", "top_entropy", "margin", "kendall_w", "overrides", "calibrated", "random")

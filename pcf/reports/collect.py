@@ -19,9 +19,9 @@ from pcf.analysis.results import (
     usage,
 )
 from pcf.analysis.weight_playground import K_COLUMNS, run_diagnostics
+from pcf.connectors.recordings import FIRST, SECOND, RecordedPair
 from pcf.prices import price_table
 from pcf.prompts import TIE
-from pcf.recordings import FIRST, SECOND, RecordedPair
 from pcf.reports.tables import METHODS
 from pcf.store import Run, list_datasets, load_items, run_judgments
 

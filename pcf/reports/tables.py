@@ -20,9 +20,9 @@ from pcf.analysis.triage import (
     summarize,
 )
 from pcf.analysis.weight_playground import WEIGHT_NAMES
+from pcf.connectors.recordings import FIRST, SECOND, SWAP_RULES, recorded_outcome
 from pcf.flags import FLAGS
 from pcf.pairwise import bucket_order, bucket_scores
-from pcf.recordings import FIRST, SECOND, SWAP_RULES, recorded_outcome
 from pcf.weights import PRESETS
 
 METHODS = {

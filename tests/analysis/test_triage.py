@@ -27,7 +27,7 @@ from pcf.analysis.triage import (
     run_triage,
 )
 from pcf.cli import app
-from pcf.recordings import FIRST, SECOND, RecordedPair
+from pcf.connectors.recordings import FIRST, SECOND, RecordedPair
 from pcf.reports.charts import capture_chart
 from pcf.store import get_run, load_items
 from tests.shared_data import HAIKU, LLMBAR, O1_MINI

@@ -17,8 +17,8 @@ from statsmodels.stats.contingency_tables import mcnemar
 from typer.testing import CliRunner
 
 from pcf.cli import app
+from pcf.connectors.recordings import read_judgebench_outputs, read_llmbar_results, replay_summary
 from pcf.evaluation import paired_bootstrap_ci
-from pcf.recordings import read_judgebench_outputs, read_llmbar_results, replay_summary
 from pcf.reports.document import Figure, Report, Section, Table
 from pcf.reports.render import write_report
 from pcf.store import get_engine

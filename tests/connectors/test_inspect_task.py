@@ -18,9 +18,9 @@ from inspect_ai.model import ChatMessage, ModelOutput, ModelUsage, get_model
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
-import pcf.inspect_task
+import pcf.connectors.inspect_task
 from pcf.cli import app
-from pcf.inspect_task import CALLS, judge
+from pcf.connectors.inspect_task import CALLS, judge
 from pcf.labelling.membership import set_local_name
 from tests.app import APP, LOCAL_NAME, open_page
 from tests.app.test_review import frame_with, listed
@@ -108,7 +108,7 @@ def eval_log(tmp_path_factory) -> tuple[Path, EvalLog]:
 
 def test_the_extension_is_registered_through_inspects_entry_point():
     [entry] = [e for e in entry_points(group="inspect_ai") if e.name == "pcf"]
-    assert entry.load() is pcf.inspect_task
+    assert entry.load() is pcf.connectors.inspect_task
 
 
 @pytest.mark.db
@@ -198,7 +198,7 @@ def test_a_log_that_is_not_the_tasks_imports_nothing_and_says_where(
     assert not_a_log.exit_code == 1
     assert not_a_log.stderr.startswith(f"nothing imported: {tmp_path / 'missing.eval'} is not")
 
-    for module in ("pcf.runs.inspect_log", "pcf.inspect_task"):
+    for module in ("pcf.connectors.inspect_log", "pcf.connectors.inspect_task"):
         monkeypatch.delitem(sys.modules, module, raising=False)
     monkeypatch.setitem(sys.modules, "inspect_ai", None)
     missing = runner.invoke(app, ["import", "inspect", str(path)])

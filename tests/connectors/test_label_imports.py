@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from pcf.access import AccessDeniedError, Actor, Role, operator
 from pcf.cli import app
-from pcf.labelling import imports
-from pcf.labelling.imports import import_labels
+from pcf.connectors import label_imports
+from pcf.connectors.label_imports import import_labels
 from pcf.store import (
     add_adjudication,
     adjudication_records,
@@ -71,7 +71,7 @@ def team(session) -> int:
 def test_one_bad_row_imports_nothing_and_a_good_file_round_trips(
     session, team, suffix, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(imports, "BATCH", 2)  # the bad row comes after a batch was stored
+    monkeypatch.setattr(label_imports, "BATCH", 2)  # the bad row comes after a batch was stored
     bad = write(
         [*GOOD, {**GOOD[2], "annotator": "rater-2", "answer": "c9"}], tmp_path / f"b{suffix}"
     )

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from pcf.errors import DataError
-from pcf.recordings import (
+from pcf.connectors.recordings import (
     RecordedPair,
     read_judgebench_outputs,
     read_llmbar_results,
     replay_summary,
 )
+from pcf.errors import DataError
 from tests.shared_data import HAIKU, LLMBAR, O1_MINI
 
 # (file, official score, correct, incorrect, tie, pairs, raw (order-1, order-2) tallies)

@@ -1,5 +1,6 @@
-"""``pcf import inspect LOG`` (docs/inspect.md): an eval log of :func:`pcf.inspect_task.judge`
-stored as a dataset (the log's items) and a replay run of the model's recorded answers."""
+"""``pcf import inspect LOG`` (docs/inspect.md): an eval log of
+:func:`pcf.connectors.inspect_task.judge` stored as a dataset (the log's items) and a replay run
+of the model's recorded answers."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from sqlmodel import Session
 
 from pcf.access import Actor
 from pcf.choices import SCHEDULES
+from pcf.connectors.inspect_task import CALLS, ITEM, recorded_judgments
 from pcf.files import FieldChecker, must
-from pcf.inspect_task import CALLS, ITEM, recorded_judgments
 from pcf.items import sound_items
 from pcf.judgments import Judgment, write_judgments
 from pcf.runs.manage import import_dataset, judge_run
@@ -32,7 +33,7 @@ Whole = Annotated[int, must(lambda v: type(v) is int, "must be an integer, got {
 
 
 class _TaskArgs(BaseModel):
-    """The arguments of :func:`pcf.inspect_task.judge` the replay run takes."""
+    """The arguments of :func:`pcf.connectors.inspect_task.judge` the replay run takes."""
 
     k: Annotated[
         int, must(lambda v: type(v) is int and v >= 1, "must be an integer >= 1, got {got}")

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pcf.cli import app
+from pcf.connectors.hf_datasets import load_hf
 from pcf.errors import DataError
-from pcf.hf_datasets import load_hf
 from pcf.items import load_dataset
 from pcf.store import get_dataset, load_items
 from tests.shared_data import JUDGEBENCH_CLAUDE_PAIRS, JUDGEBENCH_PAIRS, RB2
