@@ -57,6 +57,15 @@ BaseUrlOption = Annotated[
     ),
 ]
 ConcurrencyOption = Annotated[int, typer.Option(help="Calls in flight at once.")]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        help="Seconds to wait for each answer (default: PCF_TIMEOUT, else 60). A self-hosted "
+        "server's timed-out call is not sent again (docs/local-model.md).",
+    ),
+]
 LimitOption = Annotated[int | None, typer.Option(help="Judge the first N items only.")]
 RunSeedOption = Annotated[
     int, typer.Option(help="Run seed: random schedules, simulated noise (not canonical orders).")
@@ -570,6 +579,7 @@ def judge(
     ] = "balanced",
     executions: Annotated[int, typer.Option(help="Independent executions.")] = 1,
     concurrency: ConcurrencyOption = 16,
+    timeout: TimeoutOption = None,
     limit: LimitOption = None,
     seed: RunSeedOption = 0,
     temperature: TemperatureOption = 0.0,
@@ -645,6 +655,7 @@ def judge(
             max_tokens=max_tokens,
             limit=limit,
             concurrency=concurrency,
+            timeout_s=timeout,
             adaptive=adaptive,
             risk=risk,
             max_calls=max_calls,
@@ -958,6 +969,7 @@ def study(
     k: Annotated[int, typer.Option("--k", help="Orderings per item for PCF and repeated.")] = 7,
     executions: Annotated[int, typer.Option(help="Independent PCF executions.")] = 3,
     concurrency: ConcurrencyOption = 16,
+    timeout: TimeoutOption = None,
     limit: LimitOption = None,
     seed: RunSeedOption = 0,
     temperature: TemperatureOption = 0.0,
@@ -987,6 +999,7 @@ def study(
             temperature=temperature,
             limit=limit,
             concurrency=concurrency,
+            timeout_s=timeout,
         )
         with database() as session:
             specs = study_specs(name, base, session=session)
