@@ -808,7 +808,13 @@ def runs(context: typer.Context) -> None:
     """
     if context.invoked_subcommand is not None:
         return
+    from pcf.judges import judge_label
     from pcf.store import database_url, list_datasets, run_listing
+
+    def described(run: dict) -> dict:  # the server as the judge's label names it, not as given
+        judge = judge_label(run["backend"], run["model"], run.pop("base_url"))
+        attempts = run.pop("calls")
+        return {"judge": judge, **run, "attempts": attempts}
 
     with database() as session:
         emit(
@@ -818,7 +824,7 @@ def runs(context: typer.Context) -> None:
                     {"name": d.name, "items": d.n_items, "format": d.format}
                     for d in list_datasets(session=session)
                 ],
-                "runs": run_listing(session=session),
+                "runs": [described(run) for run in run_listing(session=session)],
             }
         )
 

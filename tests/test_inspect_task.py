@@ -124,7 +124,7 @@ def test_scores_equal_pcf_aggregate_and_the_imported_run_shows_on_review(
     summary = json.loads(imported.stdout)
     run = summary["run"]
     assert run == "rated/pcf/replay/mockllm/model/k4-balanced-x2-s3"
-    assert (summary["simulated"], summary["items"], summary["calls_made"]) == (True, 3, 24)
+    assert (summary["simulated"], summary["items"], summary["attempts"]) == (True, 3, 24)
 
     for what in ("judgments", "items"):
         out = tmp_path / f"{what}.jsonl"

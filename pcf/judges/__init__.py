@@ -7,25 +7,11 @@ import math
 import os
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit
 
 from pcf.judges.base import KEY_ENV, Judge, key_names
+from pcf.judges.servers import BASE_URL_ENV, judge_server, normalised_server
 
 BACKENDS = ("simulated", "openai", "anthropic", "google", "azure", "replay")
-BASE_URL_ENV = {
-    "openai": "OPENAI_BASE_URL",
-    "anthropic": "ANTHROPIC_BASE_URL",
-    "google": "GOOGLE_GEMINI_BASE_URL",
-    "azure": "AZURE_OPENAI_ENDPOINT",
-}
-"""The variables the providers' SDKs read for a server when no base URL is given."""
-OWN_SERVERS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-    "google": "https://generativelanguage.googleapis.com",
-}
-"""The providers' own endpoints (an Azure endpoint is always the operator's resource)."""
-DEFAULT_PORTS = {"http": 80, "https": 443}
 LOCAL_SERVERS = {"ollama": "http://localhost:11434/v1", "vllm": "http://localhost:8000/v1"}
 """OpenAI-compatible servers by name, at their default addresses."""
 PROVIDERS = (*BACKENDS, "openai-compatible", *LOCAL_SERVERS)
@@ -91,16 +77,6 @@ def default_timeout(timeout: float | None = None) -> float:
     return seconds
 
 
-def judge_server(backend: str, base_url: str | None) -> str | None:
-    """The server a provider backend's calls go to (``base_url``, else the SDK's variable),
-    normalised, without user, password, query or fragment (where a credential could hide);
-    None for the provider's own endpoint and for backends that call no server."""
-    url = base_url or os.environ.get(BASE_URL_ENV.get(backend, ""))
-    if backend not in BASE_URL_ENV or not url:
-        return None
-    return _normalised(backend, url)
-
-
 def self_hosted(backend: str, base_url: str | None) -> bool:
     """Whether calls go to an OpenAI-compatible server of the operator's own (``ollama/``,
     ``vllm/``, ``openai-compatible/``, or ``openai/`` with a base URL): a local server that may
@@ -114,28 +90,14 @@ def judge_label(backend: str, model: str, base_url: str | None) -> str:
     own is named ``ollama/``, ``vllm/`` (at their default addresses) or
     ``openai-compatible/``, never ``openai/`` as if it were OpenAI's API, e.g.
     ``ollama/llama3.1 at http://localhost:11434/v1``."""
-    server = _normalised(backend, base_url) if base_url and backend in BASE_URL_ENV else None
+    server = normalised_server(backend, base_url) if base_url and backend in BASE_URL_ENV else None
     if server is None:
         return f"{backend}/{model}"
     provider = backend
     if backend == "openai":
-        local = {_normalised(backend, url): name for name, url in LOCAL_SERVERS.items()}
+        local = {normalised_server(backend, url): name for name, url in LOCAL_SERVERS.items()}
         provider = local.get(server, "openai-compatible")
     return f"{provider}/{model} at {server}"
-
-
-def _normalised(backend: str, url: str) -> str | None:
-    """``url`` as :func:`judge_server` names it (None: the provider's own endpoint)."""
-    parts = urlsplit(url.strip())
-    scheme, host = parts.scheme.lower(), parts.hostname or ""
-    try:
-        port = parts.port
-    except ValueError:  # not a port number: the SDK cannot call it either
-        port = None
-    host = f"[{host}]" if ":" in host else host
-    address = host if port in (None, DEFAULT_PORTS.get(scheme)) else f"{host}:{port}"
-    server = f"{scheme}://{address}{parts.path.rstrip('/')}"
-    return None if server == OWN_SERVERS.get(backend) else server
 
 
 def make_judge(

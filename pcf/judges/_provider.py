@@ -18,6 +18,7 @@ from pcf.judges.base import (
     key_names,
     redact,
 )
+from pcf.judges.servers import OWN_SERVERS, judge_server
 
 PLACEHOLDER_KEY = "not-needed"
 """Sent to a self-hosted server (vLLM, Ollama...) that wants no key when none is set."""
@@ -154,8 +155,6 @@ class ProviderJudge:
 
 def _address(backend: str, base_url: str | None) -> str:
     """The server a judge's requests go to, for its messages."""
-    from pcf.judges import OWN_SERVERS, judge_server  # noqa: PLC0415 - the package imports us
-
     return judge_server(backend, base_url) or OWN_SERVERS.get(backend, "the provider's API")
 
 

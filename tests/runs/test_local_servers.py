@@ -5,6 +5,8 @@ behind it), and the message names the timeout and how to raise it."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlmodel import Session, select
 from typer.testing import CliRunner
@@ -73,3 +75,18 @@ def test_a_bad_timeout_is_refused_and_leaves_no_run(dataset, session: Session, m
     assert result.exit_code == 2
     assert "PCF_TIMEOUT='soon': give the seconds to wait for an answer" in result.output
     assert get_run("r", session=session) is None
+
+
+def test_a_run_on_a_compatible_server_is_named_by_provider_and_address(dataset) -> None:
+    """The summary and `pcf runs` name the judge ``openai-compatible/tiny at SERVER``, never
+    ``openai/tiny``, and say ``attempts`` where they count requests sent."""
+    with WireServer(lambda r: Scripted.answer(listwise_text(r.last_user_text))) as server:
+        result = runner.invoke(app, judge(server))
+    assert result.exit_code == 0, result.output
+    judged = f"openai-compatible/tiny at {server.openai_base_url}"
+    summary = json.loads(result.stdout)
+    assert summary["judge"] == judged
+    assert summary["attempts"] == summary["this_invocation"]["attempts"] == PLANNED
+    listed = json.loads(runner.invoke(app, ["runs"]).stdout)["runs"]
+    assert [(run["judge"], run["attempts"]) for run in listed] == [(judged, PLANNED)]
+    assert "base_url" not in listed[0]

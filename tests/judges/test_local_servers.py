@@ -1,5 +1,6 @@
-"""What a judge says when a self-hosted server fails: the server's own message, whatever shape
-its error body has, and the address that was tried."""
+"""Judges on self-hosted servers: what a judge says when the server fails (the server's own
+message, whatever shape its error body has, and the address that was tried) and how a run's
+judge is named."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import socket
 
 import pytest
 
-from pcf.judges import make_judge, parse_model
+from pcf.judges import judge_label, make_judge, parse_model
 from pcf.judges.base import JudgeError, JudgeRequest
 from pcf.judges.openai_judge import OpenAIJudge
 from tests.wire_server import Scripted, WireServer
@@ -63,3 +64,24 @@ def test_a_refused_connection_names_the_address_tried(monkeypatch) -> None:
     error = error_of(OpenAIJudge("tiny", base_url=f"http://127.0.0.1:{port}/v1"))
     assert error.reason == "connection_error"
     assert str(error).endswith(f"to http://127.0.0.1:{port}/v1")
+
+
+@pytest.mark.parametrize(
+    ("model", "base_url", "label"),
+    [
+        ("openai/gpt-4o-mini", None, "openai/gpt-4o-mini"),
+        ("ollama/llama3.1", None, "ollama/llama3.1 at http://localhost:11434/v1"),
+        ("vllm/qwen", "http://LOCALHOST:8000/v1/", "vllm/qwen at http://localhost:8000/v1"),
+        (
+            "openai-compatible/tiny",
+            "http://user:secret@127.0.0.1:8080/v1?key=x",
+            "openai-compatible/tiny at http://127.0.0.1:8080/v1",
+        ),
+        ("openai/gpt-4o", "https://api.openai.com/v1", "openai/gpt-4o"),
+        ("anthropic/claude", "http://127.0.0.1:9/", "anthropic/claude at http://127.0.0.1:9"),
+    ],
+)
+def test_a_judge_is_named_by_its_provider_and_server(model, base_url, label) -> None:
+    """No credential of the address is shown; OpenAI's own API needs no address."""
+    backend, name, url = parse_model(model, base_url=base_url)
+    assert judge_label(backend, name, url) == label
