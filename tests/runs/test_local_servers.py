@@ -9,10 +9,14 @@ import json
 
 import pytest
 from sqlmodel import Session, select
+from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
+from pcf.analysis.markdown import escape_markdown
 from pcf.cli import app
+from pcf.labelling.membership import set_local_name
 from pcf.store import Call, audit_events, get_run
+from tests.app import APP
 from tests.runs.processes import import_dataset
 from tests.runs.test_live_providers import listwise_text
 from tests.wire_server import Scripted, WireServer
@@ -77,9 +81,11 @@ def test_a_bad_timeout_is_refused_and_leaves_no_run(dataset, session: Session, m
     assert get_run("r", session=session) is None
 
 
-def test_a_run_on_a_compatible_server_is_named_by_provider_and_address(dataset) -> None:
-    """The summary and `pcf runs` name the judge ``openai-compatible/tiny at SERVER``, never
-    ``openai/tiny``, and say ``attempts`` where they count requests sent."""
+def test_a_run_on_a_compatible_server_is_named_by_provider_and_address(
+    dataset, session: Session
+) -> None:
+    """The summary, `pcf runs` and the sidebar name the judge ``openai-compatible/tiny at
+    SERVER``, never ``openai/tiny``; the summaries say ``attempts`` where they count requests."""
     with WireServer(lambda r: Scripted.answer(listwise_text(r.last_user_text))) as server:
         result = runner.invoke(app, judge(server))
     assert result.exit_code == 0, result.output
@@ -90,3 +96,8 @@ def test_a_run_on_a_compatible_server_is_named_by_provider_and_address(dataset) 
     listed = json.loads(runner.invoke(app, ["runs"]).stdout)["runs"]
     assert [(run["judge"], run["attempts"]) for run in listed] == [(judged, PLANNED)]
     assert "base_url" not in listed[0]
+    set_local_name("Ada", session=session)
+    session.commit()
+    at = AppTest.from_file(str(APP), default_timeout=30).run()
+    assert not at.exception
+    assert at.sidebar.caption[0].value == f"r: pcf, K={K}, {escape_markdown(judged)}"
