@@ -190,7 +190,7 @@ def demo_table(figures: dict) -> list[str]:
     ]
     for run in figures["runs"]:
         acc = run.get("accuracy") or {}
-        cells = [run["run"], run["model"], run["items"], run["calls_made"] + run["cache_hits"]]
+        cells = [run["run"], run["model"], run["items"], run["attempts"] + run["cache_hits"]]
         if acc:
             cells += [
                 f"{100 * acc['direct_accuracy']:.1f}",

@@ -20,7 +20,13 @@ from pages.shared import (
 from pcf.analysis.against_labels import run_overview
 from pcf.analysis.escalate import escalation_in_words
 from pcf.analysis.markdown import escape_markdown
-from pcf.analysis.results import flag_counts, is_simulated, outcome_frame, stopping_label
+from pcf.analysis.results import (
+    flag_counts,
+    is_simulated,
+    outcome_frame,
+    run_judge,
+    stopping_label,
+)
 from pcf.analysis.summary import summary_in_words
 from pcf.flags import PRIORITY_HELP
 from pcf.labelling.human_gold import dataset_gold, rule_text
@@ -110,7 +116,7 @@ if run is None:
 
 st.caption(
     f"{run.protocol} protocol, {run.k} ordering(s) per item, {run.executions} execution(s), "
-    f"{run.schedule} schedule; judge {run.backend} · {run.model}; "
+    f"{run.schedule} schedule; judge {escape_markdown(run_judge(run))}; "
     f"{len(table)} of {dataset.n_items} items decided."
 )
 if run.protocol == "direct":

@@ -342,7 +342,9 @@ def show_outcome(name: str, report: RunReport) -> None:
     done = summary["this_invocation"] = report.as_dict()
     cols = st.columns(5)
     cols[0].metric("Items", summary["items"])
-    cols[1].metric("Judge calls", done["calls_made"])
+    cols[1].metric(
+        "Attempts", done["attempts"], help="Requests sent to the judge, retries included"
+    )
     cols[2].metric("Cache hits", done["cache_hits"])
     cols[3].metric("Failures", done["failures"])
     cols[4].metric("Cost", f"${done['cost_usd']:.4f}")

@@ -57,6 +57,15 @@ BaseUrlOption = Annotated[
     ),
 ]
 ConcurrencyOption = Annotated[int, typer.Option(help="Calls in flight at once.")]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        help="Seconds to wait for each answer (default: PCF_TIMEOUT, else 60). A self-hosted "
+        "server's timed-out call is not sent again (docs/local-model.md).",
+    ),
+]
 LimitOption = Annotated[int | None, typer.Option(help="Judge the first N items only.")]
 RunSeedOption = Annotated[
     int, typer.Option(help="Run seed: random schedules, simulated noise (not canonical orders).")
@@ -570,6 +579,7 @@ def judge(
     ] = "balanced",
     executions: Annotated[int, typer.Option(help="Independent executions.")] = 1,
     concurrency: ConcurrencyOption = 16,
+    timeout: TimeoutOption = None,
     limit: LimitOption = None,
     seed: RunSeedOption = 0,
     temperature: TemperatureOption = 0.0,
@@ -645,6 +655,7 @@ def judge(
             max_tokens=max_tokens,
             limit=limit,
             concurrency=concurrency,
+            timeout_s=timeout,
             adaptive=adaptive,
             risk=risk,
             max_calls=max_calls,
@@ -797,7 +808,13 @@ def runs(context: typer.Context) -> None:
     """
     if context.invoked_subcommand is not None:
         return
+    from pcf.judges import judge_label
     from pcf.store import database_url, list_datasets, run_listing
+
+    def described(run: dict) -> dict:  # the server as the judge's label names it, not as given
+        judge = judge_label(run["backend"], run["model"], run.pop("base_url"))
+        attempts = run.pop("calls")
+        return {"judge": judge, **run, "attempts": attempts}
 
     with database() as session:
         emit(
@@ -807,7 +824,7 @@ def runs(context: typer.Context) -> None:
                     {"name": d.name, "items": d.n_items, "format": d.format}
                     for d in list_datasets(session=session)
                 ],
-                "runs": run_listing(session=session),
+                "runs": [described(run) for run in run_listing(session=session)],
             }
         )
 
@@ -959,6 +976,7 @@ def study(
     k: Annotated[int, typer.Option("--k", help="Orderings per item for PCF and repeated.")] = 7,
     executions: Annotated[int, typer.Option(help="Independent PCF executions.")] = 3,
     concurrency: ConcurrencyOption = 16,
+    timeout: TimeoutOption = None,
     limit: LimitOption = None,
     seed: RunSeedOption = 0,
     temperature: TemperatureOption = 0.0,
@@ -988,6 +1006,7 @@ def study(
             temperature=temperature,
             limit=limit,
             concurrency=concurrency,
+            timeout_s=timeout,
         )
         with database() as session:
             specs = study_specs(name, base, session=session)

@@ -160,10 +160,11 @@ class Scripted:
 
     @classmethod
     def broken(
-        cls, body: str = '{"id": "broken", "choices": [', *, delay_s: float = 0.0
+        cls, body: str = '{"id": "broken", "choices": [', *, status: int = 200, delay_s: float = 0.0
     ) -> Scripted:
-        """A ``200`` whose ``application/json`` body is sent as is (malformed by default)."""
-        return cls("broken", body, delay_s=delay_s)
+        """A ``status`` (``200``) whose ``application/json`` body is sent as is (malformed by
+        default; a server's own error body with an error status)."""
+        return cls("broken", body, status=status, delay_s=delay_s)
 
 
 @dataclass(frozen=True)
@@ -726,7 +727,7 @@ class _Handler(BaseHTTPRequestHandler):
         id_header = "x-request-id" if protocol == "openai" else "request-id"
         headers = {id_header: request_id}
         if action.kind == "broken":
-            self._send(200, action.text.encode(), headers)
+            self._send(action.status, action.text.encode(), headers)
         elif action.kind == "error":
             if action.retry_after is not None:
                 headers["Retry-After"] = action.retry_after

@@ -15,7 +15,7 @@ from pages.shared.frame import DATASET_KEY, ITEM_LINK, RUN_KEY, auth_configured,
 from pcf.access import AccessDeniedError, Actor, Permission
 from pcf.analysis.item_list import datasets_holding
 from pcf.analysis.markdown import escape_markdown, inert_markdown
-from pcf.analysis.results import RunAnalysis, simulates_strong_bias, stored_analysis
+from pcf.analysis.results import RunAnalysis, run_judge, simulates_strong_bias, stored_analysis
 from pcf.items import Item
 from pcf.labelling.resolutions import comment, thread
 from pcf.store import (
@@ -101,7 +101,7 @@ def sidebar(actor: Actor) -> None:
                 run = next(r for r in runs if r.name == shown)
                 st.caption(
                     f"{escape_markdown(run.name)}: {run.protocol}, K={run.k}, "
-                    f"{escape_markdown(f'{run.backend}/{run.model}')}"
+                    f"{escape_markdown(run_judge(run))}"
                 )
             else:
                 st.info("No run on this dataset yet: start one on the Runs page.")

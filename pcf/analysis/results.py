@@ -20,6 +20,7 @@ from pcf.evaluation import compare_paired
 from pcf.flags import FLAG_HELP, FLAGS
 from pcf.instability import SlotCounts, slot_counts
 from pcf.items import Item
+from pcf.judges import judge_label
 from pcf.judges.simulated import MODEL_SLOT_BIAS
 from pcf.judgments import RECORDED_SETTING
 from pcf.pairwise import apoc_decide, bucket_scores, is_ballpark_question, official_outcome
@@ -70,10 +71,17 @@ def simulates_strong_bias(run: Run) -> bool:
     return is_simulated(run) and run.model in MODEL_SLOT_BIAS
 
 
+def run_judge(run: Run) -> str:
+    """The run's judge as every description of the run names it: ``openai/gpt-4o-mini``,
+    ``ollama/llama3.1 at http://localhost:11434/v1`` (:func:`~pcf.judges.judge_label`)."""
+    return judge_label(run.backend, run.model, run.base_url)
+
+
 def usage(run: Run) -> dict[str, int]:
-    """A run's calls made, cache hits, failures and tokens, as its summary and report name them."""
-    fields = ("calls_made", "cache_hits", "failures", "input_tokens", "output_tokens")
-    return {name: getattr(run, name) for name in fields}
+    """A run's attempts (requests sent, retries included), cache hits, failures and tokens, as
+    its summary and report name them."""
+    fields = ("cache_hits", "failures", "input_tokens", "output_tokens")
+    return {"attempts": run.calls_made} | {name: getattr(run, name) for name in fields}
 
 
 def is_adaptive(run: Run) -> bool:
@@ -282,6 +290,7 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
         "protocol": run.protocol,
         "backend": run.backend,
         "model": run.model,
+        "judge": run_judge(run),
         "simulated": is_simulated(run),
         "items": decided,
         **usage(run),

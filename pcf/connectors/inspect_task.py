@@ -74,6 +74,7 @@ def judge(
         seed: the seed of the schedule's random draws (as ``pcf judge --seed``).
         weights: the Eq. 5 weights: a preset's name or ``ws,wB,wv,wu``.
     """
+    check_model_starts()
     samples = [
         Sample(input=i.prompt, target=i.gold or "", id=i.item_id, metadata={ITEM: i.to_dict()})
         for i in load_dataset(format, items)
@@ -83,6 +84,32 @@ def judge(
         solver=judge_orderings(k, schedule, dataset_seed, seed),
         scorer=permutation_consensus(weights),
     )
+
+
+def check_model_starts() -> None:
+    """Raise, with the reason, when the eval's model cannot answer: ``inspect eval`` exits 0
+    when every sample fails, but non-zero when the task cannot be made.
+
+    ``mockllm/model`` without custom outputs reports no usage, so inspect counts its tokens
+    with tiktoken's ``o200k_base`` encoding, which tiktoken downloads on first use (offline,
+    every call would fail). A task made outside an eval (no model yet) is not checked."""
+    try:
+        model = get_model()
+    except ValueError:  # no model given yet: the eval that runs the task will name one
+        return
+    if not str(model).startswith("mockllm/") or "custom_outputs" in model.model_args:
+        return
+    import tiktoken  # noqa: PLC0415 - inspect_ai's own dependency, needed for mockllm alone
+
+    try:
+        tiktoken.get_encoding("o200k_base")
+    except Exception as exc:  # a download or cache failure, whatever its class
+        raise RuntimeError(
+            f"{model} cannot start: inspect counts its tokens with tiktoken's o200k_base "
+            f"encoding, which could not be loaded ({type(exc).__name__}: {exc}); tiktoken "
+            "downloads it on first use: run once online, or point TIKTOKEN_CACHE_DIR at a "
+            "folder that holds it"
+        ) from exc
 
 
 @solver

@@ -3,34 +3,34 @@ one parser of models named ``provider/name``."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit
 
 from pcf.judges.base import KEY_ENV, Judge, key_names
+from pcf.judges.servers import BASE_URL_ENV, judge_server, normalised_server
 
 BACKENDS = ("simulated", "openai", "anthropic", "google", "azure", "replay")
-BASE_URL_ENV = {
-    "openai": "OPENAI_BASE_URL",
-    "anthropic": "ANTHROPIC_BASE_URL",
-    "google": "GOOGLE_GEMINI_BASE_URL",
-    "azure": "AZURE_OPENAI_ENDPOINT",
-}
-"""The variables the providers' SDKs read for a server when no base URL is given."""
-OWN_SERVERS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-    "google": "https://generativelanguage.googleapis.com",
-}
-"""The providers' own endpoints (an Azure endpoint is always the operator's resource)."""
-DEFAULT_PORTS = {"http": 80, "https": 443}
 LOCAL_SERVERS = {"ollama": "http://localhost:11434/v1", "vllm": "http://localhost:8000/v1"}
 """OpenAI-compatible servers by name, at their default addresses."""
 PROVIDERS = (*BACKENDS, "openai-compatible", *LOCAL_SERVERS)
 """What ``provider/name`` may name (:func:`parse_model`)."""
+DEFAULT_TIMEOUT_S = 60.0
+TIMEOUT_ENV = "PCF_TIMEOUT"
+"""The variable that sets the seconds a judge waits for each answer (``--timeout`` wins)."""
 
-__all__ = ["BACKENDS", "KEY_ENV", "judge_server", "key_names", "make_judge", "parse_model"]
+__all__ = [
+    "BACKENDS",
+    "KEY_ENV",
+    "default_timeout",
+    "judge_label",
+    "judge_server",
+    "key_names",
+    "make_judge",
+    "parse_model",
+    "self_hosted",
+]
 
 
 class JudgeModel(NamedTuple):
@@ -62,23 +62,42 @@ def parse_model(
     return JudgeModel("openai", model, base_url or LOCAL_SERVERS.get(provider))
 
 
-def judge_server(backend: str, base_url: str | None) -> str | None:
-    """The server a provider backend's calls go to (``base_url``, else the SDK's variable),
-    normalised, without user, password, query or fragment (where a credential could hide);
-    None for the provider's own endpoint and for backends that call no server."""
-    url = base_url or os.environ.get(BASE_URL_ENV.get(backend, ""))
-    if backend not in BASE_URL_ENV or not url:
-        return None
-    parts = urlsplit(url.strip())
-    scheme, host = parts.scheme.lower(), parts.hostname or ""
+def default_timeout(timeout: float | None = None) -> float:
+    """The seconds a judge waits for each answer: ``timeout``, else ``PCF_TIMEOUT``, else 60."""
+    value: object = timeout
+    if value is None:
+        value = os.environ.get(TIMEOUT_ENV, "").strip() or DEFAULT_TIMEOUT_S
     try:
-        port = parts.port
-    except ValueError:  # not a port number: the SDK cannot call it either
-        port = None
-    host = f"[{host}]" if ":" in host else host
-    address = host if port in (None, DEFAULT_PORTS.get(scheme)) else f"{host}:{port}"
-    server = f"{scheme}://{address}{parts.path.rstrip('/')}"
-    return None if server == OWN_SERVERS.get(backend) else server
+        seconds = float(value)  # type: ignore[arg-type]  # a number or the variable's text
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        source = f"{TIMEOUT_ENV}={value!r}" if timeout is None else f"--timeout {value}"
+        raise ValueError(f"{source}: give the seconds to wait for an answer, a positive number")
+    return seconds
+
+
+def self_hosted(backend: str, base_url: str | None) -> bool:
+    """Whether calls go to an OpenAI-compatible server of the operator's own (``ollama/``,
+    ``vllm/``, ``openai-compatible/``, or ``openai/`` with a base URL): a local server that may
+    answer one request at a time, where a timed-out request still runs."""
+    return backend == "openai" and judge_server(backend, base_url) is not None
+
+
+def judge_label(backend: str, model: str, base_url: str | None) -> str:
+    """How a run's judge is named wherever the run is described: ``provider/model``, and
+    ``at SERVER`` for a server that is not the provider's own; a server of the operator's
+    own is named ``ollama/``, ``vllm/`` (at their default addresses) or
+    ``openai-compatible/``, never ``openai/`` as if it were OpenAI's API, e.g.
+    ``ollama/llama3.1 at http://localhost:11434/v1``."""
+    server = normalised_server(backend, base_url) if base_url and backend in BASE_URL_ENV else None
+    if server is None:
+        return f"{backend}/{model}"
+    provider = backend
+    if backend == "openai":
+        local = {normalised_server(backend, url): name for name, url in LOCAL_SERVERS.items()}
+        provider = local.get(server, "openai-compatible")
+    return f"{provider}/{model} at {server}"
 
 
 def make_judge(
@@ -89,14 +108,18 @@ def make_judge(
     replay_path: str | Path | None = None,
     seed: int = 0,
     api_key: str | None = None,
+    timeout: float | None = None,
 ) -> Judge:
     """Build a judge by backend name; keys come from the environment, or ``api_key`` (a
-    person's own for this judge only, never stored)."""
+    person's own for this judge only, never stored); a provider's judge waits ``timeout``
+    seconds for an answer (:func:`default_timeout`)."""
     if backend == "simulated":
         from pcf.judges.simulated import SimulatedJudge  # noqa: PLC0415 - light on purpose
 
         return SimulatedJudge(model, seed=seed)
     options: dict[str, Any] = {"base_url": base_url, "api_key": api_key, "seed": seed}
+    if backend not in ("simulated", "replay"):
+        options["timeout"] = default_timeout(timeout)
 
     if backend in ("openai", "azure"):
         from pcf.judges.openai_judge import AzureJudge, OpenAIJudge  # noqa: PLC0415 - slow import

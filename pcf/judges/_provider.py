@@ -18,6 +18,7 @@ from pcf.judges.base import (
     key_names,
     redact,
 )
+from pcf.judges.servers import OWN_SERVERS, judge_server
 
 PLACEHOLDER_KEY = "not-needed"
 """Sent to a self-hosted server (vLLM, Ollama...) that wants no key when none is set."""
@@ -72,7 +73,8 @@ class ProviderJudge:
         timeout: float = 60.0,
         seed: int | None = None,
     ) -> None:
-        self.model, self.seed = model, seed
+        self.model, self.seed, self.timeout = model, seed, timeout
+        self.address = _address(self.backend, base_url)
         key = api_key or env_key(self.backend) or (None if base_url is None else PLACEHOLDER_KEY)
         if key is None:
             raise ValueError(f"{key_names(self.backend)} is not set")
@@ -120,19 +122,40 @@ class ProviderJudge:
         try:
             answer = await self._send(request)
         except sdk.APIStatusError as err:
-            raise status_error(
-                err.status_code, self._status_message(err), err.response.headers, self._key
+            raise self._status_error(
+                err.status_code, self._status_message(err), err.response.headers
             ) from None  # the SDK error repeats the provider message, which may echo the key
         except sdk.APITimeoutError as err:
             if _refused(err):  # the aiohttp transport reports a refused connection as a timeout
-                raise JudgeError("connection_error", _cause(err), retryable=True) from err
-            raise JudgeError("timeout", "request timed out", retryable=True) from err
+                raise self._connection_error(_cause(err)) from err
+            raise self._timed_out() from err
         except sdk.APIConnectionError as err:
-            raise JudgeError("connection_error", _cause(err), retryable=True) from err
+            raise self._connection_error(_cause(err)) from err
         # ValueError: not JSON, or an integer past Python's 4,300 digits; RecursionError: too deep
         except (sdk.APIResponseValidationError, ValueError, RecursionError) as err:
             raise JudgeError("bad_response", "invalid response body", retryable=True) from err
         return self._reply(answer, time.perf_counter() - start)
+
+    def _status_error(self, status: int, message: str, headers: Mapping[str, str]) -> JudgeError:
+        """:func:`status_error`, the server's message followed by its address."""
+        return status_error(status, f"{message} (from {self.address})", headers, self._key)
+
+    def _timed_out(self) -> JudgeError:
+        """A request that got no answer within the timeout: the message says how to wait longer."""
+        return JudgeError(
+            "timeout",
+            f"no answer from {self.address} within {self.timeout:g} s; raise the wait with "
+            "--timeout SECONDS or PCF_TIMEOUT",
+            retryable=True,
+        )
+
+    def _connection_error(self, cause: str) -> JudgeError:
+        return JudgeError("connection_error", f"{cause} to {self.address}", retryable=True)
+
+
+def _address(backend: str, base_url: str | None) -> str:
+    """The server a judge's requests go to, for its messages."""
+    return judge_server(backend, base_url) or OWN_SERVERS.get(backend, "the provider's API")
 
 
 def _refused(err: BaseException) -> bool:

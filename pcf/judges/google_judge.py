@@ -10,7 +10,7 @@ import aiohttp  # the SDK's transport when installed, as it is with openai[aioht
 from google import genai
 from google.genai import errors, types
 
-from pcf.judges._provider import ProviderJudge, status_error
+from pcf.judges._provider import ProviderJudge
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
 
 REFUSED = ("SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION")
@@ -55,12 +55,11 @@ class GoogleJudge(ProviderJudge):
             body = json.loads(response.sdk_http_response.body or "")
         except errors.APIError as err:
             headers = getattr(err.response, "headers", None) or {}
-            raise status_error(err.code, str(err.message), headers, self._key) from None
+            raise self._status_error(err.code, str(err.message), headers) from None
         except TimeoutError as err:
-            raise JudgeError("timeout", "request timed out", retryable=True) from err
+            raise self._timed_out() from err
         except (aiohttp.ClientError, OSError) as err:
-            message = f"Connection error ({type(err).__name__})"
-            raise JudgeError("connection_error", message, retryable=True) from err
+            raise self._connection_error(f"Connection error ({type(err).__name__})") from err
         # ValueError: not JSON, or an integer past Python's 4,300 digits; RecursionError: too deep
         except (ValueError, RecursionError) as err:
             raise JudgeError("bad_response", "invalid response body", retryable=True) from err

@@ -3,6 +3,7 @@ Ollama...) or an Azure OpenAI deployment's."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -81,11 +82,18 @@ class OpenAIJudge(ProviderJudge):
 
     @staticmethod
     def _status_message(err: openai.APIStatusError) -> str:
-        # the provider's own message: the SDK keeps the ``error`` object as ``body``
+        """The server's own message: the ``message`` of OpenAI's ``error`` object (which the
+        SDK keeps as ``body``), ``{"error": "text"}`` (Ollama), ``{"detail": ...}``, or the text
+        of a body that is not JSON (cut to 300 characters)."""
         body = err.body
-        if isinstance(body, dict) and isinstance(body.get("message"), str):
-            return body["message"]
-        return err.message
+        if isinstance(body, dict):
+            for field in ("message", "detail", "error"):
+                if isinstance(body.get(field), str) and body[field].strip():
+                    return str(body[field]).strip()[:300]
+            return json.dumps(body)[:300]
+        if isinstance(body, str) and body.strip():
+            return body.strip()[:300]
+        return "the server sent no message"
 
 
 class AzureJudge(OpenAIJudge):

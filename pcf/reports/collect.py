@@ -14,6 +14,7 @@ from pcf.analysis.results import (
     is_adaptive,
     is_simulated,
     run_decisions,
+    run_judge,
     stopping_label,
     stored_analysis,
     usage,
@@ -93,7 +94,7 @@ def _run_row(
     return {
         "run": run.name,
         "dataset": datasets.get(run.dataset_id),
-        "model": f"{run.backend}/{run.model}",
+        "model": run_judge(run),
         "protocol": run.protocol,
         "method": METHODS.get(run.protocol, run.protocol),
         "K": run.k,

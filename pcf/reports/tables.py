@@ -22,6 +22,7 @@ from pcf.analysis.triage import (
 from pcf.analysis.weight_playground import WEIGHT_NAMES
 from pcf.connectors.recordings import FIRST, SECOND, SWAP_RULES, recorded_outcome
 from pcf.flags import FLAGS
+from pcf.judges import judge_label
 from pcf.pairwise import bucket_order, bucket_scores
 from pcf.weights import PRESETS
 
@@ -53,7 +54,8 @@ RUN_FIELDS = {
     "output_tokens": "output tokens",
     "cost_usd": "cost USD",
 }
-"""The runs table's columns: the listing's fields, ``judge`` (``backend: model``) added."""
+"""The runs table's columns: the listing's fields, ``judge`` (:func:`~pcf.judges.judge_label`)
+added."""
 
 
 def adaptive_runs(runs: pd.DataFrame, protocols: Sequence[str] = ("pcf", "repeated")) -> list[str]:
@@ -78,12 +80,13 @@ def settings_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def usage_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs' calls, failures, tokens and cost ("unpriced" when the model has no price), and
-    calls and cost per item (the direct judge makes one call per item)."""
+    """The runs' attempts (requests sent, retries included), failures, tokens and cost
+    ("unpriced" when the model has no price), and calls and cost per item (the direct judge
+    makes one call per item)."""
     items = runs["items"].where(runs["items"] > 0)
     cost = runs["cost_usd"].astype(object).where(runs["priced"], "unpriced")
     per_item = (runs["cost_usd"] / items).astype(object).where(runs["priced"], "unpriced")
-    counted = ["run", "calls_made", "cache_hits", "failures", "input_tokens", "output_tokens"]
+    counted = ["run", "attempts", "cache_hits", "failures", "input_tokens", "output_tokens"]
     table = runs[counted].rename(columns=lambda column: column.replace("_", " "))
     table["cost (USD)"] = cost
     table["calls per item"] = runs["stored_calls"] / items
@@ -348,7 +351,7 @@ def weight_table(records: pd.DataFrame) -> pd.DataFrame:
 
 def runs_table(listing: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per run of a listing (:func:`pcf.store.calls.run_listing`), :data:`RUN_FIELDS`."""
-    rows = [{**r, "judge": f"{r['backend']}: {r['model']}"} for r in listing]
+    rows = [{**r, "judge": judge_label(r["backend"], r["model"], r["base_url"])} for r in listing]
     return pd.DataFrame(rows, columns=list(RUN_FIELDS)).rename(columns=RUN_FIELDS)
 
 

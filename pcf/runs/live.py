@@ -16,6 +16,7 @@ from typing import Any
 from sqlmodel import Session
 
 from pcf.items import Item
+from pcf.judges import self_hosted
 from pcf.judges.base import CallContext, Judge, JudgeError
 from pcf.prices import call_cost
 from pcf.processes import gc_frozen
@@ -176,7 +177,7 @@ class CallExecutor:
             except JudgeError as exc:
                 self.guard.failed(reservation, answered=exc.answered)
                 transport_failures += 1
-                if exc.retryable and transport_failures < self.spec.max_attempts:
+                if self._retries(exc) and transport_failures < self.spec.max_attempts:
                     await asyncio.sleep(self._backoff(transport_failures, exc.retry_after))
                     continue
                 outcome = failed_answer(str(exc))
@@ -220,6 +221,18 @@ class CallExecutor:
             raise
         if ledger is not None:
             ledger.committed()
+
+    def _retries(self, error: JudgeError) -> bool:
+        """Whether a failed request is sent again: a retryable error, but not a timeout of a
+        self-hosted server (:func:`~pcf.judges.self_hosted`), which goes on working on the
+        abandoned request: sent again it would queue behind it, and time out again."""
+        timed_out = error.reason == "timeout" and not error.answered
+        return error.retryable and not (timed_out and self.local)
+
+    @property
+    def local(self) -> bool:
+        """Whether the judge is a self-hosted server."""
+        return self_hosted(self.spec.backend, self.spec.base_url)
 
     def _backoff(self, failures: int, retry_after: float | None) -> float:
         """Exponential backoff with jitter, at least what the provider asked for."""

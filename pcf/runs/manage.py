@@ -326,6 +326,7 @@ def judge_run(
         replay_path=spec.replay,
         seed=spec.seed,
         api_key=api_key,
+        timeout=spec.timeout_s,
     )
     name = spec.run_name
 
@@ -355,6 +356,7 @@ def judge_run(
             check_cost(spec, cap, session=session)  # with the lease: no other process spends
         recorded = judge.recorded if isinstance(judge, ReplayJudge) else None
         details = {"base_url": spec.base_url, "own_key": api_key is not None, "max_cost_usd": cap}
+        details["timeout_s"] = getattr(judge, "timeout", None)
         run = open_audited(spec, session=session, actor=actor, details=details, recorded=recorded)
         session.commit()
         if any(batch.state != "collected" for batch in run_batches(run.id, session=session)):

@@ -90,6 +90,7 @@ class RunReport:
     to_do: int = 0
     done: int = 0
     calls_made: int = 0
+    """Requests sent to the judge, retries included (``attempts`` in the summary)."""
     cache_hits: int = 0
     failures: int = 0
     duplicates: int = 0
@@ -120,7 +121,7 @@ class RunReport:
             "planned": self.planned,
             "already_stored": self.already_done,
             "retried_failed": self.retried,
-            "calls_made": self.calls_made,
+            "attempts": self.calls_made,
             "cache_hits": self.cache_hits,
             "failures": self.failures,
             "errors": dict(self.errors),

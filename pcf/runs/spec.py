@@ -44,8 +44,9 @@ _PROTOCOL_SETTINGS: dict[str, dict[str, Any]] = {
 class RunSpec:
     """A run; the protocol's fixed settings are applied on construction. The fields in
     :data:`IDENTITY_FIELDS`, with the dataset, backend, model and base URL, define the run; the rest
-    may change between resumptions. ``adaptive`` names a stopping policy; ``risk`` and ``max_calls``
-    are the ``confident`` policy's, ``stop_on`` the weights an item settles on."""
+    may change between resumptions. ``timeout_s`` is the seconds a judge waits for each answer
+    (None: ``PCF_TIMEOUT``, else 60). ``adaptive`` names a stopping policy; ``risk`` and
+    ``max_calls`` are the ``confident`` policy's, ``stop_on`` the weights an item settles on."""
 
     dataset: str
     name: str | None = None
@@ -62,6 +63,7 @@ class RunSpec:
     max_tokens: int = 2048
     limit: int | None = None
     concurrency: int = 16
+    timeout_s: float | None = None
     max_attempts: int = 4
     backoff_s: float = 1.0
     parse_retries: int = 1

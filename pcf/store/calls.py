@@ -188,11 +188,12 @@ def run_states(runs: Iterable[Run], *, session: Session) -> dict[int, str]:
 
 def run_listing(*, session: Session, dataset_id: int | None = None) -> list[dict[str, Any]]:
     """The runs (of one dataset, or all), oldest first, as ``pcf runs`` and the Runs page list
-    them: name, dataset, settings, status to show (:func:`run_states`), calls, tokens, cost."""
+    them: name, dataset, settings (the judge's server as given), status to show
+    (:func:`run_states`), calls, tokens, cost."""
     runs = list_runs(session=session, dataset_id=dataset_id)
     names = {d.id: d.name for d in list_datasets(session=session)}
     states = run_states(runs, session=session)
-    settings = ("protocol", "backend", "model", "k", "schedule", "executions")
+    settings = ("protocol", "backend", "model", "base_url", "k", "schedule", "executions")
     totals = ("cache_hits", "failures", "input_tokens", "output_tokens", "cost_usd")
     return [
         {"name": r.name, "dataset": names.get(r.dataset_id)}

@@ -155,7 +155,7 @@ def test_a_run_started_from_the_page_finishes_and_stores_its_calls(at, db):
         time.sleep(0.2)
         at.run()
     assert stored_calls(db, "page-run") == 15
-    assert shown(at)["Judge calls"] == "15"
+    assert shown(at)["Attempts"] == "15"
     assert at.get("progress")[0].proto.value == 100
     assert "page-run" in at.dataframe[0].value["run"].tolist()
     # Starting it again resumes: nothing left to call.
@@ -175,7 +175,7 @@ def test_a_run_deleted_after_it_finished_is_said_gone(at, db):
     assert not at.exception, [e.message for e in at.exception]
     assert "**gone\\-run** — finished" in [m.value for m in at.markdown]
     assert "Run deleted since: its summary is gone." in [c.value for c in at.caption]
-    assert "Judge calls" not in shown(at)
+    assert "Attempts" not in shown(at)
 
 
 SERVER_KEY = "sk-server-key-that-must-stay-home-0003"

@@ -5,7 +5,10 @@ against ``pcf aggregate`` on the same answers, and ``pcf import inspect`` of the
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
+import subprocess
 import sys
 from collections.abc import Callable
 from importlib.metadata import entry_points
@@ -26,6 +29,8 @@ from tests.app import APP, LOCAL_NAME, open_page
 from tests.app.test_review import frame_with, listed
 
 runner = CliRunner()
+HANG_S = 300
+"""Bounds only a hang of the `inspect eval` process."""
 ITEMS = [
     {
         "item_id": "capital",
@@ -124,7 +129,7 @@ def test_scores_equal_pcf_aggregate_and_the_imported_run_shows_on_review(
     summary = json.loads(imported.stdout)
     run = summary["run"]
     assert run == "rated/pcf/replay/mockllm/model/k4-balanced-x2-s3"
-    assert (summary["simulated"], summary["items"], summary["calls_made"]) == (True, 3, 24)
+    assert (summary["simulated"], summary["items"], summary["attempts"]) == (True, 3, 24)
 
     for what in ("judgments", "items"):
         out = tmp_path / f"{what}.jsonl"
@@ -254,3 +259,35 @@ def test_a_log_whose_k_epochs_or_calls_disagree_with_its_samples_imports_nothing
         " task_args.seed: must be an integer, got 1.5",
     ]
     assert json.loads(runner.invoke(app, ["runs"]).stdout)["datasets"] == []
+
+
+def test_the_quick_start_exits_non_zero_with_the_reason_when_mockllm_cannot_count_tokens(
+    tmp_path,
+):
+    """`inspect eval pcf/judge --model mockllm/model` offline: tiktoken cannot fetch its
+    encoding (here a proxy on a closed local port refuses it: nothing leaves the machine), so
+    the task is not made and the command exits non-zero with the reason, not 0 after every
+    sample failed."""
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps(i) + "\n" for i in ITEMS), encoding="utf-8")
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    env = {k: v for k, v in os.environ.items() if not k.upper().endswith("_PROXY")}
+    env |= {"HTTPS_PROXY": closed, "HTTP_PROXY": closed, "TIKTOKEN_CACHE_DIR": str(tmp_path)}
+    inspect = Path(sys.executable).parent / "inspect"
+    task = f"{pcf.inspect_task.__file__}@judge"
+    done = subprocess.run(
+        [
+            *(str(inspect), "eval", task, "-T", f"items={items}", "-T", "k=2"),
+            *("--model", "mockllm/model", "--log-dir", str(tmp_path / "logs")),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+        check=False,
+    )
+    assert done.returncode != 0
+    reason = " ".join((done.stdout + done.stderr).split())
+    assert "mockllm/model cannot start: inspect counts its tokens with tiktoken's" in reason

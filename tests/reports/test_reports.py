@@ -377,7 +377,7 @@ def test_runs_tables_show_settings_calls_and_cost(study):
     assert (settings["s/pcf"]["K"], settings["s/pcf"]["executions"]) == ("7", "3")
     assert settings["s/repeated"]["schedule"] == "repeated"
     for run, summary in study["summaries"].items():
-        assert usage[run]["calls made"] == str(summary["calls_made"])
+        assert usage[run]["attempts"] == str(summary["attempts"])
         assert usage[run]["cache hits"] == str(summary["cache_hits"])
         assert usage[run]["failures"] == str(summary["failures"])
         assert usage[run]["input tokens"] == str(summary["input_tokens"])
@@ -568,10 +568,10 @@ def test_a_second_study_makes_no_judge_call(tmp_path):
     items.write_text("".join(demo.splitlines(keepends=True)[:6]))
     cli("import", "jsonl", str(items), "--name", "d")
     first = json.loads(cli("study", "d", "--name", "t", "--k", "5", "--executions", "2"))
-    assert all(r["this_invocation"]["calls_made"] > 0 for r in first["runs"][1:])
+    assert all(r["this_invocation"]["attempts"] > 0 for r in first["runs"][1:])
     second = json.loads(cli("study", "d", "--name", "t", "--k", "5", "--executions", "2"))
-    assert [r["this_invocation"]["calls_made"] for r in second["runs"]] == [0, 0, 0]
-    assert [r["calls_made"] for r in second["runs"]] == [r["calls_made"] for r in first["runs"]]
+    assert [r["this_invocation"]["attempts"] for r in second["runs"]] == [0, 0, 0]
+    assert [r["attempts"] for r in second["runs"]] == [r["attempts"] for r in first["runs"]]
 
 
 def test_without_gold_labels_the_report_says_so(tmp_path):

@@ -16,4 +16,4 @@ def test_runs_table_has_one_row_per_run(db):
     pcf = table.set_index("run").loc["demo-pcf"]
     # The canonical calls were answered by the cache: demo-direct had made them.
     assert (pcf["calls"], pcf["cache hits"]) == (52 * 7 * 3 - 52, 52)
-    assert (pcf["K"], pcf["judge"]) == (7, "simulated: sim-primacy")
+    assert (pcf["K"], pcf["judge"]) == (7, "simulated/sim-primacy")

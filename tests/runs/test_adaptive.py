@@ -312,7 +312,7 @@ def test_a_finished_adaptive_run_stays_as_it_was_across_a_policy_change(db: Sess
     again = runner.invoke(app, FINISHED)
     assert again.exit_code == 0, again.output
     figures = json.loads(again.stdout)
-    assert figures["this_invocation"]["calls_made"] == 0
+    assert figures["this_invocation"]["attempts"] == 0
     assert figures["this_invocation"]["cache_hits"] == 0
     db.expire_all()
     run = get_run("finished", session=db)
@@ -327,7 +327,7 @@ def test_a_finished_adaptive_run_stays_as_it_was_across_a_policy_change(db: Sess
     continued = runner.invoke(app, [*FINISHED, "--recheck-stops"])
     assert continued.exit_code == 0, continued.output
     assert f"would continue {recheck['items_reopened']} of them" in continued.stderr
-    made = json.loads(continued.stdout)["this_invocation"]["calls_made"]
+    made = json.loads(continued.stdout)["this_invocation"]["attempts"]
     assert recheck["calls_at_least"] <= made <= recheck["calls_at_most"]
     db.expire_all()
     run = get_run("finished", session=db)

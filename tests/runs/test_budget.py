@@ -248,7 +248,7 @@ def test_two_runs_started_at_once_send_each_request_once(priced, session, tmp_pa
         assert process.returncode == 0, err.decode()
     assert len(counts) == 24
     assert set(counts.values()) == {1}
-    made = [json.loads(out)["this_invocation"]["calls_made"] for out, _ in outputs]
+    made = [json.loads(out)["this_invocation"]["attempts"] for out, _ in outputs]
     assert sum(made) == 24
     assert [r.status for r in session.exec(select(Run)).all()] == ["finished"] * 2
     assert len(session.exec(select(Call)).all()) == 2 * 24

@@ -399,7 +399,7 @@ def test_resuming_with_other_settings_is_refused_by_the_cli(tmp_path: Path, new_
     assert cli.invoke(app, ["import", "jsonl", str(path), "--name", "ds"]).exit_code == 0
     first = cli.invoke(app, ["judge", "ds", "--name", "r", "--k", "3"])
     assert first.exit_code == 0, first.output
-    assert json.loads(first.stdout)["calls_made"] == 9
+    assert json.loads(first.stdout)["attempts"] == 9
 
     refused = cli.invoke(app, ["judge", "ds", "--name", "r", "--k", "5"])
     assert refused.exit_code == 2
@@ -409,7 +409,7 @@ def test_resuming_with_other_settings_is_refused_by_the_cli(tmp_path: Path, new_
 
     again = cli.invoke(app, ["judge", "ds", "--name", "r", "--k", "3"])
     assert again.exit_code == 0, again.output
-    assert json.loads(again.stdout)["this_invocation"]["calls_made"] == 0
+    assert json.loads(again.stdout)["this_invocation"]["attempts"] == 0
 
 
 # ---------------------------------------------------------------- malformed answers

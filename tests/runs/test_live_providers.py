@@ -19,7 +19,7 @@ import pytest
 from sqlmodel import col, select
 
 from pcf.access import operator
-from pcf.judges import BASE_URL_ENV
+from pcf.judges import BASE_URL_ENV, judge_server
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.openai_judge import OpenAIJudge
 from pcf.runs.call_plan import content_key, plan
@@ -235,7 +235,9 @@ def test_two_servers_under_one_model_name_answer_for_themselves(provider, monkey
     assert (by_variable.cache_hits, by_variable.calls_made) == (planned, 0)
     assert sent_to_first == planned
     stored = session.exec(select(Call).where(~col(Call.ok))).all()
-    assert {c.error for c in stored} == {"client_error: HTTP 400: this server refuses every call"}
+    server = judge_server(provider.backend, provider.base_url(second))
+    refusal = f"client_error: HTTP 400: this server refuses every call (from {server})"
+    assert {c.error for c in stored} == {refusal}
 
 
 def test_a_run_stored_before_servers_were_in_the_key_resumes_without_paying_again(

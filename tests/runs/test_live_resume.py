@@ -90,7 +90,7 @@ def test_a_killed_run_resumes_and_answers_every_call_once(tmp_path, isolated_dat
 
     summary = json.loads(second.stdout)["this_invocation"]
     assert summary["already_stored"] == committed
-    assert summary["calls_made"] == asked_second == PLANNED - committed
+    assert summary["attempts"] == asked_second == PLANNED - committed
     assert summary["failures"] == summary["cache_hits"] == 0
 
     with new_session() as session:

@@ -83,7 +83,7 @@ def test_two_runs_racing_for_one_name_one_is_refused_and_no_answer_is_lost(datas
         assert len(refusal.strip().splitlines()) == 1
         asked = server.request_count
 
-    assert json.loads(out)["this_invocation"]["calls_made"] == PLANNED
+    assert json.loads(out)["this_invocation"]["attempts"] == PLANNED
     assert asked == count(session, Call) == PLANNED
     assert count(session, ReplacedCall) == 0
     assert count(session, RunLease) == 0  # given up when the run ended
@@ -122,7 +122,7 @@ def test_a_run_whose_calls_mostly_fail_exits_1_and_retry_failed_asks_them_again(
             judge_command(server), env=environment(), capture_output=True, text=True, check=False
         )
         assert again.returncode == 0  # nothing left to ask: the failed calls stay failed
-        assert json.loads(again.stdout)["this_invocation"]["calls_made"] == 0
+        assert json.loads(again.stdout)["this_invocation"]["attempts"] == 0
 
         answers["mode"] = "answer"
         retried = subprocess.run(
@@ -136,7 +136,7 @@ def test_a_run_whose_calls_mostly_fail_exits_1_and_retry_failed_asks_them_again(
         asked = server.request_count
 
     summary = json.loads(retried.stdout)["this_invocation"]
-    assert summary["retried_failed"] == summary["calls_made"] == PLANNED
+    assert summary["retried_failed"] == summary["attempts"] == PLANNED
     assert summary["failures"] == 0
     assert asked == 2 * PLANNED
     calls = session.exec(select(Call)).all()

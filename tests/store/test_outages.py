@@ -294,12 +294,12 @@ def test_a_run_goes_on_through_a_postgres_restart_and_an_outage(
     assert notice.startswith(f"cannot reach the database {shown(database)} (")
     assert notice.endswith("; trying again for up to 30 s")
     assert PASSWORD not in stderr
-    assert (done["calls_made"], done["failures"]) == (PLANNED, 0)
+    assert (done["attempts"], done["failures"]) == (PLANNED, 0)
     assert sum(asked.values()) == PLANNED == len(asked)  # no answer paid twice
     stored_once(reader)
 
     again = summary(*Judging(server, database).finish())
-    assert (again["already_stored"], again["calls_made"]) == (PLANNED, 0)
+    assert (again["already_stored"], again["attempts"]) == (PLANNED, 0)
     stored_once(reader)
     reader.dispose()
 
@@ -335,7 +335,7 @@ def test_an_outage_longer_than_the_wait_ends_the_run_in_one_line_and_it_resumes_
         f"error: {unreachable(database)}",
     ]
     assert stored == 30
-    assert (again["already_stored"], again["calls_made"]) == (30, PLANNED - 30)
+    assert (again["already_stored"], again["attempts"]) == (30, PLANNED - 30)
     stored_once(reader)
     in_flight = sum(asked.values()) - PLANNED  # answered while the server was down: asked again
     assert 1 <= in_flight <= CONCURRENCY

@@ -154,7 +154,7 @@ def test_a_full_disk_stops_a_run_in_one_line_and_it_resumes_once_there_is_room(
         f"lost. Free some space, then {RESUMES}"
     )
     assert (stored, integrity) == (FAILS_AT, "ok")
-    assert (again["already_stored"], again["calls_made"]) == (FAILS_AT, PLANNED - FAILS_AT)
+    assert (again["already_stored"], again["attempts"]) == (FAILS_AT, PLANNED - FAILS_AT)
     assert sum(asked.values()) == PLANNED + 1  # the answer that met the full disk, again
 
 
@@ -223,7 +223,7 @@ def test_a_database_file_moved_away_mid_run_stops_it_in_one_line_and_it_resumes_
     )
     assert "pcf.db" not in left  # no new, empty database made in its place
     assert (stored, integrity) == (FAILS_AT, "ok")
-    assert (again["already_stored"], again["calls_made"]) == (FAILS_AT, PLANNED - FAILS_AT)
+    assert (again["already_stored"], again["attempts"]) == (FAILS_AT, PLANNED - FAILS_AT)
     assert sum(asked.values()) == PLANNED + 1
 
 
