@@ -276,7 +276,7 @@ def test_the_quick_start_exits_non_zero_with_the_reason_when_mockllm_cannot_coun
     env = {k: v for k, v in os.environ.items() if not k.upper().endswith("_PROXY")}
     env |= {"HTTPS_PROXY": closed, "HTTP_PROXY": closed, "TIKTOKEN_CACHE_DIR": str(tmp_path)}
     inspect = Path(sys.executable).parent / "inspect"
-    task = f"{pcf.inspect_task.__file__}@judge"
+    task = f"{pcf.connectors.inspect_task.__file__}@judge"
     done = subprocess.run(
         [
             *(str(inspect), "eval", task, "-T", f"items={items}", "-T", "k=2"),
