@@ -461,13 +461,17 @@ def import_dataset(
         str,
         typer.Argument(
             metavar="FORMAT",
-            help=f"One of: {', '.join(FORMATS)}; hf, a Hugging Face dataset; or inspect, an eval "
-            "log of the inspect_ai task pcf/judge (its items as a dataset, its answers as a run).",
+            help=f"One of: {', '.join(FORMATS)}; auto, the one the file's columns fit; hf, a "
+            "Hugging Face dataset; or inspect, an eval log of the inspect_ai task pcf/judge (its "
+            "items as a dataset, its answers as a run).",
         ),
     ],
     path: Annotated[
         Path,
-        typer.Argument(help="The dataset file; with hf a hub id or a local folder; the eval log."),
+        typer.Argument(
+            help="The dataset file; with hf a hub id, a local folder or a Parquet, JSON, JSON "
+            "Lines or CSV file; the eval log."
+        ),
     ],
     name: Annotated[
         str | None, typer.Option(help="Dataset name (default: file name; a log's dataset).")
@@ -493,18 +497,21 @@ def import_dataset(
 ) -> None:
     """Import a dataset into the database, all or nothing.
 
-    With hf, rows in RewardBench 2's, JudgeBench's or items.jsonl's layout are known by
-    their columns; --map names the columns of another. Needs the hf extra.
+    With auto and hf, the format is the one whose fields the columns hold (RewardBench 2's,
+    JudgeBench's, items.jsonl's or, for a CSV file, a row per candidate), and it is named;
+    when none fits or several do, they are named with what each lacks. --map names the columns
+    of another layout for hf, which needs the hf extra.
 
-    Example: pcf import rewardbench2 factuality.jsonl --name rb2-fact --subset Factuality
+    Example: pcf import auto factuality.jsonl --name rb2-fact --subset Factuality
     """
     from pcf.hf_datasets import load_hf
-    from pcf.items import load_dataset
+    from pcf.items import load_any, read_as
     from pcf.runs.manage import import_dataset
     from pcf.store import database_url
 
-    if fmt not in (*FORMATS, "hf", "inspect"):
-        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}, hf, inspect", 2)
+    if fmt not in (*FORMATS, "auto", "hf", "inspect"):
+        known = ", ".join((*FORMATS, "auto", "hf", "inspect"))
+        fail(f"error: unknown format {fmt!r}; choose one of {known}", 2)
     if fmt != "hf" and (config or split or revision or column_map):
         fail("error: --config, --split, --revision and --map are for hf", 2)
     pairs = [entry.partition("=") for entry in column_map or ()]
@@ -521,8 +528,12 @@ def import_dataset(
             hub = {"config": config, "split": split, "revision": revision, "subset": subset}
             items, fmt = load_hf(str(path), columns=columns, **hub)
             items = items[:limit]
+            print(f"{path}: {read_as(fmt, recognised=True)}", file=sys.stderr)
         else:
-            items = load_dataset(fmt, path, subset=subset, limit=limit)
+            recognised = fmt == "auto"
+            items, fmt = load_any(None if recognised else fmt, path, subset=subset, limit=limit)
+            if recognised:
+                print(f"{path}: {read_as(fmt, recognised=True)}", file=sys.stderr)
         if not items:
             fail(f"error: {path} has no items{' in subset ' + subset if subset else ''}")
         with database() as session:
@@ -535,9 +546,17 @@ def import_dataset(
                 source_path=path,
                 seed=seed,
             )
-            emit({"dataset": dataset.name, "items": dataset.n_items, "database": database_url()})
+            emit(
+                {
+                    "dataset": dataset.name,
+                    "items": dataset.n_items,
+                    "format": dataset.format,
+                    "database": database_url(),
+                }
+            )
     except DataError as exc:
-        fail(f"nothing imported: {len(exc.problems)} problem(s):\n{exc}")
+        notes = "".join(f"\n{note}" for note in getattr(exc, "__notes__", ()))
+        fail(f"nothing imported: {len(exc.problems)} problem(s):\n{exc}{notes}")
     except ValueError as exc:
         fail(f"nothing imported: {exc}")
 

@@ -131,9 +131,19 @@ def decision_chunks(
 ) -> Iterator[list[dict[str, Any]]]:
     """:func:`run_decisions`, ``size`` items at a time (an item's decision depends on its calls
     alone) from the item at position ``start``: the same records in the same order, with
-    memory for one chunk."""
+    memory for one chunk, each with the item's ``gold`` and whether the winner is it
+    (``correct``), both None for an item without gold."""
     for first, stop, items in item_chunks(run, session=session, size=size, start=start):
-        yield _decisions(run, items, session=session, start=first, stop=stop)
+        gold = {item.item_id: item.gold for item in items}
+        yield [
+            record | _gold_fields(record, gold.get(record["item_id"]))
+            for record in _decisions(run, items, session=session, start=first, stop=stop)
+        ]
+
+
+def _gold_fields(record: dict[str, Any], gold: str | None) -> dict[str, Any]:
+    """``gold`` and ``correct`` (the record's winner is the gold; None without gold)."""
+    return {"gold": gold, "correct": None if gold is None else record.get("winner") == gold}
 
 
 def item_chunks(
