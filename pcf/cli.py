@@ -1508,8 +1508,8 @@ ExportFormat = Annotated[
     str | None,
     typer.Option(
         "--format",
-        help="jsonl, csv, parquet, or hf: a folder that datasets.load_dataset reads, with a "
-        "README.md card (default: the --out suffix's, or jsonl).",
+        help="jsonl, csv, parquet, or hf: a folder that datasets.load_dataset and load_from_disk "
+        "read, with a README.md card (default: the --out suffix's, or jsonl).",
     ),
 ]
 
