@@ -341,8 +341,12 @@ def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str,
     typer.echo(f"wrote {written['markdown']}, {written['html']} and {written['json']}", err=True)
 
 
-def stderr_progress(name: str) -> Progress:
-    """Progress of run ``name`` on stderr: one line redrawn on a terminal, else now and then."""
+def stderr_progress(name: str, spec: RunSpec | None = None) -> Progress:
+    """Progress of run ``name`` on stderr: one line redrawn on a terminal, else now and then;
+    its cost ``unpriced`` when ``spec``'s model has no price."""
+    from pcf.prices import cost_text, has_price
+
+    priced = spec is None or spec.backend == "simulated" or has_price(spec.model)
     interval = 0.2 if sys.stderr.isatty() else 5.0  # not a terminal: a log, CI
     last = -interval
 
@@ -354,7 +358,7 @@ def stderr_progress(name: str) -> Progress:
         last = time.monotonic()
         line = (
             f"judging {name}: {report.done}/{report.to_do} calls, {report.cache_hits} cache "
-            f"hits, {report.failures} failed, ${report.cost_usd:.4f}"
+            f"hits, {report.failures} failed, " + cost_text(report.cost_usd if priced else None)
         )
         redraw(line, end="\n" if finished else "")
 
@@ -682,7 +686,7 @@ def judge(
                 spec,
                 session=session,
                 actor=operator(),
-                progress=stderr_progress(spec.run_name),
+                progress=stderr_progress(spec.run_name, spec),
                 retry_failed=retry_failed,
                 max_cost=max_cost,
                 recheck_stops=recheck_stops,
@@ -703,7 +707,10 @@ def judge(
 def reopen_line(estimate: ReopenEstimate) -> str:
     """One line: which policy versions stopped a run's items, and what continuing them costs."""
     recorded, today = estimate.versions
-    cost = "" if estimate.max_cost_usd is None else f", at most ${estimate.max_cost_usd:.4f}"
+    from pcf.prices import cost_text
+
+    most = estimate.max_cost_usd
+    cost = f", {cost_text(None)}" if most is None else f", at most {cost_text(most)}"
     return (
         f"{estimate.items} items were stopped by stopping policy version "
         f"{', '.join(map(str, recorded))}; today's version {today} would continue "
@@ -816,7 +823,9 @@ def runs(context: typer.Context) -> None:
     """
     if context.invoked_subcommand is not None:
         return
-    from pcf.store import database_url, list_datasets, run_listing
+    from pcf.analysis.results import run_listing_priced
+    from pcf.prices import shown_cost
+    from pcf.store import database_url, list_datasets
 
     with database() as session:
         emit(
@@ -826,7 +835,10 @@ def runs(context: typer.Context) -> None:
                     {"name": d.name, "items": d.n_items, "format": d.format}
                     for d in list_datasets(session=session)
                 ],
-                "runs": run_listing(session=session),
+                "runs": [
+                    run | {"cost_usd": shown_cost(run["cost_usd"])}
+                    for run in run_listing_priced(session=session)
+                ],
             }
         )
 
@@ -1015,7 +1027,7 @@ def study(
         with database() as session:
             summaries, reports = [], []
             for spec in specs:
-                progress = stderr_progress(spec.run_name)
+                progress = stderr_progress(spec.run_name, spec)
                 run, report = judge_run(
                     spec,
                     session=session,

@@ -23,16 +23,19 @@ from pcf.items import Item
 from pcf.judges.simulated import MODEL_SLOT_BIAS
 from pcf.judgments import RECORDED_SETTING
 from pcf.pairwise import TIE, apoc_decide, bucket_scores, is_ballpark_question, official_outcome
+from pcf.prices import UNPRICED, known_cost, price_table, shown_cost
 from pcf.store import (
     ITEM_CHUNK,
     Call,
     Run,
     item_db_ids,
     items_at,
+    list_runs,
     load_items,
     run_calls,
     run_dataset,
     run_judgments,
+    run_listing,
 )
 from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
 
@@ -52,6 +55,25 @@ ADAPTIVE_NOTE = (
     "weight tables leave it out (the first K calls of a stopped item, or other weights, can "
     "show winners its full run would not)"
 )
+
+
+def run_cost(run: Run, prices: Mapping[str, tuple[float, float]] | None = None) -> float | None:
+    """The run's cost in USD, None when its model has no price (:func:`pcf.prices.known_cost`)."""
+    tokens = run.input_tokens + run.output_tokens
+    return known_cost(
+        run.cost_usd, run.model, simulated=is_simulated(run), tokens=tokens, prices=prices
+    )
+
+
+def run_listing_priced(*, session: Session, dataset_id: int | None = None) -> list[dict[str, Any]]:
+    """:func:`pcf.store.run_listing` with each run's ``cost_usd`` None where its model has no
+    price (:func:`run_cost`)."""
+    prices = price_table()
+    runs = {run.name: run for run in list_runs(session=session, dataset_id=dataset_id)}
+    return [
+        row | {"cost_usd": run_cost(runs[row["name"]], prices)}
+        for row in run_listing(session=session, dataset_id=dataset_id)
+    ]
 
 
 def is_simulated(run: Run) -> bool:
@@ -292,16 +314,16 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
         "simulated": is_simulated(run),
         "items": decided,
         **usage(run),
-        "cost_usd": round(run.cost_usd, 6),
+        "cost_usd": shown_cost(cost := run_cost(run)),
         "flagged": flagged,
     }
     if decided:  # beside the direct judge's one call, priced at this run's mean paid call
-        paid = stored_calls - run.cache_hits  # none: simulated, cached or unpriced (cost 0)
+        paid = stored_calls - run.cache_hits  # none: simulated or cached (cost 0)
         summary["per_item"] = {
             "calls": stored_calls / decided,
             "direct_calls": 1.0,
-            "cost_usd": run.cost_usd / decided,
-            "direct_cost_usd": run.cost_usd / paid if paid > 0 else 0.0,
+            "cost_usd": UNPRICED if cost is None else cost / decided,
+            "direct_cost_usd": UNPRICED if cost is None else cost / paid if paid > 0 else 0.0,
         }
     if stopping := stopping_summary(run):
         summary["stopping"] = stopping

@@ -227,7 +227,7 @@ def _write_saved(table: pa.Table, folder: Path) -> None:
     ):
         stream.write_table(table)
     fingerprint = hashlib.sha256(saved.read_bytes()).hexdigest()[:16]
-    state = {
+    state: dict[str, Any] = {
         "_data_files": [{"filename": HF_SAVED.name}],
         "_fingerprint": fingerprint,
         "_format_columns": None,
