@@ -239,7 +239,13 @@ def aggregate(
 
 @app.command()
 def validate(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=f"One of: {', '.join(FORMATS)}.")],
+    fmt: Annotated[
+        str,
+        typer.Argument(
+            metavar="FORMAT",
+            help=f"One of: {', '.join(FORMATS)}; auto, the one the file's columns fit.",
+        ),
+    ],
     path: Annotated[Path, typer.Argument(help="The dataset file.")],
     subset: Annotated[
         str | None, typer.Option(help="RewardBench 2 subset or bucket to keep.")
@@ -247,16 +253,20 @@ def validate(
 ) -> None:
     """Check a dataset file: print counts, or every error with file, line and field.
 
-    Example: pcf validate rewardbench2 factuality.jsonl --subset Factuality
+    Example: pcf validate auto factuality.jsonl --subset Factuality
     """
-    from pcf.items import load_dataset
+    from pcf.items import load_any
 
-    if fmt not in FORMATS:
-        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", 2)
+    if fmt not in (*FORMATS, "auto"):
+        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}, auto", 2)
     try:
-        items = load_dataset(fmt, path, subset=subset)
+        items, fmt = load_any(None if fmt == "auto" else fmt, path, subset=subset)
     except DataError as exc:
-        fail(f"{len(exc.problems)} problem(s) in {path}:\n" + "\n".join(map(str, exc.problems)))
+        notes = "".join(f"\n{note}" for note in getattr(exc, "__notes__", ()))
+        problems = "\n".join(map(str, exc.problems))
+        fail(f"{len(exc.problems)} problem(s) in {path}:\n{problems}{notes}")
+    except ValueError as exc:
+        fail(f"error: {exc}")
     emit(
         {
             "file": str(path),

@@ -189,7 +189,7 @@ def load_any(
         except ValueError:  # no format fits, or several: nothing to suggest
             fits = chosen
         if fits != chosen:
-            exc.add_note(f"its columns fit {FORMAT_NAMES[fits]}: import it as {fits}")
+            exc.add_note(f"its columns fit {FORMAT_NAMES[fits]}: choose {fits}")
         raise
 
 

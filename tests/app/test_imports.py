@@ -1,5 +1,6 @@
 """The Import page: an upload in the format its columns fit (a file that fits none or has a bad
-row kept for another try, a sound one imported and gone) and the Hugging Face form, which reads hub ids only: never a file or folder of the server."""
+row kept for another try, a sound one imported and gone) and the Hugging Face form, which reads
+hub ids only: never a file or folder of the server."""
 
 from __future__ import annotations
 

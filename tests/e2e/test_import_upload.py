@@ -88,7 +88,7 @@ def test_the_rewardbench2_file_is_recognised_and_a_failed_try_keeps_it(
             form.get_by_role("button", name="Import").click()
             error = tab.get_by_test_id("stAlertContentError")
             expect(error).to_contain_text("Nothing imported, 240 problem(s)")
-            expect(error).to_contain_text("columns fit RewardBench 2: import it as rewardbench2")
+            expect(error).to_contain_text("columns fit RewardBench 2: choose rewardbench2")
             expect(kept).to_be_visible()  # the upload stays for the next try
             format_box.click()
             tab.get_by_role("option", name="recognised by its columns").click()
