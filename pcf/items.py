@@ -178,19 +178,24 @@ def load_any(
 ) -> tuple[list[Item], str]:
     """:func:`load_dataset` in ``fmt``, or else in the format the file's columns fit
     (:func:`recognise_format`), and the format read. Its DataError notes (``__notes__``) the
-    format read and, when the file's columns fit another, that one."""
+    format it recognised, or, when the file's columns fit another than ``fmt``, that one."""
     chosen = fmt or recognise_format(path)
     try:
         return load_dataset(chosen, path, subset=subset, limit=limit), chosen
     except DataError as exc:
-        exc.add_note(read_as(chosen, recognised=fmt is None))
-        try:
-            fits = recognise_format(path) if fmt else chosen
-        except ValueError:  # no format fits, or several: nothing to suggest
-            fits = chosen
-        if fits != chosen:
+        if fmt is None:
+            exc.add_note(read_as(chosen, recognised=True))
+        elif (fits := _fitting(path)) not in (None, chosen):
             exc.add_note(f"its columns fit {FORMAT_NAMES[fits]}: choose {fits}")
         raise
+
+
+def _fitting(path: str | Path) -> str | None:
+    """The one format the file's columns fit, else None."""
+    try:
+        return recognise_format(path)
+    except ValueError:  # none fits, or several
+        return None
 
 
 def read_as(fmt: str, *, recognised: bool) -> str:
