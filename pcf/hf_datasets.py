@@ -88,6 +88,8 @@ def _open(source: str, config: str | None, split: str | None, revision: str | No
         raise
     except (OSError, ValueError, KeyError, TypeError) as exc:  # not found, offline, no config
         raise ValueError(f"cannot read {source}: {exc}") from None
+    except datasets.exceptions.DatasetGenerationError as exc:  # a file it cannot parse
+        raise ValueError(f"cannot read {source}: {exc.__cause__ or exc}") from None
 
 
 def _open_file(

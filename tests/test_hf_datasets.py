@@ -90,6 +90,9 @@ def test_a_single_file_and_rewardbench2_without_subset_import(session, tmp_path)
         "hf", str(parquet), "--split", "test"
     )
     assert "a single file must be one of .parquet" in refused("hf", str(SOURCE_MD))
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"item_id": "q", "prompt": "P?"\n')
+    assert f"cannot read {broken}: JSON parse error" in refused("hf", str(broken))
 
 
 @needs_shared
