@@ -217,7 +217,7 @@ def file_columns(path: str | Path) -> list[str]:
             except (OSError, ValueError) as exc:  # pyarrow's errors are among these
                 check.add(None, None, f"not a readable Parquet file: {exc}")
                 check.raise_if_any()
-    first = next(iter(read_rows(path, check)), None)  # a CSV's rows hold its header's columns
+    first = next(read_rows(path, check), None)  # a CSV's rows hold its header's columns
     return [] if first is None else list(first[1])
 
 
