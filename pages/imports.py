@@ -15,6 +15,7 @@ from pcf.analysis.markdown import escape_markdown
 from pcf.choices import FORMATS
 from pcf.connectors.hf_datasets import hub_id, load_hf
 from pcf.errors import DataError
+from pcf.items import FORMAT_NAMES, read_as
 from pcf.runs.manage import import_dataset, import_upload
 from pcf.store import Dataset, session_scope
 
@@ -22,21 +23,24 @@ NOTICE_KEY = "imports_notice"  # what the last import did, shown after the rerun
 IMPORTED_KEY = "imports_done"  # imports so far: the upload form's key, so an imported file goes
 
 
-def run_import(load: Callable[[Session], Dataset]) -> None:
-    """Import in one transaction; say what was imported, or every problem and nothing stored."""
+def run_import(load: Callable[[Session], Dataset], *, recognised: bool = False) -> None:
+    """Import in one transaction; say what was imported and as what (``recognised``: in the
+    format its columns fit), or every problem and nothing stored."""
     try:
         with session_scope(engine()) as s:
             dataset = load(s)
     except DataError as exc:
         problems = "\n".join(f"- {escape_markdown(line)}" for line in str(exc).splitlines())
-        st.error(f"Nothing imported, {len(exc.problems)} problem(s):\n\n{problems}")
+        notes = "".join(f"\n\n{escape_markdown(n)}" for n in getattr(exc, "__notes__", ()))
+        st.error(f"Nothing imported, {len(exc.problems)} problem(s):\n\n{problems}{notes}")
     except ValueError as exc:
         st.error(f"Nothing imported: {escape_markdown(str(exc))}")
     else:
         st.session_state[IMPORTED_KEY] = st.session_state.get(IMPORTED_KEY, 0) + 1
         st.session_state[NOTICE_KEY] = (
-            f"Imported dataset {dataset.name} ({dataset.n_items} items): pick it in the sidebar "
-            "and start a run on the Runs page."
+            f"Imported dataset {dataset.name} ({dataset.n_items} items), "
+            f"{read_as(dataset.format, recognised=recognised)}: pick it in the sidebar and start "
+            "a run on the Runs page."
         )
         st.rerun()
 
@@ -59,7 +63,7 @@ with upload_tab, st.form(f"imports_file_{st.session_state.get(IMPORTED_KEY, 0)}"
     fmt = st.selectbox(
         "Format",
         [None, *FORMATS],
-        format_func=lambda f: f or "by the suffix: csv, Parquet as rewardbench2, else jsonl",
+        format_func=lambda f: f"{FORMAT_NAMES[f]} ({f})" if f else "recognised by its columns",
     )
     name = st.text_input("Dataset name", placeholder="the file's name")
     if st.form_submit_button("Import", type="primary") and file is not None:
@@ -67,7 +71,8 @@ with upload_tab, st.form(f"imports_file_{st.session_state.get(IMPORTED_KEY, 0)}"
         run_import(
             lambda s: import_upload(
                 data, filename, session=s, actor=actor, name=name or Path(filename).stem, fmt=fmt
-            )
+            ),
+            recognised=fmt is None,
         )
 with hub_tab, st.form("imports_hub"):
     source = st.text_input(
@@ -91,4 +96,4 @@ with hub_tab, st.form("imports_hub"):
                 source_path=source,
             )
 
-        run_import(from_hub)
+        run_import(from_hub, recognised=True)

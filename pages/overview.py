@@ -24,12 +24,14 @@ from pcf.analysis.results import (
     flag_counts,
     is_simulated,
     outcome_frame,
+    run_cost,
     run_judge,
     stopping_label,
 )
 from pcf.analysis.summary import summary_in_words
 from pcf.flags import PRIORITY_HELP
 from pcf.labelling.human_gold import dataset_gold, rule_text
+from pcf.prices import cost_text
 from pcf.reports.charts import (
     capture_chart,
     flag_bars,
@@ -104,7 +106,7 @@ if runs:
                 "status": [states[r.id] for r in runs],
                 "calls": [r.calls_made for r in runs],
                 "failures": [r.failures for r in runs],
-                "cost (USD)": [r.cost_usd for r in runs],
+                "cost": [cost_text(run_cost(r)) for r in runs],
             }
         ),
         hide_index=True,

@@ -10,10 +10,11 @@ from pages.shared import current_actor, engine, ensure_app_frame, require_datase
 from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Permission
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.precompute import keep_results
-from pcf.analysis.results import SIMULATED_NOTE, is_simulated, run_summary
+from pcf.analysis.results import SIMULATED_NOTE, is_simulated, run_listing_priced, run_summary
 from pcf.choices import SCHEDULES, SIMULATED_MODEL
 from pcf.judges import PROVIDERS, key_names, parse_model
 from pcf.judges.batch_api import BatchAPIError
+from pcf.prices import UNPRICED, cost_text
 from pcf.reports.tables import runs_table
 from pcf.runs.background import background_runs, start_run
 from pcf.runs.batch import collect_runs
@@ -22,7 +23,7 @@ from pcf.runs.estimate import CostEstimate, estimate_run, settings_conflict
 from pcf.runs.live import RunReport
 from pcf.runs.manage import MAX_COST_ENV, backend_problem, default_cost_cap, own_key_needed
 from pcf.runs.spec import PROTOCOLS, RunSpec
-from pcf.store import get_run, list_runs, run_listing, session_scope
+from pcf.store import get_run, list_runs, session_scope
 
 # Runs of at most this many planned calls are estimated as the form changes; larger ones on
 # demand (the estimate renders every planned prompt). A page's module holds no bare string:
@@ -46,7 +47,7 @@ st.title("Runs")
 with session() as s:
     dataset = require_dataset(s)
     runs = list_runs(session=s, dataset_id=dataset.id)
-    listing = run_listing(session=s, dataset_id=dataset.id)
+    listing = run_listing_priced(session=s, dataset_id=dataset.id)
     batch_rows = batch_overview(runs, session=s)
 
 st.caption(f"Runs of dataset **{escape_markdown(dataset.name)}** ({dataset.n_items} items).")
@@ -72,7 +73,7 @@ if runs:
             "failures": st.column_config.NumberColumn("failed", help="Calls left failed"),
             "input tokens": st.column_config.NumberColumn("tokens in", format="localized"),
             "output tokens": st.column_config.NumberColumn("tokens out", format="localized"),
-            "cost USD": st.column_config.NumberColumn("cost", format="$%.4f"),
+            "cost": st.column_config.TextColumn(help="USD, or unpriced: the model has no price"),
         },
     )
     if any(is_simulated(r) for r in runs):
@@ -260,13 +261,13 @@ def show_estimate(estimate: CostEstimate) -> None:
     )
     cols[5].metric(
         "Estimated cost",
-        "unpriced" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}",
+        cost_text(estimate.cost_usd),
         help="From the price table (pcf.prices; extend it with PCF_PRICES).",
     )
     if estimate.batch_cost_usd is not None:
         st.caption(
             f"Sent as provider batches (`pcf judge ... --batch`, results within 24 h): "
-            f"${estimate.batch_cost_usd:.4f} at the batch price."
+            f"{cost_text(estimate.batch_cost_usd)} at the batch price."
         )
     if estimate.confirmations_max:
         st.caption(f"Plus up to {estimate.confirmations_max} APOCJudge confirmation calls.")
@@ -347,7 +348,8 @@ def show_outcome(name: str, report: RunReport) -> None:
     )
     cols[2].metric("Cache hits", done["cache_hits"])
     cols[3].metric("Failures", done["failures"])
-    cols[4].metric("Cost", f"${done['cost_usd']:.4f}")
+    priced = summary["cost_usd"] != UNPRICED  # this invocation's share, when the run's is known
+    cols[4].metric("Cost", cost_text(done["cost_usd"] if priced else None))
     if "accuracy" in summary:
         accuracy = summary["accuracy"]
         st.caption(

@@ -248,7 +248,13 @@ def aggregate(
 
 @app.command()
 def validate(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=f"One of: {', '.join(FORMATS)}.")],
+    fmt: Annotated[
+        str,
+        typer.Argument(
+            metavar="FORMAT",
+            help=f"One of: {', '.join(FORMATS)}; auto, the one the file's columns fit.",
+        ),
+    ],
     path: Annotated[Path, typer.Argument(help="The dataset file.")],
     subset: Annotated[
         str | None, typer.Option(help="RewardBench 2 subset or bucket to keep.")
@@ -256,16 +262,20 @@ def validate(
 ) -> None:
     """Check a dataset file: print counts, or every error with file, line and field.
 
-    Example: pcf validate rewardbench2 factuality.jsonl --subset Factuality
+    Example: pcf validate auto factuality.jsonl --subset Factuality
     """
-    from pcf.items import load_dataset
+    from pcf.items import load_any
 
-    if fmt not in FORMATS:
-        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", 2)
+    if fmt not in (*FORMATS, "auto"):
+        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}, auto", 2)
     try:
-        items = load_dataset(fmt, path, subset=subset)
+        items, fmt = load_any(None if fmt == "auto" else fmt, path, subset=subset)
     except DataError as exc:
-        fail(f"{len(exc.problems)} problem(s) in {path}:\n" + "\n".join(map(str, exc.problems)))
+        notes = "".join(f"\n{note}" for note in getattr(exc, "__notes__", ()))
+        problems = "\n".join(map(str, exc.problems))
+        fail(f"{len(exc.problems)} problem(s) in {path}:\n{problems}{notes}")
+    except ValueError as exc:
+        fail(f"error: {exc}")
     emit(
         {
             "file": str(path),
@@ -350,8 +360,12 @@ def write_replay_report(pairs: list, out: Path, *, title: str, source: dict[str,
     typer.echo(f"wrote {written['markdown']}, {written['html']} and {written['json']}", err=True)
 
 
-def stderr_progress(name: str) -> Progress:
-    """Progress of run ``name`` on stderr: one line redrawn on a terminal, else now and then."""
+def stderr_progress(name: str, spec: RunSpec | None = None) -> Progress:
+    """Progress of run ``name`` on stderr: one line redrawn on a terminal, else now and then;
+    its cost ``unpriced`` when ``spec``'s model has no price."""
+    from pcf.prices import cost_text, has_price
+
+    priced = spec is None or spec.backend == "simulated" or has_price(spec.model)
     interval = 0.2 if sys.stderr.isatty() else 5.0  # not a terminal: a log, CI
     last = -interval
 
@@ -363,7 +377,7 @@ def stderr_progress(name: str) -> Progress:
         last = time.monotonic()
         line = (
             f"judging {name}: {report.done}/{report.to_do} calls, {report.cache_hits} cache "
-            f"hits, {report.failures} failed, ${report.cost_usd:.4f}"
+            f"hits, {report.failures} failed, " + cost_text(report.cost_usd if priced else None)
         )
         redraw(line, end="\n" if finished else "")
 
@@ -470,13 +484,17 @@ def import_dataset(
         str,
         typer.Argument(
             metavar="FORMAT",
-            help=f"One of: {', '.join(FORMATS)}; hf, a Hugging Face dataset; or inspect, an eval "
-            "log of the inspect_ai task pcf/judge (its items as a dataset, its answers as a run).",
+            help=f"One of: {', '.join(FORMATS)}; auto, the one the file's columns fit; hf, a "
+            "Hugging Face dataset; or inspect, an eval log of the inspect_ai task pcf/judge (its "
+            "items as a dataset, its answers as a run).",
         ),
     ],
     path: Annotated[
         Path,
-        typer.Argument(help="The dataset file; with hf a hub id or a local folder; the eval log."),
+        typer.Argument(
+            help="The dataset file; with hf a hub id, a local folder or a Parquet, JSON, JSON "
+            "Lines or CSV file; the eval log."
+        ),
     ],
     name: Annotated[
         str | None, typer.Option(help="Dataset name (default: file name; a log's dataset).")
@@ -502,18 +520,21 @@ def import_dataset(
 ) -> None:
     """Import a dataset into the database, all or nothing.
 
-    With hf, rows in RewardBench 2's, JudgeBench's or items.jsonl's layout are known by
-    their columns; --map names the columns of another. Needs the hf extra.
+    With auto and hf, the format is the one whose fields the columns hold (RewardBench 2's,
+    JudgeBench's, items.jsonl's or, for a CSV file, a row per candidate), and it is named;
+    when none fits or several do, they are named with what each lacks. --map names the columns
+    of another layout for hf, which needs the hf extra.
 
-    Example: pcf import rewardbench2 factuality.jsonl --name rb2-fact --subset Factuality
+    Example: pcf import auto factuality.jsonl --name rb2-fact --subset Factuality
     """
     from pcf.connectors.hf_datasets import load_hf
-    from pcf.items import load_dataset
+    from pcf.items import load_any, read_as
     from pcf.runs.manage import import_dataset
     from pcf.store import database_url
 
-    if fmt not in (*FORMATS, "hf", "inspect"):
-        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}, hf, inspect", 2)
+    if fmt not in (*FORMATS, "auto", "hf", "inspect"):
+        known = ", ".join((*FORMATS, "auto", "hf", "inspect"))
+        fail(f"error: unknown format {fmt!r}; choose one of {known}", 2)
     if fmt != "hf" and (config or split or revision or column_map):
         fail("error: --config, --split, --revision and --map are for hf", 2)
     pairs = [entry.partition("=") for entry in column_map or ()]
@@ -530,8 +551,12 @@ def import_dataset(
             hub = {"config": config, "split": split, "revision": revision, "subset": subset}
             items, fmt = load_hf(str(path), columns=columns, **hub)
             items = items[:limit]
+            print(f"{path}: {read_as(fmt, recognised=True)}", file=sys.stderr)
         else:
-            items = load_dataset(fmt, path, subset=subset, limit=limit)
+            recognised = fmt == "auto"
+            items, fmt = load_any(None if recognised else fmt, path, subset=subset, limit=limit)
+            if recognised:
+                print(f"{path}: {read_as(fmt, recognised=True)}", file=sys.stderr)
         if not items:
             fail(f"error: {path} has no items{' in subset ' + subset if subset else ''}")
         with database() as session:
@@ -544,9 +569,17 @@ def import_dataset(
                 source_path=path,
                 seed=seed,
             )
-            emit({"dataset": dataset.name, "items": dataset.n_items, "database": database_url()})
+            emit(
+                {
+                    "dataset": dataset.name,
+                    "items": dataset.n_items,
+                    "format": dataset.format,
+                    "database": database_url(),
+                }
+            )
     except DataError as exc:
-        fail(f"nothing imported: {len(exc.problems)} problem(s):\n{exc}")
+        notes = "".join(f"\n{note}" for note in getattr(exc, "__notes__", ()))
+        fail(f"nothing imported: {len(exc.problems)} problem(s):\n{exc}{notes}")
     except ValueError as exc:
         fail(f"nothing imported: {exc}")
 
@@ -674,7 +707,7 @@ def judge(
                 spec,
                 session=session,
                 actor=operator(),
-                progress=stderr_progress(spec.run_name),
+                progress=stderr_progress(spec.run_name, spec),
                 retry_failed=retry_failed,
                 max_cost=max_cost,
                 recheck_stops=recheck_stops,
@@ -695,7 +728,10 @@ def judge(
 def reopen_line(estimate: ReopenEstimate) -> str:
     """One line: which policy versions stopped a run's items, and what continuing them costs."""
     recorded, today = estimate.versions
-    cost = "" if estimate.max_cost_usd is None else f", at most ${estimate.max_cost_usd:.4f}"
+    from pcf.prices import cost_text
+
+    most = estimate.max_cost_usd
+    cost = f", {cost_text(None)}" if most is None else f", at most {cost_text(most)}"
     return (
         f"{estimate.items} items were stopped by stopping policy version "
         f"{', '.join(map(str, recorded))}; today's version {today} would continue "
@@ -808,8 +844,10 @@ def runs(context: typer.Context) -> None:
     """
     if context.invoked_subcommand is not None:
         return
+    from pcf.analysis.results import run_listing_priced
     from pcf.judges import judge_label
-    from pcf.store import database_url, list_datasets, run_listing
+    from pcf.prices import shown_cost
+    from pcf.store import database_url, list_datasets
 
     def described(run: dict) -> dict:  # the server as the judge's label names it, not as given
         judge = judge_label(run["backend"], run["model"], run.pop("base_url"))
@@ -824,7 +862,10 @@ def runs(context: typer.Context) -> None:
                     {"name": d.name, "items": d.n_items, "format": d.format}
                     for d in list_datasets(session=session)
                 ],
-                "runs": [described(run) for run in run_listing(session=session)],
+                "runs": [
+                    described(run) | {"cost_usd": shown_cost(run["cost_usd"])}
+                    for run in run_listing_priced(session=session)
+                ],
             }
         )
 
@@ -1016,7 +1057,7 @@ def study(
         with database() as session:
             summaries, reports = [], []
             for spec in specs:
-                progress = stderr_progress(spec.run_name)
+                progress = stderr_progress(spec.run_name, spec)
                 run, report = judge_run(
                     spec,
                     session=session,
@@ -1509,8 +1550,8 @@ ExportFormat = Annotated[
     str | None,
     typer.Option(
         "--format",
-        help="jsonl, csv, parquet, or hf: a folder that datasets.load_dataset reads, with a "
-        "README.md card (default: the --out suffix's, or jsonl).",
+        help="jsonl, csv, parquet, or hf: a folder that datasets.load_dataset and load_from_disk "
+        "read, with a README.md card (default: the --out suffix's, or jsonl).",
     ),
 ]
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_va
 from pydantic_core import PydanticCustomError
 
 from pcf.choices import FORMATS
+from pcf.errors import DataError
 from pcf.files import (
     FieldChecker,
     Limit,
@@ -28,10 +29,18 @@ from pcf.files import (
     capped,
     must,
     open_checked,
+    open_data,
     read_json_lines,
     read_rows,
 )
 
+FORMAT_NAMES = {
+    "rewardbench2": "RewardBench 2",
+    "judgebench": "JudgeBench",
+    "jsonl": "items.jsonl",
+    "csv": "CSV (a row per candidate)",
+}
+"""What each of :data:`FORMATS` is called where a person reads it."""
 CSV_COLUMNS = ("item_id", "prompt", "candidate_id", "text", "gold", "bucket")
 JUDGEBENCH_BUCKETS = ("mmlu-pro", "livebench-reasoning", "livebench-math", "livecodebench")
 MAX_CANDIDATES = 26
@@ -159,10 +168,95 @@ def load_dataset(
     path, check = open_checked(path)
     if fmt == "csv":
         items = [i for i in _csv_items(path, check) if subset in (None, i.bucket)]
-    else:  # RewardBench 2 may also be Parquet
-        rows = read_rows(path, check) if fmt == "rewardbench2" else read_json_lines(path, check)
-        items = items_from_rows(fmt, rows, check, subset=subset)
+    else:  # a row per item, in a JSON Lines, Parquet or CSV file
+        items = items_from_rows(fmt, read_rows(path, check), check, subset=subset)
     return items if limit is None else items[:limit]
+
+
+def load_any(
+    fmt: str | None, path: str | Path, *, subset: str | None = None, limit: int | None = None
+) -> tuple[list[Item], str]:
+    """:func:`load_dataset` in ``fmt``, or else in the format the file's columns fit
+    (:func:`recognise_format`), and the format read. Its DataError notes (``__notes__``) the
+    format it recognised, or, when the file's columns fit another than ``fmt``, that one."""
+    chosen = fmt or recognise_format(path)
+    try:
+        return load_dataset(chosen, path, subset=subset, limit=limit), chosen
+    except DataError as exc:
+        if fmt is None:
+            exc.add_note(read_as(chosen, recognised=True))
+        elif (fits := _fitting(path)) not in (None, chosen):
+            exc.add_note(f"its columns fit {FORMAT_NAMES[fits]}: choose {fits}")
+        raise
+
+
+def _fitting(path: str | Path) -> str | None:
+    """The one format the file's columns fit, else None."""
+    try:
+        return recognise_format(path)
+    except ValueError:  # none fits, or several
+        return None
+
+
+def read_as(fmt: str, *, recognised: bool) -> str:
+    """What a person is told of the format a file was read in."""
+    return f"read as {FORMAT_NAMES[fmt]}" + (", recognised by its columns" if recognised else "")
+
+
+def file_columns(path: str | Path) -> list[str]:
+    """The columns of a data file: a CSV's header, a Parquet file's schema, or the fields of a
+    JSON Lines file's first object (none when it has no readable row)."""
+    path, check = open_checked(path)
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq  # noqa: PLC0415 - only Parquet needs it
+
+        with open_data(path) as fh:
+            try:
+                return list(pq.ParquetFile(fh, pre_buffer=False).schema_arrow.names)
+            except (OSError, ValueError) as exc:  # pyarrow's errors are among these
+                check.add(None, None, f"not a readable Parquet file: {exc}")
+                check.raise_if_any()
+    first = next(read_rows(path, check), None)  # a CSV's rows hold its header's columns
+    return [] if first is None else list(first[1])
+
+
+def recognise_format(path: str | Path) -> str:
+    """The format of :data:`FORMATS` whose fields the file's columns (:func:`file_columns`)
+    hold; a CSV may hold any, another file a layout of a row per item. A file without a
+    readable row is read by its suffix (CSV, else JSON Lines), to name its problems. ValueError
+    when no format fits or several do, naming them and the fields each lacks."""
+    path = Path(path)
+    columns = file_columns(path)
+    csv = path.suffix.lower() == ".csv"
+    if not columns:
+        return "csv" if csv else "jsonl"
+    return recognise(columns, FORMATS if csv else tuple(ROW_LAYOUTS), source=path.name)
+
+
+def recognise(columns: Iterable[str], formats: Sequence[str], *, source: str) -> str:
+    """The one of ``formats`` whose fields (:func:`format_fields`) ``columns`` hold; ValueError
+    naming the candidates when several fit, and what each lacks when none does."""
+    held = set(columns)
+    fits = [fmt for fmt in formats if held >= set(format_fields(fmt))]
+    if len(fits) == 1:
+        return fits[0]
+    if fits:
+        named = ", ".join(f"{FORMAT_NAMES[f]} ({f})" for f in fits)
+        raise ValueError(f"{source}: its columns fit several formats: {named}; choose one")
+    lacks = "; ".join(
+        f"{FORMAT_NAMES[f]} ({f}) lacks {', '.join(c for c in format_fields(f) if c not in held)}"
+        for f in formats
+    )
+    raise ValueError(f"{source}: columns {sorted(held)} fit no known format: {lacks}")
+
+
+def format_fields(fmt: str) -> tuple[str, ...]:
+    """The columns a file in format ``fmt`` must have: its rows' required fields."""
+    if fmt == "csv":
+        return CSV_COLUMNS[:4]
+    model = _ROW_MODELS[fmt]
+    return tuple(f.alias or name for name, f in model.model_fields.items() if f.is_required())
 
 
 def _sound(check: FieldChecker, line: int, seen: dict[str, int], item: Item) -> bool:
@@ -276,9 +370,10 @@ Answers = Annotated[
 
 
 class _RewardBench2Row(BaseModel):
-    """A row of RewardBench 2: one chosen answer (the correct one) and the rejected ones."""
+    """A row of RewardBench 2: one chosen answer (the correct one) and the rejected ones; the
+    hub's file holds every subset, a copy of one may have no ``subset`` column."""
 
-    subset: Text
+    subset: Text | None = None
     id: Annotated[
         str | int,
         must(lambda v: str(v).strip(), "missing"),
@@ -307,9 +402,11 @@ class _RewardBench2Row(BaseModel):
 
 
 def _rewardbench2_item(row: dict, line: int, check: FieldChecker) -> Item | None:
-    """A RewardBench 2 row as an item ``subset:id`` (``id`` repeats across subsets), or None
-    with its problems recorded; ids and listing hide the label (docs/choices.md)."""
-    key = f"{row.get('subset')}:{row.get('id')}"
+    """A RewardBench 2 row as an item ``subset:id`` (``id`` repeats across subsets; ``id``
+    without a subset), or None with its problems recorded; ids and listing hide the label
+    (docs/choices.md)."""
+    subset = row.get("subset")
+    key = f"{subset}:{row.get('id')}" if subset is not None else str(row.get("id"))
     fields = check.validate(_RewardBench2Row, row, line, item=key)
     if fields is None:
         return None
@@ -347,21 +444,17 @@ def _judgebench_item(obj: dict, line: int, check: FieldChecker) -> Item | None:
 
 
 ROW_LAYOUTS = {
-    "rewardbench2": (_rewardbench2_item, ("chosen", "rejected")),
-    "judgebench": (_judgebench_item, ("pair_id", "response_A", "response_B")),
-    "jsonl": (_items_jsonl_item, ("item_id", "candidates")),
+    "rewardbench2": _rewardbench2_item,
+    "judgebench": _judgebench_item,
+    "jsonl": _items_jsonl_item,
 }
-"""Layouts of one item per row: the row's reader, and the columns that tell the layout."""
-
-
-def layout_of(columns: Iterable[str]) -> str:
-    """The layout of :data:`ROW_LAYOUTS` whose telling columns ``columns`` hold, else ValueError."""
-    held = set(columns)
-    found = next((name for name, (_, cols) in ROW_LAYOUTS.items() if held >= set(cols)), None)
-    if found is None:
-        needs = "; ".join(f"{name}: {', '.join(cols)}" for name, (_, cols) in ROW_LAYOUTS.items())
-        raise ValueError(f"columns {sorted(held)} are no known layout ({needs})")
-    return found
+"""Layouts of one item per row, and the row's reader."""
+_ROW_MODELS: dict[str, type[BaseModel]] = {
+    "rewardbench2": _RewardBench2Row,
+    "judgebench": _JudgeBenchRow,
+    "jsonl": _ItemLine,
+}
+"""The model of a row of each of :data:`ROW_LAYOUTS`: its required fields tell the layout."""
 
 
 def items_from_rows(
@@ -385,7 +478,7 @@ def sound_items(
     layout: str, rows: Iterable[tuple[int, Any]], check: FieldChecker
 ) -> Iterator[Item]:
     """The sound items of ``(line, row)`` pairs in a layout, the others' problems recorded."""
-    read, _ = ROW_LAYOUTS[layout]
+    read = ROW_LAYOUTS[layout]
     seen: dict[str, int] = {}
     for line, row in rows:
         item = read(row, line, check)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 
 from pcf.files import PRICES_FILE, InputFileError, read_input
 
@@ -23,6 +24,8 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "gemini-2.5-flash-lite": (0.10, 0.40),
     "gemini-2.0-flash": (0.10, 0.40),
 }
+UNPRICED = "unpriced"
+"""What a cost reads where the model has no price: never $0 (docs/costs.md)."""
 BATCH_DISCOUNT = 0.5
 """Both providers bill batch requests at half the list price, input and output alike."""
 
@@ -62,6 +65,34 @@ def call_cost(
         return None
     price_in, price_out = prices[model]
     return (input_tokens * price_in + output_tokens * price_out) / 1_000_000
+
+
+def known_cost(
+    cost_usd: float,
+    model: str,
+    *,
+    simulated: bool,
+    tokens: int,
+    prices: Mapping[str, tuple[float, float]] | None = None,
+) -> float | None:
+    """A run's stored cost, or None when it is not known: calls of a model without a price
+    (a simulated run, or one that used no token, costs what it stored)."""
+    return cost_usd if simulated or tokens == 0 or has_price(model, prices) else None
+
+
+def has_price(model: str, prices: Mapping[str, tuple[float, float]] | None = None) -> bool:
+    """Whether ``model`` is in the price table (``prices``, else :func:`price_table`)."""
+    return model in (price_table() if prices is None else prices)
+
+
+def shown_cost(cost_usd: float | None) -> float | str:
+    """A cost as JSON output shows it: USD to 6 places, or ``unpriced``."""
+    return UNPRICED if cost_usd is None else round(cost_usd, 6)
+
+
+def cost_text(cost_usd: float | None) -> str:
+    """A cost as a person reads it: ``$0.0123``, or ``unpriced``."""
+    return UNPRICED if cost_usd is None else f"${cost_usd:.4f}"
 
 
 def batch_prices(prices: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:

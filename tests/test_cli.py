@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -183,12 +184,23 @@ def test_export_prints_and_writes_the_whole_runs_records(mixed_runs, session, tm
     first = load_items(dataset_id, session=session)[0]
     add_adjudication(first.metadata["db_id"], session=session, annotator="ann", choice="x1")
     session.commit()
+    graded = Counter()
     for name in mixed_runs:
         run = get_run(name, session=session)
+        gold = {i.item_id: i.gold for i in load_items(run.dataset_id, session=session)}
+        decisions = [
+            r
+            | {
+                "gold": gold[r["item_id"]],
+                "correct": gold[r["item_id"]] and r["winner"] == gold[r["item_id"]],
+            }
+            for r in run_decisions(run, session=session)
+        ]
+        graded.update(str(r["correct"]) for r in decisions)
         for what, records in {
             "items": [item.to_dict() for item in load_items(run.dataset_id, session=session)],
             "judgments": judgment_records(run, session=session),
-            "decisions": run_decisions(run, session=session),
+            "decisions": decisions,
             "adjudications": adjudication_records(run.dataset_id, session=session),
         }.items():
             printed = runner.invoke(app, ["export", name, "--what", what])
@@ -198,6 +210,7 @@ def test_export_prints_and_writes_the_whole_runs_records(mixed_runs, session, tm
             written = runner.invoke(app, ["export", name, "--what", what, "--out", str(out)])
             assert written.stderr == f"wrote {len(records)} lines to {out}\n"
             assert out.read_text(encoding="utf-8") == printed.stdout
+    assert graded.keys() == {"True", "False", "None"}  # right, wrong, and without gold
     assert len(adjudication_records(dataset_id, session=session)) == 1
 
 

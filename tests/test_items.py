@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from pcf.cli import app
 from pcf.errors import DataError
-from pcf.items import MAX_CANDIDATES, load_dataset
+from pcf.items import MAX_CANDIDATES, load_any, load_dataset, recognise_format
 from pcf.prompts import DEFAULT_KEYS
 from pcf.store import import_items
 from tests.shared_data import JUDGEBENCH_PAIRS, RB2
@@ -490,3 +490,45 @@ def test_any_bytes_give_items_or_problems_with_lines_and_import_all_or_nothing(
             assert table_counts(session)["item"] == before["item"] + len(items)
         session.rollback()
         assert table_counts(session) == before
+
+
+@pytest.mark.skipif(not RB2.exists(), reason="../shared/data is absent")
+def test_the_format_is_the_one_the_columns_fit_or_the_candidates_are_named(tmp_path):
+    """Each shipped layout is told by its columns (a Parquet file's by its schema, a CSV's by
+    its header); a row that fits two, or none, is refused with the formats and what each
+    lacks; a file with no readable row is read by its suffix, to name its problems."""
+    rb2_rows = [json.loads(line) for line in RB2.read_text(encoding="utf-8").splitlines()]
+    parquet = tmp_path / "rb2.parquet"
+    pd.DataFrame(rb2_rows).to_parquet(parquet)
+    table = tmp_path / "items.csv"
+    table.write_text("item_id,prompt,candidate_id,text\nq,P?,a,Yes\nq,P?,b,No\n")
+    for path, fmt in [
+        (RB2, "rewardbench2"),
+        (parquet, "rewardbench2"),
+        (JUDGEBENCH_PAIRS, "judgebench"),
+        (table, "csv"),
+    ]:
+        assert recognise_format(path) == fmt, path
+        assert load_any(None, path)[1] == fmt
+    both = tmp_path / "both.jsonl"
+    both.write_text(json.dumps(rb2_rows[0] | {"item_id": "x", "candidates": []}) + "\n")
+    with pytest.raises(
+        ValueError,
+        match=r"both.jsonl: its columns fit several formats: "
+        r"RewardBench 2 \(rewardbench2\), items.jsonl \(jsonl\); choose one",
+    ):
+        recognise_format(both)
+    unknown = tmp_path / "unknown.csv"
+    unknown.write_text("question,answer\nP?,Yes\n")
+    with pytest.raises(
+        ValueError, match=r"^unknown.csv: columns \['answer', 'question'\] fit no"
+    ) as refused:
+        recognise_format(unknown)
+    assert "CSV (a row per candidate) (csv) lacks item_id, prompt, candidate_id, text" in str(
+        refused.value
+    )
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("{not json\n")
+    with pytest.raises(DataError, match=r"broken\.jsonl:1: invalid JSON") as bad:
+        load_any(None, broken)
+    assert bad.value.__notes__ == ["read as items.jsonl, recognised by its columns"]

@@ -24,6 +24,7 @@ from pcf.judges import judge_label
 from pcf.judges.simulated import MODEL_SLOT_BIAS
 from pcf.judgments import RECORDED_SETTING
 from pcf.pairwise import apoc_decide, bucket_scores, is_ballpark_question, official_outcome
+from pcf.prices import UNPRICED, known_cost, price_table, shown_cost
 from pcf.prompts import TIE
 from pcf.store import (
     ITEM_CHUNK,
@@ -31,10 +32,12 @@ from pcf.store import (
     Run,
     item_db_ids,
     items_at,
+    list_runs,
     load_items,
     run_calls,
     run_dataset,
     run_judgments,
+    run_listing,
 )
 from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
 
@@ -56,6 +59,25 @@ ADAPTIVE_NOTE = (
     "weight tables leave it out (the first K calls of a stopped item, or other weights, can "
     "show winners its full run would not)"
 )
+
+
+def run_cost(run: Run, prices: Mapping[str, tuple[float, float]] | None = None) -> float | None:
+    """The run's cost in USD, None when its model has no price (:func:`pcf.prices.known_cost`)."""
+    tokens = run.input_tokens + run.output_tokens
+    return known_cost(
+        run.cost_usd, run.model, simulated=is_simulated(run), tokens=tokens, prices=prices
+    )
+
+
+def run_listing_priced(*, session: Session, dataset_id: int | None = None) -> list[dict[str, Any]]:
+    """:func:`pcf.store.run_listing` with each run's ``cost_usd`` None where its model has no
+    price (:func:`run_cost`)."""
+    prices = price_table()
+    runs = {run.name: run for run in list_runs(session=session, dataset_id=dataset_id)}
+    return [
+        row | {"cost_usd": run_cost(runs[row["name"]], prices)}
+        for row in run_listing(session=session, dataset_id=dataset_id)
+    ]
 
 
 def is_simulated(run: Run) -> bool:
@@ -142,9 +164,19 @@ def decision_chunks(
 ) -> Iterator[list[dict[str, Any]]]:
     """:func:`run_decisions`, ``size`` items at a time (an item's decision depends on its calls
     alone) from the item at position ``start``: the same records in the same order, with
-    memory for one chunk."""
+    memory for one chunk, each with the item's ``gold`` and whether the winner is it
+    (``correct``), both None for an item without gold."""
     for first, stop, items in item_chunks(run, session=session, size=size, start=start):
-        yield _decisions(run, items, session=session, start=first, stop=stop)
+        gold = {item.item_id: item.gold for item in items}
+        yield [
+            record | _gold_fields(record, gold.get(record["item_id"]))
+            for record in _decisions(run, items, session=session, start=first, stop=stop)
+        ]
+
+
+def _gold_fields(record: dict[str, Any], gold: str | None) -> dict[str, Any]:
+    """``gold`` and ``correct`` (the record's winner is the gold; None without gold)."""
+    return {"gold": gold, "correct": None if gold is None else record.get("winner") == gold}
 
 
 def item_chunks(
@@ -294,16 +326,16 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
         "simulated": is_simulated(run),
         "items": decided,
         **usage(run),
-        "cost_usd": round(run.cost_usd, 6),
+        "cost_usd": shown_cost(cost := run_cost(run)),
         "flagged": flagged,
     }
     if decided:  # beside the direct judge's one call, priced at this run's mean paid call
-        paid = stored_calls - run.cache_hits  # none: simulated, cached or unpriced (cost 0)
+        paid = stored_calls - run.cache_hits  # none: simulated or cached (cost 0)
         summary["per_item"] = {
             "calls": stored_calls / decided,
             "direct_calls": 1.0,
-            "cost_usd": run.cost_usd / decided,
-            "direct_cost_usd": run.cost_usd / paid if paid > 0 else 0.0,
+            "cost_usd": UNPRICED if cost is None else cost / decided,
+            "direct_cost_usd": UNPRICED if cost is None else cost / paid if paid > 0 else 0.0,
         }
     if stopping := stopping_summary(run):
         summary["stopping"] = stopping

@@ -1,7 +1,9 @@
 """Items from Hugging Face datasets through the ``datasets`` library (the ``hf`` extra): on the
-hub or in its cache, a ``save_to_disk`` folder, or a folder of a dataset's Parquet or JSON files.
-The rows pass a file import's checks (:func:`pcf.items.items_from_rows`), in a layout told by
-their columns, and fail with ``SOURCE[split]:row: field: message`` (rows count from 1).
+hub or in its cache, a ``save_to_disk`` folder, a folder of a dataset's Parquet or JSON files, or
+one such file (Parquet, JSON, JSON Lines or CSV). The rows pass a file import's checks
+(:func:`pcf.items.items_from_rows`), in the layout their columns fit
+(:func:`pcf.items.recognise`), and fail with ``SOURCE[split]:row: field: message`` (rows count
+from 1).
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from typing import Any
 
 from pcf.errors import DataError, Problem
 from pcf.files import DATA_FILE, FieldChecker, storable
-from pcf.items import Item, items_from_rows, layout_of
+from pcf.items import ROW_LAYOUTS, Item, items_from_rows, recognise
 
 SAVED = ("dataset_dict.json", "state.json")
 """The files that make a folder one that ``save_to_disk`` wrote."""
+FILE_BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "csv"}
+"""The ``datasets`` builder that reads a single data file, by its suffix."""
 
 
 def load_hf(
@@ -29,19 +33,20 @@ def load_hf(
     columns: Mapping[str, str] | None = None,
     subset: str | None = None,
 ) -> tuple[list[Item], str]:
-    """The items of a dataset (a hub id or a local folder), all or none, and its rows' layout;
+    """The items of a dataset (a hub id, a local folder or file), all or none, and its rows' layout;
     ``split`` is needed only when there are several; ``columns`` (``{field: column}``) reads a
     layout's field from another column; ``subset`` keeps one bucket. ValueError when the dataset
     cannot be read or is no known layout; DataError when over the cap or for its rows' problems."""
     columns = dict(columns or {})
     dataset = _open(source, config, split, revision)
-    name = f"{source}[{dataset.split}]" if dataset.split else source
+    one_split = dataset.split and not Path(source).is_file()
+    name = f"{source}[{dataset.split}]" if one_split else source
     if dataset.data.nbytes > DATA_FILE.value():
         raise DataError([Problem(name, None, None, DATA_FILE.exceeded(dataset.data.nbytes))])
     for field, column in columns.items():
         if column not in dataset.column_names:
             raise ValueError(f"--map {field}={column}: {name} has no column {column!r}")
-    layout = layout_of([*dataset.column_names, *columns])
+    layout = recognise([*dataset.column_names, *columns], tuple(ROW_LAYOUTS), source=name)
     check = FieldChecker(name)
     rows = (
         (i, {**row, **{field: row[column] for field, column in columns.items()}})
@@ -66,6 +71,8 @@ def _open(source: str, config: str | None, split: str | None, revision: str | No
     if saved and (config or revision):
         raise ValueError("a save_to_disk folder has no --config or --revision")
     try:
+        if folder.is_file():
+            return _open_file(datasets, folder, config, split, revision)
         if (folder / "state.json").is_file():  # one saved dataset
             return datasets.load_from_disk(source)
         if saved:  # a saved dataset of splits, each in a folder of its name
@@ -81,6 +88,21 @@ def _open(source: str, config: str | None, split: str | None, revision: str | No
         raise
     except (OSError, ValueError, KeyError, TypeError) as exc:  # not found, offline, no config
         raise ValueError(f"cannot read {source}: {exc}") from None
+    except datasets.exceptions.DatasetGenerationError as exc:  # a file it cannot parse
+        raise ValueError(f"cannot read {source}: {exc.__cause__ or exc}") from None
+
+
+def _open_file(
+    datasets: Any, path: Path, config: str | None, split: str | None, revision: str | None
+) -> Any:
+    """A single data file, read by the builder of its suffix as one split."""
+    if config or split or revision:
+        raise ValueError(f"{path} is one file: it has no --config, --split or --revision")
+    builder = FILE_BUILDERS.get(path.suffix.lower())
+    if builder is None:
+        kinds = ", ".join(FILE_BUILDERS)
+        raise ValueError(f"{path}: a single file must be one of {kinds}, not {path.suffix!r}")
+    return datasets.load_dataset(builder, data_files=str(path), split="train")
 
 
 class SplitError(ValueError):

@@ -5,6 +5,7 @@ labels and resolutions, with the item's texts (formats: docs/reviewing.md, "Expo
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -26,6 +27,12 @@ from pcf.store import adjudication_records, current_labels, load_items, resoluti
 FORMATS = ("jsonl", "csv", "parquet", "hf")
 SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 HF_DATA = Path("data") / "train-00000-of-00001.parquet"  # the hub's name of split train's file
+HF_SAVED = Path("train") / "data-00000-of-00001.arrow"  # save_to_disk's name of split train's file
+HF_CONFIG = (
+    "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n"
+    f"    path: {HF_DATA.as_posix()}\n---\n\n"
+)
+"""The card's front matter: ``load_dataset`` reads the Parquet file alone, not the saved copy."""
 
 
 def _strings(*names: str) -> pa.StructType:
@@ -164,7 +171,8 @@ def dataset_card(name: str, what: str, records: Sequence[Mapping[str, Any]], pla
     return (
         f"# {name}: {what} from PCF Review\n\n"
         f"Written by `pcf {what} export {name} --format hf`; "
-        "`datasets.load_dataset(FOLDER)` reads it as split `train`.\n\n"
+        "`datasets.load_dataset(FOLDER)` and `datasets.load_from_disk(FOLDER)` read it as "
+        "split `train`.\n\n"
         f"- Plan: {plan.labels_per_item} label(s) per item{later if plan.adaptive else ''}.\n"
         f"- Rule ({plan.gold_rule}): {rule_text(plan.gold_rule)}\n"
         f"- Counts: {counts}.\n"
@@ -186,7 +194,8 @@ def write_records(
     if fmt == "hf":
         (path / HF_DATA).parent.mkdir(parents=True, exist_ok=True)
         write_records(records, path / HF_DATA, "parquet", schema)
-        write_whole(path / "README.md", card)
+        write_whole(path / "README.md", HF_CONFIG + card)
+        _write_saved(pa.Table.from_pylist(list(records), schema=schema), path)
         return
     if fmt == "parquet":
         with replaced(path) as temporary:
@@ -204,3 +213,29 @@ def write_records(
         )
         text = csv_text(as_json, schema.names)
     write_whole(path, text)
+
+
+def _write_saved(table: pa.Table, folder: Path) -> None:
+    """``table`` as split ``train`` of a dataset that ``save_to_disk`` would have written in
+    ``folder`` (an Arrow stream and the two files that describe it), for ``load_from_disk``."""
+    saved = folder / HF_SAVED
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        replaced(saved) as temporary,
+        pa.OSFile(str(temporary), "wb") as sink,
+        pa.ipc.new_stream(sink, table.schema) as stream,
+    ):
+        stream.write_table(table)
+    fingerprint = hashlib.sha256(saved.read_bytes()).hexdigest()[:16]
+    state: dict[str, Any] = {
+        "_data_files": [{"filename": HF_SAVED.name}],
+        "_fingerprint": fingerprint,
+        "_format_columns": None,
+        "_format_kwargs": {},
+        "_format_type": None,
+        "_output_all_columns": False,
+        "_split": "train",
+    }
+    write_whole(saved.parent / "state.json", json.dumps(state, indent=2))
+    write_whole(saved.parent / "dataset_info.json", json.dumps({"description": ""}))
+    write_whole(folder / "dataset_dict.json", json.dumps({"splits": ["train"]}))

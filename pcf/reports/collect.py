@@ -13,6 +13,7 @@ from sqlmodel import Session
 from pcf.analysis.results import (
     is_adaptive,
     is_simulated,
+    run_cost,
     run_decisions,
     run_judge,
     stopping_label,
@@ -90,7 +91,6 @@ def _run_row(
     run: Run, table: pd.DataFrame, datasets: Mapping[int, str], prices: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The report's row of a run with its decision ``table``."""
-    tokens = run.input_tokens + run.output_tokens
     return {
         "run": run.name,
         "dataset": datasets.get(run.dataset_id),
@@ -109,7 +109,7 @@ def _run_row(
         "labelled": int(table["gold"].notna().sum()),
         **usage(run),
         "cost_usd": run.cost_usd,
-        "priced": is_simulated(run) or run.model in prices or tokens == 0,
+        "priced": run_cost(run, prices) is not None,
         "simulated": is_simulated(run),
     }
 

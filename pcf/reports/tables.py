@@ -24,6 +24,7 @@ from pcf.connectors.recordings import FIRST, SECOND, SWAP_RULES, recorded_outcom
 from pcf.flags import FLAGS
 from pcf.judges import judge_label
 from pcf.pairwise import bucket_order, bucket_scores
+from pcf.prices import UNPRICED, cost_text
 from pcf.weights import PRESETS
 
 METHODS = {
@@ -52,7 +53,7 @@ RUN_FIELDS = {
     "failures": "failures",
     "input_tokens": "input tokens",
     "output_tokens": "output tokens",
-    "cost_usd": "cost USD",
+    "cost_usd": "cost",
 }
 """The runs table's columns: the listing's fields, ``judge`` (:func:`~pcf.judges.judge_label`)
 added."""
@@ -84,8 +85,8 @@ def usage_table(runs: pd.DataFrame) -> pd.DataFrame:
     ("unpriced" when the model has no price), and calls and cost per item (the direct judge
     makes one call per item)."""
     items = runs["items"].where(runs["items"] > 0)
-    cost = runs["cost_usd"].astype(object).where(runs["priced"], "unpriced")
-    per_item = (runs["cost_usd"] / items).astype(object).where(runs["priced"], "unpriced")
+    cost = runs["cost_usd"].astype(object).where(runs["priced"], UNPRICED)
+    per_item = (runs["cost_usd"] / items).astype(object).where(runs["priced"], UNPRICED)
     counted = ["run", "attempts", "cache_hits", "failures", "input_tokens", "output_tokens"]
     table = runs[counted].rename(columns=lambda column: column.replace("_", " "))
     table["cost (USD)"] = cost
@@ -350,8 +351,16 @@ def weight_table(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def runs_table(listing: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per run of a listing (:func:`pcf.store.calls.run_listing`), :data:`RUN_FIELDS`."""
-    rows = [{**r, "judge": judge_label(r["backend"], r["model"], r["base_url"])} for r in listing]
+    """One row per run of a listing (:func:`pcf.analysis.results.run_listing_priced`),
+    :data:`RUN_FIELDS`, its cost as text (``unpriced`` for None)."""
+    rows = [
+        {
+            **r,
+            "judge": judge_label(r["backend"], r["model"], r["base_url"]),
+            "cost_usd": cost_text(r["cost_usd"]),
+        }
+        for r in listing
+    ]
     return pd.DataFrame(rows, columns=list(RUN_FIELDS)).rename(columns=RUN_FIELDS)
 
 

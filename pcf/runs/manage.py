@@ -28,7 +28,7 @@ from pcf.access import (
 )
 from pcf.errors import DataError
 from pcf.files import FieldChecker
-from pcf.items import Item, items_from_rows, load_dataset
+from pcf.items import Item, items_from_rows, load_any
 from pcf.judges import KEY_ENV, key_names, make_judge
 from pcf.judges.base import env_key
 from pcf.judges.replay import ReplayJudge
@@ -456,16 +456,21 @@ def add_items(
 def import_upload(
     data: bytes, filename: str, *, session: Session, actor: Actor, name: str, fmt: str | None = None
 ) -> Dataset:
-    """Import an uploaded file as ``pcf import`` does; ``fmt`` is by default the suffix's."""
+    """Import an uploaded file as ``pcf import`` does, in format ``fmt`` or else the one its
+    columns fit (:func:`~pcf.items.load_any`: a ValueError when none or several do); the
+    dataset's ``format`` says which was read."""
     upload = Path(filename)
-    fmt = fmt or {".csv": "csv", ".parquet": "rewardbench2"}.get(upload.suffix.lower(), "jsonl")
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / f"upload{upload.suffix.lower()}"  # the loaders read the suffix
-        path.write_bytes(data)
+        # its own name, to be named in what is said of it; the loaders read its suffix
+        path = Path(folder) / (upload.name if upload.name.strip(".") else "upload")
         try:
-            items = load_dataset(fmt, path)
+            path.write_bytes(data)
+            items, fmt = load_any(fmt, path)
         except DataError as exc:
-            raise DataError([replace(p, file=upload.name) for p in exc.problems]) from None
+            named = DataError([replace(p, file=upload.name) for p in exc.problems])
+            for note in getattr(exc, "__notes__", ()):
+                named.add_note(note)
+            raise named from None
     return import_dataset(
         items, session=session, actor=actor, name=name, fmt=fmt, source_path=upload.name
     )

@@ -1,5 +1,6 @@
-"""The Import page: an upload (a bad file kept for another try, a sound one imported and gone)
-and the Hugging Face form, which reads hub ids only: never a file or folder of the server."""
+"""The Import page: an upload in the format its columns fit (a file that fits none or has a bad
+row kept for another try, a sound one imported and gone) and the Hugging Face form, which reads
+hub ids only: never a file or folder of the server."""
 
 from __future__ import annotations
 
@@ -33,22 +34,36 @@ def submit(at: AppTest, form: str) -> AppTest:
     return at
 
 
-def test_an_upload_with_a_bad_row_stays_for_another_try_and_a_sound_one_imports(
+def test_an_upload_is_read_in_the_format_its_columns_fit_and_stays_after_a_failed_try(
     session: Session,
 ):
+    """No format fits: each is named with what it lacks; a bad row: named, with the format
+    read; every failed try keeps the file; a sound one imports, says its format, and goes."""
     sound = "".join(json.dumps(row) + "\n" for row in ROWS).encode()
     at = open_page(local_app(session), "imports")
+    at.file_uploader[0].set_value(("odd.jsonl", sound.replace(b'"candidates"', b'"answers"'), ""))
+    (error,) = [e.value for e in submit(at, "file").error]
+    assert error.startswith("Nothing imported: " + escape_markdown("odd.jsonl: columns "))
+    for lacking in (
+        "RewardBench 2 (rewardbench2) lacks id, chosen, rejected",
+        "JudgeBench (judgebench) lacks pair_id",
+        "items.jsonl (jsonl) lacks candidates",
+    ):
+        assert escape_markdown(lacking) in error
+    assert at.file_uploader[0].value.name == "odd.jsonl"  # kept: no need to pick it again
     at.file_uploader[0].set_value(("odd.jsonl", sound.replace(b'"Is 2 *odd*?"', b"null"), ""))
     submit(at, "file")
     (error,) = [e.value for e in at.error]
     problem = escape_markdown("odd.jsonl:2: prompt: missing")
-    assert error == f"Nothing imported, 1 problem(s):\n\n- {problem}"
-    assert at.file_uploader[0].value.name == "odd.jsonl"  # kept: no need to pick it again
+    plain = "read as items.jsonl, recognised by its columns"
+    read = escape_markdown(plain)
+    assert error == f"Nothing imported, 1 problem(s):\n\n- {problem}\n\n{read}"
+    assert at.file_uploader[0].value.name == "odd.jsonl"
     assert get_dataset("odd", session=session) is None
     at.file_uploader[0].set_value(("odd.jsonl", sound, ""))
     submit(at, "file")
     (success,) = [s.value for s in at.success]
-    assert success.startswith("Imported dataset odd \\(3 items\\)")
+    assert success.startswith(escape_markdown(f"Imported dataset odd (3 items), {plain}"))
     assert at.file_uploader[0].value is None  # imported once: the form is empty again
     assert at.sidebar.selectbox(key="dataset").options == ["odd"]
     log = audit_log(session=session, actor=local_actor(session=session))

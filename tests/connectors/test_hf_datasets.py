@@ -18,6 +18,8 @@ from pcf.items import load_dataset
 from pcf.store import get_dataset, load_items
 from tests.shared_data import JUDGEBENCH_CLAUDE_PAIRS, JUDGEBENCH_PAIRS, RB2
 
+SOURCE_MD = RB2.with_name("SOURCE.md")
+
 datasets = pytest.importorskip("datasets")
 needs_shared = pytest.mark.skipif(not RB2.exists(), reason="../shared/data is absent")
 
@@ -69,6 +71,31 @@ def test_rewardbench2_in_the_hubs_layouts_imports_as_the_file_does(session, tmp_
 
 
 @needs_shared
+def test_a_single_file_and_rewardbench2_without_subset_import(session, tmp_path):
+    """One Parquet, JSON Lines or CSV file, not a folder; RewardBench 2's rows without their
+    ``subset`` column are items named by their id alone, with the same candidates and gold."""
+    rows = [json.loads(line) for line in RB2.read_text(encoding="utf-8").splitlines()]
+    expected = load_dataset("rewardbench2", RB2)
+    assert imported(session, "one-jsonl", "hf", str(RB2)) == expected
+    parquet = tmp_path / "factuality.parquet"
+    pd.DataFrame(rows).drop(columns="subset").to_parquet(parquet)
+    bare = imported(session, "one-parquet", "hf", str(parquet))
+    assert [i.item_id for i in bare] == [str(n) for n in range(120)]
+    assert [(len(i.candidates), i.bucket) for i in bare] == [(4, None)] * 120
+    assert [i.text_of(i.gold) for i in bare] == [row["chosen"][0] for row in rows]
+    capitals = tmp_path / "capitals.csv"
+    capitals.write_text("qid,question\nq1,Which city?\n")
+    assert "fit no known format" in refused("hf", str(capitals))
+    assert "it has no --config, --split or --revision" in refused(
+        "hf", str(parquet), "--split", "test"
+    )
+    assert "a single file must be one of .parquet" in refused("hf", str(SOURCE_MD))
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"item_id": "q", "prompt": "P?"\n')
+    assert f"cannot read {broken}: JSON parse error" in refused("hf", str(broken))
+
+
+@needs_shared
 def test_judgebench_json_files_with_splits_import_as_the_file_does(session, tmp_path):
     hub = tmp_path / "JudgeBench"
     (hub / "data").mkdir(parents=True)
@@ -99,7 +126,8 @@ def test_other_columns_are_named_with_map_and_nothing_tries_the_network(session,
     folder = tmp_path / "capitals"
     datasets.Dataset.from_list(rows).save_to_disk(folder)
     unknown = refused("hf", str(folder))
-    assert "columns ['answers', 'qid', 'question', 'right'] are no known layout" in unknown
+    assert "columns ['answers', 'qid', 'question', 'right'] fit no known format" in unknown
+    assert "items.jsonl (jsonl) lacks item_id, prompt, candidates" in unknown
     mapped = ["--map", "item_id=qid", "--map", "prompt=question", "--map", "candidates=answers"]
     items = imported(session, "capitals", "hf", str(folder), *mapped, "--map", "gold=right")
     assert [(i.item_id, i.gold, i.text_of("a")) for i in items] == [

@@ -97,7 +97,7 @@ def test_the_commands_write_the_files(labelled, tmp_path):
     assert not (tmp_path / "x.parquet").exists()
 
 
-def test_an_hf_export_is_a_folder_datasets_loads_with_a_card_of_plan_rule_and_counts(
+def test_an_hf_export_is_a_folder_both_datasets_loaders_read_with_a_card_of_plan_rule_and_counts(
     session, labelled, tmp_path, monkeypatch
 ):
     datasets = pytest.importorskip("datasets")
@@ -110,8 +110,14 @@ def test_an_hf_export_is_a_folder_datasets_loads_with_a_card_of_plan_rule_and_co
         command = [what, "export", "team", "--out", str(out), "--format", "hf"]
         done = CliRunner().invoke(app, command)
         assert done.exit_code == 0, done.output
-        loaded = datasets.load_dataset(str(out), split="train")
-        assert loaded.to_list() == records(labelled, session=session)
+        expected = records(labelled, session=session)
+        assert datasets.load_dataset(str(out), split="train").to_list() == expected
+        saved = datasets.load_from_disk(str(out))  # the call HF users reach for
+        assert list(saved) == ["train"]
+        assert saved["train"].to_list() == expected
+        assert saved["train"].features == datasets.Features.from_arrow_schema(
+            LABEL_SCHEMA if what == "labels" else GOLD_SCHEMA
+        )
         cards[what] = (out / "README.md").read_text(encoding="utf-8")
     for card in cards.values():
         assert "- Plan: 2 label(s) per item.\n" in card
