@@ -410,6 +410,20 @@ def table_frame(rows: Sequence[tuple[Any, ...]]) -> pd.DataFrame:
     return frame.astype(dict.fromkeys(FLAGS, bool) | {"n_ok": int, "n_calls": int})
 
 
+UNDEFINED = "undefined"
+"""How a paired statistic without a usable pair reads (:func:`~pcf.evaluation.compare_paired`)."""
+
+
+def p_value(p: float | None) -> str:
+    """A p-value as shown (three significant digits), or ``undefined``."""
+    return UNDEFINED if p is None else f"{p:.3g}"
+
+
+def interval(points: tuple[float, float] | None) -> str:
+    """An interval of a difference in points as shown, or ``undefined``."""
+    return UNDEFINED if points is None else f"[{points[0]:+.1f}, {points[1]:+.1f}]"
+
+
 def number_or_nan(value: Any) -> float:
     """A number as a float, None as NaN."""
     return math.nan if value is None else float(value)

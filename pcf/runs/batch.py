@@ -563,7 +563,10 @@ class _Batcher:
         reply = outcome.reply
         if reply is None:
             return row | failed_answer(outcome.error or "batch_error") | {"attempts": int(paid)}
-        tokens_in, tokens_out = (reply.input_tokens, reply.output_tokens) if paid else (0, 0)
+        # the batch APIs (OpenAI's, Anthropic's) report every result's usage
+        tokens_in, tokens_out = (
+            (reply.input_tokens or 0, reply.output_tokens or 0) if paid else (0, 0)
+        )
         cost = call_cost(self.spec.model, tokens_in, tokens_out, self.prices) or 0.0
         self.report.cost_usd += cost
         return (

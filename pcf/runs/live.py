@@ -19,7 +19,7 @@ from pcf.items import Item
 from pcf.judges.base import CallContext, Judge, JudgeError
 from pcf.prices import call_cost
 from pcf.processes import gc_frozen
-from pcf.prompts import Rendered
+from pcf.prompts import Rendered, parse_retry
 from pcf.runs.adaptive import (
     answer_adaptive,
     executions_for,
@@ -148,8 +148,9 @@ class CallExecutor:
         return {row["content_key"] for row in rows}
 
     async def _ask(self, planned: PlannedCall, rendered: Rendered, key: str) -> None:
-        """Ask the judge, retrying transport errors and unparseable answers, each request
-        reserved with the cost guard first."""
+        """Ask the judge, retrying transport errors and unparseable answers (a parse retry
+        names the failure, :func:`~pcf.prompts.parse_retry`, so it is not the same request
+        again), each request reserved with the cost guard first."""
         context = CallContext(
             planned.item,
             planned.order,
@@ -184,13 +185,18 @@ class CallExecutor:
             except BaseException:
                 self.guard.unanswered(reservation)
                 raise
-            self.guard.settle(reservation, reply.input_tokens, reply.output_tokens)
-            tokens_in += reply.input_tokens
-            tokens_out += reply.output_tokens
+            if reply.input_tokens is None or reply.output_tokens is None:
+                self.guard.unanswered(reservation)  # billed unknown: it keeps its reservation
+                self.report.usage_unknown += 1
+            else:
+                self.guard.settle(reservation, reply.input_tokens, reply.output_tokens)
+            tokens_in += reply.input_tokens or 0
+            tokens_out += reply.output_tokens or 0
             outcome = await self.rows.answered(planned, rendered, reply)
-            if outcome["ok"] or parse_failures >= self.spec.parse_retries:
-                break
+            if outcome["ok"] or reply.refusal or parse_failures >= self.spec.parse_retries:
+                break  # a refusal is an answer, not a parse failure: it is not asked again
             parse_failures += 1
+            request = parse_retry(request, outcome["error"])
         cost = call_cost(self.judge.model, tokens_in, tokens_out, self.guard.prices)
         self.report.unpriced |= cost is None and (tokens_in + tokens_out) > 0
         self.report.calls_made += attempts

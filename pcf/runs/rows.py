@@ -67,6 +67,10 @@ def stored_reply(reply: JudgeReply) -> tuple[str, dict[str, Any], list[str]]:
     return text, raw, [NUL_REPAIR] if had_nul else []
 
 
+UNKNOWN = "unknown"
+"""What a total reads when a server did not report some of its tokens (never 0)."""
+
+
 def failed_answer(error: str) -> dict[str, Any]:
     """The answer fields of a call left without a usable reply (its error, cleaned and cut)."""
     return {
@@ -97,6 +101,8 @@ class RunReport:
     output_tokens: int = 0
     cost_usd: float = 0.0
     unpriced: bool = False
+    usage_unknown: int = 0
+    """Answers whose server reported no token usage: the tokens and cost are unknown."""
     errors: Counter[str] = field(default_factory=Counter)
     first_error: str | None = None
     capped: int = 0
@@ -125,9 +131,10 @@ class RunReport:
             "failures": self.failures,
             "errors": dict(self.errors),
             "duplicate_answers": self.duplicates,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cost_usd": round(self.cost_usd, 6),
+            "input_tokens": UNKNOWN if self.usage_unknown else self.input_tokens,
+            "output_tokens": UNKNOWN if self.usage_unknown else self.output_tokens,
+            "cost_usd": UNKNOWN if self.usage_unknown else round(self.cost_usd, 6),
+            "answers_without_usage": self.usage_unknown,
             "unpriced_model": self.unpriced,
             "not_made_over_cost_cap": self.capped,
             "interrupted": self.interrupted > 0,
@@ -165,7 +172,8 @@ class RunRows:
 
     def prepare(self, calls: Iterable[PlannedCall]) -> list[Prepared]:
         """Each call with its rendered prompt and content key."""
-        return [(p, rendered, self.key(p, rendered)) for p in calls for rendered in [p.render()]]
+        structured = self.spec.structured_output
+        return [(p, r, self.key(p, r)) for p in calls for r in [p.render(structured=structured)]]
 
     def base(self, planned: PlannedCall, rendered: Rendered, key: str) -> dict[str, Any]:
         """The columns of the call's row that do not depend on the answer."""
@@ -239,12 +247,16 @@ class RunRows:
         self, planned: PlannedCall, rendered: Rendered, key: str, hit: Call | None
     ) -> dict[str, Any] | None:
         """The row of a call the cache answers with ``hit``, or None without a hit or when
-        ``hit`` does not parse against this call's keys (the same text may label other ids)."""
+        ``hit`` does not parse against this call's keys (the same text may label other ids).
+        A paid answer that failed (``hit`` not ok) is reused as it failed, unless this call is
+        asked again (``--retry-failed``)."""
         if hit is None:
             return None
         reused = self.parse(planned, rendered, JudgeReply(text=hit.response_text or ""))
         if not reused["ok"]:
-            return None
+            if hit.ok or planned.slot in self._replacing:
+                return None
+            reused = {"ok": False, "error": hit.error, "repaired": hit.repaired, "judgment": None}
         self.report.cache_hits += 1
         return (
             self.base(planned, rendered, key)

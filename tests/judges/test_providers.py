@@ -262,13 +262,14 @@ def test_api_key_never_reaches_the_logs(
         (10**20, MAX_CALL_TOKENS),
         (2**62, MAX_CALL_TOKENS),
         (-1000, 0),
-        (JsonLiteral("NaN"), 0),
-        (JsonLiteral("1e300"), 0),
-        (JsonLiteral('"12"'), 0),
+        (JsonLiteral("NaN"), None),  # not a count: unknown, never read as 0
+        (JsonLiteral("1e300"), None),
+        (JsonLiteral('"12"'), None),
+        (JsonLiteral("null"), None),  # a server that reports no usage (llama.cpp may not)
     ],
 )
-def test_absurd_or_negative_usage_counts_are_clamped(
-    provider: ProviderSpec, scripted: int | JsonLiteral, expected: int
+def test_absurd_or_negative_usage_counts_are_clamped_and_others_unknown(
+    provider: ProviderSpec, scripted: int | JsonLiteral, expected: int | None
 ) -> None:
     answer = Scripted.answer('{"ok": true}', input_tokens=scripted, output_tokens=scripted)
     with WireServer(lambda _r: answer) as server:
