@@ -20,6 +20,7 @@ from pcf.evaluation import compare_paired
 from pcf.flags import FLAG_HELP, FLAGS
 from pcf.instability import SlotCounts, slot_counts
 from pcf.items import Item
+from pcf.judges.base import UNKNOWN, USAGE_UNKNOWN_SETTING
 from pcf.judges.simulated import MODEL_SLOT_BIAS
 from pcf.judgments import RECORDED_SETTING
 from pcf.pairwise import TIE, apoc_decide, bucket_scores, is_ballpark_question, official_outcome
@@ -67,10 +68,15 @@ def simulates_strong_bias(run: Run) -> bool:
     return is_simulated(run) and run.model in MODEL_SLOT_BIAS
 
 
-def usage(run: Run) -> dict[str, int]:
-    """A run's calls made, cache hits, failures and tokens, as its summary and report name them."""
+def usage(run: Run) -> dict[str, int | str]:
+    """A run's calls made, cache hits, failures and tokens, as its summary and report name them;
+    tokens read ``unknown`` once a server answered the run without reporting them."""
     fields = ("calls_made", "cache_hits", "failures", "input_tokens", "output_tokens")
-    return {name: getattr(run, name) for name in fields}
+    counts: dict[str, int | str] = {name: getattr(run, name) for name in fields}
+    if unknown := run.settings.get(USAGE_UNKNOWN_SETTING, 0):
+        counts |= {"input_tokens": UNKNOWN, "output_tokens": UNKNOWN}
+        counts["answers_without_usage"] = unknown
+    return counts
 
 
 def is_adaptive(run: Run) -> bool:
@@ -282,7 +288,7 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
         "simulated": is_simulated(run),
         "items": decided,
         **usage(run),
-        "cost_usd": round(run.cost_usd, 6),
+        "cost_usd": UNKNOWN if USAGE_UNKNOWN_SETTING in run.settings else round(run.cost_usd, 6),
         "flagged": flagged,
     }
     if decided:  # beside the direct judge's one call, priced at this run's mean paid call

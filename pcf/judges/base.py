@@ -27,6 +27,12 @@ MIN_SECRET_CHARS = 8
 _KEY_SHAPED = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{20,}|AIza[A-Za-z0-9_-]{35})")
 
 
+UNKNOWN = "unknown"
+"""What a total reads when a server did not report some of its tokens (never 0)."""
+USAGE_UNKNOWN_SETTING = "answers_without_usage"
+"""The run setting that counts the answers a server gave without their token usage."""
+
+
 def usage_count(value: object) -> int | None:
     """A token count as reported: an int clamped to [0, MAX_CALL_TOKENS]; None (unknown) when
     the server reported none, or something that is not a count."""

@@ -16,7 +16,7 @@ from typing import Any
 from sqlmodel import Session
 
 from pcf.items import Item
-from pcf.judges.base import CallContext, Judge, JudgeError
+from pcf.judges.base import USAGE_UNKNOWN_SETTING, CallContext, Judge, JudgeError
 from pcf.prices import call_cost
 from pcf.processes import gc_frozen
 from pcf.prompts import Rendered, parse_retry
@@ -41,6 +41,7 @@ from pcf.store import (
     release_keys,
     run_calls_by_slot,
     run_dataset,
+    set_run_setting,
     set_run_status,
     update_run_totals,
     usage_peaks,
@@ -291,6 +292,9 @@ async def execute(
     if ledger is not None:
         commit_retrying(session, ledger.write_bills)
         ledger.committed()
+    if report.usage_unknown:  # the run's token totals are unknown from now on
+        unknown = run.settings.get(USAGE_UNKNOWN_SETTING, 0) + report.usage_unknown
+        set_run_setting(run, USAGE_UNKNOWN_SETTING, unknown, session=session)
     if not report.interrupted:  # an interrupted run stays running: without its lease, interrupted
         status = RunStatus.CAPPED if executor.capped else RunStatus.FINISHED
         set_run_status(run, status, session=session)

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from pcf.judges.base import JudgeReply, configured_keys, redact
+from pcf.judges.base import UNKNOWN, JudgeReply, configured_keys, redact
 from pcf.parsing import PairParsed, Parsed, parse_listwise, parse_pairwise
 from pcf.prompts import Rendered
 from pcf.runs.call_plan import PlannedCall, Prepared, Slot, content_key
@@ -65,10 +65,6 @@ def stored_reply(reply: JudgeReply) -> tuple[str, dict[str, Any], list[str]]:
 
     text, raw = clean(reply.text), storable(reply.raw, 0)
     return text, raw, [NUL_REPAIR] if had_nul else []
-
-
-UNKNOWN = "unknown"
-"""What a total reads when a server did not report some of its tokens (never 0)."""
 
 
 def failed_answer(error: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 from sqlmodel import Session, select
 
+from pcf.analysis.results import run_summary
 from pcf.judges._provider import ProviderJudge
 from pcf.judges.anthropic_judge import AnthropicJudge
 from pcf.judges.openai_judge import OpenAIJudge
@@ -19,7 +20,7 @@ from pcf.runs.call_plan import plan
 from pcf.runs.live import execute
 from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
-from pcf.store import Call, import_items, item_db_ids, run_spend
+from pcf.store import Call, Run, import_items, item_db_ids, run_spend
 from tests.factories import make_item, stored_run
 from tests.runs.test_live_providers import listwise_text
 from tests.wire_server import JsonLiteral, Responder, Scripted, WireRequest, WireServer
@@ -171,3 +172,10 @@ def test_tokens_a_server_did_not_report_are_unknown_and_keep_their_reservation_u
     )
     assert reserved > 0
     assert run_spend(calls[0].run_id, session=session) == pytest.approx(reserved)
+    stored = run_summary(session.get_one(Run, calls[0].run_id), session=session)
+    assert (stored["input_tokens"], stored["output_tokens"], stored["cost_usd"]) == (
+        "unknown",
+        "unknown",
+        "unknown",
+    )
+    assert stored["answers_without_usage"] == 8
