@@ -48,7 +48,7 @@ from pcf.runs.manage import (
     open_audited,
     require_price,
 )
-from pcf.runs.rows import RunRows, failed_answer, slot_of
+from pcf.runs.rows import RunRows, failed_answer
 from pcf.runs.spec import LIMIT_SETTING, RunSpec
 from pcf.stopping import Calibration, Stop, StoppingPolicy, calibrate
 from pcf.store import (
@@ -310,8 +310,6 @@ class _Batcher:
         for chunk in self.chunks():
             prepared, rows, rest = self._todo(chunk, retry_failed, own)
             self.report.planned += len(prepared)
-            failed = {slot: call for slot, call in chunk.stored.items() if not call.ok}
-            self.rows.retry(failed[s] for s in map(slot_of, rows) if s in failed)  # replaced
             if rows:
                 self.rows.commit(rows)
                 self.report.stored += len(rows)
@@ -372,6 +370,8 @@ class _Batcher:
         prepared = self.rows.prepare(chunk.calls)
         keep = {slot for slot, call in chunk.stored.items() if call.ok or not retry_failed}
         todo = [p for p in prepared if p[0].slot not in keep and p[2] not in own]
+        asked = {p[0].slot for p in todo}  # failed calls asked again: their answers replace them
+        self.rows.retry(call for slot, call in chunk.stored.items() if slot in asked)
         return prepared, *self.rows.cached(todo)
 
     async def _finish_killed(self, killed: list[ProviderBatch]) -> None:
