@@ -8,10 +8,10 @@ from typing import Any
 
 import openai
 
-from pcf.judges import judge_server
 from pcf.judges._provider import ProviderJudge
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, schema_without, usage_count
 
+OPENAI_API = "https://api.openai.com/v1"
 STRICT_UNSUPPORTED = ("maxLength",)
 """Schema keywords OpenAI's own strict structured outputs reject (Azure's too); an
 OpenAI-compatible server (llama.cpp, vLLM, Ollama) compiles them into its grammar."""
@@ -55,7 +55,8 @@ class OpenAIJudge(ProviderJudge):
     def __init__(self, model: str, *, base_url: str | None = None, **options: Any) -> None:
         super().__init__(model, base_url=base_url, **options)
         # OpenAI's own API (or Azure's) takes a subset of JSON schema; another server all of it
-        compatible = self.backend == "openai" and judge_server("openai", base_url) is not None
+        server = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_API).rstrip("/")
+        compatible = self.backend == "openai" and server != OPENAI_API
         self.unsupported = () if compatible else STRICT_UNSUPPORTED
 
     def body(self, request: JudgeRequest) -> dict[str, Any]:
