@@ -16,6 +16,7 @@ from pages.shared import (
 )
 from pcf.analysis.agreement import table_human_comparison
 from pcf.analysis.markdown import escape_markdown
+from pcf.analysis.results import interval, p_value
 from pcf.items import candidate_titles
 from pcf.labelling.adjudications import adjudications_csv, adjudications_jsonl, choice_label
 from pcf.labelling.human_gold import dataset_gold, rule_text
@@ -99,12 +100,11 @@ else:
     assert pcf is not None
     versus_humans[2].metric("Chance-corrected agreement, direct", number(direct.kappa))
     versus_humans[3].metric("Chance-corrected agreement, PCF", number(pcf.kappa))
-    low, high = paired["ci_points"]
     st.caption(
         f"On {paired['n']} items: PCF improved {paired['improved']}, regressed "
         f"{paired['regressed']}, same {paired['same']}; exact McNemar p = "
-        f"{paired['mcnemar_p']:.3g}; 95% paired bootstrap CI of the difference "
-        f"[{low:+.1f}, {high:+.1f}] points. Exact 95% intervals of the accuracy: direct "
+        f"{p_value(paired['mcnemar_p'])}; 95% paired bootstrap CI of the difference "
+        f"{interval(paired['ci_points'])} points. Exact 95% intervals of the accuracy: direct "
         f"[{direct.low:.1%}, {direct.high:.1%}], PCF [{pcf.low:.1%}, {pcf.high:.1%}]; chance "
         f"{pcf.chance:.1%}. {CHANCE_NOTE} Direct is the canonical call of the same run."
     )

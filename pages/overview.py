@@ -22,8 +22,10 @@ from pcf.analysis.escalate import escalation_in_words
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import (
     flag_counts,
+    interval,
     is_simulated,
     outcome_frame,
+    p_value,
     run_cost,
     run_judge,
     stopping_label,
@@ -137,10 +139,9 @@ with statistics:
     for name, paired in comparisons.items():
         if paired is None:
             continue
-        low, high = paired["ci_points"]
         st.markdown(
             f"**Against {name}** ({paired['n']} items): the 95% interval of the change is "
-            f"[{low:+.1f}, {high:+.1f}] points."
+            f"{interval(paired['ci_points'])} points."
         )
         columns = st.columns(4)
         columns[0].metric("Direct accuracy", f"{paired['direct_accuracy']:.1%}")
@@ -153,7 +154,7 @@ with statistics:
             "Improved / regressed / same",
             f"{paired['improved']} / {paired['regressed']} / {paired['same']}",
         )
-        columns[3].metric("McNemar p (exact)", f"{paired['mcnemar_p']:.3g}")
+        columns[3].metric("McNemar p (exact)", p_value(paired["mcnemar_p"]))
         st.altair_chart(outcome_bars(outcome_frame(paired)), height=160)
     st.caption(
         "Improved: direct was wrong and the consensus right; regressed: the reverse. The p-value "

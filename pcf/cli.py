@@ -94,6 +94,15 @@ BatchOption = Annotated[
         "`pcf batch collect` stores the answers.",
     ),
 ]
+StructuredOption = Annotated[
+    bool,
+    typer.Option(
+        "--structured-output/--no-structured-output",
+        help="Ask the server for the answer's JSON schema (OpenAI's response_format, "
+        "Anthropic's output format, Gemini's response schema); turn it off for a server that "
+        "rejects one.",
+    ),
+]
 BatchSizeOption = Annotated[
     int | None,
     typer.Option(help="--batch: most requests per batch (default: the provider's limit)."),
@@ -651,6 +660,7 @@ def judge(
             "stopped (prints what it may cost first).",
         ),
     ] = False,
+    structured_output: StructuredOption = True,
     batch: BatchOption = False,
     batch_size: BatchSizeOption = None,
     max_cost: MaxCostOption = None,
@@ -693,6 +703,7 @@ def judge(
             risk=risk,
             max_calls=max_calls,
             stop_on=named_weights(stop_on),
+            structured_output=structured_output,
         )
         if batch:
             submit_batches(
@@ -1022,6 +1033,7 @@ def study(
     seed: RunSeedOption = 0,
     temperature: TemperatureOption = 0.0,
     replay: ReplayOption = None,
+    structured_output: StructuredOption = True,
     batch: BatchOption = False,
     batch_size: BatchSizeOption = None,
     max_cost: MaxCostOption = None,
@@ -1048,6 +1060,7 @@ def study(
             limit=limit,
             concurrency=concurrency,
             timeout_s=timeout,
+            structured_output=structured_output,
         )
         with database() as session:
             specs = study_specs(name, base, session=session)

@@ -137,7 +137,9 @@ def compare_paired(
 ) -> dict:
     """A method against the direct baseline on the same items (METHOD.md, Evaluation), from
     each item's gold id and both winners (None = abstention): accuracies, ``delta_points``,
-    :func:`paired_outcomes`, abstentions, ``mcnemar_p`` and ``ci_points`` (95% bootstrap)."""
+    :func:`paired_outcomes`, abstentions, ``usable_pairs`` (items at least one of the two
+    decided), ``mcnemar_p`` and ``ci_points`` (95% bootstrap), both None (undefined) without a
+    usable pair: items both abstained on say nothing about the difference."""
     _check_aligned(gold, direct_winners, "gold and direct_winners")
     _check_aligned(gold, method_winners, "gold and method_winners")
     if any(g is None for g in gold):
@@ -146,6 +148,9 @@ def compare_paired(
     method_correct = [w == g for w, g in zip(method_winners, gold, strict=True)]
     counts = paired_outcomes(direct_correct, method_correct)
     direct, method = accuracy(direct_winners, gold), accuracy(method_winners, gold)
+    usable = sum(
+        d is not None or m is not None for d, m in zip(direct_winners, method_winners, strict=True)
+    )
     low, high = paired_bootstrap_ci(direct_correct, method_correct, seed=seed)
     return {
         "n": len(gold),
@@ -155,6 +160,7 @@ def compare_paired(
         **counts,
         "direct_abstentions": sum(w is None for w in direct_winners),
         "method_abstentions": sum(w is None for w in method_winners),
-        "mcnemar_p": mcnemar_exact(counts["improved"], counts["regressed"]),
-        "ci_points": (100 * low, 100 * high),
+        "usable_pairs": usable,
+        "mcnemar_p": mcnemar_exact(counts["improved"], counts["regressed"]) if usable else None,
+        "ci_points": (100 * low, 100 * high) if usable else None,
     }

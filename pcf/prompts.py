@@ -10,7 +10,7 @@ import itertools
 import re
 import string
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pcf.items import Item
@@ -88,13 +88,13 @@ Reply with one JSON object and nothing else, in this form:
 @dataclass(frozen=True)
 class Rendered:
     """A rendered judge prompt: messages, each slot's key, the candidate id each key labels, and
-    the JSON schema (valid for OpenAI strict structured outputs) of the requested output."""
+    the JSON schema of the requested output (None: the server is not asked for one)."""
 
     system: str
     user: str
     keys: tuple[str, ...]
     key_to_id: dict[str, str]
-    schema: dict[str, Any]
+    schema: dict[str, Any] | None
     schema_name: str
 
     def request(
@@ -113,6 +113,21 @@ class Rendered:
             max_tokens=max_tokens,
             context=context,
         )
+
+
+RETRY_NOTE = (
+    "\n\nYour previous answer to this request could not be read ({reason}). Reply with the "
+    "JSON object alone, in the form asked for above."
+)
+"""Added to the system message of a parse retry, so that the retry is not the request that
+just failed again (at temperature 0 it would get the same answer)."""
+
+
+def parse_retry(request: JudgeRequest, error: str) -> JudgeRequest:
+    """``request`` asked again after its answer failed to parse with ``error``: the system
+    message names the failure's reason (``no_json``...), the user message is unchanged."""
+    reason = error.split(":", maxsplit=1)[0]
+    return replace(request, system=request.system + RETRY_NOTE.format(reason=reason))
 
 
 def slot_keys(n: int) -> tuple[str, ...]:
@@ -200,16 +215,24 @@ def _rendered(
     )
 
 
+RATIONALE_MAX_CHARS = 400
+"""The longest rationale the schema lets a server generate (one or two sentences): a small
+model under a grammar otherwise repeats a sentence until the token limit."""
 _RATIONALE = {
     "type": "string",
+    "maxLength": RATIONALE_MAX_CHARS,
     "description": "One or two sentences naming the decisive facts or errors.",
 }
 
 
 def listwise_schema(keys: Sequence[str]) -> dict[str, Any]:
-    """JSON schema of the listwise answer; ranges are in descriptions, not ``minimum`` (not every
-    strict mode supports it): the parser enforces them."""
+    """JSON schema of the listwise answer, bounded so that a server enforcing it cannot let a
+    model loop: each list holds exactly one entry per key, each rationale
+    :data:`RATIONALE_MAX_CHARS` characters at most (a provider that cannot take a bound gets the
+    schema without it: :func:`pcf.judges.base.schema_without`). Ranges are in descriptions, not
+    ``minimum`` (not every strict mode supports it): the parser enforces them."""
     key = {"type": "string", "enum": list(keys)}
+    exactly = {"minItems": len(keys), "maxItems": len(keys)}
     candidate = {
         "type": "object",
         "properties": {
@@ -236,11 +259,13 @@ def listwise_schema(keys: Sequence[str]) -> dict[str, Any]:
                 "type": "array",
                 "description": "One entry per candidate; every key exactly once.",
                 "items": candidate,
+                **exactly,
             },
             "ranking": {
                 "type": "array",
                 "description": "Every key exactly once, most factually accurate first.",
                 "items": key,
+                **exactly,
             },
             "confidence": {
                 "type": "number",
@@ -254,7 +279,7 @@ def listwise_schema(keys: Sequence[str]) -> dict[str, Any]:
 
 
 def pairwise_schema(keys: Sequence[str]) -> dict[str, Any]:
-    """JSON schema of the pairwise verdict: a key of ``keys`` or ``tie``."""
+    """JSON schema of the pairwise verdict: a key of ``keys`` or ``tie``, a bounded rationale."""
     return {
         "type": "object",
         "properties": {

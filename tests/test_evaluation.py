@@ -5,9 +5,11 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import binom, binomtest
 
+from pcf.analysis.results import interval, p_value
 from pcf.evaluation import (
     accuracy,
     chance_corrected,
@@ -18,6 +20,8 @@ from pcf.evaluation import (
     paired_outcomes,
     rater_agreement,
 )
+from pcf.reports.render import MISSING, display_frame
+from pcf.reports.tables import main_table
 
 
 def test_accuracy_counts_abstentions_as_wrong():
@@ -128,6 +132,37 @@ def test_compare_paired_by_hand():
     low, high = result["ci_points"]
     assert low <= 20.0 <= high
     assert result["ci_points"] == compare_paired(gold, direct, method)["ci_points"]
+    assert result["usable_pairs"] == 10
+
+
+def test_a_paired_statistic_on_no_usable_pair_is_undefined_not_p_1():
+    """Five items both protocols abstained on (a small model that never answered in JSON):
+    nothing is known about the difference, so neither McNemar's p nor its interval is 1.0 or
+    [0, 0]; one decided item makes them defined again."""
+    abstained = compare_paired(["a"] * 5, [None] * 5, [None] * 5)
+    assert (abstained["usable_pairs"], abstained["mcnemar_p"], abstained["ci_points"]) == (
+        0,
+        None,
+        None,
+    )
+    assert (p_value(abstained["mcnemar_p"]), interval(abstained["ci_points"])) == (
+        "undefined",
+        "undefined",
+    )
+    table = main_table(
+        pd.DataFrame({"protocol": ["pcf"], "model": ["m"], "run": ["r"]}),
+        pd.DataFrame(
+            {"run": ["r"] * 5, "item_id": list("vwxyz"), "gold": ["a"] * 5}
+            | {"winner": [None] * 5, "direct_winner": [None] * 5}
+        ),
+    )
+    assert (
+        display_frame(table)[["McNemar p", "CI low", "CI high"]].iloc[0].tolist() == [MISSING] * 3
+    )
+    decided = compare_paired(["a"] * 5, ["a", *[None] * 4], [None] * 5)
+    assert decided["usable_pairs"] == 1
+    assert p_value(decided["mcnemar_p"]) == "1"
+    assert interval(decided["ci_points"]) != "undefined"
 
 
 def test_compare_paired_requires_gold():

@@ -21,6 +21,7 @@ from pcf.flags import FLAG_HELP, FLAGS
 from pcf.instability import SlotCounts, slot_counts
 from pcf.items import Item
 from pcf.judges import judge_label
+from pcf.judges.base import UNKNOWN, USAGE_UNKNOWN_SETTING
 from pcf.judges.simulated import MODEL_SLOT_BIAS
 from pcf.judgments import RECORDED_SETTING
 from pcf.pairwise import apoc_decide, bucket_scores, is_ballpark_question, official_outcome
@@ -99,11 +100,17 @@ def run_judge(run: Run) -> str:
     return judge_label(run.backend, run.model, run.base_url)
 
 
-def usage(run: Run) -> dict[str, int]:
+def usage(run: Run) -> dict[str, int | str]:
     """A run's attempts (requests sent, retries included), cache hits, failures and tokens, as
-    its summary and report name them."""
+    its summary and report name them; tokens read ``unknown`` once a server answered the run
+    without reporting them."""
     fields = ("cache_hits", "failures", "input_tokens", "output_tokens")
-    return {"attempts": run.calls_made} | {name: getattr(run, name) for name in fields}
+    counts: dict[str, int | str] = {"attempts": run.calls_made}
+    counts |= {name: getattr(run, name) for name in fields}
+    if unknown := run.settings.get(USAGE_UNKNOWN_SETTING, 0):
+        counts |= {"input_tokens": UNKNOWN, "output_tokens": UNKNOWN}
+        counts["answers_without_usage"] = unknown
+    return counts
 
 
 def is_adaptive(run: Run) -> bool:
@@ -317,6 +324,15 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
                 picked = (metrics["direct_winner"], record["winner"])
                 outcome = metrics.get("official_outcome")
                 labelled.append((item.gold, *picked, outcome, item.bucket or "all"))
+    cost, unknown_usage = run_cost(run), USAGE_UNKNOWN_SETTING in run.settings
+
+    def cost_per(count: int) -> float | str:
+        if unknown_usage:
+            return UNKNOWN
+        if cost is None:
+            return UNPRICED
+        return cost / count if count > 0 else 0.0
+
     summary: dict[str, Any] = {
         "run": run.name,
         "protocol": run.protocol,
@@ -326,7 +342,7 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
         "simulated": is_simulated(run),
         "items": decided,
         **usage(run),
-        "cost_usd": shown_cost(cost := run_cost(run)),
+        "cost_usd": UNKNOWN if unknown_usage else shown_cost(cost),
         "flagged": flagged,
     }
     if decided:  # beside the direct judge's one call, priced at this run's mean paid call
@@ -334,8 +350,8 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
         summary["per_item"] = {
             "calls": stored_calls / decided,
             "direct_calls": 1.0,
-            "cost_usd": UNPRICED if cost is None else cost / decided,
-            "direct_cost_usd": UNPRICED if cost is None else cost / paid if paid > 0 else 0.0,
+            "cost_usd": cost_per(decided),
+            "direct_cost_usd": cost_per(paid),
         }
     if stopping := stopping_summary(run):
         summary["stopping"] = stopping
@@ -449,6 +465,20 @@ def table_frame(rows: Sequence[tuple[Any, ...]]) -> pd.DataFrame:
     """The decision table of :func:`table_rows`' rows."""
     frame = pd.DataFrame(list(rows), columns=list(TABLE_COLUMNS))
     return frame.astype(dict.fromkeys(FLAGS, bool) | {"n_ok": int, "n_calls": int})
+
+
+UNDEFINED = "undefined"
+"""How a paired statistic without a usable pair reads (:func:`~pcf.evaluation.compare_paired`)."""
+
+
+def p_value(p: float | None) -> str:
+    """A p-value as shown (three significant digits), or ``undefined``."""
+    return UNDEFINED if p is None else f"{p:.3g}"
+
+
+def interval(points: tuple[float, float] | None) -> str:
+    """An interval of a difference in points as shown, or ``undefined``."""
+    return UNDEFINED if points is None else f"[{points[0]:+.1f}, {points[1]:+.1f}]"
 
 
 def number_or_nan(value: Any) -> float:

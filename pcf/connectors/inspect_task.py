@@ -24,6 +24,7 @@ from pcf.decisions import aggregate
 from pcf.files import FieldChecker
 from pcf.flags import FLAGS
 from pcf.items import Item, load_dataset, sound_items
+from pcf.judges.base import schema_without
 from pcf.judgments import Judgment
 from pcf.orderings import schedule
 from pcf.parsing import parse_listwise
@@ -131,7 +132,8 @@ def judge_orderings(
             seed=seed,
         ):
             rendered = render_listwise(item, order)
-            schema = JSONSchema.model_validate(rendered.schema)
+            # inspect sends one schema to every provider: the bound no strict mode rejects aside
+            schema = JSONSchema.model_validate(schema_without(rendered.schema or {}, ["maxLength"]))
             output = await model.generate(
                 [
                     ChatMessageSystem(content=rendered.system),

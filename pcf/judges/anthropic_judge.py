@@ -9,7 +9,11 @@ import pydantic
 from anthropic.types import Message, TextBlock
 
 from pcf.judges._provider import ProviderJudge
-from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, schema_without, usage_count
+
+UNSUPPORTED = ("maxLength", "minItems", "maxItems")
+"""Schema keywords Anthropic's structured outputs reject (length and count bounds): the
+schema is sent without them, and the parser checks one entry per key."""
 
 
 def message_reply(message: object, latency: float) -> JudgeReply:
@@ -56,7 +60,8 @@ class AnthropicJudge(ProviderJudge):
             "messages": [{"role": "user", "content": request.user}],
         }
         if request.schema is not None:
-            params["output_config"] = {"format": {"type": "json_schema", "schema": request.schema}}
+            schema = schema_without(request.schema, UNSUPPORTED)
+            params["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
         return params
 
     async def _send(self, request: JudgeRequest) -> object:

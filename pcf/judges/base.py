@@ -27,11 +27,38 @@ MIN_SECRET_CHARS = 8
 _KEY_SHAPED = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{20,}|AIza[A-Za-z0-9_-]{35})")
 
 
-def usage_count(value: object) -> int:
-    """A token count as reported: an int clamped to [0, MAX_CALL_TOKENS]; anything else 0."""
+UNKNOWN = "unknown"
+"""What a total reads when a server did not report some of its tokens (never 0)."""
+USAGE_UNKNOWN_SETTING = "answers_without_usage"
+"""The run setting that counts the answers a server gave without their token usage."""
+
+
+def usage_count(value: object) -> int | None:
+    """A token count as reported: an int clamped to [0, MAX_CALL_TOKENS]; None (unknown) when
+    the server reported none, or something that is not a count."""
     if not isinstance(value, int) or isinstance(value, bool):
-        return 0
+        return None
     return min(max(value, 0), MAX_CALL_TOKENS)
+
+
+def schema_without(schema: dict[str, Any], keywords: Iterable[str]) -> dict[str, Any]:
+    """A copy of JSON schema ``schema`` without ``keywords`` (e.g. ``maxLength``) at any depth,
+    for a provider whose structured output rejects them; property names are kept whatever
+    they are."""
+    dropped = frozenset(keywords)
+
+    def without(node: Any, *, names: bool = False) -> Any:
+        if isinstance(node, list):
+            return [without(value) for value in node]
+        if not isinstance(node, dict):
+            return node
+        return {
+            key: without(value, names=key == "properties" and not names)
+            for key, value in node.items()
+            if names or key not in dropped
+        }
+
+    return without(schema)
 
 
 def env_key(backend: str, environ: Mapping[str, str] | None = None) -> str | None:
@@ -87,11 +114,12 @@ class JudgeRequest:
 @dataclass(frozen=True)
 class JudgeReply:
     """The raw answer of a judge, with usage and latency; token counts are made sound on
-    creation, so a negative or absurd count never reaches the costs."""
+    creation, so a negative or absurd count never reaches the costs, and None is a count the
+    server did not report (unknown, never read as 0)."""
 
     text: str
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int | None = 0
+    output_tokens: int | None = 0
     latency_s: float = 0.0
     raw: dict[str, Any] = field(default_factory=dict)
     refusal: str | None = None

@@ -11,8 +11,10 @@ from google import genai
 from google.genai import errors, types
 
 from pcf.judges._provider import ProviderJudge
-from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, schema_without, usage_count
 
+UNSUPPORTED = ("maxLength",)
+"""Schema keywords Gemini's response schema does not take (it bounds lists, not texts)."""
 REFUSED = ("SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION")
 """Finish reasons of an answer the provider withheld."""
 
@@ -34,13 +36,14 @@ class GoogleJudge(ProviderJudge):
 
     def config(self, request: JudgeRequest) -> types.GenerateContentConfig:
         """The generation settings of ``request``."""
+        schema = request.schema
         return types.GenerateContentConfig(
             system_instruction=request.system,
             temperature=request.temperature,
             max_output_tokens=request.max_tokens,
             seed=self.seed,
-            response_mime_type=None if request.schema is None else "application/json",
-            response_json_schema=request.schema,
+            response_mime_type=None if schema is None else "application/json",
+            response_json_schema=None if schema is None else schema_without(schema, UNSUPPORTED),
             should_return_http_response=True,
         )
 
@@ -83,11 +86,13 @@ def content_reply(response: object, latency: float) -> JudgeReply:
         reason = first.get("finishReason")
         refused = blocked or reason in REFUSED
         usage = response.get("usageMetadata") or {}
+        output_tokens = usage_count(usage.get("candidatesTokenCount"))
+        if output_tokens is not None:  # thinking tokens, when reported, are billed as output
+            output_tokens += usage_count(usage.get("thoughtsTokenCount")) or 0
         return JudgeReply(
             text=text,
             input_tokens=usage_count(usage.get("promptTokenCount")),
-            output_tokens=usage_count(usage.get("candidatesTokenCount"))
-            + usage_count(usage.get("thoughtsTokenCount")),
+            output_tokens=output_tokens,
             latency_s=latency,
             raw=response,
             refusal=(first.get("finishMessage") or blocked or reason) if refused else None,

@@ -10,7 +10,12 @@ from typing import Any
 import openai
 
 from pcf.judges._provider import ProviderJudge
-from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, usage_count
+from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, schema_without, usage_count
+
+OPENAI_API = "https://api.openai.com/v1"
+STRICT_UNSUPPORTED = ("maxLength",)
+"""Schema keywords OpenAI's own strict structured outputs reject (Azure's too); an
+OpenAI-compatible server (llama.cpp, vLLM, Ollama) compiles them into its grammar."""
 
 
 def chat_reply(completion: object, latency: float) -> JudgeReply:
@@ -48,6 +53,13 @@ class OpenAIJudge(ProviderJudge):
     http_client = openai.DefaultAioHttpClient
     _reply = staticmethod(chat_reply)
 
+    def __init__(self, model: str, *, base_url: str | None = None, **options: Any) -> None:
+        super().__init__(model, base_url=base_url, **options)
+        # OpenAI's own API (or Azure's) takes a subset of JSON schema; another server all of it
+        server = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_API).rstrip("/")
+        compatible = self.backend == "openai" and server != OPENAI_API
+        self.unsupported = () if compatible else STRICT_UNSUPPORTED
+
     def body(self, request: JudgeRequest) -> dict[str, Any]:
         """The Chat Completions body of ``request`` (also a batch request's body)."""
         body: dict[str, Any] = {
@@ -66,7 +78,7 @@ class OpenAIJudge(ProviderJudge):
                 "type": "json_schema",
                 "json_schema": {
                     "name": request.schema_name,
-                    "schema": request.schema,
+                    "schema": schema_without(request.schema, self.unsupported),
                     "strict": True,
                 },
             }

@@ -121,7 +121,8 @@ def main_table(
         s = paired_stats(known, known["gold"], seed=seed)
         shares = (100 * s["direct_accuracy"], 100 * s["method_accuracy"])
         counts = (s[k] for k in ("delta_points", "improved", "regressed", "same", "mcnemar_p"))
-        rows.append((model, run, s["n"], *shares, *counts, *s["ci_points"]))
+        interval = s["ci_points"] or (math.nan, math.nan)  # None: undefined, no usable pair
+        rows.append((model, run, s["n"], *shares, *counts, *interval))
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -48,7 +48,7 @@ from pcf.runs.manage import (
     open_audited,
     require_price,
 )
-from pcf.runs.rows import RunRows, failed_answer, slot_of
+from pcf.runs.rows import RunRows, failed_answer
 from pcf.runs.spec import LIMIT_SETTING, RunSpec
 from pcf.stopping import Calibration, Stop, StoppingPolicy, calibrate
 from pcf.store import (
@@ -312,8 +312,6 @@ class _Batcher:
         for chunk in self.chunks():
             prepared, rows, rest = self._todo(chunk, retry_failed, own)
             self.report.planned += len(prepared)
-            failed = {slot: call for slot, call in chunk.stored.items() if not call.ok}
-            self.rows.retry(failed[s] for s in map(slot_of, rows) if s in failed)  # replaced
             if rows:
                 self.rows.commit(rows)
                 self.report.stored += len(rows)
@@ -374,6 +372,8 @@ class _Batcher:
         prepared = self.rows.prepare(chunk.calls)
         keep = {slot for slot, call in chunk.stored.items() if call.ok or not retry_failed}
         todo = [p for p in prepared if p[0].slot not in keep and p[2] not in own]
+        asked = {p[0].slot for p in todo}  # failed calls asked again: their answers replace them
+        self.rows.retry(call for slot, call in chunk.stored.items() if slot in asked)
         return prepared, *self.rows.cached(todo)
 
     async def _finish_killed(self, killed: list[ProviderBatch]) -> None:
@@ -565,7 +565,10 @@ class _Batcher:
         reply = outcome.reply
         if reply is None:
             return row | failed_answer(outcome.error or "batch_error") | {"attempts": int(paid)}
-        tokens_in, tokens_out = (reply.input_tokens, reply.output_tokens) if paid else (0, 0)
+        # the batch APIs (OpenAI's, Anthropic's) report every result's usage
+        tokens_in, tokens_out = (
+            (reply.input_tokens or 0, reply.output_tokens or 0) if paid else (0, 0)
+        )
         cost = call_cost(self.spec.model, tokens_in, tokens_out, self.prices) or 0.0
         self.report.cost_usd += cost
         return (

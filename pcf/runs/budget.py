@@ -202,8 +202,9 @@ class CostGuard:
             self.unanswered(reservation)
 
     def unanswered(self, reservation: Reservation) -> None:
-        """A request sent without an answer (a timeout, a lost connection, a cancelled call):
-        the provider may have billed it, so it stays counted at its reservation."""
+        """A request sent without an answer (a timeout, a lost connection, a cancelled call),
+        or answered without its usage: the provider may have billed it, or billed an unknown
+        amount, so it stays counted at its reservation."""
         self.spent += self._open.pop(reservation.entry)
         self._wake()
 

@@ -9,7 +9,7 @@ import itertools
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pcf.files import DATA_FILE, InputFileError, open_input
@@ -43,10 +43,12 @@ class PlannedCall:
         """Where the call sits in its run."""
         return self.item_db_id, self.execution, self.call_index
 
-    def render(self) -> Rendered:
-        """The prompt of this call."""
+    def render(self, *, structured: bool = True) -> Rendered:
+        """The prompt of this call; not ``structured``: without the answer's schema, so that
+        its absence is part of the content key and of the recorded request too."""
         render = render_pairwise if self.pairwise else render_listwise
-        return render(self.item, self.order, self.keys)
+        rendered = render(self.item, self.order, self.keys)
+        return rendered if structured else replace(rendered, schema=None)
 
 
 Prepared = tuple[PlannedCall, Rendered, str]

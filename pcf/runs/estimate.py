@@ -106,7 +106,7 @@ def _unanswered(
     spec: RunSpec, calls: Sequence[PlannedCall], *, session: Session
 ) -> tuple[int, int, int]:
     """How many of ``calls`` the cache would not answer, and their estimated tokens in and out."""
-    rendered = [c.render() for c in calls]
+    rendered = [c.render(structured=spec.structured_output) for c in calls]
     keys = [
         content_key(spec.backend, spec.model, r, spec, c.repeat_index)
         for c, r in zip(calls, rendered, strict=True)

@@ -17,10 +17,10 @@ from sqlmodel import Session
 
 from pcf.items import Item
 from pcf.judges import self_hosted
-from pcf.judges.base import CallContext, Judge, JudgeError
+from pcf.judges.base import USAGE_UNKNOWN_SETTING, CallContext, Judge, JudgeError
 from pcf.prices import call_cost
 from pcf.processes import gc_frozen
-from pcf.prompts import Rendered
+from pcf.prompts import Rendered, parse_retry
 from pcf.runs.adaptive import (
     answer_adaptive,
     executions_for,
@@ -42,6 +42,7 @@ from pcf.store import (
     release_keys,
     run_calls_by_slot,
     run_dataset,
+    set_run_setting,
     set_run_status,
     update_run_totals,
     usage_peaks,
@@ -149,8 +150,9 @@ class CallExecutor:
         return {row["content_key"] for row in rows}
 
     async def _ask(self, planned: PlannedCall, rendered: Rendered, key: str) -> None:
-        """Ask the judge, retrying transport errors and unparseable answers, each request
-        reserved with the cost guard first."""
+        """Ask the judge, retrying transport errors and unparseable answers (a parse retry
+        names the failure, :func:`~pcf.prompts.parse_retry`, so it is not the same request
+        again), each request reserved with the cost guard first."""
         context = CallContext(
             planned.item,
             planned.order,
@@ -185,13 +187,18 @@ class CallExecutor:
             except BaseException:
                 self.guard.unanswered(reservation)
                 raise
-            self.guard.settle(reservation, reply.input_tokens, reply.output_tokens)
-            tokens_in += reply.input_tokens
-            tokens_out += reply.output_tokens
+            if reply.input_tokens is None or reply.output_tokens is None:
+                self.guard.unanswered(reservation)  # billed unknown: it keeps its reservation
+                self.report.usage_unknown += 1
+            else:
+                self.guard.settle(reservation, reply.input_tokens, reply.output_tokens)
+            tokens_in += reply.input_tokens or 0
+            tokens_out += reply.output_tokens or 0
             outcome = await self.rows.answered(planned, rendered, reply)
-            if outcome["ok"] or parse_failures >= self.spec.parse_retries:
-                break
+            if outcome["ok"] or reply.refusal or parse_failures >= self.spec.parse_retries:
+                break  # a refusal is an answer, not a parse failure: it is not asked again
             parse_failures += 1
+            request = parse_retry(request, outcome["error"])
         cost = call_cost(self.judge.model, tokens_in, tokens_out, self.guard.prices)
         self.report.unpriced |= cost is None and (tokens_in + tokens_out) > 0
         self.report.calls_made += attempts
@@ -298,6 +305,9 @@ async def execute(
     if ledger is not None:
         commit_retrying(session, ledger.write_bills)
         ledger.committed()
+    if report.usage_unknown:  # the run's token totals are unknown from now on
+        unknown = run.settings.get(USAGE_UNKNOWN_SETTING, 0) + report.usage_unknown
+        set_run_setting(run, USAGE_UNKNOWN_SETTING, unknown, session=session)
     if not report.interrupted:  # an interrupted run stays running: without its lease, interrupted
         status = RunStatus.CAPPED if executor.capped else RunStatus.FINISHED
         set_run_status(run, status, session=session)

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from pcf.judges.base import JudgeReply, configured_keys, redact
+from pcf.judges.base import UNKNOWN, JudgeReply, configured_keys, redact
 from pcf.parsing import PairParsed, Parsed, parse_listwise, parse_pairwise
 from pcf.prompts import Rendered
 from pcf.runs.call_plan import PlannedCall, Prepared, Slot, content_key
@@ -98,6 +98,8 @@ class RunReport:
     output_tokens: int = 0
     cost_usd: float = 0.0
     unpriced: bool = False
+    usage_unknown: int = 0
+    """Answers whose server reported no token usage: the tokens and cost are unknown."""
     errors: Counter[str] = field(default_factory=Counter)
     first_error: str | None = None
     capped: int = 0
@@ -126,9 +128,10 @@ class RunReport:
             "failures": self.failures,
             "errors": dict(self.errors),
             "duplicate_answers": self.duplicates,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cost_usd": round(self.cost_usd, 6),
+            "input_tokens": UNKNOWN if self.usage_unknown else self.input_tokens,
+            "output_tokens": UNKNOWN if self.usage_unknown else self.output_tokens,
+            "cost_usd": UNKNOWN if self.usage_unknown else round(self.cost_usd, 6),
+            "answers_without_usage": self.usage_unknown,
             "unpriced_model": self.unpriced,
             "not_made_over_cost_cap": self.capped,
             "interrupted": self.interrupted > 0,
@@ -166,7 +169,8 @@ class RunRows:
 
     def prepare(self, calls: Iterable[PlannedCall]) -> list[Prepared]:
         """Each call with its rendered prompt and content key."""
-        return [(p, rendered, self.key(p, rendered)) for p in calls for rendered in [p.render()]]
+        structured = self.spec.structured_output
+        return [(p, r, self.key(p, r)) for p in calls for r in [p.render(structured=structured)]]
 
     def base(self, planned: PlannedCall, rendered: Rendered, key: str) -> dict[str, Any]:
         """The columns of the call's row that do not depend on the answer."""
@@ -240,12 +244,16 @@ class RunRows:
         self, planned: PlannedCall, rendered: Rendered, key: str, hit: Call | None
     ) -> dict[str, Any] | None:
         """The row of a call the cache answers with ``hit``, or None without a hit or when
-        ``hit`` does not parse against this call's keys (the same text may label other ids)."""
+        ``hit`` does not parse against this call's keys (the same text may label other ids).
+        A paid answer that failed (``hit`` not ok) is reused as it failed, unless this call is
+        asked again (``--retry-failed``)."""
         if hit is None:
             return None
         reused = self.parse(planned, rendered, JudgeReply(text=hit.response_text or ""))
         if not reused["ok"]:
-            return None
+            if hit.ok or planned.slot in self._replacing:
+                return None
+            reused = {"ok": False, "error": hit.error, "repaired": hit.repaired, "judgment": None}
         self.report.cache_hits += 1
         return (
             self.base(planned, rendered, key)

@@ -46,7 +46,8 @@ class RunSpec:
     :data:`IDENTITY_FIELDS`, with the dataset, backend, model and base URL, define the run; the rest
     may change between resumptions. ``timeout_s`` is the seconds a judge waits for each answer
     (None: ``PCF_TIMEOUT``, else 60). ``adaptive`` names a stopping policy; ``risk`` and
-    ``max_calls`` are the ``confident`` policy's, ``stop_on`` the weights an item settles on."""
+    ``max_calls`` are the ``confident`` policy's, ``stop_on`` the weights an item settles on.
+    ``structured_output`` False sends no answer schema (for a server that rejects one)."""
 
     dataset: str
     name: str | None = None
@@ -68,6 +69,7 @@ class RunSpec:
     backoff_s: float = 1.0
     parse_retries: int = 1
     ballpark_guard: bool = True
+    structured_output: bool = True
     adaptive: str = "off"
     risk: float = 0.01
     max_calls: int | None = None
@@ -108,6 +110,8 @@ class RunSpec:
         }
         if identity.get("stop_on"):
             settings["stop_on"] = Weights(*identity["stop_on"])
+        if "structured_output" in identity:
+            settings["structured_output"] = identity["structured_output"]
         return cls(
             dataset,
             run.name,
@@ -128,8 +132,11 @@ class RunSpec:
 
     def identity(self) -> dict[str, Any]:
         """The settings that define the run's calls (an adaptive run's weights only when they
-        are not the proposed ones, so runs stored before ``stop_on`` keep their identity)."""
+        are not the proposed ones, structured output only when off, so runs stored before
+        either keep their identity)."""
         identity = {key: getattr(self, key) for key in IDENTITY_FIELDS}
+        if not self.structured_output:
+            identity["structured_output"] = False
         if self.adaptive != "off":
             identity |= {"adaptive": self.adaptive, "max_calls": self.max_calls}
             identity |= {"risk": self.risk} if self.adaptive == "confident" else {}

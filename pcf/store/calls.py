@@ -15,6 +15,7 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    or_,
 )
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session, col, select
@@ -243,14 +244,20 @@ def delete_run(name: str, *, session: Session) -> dict[str, int]:
     return {"calls": rows_changed(deleted), "replaced_calls": rows_changed(replaced)}
 
 
+def _answered() -> Any:
+    """Calls with a provider's answer: ok, or paid for and failed (not parsed, refused)."""
+    return or_(col(Call.ok), col(Call.response_text).is_not(None))
+
+
 def cached_calls(content_keys: Iterable[str], *, session: Session) -> dict[str, Call]:
-    """The answers to reuse: ``{content_key: the newest ok call with that key, in any run}``."""
+    """The answers to reuse: ``{content_key: the newest ok call with that key, in any run}``,
+    else the newest answer that failed to parse (paid for once: it is not asked again)."""
     found: dict[str, Call] = {}
     for chunk in _chunks(content_keys):
         rows = session.exec(
             select(Call)
-            .where(col(Call.content_key).in_(chunk), col(Call.ok))
-            .order_by(col(Call.created_at).desc(), col(Call.id).desc())
+            .where(col(Call.content_key).in_(chunk), _answered())
+            .order_by(col(Call.ok).desc(), col(Call.created_at).desc(), col(Call.id).desc())
         )
         for call in rows:
             found.setdefault(call.content_key, call)
@@ -258,8 +265,8 @@ def cached_calls(content_keys: Iterable[str], *, session: Session) -> dict[str, 
 
 
 def answered_keys(content_keys: Iterable[str], *, session: Session) -> set[str]:
-    """The content keys among ``content_keys`` that an ok call answered (the cache's hits)."""
-    answered = select(Call.content_key).where(col(Call.ok))
+    """The content keys among ``content_keys`` that a call answered (the cache's hits)."""
+    answered = select(Call.content_key).where(_answered())
     chunks = _chunks(content_keys)
     return {k for c in chunks for k in session.exec(answered.where(col(Call.content_key).in_(c)))}
 

@@ -27,13 +27,15 @@ ANTHROPIC_SHAPED = "sk-ant-api03-" + "Zz9" * 20
         (10**20, MAX_CALL_TOKENS),
         (2**62, MAX_CALL_TOKENS),
         (MAX_CALL_TOKENS, MAX_CALL_TOKENS),
-        (True, 0),
-        (12.0, 0),
-        ("12", 0),
-        (None, 0),
+        (True, None),
+        (12.0, None),
+        ("12", None),
+        (None, None),
     ],
 )
-def test_usage_counts_are_ints_clamped_to_a_sane_range(value: object, expected: int) -> None:
+def test_usage_counts_are_ints_clamped_to_a_sane_range_else_unknown(
+    value: object, expected: int | None
+) -> None:
     assert usage_count(value) == expected
 
 

@@ -22,7 +22,16 @@ import pytest
 
 from pcf.judges import BASE_URL_ENV, JudgeModel, judge_server, parse_model
 from pcf.judges._provider import PLACEHOLDER_KEY, retry_after_seconds
-from pcf.judges.base import MAX_CALL_TOKENS, JudgeError, JudgeReply, JudgeRequest
+from pcf.judges.base import (
+    MAX_CALL_TOKENS,
+    JudgeError,
+    JudgeReply,
+    JudgeRequest,
+    schema_without,
+)
+from pcf.judges.openai_judge import OpenAIJudge
+from pcf.prompts import LISTWISE_SCHEMA_NAME, RATIONALE_MAX_CHARS, render_listwise
+from tests.factories import make_item
 from tests.judge_providers import (
     PROVIDERS,
     REQUEST,
@@ -262,13 +271,14 @@ def test_api_key_never_reaches_the_logs(
         (10**20, MAX_CALL_TOKENS),
         (2**62, MAX_CALL_TOKENS),
         (-1000, 0),
-        (JsonLiteral("NaN"), 0),
-        (JsonLiteral("1e300"), 0),
-        (JsonLiteral('"12"'), 0),
+        (JsonLiteral("NaN"), None),  # not a count: unknown, never read as 0
+        (JsonLiteral("1e300"), None),
+        (JsonLiteral('"12"'), None),
+        (JsonLiteral("null"), None),  # a server that reports no usage (llama.cpp may not)
     ],
 )
-def test_absurd_or_negative_usage_counts_are_clamped(
-    provider: ProviderSpec, scripted: int | JsonLiteral, expected: int
+def test_absurd_or_negative_usage_counts_are_clamped_and_others_unknown(
+    provider: ProviderSpec, scripted: int | JsonLiteral, expected: int | None
 ) -> None:
     answer = Scripted.answer('{"ok": true}', input_tokens=scripted, output_tokens=scripted)
     with WireServer(lambda _r: answer) as server:
@@ -358,3 +368,60 @@ def test_a_model_name_that_names_no_judge_says_what_to_write(name, message, monk
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with pytest.raises(ValueError, match=message):
         parse_model(name)
+
+
+def _sent_schema(provider: ProviderSpec, body: dict) -> dict:
+    """The answer's schema in a received body, wherever the provider's own form puts it."""
+    if provider.backend == "anthropic":
+        assert body["output_config"]["format"]["type"] == "json_schema"
+        return body["output_config"]["format"]["schema"]
+    if provider.backend == "google":
+        assert body["generationConfig"]["responseMimeType"] == "application/json"
+        return body["generationConfig"]["responseJsonSchema"]
+    response_format = body["response_format"]
+    assert response_format["type"] == "json_schema"
+    assert response_format["json_schema"]["strict"] is True
+    assert response_format["json_schema"]["name"] == LISTWISE_SCHEMA_NAME
+    return response_format["json_schema"]["schema"]
+
+
+def _bounds(schema: dict) -> tuple[object, ...]:
+    """The list and text bounds of a listwise answer's schema (None where absent)."""
+    lists = [schema["properties"][name] for name in ("candidates", "ranking")]
+    rationale = schema["properties"]["candidates"]["items"]["properties"]["rationale"]
+    return (
+        *[(ls.get("minItems"), ls.get("maxItems")) for ls in lists],
+        rationale.get("maxLength"),
+    )
+
+
+def test_the_request_carries_the_answers_bounded_schema_in_the_providers_own_form(
+    provider: ProviderSpec,
+) -> None:
+    """An OpenAI-compatible server (here: the wire server as ``openai/``) gets every bound;
+    Azure and Gemini the lists' bounds (their schemas take no text length); Anthropic none."""
+    rendered = render_listwise(make_item("q", n=4), ["c2", "c0", "c3", "c1"])
+    with WireServer() as server:
+        complete(provider, server, rendered.request(max_tokens=256))
+    assert rendered.schema is not None
+    sent = _sent_schema(provider, server.received[0].body)
+    exactly = (4, 4)
+    expected = {
+        "openai": (exactly, exactly, RATIONALE_MAX_CHARS),
+        "azure": (exactly, exactly, None),
+        "google": (exactly, exactly, None),
+        "anthropic": ((None, None), (None, None), None),
+    }[provider.backend]
+    assert _bounds(sent) == expected
+    bounds = ("minItems", "maxItems", "maxLength")  # nothing else differs from the rendered one
+    assert schema_without(sent, bounds) == schema_without(rendered.schema, bounds)
+    assert sent["properties"]["ranking"]["items"]["enum"] == ["A", "B", "C", "D"]
+
+
+def test_openais_own_api_gets_the_schema_without_what_strict_mode_rejects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    rendered = render_listwise(make_item("q", n=3), ["c0", "c1", "c2"])
+    body = OpenAIJudge("gpt-test", api_key=SECRET).body(rendered.request())
+    assert _bounds(body["response_format"]["json_schema"]["schema"]) == ((3, 3), (3, 3), None)

@@ -92,7 +92,7 @@ SCRIPTS: dict[int, tuple[list[str], bool, str | None, int, int]] = {
     5: (["truncated"], False, "invalid_json", 2, 2),
     6: (["wrong_keys"], False, "unknown_key", 2, 2),
     7: (["wrong_keys", "ok"], True, None, 2, 2),
-    8: (["refusal"], False, "refusal", 2, 2),
+    8: (["refusal"], False, "refusal", 1, 1),  # an answer, not a parse failure: not asked again
     9: (["bad_request"], False, "client_error", 1, 0),
 }
 PLAIN = (["ok"], True, None, 1, 1)

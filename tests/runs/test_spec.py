@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from pcf.runs.manage import open_run
 from pcf.runs.spec import RunSpec
+from pcf.store import import_items
+from tests.factories import make_item
 
 
 @pytest.mark.parametrize(
@@ -55,3 +58,15 @@ def test_the_identity_leaves_out_what_may_change_between_resumptions():
 def test_bad_settings_are_refused(settings, message):
     with pytest.raises(ValueError, match=message):
         RunSpec("ds", **settings)
+
+
+def test_structured_output_off_is_part_of_the_identity_and_a_stored_run_keeps_it(session):
+    """Off, it is in the identity (a run resumes only with it off); on, it is not, so a run
+    stored before the setting existed keeps its identity and resumes with the schema."""
+    assert "structured_output" not in RunSpec("ds").identity()
+    off = RunSpec("ds", "r", structured_output=False)
+    assert off.identity()["structured_output"] is False
+    import_items([make_item("q")], session=session, name="ds", fmt="jsonl")
+    run = open_run(off, session=session)
+    assert RunSpec.from_run(run, "ds").structured_output is False
+    assert RunSpec.from_run(open_run(RunSpec("ds", "on"), session=session), "ds").structured_output
