@@ -15,7 +15,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 FEW_ITEMS = 20
 """An agreement or accuracy figure on fewer items than this is shown as too few to read, and
 ``pcf check`` fails it (its ``--min-items`` default): on 20 items one disagreement more or less
-moves an agreement by 0.05 or more (docs/team.md)."""
+moves an agreement by 0.05 or more (docs/choices.md)."""
 
 
 def on_items(n: int) -> str:
