@@ -17,6 +17,7 @@ from pages.shared import (
 from pcf.analysis.agreement import table_human_comparison
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.results import interval, p_value
+from pcf.evaluation import FEW_ITEMS, on_items
 from pcf.items import candidate_titles
 from pcf.labelling.adjudications import adjudications_csv, adjudications_jsonl, choice_label
 from pcf.labelling.human_gold import dataset_gold, rule_text
@@ -100,6 +101,10 @@ else:
     assert pcf is not None
     versus_humans[2].metric("Chance-corrected agreement, direct", number(direct.kappa))
     versus_humans[3].metric("Chance-corrected agreement, PCF", number(pcf.kappa))
+    if paired["n"] < FEW_ITEMS:
+        st.warning(
+            f"These figures count {on_items(paired['n'])}: read them as anecdotes, not rates."
+        )
     st.caption(
         f"On {paired['n']} items: PCF improved {paired['improved']}, regressed "
         f"{paired['regressed']}, same {paired['same']}; exact McNemar p = "
@@ -130,8 +135,12 @@ between_annotators[0].metric("Annotators", agreement.annotators)
 between_annotators[1].metric("Items labelled by two or more", agreement.items)
 figure = agreement.figure
 between_annotators[2].metric(
-    "Chance-corrected agreement", number(None if figure is None else figure.kappa)
+    "Chance-corrected agreement",
+    number(None if figure is None else figure.kappa),
+    help=f"Counts the items labelled by two people or more: {on_items(agreement.items)}.",
 )
+if 0 < agreement.items < FEW_ITEMS:
+    st.warning(f"Agreement between annotators counts {on_items(agreement.items)}.")
 st.caption(
     "Per item, the share of pairs of people who chose the same answer ('none_correct' is an "
     "answer, 'cannot_tell' no label), averaged over the items two or more labelled"

@@ -9,6 +9,7 @@ from typing import Any
 import streamlit as st
 
 from pages.shared import (
+    DIFFERENCE_NOTE,
     comment_thread,
     current_run,
     ensure_app_frame,
@@ -92,6 +93,27 @@ titles = candidate_titles(item)
 votes = labels[labels["item_key"] == picked]
 
 st.subheader(f"Item {escape_markdown(item.item_id)}")
+history = resolved[resolved["item_key"] == picked]
+# The form comes first, so that it is in the first screen however long the answers below.
+with st.form("resolve_form", clear_on_submit=True, border=True):
+    options = [*item.candidate_ids, NONE_CORRECT]
+    choice = st.radio(
+        "Gold",
+        options,
+        format_func=lambda c: escape_markdown(titles.get(c) or choice_label(c, titles)),
+        index=None,
+        horizontal=True,
+    )
+    reason = st.text_input("Reason", placeholder="why this answer (kept with the resolution)")
+    if st.form_submit_button("Revise gold" if len(history) else "Set gold", type="primary"):
+        if choice is None:
+            st.error("Pick the gold answer first.")
+        elif written(resolve, db_ids[picked], actor=actor, choice=choice, reason=reason):
+            st.session_state[DONE_KEY] = picked
+            st.session_state.pop(PICK_KEY, None)
+            st.rerun()
+    if len(history):
+        st.caption(f"Resolved {len(history)} time(s) before: the resolutions are at the end.")
 with st.container(border=True):
     show_text(item.prompt, plain=False, key=f"{db_ids[picked]}:prompt")
 if run is not None and table is not None and picked in set(table["item_id"]):
@@ -114,8 +136,11 @@ def show_vote(vote: Any, choice: str = "") -> None:
 
 shown = contested(votes["choice"])
 if shown:
-    st.caption("Words one candidate says and the other does not are marked.")
-    slots = show_difference([(f"**{escape_markdown(titles[c])}**", item.text_of(c)) for c in shown])
+    st.caption(DIFFERENCE_NOTE)
+    slots = show_difference(
+        [(f"**{escape_markdown(titles[c])}**", item.text_of(c)) for c in shown],
+        key="resolve_whole",
+    )
     for slot, cid in zip(slots, shown, strict=True):
         with slot:
             for vote in votes[votes["choice"] == cid].itertuples(index=False):
@@ -129,7 +154,6 @@ for candidate in item.candidates:
 
 comment_thread(db_ids[picked], actor, "resolve")
 
-history = resolved[resolved["item_key"] == picked]
 if not history.empty:
     st.markdown("##### Resolutions, oldest first")
     st.dataframe(
@@ -140,20 +164,3 @@ if not history.empty:
         hide_index=True,
         column_config={"created_at": "when", "resolved_by": "by"},
     )
-
-with st.form("resolve_form", clear_on_submit=True):
-    options = [*item.candidate_ids, NONE_CORRECT]
-    choice = st.radio(
-        "Gold",
-        options,
-        format_func=lambda c: escape_markdown(titles.get(c) or choice_label(c, titles)),
-        index=None,
-    )
-    reason = st.text_area("Reason", placeholder="why this answer (kept with the resolution)")
-    if st.form_submit_button("Revise gold" if len(history) else "Set gold", type="primary"):
-        if choice is None:
-            st.error("Pick the gold answer first.")
-        elif written(resolve, db_ids[picked], actor=actor, choice=choice, reason=reason):
-            st.session_state[DONE_KEY] = picked
-            st.session_state.pop(PICK_KEY, None)
-            st.rerun()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.shared import (
+    DIFFERENCE_NOTE,
     answer_height,
     candidate_cells,
     ensure_app_frame,
@@ -208,12 +209,13 @@ with heatmap_column:
 winners = [row["winner"], row["direct_winner"]]
 if winners[0] != winners[1] and all(w in titles for w in winners):
     st.markdown("##### The two winners")
-    st.caption("Words one winner says and the other does not are marked.")
+    st.caption(DIFFERENCE_NOTE)
     show_difference(
         [
             (f"**{who}**: {title_of(w)}", item.text_of(w))
             for who, w in zip(("PCF", "Direct"), winners, strict=True)
-        ]
+        ],
+        key="review_whole",
     )
 plain = prompt_box(item, 240, short=600)
 st.markdown("##### Candidates")

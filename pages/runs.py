@@ -34,7 +34,6 @@ MODEL_KEY = "runs_model"
 BASE_URL_KEY = "runs_base_url"
 KEY_KEY = "runs_own_key"  # a key typed for one run: kept in this session only, never stored
 NAME_KEY = "runs_name"
-SHOWN_FINISHED_KEY = "runs_shown_finished"
 FORGOTTEN_KEY = "runs_forgotten"
 PROGRESS_INTERVAL_S = 1.0
 
@@ -248,18 +247,27 @@ st.caption("An existing run of the same name and settings resumes where it stopp
 
 
 def show_estimate(estimate: CostEstimate) -> None:
-    """The calls, tokens and cost the run would take."""
-    cols = st.columns(6)
-    cols[0].metric("Planned calls", estimate.planned, help="Items x K x executions.")
-    cols[1].metric("Already stored", estimate.stored, help="Calls of this run made before.")
-    cols[2].metric("From cache", estimate.cached, help="Same prompt and settings answered before.")
-    cols[3].metric("Calls to send", estimate.to_call)
-    cols[4].metric(
-        "Tokens (in / out)",
-        f"{estimate.input_tokens:,} / {estimate.output_tokens:,}",
-        help="Prompt characters / 4, and an assumed answer length per candidate.",
+    """The calls, tokens and cost the run would take: calls in one row, tokens and cost in the
+    next, so that no figure is cut on a laptop's screen."""
+    calls = st.columns(4)
+    calls[0].metric("Planned calls", f"{estimate.planned:,}", help="Items x K x executions.")
+    calls[1].metric("Already stored", f"{estimate.stored:,}", help="Calls of this run made before.")
+    calls[2].metric(
+        "From cache", f"{estimate.cached:,}", help="Same prompt and settings answered before."
     )
-    cols[5].metric(
+    calls[3].metric("Calls to send", f"{estimate.to_call:,}")
+    usage = st.columns(4)
+    usage[0].metric(
+        "Input tokens",
+        count_text(estimate.input_tokens),
+        help=f"{estimate.input_tokens:,}: prompt characters / 4.",
+    )
+    usage[1].metric(
+        "Output tokens",
+        count_text(estimate.output_tokens),
+        help=f"{estimate.output_tokens:,}: an assumed answer length per candidate.",
+    )
+    usage[2].metric(
         "Estimated cost",
         cost_text(estimate.cost_usd),
         help="From the price table (pcf.prices; extend it with PCF_PRICES).",
@@ -271,6 +279,12 @@ def show_estimate(estimate: CostEstimate) -> None:
         )
     if estimate.confirmations_max:
         st.caption(f"Plus up to {estimate.confirmations_max} APOCJudge confirmation calls.")
+
+
+def count_text(count: int) -> str:
+    """``count`` with thousands separators, or in millions from ten million on (``12.3M``):
+    what a quarter of the page shows in full."""
+    return f"{count:,}" if count < 10_000_000 else f"{count / 1e6:,.1f}M"
 
 
 def estimated(spec: RunSpec) -> CostEstimate:
@@ -326,8 +340,6 @@ if st.button(
         start_run(engine(), spec, actor=actor, api_key=own_key, max_cost=cap or None)
     except (ValueError, AccessDeniedError) as exc:
         st.error(escape_markdown(str(exc)))
-    else:
-        st.session_state.setdefault(SHOWN_FINISHED_KEY, set()).discard(name)
 
 
 def show_outcome(name: str, report: RunReport) -> None:
@@ -342,12 +354,12 @@ def show_outcome(name: str, report: RunReport) -> None:
         return
     done = summary["this_invocation"] = report.as_dict()
     cols = st.columns(5)
-    cols[0].metric("Items", summary["items"])
+    cols[0].metric("Items", f"{summary['items']:,}")
     cols[1].metric(
-        "Attempts", done["attempts"], help="Requests sent to the judge, retries included"
+        "Attempts", f"{done['attempts']:,}", help="Requests sent to the judge, retries included"
     )
-    cols[2].metric("Cache hits", done["cache_hits"])
-    cols[3].metric("Failures", done["failures"])
+    cols[2].metric("Cache hits", f"{done['cache_hits']:,}")
+    cols[3].metric("Failures", f"{done['failures']:,}")
     priced = summary["cost_usd"] != UNPRICED  # this invocation's share, when the run's is known
     cols[4].metric("Cost", cost_text(done["cost_usd"] if priced else None))
     if "accuracy" in summary:
@@ -363,12 +375,14 @@ def show_outcome(name: str, report: RunReport) -> None:
         st.json(summary)
 
 
-@st.fragment(
-    run_every=PROGRESS_INTERVAL_S if any(p.active for p in background_runs(engine())) else None
-)
-def progress_panel() -> None:
-    """Live progress of this dataset's background runs; refreshes the page when one ends."""
+def progress_panel(drawn: dict[str, str]) -> None:
+    """Live progress of this dataset's background runs. While one is going it refreshes every
+    :data:`PROGRESS_INTERVAL_S` seconds, and reruns the whole app (the tables above, the
+    sidebar) when a run's status differs from ``drawn``, the statuses the page was drawn with:
+    a run that starts or ends shows without a reload."""
     snapshots = background_runs(engine(), dataset.name)
+    if {p.name: p.status for p in snapshots} != drawn:
+        st.rerun(scope="app")
     if snapshots:
         st.markdown("**Started from this server**")
     for progress in reversed(snapshots):
@@ -382,11 +396,10 @@ def progress_panel() -> None:
                 st.error(escape_markdown(progress.error))
             if progress.report is not None:
                 show_outcome(progress.name, progress.report)
-    ended = {p.name for p in snapshots if not p.active}
-    shown = st.session_state.setdefault(SHOWN_FINISHED_KEY, set(ended))
-    if ended - shown:
-        shown |= ended
-        st.rerun(scope="app")
 
 
-progress_panel()
+started = background_runs(engine(), dataset.name)
+live = any(p.active for p in started)
+st.fragment(progress_panel, run_every=PROGRESS_INTERVAL_S if live else None)(
+    {p.name: p.status for p in started}
+)

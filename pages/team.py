@@ -18,6 +18,7 @@ from pages.shared import (
 )
 from pcf.access import Permission, Role
 from pcf.analysis.markdown import escape_markdown
+from pcf.evaluation import FEW_ITEMS, on_items
 from pcf.labelling.adjudications import adjudication_queue, item_index, with_priority
 from pcf.labelling.human_gold import GOLD_RULE_TEXT, dataset_gold, needs_more_labels, rule_text
 from pcf.labelling.plan import GOLD_RULES, MAX_LABELS_PER_ITEM, labelling_plan, set_plan
@@ -200,6 +201,11 @@ st.dataframe(
 st.subheader("Agreement")
 candidates = {item.item_id: len(item.candidate_ids) for item in labelled}
 kappas = kappa_matrix(labels, candidates)
+pairs = kappas["first"] != kappas["second"]
+kappas["shown"] = [  # each pair's figure with its n; a person's own cell, how many they labelled
+    f"{k:.2f} · n={n}" if pair and not pd.isna(k) else (f"n={n}" if pair else f"{n} labelled")
+    for k, n, pair in zip(kappas["kappa"], kappas["items"], pairs, strict=True)
+]
 chart = (
     alt.Chart(kappas)
     .mark_rect()
@@ -210,27 +216,33 @@ chart = (
         tooltip=["first", "second", alt.Tooltip("kappa:Q", format=".2f"), "items"],
     )
 )
-text = chart.mark_text().encode(text=alt.Text("kappa:Q", format=".2f"), color=alt.value("black"))
+text = chart.mark_text().encode(text="shown:N", color=alt.value("black"))
 st.altair_chart(chart + text, width="stretch")
 st.caption(
-    "Chance-corrected agreement of each pair over the items both labelled: (agreement - chance) "
-    "/ (1 - chance), chance the mean of one over each item's candidates, so no naming of the "
-    "candidates changes it ('cannot tell' left out; blank with fewer than two shared items)."
+    "Chance-corrected agreement of each pair over the items both labelled (n): (agreement - "
+    "chance) / (1 - chance), chance the mean of one over each item's candidates, so no naming "
+    "of the candidates changes it ('cannot tell' left out; blank with fewer than two shared "
+    f"items). A figure on fewer than {FEW_ITEMS} items is too few to read."
 )
+shared = kappas[kappas["first"] < kappas["second"]]
 st.dataframe(
-    kappas[kappas["first"] < kappas["second"]],
+    shared.assign(n=shared["items"].map(on_items))[["first", "second", "kappa", "n"]],
     hide_index=True,
     column_config={
-        "kappa": st.column_config.NumberColumn("agreement (chance-corrected)", format="%.3f")
+        "kappa": st.column_config.NumberColumn("agreement (chance-corrected)", format="%.3f"),
+        "n": st.column_config.TextColumn(help="Items both labelled: what the figure counts"),
     },
 )
+buckets = agreement_by_bucket(labels, candidates, {i.item_id: i.bucket for i in labelled})
 st.dataframe(
-    agreement_by_bucket(labels, candidates, {i.item_id: i.bucket for i in labelled}),
+    buckets.assign(n=buckets["items"].map(on_items))[["bucket", "kappa", "n"]],
     hide_index=True,
     column_config={
-        "items": st.column_config.NumberColumn(help="Items two people or more labelled"),
         "kappa": st.column_config.NumberColumn(
             "agreement of everyone (chance-corrected)", format="%.3f"
+        ),
+        "n": st.column_config.TextColumn(
+            help="Items two people or more labelled: the only ones the figure counts"
         ),
     },
 )

@@ -12,6 +12,16 @@ from dataclasses import dataclass
 import numpy as np
 from statsmodels.stats.contingency_tables import mcnemar
 
+FEW_ITEMS = 20
+"""An agreement or accuracy figure on fewer items than this is shown as too few to read, and
+``pcf check`` fails it (its ``--min-items`` default): on 20 items one disagreement more or less
+moves an agreement by 0.05 or more (docs/choices.md)."""
+
+
+def on_items(n: int) -> str:
+    """What a figure is measured on, to show beside it: ``n=42`` or ``n=2, too few (under 20)``."""
+    return f"n={n}" if n >= FEW_ITEMS else f"n={n}, too few (under {FEW_ITEMS})"
+
 
 def _check_aligned(first: Sequence, second: Sequence, names: str) -> None:
     if len(first) != len(second):

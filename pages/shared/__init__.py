@@ -28,6 +28,7 @@ from pages.shared.frame import (
 )
 from pages.shared.sign_in import sign_in
 from pages.shared.text import (
+    DIFFERENCE_NOTE,
     answer_height,
     candidate_cells,
     change_in_points,
@@ -39,6 +40,7 @@ from pages.shared.text import (
 )
 
 __all__ = [
+    "DIFFERENCE_NOTE",
     "PAGES",
     "RUN_KEY",
     "answer_height",

@@ -32,6 +32,7 @@ from pcf.store import (
     load_item,
     matching_item_keys,
     result_revision,
+    run_states,
     session_scope,
 )
 
@@ -89,6 +90,7 @@ def sidebar(actor: Actor) -> None:
                 on_change=forget_item_link,
             )
             runs = list_runs(session=s, dataset_id=datasets[picked].id)
+            watch_runs(datasets[picked].id, run_statuses(runs, session=s))
             if runs:
                 shown = st.selectbox(
                     "Run",
@@ -107,6 +109,34 @@ def sidebar(actor: Actor) -> None:
                 st.info("No run on this dataset yet: start one on the Runs page.")
         if actor.may(Permission.SEE_RESULTS):
             st.caption(f"Database: `{database_url()}`")
+
+
+LIVE_RUN_STATUSES = ("pending", "running")
+RUN_WATCH_S = 2.0
+
+
+def run_statuses(runs: list[Run], *, session: Session) -> dict[str, str]:
+    """``{run name: status to show}`` (a run whose process died is ``interrupted``)."""
+    states = run_states(runs, session=session)
+    return {run.name: states[run.id] for run in runs}
+
+
+def watch_runs(dataset_id: int, drawn: dict[str, str]) -> None:
+    """While a run of the dataset is live (judged by a live process: this server, another, the
+    CLI), look at its runs every :data:`RUN_WATCH_S` seconds and rerun the app when they differ
+    from ``drawn``, what the page was drawn with: a run that ends shows as ended, on every page
+    and in this sidebar, without a reload. A page with no live run does not poll."""
+    live = any(status in LIVE_RUN_STATUSES for status in drawn.values())
+    st.fragment(_rerun_on_change, run_every=RUN_WATCH_S if live else None)(dataset_id, drawn)
+
+
+def _rerun_on_change(dataset_id: int, drawn: dict[str, str]) -> None:
+    if not any(status in LIVE_RUN_STATUSES for status in drawn.values()):
+        return
+    with session() as s:
+        now = run_statuses(list_runs(session=s, dataset_id=dataset_id), session=s)
+    if now != drawn:
+        st.rerun(scope="app")
 
 
 def follow_item_link(s: Session) -> None:

@@ -9,7 +9,8 @@ from typing import Any, Literal
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from pcf.analysis.markdown import Preview, inert_markdown, marked_difference, preview
+from pcf.analysis.difference import aligned_difference
+from pcf.analysis.markdown import Preview, inert_markdown, preview
 from pcf.analysis.results import ADAPTIVE_NOTE, SIMULATED_NOTE, is_simulated, stopping_label
 from pcf.items import Item
 from pcf.store import Run
@@ -101,14 +102,45 @@ def answer_height(texts: list[str], height: int) -> int | Literal["content"]:
     return height if max(map(len, texts), default=0) > LONG_ANSWER else "content"
 
 
-def show_difference(titled: Sequence[tuple[str, str]]) -> list[DeltaGenerator]:
-    """One or two texts side by side in full under their titles, the words the other does not
-    say marked; returns a container under each title for what a page adds there."""
-    marked = marked_difference(titled[0][1], titled[-1][1])
+DIFFERENCE_NOTE = (
+    "Aligned by sentence: words are marked inside a sentence the other answer says "
+    "differently; a tinted sentence has no counterpart in the other answer."
+)
+DIFF_STYLE = (
+    "<style>.pcf-diff{display:grid;grid-template-columns:1fr 1fr;column-gap:1rem;"
+    "white-space:pre-wrap;overflow-wrap:anywhere}.pcf-diff>div{padding:.15rem .5rem}"
+    ".pcf-diff .changed{border-left:3px solid #f0c000}.pcf-diff .unpaired{border-left:3px solid"
+    " #9ab}.pcf-unpaired{background:rgba(120,150,180,.15)}.pcf-diff .kept{grid-column:1/span 2;"
+    "color:#888;font-size:.85em;text-align:center}</style>"
+)
+
+
+def show_difference(titled: Sequence[tuple[str, str]], key: str) -> list[DeltaGenerator]:
+    """Two texts side by side under their titles, aligned by sentence: words marked inside a
+    sentence the other says differently, sentences without a counterpart tinted
+    (:func:`~pcf.analysis.difference.aligned_difference`). Sentences both say are folded into
+    one line unless the "Show whole answers" switch (``key``) is on. Returns a container under
+    each title for what a page adds there."""
+    rows = aligned_difference(titled[0][1], titled[-1][1])
     slots = []
-    for column, (title, _), text in zip(st.columns(2), titled, marked, strict=False):
-        with column.container(border=True):
+    for column, (title, _) in zip(st.columns(2), titled, strict=False):
+        with column:
             st.markdown(title)
             slots.append(st.container())
-            st.html(f'<div style="white-space: pre-wrap">{text}</div>')
+    whole = st.toggle(
+        "Show whole answers",
+        key=key,
+        help="Every sentence of both answers, aligned; off: only the sentences that differ.",
+    )
+    cells, kept = [], 0
+    for row in [*rows, None]:
+        if row is not None and row.kind == "same" and not whole:
+            kept += 1
+            continue
+        if kept:
+            cells.append(f'<div class="kept">⋯ {kept} sentence(s) the same in both ⋯</div>')
+            kept = 0
+        if row is not None:
+            cells.extend(f'<div class="{row.kind}">{side}</div>' for side in (row.left, row.right))
+    st.html(f'{DIFF_STYLE}<div class="pcf-diff">{"".join(cells)}</div>')
     return slots

@@ -12,6 +12,7 @@ from sqlmodel import Session
 from pcf.analysis.agreement import table_human_comparison
 from pcf.analysis.results import is_adaptive, stored_analysis
 from pcf.consensus import TIE_TOLERANCE
+from pcf.evaluation import FEW_ITEMS
 from pcf.labelling.human_gold import dataset_gold
 from pcf.store import Run, current_labels, get_engine, get_run, session_scope
 
@@ -22,8 +23,9 @@ THRESHOLDS = (
 ``max_failed`` bounds two figures, the share of failed calls and of incomplete items."""
 MAX_FAILED = 0.05
 """``pcf check``'s default ``max_failed``."""
-MIN_ITEMS = 20
-"""The fewest items (calls, for the failed share) a figure is accepted on, by default."""
+MIN_ITEMS = FEW_ITEMS
+"""The fewest items (calls, for the failed share) a figure is accepted on, by default: what the
+pages call too few (:data:`pcf.evaluation.FEW_ITEMS`)."""
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,6 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable, Iterator
-from difflib import SequenceMatcher
-from html import escape as escape_html
 from typing import NamedTuple
 
 from markdown_it import MarkdownIt
@@ -113,29 +111,6 @@ def escape_markdown(text: str) -> str:
     word holding an address or two colons is a code span (see the module's notes).
     """
     return _inert_text(" ".join(text.splitlines()))
-
-
-def marked_difference(text: str, other: str) -> tuple[str, str]:
-    """Both texts as inert HTML, each with the words the other does not say in ``<mark>``.
-
-    Words are compared with :class:`difflib.SequenceMatcher`; the whitespace between them is
-    kept as written and every piece is escaped, so the HTML holds no markup but the marks.
-    """
-    pieces = [_SPACE.split(text), _SPACE.split(other)]  # words at even places, spaces between
-    marked: list[set[int]] = [set(), set()]
-    matcher = SequenceMatcher(None, pieces[0][::2], pieces[1][::2], autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag != "equal":
-            marked[0].update(2 * i for i in range(i1, i2))
-            marked[1].update(2 * j for j in range(j1, j2))
-    first, second = (
-        "".join(
-            f"<mark>{escape_html(piece)}</mark>" if i in marks and piece else escape_html(piece)
-            for i, piece in enumerate(words)
-        )
-        for words, marks in zip(pieces, marked, strict=True)
-    )
-    return first, second
 
 
 # ---------------------------------------------------------------- text

@@ -19,7 +19,6 @@ from pcf.analysis.markdown import (
     RENDER_LIMIT,
     escape_markdown,
     inert_markdown,
-    marked_difference,
     preview,
 )
 from tests.hostile_markdown import BYPASSES, PIECES
@@ -237,21 +236,3 @@ def test_long_lines_render_in_linear_time(shape: str):
     }
     assert per_character[1_000_000] < 4 * per_character[100_000], per_character
     assert per_character[100_000] < 4 * max(per_character[20_000], 1e-7), per_character
-
-
-def test_the_marked_difference_marks_the_words_one_text_says_and_the_other_does_not():
-    first, second = marked_difference(
-        "Here's the list of years\n<b>2000</b> to 2010", "Here's a list of years 2000 to 2010"
-    )
-    assert first == (
-        "Here&#x27;s <mark>the</mark> list of years\n<mark>&lt;b&gt;2000&lt;/b&gt;</mark> to 2010"
-    )
-    assert second == "Here&#x27;s <mark>a</mark> list of years <mark>2000</mark> to 2010"
-
-
-@given(st.text(), st.text())
-def test_the_marked_difference_is_each_text_escaped_with_marks_and_nothing_else(a, b):
-    for text, marked in zip((a, b), marked_difference(a, b), strict=True):
-        bare = marked.replace("<mark>", "").replace("</mark>", "")
-        assert "<" not in bare
-        assert unescape(bare) == text

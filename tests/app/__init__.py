@@ -3,6 +3,8 @@ a member signed in through OpenID Connect (AppTest's ``secrets`` and ``user``)."
 
 from __future__ import annotations
 
+import re
+from html import unescape
 from pathlib import Path
 
 from sqlmodel import Session
@@ -33,6 +35,17 @@ def open_page(at: AppTest, page: str, **query_params: str) -> AppTest:
 def markdown_texts(at: AppTest) -> list[str]:
     """The source of every Markdown element (captions included) on the page."""
     return [m.value for m in at.markdown] + [c.value for c in at.caption]
+
+
+_DIFF_CELL = re.compile(r'<div class="(?:same|changed|unpaired)">(.*?)</div>', re.S)
+
+
+def difference_sides(at: AppTest) -> tuple[str, str, str]:
+    """The page's one difference of two answers (``show_difference``): its left and right
+    texts as written in its cells (marks and tints taken off), and its HTML."""
+    (body,) = [e.proto.body for e in at.get("html") if "pcf-diff" in e.proto.body]
+    cells = [unescape(re.sub(r"</?(mark|span)[^>]*>", "", c)) for c in _DIFF_CELL.findall(body)]
+    return "".join(cells[0::2]), "".join(cells[1::2]), body
 
 
 def local_app(session: Session) -> AppTest:

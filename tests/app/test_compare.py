@@ -125,6 +125,13 @@ def test_two_annotators_accuracy_kappa_and_disagreement_links(app, db):
     share = sum(same for _, same in both) / len(both)
     assert shown["Annotators"] == "2"
     assert shown["Chance-corrected agreement"] == f"{corrected(share, [i for i, _ in both]):.3f}"
+    warned = " ".join(w.value for w in at.warning)
+    assert expected["n"] < 20  # the judge's figures rest on too few items, and say so
+    assert f"These figures count n={expected['n']}, too few (under 20)" in warned
+    assert len(both) == 20  # the annotators' agreement on enough
+    assert "Agreement between annotators" not in warned
+    (figure,) = [m for m in at.metric if m.label == "Chance-corrected agreement"]
+    assert figure.help == "Counts the items labelled by two people or more: n=20."
     judged = zip(
         expected["human"], expected["direct_winners"], expected["pcf_winners"], strict=True
     )

@@ -48,9 +48,8 @@ def test_a_reviewer_reads_the_dispute_comments_resolves_and_revises(disagreeing,
     assert "`ann@x.org` · confidence 0.75 · sure · names the source" in texts
     assert "`bob@x.org` · confidence —" in texts
     assert not any(cid in text for cid in item.candidate_ids for text in at.caption.values)
-    marked = [e.proto.body for e in at.get("html")]
-    assert len(marked) == 2
-    assert all("<mark>" in body for body in marked)
+    (difference,) = [e.proto.body for e in at.get("html")]
+    assert "<mark>" in difference or "pcf-unpaired" in difference
 
     at.text_area[0].input("B leaves out the year")
     next(b for b in at.button if b.label == "Add comment").click().run()
@@ -58,7 +57,7 @@ def test_a_reviewer_reads_the_dispute_comments_resolves_and_revises(disagreeing,
     assert "B leaves out the year" in markdown_texts(at)
 
     at.radio[0].set_value(item.candidate_ids[1])
-    at.text_area[1].input("the source agrees with B")
+    next(t for t in at.text_input if t.label == "Reason").input("the source agrees with B")
     next(b for b in at.button if b.label == "Set gold").click().run()
     assert queue[0] not in at.selectbox[0].options
     at.toggle[0].set_value(True).run()

@@ -95,12 +95,12 @@ def test_a_large_run_is_estimated_when_asked_and_its_estimate_follows_the_form(a
     configure(at, model="sim-new", k=400)
     assert "Planned calls" not in shown(at)
     at.button(key="runs_estimate").click().run()
-    assert shown(at)["Planned calls"] == str(52 * 400)
-    assert shown(at)["Calls to send"] == str(52 * 400)
+    assert shown(at)["Planned calls"] == f"{52 * 400:,}"
+    assert shown(at)["Calls to send"] == f"{52 * 400:,}"
     configure(at, seed=1)  # another run: its estimate is asked for again
     assert "Planned calls" not in shown(at)
     configure(at, seed=0)
-    assert shown(at)["Planned calls"] == str(52 * 400)
+    assert shown(at)["Planned calls"] == f"{52 * 400:,}"
 
 
 def test_a_run_of_that_name_with_other_settings_cannot_start(at):

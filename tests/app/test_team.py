@@ -53,6 +53,9 @@ def test_team_shows_each_persons_progress_and_their_kappa(two_people, db: Sessio
     chance = sum(1 / len(i.candidate_ids) for i in items) / 6
     expected = (3 / 6 - chance) / (1 - chance)  # bob agrees with ann on every other item
     assert pairs["kappa"].tolist() == pytest.approx([expected])
+    assert pairs["n"].tolist() == ["n=6, too few (under 20)"]  # the six items both labelled
+    everyone = next(d.value for d in at.dataframe if "bucket" in d.value.columns)
+    assert everyone.set_index("bucket").loc["all", "n"] == "n=6, too few (under 20)"
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Items complete"] == "6"
     assert not [b for b in at.button if b.label == "Save the plan"]  # reviewers do not plan
