@@ -28,11 +28,27 @@ def main() -> None:
 
 # Streamlit runs this file as __main__ for each page view. `streamlit run app.py` first finds
 # `app` below and serves it: the pages and, beside them on the same port, the HTTP API at
-# /api/v1 (pcf.api). Another process that imports the module (multiprocessing's spawn) builds
-# the server object only, and serves nothing.
+# /api/v1 (pcf.api), once its lifespan has loaded the pages' slow imports. Another process that
+# imports the module (multiprocessing's spawn) builds the server object only, and serves nothing.
 if __name__ == "__main__":
     main()
 else:
+    from collections.abc import AsyncIterator
+    from contextlib import asynccontextmanager
+    from typing import Any
+
     from pcf.api import resuming, routes
 
-    app = st.App(__file__, routes=routes(), lifespan=resuming)
+    @asynccontextmanager
+    async def serving(server: Any) -> AsyncIterator[None]:
+        """The server's lifespan: before the first request, load what the first page view
+        would otherwise load (Altair for the charts, Streamlit's emoji table for the page
+        icon: about a second on a quiet machine); then resume submitted runs."""
+        import streamlit.emojis  # noqa: F401, PLC0415 - loaded here, in the server alone
+
+        import pcf.reports.charts  # noqa: F401, PLC0415 - loaded here, in the server alone
+
+        async with resuming(server):
+            yield
+
+    app = st.App(__file__, routes=routes(), lifespan=serving)
