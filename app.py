@@ -42,11 +42,14 @@ else:
     @asynccontextmanager
     async def serving(server: Any) -> AsyncIterator[None]:
         """The server's lifespan: before the first request, load what the first page view
-        would otherwise load (Altair for the charts, Streamlit's emoji table for the page
-        icon: about a second on a quiet machine); then resume submitted runs."""
-        import streamlit.emojis  # noqa: F401, PLC0415 - loaded here, in the server alone
+        would otherwise load (Altair for the charts, pyarrow's datasets for the stored
+        results, Streamlit's emoji and icon tables for the page icons: about a second on a
+        quiet machine); then resume submitted runs."""
+        import pyarrow.dataset  # noqa: F401, PLC0415 - loaded here, in the server alone
+        import streamlit.emojis  # noqa: PLC0415
+        import streamlit.material_icon_names  # noqa: F401, PLC0415
 
-        import pcf.reports.charts  # noqa: F401, PLC0415 - loaded here, in the server alone
+        import pcf.reports.charts  # noqa: F401, PLC0415
 
         async with resuming(server):
             yield
