@@ -282,8 +282,8 @@ def print_loads(name: str, loads: dict[str, float], target: float, floor: float)
     for path, seconds in loads.items():
         if path in cold:
             print(
-                f"{name} cold load {path}: {seconds:.2f} s ({seconds / floor:.1f}x the floor, "
-                f"{seconds / median:.2f}x the median page)"
+                f"{name} cold load {path}: {seconds:.2f} s, bare page {floor:.2f} s "
+                f"({seconds / floor:.1f}x the floor, {seconds / median:.2f}x the median page)"
             )
         else:
             print(f"{name} {path}: {seconds:.2f} s")
