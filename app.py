@@ -42,14 +42,18 @@ else:
     @asynccontextmanager
     async def serving(server: Any) -> AsyncIterator[None]:
         """The server's lifespan: before the first request, load what the first page view
-        would otherwise load (Altair for the charts, pyarrow's datasets for the stored
-        results, Streamlit's emoji and icon tables for the page icons: about a second on a
-        quiet machine); then resume submitted runs."""
-        import pyarrow.dataset  # noqa: F401, PLC0415 - loaded here, in the server alone
+        would otherwise load (Altair and its Vega-Lite schema for the charts, pyarrow's
+        datasets for the stored results, Streamlit's emoji and icon tables for the page icons:
+        about a second on a quiet machine); then resume submitted runs."""
+        import altair as alt  # noqa: PLC0415 - loaded here, in the server alone
+        import pandas as pd  # noqa: PLC0415
+        import pyarrow.dataset  # noqa: F401, PLC0415
         import streamlit.emojis  # noqa: PLC0415
         import streamlit.material_icon_names  # noqa: F401, PLC0415
 
         import pcf.reports.charts  # noqa: F401, PLC0415
+
+        alt.Chart(pd.DataFrame({"x": [0]})).mark_bar().encode(x="x:Q").to_dict()  # the schema
 
         async with resuming(server):
             yield
