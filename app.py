@@ -28,11 +28,34 @@ def main() -> None:
 
 # Streamlit runs this file as __main__ for each page view. `streamlit run app.py` first finds
 # `app` below and serves it: the pages and, beside them on the same port, the HTTP API at
-# /api/v1 (pcf.api). Another process that imports the module (multiprocessing's spawn) builds
-# the server object only, and serves nothing.
+# /api/v1 (pcf.api), once its lifespan has loaded the pages' slow imports. Another process that
+# imports the module (multiprocessing's spawn) builds the server object only, and serves nothing.
 if __name__ == "__main__":
     main()
 else:
+    from collections.abc import AsyncIterator
+    from contextlib import asynccontextmanager
+    from typing import Any
+
     from pcf.api import resuming, routes
 
-    app = st.App(__file__, routes=routes(), lifespan=resuming)
+    @asynccontextmanager
+    async def serving(server: Any) -> AsyncIterator[None]:
+        """The server's lifespan: before the first request, load what the first page view
+        would otherwise load (Altair and its Vega-Lite schema for the charts, pyarrow's
+        datasets for the stored results, Streamlit's emoji and icon tables for the page icons:
+        about a second on a quiet machine); then resume submitted runs."""
+        import altair as alt  # noqa: PLC0415 - loaded here, in the server alone
+        import pandas as pd  # noqa: PLC0415
+        import pyarrow.dataset  # noqa: F401, PLC0415
+        import streamlit.emojis  # noqa: PLC0415
+        import streamlit.material_icon_names  # noqa: F401, PLC0415
+
+        import pcf.reports.charts  # noqa: F401, PLC0415
+
+        alt.Chart(pd.DataFrame({"x": [0]})).mark_bar().encode(x="x:Q").to_dict()  # the schema
+
+        async with resuming(server):
+            yield
+
+    app = st.App(__file__, routes=routes(), lifespan=serving)

@@ -8,15 +8,14 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar
-
-import anthropic
-import openai
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pcf.judges._provider import status_error
-from pcf.judges.anthropic_judge import AnthropicJudge, message_reply
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, configured_keys, redact
-from pcf.judges.openai_judge import OpenAIJudge, chat_reply
+
+if TYPE_CHECKING:  # the SDKs load on first use: a page that only names BatchAPIError stays quick
+    from pcf.judges.anthropic_judge import AnthropicJudge
+    from pcf.judges.openai_judge import OpenAIJudge
 
 OPENAI_ENDPOINT = "/v1/chat/completions"
 TOKEN_FIELD = "pcf_submission"  # noqa: S105 (a metadata key, not a secret)
@@ -64,6 +63,9 @@ class BatchResult:
 async def _sdk_call(call: Awaitable[T], key: str, batch_id: str | None = None) -> T:
     """Await an SDK call, its errors as :class:`BatchAPIError` without the key (a 404 for
     ``batch_id`` as :class:`BatchLostError`)."""
+    import anthropic  # noqa: PLC0415 - slow import, loaded with the judge that calls
+    import openai  # noqa: PLC0415 - slow import, loaded with the judge that calls
+
     try:
         return await call
     except (openai.APIStatusError, anthropic.APIStatusError) as err:
@@ -204,6 +206,8 @@ class OpenAIBatches:
 
             error = status_error(int(status or 500), message, {}, self.judge.secret)
             return BatchResult(custom_id, error=str(error))
+        from pcf.judges.openai_judge import chat_reply  # noqa: PLC0415 - slow import
+
         return _reply_or_error(custom_id, lambda: chat_reply(body, 0.0))
 
 
@@ -251,6 +255,8 @@ class AnthropicBatches:
 
     async def results(self, batch_id: str) -> list[BatchResult]:
         """Every result of an ended batch."""
+        from pcf.judges.anthropic_judge import message_reply  # noqa: PLC0415 - slow import
+
         client, key = self.judge.client(), self.judge.secret
 
         async def read() -> list[BatchResult]:
@@ -284,6 +290,9 @@ BatchClient = OpenAIBatches | AnthropicBatches
 
 def batch_client(judge: object) -> BatchClient:
     """The batch client for a provider judge, or a ValueError when its backend has none."""
+    from pcf.judges.anthropic_judge import AnthropicJudge  # noqa: PLC0415 - slow import
+    from pcf.judges.openai_judge import OpenAIJudge  # noqa: PLC0415 - slow import
+
     if isinstance(judge, OpenAIJudge) and judge.backend == "openai":
         return OpenAIBatches(judge)
     if isinstance(judge, AnthropicJudge):
