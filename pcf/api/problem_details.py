@@ -18,6 +18,7 @@ from starlette.routing import Match
 
 from pcf.access import AccessDeniedError
 from pcf.errors import DataError
+from pcf.labelling.plan import PlanChangedError
 from pcf.labelling.tokens import TokenError
 from pcf.runs.manage import CostCapError, DatasetConflictError, RunBusyError, RunConflictError
 from pcf.runs.submitted import IdempotencyConflictError
@@ -145,6 +146,7 @@ def add_problem_handlers(api: FastAPI) -> None:
     api.add_exception_handler(TokenError, _status(401))
     api.add_exception_handler(AccessDeniedError, _status(403))
     api.add_exception_handler(NotFoundError, _status(404))
+    api.add_exception_handler(PlanChangedError, _status(412))
     conflicts = (IdempotencyConflictError, RunConflictError, RunBusyError, CostCapError)
     for conflict in (*conflicts, DatasetConflictError):
         api.add_exception_handler(conflict, _status(409))
