@@ -25,7 +25,11 @@ from pcf.runs.submitted import IdempotencyConflictError
 from pcf.store import SchemaError, database_url, storage_problem
 
 PROBLEM_JSON = "application/problem+json"
-HEADER_FIELDS = {"idempotency-key": "Idempotency-Key", "authorization": "Authorization"}
+HEADER_FIELDS = {
+    "idempotency-key": "Idempotency-Key",
+    "authorization": "Authorization",
+    "if-match": "If-Match",
+}
 
 
 class FieldError(BaseModel):
@@ -87,6 +91,9 @@ def _invalid(request: Request, exc: Exception) -> JSONResponse:
         return problem(request, 400, detail)
     named = [{"field": field_name(tuple(e["loc"])), "detail": e["msg"]} for e in errors]
     shown = "; ".join(f"{e['field']}: {e['detail']}" for e in named[:5])
+    if any(e["type"] == "missing" and field_name(tuple(e["loc"])) == "If-Match" for e in errors):
+        detail = f"nothing was done: send If-Match with the ETag a GET gave ({shown})"
+        return problem(request, 428, detail, errors=named)  # RFC 6585: Precondition Required
     return problem(request, 422, f"nothing was done: {shown}", errors=named)
 
 

@@ -13,7 +13,6 @@ from urllib.parse import quote
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from sqlmodel import Session
-from starlette.exceptions import HTTPException
 
 from pcf.access import Permission
 from pcf.analysis.escalate import escalate
@@ -90,7 +89,8 @@ DecisionCursor = Annotated[
 ]
 NAME = r"^[^\x00-\x1f]*\S[^\x00-\x1f]*$"
 """A dataset's or run's name in a path: not blank, no control characters."""
-Name = Annotated[str, Path(min_length=1, max_length=1000, pattern=NAME)]
+RunName = Annotated[str, Path(min_length=1, max_length=1000, pattern=NAME, examples=["demo-pcf"])]
+DatasetName = Annotated[str, Path(min_length=1, max_length=1000, pattern=NAME, examples=["demo"])]
 Reader = Annotated[TokenUser, Depends(caller(Permission.SEE_RESULTS))]
 
 
@@ -178,7 +178,7 @@ def put_dataset(
 
 @router.get("/datasets/{name}/items", response_model=ItemPage)
 def dataset_items(
-    name: Name,
+    name: DatasetName,
     _user: Annotated[TokenUser, Depends(caller())],
     cursor: Cursor = None,
     limit: Limit = 100,
@@ -197,7 +197,7 @@ def dataset_items(
 
 @router.post("/datasets/{name}/items", response_model=ItemsAdded)
 def post_items(
-    name: Name,
+    name: DatasetName,
     body: ItemsIn,
     user: Annotated[TokenUser, Depends(caller(Permission.IMPORT))],
 ) -> ItemsAdded:
@@ -243,7 +243,7 @@ def post_estimate(
 
 @router.get("/runs/{name:path}/decisions", response_model=DecisionPage)
 def decisions(
-    name: Name,
+    name: RunName,
     _user: Reader,
     flag: str | None = None,
     cursor: DecisionCursor = None,
@@ -265,7 +265,7 @@ def decisions(
     response_class=StreamingResponse,
     responses={200: {"content": {"application/x-ndjson": {}}}},
 )
-def judgments(name: Name, _user: Reader) -> StreamingResponse:
+def judgments(name: RunName, _user: Reader) -> StreamingResponse:
     """The run's judgments as NDJSON (``pcf export --what judgments``), streamed."""
     engine = get_engine()
     with session_scope(engine) as session:
@@ -280,7 +280,7 @@ def judgments(name: Name, _user: Reader) -> StreamingResponse:
 
 
 @router.post("/runs/{name:path}/check", response_model=CheckOut)
-def check(name: Name, body: CheckIn, _user: Reader) -> CheckOut:
+def check(name: RunName, body: CheckIn, _user: Reader) -> CheckOut:
     """``pcf check``'s JSON: each threshold's figure, value and outcome (a failed gate is 200
     with ``passed`` false)."""
     with session_scope(get_engine()) as session:
@@ -290,7 +290,7 @@ def check(name: Name, body: CheckIn, _user: Reader) -> CheckOut:
 
 
 @router.post("/runs/{name:path}/escalate", response_model=EscalateOut)
-def post_escalate(name: Name, body: EscalateIn, user: Reader) -> Response:
+def post_escalate(name: RunName, body: EscalateIn, user: Reader) -> Response:
     """``pcf escalate``'s JSON: the items the judge may decide alone, with a guarantee, and
     those escalated to people; ``queue`` sends the escalated ones to the labelling queue,
     served next (it needs the right to resolve)."""
@@ -341,7 +341,7 @@ def report_kind(accept: str | None) -> str | None:
 )
 def report(
     request: Request,
-    name: Name,
+    name: RunName,
     _user: Reader,
     seed: Annotated[int, Query(ge=0, le=2**31)] = 0,
     accept: Annotated[str | None, Header()] = None,
@@ -363,7 +363,7 @@ def report(
 
 @router.post("/runs/{name:path}/cancel", response_model=RunStatusOut)
 def cancel_run(
-    name: Name, user: Annotated[TokenUser, Depends(caller(Permission.RUN))]
+    name: RunName, user: Annotated[TokenUser, Depends(caller(Permission.RUN))]
 ) -> RunStatusOut:
     """Stop the run after the calls it has answered (they stay; starting it again resumes)."""
     status = run(name, user)  # 404 for no such run
@@ -373,7 +373,7 @@ def cancel_run(
 
 
 @router.get("/runs/{name:path}", response_model=RunStatusOut)
-def run(name: Name, _user: Reader) -> RunStatusOut:
+def run(name: RunName, _user: Reader) -> RunStatusOut:
     """The run's status, progress and spend."""
     status = run_status(name, engine=get_engine())
     if status is None:
@@ -383,7 +383,7 @@ def run(name: Name, _user: Reader) -> RunStatusOut:
 
 @router.post("/datasets/{name}/labels", response_model=LabelsOut)
 def post_labels_route(
-    name: Name,
+    name: DatasetName,
     body: LabelsIn,
     user: Annotated[TokenUser, Depends(caller(Permission.LABEL))],
 ) -> LabelsOut:
@@ -399,7 +399,7 @@ def post_labels_route(
 
 
 @router.get("/datasets/{name}/labels", response_model=LabelRecords)
-def get_labels(name: Name, user: Reader, since: datetime | None = None) -> LabelRecords:
+def get_labels(name: DatasetName, user: Reader, since: datetime | None = None) -> LabelRecords:
     """The dataset's labels (corrections too) saved after ``since``, oldest first."""
     with session_scope(get_engine()) as session:
         dataset_named(name, session=session)
@@ -408,7 +408,7 @@ def get_labels(name: Name, user: Reader, since: datetime | None = None) -> Label
 
 
 @router.get("/datasets/{name}/gold", response_model=GoldOut)
-def get_gold(name: Name, user: Reader) -> GoldOut:
+def get_gold(name: DatasetName, user: Reader) -> GoldOut:
     """The dataset's human gold (``pcf gold export``)."""
     with session_scope(get_engine()) as session:
         dataset_named(name, session=session)
@@ -423,7 +423,7 @@ def plan_out(plan: Plan, response: Response) -> PlanOut:
 
 @router.get("/datasets/{name}/plan", response_model=PlanOut)
 def get_plan(
-    name: Name, response: Response, _user: Annotated[TokenUser, Depends(caller())]
+    name: DatasetName, response: Response, _user: Annotated[TokenUser, Depends(caller())]
 ) -> PlanOut:
     """The dataset's labelling plan (guidelines too), its version in the ``ETag`` header."""
     with session_scope(get_engine()) as session:
@@ -440,17 +440,15 @@ def get_plan(
     },
 )
 def put_plan(
-    name: Name,
+    name: DatasetName,
     body: PlanIn,
     response: Response,
     user: Annotated[TokenUser, Depends(caller(Permission.PLAN_LABELLING))],
-    if_match: Annotated[str | None, Header(max_length=200)] = None,
+    if_match: Annotated[str, Header(min_length=1, max_length=200)],
 ) -> PlanOut:
     """``pcf labelling set``: change the plan (a field left out stays as it is), only if it is
     still at the version ``If-Match`` names (the ETag of ``GET``): 412 when it changed since,
     428 without ``If-Match``."""
-    if if_match is None:
-        raise HTTPException(428, "send If-Match with the plan's ETag (GET the plan first)")
     version = if_match.strip().removeprefix("W/").strip('"')
     changes = body.model_dump()
     saved = write_with_retry(
@@ -468,7 +466,7 @@ def put_plan(
 
 @router.post("/datasets/{name}/queue/next", response_model=ClaimOut)
 def queue_next(
-    name: Name,
+    name: DatasetName,
     user: Annotated[TokenUser, Depends(caller(Permission.LABEL))],
     body: Annotated[ClaimIn | None, Body()] = None,
 ) -> ClaimOut:
@@ -496,7 +494,7 @@ def queue_next(
 
 @router.post("/datasets/{name}/assignments", response_model=AssignOut)
 def post_assignments(
-    name: Name,
+    name: DatasetName,
     body: AssignIn,
     user: Annotated[TokenUser, Depends(caller(Permission.ASSIGN))],
 ) -> AssignOut:

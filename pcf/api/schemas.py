@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from pcf.analysis.escalate import SMALLEST_RISK
 from pcf.analysis.gate import MAX_FAILED, MIN_ITEMS
 from pcf.analysis.paging import MAX_PAGE
 from pcf.choices import SIMULATED_MODEL
@@ -214,8 +215,8 @@ class GoldOut(BaseModel):
 class EscalateIn(Strict):
     """``pcf escalate``'s options: ``queue`` sends the escalated items to the labelling queue."""
 
-    alpha: Annotated[float, Field(gt=0, lt=1), NO_BOOL] = 0.1
-    delta: Annotated[float, Field(gt=0, lt=1), NO_BOOL] = 0.1
+    alpha: Annotated[float, Field(ge=SMALLEST_RISK, lt=1), NO_BOOL] = 0.1
+    delta: Annotated[float, Field(ge=SMALLEST_RISK, lt=1), NO_BOOL] = 0.1
     signal: Literal["top_agreement", "margin", "calibrated"] = "top_agreement"
     calibration_labels: Literal["gold", "humans"] = "gold"
     queue: bool = False
