@@ -80,8 +80,9 @@ def test_queue_next_serves_the_label_pages_queue_and_shares_its_holds(
     shown = [c["id"] for c in held["item"]["candidates"]]
     assert shown == list(display_order(items[queue[1]], "grace@example.org"))
     assert "gold" not in held["item"]
-    assert client.post(NEXT, headers=gus, json={"run": "demo-pcf"}).json()["item"]["item_id"] == (
-        queue[2]
+    assert (
+        client.post(NEXT, headers=gus, json={"run": "demo-pcf"}).json()["item"]["item_id"]
+        == (queue[2])
     )
     again = client.post(NEXT, headers=grace, json={"run": "demo-pcf"}).json()
     assert again["item"]["item_id"] == queue[1]  # her hold stays hers
@@ -100,7 +101,9 @@ def test_queue_next_serves_the_label_pages_queue_and_shares_its_holds(
     assert "nope" in unknown.json()["detail"]
     other = client.put("/api/v1/datasets/other", headers=gus)
     assert other.status_code == 201
-    foreign = client.post("/api/v1/datasets/other/queue/next", headers=gus, json={"run": "demo-pcf"})
+    foreign = client.post(
+        "/api/v1/datasets/other/queue/next", headers=gus, json={"run": "demo-pcf"}
+    )
     assert foreign.status_code == 422
     assert "another dataset" in foreign.json()["detail"]
 
@@ -135,7 +138,9 @@ def test_assigned_items_come_first_for_their_assignee_and_for_nobody_else(
     ).json()
     assert given == {"to": "ann@example.org", "assigned": [order[3], order[7]], "removed": 0}
     first = client.post(
-        "/api/v1/datasets/demo/assignments", headers=lead, json={"to": "ann@example.org", "first": 2}
+        "/api/v1/datasets/demo/assignments",
+        headers=lead,
+        json={"to": "ann@example.org", "first": 2},
     ).json()
     assert first["assigned"] == order[:2]  # in file order, nobody's yet
     served = {client.post(NEXT, headers=ann).json()["item"]["item_id"]}
