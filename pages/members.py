@@ -1,4 +1,5 @@
-"""Members: who may sign in and as what, and the audit log (admins only)."""
+"""Members: who may sign in and as what, their HTTP API tokens, and the audit log (admins
+only)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import pandas as pd
 import streamlit as st
 
 from pages.shared import engine, ensure_app_frame, require_permission, session, written
-from pcf.access import Permission, Role
+from pcf.access import AccessDeniedError, Permission, Role
 from pcf.analysis.markdown import escape_markdown
 from pcf.labelling.audit import AUDIT_COLUMNS, audit_log
 from pcf.labelling.membership import add_member, members, remove_member
+from pcf.labelling.tokens import Scope, create_token, parse_duration, revoke, tokens
 from pcf.store import session_scope
 
 NOTICE_KEY = "members_notice"  # what the last change did, shown after the rerun it causes
+CREATED_KEY = "members_created"  # a token just created: shown once, after the rerun
 
 ensure_app_frame()
 actor = require_permission(Permission.MANAGE_MEMBERS)
@@ -71,6 +74,69 @@ with remove, st.form("members_remove"):
     removed = st.form_submit_button("Remove", disabled=not everyone)
     if removed and gone and written(remove_member, gone, actor=actor):
         st.session_state[NOTICE_KEY] = f"{gone} was removed; their labels stay."
+        st.rerun()
+
+st.subheader("API tokens")
+st.caption(
+    "A token lets a pipeline use the HTTP API (docs: Pipelines) as one member, within its scope "
+    "(read, label, run or admin; each holds the ones before) and never beyond the member's "
+    "role. Its secret is shown once and stored only hashed. The same as `pcf tokens`."
+)
+if secret := st.session_state.pop(CREATED_KEY, None):
+    st.warning("Copy the token now: it is shown this once.", icon=":material/key:")
+    st.code(secret, language=None)
+with session() as s:
+    listed = tokens(session=s, actor=actor)
+if listed:
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "id": t.id,
+                    "member": t.email,
+                    "scope": t.scope,
+                    "starts with": t.prefix,
+                    "created by": t.created_by,
+                    "created": t.created_at,
+                    "expires": t.expires_at,
+                    "revoked": t.revoked_at,
+                }
+                for t in listed
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+create, withdraw = st.columns(2, gap="large")
+with create, st.form("members_token_create", clear_on_submit=True):
+    st.markdown("**Create a token**")
+    owner = st.selectbox("For member", [m.email for m in everyone], index=None)
+    scopes = list(Scope)
+    scope = st.selectbox("Scope", scopes, index=scopes.index(Scope.READ))
+    expires = st.text_input("Expires after", placeholder="30d, 12h or 15m; empty: never")
+    if st.form_submit_button("Create token", type="primary", disabled=not everyone) and owner:
+        try:
+            expires_in = parse_duration(expires) if expires.strip() else None
+            with session_scope(engine()) as s:
+                made = create_token(owner, scope, session=s, actor=actor, expires_in=expires_in)
+        except (ValueError, AccessDeniedError) as exc:
+            st.error(escape_markdown(str(exc)))
+        else:
+            st.session_state[CREATED_KEY] = made.secret
+            st.session_state[NOTICE_KEY] = f"Token {made.id} acts as {made.email} ({scope})."
+            st.rerun()
+with withdraw, st.form("members_token_revoke"):
+    st.markdown("**Revoke a token** (its next request is refused)")
+    usable = {
+        f"{t.id} · {t.email} · {t.scope} · {t.prefix}": t.id for t in listed if not t.revoked_at
+    }
+    picked = st.selectbox("Token", list(usable), index=None)
+    if (
+        st.form_submit_button("Revoke", disabled=not usable)
+        and picked
+        and written(revoke, usable[picked], actor=actor)
+    ):
+        st.session_state[NOTICE_KEY] = f"Token {usable[picked]} was revoked."
         st.rerun()
 
 st.subheader("Audit log")

@@ -157,3 +157,42 @@ class Client:
     def gold(self, dataset: str) -> list[dict[str, Any]]:
         """The dataset's human gold."""
         return self.request("GET", f"/datasets/{dataset}/gold").json()["gold"]
+
+    def escalate(self, name: str, *, queue: bool = False, **options: Any) -> dict[str, Any]:
+        """``pcf escalate``'s JSON for the run (``alpha``, ``delta``, ``signal``,
+        ``calibration_labels``); ``queue`` sends the escalated items to the labelling queue."""
+        body = options | {"queue": queue}
+        return self.request("POST", f"/runs/{name}/escalate", json=body).json()
+
+    def report(self, name: str, *, kind: str = "json") -> Any:
+        """``pcf report`` of the run: ``json`` (report.json, as data), ``md`` or ``html`` (text)."""
+        media = {"json": "application/json", "md": "text/markdown", "html": "text/html"}[kind]
+        answer = self.request("GET", f"/runs/{name}/report", headers={"Accept": media})
+        return answer.json() if kind == "json" else answer.text
+
+    def plan(self, dataset: str) -> tuple[dict[str, Any], str]:
+        """The dataset's labelling plan and its version (the ETag to change it with)."""
+        answer = self.request("GET", f"/datasets/{dataset}/plan")
+        return answer.json(), answer.headers["ETag"]
+
+    def set_plan(self, dataset: str, version: str, **changes: Any) -> tuple[dict[str, Any], str]:
+        """Change the plan if it is still at ``version`` (else ApiError 412: read it again);
+        the new plan and its version."""
+        answer = self.request(
+            "PUT", f"/datasets/{dataset}/plan", json=changes, headers={"If-Match": version}
+        )
+        return answer.json(), answer.headers["ETag"]
+
+    def next_item(
+        self, dataset: str, *, run: str | None = None, skip: Iterable[str] = ()
+    ) -> dict[str, Any] | None:
+        """Hold the token's member's next item to label (most doubtful first by ``run``;
+        ``skip``-ped items last), or None when their queue is empty."""
+        body = {"run": run, "skip": list(skip)}
+        return self.request("POST", f"/datasets/{dataset}/queue/next", json=body).json()["item"]
+
+    def assign(self, dataset: str, to: str, **which: Any) -> dict[str, Any]:
+        """``pcf labels assign``: give member ``to`` the ``items`` named, or the ``first`` N
+        (or ``share``) free ones; ``remove=True`` takes theirs back."""
+        body = {"to": to} | which
+        return self.request("POST", f"/datasets/{dataset}/assignments", json=body).json()

@@ -44,29 +44,29 @@ class Decisions:
         a, c, d, ins = self.arrays, self.consensus, self.direct, self.instability
         winners = c.winner_ids(a)
         direct_winners = d.winner_ids(a)
+        metrics = {name: _nums(getattr(ins, name)) for name in (*METRICS, "priority")}
+        scores = _nums(c.score)
+        components = {part: _nums(getattr(c, name)) for part, name in COMPONENTS.items()}
+        n_ok, n_calls = ins.n_ok.tolist(), ins.n_calls.tolist()
         out = []
         for row, (item_id, ids) in enumerate(zip(a.item_ids, a.candidate_ids, strict=True)):
-            has_ok = bool(ins.n_ok[row])
-
-            def per_candidate(values: np.ndarray, row: int = row, ids: Sequence[str] = ids) -> dict:
-                return {cid: _num(v) for cid, v in zip(ids, values[row], strict=True)}
-
+            has_ok = bool(n_ok[row])
             out.append(
                 {
                     "item_id": item_id,
                     "winner": winners[row],
                     "ranking": [ids[col] for col in self.ranking[row] if col >= 0],
-                    "consensus": per_candidate(c.score) if has_ok else {},
+                    "consensus": dict(zip(ids, scores[row], strict=True)) if has_ok else {},
                     "flags": ins.flag_names(row),
                     "metrics": {
-                        **{name: _num(getattr(ins, name)[row]) for name in METRICS},
+                        **{name: metrics[name][row] for name in METRICS},
                         "direct_winner": direct_winners[row],
-                        "priority": _num(ins.priority[row]),
-                        "n_ok": int(ins.n_ok[row]),
-                        "n_calls": int(ins.n_calls[row]),
+                        "priority": metrics["priority"][row],
+                        "n_ok": int(n_ok[row]),
+                        "n_calls": int(n_calls[row]),
                         "components": {
-                            part: per_candidate(getattr(c, name))
-                            for part, name in COMPONENTS.items()
+                            part: dict(zip(ids, values[row], strict=True))
+                            for part, values in components.items()
                         }
                         if has_ok
                         else {},
@@ -81,6 +81,14 @@ def _num(value: float) -> float | None:
     """A metric for JSON: rounded to 6 decimals, None for NaN, never ``-0.0``."""
     value = float(value)
     return None if math.isnan(value) else round(value, 6) + 0.0
+
+
+def _nums(values: np.ndarray) -> list[Any]:
+    """:func:`_num` of every value of ``values``, as nested lists of its shape: each distinct
+    value is rounded once (a run's scores and metrics take few values)."""
+    distinct, where = np.unique(np.asarray(values, dtype=float), return_inverse=True)
+    rounded = np.array([_num(v) for v in distinct.tolist()], dtype=object)
+    return rounded[where.reshape(np.shape(values))].tolist()
 
 
 def decide(

@@ -55,3 +55,29 @@ def test_a_client_pushes_runs_pages_and_labels(isolated_database, new_session, m
         assert [e["field"] for e in refused.value.problem["errors"]] == ["items[0].prompt"]
     with pytest.raises(ValueError, match="PCF_API_URL"):
         Client()
+
+
+def test_a_client_escalates_reports_plans_claims_and_assigns(demo_engine, new_session):
+    with new_session() as session:
+        save_member("lead@example.org", "admin", session=session, added_by="test")
+        secret = create_token("lead@example.org", "admin", session=session, actor=operator())
+        session.commit()
+    with TestClient(standalone(), base_url="http://127.0.0.1/api/v1") as http:
+        client = Client(token=secret.secret, http=http)
+        escalated = client.escalate("demo-pcf", alpha=0.3, signal="margin", queue=True)
+        assert escalated["queued"]
+        plan, version = client.plan("demo")
+        assert plan["escalated"] == escalated["escalated"]
+        assert client.report("demo-pcf")["title"] == "PCF report: demo-pcf"
+        assert client.report("demo-pcf", kind="md").startswith("# PCF report: demo-pcf")
+        changed, newer = client.set_plan("demo", version, labels_per_item=2)
+        assert (changed["labels_per_item"], newer != version) == (2, True)
+        with pytest.raises(ApiError) as stale:
+            client.set_plan("demo", version, labels_per_item=3)
+        assert stale.value.status == 412
+        first = client.next_item("demo")
+        assert first is not None
+        assert client.next_item("demo")["item_id"] == first["item_id"]  # held for me
+        assigned = client.assign("demo", "lead@example.org", first=2)["assigned"]
+        assert len(assigned) == 2
+        assert client.assign("demo", "lead@example.org", remove=True)["removed"] == 2

@@ -7,10 +7,11 @@ import json
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pcf.choices import RULES
-from pcf.decisions import aggregate, aggregate_file
+from pcf.decisions import _num, _nums, aggregate, aggregate_file
 from pcf.errors import DataError
 from pcf.items import Candidate, Item, load_dataset
 from pcf.judgments import INVALID_JUDGMENT, Judgment, read_judgments
@@ -145,3 +146,17 @@ def test_the_judgments_files_problems_come_before_the_items_files(tmp_path):
     with pytest.raises(DataError, match=f"{path}:{len(calls) + 1}: item_id: missing") as found:
         streamed(path, items)
     assert str(items) not in str(found.value)
+
+
+def test_metrics_are_rounded_alike_whether_one_at_a_time_or_a_whole_array_at_once():
+    rng = np.random.default_rng(0)
+    values = np.concatenate(
+        [rng.normal(size=400), [np.nan, -0.0, 0.0, 0.1234565, 2.5e-7, -2.5e-7, 1 / 3, np.inf]]
+    )
+    values = np.concatenate([values, rng.choice(values, 200)]).reshape(-1, 4)
+    rounded = _nums(values)
+    assert rounded == [[_num(v) for v in row] for row in values]
+    assert [type(v) for v in rounded[100]] == [type(_num(v)) for v in values[100]]
+    assert _nums(values.astype(np.float32)) == [
+        [_num(v) for v in row] for row in values.astype(np.float32)
+    ]

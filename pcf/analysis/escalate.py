@@ -25,6 +25,9 @@ LABELS = ("gold", "humans")
 others held out, to check), or the human gold of the labelling plan's random calibration share
 (:func:`pcf.labelling.plan.calibration_items`; other human gold is not a random sample)."""
 GOLD_SHARE = 0.5
+SMALLEST_RISK = 1e-6
+"""The smallest ``alpha`` and ``delta`` taken: smaller ones would need more calibration items
+than a dataset holds (a million for alpha 1e-6 alone)."""
 
 
 def threshold(
@@ -113,11 +116,13 @@ def escalate(
     labelled in full. An item without a winner is always escalated.
 
     Raises:
-        ValueError: an unknown signal or labels, no calibration share or a share not labelled
-            in full, or too few items.
+        ValueError: an unknown signal or labels, alpha or delta out of range, no calibration
+            share or a share not labelled in full, or too few items.
     """
     if signal not in SIGNALS or labels not in LABELS:
         raise ValueError(f"choose a signal of {', '.join(SIGNALS)}, labels of {', '.join(LABELS)}")
+    if not (SMALLEST_RISK <= alpha < 1 and SMALLEST_RISK <= delta < 1):
+        raise ValueError(f"alpha and delta must be {SMALLEST_RISK:g} or more, and below 1")
     table = stored_analysis(run, session=session).table
     keys = list(table["item_id"])
     covered, note = _covered(run, keys)

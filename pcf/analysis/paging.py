@@ -50,7 +50,7 @@ def decision_page(
         for taken, record in enumerate(records[skip:], start=skip + 1):
             if flag is None or flag in record["flags"]:
                 page.append(record)
-            if len(page) == limit:
-                return page, f"{first}.{taken}"
+            if len(page) == limit:  # a chunk taken whole: the next page starts at the next
+                return page, f"{first + CHUNK}.0" if taken == CHUNK else f"{first}.{taken}"
         skip = 0
     return page, None

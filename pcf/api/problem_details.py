@@ -18,13 +18,18 @@ from starlette.routing import Match
 
 from pcf.access import AccessDeniedError
 from pcf.errors import DataError
+from pcf.labelling.plan import PlanChangedError
 from pcf.labelling.tokens import TokenError
 from pcf.runs.manage import CostCapError, DatasetConflictError, RunBusyError, RunConflictError
 from pcf.runs.submitted import IdempotencyConflictError
 from pcf.store import SchemaError, database_url, storage_problem
 
 PROBLEM_JSON = "application/problem+json"
-HEADER_FIELDS = {"idempotency-key": "Idempotency-Key", "authorization": "Authorization"}
+HEADER_FIELDS = {
+    "idempotency-key": "Idempotency-Key",
+    "authorization": "Authorization",
+    "if-match": "If-Match",
+}
 
 
 class FieldError(BaseModel):
@@ -86,6 +91,9 @@ def _invalid(request: Request, exc: Exception) -> JSONResponse:
         return problem(request, 400, detail)
     named = [{"field": field_name(tuple(e["loc"])), "detail": e["msg"]} for e in errors]
     shown = "; ".join(f"{e['field']}: {e['detail']}" for e in named[:5])
+    if any(e["type"] == "missing" and field_name(tuple(e["loc"])) == "If-Match" for e in errors):
+        detail = f"nothing was done: send If-Match with the ETag a GET gave ({shown})"
+        return problem(request, 428, detail, errors=named)  # RFC 6585: Precondition Required
     return problem(request, 422, f"nothing was done: {shown}", errors=named)
 
 
@@ -145,6 +153,7 @@ def add_problem_handlers(api: FastAPI) -> None:
     api.add_exception_handler(TokenError, _status(401))
     api.add_exception_handler(AccessDeniedError, _status(403))
     api.add_exception_handler(NotFoundError, _status(404))
+    api.add_exception_handler(PlanChangedError, _status(412))
     conflicts = (IdempotencyConflictError, RunConflictError, RunBusyError, CostCapError)
     for conflict in (*conflicts, DatasetConflictError):
         api.add_exception_handler(conflict, _status(409))

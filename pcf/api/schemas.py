@@ -4,13 +4,15 @@ them): requests refuse unknown fields and values of the wrong type, naming the f
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from pcf.analysis.escalate import SMALLEST_RISK
 from pcf.analysis.gate import MAX_FAILED, MIN_ITEMS
 from pcf.analysis.paging import MAX_PAGE
 from pcf.choices import SIMULATED_MODEL
+from pcf.labelling.plan import MAX_GUIDELINES_CHARS, MAX_LABELS_PER_ITEM
 
 
 def _no_bool(value: object) -> object:
@@ -208,3 +210,101 @@ class LabelRecords(BaseModel):
 
 class GoldOut(BaseModel):
     gold: list[dict[str, Any]]
+
+
+class EscalateIn(Strict):
+    """``pcf escalate``'s options: ``queue`` sends the escalated items to the labelling queue."""
+
+    alpha: Annotated[float, Field(ge=SMALLEST_RISK, lt=1), NO_BOOL] = 0.1
+    delta: Annotated[float, Field(ge=SMALLEST_RISK, lt=1), NO_BOOL] = 0.1
+    signal: Literal["top_agreement", "margin", "calibrated"] = "top_agreement"
+    calibration_labels: Literal["gold", "humans"] = "gold"
+    queue: bool = False
+
+
+class EscalateOut(BaseModel):
+    """``pcf escalate``'s JSON (its figures beside these fields), and whether it was queued."""
+
+    model_config = ConfigDict(extra="allow", ser_json_inf_nan="null")
+
+    run: str
+    signal: str
+    alpha: float
+    delta: float
+    threshold: float | None
+    decided: list[str]
+    escalated: list[str]
+    queued: bool
+
+
+class ReportOut(BaseModel):
+    """``report.json``: every table of the report as records, and what each table is."""
+
+    title: str
+    simulated: bool
+    tables: dict[str, list[dict[str, Any]]]
+    about: dict[str, list[dict[str, Any]]]
+
+
+class PlanOut(BaseModel):
+    """A dataset's labelling plan (``escalated``: the items ``pcf escalate --queue`` sent)."""
+
+    labels_per_item: int
+    adaptive: bool
+    gold_rule: str
+    guidelines: str
+    calibration_share: float
+    escalated: list[str]
+
+
+class PlanIn(Strict):
+    """``pcf labelling set``'s settings; a field left out stays as it is."""
+
+    labels_per_item: Annotated[int, Field(ge=1, le=MAX_LABELS_PER_ITEM), NO_BOOL] | None = None
+    adaptive: bool | None = None
+    gold_rule: Literal["unanimous", "majority", "dawid_skene"] | None = None
+    guidelines: Annotated[str, Field(max_length=MAX_GUIDELINES_CHARS)] | None = None
+    calibration_share: Share | None = None
+
+
+class ClaimIn(Strict):
+    """Whose doubt orders the queue (a run of the dataset; none: the dataset's order), and
+    items to serve last (skipped before)."""
+
+    run: Name | None = None
+    skip: Annotated[list[Text], Field(max_length=MAX_PAGE)] = []
+
+
+class QueuedItem(BaseModel):
+    """An item held for the caller: its candidates in the order shown to them (no gold)."""
+
+    item_id: str
+    prompt: str
+    candidates: list[dict[str, str]]
+    held_until: datetime
+
+
+class ClaimOut(BaseModel):
+    """The caller's next item (null when their queue is empty), and how many items their
+    queue holds with it."""
+
+    item: QueuedItem | None
+    queue: int
+
+
+class AssignIn(Strict):
+    """``pcf labels assign``: give ``to`` the ``items`` named, else the ``first`` N (or the
+    ``share`` of the dataset's) items in file order nobody has or labelled; ``remove`` takes
+    back every item assigned to ``to`` instead."""
+
+    to: Name
+    items: Annotated[list[Text], Field(max_length=MAX_PAGE)] = []
+    first: Annotated[int, Field(ge=0), NO_BOOL] = 0
+    share: Share = 0.0
+    remove: bool = False
+
+
+class AssignOut(BaseModel):
+    to: str
+    assigned: list[str]
+    removed: int

@@ -4,7 +4,9 @@ doubt, and the escalated items sent next."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import hashlib
+import json
+from dataclasses import asdict, dataclass, fields
 
 from sqlmodel import Session
 
@@ -16,6 +18,7 @@ from pcf.store import (
     add_audit_event,
     get_plan,
     item_positions,
+    lock_plan,
     save_plan,
 )
 
@@ -23,6 +26,10 @@ GOLD_RULES = ("unanimous", "majority", "dawid_skene")
 """How unresolved items' labels become gold (:mod:`pcf.labelling.human_gold`)."""
 MAX_LABELS_PER_ITEM = 10
 MAX_GUIDELINES_CHARS = 100_000
+
+
+class PlanChangedError(Exception):
+    """The plan changed since the version a change was made on (HTTP 412)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,13 @@ class Plan:
     guidelines: str = ""
     calibration_share: float = 0.0
     escalated: tuple[str, ...] = ()
+
+    @property
+    def version(self) -> str:
+        """A digest of the plan's content: equal for equal plans, other after any change (the
+        HTTP API's ETag)."""
+        text = json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def labelling_plan(dataset_id: int, *, session: Session) -> Plan:
@@ -73,16 +87,27 @@ def set_plan(
     gold_rule: str | None = None,
     guidelines: str | None = None,
     calibration_share: float | None = None,
+    if_version: str | None = None,
 ) -> Plan:
-    """Change the dataset's plan (what is None stays as it is).
+    """Change the dataset's plan (what is None stays as it is); with ``if_version``, only if
+    the plan's :attr:`Plan.version` is still that one.
 
     Raises:
         ValueError: no such dataset, or a value out of range (guidelines: too long or with NUL).
+        PlanChangedError: the plan is no longer at ``if_version``.
     """
     actor = authorize(actor, Permission.PLAN_LABELLING, session=session)
     dataset = session.get(Dataset, dataset_id)
     if dataset is None:
         raise ValueError(f"no dataset with id {dataset_id}")
+    if if_version is not None:
+        lock_plan(dataset_id, session=session)  # then read: a change at once waits for this one
+        current = labelling_plan(dataset_id, session=session).version
+        if current != if_version:
+            raise PlanChangedError(
+                f"the plan of {dataset.name!r} changed since version {if_version} (it is at "
+                f"{current} now); read it again and make the change on it"
+            )
     if labels_per_item is not None and not 1 <= labels_per_item <= MAX_LABELS_PER_ITEM:
         raise ValueError(f"labels per item must be 1 to {MAX_LABELS_PER_ITEM}")
     if gold_rule is not None and gold_rule not in GOLD_RULES:

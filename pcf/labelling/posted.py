@@ -1,28 +1,42 @@
 """Labels posted in bulk by a client (the HTTP API), each under the client's own label id so
-that posting it again saves nothing twice, and the labels and gold a client reads back."""
+that posting it again saves nothing twice, the labels and gold a client reads back, and the
+next item of a client's queue (the Label page's queue and reservations)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
+import pandas as pd
 from sqlmodel import Session
 
 from pcf.access import Actor, Permission, authorize
 from pcf.errors import DataError, Problem
 from pcf.items import RESERVED_CANDIDATE_IDS
+from pcf.labelling.adjudications import (
+    adjudication_queue,
+    display_order,
+    item_index,
+    with_priority,
+)
 from pcf.labelling.exports import gold_records
+from pcf.labelling.human_gold import needs_more_labels
 from pcf.labelling.labels import ItemFullError, save_label
 from pcf.labelling.plan import labelling_plan
+from pcf.labelling.queue import RESERVATION, claim_next, labels_wanted
 from pcf.store import (
     Dataset,
     add_posted_label,
     adjudication_records,
+    current_labels,
     get_dataset,
     items_named,
     latest_label,
+    load_item,
     lock_item,
     posted_labels,
+    utc_now,
 )
 
 
@@ -116,3 +130,52 @@ def gold(name: str, *, session: Session, actor: Actor) -> list[dict[str, Any]]:
     """The human gold of dataset ``name``, as ``pcf gold export`` writes it."""
     authorize(actor, Permission.SEE_RESULTS, session=session)
     return gold_records(_dataset(name, session=session).id, session=session)
+
+
+def next_item(
+    name: str,
+    *,
+    session: Session,
+    actor: Actor,
+    table: pd.DataFrame | None = None,
+    skip: Collection[str] = (),
+) -> tuple[dict[str, Any] | None, int]:
+    """Hold ``actor``'s next item of dataset ``name`` for them, as the Label page does: most
+    doubtful first by a run's decision ``table`` (None: in file order), the plan's calibration
+    share and escalated items first, ``skip``-ped items last. The item (its candidates in the
+    order shown to ``actor``, no gold; ``held_until`` when the hold ends) or None when the
+    queue is empty, and how many items the queue holds.
+
+    Raises:
+        ValueError: no such dataset, or an item of ``skip`` that is not in it.
+    """
+    dataset = _dataset(name, session=session)
+    items = item_index(dataset.id, session=session)
+    if table is not None:
+        items = with_priority(items, table)
+    db_ids = dict(zip(items["item_id"], items["db_id"], strict=True))
+    if unknown := sorted(set(skip) - db_ids.keys()):
+        raise ValueError(f"skip: no item {', '.join(unknown[:5])} in dataset {name!r}")
+    plan = labelling_plan(dataset.id, session=session)
+    doubtful = set(db_ids)
+    if plan.adaptive:
+        doubtful = needs_more_labels(table, current_labels(dataset.id, session=session))
+    order = [(key, int(db_ids[key])) for key in adjudication_queue(items, (), list(skip))]
+    now = utc_now()
+    claim = claim_next(
+        dataset.id,
+        order,
+        session=session,
+        actor=actor,
+        wanted=labels_wanted(plan, list(db_ids), doubtful),
+        skip=skip,
+        now=now,
+    )
+    if claim is None:
+        return None, 0
+    item = load_item(claim.item_db_id, session=session)
+    assert item is not None  # items are never deleted
+    texts = dict(zip(item.candidate_ids, (c.text for c in item.candidates), strict=True))
+    shown = [{"id": c, "text": texts[c]} for c in display_order(item, actor.identity)]
+    held = {"item_id": item.item_id, "prompt": item.prompt, "candidates": shown}
+    return held | {"held_until": now + RESERVATION}, len(claim.queue)

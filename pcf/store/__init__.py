@@ -127,6 +127,7 @@ from pcf.store.people import latest_label as latest_label
 from pcf.store.people import list_members as list_members
 from pcf.store.people import local_member as local_member
 from pcf.store.people import lock_item as lock_item
+from pcf.store.people import lock_plan as lock_plan
 from pcf.store.people import release_item as release_item
 from pcf.store.people import resolutions as resolutions
 from pcf.store.people import save_member as save_member

@@ -157,17 +157,12 @@ ITEM_CHUNK = 500  # items read at once when a whole dataset is gone through
 
 
 def _items_where(condition: Any, *, session: Session, texts: bool = True) -> list[Item]:
-    """The items matching ``condition`` in file order (texts left empty without ``texts``)."""
-    candidates: dict[int, list[Candidate]] = defaultdict(list)
-    text = CandidateRow.text if texts else literal("")
-    candidate_rows = session.exec(
-        select(CandidateRow.item_id, CandidateRow.candidate_key, text)
-        .join(ItemRow, col(ItemRow.id) == CandidateRow.item_id)
-        .where(condition)
-        .order_by(col(CandidateRow.item_id), col(CandidateRow.position))
-    )
-    for item_id, key, text in candidate_rows:
-        candidates[item_id].append(Candidate(key, text))
+    """The items matching ``condition`` in file order (texts left empty without ``texts``).
+
+    The items are read before their candidates: outside a write, each statement sees the
+    database as it is then, and an item is committed with its candidates, so every item read
+    finds them (read the other way round, items committed in between came without any).
+    """
     item_rows = session.exec(
         select(  # type: ignore[call-overload]  # SQLModel types select() up to 4 columns
             ItemRow.id,
@@ -179,7 +174,17 @@ def _items_where(condition: Any, *, session: Session, texts: bool = True) -> lis
         )
         .where(condition)
         .order_by(col(ItemRow.position))
+    ).all()
+    candidates: dict[int, list[Candidate]] = defaultdict(list)
+    text = CandidateRow.text if texts else literal("")
+    candidate_rows = session.exec(
+        select(CandidateRow.item_id, CandidateRow.candidate_key, text)
+        .join(ItemRow, col(ItemRow.id) == CandidateRow.item_id)
+        .where(condition)
+        .order_by(col(CandidateRow.item_id), col(CandidateRow.position))
     )
+    for item_id, key, text in candidate_rows:
+        candidates[item_id].append(Candidate(key, text))
     return [
         Item(key, prompt, tuple(candidates[db_id]), gold, bucket, {**metadata, "db_id": db_id})
         for db_id, key, prompt, gold, bucket, metadata in item_rows

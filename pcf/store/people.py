@@ -29,6 +29,7 @@ from pcf.store.models import (
     AuditEvent,
     CandidateRow,
     Comment,
+    Dataset,
     ItemHold,
     ItemRow,
     LabellingPlan,
@@ -342,14 +343,27 @@ def lock_item(item_db_id: int, *, session: Session) -> None:
     PostgreSQL locks the item's row (``FOR UPDATE``); SQLite takes its write lock now (``BEGIN
     IMMEDIATE``: Python's sqlite3 would open the transaction at the first write, after the reads).
     """
+    if not _sqlite_write_lock(session):
+        session.exec(select(ItemRow.id).where(ItemRow.id == item_db_id).with_for_update()).first()
+
+
+def lock_plan(dataset_id: int, *, session: Session) -> None:
+    """Make the transaction the only one changing the dataset's labelling plan until it commits
+    (its dataset's row on PostgreSQL, the write lock on SQLite, as :func:`lock_item`)."""
+    if not _sqlite_write_lock(session):
+        session.exec(select(Dataset.id).where(Dataset.id == dataset_id).with_for_update()).first()
+
+
+def _sqlite_write_lock(session: Session) -> bool:
+    """On SQLite, take the write lock now and say True; elsewhere False."""
     connection = session.connection()
-    if connection.dialect.name == "sqlite":
-        driver = connection.connection.driver_connection
-        assert driver is not None  # a connection checked out of the pool has its driver's
-        if not driver.in_transaction:
-            driver.execute("BEGIN IMMEDIATE")
-        return
-    session.exec(select(ItemRow.id).where(ItemRow.id == item_db_id).with_for_update()).first()
+    if connection.dialect.name != "sqlite":
+        return False
+    driver = connection.connection.driver_connection
+    assert driver is not None  # a connection checked out of the pool has its driver's
+    if not driver.in_transaction:
+        driver.execute("BEGIN IMMEDIATE")
+    return True
 
 
 def hold_item(item_db_id: int, annotator: str, *, session: Session, until: datetime) -> None:

@@ -70,6 +70,9 @@ def test_pcf_escalate_splits_the_demo_and_refuses_a_sample_too_small(demo_engine
     assert small.exit_code == 2
     assert "26 calibration items with gold answers" in small.output
     assert "need at least 45" in small.output
+    tiny = runner.invoke(app, ["escalate", "demo-pcf", "--alpha", "5e-324"])  # once a crash
+    assert tiny.exit_code == 2
+    assert "alpha and delta must be 1e-06 or more" in tiny.output
 
 
 def label_every_item_with_its_gold(session: Session) -> None:
@@ -98,6 +101,9 @@ def test_human_calibration_needs_the_plans_random_share_and_uses_only_its_gold(d
         small.output
     )
     assert "need at least 45" in small.output
+    tiny = runner.invoke(app, ["escalate", "demo-pcf", "--alpha", "5e-324"])  # once a crash
+    assert tiny.exit_code == 2
+    assert "alpha and delta must be 1e-06 or more" in tiny.output
 
 
 def test_pcf_escalate_queue_serves_the_escalated_items_first(db):

@@ -5,6 +5,7 @@ refused; past its rate a token waits (429 + Retry-After)."""
 from __future__ import annotations
 
 import itertools
+import re
 from datetime import timedelta
 
 import pytest
@@ -28,9 +29,16 @@ ROUTES = [
     ("GET", "/runs/demo-pcf/judgments", Permission.SEE_RESULTS, None),
     ("POST", "/runs/demo-pcf/check", Permission.SEE_RESULTS, {"max_order_unstable": 1}),
     ("POST", "/runs/demo-pcf/cancel", Permission.RUN, None),
+    ("POST", "/runs/demo-pcf/escalate", Permission.SEE_RESULTS, {}),
+    ("POST", "/runs/demo-pcf/escalate", Permission.RESOLVE, {"queue": True}),
+    ("GET", "/runs/demo-pcf/report", Permission.SEE_RESULTS, None),
     ("POST", "/datasets/demo/labels", Permission.LABEL, None),
     ("GET", "/datasets/demo/labels", Permission.SEE_RESULTS, None),
     ("GET", "/datasets/demo/gold", Permission.SEE_RESULTS, None),
+    ("GET", "/datasets/demo/plan", None, None),
+    ("PUT", "/datasets/demo/plan", Permission.PLAN_LABELLING, {"labels_per_item": 1}),
+    ("POST", "/datasets/demo/queue/next", Permission.LABEL, {"run": "demo-pcf"}),
+    ("POST", "/datasets/demo/assignments", Permission.ASSIGN, None),
 ]
 pytestmark = pytest.mark.db
 
@@ -43,9 +51,12 @@ def test_each_route_allows_the_scope_capped_by_the_role_and_nothing_more(
         headers = token(email, role.value, scope.value)
         rights = SCOPE_GRANTS[scope] & GRANTS[role]
         label = {"label_id": email, "item_id": "demo-040", "answer": "none_correct"}
+        bodies = {"/labels": {"labels": [label]}, "/assignments": {"to": email, "first": 1}}
+        extras = {"/runs": {"Idempotency-Key": email}, "/plan": {"If-Match": '"stale"'}}
         for method, path, permission, given in ROUTES:
-            body = {"labels": [label]} if path.endswith("/labels") and method == "POST" else given
-            extra = {"Idempotency-Key": email} if path == "/runs" else {}
+            ending = path[path.rfind("/") :]
+            body = bodies.get(ending, given) if method == "POST" else given
+            extra = extras.get(ending, {})
             answer = client.request(method, f"/api/v1{path}", headers=headers | extra, json=body)
             allowed = permission is None or permission in rights
             where = f"{role} {scope} {method} {path}: {answer.status_code} {answer.text[:300]}"
@@ -58,6 +69,18 @@ def test_each_route_allows_the_scope_capped_by_the_role_and_nothing_more(
                 assert answer.json()["detail"]
         assert client.request("GET", "/api/v1/me", headers=headers).json()["role"] == role
     wait_for_run(client, token("admin@example.org"))
+
+
+def test_the_matrix_holds_every_route_of_the_api(client):
+    """A route added without a row above fails here (``/health`` needs no token: below)."""
+    documented = {
+        (method.upper(), path)
+        for path, methods in client.get("/api/v1/openapi.json").json()["paths"].items()
+        for method in methods
+    }
+    template = re.compile(r"^/(runs|datasets)/(?!estimate$)[^/]+")
+    matrix = {(method, template.sub(r"/\1/{name}", path)) for method, path, _, _ in ROUTES}
+    assert documented - {("GET", "/health")} == matrix
 
 
 def wait_for_run(client, headers) -> None:
