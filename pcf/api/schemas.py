@@ -133,7 +133,7 @@ class RunStatusOut(BaseModel):
     done: int | None
     total: int | None
     error: str | None
-    calls_made: int | None
+    attempts: int | None = Field(description="requests sent to the judge, retries included")
     cache_hits: int | None
     failures: int | None
     cost_usd: float | None

@@ -69,7 +69,7 @@ def test_a_pipeline_pushes_runs_pages_labels_and_checks(
             time.sleep(0.2)
         assert status["status"] == "finished", status
         calls = session.scalar(select(func.count()).select_from(Call))
-        assert calls == status["calls_made"] == 120 * 3  # one set of calls
+        assert calls == status["attempts"] == 120 * 3  # one set of calls
 
         paged, cursor = [], None
         while True:

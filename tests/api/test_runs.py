@@ -37,7 +37,7 @@ def test_a_restarted_server_resumes_the_runs_it_accepted_but_not_cancelled_ones(
             if status["status"] not in ("starting", "pending", "running"):
                 break
         assert status["status"] == "finished", status
-        assert status["calls_made"] + status["cache_hits"] == 3
+        assert status["attempts"] + status["cache_hits"] == 3
         assert client.get("/runs/cancelled", headers=headers).json()["status"] == "starting"
     with new_session() as session:
         assert get_run("cancelled", session=session) is None
