@@ -159,7 +159,7 @@ def file_bytes(database: Path) -> int:
 def stored_calls(summary: Path) -> int:
     """Calls a ``pcf judge`` invocation stored (made and cache hits), from its summary."""
     invocation = json.loads(summary.read_text())["this_invocation"]
-    return invocation["calls_made"] + invocation["cache_hits"]
+    return invocation["attempts"] + invocation["cache_hits"]
 
 
 def judge_steps(folder: Path, database: Path, items: Path, dataset: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import pytest
 
 from pcf.analysis import paging
 from pcf.analysis.paging import decision_page
-from pcf.analysis.results import run_decisions
+from pcf.analysis.results import decision_chunks
 from pcf.store import get_run
 
 
@@ -34,7 +34,7 @@ def test_pages_of_any_size_are_the_export_and_whole_chunks_are_decided_once(db, 
 
     monkeypatch.setattr(paging, "decision_chunks", counted)
     run = get_run("demo-pcf", session=db)
-    exported = run_decisions(run, session=db)
+    exported = [record for chunk in decision_chunks(run, session=db) for record in chunk]
     assert len(exported) > 30
     for limit in (1, 7, 10, 1000):
         assert all_pages(run, db, limit)[0] == exported, limit
