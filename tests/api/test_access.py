@@ -15,6 +15,8 @@ from pcf.labelling.tokens import SCOPE_GRANTS, Scope
 from pcf.store import ApiToken, save_member, utc_now
 
 RUN = {"dataset": "demo", "name": "matrix", "k": 1, "limit": 1}
+HOOK = {"url": "https://hooks.invalid/pcf", "events": ["gold.changed"]}
+"""A webhook for an event the matrix never causes (no resolution): nothing is ever sent."""
 ROUTES = [
     ("GET", "/me", None, None),
     ("GET", "/datasets", None, None),
@@ -31,13 +33,20 @@ ROUTES = [
     ("POST", "/datasets/demo/labels", Permission.LABEL, None),
     ("GET", "/datasets/demo/labels", Permission.SEE_RESULTS, None),
     ("GET", "/datasets/demo/gold", Permission.SEE_RESULTS, None),
+    ("POST", "/webhooks", Permission.MANAGE_WEBHOOKS, HOOK),
+    ("GET", "/webhooks", Permission.MANAGE_WEBHOOKS, None),
+    ("GET", "/webhooks/1", Permission.MANAGE_WEBHOOKS, None),
+    ("GET", "/webhooks/1/deliveries", Permission.MANAGE_WEBHOOKS, None),
+    ("POST", "/webhooks/1/deliveries/1/redeliver", Permission.MANAGE_WEBHOOKS, None),
+    ("DELETE", "/webhooks/2", Permission.MANAGE_WEBHOOKS, None),
 ]
 pytestmark = pytest.mark.db
 
 
 def test_each_route_allows_the_scope_capped_by_the_role_and_nothing_more(
-    demo_engine, client, token
+    demo_engine, client, token, monkeypatch
 ):
+    monkeypatch.setenv("PCF_WEBHOOK_HOSTS", "hooks.invalid")
     for role, scope in itertools.product(Role, Scope):
         email = f"{role.value}-{scope.value}@example.org"
         headers = token(email, role.value, scope.value)
