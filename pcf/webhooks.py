@@ -43,6 +43,7 @@ from pcf.store import (
     record_attempt,
     redeliver,
     session_scope,
+    storage_problem,
     utc_now,
     webhook_deliveries,
 )
@@ -271,7 +272,7 @@ class Sender:
 
     def __init__(self, engine: Engine, *, poll_s: float | None = None) -> None:
         self.engine = engine
-        self.poll_s = poll_s or float(os.environ.get(POLL_ENV) or POLL_S)
+        self.poll_s = poll_s or float(os.environ.get(POLL_ENV) or POLL_S) or POLL_S
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="webhook-sender", daemon=True)
 
@@ -288,9 +289,20 @@ class Sender:
             try:
                 while deliver_due(self.engine) and not self.stopping.is_set():
                     pass
-            except Exception:
-                logger.exception("webhook sender: this round failed; trying again")
+            except Exception as exc:
+                problem = storage_problem(exc, self.engine.url.render_as_string())
+                if problem is None:
+                    logger.exception("webhook sender: this round failed; trying again")
+                else:
+                    logger.warning("webhook sender: the database cannot be used: %s", problem)
             self.stopping.wait(self.poll_s)
+
+
+def server_sender(engine: Engine) -> Sender | None:
+    """The API server's sender, started; None when ``PCF_WEBHOOK_POLL_S`` is 0 (the operator
+    runs ``pcf webhooks deliver --watch`` instead, e.g. one sender for several servers)."""
+    poll_s = float(os.environ.get(POLL_ENV) or POLL_S)
+    return Sender(engine, poll_s=poll_s).start() if poll_s > 0 else None
 
 
 def webhook_record(hook: Webhook) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from pcf.api.problem_details import add_problem_handlers, problem
 from pcf.api.routes import ERRORS, PREFIX, router
 from pcf.runs.submitted import resume_runs
 from pcf.store import SchemaError, database_url, get_engine, storage_problem
-from pcf.webhooks import Sender
+from pcf.webhooks import server_sender
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ async def resuming(_app: Any) -> AsyncIterator[None]:
     sender = None
     try:
         resume_runs(get_engine())
-        sender = Sender(get_engine()).start()
+        sender = server_sender(get_engine())
     except Exception as exc:
         problem = exc if isinstance(exc, SchemaError) else storage_problem(exc, database_url())
         if problem is None:

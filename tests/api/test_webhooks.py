@@ -43,7 +43,8 @@ def test_webhooks_are_made_listed_redelivered_and_deleted_and_off_list_urls_refu
         assert made["events"] == ["label.created"]
         listed = api.webhooks()
         assert [w["id"] for w in listed] == [made["id"]]
-        assert "secret" not in listed[0] and "secret" not in api.webhook(made["id"])
+        assert "secret" not in listed[0]
+        assert "secret" not in api.webhook(made["id"])
         api.post_labels(
             "demo", [{"label_id": "l1", "item_id": "demo-010", "answer": "none_correct"}]
         )
