@@ -19,7 +19,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 import httpx
@@ -50,7 +50,7 @@ from pcf.store import (
 
 logger = logging.getLogger(__name__)
 
-EVENTS = (
+Event = Literal[
     "run.finished",
     "run.capped",
     "run.failed",
@@ -58,7 +58,8 @@ EVENTS = (
     "label.created",
     "item.resolved",
     "gold.changed",
-)
+]
+EVENTS: tuple[str, ...] = get_args(Event)
 HOSTS_ENV = "PCF_WEBHOOK_HOSTS"
 RETRY_SCHEDULE_S = (10, 60, 600, 3600, 21600)
 """The waits before each retry after a failed first attempt: 10 s, 1 min, 10 min, 1 h, 6 h

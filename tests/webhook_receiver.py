@@ -33,14 +33,14 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
+                with receiver.arrived:  # recorded before the answer: a sender that has it sees it
+                    receiver.received.append(Received(dict(self.headers.items()), body))
+                    receiver.arrived.notify_all()
                 self.send_response(receiver.status)
                 for name, value in receiver.headers.items():
                     self.send_header(name, value)
                 self.send_header("content-length", "0")
                 self.end_headers()
-                with receiver.arrived:
-                    receiver.received.append(Received(dict(self.headers.items()), body))
-                    receiver.arrived.notify_all()
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -5,7 +5,7 @@ token (``admin`` scope, ``admin`` role) may use them."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -16,7 +16,9 @@ from pcf.api.problem_details import NotFoundError
 from pcf.labelling.tokens import TokenUser
 from pcf.store import WebhookDelivery, get_engine, session_scope
 from pcf.webhooks import (
+    EVENTS,
     DeliveryLog,
+    Event,
     check_url,
     create_webhook,
     deliveries,
@@ -30,15 +32,6 @@ from pcf.webhooks import (
 router = APIRouter(tags=["webhooks"])
 Admin = Annotated[TokenUser, Depends(caller(Permission.MANAGE_WEBHOOKS))]
 WebhookId = Annotated[int, Path(ge=1, le=2**31 - 1)]
-Event = Literal[
-    "run.finished",
-    "run.capped",
-    "run.failed",
-    "batch.collected",
-    "label.created",
-    "item.resolved",
-    "gold.changed",
-]
 
 
 class WebhookIn(BaseModel):
@@ -47,7 +40,7 @@ class WebhookIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str = Field(max_length=2000)
-    events: list[Event] = Field(min_length=1, max_length=len(Event.__args__))  # type: ignore[attr-defined]
+    events: list[Event] = Field(min_length=1, max_length=len(EVENTS))
 
     @field_validator("url")
     @classmethod
