@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import timedelta
 
 import pytest
 from sqlmodel import select
@@ -23,10 +24,14 @@ from pcf.runs.spec import RunSpec
 from pcf.store import (
     WebhookAttempt,
     WebhookDelivery,
+    claim_due_deliveries,
     get_dataset,
     item_db_ids,
+    queue_event,
     session_scope,
+    utc_now,
 )
+from pcf.store.webhooks import CLAIM_S
 from pcf.webhooks import (
     EVENTS,
     WebhookURLError,
@@ -176,3 +181,25 @@ def test_no_host_the_operator_did_not_name_and_no_redirect_followed(demo_engine,
     assert ["redirected to http://elsewhere" in a.error for a in attempts] == [True, True, False]
     assert attempts[-1].status is None
     assert "not on the operator's allow-list" in attempts[-1].error
+
+
+def test_a_delivery_taken_by_a_sender_is_not_taken_twice_until_its_claim_runs_out(
+    demo_engine, monkeypatch
+):
+    """A delivery one sender took is not taken by another (the claim is a conditional UPDATE)
+    until its claim runs out: a sender killed while sending leaves it to be sent again then
+    (at least once, never lost)."""
+    monkeypatch.setenv("PCF_WEBHOOK_HOSTS", "hooks.invalid")
+    subscribe(demo_engine, "https://hooks.invalid/pcf", ["run.failed"])
+    with session_scope(demo_engine) as session:
+        queue_event("run.failed", {"run": "r"}, session=session)
+    now = utc_now()
+    with session_scope(demo_engine) as session:
+        taken = claim_due_deliveries(session=session, now=now)
+    with session_scope(demo_engine) as session:
+        assert claim_due_deliveries(session=session, now=now) == []
+        later = now + timedelta(seconds=CLAIM_S - 1)
+        assert claim_due_deliveries(session=session, now=later) == []
+    with session_scope(demo_engine) as session:
+        expired = now + timedelta(seconds=CLAIM_S)
+        assert claim_due_deliveries(session=session, now=expired) == taken != []
