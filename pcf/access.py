@@ -42,6 +42,7 @@ class Permission(StrEnum):
     READ_AUDIT = "read the audit log"
     PLAN_LABELLING = "set a dataset's labelling plan"
     ASSIGN = "assign items to annotators"
+    MANAGE_WEBHOOKS = "manage webhooks"
 
 
 GRANTS: dict[Role, frozenset[Permission]] = {

@@ -1456,6 +1456,40 @@ def tokens_revoke(
     typer.echo(f"revoked token {token_id}", err=True)
 
 
+webhooks_app = group("webhooks", "Webhooks: send the events queued for the API's subscriptions.")
+
+
+@webhooks_app.command("deliver")
+def webhooks_deliver(
+    watch: Annotated[
+        bool,
+        typer.Option(help="Keep sending every PCF_WEBHOOK_POLL_S seconds until interrupted."),
+    ] = False,
+) -> None:
+    """Send the webhook deliveries due now (each attempt logged, retried later on failure), for
+    a pipeline with no API server running (the server sends them itself).
+
+    Example: pcf webhooks deliver
+    """
+    from pcf.connectors.webhook_sender import Sender, deliver_due
+    from pcf.store import get_engine
+
+    with storage_errors():
+        engine = get_engine()
+        if not watch:
+            sent = 0
+            while made := deliver_due(engine):
+                sent += made
+            typer.echo(f"{sent} attempt(s) made", err=True)
+            return
+    sender = Sender(engine).start()
+    try:
+        while sender.thread.is_alive():
+            sender.thread.join(1.0)
+    except KeyboardInterrupt:
+        sender.stop()
+
+
 @app.command("api")
 def api_command(
     host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",

@@ -196,3 +196,29 @@ class Client:
         (or ``share``) free ones; ``remove=True`` takes theirs back."""
         body = {"to": to} | which
         return self.request("POST", f"/datasets/{dataset}/assignments", json=body).json()
+
+    def create_webhook(self, url: str, events: list[str]) -> dict[str, Any]:
+        """Subscribe ``url`` (its host on the server's ``PCF_WEBHOOK_HOSTS``) to ``events``;
+        the answer's ``secret`` (``whsec_...``) is shown this once: keep it to verify."""
+        return self.request("POST", "/webhooks", json={"url": url, "events": events}).json()
+
+    def webhooks(self) -> list[dict[str, Any]]:
+        """Every webhook (without secrets)."""
+        return self.request("GET", "/webhooks").json()["webhooks"]
+
+    def webhook(self, webhook_id: int) -> dict[str, Any]:
+        """One webhook (without its secret)."""
+        return self.request("GET", f"/webhooks/{webhook_id}").json()
+
+    def delete_webhook(self, webhook_id: int) -> None:
+        """Delete a webhook and its delivery log."""
+        self.request("DELETE", f"/webhooks/{webhook_id}")
+
+    def deliveries(self, webhook_id: int) -> list[dict[str, Any]]:
+        """A webhook's deliveries, newest first, each with its ``attempts``."""
+        return self.request("GET", f"/webhooks/{webhook_id}/deliveries").json()["deliveries"]
+
+    def redeliver(self, webhook_id: int, delivery_id: int) -> dict[str, Any]:
+        """Send a delivery again (the same ``webhook-id``)."""
+        path = f"/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"
+        return self.request("POST", path).json()

@@ -60,6 +60,7 @@ EXAMPLE_ORDER = (
     "pcf tokens create",
     "pcf tokens list",
     "pcf tokens revoke",
+    "pcf webhooks deliver",
     "pcf labels assign",
     "pcf members remove",
     "pcf labelling set",

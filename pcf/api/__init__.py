@@ -18,7 +18,9 @@ from starlette.routing import Mount
 
 from pcf.api.guard import BodyLimit
 from pcf.api.problem_details import add_problem_handlers, problem
-from pcf.api.routes import PREFIX, router
+from pcf.api.routes import ERRORS, PREFIX, router
+from pcf.api.webhook_routes import router as webhook_router
+from pcf.connectors.webhook_sender import server_sender
 from pcf.runs.submitted import resume_runs
 from pcf.store import SchemaError, database_url, get_engine, storage_problem
 
@@ -38,21 +40,30 @@ def create_api() -> FastAPI:
     api.add_middleware(BodyLimit)
     add_problem_handlers(api)
     api.include_router(router)
+    api.include_router(webhook_router, responses=ERRORS)  # type: ignore[arg-type]
     return api
 
 
 @asynccontextmanager
 async def resuming(_app: Any) -> AsyncIterator[None]:
-    """A server's lifespan: on start, resume the runs submitted before it stopped. A database
-    that cannot be used is logged, not fatal: the pages say so, and each request answers it."""
+    """A server's lifespan: on start, resume the runs submitted before it stopped, and send
+    the webhooks' deliveries (:class:`pcf.connectors.webhook_sender.Sender`) until it stops.
+    A database that cannot be used is logged, not fatal: the pages say so, and each request
+    answers it."""
+    sender = None
     try:
         resume_runs(get_engine())
+        sender = server_sender(get_engine())
     except Exception as exc:
         problem = exc if isinstance(exc, SchemaError) else storage_problem(exc, database_url())
         if problem is None:
             raise
         logger.warning("submitted runs not resumed: the database cannot be used: %s", problem)
-    yield
+    try:
+        yield
+    finally:
+        if sender is not None:
+            sender.stop()
 
 
 def routes() -> list[Mount]:

@@ -99,6 +99,9 @@ from pcf.store.models import RunResult as RunResult
 from pcf.store.models import RunStatus as RunStatus
 from pcf.store.models import Spend as Spend
 from pcf.store.models import SQLModel as SQLModel
+from pcf.store.models import Webhook as Webhook
+from pcf.store.models import WebhookAttempt as WebhookAttempt
+from pcf.store.models import WebhookDelivery as WebhookDelivery
 from pcf.store.models import utc_now as utc_now
 from pcf.store.people import LABEL_COLUMNS as LABEL_COLUMNS
 from pcf.store.people import add_adjudication as add_adjudication
@@ -159,3 +162,15 @@ from pcf.store.stored_results import result_revision as result_revision
 from pcf.store.stored_results import run_result as run_result
 from pcf.store.stored_results import run_version as run_version
 from pcf.store.stored_results import save_run_result as save_run_result
+from pcf.store.webhooks import DELIVERY_CLAIM_S as DELIVERY_CLAIM_S
+from pcf.store.webhooks import add_webhook as add_webhook
+from pcf.store.webhooks import claim_due_deliveries as claim_due_deliveries
+from pcf.store.webhooks import delete_webhook as delete_webhook
+from pcf.store.webhooks import delivery_attempts as delivery_attempts
+from pcf.store.webhooks import get_delivery as get_delivery
+from pcf.store.webhooks import get_webhook as get_webhook
+from pcf.store.webhooks import list_webhooks as list_webhooks
+from pcf.store.webhooks import queue_event as queue_event
+from pcf.store.webhooks import record_attempt as record_attempt
+from pcf.store.webhooks import redeliver as redeliver
+from pcf.store.webhooks import webhook_deliveries as webhook_deliveries

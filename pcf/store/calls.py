@@ -42,6 +42,7 @@ from pcf.store.models import (
 )
 from pcf.store.requests import rebuilt_request, stored_request
 from pcf.store.spend import billed_peaks
+from pcf.store.webhooks import RUN_EVENTS, run_event
 
 SECRET_SETTING_WORDS = ("api_key", "apikey", "secret", "password", "authorization")
 
@@ -116,11 +117,15 @@ def run_dataset(run: Run, *, session: Session) -> Dataset:
 
 
 def set_run_status(run: Run, status: RunStatus | str, *, session: Session) -> Run:
-    """Record the run's status; ``finished`` also stamps ``finished_at``."""
-    run.status = RunStatus(status).value
+    """Record the run's status; ``finished`` also stamps ``finished_at``. A run that comes to
+    ``finished``, ``capped`` or ``failed`` queues ``run.<status>`` for the webhooks."""
+    before, run.status = run.status, RunStatus(status).value
     if run.status == RunStatus.FINISHED:
         run.finished_at = utc_now()
-    return saved(run, session=session)
+    saved(run, session=session)
+    if run.status != before and run.status in RUN_EVENTS:
+        run_event(run, f"run.{run.status}", session=session)
+    return run
 
 
 def set_run_setting(run: Run, key: str, value: Any, *, session: Session) -> Run:
@@ -373,9 +378,13 @@ def add_provider_batch(
 
 
 def update_provider_batch(batch: ProviderBatch, *, session: Session, **values: Any) -> None:
-    """Set fields of a batch record (``state``, ``file_id``, ``batch_id``...)."""
+    """Set fields of a batch record (``state``, ``file_id``, ``batch_id``...); one coming to
+    ``collected`` queues ``batch.collected`` for the webhooks."""
+    before = batch.state
     batch.sqlmodel_update(values)
     saved(batch, session=session)
+    if batch.state == "collected" != before and (run := session.get(Run, batch.run_id)):
+        run_event(run, "batch.collected", session=session)
 
 
 def run_batches(run_id: int, *, session: Session) -> list[ProviderBatch]:

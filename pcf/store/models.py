@@ -449,3 +449,51 @@ class ApiLabel(SQLModel, table=True):
     email: str = Field(primary_key=True)
     label_id: str = Field(primary_key=True)
     adjudication_id: int = Field(foreign_key="adjudication.id")
+
+
+class Webhook(SQLModel, table=True):
+    """A subscription (:mod:`pcf.connectors.webhook_sender`): the ``events`` it wants, POSTed to
+    ``url`` and signed with ``secret`` (Standard Webhooks ``whsec_...``; kept to sign, never
+    shown again)."""
+
+    __tablename__ = "webhook"
+
+    id: int = Field(default=None, primary_key=True)
+    url: str
+    events: list[str] = _json(list)
+    secret: str
+    created_by: str
+    created_at: datetime = _created_at()
+
+
+class WebhookDelivery(SQLModel, table=True):
+    """One event for one webhook, written in the transaction of the change it tells (the
+    outbox): ``pending`` until a sender's attempt succeeds (``delivered``) or the last retry
+    fails (``failed``); ``message_id`` is the ``webhook-id`` header, the same on each retry."""
+
+    __tablename__ = "webhook_delivery"
+    __table_args__ = (Index("ix_webhook_delivery_due", "state", "next_attempt_at"),)
+
+    id: int = Field(default=None, primary_key=True)
+    webhook_id: int = Field(foreign_key="webhook.id", index=True)
+    message_id: str = Field(unique=True)
+    event: str
+    payload: dict[str, Any] = _json(dict)
+    state: str = "pending"
+    attempts: int = 0
+    next_attempt_at: datetime = _created_at()
+    created_at: datetime = _created_at()
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class WebhookAttempt(SQLModel, table=True):
+    """One attempt to send a delivery: the receiver's HTTP ``status`` (None when none came) and
+    the ``error`` ("" when it answered 2xx)."""
+
+    __tablename__ = "webhook_attempt"
+
+    id: int = Field(default=None, primary_key=True)
+    delivery_id: int = Field(foreign_key="webhook_delivery.id", index=True)
+    status: int | None = None
+    error: str = ""
+    at: datetime = _created_at()

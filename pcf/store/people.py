@@ -38,6 +38,7 @@ from pcf.store.models import (
     saved,
     utc_now,
 )
+from pcf.store.webhooks import item_event, wants
 
 LABEL_COLUMNS = (
     "item_key",
@@ -103,7 +104,14 @@ def add_adjudication(
         raise LostRaceError(
             f"another label by {annotator!r} for item {item_db_id} was saved at the same time"
         ) from exc
+    item_event(item_db_id, "label.created", label_data(adjudication), session=session)
     return adjudication
+
+
+def label_data(label: Adjudication | Mapping[str, Any]) -> dict[str, Any]:
+    """What a ``label.created`` event tells of a label."""
+    fields = label if isinstance(label, Mapping) else label.model_dump()
+    return {k: fields.get(k) for k in ("annotator", "choice", "confidence")}
 
 
 def add_first_labels(labels: Iterable[Mapping[str, Any]], *, session: Session) -> None:
@@ -118,6 +126,9 @@ def add_first_labels(labels: Iterable[Mapping[str, Any]], *, session: Session) -
     rows = [defaults | {"supersedes": None, "source": None} | dict(label) for label in labels]
     if rows:
         session.execute(insert(Adjudication), rows)
+    if rows and wants("label.created", session=session):
+        for row in rows:
+            item_event(row["item_id"], "label.created", label_data(row), session=session)
 
 
 def latest_label(item_db_id: int, annotator: str, *, session: Session) -> Adjudication | None:
@@ -409,11 +420,23 @@ def assignees_by_item(dataset_id: int, *, session: Session) -> dict[int, str]:
 def add_resolution(
     item_db_id: int, *, session: Session, choice: str, reason: str, resolved_by: str
 ) -> Resolution:
-    """Record a reviewer's gold for the item as a new row (the newest row is its resolution)."""
+    """Record a reviewer's gold for the item as a new row (the newest row is its resolution);
+    queue ``item.resolved``, and ``gold.changed`` when the item's resolved gold is new."""
+    before = session.exec(
+        select(Resolution.choice)
+        .where(Resolution.item_id == item_db_id)
+        .order_by(col(Resolution.created_at).desc(), col(Resolution.id).desc())
+    ).first()
     resolution = Resolution(
         item_id=item_db_id, choice=choice, reason=reason, resolved_by=resolved_by
     )
-    return saved(resolution, session=session)
+    saved(resolution, session=session)
+    told = {"choice": choice, "resolved_by": resolved_by, "reason": reason}
+    item_event(item_db_id, "item.resolved", told, session=session)
+    if before != choice:
+        changed = {"gold": choice, "previous": before, "source": "resolution"}
+        item_event(item_db_id, "gold.changed", changed, session=session)
+    return resolution
 
 
 def add_comment(item_db_id: int, *, session: Session, author: str, text: str) -> Comment:

@@ -16,6 +16,8 @@ from pcf.labelling.tokens import SCOPE_GRANTS, Scope
 from pcf.store import ApiToken, save_member, utc_now
 
 RUN = {"dataset": "demo", "name": "matrix", "k": 1, "limit": 1}
+HOOK = {"url": "https://hooks.invalid/pcf", "events": ["gold.changed"]}
+"""A webhook for an event the matrix never causes (no resolution): nothing is ever sent."""
 ROUTES = [
     ("GET", "/me", None, None),
     ("GET", "/datasets", None, None),
@@ -39,13 +41,20 @@ ROUTES = [
     ("PUT", "/datasets/demo/plan", Permission.PLAN_LABELLING, {"labels_per_item": 1}),
     ("POST", "/datasets/demo/queue/next", Permission.LABEL, {"run": "demo-pcf"}),
     ("POST", "/datasets/demo/assignments", Permission.ASSIGN, None),
+    ("POST", "/webhooks", Permission.MANAGE_WEBHOOKS, HOOK),
+    ("GET", "/webhooks", Permission.MANAGE_WEBHOOKS, None),
+    ("GET", "/webhooks/1", Permission.MANAGE_WEBHOOKS, None),
+    ("GET", "/webhooks/1/deliveries", Permission.MANAGE_WEBHOOKS, None),
+    ("POST", "/webhooks/1/deliveries/1/redeliver", Permission.MANAGE_WEBHOOKS, None),
+    ("DELETE", "/webhooks/2", Permission.MANAGE_WEBHOOKS, None),
 ]
 pytestmark = pytest.mark.db
 
 
 def test_each_route_allows_the_scope_capped_by_the_role_and_nothing_more(
-    demo_engine, client, token
+    demo_engine, client, token, monkeypatch
 ):
+    monkeypatch.setenv("PCF_WEBHOOK_HOSTS", "hooks.invalid")
     for role, scope in itertools.product(Role, Scope):
         email = f"{role.value}-{scope.value}@example.org"
         headers = token(email, role.value, scope.value)
@@ -78,8 +87,13 @@ def test_the_matrix_holds_every_route_of_the_api(client):
         for path, methods in client.get("/api/v1/openapi.json").json()["paths"].items()
         for method in methods
     }
-    template = re.compile(r"^/(runs|datasets)/(?!estimate$)[^/]+")
-    matrix = {(method, template.sub(r"/\1/{name}", path)) for method, path, _, _ in ROUTES}
+
+    def template(path: str) -> str:
+        path = re.sub(r"^/(runs|datasets)/(?!estimate$)[^/]+", r"/\1/{name}", path)
+        path = re.sub(r"^/webhooks/\d+", "/webhooks/{webhook_id}", path)
+        return re.sub(r"/deliveries/\d+", "/deliveries/{delivery_id}", path)
+
+    matrix = {(method, template(path)) for method, path, _, _ in ROUTES}
     assert documented - {("GET", "/health")} == matrix
 
 
