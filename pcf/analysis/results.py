@@ -318,11 +318,7 @@ class RunAnalysis:
     slot_tests: pd.DataFrame
 
 
-ANALYSIS_CHUNK = 5_000
-"""Items read and decided at a time by :func:`analyse_run`: memory stays bounded on any run."""
-
-
-def analyse_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> RunAnalysis:
+def analyse_run(run: Run, *, session: Session, chunk: int = ITEM_CHUNK) -> RunAnalysis:
     """Decisions (under :func:`run_weights`), flags and slot bias of every item of a run, from
     its stored calls, ``chunk`` items at a time (slot counts add up over the chunks). APOCJudge
     runs have no slot-bias rows."""
