@@ -378,20 +378,16 @@ class RunAnalysis:
     slot_tests: pd.DataFrame
 
 
-ANALYSIS_CHUNK = 5_000
-"""Items read and decided at a time by :func:`analyse_run`: memory stays bounded on any run."""
-
-
-def analyse_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> RunAnalysis:
+def analyse_run(run: Run, *, session: Session, chunk: int = ITEM_CHUNK) -> RunAnalysis:
     """Decisions (under :func:`run_weights`), flags and slot bias of every item of a run, from
-    its stored calls, ``chunk`` items at a time (slot counts add up over the chunks). APOCJudge
-    runs have no slot-bias rows."""
-    rows: list[tuple[Any, ...]] = []
+    its stored calls, ``chunk`` items at a time (slot counts add up over the chunks; the table
+    is a frame per chunk, joined at the end). APOCJudge runs have no slot-bias rows."""
+    frames: list[pd.DataFrame] = []
     counts: dict[int, SlotCounts] = {}
     for start, stop, items in item_chunks(run, session=session, size=chunk):
         if run.protocol == "apoc":
             calls = run_calls(run.id, session=session, start=start, stop=stop)
-            rows += table_rows(_apoc_decisions(run, items, calls), items, start)
+            frames.append(table_frame(table_rows(_apoc_decisions(run, items, calls), items, start)))
             continue
         by_id = {item.item_id: item for item in items}
         records: dict[str, dict[str, Any]] = {}
@@ -401,9 +397,8 @@ def analyse_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> R
                 records[record["item_id"]] = record
             found = slot_counts(group, [by_id[i].gold for i in group.item_ids])
             counts[group.n] = counts[group.n] + found if group.n in counts else found
-        rows += table_rows(
-            [records[i.item_id] for i in items if i.item_id in records], items, start
-        )
+        decided = [records[i.item_id] for i in items if i.item_id in records]
+        frames.append(table_frame(table_rows(decided, items, start)))
     biases = [counts[n].bias() for n in sorted(counts)]
     slots = [
         (b.n, s + 1, float(b.top_share[s]), int(b.top_counts[s]), float(b.gold_recall[s]))
@@ -412,7 +407,7 @@ def analyse_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> R
     ]
     tests = [(b.n, int(b.top_counts.sum()), b.chi2, b.p_value) for b in biases]
     return RunAnalysis(
-        table_frame(rows),
+        pd.concat([f for f in frames if len(f)] or [table_frame([])], ignore_index=True),
         pd.DataFrame(slots, columns=["n", "slot", "top_share", "top_count", "gold_recall"]),
         pd.DataFrame(tests, columns=["n", "calls", "chi2", "p_value"]),
     )

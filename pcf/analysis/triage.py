@@ -37,8 +37,6 @@ FEATURES = (
 """The instability metrics and flags the calibrated model reads."""
 REPORTED_SHARES = (0.1, 0.2, 0.3)
 RANDOM_DRAWS = 200
-BAND_BLOCK = 4096
-"""Review positions whose random band is computed at a time (:func:`random_baseline`)."""
 RANDOM_SERIES = "random (mean, 5-95% band)"  # the random baseline's name in a curve frame
 FOLDS = 5
 RIDGE = 0.01
@@ -112,8 +110,9 @@ def doubt_curve(order: str, wrong: Sequence[bool], scores: Sequence[float] | np.
 
 def random_baseline(wrong: Sequence[bool], *, seed: int = 0) -> dict[str, Any]:
     """The random order's curves: the mean and the 5th-95th percentile band over
-    :data:`RANDOM_DRAWS` seeded random orders, in that many times 4 bytes per item (32-bit
-    counts, the band a block of review positions at a time)."""
+    :data:`RANDOM_DRAWS` seeded random orders at the chart's review positions
+    (:func:`chart_positions`, each draw's curve kept there alone: memory for one draw whatever
+    the number of items), with ``reviewed`` at those positions."""
     wrong_array = np.asarray(wrong, dtype=bool)
     n = len(wrong_array)
     if n == 0:
@@ -121,33 +120,39 @@ def random_baseline(wrong: Sequence[bool], *, seed: int = 0) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     errors = int(wrong_array.sum())
     reviewed = np.arange(n + 1) / n
-    caught = np.zeros((RANDOM_DRAWS, n + 1), dtype=np.int32)
+    positions = chart_positions(n)
+    caught = np.zeros((RANDOM_DRAWS, len(positions)), dtype=np.int32)
     auc, at = [], []
+    drawn = np.zeros(n + 1, dtype=np.int32)
     for draw in range(RANDOM_DRAWS):
-        np.cumsum(wrong_array[rng.permutation(n)], out=caught[draw, 1:])
-        row = caught[draw] / errors if errors else np.ones(n + 1)
+        np.cumsum(wrong_array[rng.permutation(n)], out=drawn[1:])
+        caught[draw] = drawn[positions]
+        row = drawn / errors if errors else np.ones(n + 1)
         curve = Curve("random", reviewed, row, reviewed)
         auc.append(curve.capture_auc)
         at.append([curve.at(share) for share in REPORTED_SHARES])
-    mean, low, high = (np.empty(n + 1) for _ in range(3))
-    for start in range(0, n + 1, BAND_BLOCK):
-        block = slice(start, start + BAND_BLOCK)
-        captured = caught[:, block] / errors if errors else np.ones(caught[:, block].shape)
-        mean[block] = captured.mean(axis=0)
-        low[block], high[block] = np.percentile(captured, (5, 95), axis=0)
+    captured = caught / errors if errors else np.ones(caught.shape)
+    low, high = np.percentile(captured, (5, 95), axis=0)
     shares = np.array(at)
     return {
-        "captured_mean": mean,
+        "captured_mean": captured.mean(axis=0),
         "captured_low": low,
         "captured_high": high,
         "capture_auc": float(np.mean(auc)),
-        "reviewed": reviewed,
+        "reviewed": reviewed[positions],
         "at": {share: float(np.mean(shares[:, i])) for i, share in enumerate(REPORTED_SHARES)},
         "band_at": {
             share: tuple(float(np.percentile(shares[:, i], q)) for q in (5, 95))
             for i, share in enumerate(REPORTED_SHARES)
         },
     }
+
+
+def chart_positions(n: int) -> np.ndarray:
+    """The review positions (0 to ``n`` items reviewed) a chart of ``n`` items shows: at most
+    :data:`CHART_POINTS` + 1, evenly spaced, both ends included."""
+    points = np.linspace(0, n, min(n, CHART_POINTS) + 1)
+    return np.unique(points.round()).astype(int)
 
 
 def item_scores(table: pd.DataFrame, order: str) -> np.ndarray:
@@ -336,13 +341,12 @@ def curve_frame(
     ``low``, ``high`` (the band, random rows only); at most :data:`CHART_POINTS` + 1 evenly
     spaced points per curve, both ends included."""
     baseline = baseline or random_baseline(wrong, seed=seed)
-    points = np.linspace(0, len(wrong), min(len(wrong), CHART_POINTS) + 1)
-    shown = np.unique(points.round()).astype(int)
+    shown = chart_positions(len(wrong))
     rows = [
         (c.order, c.reviewed[i], c.captured[i], math.nan, math.nan) for c in curves for i in shown
     ]
     random = [baseline[k] for k in ("reviewed", "captured_mean", "captured_low", "captured_high")]
-    rows += [(RANDOM_SERIES, *(values[i] for values in random)) for i in shown]
+    rows += [(RANDOM_SERIES, *values) for values in zip(*random, strict=True)]
     return pd.DataFrame(rows, columns=["order", "reviewed", "captured", "low", "high"])
 
 

@@ -23,7 +23,6 @@ import pandas as pd
 from sqlmodel import Session
 
 from pcf.analysis.results import (
-    ANALYSIS_CHUNK,
     is_adaptive,
     is_simulated,
     item_chunks,
@@ -34,7 +33,7 @@ from pcf.analysis.stored import kept
 from pcf.consensus import ARRAYS, JudgmentArrays, pack
 from pcf.decisions import decide
 from pcf.evaluation import accuracy, paired_outcomes
-from pcf.store import Run, run_judgments
+from pcf.store import ITEM_CHUNK, Run, run_judgments
 from pcf.weights import DEFAULT_WEIGHTS, PRESETS, Weights, weights_label
 
 CHANGED_COLUMNS = ("item_id", "gold", "direct", "winner", "outcome")
@@ -58,7 +57,7 @@ class PackedRun:
     stop_on: Weights | None = None
 
 
-def pack_run(run: Run, *, session: Session, chunk: int = ANALYSIS_CHUNK) -> PackedRun:
+def pack_run(run: Run, *, session: Session, chunk: int = ITEM_CHUNK) -> PackedRun:
     """Pack a listwise run's judgments, a chunk of items at a time (a group per chunk and
     candidate count)."""
     if run.protocol == "apoc":

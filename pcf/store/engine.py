@@ -7,6 +7,7 @@ here and nowhere else: pooled connections are pinged, a new connection is tried 
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import random
@@ -91,6 +92,16 @@ def get_engine(url: str | None = None) -> Engine:
         raise
     _engines[resolved] = engine
     return engine
+
+
+@atexit.register
+def _close_engines() -> None:
+    """Close the engines' pooled connections as the process ends: SQLite then checkpoints a
+    file's write-ahead log into it and removes the log (when no other process has it open), so
+    a command leaves the file alone, as large as what it holds, instead of up to
+    ``journal_size_limit`` bytes of log beside it."""
+    for engine in _engines.values():
+        engine.dispose()
 
 
 def unchecked_engine(url: str | None = None) -> Engine:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,8 @@ from pcf.store import (
     insert_calls,
 )
 from tests.factories import call_row
+
+DEMO_ITEMS = Path(__file__).resolve().parents[2] / "data" / "demo" / "items.jsonl"
 
 
 @pytest.mark.sqlite_only("the pragmas are SQLite's")
@@ -64,3 +70,20 @@ def test_database_url_masks_the_password() -> None:
     shown = database_url("postgresql://reviewer:s3cret@db.example.org/pcf")
     assert "s3cret" not in shown
     assert shown == "postgresql://reviewer:***@db.example.org/pcf"
+
+
+@pytest.mark.sqlite_only("the write-ahead log is SQLite's")
+def test_a_command_leaves_its_database_file_without_a_write_ahead_log(tmp_path: Path) -> None:
+    """``pcf import`` and ``pcf judge``, each its own process, leave the file alone: its log
+    checkpointed into it and removed as the process ends (it would stay behind, up to
+    ``journal_size_limit`` bytes, and count in the database's size)."""
+    database = tmp_path / "pcf.db"
+    env = {**os.environ, DATABASE_URL_ENV: f"sqlite:///{database}"}
+    for args in (
+        ("import", "jsonl", str(DEMO_ITEMS), "--name", "demo"),
+        ("judge", "demo", "--protocol", "direct", "--limit", "5"),
+    ):
+        subprocess.run([sys.executable, "-m", "pcf", *args], env=env, check=True, timeout=300)
+        assert not database.with_name("pcf.db-wal").exists()
+    with sqlite3.connect(database) as connection:
+        assert connection.execute("SELECT count(*) FROM call").fetchone() == (5,)
