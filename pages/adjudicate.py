@@ -25,13 +25,13 @@ from pages.shared import (
     current_run,
     engine,
     ensure_app_frame,
-    kept,
     prompt_box,
     require_dataset,
     require_permission,
     run_analysis,
     search_items,
     session,
+    shared_result,
     show_text,
     simulated_badge,
     stored_item,
@@ -151,7 +151,7 @@ p_wrong = None
 if run is not None:
     items = with_priority(items, table)
     if st.session_state.get(ORDER_KEY) == "calibrated":  # refitted after each label
-        p_wrong = kept(run_calibration, run, labels=True)
+        p_wrong = shared_result(run_calibration, run, labels=True)
         if p_wrong is not None:
             items = items.assign(priority=items["item_id"].map(p_wrong))
 db_ids = dict(zip(items["item_id"], items["db_id"], strict=True))
@@ -447,7 +447,7 @@ st.caption(
     + ". The item shown is held for you for 10 minutes."
 )
 if run is not None:
-    p_wrong = p_wrong if p_wrong is not None else kept(run_calibration, run, labels=True)
+    p_wrong = p_wrong if p_wrong is not None else shared_result(run_calibration, run, labels=True)
     st.radio(
         "Queue order",
         ("review priority", "calibrated"),

@@ -12,7 +12,7 @@ from sqlmodel import Session
 from pages.shared import engine, ensure_app_frame, require_permission
 from pcf.access import Permission
 from pcf.analysis.markdown import escape_markdown
-from pcf.choices import FORMATS
+from pcf.choices import ITEM_FORMATS
 from pcf.connectors.hf_datasets import hub_id, load_hf
 from pcf.errors import DataError
 from pcf.items import FORMAT_NAMES, read_as
@@ -62,7 +62,7 @@ with upload_tab, st.form(f"imports_file_{st.session_state.get(IMPORTED_KEY, 0)}"
     file = st.file_uploader("Dataset file", type=["jsonl", "json", "csv", "parquet"])
     fmt = st.selectbox(
         "Format",
-        [None, *FORMATS],
+        [None, *ITEM_FORMATS],
         format_func=lambda f: f"{FORMAT_NAMES[f]} ({f})" if f else "recognised by its columns",
     )
     name = st.text_input("Dataset name", placeholder="the file's name")

@@ -10,11 +10,11 @@ from pages.shared import (
     change_in_points,
     current_run,
     ensure_app_frame,
-    kept,
     page_link,
     require_dataset,
     run_analysis,
     session,
+    shared_result,
     simulated_badge,
 )
 from pcf.analysis.against_labels import run_overview
@@ -64,7 +64,9 @@ simulated_badge(run)
 if run is not None:
     analysis = run_analysis(run)
     table = analysis.table
-    figures = kept(run_overview, run, "Measuring the run against the labels...", labels=True)
+    figures = shared_result(
+        run_overview, run, "Measuring the run against the labels...", labels=True
+    )
     comparisons = figures.comparisons
     against, stats = next(((k, v) for k, v in comparisons.items() if v), ("", None))
     with st.container(border=True, key="overview_summary"):

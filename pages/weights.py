@@ -8,10 +8,10 @@ import streamlit as st
 from pages.shared import (
     change_in_points,
     ensure_app_frame,
-    kept,
     require_dataset,
     require_run,
     session,
+    shared_result,
     simulated_badge,
 )
 from pcf.analysis.markdown import escape_markdown
@@ -74,7 +74,7 @@ if run.protocol == "apoc":
     name = escape_markdown(run.name)
     st.info(f"Run **{name}** is an APOCJudge run: pairwise verdicts have no weights.")
     st.stop()
-current = kept(stored_packed_run, run, "Loading the run's judgments…")
+current = shared_result(stored_packed_run, run, "Loading the run's judgments…")
 
 
 def show_accuracy(outcome: WeightOutcome) -> None:
@@ -171,7 +171,7 @@ if not table_runs:
     st.stop()
 try:
     spinner = "Deciding the run under every preset…"
-    rows = [kept(run_diagnostics, r, spinner).presets for r in table_runs]
+    rows = [shared_result(run_diagnostics, r, spinner).presets for r in table_runs]
 except ValueError as exc:
     st.info(f"{exc}: the weight table needs the dataset's gold ids.")
     st.stop()
@@ -220,7 +220,7 @@ st.caption(
 if current.stop_on is not None:
     st.caption("This run is adaptive: it holds no full run to replay. Pick a full run.")
 elif st.toggle("Show the curve (replays every item; a few seconds)", key=BUDGET_KEY):
-    curve = kept(budget_curve, run, "Replaying the stopping policies on the run…")
+    curve = shared_result(budget_curve, run, "Replaying the stopping policies on the run…")
     st.altair_chart(budget_chart(curve), width="stretch")
     st.dataframe(
         curve.pivot_table(index=["policy", "calls_per_item"], columns="measure", values="share")

@@ -17,7 +17,7 @@ _EXPORTS = {
     "pcf.evaluation": ("compare_paired",),
     "pcf.flags": ("FLAGS", "FLAG_HELP"),
     "pcf.instability": ("slot_bias",),
-    "pcf.items": ("FORMATS", "Candidate", "Item", "load_dataset"),
+    "pcf.items": ("ITEM_FORMATS", "Candidate", "Item", "load_dataset"),
     "pcf.judgments": ("Judgment", "read_judgments", "write_judgments"),
     "pcf.orderings": ("canonical_order", "schedule", "slot_coverage"),
     "pcf.pairwise": ("apoc_decide", "is_ballpark_question"),

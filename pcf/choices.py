@@ -10,7 +10,7 @@ SCHEDULES = ("balanced", "random", "exhaustive", "repeated")
 """How an item's calls order its candidates."""
 POLICIES = ("off", "certain", "confident")
 """When an adaptive run stops calling for an item (``off``: never early)."""
-FORMATS = ("rewardbench2", "judgebench", "jsonl", "csv")
+ITEM_FORMATS = ("rewardbench2", "judgebench", "jsonl", "csv")
 """The dataset files :func:`pcf.items.load_dataset` reads."""
 SIMULATED_MODEL = "sim-primacy"
 """The simulated judge's default model (see :mod:`pcf.judges.simulated`)."""

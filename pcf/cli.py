@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TextIO
 import typer
 
 from pcf.access import operator
-from pcf.choices import FORMATS, RULES, SCHEDULES, SIMULATED_MODEL
+from pcf.choices import ITEM_FORMATS, RULES, SCHEDULES, SIMULATED_MODEL
 from pcf.errors import DataError
 from pcf.judges import BACKENDS, PROVIDERS, parse_model
 from pcf.runs.spec import PROTOCOLS, RunSpec
@@ -261,7 +261,7 @@ def validate(
         str,
         typer.Argument(
             metavar="FORMAT",
-            help=f"One of: {', '.join(FORMATS)}; auto, the one the file's columns fit.",
+            help=f"One of: {', '.join(ITEM_FORMATS)}; auto, the one the file's columns fit.",
         ),
     ],
     path: Annotated[Path, typer.Argument(help="The dataset file.")],
@@ -275,8 +275,8 @@ def validate(
     """
     from pcf.items import load_any
 
-    if fmt not in (*FORMATS, "auto"):
-        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}, auto", 2)
+    if fmt not in (*ITEM_FORMATS, "auto"):
+        fail(f"error: unknown format {fmt!r}; choose one of {', '.join(ITEM_FORMATS)}, auto", 2)
     try:
         items, fmt = load_any(None if fmt == "auto" else fmt, path, subset=subset)
     except DataError as exc:
@@ -493,7 +493,7 @@ def import_dataset(
         str,
         typer.Argument(
             metavar="FORMAT",
-            help=f"One of: {', '.join(FORMATS)}; auto, the one the file's columns fit; hf, a "
+            help=f"One of: {', '.join(ITEM_FORMATS)}; auto, the one the file's columns fit; hf, a "
             "Hugging Face dataset; or inspect, an eval log of the inspect_ai task pcf/judge (its "
             "items as a dataset, its answers as a run).",
         ),
@@ -541,8 +541,8 @@ def import_dataset(
     from pcf.runs.manage import import_dataset
     from pcf.store import database_url
 
-    if fmt not in (*FORMATS, "auto", "hf", "inspect"):
-        known = ", ".join((*FORMATS, "auto", "hf", "inspect"))
+    if fmt not in (*ITEM_FORMATS, "auto", "hf", "inspect"):
+        known = ", ".join((*ITEM_FORMATS, "auto", "hf", "inspect"))
         fail(f"error: unknown format {fmt!r}; choose one of {known}", 2)
     if fmt != "hf" and (config or split or revision or column_map):
         fail("error: --config, --split, --revision and --map are for hf", 2)
@@ -759,13 +759,13 @@ def submit_batches(
     max_cost: float | None = None,
 ) -> None:
     """Submit each run's calls as provider batches (none over its cost cap); print what."""
-    from pcf.runs.batch import submit_run
+    from pcf.runs import batch
     from pcf.runs.batch_status import batch_overview
 
     out, lost = [], []
     with batch_errors(), database() as session:
         for spec in specs:
-            run, report = submit_run(
+            run, report = batch.submit_batches(
                 spec,
                 session=session,
                 actor=operator(),

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from pcf.choices import FORMATS
+from pcf.choices import ITEM_FORMATS
 from pcf.errors import DataError
 from pcf.files import (
     FieldChecker,
@@ -40,7 +40,7 @@ FORMAT_NAMES = {
     "jsonl": "items.jsonl",
     "csv": "CSV (a row per candidate)",
 }
-"""What each of :data:`FORMATS` is called where a person reads it."""
+"""What each of :data:`ITEM_FORMATS` is called where a person reads it."""
 CSV_COLUMNS = ("item_id", "prompt", "candidate_id", "text", "gold", "bucket")
 JUDGEBENCH_BUCKETS = ("mmlu-pro", "livebench-reasoning", "livebench-math", "livecodebench")
 MAX_CANDIDATES = 26
@@ -161,10 +161,10 @@ def judgebench_bucket(source: str) -> str:
 def load_dataset(
     fmt: str, path: str | Path, *, subset: str | None = None, limit: int | None = None
 ) -> list[Item]:
-    """A dataset file in one of :data:`FORMATS`: the items of one ``subset`` (bucket), the first
-    ``limit`` of them; DataError naming file, line and field of every problem."""
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    """A dataset file in one of :data:`ITEM_FORMATS`: the items of one ``subset`` (bucket), the
+    first ``limit`` of them; DataError naming file, line and field of every problem."""
+    if fmt not in ITEM_FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(ITEM_FORMATS)}")
     path, check = open_checked(path)
     if fmt == "csv":
         items = [i for i in _csv_items(path, check) if subset in (None, i.bucket)]
@@ -222,7 +222,7 @@ def file_columns(path: str | Path) -> list[str]:
 
 
 def recognise_format(path: str | Path) -> str:
-    """The format of :data:`FORMATS` whose fields the file's columns (:func:`file_columns`)
+    """The format of :data:`ITEM_FORMATS` whose fields the file's columns (:func:`file_columns`)
     hold; a CSV may hold any, another file a layout of a row per item. A file without a
     readable row is read by its suffix (CSV, else JSON Lines), to name its problems. ValueError
     when no format fits or several do, naming them and the fields each lacks."""
@@ -231,7 +231,7 @@ def recognise_format(path: str | Path) -> str:
     csv = path.suffix.lower() == ".csv"
     if not columns:
         return "csv" if csv else "jsonl"
-    return recognise(columns, FORMATS if csv else tuple(ROW_LAYOUTS), source=path.name)
+    return recognise(columns, ITEM_FORMATS if csv else tuple(ROW_LAYOUTS), source=path.name)
 
 
 def recognise(columns: Iterable[str], formats: Sequence[str], *, source: str) -> str:

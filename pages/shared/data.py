@@ -202,7 +202,9 @@ def _kept(
         return _compute(_run, session=s)
 
 
-def kept(compute: Callable[..., T], run: Run, spinner: str = "", *, labels: bool = False) -> T:
+def shared_result(
+    compute: Callable[..., T], run: Run, spinner: str = "", *, labels: bool = False
+) -> T:
     """``compute(run, session=...)``, figures stored in the database for the revision of the
     run's calls (with ``labels``, and of its dataset's labels), kept here for every session
     while that revision stays the same: shared, never copied, so pages must not change them."""
@@ -214,8 +216,8 @@ def kept(compute: Callable[..., T], run: Run, spinner: str = "", *, labels: bool
 
 
 def run_analysis(run: Run) -> RunAnalysis:
-    """The run's decisions, flags and slot bias (:func:`kept`)."""
-    return kept(stored_analysis, run, "Reading the run's decisions...")
+    """The run's decisions, flags and slot bias (:func:`shared_result`)."""
+    return shared_result(stored_analysis, run, "Reading the run's decisions...")
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -16,14 +16,14 @@ from pcf.analysis.results import gold_answers, is_adaptive, is_simulated, stored
 from pcf.analysis.triage import calibrated_priority, judge_wrong
 from pcf.guarantees import fixed_sequence, random_sample, smallest_sample, upper_bound
 from pcf.labelling.human_gold import dataset_gold
-from pcf.labelling.plan import calibration_items
+from pcf.labelling.plan import human_calibration_items
 from pcf.store import Run, run_judgments
 
 SIGNALS = ("top_agreement", "margin", "calibrated")
 LABELS = ("gold", "humans")
 """Calibration answers: a random :data:`GOLD_SHARE` of the items with a dataset gold field (the
 others held out, to check), or the human gold of the labelling plan's random calibration share
-(:func:`pcf.labelling.plan.calibration_items`; other human gold is not a random sample)."""
+(:func:`pcf.labelling.plan.human_calibration_items`; other human gold is not a random sample)."""
 GOLD_SHARE = 0.5
 SMALLEST_RISK = 1e-6
 """The smallest ``alpha`` and ``delta`` taken: smaller ones would need more calibration items
@@ -134,7 +134,7 @@ def escalate(
         sample = random_sample(pool, math.floor(GOLD_SHARE * len(pool)), "escalate", seed)
         source = "gold answers"
     else:
-        reserved = calibration_items(run.dataset_id, session=session)
+        reserved = human_calibration_items(run.dataset_id, session=session)
         if not reserved:
             raise ValueError(
                 "the labelling plan reserves no random calibration share, and human gold "

@@ -24,7 +24,7 @@ from pcf.labelling.human_gold import dataset_gold, rule_text
 from pcf.labelling.plan import Plan
 from pcf.store import adjudication_records, current_labels, load_items, resolutions
 
-FORMATS = ("jsonl", "csv", "parquet", "hf")
+GOLD_FORMATS = ("jsonl", "csv", "parquet", "hf")
 SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 HF_DATA = Path("data") / "train-00000-of-00001.parquet"  # the hub's name of split train's file
 HF_SAVED = Path("train") / "data-00000-of-00001.arrow"  # save_to_disk's name of split train's file
@@ -148,8 +148,8 @@ def export_format(path: Path, fmt: str | None) -> str:
     named = SUFFIXES.get(path.suffix.lower())
     if fmt is None:
         return named or "jsonl"
-    if fmt not in FORMATS:
-        raise ValueError(f"--format must be one of {', '.join(FORMATS)}")
+    if fmt not in GOLD_FORMATS:
+        raise ValueError(f"--format must be one of {', '.join(GOLD_FORMATS)}")
     if named is not None and named != fmt:
         raise ValueError(f"--out {path.name} names {named} but --format is {fmt}; make them agree")
     return fmt
@@ -189,8 +189,8 @@ def write_records(
         ValueError: an unknown format.
         OSError: the file cannot be written.
     """
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt not in GOLD_FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(GOLD_FORMATS)}")
     if fmt == "hf":
         (path / HF_DATA).parent.mkdir(parents=True, exist_ok=True)
         write_records(records, path / HF_DATA, "parquet", schema)

@@ -72,7 +72,7 @@ def calibration_order(dataset_id: int, *, session: Session) -> list[str]:
     return random_order(keys, round(share * len(keys)), "labelling", dataset.seed)
 
 
-def calibration_items(dataset_id: int, *, session: Session) -> set[str]:
+def human_calibration_items(dataset_id: int, *, session: Session) -> set[str]:
     """The keys of :func:`calibration_order`."""
     return set(calibration_order(dataset_id, session=session))
 

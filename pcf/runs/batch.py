@@ -38,7 +38,7 @@ from pcf.runs.call_plan import (
     in_chunks,
     plan,
 )
-from pcf.runs.estimate import require_dataset
+from pcf.runs.estimate import dataset_of
 from pcf.runs.manage import (
     CostCapError,
     Lease,
@@ -624,7 +624,7 @@ def client_for(spec: RunSpec) -> BatchClient:
     return batch_client(judge)
 
 
-def submit_run(
+def submit_batches(
     spec: RunSpec,
     *,
     session: Session,
@@ -638,7 +638,7 @@ def submit_run(
     Nothing is sent when the requests' upper-bound price would take the run's spend past
     ``max_cost`` (by default ``PCF_MAX_COST_USD``); the cap is kept for collect's waves."""
     check_start(spec, session=session, actor=actor)
-    require_dataset(spec, session=session)
+    dataset_of(spec, session=session)
     cap = max_cost if max_cost is not None else default_cost_cap()
     require_price(spec, cap, price_table())
     client = client_for(spec)

@@ -70,7 +70,7 @@ def estimate_run(
     spec: RunSpec, *, session: Session, prices: dict[str, tuple[float, float]] | None = None
 ) -> CostEstimate:
     """Estimate the calls, tokens and cost of running ``spec``."""
-    dataset = require_dataset(spec, session=session)
+    dataset = dataset_of(spec, session=session)
     db_ids = item_db_ids(dataset.id, session=session)
     run = get_run(spec.run_name, session=session)
     conflict = None if run is None else settings_conflict(run, spec, session=session)
@@ -202,7 +202,7 @@ def reopen_estimate(spec: RunSpec, *, session: Session) -> ReopenEstimate | None
     )
 
 
-def require_dataset(spec: RunSpec, *, session: Session) -> Dataset:
+def dataset_of(spec: RunSpec, *, session: Session) -> Dataset:
     """The dataset the run judges, or a ValueError that says how to import one."""
     dataset = get_dataset(spec.dataset, session=session)
     if dataset is None:

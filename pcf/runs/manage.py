@@ -34,7 +34,7 @@ from pcf.judges.base import env_key
 from pcf.judges.replay import ReplayJudge
 from pcf.judgments import RECORDED_SETTING
 from pcf.prices import price_table
-from pcf.runs.estimate import CANONICAL_SETTING, estimate_run, require_dataset, settings_conflict
+from pcf.runs.estimate import CANONICAL_SETTING, dataset_of, estimate_run, settings_conflict
 from pcf.runs.live import execute
 from pcf.runs.rows import Progress, RunReport
 from pcf.runs.spec import RunSpec
@@ -175,7 +175,7 @@ def backend_problem(
 def open_run(spec: RunSpec, *, session: Session, recorded: Mapping[str, Any] | None = None) -> Run:
     """The run ``spec`` names: created (with a replay's ``recorded`` provenance), or resumed
     when its settings are the same."""
-    dataset = require_dataset(spec, session=session)
+    dataset = dataset_of(spec, session=session)
     run = get_run(spec.run_name, session=session)
     if run is None:
         return create_run(
@@ -313,7 +313,7 @@ def judge_run(
     price file or a judge that cannot start leaves no run.
     """
     check_start(spec, session=session, actor=actor, api_key=api_key)
-    require_dataset(spec, session=session)
+    dataset_of(spec, session=session)
     prices = price_table()  # a price file that cannot be used stops here, before any run exists
     cap = max_cost if max_cost is not None else default_cost_cap()
     require_price(spec, cap, prices)

@@ -12,7 +12,7 @@ from sqlmodel import Session
 from pcf.access import Actor
 from pcf.choices import STRONG_BIAS_MODEL
 from pcf.items import load_dataset
-from pcf.runs.estimate import require_dataset
+from pcf.runs.estimate import dataset_of
 from pcf.runs.manage import import_dataset, judge_run
 from pcf.runs.rows import RunReport
 from pcf.runs.spec import RunSpec
@@ -39,7 +39,7 @@ verdict follows the first slot and the consensus over orderings visibly recovers
 def study_specs(study: str, base: RunSpec, *, session: Session) -> list[RunSpec]:
     """The study's runs, each ``base`` with its protocol and the name ``STUDY/PROTOCOL`` (a
     dataset of pairs gets APOCJudge alone)."""
-    dataset = require_dataset(base, session=session)
+    dataset = dataset_of(base, session=session)
     pairs = all(len(i.candidates) == 2 for i in load_items(dataset.id, session=session))
     protocols = ("apoc",) if pairs else ("direct", "pcf", "repeated")
     return [

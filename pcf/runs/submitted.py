@@ -14,7 +14,7 @@ from pcf.access import AccessDeniedError, Actor, Permission, Role, authorize
 from pcf.choices import SIMULATED_MODEL
 from pcf.judges import parse_model
 from pcf.runs.background import background_runs, cancel_run, start_run
-from pcf.runs.estimate import CostEstimate, estimate_run, require_dataset
+from pcf.runs.estimate import CostEstimate, dataset_of, estimate_run
 from pcf.runs.manage import APP_BACKENDS, check_start
 from pcf.runs.spec import RunSpec
 from pcf.store import (
@@ -110,7 +110,7 @@ def submit_run(
 
     def claim(session: Session) -> tuple[ApiRun | None, bool]:
         check_start(spec, session=session, actor=actor)
-        require_dataset(spec, session=session)
+        dataset_of(spec, session=session)
         return claim_api_run(
             spec.run_name, session=session, email=actor.identity, idempotency_key=key, request=asked
         )

@@ -9,7 +9,7 @@ from sqlmodel import Session, func, select
 from streamlit.testing.v1 import AppTest
 
 from pcf.access import operator
-from pcf.runs.batch import submit_run
+from pcf.runs.batch import submit_batches
 from pcf.runs.spec import RunSpec
 from pcf.store import Call, get_run
 from tests.app import markdown_texts, open_page
@@ -38,7 +38,7 @@ def test_a_batch_run_is_listed_and_collected_from_the_page(
             protocol="direct",
             limit=3,
         )
-        submit_run(spec, session=db, actor=operator())
+        submit_batches(spec, session=db, actor=operator())
         at = open_page(app, "runs")
         assert not at.exception, [e.message for e in at.exception]
         texts = markdown_texts(at)
@@ -80,7 +80,7 @@ def test_a_lost_batch_is_shown_and_forgotten_from_the_page(
             protocol="direct",
             limit=3,
         )
-        (batch_id,) = submit_run(spec, session=db, actor=operator())[1].batches
+        (batch_id,) = submit_batches(spec, session=db, actor=operator())[1].batches
         server.batches.lose(batch_id)
         at = open_page(app, "runs")
         assert "runs_forget_batched" not in [b.key for b in at.button]

@@ -14,7 +14,7 @@ from sqlmodel import Session
 
 from pcf.access import AccessDeniedError, Actor, Role, operator
 from pcf.labelling.labels import ItemFullError, save_label
-from pcf.labelling.plan import Plan, calibration_items, calibration_order, set_plan
+from pcf.labelling.plan import Plan, calibration_order, human_calibration_items, set_plan
 from pcf.labelling.queue import (
     RESERVATION,
     assign,
@@ -76,10 +76,10 @@ def test_people_labelling_at_once_get_different_items_until_each_has_n(session):
 def test_the_plans_seeded_random_calibration_share_is_served_first_in_its_random_order(session):
     dataset_id, order = dataset(session, 20)
     set_plan(dataset_id, session=session, actor=operator(), calibration_share=0.25)
-    reserved = calibration_items(dataset_id, session=session)
+    reserved = human_calibration_items(dataset_id, session=session)
     assert len(reserved) == 5
     assert reserved != {key for key, _ in order[:5]}  # a random share, not the first items
-    assert calibration_items(dataset_id, session=session) == reserved  # the same seed
+    assert human_calibration_items(dataset_id, session=session) == reserved  # the same seed
     wanted = dict.fromkeys((k for k, _ in order), 1)
     served = []
     for _ in range(5):
@@ -91,7 +91,7 @@ def test_the_plans_seeded_random_calibration_share_is_served_first_in_its_random
     assert served == calibration_order(dataset_id, session=session)
     assert served != [key for key, _ in order if key in reserved]
     session.get(Dataset, dataset_id).seed = 1
-    assert calibration_items(dataset_id, session=session) != reserved
+    assert human_calibration_items(dataset_id, session=session) != reserved
 
 
 def test_a_lapsed_hold_returns_the_item(session):

@@ -23,7 +23,7 @@ from pcf.cli import app
 from pcf.judges import make_judge
 from pcf.judges.batch_api import batch_client
 from pcf.prices import batch_prices
-from pcf.runs.batch import collect_runs, submit_run
+from pcf.runs.batch import collect_runs, submit_batches
 from pcf.runs.batch_status import batch_overview, batch_status, cancel_runs
 from pcf.runs.call_plan import content_key, plan
 from pcf.runs.estimate import estimate_run
@@ -149,7 +149,7 @@ def test_a_study_by_batch_matches_the_study_call_by_call_at_half_the_cost(
         with WireServer(answer, batch_polls=2) as server:
             import_ds(session)
             specs = study_specs("s", base_spec(provider, server), session=session)
-            reports = [submit_run(spec, session=session, actor=operator())[1] for spec in specs]
+            reports = [submit_batches(spec, session=session, actor=operator())[1] for spec in specs]
             names = [spec.run_name for spec in specs]
             collected = collect_runs(
                 names, session=session, wait=True, poll_s=0.01, actor=operator()
@@ -212,13 +212,13 @@ def test_failed_expired_and_refused_requests_are_failed_calls_retried_by_retry_f
         behaviours = ["error", "expired", "refusal", "garbled"]
         for prompt, behaviour in zip(prompts[:4], behaviours, strict=True):
             plan_script[prompt] = behaviour
-        submit_run(spec, session=session, actor=operator())
+        submit_batches(spec, session=session, actor=operator())
         first = collect_runs(["r"], session=session, wait=True, poll_s=0.01, actor=operator())[0]
         failed = {c.error.split(":")[0] for c in session.exec(select(Call)).all() if not c.ok}
         run = session.exec(select(Run)).one()
         session.refresh(run)
         status_after_first = run.failures
-        again = submit_run(spec, session=session, retry_failed=True, actor=operator())[1]
+        again = submit_batches(spec, session=session, retry_failed=True, actor=operator())[1]
         collect_runs(["r"], session=session, wait=True, poll_s=0.01, actor=operator())
         paid = len(batch_requests(server))
 
@@ -241,7 +241,7 @@ def test_a_batch_that_fails_whole_is_failed_calls_and_nothing_is_paid(provider_e
     with WireServer(answer, fail_batch=lambda index: index == 0) as server:
         import_ds(session, 2)
         spec = base_spec(provider, server, name="r", executions=1)
-        submit_run(spec, session=session, actor=operator())
+        submit_batches(spec, session=session, actor=operator())
         report = collect_runs(["r"], session=session, actor=operator())[0]
         paid = len(batch_requests(server))
         calls = session.exec(select(Call)).all()
@@ -277,7 +277,7 @@ def test_a_cancelled_batch_leaves_failed_calls_and_a_key_in_an_error_is_masked(
     with WireServer(responder, batch_polls=5) as server:
         import_ds(session, 1)
         spec = base_spec(provider, server, name="r", executions=1)
-        _, submitted = submit_run(spec, session=session, actor=operator())
+        _, submitted = submit_batches(spec, session=session, actor=operator())
         assert cancel_runs(["r"], session=session, actor=operator()) == {
             "cancelled": submitted.batches,
             "lost": {},
@@ -287,7 +287,7 @@ def test_a_cancelled_batch_leaves_failed_calls_and_a_key_in_an_error_is_masked(
         errors = {c.error for c in session.exec(select(Call)).all()}
         assert {e.split(":")[0] for e in errors} == {"batch_cancelled"}
         echo.append(True)
-        submit_run(spec, session=session, retry_failed=True, actor=operator())
+        submit_batches(spec, session=session, retry_failed=True, actor=operator())
         collect_runs(["r"], session=session, wait=True, poll_s=0.01, actor=operator())
     session.expire_all()
     stored = session.exec(select(Call)).all()
@@ -310,7 +310,7 @@ def test_calls_are_split_by_the_request_limit_and_collect_waits_for_every_batch(
     with WireServer(answer, batch_polls=3) as server:
         import_ds(session, 3)
         spec = base_spec(provider, server, name="r", executions=1)
-        _, report = submit_run(spec, session=session, max_requests=5, actor=operator())
+        _, report = submit_batches(spec, session=session, max_requests=5, actor=operator())
         early = collect_runs(["r"], session=session, actor=operator())[0]
         # call by call would pay for them again
         with pytest.raises(ValueError, match="has provider batches not collected yet"):
@@ -331,7 +331,7 @@ def test_calls_are_split_by_the_request_limit_and_collect_waits_for_every_batch(
 def test_batch_needs_a_provider_backend(session):
     import_ds(session, 1)
     with pytest.raises(ValueError, match="are for openai/ and anthropic/ models; simulated/"):
-        submit_run(RunSpec("ds", name="r"), session=session, actor=operator())
+        submit_batches(RunSpec("ds", name="r"), session=session, actor=operator())
     assert session.exec(select(Run)).all() == []
 
 
@@ -371,7 +371,7 @@ def test_an_adaptive_run_sends_each_wave_as_a_batch_and_stops_where_call_by_call
         with WireServer(steady_answer, batch_polls=1) as server:
             import_ds(session)
             spec = base_spec(provider, server, name="a", adaptive="certain")
-            first = submit_run(spec, session=session, actor=operator())[1]
+            first = submit_batches(spec, session=session, actor=operator())[1]
             collect_runs(["a"], session=session, wait=True, poll_s=0.01, actor=operator())
             waves = [len(b.custom_ids) for b in session.exec(select(ProviderBatch)).all()]
             paid = len(batch_requests(server))
@@ -406,7 +406,7 @@ def test_a_confident_batch_run_calibrates_before_it_stops_the_other_items(
         monkeypatch.setattr("pcf.store.datasets.ITEM_CHUNK", 5)
         with WireServer(steady_answer, batch_polls=1) as server:
             import_ds(session, 12)
-            first = submit_run(
+            first = submit_batches(
                 base_spec(provider, server, **settings), session=session, actor=operator()
             )[1]
             collect_runs(["c"], session=session, wait=True, poll_s=0.01, actor=operator())
@@ -462,7 +462,7 @@ def test_apocjudge_confirmations_are_a_second_batch_wave(
             import_items(pairs, session=session, name="ds", fmt="jsonl")
             session.commit()
             spec = base_spec(provider, server, name="a", protocol="apoc")
-            first = submit_run(spec, session=session, actor=operator())[1]
+            first = submit_batches(spec, session=session, actor=operator())[1]
             collect_runs(["a"], session=session, wait=True, poll_s=0.01, actor=operator())
             sizes = [len(b.custom_ids) for b in session.exec(select(ProviderBatch)).all()]
             paid = len(batch_requests(server))
@@ -528,7 +528,7 @@ def test_two_calls_with_one_content_key_are_one_request_paid_once(monkeypatch, t
     session.commit()
     with WireServer(answer) as server:
         spec = base_spec(OPENAI, server, name="r", schedule="exhaustive", k=2, executions=1)
-        _, report = submit_run(spec, session=session, actor=operator())
+        _, report = submit_batches(spec, session=session, actor=operator())
         collect_runs(["r"], session=session, actor=operator())
         paid = len(batch_requests(server))
     calls = session.exec(select(Call)).all()
@@ -576,7 +576,7 @@ def test_a_batch_sent_before_servers_were_in_the_key_is_collected_into_its_calls
             record, session=session, state="submitted", batch_id=asyncio.run(send())
         )
         session.commit()
-        again = submit_run(spec, session=session, actor=operator())[1]
+        again = submit_batches(spec, session=session, actor=operator())[1]
         collect_runs(["r"], session=session, wait=True, poll_s=0.01, actor=operator())
         paid = len(batch_requests(server))
         created = server.batches.created
@@ -604,7 +604,7 @@ def test_a_lost_batch_is_forgotten_into_failed_calls_that_retry_failed_asks_agai
     with WireServer(answer, batch_polls=1) as server:
         import_ds(session, 3)
         spec = base_spec(provider, server, name="r", executions=1)
-        _, submitted = submit_run(spec, session=session, max_requests=4, actor=operator())
+        _, submitted = submit_batches(spec, session=session, max_requests=4, actor=operator())
         _, lost, lost_results = submitted.batches
         server.batches.lose(lost)
         server.batches.lose(lost_results, results_only=True)
@@ -616,7 +616,8 @@ def test_a_lost_batch_is_forgotten_into_failed_calls_that_retry_failed_asks_agai
         with pytest.raises(ValueError, match="not collected yet"):
             judge_run(spec, session=session, actor=operator())
         assert (
-            submit_run(spec, session=session, retry_failed=True, actor=operator())[1].submitted == 0
+            submit_batches(spec, session=session, retry_failed=True, actor=operator())[1].submitted
+            == 0
         )
         asked = cancel_runs(["r"], session=session, actor=operator())
         status = {
@@ -628,7 +629,7 @@ def test_a_lost_batch_is_forgotten_into_failed_calls_that_retry_failed_asks_agai
         forgot = collect_runs(["r"], session=session, forget_lost=True, actor=operator())[0]
         failed = {c.error for c in session.exec(select(Call)).all() if not c.ok}
         if retry == "batch":
-            again = submit_run(spec, session=session, retry_failed=True, actor=operator())[
+            again = submit_batches(spec, session=session, retry_failed=True, actor=operator())[
                 1
             ].submitted
             collect_runs(["r"], session=session, wait=True, poll_s=0.01, actor=operator())
