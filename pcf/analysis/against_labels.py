@@ -72,18 +72,20 @@ def run_overview(run: Run, *, session: Session) -> RunOverview:
 def run_calibration(run: Run, *, session: Session) -> pd.Series | None:
     """Each item's calibrated chance that the judge is wrong
     (:func:`~pcf.analysis.triage.calibrated_priority` against gold, else human gold), as stored
-    for the current revision of the run's calls and labels; None without enough labels."""
+    for the current revision of the run's calls and those answers; None without enough labels."""
+
+    table = stored_analysis(run, session=session).table
+    answers = known_answers(table, dataset_gold(run.dataset_id, session=session).gold)
 
     def compute() -> dict[str, Any]:
-        table = stored_analysis(run, session=session).table
-        answers = known_answers(table, dataset_gold(run.dataset_id, session=session).gold)
         try:
             chances = calibrated_priority(table, answers)
         except ValueError:
             return {}
         return {"p_wrong": pd.DataFrame({"item_id": chances.index, "p_wrong": chances.to_numpy()})}
 
-    parts = kept(run, "calibration", compute, session=session, labels=True)
+    # Refitted when the answers change, not at every label (most labels leave them as they were).
+    parts = kept(run, "calibration", compute, session=session, inputs=answers)
     if "p_wrong" not in parts:
         return None
     frame = parts["p_wrong"]

@@ -8,6 +8,7 @@ reads a result stored at the current revision, or computes, stores and returns i
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import zipfile
@@ -76,15 +77,21 @@ def kept(
     *,
     session: Session,
     labels: bool = False,
+    inputs: Any = None,
 ) -> Parts:
     """The run's result ``name``: as stored when it was computed at the current revision of the
-    run's calls (with ``labels``, of its dataset's labels too); else ``compute()``'s parts,
-    stored first (flushed; the caller commits).
+    run's calls (with ``labels``, of its dataset's labels too; with ``inputs``, a JSON value,
+    for those inputs); else ``compute()``'s parts, stored first (flushed; the caller commits).
 
     The revision is read before computing, so a call or label that arrives meanwhile makes the
-    stored result stale at once: it is never shown for the new revision.
+    stored result stale at once: it is never shown for the new revision. A result that depends
+    on the labels only through a few values passes them as ``inputs`` instead of ``labels``, so
+    that a label that leaves them as they were finds it stored.
     """
     revision = result_revision(run, session=session, labels=labels)
+    if inputs is not None:
+        digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+        revision = f"{revision} {digest}"
     data = run_result(run.id, name, revision, session=session)
     if data is None:
         data = encode(compute())

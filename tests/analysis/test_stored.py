@@ -13,9 +13,12 @@ import pytest
 from sqlmodel import Session, col, select
 from typer.testing import CliRunner
 
+from pcf.access import operator
+from pcf.analysis.against_labels import run_calibration
 from pcf.analysis.results import RunAnalysis, analyse_run, stored_analysis
 from pcf.analysis.stored import decode, encode, kept
 from pcf.cli import app
+from pcf.labelling.labels import save_label
 from pcf.store import (
     Call,
     RunResult,
@@ -173,3 +176,23 @@ def test_parts_come_back_as_they_went_and_a_result_is_computed_once(runs: Sessio
     for _ in range(2):
         kept(run, "figures", lambda: computed.append(1) or {"figures": {"n": 1}}, session=runs)
     assert computed == [1]
+
+
+def test_the_calibration_is_refitted_when_its_answers_change_not_at_every_label(db: Session):
+    """The demo has gold: a label leaves the answers the judge is checked against as they were,
+    so the calibration stored before it is read back, not fitted and written again."""
+    run = get_run("demo-pcf", session=db)
+    first = run_calibration(run, session=db)
+    db.commit()
+    (stored,) = stored_rows(db, "calibration")
+    item_db_id = next(iter(item_db_ids(run.dataset_id, session=db).values()))
+    save_label(item_db_id, session=db, actor=operator(), choice="none_correct", seen=None)
+    db.commit()
+    again = run_calibration(run, session=db)
+    assert stored_rows(db, "calibration") == [stored]
+    pd.testing.assert_series_equal(again, first)
+
+    computed = []
+    for inputs in ({"a": "x"}, {"a": "x"}, {"a": None}, {"a": "x"}):
+        kept(run, "probe", lambda: computed.append(1) or {"n": 1}, session=db, inputs=inputs)
+    assert len(computed) == 3  # once per change of the inputs
