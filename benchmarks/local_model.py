@@ -4,12 +4,14 @@ output. Opt-in, never in CI: it needs a running server, which it never starts.
 
 Each variant is one ``pcf judge`` process (PCF, K=2, concurrency 1 unless told: a llama.cpp
 server answers one request at a time by default) on a database of its own in a temporary folder,
-so no answer of one variant is reused by the other. The first variant asks for the answer's JSON
-schema (the default); the second passes ``--no-structured-output`` (``--without`` names another
-flag, for a ``pcf`` whose option is spelled otherwise). Printed per variant: calls, answers that
-parsed (after pcf's parse retry), the share that parsed, the attempts they took, failures by
-reason, the median seconds per answered call (the stored latency: at concurrency 1, a call's time
-at the server) and the items raising each flag; the last line is the figures as JSON.
+so no answer of one variant is reused by the other; ``--together`` runs both at once (each
+call's time then includes sharing the server with the other variant). The first variant asks
+for the answer's JSON schema (the default); the second passes ``--no-structured-output``
+(``--without`` names another flag, for a ``pcf`` whose option is spelled otherwise). Printed
+per variant: calls, answers that parsed (after pcf's parse retry), the share that parsed, the
+attempts they took, failures by reason, the median seconds per answered call (the stored
+latency: at concurrency 1, a call's time at the server) and the items raising each flag; the
+last line is the figures as JSON.
 
     llama-server -m SmolLM2-135M-Instruct-Q8_0.gguf --port 8080 &
     python benchmarks/local_model.py --base-url http://127.0.0.1:8080/v1 --model smollm2-135m
@@ -24,10 +26,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 
 from pcf.store import Call, get_engine
 
@@ -64,12 +67,12 @@ def variant(name: str, extra: list[str], options: argparse.Namespace, folder: Pa
     except ValueError:
         raise SystemExit(f"{name}: pcf judge printed no summary: {judged.stderr.strip()}") from None
     done = summary["this_invocation"]
-    calls = done["planned"]
-    parsed = calls - done["failures"]
     engine = get_engine(database)
-    with Session(engine) as session:  # the server's time of each answered call
-        latencies = session.exec(select(Call.latency_s).where(col(Call.latency_s) > 0)).all()
+    with Session(engine) as session:  # the calls made (all of them, unless interrupted)
+        answers = session.exec(select(Call.ok, Call.latency_s)).all()
     engine.dispose()
+    calls, parsed = len(answers), sum(ok for ok, _ in answers)
+    latencies = [latency for _, latency in answers if latency > 0]  # the server's time
     return {
         "variant": name,
         "options": extra,
@@ -111,6 +114,11 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="Seconds per answer.")
     parser.add_argument("--items-file", type=Path, default=ITEMS_FILE)
     parser.add_argument(
+        "--together",
+        action="store_true",
+        help="Judge both variants at once (for a server with two slots, --parallel 2).",
+    )
+    parser.add_argument(
         "--without",
         default=WITHOUT_FLAG,
         help=f"The pcf judge option that turns structured output off ({WITHOUT_FLAG}).",
@@ -118,11 +126,9 @@ def main() -> None:
     options = parser.parse_args()
     if not options.items_file.exists():
         raise SystemExit(f"{options.items_file}: no such file (../shared/data/rewardbench2)")
-    with tempfile.TemporaryDirectory() as folder:
-        results = [
-            variant("structured", [], options, Path(folder)),
-            variant("unstructured", [options.without], options, Path(folder)),
-        ]
+    variants = [("structured", []), ("unstructured", [options.without])]
+    with tempfile.TemporaryDirectory() as folder, ThreadPoolExecutor(1 + options.together) as pool:
+        results = list(pool.map(lambda v: variant(*v, options, Path(folder)), variants))
     print(f"{results[0]['judge']}, {options.limit} RewardBench 2 items, K={options.k}")
     for figures in results:
         show(figures)
