@@ -40,7 +40,7 @@ from pcf.labelling.tokens import create_token
 from pcf.runs.manage import import_dataset, judge_run
 from pcf.runs.spec import RunSpec
 from pcf.store import DATABASE_URL_ENV, get_engine, get_run, save_member, session_scope
-from tests.e2e.conftest import free_port
+from tests.served_app import free_port
 
 RUN = "bench-direct"
 

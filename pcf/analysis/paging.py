@@ -11,6 +11,7 @@ from sqlmodel import Session
 
 from pcf.analysis.results import decision_chunks
 from pcf.flags import FLAGS
+from pcf.processes import gc_paused
 from pcf.store import Run
 
 MAX_PAGE = 1000
@@ -41,6 +42,14 @@ def decision_page(
     if found is None or int(found[1]) % CHUNK or int(found[2]) > CHUNK:
         raise ValueError(f"cursor {cursor!r} is not one a page gave")
     start, skip = int(found[1]), int(found[2])
+    with gc_paused():  # a page is thousands of small dicts and lists, none in a cycle
+        return _page(run, session=session, start=start, skip=skip, limit=limit, flag=flag)
+
+
+def _page(
+    run: Run, *, session: Session, start: int, skip: int, limit: int, flag: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """:func:`decision_page` from the chunk at ``start``, its first ``skip`` records taken."""
     page: list[dict[str, Any]] = []
     for first, records in zip(
         range(start, 2**63, CHUNK),

@@ -18,7 +18,7 @@ from pcf.access import Permission
 from pcf.analysis.escalate import escalate
 from pcf.analysis.gate import check_run
 from pcf.analysis.paging import MAX_PAGE, decision_page
-from pcf.analysis.results import judgment_chunks, stored_analysis
+from pcf.analysis.results import judgment_chunks, run_cost, stored_analysis
 from pcf.api.guard import caller
 from pcf.api.problem_details import NotFoundError, Problem, problem
 from pcf.api.schemas import (
@@ -34,7 +34,6 @@ from pcf.api.schemas import (
     DecisionPage,
     EscalateIn,
     EscalateOut,
-    EstimateOut,
     GoldOut,
     Health,
     ItemOut,
@@ -61,6 +60,7 @@ from pcf.labelling.tokens import TokenUser
 from pcf.reports.collect import collect_report
 from pcf.reports.document import build_report, report_title
 from pcf.reports.render import report_file, report_json
+from pcf.runs.estimate import CostEstimate
 from pcf.runs.manage import add_items, open_dataset
 from pcf.runs.submitted import RunRequest, cancel, estimate, run_status, submit_run
 from pcf.store import (
@@ -179,18 +179,20 @@ def put_dataset(
 @router.get("/datasets/{name}/items", response_model=ItemPage)
 def dataset_items(
     name: DatasetName,
-    _user: Annotated[TokenUser, Depends(caller())],
+    user: Annotated[TokenUser, Depends(caller())],
     cursor: Cursor = None,
     limit: Limit = 100,
 ) -> ItemPage:
-    """The dataset's items in their order, in the ``items.jsonl`` schema, a page at a time."""
+    """The dataset's items in their order, in the ``items.jsonl`` schema, a page at a time;
+    ``gold`` is null for a token without the right to see results (annotators label blind)."""
     start = int(cursor or 0)
     with session_scope(get_engine()) as session:
         dataset = dataset_named(name, session=session)
         items = items_at(dataset.id, start, start + limit, session=session)
     more = start + limit < dataset.n_items
+    blind = {} if Permission.SEE_RESULTS in user.permissions else {"gold": None}
     return ItemPage(
-        items=[ItemOut(**item.to_dict()) for item in items],
+        items=[ItemOut(**item.to_dict() | blind) for item in items],
         next_cursor=str(start + limit) if more else None,
     )
 
@@ -230,15 +232,14 @@ def post_run(
     return RunAccepted(name=submitted.name, started=submitted.started, location=location)
 
 
-@router.post("/runs/estimate", response_model=EstimateOut)
+@router.post("/runs/estimate", response_model=CostEstimate)
 def post_estimate(
     body: RunIn, user: Annotated[TokenUser, Depends(caller(Permission.RUN))]
-) -> EstimateOut:
-    """What starting the run would call and cost."""
+) -> CostEstimate:
+    """What starting the run would call and cost (``cost_usd`` null: the model is unpriced)."""
     with session_scope(get_engine()) as session:
         dataset_named(body.dataset, session=session)
-    found = estimate(RunRequest(**body.model_dump()), engine=get_engine(), actor=user.actor)
-    return EstimateOut(**asdict(found))
+    return estimate(RunRequest(**body.model_dump()), engine=get_engine(), actor=user.actor)
 
 
 @router.get("/runs/{name:path}/decisions", response_model=DecisionPage)
@@ -374,10 +375,14 @@ def cancel_run(
 
 @router.get("/runs/{name:path}", response_model=RunStatusOut)
 def run(name: RunName, _user: Reader) -> RunStatusOut:
-    """The run's status, progress and spend."""
+    """The run's status, progress and spend (``cost_usd`` null: its model is unpriced)."""
     status = run_status(name, engine=get_engine())
     if status is None:
         raise NotFoundError(f"no run {name!r}; POST /runs starts one")
+    with session_scope(get_engine()) as session:
+        stored = get_run(name, session=session)
+        if stored is not None:  # a submitted run not stored yet has no cost
+            status["cost_usd"] = run_cost(stored)
     return RunStatusOut(**status)
 
 

@@ -93,7 +93,7 @@ class ItemOut(BaseModel):
     item_id: str
     prompt: str
     candidates: list[dict[str, str]]
-    gold: str | None
+    gold: str | None = Field(description="null also without the right to see results")
     bucket: str | None
 
 
@@ -136,26 +136,13 @@ class RunStatusOut(BaseModel):
     attempts: int | None = Field(description="requests sent to the judge, retries included")
     cache_hits: int | None
     failures: int | None
-    cost_usd: float | None
+    cost_usd: float | None = Field(
+        description="USD spent; null while not stored, or when the model is unpriced (never 0)"
+    )
     input_tokens: int | None
     output_tokens: int | None
     created_at: str
     finished_at: str | None
-
-
-class EstimateOut(BaseModel):
-    items: int
-    planned: int
-    stored: int
-    cached: int
-    to_call: int
-    confirmations_max: int
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float | None
-    resumes: bool
-    batch_cost_usd: float | None
-    conflict: str | None
 
 
 class DecisionPage(BaseModel):

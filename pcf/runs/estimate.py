@@ -50,7 +50,8 @@ CANONICAL_SETTING = "canonical_orders"
 @dataclass(frozen=True)
 class CostEstimate:
     """What starting (or resuming) a run would do: ``to_call`` is ``planned - stored - cached``; a
-    cost is None without a price (``batch_cost_usd`` also without a batch API for the backend)."""
+    cost is None (unpriced, never 0) when the model has no price (``batch_cost_usd`` also
+    without a batch API for the backend)."""
 
     items: int
     planned: int

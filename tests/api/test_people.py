@@ -160,3 +160,26 @@ def test_assigned_items_come_first_for_their_assignee_and_for_nobody_else(
         json={"to": "ann@example.org", "remove": True},
     ).json()
     assert taken == {"to": "ann@example.org", "assigned": [], "removed": 4}
+
+
+def test_the_items_come_blind_to_a_token_that_may_not_see_results(demo_engine, client, token, db):
+    dataset_id = get_run("demo-pcf", session=db).dataset_id
+    gold = {item.item_id: item.gold for item in load_items(dataset_id, session=db)}
+    assert any(gold.values())
+    readers = {
+        ("annotator", "label"): False,  # annotators label blind, as on the Adjudicate page
+        ("annotator", "admin"): False,  # a wide scope is capped by the role
+        ("reviewer", "read"): True,
+        ("viewer", "read"): True,
+    }
+    for (role, scope), sees_gold in readers.items():
+        headers = token(f"{role}-{scope}@example.org", role, scope)
+        shown, cursor = {}, None
+        while True:
+            params = {"limit": 1000} | ({"cursor": cursor} if cursor else {})
+            page = client.get("/api/v1/datasets/demo/items", headers=headers, params=params)
+            assert page.status_code == 200, page.text
+            shown |= {item["item_id"]: item["gold"] for item in page.json()["items"]}
+            if (cursor := page.json()["next_cursor"]) is None:
+                break
+        assert shown == (gold if sees_gold else dict.fromkeys(gold)), (role, scope)

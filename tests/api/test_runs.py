@@ -10,6 +10,7 @@ from pcf.access import Actor, Role
 from pcf.api import standalone
 from pcf.runs.submitted import RunRequest, cancel
 from pcf.store import claim_api_run, get_run
+from tests.factories import stored_run
 
 pytestmark = pytest.mark.db
 
@@ -60,3 +61,35 @@ def test_an_estimate_is_the_plan_of_pcf_judge_and_starts_nothing(
         json=asked | {"model": "replay/x"},
     )
     assert replay.status_code == 422, replay.text
+
+
+def test_a_run_or_estimate_of_an_unpriced_model_costs_null_never_zero(
+    demo_engine, client, token, new_session
+):
+    headers = token("ci@example.org", "admin", "run")
+    with new_session() as session:
+        dataset_id = get_run("demo-pcf", session=session).dataset_id
+        for name, model, cost in (("house", "house-model", 0.0), ("mini", "gpt-4o-mini", 0.0123)):
+            run = stored_run(session, dataset_id, name=name, backend="openai", model=model)
+            run.input_tokens, run.output_tokens, run.cost_usd = 1200, 300, cost
+            session.add(run)
+        session.commit()
+
+    def cost_of(name: str) -> float | None:
+        answer = client.get(f"/api/v1/runs/{name}", headers=headers)
+        assert answer.status_code == 200, answer.text
+        return answer.json()["cost_usd"]
+
+    assert cost_of("house") is None  # spent on a model without a price: unknown, not $0
+    assert cost_of("mini") == 0.0123
+    assert cost_of("demo-pcf") == 0.0  # the simulated judge costs nothing
+
+    asked = {"dataset": "demo", "name": "planned", "k": 1, "limit": 4}
+    for model, priced in (("openai/house-model", False), ("openai/gpt-4o-mini", True)):
+        answer = client.post(
+            "/api/v1/runs/estimate", headers=headers, json=asked | {"model": model}
+        )
+        assert answer.status_code == 200, answer.text
+        found = answer.json()
+        assert found["input_tokens"] > 0
+        assert found["cost_usd"] > 0 if priced else found["cost_usd"] is None, found
