@@ -191,10 +191,7 @@ def open_run(spec: RunSpec, *, session: Session, recorded: Recorded | None = Non
             executions=spec.executions,
             base_url=spec.base_url,
             weights=dict(zip(("ws", "wB", "wv", "wu"), spec.stop_on.as_tuple(), strict=True)),
-            settings=RunSettings.of_new_run(
-                spec.identity(),
-                recorded=recorded,
-            ),
+            settings=RunSettings.of_new_run(spec.identity(), recorded=recorded),
         )
     conflict = settings_conflict(run, spec, session=session)
     if conflict:
