@@ -1,11 +1,12 @@
 """A run's settings (``Run.settings``): what defines its calls, and what its judging recorded.
 
 The store keeps them as one JSON object and parses it into :class:`RunSettings` when it reads
-the run (:class:`pcf.store.RunSettingsJSON`), so every other module reads typed fields; the
-names of the stored keys appear in this module alone. Every field has the default that reads
-a run stored before the field existed, and a run writes only the keys it was given (the
-stored JSON is the one earlier releases wrote). A key this release does not know (written by
-a newer one) is kept and written back unchanged (``extra="allow"``), never dropped."""
+the run (its column type, ``pcf.store.models.RunSettingsJSON``), so every other module reads
+typed fields; the names of the stored keys appear in this module alone. Every field has the
+default that reads a run stored before the field existed, and a run writes only the keys it
+was given (the stored JSON is the one earlier releases wrote). A key this release does not
+know (written by a newer one) is kept and written back unchanged (``extra="allow"``), never
+dropped."""
 
 from __future__ import annotations
 

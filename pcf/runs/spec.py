@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from pcf.choices import POLICIES, SCHEDULES, SIMULATED_MODEL
 from pcf.judges import BACKENDS
-from pcf.run_settings import Identity
 from pcf.weights import DEFAULT_WEIGHTS, Weights
 
 if TYPE_CHECKING:
+    from pcf.run_settings import Identity
     from pcf.store import Run
 
 PROTOCOLS = ("direct", "pcf", "repeated", "apoc")
@@ -111,6 +111,8 @@ class RunSpec:
 
     def identity(self) -> Identity:
         """The settings that define the run's calls (:meth:`pcf.run_settings.Identity.of`)."""
+        from pcf.run_settings import Identity  # noqa: PLC0415 - `pcf --help` stays light
+
         return Identity.of(
             protocol=self.protocol,
             k=self.k,
