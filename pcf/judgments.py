@@ -24,6 +24,7 @@ from pcf.files import (
     open_data,
     read_json_lines,
 )
+from pcf.run_settings import Recorded
 
 CallKey = tuple[str, int, int]
 """A call's key: item id, execution, call index."""
@@ -63,15 +64,12 @@ class Judgment:
         return out
 
 
-RECORDED_SETTING = "recorded"
-"""A replay run's setting: :func:`recording_provenance` of the recording it answered from."""
-
-
-def recording_provenance(judgments: Iterable[Judgment]) -> dict[str, Any]:
-    """What made a recording: ``{"backends": [...], "simulated": any line simulated}``."""
+def recording_provenance(judgments: Iterable[Judgment]) -> Recorded:
+    """What made a recording: its backends, and whether any line was simulated (a replay run
+    keeps it in its settings)."""
     made = [(j.backend, j.simulated) for j in judgments]
     backends = sorted({backend for backend, _ in made if backend is not None})
-    return {"backends": backends, "simulated": any(simulated for _, simulated in made)}
+    return Recorded(backends=backends, simulated=any(simulated for _, simulated in made))
 
 
 def write_judgments(judgments: Iterable[Judgment], out: TextIO) -> int:

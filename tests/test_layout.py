@@ -250,3 +250,54 @@ def test_no_page_prints_a_stray_string_to_its_visitors():
     scripts = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py"))]
     found = {p.name: lines for p in scripts if (lines := magic_writes(p.read_text()))}
     assert found == {}
+
+
+SETTINGS_MODULE = PCF / "run_settings.py"
+SUMMARY_NAMES = {"stopping", "answers_without_usage"}
+"""Keys of the stored settings that also name fields of a run's summary and report (its
+stopping, its answers without usage): outside the settings module they name those."""
+
+
+def settings_key_uses(source: str) -> list[str]:
+    """Where ``source`` reads a run's settings by string key (``x.settings[...]``,
+    ``x.settings.get(...)``, ``... in x.settings``) or spells a stored key of
+    :class:`pcf.run_settings.RunSettings` as a string: ``line: what``, in line order."""
+    from pcf.run_settings import RunSettings
+
+    keys = set(RunSettings.model_fields) - SUMMARY_NAMES
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and node.value in keys:
+            found.append((node.lineno, repr(node.value)))
+        elif isinstance(node, ast.Subscript | ast.Attribute) and (
+            isinstance(node.value, ast.Attribute) and node.value.attr == "settings"
+        ):
+            if isinstance(node, ast.Subscript) or node.attr in ("get", "items", "keys"):
+                found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Compare) and any(
+            isinstance(c, ast.Attribute) and c.attr == "settings" for c in node.comparators
+        ):
+            found.append((node.lineno, ast.unparse(node)))
+    return [f"{line}: {use}" for line, use in sorted(found)]
+
+
+def test_a_runs_settings_are_read_by_field_outside_their_module():
+    """The stored keys of a run's settings are spelled in :mod:`pcf.run_settings` alone."""
+    outside = [p for p in product_files() if p != SETTINGS_MODULE]
+    found = {str(p.relative_to(ROOT)): settings_key_uses(p.read_text()) for p in outside}
+    assert {path: uses for path, uses in found.items() if uses} == {}
+
+
+def test_the_settings_key_check_finds_string_keys():
+    sample = (
+        "a = run.settings['stops']\nb = run.settings.get('x')\nc = 'k' in run.settings\n"
+        "d = {'canonical_orders': 1}\ne = run.settings.stops\nf = {'stopping': 1}\n"
+    )
+    assert settings_key_uses(sample) == [
+        "1: 'stops'",
+        "1: run.settings['stops']",
+        "2: run.settings.get",
+        "3: 'k' in run.settings",
+        "4: 'canonical_orders'",
+    ]
+    assert settings_key_uses(SETTINGS_MODULE.read_text())  # the module itself spells them

@@ -77,8 +77,8 @@ def _covered(run: Run, keys: list[str]) -> tuple[np.ndarray, str | None]:
     signal is not the calibration items'), with a note that says so."""
     if not is_adaptive(run):
         return np.ones(len(keys), dtype=bool), None
-    stops = run.settings.get("stops", {})
-    covered = np.array([stops.get(key, {}).get("reason") == FULL_STOP for key in keys])
+    stops = run.settings.stops
+    covered = np.array([key in stops and stops[key].reason == FULL_STOP for key in keys])
     return covered, (
         f"adaptive run: calibrated on, and deciding, only the {int(covered.sum())} items it "
         f"judged in full at random ({FULL_STOP} share); its {int((~covered).sum())} other "

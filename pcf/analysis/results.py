@@ -21,9 +21,8 @@ from pcf.flags import FLAG_HELP, FLAGS
 from pcf.instability import SlotCounts, slot_counts
 from pcf.items import Item
 from pcf.judges import judge_label
-from pcf.judges.base import UNKNOWN, USAGE_UNKNOWN_SETTING
+from pcf.judges.base import UNKNOWN
 from pcf.judges.simulated import MODEL_SLOT_BIAS
-from pcf.judgments import RECORDED_SETTING
 from pcf.pairwise import apoc_decide, bucket_scores, is_ballpark_question, official_outcome
 from pcf.prices import UNPRICED, known_cost, price_table, shown_cost
 from pcf.prompts import TIE
@@ -40,7 +39,7 @@ from pcf.store import (
     run_judgments,
     run_listing,
 )
-from pcf.weights import DEFAULT_WEIGHTS, Weights, weights_label
+from pcf.weights import Weights, weights_label
 
 SIMULATED_NOTE = "results illustrate the tool, not the method's accuracy"
 SIMULATED_LABEL = f"simulated judge: {SIMULATED_NOTE}"
@@ -84,8 +83,7 @@ def run_listing_priced(*, session: Session, dataset_id: int | None = None) -> li
 def is_simulated(run: Run) -> bool:
     """Whether a run's answers came from the simulated judge: its backend, or the recording a
     replay run answered from."""
-    recorded = run.settings.get(RECORDED_SETTING) or {}
-    return run.backend == "simulated" or bool(recorded.get("simulated"))
+    return run.settings.is_simulated(run.backend)
 
 
 def simulates_strong_bias(run: Run) -> bool:
@@ -107,7 +105,7 @@ def usage(run: Run) -> dict[str, int | str]:
     fields = ("cache_hits", "failures", "input_tokens", "output_tokens")
     counts: dict[str, int | str] = {"attempts": run.calls_made}
     counts |= {name: getattr(run, name) for name in fields}
-    if unknown := run.settings.get(USAGE_UNKNOWN_SETTING, 0):
+    if unknown := run.settings.usage:
         counts |= {"input_tokens": UNKNOWN, "output_tokens": UNKNOWN}
         counts["answers_without_usage"] = unknown
     return counts
@@ -115,23 +113,22 @@ def usage(run: Run) -> dict[str, int | str]:
 
 def is_adaptive(run: Run) -> bool:
     """Whether a run stopped its items adaptively (``pcf judge --adaptive``)."""
-    return run.settings.get("identity", {}).get("adaptive", "off") != "off"
+    return run.settings.is_adaptive
 
 
 def run_weights(run: Run) -> Weights:
     """The weights a run is decided with: those an adaptive run stopped on, else the proposed."""
-    stop_on = run.settings.get("identity", {}).get("stop_on")
-    return Weights(*stop_on) if stop_on else DEFAULT_WEIGHTS
+    return run.settings.identity.weights
 
 
 def stopping_label(run: Run) -> str | None:
     """``confident R=0.01 on proposed``: an adaptive run's policy and weights, else None."""
     if not is_adaptive(run):
         return None
-    identity = run.settings["identity"]
-    policy = identity["adaptive"]
+    identity = run.settings.identity
+    policy = identity.adaptive
     if policy == "confident":
-        policy += f" R={identity.get('risk', 0.01):g}"
+        policy += f" R={0.01 if identity.risk is None else identity.risk:g}"
     return f"{policy} on {weights_label(run_weights(run))}"
 
 
@@ -141,16 +138,15 @@ def stopping_summary(run: Run) -> dict[str, Any] | None:
     calibration; None for a full run."""
     if not is_adaptive(run):
         return None
-    identity = run.settings["identity"]
-    stops = run.settings.get("stops", {})
+    identity, stopping = run.settings.identity, run.settings.stopping
     return {
-        "policy": identity["adaptive"],
-        "risk": identity.get("risk"),
+        "policy": identity.adaptive,
+        "risk": identity.risk,
         "stop_on": weights_label(run_weights(run)),
-        "max_calls": identity.get("max_calls"),
-        "versions": run.settings.get("stopping", {}).get("versions", []),
-        "stop_reasons": dict(Counter(stop["reason"] for stop in stops.values())),
-        "calibration": run.settings.get("stopping", {}).get("calibration"),
+        "max_calls": identity.max_calls,
+        "versions": stopping.versions if stopping else [],
+        "stop_reasons": dict(Counter(stop.reason for stop in run.settings.stops.values())),
+        "calibration": stopping.calibration if stopping else None,
         "note": f"adaptive run: {ADAPTIVE_NOTE}",
     }
 
@@ -257,7 +253,7 @@ def judgment_chunks(
 
 def _apoc_decisions(run: Run, items: Sequence[Item], calls: Sequence[Call]) -> list[dict[str, Any]]:
     """APOCJudge records of ``items`` (with their ``db_id``) from their ``calls``."""
-    guard = bool(run.settings.get("ballpark_guard", True))
+    guard = run.settings.ballpark_guard
     by_item: dict[int, dict[int, Call]] = {}
     for c in calls:
         by_item.setdefault(c.item_id, {})[c.call_index] = c
@@ -324,7 +320,7 @@ def run_summary(run: Run, *, session: Session, size: int = ITEM_CHUNK) -> dict[s
                 picked = (metrics["direct_winner"], record["winner"])
                 outcome = metrics.get("official_outcome")
                 labelled.append((item.gold, *picked, outcome, item.bucket or "all"))
-    cost, unknown_usage = run_cost(run), USAGE_UNKNOWN_SETTING in run.settings
+    cost, unknown_usage = run_cost(run), run.settings.usage > 0
 
     def cost_per(count: int) -> float | str:
         if unknown_usage:

@@ -29,8 +29,6 @@ _KEY_SHAPED = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{20,}|AIza[A-Za-z0-9_-]{35})")
 
 UNKNOWN = "unknown"
 """What a total reads when a server did not report some of its tokens (never 0)."""
-USAGE_UNKNOWN_SETTING = "answers_without_usage"
-"""The run setting that counts the answers a server gave without their token usage."""
 
 
 def usage_count(value: object) -> int | None:

@@ -102,7 +102,7 @@ def _run_row(
         "schedule": run.schedule,
         "stopping": stopping_label(run),
         "seed": run.seed,
-        "temperature": run.settings.get("identity", {}).get("temperature"),
+        "temperature": run.settings.identity.temperature,
         "status": run.status,
         "items": len(table),
         "stored_calls": int(table["n_calls"].sum()),

@@ -7,7 +7,6 @@ stop is recorded with its policy version and kept on a rerun unless ``recheck``.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import math
 from collections import defaultdict
@@ -19,6 +18,7 @@ from sqlmodel import Session
 
 from pcf.items import Item
 from pcf.orderings import schedule_length
+from pcf.run_settings import Stopping, StopRecord
 from pcf.runs.call_plan import PlannedCall, Slot
 from pcf.runs.spec import RunSpec
 from pcf.stopping import (
@@ -32,15 +32,10 @@ from pcf.stopping import (
     current_winner,
     in_waves,
 )
-from pcf.store import Call, Run, call_judgments, item_calls, set_run_setting
+from pcf.store import Call, Run, call_judgments, item_calls, set_run_settings
 
 if TYPE_CHECKING:
     from pcf.runs.live import CallExecutor
-
-STOPPING_SETTING = "stopping"
-"""The run setting that records the policy a finished adaptive run was finished with."""
-UNVERSIONED = 1
-"""The version of a stop recorded before stops carried one."""
 
 
 def policy_of(spec: RunSpec) -> StoppingPolicy:
@@ -117,8 +112,7 @@ def calibration_items(run: Run) -> set[str]:
     """The items a finished or interrupted ``confident`` run judged in full to calibrate its
     threshold on (a random sample of its own draw), from its stored stops: the items a guarantee
     that needs fully judged items drawn at random may use."""
-    stops = run.settings.get("stops", {})
-    return {key for key, stop in stops.items() if stop["reason"] == "calibration"}
+    return {key for key, stop in run.settings.stops.items() if stop.reason == "calibration"}
 
 
 def calibration_calls(
@@ -137,7 +131,7 @@ def calibration_calls(
 def record_stops(
     run: Run,
     spec: RunSpec,
-    kept: Mapping[str, Mapping[str, Any]],
+    kept: Mapping[str, StopRecord],
     stops: Mapping[str, Stop],
     *,
     session: Session,
@@ -145,19 +139,20 @@ def record_stops(
 ) -> None:
     """Record where each item stopped, with its policy version, and the policy (and
     calibration) the run was finished with."""
-    new = {key: dataclasses.asdict(s) | {"version": STOPPING_VERSION} for key, s in stops.items()}
-    recorded = {**kept, **new}
-    set_run_setting(run, "stops", recorded, session=session)
-    versions = sorted({stop.get("version", UNVERSIONED) for stop in recorded.values()})
-    finished_with = {
-        "policy": spec.adaptive,
-        "risk": spec.risk if spec.adaptive == "confident" else None,
-        "stop_on": list(spec.stop_on.as_tuple()),
-        "max_calls": spec.max_calls,
-        "versions": versions,
-        "calibration": calibration and calibration.as_dict(),
+    new = {
+        key: StopRecord(calls=s.calls, reason=s.reason, winner=s.winner, version=STOPPING_VERSION)
+        for key, s in stops.items()
     }
-    set_run_setting(run, STOPPING_SETTING, finished_with, session=session)
+    recorded = {**kept, **new}
+    finished_with = Stopping(
+        policy=spec.adaptive,
+        risk=spec.risk if spec.adaptive == "confident" else None,
+        stop_on=list(spec.stop_on.as_tuple()),
+        max_calls=spec.max_calls,
+        versions=sorted({stop.version for stop in recorded.values()}),
+        calibration=None if calibration is None else calibration.as_dict(),
+    )
+    set_run_settings(run, run.settings.with_stops(recorded, finished_with), session=session)
 
 
 def next_wave(
@@ -165,7 +160,7 @@ def next_wave(
     stored: Mapping[Slot, Call],
     spec: RunSpec,
     *,
-    kept: Mapping[str, Mapping[str, Any]],
+    kept: Mapping[str, StopRecord],
     policy: StoppingPolicy | None,
     calibration: set[str],
 ) -> tuple[list[PlannedCall], dict[str, Stop]]:
@@ -196,7 +191,7 @@ async def answer_adaptive(
     chunks: Callable[[], Iterable[Sequence[PlannedCall]]],
     keys: Sequence[str],
     *,
-    kept: Mapping[str, Mapping[str, Any]],
+    kept: Mapping[str, StopRecord],
 ) -> tuple[dict[str, Stop], Calibration | None]:
     """Each item's calls one wave at a time until its policy settles it, a chunk at a time: a
     ``confident`` run's calibration items first, in full, then the others at the threshold

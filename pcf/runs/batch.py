@@ -49,7 +49,7 @@ from pcf.runs.manage import (
     require_price,
 )
 from pcf.runs.rows import RunRows, failed_answer
-from pcf.runs.spec import LIMIT_SETTING, RunSpec
+from pcf.runs.spec import RunSpec
 from pcf.stopping import Calibration, Stop, StoppingPolicy, calibrate
 from pcf.store import (
     Call,
@@ -70,7 +70,7 @@ from pcf.store import (
     run_calls_by_slot,
     run_dataset,
     run_spend,
-    set_run_setting,
+    set_run_settings,
     set_run_status,
     settle_batch_spend,
     update_provider_batch,
@@ -88,8 +88,6 @@ MISSING = {
 
 LOST_STATUS = "not_found"
 """The provider status recorded for a batch the provider answered 404 for."""
-MAX_COST_SETTING = "batch_max_cost_usd"
-"""The cost cap of the run's latest submit, which the waves collect sends are held to."""
 
 
 @dataclass
@@ -158,7 +156,7 @@ class _Batcher:
         self.items = DatasetItems(run.dataset_id, session=session, limit=spec.limit)
         self.db_ids = item_db_ids(run.dataset_id, session=session)
         self.plan_spec = executions_for(spec, self.items)
-        self.kept = dict(run.settings.get("stops", {}))
+        self.kept = dict(run.settings.stops)
         self.stops: dict[str, Stop] = {}
         keys = [item.item_id for item in self.items]
         self.population = len(keys)  # the calibration sample's and the other items'
@@ -602,7 +600,7 @@ class _Batcher:
 
     def cap(self) -> float | None:
         """The cost cap of the run's latest submit (by default ``PCF_MAX_COST_USD``)."""
-        stored = self.run.settings.get(MAX_COST_SETTING)
+        stored = self.run.settings.batch_max_cost_usd
         return stored if stored is not None else default_cost_cap()
 
     def done(self) -> bool:
@@ -645,8 +643,7 @@ def submit_batches(
     with leased(spec.run_name, session=session) as lease:
         details = {"batch": True, "max_cost_usd": cap}
         run = open_audited(spec, session=session, actor=actor, details=details)
-        set_run_setting(run, LIMIT_SETTING, spec.limit, session=session)
-        set_run_setting(run, MAX_COST_SETTING, cap, session=session)
+        set_run_settings(run, run.settings.with_batch(spec.limit, cap), session=session)
         session.commit()
         batcher = _Batcher(run, spec, client, session=session)
 

@@ -14,7 +14,6 @@ from sqlmodel import Session
 
 from pcf.prices import batch_prices, call_cost, price_table
 from pcf.runs.adaptive import (
-    UNVERSIONED,
     calibration_keys,
     executions_for,
     item_plans,
@@ -43,8 +42,6 @@ ANSWER_TOKENS_PER_CANDIDATE = 40
 """Assumed answer length: a score, a risk and a one- or two-sentence rationale per candidate."""
 PAIRWISE_ANSWER_TOKENS = 60
 BATCH_BACKENDS = ("openai", "anthropic")
-CANONICAL_SETTING = "canonical_orders"
-"""Marks runs whose canonical orders come from the dataset seed (all runs created since)."""
 
 
 @dataclass(frozen=True)
@@ -166,8 +163,7 @@ def reopen_estimate(spec: RunSpec, *, session: Session) -> ReopenEstimate | None
     run = get_run(spec.run_name, session=session)
     if run is None or spec.adaptive == "off":
         return None
-    stops = run.settings.get("stops", {})
-    versions = {key: stop.get("version", UNVERSIONED) for key, stop in stops.items()}
+    versions = {key: stop.version for key, stop in run.settings.stops.items()}
     older = {key for key, version in versions.items() if version != STOPPING_VERSION}
     if not older:
         return None
@@ -215,16 +211,17 @@ def settings_conflict(run: Run, spec: RunSpec, *, session: Session) -> str | Non
     """Why ``run`` cannot be resumed as ``spec`` (what differs), or None when it can."""
     dataset = session.get(Dataset, run.dataset_id)
     judge = ("backend", "model", "base_url")
-    mine = {"dataset": spec.dataset} | {k: getattr(spec, k) for k in judge} | spec.identity()
+    mine = {"dataset": spec.dataset} | {k: getattr(spec, k) for k in judge}
+    mine |= spec.identity().stored()
     theirs = {"dataset": dataset.name if dataset else None}
-    theirs |= {k: getattr(run, k) for k in judge} | run.settings.get("identity", {})
+    theirs |= {k: getattr(run, k) for k in judge} | run.settings.identity.stored()
 
     changed = sorted(k for k in mine if mine[k] != theirs.get(k))
     if changed:
         detail = ", ".join(f"{k}: {theirs.get(k)!r} -> {mine[k]!r}" for k in changed)
         return f"run {run.name!r} exists with other settings ({detail})"
     # A run planned before canonical orders followed the dataset seed took them from its own.
-    if CANONICAL_SETTING in run.settings or dataset is None or run.seed == dataset.seed:
+    if run.settings.plans_from_dataset_seed or dataset is None or run.seed == dataset.seed:
         return None
     return (
         f"run {run.name!r} was planned with canonical orders from its own seed {run.seed}, "

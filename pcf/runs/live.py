@@ -17,7 +17,7 @@ from sqlmodel import Session
 
 from pcf.items import Item
 from pcf.judges import self_hosted
-from pcf.judges.base import USAGE_UNKNOWN_SETTING, CallContext, Judge, JudgeError
+from pcf.judges.base import CallContext, Judge, JudgeError
 from pcf.prices import call_cost
 from pcf.processes import gc_frozen
 from pcf.prompts import Rendered, parse_retry
@@ -42,7 +42,7 @@ from pcf.store import (
     release_keys,
     run_calls_by_slot,
     run_dataset,
-    set_run_setting,
+    set_run_settings,
     set_run_status,
     update_run_totals,
     usage_peaks,
@@ -306,8 +306,8 @@ async def execute(
         commit_retrying(session, ledger.write_bills)
         ledger.committed()
     if report.usage_unknown:  # the run's token totals are unknown from now on
-        unknown = run.settings.get(USAGE_UNKNOWN_SETTING, 0) + report.usage_unknown
-        set_run_setting(run, USAGE_UNKNOWN_SETTING, unknown, session=session)
+        settings = run.settings.with_unknown_usage(report.usage_unknown)
+        set_run_settings(run, settings, session=session)
     if not report.interrupted:  # an interrupted run stays running: without its lease, interrupted
         status = RunStatus.CAPPED if executor.capped else RunStatus.FINISHED
         set_run_status(run, status, session=session)
@@ -357,7 +357,7 @@ async def _make_calls(
                 report.to_do += len(second)
                 await executor.answer(second)
         if spec.adaptive != "off":
-            kept = {} if recheck_stops else dict(run.settings.get("stops", {}))
+            kept = {} if recheck_stops else dict(run.settings.stops)
             stops, calibration = await answer_adaptive(
                 executor,
                 lambda: (planned_of(chunk) for chunk in in_chunks(items)),

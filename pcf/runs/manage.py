@@ -32,9 +32,9 @@ from pcf.items import Item, items_from_rows, load_any
 from pcf.judges import KEY_ENV, key_names, make_judge
 from pcf.judges.base import env_key
 from pcf.judges.replay import ReplayJudge
-from pcf.judgments import RECORDED_SETTING
 from pcf.prices import price_table
-from pcf.runs.estimate import CANONICAL_SETTING, dataset_of, estimate_run, settings_conflict
+from pcf.run_settings import Recorded, RunSettings
+from pcf.runs.estimate import dataset_of, estimate_run, settings_conflict
 from pcf.runs.live import execute
 from pcf.runs.rows import Progress, RunReport
 from pcf.runs.spec import RunSpec
@@ -172,7 +172,7 @@ def backend_problem(
     return f"set {key_names(backend)} in the server's environment{hint}"
 
 
-def open_run(spec: RunSpec, *, session: Session, recorded: Mapping[str, Any] | None = None) -> Run:
+def open_run(spec: RunSpec, *, session: Session, recorded: Recorded | None = None) -> Run:
     """The run ``spec`` names: created (with a replay's ``recorded`` provenance), or resumed
     when its settings are the same."""
     dataset = dataset_of(spec, session=session)
@@ -191,12 +191,7 @@ def open_run(spec: RunSpec, *, session: Session, recorded: Mapping[str, Any] | N
             executions=spec.executions,
             base_url=spec.base_url,
             weights=dict(zip(("ws", "wB", "wv", "wu"), spec.stop_on.as_tuple(), strict=True)),
-            settings={
-                "identity": spec.identity(),
-                "ballpark_guard": spec.ballpark_guard,
-                CANONICAL_SETTING: "dataset_seed",
-            }
-            | ({RECORDED_SETTING: dict(recorded)} if recorded is not None else {}),
+            settings=RunSettings.of_new_run(spec.identity(), recorded=recorded),
         )
     conflict = settings_conflict(run, spec, session=session)
     if conflict:
@@ -212,7 +207,7 @@ def open_audited(
     session: Session,
     actor: Actor,
     details: dict[str, Any],
-    recorded: Mapping[str, Any] | None = None,
+    recorded: Recorded | None = None,
 ) -> Run:
     """:func:`open_run`, written to the audit log as ``run_started`` or ``run_resumed``."""
     event = "run_started" if get_run(spec.run_name, session=session) is None else "run_resumed"

@@ -15,23 +15,10 @@ from pcf.judges import BACKENDS
 from pcf.weights import DEFAULT_WEIGHTS, Weights
 
 if TYPE_CHECKING:
+    from pcf.run_settings import Identity
     from pcf.store import Run
 
 PROTOCOLS = ("direct", "pcf", "repeated", "apoc")
-IDENTITY_FIELDS = (
-    "protocol",
-    "k",
-    "schedule",
-    "executions",
-    "seed",
-    "temperature",
-    "max_tokens",
-    "ballpark_guard",
-)
-"""The settings that define a run's calls: a run is resumed only with the same values."""
-ADAPTIVE_FIELDS = ("adaptive", "risk", "max_calls")
-LIMIT_SETTING = "batch_limit"
-"""The run setting that keeps the limit of the run's latest batch submit, for collecting."""
 _PROTOCOL_SETTINGS: dict[str, dict[str, Any]] = {
     "direct": {"k": 1, "schedule": "balanced", "executions": 1},
     "repeated": {"schedule": "repeated"},
@@ -42,8 +29,8 @@ _PROTOCOL_SETTINGS: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A run; the protocol's fixed settings are applied on construction. The fields in
-    :data:`IDENTITY_FIELDS`, with the dataset, backend, model and base URL, define the run; the rest
+    """A run; the protocol's fixed settings are applied on construction. The fields of its
+    :meth:`identity`, with the dataset, backend, model and base URL, define the run; the rest
     may change between resumptions. ``timeout_s`` is the seconds a judge waits for each answer
     (None: ``PCF_TIMEOUT``, else 60). ``adaptive`` names a stopping policy; ``risk`` and
     ``max_calls`` are the ``confident`` policy's, ``stop_on`` the weights an item settles on.
@@ -104,22 +91,14 @@ class RunSpec:
     @classmethod
     def from_run(cls, run: Run, dataset: str) -> RunSpec:
         """The spec that made stored ``run`` of ``dataset`` (other settings at their defaults)."""
-        identity = run.settings.get("identity", {})
-        settings: dict[str, Any] = {
-            key: identity[key] for key in (*IDENTITY_FIELDS, *ADAPTIVE_FIELDS) if key in identity
-        }
-        if identity.get("stop_on"):
-            settings["stop_on"] = Weights(*identity["stop_on"])
-        if "structured_output" in identity:
-            settings["structured_output"] = identity["structured_output"]
         return cls(
             dataset,
             run.name,
             backend=run.backend,
             model=run.model,
             base_url=run.base_url,
-            limit=run.settings.get(LIMIT_SETTING),
-            **settings,
+            limit=run.settings.batch_limit,
+            **run.settings.identity.spec_values(),
         )
 
     @property
@@ -130,16 +109,22 @@ class RunSpec:
         settings = f"k{self.k}-{self.schedule}-x{self.executions}-s{self.seed}"
         return f"{self.dataset}/{self.protocol}/{self.backend}/{self.model}/{settings}"
 
-    def identity(self) -> dict[str, Any]:
-        """The settings that define the run's calls (an adaptive run's weights only when they
-        are not the proposed ones, structured output only when off, so runs stored before
-        either keep their identity)."""
-        identity = {key: getattr(self, key) for key in IDENTITY_FIELDS}
-        if not self.structured_output:
-            identity["structured_output"] = False
-        if self.adaptive != "off":
-            identity |= {"adaptive": self.adaptive, "max_calls": self.max_calls}
-            identity |= {"risk": self.risk} if self.adaptive == "confident" else {}
-            if self.stop_on != DEFAULT_WEIGHTS:
-                identity["stop_on"] = list(self.stop_on.as_tuple())
-        return identity
+    def identity(self) -> Identity:
+        """The settings that define the run's calls (:meth:`pcf.run_settings.Identity.of`)."""
+        from pcf.run_settings import Identity  # noqa: PLC0415 - `pcf --help` stays light
+
+        return Identity.of(
+            protocol=self.protocol,
+            k=self.k,
+            schedule=self.schedule,
+            executions=self.executions,
+            seed=self.seed,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            ballpark_guard=self.ballpark_guard,
+            structured_output=self.structured_output,
+            adaptive=self.adaptive,
+            risk=self.risk,
+            max_calls=self.max_calls,
+            stop_on=self.stop_on,
+        )

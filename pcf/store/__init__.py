@@ -33,7 +33,7 @@ from pcf.store.calls import run_dataset as run_dataset
 from pcf.store.calls import run_judgments as run_judgments
 from pcf.store.calls import run_listing as run_listing
 from pcf.store.calls import run_states as run_states
-from pcf.store.calls import set_run_setting as set_run_setting
+from pcf.store.calls import set_run_settings as set_run_settings
 from pcf.store.calls import set_run_status as set_run_status
 from pcf.store.calls import update_provider_batch as update_provider_batch
 from pcf.store.calls import update_run_totals as update_run_totals

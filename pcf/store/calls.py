@@ -22,6 +22,7 @@ from sqlmodel import Session, col, select
 
 from pcf.judgments import Judgment
 from pcf.processes import gc_paused
+from pcf.run_settings import RunSettings
 from pcf.store.datasets import _chunks, items_by_ids, list_datasets, rows_changed
 from pcf.store.leases import ACTIVE_RUN_STATUSES, _lease, lease_is_live
 from pcf.store.models import (
@@ -70,7 +71,7 @@ def create_run(
     seed: int = 0,
     executions: int = 1,
     weights: Mapping[str, float] | None = None,
-    settings: Mapping[str, Any] | None = None,
+    settings: RunSettings | None = None,
     base_url: str | None = None,
 ) -> Run:
     """Record a new pending run called ``name``; ``settings`` never hold API keys.
@@ -81,7 +82,8 @@ def create_run(
     """
     if k < 1 or executions < 1:
         raise ValueError(f"k and executions must be at least 1, got k={k}, executions={executions}")
-    if (secret := _secret_setting(settings or {})) is not None:
+    settings = settings or RunSettings()
+    if (secret := _secret_setting(settings.stored())) is not None:
         raise ValueError(
             f"run settings must not hold credentials ({secret!r}); keys come from the environment"
         )
@@ -101,7 +103,7 @@ def create_run(
         seed=seed,
         executions=executions,
         weights=dict(weights or {}),
-        settings=dict(settings or {}),
+        settings=settings,
     )
     return saved(run, session=session)
 
@@ -128,9 +130,9 @@ def set_run_status(run: Run, status: RunStatus | str, *, session: Session) -> Ru
     return run
 
 
-def set_run_setting(run: Run, key: str, value: Any, *, session: Session) -> Run:
-    """Store one of a run's settings (never a secret: see :func:`create_run`)."""
-    run.settings = {**run.settings, key: value}
+def set_run_settings(run: Run, settings: RunSettings, *, session: Session) -> Run:
+    """Store the run's ``settings`` (from ``run.settings``' ``with_`` methods)."""
+    run.settings = settings
     return saved(run, session=session)
 
 

@@ -11,8 +11,10 @@ from typing import Any, TypeVar
 
 from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, UniqueConstraint, column, func
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, Session, SQLModel, UTCDateTime
 
+from pcf.run_settings import RunSettings, parse_run_settings
 from pcf.store.compressed import CompressedJSON, CompressedText
 from pcf.store.requests import request_digest
 
@@ -102,8 +104,23 @@ class CandidateRow(SQLModel, table=True):
     text: str
 
 
+class RunSettingsJSON(TypeDecorator[RunSettings]):
+    """A JSON column read as :class:`~pcf.run_settings.RunSettings`: parsed once, when the row
+    is read, and written as the keys it holds (:meth:`~pcf.run_settings.RunSettings.stored`)."""
+
+    impl = JSON
+    cache_ok = True
+
+    def process_bind_param(self, value: RunSettings | None, dialect: Any) -> dict[str, Any]:
+        return (value or RunSettings()).stored()
+
+    def process_result_value(self, value: dict[str, Any] | None, dialect: Any) -> RunSettings:
+        return parse_run_settings(value or {})
+
+
 class Run(SQLModel, table=True):
-    """One protocol run of a judge over a dataset, its settings (never API keys) and totals."""
+    """One protocol run of a judge over a dataset, its settings (never API keys, typed:
+    :class:`~pcf.run_settings.RunSettings`) and totals."""
 
     id: int = Field(default=None, primary_key=True)
     name: str = Field(unique=True)
@@ -117,7 +134,9 @@ class Run(SQLModel, table=True):
     seed: int = 0
     executions: int = 1
     weights: dict[str, float] = _json(dict)
-    settings: dict[str, Any] = _json(dict)
+    settings: RunSettings = Field(
+        default_factory=RunSettings, sa_column=Column(RunSettingsJSON, nullable=False)
+    )
     status: str = RunStatus.PENDING.value
     created_at: datetime = _created_at()
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)

@@ -15,6 +15,7 @@ from pcf.analysis.escalate import escalate, threshold
 from pcf.cli import app
 from pcf.labelling.plan import calibration_order, queue_escalated
 from pcf.labelling.queue import claim_next
+from pcf.run_settings import parse_run_settings
 from pcf.store import (
     add_adjudication,
     audit_events,
@@ -158,7 +159,9 @@ def generated_run(
         dataset = get_dataset(name, session=session)
         ids = item_db_ids(dataset.id, session=session)
         settings = {"identity": {"adaptive": "confident"}, "stops": stops} if stops else {}
-        run = stored_run(session, dataset.id, name=name, k=6, seed=0, settings=settings)
+        run = stored_run(
+            session, dataset.id, name=name, k=6, seed=0, settings=parse_run_settings(settings)
+        )
         calls = []
         for i, item_picks in enumerate(picks):
             for c, top in enumerate(item_picks):

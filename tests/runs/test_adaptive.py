@@ -21,6 +21,7 @@ from pcf.judges.base import JudgeReply, JudgeRequest
 from pcf.judges.simulated import SimulatedJudge
 from pcf.judgments import write_judgments
 from pcf.orderings import schedule
+from pcf.run_settings import parse_run_settings
 from pcf.runs import adaptive
 from pcf.runs.live import execute
 from pcf.runs.manage import judge_run, open_run
@@ -49,7 +50,7 @@ def test_an_adaptive_run_makes_what_whatif_predicts(db: Session, policy: str, ri
     made = calls_per_item(db, spec.run_name)
     assert sum(made.values()) / len(made) == pytest.approx(predicted["calls_per_item"])
     assert report.calls_made == 0  # the full run's calls answer every wave from the cache
-    stops = run.settings["stops"]
+    stops = run.settings.stored()["stops"]
     assert Counter(stop["reason"] for stop in stops.values()) == predicted["stop_reasons"]
     winners = {d["item_id"]: d["winner"] for d in run_decisions(run, session=db)}
     full = {d["item_id"]: d["winner"] for d in run_decisions(get_run(FULL, session=db), session=db)}
@@ -57,7 +58,7 @@ def test_an_adaptive_run_makes_what_whatif_predicts(db: Session, policy: str, ri
     same = sum(winners[key] == full[key] for key in compared) / len(compared)
     assert same == pytest.approx(predicted["same_winner"])  # on the items its promise is about
     assert predicted["compared_items"] == len(compared)
-    assert predicted.get("calibration") == run.settings["stopping"]["calibration"]
+    assert predicted.get("calibration") == run.settings.stored()["stopping"]["calibration"]
     if policy == "confident":  # 47 of the 52 items calibrate the threshold for the other 5
         assert adaptive.calibration_items(run) == stops.keys() - set(compared)
         assert (predicted["calibration"]["items"], len(compared)) == (47, 5)
@@ -106,8 +107,8 @@ def test_a_resumed_adaptive_run_decides_as_an_uninterrupted_one(db: Session):
     judge_run(spec("uninterrupted"), session=db, actor=operator())
     assert calls_per_item(db, "resumed") == calls_per_item(db, "uninterrupted")
     assert (
-        get_run("resumed", session=db).settings["stops"]
-        == (get_run("uninterrupted", session=db).settings["stops"])
+        get_run("resumed", session=db).settings.stored()["stops"]
+        == (get_run("uninterrupted", session=db).settings.stored()["stops"])
     )
 
 
@@ -119,8 +120,8 @@ def test_max_calls_bounds_every_item_and_may_exceed_the_plan(db: Session):
     run, _ = judge_run(more, session=db, actor=operator())
     made = calls_per_item(db, "more")
     assert sorted(made.values())[-11:] == [8] * 11  # calibration items make every allowed call
-    reasons = Counter(stop["reason"] for stop in run.settings["stops"].values())
-    assert reasons["calibration"] == run.settings["stopping"]["calibration"]["items"] == 11
+    reasons = Counter(stop["reason"] for stop in run.settings.stored()["stops"].values())
+    assert reasons["calibration"] == run.settings.stored()["stopping"]["calibration"]["items"] == 11
     assert set(reasons) <= {"calibration", "confident", "certain", "max_calls"}
 
 
@@ -206,7 +207,7 @@ def test_whatif_equals_a_real_adaptive_run_on_every_schedule(
         full_calls = run_judgments(full.id, session=session)
         ((predicted, _),) = replay_runs(full_calls, judged_items, [stopping])
         made = calls_per_item(session, run.name)
-        stops = run.settings["stops"]
+        stops = run.settings.stored()["stops"]
         winners = {d["item_id"]: d["winner"] for d in run_decisions(run, session=session)}
         for item in judged_items:
             stop, whole = predicted[item.item_id]
@@ -239,10 +240,10 @@ def test_calibrated_confident_keeps_its_risk_on_a_recorded_judge_through_the_cli
         result = runner.invoke(app, [*replayed, *extra])
         assert result.exit_code == 0, result.output
     run = get_run("calibrated", session=session)
-    calibration = run.settings["stopping"]["calibration"]
+    calibration = run.settings.stored()["stopping"]["calibration"]
     assert (calibration["risk"], calibration["items"], calibration["delta"]) == (risk, 12, 0.1)
     assert calibration["threshold"] is None or calibration["bound"] <= risk
-    reasons = {key: stop["reason"] for key, stop in run.settings["stops"].items()}
+    reasons = {key: stop["reason"] for key, stop in run.settings.stored()["stops"].items()}
     others = [key for key, reason in reasons.items() if reason != "calibration"]
     assert len(others) == 48
     winners = {d["item_id"]: d["winner"] for d in run_decisions(run, session=session)}
@@ -302,8 +303,9 @@ def test_a_finished_adaptive_run_stays_as_it_was_across_a_policy_change(db: Sess
         assert result.exit_code == 0, result.output
     db.expire_all()
     run = get_run("finished", session=db)
-    old_stops = {key: _unversioned(stop) for key, stop in run.settings["stops"].items()}
-    run.settings = {k: v for k, v in run.settings.items() if k != "stopping"} | {"stops": old_stops}
+    old_stops = {key: _unversioned(stop) for key, stop in run.settings.stored()["stops"].items()}
+    stored = {k: v for k, v in run.settings.stored().items() if k != "stopping"}
+    run.settings = parse_run_settings(stored | {"stops": old_stops})
     db.add(run)
     db.commit()
     before = calls_per_item(db, "finished")
@@ -317,7 +319,7 @@ def test_a_finished_adaptive_run_stays_as_it_was_across_a_policy_change(db: Sess
     db.expire_all()
     run = get_run("finished", session=db)
     assert calls_per_item(db, "finished") == before
-    assert run.settings["stops"] == old_stops
+    assert run.settings.stored()["stops"] == old_stops
     assert {d["item_id"]: d["winner"] for d in run_decisions(run, session=db)} == winners
     recheck = figures["stopping"]["recheck"]
     assert (recheck["stopped_by_versions"], recheck["current_version"]) == ([1], STOPPING_VERSION)
@@ -331,8 +333,10 @@ def test_a_finished_adaptive_run_stays_as_it_was_across_a_policy_change(db: Sess
     assert recheck["calls_at_least"] <= made <= recheck["calls_at_most"]
     db.expire_all()
     run = get_run("finished", session=db)
-    assert {stop["version"] for stop in run.settings["stops"].values()} == {STOPPING_VERSION}
-    assert run.settings["stopping"]["versions"] == [STOPPING_VERSION]
+    assert {stop["version"] for stop in run.settings.stored()["stops"].values()} == {
+        STOPPING_VERSION
+    }
+    assert run.settings.stored()["stopping"]["versions"] == [STOPPING_VERSION]
 
 
 def test_whatif_replays_full_runs_on_the_weights_given_and_stop_on_is_checked(db: Session):
@@ -380,7 +384,7 @@ def test_the_calibration_counts_the_changes_the_live_rule_makes_on_its_items(
         replace(spec("full", 0.2), adaptive="off"), session=session, actor=operator()
     )
     calibrated, _ = judge_run(spec("calibrated", 0.2), session=session, actor=operator())
-    calibration = calibrated.settings["stopping"]["calibration"]
+    calibration = calibrated.settings.stored()["stopping"]["calibration"]
     assert calibration["threshold"] is not None, calibration  # seed 3 draws a passing sample
     sample = adaptive.calibration_items(calibrated)
     assert (len(sample), calibration["items"], calibration["population"]) == (12, 12, 40)
@@ -400,7 +404,7 @@ def test_the_calibration_counts_the_changes_the_live_rule_makes_on_its_items(
     for key in sample:
         stop = replay(policy, key, ids[key], by_item[key])
         assert (stop.calls, stop.winner) == (
-            live.settings["stops"][key]["calls"],
-            live.settings["stops"][key]["winner"],
+            live.settings.stored()["stops"][key]["calls"],
+            live.settings.stored()["stops"][key]["winner"],
         ), key
     assert sum(winners[key] != truth[key] for key in sample) == calibration["changed"]

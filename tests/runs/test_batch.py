@@ -366,7 +366,7 @@ def test_an_adaptive_run_sends_each_wave_as_a_batch_and_stops_where_call_by_call
             spec = base_spec(provider, server, name="a", adaptive="certain")
             judge_run(spec, session=by_call, actor=operator())
             expected = judgments(by_call, "a")
-            stops = by_call.exec(select(Run)).one().settings["stops"]
+            stops = by_call.exec(select(Run)).one().settings.stored()["stops"]
         monkeypatch.setattr("pcf.store.datasets.ITEM_CHUNK", item_chunk)
         with WireServer(steady_answer, batch_polls=1) as server:
             import_ds(session)
@@ -382,7 +382,7 @@ def test_an_adaptive_run_sends_each_wave_as_a_batch_and_stops_where_call_by_call
     assert judgments(session, "a") == expected
     run = session.exec(select(Run)).one()
     assert run.status == "finished"
-    assert run.settings["stops"] == stops
+    assert run.settings.stored()["stops"] == stops
     assert sum(waves) == paid == len(expected)
     assert len(waves) == max(stop["calls"] for stop in stops.values())
 
@@ -402,7 +402,7 @@ def test_a_confident_batch_run_calibrates_before_it_stops_the_other_items(
             import_ds(by_call, 12)
             judge_run(base_spec(provider, server, **settings), session=by_call, actor=operator())
             expected = judgments(by_call, "c")
-            made = by_call.exec(select(Run)).one().settings
+            made = by_call.exec(select(Run)).one().settings.stored()
         monkeypatch.setattr("pcf.store.datasets.ITEM_CHUNK", 5)
         with WireServer(steady_answer, batch_polls=1) as server:
             import_ds(session, 12)
@@ -415,8 +415,8 @@ def test_a_confident_batch_run_calibrates_before_it_stops_the_other_items(
     assert first.submitted == 4 * 8
     assert judgments(session, "c") == expected
     run = session.exec(select(Run)).one()
-    assert run.settings["stops"] == made["stops"]
-    assert run.settings["stopping"]["calibration"] == made["stopping"]["calibration"]
+    assert run.settings.stored()["stops"] == made["stops"]
+    assert run.settings.stored()["stopping"]["calibration"] == made["stopping"]["calibration"]
     assert Counter(s["reason"] for s in made["stops"].values())["calibration"] == 4
 
 

@@ -598,7 +598,7 @@ def test_a_run_made_a_few_items_at_a_time_stores_what_a_whole_run_does(
                 )
             )
             reports.append(report.as_dict() | {"to_do": report.to_do, "requests": judge.requests})
-        stored = _fingerprint(session, run), reports, run.settings.get("stops", {})
+        stored = _fingerprint(session, run), reports, run.settings.stored().get("stops", {})
         delete_run("r", session=session)
         session.commit()
         return stored

@@ -14,8 +14,9 @@ from pcf.access import ALLOWED_BASE_URLS_ENV, AccessDeniedError, Actor, Role, op
 from pcf.cli import app
 from pcf.errors import DataError
 from pcf.labelling.audit import audit_log
+from pcf.run_settings import DATASET_SEED, RunSettings
 from pcf.runs.background import start_run
-from pcf.runs.estimate import CANONICAL_SETTING, estimate_run
+from pcf.runs.estimate import estimate_run
 from pcf.runs.manage import (
     APP_BACKENDS,
     MAX_COST_ENV,
@@ -64,7 +65,7 @@ def test_new_runs_are_marked_as_planned_from_the_dataset_seed(session):
     run, _ = judge_run(
         RunSpec("ds", "r", protocol="direct", seed=9), session=session, actor=operator()
     )
-    assert run.settings[CANONICAL_SETTING] == "dataset_seed"
+    assert run.settings.canonical_orders == DATASET_SEED
     again, report = judge_run(
         RunSpec("ds", "r", protocol="direct", seed=9), session=session, actor=operator()
     )
@@ -87,7 +88,7 @@ def test_a_run_stored_before_the_dataset_seed_rule_resumes_only_if_its_plan_is_t
             k=1,
             schedule=spec.schedule,
             seed=seed,
-            settings={"identity": spec.identity()},
+            settings=RunSettings(identity=spec.identity()),
         )
     assert open_run(RunSpec("ds", "same", protocol="direct", seed=0), session=session)
     with pytest.raises(RunConflictError, match="canonical orders from its own seed 3"):

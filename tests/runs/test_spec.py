@@ -33,7 +33,7 @@ def test_the_default_name_encodes_the_settings_and_a_given_name_wins():
 
 def test_the_identity_leaves_out_what_may_change_between_resumptions():
     spec = RunSpec("ds", protocol="direct", concurrency=3, limit=4)
-    assert spec.identity() == {
+    assert spec.identity().stored() == {
         "protocol": "direct",
         "k": 1,
         "schedule": "balanced",
@@ -63,9 +63,9 @@ def test_bad_settings_are_refused(settings, message):
 def test_structured_output_off_is_part_of_the_identity_and_a_stored_run_keeps_it(session):
     """Off, it is in the identity (a run resumes only with it off); on, it is not, so a run
     stored before the setting existed keeps its identity and resumes with the schema."""
-    assert "structured_output" not in RunSpec("ds").identity()
+    assert "structured_output" not in RunSpec("ds").identity().stored()
     off = RunSpec("ds", "r", structured_output=False)
-    assert off.identity()["structured_output"] is False
+    assert off.identity().stored()["structured_output"] is False
     import_items([make_item("q")], session=session, name="ds", fmt="jsonl")
     run = open_run(off, session=session)
     assert RunSpec.from_run(run, "ds").structured_output is False

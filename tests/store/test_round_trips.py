@@ -17,6 +17,7 @@ from sqlmodel import Session, col, select
 from pcf.items import Candidate, Item
 from pcf.judges.base import MAX_CALL_TOKENS
 from pcf.judgments import Judgment
+from pcf.run_settings import parse_run_settings
 from pcf.store import (
     LABEL_COLUMNS,
     Adjudication,
@@ -399,15 +400,20 @@ def test_runs_are_listed_and_validated(
     session: Session, new_session: Callable[[], Session]
 ) -> None:
     dataset = import_demo(session, make_items(1))
-    stored_run(session, dataset.id, name="run-1", k=7, settings={"keys": ["A", "B"]})
+    keys = parse_run_settings({"keys": ["A", "B"]})  # a key of a newer release: kept
+    stored_run(session, dataset.id, name="run-1", k=7, settings=keys)
     with new_session() as fresh:
         assert [r.name for r in list_runs(session=fresh, dataset_id=dataset.id)] == ["run-1"]
         assert list_runs(session=fresh, dataset_id=dataset.id + 1) == []
         run = get_run("run-1", session=fresh)
-        assert (run.status, run.k, run.settings["keys"]) == ("pending", 7, ["A", "B"])
+        assert (run.status, run.k, run.settings.stored()) == ("pending", 7, {"keys": ["A", "B"]})
     for name, settings, refused in (
         ("run-1", None, "choose another name"),
-        ("leaky", {"auth": {"OPENAI_API_KEY": "sk-x"}}, "keys come from the environment"),
+        (
+            "leaky",
+            parse_run_settings({"auth": {"OPENAI_API_KEY": "sk-x"}}),
+            "keys come from the environment",
+        ),
     ):
         with pytest.raises(ValueError, match=refused):
             create_run(
