@@ -41,22 +41,23 @@ class RunOverview:
     triage: dict[str, Any] | None
 
 
-def run_overview(run: Run, *, session: Session) -> RunOverview:
+def run_overview(run: Run, *, session: Session, table: pd.DataFrame | None = None) -> RunOverview:
     """The run's figures against labels, as stored for the current revision of its calls and
-    labels (computed and stored first when missing or stale; the caller commits)."""
+    labels (computed and stored first when missing or stale, from ``table``, the run's decision
+    table when the caller holds it already; the caller commits)."""
 
     def compute() -> dict[str, Any]:
-        table = stored_analysis(run, session=session).table
+        decided = decision_table(run, table, session=session)
         human = dataset_gold(run.dataset_id, session=session)
-        answers = {"gold labels": gold_answers(table), "human labels": human.known()}
+        answers = {"gold labels": gold_answers(decided), "human labels": human.known()}
         parts: dict[str, Any] = {
-            "comparisons": {name: accuracy_against(table, answers[name]) for name in COMPARED}
+            "comparisons": {name: accuracy_against(decided, answers[name]) for name in COMPARED}
         }
         against = "gold" if answers["gold labels"] else "humans"
         for orders in TRIAGE_ORDERS if run.protocol != "apoc" else ():
             known = answers["gold labels"] or human.gold
             try:
-                curves, wrong, _ = table_triage(table, known, orders=orders)
+                curves, wrong, _ = table_triage(decided, known, orders=orders)
             except ValueError:
                 continue
             baseline = random_baseline(wrong)  # drawn once for both
@@ -69,17 +70,19 @@ def run_overview(run: Run, *, session: Session) -> RunOverview:
     return RunOverview(parts["comparisons"], parts.get("curves"), parts.get("triage"))
 
 
-def run_calibration(run: Run, *, session: Session) -> pd.Series | None:
+def run_calibration(
+    run: Run, *, session: Session, table: pd.DataFrame | None = None
+) -> pd.Series | None:
     """Each item's calibrated chance that the judge is wrong
     (:func:`~pcf.analysis.triage.calibrated_priority` against gold, else human gold), as stored
-    for the current revision of the run's calls and those answers; None without enough labels."""
-
-    table = stored_analysis(run, session=session).table
-    answers = known_answers(table, dataset_gold(run.dataset_id, session=session).gold)
+    for the current revision of the run's calls and those answers (computed from ``table`` as
+    :func:`run_overview` is); None without enough labels."""
+    decided = decision_table(run, table, session=session)
+    answers = known_answers(decided, dataset_gold(run.dataset_id, session=session).gold)
 
     def compute() -> dict[str, Any]:
         try:
-            chances = calibrated_priority(table, answers)
+            chances = calibrated_priority(decided, answers)
         except ValueError:
             return {}
         return {"p_wrong": pd.DataFrame({"item_id": chances.index, "p_wrong": chances.to_numpy()})}
@@ -90,3 +93,9 @@ def run_calibration(run: Run, *, session: Session) -> pd.Series | None:
         return None
     frame = parts["p_wrong"]
     return pd.Series(frame["p_wrong"].to_numpy(), index=frame["item_id"].to_numpy(), name="p_wrong")
+
+
+def decision_table(run: Run, table: pd.DataFrame | None, *, session: Session) -> pd.DataFrame:
+    """``table``, else the run's stored decision table: a caller that holds it already spares
+    a large run a second copy of it in memory."""
+    return stored_analysis(run, session=session).table if table is None else table

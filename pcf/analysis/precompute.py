@@ -15,10 +15,12 @@ def keep_results(run: Run, *, session: Session) -> None:
     """Store the run's decisions, its figures against labels and, for a full listwise run, its
     packed judgments and weight diagnostics, for the current revision (flushed; the caller
     commits). Results already stored for that revision are left as they are."""
-    analysis = stored_analysis(run, session=session)
-    run_overview(run, session=session)
-    run_calibration(run, session=session)
+    table = stored_analysis(run, session=session).table
+    run_overview(run, session=session, table=table)
+    run_calibration(run, session=session, table=table)
+    has_gold = bool(table["gold"].notna().any())
+    del table  # a large run's table is not held while its judgments are packed
     if run.protocol != "apoc" and not is_adaptive(run):
-        stored_packed_run(run, session=session)
-        if analysis.table["gold"].notna().any():
-            run_diagnostics(run, session=session)
+        packed = stored_packed_run(run, session=session)
+        if has_gold:
+            run_diagnostics(run, session=session, packed=packed)

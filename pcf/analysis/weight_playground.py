@@ -226,9 +226,10 @@ class Diagnostics:
     k_prefixes: pd.DataFrame
 
 
-def run_diagnostics(run: Run, *, session: Session) -> Diagnostics:
+def run_diagnostics(run: Run, *, session: Session, packed: PackedRun | None = None) -> Diagnostics:
     """A full listwise run's weight and K diagnostics, kept for the revision of its calls
-    (:func:`~pcf.analysis.stored.kept`; the caller commits).
+    (:func:`~pcf.analysis.stored.kept`; the caller commits), computed from ``packed`` when the
+    caller holds the run's :func:`stored_packed_run` already (no second copy in memory).
 
     Raises:
         ValueError: an APOCJudge or adaptive run, or no judged item has a gold id.
@@ -237,8 +238,8 @@ def run_diagnostics(run: Run, *, session: Session) -> Diagnostics:
         raise ValueError(f"run {run.name!r} is adaptive: it settled its winners on one weighting")
 
     def compute() -> dict[str, Any]:
-        packed = stored_packed_run(run, session=session)
-        return {"presets": preset_records(packed), "k_prefixes": k_records(packed)}
+        judged = stored_packed_run(run, session=session) if packed is None else packed
+        return {"presets": preset_records(judged), "k_prefixes": k_records(judged)}
 
     parts = kept(run, "diagnostics", compute, session=session)
     return Diagnostics(parts["presets"], parts["k_prefixes"])
