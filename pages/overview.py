@@ -26,14 +26,13 @@ from pcf.analysis.results import (
     is_simulated,
     outcome_frame,
     p_value,
-    run_cost,
     run_judge,
     stopping_label,
 )
 from pcf.analysis.summary import summary_in_words
 from pcf.flags import PRIORITY_HELP
 from pcf.labelling.human_gold import dataset_gold, rule_text
-from pcf.prices import cost_text
+from pcf.prices import cost_text, run_cost
 from pcf.reports.charts import (
     capture_chart,
     flag_bars,

@@ -7,8 +7,12 @@ import json
 import math
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from pcf.files import PRICES_FILE, InputFileError, read_input
+
+if TYPE_CHECKING:
+    from pcf.store import Run
 
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "gpt-4o": (2.50, 10.00),
@@ -67,17 +71,12 @@ def call_cost(
     return (input_tokens * price_in + output_tokens * price_out) / 1_000_000
 
 
-def known_cost(
-    cost_usd: float,
-    model: str,
-    *,
-    simulated: bool,
-    tokens: int,
-    prices: Mapping[str, tuple[float, float]] | None = None,
-) -> float | None:
-    """A run's stored cost, or None when it is not known: calls of a model without a price
-    (a simulated run, or one that used no token, costs what it stored)."""
-    return cost_usd if simulated or tokens == 0 or has_price(model, prices) else None
+def run_cost(run: Run, prices: Mapping[str, tuple[float, float]] | None = None) -> float | None:
+    """The run's stored cost in USD, or None when it is not known: calls of a model without a
+    price (a simulated run, or one that used no token, costs what it stored)."""
+    simulated = run.settings.is_simulated(run.backend)
+    tokens = run.input_tokens + run.output_tokens
+    return run.cost_usd if simulated or tokens == 0 or has_price(run.model, prices) else None
 
 
 def has_price(model: str, prices: Mapping[str, tuple[float, float]] | None = None) -> bool:

@@ -24,7 +24,7 @@ from pcf.judges import judge_label
 from pcf.judges.base import UNKNOWN
 from pcf.judges.simulated import MODEL_SLOT_BIAS
 from pcf.pairwise import apoc_decide, bucket_scores, is_ballpark_question, official_outcome
-from pcf.prices import UNPRICED, known_cost, price_table, shown_cost
+from pcf.prices import UNPRICED, price_table, run_cost, shown_cost
 from pcf.prompts import TIE
 from pcf.store import (
     ITEM_CHUNK,
@@ -59,14 +59,6 @@ ADAPTIVE_NOTE = (
     "weight tables leave it out (the first K calls of a stopped item, or other weights, can "
     "show winners its full run would not)"
 )
-
-
-def run_cost(run: Run, prices: Mapping[str, tuple[float, float]] | None = None) -> float | None:
-    """The run's cost in USD, None when its model has no price (:func:`pcf.prices.known_cost`)."""
-    tokens = run.input_tokens + run.output_tokens
-    return known_cost(
-        run.cost_usd, run.model, simulated=is_simulated(run), tokens=tokens, prices=prices
-    )
 
 
 def run_listing_priced(*, session: Session, dataset_id: int | None = None) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from pcf.access import Permission
 from pcf.analysis.escalate import escalate
 from pcf.analysis.gate import check_run
 from pcf.analysis.paging import MAX_PAGE, decision_page
-from pcf.analysis.results import judgment_chunks, run_cost, stored_analysis
+from pcf.analysis.results import judgment_chunks, stored_analysis
 from pcf.api.guard import caller
 from pcf.api.problem_details import NotFoundError, Problem, problem
 from pcf.api.schemas import (
@@ -379,10 +379,6 @@ def run(name: RunName, _user: Reader) -> RunStatusOut:
     status = run_status(name, engine=get_engine())
     if status is None:
         raise NotFoundError(f"no run {name!r}; POST /runs starts one")
-    with session_scope(get_engine()) as session:
-        stored = get_run(name, session=session)
-        if stored is not None:  # a submitted run not stored yet has no cost
-            status["cost_usd"] = run_cost(stored)
     return RunStatusOut(**status)
 
 

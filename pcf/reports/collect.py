@@ -13,7 +13,6 @@ from sqlmodel import Session
 from pcf.analysis.results import (
     is_adaptive,
     is_simulated,
-    run_cost,
     run_decisions,
     run_judge,
     stopping_label,
@@ -22,7 +21,7 @@ from pcf.analysis.results import (
 )
 from pcf.analysis.weight_playground import K_COLUMNS, run_diagnostics
 from pcf.connectors.recordings import FIRST, SECOND, RecordedPair
-from pcf.prices import price_table
+from pcf.prices import price_table, run_cost
 from pcf.prompts import TIE
 from pcf.reports.tables import METHODS
 from pcf.store import Run, list_datasets, load_items, run_judgments

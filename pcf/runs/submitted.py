@@ -13,6 +13,7 @@ from sqlmodel import Session
 from pcf.access import AccessDeniedError, Actor, Permission, Role, authorize
 from pcf.choices import SIMULATED_MODEL
 from pcf.judges import parse_model
+from pcf.prices import run_cost
 from pcf.runs.background import background_runs, cancel_run, start_run
 from pcf.runs.estimate import CostEstimate, dataset_of, estimate_run
 from pcf.runs.manage import APP_BACKENDS, check_start
@@ -144,9 +145,9 @@ def estimate(request: RunRequest, *, engine: Engine, actor: Actor) -> CostEstima
 
 
 def run_status(name: str, *, engine: Engine) -> dict[str, Any] | None:
-    """A run's status, progress and spend: the stored run's, with this server's background
-    progress while it judges it; ``starting`` for a submitted run not stored yet; None for no
-    such run."""
+    """A run's status, progress and spend (``cost_usd`` None: its model is unpriced): the stored
+    run's, with this server's background progress while it judges it; ``starting`` for a
+    submitted run not stored yet; None for no such run."""
     with session_scope(engine) as session:
         run, submitted = get_run(name, session=session), get_api_run(name, session=session)
     if run is None:
@@ -170,7 +171,7 @@ def run_status(name: str, *, engine: Engine) -> dict[str, Any] | None:
         "attempts": run.calls_made,
         "cache_hits": run.cache_hits,
         "failures": run.failures,
-        "cost_usd": run.cost_usd,
+        "cost_usd": run_cost(run),
         "input_tokens": run.input_tokens,
         "output_tokens": run.output_tokens,
         "created_at": run.created_at.isoformat(),
