@@ -308,8 +308,13 @@ status.progress(
     f"{escape_markdown(who)}",
 )
 
-notices = st.container()  # the same place in the page whatever it holds, so keys stay bound
-with notices:
+# The same place in the page whatever it holds, so keys stay bound; filled once the item is
+# drawn, so that what it holds (the judge's decisions, comments) never delays the next item.
+notices = st.container()
+
+
+def show_notices() -> None:
+    """The saved label's confirmation, a refused save, and whether I labelled this item."""
     if error := st.session_state.pop(ERROR_KEY, None):
         st.error(f"Not saved: {escape_markdown(error)}")
     saved = st.session_state.get(SAVED_KEY)
@@ -333,17 +338,21 @@ with notices:
             key="adjudicate_correct",
             width="stretch",
         )
-        with details.popover(
+        popover = details.popover(
             "What the judge decided, every label, comments"
             if sees_results
             else "Your labels of it, comments",
             width="stretch",
-        ):
-            if sees_results:
-                describe_decisions(saved_item, saved_names, "saved")
-            else:
-                describe_history(saved_item, saved_names, "saved")
-            comment_thread(saved.item_id, actor, "adjudicate")
+            key=f"adjudicate_details_{saved.id}",  # closed again for the next label saved
+            on_change="rerun",
+        )
+        if popover.open:  # read and drawn when opened, never on the way to the next item
+            with popover:
+                if sees_results:
+                    describe_decisions(saved_item, saved_names, "saved")
+                else:
+                    describe_history(saved_item, saved_names, "saved")
+                comment_thread(saved.item_id, actor, "adjudicate")
         if saved_item.item_id != st.session_state.get(SCROLLED_KEY):
             st.session_state[SCROLLED_KEY] = saved_item.item_id
             # Streamlit keeps the scroll position across reruns: the next item's prompt and the
@@ -366,7 +375,10 @@ with notices:
             icon=":material/history:",
         )
 
+
 if item is None:
+    with notices:
+        show_notices()
     st.success(
         f"Your queue of {escape_markdown(dataset.name)} is empty: every item has the labels its "
         f"plan asks for ({plan.labels_per_item} per item), or yours."
@@ -413,6 +425,8 @@ others[2].button(
     args=(current,),
     width="stretch",
 )
+with notices:
+    show_notices()
 label_details = st.columns([2, 3, 3])
 label_details[0].radio(
     "Confidence",

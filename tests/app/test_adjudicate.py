@@ -67,6 +67,12 @@ def choose(at, choice: str):
     return at.run()
 
 
+def open_saved_details(at):
+    """Open the popover of the label just saved, as a click on it would (it reruns the page)."""
+    at.session_state[f"adjudicate_details_{at.session_state['adjudicate_saved'].id}"] = True
+    return at.run()
+
+
 def labels_in_db(db: Session, item_key: str) -> list[Adjudication]:
     db.expire_all()
     return list(
@@ -128,6 +134,8 @@ def test_blind_mode_hides_decisions_until_the_label_is_saved(app, db: Session):
     shown = display_order(item, ANNOTATOR)
     choose(at, f"{shown.index(item.gold) + 1}")
     assert not at.exception
+    assert not [word for word in revealing if word in visible_text(at)]  # until it is opened
+    open_saved_details(at)
     after = visible_text(at)
     assert all(word in after for word in revealing)
     assert {m.label: m.value for m in at.metric}[
@@ -190,6 +198,7 @@ def test_an_annotator_stays_blind_after_saving(db: Session):
     revealing = ("PCF winner", "Direct winner", "Gold")
     assert not [t for t in at.toggle if t.key == "adjudicate_unblind"]
     choose(at, "1")
+    open_saved_details(at)
     assert not at.exception
     assert not [word for word in revealing if word in visible_text(at)]
     assert not [t for t in at.toggle if t.key == "adjudicate_unblind"]
@@ -206,6 +215,7 @@ def test_a_correction_is_a_new_row_and_the_history_stays_visible(app, db: Sessio
 
     first, second = labels_in_db(db, queue[0])
     assert second.supersedes == first.id
+    open_saved_details(at)
     history = next(d.value for d in at.dataframe if "corrects label" in d.value.columns)
     assert list(history["label"]) == [first.id, second.id]
     assert list(history["corrects label"].fillna(0)) == [0, first.id]
@@ -220,6 +230,7 @@ def test_others_labels_show_to_admins_and_never_to_annotators(app, db: Session):
     assert item_on_screen(at) == queue[0]
     assert not [d for d in at.dataframe if "annotator" in d.value.columns]
     choose(at, "1")
+    open_saved_details(at)
     (history,) = [d.value for d in at.dataframe if "annotator" in d.value.columns]
     assert list(history["annotator"]) == [GRACE]
 
