@@ -29,8 +29,8 @@ ANONYMOUS_VIEWERS_ENV = "PCF_ANONYMOUS_VIEWERS"
 LOOPBACK = ("127.", "localhost", "::1")
 VISITOR = Actor("visitor", Role.VIEWER)
 # The provider sends a person back to the app's home page: the sign-in page keeps the link they
-# followed in the tab's sessionStorage, and the first page after sign-in opens it again (on
-# this origin only).
+# followed in the tab's sessionStorage, and the first page drawn after sign-in opens it again
+# (on this origin only).
 REMEMBER_LINK = """<script>
 sessionStorage.setItem("pcf-link", location.pathname + location.search);
 </script>"""
@@ -148,6 +148,8 @@ def _signed_in_member() -> Actor:
         with session_scope(engine()) as s:
             record_sign_in(actor, session=s)
         st.session_state[SIGNED_IN_KEY] = actor.identity
-        with st.sidebar:
-            st.html(FOLLOW_LINK, unsafe_allow_javascript=True, width="content")
+    # On every run, not only the first: a role without Overview is switched from ``/`` to its
+    # first page at once, which can drop this run's elements before the browser draws them.
+    with st.sidebar:
+        st.html(FOLLOW_LINK, unsafe_allow_javascript=True, width="content")
     return actor
