@@ -10,7 +10,7 @@ from sqlmodel import Session
 from pcf.access import Actor, Role
 from pcf.analysis.results import run_decisions
 from pcf.store import add_adjudication, get_run, load_items, resolutions
-from tests.app import markdown_texts, open_page, signed_in_app
+from tests.app import difference_sides, markdown_texts, open_page, signed_in_app
 
 ANN = Actor("ann@x.org", Role.ANNOTATOR)
 
@@ -48,7 +48,7 @@ def test_a_reviewer_reads_the_dispute_comments_resolves_and_revises(disagreeing,
     assert "`ann@x.org` · confidence 0.75 · sure · names the source" in texts
     assert "`bob@x.org` · confidence —" in texts
     assert not any(cid in text for cid in item.candidate_ids for text in at.caption.values)
-    (difference,) = [e.proto.body for e in at.get("html")]
+    *_, difference = difference_sides(at)
     assert "<mark>" in difference or "pcf-unpaired" in difference
 
     at.text_area[0].input("B leaves out the year")
