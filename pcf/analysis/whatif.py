@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from sqlmodel import Session
 
@@ -26,13 +27,14 @@ from pcf.stopping import (
     ItemCalls,
     Stop,
     StoppingPolicy,
-    calibrate,
     calibration_sample,
+    choose_threshold,
     current_winner,
     replay_all,
+    threshold_changes,
 )
 from pcf.store import Run, load_items, run_judgments
-from pcf.weights import weights_label
+from pcf.weights import Weights, weights_label
 
 CURVE_RISKS = (0.2, 0.1, 0.05, 0.02, 0.01)
 """The ``confident`` risks of :func:`budget_curve`, from cheap to careful."""
@@ -57,17 +59,22 @@ def replay_runs(
     judged = [
         (i.item_id, i.candidate_ids, by_item[i.item_id]) for i in items if i.item_id in by_item
     ]
-    samples, calibrations, applied = [], [], []
-    for policy in policies:
-        keys = [key for key, *_ in judged]
-        sample = (
-            calibration_sample(keys, policy.risk, seed) if policy.name == "confident" else set()
-        )
-        chosen = [row for row in judged if row[0] in sample]
+    keys = [key for key, *_ in judged]
+    samples = [
+        calibration_sample(keys, p.risk, seed) if p.name == "confident" else set() for p in policies
+    ]
+    # Calibrated where some items are left to stop (else every item is judged in full).
+    calibrated = [0 < len(sample) < len(judged) for sample in samples]
+    changes = _threshold_changes(
+        judged,
+        [(p.weights, s) for p, s, c in zip(policies, samples, calibrated, strict=True) if c],
+    )
+    calibrations, applied = [], []
+    for policy, sample, is_calibrated in zip(policies, samples, calibrated, strict=True):
         calibration = None
-        if sample and len(chosen) < len(judged):  # else every item is judged in full
-            calibration = calibrate(policy.risk, policy.weights, chosen, len(judged))
-        samples.append(sample)
+        if is_calibrated:
+            rows = np.array([changes[policy.weights, key] for key in sorted(sample)])
+            calibration = choose_threshold(policy.risk, rows, len(judged))
         calibrations.append(calibration)
         certain = StoppingPolicy("certain", weights=policy.weights)  # cheap; unused when full
         applied.append(
@@ -82,6 +89,23 @@ def replay_runs(
             full = Stop(len(calls), "planned_calls_made", winners[policy.weights])
             stops_of[key] = (replace(full, reason="calibration") if key in sample else stop, full)
     return list(zip(out, calibrations, strict=True))
+
+
+def _threshold_changes(
+    judged: Sequence[tuple[str, tuple[str, ...], Sequence[Judgment]]],
+    samples: Sequence[tuple[Weights, set[str]]],
+) -> dict[tuple[Weights, str], np.ndarray]:
+    """:func:`pcf.stopping.threshold_changes` of each calibration item, by weights and key: an
+    item in several samples (a larger risk's sample is within a smaller one's) replayed once."""
+    wanted: dict[Weights, set[str]] = defaultdict(set)
+    for weights, sample in samples:
+        wanted[weights] |= sample
+    out = {}
+    for weights, keys in wanted.items():
+        chosen = [row for row in judged if row[0] in keys]
+        for (key, *_), row in zip(chosen, threshold_changes(weights, chosen), strict=True):
+            out[weights, key] = row
+    return out
 
 
 def _accuracy(
