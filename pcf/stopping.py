@@ -218,22 +218,40 @@ def change_probability(
     """The estimated chance that the remaining calls change the winner (the score model above),
     1 while an execution with calls to come has no ok call; seeded by the item and its calls.
     With a ``threshold``, drawing stops once the changes seen exceed it."""
+    return change_probabilities(calls, weights, {simulations: threshold})[simulations]
+
+
+def change_probabilities(
+    calls: ItemCalls, weights: Weights, thresholds: dict[int, float | None]
+) -> dict[int, float]:
+    """:func:`change_probability` for each number of draws in ``thresholds`` (with its
+    threshold), the same figures from fewer draws: estimates whose draws come in the same
+    batches share one seeded stream, the smaller reading the first draws of the larger."""
     if not calls.remaining:
-        return 0.0
+        return dict.fromkeys(thresholds, 0.0)
     answered = {j.execution for j in calls.judgments if j.ok}
     if not set(calls.left()) <= answered:  # without an ok call, there is no winner either
-        return 1.0
+        return dict.fromkeys(thresholds, 1.0)
     winner = current_winner(calls, weights)
     model = ScoreModel.fit(calls, weights)
-    rng = seeded_rng("confident", calls.item_id, len(calls.judgments), len(calls.remaining))
-    changes = drawn = 0
-    while drawn < simulations:
-        batch = min(BATCH, simulations - drawn)
-        changes += int(model.changed(winner, rng, batch).sum())
-        drawn += batch
-        if threshold is not None and changes > threshold * simulations:
-            break
-    return changes / drawn
+    # Whole batches but for the last: a count of draws that is not a whole number of batches
+    # ends its stream.
+    whole = {d: t for d, t in thresholds.items() if d % BATCH == 0}
+    streams = [whole] if whole else []
+    streams += [{d: t} for d, t in thresholds.items() if d % BATCH]
+    out: dict[int, float] = {}
+    for stream in streams:
+        rng = seeded_rng("confident", calls.item_id, len(calls.judgments), len(calls.remaining))
+        changes = drawn = 0
+        while stream.keys() - out.keys():
+            batch = min(BATCH, *(d - drawn for d in stream.keys() - out.keys()))
+            changes += int(model.changed(winner, rng, batch).sum())
+            drawn += batch
+            for draws in stream.keys() - out.keys():
+                threshold = stream[draws]
+                if drawn == draws or (threshold is not None and changes > threshold * draws):
+                    out[draws] = changes / drawn
+    return out
 
 
 @functools.cache
@@ -570,12 +588,17 @@ def _all_settled(policies: Sequence[StoppingPolicy], calls: ItemCalls) -> list[b
     """:meth:`StoppingPolicy.settled` of each policy, one estimate for the ``confident`` ones
     on the same weights and number of draws: the draws are the same (seeded by the calls), and
     the estimate stopped early at the largest of their risks decides every one of them (more
-    changes than that risk's share of the draws is more than any smaller risk's)."""
+    changes than that risk's share of the draws is more than any smaller risk's). The estimates
+    on the same weights share their draws (:func:`change_probabilities`)."""
     confident = sorted((p for p in policies if p.name == "confident"), key=lambda p: p.risk)
     largest = {(p.weights, simulations_for(p.risk)): p.risk for p in confident}  # last: largest
+    by_weights: dict[Weights, dict[int, float | None]] = {}
+    for (weights, draws), risk in largest.items():
+        by_weights.setdefault(weights, {})[draws] = risk
     estimates = {
-        (weights, draws): change_probability(calls, weights, simulations=draws, threshold=risk)
-        for (weights, draws), risk in largest.items()
+        (weights, draws): estimate
+        for weights, thresholds in by_weights.items()
+        for draws, estimate in change_probabilities(calls, weights, thresholds).items()
     }
     return [
         estimates[p.weights, simulations_for(p.risk)] <= p.risk

@@ -108,8 +108,8 @@ def test_a_direct_run_has_no_k_slider(at):
 
 
 def test_the_adaptive_budget_curve_is_whatif_on_the_run(at, db):
-    # The curve replays every policy on the run: a hang guard, not a speed bound (it took 6 s
-    # here and over 30 s on a machine running ten other processes).
+    # The curve replays every policy on the run: a hang guard, not a speed bound (about 9 s on
+    # a quiet 2-core machine).
     at.toggle(key="weights_budget").set_value(True).run(timeout=180)
     assert not at.exception, [e.message for e in at.exception]
     shown_curve = at.dataframe[-1].value.set_index("policy")
