@@ -7,6 +7,7 @@ database are slow to import), so that `pcf --help` and light commands start at o
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import shutil
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
     from sqlmodel import Session
 
+    from pcf.items import Item
     from pcf.runs.estimate import ReopenEstimate
     from pcf.runs.rows import Progress, RunReport
     from pcf.store import Run
@@ -537,7 +539,7 @@ def import_dataset(
     Example: pcf import auto factuality.jsonl --name rb2-fact --subset Factuality
     """
     from pcf.connectors.hf_datasets import load_hf
-    from pcf.items import load_any, read_as
+    from pcf.items import read_as, stream_any
     from pcf.runs.manage import import_dataset
     from pcf.store import database_url
 
@@ -558,16 +560,18 @@ def import_dataset(
         if fmt == "hf":
             columns = {field: column for field, _, column in pairs}
             hub = {"config": config, "split": split, "revision": revision, "subset": subset}
-            items, fmt = load_hf(str(path), columns=columns, **hub)
-            items = items[:limit]
+            loaded, fmt = load_hf(str(path), columns=columns, **hub)
+            items: Iterator[Item] = iter(loaded[:limit])
             print(f"{path}: {read_as(fmt, recognised=True)}", file=sys.stderr)
-        else:
+        else:  # read a row at a time, stored a chunk at a time: never held whole
             recognised = fmt == "auto"
-            items, fmt = load_any(None if recognised else fmt, path, subset=subset, limit=limit)
+            items, fmt = stream_any(None if recognised else fmt, path, subset=subset, limit=limit)
             if recognised:
                 print(f"{path}: {read_as(fmt, recognised=True)}", file=sys.stderr)
-        if not items:
+        first = next(items, None)
+        if first is None:
             fail(f"error: {path} has no items{' in subset ' + subset if subset else ''}")
+        items = itertools.chain([first], items)
         with database() as session:
             dataset = import_dataset(
                 items,

@@ -163,14 +163,28 @@ def load_dataset(
 ) -> list[Item]:
     """A dataset file in one of :data:`ITEM_FORMATS`: the items of one ``subset`` (bucket), the
     first ``limit`` of them; DataError naming file, line and field of every problem."""
+    return list(stream_dataset(fmt, path, subset=subset, limit=limit))
+
+
+def stream_dataset(
+    fmt: str, path: str | Path, *, subset: str | None = None, limit: int | None = None
+) -> Iterator[Item]:
+    """:func:`load_dataset` an item at a time (a row-per-item file is read a row at a time, so
+    a large file is never held whole): every row is still checked, past ``limit`` too, and the
+    DataError comes once the file is read, after the sound items."""
     if fmt not in ITEM_FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(ITEM_FORMATS)}")
     path, check = open_checked(path)
     if fmt == "csv":
-        items = [i for i in _csv_items(path, check) if subset in (None, i.bucket)]
+        items: Iterable[Item] = _csv_items(path, check)
     else:  # a row per item, in a JSON Lines, Parquet or CSV file
-        items = items_from_rows(fmt, read_rows(path, check), check, subset=subset)
-    return items if limit is None else items[:limit]
+        items = sound_items(fmt, _subset_rows(fmt, read_rows(path, check), subset), check)
+    kept = 0
+    for item in items:
+        if subset in (None, item.bucket) and (limit is None or kept < limit):
+            kept += 1
+            yield item
+    check.raise_if_any()
 
 
 def load_any(
@@ -179,9 +193,24 @@ def load_any(
     """:func:`load_dataset` in ``fmt``, or else in the format the file's columns fit
     (:func:`recognise_format`), and the format read. Its DataError notes (``__notes__``) the
     format it recognised, or, when the file's columns fit another than ``fmt``, that one."""
+    items, chosen = stream_any(fmt, path, subset=subset, limit=limit)
+    return list(items), chosen
+
+
+def stream_any(
+    fmt: str | None, path: str | Path, *, subset: str | None = None, limit: int | None = None
+) -> tuple[Iterator[Item], str]:
+    """:func:`load_any` an item at a time (:func:`stream_dataset`)."""
     chosen = fmt or recognise_format(path)
+    return _noted(
+        stream_dataset(chosen, path, subset=subset, limit=limit), fmt, chosen, path
+    ), chosen
+
+
+def _noted(items: Iterator[Item], fmt: str | None, chosen: str, path: str | Path) -> Iterator[Item]:
+    """``items``, their DataError noted with the format recognised or the one that fits."""
     try:
-        return load_dataset(chosen, path, subset=subset, limit=limit), chosen
+        yield from items
     except DataError as exc:
         if fmt is None:
             exc.add_note(read_as(chosen, recognised=True))
@@ -461,17 +490,24 @@ def items_from_rows(
     layout: str, rows: Iterable[tuple[int, dict]], check: FieldChecker, *, subset: str | None = None
 ) -> list[Item]:
     """The items of ``(line, row)`` pairs in a layout of :data:`ROW_LAYOUTS`, all or none (a
-    DataError); ``subset`` keeps one bucket, and RewardBench 2 rows of other subsets are not
-    read at all (their rows differ: Ties has several chosen answers)."""
-    if layout == "rewardbench2" and subset is not None:
-        rows = (
-            (line, row)
-            for line, row in rows
-            if not isinstance(s := row.get("subset"), str) or not s.strip() or s == subset
-        )
-    items = list(sound_items(layout, rows, check))
+    DataError); ``subset`` keeps one bucket (:func:`_subset_rows`)."""
+    items = list(sound_items(layout, _subset_rows(layout, rows, subset), check))
     check.raise_if_any()
     return [i for i in items if subset in (None, i.bucket)]
+
+
+def _subset_rows(
+    layout: str, rows: Iterable[tuple[int, dict]], subset: str | None
+) -> Iterable[tuple[int, dict]]:
+    """``rows``, but RewardBench 2 rows of another ``subset`` than the one kept are not read at
+    all (their rows differ: Ties has several chosen answers)."""
+    if layout != "rewardbench2" or subset is None:
+        return rows
+    return (
+        (line, row)
+        for line, row in rows
+        if not isinstance(s := row.get("subset"), str) or not s.strip() or s == subset
+    )
 
 
 def sound_items(

@@ -10,7 +10,7 @@ import os
 import socket
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -365,7 +365,7 @@ def judge_run(
 
 
 def import_dataset(
-    items: list[Item],
+    items: Iterable[Item],
     *,
     session: Session,
     actor: Actor,

@@ -3,6 +3,7 @@ never commit. Items read back hold their database id as ``metadata["db_id"]``.""
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -34,7 +35,7 @@ def rows_changed(result: Result[Any]) -> int:
 
 
 def import_items(
-    items: list[Item],
+    items: Iterable[Item],
     *,
     session: Session,
     name: str,
@@ -43,12 +44,16 @@ def import_items(
     seed: int = 0,
 ) -> Dataset:
     """Store dataset ``name`` (``items`` in file order, read from ``source_path`` in format
-    ``fmt``; ``seed`` of the canonical orders) with bulk inserts.
+    ``fmt``; ``seed`` of the canonical orders) with bulk inserts, :data:`ITEM_CHUNK` items at
+    a time: a stream of items (:func:`pcf.items.stream_dataset`) is never held whole. An error
+    the stream raises midway leaves rows to roll back, as every error does.
 
     Raises:
         ValueError: the name is taken, no items, or an item or candidate id twice.
     """
-    if not items:
+    stream = iter(items)
+    chunk = list(itertools.islice(stream, ITEM_CHUNK))
+    if not chunk:
         raise ValueError(f"no items to import into dataset {name!r}")
     if get_dataset(name, session=session) is not None:
         raise ValueError(f"a dataset named {name!r} already exists; choose another name")
@@ -57,18 +62,20 @@ def import_items(
         format=fmt,
         source_path=None if source_path is None else str(source_path),
         seed=seed,
-        n_items=len(items),
+        n_items=0,
     )
     saved(dataset, session=session)
     try:
-        for start in range(0, len(items), ITEM_CHUNK):
-            _insert_items(dataset.id, start, items[start : start + ITEM_CHUNK], session=session)
+        while chunk:
+            _insert_items(dataset.id, dataset.n_items, chunk, session=session)
+            dataset.n_items += len(chunk)
+            chunk = list(itertools.islice(stream, ITEM_CHUNK))
     except IntegrityError as exc:
         raise ValueError(
             f"cannot import dataset {name!r}: item ids must be unique, and candidate ids unique "
             f"within each item ({exc.orig})"
         ) from exc
-    return dataset
+    return saved(dataset, session=session)
 
 
 def create_dataset(name: str, *, session: Session, fmt: str, seed: int = 0) -> Dataset:
