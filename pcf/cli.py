@@ -275,12 +275,19 @@ def validate(
 
     Example: pcf validate auto factuality.jsonl --subset Factuality
     """
-    from pcf.items import load_any
+    from pcf.items import stream_any
 
     if fmt not in (*ITEM_FORMATS, "auto"):
         fail(f"error: unknown format {fmt!r}; choose one of {', '.join(ITEM_FORMATS)}, auto", 2)
+    sizes: Counter[int] = Counter()
+    buckets: Counter[str] = Counter()
+    with_gold = 0
     try:
-        items, fmt = load_any(None if fmt == "auto" else fmt, path, subset=subset)
+        items, fmt = stream_any(None if fmt == "auto" else fmt, path, subset=subset)
+        for item in items:  # counted as read: a large file is never held whole
+            sizes[len(item.candidates)] += 1
+            buckets.update([item.bucket] if item.bucket else [])
+            with_gold += item.gold is not None
     except DataError as exc:
         notes = "".join(f"\n{note}" for note in getattr(exc, "__notes__", ()))
         problems = "\n".join(map(str, exc.problems))
@@ -291,10 +298,10 @@ def validate(
         {
             "file": str(path),
             "format": fmt,
-            "items": len(items),
-            "candidates_per_item": dict(sorted(Counter(len(i.candidates) for i in items).items())),
-            "with_gold": sum(i.gold is not None for i in items),
-            "buckets": dict(Counter(i.bucket for i in items if i.bucket)),
+            "items": sizes.total(),
+            "candidates_per_item": dict(sorted(sizes.items())),
+            "with_gold": with_gold,
+            "buckets": dict(buckets),
         }
     )
 
