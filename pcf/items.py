@@ -176,15 +176,14 @@ def stream_dataset(
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(ITEM_FORMATS)}")
     path, check = open_checked(path)
     if fmt == "csv":
-        items: Iterable[Item] = _csv_items(path, check)
+        items: Iterator[Item] = (i for i in _csv_items(path, check) if subset in (None, i.bucket))
     else:  # a row per item, in a JSON Lines, Parquet or CSV file
-        items = sound_items(fmt, _subset_rows(fmt, read_rows(path, check), subset), check)
+        items = _row_items(fmt, read_rows(path, check), check, subset)
     kept = 0
-    for item in items:
-        if subset in (None, item.bucket) and (limit is None or kept < limit):
+    for item in items:  # every row read and checked, past the limit too
+        if limit is None or kept < limit:
             kept += 1
             yield item
-    check.raise_if_any()
 
 
 def load_any(
@@ -490,24 +489,26 @@ def items_from_rows(
     layout: str, rows: Iterable[tuple[int, dict]], check: FieldChecker, *, subset: str | None = None
 ) -> list[Item]:
     """The items of ``(line, row)`` pairs in a layout of :data:`ROW_LAYOUTS`, all or none (a
-    DataError); ``subset`` keeps one bucket (:func:`_subset_rows`)."""
-    items = list(sound_items(layout, _subset_rows(layout, rows, subset), check))
+    DataError); ``subset`` keeps one bucket (:func:`_row_items`)."""
+    return list(_row_items(layout, rows, check, subset))
+
+
+def _row_items(
+    layout: str, rows: Iterable[tuple[int, dict]], check: FieldChecker, subset: str | None
+) -> Iterator[Item]:
+    """The sound items of ``rows`` in ``subset`` (a bucket), one at a time, then the DataError
+    of every problem, if any. RewardBench 2 rows of another subset are not read at all (their
+    rows differ: Ties has several chosen answers)."""
+    if layout == "rewardbench2" and subset is not None:
+        rows = (
+            (line, row)
+            for line, row in rows
+            if not isinstance(s := row.get("subset"), str) or not s.strip() or s == subset
+        )
+    for item in sound_items(layout, rows, check):
+        if subset in (None, item.bucket):
+            yield item
     check.raise_if_any()
-    return [i for i in items if subset in (None, i.bucket)]
-
-
-def _subset_rows(
-    layout: str, rows: Iterable[tuple[int, dict]], subset: str | None
-) -> Iterable[tuple[int, dict]]:
-    """``rows``, but RewardBench 2 rows of another ``subset`` than the one kept are not read at
-    all (their rows differ: Ties has several chosen answers)."""
-    if layout != "rewardbench2" or subset is None:
-        return rows
-    return (
-        (line, row)
-        for line, row in rows
-        if not isinstance(s := row.get("subset"), str) or not s.strip() or s == subset
-    )
 
 
 def sound_items(

@@ -591,13 +591,12 @@ def _all_settled(policies: Sequence[StoppingPolicy], calls: ItemCalls) -> list[b
     changes than that risk's share of the draws is more than any smaller risk's). The estimates
     on the same weights share their draws (:func:`change_probabilities`)."""
     confident = sorted((p for p in policies if p.name == "confident"), key=lambda p: p.risk)
-    largest = {(p.weights, simulations_for(p.risk)): p.risk for p in confident}  # last: largest
-    by_weights: dict[Weights, dict[int, float | None]] = {}
-    for (weights, draws), risk in largest.items():
-        by_weights.setdefault(weights, {})[draws] = risk
+    largest: dict[Weights, dict[int, float | None]] = {}  # per weights and draws
+    for p in confident:  # last: largest
+        largest.setdefault(p.weights, {})[simulations_for(p.risk)] = p.risk
     estimates = {
         (weights, draws): estimate
-        for weights, thresholds in by_weights.items()
+        for weights, thresholds in largest.items()
         for draws, estimate in change_probabilities(calls, weights, thresholds).items()
     }
     return [

@@ -16,6 +16,7 @@ from pcf.store.calls import answered_keys as answered_keys
 from pcf.store.calls import cached_calls as cached_calls
 from pcf.store.calls import call_judgments as call_judgments
 from pcf.store.calls import call_request as call_request
+from pcf.store.calls import call_requests as call_requests
 from pcf.store.calls import claimed_batch_ids as claimed_batch_ids
 from pcf.store.calls import create_run as create_run
 from pcf.store.calls import delete_run as delete_run

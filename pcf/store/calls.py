@@ -4,7 +4,7 @@ provider batches, and a run's judgments read back. Functions flush, never commit
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -23,7 +23,7 @@ from sqlmodel import Session, col, select
 from pcf.judgments import Judgment
 from pcf.processes import gc_paused
 from pcf.run_settings import RunSettings
-from pcf.store.datasets import _chunks, items_by_ids, list_datasets, rows_changed
+from pcf.store.datasets import ITEM_CHUNK, _chunks, items_by_ids, list_datasets, rows_changed
 from pcf.store.leases import ACTIVE_RUN_STATUSES, _lease, lease_is_live
 from pcf.store.models import (
     Call,
@@ -336,9 +336,34 @@ def insert_calls(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None
 def call_request(call: Call, *, session: Session) -> dict[str, Any]:
     """The request ``call`` sent, rebuilt from its template and the item's texts
     (``call.sent(request)`` checks it against the stored digest)."""
-    template = session.get_one(RequestTemplate, call.template_id)
-    [item] = items_by_ids([call.item_id], session=session)
-    return rebuilt_request(template, item.prompt, [item.text_of(key) for key in call.order])
+    [request] = call_requests([call], session=session)
+    return request
+
+
+def call_requests(calls: Sequence[Call], *, session: Session) -> list[dict[str, Any]]:
+    """:func:`call_request` of each call, each template and item read once."""
+    templates = {
+        t.id: t
+        for t in session.exec(
+            select(RequestTemplate).where(
+                col(RequestTemplate.id).in_(sorted({call.template_id for call in calls}))
+            )
+        )
+    }
+    ids = sorted({call.item_id for call in calls})
+    items = {
+        item.metadata["db_id"]: item
+        for start in range(0, len(ids), ITEM_CHUNK)
+        for item in items_by_ids(ids[start : start + ITEM_CHUNK], session=session)
+    }
+    return [
+        rebuilt_request(
+            templates[call.template_id],
+            items[call.item_id].prompt,
+            [items[call.item_id].text_of(key) for key in call.order],
+        )
+        for call in calls
+    ]
 
 
 def keep_duplicate_answers(rows: Iterable[Mapping[str, Any]], *, session: Session) -> None:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -50,7 +50,6 @@ from pcf.runs.spec import RunSpec
 from pcf.store import (
     ADJUDICATION_CHAIN,
     ADVISORY_LOCK,
-    ITEM_CHUNK,
     SCRIPT_LOCATION,
     UNVERSIONED_TABLES,
     Call,
@@ -65,6 +64,7 @@ from pcf.store import (
     adjudication_records,
     assignees_by_item,
     call_request,
+    call_requests,
     claim_keys,
     current,
     get_dataset,
@@ -75,11 +75,9 @@ from pcf.store import (
     history,
     import_items,
     item_db_ids,
-    items_by_ids,
     keep_duplicate_answers,
     list_runs,
     live_claims,
-    rebuilt_request,
     replace_calls,
     request_digest,
     run_calls,
@@ -175,7 +173,7 @@ def calls(url: str) -> tuple[list[tuple], list[tuple]]:
             return before
         stored = []
         every = session.scalars(select(Call).order_by(col(Call.id))).all()
-        for call, request in zip(every, rebuilt_requests(every, session), strict=True):
+        for call, request in zip(every, call_requests(every, session=session), strict=True):
             assert call.sent(request), call.id
             values = call.model_dump() | {"request": request}
             stored.append(tuple(values[column.name] for column in CALL_BEFORE_0006.columns))
@@ -185,26 +183,6 @@ def calls(url: str) -> tuple[list[tuple], list[tuple]]:
         ]
     engine.dispose()
     return stored, replaced
-
-
-def rebuilt_requests(calls: Sequence[Call], session: Session) -> list[dict]:
-    """:func:`~pcf.store.call_request` of each call, with every template and item read once
-    (a query per call took 25 s of a revision test on PostgreSQL)."""
-    templates = {t.id: t for t in session.scalars(select(RequestTemplate))}
-    ids = sorted({call.item_id for call in calls})
-    items = {
-        item.metadata["db_id"]: item
-        for start in range(0, len(ids), ITEM_CHUNK)
-        for item in items_by_ids(ids[start : start + ITEM_CHUNK], session=session)
-    }
-    return [
-        rebuilt_request(
-            templates[call.template_id],
-            items[call.item_id].prompt,
-            [items[call.item_id].text_of(key) for key in call.order],
-        )
-        for call in calls
-    ]
 
 
 def values_before_0006(values: dict, session: Session) -> dict:
@@ -485,7 +463,7 @@ def test_revision_0007_keeps_every_request_and_answer_of_the_release_byte_for_by
         calls = session.scalars(select(Call)).all()
         assert len(calls) == len(old) > 2000
         shapes = set()
-        for call, request in zip(calls, rebuilt_requests(calls, session), strict=True):
+        for call, request in zip(calls, call_requests(calls, session=session), strict=True):
             old_request, old_text, old_raw = old[call.id]
             assert json.dumps(request) == old_request, call.id
             assert call.sent(request)
