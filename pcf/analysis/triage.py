@@ -265,20 +265,17 @@ def calibrated_priority(
     """P(the judge is wrong) for every item of a decision table, as an adjudication order: out
     of fold for the items with an answer, from the model fitted on all of them for the rest
     (:func:`calibrated_scores`' errors)."""
-    known = answers_of(table, answers)
+    known = answers_of(table[["item_id", "winner", *FEATURES]], answers)
     out_of_fold = calibrated_scores(known, list(known["wrong"]), seed=seed)
-    scored = dict(zip(known["item_id"], out_of_fold, strict=True))
-    wrong = dict(zip(known["item_id"], known["wrong"], strict=True))
     x = table[list(FEATURES)].astype(float).to_numpy()
     unknown = np.isnan(x).any(axis=1)
-    labelled = table["item_id"].isin(list(wrong)).to_numpy() & ~unknown
-    y = np.array([float(wrong.get(key, 0)) for key in table["item_id"]])
-    predicted = _fit_predict(np.nan_to_num(x), y, labelled, np.ones(len(x), dtype=bool))
-    values = [
-        scored.get(key, 1.0 if unknown[i] else float(predicted[i]))
-        for i, key in enumerate(table["item_id"])
-    ]
-    return pd.Series(values, index=table["item_id"].to_numpy(), name="p_wrong")
+    keys = table["item_id"].to_numpy()
+    row = pd.Index(known["item_id"]).get_indexer(keys)  # each item's row in known, or -1
+    answered = row >= 0
+    y = np.where(answered, known["wrong"].to_numpy(dtype=float)[row], 0.0)
+    predicted = _fit_predict(np.nan_to_num(x), y, answered & ~unknown, np.ones(len(x), dtype=bool))
+    values = np.where(answered, out_of_fold[row], np.where(unknown, 1.0, predicted))
+    return pd.Series(values, index=keys, name="p_wrong")
 
 
 def reliability(probabilities: Sequence[float] | np.ndarray, wrong: Sequence[bool]) -> pd.DataFrame:
