@@ -13,6 +13,8 @@ import functools
 import itertools
 import os
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from contextlib import closing
 from pathlib import Path
@@ -97,22 +99,35 @@ def _build_demo(url: str) -> None:
 
 
 @functools.cache
-def _template() -> str:
-    """The URL of a database holding the demo dataset and its three simulated runs."""
+def _template(command: bool = False) -> str:
+    """The URL of a database holding the demo dataset and its three simulated runs, built in
+    this process, or with ``command`` by ``pcf demo`` in a child process: as the browser tests'
+    servers find it (what the pages read stored too), and without an event loop of this process
+    (Playwright's sync API holds one)."""
     if on_postgres():
-        url = _create(f"pcf_demo_{os.getpid()}")
+        url = _create(f"pcf_demo_{os.getpid()}_{int(command)}")
         atexit.register(drop_database, url)
     else:
         folder = tempfile.TemporaryDirectory(prefix="pcf-demo-")
         atexit.register(folder.cleanup)
         url = f"sqlite:///{Path(folder.name) / 'demo.db'}"
-    _build_demo(url)
+    if command:
+        subprocess.run(
+            [sys.executable, "-m", "pcf", "demo"],
+            env={**os.environ, "PCF_DATABASE_URL": url},
+            cwd=Path(__file__).resolve().parents[1],
+            capture_output=True,
+            check=True,
+        )
+    else:
+        _build_demo(url)
     return url
 
 
-def copy_demo(url: str) -> None:
-    """Replace the empty database at ``url`` (from :func:`new_database`) by a demo copy."""
-    template = _template()
+def copy_demo(url: str, *, command: bool = False) -> None:
+    """Replace the empty database at ``url`` (from :func:`new_database`) by a demo copy (with
+    ``command``, of the one ``pcf demo`` built: :func:`_template`)."""
+    template = _template(command)
     if on_postgres():
         drop_database(url)
         _create(make_url(url).database, template=make_url(template).database)

@@ -23,7 +23,7 @@ from sqlmodel import Session
 
 from pcf.labelling.membership import set_local_name
 from pcf.store import get_engine
-from tests.demo_database import drop_database, new_database
+from tests.demo_database import copy_demo, drop_database, new_database
 from tests.served_app import ROOT, in_ci, serve_app
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -71,7 +71,7 @@ def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     inside the event loop of Playwright's sync API.
     """
     url = new_database(tmp_path_factory.mktemp("e2e"))
-    pcf(url, "demo")
+    copy_demo(url, command=True)
     name_local_person(url)
     yield url
     drop_database(url)

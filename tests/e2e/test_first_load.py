@@ -19,7 +19,7 @@ from playwright.sync_api import Browser, Locator, Page, expect
 from pcf.analysis.results import analyse_run
 from pcf.labelling.adjudications import by_priority
 from pcf.store import current_labels, get_dataset, get_run
-from tests.demo_database import drop_database, new_database
+from tests.demo_database import copy_demo, drop_database, new_database
 from tests.e2e import EXCEPTION, settle
 from tests.e2e.conftest import (
     LOCAL_NAME,
@@ -53,7 +53,7 @@ def second(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     """``(database URL, second dataset, its most doubtful item)``: the demo plus a second
     dataset with a simulated PCF run (K=7)."""
     url = new_database(tmp_path_factory.mktemp("first-load"))
-    pcf(url, "demo")
+    copy_demo(url, command=True)
     if REWARDBENCH2.exists():
         name = "rb2"
         pcf(url, "import", "rewardbench2", str(REWARDBENCH2), "--name", name)
@@ -134,7 +134,7 @@ def test_the_local_name_is_asked_once_and_no_key_or_address_changes_it(
     browser: Browser, tmp_path: Path
 ):
     url = new_database(tmp_path)
-    pcf(url, "demo")
+    copy_demo(url, command=True)
     with serve_app(url, tmp_path / "server.log") as base, open_tab(browser, base) as tab:
         tab.goto("/adjudicate?annotator=bob")
         dialog = tab.get_by_role("dialog")

@@ -14,7 +14,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from sqlmodel import col, select
 
 from pcf.store import Adjudication, ItemRow
-from tests.demo_database import drop_database, new_database
+from tests.demo_database import copy_demo, drop_database, new_database
 from tests.e2e import EXCEPTION, keys_ready, settle
 from tests.e2e.conftest import (
     LOCAL_NAME,
@@ -74,7 +74,7 @@ def rb2_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     head = folder / "head.jsonl"
     head.write_text("".join(RB2.read_text(encoding="utf-8").splitlines(True)[:HEAD_ROWS]))
     url = new_database(folder)
-    pcf(url, "demo")
+    copy_demo(url, command=True)
     pcf(url, "import", "rewardbench2", str(RB2), "--name", "rb2")
     pcf(url, "judge", "rb2", "--protocol", "pcf", "--k", "7", "--name", "rb2-pcf")
     pcf(url, "import", "rewardbench2", str(head), "--name", "rb2-head")

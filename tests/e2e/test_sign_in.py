@@ -33,7 +33,7 @@ from pcf.analysis.results import run_decisions
 from pcf.items import Item, candidate_labels
 from pcf.labelling.adjudications import display_order
 from pcf.store import Adjudication, get_dataset, get_member, get_run, items_named
-from tests.demo_database import drop_database, new_database
+from tests.demo_database import copy_demo, drop_database, new_database
 from tests.e2e import EXCEPTION, settle
 from tests.e2e.conftest import (
     CHROMIUM,
@@ -97,7 +97,7 @@ def other_provider() -> Iterator[str]:
 def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The demo, with the members the operator added on the command line."""
     url = new_database(tmp_path_factory.mktemp("sign-in"))
-    pcf(url, "demo")
+    copy_demo(url, command=True)
     for name, role in MEMBERS.items():
         pcf(url, "members", "add", email(name), "--role", role)
     yield url
