@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -28,6 +29,10 @@ from pcf.errors import DataError
 from pcf.judges import BACKENDS, PROVIDERS, parse_model
 from pcf.runs.spec import PROTOCOLS, RunSpec
 from pcf.weights import DEFAULT_WEIGHTS, PRESETS, Weights, named_weights
+
+# Arrow's own allocator keeps what a large run's stored results freed (~10% of a command's peak
+# memory: 371 -> 335 MB on 60,000 items); read when pyarrow loads, so set before any command runs.
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
