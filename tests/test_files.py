@@ -324,9 +324,8 @@ EXPORTS = {
     "export": (["export", "demo-pcf", "--what", "judgments", "--out"], "judgments.jsonl"),
     "report": (["report", "demo-pcf", "--out"], "report/report.html"),
     "triage": (["triage", "demo-pcf", "--by", "calibrated", "--out"], "triage/triage.png"),
-    **{
-        f"{what} {fmt}": ([what, "export", "demo", "--format", fmt, "--out"], name)
-        for what in ("labels", "gold")
+    **{  # `pcf gold export` writes with the same writer per format (write_records)
+        f"labels {fmt}": (["labels", "export", "demo", "--format", fmt, "--out"], name)
         for fmt, name in [
             ("jsonl", "x.jsonl"),
             ("csv", "x.csv"),
