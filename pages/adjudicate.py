@@ -29,15 +29,14 @@ from pages.shared import (
     require_dataset,
     require_permission,
     run_analysis,
+    run_calibration_on,
     search_items,
     session,
-    shared_result,
     show_text,
     simulated_badge,
     stored_item,
 )
 from pcf.access import AccessDeniedError, Permission
-from pcf.analysis.against_labels import run_calibration
 from pcf.analysis.item_detail import describe_candidate
 from pcf.analysis.markdown import escape_markdown
 from pcf.analysis.triage import likely_errors_caught
@@ -151,7 +150,7 @@ p_wrong = None
 if run is not None:
     items = with_priority(items, table)
     if st.session_state.get(ORDER_KEY) == "calibrated":  # refitted after each label
-        p_wrong = shared_result(run_calibration, run, labels=True)
+        p_wrong = run_calibration_on(run, table)
         if p_wrong is not None:
             items = items.assign(priority=items["item_id"].map(p_wrong))
 db_ids = dict(zip(items["item_id"], items["db_id"], strict=True))
@@ -461,7 +460,7 @@ st.caption(
     + ". The item shown is held for you for 10 minutes."
 )
 if run is not None:
-    p_wrong = p_wrong if p_wrong is not None else shared_result(run_calibration, run, labels=True)
+    p_wrong = p_wrong if p_wrong is not None else run_calibration_on(run, table)
     st.radio(
         "Queue order",
         ("review priority", "calibrated"),

@@ -7,12 +7,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar
 
+import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
 from sqlmodel import Session
 
 from pages.shared.frame import DATASET_KEY, ITEM_LINK, RUN_KEY, auth_configured, page_link
 from pcf.access import AccessDeniedError, Actor, Permission
+from pcf.analysis.against_labels import run_calibration
 from pcf.analysis.item_list import datasets_holding
 from pcf.analysis.markdown import escape_markdown, inert_markdown
 from pcf.analysis.results import RunAnalysis, run_judge, simulates_strong_bias, stored_analysis
@@ -218,6 +220,17 @@ def shared_result(
 def run_analysis(run: Run) -> RunAnalysis:
     """The run's decisions, flags and slot bias (:func:`shared_result`)."""
     return shared_result(stored_analysis, run, "Reading the run's decisions...")
+
+
+def run_calibration_on(run: Run, table: pd.DataFrame) -> pd.Series | None:
+    """Each item's calibrated chance that the judge is wrong (:func:`run_calibration`, shared
+    for the revision of the run's calls and labels), from ``table``, the run's decision table of
+    :func:`run_analysis`: a label then reads the stored chances, not the whole table again."""
+
+    def run_calibration_of_table(run: Run, *, session: Session) -> pd.Series | None:
+        return run_calibration(run, session=session, table=table)
+
+    return shared_result(run_calibration_of_table, run, labels=True)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
