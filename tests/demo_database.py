@@ -112,13 +112,16 @@ def _template(command: bool = False) -> str:
         atexit.register(folder.cleanup)
         url = f"sqlite:///{Path(folder.name) / 'demo.db'}"
     if command:
-        subprocess.run(
+        built = subprocess.run(
             [sys.executable, "-m", "pcf", "demo"],
             env={**os.environ, "PCF_DATABASE_URL": url},
             cwd=Path(__file__).resolve().parents[1],
             capture_output=True,
-            check=True,
+            text=True,
+            check=False,
         )
+        if built.returncode:  # its stderr says why, which CalledProcessError would not show
+            raise RuntimeError(f"pcf demo failed with {built.returncode}:\n{built.stderr}")
     else:
         _build_demo(url)
     return url
