@@ -10,7 +10,6 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from statsmodels.stats.contingency_tables import mcnemar
 
 FEW_ITEMS = 20
 """An agreement or accuracy figure on fewer items than this is shown as too few to read, and
@@ -105,6 +104,8 @@ def paired_outcomes(direct_correct: Sequence[bool], method_correct: Sequence[boo
 
 def mcnemar_exact(improved: int, regressed: int) -> float:
     """Exact (binomial) McNemar p-value, two-sided, on the discordant counts (1.0 without)."""
+    from statsmodels.stats.contingency_tables import mcnemar  # noqa: PLC0415 - 0.9 s to load
+
     if improved < 0 or regressed < 0:
         raise ValueError(f"counts must be non-negative, got {improved} and {regressed}")
     table = [[0, improved], [regressed, 0]]

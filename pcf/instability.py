@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
 
 from pcf.consensus import Consensus, JudgmentArrays
 from pcf.flags import FLAGS, raise_flags, review_priority
@@ -121,6 +120,8 @@ class SlotCounts:
 
     def bias(self) -> SlotBias:
         """Shares, the chi-square test against uniform and the gold recall of these counts."""
+        from scipy import stats  # noqa: PLC0415 - scipy.stats loads slowly (0.5 s a pcf command)
+
         counts = self.top_counts
         total = counts.sum()
         chi2, p_value = stats.chisquare(counts) if total else (np.nan, np.nan)
