@@ -97,7 +97,8 @@ if (!window.pcfLabelKeys) {
   const fresh = (node) => !node.closest("[data-stale='true']");
   document.addEventListener("keydown", (event) => {
     const start = KEYS_JSON[event.key.toLowerCase()];
-    const typing = event.target.closest?.("input, textarea, select, [contenteditable=true]");
+    const typing = event.target.closest?.(
+      "input:not([type=radio], [type=checkbox]), textarea, select, [contenteditable=true]");
     if (!start || event.ctrlKey || event.metaKey || event.altKey || event.repeat || typing) return;
     const heading = [...document.querySelectorAll("[data-testid=stMain] h3")]
       .find((h) => h.innerText.startsWith("Item ") && fresh(h));

@@ -177,6 +177,24 @@ def test_after_a_save_the_prompt_and_every_candidate_start_in_view(tab: Page, sc
     print(screenshot(tab, "adjudicate-rb2-after-save", first_screen=True))
 
 
+def test_a_key_labels_after_a_click_on_the_queue_order_or_a_switch(tab: Page, rb2_url: str):
+    """Clicking a radio button or a switch puts the keyboard's focus on it: the next number key
+    still labels the item on screen, once."""
+    earlier = labels_of(rb2_url, LOCAL_NAME)
+    heading = open_labelling(tab)
+    shown = []
+    for control in ("review priority", "Plain text"):
+        main(tab).get_by_text(control, exact=True).click()
+        settle(tab)
+        shown.append(heading.removeprefix("Item "))
+        tab.keyboard.press("1")
+        heading = wait_drawn(tab, heading)
+        assert heading is not None, f"a key after a click on {control!r} labelled nothing"
+        keys_ready(tab)
+    settle(tab)
+    assert labels_of(rb2_url, LOCAL_NAME) == earlier + shown
+
+
 def test_a_link_to_an_item_of_one_dataset_opens_it_in_that_dataset(tab: Page):
     tab.goto("/review?item=Factuality:7")
     expect(main(tab).get_by_role("heading", name="Item Factuality:7")).to_be_visible()
