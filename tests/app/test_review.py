@@ -26,7 +26,7 @@ from pcf.store import (
     load_items,
 )
 from tests.app import APP, LOCAL_NAME, difference_sides, markdown_texts, open_page
-from tests.factories import template_hostile_items
+from tests.factories import make_item, template_hostile_items
 from tests.judge_providers import OPENAI, use_environment
 from tests.runs.test_live_providers import listwise_text
 from tests.wire_server import Scripted, WireRequest, WireServer
@@ -71,6 +71,43 @@ def test_the_list_is_sorted_most_doubtful_first(app, db: Session):
     assert listed(at) == [d["item_id"] for d in expected]
     assert at.selectbox(key="item").value == expected[0]["item_id"]
     assert at.selectbox(key="item").label.startswith("Item: 52 of 52 match the filters")
+
+
+def first_visit(**query_params: str) -> AppTest:
+    """The Review page as a new browser session's first request opens it."""
+    return open_page(AppTest.from_file(str(APP), default_timeout=30), "review", **query_params)
+
+
+def test_an_item_link_opens_the_dataset_holding_it_or_asks_which_or_says_none_does(db):
+    """``?item=`` of an item the first dataset (the demo) lacks: the one dataset that holds it
+    opens, and the address names it; two that hold it are offered; none, it says so."""
+    set_local_name(LOCAL_NAME, session=db)
+    for name in ("one", "two"):
+        items = [make_item("shared-1"), make_item(f"only-in-{name}")]
+        import_items(items, session=db, name=name, fmt="jsonl")
+        db.commit()
+        judge_run(RunSpec(name, f"{name}-pcf", k=3), session=db, actor=operator())
+
+    at = first_visit(item="only-in-two")
+    assert not at.exception, at.exception
+    assert at.selectbox(key="item").value == "only-in-two"
+    assert at.query_params == {"item": "only-in-two", "dataset": "two"}
+
+    at = first_visit(item="shared-1")
+    assert "Item **shared\\-1** is in 2 datasets. Which one do you mean?" in [
+        w.value for w in at.warning
+    ]
+    assert "item" not in [box.key for box in at.selectbox]
+    at.button(key="item_link_one").click().run()
+    assert at.selectbox(key="item").value == "shared-1"
+    assert at.query_params["dataset"] == "one"
+
+    at = first_visit(item="nowhere")
+    assert [e.value for e in at.error] == [
+        "No dataset has an item **nowhere**: the link is wrong or the item was removed."
+    ]
+    assert "item" not in [box.key for box in at.selectbox]
+    assert at.query_params["item"] == "nowhere"
 
 
 def test_the_heatmap_data_are_the_stored_rankings_of_the_item(app, db: Session):
