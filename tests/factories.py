@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import random
-from collections.abc import Sequence
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -275,6 +278,26 @@ def pcf(*args: str) -> str:
     result = CliRunner().invoke(app, list(args))
     assert result.exit_code == 0, result.output
     return result.stdout
+
+
+PROCESS_TIMEOUT_S = 300  # only stops a command that would hang: a loaded machine is slow
+
+
+def pcf_process(
+    *args: str, env: Mapping[str, str] | None = None, **options: Any
+) -> subprocess.CompletedProcess[str]:
+    """``pcf ARGS`` in a child process, as a user runs it, with ``env`` added to this process's
+    environment and ``options`` for :func:`subprocess.run`; its exit code is the caller's to
+    check."""
+    return subprocess.run(
+        [sys.executable, "-m", "pcf", *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT_S,
+        check=False,
+        **options,
+    )
 
 
 def make_mixed_runs(folder: Path) -> tuple[str, ...]:

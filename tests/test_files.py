@@ -10,8 +10,6 @@ import resource
 import signal
 import stat
 import string
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -38,10 +36,8 @@ from pcf.files import (
 from pcf.labelling.exports import HF_DATA
 from pcf.labelling.resolutions import resolve
 from pcf.store import add_adjudication, get_dataset, get_run, load_items
-from tests.factories import enrol
+from tests.factories import enrol, pcf_process
 from tests.shared_data import HAIKU, JUDGEBENCH_PAIRS, LLMBAR, O1_MINI, RB2, SHARED
-
-HANG_BOUND_S = 120  # a refusal is at once; this only stops a test that would hang forever
 
 
 def fifo(tmp_path: Path) -> Path:
@@ -139,18 +135,6 @@ def test_character_limits_count_characters():
     limit = Limit("PCF_TEST_MAX_CHARS", 10, "characters")
     assert limit.exceeded(12_345) == (
         "12,345 characters, over the limit of 10 characters (set PCF_TEST_MAX_CHARS to raise it)"
-    )
-
-
-def pcf_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``pcf ARGS`` in a child process, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "pcf", *args],
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=HANG_BOUND_S,
-        check=False,
     )
 
 
@@ -356,14 +340,7 @@ def test_an_export_that_fails_midway_leaves_the_file_it_would_replace(
         *arguments, str(tmp_path / "warm" / given.name)
     )  # stores the report's analyses
     assert warm.returncode == 0, warm.stderr
-    ran = subprocess.run(
-        [sys.executable, "-m", "pcf", *arguments, str(given)],
-        preexec_fn=small_files,
-        capture_output=True,
-        text=True,
-        timeout=HANG_BOUND_S,
-        check=False,
-    )
+    ran = pcf_process(*arguments, str(given), preexec_fn=small_files)
     assert ran.returncode == 1, ran.stderr
     line = ran.stderr.splitlines()[-1]
     assert line.startswith(f"error: cannot write {given}: "), ran.stderr

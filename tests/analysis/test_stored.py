@@ -11,13 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from sqlmodel import Session, col, select
-from typer.testing import CliRunner
 
 from pcf.access import operator
 from pcf.analysis.against_labels import run_calibration
 from pcf.analysis.results import RunAnalysis, analyse_run, stored_analysis
 from pcf.analysis.stored import decode, encode, kept
-from pcf.cli import app
 from pcf.labelling.labels import save_label
 from pcf.store import (
     Call,
@@ -30,14 +28,9 @@ from pcf.store import (
     replace_calls,
     result_revision,
 )
+from tests.factories import pcf
 
-runner = CliRunner()
 WHOLE = 10**9  # a chunk larger than any dataset: the run decided at once
-
-
-def cli(*args: str) -> None:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 0, result.output
 
 
 def mixed_items() -> list[dict]:
@@ -68,11 +61,11 @@ def runs(db: Session, tmp_path: Path) -> Session:
     pairs = tmp_path / "pairs.jsonl"
     two = [item for item in mixed_items() if len(item["candidates"]) == 2]
     pairs.write_text("".join(json.dumps(item) + "\n" for item in two))
-    cli("import", "jsonl", str(mixed), "--name", "mixed")
-    cli("import", "jsonl", str(pairs), "--name", "pairs")
-    cli("judge", "mixed", "--protocol", "pcf", "--k", "3", "--name", "mixed-pcf")
-    cli("judge", "mixed", "--protocol", "direct", "--name", "mixed-direct")
-    cli("judge", "pairs", "--protocol", "apoc", "--name", "pairs-apoc")
+    pcf("import", "jsonl", str(mixed), "--name", "mixed")
+    pcf("import", "jsonl", str(pairs), "--name", "pairs")
+    pcf("judge", "mixed", "--protocol", "pcf", "--k", "3", "--name", "mixed-pcf")
+    pcf("judge", "mixed", "--protocol", "direct", "--name", "mixed-direct")
+    pcf("judge", "pairs", "--protocol", "apoc", "--name", "pairs-apoc")
     run = get_run("mixed-pcf", session=db)
     calls = db.exec(select(Call).where(Call.run_id == run.id).order_by(col(Call.id))).all()
     failed = {"ok": False, "error": "no_json", "judgment": None}

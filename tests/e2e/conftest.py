@@ -10,9 +10,6 @@ later tests call ``asyncio.run``.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +21,7 @@ from sqlmodel import Session
 from pcf.labelling.membership import set_local_name
 from pcf.store import get_engine
 from tests.demo_database import copy_demo, drop_database, new_database
+from tests.factories import pcf_process
 from tests.served_app import ROOT, in_ci, serve_app
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -80,14 +78,7 @@ def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def pcf(url: str, *args: str) -> None:
     """A ``pcf`` command on the database at ``url``, in a child process (the simulated runs use
     ``asyncio.run``, which cannot run inside Playwright's event loop); a failure fails the test."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pcf", *args],
-        env={**os.environ, "PCF_DATABASE_URL": url},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = pcf_process(*args, env={"PCF_DATABASE_URL": url}, cwd=ROOT)
     if done.returncode:
         pytest.fail(f"pcf {' '.join(args)} failed with {done.returncode}:\n{done.stderr}")
 

@@ -24,7 +24,7 @@ from pcf.reports.render import write_report
 from pcf.store import get_engine
 from tests.app import local_app, open_page
 from tests.demo_database import copy_demo, new_database
-from tests.factories import METHOD_PRESETS
+from tests.factories import METHOD_PRESETS, pcf
 from tests.html_tables import html_tables
 from tests.shared_data import LLMBAR, O1_MINI
 
@@ -35,12 +35,6 @@ runner = CliRunner()
 BUCKETS = ("mmlu-pro", "livebench-math", "livecodebench")
 SIMULATED_NOTE = "Simulated judge: results illustrate the tool, not the method's accuracy."
 SIMULATED_TAG = "*Simulated judge: see the note at the top.*"
-
-
-def cli(*args: str) -> str:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 0, result.output
-    return result.stdout
 
 
 def jsonl(text: str) -> list[dict]:
@@ -175,16 +169,16 @@ def study(tmp_path_factory) -> dict:
         url = new_database(folder)
         mp.setenv("PCF_DATABASE_URL", url)
         copy_demo(url)
-        summaries = json.loads(cli("study", "demo", "--name", "s"))["runs"]
+        summaries = json.loads(pcf("study", "demo", "--name", "s"))["runs"]
         for out in ("out1", "out2"):
-            cli("report", "s", "--out", str(folder / out))
+            pcf("report", "s", "--out", str(folder / out))
         items_file = folder / "pairs.jsonl"
         items_file.write_text("".join(json.dumps(i) + "\n" for i in pair_items()))
-        cli("import", "jsonl", str(items_file), "--name", "pairs")
-        cli("study", "pairs", "--name", "p")
-        written = json.loads(cli("report", "p", "--out", str(folder / "outp")))
+        pcf("import", "jsonl", str(items_file), "--name", "pairs")
+        pcf("study", "pairs", "--name", "p")
+        written = json.loads(pcf("report", "p", "--out", str(folder / "outp")))
         exported = {
-            (run, what): jsonl(cli("export", run, "--what", what))
+            (run, what): jsonl(pcf("export", run, "--what", what))
             for run in ("s/direct", "s/pcf", "s/repeated", "p/apoc")
             for what in ("items", "judgments", "decisions")
         }
@@ -541,10 +535,10 @@ def test_several_models_add_a_micro_average_row(tmp_path):
     items = tmp_path / "items.jsonl"
     demo = (Path(__file__).resolve().parents[2] / "data" / "demo" / "items.jsonl").read_text()
     items.write_text("".join(demo.splitlines(keepends=True)[:12]))
-    cli("import", "jsonl", str(items), "--name", "d")
+    pcf("import", "jsonl", str(items), "--name", "d")
     for name, model in (("a", "sim-primacy"), ("b", "sim-recency")):
-        cli("study", "d", "--name", name, "--model", model, "--k", "3", "--executions", "2")
-    cli("report", "a", "b", "--out", str(tmp_path / "out"))
+        pcf("study", "d", "--name", name, "--model", model, "--k", "3", "--executions", "2")
+    pcf("report", "a", "b", "--out", str(tmp_path / "out"))
     data = json.loads((tmp_path / "out" / "report.json").read_text())
     first, second, micro = data["tables"]["main"]
     assert (first["model"], second["model"]) == ("simulated/sim-primacy", "simulated/sim-recency")
@@ -566,10 +560,10 @@ def test_a_second_study_makes_no_judge_call(tmp_path):
     items = tmp_path / "items.jsonl"
     demo = (Path(__file__).resolve().parents[2] / "data" / "demo" / "items.jsonl").read_text()
     items.write_text("".join(demo.splitlines(keepends=True)[:6]))
-    cli("import", "jsonl", str(items), "--name", "d")
-    first = json.loads(cli("study", "d", "--name", "t", "--k", "5", "--executions", "2"))
+    pcf("import", "jsonl", str(items), "--name", "d")
+    first = json.loads(pcf("study", "d", "--name", "t", "--k", "5", "--executions", "2"))
     assert all(r["this_invocation"]["attempts"] > 0 for r in first["runs"][1:])
-    second = json.loads(cli("study", "d", "--name", "t", "--k", "5", "--executions", "2"))
+    second = json.loads(pcf("study", "d", "--name", "t", "--k", "5", "--executions", "2"))
     assert [r["this_invocation"]["attempts"] for r in second["runs"]] == [0, 0, 0]
     assert [r["attempts"] for r in second["runs"]] == [r["attempts"] for r in first["runs"]]
 
@@ -580,9 +574,9 @@ def test_without_gold_labels_the_report_says_so(tmp_path):
     for row in rows:
         row["candidates"].append({"id": "z", "text": f"Answer z to {row['item_id']}."})
     items.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cli("import", "jsonl", str(items), "--name", "nogold")
-    cli("study", "nogold", "--name", "g", "--k", "3", "--executions", "1")
-    cli("report", "g/pcf", "g/direct", "--out", str(tmp_path / "out"))
+    pcf("import", "jsonl", str(items), "--name", "nogold")
+    pcf("study", "nogold", "--name", "g", "--k", "3", "--executions", "1")
+    pcf("report", "g/pcf", "g/direct", "--out", str(tmp_path / "out"))
     md = (tmp_path / "out" / "report.md").read_text()
     assert "No gold labels for g/pcf: no accuracy to show." in md
     assert "No gold labels: the K table needs them." in md
@@ -596,17 +590,17 @@ def test_an_adaptive_run_is_labelled_decided_on_its_weights_and_left_out_of_k_an
     items = tmp_path / "items.jsonl"
     demo = (Path(__file__).resolve().parents[2] / "data" / "demo" / "items.jsonl").read_text()
     items.write_text("".join(demo.splitlines(keepends=True)[:12]))
-    cli("import", "jsonl", str(items), "--name", "d")
+    pcf("import", "jsonl", str(items), "--name", "d")
     full = ["judge", "d", "--name", "full", "--k", "5", "--executions", "2"]
-    cli(*full)
-    cli(*full[:3], "adaptive", *full[4:], "--adaptive", "certain", "--stop-on", "rank-only")
-    cli("report", "full", "adaptive", "--out", str(tmp_path / "out"))
+    pcf(*full)
+    pcf(*full[:3], "adaptive", *full[4:], "--adaptive", "certain", "--stop-on", "rank-only")
+    pcf("report", "full", "adaptive", "--out", str(tmp_path / "out"))
     data = json.loads((tmp_path / "out" / "report.json").read_text())
     settings = {r["run"]: r["stopping"] for r in data["tables"]["settings"]}
     assert settings == {"full": "full run", "adaptive": "adaptive: certain on rank-only"}
     main = {r["run"]: r for r in data["tables"]["main"]}
     # Decided with rank-only over every call it made: `certain` keeps the full run's winners.
-    judgments = jsonl(cli("export", "full", "--what", "judgments"))
+    judgments = jsonl(pcf("export", "full", "--what", "judgments"))
     listing = {
         i["item_id"]: [c["id"] for c in i["candidates"]]
         for i in map(json.loads, items.read_text().splitlines())
@@ -668,7 +662,7 @@ def test_a_chart_that_cannot_be_rendered_leaves_the_tables(tmp_path, monkeypatch
 
 @pytest.mark.skipif(not O1_MINI.exists(), reason="../shared/data is absent")
 def test_replayed_judgebench_report_gives_the_official_figures(tmp_path):
-    summary = json.loads(cli("replay", "judgebench", str(O1_MINI), "--report", str(tmp_path)))
+    summary = json.loads(pcf("replay", "judgebench", str(O1_MINI), "--report", str(tmp_path)))
     md = (tmp_path / "report.md").read_text()
     tables = md_tables(md)
     official = {r["bucket"]: r for r in tables["Official score (JudgeBench's rule)"]}
@@ -709,7 +703,7 @@ def test_replayed_judgebench_report_gives_the_official_figures(tmp_path):
 @pytest.mark.skipif(not LLMBAR.exists(), reason="../shared/data is absent")
 def test_replayed_llmbar_report(tmp_path):
     args = ["--judge", "GPT-4", "--strategy", "Vanilla", "--report", str(tmp_path)]
-    cli("replay", "llmbar", str(LLMBAR / "Natural"), *args)
+    pcf("replay", "llmbar", str(LLMBAR / "Natural"), *args)
     summary = replay_summary(read_llmbar_results(LLMBAR / "Natural", "GPT-4", "Vanilla"))
     tables = md_tables((tmp_path / "report.md").read_text())
     (position,) = tables["Swap consistency and position bias"]
@@ -746,16 +740,16 @@ def test_a_replay_of_a_simulated_judge_stays_simulated_everywhere(isolated_datab
     source, made_by = "demo-pcf", "simulated"
     for name in ("replayed", "replayed-again"):
         recording = tmp_path / f"{name}.jsonl"
-        cli("export", source, "--what", "judgments", "--out", str(recording))
+        pcf("export", source, "--what", "judgments", "--out", str(recording))
         lines = jsonl(recording.read_text())
         assert {(line["backend"], line["simulated"]) for line in lines} == {(made_by, True)}
         replay = ("--backend", "replay", "--replay", str(recording), "--model", "gpt-4o-mini")
         summary = json.loads(
-            cli("judge", "demo", "--k", "7", "--limit", "12", *replay, "--name", name)
+            pcf("judge", "demo", "--k", "7", "--limit", "12", *replay, "--name", name)
         )
         assert summary["simulated"] is True
         source, made_by = name, "replay"
-    cli("report", source, "--out", str(tmp_path / "out"))
+    pcf("report", source, "--out", str(tmp_path / "out"))
     md = (tmp_path / "out" / "report.md").read_text()
     assert SIMULATED_NOTE in md.split("## ")[0]
     page = html_tables((tmp_path / "out" / "report.html").read_text())

@@ -90,7 +90,7 @@ from pcf.store import (
 )
 from pcf.store import revisions as schema_revisions
 from tests.demo_database import copy_demo, drop_database, new_database, on_postgres
-from tests.factories import template_hostile_items
+from tests.factories import pcf, template_hostile_items
 from tests.store.legacy import release_decisions, restore
 
 runner = CliRunner()
@@ -220,9 +220,8 @@ def revision_of(url: str) -> str | None:
 
 
 def cli(*args: str) -> dict:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    """``pcf ARGS``'s JSON output."""
+    return json.loads(pcf(*args))
 
 
 def test_history_is_one_line_of_revisions_ending_at_head():
