@@ -172,13 +172,15 @@ def test_after_a_save_the_prompt_and_every_candidate_start_in_view(tab: Page, sc
     print(screenshot(tab, "adjudicate-rb2-after-save", first_screen=True))
 
 
-def test_a_key_labels_after_a_click_on_the_queue_order_or_a_switch(tab: Page, rb2_url: str):
+def test_a_key_labels_after_a_click_on_a_confidence_the_queue_order_or_a_switch(
+    tab: Page, rb2_url: str
+):
     """Clicking a radio button or a switch puts the keyboard's focus on it: the next number key
-    still labels the item on screen, once."""
+    still labels the item on screen, once, with the confidence clicked before it."""
     earlier = labels_of(rb2_url, LOCAL_NAME)
     heading = open_labelling(tab)
     shown = []
-    for control in ("review priority", "Plain text"):
+    for control in ("0.75 · sure", "review priority", "Plain text"):
         main(tab).get_by_text(control, exact=True).click()
         settle(tab)
         shown.append(heading.removeprefix("Item "))
@@ -188,3 +190,8 @@ def test_a_key_labels_after_a_click_on_the_queue_order_or_a_switch(tab: Page, rb
         keys_ready(tab)
     settle(tab)
     assert labels_of(rb2_url, LOCAL_NAME) == earlier + shown
+    with served_session(rb2_url) as s:
+        confidences = s.exec(
+            select(Adjudication.confidence).order_by(col(Adjudication.id).desc()).limit(3)
+        ).all()
+    assert confidences == [None, None, 0.75]
