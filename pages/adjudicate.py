@@ -100,20 +100,22 @@ if (!window.pcfLabelKeys) {
     const typing = event.target.closest?.(
       "input:not([type=radio], [type=checkbox]), textarea, select, [contenteditable=true]");
     if (!start || event.ctrlKey || event.metaKey || event.altKey || event.repeat || typing) return;
-    const heading = [...document.querySelectorAll("[data-testid=stMain] h3")]
-      .find((h) => h.innerText.startsWith("Item ") && fresh(h));
-    const item = start.endsWith("_") && heading
-      ? heading.innerText.slice(5).trim().replaceAll(/[^a-zA-Z0-9_-]/g, "-") : "";
+    const headings = () => [...document.querySelectorAll("[data-testid=stMain] h3")]
+      .filter((h) => h.innerText.startsWith("Item "));
+    const shown = headings()[0]?.innerText;  // the item on screen, drawn or being drawn again
     event.preventDefault();
-    const shown = heading?.innerText;
-    // The item's buttons may still be on their way (a busy server draws them seconds after the
-    // heading): wait for them while the item stays on screen, up to a minute.
+    // Its buttons may be on their way: after a click on a confidence the run draws the item
+    // again, and a busy server draws the buttons seconds after the heading. Wait for them while
+    // the item stays on screen, up to a minute; once another item is drawn, the key is spent.
     const press = (tries) => {
-      const box = document.getElementsByClassName("st-key-" + start + item)[0];
-      const button = box?.querySelector("button");
-      const onScreen = !heading || (heading.isConnected && heading.innerText === shown);
+      const heading = headings().find(fresh);
+      if (heading && heading.innerText !== shown) return;
+      const item = !start.endsWith("_") ? "" : heading
+        ? heading.innerText.slice(5).trim().replaceAll(/[^a-zA-Z0-9_-]/g, "-") : null;
+      const box = item === null ? null : document.getElementsByClassName("st-key-" + start + item);
+      const button = box?.[0]?.querySelector("button");
       if (button && !button.disabled) button.click();
-      else if (tries > 0 && onScreen) setTimeout(() => press(tries - 1), 50);
+      else if (tries > 0) setTimeout(() => press(tries - 1), 50);
     };
     press(1200);
   });

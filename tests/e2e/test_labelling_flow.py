@@ -175,14 +175,14 @@ def test_after_a_save_the_prompt_and_every_candidate_start_in_view(tab: Page, sc
 def test_a_key_labels_after_a_click_on_a_confidence_the_queue_order_or_a_switch(
     tab: Page, rb2_url: str
 ):
-    """Clicking a radio button or a switch puts the keyboard's focus on it: the next number key
-    still labels the item on screen, once, with the confidence clicked before it."""
+    """Clicking a radio button or a switch puts the keyboard's focus on it and reruns the page:
+    a number key pressed at once, while the item is drawn again, still labels it, once, with the
+    confidence clicked before it."""
     earlier = labels_of(rb2_url, LOCAL_NAME)
     heading = open_labelling(tab)
     shown = []
     for control in ("0.75 · sure", "review priority", "Plain text"):
-        main(tab).get_by_text(control, exact=True).click()
-        settle(tab)
+        main(tab).get_by_text(control, exact=True).click()  # a run starts: the key at once
         shown.append(heading.removeprefix("Item "))
         tab.keyboard.press("1")
         heading = wait_drawn(tab, heading)
