@@ -13,8 +13,6 @@ import functools
 import itertools
 import os
 import sqlite3
-import subprocess
-import sys
 import tempfile
 from contextlib import closing
 from pathlib import Path
@@ -25,6 +23,7 @@ from sqlalchemy.pool import NullPool
 from pcf.access import operator
 from pcf.runs.study import build_demo
 from pcf.store import get_engine, session_scope
+from tests.factories import pcf_process
 
 TEST_DATABASE_URL_ENV = "PCF_TEST_DATABASE_URL"
 SQLITE_NAME = "pcf.db"
@@ -112,15 +111,9 @@ def _template(command: bool = False) -> str:
         atexit.register(folder.cleanup)
         url = f"sqlite:///{Path(folder.name) / 'demo.db'}"
     if command:
-        built = subprocess.run(
-            [sys.executable, "-m", "pcf", "demo"],
-            env={**os.environ, "PCF_DATABASE_URL": url},
-            cwd=Path(__file__).resolve().parents[1],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if built.returncode:  # its stderr says why, which CalledProcessError would not show
+        root = Path(__file__).resolve().parents[1]
+        built = pcf_process("demo", env={"PCF_DATABASE_URL": url}, cwd=root)
+        if built.returncode:
             raise RuntimeError(f"pcf demo failed with {built.returncode}:\n{built.stderr}")
     else:
         _build_demo(url)
