@@ -8,7 +8,6 @@ with its file, line and field and raises them together as one DataError.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 import stat
@@ -17,15 +16,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, TextIO, TypeVar
+from typing import Annotated, Any, BinaryIO, TextIO, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError, ValidationInfo
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from pcf.errors import DataError, Problem
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 MB = 1 << 20
 MAX_NESTING = 64
@@ -107,14 +103,6 @@ def read_input(path: str | Path, limit: Limit) -> bytes:
     """The bytes of a regular file of at most ``limit`` (see :func:`open_input`)."""
     with open_input(path, limit) as file:
         return read_capped(file, path, limit)
-
-
-def read_parquet_bytes(data: bytes) -> pd.DataFrame:
-    """A Parquet file's table, read on this thread alone: pyarrow's I/O threads may release the
-    bytes after the interpreter began to exit, aborting the process (exit -6)."""
-    import pandas as pd  # noqa: PLC0415 - only Parquet needs it
-
-    return pd.read_parquet(io.BytesIO(data), use_threads=False, pre_buffer=False)
 
 
 def read_capped(file: BinaryIO, path: str | Path, limit: Limit) -> bytes:
@@ -411,7 +399,8 @@ def read_rows(
 
 def _parquet_rows(path: Path, check: FieldChecker) -> Iterator[tuple[int, dict]]:
     """(row number, row) of each storable row of a Parquet file, read a row group's batch at a
-    time on this thread alone (as :func:`read_parquet_bytes`)."""
+    time on this thread alone (pyarrow's I/O threads may release the bytes after the
+    interpreter began to exit, aborting the process: exit -6)."""
     import pyarrow.parquet as pq  # noqa: PLC0415 - only Parquet needs it
 
     number = 0

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from sqlmodel import Session
 
-from pcf.analysis.stored import kept
+from pcf.analysis.stored import arrow_frame, kept
 from pcf.consensus import pack
 from pcf.decisions import aggregate, decide
 from pcf.evaluation import compare_paired
@@ -45,12 +46,18 @@ SIMULATED_NOTE = "results illustrate the tool, not the method's accuracy"
 SIMULATED_LABEL = f"simulated judge: {SIMULATED_NOTE}"
 ITEM_METRICS = ("priority", "top_agreement", "top_entropy", "kendall_w", "margin")
 """An item's numbers in the table: NaN when unknown."""
-TABLE_COLUMNS = (
-    *("item_id", "db_id", "position", "bucket", "gold", "candidate_ids"),  # the item
-    *("winner", "direct_winner"),
-    *ITEM_METRICS,
-    *("n_ok", "n_calls", "flags", *FLAGS),
+TABLE_SCHEMA = pa.schema(
+    [
+        *(("item_id", pa.string()), ("db_id", pa.int64()), ("position", pa.int64())),
+        *(("bucket", pa.string()), ("gold", pa.string()), ("candidate_ids", pa.list_(pa.string()))),
+        *(("winner", pa.string()), ("direct_winner", pa.string())),
+        *((name, pa.float64()) for name in ITEM_METRICS),
+        *(("n_ok", pa.int64()), ("n_calls", pa.int64()), ("flags", pa.string())),
+        *((flag, pa.bool_()) for flag in FLAGS),
+    ]
 )
+"""The decision table's columns, as Arrow holds them while a run is decided and stored."""
+TABLE_COLUMNS = tuple(TABLE_SCHEMA.names)
 
 
 ADAPTIVE_NOTE = (
@@ -368,14 +375,21 @@ class RunAnalysis:
 
 def analyse_run(run: Run, *, session: Session, chunk: int = ITEM_CHUNK) -> RunAnalysis:
     """Decisions (under :func:`run_weights`), flags and slot bias of every item of a run, from
-    its stored calls, ``chunk`` items at a time (slot counts add up over the chunks; the table
-    is a frame per chunk, joined at the end). APOCJudge runs have no slot-bias rows."""
-    frames: list[pd.DataFrame] = []
+    its stored calls, ``chunk`` items at a time (:func:`analysis_parts`)."""
+    parts = analysis_parts(run, session=session, chunk=chunk)
+    return RunAnalysis(arrow_frame(parts["table"]), parts["slot_bias"], parts["slot_tests"])
+
+
+def analysis_parts(run: Run, *, session: Session, chunk: int = ITEM_CHUNK) -> dict[str, Any]:
+    """:func:`analyse_run`'s parts, the decision table as Arrow: slot counts add up over the
+    chunks, and each chunk's rows become compact Arrow columns at once, so that a large run's
+    table is never held as Python rows or frames. APOCJudge runs have no slot-bias rows."""
+    tables: list[pa.Table] = []
     counts: dict[int, SlotCounts] = {}
     for start, stop, items in item_chunks(run, session=session, size=chunk):
         if run.protocol == "apoc":
             calls = run_calls(run.id, session=session, start=start, stop=stop)
-            frames.append(table_frame(table_rows(_apoc_decisions(run, items, calls), items, start)))
+            tables.append(table_chunk(table_rows(_apoc_decisions(run, items, calls), items, start)))
             continue
         by_id = {item.item_id: item for item in items}
         records: dict[str, dict[str, Any]] = {}
@@ -386,7 +400,7 @@ def analyse_run(run: Run, *, session: Session, chunk: int = ITEM_CHUNK) -> RunAn
             found = slot_counts(group, [by_id[i].gold for i in group.item_ids])
             counts[group.n] = counts[group.n] + found if group.n in counts else found
         decided = [records[i.item_id] for i in items if i.item_id in records]
-        frames.append(table_frame(table_rows(decided, items, start)))
+        tables.append(table_chunk(table_rows(decided, items, start)))
     biases = [counts[n].bias() for n in sorted(counts)]
     slots = [
         (b.n, s + 1, float(b.top_share[s]), int(b.top_counts[s]), float(b.gold_recall[s]))
@@ -394,22 +408,21 @@ def analyse_run(run: Run, *, session: Session, chunk: int = ITEM_CHUNK) -> RunAn
         for s in range(b.n)
     ]
     tests = [(b.n, int(b.top_counts.sum()), b.chi2, b.p_value) for b in biases]
-    return RunAnalysis(
-        pd.concat([f for f in frames if len(f)] or [table_frame([])], ignore_index=True),
-        pd.DataFrame(slots, columns=["n", "slot", "top_share", "top_count", "gold_recall"]),
-        pd.DataFrame(tests, columns=["n", "calls", "chi2", "p_value"]),
-    )
+    return {
+        "table": pa.concat_tables(tables or [table_chunk([])]),
+        "slot_bias": pd.DataFrame(
+            slots, columns=["n", "slot", "top_share", "top_count", "gold_recall"]
+        ),
+        "slot_tests": pd.DataFrame(tests, columns=["n", "calls", "chi2", "p_value"]),
+    }
 
 
 def stored_analysis(run: Run, *, session: Session) -> RunAnalysis:
     """:func:`analyse_run`, kept in the database for the revision of the run's calls: computed
     once (and again after any call changes), then read (:func:`pcf.analysis.stored.kept`).
     Flushes what it stores; the caller commits."""
-    parts = kept(run, "analysis", lambda: vars(analyse_run(run, session=session)), session=session)
-    table = parts["table"].assign(
-        candidate_ids=lambda t: [tuple(ids) for ids in t["candidate_ids"]]
-    )
-    return RunAnalysis(table, parts["slot_bias"], parts["slot_tests"])
+    parts = kept(run, "analysis", lambda: analysis_parts(run, session=session), session=session)
+    return RunAnalysis(parts["table"], parts["slot_bias"], parts["slot_tests"])
 
 
 def table_rows(
@@ -444,10 +457,13 @@ def table_rows(
     return rows
 
 
-def table_frame(rows: Sequence[tuple[Any, ...]]) -> pd.DataFrame:
-    """The decision table of :func:`table_rows`' rows."""
-    frame = pd.DataFrame(list(rows), columns=list(TABLE_COLUMNS))
-    return frame.astype(dict.fromkeys(FLAGS, bool) | {"n_ok": int, "n_calls": int})
+def table_chunk(rows: Sequence[tuple[Any, ...]]) -> pa.Table:
+    """:func:`table_rows`' rows as Arrow columns (:data:`TABLE_SCHEMA`; a NaN metric null)."""
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(TABLE_SCHEMA)
+    arrays = [
+        pa.array(c, f.type, from_pandas=True) for c, f in zip(columns, TABLE_SCHEMA, strict=True)
+    ]
+    return pa.Table.from_arrays(arrays, schema=TABLE_SCHEMA)
 
 
 UNDEFINED = "undefined"

@@ -17,29 +17,46 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from sqlmodel import Session
 
-from pcf.files import read_parquet_bytes
 from pcf.store import Run, result_revision, run_result, save_run_result
 
 Parts = dict[str, Any]
 """A result's parts by name: data frames, arrays, or JSON values."""
 READERS: dict[str, Callable[[bytes], Any]] = {
-    "parquet": read_parquet_bytes,
+    "parquet": lambda data: arrow_frame(
+        pq.read_table(io.BytesIO(data), use_threads=False, pre_buffer=False)
+    ),
     "npy": lambda data: np.load(io.BytesIO(data), allow_pickle=False),
     "json": json.loads,
 }
 
 
-def encode(parts: Mapping[str, pd.DataFrame | np.ndarray | Any]) -> bytes:
-    """``parts`` as one ZIP archive: a frame as ``NAME.parquet``, an array as ``NAME.npy``,
-    anything else as ``NAME.json``."""
+def arrow_frame(table: pa.Table) -> pd.DataFrame:
+    """An Arrow table as a frame, read on this thread alone (pyarrow's threads may outlive the
+    interpreter's exit, aborting it), list columns kept as Arrow lists (a column of Python lists
+    holds each item in objects: ~17 MB more on 60,000 items of 4 candidates)."""
+    return table.to_pandas(types_mapper=_arrow_lists, use_threads=False)
+
+
+def _arrow_lists(dtype: pa.DataType) -> pd.ArrowDtype | None:
+    return pd.ArrowDtype(dtype) if pa.types.is_list(dtype) else None
+
+
+def encode(parts: Mapping[str, pd.DataFrame | pa.Table | np.ndarray | Any]) -> bytes:
+    """``parts`` as one ZIP archive: a frame or Arrow table as ``NAME.parquet``, an array as
+    ``NAME.npy``, anything else as ``NAME.json``."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         for name, value in parts.items():
             member = io.BytesIO()
             if isinstance(value, pd.DataFrame):
                 value.to_parquet(member, index=False)
+                suffix = ".parquet"
+            elif isinstance(value, pa.Table):
+                pq.write_table(value, member)
                 suffix = ".parquet"
             elif isinstance(value, np.ndarray):
                 np.save(member, value, allow_pickle=False)

@@ -20,9 +20,10 @@ from pcf.analysis.results import (
     outcome_frame,
     run_decisions,
     run_summary,
-    table_frame,
+    table_chunk,
     table_rows,
 )
+from pcf.analysis.stored import arrow_frame
 from pcf.consensus import pack
 from pcf.evaluation import compare_paired
 from pcf.flags import FLAG_HELP, FLAGS
@@ -105,7 +106,8 @@ def test_accuracy_uses_only_items_with_an_answer_and_counts_abstentions_wrong():
 
 
 def test_the_table_of_no_records_has_the_columns():
-    assert list(table_frame(table_rows([], [])).columns) == list(TABLE_COLUMNS)
+    empty = arrow_frame(table_chunk(table_rows([], [])))
+    assert (list(empty.columns), len(empty)) == (list(TABLE_COLUMNS), 0)
 
 
 @pytest.mark.parametrize(("run_name", "calls"), [("demo-direct", 1), ("demo-pcf", 21)])
