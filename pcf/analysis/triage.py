@@ -352,7 +352,7 @@ def curve_frame(
 
 def answers_of(table: pd.DataFrame, answers: Mapping[str, str | None]) -> pd.DataFrame:
     """The rows of a decision table with a known answer, with a ``wrong`` column."""
-    known = table[table["item_id"].map(lambda key: answers.get(key) is not None)].copy()
+    known = table[table["item_id"].map(lambda key: answers.get(key) is not None)]
     # An abstention (no winner) is an error.
     known["wrong"] = judge_wrong(known["winner"], [answers[key] for key in known["item_id"]])
     return known.reset_index(drop=True)
