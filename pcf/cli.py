@@ -27,14 +27,12 @@ from pcf.access import operator
 from pcf.choices import ITEM_FORMATS, RULES, SCHEDULES, SIMULATED_MODEL
 from pcf.errors import DataError
 from pcf.judges import BACKENDS, PROVIDERS, parse_model
-from pcf.processes import give_back_freed_memory
 from pcf.runs.spec import PROTOCOLS, RunSpec
 from pcf.weights import DEFAULT_WEIGHTS, PRESETS, Weights, named_weights
 
 # Arrow's own allocator keeps what a large run's stored results freed (~10% of a command's peak
 # memory: 371 -> 335 MB on 60,000 items); read when pyarrow loads, so set before any command runs.
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-give_back_freed_memory()
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine

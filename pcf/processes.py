@@ -1,17 +1,12 @@
 """This process and the others on its host: whether a process still exists (a run lease's
-holder), the garbage collector held back while much is allocated at once, and freed memory
-given back."""
+holder), and the garbage collector held back while much is allocated at once."""
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-M_MMAP_THRESHOLD = -3
-"""glibc's ``mallopt`` option: the size from which a block is mapped alone."""
 
 
 def process_exists(pid: int) -> bool:
@@ -47,16 +42,3 @@ def gc_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-
-
-def give_back_freed_memory() -> None:
-    """Have glibc map each block of 128 KiB or more alone, so that freeing it gives it back at
-    once. Its default threshold grows to the largest block freed (up to 32 MiB), after which a
-    large run's decoded tables are carved from the heap and stay resident when freed: the
-    summary step of a 60,000-item run peaked at 333 MB with that default, 308 MB with this.
-    Elsewhere than glibc (macOS, musl, Windows), nothing."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (AttributeError, OSError, TypeError):  # no mallopt; on Windows, no CDLL(None)
-        return
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024)
