@@ -7,8 +7,7 @@ calls are stored: the decision table (decoded from what it stored), the overview
 the calibration, the packed run and the weight diagnostics. After each: the process's peak
 (``ru_maxrss``) and its memory now (``VmRSS``). The statistics libraries the steps load lazily
 are loaded first, so that a step's figure is its own work, not an import. The process sets up
-as a ``pcf`` command does (``pcf.cli`` is imported: Arrow's system allocator, the freed blocks
-given back).
+as a ``pcf`` command does (``pcf.cli`` is imported first: Arrow's system allocator).
 
     .venv/bin/python -m benchmarks.scale --items 60000 --skip-pages --keep /tmp/scale60k
     .venv/bin/python -m benchmarks.summary_memory /tmp/scale60k/scale.db
@@ -54,10 +53,11 @@ def main() -> None:
         with connection:
             connection.execute("DELETE FROM run_result")
         connection.close()
-        os.environ["PCF_DATABASE_URL"] = f"sqlite:///{copy}"
         figures = {"started": {"peak_mb": peak_mb(), "now_mb": memory_now_mb()}}
         import pcf.cli  # noqa: F401, PLC0415 - set up as a pcf command is, before any pyarrow
+        from pcf.store import DATABASE_URL_ENV  # noqa: PLC0415
 
+        os.environ[DATABASE_URL_ENV] = f"sqlite:///{copy}"
         figures |= measure_steps(args.run)
     for step, values in figures.items():
         print(f"{step:>12}: peak {values['peak_mb']:6.1f} MB, now {values['now_mb']:6.1f} MB")
