@@ -4,6 +4,7 @@ A submission carries a token, so a killed submit finds its batch (docs/costs.md,
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -63,18 +64,17 @@ class BatchResult:
 async def _sdk_call(call: Awaitable[T], key: str, batch_id: str | None = None) -> T:
     """Await an SDK call, its errors as :class:`BatchAPIError` without the key (a 404 for
     ``batch_id`` as :class:`BatchLostError`)."""
-    import anthropic  # noqa: PLC0415 - slow import, loaded with the judge that calls
-    import openai  # noqa: PLC0415 - slow import, loaded with the judge that calls
-
+    # The SDK of the call is loaded with its judge; the other one is not loaded for it.
+    sdks = [sys.modules[name] for name in ("openai", "anthropic") if name in sys.modules]
     try:
         return await call
-    except (openai.APIStatusError, anthropic.APIStatusError) as err:
+    except tuple(sdk.APIStatusError for sdk in sdks) as err:
         message = str(getattr(err, "message", err))
         if batch_id is not None and err.status_code == 404:
             lost = redact(f"HTTP 404: {message}", [key, *configured_keys()])
             raise BatchLostError(batch_id, lost) from None
         raise BatchAPIError(str(status_error(err.status_code, message, {}, key))) from None
-    except (openai.APIError, anthropic.APIError) as err:
+    except tuple(sdk.APIError for sdk in sdks) as err:
         raise BatchAPIError(redact(f"batch API: {err}", [key, *configured_keys()])) from None
 
 
@@ -289,15 +289,19 @@ BatchClient = OpenAIBatches | AnthropicBatches
 
 
 def batch_client(judge: object) -> BatchClient:
-    """The batch client for a provider judge, or a ValueError when its backend has none."""
-    from pcf.judges.anthropic_judge import AnthropicJudge  # noqa: PLC0415 - slow import
-    from pcf.judges.openai_judge import OpenAIJudge  # noqa: PLC0415 - slow import
-
-    if isinstance(judge, OpenAIJudge) and judge.backend == "openai":
-        return OpenAIBatches(judge)
-    if isinstance(judge, AnthropicJudge):
-        return AnthropicBatches(judge)
+    """The batch client for a provider judge, or a ValueError when its backend has none. Only
+    the judge's own SDK is loaded (with the judge already): the other costs a second or more."""
     backend = getattr(judge, "backend", type(judge).__name__)
+    if backend == "openai":
+        from pcf.judges.openai_judge import OpenAIJudge  # noqa: PLC0415 - slow import
+
+        if isinstance(judge, OpenAIJudge):
+            return OpenAIBatches(judge)
+    if backend == "anthropic":
+        from pcf.judges.anthropic_judge import AnthropicJudge  # noqa: PLC0415 - slow import
+
+        if isinstance(judge, AnthropicJudge):
+            return AnthropicBatches(judge)
     raise ValueError(
         f"provider batches (--batch) are for openai/ and anthropic/ models; {backend}/ models "
         "are judged call by call: leave out --batch"
