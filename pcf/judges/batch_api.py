@@ -4,14 +4,13 @@ A submission carries a token, so a killed submit finds its batch (docs/costs.md,
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pcf.judges._provider import status_error
+from pcf.judges._provider import ProviderJudge, status_error
 from pcf.judges.base import JudgeError, JudgeReply, JudgeRequest, configured_keys, redact
 
 if TYPE_CHECKING:  # the SDKs load on first use: a page that only names BatchAPIError stays quick
@@ -61,25 +60,27 @@ class BatchResult:
     error: str | None = None
 
 
-async def _sdk_call(call: Awaitable[T], key: str, batch_id: str | None = None) -> T:
-    """Await an SDK call, its errors as :class:`BatchAPIError` without the key (a 404 for
-    ``batch_id`` as :class:`BatchLostError`)."""
-    # The SDK of the call is loaded with its judge; the other one is not loaded for it.
-    sdks = [sys.modules[name] for name in ("openai", "anthropic") if name in sys.modules]
+async def _sdk_call(call: Awaitable[T], judge: ProviderJudge, batch_id: str | None = None) -> T:
+    """Await a call of ``judge``'s SDK, its errors as :class:`BatchAPIError` without the key (a
+    404 for ``batch_id`` as :class:`BatchLostError`)."""
+    sdk, key = judge.sdk, judge.secret
     try:
         return await call
-    except tuple(sdk.APIStatusError for sdk in sdks) as err:
+    except sdk.APIStatusError as err:
         message = str(getattr(err, "message", err))
         if batch_id is not None and err.status_code == 404:
             lost = redact(f"HTTP 404: {message}", [key, *configured_keys()])
             raise BatchLostError(batch_id, lost) from None
         raise BatchAPIError(str(status_error(err.status_code, message, {}, key))) from None
-    except tuple(sdk.APIError for sdk in sdks) as err:
+    except sdk.APIError as err:
         raise BatchAPIError(redact(f"batch API: {err}", [key, *configured_keys()])) from None
 
 
 async def _first_id(
-    listing: AsyncIterable[Any], match: Callable[[Any], bool], key: str, since: Any = None
+    listing: AsyncIterable[Any],
+    match: Callable[[Any], bool],
+    judge: ProviderJudge,
+    since: Any = None,
 ) -> str | None:
     """The id of the first listed object ``match`` accepts, none created before ``since`` (the
     provider lists the newest first)."""
@@ -92,7 +93,7 @@ async def _first_id(
                 return str(found.id)
         return None
 
-    return await _sdk_call(first(), key)
+    return await _sdk_call(first(), judge)
 
 
 def _reply_or_error(custom_id: str, parse: Callable[[], JudgeReply]) -> BatchResult:
@@ -126,15 +127,15 @@ class OpenAIBatches:
     ) -> str:
         """Create the batch (uploading its file unless ``file_id`` is given, then telling
         ``on_file``); its id."""
-        client, key = self.judge.client(), self.judge.secret
+        client = self.judge.client()
         name = f"pcf-{token}.jsonl"
         if file_id is None:
             files = client.files.list(purpose="batch")
-            file_id = await _first_id(files, lambda file: file.filename == name, key)
+            file_id = await _first_id(files, lambda file: file.filename == name, self.judge)
         if file_id is None:
             data = "".join(json.dumps(e) + "\n" for e in entries).encode()
             upload = client.files.create(file=(name, data, "application/jsonl"), purpose="batch")
-            file_id = (await _sdk_call(upload, key)).id
+            file_id = (await _sdk_call(upload, self.judge)).id
         on_file(file_id)
         batch = await _sdk_call(
             client.batches.create(
@@ -143,7 +144,7 @@ class OpenAIBatches:
                 completion_window="24h",
                 metadata={TOKEN_FIELD: token},
             ),
-            key,
+            self.judge,
         )
         return batch.id
 
@@ -152,15 +153,17 @@ class OpenAIBatches:
     ) -> str | None:
         """The id of the batch a killed submit of ``token`` created, or None."""
         batches = self.judge.client().batches.list(limit=100)
-        since, key = created_after.timestamp(), self.judge.secret
         return await _first_id(
-            batches, lambda b: (b.metadata or {}).get(TOKEN_FIELD) == token, key, since
+            batches,
+            lambda b: (b.metadata or {}).get(TOKEN_FIELD) == token,
+            self.judge,
+            created_after.timestamp(),
         )
 
     async def status(self, batch_id: str) -> BatchStatus:
         """The batch's state and counts."""
         retrieve = self.judge.client().batches.retrieve(batch_id)
-        batch = await _sdk_call(retrieve, self.judge.secret, batch_id)
+        batch = await _sdk_call(retrieve, self.judge, batch_id)
         counts = batch.request_counts
         total, done, failed = (
             (counts.total, counts.completed, counts.failed) if counts else (0, 0, 0)
@@ -176,16 +179,16 @@ class OpenAIBatches:
 
     async def cancel(self, batch_id: str) -> None:
         """Ask the provider to cancel the batch (requests not run yet will not be)."""
-        await _sdk_call(self.judge.client().batches.cancel(batch_id), self.judge.secret, batch_id)
+        await _sdk_call(self.judge.client().batches.cancel(batch_id), self.judge, batch_id)
 
     async def results(self, batch_id: str) -> list[BatchResult]:
         """Every result of an ended batch: its output file and its error file."""
-        client, key = self.judge.client(), self.judge.secret
-        batch = await _sdk_call(client.batches.retrieve(batch_id), key, batch_id)
+        client = self.judge.client()
+        batch = await _sdk_call(client.batches.retrieve(batch_id), self.judge, batch_id)
         out: list[BatchResult] = []
         for file_id in (batch.output_file_id, batch.error_file_id):
             if file_id:
-                content = await _sdk_call(client.files.content(file_id), key, batch_id)
+                content = await _sdk_call(client.files.content(file_id), self.judge, batch_id)
                 out += [
                     self._result(json.loads(line))
                     for line in content.text.splitlines()
@@ -227,23 +230,25 @@ class AnthropicBatches:
     async def submit(self, token: str, entries: Sequence[dict[str, Any]], **_: object) -> str:
         """Create the batch; its id (``token``, ``file_id`` and ``on_file`` are not used)."""
         create = self.judge.client().messages.batches.create(requests=list(entries))
-        return (await _sdk_call(create, self.judge.secret)).id
+        return (await _sdk_call(create, self.judge)).id
 
     async def find(
         self, token: str, *, created_after: datetime, size: int, claimed: set[str]
     ) -> str | None:
         """A batch of ``size`` requests created since ``created_after`` and not ``claimed``."""
         batches = self.judge.client().messages.batches.list(limit=100)
-        key = self.judge.secret
         return await _first_id(
-            batches, lambda b: b.id not in claimed and _counts(b)[0] == size, key, created_after
+            batches,
+            lambda b: b.id not in claimed and _counts(b)[0] == size,
+            self.judge,
+            created_after,
         )
 
     async def status(self, batch_id: str) -> BatchStatus:
         """The batch's state and counts."""
         client = self.judge.client()
         retrieve = client.messages.batches.retrieve(batch_id)
-        batch = await _sdk_call(retrieve, self.judge.secret, batch_id)
+        batch = await _sdk_call(retrieve, self.judge, batch_id)
         total, finished, failed = _counts(batch)
         ended = batch.processing_status == "ended"
         return BatchStatus(batch_id, batch.processing_status, ended, total, finished, failed)
@@ -251,13 +256,13 @@ class AnthropicBatches:
     async def cancel(self, batch_id: str) -> None:
         """Ask the provider to cancel the batch (requests not run yet will not be)."""
         cancel = self.judge.client().messages.batches.cancel(batch_id)
-        await _sdk_call(cancel, self.judge.secret, batch_id)
+        await _sdk_call(cancel, self.judge, batch_id)
 
     async def results(self, batch_id: str) -> list[BatchResult]:
         """Every result of an ended batch."""
         from pcf.judges.anthropic_judge import message_reply  # noqa: PLC0415 - slow import
 
-        client, key = self.judge.client(), self.judge.secret
+        client = self.judge.client()
 
         async def read() -> list[BatchResult]:
             out = []
@@ -275,7 +280,7 @@ class AnthropicBatches:
                 out.append(BatchResult(line.custom_id, error=error))
             return out
 
-        return await _sdk_call(read(), key, batch_id)
+        return await _sdk_call(read(), self.judge, batch_id)
 
 
 def _counts(batch: Any) -> tuple[int, int, int]:
