@@ -8,6 +8,11 @@ item whose heading is on screen: Streamlit binds its shortcuts again on every re
 pressed while the page still drew were dropped (in Chromium, 4 of 14 pressed as soon as the
 next item showed; none of 26 with the script). When both press one button, the second press
 finds the item just labelled and saves nothing (:func:`label`).
+
+A key reruns the labelling view alone (a fragment), not app.py's frame and sidebar: what a
+label leaves unchanged (the items and the run's decisions) is read once per page run, the item
+the queue will likely hold next is read while the person reads this one, and the progress and
+notices are filled in after the next item's prompt and candidates are drawn.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 from html import escape as escape_html
 
+import pandas as pd
 import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -56,8 +62,8 @@ from pcf.labelling.adjudications import (
 )
 from pcf.labelling.human_gold import needs_more_labels
 from pcf.labelling.labels import ItemFullError, LabelChangedError, save_label, visible_history
-from pcf.labelling.plan import labelling_plan
-from pcf.labelling.queue import assignment_progress, claim_next, labels_wanted, release
+from pcf.labelling.plan import Plan, labelling_plan
+from pcf.labelling.queue import Claim, assignment_progress, claim_next, labels_wanted, release
 from pcf.store import (
     Adjudication,
     DatabaseMovedError,
@@ -80,6 +86,7 @@ SHOWN_KEY = "adjudicate_shown"  # db id of the item the queue held for this tab 
 SEEN_KEY = "adjudicate_seen"  # {item: id of my label this tab showed when it opened the item}
 ORDER_KEY = "adjudicate_order"
 SCROLLED_KEY = "adjudicate_scrolled"  # the saved item after which the page went to the top
+AHEAD_KEY = "adjudicate_ahead"  # (item key, Item): the item the queue will likely hold next
 PROMPT_KEY = "adjudicate_prompt"  # the prompt's box (benchmarks/label_latency.py waits for it)
 CANDIDATE_HEIGHT = 400
 PROMPT_HEIGHT = 150
@@ -138,27 +145,16 @@ actor = require_permission(Permission.LABEL)
 who = actor.identity
 sees_results = actor.may(Permission.SEE_RESULTS)
 
+# What stays the same from one label to the next is read once per page run; the labelling view
+# below (a fragment: a key reruns it alone) reads what a label changes.
 with session() as s:
     dataset = require_dataset(s)
     run = current_run(s)
-    done = adjudicated_item_keys(dataset.id, who, session=s)
-    items = item_index(dataset.id, session=s)
-    plan = labelling_plan(dataset.id, session=s)
-    labels = current_labels(dataset.id, session=s) if plan.adaptive else None
-    assigned = assignment_progress(dataset.id, session=s).get(who)
+    index = item_index(dataset.id, session=s)
 table = run_analysis(run).table if run else None
-
-
-p_wrong = None
 if run is not None:
-    items = with_priority(items, table)
-    if st.session_state.get(ORDER_KEY) == "calibrated":  # refitted after each label
-        p_wrong = run_calibration_on(run, table)
-        if p_wrong is not None:
-            items = items.assign(priority=items["item_id"].map(p_wrong))
-db_ids = dict(zip(items["item_id"], items["db_id"], strict=True))
-doubtful = needs_more_labels(table, labels) if labels is not None else set(db_ids)
-wanted = labels_wanted(plan, list(db_ids), doubtful)
+    index = with_priority(index, table)
+db_ids = dict(zip(index["item_id"], index["db_id"], strict=True))
 
 if requested := st.query_params.get("label"):
     del st.query_params["label"]
@@ -186,7 +182,7 @@ def describe_decisions(item: Item, names: dict[str, str], place: str) -> None:
     describe_history(item, names, place)
 
 
-def label(item_key: str, item_db_id: int, choice: str) -> None:
+def label(item_key: str, item_db_id: int, choice: str, wanted: int) -> None:
     """Save ``choice`` for the item as the signed-in person, then move on to the next item.
 
     A press on an item this tab already labelled or skipped (its buttons may linger, still bound
@@ -206,7 +202,7 @@ def label(item_key: str, item_db_id: int, choice: str) -> None:
                 actor=actor,
                 choice=choice,
                 seen=seen,
-                wanted=wanted.get(item_key),
+                wanted=wanted,
                 confidence=st.session_state.get(f"adjudicate_confidence_{item_key}"),
                 tags=st.session_state.get(f"adjudicate_tags_{item_key}", []),
                 notes=st.session_state.get(f"adjudicate_notes_{item_key}", "").strip(),
@@ -273,49 +269,45 @@ def find(mine: list[str]) -> None:
             st.toast(f"No item in your queue or your labels holds {text!r}.")
 
 
-# Which item this run shows: the one opened on purpose, else the queue's next (held for me).
-skipped = st.session_state.get(SKIPPED_KEY, [])
-order = [(key, int(db_ids[key])) for key in adjudication_queue(items, (), skipped)]
-claim = write_with_retry(
-    engine(),
-    lambda s: claim_next(dataset.id, order, session=s, actor=actor, wanted=wanted, skip=skipped),
-)
-current = st.session_state.get(ITEM_KEY)
-if current not in db_ids:
-    current = claim.item_key if claim else None
-    st.session_state[SHOWN_KEY] = claim.item_db_id if claim else None
-item: Item | None = None
-mine: list[Adjudication] = []
-shown: tuple[str, ...] = ()
-if current is not None:
+def next_item(wanted: dict[str, int], items: pd.DataFrame) -> tuple[Claim | None, str | None]:
+    """The queue's next item held for me (most doubtful first, skipped ones last), and the item
+    this run shows: the one opened on purpose, else that one."""
+    skipped = st.session_state.get(SKIPPED_KEY, [])
+    order = [(key, int(db_ids[key])) for key in adjudication_queue(items, (), skipped)]
+    claim = write_with_retry(
+        engine(),
+        lambda s: claim_next(
+            dataset.id, order, session=s, actor=actor, wanted=wanted, skip=skipped
+        ),
+    )
+    current = st.session_state.get(ITEM_KEY)
+    if current not in db_ids:
+        current = claim.item_key if claim else None
+        st.session_state[SHOWN_KEY] = claim.item_db_id if claim else None
+    return claim, current
+
+
+def read_item(item_key: str) -> tuple[Item, list[Adjudication]]:
+    """The item (as read ahead for this tab after the previous one was drawn, else from the
+    store) and my labels of it, which this tab then counts as seen."""
+    db_id = int(db_ids[item_key])
+    ahead = st.session_state.pop(AHEAD_KEY, None)
     with session() as s:
-        item = stored_item(int(db_ids[current]), s)
-        mine = [
-            a
-            for a in visible_history(int(db_ids[current]), session=s, actor=actor)
-            if a.annotator == who
-        ]
-    st.session_state.setdefault(SEEN_KEY, {}).setdefault(current, mine[-1].id if mine else None)
-    shown = display_order(item, who)
-names = display_labels(shown)
-
-st.title("Adjudicate")
-st.html(LABEL_KEYS, unsafe_allow_javascript=True, width="content")
-heading, status = st.columns([3, 2], vertical_alignment="bottom")
-heading.subheader(f"Item {escape_markdown(current)}" if current else "Nothing to label")
-labelled, total = assigned or (len(done), len(items))
-status.progress(
-    labelled / max(total, 1),
-    text=f"{labelled} of {total} {'assigned ' if assigned else ''}items labelled by "
-    f"{escape_markdown(who)}",
-)
-
-# The same place in the page whatever it holds, so keys stay bound; filled once the item is
-# drawn, so that what it holds (the judge's decisions, comments) never delays the next item.
-notices = st.container()
+        item = ahead[1] if ahead is not None and ahead[0] == item_key else stored_item(db_id, s)
+        mine = [a for a in visible_history(db_id, session=s, actor=actor) if a.annotator == who]
+    st.session_state.setdefault(SEEN_KEY, {}).setdefault(item_key, mine[-1].id if mine else None)
+    return item, mine
 
 
-def show_notices() -> None:
+def read_ahead(claim: Claim | None, current: str) -> None:
+    """Read the item the queue will most likely hold next, while this one is being labelled."""
+    upcoming = next((key for key in claim.queue if key != current), None) if claim else None
+    if upcoming is not None:
+        with session() as s:
+            st.session_state[AHEAD_KEY] = (upcoming, stored_item(int(db_ids[upcoming]), s))
+
+
+def show_notices(current: str | None, names: dict[str, str], mine: list[Adjudication]) -> None:
     """The saved label's confirmation, a refused save, and whether I labelled this item."""
     if error := st.session_state.pop(ERROR_KEY, None):
         st.error(f"Not saved: {escape_markdown(error)}")
@@ -378,134 +370,190 @@ def show_notices() -> None:
         )
 
 
-if item is None:
-    with notices:
-        show_notices()
-    st.success(
-        f"Your queue of {escape_markdown(dataset.name)} is empty: every item has the labels its "
-        f"plan asks for ({plan.labels_per_item} per item), or yours."
+def show_item(item: Item, wanted: int) -> bool:
+    """The prompt, the candidates in my order under their buttons, and the buttons for none
+    correct, cannot tell and skip; returns whether texts show plain."""
+    current = item.item_id
+    db_id = int(db_ids[current])
+    shown = display_order(item, who)
+    names = display_labels(shown)
+    plain = prompt_box(item, PROMPT_HEIGHT, short=400, key=PROMPT_KEY)
+    box_height = answer_height([c.text for c in item.candidates], CANDIDATE_HEIGHT)
+    cells = candidate_cells(len(shown))
+    for cell, (position, candidate_id) in zip(cells, enumerate(shown, start=1), strict=True):
+        with cell:
+            st.button(
+                f"Candidate {position}",
+                key=f"adjudicate_choose_{position}_{current}",
+                shortcut=str(position) if position <= 9 else None,
+                help=f"Save Candidate {position} as the most factual and open the next item",
+                on_click=label,
+                args=(current, db_id, candidate_id, wanted),
+                width="stretch",
+            )
+            with st.container(
+                border=True, height=box_height, key=f"adjudicate_candidate_{position}"
+            ):
+                show_text(item.text_of(candidate_id), plain, f"{db_id}:{candidate_id}")
+    st.caption(
+        "Press the number of the most factual candidate: it saves at once and the next item "
+        "opens. Candidates are in an order shuffled for you and this item, not the judge's "
+        "order. Set confidence, tags or notes before the key."
     )
-    st.stop()
-
-plain = prompt_box(item, PROMPT_HEIGHT, short=400, key=PROMPT_KEY)
-
-box_height = answer_height([c.text for c in item.candidates], CANDIDATE_HEIGHT)
-cells = candidate_cells(len(shown))
-for cell, (position, candidate_id) in zip(cells, enumerate(shown, start=1), strict=True):
-    with cell:
-        st.button(
-            f"Candidate {position}",
-            key=f"adjudicate_choose_{position}_{current}",
-            shortcut=str(position) if position <= 9 else None,
-            help=f"Save Candidate {position} as the most factual and open the next item",
+    others = st.columns(4)
+    for cell, (choice, key) in zip(others, ((NONE_CORRECT, "0"), (CANNOT_TELL, "X")), strict=False):
+        cell.button(
+            choice_label(choice, names),
+            key=f"adjudicate_choose_{choice}_{current}",
+            shortcut=key,
             on_click=label,
-            args=(current, int(db_ids[current]), candidate_id),
+            args=(current, db_id, choice, wanted),
             width="stretch",
         )
-        with st.container(border=True, height=box_height, key=f"adjudicate_candidate_{position}"):
-            show_text(item.text_of(candidate_id), plain, f"{item.metadata['db_id']}:{candidate_id}")
+    others[2].button(
+        "Skip for now", key="adjudicate_skip", on_click=skip, args=(current,), width="stretch"
+    )
+    return plain
 
-st.caption(
-    "Press the number of the most factual candidate: it saves at once and the next item opens. "
-    "Candidates are in an order shuffled for you and this item, not the judge's order. Set "
-    "confidence, tags or notes before the key."
-)
-others = st.columns(4)
-for cell, (choice, key) in zip(others, ((NONE_CORRECT, "0"), (CANNOT_TELL, "X")), strict=False):
-    cell.button(
-        choice_label(choice, names),
-        key=f"adjudicate_choose_{choice}_{current}",
-        shortcut=key,
-        on_click=label,
-        args=(current, int(db_ids[current]), choice),
-        width="stretch",
-    )
-others[2].button(
-    "Skip for now",
-    key="adjudicate_skip",
-    on_click=skip,
-    args=(current,),
-    width="stretch",
-)
-with notices:
-    show_notices()
-label_details = st.columns([2, 3, 3])
-label_details[0].radio(
-    "Confidence",
-    options=list(CONFIDENCE_SCALE),
-    index=None,
-    format_func=confidence_label,
-    key=f"adjudicate_confidence_{current}",
-    help="Optional: a share from 0 (a guess) to 1 (certain), the same number the history and "
-    "the exports show. Not chosen, none is saved.",
-)
-label_details[1].multiselect(
-    "Tags",
-    PATTERN_TAGS,
-    accept_new_options=True,
-    placeholder="pattern tags from the method, or type your own",
-    key=f"adjudicate_tags_{current}",
-)
-label_details[2].text_area(
-    "Notes", key=f"adjudicate_notes_{current}", placeholder="why (optional)", height=68
-)
-if plan.guidelines:
-    with st.expander("Guidelines", icon=":material/menu_book:"):
-        show_text(plan.guidelines, plain=False, key=f"guidelines:{dataset.id}")
 
-st.divider()
-simulated_badge(run)
-st.caption(
-    f"{len(claim.queue) if claim else 0} item(s) left in your queue, your assigned items "
-    "first, then the most doubtful; "
-    f"{plan.labels_per_item} label(s) per item"
-    + (", more only where labels disagree or the item is flagged" if plan.adaptive else "")
-    + ". The item shown is held for you for 10 minutes."
-)
-if run is not None:
-    p_wrong = p_wrong if p_wrong is not None else run_calibration_on(run, table)
-    st.radio(
-        "Queue order",
-        ("review priority", "calibrated"),
-        horizontal=True,
-        key=ORDER_KEY,
-        on_change=give_back_shown,
-        disabled=p_wrong is None,
-        help="Calibrated: the chance that the judge is wrong, learned from the instability "
-        "metrics of the items with gold or human labels (out of fold for those items).",
-    )
-if run is None:
-    st.caption("No run selected: the queue follows the dataset's order.")
-elif p_wrong is None:
-    st.caption("The calibrated order needs two items the judge got right and two it got wrong.")
-else:
-    caught, expected = likely_errors_caught(p_wrong, done)
-    st.caption(
-        f"Your labels so far likely cover {caught:.1f} of the judge's ~{expected:.1f} errors "
-        f"({100 * caught / max(expected, 1e-9):.0f}%), by the calibrated chance of each item."
-    )
-st.text_input(
-    "Find an item in your queue or your labels",
-    key="adjudicate_find",
-    placeholder="an item id or words of its prompt or answers",
-    on_change=find,
-    args=([*(claim.queue if claim else ()), *sorted(done)],),
-)
-if done:
-    st.selectbox(
-        "Revisit an item you labelled",
-        sorted(done),
+def show_label_details(current: str, plan: Plan, plain: bool) -> None:
+    """The optional confidence, tags and notes saved with the next key, and the guidelines."""
+    label_details = st.columns([2, 3, 3])
+    label_details[0].radio(
+        "Confidence",
+        options=list(CONFIDENCE_SCALE),
         index=None,
-        placeholder="pick an item to see its history or correct your label",
-        key="adjudicate_revisit",
-        on_change=revisit,
+        format_func=confidence_label,
+        key=f"adjudicate_confidence_{current}",
+        help="Optional: a share from 0 (a guess) to 1 (certain), the same number the history and "
+        "the exports show. Not chosen, none is saved.",
     )
-unblind = sees_results and st.toggle(
-    "Unblind: show the judge's decisions and the gold label",
-    key="adjudicate_unblind",
-    persist_state="session",
-)
-if unblind or (mine and sees_results):
-    describe_decisions(item, names, "current")
-elif mine:
-    describe_history(item, names, "current")
+    label_details[1].multiselect(
+        "Tags",
+        PATTERN_TAGS,
+        accept_new_options=True,
+        placeholder="pattern tags from the method, or type your own",
+        key=f"adjudicate_tags_{current}",
+    )
+    label_details[2].text_area(
+        "Notes", key=f"adjudicate_notes_{current}", placeholder="why (optional)", height=68
+    )
+    if plan.guidelines:
+        with st.expander("Guidelines", icon=":material/menu_book:"):
+            show_text(plan.guidelines, plain=False, key=f"guidelines:{dataset.id}")
+
+
+def show_queue(claim: Claim | None, plan: Plan, p_wrong: pd.Series | None, done: set[str]) -> None:
+    """How many items are left and in which order, what my labels likely cover, and finding or
+    revisiting an item."""
+    st.caption(
+        f"{len(claim.queue) if claim else 0} item(s) left in your queue, your assigned items "
+        "first, then the most doubtful; "
+        f"{plan.labels_per_item} label(s) per item"
+        + (", more only where labels disagree or the item is flagged" if plan.adaptive else "")
+        + ". The item shown is held for you for 10 minutes."
+    )
+    if run is not None:
+        p_wrong = p_wrong if p_wrong is not None else run_calibration_on(run, table)
+        st.radio(
+            "Queue order",
+            ("review priority", "calibrated"),
+            horizontal=True,
+            key=ORDER_KEY,
+            on_change=give_back_shown,
+            disabled=p_wrong is None,
+            help="Calibrated: the chance that the judge is wrong, learned from the instability "
+            "metrics of the items with gold or human labels (out of fold for those items).",
+        )
+    if run is None:
+        st.caption("No run selected: the queue follows the dataset's order.")
+    elif p_wrong is None:
+        st.caption("The calibrated order needs two items the judge got right and two it got wrong.")
+    else:
+        caught, expected = likely_errors_caught(p_wrong, done)
+        st.caption(
+            f"Your labels so far likely cover {caught:.1f} of the judge's ~{expected:.1f} errors "
+            f"({100 * caught / max(expected, 1e-9):.0f}%), by the calibrated chance of each item."
+        )
+    st.text_input(
+        "Find an item in your queue or your labels",
+        key="adjudicate_find",
+        placeholder="an item id or words of its prompt or answers",
+        on_change=find,
+        args=([*(claim.queue if claim else ()), *sorted(done)],),
+    )
+    if done:
+        st.selectbox(
+            "Revisit an item you labelled",
+            sorted(done),
+            index=None,
+            placeholder="pick an item to see its history or correct your label",
+            key="adjudicate_revisit",
+            on_change=revisit,
+        )
+
+
+@st.fragment
+def labelling_view() -> None:
+    """The item to label and all around it. A key reruns this alone: the label saved, the next
+    item held and drawn first, then what the label changed (progress, notices, the queue)."""
+    with session() as s:
+        plan = labelling_plan(dataset.id, session=s)
+        labels = current_labels(dataset.id, session=s) if plan.adaptive else None
+    items, p_wrong = index, None
+    if run is not None and st.session_state.get(ORDER_KEY) == "calibrated":  # refitted per label
+        p_wrong = run_calibration_on(run, table)
+        if p_wrong is not None:
+            items = index.assign(priority=index["item_id"].map(p_wrong))
+    doubtful = needs_more_labels(table, labels) if labels is not None else set(db_ids)
+    wanted = labels_wanted(plan, list(db_ids), doubtful)
+    try:
+        claim, current = next_item(wanted, items)
+    except AccessDeniedError:  # a role taken away since the page was drawn: sign-in says so
+        st.rerun()
+
+    heading, status = st.columns([3, 2], vertical_alignment="bottom")
+    heading.subheader(f"Item {escape_markdown(current)}" if current else "Nothing to label")
+    # The same place in the page whatever it holds, so keys stay bound; filled once the item is
+    # drawn, so that what it holds (the judge's decisions, comments) never delays the next item.
+    notices = st.container()
+    item, mine = read_item(current) if current is not None else (None, [])
+    plain = show_item(item, wanted[item.item_id]) if item is not None else False
+
+    with session() as s:
+        done = adjudicated_item_keys(dataset.id, who, session=s)
+        assigned = assignment_progress(dataset.id, session=s).get(who)
+    labelled, total = assigned or (len(done), len(db_ids))
+    status.progress(
+        labelled / max(total, 1),
+        text=f"{labelled} of {total} {'assigned ' if assigned else ''}items labelled by "
+        f"{escape_markdown(who)}",
+    )
+    names = display_labels(display_order(item, who)) if item is not None else {}
+    with notices:
+        show_notices(current, names, mine)
+    if item is None:
+        st.success(
+            f"Your queue of {escape_markdown(dataset.name)} is empty: every item has the labels "
+            f"its plan asks for ({plan.labels_per_item} per item), or yours."
+        )
+        return
+    show_label_details(item.item_id, plan, plain)
+    st.divider()
+    simulated_badge(run)
+    show_queue(claim, plan, p_wrong, done)
+    unblind = sees_results and st.toggle(
+        "Unblind: show the judge's decisions and the gold label",
+        key="adjudicate_unblind",
+        persist_state="session",
+    )
+    if unblind or (mine and sees_results):
+        describe_decisions(item, names, "current")
+    elif mine:
+        describe_history(item, names, "current")
+    read_ahead(claim, item.item_id)
+
+
+st.title("Adjudicate")
+st.html(LABEL_KEYS, unsafe_allow_javascript=True, width="content")
+labelling_view()

@@ -178,6 +178,20 @@ def test_a_saved_label_is_a_row_and_the_queue_moves_on(app, db: Session):
     assert item_on_screen(at) == queue[2]
 
 
+def test_the_item_read_ahead_is_shown_only_if_the_queue_holds_it_for_me(app, db: Session):
+    queue = expected_queue(db)
+    at = labelling(app)
+    assert at.session_state["adjudicate_ahead"][0] == queue[1]  # read while queue[0] is shown
+    assert item_on_screen(grace(db)) == queue[1]  # then Grace takes it
+    choose(at, "1")
+    assert item_on_screen(at) == queue[2]
+    item = next(i for i in load_items(1, session=db) if i.item_id == queue[2])
+    texts = markdown_texts(at)
+    assert inert_markdown(item.prompt) in texts
+    assert {inert_markdown(c.text) for c in item.candidates} <= set(texts)
+    assert at.session_state["adjudicate_ahead"][0] == queue[3]
+
+
 def two_labels_per_item(db: Session) -> None:
     set_plan(1, session=db, actor=ADMIN, labels_per_item=2)
     db.commit()
