@@ -291,7 +291,7 @@ def read_item(item_key: str) -> tuple[Item, list[Adjudication]]:
     """The item (as read ahead for this tab after the previous one was drawn, else from the
     store) and my labels of it, which this tab then counts as seen."""
     db_id = int(db_ids[item_key])
-    ahead = st.session_state.pop(AHEAD_KEY, None)
+    ahead = st.session_state.get(AHEAD_KEY)
     with session() as s:
         item = ahead[1] if ahead is not None and ahead[0] == item_key else stored_item(db_id, s)
         mine = [a for a in visible_history(db_id, session=s, actor=actor) if a.annotator == who]
@@ -300,9 +300,10 @@ def read_item(item_key: str) -> tuple[Item, list[Adjudication]]:
 
 
 def read_ahead(claim: Claim | None, current: str) -> None:
-    """Read the item the queue will most likely hold next, while this one is being labelled."""
+    """Read the item the queue will most likely hold next while this one is being labelled, once
+    (not again at each rerun for a confidence, a tag or a note)."""
     upcoming = next((key for key in claim.queue if key != current), None) if claim else None
-    if upcoming is not None:
+    if upcoming is not None and st.session_state.get(AHEAD_KEY, (None,))[0] != upcoming:
         with session() as s:
             st.session_state[AHEAD_KEY] = (upcoming, stored_item(int(db_ids[upcoming]), s))
 
@@ -370,9 +371,10 @@ def show_notices(current: str | None, names: dict[str, str], mine: list[Adjudica
         )
 
 
-def show_item(item: Item, wanted: int) -> bool:
+def show_item(item: Item, wanted: int) -> tuple[bool, dict[str, str]]:
     """The prompt, the candidates in my order under their buttons, and the buttons for none
-    correct, cannot tell and skip; returns whether texts show plain."""
+    correct, cannot tell and skip; returns whether texts show plain, and the candidates' names
+    in my order."""
     current = item.item_id
     db_id = int(db_ids[current])
     shown = display_order(item, who)
@@ -413,7 +415,7 @@ def show_item(item: Item, wanted: int) -> bool:
     others[2].button(
         "Skip for now", key="adjudicate_skip", on_click=skip, args=(current,), width="stretch"
     )
-    return plain
+    return plain, names
 
 
 def show_label_details(current: str, plan: Plan, plain: bool) -> None:
@@ -518,7 +520,7 @@ def labelling_view() -> None:
     # drawn, so that what it holds (the judge's decisions, comments) never delays the next item.
     notices = st.container()
     item, mine = read_item(current) if current is not None else (None, [])
-    plain = show_item(item, wanted[item.item_id]) if item is not None else False
+    plain, names = show_item(item, wanted[item.item_id]) if item is not None else (False, {})
 
     with session() as s:
         done = adjudicated_item_keys(dataset.id, who, session=s)
@@ -529,7 +531,6 @@ def labelling_view() -> None:
         text=f"{labelled} of {total} {'assigned ' if assigned else ''}items labelled by "
         f"{escape_markdown(who)}",
     )
-    names = display_labels(display_order(item, who)) if item is not None else {}
     with notices:
         show_notices(current, names, mine)
     if item is None:
