@@ -152,8 +152,7 @@ with session() as s:
     run = current_run(s)
     index = item_index(dataset.id, session=s)
 table = run_analysis(run).table if run else None
-if run is not None:
-    index = with_priority(index, table)
+index = with_priority(index, table)
 db_ids = dict(zip(index["item_id"], index["db_id"], strict=True))
 
 if requested := st.query_params.get("label"):

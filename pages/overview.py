@@ -130,8 +130,7 @@ if run.protocol == "direct":
         "equals direct. Pick a PCF run in the sidebar to see what the orderings change."
     )
 
-statistics = st.expander("The statistics: does the consensus beat the direct verdict?")
-with statistics:
+with st.expander("The statistics: does the consensus beat the direct verdict?"):
     if not any(comparisons.values()):
         st.info(
             "No item has a gold or human label yet: accuracy appears here once items are "

@@ -56,8 +56,7 @@ with session() as s:
     resolved = resolutions(dataset.id, session=s)
     items = item_index(dataset.id, session=s)
 table = run_analysis(run).table if run is not None else None
-if table is not None:
-    items = with_priority(items, table)
+items = with_priority(items, table)
 db_ids = dict(zip(items["item_id"], items["db_id"], strict=True))
 
 if done := st.session_state.pop(DONE_KEY, None):

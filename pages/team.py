@@ -113,7 +113,7 @@ if actor.may(Permission.ASSIGN):
         named = st.text_input("Or these item ids", placeholder="comma-separated")
         given, taken = st.columns(2)
         if given.form_submit_button("Assign", type="primary") and to:
-            ranked = with_priority(index, table) if table is not None else index
+            ranked = with_priority(index, table)
             ids = dict(order)
             doubtful_first = [(k, ids[k]) for k in adjudication_queue(ranked, ())]
             chosen = [k.strip() for k in named.split(",") if k.strip()]

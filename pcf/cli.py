@@ -114,6 +114,9 @@ BatchSizeOption = Annotated[
     int | None,
     typer.Option(help="--batch: most requests per batch (default: the provider's limit)."),
 ]
+RiskOption = Annotated[
+    float, typer.Option(help="confident: accepted chance that the full run differs.")
+]
 
 
 def _cost_cap(value: float | None) -> float | None:
@@ -655,9 +658,7 @@ def judge(
         str,
         typer.Option(help="Stop an item's calls once settled: off, certain or confident."),
     ] = "off",
-    risk: Annotated[
-        float, typer.Option(help="confident: accepted chance that the full run differs.")
-    ] = 0.01,
+    risk: RiskOption = 0.01,
     max_calls: Annotated[
         int | None, typer.Option(help="confident: most calls per item (may exceed the plan).")
     ] = None,
@@ -1086,12 +1087,11 @@ def study(
         with database() as session:
             summaries, reports = [], []
             for spec in specs:
-                progress = stderr_progress(spec.run_name, spec)
                 run, report = judge_run(
                     spec,
                     session=session,
                     actor=operator(),
-                    progress=progress,
+                    progress=stderr_progress(spec.run_name, spec),
                     max_cost=max_cost,
                     on_signal=say,
                 )
@@ -1168,9 +1168,7 @@ def check_command(
 def whatif(
     run_name: Annotated[str, typer.Argument(metavar="RUN", help="A stored listwise run.")],
     adaptive: Annotated[str, typer.Option(help="The policy: certain or confident.")] = "certain",
-    risk: Annotated[
-        float, typer.Option(help="confident: accepted chance that the full run differs.")
-    ] = 0.01,
+    risk: RiskOption = 0.01,
     stop_on: Annotated[
         str, typer.Option(help="The weights winners are settled on: a preset or ws,wB,wv,wu.")
     ] = "proposed",
@@ -1432,8 +1430,7 @@ def tokens_create(
         return
     record = asdict(token) | {"token": token.secret}
     del record["secret"]
-    expires_at = token.expires_at
-    emit(record | {"expires_at": expires_at.isoformat() if expires_at else None})
+    emit(record | {"expires_at": token.expires_at.isoformat() if token.expires_at else None})
 
 
 @tokens_app.command("list")

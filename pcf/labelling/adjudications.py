@@ -53,8 +53,11 @@ def item_index(dataset_id: int, *, session: Session) -> pd.DataFrame:
     return frame.assign(priority=math.nan)
 
 
-def with_priority(index: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """:func:`item_index` with each item's review priority in a run (NaN: not decided)."""
+def with_priority(index: pd.DataFrame, table: pd.DataFrame | None) -> pd.DataFrame:
+    """:func:`item_index` with each item's review priority in a run (NaN: not decided); as it
+    is without a run's decision ``table``."""
+    if table is None:
+        return index
     priority = table.set_index("item_id")["priority"]
     return index.assign(priority=index["item_id"].map(priority))
 

@@ -150,9 +150,7 @@ def next_item(
         ValueError: no such dataset, or an item of ``skip`` that is not in it.
     """
     dataset = _dataset(name, session=session)
-    items = item_index(dataset.id, session=session)
-    if table is not None:
-        items = with_priority(items, table)
+    items = with_priority(item_index(dataset.id, session=session), table)
     db_ids = dict(zip(items["item_id"], items["db_id"], strict=True))
     if unknown := sorted(set(skip) - db_ids.keys()):
         raise ValueError(f"skip: no item {', '.join(unknown[:5])} in dataset {name!r}")

@@ -300,16 +300,13 @@ def position_table(pairs: pd.DataFrame) -> pd.DataFrame:
     consistent = int(((pairs["d1"] == pairs["d2"]) & pairs["d1"].notna()).sum())
     primacy = int(((pairs["d1"] == FIRST) & (pairs["d2"] == SECOND)).sum())
     recency = int(((pairs["d1"] == SECOND) & (pairs["d2"] == FIRST)).sum())
-    return pd.DataFrame(
-        [
-            {
-                "pairs": n,
-                "consistent %": 100 * consistent / n if n else math.nan,
-                "primacy": primacy,
-                "recency": recency,
-            }
-        ]
-    )
+    row = {
+        "pairs": n,
+        "consistent %": 100 * consistent / n if n else math.nan,
+        "primacy": primacy,
+        "recency": recency,
+    }
+    return pd.DataFrame([row])
 
 
 def abstention_table(pairs: pd.DataFrame) -> pd.DataFrame:
@@ -325,17 +322,14 @@ def override_table(pairs: pd.DataFrame) -> pd.DataFrame:
     accepted, rejected, guarded = (
         int(reasons.get(r, 0)) for r in ("confirmed", "not_confirmed", "guarded")
     )
-    return pd.DataFrame(
-        [
-            {
-                "pairs": len(pairs),
-                "overrides proposed": accepted + rejected + guarded,
-                "accepted (confirmed)": accepted,
-                "rejected (not confirmed)": rejected,
-                "suppressed (ballpark guard)": guarded,
-            }
-        ]
-    )
+    row = {
+        "pairs": len(pairs),
+        "overrides proposed": accepted + rejected + guarded,
+        "accepted (confirmed)": accepted,
+        "rejected (not confirmed)": rejected,
+        "suppressed (ballpark guard)": guarded,
+    }
+    return pd.DataFrame([row])
 
 
 def weight_table(records: pd.DataFrame) -> pd.DataFrame:
