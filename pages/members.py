@@ -34,22 +34,17 @@ if notice := st.session_state.pop(NOTICE_KEY, None):
 with session() as s:
     everyone = members(session=s, actor=actor)
 if everyone:
-    st.dataframe(
-        pd.DataFrame(
-            [
-                {
-                    "email": m.email,
-                    "role": m.role,
-                    "added by": m.added_by,
-                    "added": m.added_at,
-                    "signs in at": m.issuer,
-                }
-                for m in everyone
-            ]
-        ),
-        hide_index=True,
-        width="stretch",
-    )
+    member_rows = [
+        {
+            "email": m.email,
+            "role": m.role,
+            "added by": m.added_by,
+            "added": m.added_at,
+            "signs in at": m.issuer,
+        }
+        for m in everyone
+    ]
+    st.dataframe(pd.DataFrame(member_rows), hide_index=True, width="stretch")
 else:
     st.info("No member yet: add one below (or with `pcf members add EMAIL --role ROLE`).")
 
@@ -88,25 +83,20 @@ if secret := st.session_state.pop(CREATED_KEY, None):
 with session() as s:
     listed = tokens(session=s, actor=actor)
 if listed:
-    st.dataframe(
-        pd.DataFrame(
-            [
-                {
-                    "id": t.id,
-                    "member": t.email,
-                    "scope": t.scope,
-                    "starts with": t.prefix,
-                    "created by": t.created_by,
-                    "created": t.created_at,
-                    "expires": t.expires_at,
-                    "revoked": t.revoked_at,
-                }
-                for t in listed
-            ]
-        ),
-        hide_index=True,
-        width="stretch",
-    )
+    token_rows = [
+        {
+            "id": t.id,
+            "member": t.email,
+            "scope": t.scope,
+            "starts with": t.prefix,
+            "created by": t.created_by,
+            "created": t.created_at,
+            "expires": t.expires_at,
+            "revoked": t.revoked_at,
+        }
+        for t in listed
+    ]
+    st.dataframe(pd.DataFrame(token_rows), hide_index=True, width="stretch")
 create, withdraw = st.columns(2, gap="large")
 with create, st.form("members_token_create", clear_on_submit=True):
     st.markdown("**Create a token**")
