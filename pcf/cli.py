@@ -572,17 +572,16 @@ def import_dataset(
                 fail("error: --subset, --limit and --seed are the log's own: leave them out", 2)
             import_inspect(path, name)
             return
+        recognised = fmt in ("auto", "hf")
         if fmt == "hf":
             columns = {field: column for field, _, column in pairs}
             hub = {"config": config, "split": split, "revision": revision, "subset": subset}
             loaded, fmt = load_hf(str(path), columns=columns, **hub)
             items: Iterator[Item] = iter(loaded[:limit])
-            print(f"{path}: {read_as(fmt, recognised=True)}", file=sys.stderr)
         else:  # read a row at a time, stored a chunk at a time: never held whole
-            recognised = fmt == "auto"
             items, fmt = stream_any(None if recognised else fmt, path, subset=subset, limit=limit)
-            if recognised:
-                print(f"{path}: {read_as(fmt, recognised=True)}", file=sys.stderr)
+        if recognised:
+            print(f"{path}: {read_as(fmt, recognised=True)}", file=sys.stderr)
         first = next(items, None)
         if first is None:
             fail(f"error: {path} has no items{' in subset ' + subset if subset else ''}")
@@ -1714,18 +1713,17 @@ def labels_assign(
             count = unassign(found.id, to, session=session, actor=operator())
         else:
             keys = [key.strip() for key in (items or "").split(",") if key.strip()]
-            count = len(
-                assign(
-                    found.id,
-                    order,
-                    session=session,
-                    actor=operator(),
-                    to=to,
-                    items=keys,
-                    first=first,
-                    share=share,
-                )
+            assigned = assign(
+                found.id,
+                order,
+                session=session,
+                actor=operator(),
+                to=to,
+                items=keys,
+                first=first,
+                share=share,
             )
+            count = len(assigned)
     done = f"took back {count} items from" if remove else f"assigned {count} items to"
     typer.echo(f"{done} {to} in {dataset_name}", err=True)
 

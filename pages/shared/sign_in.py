@@ -20,9 +20,7 @@ from pcf.labelling.membership import (
     record_sign_in,
     set_local_name,
 )
-from pcf.store import (
-    session_scope,
-)
+from pcf.store import session_scope
 
 SIGNED_IN_KEY = "signed_in_as"  # the identity whose sign-in this browser session recorded
 ANONYMOUS_VIEWERS_ENV = "PCF_ANONYMOUS_VIEWERS"
