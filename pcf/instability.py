@@ -120,16 +120,26 @@ class SlotCounts:
 
     def bias(self) -> SlotBias:
         """Shares, the chi-square test against uniform and the gold recall of these counts."""
-        from scipy import stats  # noqa: PLC0415 - scipy.stats loads slowly (0.5 s a pcf command)
-
         counts = self.top_counts
         total = counts.sum()
-        chi2, p_value = stats.chisquare(counts) if total else (np.nan, np.nan)
+        chi2, p_value = _chi_square_uniform(counts) if total else (np.nan, np.nan)
         shown = self.gold_shown > 0
         recall = np.full(self.n, np.nan)
         recall[shown] = self.gold_top[shown] / self.gold_shown[shown]
         share = counts / total if total else counts.astype(float)
         return SlotBias(self.n, share, counts, float(chi2), float(p_value), recall)
+
+
+def _chi_square_uniform(counts: np.ndarray) -> tuple[float, float]:
+    """Pearson's chi-square of ``counts`` against uniform and its p-value: what
+    ``scipy.stats.chisquare(counts)`` computes, step for step, from ``scipy.special`` alone
+    (scipy.stats takes about 0.7 s more to load, in every pcf command that keeps results)."""
+    from scipy.special import chdtrc  # noqa: PLC0415 - scipy loads slowly
+
+    observed = np.asarray(counts, dtype=np.float64)
+    expected = observed.mean(keepdims=True)
+    statistic = ((observed - expected) ** 2 / expected).sum()
+    return float(statistic), float(chdtrc(np.float64(observed.size - 1), statistic))
 
 
 def slot_counts(arrays: JudgmentArrays, gold: list[str | None] | None = None) -> SlotCounts:
