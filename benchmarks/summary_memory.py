@@ -73,7 +73,7 @@ def measure_steps(run_name: str) -> dict[str, dict[str, float]]:
 
     from pcf.analysis.against_labels import run_calibration, run_overview  # noqa: PLC0415
     from pcf.analysis.results import stored_analysis  # noqa: PLC0415
-    from pcf.analysis.weight_playground import run_diagnostics, stored_packed_run  # noqa: PLC0415
+    from pcf.analysis.weight_playground import archived_packed_run, run_diagnostics  # noqa: PLC0415
     from pcf.store import Run, get_engine, session_scope  # noqa: PLC0415
 
     figures = {}
@@ -91,7 +91,7 @@ def measure_steps(run_name: str) -> dict[str, dict[str, float]]:
         run_calibration(run, session=session, table=table)
         after("calibration")
         del table
-        packed = stored_packed_run(run, session=session)
+        packed = archived_packed_run(run, session=session)
         after("packed")
         run_diagnostics(run, session=session, packed=packed)
         after("diagnostics")

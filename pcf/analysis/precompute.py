@@ -7,7 +7,7 @@ from sqlmodel import Session
 
 from pcf.analysis.against_labels import run_calibration, run_overview
 from pcf.analysis.results import is_adaptive, stored_analysis
-from pcf.analysis.weight_playground import run_diagnostics, stored_packed_run
+from pcf.analysis.weight_playground import archived_packed_run, run_diagnostics
 from pcf.store import Run
 
 
@@ -21,6 +21,6 @@ def keep_results(run: Run, *, session: Session) -> None:
     has_gold = bool(table["gold"].notna().any())
     del table  # a large run's table is not held while its judgments are packed
     if run.protocol != "apoc" and not is_adaptive(run):
-        packed = stored_packed_run(run, session=session)
+        packed = archived_packed_run(run, session=session)  # stored a group at a time
         if has_gold:
             run_diagnostics(run, session=session, packed=packed)

@@ -12,7 +12,7 @@ import hashlib
 import io
 import json
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -45,12 +45,13 @@ def _arrow_lists(dtype: pa.DataType) -> pd.ArrowDtype | None:
     return pd.ArrowDtype(dtype) if pa.types.is_list(dtype) else None
 
 
-def encode(parts: Mapping[str, pd.DataFrame | pa.Table | np.ndarray | Any]) -> bytes:
-    """``parts`` as one ZIP archive: a frame or Arrow table as ``NAME.parquet``, an array as
-    ``NAME.npy``, anything else as ``NAME.json``."""
+def encode(parts: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> bytes:
+    """``parts`` (by name, or ``(name, value)`` pairs, each written as it comes) as one ZIP
+    archive: a frame or Arrow table as ``NAME.parquet``, an array as ``NAME.npy``, anything
+    else as ``NAME.json``."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
-        for name, value in parts.items():
+        for name, value in parts.items() if isinstance(parts, Mapping) else parts:
             member = io.BytesIO()
             if isinstance(value, pd.DataFrame):
                 value.to_parquet(member, index=False)
@@ -75,22 +76,29 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"a stored result cannot hold {type(value).__name__}")
 
 
-def decode(data: bytes) -> Parts:
-    """The parts of an archive made by :func:`encode`."""
+def decode(data: bytes, names: Collection[str] | None = None) -> Parts:
+    """The parts of an archive made by :func:`encode` (only those in ``names``, if given)."""
     parts: Parts = {}
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         for member in archive.namelist():
             name, _, suffix = member.rpartition(".")
             if suffix not in READERS:
                 raise ValueError(f"a stored result holds an unknown part {member!r}")
-            parts[name] = READERS[suffix](archive.read(member))
+            if names is None or name in names:
+                parts[name] = READERS[suffix](archive.read(member))
     return parts
+
+
+def part_names(data: bytes) -> list[str]:
+    """The names of the parts of an archive made by :func:`encode`, in their order."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return [member.rpartition(".")[0] for member in archive.namelist()]
 
 
 def kept(
     run: Run,
     name: str,
-    compute: Callable[[], Mapping[str, Any]],
+    compute: Callable[[], Mapping[str, Any] | Iterable[tuple[str, Any]]],
     *,
     session: Session,
     labels: bool = False,
@@ -99,12 +107,39 @@ def kept(
     """The run's result ``name``: as stored when it was computed at the current revision of the
     run's calls (with ``labels``, of its dataset's labels too; with ``inputs``, a JSON value,
     for those inputs); else ``compute()``'s parts, stored first (flushed; the caller commits).
+    :func:`kept_archive` without decoding is for a caller that reads a large result in parts.
 
     The revision is read before computing, so a call or label that arrives meanwhile makes the
     stored result stale at once: it is never shown for the new revision. A result that depends
     on the labels only through a few values passes them as ``inputs`` instead of ``labels``, so
     that a label that leaves them as they were finds it stored.
     """
+    tables: dict[str, pa.Table] = {}
+
+    def computed() -> Iterator[tuple[str, Any]]:
+        parts = compute()
+        for part, value in parts.items() if isinstance(parts, Mapping) else parts:
+            if isinstance(value, pa.Table):
+                tables[part] = value
+            yield part, value
+
+    data = kept_archive(run, name, computed, session=session, labels=labels, inputs=inputs)
+    # An Arrow table just computed is the frame its Parquet reads back as; reading it again
+    # would hold both (a 60,000-item decision table: about 20 MB more at a run's end).
+    rest = decode(data, set(part_names(data)) - tables.keys()) if tables else decode(data)
+    return rest | {part: arrow_frame(table) for part, table in tables.items()}
+
+
+def kept_archive(
+    run: Run,
+    name: str,
+    compute: Callable[[], Mapping[str, Any] | Iterable[tuple[str, Any]]],
+    *,
+    session: Session,
+    labels: bool = False,
+    inputs: Any = None,
+) -> bytes:
+    """:func:`kept`'s archive, not decoded (:func:`decode` reads the parts wanted)."""
     revision = result_revision(run, session=session, labels=labels)
     if inputs is not None:
         digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
@@ -113,4 +148,4 @@ def kept(
     if data is None:
         data = encode(compute())
         save_run_result(run.id, name, revision, data, session=session)
-    return decode(data)
+    return data

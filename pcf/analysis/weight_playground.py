@@ -14,7 +14,7 @@ could show winners its full run would not.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,10 +29,11 @@ from pcf.analysis.results import (
     run_weights,
     value_or_none,
 )
-from pcf.analysis.stored import kept
+from pcf.analysis.stored import decode, kept, kept_archive, part_names
 from pcf.consensus import ARRAYS, JudgmentArrays, pack
 from pcf.decisions import decide
 from pcf.evaluation import accuracy, paired_outcomes
+from pcf.items import Item
 from pcf.store import ITEM_CHUNK, Run, run_judgments
 from pcf.weights import DEFAULT_WEIGHTS, PRESETS, Weights, weights_label
 
@@ -49,7 +50,7 @@ class PackedRun:
     weights it is evaluated with."""
 
     name: str
-    groups: tuple[JudgmentArrays, ...]
+    groups: Iterable[JudgmentArrays]
     item_order: tuple[str, ...]
     gold: dict[str, str | None]
     k: int
@@ -60,29 +61,37 @@ class PackedRun:
 def pack_run(run: Run, *, session: Session, chunk: int = ITEM_CHUNK) -> PackedRun:
     """Pack a listwise run's judgments, a chunk of items at a time (a group per chunk and
     candidate count)."""
-    if run.protocol == "apoc":
-        raise ValueError(f"run {run.name!r} is an APOCJudge run: pairwise verdicts have no weights")
     groups: list[JudgmentArrays] = []
     order: list[str] = []
     gold: dict[str, str | None] = {}
-    for start, stop, items in item_chunks(run, session=session, size=chunk):
-        judgments = run_judgments(run.id, session=session, start=start, stop=stop)
-        groups += pack(judgments, {i.item_id: i.candidate_ids for i in items})
+    for items, packed in packed_chunks(run, session=session, chunk=chunk):
+        groups += packed
         order += [i.item_id for i in items]
         gold |= {i.item_id: i.gold for i in items}
     return packed_of(run, groups, order, gold)
 
 
+def packed_chunks(
+    run: Run, *, session: Session, chunk: int = ITEM_CHUNK
+) -> Iterator[tuple[list[Item], list[JudgmentArrays]]]:
+    """A listwise run's items ``chunk`` at a time, each chunk with its judgments packed."""
+    if run.protocol == "apoc":
+        raise ValueError(f"run {run.name!r} is an APOCJudge run: pairwise verdicts have no weights")
+    for start, stop, items in item_chunks(run, session=session, size=chunk):
+        judgments = run_judgments(run.id, session=session, start=start, stop=stop)
+        yield items, pack(judgments, {i.item_id: i.candidate_ids for i in items})
+
+
 def packed_of(
     run: Run,
-    groups: Sequence[JudgmentArrays],
+    groups: Iterable[JudgmentArrays],
     item_order: Sequence[str],
     gold: dict[str, str | None],
 ) -> PackedRun:
     """The :class:`PackedRun` of ``run`` from its packed groups and its items."""
     return PackedRun(
         name=run.name,
-        groups=tuple(groups),
+        groups=groups,
         item_order=tuple(item_order),
         gold=gold,
         k=max((g.ok.shape[2] for g in groups), default=0),
@@ -91,48 +100,91 @@ def packed_of(
     )
 
 
+def packed_parts(run: Run, *, session: Session) -> Iterator[tuple[str, Any]]:
+    """:func:`pack_run` as the parts :func:`stored_packed_run` stores, a chunk at a time: each
+    group's arrays as it is packed, then the items' order and gold ids."""
+    order: list[str] = []
+    golds: list[str | None] = []
+    g = 0
+    for items, groups in packed_chunks(run, session=session):
+        for group in groups:
+            yield f"{g}.item_ids", np.array(group.item_ids, dtype=str)
+            yield f"{g}.candidate_ids", np.array(group.candidate_ids, dtype=str)
+            yield f"{g}.executions", np.array(group.executions, dtype=int)
+            yield from ((f"{g}.{name}", getattr(group, name)) for name in ARRAYS)
+            g += 1
+        order += [i.item_id for i in items]
+        golds += [i.gold for i in items]
+    yield "items", pd.DataFrame({"item_id": order, "gold": golds})
+
+
 def stored_packed_run(run: Run, *, session: Session) -> PackedRun:
     """:func:`pack_run`, kept in the database as arrays for the revision of the run's calls
     (computed and stored first when missing or stale; the caller commits)."""
-
-    def compute() -> dict[str, Any]:
-        packed = pack_run(run, session=session)
-        parts: dict[str, Any] = {
-            "items": pd.DataFrame(
-                {"item_id": packed.item_order, "gold": [packed.gold[i] for i in packed.item_order]}
-            )
-        }
-        for g, group in enumerate(packed.groups):
-            parts[f"{g}.item_ids"] = np.array(group.item_ids, dtype=str)
-            parts[f"{g}.candidate_ids"] = np.array(group.candidate_ids, dtype=str)
-            parts[f"{g}.executions"] = np.array(group.executions, dtype=int)
-            parts |= {f"{g}.{name}": getattr(group, name) for name in ARRAYS}
-        return parts
-
-    parts = kept(run, "packed", compute, session=session)
+    data = kept_archive(run, "packed", lambda: packed_parts(run, session=session), session=session)
+    parts = decode(data)
     # One string per id (an item's id in the groups, the order and the gold; a candidate id
     # shared by many items), from dicts dropped on return rather than the interpreter's interned
     # strings: a decoded run of 60,000 items of 4 candidates holds 25 MB (33 MB interned).
     order = parts["items"]["item_id"].tolist()
     item = {key: key for key in order}
     candidate: dict[str, str] = {}
-    groups = [
-        JudgmentArrays(
-            [item[key] for key in parts[f"{g}.item_ids"].tolist()],
-            [
-                tuple(candidate.setdefault(c, c) for c in ids)
-                for ids in parts[f"{g}.candidate_ids"].tolist()
-            ],
-            parts[f"{g}.executions"].tolist(),
-            *(parts[f"{g}.{name}"] for name in ARRAYS),
-        )
-        for g in range(sum(name.endswith(".item_ids") for name in parts))
-    ]
+    groups = [group_of(parts, g, item, candidate) for g in range(group_count(parts))]
     golds = (value_or_none(g) for g in parts["items"]["gold"])
     gold = dict(
         zip(order, (g if g is None else candidate.setdefault(g, g) for g in golds), strict=True)
     )
     return packed_of(run, groups, order, gold)
+
+
+def archived_packed_run(run: Run, *, session: Session) -> PackedRun:
+    """:func:`stored_packed_run` whose groups are decoded from the stored archive one at a time,
+    at each pass over them: for a whole-run computation (:func:`run_diagnostics` at the end of
+    a run) that need not hold the run's arrays and ids at once."""
+    data = kept_archive(run, "packed", lambda: packed_parts(run, session=session), session=session)
+    items = decode(data, {"items"})["items"]
+    order = items["item_id"].tolist()
+    gold = dict(zip(order, (value_or_none(g) for g in items["gold"]), strict=True))
+    return packed_of(run, ArchivedGroups(data), order, gold)
+
+
+class ArchivedGroups:
+    """A stored packed run's groups, each decoded from the archive when a pass reaches it."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.count = group_count(part_names(data))
+
+    def __iter__(self) -> Iterator[JudgmentArrays]:
+        candidate: dict[str, str] = {}
+        for g in range(self.count):
+            parts = decode(self.data, {f"{g}.{name}" for name in GROUP_PARTS})
+            yield group_of(parts, g, {}, candidate)
+
+
+GROUP_PARTS = ("item_ids", "candidate_ids", "executions", *ARRAYS)
+"""The parts of each group ``G`` of a stored packed run (``G.NAME``)."""
+
+
+def group_count(names: Iterable[str]) -> int:
+    """How many groups a stored packed run of these part names holds."""
+    return sum(name.endswith(".item_ids") for name in names)
+
+
+def group_of(
+    parts: Mapping[str, Any], g: int, item: dict[str, str], candidate: dict[str, str]
+) -> JudgmentArrays:
+    """Group ``g`` of a stored packed run's parts, each id the one string ``item`` or
+    ``candidate`` holds for it (added there when new)."""
+    return JudgmentArrays(
+        [item.setdefault(key, key) for key in parts[f"{g}.item_ids"].tolist()],
+        [
+            tuple(candidate.setdefault(c, c) for c in ids)
+            for ids in parts[f"{g}.candidate_ids"].tolist()
+        ],
+        parts[f"{g}.executions"].tolist(),
+        *(parts[f"{g}.{name}"] for name in ARRAYS),
+    )
 
 
 @dataclass(frozen=True)
@@ -240,7 +292,7 @@ class Diagnostics:
 def run_diagnostics(run: Run, *, session: Session, packed: PackedRun | None = None) -> Diagnostics:
     """A full listwise run's weight and K diagnostics, kept for the revision of its calls
     (:func:`~pcf.analysis.stored.kept`; the caller commits), computed from ``packed`` when the
-    caller holds the run's :func:`stored_packed_run` already (no second copy in memory).
+    caller holds the run's packed judgments already, else from :func:`archived_packed_run`.
 
     Raises:
         ValueError: an APOCJudge or adaptive run, or no judged item has a gold id.
@@ -249,7 +301,7 @@ def run_diagnostics(run: Run, *, session: Session, packed: PackedRun | None = No
         raise ValueError(f"run {run.name!r} is adaptive: it settled its winners on one weighting")
 
     def compute() -> dict[str, Any]:
-        judged = stored_packed_run(run, session=session) if packed is None else packed
+        judged = archived_packed_run(run, session=session) if packed is None else packed
         return {"presets": preset_records(judged), "k_prefixes": k_records(judged)}
 
     parts = kept(run, "diagnostics", compute, session=session)

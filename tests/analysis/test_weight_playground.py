@@ -7,6 +7,7 @@ import pytest
 
 from pcf.analysis.weight_playground import (
     PackedRun,
+    archived_packed_run,
     evaluate_weights,
     pack_run,
     preset_records,
@@ -156,8 +157,9 @@ def test_a_run_packed_in_chunks_and_stored_decides_as_it_packed_whole(db, new_se
     db.commit()
     with new_session() as s:
         read = stored_packed_run(get_run(name, session=s), session=s)
+        archived = archived_packed_run(get_run(name, session=s), session=s)  # read at each pass
     assert len(chunked.groups) == 11
-    for packed in (chunked, stored, read):
+    for packed in (chunked, stored, read, archived):
         assert (packed.item_order, packed.gold, packed.k) == (
             whole.item_order,
             whole.gold,
