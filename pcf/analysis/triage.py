@@ -273,7 +273,11 @@ def calibrated_priority(
     row = pd.Index(known["item_id"]).get_indexer(keys)  # each item's row in known, or -1
     answered = row >= 0
     y = np.where(answered, known["wrong"].to_numpy(dtype=float)[row], 0.0)
-    predicted = _fit_predict(np.nan_to_num(x), y, answered & ~unknown, np.ones(len(x), dtype=bool))
+    predicted = (  # fitted only when an item without an answer has metrics to predict from
+        _fit_predict(np.nan_to_num(x), y, answered & ~unknown, np.ones(len(x), dtype=bool))
+        if (~answered & ~unknown).any()
+        else 1.0
+    )
     values = np.where(answered, out_of_fold[row], np.where(unknown, 1.0, predicted))
     return pd.Series(values, index=keys, name="p_wrong")
 
