@@ -2,12 +2,13 @@
 (:func:`pcf.analysis.precompute.keep_results`), on a copy of a database kept by
 ``benchmarks.scale --keep``, with every stored result of the copy removed first.
 
-The steps run in one process in ``keep_results``' order, as a ``pcf judge`` runs them once the
-calls are stored: the decision table (decoded from what it stored), the overview against gold,
-the calibration, the packed run and the weight diagnostics. After each: the process's peak
-(``ru_maxrss``) and its memory now (``VmRSS``). The statistics libraries the steps load lazily
-are loaded first, so that a step's figure is its own work, not an import. The process sets up
-as a ``pcf`` command does (``pcf.cli`` is imported first: Arrow's system allocator).
+The steps run in one process in ``keep_results``' order, freed memory given back between them
+as there, as a ``pcf judge`` runs them once the calls are stored: the decision table (decoded
+from what it stored), the overview against gold, the calibration, the packed run and the weight
+diagnostics. After each: the process's peak (``ru_maxrss``) and its memory now (``VmRSS``).
+The statistics libraries the steps load lazily are loaded first, so that a step's figure is its
+own work, not an import. The process sets up as a ``pcf`` command does (``pcf.cli`` is imported
+first: Arrow's system allocator).
 
     .venv/bin/python -m benchmarks.scale --items 60000 --skip-pages --keep /tmp/scale60k
     .venv/bin/python -m benchmarks.summary_memory /tmp/scale60k/scale.db
@@ -74,6 +75,7 @@ def measure_steps(run_name: str) -> dict[str, dict[str, float]]:
     from pcf.analysis.against_labels import run_calibration, run_overview  # noqa: PLC0415
     from pcf.analysis.results import stored_analysis  # noqa: PLC0415
     from pcf.analysis.weight_playground import archived_packed_run, run_diagnostics  # noqa: PLC0415
+    from pcf.processes import give_back_freed_memory  # noqa: PLC0415
     from pcf.store import Run, get_engine, session_scope  # noqa: PLC0415
 
     figures = {}
@@ -86,13 +88,17 @@ def measure_steps(run_name: str) -> dict[str, dict[str, float]]:
         run = session.exec(select(Run).where(Run.name == run_name)).one()
         table = stored_analysis(run, session=session).table
         after("analysis")
+        give_back_freed_memory()
         run_overview(run, session=session, table=table)
         after("overview")
+        give_back_freed_memory()
         run_calibration(run, session=session, table=table)
         after("calibration")
         del table
+        give_back_freed_memory()
         packed = archived_packed_run(run, session=session)
         after("packed")
+        give_back_freed_memory()
         run_diagnostics(run, session=session, packed=packed)
         after("diagnostics")
     return figures

@@ -8,6 +8,7 @@ from sqlmodel import Session
 from pcf.analysis.against_labels import run_calibration, run_overview
 from pcf.analysis.results import is_adaptive, stored_analysis
 from pcf.analysis.weight_playground import archived_packed_run, run_diagnostics
+from pcf.processes import give_back_freed_memory
 from pcf.store import Run
 
 
@@ -16,11 +17,15 @@ def keep_results(run: Run, *, session: Session) -> None:
     packed judgments and weight diagnostics, for the current revision (flushed; the caller
     commits). Results already stored for that revision are left as they are."""
     table = stored_analysis(run, session=session).table
+    give_back_freed_memory()
     run_overview(run, session=session, table=table)
+    give_back_freed_memory()
     run_calibration(run, session=session, table=table)
     has_gold = bool(table["gold"].notna().any())
     del table  # a large run's table is not held while its judgments are packed
+    give_back_freed_memory()
     if run.protocol != "apoc" and not is_adaptive(run):
         packed = archived_packed_run(run, session=session)  # stored a group at a time
+        give_back_freed_memory()
         if has_gold:
             run_diagnostics(run, session=session, packed=packed)

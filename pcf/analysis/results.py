@@ -495,10 +495,9 @@ def accuracy_against(table: pd.DataFrame, answers: Mapping[str, str]) -> dict[st
     """:func:`paired_stats` of a run's decision table (:attr:`RunAnalysis.table`) on the items
     with a known answer (``answers``: gold ids, or human labels), or None when none has one."""
     # Looked up row by row: `isin` of a large run's keys held 25 MB of hash tables.
-    found = [answers.get(key) for key in table["item_id"]]
-    rows = [row for row, answer in enumerate(found) if answer is not None]
-    known = table.iloc[rows][["direct_winner", "winner"]]
-    return None if known.empty else paired_stats(known, [found[row] for row in rows])
+    found = [(row, answers[key]) for row, key in enumerate(table["item_id"]) if key in answers]
+    known = table.iloc[[row for row, _ in found]][["direct_winner", "winner"]]
+    return None if known.empty else paired_stats(known, [answer for _, answer in found])
 
 
 def paired_stats(table: pd.DataFrame, answers: Sequence[str], *, seed: int = 0) -> dict[str, Any]:
