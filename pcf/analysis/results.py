@@ -514,7 +514,11 @@ def paired_stats(table: pd.DataFrame, answers: Sequence[str], *, seed: int = 0) 
 def gold_answers(table: pd.DataFrame) -> dict[str, str]:
     """``{item key: gold id}`` of the items with a gold label."""
     labelled = table.loc[table["gold"].notna(), ["item_id", "gold"]]
-    return dict(zip(labelled["item_id"], labelled["gold"], strict=True))
+    ids: dict[str, str] = {}  # one string per gold id, however many items share it
+    return {
+        key: ids.setdefault(gold, gold)
+        for key, gold in zip(labelled["item_id"], labelled["gold"], strict=True)
+    }
 
 
 def outcome_frame(stats: Mapping[str, Any]) -> pd.DataFrame:

@@ -239,6 +239,14 @@ def _fit_predict(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarr
     return model.predict(fitted.params, design(test))
 
 
+def feature_matrix(table: pd.DataFrame) -> np.ndarray:
+    """The :data:`FEATURES` of a decision table's rows as floats, a column at a time (a float
+    copy of the frame first would hold the matrix twice)."""
+    return np.column_stack(
+        [table[name].to_numpy(dtype=float, na_value=np.nan) for name in FEATURES]
+    )
+
+
 def calibrated_scores(
     features: pd.DataFrame, wrong: Sequence[bool], *, seed: int = 0
 ) -> np.ndarray:
@@ -251,7 +259,7 @@ def calibrated_scores(
     y = np.asarray(wrong, dtype=float)
     if min(y.sum(), len(y) - y.sum()) < 2:
         raise ValueError("the calibrated priority needs at least two right and two wrong items")
-    x = features[list(FEATURES)].astype(float).to_numpy()
+    x = feature_matrix(features)
     known = ~np.isnan(x).any(axis=1)
     out = np.ones(len(y))
     fold = np.random.default_rng(seed).permutation(len(y)) % FOLDS
@@ -270,7 +278,7 @@ def calibrated_priority(
     (:func:`calibrated_scores`' errors)."""
     known = answers_of(table[["item_id", "winner", *FEATURES]], answers)
     out_of_fold = calibrated_scores(known, list(known["wrong"]), seed=seed)
-    x = table[list(FEATURES)].astype(float).to_numpy()
+    x = feature_matrix(table)
     unknown = np.isnan(x).any(axis=1)
     keys = table["item_id"].to_numpy()
     row = pd.Index(known["item_id"]).get_indexer(keys)  # each item's row in known, or -1
