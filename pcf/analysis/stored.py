@@ -25,6 +25,8 @@ from pcf.store import Run, result_revision, run_result, save_run_result
 
 Parts = dict[str, Any]
 """A result's parts by name: data frames, arrays, or JSON values."""
+NewParts = Mapping[str, Any] | Iterable[tuple[str, Any]]
+"""Parts to store: by name, or ``(name, value)`` pairs written as they come."""
 READERS: dict[str, Callable[[bytes], Any]] = {
     "parquet": lambda data: arrow_frame(
         pq.read_table(io.BytesIO(data), use_threads=False, pre_buffer=False)
@@ -45,13 +47,12 @@ def _arrow_lists(dtype: pa.DataType) -> pd.ArrowDtype | None:
     return pd.ArrowDtype(dtype) if pa.types.is_list(dtype) else None
 
 
-def encode(parts: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> bytes:
-    """``parts`` (by name, or ``(name, value)`` pairs, each written as it comes) as one ZIP
-    archive: a frame or Arrow table as ``NAME.parquet``, an array as ``NAME.npy``, anything
-    else as ``NAME.json``."""
+def encode(parts: NewParts) -> bytes:
+    """``parts`` as one ZIP archive: a frame or Arrow table as ``NAME.parquet``, an array as
+    ``NAME.npy``, anything else as ``NAME.json``."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
-        for name, value in parts.items() if isinstance(parts, Mapping) else parts:
+        for name, value in pairs(parts):
             member = io.BytesIO()
             if isinstance(value, pd.DataFrame):
                 value.to_parquet(member, index=False)
@@ -76,16 +77,27 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"a stored result cannot hold {type(value).__name__}")
 
 
+def pairs(parts: NewParts) -> Iterable[tuple[str, Any]]:
+    """``parts`` as ``(name, value)`` pairs."""
+    return parts.items() if isinstance(parts, Mapping) else parts
+
+
 def decode(data: bytes, names: Collection[str] | None = None) -> Parts:
     """The parts of an archive made by :func:`encode` (only those in ``names``, if given)."""
-    parts: Parts = {}
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        for member in archive.namelist():
-            name, _, suffix = member.rpartition(".")
-            if suffix not in READERS:
-                raise ValueError(f"a stored result holds an unknown part {member!r}")
-            if names is None or name in names:
-                parts[name] = READERS[suffix](archive.read(member))
+        return read_parts(archive, names)
+
+
+def read_parts(archive: zipfile.ZipFile, names: Collection[str] | None = None) -> Parts:
+    """:func:`decode` of an archive already open: a caller that reads a large result a few
+    parts at a time opens it once, not for each few."""
+    parts: Parts = {}
+    for member in archive.namelist():
+        name, _, suffix = member.rpartition(".")
+        if suffix not in READERS:
+            raise ValueError(f"a stored result holds an unknown part {member!r}")
+        if names is None or name in names:
+            parts[name] = READERS[suffix](archive.read(member))
     return parts
 
 
@@ -98,7 +110,7 @@ def part_names(data: bytes) -> list[str]:
 def kept(
     run: Run,
     name: str,
-    compute: Callable[[], Mapping[str, Any] | Iterable[tuple[str, Any]]],
+    compute: Callable[[], NewParts],
     *,
     session: Session,
     labels: bool = False,
@@ -117,8 +129,7 @@ def kept(
     tables: dict[str, pa.Table] = {}
 
     def computed() -> Iterator[tuple[str, Any]]:
-        parts = compute()
-        for part, value in parts.items() if isinstance(parts, Mapping) else parts:
+        for part, value in pairs(compute()):
             if isinstance(value, pa.Table):
                 tables[part] = value
             yield part, value
@@ -133,7 +144,7 @@ def kept(
 def kept_archive(
     run: Run,
     name: str,
-    compute: Callable[[], Mapping[str, Any] | Iterable[tuple[str, Any]]],
+    compute: Callable[[], NewParts],
     *,
     session: Session,
     labels: bool = False,

@@ -14,6 +14,8 @@ could show winners its full run would not.
 
 from __future__ import annotations
 
+import io
+import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +31,7 @@ from pcf.analysis.results import (
     run_weights,
     value_or_none,
 )
-from pcf.analysis.stored import decode, kept, kept_archive, part_names
+from pcf.analysis.stored import decode, kept, kept_archive, part_names, read_parts
 from pcf.consensus import ARRAYS, JudgmentArrays, pack
 from pcf.decisions import decide
 from pcf.evaluation import accuracy, paired_outcomes
@@ -121,8 +123,7 @@ def packed_parts(run: Run, *, session: Session) -> Iterator[tuple[str, Any]]:
 def stored_packed_run(run: Run, *, session: Session) -> PackedRun:
     """:func:`pack_run`, kept in the database as arrays for the revision of the run's calls
     (computed and stored first when missing or stale; the caller commits)."""
-    data = kept_archive(run, "packed", lambda: packed_parts(run, session=session), session=session)
-    parts = decode(data)
+    parts = decode(packed_archive(run, session=session))
     # One string per id (an item's id in the groups, the order and the gold; a candidate id
     # shared by many items), from dicts dropped on return rather than the interpreter's interned
     # strings: a decoded run of 60,000 items of 4 candidates holds 25 MB (33 MB interned).
@@ -137,11 +138,17 @@ def stored_packed_run(run: Run, *, session: Session) -> PackedRun:
     return packed_of(run, groups, order, gold)
 
 
+def packed_archive(run: Run, *, session: Session) -> bytes:
+    """The run's stored packed run, not decoded (computed and stored first when missing or
+    stale, a chunk at a time: :func:`packed_parts`)."""
+    return kept_archive(run, "packed", lambda: packed_parts(run, session=session), session=session)
+
+
 def archived_packed_run(run: Run, *, session: Session) -> PackedRun:
     """:func:`stored_packed_run` whose groups are decoded from the stored archive one at a time,
     at each pass over them: for a whole-run computation (:func:`run_diagnostics` at the end of
     a run) that need not hold the run's arrays and ids at once."""
-    data = kept_archive(run, "packed", lambda: packed_parts(run, session=session), session=session)
+    data = packed_archive(run, session=session)
     items = decode(data, {"items"})["items"]
     order = items["item_id"].tolist()
     gold = dict(zip(order, (value_or_none(g) for g in items["gold"]), strict=True))
@@ -157,9 +164,10 @@ class ArchivedGroups:
 
     def __iter__(self) -> Iterator[JudgmentArrays]:
         candidate: dict[str, str] = {}
-        for g in range(self.count):
-            parts = decode(self.data, {f"{g}.{name}" for name in GROUP_PARTS})
-            yield group_of(parts, g, {}, candidate)
+        with zipfile.ZipFile(io.BytesIO(self.data)) as archive:  # once a pass, not a group
+            for g in range(self.count):
+                parts = read_parts(archive, {f"{g}.{name}" for name in GROUP_PARTS})
+                yield group_of(parts, g, {}, candidate)
 
 
 GROUP_PARTS = ("item_ids", "candidate_ids", "executions", *ARRAYS)
