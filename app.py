@@ -43,7 +43,7 @@ else:
     async def serving(server: Any) -> AsyncIterator[None]:
         """The server's lifespan: before the first request, load what the first page view
         would otherwise load (Altair and its Vega-Lite schema for the charts, pyarrow's
-        datasets for the stored results, SciPy's and statsmodels' tests for the summaries,
+        datasets for the stored results, SciPy's tests for the summaries,
         Streamlit's emoji and icon tables for the page icons, the ORM's mappers, the files of
         the loaded modules: about a second on a quiet machine);
         then resume submitted runs."""
@@ -53,7 +53,6 @@ else:
         import pandas as pd  # noqa: PLC0415
         import pyarrow.dataset  # noqa: F401, PLC0415
         import scipy.stats  # noqa: F401, PLC0415
-        import statsmodels.stats.contingency_tables  # noqa: F401, PLC0415
         import streamlit.emojis  # noqa: PLC0415
         import streamlit.material_icon_names  # noqa: F401, PLC0415
         from sqlalchemy.orm import configure_mappers  # noqa: PLC0415

@@ -69,8 +69,6 @@ def measure_steps(run_name: str) -> dict[str, dict[str, float]]:
     """Each step of ``keep_results`` in its order, with the memory after it."""
     from scipy import stats  # noqa: F401, PLC0415 - loaded lazily by the steps
     from sqlmodel import select  # noqa: PLC0415
-    from statsmodels.genmod.generalized_linear_model import GLM  # noqa: F401, PLC0415
-    from statsmodels.stats.contingency_tables import mcnemar  # noqa: F401, PLC0415
 
     from pcf.analysis.against_labels import run_calibration, run_overview  # noqa: PLC0415
     from pcf.analysis.results import stored_analysis  # noqa: PLC0415

@@ -1,7 +1,7 @@
 """PCF Review: permutation-consensus factuality judging; the public API is :data:`_EXPORTS`.
 
 Names load on first use (PEP 562), so importing :mod:`pcf` or a light submodule does not import
-numpy, scipy or statsmodels.
+numpy or scipy.
 """
 
 from __future__ import annotations

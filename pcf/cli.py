@@ -1,7 +1,7 @@
 """The `pcf` command line: a thin layer over the library.
 
-Each command imports what it uses when it runs (pandas, scipy, statsmodels, the SDKs and the
-database are slow to import), so that `pcf --help` and light commands start at once; see
+Each command imports what it uses when it runs (pandas, scipy, the SDKs and the database are
+slow to import), so that `pcf --help` and light commands start at once; see
 ``benchmarks/cli_startup.py``.
 """
 
