@@ -67,10 +67,10 @@ def main() -> None:
 
 def measure_steps(run_name: str) -> dict[str, dict[str, float]]:
     """Each step of ``keep_results`` in its order, with the memory after it."""
-    from scipy import stats  # noqa: F401, PLC0415 - loaded lazily by the steps
+    from scipy import special  # noqa: F401, PLC0415 - loaded lazily by the steps
     from sqlmodel import select  # noqa: PLC0415
 
-    from pcf.analysis.against_labels import run_calibration, run_overview  # noqa: PLC0415
+    from pcf.analysis.against_labels import calibration_archive, run_overview  # noqa: PLC0415
     from pcf.analysis.results import stored_analysis  # noqa: PLC0415
     from pcf.analysis.weight_playground import archived_packed_run, run_diagnostics  # noqa: PLC0415
     from pcf.processes import give_back_freed_memory  # noqa: PLC0415
@@ -90,7 +90,7 @@ def measure_steps(run_name: str) -> dict[str, dict[str, float]]:
         run_overview(run, session=session, table=table)
         after("overview")
         give_back_freed_memory()
-        run_calibration(run, session=session, table=table)
+        calibration_archive(run, session=session, table=table)
         after("calibration")
         del table
         give_back_freed_memory()

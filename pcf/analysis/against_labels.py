@@ -13,7 +13,7 @@ import pandas as pd
 from sqlmodel import Session
 
 from pcf.analysis.results import accuracy_against, gold_answers, stored_analysis
-from pcf.analysis.stored import kept
+from pcf.analysis.stored import decode, kept, kept_archive
 from pcf.analysis.triage import (
     calibrated_priority,
     curve_frame,
@@ -77,6 +77,16 @@ def run_calibration(
     (:func:`~pcf.analysis.triage.calibrated_priority` against gold, else human gold), as stored
     for the current revision of the run's calls and those answers (computed from ``table`` as
     :func:`run_overview` is); None without enough labels."""
+    parts = decode(calibration_archive(run, session=session, table=table))
+    if "p_wrong" not in parts:
+        return None
+    frame = parts["p_wrong"]
+    return pd.Series(frame["p_wrong"].to_numpy(), index=frame["item_id"].to_numpy(), name="p_wrong")
+
+
+def calibration_archive(run: Run, *, session: Session, table: pd.DataFrame | None) -> bytes:
+    """:func:`run_calibration`'s stored archive, computed and stored first when missing; not
+    decoded, for a caller that only stores it (a large run's end)."""
     decided = decision_table(run, table, session=session)
     answers = known_answers(decided, dataset_gold(run.dataset_id, session=session).gold)
 
@@ -88,11 +98,7 @@ def run_calibration(
         return {"p_wrong": pd.DataFrame({"item_id": chances.index, "p_wrong": chances.to_numpy()})}
 
     # Refitted when the answers change, not at every label (most labels leave them as they were).
-    parts = kept(run, "calibration", compute, session=session, inputs=answers)
-    if "p_wrong" not in parts:
-        return None
-    frame = parts["p_wrong"]
-    return pd.Series(frame["p_wrong"].to_numpy(), index=frame["item_id"].to_numpy(), name="p_wrong")
+    return kept_archive(run, "calibration", compute, session=session, inputs=answers)
 
 
 def decision_table(run: Run, table: pd.DataFrame | None, *, session: Session) -> pd.DataFrame:

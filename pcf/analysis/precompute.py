@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
-from pcf.analysis.against_labels import run_calibration, run_overview
+from pcf.analysis.against_labels import calibration_archive, run_overview
 from pcf.analysis.results import is_adaptive, stored_analysis
 from pcf.analysis.weight_playground import archived_packed_run, run_diagnostics
 from pcf.processes import give_back_freed_memory
@@ -20,7 +20,7 @@ def keep_results(run: Run, *, session: Session) -> None:
     give_back_freed_memory()
     run_overview(run, session=session, table=table)
     give_back_freed_memory()
-    run_calibration(run, session=session, table=table)
+    calibration_archive(run, session=session, table=table)  # stored, not read back
     has_gold = bool(table["gold"].notna().any())
     del table  # a large run's table is not held while its judgments are packed
     give_back_freed_memory()
