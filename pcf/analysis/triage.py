@@ -459,10 +459,10 @@ def table_triage(
     return curves, wrong, known
 
 
-def known_answers(table: pd.DataFrame, human: Mapping[str, str | None]) -> dict[str, str | None]:
+def known_answers(table: pd.DataFrame, human: Mapping[str, str | None]) -> Mapping[str, str | None]:
     """What the judge is checked against: the gold ids where the dataset has them, else the
     human gold (:attr:`pcf.labelling.human_gold.HumanGold.gold`)."""
-    return dict(gold_answers(table) or human)
+    return gold_answers(table) or dict(human)  # a large run's gold answers are not copied
 
 
 def likely_errors_caught(p_wrong: pd.Series, labelled: set[str]) -> tuple[float, float]:
