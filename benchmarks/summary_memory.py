@@ -70,7 +70,7 @@ def measure_steps(run_name: str) -> dict[str, dict[str, float]]:
     from scipy import special  # noqa: F401, PLC0415 - loaded lazily by the steps
     from sqlmodel import select  # noqa: PLC0415
 
-    from pcf.analysis.against_labels import calibration_archive, run_overview  # noqa: PLC0415
+    from pcf.analysis.against_labels import LABELLED_COLUMNS, calibration_archive, run_overview  # noqa: PLC0415
     from pcf.analysis.results import stored_analysis  # noqa: PLC0415
     from pcf.analysis.weight_playground import archived_packed_run, run_diagnostics  # noqa: PLC0415
     from pcf.processes import give_back_freed_memory  # noqa: PLC0415
@@ -84,7 +84,7 @@ def measure_steps(run_name: str) -> dict[str, dict[str, float]]:
     after("imports")
     with session_scope(get_engine()) as session:
         run = session.exec(select(Run).where(Run.name == run_name)).one()
-        table = stored_analysis(run, session=session).table
+        table = stored_analysis(run, session=session).table[list(LABELLED_COLUMNS)]
         after("analysis")
         give_back_freed_memory()
         run_overview(run, session=session, table=table)

@@ -15,6 +15,7 @@ from sqlmodel import Session
 from pcf.analysis.results import accuracy_against, gold_answers, stored_analysis
 from pcf.analysis.stored import decode, kept, kept_archive
 from pcf.analysis.triage import (
+    FEATURES,
     calibrated_priority,
     curve_frame,
     known_answers,
@@ -28,6 +29,9 @@ from pcf.store import Run
 COMPARED = ("gold labels", "human labels")
 TRIAGE_ORDERS = (("priority", "calibrated"), ("priority",))
 """The review orders the triage shows, the calibrated one only where it can be fitted."""
+LABELLED_COLUMNS = ("item_id", "gold", "winner", "direct_winner", "priority", *FEATURES)
+"""The decision table's columns that the figures against labels read (a large run's end holds
+these alone while it computes them: half the table)."""
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
-from pcf.analysis.against_labels import calibration_archive, run_overview
+from pcf.analysis.against_labels import LABELLED_COLUMNS, calibration_archive, run_overview
 from pcf.analysis.results import is_adaptive, stored_analysis
 from pcf.analysis.weight_playground import archived_packed_run, run_diagnostics
 from pcf.processes import give_back_freed_memory
@@ -16,7 +16,7 @@ def keep_results(run: Run, *, session: Session) -> None:
     """Store the run's decisions, its figures against labels and, for a full listwise run, its
     packed judgments and weight diagnostics, for the current revision (flushed; the caller
     commits). Results already stored for that revision are left as they are."""
-    table = stored_analysis(run, session=session).table
+    table = stored_analysis(run, session=session).table[list(LABELLED_COLUMNS)]
     give_back_freed_memory()
     run_overview(run, session=session, table=table)
     give_back_freed_memory()
