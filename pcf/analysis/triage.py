@@ -238,13 +238,18 @@ def _fit_predict(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarr
     design /= scale
     target = y[train]
 
-    def objective(beta: np.ndarray) -> float:
-        z = beta[0] + design @ beta[1:]
+    def objective(beta: np.ndarray, z: np.ndarray) -> float:
+        """The penalised mean negative log-likelihood at ``beta``, whose linear predictor is
+        ``z``."""
         return float(np.mean(np.logaddexp(0.0, z) - target * z) + RIDGE / 2 * beta @ beta)
 
+    def predictor(beta: np.ndarray) -> np.ndarray:
+        return beta[0] + design @ beta[1:]
+
     beta = np.zeros(design.shape[1] + 1)
+    z = predictor(beta)
     for _ in range(NEWTON_STEPS):
-        p = expit(beta[0] + design @ beta[1:])
+        p = expit(z)
         residual = p - target
         gradient = np.concatenate(([residual.mean()], design.T @ residual / len(design)))
         gradient += RIDGE * beta
@@ -257,10 +262,14 @@ def _fit_predict(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarr
             hessian[0, 1:] += weighted.sum(axis=0)
             hessian[1:, 1:] += block.T @ weighted
         hessian[1:, 0] = hessian[0, 1:]
-        step, before, size = np.linalg.solve(hessian, gradient), objective(beta), 1.0
-        while objective(beta - size * step) > before and size > 1e-8:
+        step, before, size = np.linalg.solve(hessian, gradient), objective(beta, z), 1.0
+        while True:  # halve the step until it does not make the objective worse
+            trial = beta - size * step
+            z = predictor(trial)  # kept for the next step's probabilities
+            if objective(trial, z) <= before or size <= 1e-8:
+                break
             size /= 2
-        beta -= size * step
+        beta = trial
         if np.abs(size * step).max() < 1e-10:
             break
     rows = x[test]

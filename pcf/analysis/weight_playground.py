@@ -121,8 +121,15 @@ def packed_parts(run: Run, *, session: Session) -> Iterator[tuple[str, Any]]:
             g += 1
         order.append(pa.array([i.item_id for i in items], pa.string()))
         golds.append(pa.array([i.gold for i in items], pa.string()))
-    columns = {"item_id": order, "gold": golds}
-    yield "items", pa.table({name: pa.chunked_array(c, pa.string()) for name, c in columns.items()})
+    yield (
+        "items",
+        pa.table(
+            {
+                "item_id": pa.chunked_array(order, pa.string()),
+                "gold": pa.chunked_array(golds, pa.string()),
+            }
+        ),
+    )
 
 
 def stored_packed_run(run: Run, *, session: Session) -> PackedRun:
